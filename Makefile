@@ -1,0 +1,29 @@
+# Two commands do all set-up on a fresh machine:
+#   make run   - create .venv, install memstream, start the embedded memory service
+#   make test  - create .venv, install memstream with its test extras, pass the suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test install bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/memstream up
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/memstream bench hotpath
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,40 @@
+"""producers: the event contract and the append side of the log.
+
+Imports none of memstream's other packages.
+"""
+
+from .events import (
+    EVENT_TYPES,
+    SCHEMA_VERSION,
+    DelegationCompleted,
+    Event,
+    MemoryForgotten,
+    MemoryRemembered,
+    MemoryWritten,
+    Scope,
+    SessionEnded,
+    SessionSwitched,
+    ToolCall,
+    TurnRecorded,
+    decode,
+    encode,
+    to_builtins,
+    utcnow,
+)
+from .ids import event_id_time_ms, new_event_id
+from .settings import OPTIONS, Settings
+from .shipper import Shipper
+from .spool import Spool, spool_usage
+from .stream import EventLog, Record, shard_of
+from .text import clean_text
+from .writer import Writer
+from .connect import LogLocator, read_run_file, redis_client
+
+__all__ = [
+    "EVENT_TYPES", "SCHEMA_VERSION", "DelegationCompleted", "Event", "MemoryForgotten",
+    "MemoryRemembered", "MemoryWritten", "Scope", "SessionEnded", "SessionSwitched",
+    "ToolCall", "TurnRecorded", "decode", "encode", "to_builtins", "utcnow",
+    "event_id_time_ms", "new_event_id", "OPTIONS", "Settings", "Shipper", "Spool",
+    "spool_usage", "EventLog", "Record", "shard_of", "clean_text", "Writer",
+    "LogLocator", "read_run_file", "redis_client",
+]

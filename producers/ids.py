@@ -1,0 +1,49 @@
+"""Time-ordered unique event ids (UUIDv7, RFC 9562).
+
+Guarantee: ids made by one process are strictly increasing as strings and as
+integers, even within one millisecond or if the wall clock steps back; ids made by
+different processes are unique (74 random bits) and ordered to the millisecond.
+The id is the idempotency key of every consumer and maps directly to a Qdrant
+point id (a UUID).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+
+__all__ = ["new_event_id", "event_id_time_ms"]
+
+_lock = threading.Lock()
+_last_ms = 0
+_last_seq = 0
+
+
+def new_event_id() -> str:
+    """A new UUIDv7 string; monotonic within this process, thread-safe."""
+    global _last_ms, _last_seq
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    with _lock:
+        if ms <= _last_ms:
+            ms = _last_ms
+            seq = _last_seq + 1
+            if seq >= 1 << 12:  # 4096 ids in one millisecond: borrow the next one
+                ms += 1
+                seq = rand & 0x3FF
+        else:
+            seq = rand & 0x3FF  # leave room to count up within the millisecond
+        _last_ms, _last_seq = ms, seq
+    value = (ms & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76  # version 7
+    value |= seq << 64  # rand_a: a per-process counter within the millisecond
+    value |= 0b10 << 62  # RFC 4122 variant
+    value |= (rand >> 16) & ((1 << 62) - 1)
+    return str(uuid.UUID(int=value))
+
+
+def event_id_time_ms(event_id: str) -> int:
+    """The unix time in milliseconds encoded in a UUIDv7 event id."""
+    return uuid.UUID(event_id).int >> 80

