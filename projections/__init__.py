@@ -1,0 +1,3 @@
+"""projections: read models rebuilt from the log and the query side."""
+
+__all__: list[str] = []
