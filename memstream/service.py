@@ -117,10 +117,9 @@ class Service:
 
     def close(self) -> None:
         if self.shipper is not None:
-            self.shipper.stop(2.0)
+            # the spool closes when the shipper thread is gone, never under its feet
+            self.shipper.stop(2.0, close_spool=True)
             self.shipper = None
-        if self.spool is not None:
-            self.spool.close()
             self.spool = None
         try:
             info = json.loads(self.settings.run_file.read_text())

@@ -19,6 +19,9 @@ __all__ = ["new_event_id", "event_id_time_ms"]
 _lock = threading.Lock()
 _last_ms = 0
 _last_seq = 0
+_MS_MASK = (1 << 48) - 1
+_VARIANT = 0b10 << 62
+_RAND_B_MASK = (1 << 62) - 1
 
 
 def new_event_id() -> str:
@@ -36,12 +39,11 @@ def new_event_id() -> str:
         else:
             seq = rand & 0x3FF  # leave room to count up within the millisecond
         _last_ms, _last_seq = ms, seq
-    value = (ms & ((1 << 48) - 1)) << 80
-    value |= 0x7 << 76  # version 7
-    value |= seq << 64  # rand_a: a per-process counter within the millisecond
-    value |= 0b10 << 62  # RFC 4122 variant
-    value |= (rand >> 16) & ((1 << 62) - 1)
-    return str(uuid.UUID(int=value))
+    # The 128 bits as hex, formatted directly (str(uuid.UUID(...)) costs ~3 µs on the
+    # hook path): 48 bits unix_ts_ms | version 7 + 12-bit rand_a (a per-process counter
+    # within the millisecond) | RFC 4122 variant 0b10 + 62 random bits.
+    h = "%012x%04x%016x" % (ms & _MS_MASK, 0x7000 | seq, _VARIANT | ((rand >> 16) & _RAND_B_MASK))
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def event_id_time_ms(event_id: str) -> int:

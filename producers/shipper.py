@@ -42,6 +42,9 @@ class Shipper:
         self._stop = threading.Event()
         self._idle = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._exit_lock = threading.Lock()
+        self._exited = True  # no thread running
+        self._close_spool_at_exit = False
         self._backoff = 0.0
         self._last_adopt = 0.0
         self._last_sync = time.monotonic()
@@ -57,13 +60,20 @@ class Shipper:
     def start(self) -> "Shipper":
         if self._thread is None or not self._thread.is_alive():
             self._stop.clear()
+            self._exited = False
             self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
             self._thread.start()
         return self
 
     def notify(self) -> None:
-        """Tell the thread new records are there (cheap; called by hooks)."""
-        self._wake.set()
+        """Tell the thread new records are there (cheap; called by hooks).
+
+        A no-op while the thread is already woken (``Event.set`` takes a lock and
+        notifies on every call) or backing off after a failure: hooks must not turn the
+        back-off into a reconnect per event. ``flush``/``stop`` still wake it at once.
+        """
+        if not self._backoff and not self._wake.is_set():
+            self._wake.set()
 
     def flush(self, timeout: float, wait_while_down: bool = True) -> bool:
         """Wait up to ``timeout`` s until everything spooled so far is shipped.
@@ -81,20 +91,44 @@ class Shipper:
                 self._idle.wait(min(left, 0.05))
         return True
 
-    def stop(self, timeout: float) -> bool:
-        """Ship what can be shipped within ``timeout`` s, then stop. True if drained."""
+    def stop(self, timeout: float, close_spool: bool = False) -> bool:
+        """Ship what can be shipped within ``timeout`` s, then stop. True if drained.
+
+        With ``close_spool``, close the spool once the thread is gone: now, or when a
+        call to the log it is stuck in returns (closing the spool under it would let the
+        thread read reused descriptors and another writer adopt a segment it ships).
+        """
         drained = self.flush(timeout, wait_while_down=False) if self._thread and self._thread.is_alive() else self._drained()
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=max(0.1, timeout))
+        if close_spool:
+            with self._exit_lock:
+                deferred = not self._exited
+                self._close_spool_at_exit = deferred
+            if deferred:
+                log.warning("shipper.stop_deferred", action="the thread is inside a call to the log; "
+                            "it closes the spool when that call returns")
+            else:
+                self.spool.close()
         return drained
 
     def _drained(self) -> bool:
-        return all(s.offset >= self.spool.limit_of(s) for s in self.spool.ship_order())
+        return self.spool.drained()  # not limit_of here: the thread may close a segment meanwhile
 
     # -- the loop -------------------------------------------------------------------
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            with self._exit_lock:
+                self._exited = True
+                close, self._close_spool_at_exit = self._close_spool_at_exit, False
+            if close:
+                self.spool.close()
+
+    def _loop(self) -> None:
         while not self._stop.is_set():
             self._wake.wait(timeout=self._backoff or 0.25)
             self._wake.clear()
@@ -187,5 +221,5 @@ class Shipper:
             "spool_refused": self.spool.refused,
             "spool_errors": self.spool.errors,
             "spool_unshipped_bytes": self.spool.unshipped_bytes,
-            "spool_corrupt": sum(s.corrupt for s in self.spool.ship_order()),
+            "spool_corrupt": self.spool.corrupt,
         }

@@ -179,6 +179,7 @@ class Spool:
         self.appended = 0
         self.refused = 0
         self.errors = 0
+        self._corrupt_removed = 0  # corrupt regions counted by segments since deleted
         self._warned_full = 0.0
         self.dir.mkdir(parents=True, exist_ok=True)
         self._open_segment()
@@ -261,6 +262,11 @@ class Spool:
             with self._lock:
                 self._unshipped -= advanced
 
+    def drained(self) -> bool:
+        """True if every segment is shipped to its end. Safe from any thread."""
+        with self._lock:
+            return all(s.offset >= self.limit_of(s) for s in self.ship_order())
+
     def finished(self, seg: Segment) -> bool:
         return seg.closed and seg.offset >= self.limit_of(seg)
 
@@ -271,11 +277,15 @@ class Spool:
                 p.unlink()
             except FileNotFoundError:
                 pass
-        os.close(seg.fd)
-        if seg in self.segments:
-            self.segments.remove(seg)
-        if seg in self.adopted:
-            self.adopted.remove(seg)
+        with self._lock:  # ``drained`` (another thread) must not fstat a closed fd
+            seg.limit = seg.offset
+            os.close(seg.fd)
+            if seg in self.segments or seg in self.adopted:
+                self._corrupt_removed += seg.corrupt
+            if seg in self.segments:
+                self.segments.remove(seg)
+            if seg in self.adopted:
+                self.adopted.remove(seg)
 
     def adopt_orphans(self) -> list[Segment]:
         """Take over segments of dead processes (their flock is free). Oldest first."""
@@ -317,6 +327,11 @@ class Spool:
     def ship_order(self) -> list[Segment]:
         """Adopted segments (older processes) first, then ours, oldest first."""
         return sorted(self.adopted, key=lambda s: s.path.name) + list(self.segments)
+
+    @property
+    def corrupt(self) -> int:
+        """Corrupt regions quarantined by this process, deleted segments included."""
+        return self._corrupt_removed + sum(s.corrupt for s in self.ship_order())
 
     @property
     def unshipped_bytes(self) -> int:

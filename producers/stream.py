@@ -25,6 +25,17 @@ from .events import Event, decode, encode
 __all__ = ["EventLog", "Record", "shard_of", "parse_entry_id", "EntryDecodeError"]
 
 _SHIP_SCRIPT = """
+-- Check every key before the first write: a script that fails half-way keeps its
+-- earlier XADDs, and the shipper's re-send would then duplicate them.
+for k = 1, #KEYS do
+  local t = redis.call('TYPE', KEYS[k])['ok']
+  local want = 'stream'
+  if k <= 2 then want = 'hash' end
+  if t ~= 'none' and t ~= want then
+    return redis.error_reply('WRONGTYPE memstream key ' .. KEYS[k] .. ' holds a ' .. t ..
+      ', not a ' .. want .. ': rename or delete it')
+  end
+end
 local last = -1
 if ARGV[1] ~= '' then
   last = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '-1')

@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = ["clean_text", "CLIPPED_MARK"]
 
 CLIPPED_MARK = "\n[… clipped by memstream]"
+_MARK_BYTES = len(CLIPPED_MARK.encode("utf-8"))  # not len(): the mark is not ASCII
 
 
 def clean_text(value: object, max_bytes: int) -> tuple[str, list[str]]:
@@ -26,7 +27,7 @@ def clean_text(value: object, max_bytes: int) -> tuple[str, list[str]]:
     if value.isascii():
         if len(value) <= max_bytes:
             return value, problems
-        return value[: max(0, max_bytes - len(CLIPPED_MARK))] + CLIPPED_MARK, problems + ["clipped"]
+        return value[: max(0, max_bytes - _MARK_BYTES)] + CLIPPED_MARK, problems + ["clipped"]
     try:
         data = value.encode("utf-8")
     except UnicodeEncodeError:
@@ -35,5 +36,5 @@ def clean_text(value: object, max_bytes: int) -> tuple[str, list[str]]:
         value = data.decode("utf-8")
     if len(data) <= max_bytes:
         return value, problems
-    keep = max(0, max_bytes - len(CLIPPED_MARK.encode()))
+    keep = max(0, max_bytes - _MARK_BYTES)
     return data[:keep].decode("utf-8", "ignore") + CLIPPED_MARK, problems + ["clipped"]

@@ -45,7 +45,9 @@ class Writer:
     @classmethod
     def shared(cls, settings: Settings) -> "Writer":
         """The process-wide writer for these settings' spool; call ``release`` when done."""
-        key = str(settings.spool_dir.resolve()) if settings.spool_dir.exists() else str(settings.spool_dir)
+        # resolve() whether or not the directory exists yet: the first call creates it,
+        # and a symlinked or relative home must map to the same key on every call
+        key = str(settings.spool_dir.resolve())
         with _registry_lock:
             writer = _registry.get(key)
             if writer is None or writer._closed:
@@ -86,8 +88,8 @@ class Writer:
         if self._closed:
             return True
         self._closed = True
-        drained = self.shipper.stop(self.settings.shutdown_timeout if timeout is None else timeout)
-        self.spool.close()
+        drained = self.shipper.stop(self.settings.shutdown_timeout if timeout is None else timeout,
+                                    close_spool=True)
         if not drained:
             log.warning("writer.closed_with_backlog", unshipped_bytes=self.spool.unshipped_bytes,
                         action="left in the spool; the next process or `memstream up` ships it")

@@ -25,34 +25,43 @@ def message_text(message: dict) -> str:
 
 
 def find_turn(messages: list, watermark: int, user_text: str) -> tuple[int, int] | None:
-    """(start, end) of the turn whose user message is ``user_text``: the first user
-    message at or after ``watermark`` (preferring an exact text match), else the last
-    matching one anywhere (the transcript was rewritten). ``end`` is the next user
-    message or the end of the list. None if no user message is found."""
+    """(start, end) of the turn whose user message is ``user_text``.
+
+    With a known ``watermark`` (the end of the previous turn), the turn is the first
+    user message at or after it, preferring an exact text match: this is right when a
+    turn's sync arrives after the next turn started. With ``watermark < 0`` (just after
+    a session switch or compaction rewrote the transcript) it is the last user message
+    with that text. ``end`` is the next user message or the end of the list; None if
+    no user message is found.
+    """
     n = len(messages)
-    start = watermark if 0 <= watermark <= n else 0
-    first = exact = None
-    for i in range(start, n):
+
+    def is_user(i: int) -> bool:
         m = messages[i]
-        if isinstance(m, dict) and m.get("role") == "user":
-            if first is None:
-                first = i
-            if message_text(m) == user_text:
-                exact = i
-                break
-    idx = exact if exact is not None else first
-    if idx is None or (exact is None and start > 0):
+        return isinstance(m, dict) and m.get("role") == "user"
+
+    idx = None
+    if 0 <= watermark <= n:
+        first = None
+        for i in range(watermark, n):
+            if is_user(i):
+                if first is None:
+                    first = i
+                if message_text(messages[i]) == user_text:
+                    idx = i
+                    break
+        if idx is None:
+            idx = first
+    if idx is None:
         for i in range(n - 1, -1, -1):
-            m = messages[i]
-            if isinstance(m, dict) and m.get("role") == "user" and message_text(m) == user_text:
+            if is_user(i) and message_text(messages[i]) == user_text:
                 idx = i
                 break
     if idx is None:
         return None
     end = n
     for j in range(idx + 1, n):
-        m = messages[j]
-        if isinstance(m, dict) and m.get("role") == "user":
+        if is_user(j):
             end = j
             break
     return idx, end
@@ -60,7 +69,12 @@ def find_turn(messages: list, watermark: int, user_text: str) -> tuple[int, int]
 
 def _clip(value: Any) -> str:
     text = value if isinstance(value, str) else ("" if value is None else str(value))
-    return text if len(text) <= BRIEF_CHARS else text[:BRIEF_CHARS] + "…"
+    text = text if len(text) <= BRIEF_CHARS else text[:BRIEF_CHARS] + "…"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # e.g. a tool read a binary file with surrogateescape:
+        text = text.encode("utf-8", "replace").decode("utf-8")  # else the whole turn fails to encode
+    return text
 
 
 def tool_calls_of(messages: list) -> list[tuple[str, str, str, str]]:

@@ -93,7 +93,7 @@ class MemstreamProvider(MemoryProvider):
         self._scopes: dict[str, Scope] = {}
         self._base: dict[str, str] = {}
         self._session = ""
-        self._watermark = 0
+        self._watermark = -1  # unknown until the first sync (a resumed transcript holds old turns)
         self._turn_index = 0
         self._turn_starts: deque[tuple[int, str]] = deque(maxlen=64)
         self._ended: dict[str, tuple[int, int]] = {}
@@ -149,7 +149,11 @@ class MemstreamProvider(MemoryProvider):
     @_guard()
     def on_turn_start(self, turn_number: int, message: str = "", **kwargs: Any) -> None:
         """Remember the turn number for the sync that follows (no event)."""
-        self._turn_starts.append((int(turn_number), message if isinstance(message, str) else ""))
+        entry = (int(turn_number), message if isinstance(message, str) else "")
+        # under the lock: sync_turn (Hermes's mem-sync worker) iterates this deque while the
+        # agent thread starts the next turn ("deque mutated during iteration" lost a turn)
+        with self._lock:
+            self._turn_starts.append(entry)
 
     @_guard()
     def sync_turn(self, user_content: str, assistant_content: str, *, session_id: str = "",
@@ -216,7 +220,7 @@ class MemstreamProvider(MemoryProvider):
             reason = "other"
         with self._lock:
             self._session = str(new_session_id or self._session)
-            self._watermark = 0
+            self._watermark = -1  # the transcript was replaced or rewritten
             if reason == "new_session":
                 self._turn_index = 0
                 self._turn_starts.clear()
@@ -345,7 +349,10 @@ class MemstreamProvider(MemoryProvider):
         now = time.monotonic()
         if now - self._last_warn.get(event, 0.0) >= 5.0:
             self._last_warn[event] = now
-            log.warning(event, **kw, counters=dict(self._counters))
+            try:
+                log.warning(event, **kw, counters=dict(self._counters))
+            except Exception:  # a closed or broken log stream must not reach the agent loop
+                pass
 
 
 def register(ctx: Any) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import fakeredis
 import pytest
 import redis
+import structlog
 
 from memstream.valkey import ValkeyProcess
 from producers import EventLog, Settings
@@ -20,7 +21,16 @@ def _isolated_env(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMSTREAM_AUTOSTART", "0")
     monkeypatch.delenv("MEMSTREAM_REDIS_URL", raising=False)
     monkeypatch.delenv("MEMSTREAM_TENANT", raising=False)
-    monkeypatch.delenv("HERMES_HOME", raising=False)
+    # a Hermes home that does not exist: doctor must not judge the developer's ~/.hermes
+    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "no-hermes-home"))
+
+
+@pytest.fixture(autouse=True)
+def _structlog_defaults():
+    """A test that runs an entry point in-process (``cli.main``) configures structlog
+    onto pytest's captured stderr, which is closed after that test: restore defaults."""
+    yield
+    structlog.reset_defaults()
 
 
 @pytest.fixture(scope="session")
