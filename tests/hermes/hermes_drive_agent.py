@@ -1,0 +1,51 @@
+"""Drive a real Hermes ``AIAgent`` for several turns (run with the Hermes venv's Python).
+
+argv[1]: JSON {"base_url", "prompts": [...], "agent_kwargs": {...}}. HERMES_HOME and the
+MEMSTREAM_* variables come from the environment. Prints one line
+``MEMSTREAM_DRIVER_RESULT <json>`` describing what the agent saw.
+"""
+import json
+import os
+import sys
+
+import structlog
+
+spec = json.loads(sys.argv[1])
+# The provider's structured logs (warnings, hook failures) go to a file the test reads;
+# inside Hermes, stdout may be redirected while the agent runs.
+structlog.configure(
+    processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"),
+                structlog.processors.format_exc_info, structlog.processors.JSONRenderer()],
+    logger_factory=structlog.PrintLoggerFactory(open(os.environ["MEMSTREAM_TEST_LOG"], "a", buffering=1)))
+
+from hermes_state import SessionDB  # noqa: E402
+from run_agent import AIAgent  # noqa: E402
+
+db = SessionDB()
+agent = AIAgent(base_url=spec["base_url"], api_key="sk-fake", provider="custom",
+                api_mode="chat_completions", model="fake-model", quiet_mode=True,
+                session_db=db, tool_delay=0, skip_context_files=True, **spec.get("agent_kwargs", {}))
+agent.suppress_status_output = True
+manager = agent._memory_manager
+providers = list(manager.providers) if manager is not None else []
+out = {
+    "session_id": agent.session_id,
+    "providers": [p.name for p in providers],
+    "provider_class": [f"{type(p).__module__}.{type(p).__qualname__}" for p in providers],
+    "initialized": [bool(getattr(p, "initialized", False)) for p in providers],
+    "tools": sorted(t.get("function", {}).get("name", "") for t in (agent.tools or [])),
+    "replies": [],
+}
+history = []
+for prompt in spec["prompts"]:
+    res = agent.run_conversation(prompt, conversation_history=history)
+    history = res.get("messages") or history
+    out["replies"].append(res.get("final_response"))
+if manager is not None:
+    out["flushed"] = manager.flush_pending(timeout=10)
+    out["stats"] = [p.stats() for p in providers if hasattr(p, "stats")]
+out["message_count"] = len(history)
+agent.shutdown_memory_provider(history)  # on_session_end + shutdown (ships the spool)
+agent.close()
+db.close()
+print("MEMSTREAM_DRIVER_RESULT " + json.dumps(out, default=str), flush=True)
