@@ -29,6 +29,11 @@ class Shipper:
     """Ships one ``Spool`` to the log returned by ``connect`` (called on every retry)."""
 
     ADOPT_EVERY = 5.0
+    # Ship once the hooks pause for QUIET s, so a burst of back-to-back hooks is not
+    # interrupted by a shipping pass (it holds the GIL for milliseconds), but never
+    # later than MAX_DEFER s after being woken. flush() and stop() skip the wait.
+    QUIET = 0.002
+    MAX_DEFER = 1.0
 
     def __init__(self, spool: Spool, connect: Callable[[], EventLog], batch: int = 500,
                  fsync_interval: float | None = 1.0, name: str = "memstream-shipper"):
@@ -46,6 +51,8 @@ class Shipper:
         self._exited = True  # no thread running
         self._close_spool_at_exit = False
         self._backoff = 0.0
+        self._flushing = 0  # flush() calls in progress (they skip the quiet wait)
+        self._flushing_lock = threading.Lock()
         self._last_adopt = 0.0
         self._last_sync = time.monotonic()
         # counters
@@ -81,15 +88,21 @@ class Shipper:
         With ``wait_while_down`` False, give up as soon as the log is found unreachable.
         """
         deadline = time.monotonic() + timeout
-        self._wake.set()
-        with self._idle:
-            while not self._drained():
-                left = deadline - time.monotonic()
-                if left <= 0 or (not wait_while_down and self._backoff > 0 and not self.connected):
-                    return False  # out of time, or the log is unreachable right now
-                self._wake.set()
-                self._idle.wait(min(left, 0.05))
-        return True
+        with self._flushing_lock:
+            self._flushing += 1
+        try:
+            self._wake.set()
+            with self._idle:
+                while not self._drained():
+                    left = deadline - time.monotonic()
+                    if left <= 0 or (not wait_while_down and self._backoff > 0 and not self.connected):
+                        return False  # out of time, or the log is unreachable right now
+                    self._wake.set()
+                    self._idle.wait(min(left, 0.05))
+            return True
+        finally:
+            with self._flushing_lock:
+                self._flushing -= 1
 
     def stop(self, timeout: float, close_spool: bool = False) -> bool:
         """Ship what can be shipped within ``timeout`` s, then stop. True if drained.
@@ -131,6 +144,8 @@ class Shipper:
     def _loop(self) -> None:
         while not self._stop.is_set():
             self._wake.wait(timeout=self._backoff or 0.25)
+            if not self._backoff:
+                self._wait_for_quiet()
             self._wake.clear()
             try:
                 self.ship_once()
@@ -141,6 +156,15 @@ class Shipper:
                 self._backoff = 1.0
             with self._idle:
                 self._idle.notify_all()
+
+    def _wait_for_quiet(self) -> None:
+        """Wait until no append for ``QUIET`` s, at most ``MAX_DEFER`` s (none while flushing)."""
+        deadline = time.monotonic() + self.MAX_DEFER
+        seen = self.spool.appended
+        while not self._flushing and time.monotonic() < deadline:
+            if self._stop.wait(self.QUIET) or self.spool.appended == seen:
+                return
+            seen = self.spool.appended
 
     def ship_once(self) -> int:
         """One pass: adopt orphans, ship every segment as far as possible. Returns count."""
@@ -189,7 +213,7 @@ class Shipper:
             batch = []
             for rec in records:
                 try:
-                    batch.append(Record.of(decode(rec.payload), seq=rec.seq))
+                    batch.append(Record.of(decode(rec.payload), seq=rec.seq, data=rec.payload))
                 except Exception as exc:
                     self.malformed += 1
                     seg._quarantine(self.spool.quarantine, rec.end - len(rec.payload), rec.payload)

@@ -96,14 +96,15 @@ class Record:
     data: bytes
 
     @classmethod
-    def of(cls, event: Event, seq: int = 0) -> "Record":
+    def of(cls, event: Event, seq: int = 0, data: bytes | None = None) -> "Record":
+        """The record of ``event``; ``data`` is its encoding when already at hand."""
         return cls(
             seq=seq,
             event_id=event.id,
             type=type(event).__struct_config__.tag,  # type: ignore[attr-defined]
             tenant=event.scope.tenant,
             agent=event.scope.agent,
-            data=encode(event),
+            data=encode(event) if data is None else data,
         )
 
 
