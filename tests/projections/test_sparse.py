@@ -1,0 +1,82 @@
+"""The keyword side: tokens, stems, stable indices, BM25 weights; and point ids."""
+
+from __future__ import annotations
+
+import pytest
+
+from projections.sparse import VERSION, sparse_vector, stem, token_index, tokenize
+from projections.store import point_id
+
+# Porter's own examples (1980 paper and his C implementation's vocabulary), plus the
+# Porter2 step-1c rule that keeps "deploy" whole.
+PORTER = {
+    "caresses": "caress", "ponies": "poni", "cats": "cat", "feed": "feed", "agreed": "agre",
+    "plastered": "plaster", "motoring": "motor", "sing": "sing", "conflated": "conflat",
+    "troubled": "troubl", "sized": "size", "hopping": "hop", "falling": "fall",
+    "hissing": "hiss", "filing": "file", "happy": "happi", "sky": "sky",
+    "relational": "relat", "conditional": "condit", "rational": "ration",
+    "vietnamization": "vietnam", "predication": "predic", "operator": "oper",
+    "hopefulness": "hope", "sensibiliti": "sensibl", "triplicate": "triplic",
+    "electrical": "electr", "goodness": "good", "allowance": "allow", "airliner": "airlin",
+    "adjustable": "adjust", "replacement": "replac", "adoption": "adopt",
+    "homologous": "homolog", "effective": "effect", "probate": "probat", "rate": "rate",
+    "controll": "control", "roll": "roll", "generalization": "gener",
+}
+
+
+@pytest.mark.parametrize("word, expected", sorted(PORTER.items()))
+def test_porter_stems_the_reference_examples(word, expected):
+    assert stem(word) == expected
+
+
+@pytest.mark.parametrize("word", ["deploy", "deploys", "deployed", "deploying", "deployment"])
+def test_every_form_of_deploy_shares_one_stem(word):
+    assert tokenize(word) == ["deploy"]
+
+
+def test_english_words_are_case_folded_stemmed_and_stop_words_dropped():
+    text = "The quick brown FOXES were running_fast; don't"
+    assert tokenize(text) == ["quick", "brown", "fox", "run", "fast"]
+
+
+@pytest.mark.parametrize("query, document", [
+    ("서울역", "내일서울역에서만나요"),
+    ("北京大学", "我明天去北京大学看朋友"),
+    ("東京タワー", "週末に東京タワーへ行きました"),
+])
+def test_every_token_of_a_cjk_phrase_occurs_in_unspaced_text_containing_it(query, document):
+    q = tokenize(query)
+    assert len(q) == 2 * len(query) - 1  # unigrams + bigrams
+    assert set(q) <= set(tokenize(document))
+
+
+def test_width_variants_and_mixed_scripts_normalise_to_the_same_tokens():
+    assert tokenize("ＡＢＣ ｶﾀｶﾅ") == tokenize("abc カタカナ")
+    assert tokenize("iPhone15を買った")[:2] == ["iphone15", "を"]
+
+
+def test_indices_are_pinned_crc32_values_identical_in_every_process():
+    # frozen sample: if this changes, stored vectors change (bump VERSION and rebuild)
+    assert VERSION == 1
+    assert token_index("deploy") == 2453354746
+    assert sparse_vector("Deploying 서울역 v2!", k1=None) == (
+        [296593912, 2371371774, 2453354746, 2779498962, 3386782558, 4033584399, 4193219318],
+        [1.0] * 7,
+    )
+
+
+def test_term_frequency_saturates_and_empty_text_gives_an_empty_vector():
+    (_,), (once,) = sparse_vector("invoice")
+    (_,), (thrice,) = sparse_vector("invoice invoice invoice")
+    assert once < thrice < 3 * once
+    assert sparse_vector("invoice invoice", k1=None) == ([token_index("invoic")], [2.0])
+    assert sparse_vector("") == ([], [])
+    assert sparse_vector("the of and to") == ([], [])
+
+
+def test_point_ids_are_deterministic_typed_uuid5s():
+    assert point_id("fact", "t1", "k") == "c07743bb-64dc-50b8-85dd-f9ef92750e9f"  # frozen
+    assert point_id("a", "b") != point_id("a,b") != point_id("ab")
+    assert point_id(1) != point_id("1")
+    with pytest.raises(ValueError):
+        point_id()
