@@ -154,13 +154,58 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     return 0 if ok else 1
 
 
+def _projection_stats(eventlog: EventLog) -> dict:
+    """Per projection group: position, lag, pending, dead letters, freshness, items."""
+    import time
+
+    from projections.facts_table import FactsTable
+    from workers.consumer import DeadLetters, Positions
+    from workers.projectors import Counters
+
+    dlq = DeadLetters(eventlog.client, eventlog.prefix)
+    dead = {}
+    for item in dlq.list(count=100000):
+        dead[item.get("group")] = dead.get(item.get("group"), 0) + 1
+    positions = Positions(eventlog.client, eventlog.prefix)
+    out: dict[str, dict] = {}
+    for group in ("turns.v1", "memories.v1", "facts.v1"):
+        lag, pending, known = 0, 0, False
+        for key in eventlog.stream_keys:
+            try:
+                infos = eventlog.client.xinfo_groups(key)
+            except redis.ResponseError:
+                continue
+            for g in infos:
+                name = g["name"].decode() if isinstance(g["name"], bytes) else g["name"]
+                if name == group:
+                    known = True
+                    pending += int(g.get("pending", 0))
+                    lag = None if lag is None or g.get("lag") is None else lag + int(g["lag"])
+        pos = positions.get(group)
+        applied = max((p["applied_at"] for p in pos.values()), default=0.0)
+        counters = Counters(eventlog.client, eventlog.prefix, group).get()
+        items = counters.get("points", 0) if group != "facts.v1" else FactsTable(eventlog.client, eventlog.prefix).count()
+        out[group] = {
+            "exists": known, "positions": {k: v["position"] for k, v in pos.items()},
+            "lag": lag if known else None, "pending": pending, "dead_letters": dead.get(group, 0),
+            "last_applied_at": applied or None,
+            "freshness_s": round(time.time() - applied, 3) if applied else None,
+            "items": items, "counters": counters,
+        }
+    return out
+
+
 def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
     eventlog = _connect(settings)
     usage = spool_usage(settings.spool_dir) if settings.spool_dir.exists() else {}
-    result = {"streams": _streams(eventlog), "types": eventlog.type_counts(), "spool": usage}
+    result = {"streams": _streams(eventlog), "types": eventlog.type_counts(), "spool": usage,
+              "projections": _projection_stats(eventlog)}
     lines = [f"{s['stream']}: {s['length']} events, first {s['first_id']}, last {s['last_id']}"
              for s in result["streams"]]
     lines += [f"  {t}: {n}" for t, n in result["types"].items()]
+    for group, p in result["projections"].items():
+        lines.append(f"{group}: lag {p['lag']}, pending {p['pending']}, dead letters {p['dead_letters']}, "
+                     f"items {p['items']}, last applied {p['last_applied_at']}")
     if usage:
         lines.append(f"spool: {usage['segments']} segments, {usage['unshipped_bytes']} bytes unshipped, "
                      f"{usage['quarantined']} quarantined")
@@ -197,10 +242,12 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
         clipped=["content"] if "clipped" in problems else [],
         action="add", target=args.target, content=text, origin="memstream-cli")
     if args.sync:
-        entry = _connect(settings).append([event])[0]
-        _print(args, {"id": event.id, "entry_id": entry, "state": "logged"},
-               f"added {event.id} (log entry {entry})")
-        return 0
+        eventlog = _connect(settings)
+        entry = eventlog.append([event])[0]
+        state = _wait_projected(eventlog, event, entry, args.timeout)
+        _print(args, {"id": event.id, "entry_id": entry, "state": state},
+               f"added {event.id} (log entry {entry}, {state})")
+        return 0 if state == "searchable" else 1
     writer = Writer.shared(settings)
     writer.emit(event)
     shipped = writer.flush(settings.shutdown_timeout)
@@ -208,6 +255,81 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
     state = "logged" if shipped else "spooled"
     _print(args, {"id": event.id, "state": state},
            f"added {event.id}" + ("" if shipped else " (spooled: it ships when the log is reachable)"))
+    return 0
+
+
+def _wait_projected(eventlog: EventLog, event, entry: str, timeout: float) -> str:
+    """Read-your-writes: wait until every projection group has applied ``entry``."""
+    import time
+
+    from workers.consumer import is_applied
+
+    stream = eventlog.stream_for(event.scope.tenant, event.scope.agent)
+    groups = ["memories.v1", "facts.v1"]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(is_applied(eventlog.client, stream, g, entry) for g in groups):
+            return "searchable"
+        time.sleep(0.02)
+    return "logged (not yet projected: are the workers running?)"
+
+
+# -- search / dlq / worker -------------------------------------------------------------
+def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.queries import QueryTimeout, ask
+
+    eventlog = _connect(settings)
+    request = {"op": "search", "query": args.query, "tenant": args.tenant or settings.tenant,
+               "agent": args.agent, "scope": args.scope, "k": args.k}
+    try:
+        answer = ask(eventlog.client, eventlog.prefix, request, timeout=args.timeout)
+    except QueryTimeout as exc:
+        raise CommandError(str(exc)) from exc
+    if "error" in answer:
+        raise CommandError(f"search failed: {answer['error']}")
+    results = answer.get("results", [])
+    lines = [f"{r['score']:.3f} [{r['kind']}] {r['agent']} {r['occurred_at']}: {r['text']}" for r in results]
+    _print(args, {"results": results}, "\n".join(lines) or "no results")
+    return 0
+
+
+def cmd_dlq(args: argparse.Namespace, settings: Settings) -> int:
+    from workers.consumer import DeadLetters
+
+    eventlog = _connect(settings)
+    dlq = DeadLetters(eventlog.client, eventlog.prefix)
+    if args.action == "list":
+        items = dlq.list(count=args.count, group=args.group or None)
+        lines = [f"{i['dlq_id']} {i.get('group')} {i.get('stream')} {i.get('entry_id')} "
+                 f"{i.get('type', '?')} deliveries={i.get('deliveries')}: {i.get('error')}" for i in items]
+        _print(args, {"dead_letters": items}, "\n".join(lines) or "no dead letters")
+        return 0
+    if not args.ids:
+        raise CommandError(f"dlq {args.action} needs one or more DLQ ids (see `memstream dlq list`)")
+    done = {}
+    for dlq_id in args.ids:
+        done[dlq_id] = dlq.retry(dlq_id) if args.action == "retry" else dlq.drop(dlq_id)
+    _print(args, {args.action: done}, "\n".join(f"{k}: {v}" for k, v in done.items()))
+    return 0 if all(done.values()) else 1
+
+
+def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    import signal
+    import threading
+
+    from workers.pipeline import Pipeline, PipelineConfig
+
+    if not settings.redis_url:
+        raise CommandError("in embedded mode `memstream up` runs the workers (the embedded store "
+                           "admits one process); set MEMSTREAM_REDIS_URL and MEMSTREAM_QDRANT_URL "
+                           "to run workers on several hosts")
+    configure("INFO")
+    pipeline = Pipeline(settings, _connect(settings), PipelineConfig.of(settings, consumer=args.name)).start()
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    pipeline.stop()  # each consumer finishes its batch
     return 0
 
 
@@ -259,6 +381,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--session", default="", help="session id")
     p.add_argument("--target", choices=["memory", "user"], default="memory")
     p.add_argument("text", help="the memory to add")
+    p.add_argument("--timeout", type=float, default=10.0, help="--sync: seconds to wait for the projections")
+    p = add("search", cmd_search, "search the projections (turns, memories, facts)")
+    p.add_argument("--tenant", default="", help="tenant (default: MEMSTREAM_TENANT)")
+    p.add_argument("--agent", default="default", help="the asking agent")
+    p.add_argument("--scope", default="current", help="current | all | AGENT")
+    p.add_argument("-k", type=int, default=10, help="results")
+    p.add_argument("--timeout", type=float, default=10.0)
+    p.add_argument("query")
+    p = add("dlq", cmd_dlq, "inspect and replay dead letters")
+    p.add_argument("action", choices=["list", "retry", "drop"])
+    p.add_argument("ids", nargs="*", help="DLQ ids (retry/drop)")
+    p.add_argument("--group", default="", help="only this projection group (list)")
+    p.add_argument("--count", type=int, default=100)
+    p = add("worker", cmd_worker, "run projection workers against a shared Redis and Qdrant")
+    p.add_argument("--name", default="", help="stable consumer name (default: host name)")
     p = add("install-hermes", cmd_install_hermes, "install the memstream plugin into a Hermes home and select it")
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")

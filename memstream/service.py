@@ -49,6 +49,8 @@ class Service:
         self._stop = threading.Event()
         self.shipper: Shipper | None = None
         self.spool: Spool | None = None
+        self.pipeline = None
+        self.pipeline_error = ""
 
     @property
     def lock_path(self) -> Path:
@@ -90,8 +92,21 @@ class Service:
         self.spool = Spool(self.settings.spool_dir, max_bytes=self.settings.spool_max_bytes)
         self.shipper = Shipper(self.spool, connect, batch=self.settings.ship_batch,
                                name="memstream-adopter").start()
+        self._start_pipeline(connect())
         log.info("service.started", url=self.url, embedded=info["embedded"], home=str(self.settings.home))
         return info
+
+    def _start_pipeline(self, eventlog: EventLog) -> None:
+        """The projection workers and the query server live in this process (the
+        embedded store admits one process). A failure here leaves the log serving."""
+        try:
+            from workers.pipeline import Pipeline
+
+            self.pipeline = Pipeline(self.settings, eventlog).start()
+        except Exception as exc:
+            self.pipeline_error = f"{type(exc).__name__}: {exc}"
+            log.error("service.pipeline_failed", error=self.pipeline_error,
+                      action="the log keeps serving; fix the error and restart `memstream up`")
 
     def serve(self) -> None:
         """Block until SIGTERM/SIGINT or ``stop()``; then shut down cleanly."""
@@ -116,6 +131,9 @@ class Service:
         self._stop.set()
 
     def close(self) -> None:
+        if self.pipeline is not None:
+            self.pipeline.stop()
+            self.pipeline = None
         if self.shipper is not None:
             # the spool closes when the shipper thread is gone, never under its feet
             self.shipper.stop(2.0, close_spool=True)

@@ -26,6 +26,8 @@ OPTIONS: list[tuple[str, str, object, str]] = [
     ("max_text_bytes", "MEMSTREAM_MAX_TEXT_BYTES", 256 * 1024, "Text fields longer than this (UTF-8 bytes) are clipped, counted and flagged in the event."),
     ("ship_batch", "MEMSTREAM_SHIP_BATCH", 500, "Events per shipped batch (one atomic script call)."),
     ("shutdown_timeout", "MEMSTREAM_SHUTDOWN_TIMEOUT", 2.0, "Seconds `shutdown()` spends shipping; the rest stays in the spool for the next start."),
+    ("qdrant_url", "MEMSTREAM_QDRANT_URL", "", "Qdrant server for the projections. Empty: the embedded store (qdrant-edge) owned by `memstream up`."),
+    ("embedder", "MEMSTREAM_EMBEDDER", "onnx-minilm", "Embedder of the projections: `onnx-minilm` (offline), `hash` (tests), `openai[:MODEL]`, `ollama[:MODEL]` (see MEMSTREAM_EMBED_URL/_MODEL/_API_KEY)."),
     ("autostart", "MEMSTREAM_AUTOSTART", True, "Start the embedded service (`memstream up --detach`) when none is running and no Redis URL is set."),
 ]
 
@@ -60,6 +62,8 @@ class Settings:
     max_text_bytes: int = 256 * 1024
     ship_batch: int = 500
     shutdown_timeout: float = 2.0
+    qdrant_url: str = ""
+    embedder: str = "onnx-minilm"
     autostart: bool = True
     problems: tuple[str, ...] = field(default=(), compare=False)
 

@@ -18,7 +18,8 @@ pytestmark = pytest.mark.valkey
 
 
 def ms(home, *args, check=True, env=None, timeout=60):
-    full_env = dict(os.environ, MEMSTREAM_HOME=str(home), MEMSTREAM_AUTOSTART="0", **(env or {}))
+    full_env = dict(os.environ, MEMSTREAM_HOME=str(home), MEMSTREAM_AUTOSTART="0",
+                    MEMSTREAM_EMBEDDER="hash", **(env or {}))
     proc = subprocess.run([sys.executable, "-m", "memstream", *args], env=full_env,
                           capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
@@ -63,7 +64,10 @@ def test_add_stats_export_round_trip_through_the_cli(service):
     home, info = service
     added = json.loads(ms(home, "add", "--sync", "--json", "--agent", "minion-7", "--target", "user",
                           "prefers tea over coffee").stdout)
-    assert added["state"] == "logged" and added["entry_id"]
+    assert added["state"] == "searchable" and added["entry_id"]
+    found = json.loads(ms(home, "search", "--json", "--agent", "minion-7", "tea or coffee").stdout)
+    assert found["results"][0]["text"] == "prefers tea over coffee"
+    assert found["results"][0]["id"] == added["id"]
     spooled = json.loads(ms(home, "add", "--json", "second memory").stdout)
     assert spooled["state"] == "logged"
     stats = json.loads(ms(home, "stats", "--json").stdout)

@@ -1,0 +1,254 @@
+"""The three projections fed from the log: ``turns``, ``memories`` and ``facts``.
+
+Each implements ``workers.consumer.Projection``: ``apply(batch)`` is idempotent (point
+ids and fact ids derive from the event id), so a redelivery after a crash changes
+nothing. Text is cleaned and redacted before anything is embedded or stored.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import redis
+import structlog
+
+from producers import (
+    DelegationCompleted,
+    MemoryForgotten,
+    MemoryRemembered,
+    MemoryWritten,
+    TurnRecorded,
+)
+from projections.facts_table import Fact, FactsTable
+from projections.sparse import sparse_vector
+from projections.store import Filter, Point, VectorStore, point_id
+
+from .boilerplate import BoilerplateFilter
+from .chunking import chunk
+from .consumer import Delivery
+from .facts import extract_facts, is_single_valued
+from .redact import redact
+
+__all__ = ["TurnsProjection", "MemoriesProjection", "FactsProjection", "Counters"]
+
+log = structlog.get_logger("memstream.projection")
+
+
+class Counters:
+    """Per-group counters in Redis (``P:counters:{group}``), read by ``memstream stats``."""
+
+    def __init__(self, client: redis.Redis, prefix: str, group: str):
+        self.client = client
+        self.key = f"{prefix}:counters:{group}"
+
+    def add(self, **counts: int) -> None:
+        counts = {k: v for k, v in counts.items() if v}
+        if counts:
+            pipe = self.client.pipeline(transaction=False)
+            for k, v in counts.items():
+                pipe.hincrby(self.key, k, v)
+            pipe.execute()
+
+    def get(self) -> dict[str, int]:
+        return {(k.decode() if isinstance(k, bytes) else k): int(v)
+                for k, v in self.client.hgetall(self.key).items()}
+
+
+def _payload(event, kind: str, text: str, **extra) -> dict:
+    scope = event.scope
+    return {
+        "tenant": scope.tenant, "agent": scope.agent, "session_id": scope.session_id,
+        "kind": kind, "event_id": event.id, "occurred_at_ts": event.occurred_at.timestamp(),
+        "occurred_at": event.occurred_at.isoformat(), "platform": scope.platform,
+        "text": text, **extra,
+    }
+
+
+class _VectorProjection:
+    name = ""
+    version = 1
+
+    def __init__(self, store: VectorStore, embedder, client: redis.Redis, prefix: str):
+        self.store = store
+        self.embedder = embedder
+        self.collection = store.ensure_collection(self.name, self.version, embedder.dim)
+        if store.active_version(self.name) is None:
+            store.set_active_version(self.name, self.version)
+        self.counters = Counters(client, prefix, f"{self.name}.v{self.version}")
+
+    def _points(self, docs: list[tuple[str, str, dict]]) -> list[Point]:
+        """(point id, text, payload) -> points, embedded in one batch."""
+        if not docs:
+            return []
+        vectors = self.embedder.embed([text for _, text, _ in docs])
+        return [Point(id=pid, dense=vectors[i], sparse=sparse_vector(text), payload=payload)
+                for i, (pid, text, payload) in enumerate(docs)]
+
+    def _forget(self, event: MemoryForgotten) -> None:
+        head = self.store.retrieve(self.collection, [point_id(event.forgotten_id, 0)])
+        n = int(head[0].payload.get("chunks", 1)) if head else 1
+        ids = [point_id(event.forgotten_id, i) for i in range(n)]
+        if head and head[0].payload.get("tenant") != event.scope.tenant:
+            return  # never across tenants
+        self.store.delete(self.collection, ids)
+        self.counters.add(forgotten=1 if head else 0)
+
+
+class TurnsProjection(_VectorProjection):
+    """Substantive turns (and delegation results), redacted and chunked, as points."""
+
+    name = "turns"
+
+    def __init__(self, *args, boilerplate: BoilerplateFilter | None = None, max_tokens: int = 200, **kw):
+        super().__init__(*args, **kw)
+        self.boilerplate = boilerplate or BoilerplateFilter()
+        self.max_tokens = max_tokens
+
+    def _turn_text(self, event: TurnRecorded) -> tuple[str, str | None]:
+        user = self.boilerplate.clean(event.user_text)
+        user_reason = self.boilerplate.reason(event.user_text)
+        assistant_reason = self.boilerplate.reason(event.assistant_text)
+        if user_reason is not None and assistant_reason is not None:
+            return "", user_reason
+        parts = []
+        if user_reason is None and user.strip():
+            parts.append(f"User: {user.strip()}")
+        if assistant_reason is None and event.assistant_text.strip():
+            parts.append(f"Assistant: {event.assistant_text.strip()}")
+        return "\n".join(parts), None
+
+    def apply(self, batch: Sequence[Delivery]) -> None:
+        docs: list[tuple[str, str, dict]] = []
+        skipped = redactions = 0
+        for d in batch:
+            event = d.event
+            if isinstance(event, MemoryForgotten):
+                self._forget(event)
+                continue
+            if isinstance(event, TurnRecorded):
+                text, reason = self._turn_text(event)
+                if reason is not None or not text:
+                    skipped += 1
+                    continue
+                kind, extra = "turn", {"turn_index": event.turn_index}
+            elif isinstance(event, DelegationCompleted):
+                text = f"Delegated task: {event.task}\nResult: {event.result}"
+                kind, extra = "delegation", {"child_session_id": event.child_session_id}
+            else:
+                continue
+            text, n = redact(text)
+            redactions += n
+            pieces = chunk(text, max_tokens=self.max_tokens, count_tokens=self.embedder.count_tokens) or [text]
+            for i, piece in enumerate(pieces):
+                payload = _payload(event, kind, piece, chunk=i, entry_id=d.entry_id, **extra)
+                if i == 0:
+                    payload["chunks"] = len(pieces)
+                docs.append((point_id(event.id, i), piece, payload))
+        points = self._points(docs)
+        if points:
+            self.store.upsert(self.collection, points)
+        self.counters.add(points=len(points), skipped_boilerplate=skipped, redactions=redactions)
+
+
+class MemoriesProjection(_VectorProjection):
+    """MEMORY.md / USER.md entries per agent, applied as Hermes's memory tool does."""
+
+    name = "memories"
+
+    def _entries(self, event) -> list[Point]:
+        f = Filter(tenant=event.scope.tenant, agent=event.scope.agent, kind=event.target)
+        out, offset = [], None
+        while True:
+            page, offset = self.store.scroll(self.collection, f, limit=256, offset=offset)
+            out.extend(page)
+            if offset is None:
+                return out
+
+    def apply(self, batch: Sequence[Delivery]) -> None:
+        for d in batch:  # in order: replace/remove depend on what came before
+            event = d.event
+            if isinstance(event, MemoryForgotten):
+                self._forget(event)
+            elif isinstance(event, MemoryRemembered):
+                self._add(event, event.content, "remembered")
+            elif isinstance(event, MemoryWritten):
+                self._write(event)
+
+    def _add(self, event, content: str, source: str) -> None:
+        text, n = redact(content)
+        if not text.strip():
+            return
+        payload = _payload(event, event.target, text, source=source, target=event.target, chunks=1)
+        self.store.upsert(self.collection, self._points([(point_id(event.id, 0), text, payload)]))
+        self.counters.add(points=1, redactions=n)
+
+    def _write(self, event: MemoryWritten) -> None:
+        if event.action == "add":
+            redacted, _ = redact(event.content)
+            if any(p.payload.get("text") == redacted for p in self._entries(event)):
+                self.counters.add(duplicate_adds=1)  # Hermes: "Entry already exists"
+                return
+            self._add(event, event.content, "memory_tool")
+            return
+        old, _ = redact(event.old_text)
+        matches = [p for p in self._entries(event) if old and old in str(p.payload.get("text", ""))]
+        matches.sort(key=lambda p: p.payload.get("occurred_at_ts", 0))
+        if len(matches) > 1 and len({p.payload.get("text") for p in matches}) > 1:
+            self.counters.add(ambiguous_matches=1)  # Hermes rejects these; keep the oldest rule
+            log.warning("memories.ambiguous_old_text", event=event.id, matches=len(matches))
+        if not matches:
+            self.counters.add(unmatched=1)
+            log.warning("memories.old_text_not_found", event=event.id, action=event.action)
+            if event.action == "replace":
+                self._add(event, event.content, "memory_tool")  # keep the new content
+            return
+        self.store.delete(self.collection, [matches[0].id])
+        if event.action == "replace":
+            self._add(event, event.content, "memory_tool")
+        self.counters.add(**{f"{event.action}d": 1})
+
+
+class FactsProjection:
+    """Rule-extracted facts with supersession and provenance, in the facts table."""
+
+    name = "facts"
+    version = 1
+
+    def __init__(self, client: redis.Redis, prefix: str, min_confidence: float = 0.6):
+        self.table = FactsTable(client, prefix)
+        self.counters = Counters(client, prefix, f"{self.name}.v{self.version}")
+        self.min_confidence = min_confidence
+        self._boilerplate = BoilerplateFilter()
+
+    def _sources(self, event) -> list[tuple[str, str]]:
+        if isinstance(event, TurnRecorded):
+            return [(self._boilerplate.clean(event.user_text), "user"), (event.assistant_text, "assistant")]
+        if isinstance(event, MemoryWritten) and event.action != "remove":
+            return [(event.content, "user" if event.target == "user" else "assistant")]
+        if isinstance(event, MemoryRemembered):
+            return [(event.content, "user" if event.target == "user" else "assistant")]
+        return []
+
+    def apply(self, batch: Sequence[Delivery]) -> None:
+        outcomes: dict[str, int] = {}
+        for d in batch:
+            event = d.event
+            if isinstance(event, MemoryForgotten):
+                self.table.retract_event(event.scope.tenant, event.forgotten_id)
+                continue
+            index = 0
+            for text, speaker in self._sources(event):
+                redacted, _ = redact(text)
+                for cand in extract_facts(redacted, speaker=speaker):
+                    index += 1
+                    if cand.confidence < self.min_confidence:
+                        continue
+                    fact = Fact(
+                        id=point_id("fact", event.id, index), tenant=event.scope.tenant,
+                        agent=event.scope.agent, subject=cand.subject, kind=cand.kind, key=cand.key,
+                        value=cand.value, text=cand.text, confidence=cand.confidence,
+                        valid_from=event.occurred_at.timestamp(), event_ids=[event.id],
+                        session_id=event.scope.session_id)
+                    outcome = self.table.assert_fact(fact, is_single_valued(cand.key))
+                    outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        self.counters.add(**outcomes)
