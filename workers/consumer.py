@@ -332,7 +332,8 @@ class Consumer:
                     skip.append(entry_id)  # a dead-letter retry meant for another group
                     continue
                 etype = _s(fields.get(b"type", fields.get("type", b"")))
-                if etype not in EVENT_TYPES:
+                # no type at all is malformed (dead-lettered below), not a newer producer's
+                if etype and etype not in EVENT_TYPES:
                     self.stats.skipped_unknown += 1
                     log.warning("consumer.unknown_event_type", group=self.group, stream=stream,
                                 entry=entry_id, event_type=etype[:60],

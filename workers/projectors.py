@@ -195,10 +195,10 @@ class MemoriesProjection(_VectorProjection):
         matches.sort(key=lambda p: p.payload.get("occurred_at_ts", 0))
         if len(matches) > 1 and len({p.payload.get("text") for p in matches}) > 1:
             self.counters.add(ambiguous_matches=1)  # Hermes rejects these; keep the oldest rule
-            log.warning("memories.ambiguous_old_text", event=event.id, matches=len(matches))
+            log.warning("memories.ambiguous_old_text", event_id=event.id, matches=len(matches))
         if not matches:
             self.counters.add(unmatched=1)
-            log.warning("memories.old_text_not_found", event=event.id, action=event.action)
+            log.warning("memories.old_text_not_found", event_id=event.id, action=event.action)
             if event.action == "replace":
                 self._add(event, event.content, "memory_tool")  # keep the new content
             return

@@ -1,0 +1,231 @@
+"""The consumer under failure: a worker killed mid-batch, workers racing on one group,
+entries of a dead consumer reclaimed, poison and malformed entries dead-lettered."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import redis
+from pipeline_support import all_applied, memory, points, turn, wait_for
+
+from producers import EventLog
+from projections.edge_store import EdgeStore
+from projections.embedders import get_embedder
+from workers.consumer import Consumer, DeadLetters, is_applied
+from workers.projectors import TurnsProjection
+
+HERE = Path(__file__).parent
+
+
+class Recording:
+    """A projection that records what it applied; raises for the ``poison`` event ids."""
+
+    version = 1
+
+    def __init__(self, name: str = "flaky", poison=(), inner=None):
+        self.name = name
+        self.poison = set(poison)
+        self.inner = inner
+        self.applied: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def apply(self, batch):
+        for d in batch:
+            if d.event.id in self.poison:
+                raise ValueError(f"cannot apply {d.event.id}")
+        if self.inner is not None:
+            self.inner.apply(batch)
+        with self._lock:
+            self.applied.update(d.event.id for d in batch)
+
+
+def _valkey(valkey_server) -> redis.Redis:
+    client = redis.Redis.from_url(valkey_server.url)
+    client.flushall()
+    return client
+
+
+# -- 2. SIGKILL mid-batch ----------------------------------------------------------------------
+def _worker(url: str, home: Path, mode: str) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")]))
+    return subprocess.Popen([sys.executable, str(HERE / "crash_worker.py"), url, str(home), mode],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+@pytest.mark.valkey
+def test_a_worker_killed_mid_batch_and_restarted_projects_every_event_exactly_once(
+        tmp_path, valkey_server):
+    client = _valkey(valkey_server)
+    log = EventLog(client, "memstream")
+    turns = [turn(f"Host number {i} in rack {i % 7} runs the ingest service version {i}") for i in range(150)]
+    adds = [memory("add", f"Rack {i} is in the north hall") for i in range(15)]
+    events = [e for pair in zip(turns[:15], adds) for e in pair] + turns[15:]
+    log.append(events)
+    home = tmp_path / "worker-home"
+
+    first = _worker(valkey_server.url, home, "stall")
+    try:
+        wait_for(lambda: client.get("test:stalled") or first.poll() is not None, 30, "the worker to stall")
+        assert first.poll() is None, first.stderr.read().decode()[-2000:]
+        pending = client.xpending(log.stream_keys[0], "turns.v1")
+        assert pending["pending"] > 0  # the batch in hand: delivered, partly written, not acked
+        first.send_signal(signal.SIGKILL)
+        assert first.wait(10) == -signal.SIGKILL
+    finally:
+        if first.poll() is None:
+            first.kill()
+
+    second = _worker(valkey_server.url, home, "run")
+    try:
+        wait_for(lambda: all_applied(log) or second.poll() is not None, 30, "the restarted worker")
+        assert second.poll() is None, second.stderr.read().decode()[-2000:]
+    finally:
+        second.send_signal(signal.SIGTERM)
+        code = second.wait(15)
+    assert code == 0
+
+    store = EdgeStore(home / "data" / "qdrant")  # the dead and the stopped process let go of it
+    try:
+        turn_ids = [p.payload["event_id"] for p in points(store, "turns", "t1")]
+        memory_ids = [p.payload["event_id"] for p in points(store, "memories", "t1")]
+    finally:
+        store.close()
+    assert len(turn_ids) == len(set(turn_ids)) == len(turns)
+    assert set(turn_ids) == {e.id for e in turns}
+    assert sorted(memory_ids) == sorted(e.id for e in adds)
+    client.close()
+
+
+# -- 3. racing workers and reclaim ----------------------------------------------------------------
+@pytest.mark.valkey
+def test_two_workers_racing_on_one_group_apply_each_event_once_and_miss_none(tmp_path, valkey_server):
+    client = _valkey(valkey_server)
+    log = EventLog(client, "memstream")
+    store = EdgeStore(tmp_path / "store")
+    embedder = get_embedder("hash")
+    recorders = [Recording("turns", inner=TurnsProjection(store, embedder, client, "memstream")) for _ in range(2)]
+    consumers = [Consumer(log, r, f"worker-{i}", batch=8, block_ms=100) for i, r in enumerate(recorders)]
+    for c in consumers:
+        c.ensure_groups()
+    events = [turn(f"Ticket {i} is about the flaky payment webhook number {i}") for i in range(240)]
+    stop = threading.Event()
+    threads = [threading.Thread(target=c.run, args=(stop,)) for c in consumers]
+    for t in threads:
+        t.start()
+    try:
+        for i in range(0, len(events), 12):  # fed while both consume
+            log.append(events[i:i + 12])
+        wait_for(lambda: all_applied(log, groups=("turns.v1",)), 30, "both workers to drain the group")
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(10)
+
+    applied = recorders[0].applied + recorders[1].applied
+    assert set(applied) == {e.id for e in events}
+    assert max(applied.values()) == 1  # no event applied by both, or twice
+    assert sorted(p.payload["event_id"] for p in points(store, "turns", "t1")) == sorted(e.id for e in events)
+    assert sum(c.stats.transient_failures for c in consumers) == 0
+    store.close()
+    client.close()
+
+
+def test_entries_idle_on_a_dead_consumer_are_reclaimed_and_applied_once(event_log):
+    events = [turn(f"Note {i}") for i in range(20)]
+    event_log.append(events)
+    recorder = Recording()
+    live = Consumer(event_log, recorder, "live", batch=8, claim_idle_ms=20, claim_every=0)
+    live.ensure_groups()
+    key = event_log.stream_keys[0]
+    # a consumer that read half the log and died before acking any of it
+    event_log.client.xreadgroup(live.group, "dead", {key: ">"}, count=10)
+
+    wait_for(lambda: live.step(block=False) is not None and len(recorder.applied) == len(events),
+             10, "the live consumer to reclaim the dead one's entries")
+
+    assert max(recorder.applied.values()) == 1
+    assert live.stats.reclaimed == 10
+    assert event_log.client.xpending(key, live.group)["pending"] == 0
+
+
+# -- 4. poison and malformed entries --------------------------------------------------------------
+def test_a_poison_event_is_dead_lettered_after_max_deliveries_and_the_rest_flows_on(event_log):
+    events = [turn(f"Entry {i}") for i in range(10)]
+    poison = events[4]
+    event_log.append(events)
+    recorder = Recording(poison=[poison.id])
+    consumer = Consumer(event_log, recorder, "w1", max_deliveries=3)
+
+    consumer.drain()
+
+    assert set(recorder.applied) == {e.id for e in events} - {poison.id}
+    assert max(recorder.applied.values()) == 1
+    [dead] = DeadLetters(event_log.client, event_log.prefix).list()
+    assert dead["group"] == "flaky.v1"
+    assert dead["id"] == poison.id and dead["type"] == "turn.recorded"
+    assert dead["deliveries"] == "3"
+    assert f"ValueError: cannot apply {poison.id}" in dead["error"]
+    assert event_log.client.xpending(event_log.stream_keys[0], consumer.group)["pending"] == 0
+
+
+def test_malformed_entries_are_dead_lettered_at_once_and_the_rest_flows_on(event_log):
+    before, after = turn("Before the garbage"), turn("After the garbage")
+    key = event_log.stream_keys[0]
+    event_log.append([before])
+    bad_data = event_log.client.xadd(key, {"id": "x", "type": "turn.recorded", "data": b"\xc1\xff garbage"})
+    no_type = event_log.client.xadd(key, {"garbage": "yes"})
+    event_log.append([after])
+    recorder = Recording()
+    consumer = Consumer(event_log, recorder, "w1", max_deliveries=5)
+
+    consumer.drain()
+
+    assert set(recorder.applied) == {before.id, after.id}
+    dead = {d["entry_id"]: d for d in DeadLetters(event_log.client, event_log.prefix).list()}
+    assert set(dead) == {bad_data.decode(), no_type.decode()}
+    for d in dead.values():
+        assert d["deliveries"] == "1"
+        assert d["error"].startswith("malformed")
+    assert consumer.stats.skipped_unknown == 0
+    assert event_log.client.xpending(key, consumer.group)["pending"] == 0
+
+
+def test_a_retried_dead_letter_is_reapplied_for_its_group_only_and_drop_removes_one(event_log):
+    events = [turn(f"Entry {i}") for i in range(5)]
+    poison = events[2]
+    event_log.append(events)
+    failing, healthy = Recording("alpha", poison=[poison.id]), Recording("beta")
+    consumers = [Consumer(event_log, p, "w1", max_deliveries=2) for p in (failing, healthy)]
+    for c in consumers:
+        c.drain()
+    dlq = DeadLetters(event_log.client, event_log.prefix)
+    [dead] = dlq.list()
+    assert dead["group"] == "alpha.v1"
+
+    failing.poison.clear()  # the projection was fixed
+    new_entry = dlq.retry(dead["dlq_id"])
+    for c in consumers:
+        c.drain()
+
+    assert new_entry and dlq.list() == []
+    assert failing.applied[poison.id] == 1
+    assert healthy.applied[poison.id] == 1  # the retry was not meant for beta
+    key = event_log.stream_keys[0]
+    assert all(is_applied(event_log.client, key, c.group, new_entry) for c in consumers)
+
+    event_log.client.xadd(key, {"id": "y", "type": "memory.written", "data": b"nope"})
+    for c in consumers:
+        c.drain()
+    assert dlq.count() == 2
+    keep, drop = dlq.list()
+    assert dlq.drop(drop["dlq_id"]) is True
+    assert [d["dlq_id"] for d in dlq.list()] == [keep["dlq_id"]]
+    assert dlq.drop(drop["dlq_id"]) is False
+    assert dlq.retry(drop["dlq_id"]) is None

@@ -1,0 +1,301 @@
+"""The projection pipeline end to end: the log in, the projections and search out.
+
+Runs on fakeredis (burst mode: ``Pipeline.drain``) and on a real Valkey; the store is the
+embedded qdrant-edge store under the test's home, the embedder the hash embedder.
+"""
+
+from __future__ import annotations
+
+import pytest
+import structlog
+from pipeline_support import (
+    all_applied,
+    delegation,
+    forgotten,
+    make_pipeline,
+    memory,
+    points,
+    remembered,
+    session_ended,
+    texts,
+    turn,
+    wait_for,
+)
+
+from producers import EventLog
+from workers.consumer import Consumer, DeadLetters
+from workers.projectors import Counters, TurnsProjection
+
+
+@pytest.fixture
+def pipeline(tmp_path, event_log):
+    p = make_pipeline(tmp_path / "pipe-home", event_log)
+    yield p
+    p.stop()
+
+
+def _event_ids(store, collection: str, tenant: str) -> list[str]:
+    return [pt.payload["event_id"] for pt in points(store, collection, tenant)]
+
+
+# -- 1. exactly once ------------------------------------------------------------------------
+def test_every_substantive_event_is_projected_exactly_once_and_boilerplate_is_only_counted(
+        pipeline, event_log):
+    substantive = [turn(f"Please remember that build number {i} used compiler flag O{i}", index=i)
+                   for i in range(12)]
+    boilerplate = [turn("thanks", "ok"), turn("ok", "👍"), turn("thank you!", "Got it.")]
+    delegated = [delegation("summarise the release notes", "Three fixes and one feature.")]
+    adds = [memory("add", f"Fact number {i}: the cache lives on disk {i}") for i in range(5)]
+    events = substantive[:6] + boilerplate + adds + delegated + [session_ended()] + substantive[6:]
+    event_log.append(events)
+
+    handled = pipeline.drain()
+
+    assert handled == 3 * len(events)  # every group read every entry
+    assert pipeline.drain() == 0
+    turns = _event_ids(pipeline.store, "turns", "t1")
+    assert sorted(turns) == sorted(e.id for e in substantive + delegated)  # no duplicate, none missing
+    assert sorted(_event_ids(pipeline.store, "memories", "t1")) == sorted(e.id for e in adds)
+    assert pipeline.store.count("turns") == len(substantive) + len(delegated)
+    counters = Counters(event_log.client, event_log.prefix, "turns.v1").get()
+    assert counters["skipped_boilerplate"] == len(boilerplate)
+    assert counters["points"] == len(substantive) + len(delegated)
+    assert event_log.client.xlen(event_log.stream_keys[0]) == len(events)  # the log keeps them all
+    assert all_applied(event_log)
+
+
+def test_redelivering_the_whole_log_changes_no_projection(pipeline, event_log):
+    event_log.append([turn("The staging database runs Postgres 16"),
+                      memory("add", "Deploys go out on Tuesdays"),
+                      turn("I live in Berlin")])
+    pipeline.drain()
+    before = ({p.id: dict(p.payload) for p in points(pipeline.store, "turns", "t1")},
+              {p.id: dict(p.payload) for p in points(pipeline.store, "memories", "t1")},
+              event_log.client.hgetall(f"{event_log.prefix}:facts:t1"))
+
+    for c in pipeline.consumers:  # replay from the start of the log, as a rebuild would
+        event_log.client.xgroup_setid(event_log.stream_keys[0], c.group, "0")
+    assert pipeline.drain() == 9
+
+    after = ({p.id: dict(p.payload) for p in points(pipeline.store, "turns", "t1")},
+             {p.id: dict(p.payload) for p in points(pipeline.store, "memories", "t1")},
+             event_log.client.hgetall(f"{event_log.prefix}:facts:t1"))
+    assert after == before
+
+
+@pytest.mark.valkey
+def test_started_pipeline_projects_events_appended_while_it_runs(tmp_path, valkey_server):
+    import redis
+
+    client = redis.Redis.from_url(valkey_server.url)
+    client.flushall()
+    log = EventLog(client, "memstream")
+    pipe = make_pipeline(tmp_path / "pipe-home", log).start()
+    try:
+        events = [turn(f"Service number {i} listens on port {8000 + i}") for i in range(20)]
+        for i in range(0, 20, 5):
+            log.append(events[i:i + 5])
+        wait_for(lambda: all_applied(log), what="every group to apply the log")
+        assert sorted(_event_ids(pipe.store, "turns", "t1")) == sorted(e.id for e in events)
+    finally:
+        pipe.stop()
+        client.close()
+
+
+# -- 5. unknown event types ----------------------------------------------------------------------
+def test_an_unknown_newer_event_type_is_skipped_with_a_warning_and_acked(tmp_path, event_log):
+    from projections.embedders import get_embedder
+    from projections.qdrant_store import QdrantStore
+
+    store = QdrantStore()
+    projection = TurnsProjection(store, get_embedder("hash"), event_log.client, event_log.prefix)
+    consumer = Consumer(event_log, projection, "w1")
+    first, last = turn("The first substantive turn about Kubernetes"), turn("The last turn about Nomad")
+    event_log.append([first])
+    key = event_log.stream_keys[0]
+    event_log.client.xadd(key, {"id": "01900000-0000-7000-8000-000000000000",
+                                "type": "memory.compacted", "data": b"\x81\xa1x\x01"})
+    event_log.append([last])
+
+    with structlog.testing.capture_logs() as logs:
+        consumer.drain()
+
+    assert consumer.stats.skipped_unknown == 1
+    assert consumer.stats.dead_lettered == 0
+    assert [l["event_type"] for l in logs if l["event"] == "consumer.unknown_event_type"] == ["memory.compacted"]
+    assert event_log.client.xpending(key, consumer.group)["pending"] == 0
+    assert sorted(_event_ids(store, "turns", "t1")) == sorted([first.id, last.id])
+    store.close()
+
+
+# -- 6. supersession ---------------------------------------------------------------------------
+def test_a_move_supersedes_the_old_location_which_stays_as_history_with_provenance(
+        pipeline, event_log):
+    berlin = turn("I live in Berlin", when=0)
+    lisbon = turn("I moved to Lisbon", when=60)
+    event_log.append([berlin, lisbon])
+    pipeline.drain()
+
+    current = pipeline.facts.query("t1", key="location")
+    assert [(f.value, f.event_ids) for f in current] == [("Lisbon", [lisbon.id])]
+    history = {f.value: f for f in pipeline.facts.query("t1", key="location", history=True)}
+    assert set(history) == {"Berlin", "Lisbon"}
+    assert history["Berlin"].valid_to == lisbon.occurred_at.timestamp()
+    assert history["Berlin"].superseded_by == history["Lisbon"].id
+    assert history["Berlin"].event_ids == [berlin.id]
+    assert history["Lisbon"].current
+
+    table = event_log.client.hgetall(f"{event_log.prefix}:facts:t1")
+    event_log.append([berlin, lisbon])  # the same events delivered again
+    pipeline.drain()
+    assert event_log.client.hgetall(f"{event_log.prefix}:facts:t1") == table
+
+
+def test_an_older_statement_replayed_after_a_newer_one_never_becomes_current(pipeline, event_log):
+    berlin = turn("I live in Berlin", when=0)
+    lisbon = turn("I moved to Lisbon", when=60)
+    event_log.append([lisbon])
+    pipeline.drain()
+    event_log.append([berlin])  # arrives late
+    pipeline.drain()
+
+    assert [f.value for f in pipeline.facts.query("t1", key="location")] == ["Lisbon"]
+    old = [f for f in pipeline.facts.query("t1", key="location", history=True) if f.value == "Berlin"]
+    assert len(old) == 1
+    assert old[0].valid_to == lisbon.occurred_at.timestamp()
+    assert old[0].event_ids == [berlin.id]
+
+
+# -- 7. memory-tool semantics ---------------------------------------------------------------------
+def test_memory_tool_writes_apply_as_hermes_memory_tool_does(pipeline, event_log):
+    dark = "User prefers dark mode in every editor"
+    events = [
+        memory("add", dark, when=0),
+        memory("add", dark, when=1),  # duplicate: no second entry
+        memory("add", "Project deadline is March 3", when=2),
+        memory("add", "Runs the CI on GitHub Actions", when=3),
+        memory("replace", "User prefers light mode in every editor", old_text="dark mode", when=4),
+        memory("remove", "", old_text="deadline", when=5),
+        memory("replace", "Deploys happen on Fridays", old_text="no such entry", when=6),
+        memory("add", "Uses vim in the terminal", when=7),
+        memory("add", "Uses tmux in the terminal", when=8),
+        memory("remove", "", old_text="in the terminal", when=9),  # ambiguous: the oldest goes
+    ]
+    event_log.append(events)
+    pipeline.drain()
+
+    assert texts(pipeline.store, "memories", "t1") == {
+        "User prefers light mode in every editor", "Runs the CI on GitHub Actions",
+        "Deploys happen on Fridays", "Uses tmux in the terminal"}
+    counters = Counters(event_log.client, event_log.prefix, "memories.v1").get()
+    assert counters["duplicate_adds"] == 1
+    assert counters["unmatched"] == 1
+    assert counters["ambiguous_matches"] == 1
+    assert DeadLetters(event_log.client, event_log.prefix).count() == 0
+
+
+def test_remembered_and_forgotten_items_leave_every_projection_and_search(pipeline, event_log):
+    kept = remembered("The staging host is called alpha-seven")
+    gone = remembered("The backup bucket is called zebra-archive")
+    rust = turn("I prefer Rust for command line tools, and zebra-archive holds the backups")
+    event_log.append([kept, gone, rust])
+    pipeline.drain()
+    assert {r["id"] for r in pipeline.searcher.search("zebra-archive", tenant="t1", agent="a1")} >= {gone.id, rust.id}
+    assert any(rust.id in f.event_ids for f in pipeline.facts.query("t1", history=True))
+
+    event_log.append([forgotten(gone.id), forgotten(rust.id)])
+    pipeline.drain()
+
+    assert texts(pipeline.store, "memories", "t1") == {kept.content}
+    assert rust.id not in _event_ids(pipeline.store, "turns", "t1")
+    assert not any(rust.id in f.event_ids for f in pipeline.facts.query("t1", history=True))
+    found = pipeline.searcher.search("zebra-archive backup bucket Rust", tenant="t1", agent="a1")
+    assert {r["id"] for r in found} & {gone.id, rust.id} == set()
+    assert all("zebra" not in r["text"] for r in found)
+
+
+def test_forgetting_and_memory_writes_never_cross_tenants(pipeline, event_log):
+    theirs = memory("add", "Tenant one keeps its secrets in vault-one", tenant="t1")
+    their_turn = turn("Tenant one deploys with Terraform", tenant="t1")
+    event_log.append([theirs, their_turn])
+    pipeline.drain()
+
+    event_log.append([
+        forgotten(theirs.id, tenant="t2"), forgotten(their_turn.id, tenant="t2"),
+        memory("remove", "", old_text="vault-one", tenant="t2"),
+        memory("replace", "Tenant two took it over", old_text="Tenant one", tenant="t2"),
+    ])
+    pipeline.drain()
+
+    assert texts(pipeline.store, "memories", "t1") == {theirs.content}
+    assert _event_ids(pipeline.store, "turns", "t1") == [their_turn.id]
+    assert texts(pipeline.store, "memories", "t2") == {"Tenant two took it over"}
+
+
+# -- 8. CJK keyword search -----------------------------------------------------------------------------
+CJK = [("내일오후세시에서울역에서팀장님과회의가있어요", "서울역"),
+       ("我们下周三在上海浦东机场集合然后去杭州", "浦东机场"),
+       ("週末に東京タワーへ行ってから浅草で天ぷらを食べた", "東京タワー")]
+
+
+def test_keyword_search_finds_korean_chinese_and_japanese_phrases_inside_unspaced_text(
+        pipeline, event_log):
+    targets = [turn(text) for text, _ in CJK]
+    distractors = [turn(f"Release {i} of the service went out without incident on schedule") for i in range(6)]
+    event_log.append(distractors[:3] + targets + distractors[3:])
+    pipeline.drain()
+
+    for target, (_, query) in zip(targets, CJK):
+        results = pipeline.searcher.search(query, tenant="t1", agent="a1", k=3, kinds=("turns",))
+        assert results and results[0]["id"] == target.id, query
+
+
+# -- 9. redaction --------------------------------------------------------------------------------------
+SECRETS = {
+    "openai": "sk-proj-" + "Q7x9Lm2Vb8Nc4Kd6Jf1Hg3Ts5Rw0Py" * 2,
+    "aws": "AKIA" + "Z7Q2M4X8N6B1V3C5",
+    "pem": "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7" + "x" * 40,
+}
+PEM = f"-----BEGIN PRIVATE KEY-----\n{SECRETS['pem']}\nAbCdEf0123456789\n-----END PRIVATE KEY-----"
+
+
+def test_keys_pasted_into_turns_and_memories_reach_no_projection_and_no_search_result(
+        pipeline, event_log):
+    event_log.append([
+        turn(f"My name is Dana and my OpenAI key is {SECRETS['openai']} for the billing bot",
+             f"I will use {SECRETS['aws']} as the AWS access key id"),
+        turn(f"Here is the deploy key, keep it:\n{PEM}\nIt is for the billing server."),
+        memory("add", f"The AWS key of the billing account is {SECRETS['aws']}"),
+        remembered(f"I live in Porto and my key is {SECRETS['openai']}"),
+    ])
+    pipeline.drain()
+
+    stored = [p.payload for c in ("turns", "memories") for p in points(pipeline.store, c, "t1")]
+    assert len(stored) == 4
+    facts = b"".join(v for v in event_log.client.hgetall(f"{event_log.prefix}:facts:t1").values())
+    found = pipeline.searcher.search("billing key AWS OpenAI deploy Porto Dana", tenant="t1", agent="a1", k=20)
+    assert found
+    haystacks = [repr(stored), facts.decode(), repr(found)]
+    for name, secret in SECRETS.items():
+        for where, hay in zip(("points", "facts", "search"), haystacks):
+            assert secret not in hay, f"{name} key leaked into {where}"
+            assert secret[:20] not in hay, f"part of the {name} key leaked into {where}"
+    assert "[REDACTED" in repr(stored)
+
+
+# -- 10. scope -------------------------------------------------------------------------------------------
+def test_search_scope_current_all_or_one_agent_and_never_another_tenant(pipeline, event_log):
+    mine = turn("The nightly backup job writes to the orchid volume", agent="a1")
+    other = turn("The nightly backup job of the mobile team writes to the orchid volume too", agent="a2")
+    foreign = turn("Our nightly backup job also writes to an orchid volume", tenant="t2", agent="a1")
+    event_log.append([mine, other, foreign])
+    pipeline.drain()
+
+    def ids(**kw) -> set[str]:
+        return {r["id"] for r in pipeline.searcher.search("nightly backup orchid volume", kinds=("turns",), **kw)}
+
+    assert ids(tenant="t1", agent="a1", scope="current") == {mine.id}
+    assert ids(tenant="t1", agent="a1", scope="all") == {mine.id, other.id}
+    assert ids(tenant="t1", agent="a1", scope="a2") == {other.id}
+    assert ids(tenant="t2", agent="a1", scope="all") == {foreign.id}
+    assert ids(tenant="t3", agent="a1", scope="all") == set()

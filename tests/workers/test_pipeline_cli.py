@@ -1,0 +1,78 @@
+"""The CLI against a real detached service (embedded Valkey, the pipeline in-process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import redis
+from pipeline_support import wait_for
+
+from memstream.cli import main
+from producers import Settings, read_run_file
+from workers.consumer import is_applied
+
+GROUPS = ("turns.v1", "memories.v1", "facts.v1")
+
+
+def _run(capsys, *argv: str) -> tuple[int, dict]:
+    code = main(list(argv))
+    out = capsys.readouterr().out.strip().splitlines()
+    return code, json.loads(out[-1]) if out else {}
+
+
+def _ms(*args: str) -> subprocess.CompletedProcess:
+    """The service starts and stops from a separate process, as a user runs it (the
+    service must not be a child of the test process, or it lingers as a zombie)."""
+    return subprocess.run([sys.executable, "-m", "memstream", *args], capture_output=True, text=True,
+                          timeout=60, env=dict(os.environ, MEMSTREAM_EMBEDDER="hash"))
+
+
+@pytest.fixture
+def service(monkeypatch):
+    monkeypatch.setenv("MEMSTREAM_EMBEDDER", "hash")
+    up = _ms("up", "--detach", "--json")
+    assert up.returncode == 0, up.stderr
+    client = redis.Redis.from_url(json.loads(up.stdout)["url"])
+    try:
+        yield client
+    finally:
+        client.close()
+        down = _ms("down", "--json")
+        assert down.returncode == 0 and json.loads(down.stdout)["stopped"], down.stdout + down.stderr
+
+
+@pytest.mark.valkey
+def test_add_sync_is_searchable_at_once_and_dlq_list_retry_drop_work_on_a_live_service(service, capsys):
+    code, added = _run(capsys, "add", "--sync", "--json", "The release train leaves every second Thursday")
+    assert code == 0 and added["state"] == "searchable"
+    code, found = _run(capsys, "search", "--json", "release train Thursday")
+    assert code == 0
+    assert added["id"] in [r["id"] for r in found["results"]]
+
+    key = f"{Settings.load().stream_prefix}:events:0"
+    bad = service.xadd(key, {"id": "x", "type": "turn.recorded", "data": b"\xc1 not msgpack"}).decode()
+
+    def dead_letters() -> list[dict]:
+        return _run(capsys, "dlq", "list", "--json")[1]["dead_letters"]
+
+    wait_for(lambda: len(dead_letters()) == 3, what="every group to dead-letter the malformed entry")
+    dead = {d["group"]: d for d in dead_letters()}
+    assert set(dead) == set(GROUPS)
+    assert all(d["entry_id"] == bad and d["error"].startswith("malformed") for d in dead.values())
+
+    code, retried = _run(capsys, "dlq", "retry", dead["turns.v1"]["dlq_id"], "--json")
+    assert code == 0
+    new_entry = retried["retry"][dead["turns.v1"]["dlq_id"]]
+    wait_for(lambda: all(is_applied(service, key, g, new_entry) for g in GROUPS), what="the retry to be read")
+    again = [d for d in dead_letters() if d["entry_id"] == new_entry]
+    assert [d["group"] for d in again] == ["turns.v1"]  # only the group it was retried for
+
+    for d in dead_letters():
+        assert _run(capsys, "dlq", "drop", d["dlq_id"], "--json")[0] == 0
+    assert dead_letters() == []
+    assert _run(capsys, "dlq", "drop", dead["facts.v1"]["dlq_id"], "--json")[0] == 1
+    assert read_run_file(Settings.load().run_file)
