@@ -352,6 +352,12 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         result = bench.hotpath(calls=args.calls)
         _print(args, result, bench.format_hotpath(result))
         return 0
+    if args.which == "ingest":
+        from . import bench_ingest
+
+        result = bench_ingest.ingest(events=args.events, as_json=args.json, data=args.data or None)
+        _print(args, result, bench_ingest.format_ingest(result))
+        return 0
     raise CommandError(f"unknown benchmark {args.which!r}")
 
 
@@ -399,8 +405,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("install-hermes", cmd_install_hermes, "install the memstream plugin into a Hermes home and select it")
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")
-    p.add_argument("which", choices=["hotpath"])
-    p.add_argument("--calls", type=int, default=2000, help="hook calls per burst")
+    p.add_argument("which", choices=["hotpath", "ingest"])
+    p.add_argument("--calls", type=int, default=2000, help="hotpath: hook calls per burst")
+    p.add_argument("--events", type=int, default=1000, help="ingest: events per pipeline drain")
+    p.add_argument("--data", default="", help="ingest: LoCoMo turns JSONL (default: generated text if absent)")
     return parser
 
 
