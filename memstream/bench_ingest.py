@@ -184,7 +184,7 @@ def _drain_run(root: Path, url: str, prefix: str, embedder: str, pairs: list[tup
             c.ensure_groups()
         # the model's first calls are slow (session and arena warm-up): warm it as the raw run
         # is warmed, through the inner embedder so the cache does not learn these texts
-        pipeline.embedder.inner.embed(_warm_texts(pairs))
+        getattr(pipeline.embedder, "inner", pipeline.embedder).embed(_warm_texts(pairs))
         per_consumer: dict[str, float] = {}
         for c in pipeline.consumers:  # time each consumer inside Pipeline.drain()
             def timed(inner=c.drain, group=c.group):

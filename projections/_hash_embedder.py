@@ -36,6 +36,16 @@ def _slot(feature: str, dim: int) -> tuple[int, float]:
     return h % dim, (1.0 if h >> 63 else -1.0)
 
 
+@lru_cache(maxsize=1 << 16)
+def _word_features(word: str, dim: int) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """Slots and signed weights of a word's own features: the word and its trigrams."""
+    features = [("w:" + word, _WEIGHTS["w"])]
+    padded = "<" + word + ">"
+    features += [("c:" + padded[j : j + 3], _WEIGHTS["c"]) for j in range(len(padded) - 2)]
+    slots = [_slot(f, dim) for f, _ in features]
+    return tuple(i for i, _ in slots), tuple(sign * w for (_, sign), (_, w) in zip(slots, features))
+
+
 class HashEmbedder:
     """Signed feature hashing of words, word pairs and character trigrams into ``dim``.
 
@@ -51,6 +61,7 @@ class HashEmbedder:
         self.dim = int(dim)
         self.max_tokens = int(max_tokens)
         self.name = f"hash-v{VERSION}-{self.dim}"
+        self.worth_caching = False  # hashing a text is cheaper than looking it up
 
     def __repr__(self) -> str:
         return f"HashEmbedder(dim={self.dim}, max_tokens={self.max_tokens})"
@@ -73,17 +84,16 @@ class HashEmbedder:
                 idx, sign = _slot("e:", self.dim)  # empty text: one fixed unit vector
                 out[row, idx] = sign
                 continue
-            for feature, weight in self._features(words):
-                idx, sign = _slot(feature, self.dim)
-                out[row, idx] += sign * weight
+            slots: list[int] = []
+            values: list[float] = []
+            for i, w in enumerate(words):
+                word_slots, word_values = _word_features(w, self.dim)
+                slots.extend(word_slots)
+                values.extend(word_values)
+                if i:
+                    idx, sign = _slot("b:" + words[i - 1] + " " + w, self.dim)
+                    slots.append(idx)
+                    values.append(sign * _WEIGHTS["b"])
+            # weights are multiples of 1/4: the float32 sums are exact in any order
+            out[row] = np.bincount(slots, weights=values, minlength=self.dim)
         return l2_normalize(out)
-
-    @staticmethod
-    def _features(words: list[str]):
-        for i, w in enumerate(words):
-            yield "w:" + w, _WEIGHTS["w"]
-            if i:
-                yield "b:" + words[i - 1] + " " + w, _WEIGHTS["b"]
-            padded = "<" + w + ">"
-            for j in range(len(padded) - 2):
-                yield "c:" + padded[j : j + 3], _WEIGHTS["c"]

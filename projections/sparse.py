@@ -30,6 +30,7 @@ import re
 import unicodedata
 import zlib
 from collections import Counter
+from functools import lru_cache
 from typing import Sequence
 
 __all__ = ["VERSION", "tokenize", "token_index", "sparse_vector", "stem"]
@@ -97,6 +98,11 @@ def tokenize(text: str) -> list[str]:
     tokens: list[str] = []
     for match in _WORD.finditer(text):
         word = match.group()
+        if word.isascii():  # the common case: one non-CJK word
+            token = _word_form(word)
+            if token is not None:
+                tokens.append(token)
+            continue
         start = 0
         cjk = _is_cjk(word[0])
         # split a run like "iphone15を買った" where the script class changes
@@ -119,13 +125,23 @@ def _cjk_tokens(run: str, out: list[str]) -> None:
 
 
 def _word_token(word: str, out: list[str]) -> None:
+    token = _word_form(word)
+    if token is not None:
+        out.append(token)
+
+
+@lru_cache(maxsize=1 << 17)
+def _word_form(word: str) -> str | None:
+    """The index token of one non-CJK word (stemmed), or None for a stop word or a blob.
+    Cached: chat text repeats its words, and stemming is the costly part of indexing."""
     if word in _STOP or len(word) > MAX_TOKEN_LEN:
-        return
+        return None
     if word.isascii() and word.isalpha():
-        word = stem(word)
-    out.append(word)
+        return stem(word)
+    return word
 
 
+@lru_cache(maxsize=1 << 17)
 def token_index(token: str) -> int:
     """The sparse dimension of a token: CRC-32 of its UTF-8 bytes (a uint32)."""
     return zlib.crc32(token.encode("utf-8"))

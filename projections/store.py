@@ -28,6 +28,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Protocol, Sequence, runtime_checkable
 
+import numpy as np
+
 __all__ = [
     "VectorStore", "Point", "Hit", "Filter", "SparseVector", "Fusion",
     "StoreError", "StoreUnavailable", "StoreLocked", "CollectionNotFound",
@@ -282,7 +284,11 @@ def open_store(*, url: str | None = None, path: str | None = None) -> VectorStor
 
 def dense_list(dense: Sequence[float] | Any) -> list[float]:
     """A plain list of floats from a list or a 1-d numpy array (ValueError if not finite)."""
-    values = dense.tolist() if hasattr(dense, "tolist") else [float(x) for x in dense]
+    if isinstance(dense, np.ndarray):
+        if dense.size == 0 or not np.isfinite(dense).all():
+            raise ValueError("dense vector must be non-empty and finite")
+        return dense.tolist()
+    values = [float(x) for x in dense]
     if not values or not all(math.isfinite(x) for x in values):
         raise ValueError("dense vector must be non-empty and finite")
     return values

@@ -125,6 +125,7 @@ _INJECTED_START = re.compile(
     r"(?m)^[ \t]*(?P<block>" + "|".join(re.escape(p) for p in INJECTED_PREFIXES) + ")"
 )
 _APOSTROPHES = str.maketrans("", "", "'\u2019\u02bc`\u00b4")
+_ASCII_NON_ALNUM = re.compile(r"[^a-z0-9]+")
 _AMBIGUOUS_ACK_LEN = 100  # folded characters; anything longer is never an ack
 
 
@@ -155,6 +156,8 @@ def user_instruction(text: str) -> str | None:
 def _fold(text: str) -> str:
     """Case-, accent-, punctuation- and emoji-insensitive form: letters and digits only,
     words separated by single spaces, apostrophes dropped (``d'accord`` -> ``daccord``)."""
+    if text.isascii():  # same result, without a per-character Unicode lookup
+        return " ".join(_ASCII_NON_ALNUM.sub(" ", text.casefold().translate(_APOSTROPHES)).split())
     text = unicodedata.normalize("NFKD", text.casefold()).translate(_APOSTROPHES)
     out = []
     for ch in text:

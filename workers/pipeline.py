@@ -56,7 +56,9 @@ class Pipeline:
         self.store = open_store(url=self.config.qdrant_url or None,
                                 path=str(settings.data_dir / "qdrant"))
         inner = get_embedder(self.config.embedder or None)
-        self.embedder = CachedEmbedder(inner, settings.data_dir / "embeddings.sqlite3")
+        # the cache saves model calls; feature hashing is cheaper than a cache lookup
+        self.embedder = (CachedEmbedder(inner, settings.data_dir / "embeddings.sqlite3")
+                         if getattr(inner, "worth_caching", True) else inner)
         client, prefix = eventlog.client, eventlog.prefix
         self.facts = FactsTable(client, prefix)
         self.projections = [
@@ -84,8 +86,28 @@ class Pipeline:
         return {"results": results}
 
     def drain(self) -> int:
-        """Burst mode: apply everything in the log now (tests, replays)."""
-        return sum(c.drain() for c in self.consumers)
+        """Burst mode: apply everything in the log now (tests, replays, benchmarks).
+
+        The projections drain concurrently, one thread each, as ``start()`` runs them:
+        one's store, socket or model time overlaps the others' Python work."""
+        counts = [0] * len(self.consumers)
+        errors: list[BaseException] = []
+
+        def run(i: int, consumer: Consumer) -> None:
+            try:
+                counts[i] = consumer.drain()
+            except BaseException as exc:  # re-raised in the caller below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=run, args=(i, c), name=f"memstream-drain-{c.group}")
+                   for i, c in enumerate(self.consumers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors:
+            raise errors[0]
+        return sum(counts)
 
     def start(self) -> "Pipeline":
         for c in self.consumers:
