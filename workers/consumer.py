@@ -87,8 +87,11 @@ class Positions:
     def _keys(self, group: str) -> list[str]:
         return [f"{self.prefix}:positions:{group}", f"{self.prefix}:applied_at:{group}"]
 
-    def record(self, group: str, stream: str, entry_id: str, at: float | None = None) -> None:
-        self._script(keys=self._keys(group), args=[stream, entry_id, repr(at or time.time())])
+    def record(self, group: str, stream: str, entry_id: str, at: float | None = None,
+               pipe: redis.client.Pipeline | None = None) -> None:
+        """Record now, or as part of ``pipe`` (a transaction that also acks)."""
+        self._script(keys=self._keys(group), args=[stream, entry_id, repr(at or time.time())],
+                     client=pipe)
 
     def get(self, group: str) -> dict[str, dict]:
         pos_key, at_key = self._keys(group)
@@ -353,14 +356,21 @@ class Consumer:
             if skip:
                 self.client.xack(stream, self.group, *skip)
             handled += len(entries)
-            if batch:
-                self._apply(stream, batch)
+            ok = self._apply(stream, batch) if batch else []
             last = max((i for i, _ in entries), key=parse_entry_id)
-            self.positions.record(self.group, stream, last)
+            # the position and the acks commit together (MULTI), after the projection
+            # applied the batch: a crash before this point means a harmless redelivery
+            pipe = self.client.pipeline(transaction=True)
+            self.positions.record(self.group, stream, last, pipe=pipe)
+            if ok:
+                pipe.xack(stream, self.group, *ok)
+            pipe.execute()
+            self.stats.applied += len(ok)
         self.stats.batches += 1
         return handled
 
-    def _apply(self, stream: str, batch: list[Delivery]) -> None:
+    def _apply(self, stream: str, batch: list[Delivery]) -> list[str]:
+        """Apply ``batch`` (a poison entry isolated one by one); the entry ids to ack."""
         started = time.perf_counter()
         try:
             self.projection.apply(batch)
@@ -382,11 +392,9 @@ class Consumer:
                     raise
                 except Exception as one_exc:
                     self._failed(d, one_exc)
-        if ok:
-            self.client.xack(stream, self.group, *[d.entry_id for d in ok])
-            self.stats.applied += len(ok)
         log.debug("consumer.batch", group=self.group, stream=stream, entries=len(batch),
                   applied=len(ok), ms=round((time.perf_counter() - started) * 1000, 2))
+        return [d.entry_id for d in ok]
 
     def _failed(self, d: Delivery, exc: Exception) -> None:
         error = f"{type(exc).__name__}: {exc}"

@@ -155,6 +155,36 @@ def test_entries_idle_on_a_dead_consumer_are_reclaimed_and_applied_once(event_lo
     assert event_log.client.xpending(key, live.group)["pending"] == 0
 
 
+def test_a_batch_whose_position_cannot_be_recorded_stays_pending_and_is_redelivered(event_log):
+    """Acks commit with the position, after the apply: if recording the position fails,
+    nothing of the batch is acked, and the next read applies it again (harmlessly)."""
+    events = [turn(f"Line {i} of the runbook") for i in range(6)]
+    event_log.append(events)
+    recorder = Recording()
+    consumer = Consumer(event_log, recorder, "c1", batch=10, claim_every=3600)
+    consumer.ensure_groups()
+    key = event_log.stream_keys[0]
+    real_record = consumer.positions.record
+
+    def failing_record(*args, **kwargs):
+        raise redis.ConnectionError("connection lost while recording the position")
+
+    consumer.positions.record = failing_record
+    with pytest.raises(redis.ConnectionError):
+        consumer.step(block=False)
+    assert sorted(recorder.applied) == sorted(e.id for e in events)  # applied once...
+    assert event_log.client.xpending(key, consumer.group)["pending"] == len(events)  # ...not acked
+    assert consumer.positions.get(consumer.group) == {}
+
+    consumer.positions.record = real_record
+    consumer._pending_done = False  # what run() does after a transient failure
+    consumer.drain()
+    assert all(recorder.applied[e.id] == 2 for e in events)  # redelivered and re-applied
+    assert event_log.client.xpending(key, consumer.group)["pending"] == 0
+    last = event_log.client.xrevrange(key, count=1)[0][0].decode()
+    assert consumer.positions.get(consumer.group)[key]["position"] == last
+
+
 # -- 4. poison and malformed entries --------------------------------------------------------------
 def test_a_poison_event_is_dead_lettered_after_max_deliveries_and_the_rest_flows_on(event_log):
     events = [turn(f"Entry {i}") for i in range(10)]
