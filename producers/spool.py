@@ -171,7 +171,9 @@ class Spool:
         self._active: Segment | None = None
         self._written = 0  # bytes in the active segment written by this process
         self._seq = 0
-        self._unshipped = 0  # bytes appended by this process and not yet shipped
+        # bytes not yet shipped: appended by this process or in segments it adopted (the
+        # disk bound covers both, so restarts while Redis is down do not grow it)
+        self._unshipped = 0
         self._dirty = False
         self.segments: list[Segment] = []  # own closed, then active; adopted are separate
         self.adopted: list[Segment] = []
@@ -258,9 +260,8 @@ class Spool:
         advanced = end - seg.offset
         seg.offset, seg.last_seq = end, last_seq
         seg.save_checkpoint()
-        if seg.owned:
-            with self._lock:
-                self._unshipped -= advanced
+        with self._lock:
+            self._unshipped -= advanced
 
     def drained(self) -> bool:
         """True if every segment is shipped to its end. Safe from any thread."""
@@ -312,7 +313,9 @@ class Spool:
             seg.load_checkpoint()
             new.append(seg)
             log.info("spool.adopted", segment=seg.id, bytes=os.fstat(fd).st_size - seg.offset)
-        self.adopted.extend(new)
+        with self._lock:
+            self.adopted.extend(new)
+            self._unshipped += sum(max(0, os.fstat(seg.fd).st_size - seg.offset) for seg in new)
         return new
 
     def sync(self) -> None:

@@ -136,6 +136,25 @@ def test_the_bound_refuses_and_counts_then_accepts_again_once_shipped(spool_dir,
         s.close()
 
 
+def test_the_bound_counts_adopted_segments_so_restarts_do_not_grow_the_spool(spool_dir, event_log):
+    record = HEADER.size + len(payload("0"))
+    write_and_leave(spool_dir, ["0", "1", "2", "3"])  # a dead process's backlog: 4 records
+    s = Spool(spool_dir, max_bytes=record * 5 + record // 2)
+    shipper = Shipper(s, lambda: event_log)
+    try:
+        s.adopt_orphans()
+        assert s.unshipped_bytes == record * 4
+        assert [s.append(payload(x)) for x in ("4", "5")] == [True, False]  # one more fits
+        assert s.refused == 1
+        shipper.ship_once()
+        assert s.unshipped_bytes == 0
+        assert s.append(payload("6"))
+        shipper.ship_once()
+        assert logged_contents(event_log) == ["0", "1", "2", "3", "4", "6"]
+    finally:
+        s.close()
+
+
 # -- corruption ------------------------------------------------------------------------
 
 def test_a_corrupt_region_is_quarantined_counted_and_everything_else_ships(spool_dir, event_log):
