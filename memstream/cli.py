@@ -26,6 +26,7 @@ from producers import (
     utcnow,
 )
 from producers.connect import LogLocator, read_run_file
+from producers.stream import parse_entry_id
 
 from . import __version__
 from .logs import configure
@@ -214,6 +215,12 @@ def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
+    if args.since:
+        try:
+            parse_entry_id(args.since)
+        except ValueError:
+            raise CommandError(f"--since {args.since!r} is not a log entry id (MS-SEQ, e.g. 1795398237060-0; "
+                               "`memstream export` prints each event's entry_id)") from None
     eventlog = _connect(settings)
     bad = 0
     count = 0

@@ -189,7 +189,8 @@ class MemstreamProvider(MemoryProvider):
                        error="unknown action or target: expected add|replace|remove and memory|user")
             return
         max_bytes = self._max_bytes()
-        text, p1 = clean_text(content if action != "remove" else (content or ""), max_bytes)
+        # a remove carries no content (Hermes passes ""; anything else is ignored)
+        text, p1 = clean_text(content if action != "remove" else "", max_bytes)
         old_text, p2 = clean_text(metadata.get("old_text", ""), max_bytes)
         self._emit(MemoryWritten(
             id=new_event_id(), occurred_at=utcnow(),
@@ -240,6 +241,7 @@ class MemstreamProvider(MemoryProvider):
             result=result_text, child_session_id=str(child_session_id or "")))
 
     # -- the read side (comes with the read path) -----------------------------------
+    @_guard("")
     def system_prompt_block(self) -> str:
         return SYSTEM_PROMPT_BLOCK
 
@@ -267,8 +269,9 @@ class MemstreamProvider(MemoryProvider):
              "secret": False, "required": False, "default": "~/.memstream", "env_var": "MEMSTREAM_HOME"},
         ]
 
-    def save_config(self, values: Dict[str, Any], hermes_home: str) -> None:
-        """Merge non-secret values into ``$HERMES_HOME/memstream.json``."""
+    @_guard(None)
+    def save_config(self, values: Dict[str, Any], hermes_home: str, **kwargs: Any) -> None:
+        """Merge the given values into ``$HERMES_HOME/memstream.json``."""
         path = config_file_for(hermes_home)
         if path is None:
             return
@@ -283,7 +286,8 @@ class MemstreamProvider(MemoryProvider):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(current, indent=2) + "\n")
 
-    def backup_paths(self) -> List[str]:
+    @_guard([])
+    def backup_paths(self, **kwargs: Any) -> List[str]:
         """The spool and the embedded service's data (under ``MEMSTREAM_HOME``)."""
         settings = self.settings or Settings.load()
         return [str(p) for p in (settings.spool_dir, settings.data_dir) if p.exists()]

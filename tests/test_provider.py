@@ -267,11 +267,13 @@ def test_memory_writes_add_replace_and_remove_are_mirrored(harness):
     p.on_memory_write("add", "user", "Ada prefers tea", dict(METADATA))
     p.on_memory_write("replace", "memory", "deploys on Fridays", {**METADATA, "old_text": "deploys on Mondays"})
     p.on_memory_write("remove", "user", "", {**METADATA, "old_text": "prefers tea"})
+    p.on_memory_write("remove", "memory", "stray content", {**METADATA, "old_text": "Fridays"})
     writes = of(MemoryWritten, harness.events())
     assert [(w.action, w.target, w.content, w.old_text) for w in writes] == [
         ("add", "user", "Ada prefers tea", ""),
         ("replace", "memory", "deploys on Fridays", "deploys on Mondays"),
         ("remove", "user", "", "prefers tea"),
+        ("remove", "memory", "", "Fridays"),  # a remove carries no content
     ]
     assert {(w.tool_call_id, w.origin) for w in writes} == {("call_42", "assistant_tool")}
 

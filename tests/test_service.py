@@ -79,6 +79,11 @@ def test_add_stats_export_round_trip_through_the_cli(service):
     assert lines[0]["id"] == added["id"]
     since = [json.loads(l) for l in ms(home, "export", "--since", lines[0]["entry_id"]).stdout.splitlines()]
     assert [l["content"] for l in since] == ["second memory"]
+    bad = ms(home, "export", "--since", added["id"], check=False)  # an event id, not an entry id
+    assert bad.returncode != 0 and "not a log entry id" in bad.stderr and "Traceback" not in bad.stderr
+    memories = stats["projections"]["memories.v1"]
+    assert (memories["lag"], memories["pending"], memories["dead_letters"]) == (0, 0, 0)
+    assert memories["items"] >= 1 and memories["last_applied_at"] > 0
 
 
 def test_doctor_is_ok_with_a_running_service_and_fails_without(service, tmp_path):
