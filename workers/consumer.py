@@ -22,9 +22,11 @@ import structlog
 
 from producers import EVENT_TYPES, Event, EventLog
 from producers.stream import EntryDecodeError, parse_entry_id
+from projections._embedding import EmbedderUnavailable
+from projections.store import StoreUnavailable
 
 __all__ = [
-    "Delivery", "Projection", "Consumer", "TransientError", "PermanentError",
+    "Delivery", "Projection", "Consumer", "TransientError", "PermanentError", "TRANSIENT",
     "Positions", "DeadLetters", "is_applied",
 ]
 
@@ -37,6 +39,12 @@ class TransientError(Exception):
 
 class PermanentError(Exception):
     """This event can never be applied (rejected by the projection): dead-letter it."""
+
+
+# Failures of what a projection depends on, not of the event: the batch stays pending and
+# the consumer backs off; no delivery is counted against the event's dead-letter limit.
+TRANSIENT = (TransientError, redis.ConnectionError, redis.TimeoutError, StoreUnavailable,
+             EmbedderUnavailable)
 
 
 @dataclass(slots=True)
@@ -265,7 +273,7 @@ class Consumer:
             try:
                 self.step(block=True)
                 backoff = 0.0
-            except (redis.ConnectionError, redis.TimeoutError, TransientError) as exc:
+            except TRANSIENT as exc:
                 self.stats.transient_failures += 1
                 self.stats.last_error = f"{type(exc).__name__}: {exc}"
                 backoff = min(5.0, max(0.2, backoff * 2))
@@ -316,8 +324,10 @@ class Consumer:
     def _delivery_counts(self, stream: str, ids: list[str]) -> dict[str, int]:
         if not ids:
             return {}
+        # this consumer's own pending entries (re-read or just reclaimed): other consumers'
+        # entries in the same id range must not crowd them out of the reply
         rows = self.client.xpending_range(stream, self.group, min=ids[0], max=ids[-1],
-                                          count=len(ids) * 2 + 10)
+                                          count=len(ids) + 10, consumername=self.name)
         return {_s(r["message_id"]): int(r["times_delivered"]) for r in rows}
 
     def _handle(self, got: list, pending: bool) -> int:
@@ -375,9 +385,7 @@ class Consumer:
         try:
             self.projection.apply(batch)
             ok = batch
-        except TransientError:
-            raise
-        except (redis.ConnectionError, redis.TimeoutError):
+        except TRANSIENT:
             raise
         except Exception as exc:
             # isolate the poison: apply one by one
@@ -388,7 +396,7 @@ class Consumer:
                 try:
                     self.projection.apply([d])
                     ok.append(d)
-                except TransientError:
+                except TRANSIENT:
                     raise
                 except Exception as one_exc:
                     self._failed(d, one_exc)

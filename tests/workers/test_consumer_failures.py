@@ -185,6 +185,40 @@ def test_a_batch_whose_position_cannot_be_recorded_stays_pending_and_is_redelive
     assert consumer.positions.get(consumer.group)[key]["position"] == last
 
 
+def test_a_store_or_embedder_outage_backs_off_and_dead_letters_nothing(event_log):
+    """StoreUnavailable / EmbedderUnavailable are the dependency's failure, not the
+    event's: the batch stays pending, the consumer backs off, and once the store is back
+    everything is applied; no delivery limit is spent on the outage."""
+    from projections._embedding import EmbedderUnavailable
+    from projections.store import StoreUnavailable
+
+    events = [turn(f"Deploy step {i}") for i in range(5)]
+    event_log.append(events)
+    outages = [StoreUnavailable("qdrant unreachable"), EmbedderUnavailable("ollama down"),
+               StoreUnavailable("qdrant unreachable")]
+
+    class Flaky(Recording):
+        def apply(self, batch):
+            if outages:
+                raise outages.pop(0)
+            super().apply(batch)
+
+    projection = Flaky()
+    consumer = Consumer(event_log, projection, "c1", batch=10, max_deliveries=2, claim_every=3600)
+    stop = threading.Event()
+    thread = threading.Thread(target=consumer.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: len(projection.applied) == len(events), 20, "the consumer to recover")
+    finally:
+        stop.set()
+        thread.join(10)
+    assert consumer.stats.transient_failures == 3
+    assert consumer.stats.dead_lettered == 0 and consumer.dlq.count() == 0
+    assert max(projection.applied.values()) == 1
+    assert event_log.client.xpending(event_log.stream_keys[0], consumer.group)["pending"] == 0
+
+
 # -- 4. poison and malformed entries --------------------------------------------------------------
 def test_a_poison_event_is_dead_lettered_after_max_deliveries_and_the_rest_flows_on(event_log):
     events = [turn(f"Entry {i}") for i in range(10)]
