@@ -7,6 +7,7 @@ nothing. Text is cleaned and redacted before anything is embedded or stored.
 
 from __future__ import annotations
 
+import json
 from typing import Sequence
 
 import redis
@@ -29,7 +30,11 @@ from .consumer import Delivery
 from .facts import extract_facts, is_single_valued
 from .redact import redact
 
-__all__ = ["TurnsProjection", "MemoriesProjection", "FactsProjection", "Counters"]
+__all__ = ["TurnsProjection", "MemoriesProjection", "FactsProjection", "Counters", "match_entry"]
+
+
+def _str(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 log = structlog.get_logger("memstream.projection")
 
@@ -62,6 +67,19 @@ def _payload(event, kind: str, text: str, **extra) -> dict:
         "occurred_at": event.occurred_at.isoformat(), "platform": scope.platform,
         "text": text, **extra,
     }
+
+
+def match_entry(entries: Sequence[tuple[str, str, float]], old_text: str) -> tuple[str | None, bool]:
+    """The entry a memory-tool ``replace``/``remove`` targets, as Hermes's memory tool picks
+    it: the entries (id, text, time) containing ``old_text``; several with different texts
+    are ambiguous (Hermes rejects those; here the oldest is taken and flagged).
+    Returns (entry id or None, ambiguous)."""
+    if not old_text:
+        return None, False
+    matches = sorted((e for e in entries if old_text in e[1]), key=lambda e: e[2])
+    if not matches:
+        return None, False
+    return matches[0][0], len({e[1] for e in matches}) > 1
 
 
 class _VectorProjection:
@@ -191,18 +209,19 @@ class MemoriesProjection(_VectorProjection):
             self._add(event, event.content, "memory_tool")
             return
         old, _ = redact(event.old_text)
-        matches = [p for p in self._entries(event) if old and old in str(p.payload.get("text", ""))]
-        matches.sort(key=lambda p: p.payload.get("occurred_at_ts", 0))
-        if len(matches) > 1 and len({p.payload.get("text") for p in matches}) > 1:
+        entries = [(p.id, str(p.payload.get("text", "")), float(p.payload.get("occurred_at_ts", 0)))
+                   for p in self._entries(event)]
+        match, ambiguous = match_entry(entries, old)
+        if ambiguous:
             self.counters.add(ambiguous_matches=1)  # Hermes rejects these; keep the oldest rule
-            log.warning("memories.ambiguous_old_text", event_id=event.id, matches=len(matches))
-        if not matches:
+            log.warning("memories.ambiguous_old_text", event_id=event.id)
+        if match is None:
             self.counters.add(unmatched=1)
             log.warning("memories.old_text_not_found", event_id=event.id, action=event.action)
             if event.action == "replace":
                 self._add(event, event.content, "memory_tool")  # keep the new content
             return
-        self.store.delete(self.collection, [matches[0].id])
+        self.store.delete(self.collection, [match])
         if event.action == "replace":
             self._add(event, event.content, "memory_tool")
         self.counters.add(**{f"{event.action}d": 1})
@@ -215,10 +234,38 @@ class FactsProjection:
     version = 1
 
     def __init__(self, client: redis.Redis, prefix: str, min_confidence: float = 0.6):
+        self.client = client
+        self.prefix = prefix
         self.table = FactsTable(client, prefix)
         self.counters = Counters(client, prefix, f"{self.name}.v{self.version}")
         self.min_confidence = min_confidence
         self._boilerplate = BoilerplateFilter()
+
+    # Which memory entry each fact came from, per agent and target (MEMORY.md / USER.md):
+    # ``P:fact_sources:v1:{tenant}:{agent}:{target}`` hash event id -> JSON [text, time].
+    # A memory-tool remove or replace retracts the facts of the entry it removes.
+    def _sources_key(self, scope, target: str) -> str:
+        return f"{self.prefix}:fact_sources:v{self.version}:{scope.tenant}:{scope.agent}:{target}"
+
+    def _track_entry(self, event) -> None:
+        text, _ = redact(event.content)
+        self.client.hset(self._sources_key(event.scope, event.target), event.id,
+                         json.dumps([text, event.occurred_at.timestamp()]))
+
+    def _retract_entry(self, event: MemoryWritten) -> None:
+        key = self._sources_key(event.scope, event.target)
+        entries = [(_str(eid), *json.loads(raw)) for eid, raw in self.client.hgetall(key).items()]
+        old, _ = redact(event.old_text)
+        match, _ = match_entry(entries, old)
+        if match is None:
+            return
+        removed = self.table.retract_event(event.scope.tenant, match)
+        self.client.hdel(key, match)
+        self.counters.add(retracted=removed)
+
+    def _forget_entry(self, event: MemoryForgotten) -> None:
+        for target in ("memory", "user"):
+            self.client.hdel(self._sources_key(event.scope, target), event.forgotten_id)
 
     def _sources(self, event) -> list[tuple[str, str]]:
         if isinstance(event, TurnRecorded):
@@ -235,7 +282,13 @@ class FactsProjection:
             event = d.event
             if isinstance(event, MemoryForgotten):
                 self.table.retract_event(event.scope.tenant, event.forgotten_id)
+                self._forget_entry(event)
                 continue
+            if isinstance(event, MemoryWritten) and event.action in ("replace", "remove"):
+                self._retract_entry(event)
+            if isinstance(event, MemoryRemembered) or (isinstance(event, MemoryWritten)
+                                                        and event.action != "remove"):
+                self._track_entry(event)
             index = 0
             for text, speaker in self._sources(event):
                 redacted, _ = redact(text)

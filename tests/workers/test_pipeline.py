@@ -194,6 +194,29 @@ def test_memory_tool_writes_apply_as_hermes_memory_tool_does(pipeline, event_log
     assert DeadLetters(event_log.client, event_log.prefix).count() == 0
 
 
+def test_facts_of_a_removed_or_replaced_memory_entry_are_retracted(pipeline, event_log):
+    berlin = memory("add", "I live in Berlin", target="user", when=0)
+    tea = memory("add", "I prefer green tea", target="user", when=1)
+    name = memory("add", "My name is Ada", target="user", when=2)
+    event_log.append([berlin, tea, name])
+    pipeline.drain()
+    current = {(f.key, f.value) for f in pipeline.facts.query("t1")}
+    assert {("location", "Berlin"), ("name", "Ada")} <= current
+    assert any("tea" in v for k, v in current if k != "location")
+
+    event_log.append([memory("remove", "", old_text="Berlin", target="user", when=3),
+                      memory("replace", "I prefer black coffee", old_text="green tea", target="user", when=4)])
+    pipeline.drain()
+    every = pipeline.facts.query("t1", history=True)
+    assert not any(berlin.id in f.event_ids or tea.id in f.event_ids for f in every)
+    current = {(f.key, f.value) for f in pipeline.facts.query("t1")}
+    assert ("name", "Ada") in current  # the untouched entry keeps its fact
+    assert not any(k == "location" for k, _ in current)
+    assert any("coffee" in v for _, v in current) and not any("tea" in v for _, v in current)
+    pipeline.drain()  # nothing pending: a second drain changes nothing
+    assert {(f.key, f.value) for f in pipeline.facts.query("t1")} == current
+
+
 def test_remembered_and_forgotten_items_leave_every_projection_and_search(pipeline, event_log):
     kept = remembered("The staging host is called alpha-seven")
     gone = remembered("The backup bucket is called zebra-archive")
