@@ -168,6 +168,13 @@ def _projection_stats(eventlog: EventLog) -> dict:
     for item in dlq.list(count=100000):
         dead[item.get("group")] = dead.get(item.get("group"), 0) + 1
     positions = Positions(eventlog.client, eventlog.prefix)
+    # points in the stores, counted by the process that holds them (the service or a worker)
+    try:
+        from workers.queries import QueryTimeout, ask
+
+        stored = ask(eventlog.client, eventlog.prefix, {"op": "count"}, timeout=1.0).get("items") or {}
+    except (QueryTimeout, redis.RedisError, ValueError):
+        stored = {}
     out: dict[str, dict] = {}
     for group in ("turns.v1", "memories.v1", "facts.v1"):
         lag, pending, known = 0, 0, False
@@ -185,13 +192,18 @@ def _projection_stats(eventlog: EventLog) -> dict:
         pos = positions.get(group)
         applied = max((p["applied_at"] for p in pos.values()), default=0.0)
         counters = Counters(eventlog.client, eventlog.prefix, group).get()
-        items = counters.get("points", 0) if group != "facts.v1" else FactsTable(eventlog.client, eventlog.prefix).count()
+        if group == "facts.v1":
+            items, source = FactsTable(eventlog.client, eventlog.prefix).count(), "facts table"
+        elif group in stored:
+            items, source = int(stored[group]), "store"
+        else:  # no service or worker answered: the projection's count of points written
+            items, source = counters.get("points", 0), "points written (no worker answered)"
         out[group] = {
             "exists": known, "positions": {k: v["position"] for k, v in pos.items()},
             "lag": lag if known else None, "pending": pending, "dead_letters": dead.get(group, 0),
             "last_applied_at": applied or None,
             "freshness_s": round(time.time() - applied, 3) if applied else None,
-            "items": items, "counters": counters,
+            "items": items, "items_source": source, "counters": counters,
         }
     return out
 

@@ -83,7 +83,8 @@ def test_add_stats_export_round_trip_through_the_cli(service):
     assert bad.returncode != 0 and "not a log entry id" in bad.stderr and "Traceback" not in bad.stderr
     memories = stats["projections"]["memories.v1"]
     assert (memories["lag"], memories["pending"], memories["dead_letters"]) == (0, 0, 0)
-    assert memories["items"] >= 1 and memories["last_applied_at"] > 0
+    assert memories["items_source"] == "store" and memories["items"] in (1, 2)  # the second may still ship
+    assert memories["last_applied_at"] > 0
 
 
 def test_doctor_is_ok_with_a_running_service_and_fails_without(service, tmp_path):

@@ -73,7 +73,7 @@ class Pipeline:
             for p in self.projections
         ]
         self.searcher = Searcher(self.store, self.embedder, self.facts)
-        self.queries = QueryServer(client, prefix, {"search": self._search})
+        self.queries = QueryServer(client, prefix, {"search": self._search, "count": self._count})
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
 
@@ -84,6 +84,11 @@ class Pipeline:
             agent=str(request.get("agent") or "default"), scope=str(request.get("scope") or "current"),
             k=int(request.get("k") or 10), kinds=tuple(kinds))
         return {"results": results}
+
+    def _count(self, request: dict) -> dict:
+        """Points in each vector projection's store (``memstream stats``: items)."""
+        return {"items": {f"{p.name}.v{p.version}": self.store.count(p.collection)
+                          for p in self.projections if hasattr(p, "collection")}}
 
     def drain(self) -> int:
         """Burst mode: apply everything in the log now (tests, replays, benchmarks).
