@@ -338,12 +338,21 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
     from workers.pipeline import Pipeline, PipelineConfig
 
+    from projections.store import StoreError
+
     if not settings.redis_url:
         raise CommandError("in embedded mode `memstream up` runs the workers (the embedded store "
                            "admits one process); set MEMSTREAM_REDIS_URL and MEMSTREAM_QDRANT_URL "
                            "to run workers on several hosts")
+    if not settings.qdrant_url and not args.embedded_store:
+        raise CommandError("set MEMSTREAM_QDRANT_URL: workers on several hosts must share one Qdrant "
+                           "server (each embedded store would hold only the events its worker took); "
+                           "--embedded-store runs a single worker on this host's embedded store")
     configure("INFO")
-    pipeline = Pipeline(settings, _connect(settings), PipelineConfig.of(settings, consumer=args.name)).start()
+    try:
+        pipeline = Pipeline(settings, _connect(settings), PipelineConfig.of(settings, consumer=args.name)).start()
+    except StoreError as exc:
+        raise CommandError(f"cannot open the projections' store: {exc}") from None
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -420,6 +429,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--group", default="", help="only this projection group (list)")
     p.add_argument("--count", type=int, default=100)
     p = add("worker", cmd_worker, "run projection workers against a shared Redis and Qdrant")
+    p.add_argument("--embedded-store", action="store_true",
+                   help="no Qdrant server: one worker owning the embedded store under MEMSTREAM_HOME")
     p.add_argument("--name", default="", help="stable consumer name (default: host name)")
     p = add("install-hermes", cmd_install_hermes, "install the memstream plugin into a Hermes home and select it")
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")

@@ -76,3 +76,52 @@ def test_add_sync_is_searchable_at_once_and_dlq_list_retry_drop_work_on_a_live_s
     assert dead_letters() == []
     assert _run(capsys, "dlq", "drop", dead["facts.v1"]["dlq_id"], "--json")[0] == 1
     assert read_run_file(Settings.load().run_file)
+
+
+# -- memstream worker ------------------------------------------------------------------------------
+def _worker_env(tmp_path, url: str, **extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTREAM_")}
+    return dict(env, MEMSTREAM_REDIS_URL=url, MEMSTREAM_HOME=str(tmp_path / "worker-home"),
+                MEMSTREAM_EMBEDDER="hash", MEMSTREAM_AUTOSTART="0", **extra)
+
+
+@pytest.mark.valkey
+def test_worker_needs_a_shared_qdrant_unless_told_to_own_the_embedded_store(tmp_path, valkey_server):
+    env = _worker_env(tmp_path, valkey_server.url)
+    refused = subprocess.run([sys.executable, "-m", "memstream", "worker"], capture_output=True, text=True,
+                             timeout=60, env=env)
+    assert refused.returncode == 1 and "MEMSTREAM_QDRANT_URL" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
+@pytest.mark.valkey
+def test_a_worker_projects_answers_search_and_exits_cleanly_on_sigterm(tmp_path, valkey_server):
+    import signal
+
+    client = redis.Redis.from_url(valkey_server.url)
+    client.flushall()
+    env = _worker_env(tmp_path, valkey_server.url)
+    worker = subprocess.Popen([sys.executable, "-m", "memstream", "worker", "--embedded-store", "--name", "w1"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        added = subprocess.run([sys.executable, "-m", "memstream", "add", "--sync", "--json",
+                                "The blue-green switch runs at 02:00 UTC"],
+                               capture_output=True, text=True, timeout=60, env=env)
+        assert added.returncode == 0, added.stderr
+        event_id = json.loads(added.stdout)["id"]
+        found = subprocess.run([sys.executable, "-m", "memstream", "search", "--json", "blue-green switch"],
+                               capture_output=True, text=True, timeout=60, env=env)
+        assert found.returncode == 0, found.stderr
+        assert event_id in [r["id"] for r in json.loads(found.stdout)["results"]]
+        groups = {g["name"].decode(): g for g in client.xinfo_groups("memstream:events:0")}
+        assert set(groups) == set(GROUPS)
+        assert all(c["name"].decode() == "w1" for g in GROUPS for c in client.xinfo_consumers("memstream:events:0", g))
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            code = worker.wait(30)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+        client.close()
+    assert code == 0, worker.stderr.read()[-2000:]
