@@ -211,8 +211,10 @@ def _projection_stats(eventlog: EventLog) -> dict:
 def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
     eventlog = _connect(settings)
     usage = spool_usage(settings.spool_dir) if settings.spool_dir.exists() else {}
+    losses = {(k.decode() if isinstance(k, bytes) else k): int(v)
+              for k, v in eventlog.client.hgetall(f"{eventlog.prefix}:counters:spool").items()}
     result = {"streams": _streams(eventlog), "types": eventlog.type_counts(), "spool": usage,
-              "projections": _projection_stats(eventlog)}
+              "spool_losses": losses, "projections": _projection_stats(eventlog)}
     lines = [f"{s['stream']}: {s['length']} events, first {s['first_id']}, last {s['last_id']}"
              for s in result["streams"]]
     lines += [f"  {t}: {n}" for t, n in result["types"].items()]
@@ -222,6 +224,9 @@ def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
     if usage:
         lines.append(f"spool: {usage['segments']} segments, {usage['unshipped_bytes']} bytes unshipped, "
                      f"{usage['quarantined']} quarantined")
+    if losses:
+        lines.append("spool losses reported by agents (all hosts): "
+                     + ", ".join(f"{k} {v}" for k, v in sorted(losses.items())))
     _print(args, result, "\n".join(lines))
     return 0
 

@@ -59,6 +59,7 @@ class Shipper:
         self.shipped = 0
         self.duplicates = 0
         self.malformed = 0
+        self._reported: dict[str, int] = {}  # losses already added to the shared counters
         self.failures = 0
         self.last_error = ""
         self.connected = False
@@ -183,8 +184,28 @@ class Shipper:
             except redis.RedisError as exc:
                 self._on_failure(exc)
                 return total
+        try:
+            self._report_losses()
+        except redis.RedisError as exc:
+            self._on_failure(exc)
+            return total
         self._backoff = 0.0
         return total
+
+    def _report_losses(self) -> None:
+        """Add what this process refused or quarantined since the last report to
+        ``P:counters:spool`` in Redis, where ``memstream stats`` shows every host's."""
+        now = {"refused": self.spool.refused, "write_errors": self.spool.errors,
+               "malformed": self.malformed, "corrupt_regions": self.spool.corrupt}
+        delta = {k: v - self._reported.get(k, 0) for k, v in now.items() if v > self._reported.get(k, 0)}
+        if not delta:
+            return
+        eventlog = self._eventlog()
+        pipe = eventlog.client.pipeline(transaction=True)
+        for k, v in delta.items():
+            pipe.hincrby(f"{eventlog.prefix}:counters:spool", k, v)
+        pipe.execute()
+        self._reported.update({k: now[k] for k in delta})
 
     def _on_failure(self, exc: Exception) -> None:
         self.failures += 1

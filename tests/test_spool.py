@@ -132,6 +132,11 @@ def test_the_bound_refuses_and_counts_then_accepts_again_once_shipped(spool_dir,
         shipper.ship_once()
         assert logged_contents(event_log) == ["0", "1", "2", "3", "4", "after"]
         assert shipper.stats()["spool_refused"] == 3
+        # reported once to the shared counters that `memstream stats` shows
+        counters = event_log.client.hgetall(f"{event_log.prefix}:counters:spool")
+        assert int(counters[b"refused"]) == 3
+        shipper.ship_once()
+        assert int(event_log.client.hget(f"{event_log.prefix}:counters:spool", "refused")) == 3
     finally:
         s.close()
 
