@@ -286,13 +286,18 @@ def _wait_projected(eventlog: EventLog, event, entry: str, timeout: float) -> st
     """Read-your-writes: wait until every projection group has applied ``entry``."""
     import time
 
-    from workers.consumer import is_applied
+    from workers.consumer import DeadLetters, is_applied
 
     stream = eventlog.stream_for(event.scope.tenant, event.scope.agent)
     groups = ["memories.v1", "facts.v1"]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if all(is_applied(eventlog.client, stream, g, entry) for g in groups):
+            # applied, or dead-lettered: a dead letter is out of the group's pending list too
+            dead = [d for d in DeadLetters(eventlog.client, eventlog.prefix).list(count=100000)
+                    if d.get("entry_id") == entry and d.get("group") in groups]
+            if dead:
+                return f"dead-lettered in {dead[0]['group']}: {dead[0].get('error', '')[:200]}"
             return "searchable"
         time.sleep(0.02)
     return "logged (not yet projected: are the workers running?)"
