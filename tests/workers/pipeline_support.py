@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import time
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Callable
 
 from producers import (
     DelegationCompleted,
@@ -20,6 +19,9 @@ from producers import (
     new_event_id,
 )
 from projections.store import Filter, Point
+
+sys.path.insert(0, str(Path(__file__).parents[1]))  # the write-path helpers, also for crash_worker.py
+from writepath import wait_for  # noqa: E402  (one poller for every test)
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -88,16 +90,6 @@ def texts(store, collection: str, tenant: str, **narrow) -> set[str]:
     return {p.payload["text"] for p in points(store, collection, tenant, **narrow)}
 
 
-def wait_for(condition: Callable[[], object], timeout: float = 15.0, what: str = "condition") -> object:
-    """Poll ``condition`` until it is truthy or the deadline passes (AssertionError)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def all_applied(eventlog: EventLog, groups=("turns.v1", "memories.v1", "facts.v1")) -> bool:
