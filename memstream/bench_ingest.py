@@ -318,7 +318,8 @@ def _freshness_run(root: Path, url: str, prefix: str, embedder: str, pairs: list
                 if deadline is None:
                     deadline = time.perf_counter() + settle
                     produced_s = time.perf_counter() - started
-                if len(visible_at) >= len(sampled) or time.perf_counter() > deadline:
+                everything = all(c.stats.applied >= n for c in pipeline.consumers)
+                if (len(visible_at) >= len(sampled) and everything) or time.perf_counter() > deadline:
                     break
             time.sleep(0.002)
         latencies = [visible_at[i] - appended_at[i] for i in visible_at]
@@ -410,13 +411,22 @@ def ingest(events: int = 1000, as_json: bool = False, data: str | None = None, *
             oruns, rruns = [], []
             texts = _texts(pairs, events, "onnx")
             profiler = None
+            calls: list[list[str]] | None = None
             for r in range(runs):
+                # order alternates (pipeline first, then raw first, ...) so that neither
+                # side always runs second on a warmer or busier machine; the raw run
+                # embeds the calls the pipeline made (the same for every run: same texts,
+                # same batches)
+                raw_first = bool(r % 2 and calls)
+                raw = _raw_run(calls, _warm_texts(texts)) if raw_first else None
                 home, prefix = fresh("onnx")
                 run = _drain_run(home, url, prefix, "onnx-minilm", texts, profile=profile and r == runs - 1)
                 calls = run.pop("_calls")
                 profiler = run.pop("_profile", profiler)
                 oruns.append(run)
-                raw = _raw_run(calls, _warm_texts(texts))
+                if raw is None:
+                    raw = _raw_run(calls, _warm_texts(texts))
+                raw["order"] = "raw first" if raw_first else "pipeline first"
                 raw["ratio"] = round(raw["seconds"] / run["seconds"], 3)
                 raw["cpu_ratio"] = round(raw["cpu_seconds"] / run["cpu_seconds"], 3)
                 rruns.append(raw)
@@ -442,6 +452,7 @@ def ingest(events: int = 1000, as_json: bool = False, data: str | None = None, *
         }
         result["ratio"] = _median([r["ratio"] for r in rruns])
         result["per_run_ratio"] = [r["ratio"] for r in rruns]
+        result["per_run_order"] = [r["order"] for r in rruns]
         # CPU seconds (this process, all threads) are less disturbed by other jobs than wall time
         result["cpu_ratio"] = _median([r["cpu_ratio"] for r in rruns])
         result["onnx"]["cpu_seconds"] = _median([r["cpu_seconds"] for r in oruns])

@@ -393,7 +393,8 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     if args.which == "ingest":
         from . import bench_ingest
 
-        result = bench_ingest.ingest(events=args.events, as_json=args.json, data=args.data or None)
+        result = bench_ingest.ingest(events=args.events, as_json=args.json, data=args.data or None,
+                                     runs=args.runs)
         _print(args, result, bench_ingest.format_ingest(result))
         return 0
     raise CommandError(f"unknown benchmark {args.which!r}")
@@ -449,6 +450,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--calls", type=int, default=2000, help="hotpath: hook calls per burst")
     p.add_argument("--events", type=int, default=1000, help="ingest: events per pipeline drain")
     p.add_argument("--data", default="", help="ingest: LoCoMo turns JSONL (default: generated text if absent)")
+    p.add_argument("--runs", type=int, default=4,
+                   help="ingest: runs per measurement (pipeline and raw alternate which goes first)")
     return parser
 
 
