@@ -257,11 +257,10 @@ class Spool:
 
     def shipped(self, seg: Segment, end: int, last_seq: int) -> None:
         """Advance a segment's checkpoint after its records reached the log."""
-        advanced = end - seg.offset
-        seg.offset, seg.last_seq = end, last_seq
-        seg.save_checkpoint()
-        with self._lock:
-            self._unshipped -= advanced
+        with self._lock:  # one step for ``drained`` and the bound (other threads)
+            self._unshipped -= end - seg.offset
+            seg.offset, seg.last_seq = end, last_seq
+        seg.save_checkpoint()  # a crash before this re-ships the batch: deduplicated by seq
 
     def drained(self) -> bool:
         """True if every segment is shipped to its end. Safe from any thread."""
