@@ -176,7 +176,7 @@ def _projection_stats(eventlog: EventLog) -> dict:
     except (QueryTimeout, redis.RedisError, ValueError):
         stored = {}
     out: dict[str, dict] = {}
-    for group in ("turns.v1", "memories.v1", "facts.v1"):
+    for group in ("turns.v1", "memories.v1", "facts.v1", "sessions.v1"):
         lag, pending, known = 0, 0, False
         for key in eventlog.stream_keys:
             try:
@@ -194,6 +194,8 @@ def _projection_stats(eventlog: EventLog) -> dict:
         counters = Counters(eventlog.client, eventlog.prefix, group).get()
         if group == "facts.v1":
             items, source = FactsTable(eventlog.client, eventlog.prefix).count(), "facts table"
+        elif group == "sessions.v1":
+            items, source = counters.get("turns", 0), "turns recorded"
         elif group in stored:
             items, source = int(stored[group]), "store"
         else:  # no service or worker answered: the projection's count of points written

@@ -167,3 +167,24 @@ class FactsTable:
     @staticmethod
     def to_dict(fact: Fact) -> dict:
         return json.loads(_enc.encode(fact))
+
+
+def _get(self: FactsTable, tenant: str, fact_id: str) -> Fact | None:
+    """One fact by id (current or history), or None."""
+    raw = self.client.hget(self._keys(tenant)[0], fact_id)
+    return _dec.decode(raw) if raw else None
+
+
+def _forget_fact(self: FactsTable, tenant: str, fact_id: str) -> int:
+    """Remove one fact (a tombstone named it): 1 if it existed. The slot it held is freed."""
+    facts_key, current_key = self._keys(tenant)
+    if not self.client.hdel(facts_key, fact_id):
+        return 0
+    for slot, fid in self.client.hgetall(current_key).items():
+        if (fid.decode() if isinstance(fid, bytes) else fid) == fact_id:
+            self.client.hdel(current_key, slot)
+    return 1
+
+
+FactsTable.get = _get
+FactsTable.forget_fact = _forget_fact

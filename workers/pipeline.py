@@ -1,4 +1,4 @@
-"""The projection pipeline as a unit: store, embedder, the three projections and their
+"""The projection pipeline as a unit: store, embedder, the four projections (turns, memories, facts, sessions) and their
 consumers, run as threads (``memstream up`` in embedded mode, ``memstream worker``).
 
 The embedded store (qdrant-edge under ``$MEMSTREAM_HOME/data/qdrant``) can be opened by
@@ -26,6 +26,8 @@ from projections.store import open_store
 from .consumer import Consumer
 from .projectors import FactsProjection, MemoriesProjection, TurnsProjection
 from .queries import QueryServer
+from .reads import ReadOps
+from .sessions import SessionsProjection
 
 __all__ = ["Pipeline", "PipelineConfig"]
 
@@ -65,6 +67,7 @@ class Pipeline:
             TurnsProjection(self.store, self.embedder, client, prefix),
             MemoriesProjection(self.store, self.embedder, client, prefix),
             FactsProjection(client, prefix),
+            SessionsProjection(client, prefix),
         ]
         name = self.config.consumer or f"{socket.gethostname()}-{os.environ.get('MEMSTREAM_WORKER_INDEX', '0')}"
         self.consumers = [
@@ -73,17 +76,10 @@ class Pipeline:
             for p in self.projections
         ]
         self.searcher = Searcher(self.store, self.embedder, self.facts)
-        self.queries = QueryServer(client, prefix, {"search": self._search, "count": self._count})
+        self.reads = ReadOps(self.store, self.searcher, self.facts, self.projections[3].index)
+        self.queries = QueryServer(client, prefix, {**self.reads.handlers(), "count": self._count})
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
-
-    def _search(self, request: dict) -> dict:
-        kinds = request.get("kinds") or ["turns", "memories", "facts"]
-        results = self.searcher.search(
-            str(request.get("query", "")), tenant=str(request["tenant"]),
-            agent=str(request.get("agent") or "default"), scope=str(request.get("scope") or "current"),
-            k=int(request.get("k") or 10), kinds=tuple(kinds))
-        return {"results": results}
 
     def _count(self, request: dict) -> dict:
         """Points in each vector projection's store (``memstream stats``: items)."""

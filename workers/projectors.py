@@ -281,8 +281,10 @@ class FactsProjection:
         for d in batch:
             event = d.event
             if isinstance(event, MemoryForgotten):
-                self.table.retract_event(event.scope.tenant, event.forgotten_id)
+                removed = self.table.retract_event(event.scope.tenant, event.forgotten_id)
+                removed += self.table.forget_fact(event.scope.tenant, event.forgotten_id)  # a fact's own id
                 self._forget_entry(event)
+                outcomes["forgotten"] = outcomes.get("forgotten", 0) + removed
                 continue
             if isinstance(event, MemoryWritten) and event.action in ("replace", "remove"):
                 self._retract_entry(event)

@@ -15,7 +15,7 @@ from memstream.cli import main
 from producers import Settings, read_run_file
 from workers.consumer import is_applied
 
-GROUPS = ("turns.v1", "memories.v1", "facts.v1")
+GROUPS = ("turns.v1", "memories.v1", "facts.v1", "sessions.v1")
 
 
 def _run(capsys, *argv: str) -> tuple[int, dict]:
@@ -59,7 +59,7 @@ def test_add_sync_is_searchable_at_once_and_dlq_list_retry_drop_work_on_a_live_s
     def dead_letters() -> list[dict]:
         return _run(capsys, "dlq", "list", "--json")[1]["dead_letters"]
 
-    wait_for(lambda: len(dead_letters()) == 3, what="every group to dead-letter the malformed entry")
+    wait_for(lambda: len(dead_letters()) == 4, what="every group to dead-letter the malformed entry")
     dead = {d["group"]: d for d in dead_letters()}
     assert set(dead) == set(GROUPS)
     assert all(d["entry_id"] == bad and d["error"].startswith("malformed") for d in dead.values())
