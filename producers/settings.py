@@ -29,6 +29,9 @@ OPTIONS: list[tuple[str, str, object, str]] = [
     ("qdrant_url", "MEMSTREAM_QDRANT_URL", "", "Qdrant server for the projections. Empty: the embedded store (qdrant-edge) owned by `memstream up`."),
     ("embedder", "MEMSTREAM_EMBEDDER", "onnx-minilm", "Embedder of the projections: `onnx-minilm` (offline), `hash` (tests), `openai[:MODEL]`, `ollama[:MODEL]` (see MEMSTREAM_EMBED_URL/_MODEL/_API_KEY)."),
     ("autostart", "MEMSTREAM_AUTOSTART", True, "Start the embedded service (`memstream up --detach`) when none is running and no Redis URL is set."),
+    ("prefetch_budget_ms", "MEMSTREAM_PREFETCH_BUDGET_MS", 150, "How long `prefetch()` waits for the fresh recall of the turn's message before it returns the freshest block already computed (or nothing)."),
+    ("prefetch_tokens", "MEMSTREAM_PREFETCH_TOKENS", 400, "Token budget of the injected `<memory-context>` block (estimated at 4 characters a token)."),
+    ("tool_timeout", "MEMSTREAM_TOOL_TIMEOUT", 5.0, "Seconds a memstream tool call waits for the service's answer before it returns an error."),
 ]
 
 
@@ -65,6 +68,9 @@ class Settings:
     qdrant_url: str = ""
     embedder: str = "onnx-minilm"
     autostart: bool = True
+    prefetch_budget_ms: int = 150
+    prefetch_tokens: int = 400
+    tool_timeout: float = 5.0
     problems: tuple[str, ...] = field(default=(), compare=False)
 
     @classmethod
@@ -102,6 +108,11 @@ class Settings:
         if self.shards < 1:
             problems.append(f"shards must be >= 1 (got {self.shards}); using 1")
             object.__setattr__(self, "shards", 1)
+        for name, floor in (("prefetch_budget_ms", 0), ("prefetch_tokens", 50), ("tool_timeout", 0.1)):
+            if getattr(self, name) < floor:
+                default = next(d for a, _, d, _ in OPTIONS if a == name)
+                problems.append(f"{name} must be >= {floor} (got {getattr(self, name)}); using {default}")
+                object.__setattr__(self, name, default)
         if not self.tenant:
             problems.append("tenant is empty; using 'default'")
             object.__setattr__(self, "tenant", "default")

@@ -383,13 +383,19 @@ def test_is_available_reads_configuration_only(monkeypatch, tmp_path):
     assert not (tmp_path / "ms-home").exists()  # not even the spool directory
 
 
-def test_read_side_hooks_answer_without_recall_yet(harness):
+def test_read_side_hooks_answer_nothing_when_no_service_runs(harness):
     p = harness.provider()
     assert p.name == "memstream"
-    assert p.get_tool_schemas() == []
+    schemas = p.get_tool_schemas()
+    assert [s["name"] for s in schemas] == ["memstream_search", "memstream_context", "memstream_recent",
+                                             "memstream_facts", "memstream_remember", "memstream_forget"]
+    assert all(s["parameters"]["type"] == "object" and s["description"] for s in schemas)
+    assert p.get_tool_schemas() == schemas  # deterministic: Hermes calls it several times
     assert p.prefetch("anything") == "" and p.queue_prefetch("q") is None
-    assert "memstream" in p.system_prompt_block()
-    assert "error" in json.loads(p.handle_tool_call("memstream_search", {}))
+    assert p.stats()["prefetch_empty"] == 1
+    assert "memstream_search" in p.system_prompt_block()
+    assert "query is required" in json.loads(p.handle_tool_call("memstream_search", {}))["error"]
+    assert "unavailable" in json.loads(p.handle_tool_call("memstream_search", {"query": "x"}))["error"]
     assert {f["env_var"] for f in p.get_config_schema()} >= {"MEMSTREAM_REDIS_URL", "MEMSTREAM_TENANT"}
 
 
