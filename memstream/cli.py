@@ -399,6 +399,16 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
                                      runs=args.runs)
         _print(args, result, bench_ingest.format_ingest(result))
         return 0
+    if args.which == "prefetch":
+        from . import bench_prefetch
+
+        sizes = tuple(int(x) for x in args.sizes.split(",") if x.strip())
+        if not sizes or min(sizes) < 1 or list(sizes) != sorted(sizes):
+            raise CommandError(f"--sizes: ascending positive counts, e.g. 10000,100000 (got {args.sizes!r})")
+        result = bench_prefetch.prefetch_bench(sizes=sizes, queries=args.queries,
+                                               embedder=args.embedder or "hash")
+        _print(args, result, bench_prefetch.format_prefetch(result))
+        return 0
     raise CommandError(f"unknown benchmark {args.which!r}")
 
 
@@ -448,12 +458,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("install-hermes", cmd_install_hermes, "install the memstream plugin into a Hermes home and select it")
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")
-    p.add_argument("which", choices=["hotpath", "ingest"])
+    p.add_argument("which", choices=["hotpath", "ingest", "prefetch"])
     p.add_argument("--calls", type=int, default=2000, help="hotpath: hook calls per burst")
     p.add_argument("--events", type=int, default=1000, help="ingest: events per pipeline drain")
     p.add_argument("--data", default="", help="ingest: LoCoMo turns JSONL (default: generated text if absent)")
     p.add_argument("--runs", type=int, default=4,
                    help="ingest: runs per measurement (pipeline and raw alternate which goes first)")
+    p.add_argument("--sizes", default="10000,100000", help="prefetch: memory counts to measure at, ascending")
+    p.add_argument("--queries", type=int, default=200, help="prefetch: questions per size")
+    p.add_argument("--embedder", default="", help="embedder of the benchmark's pipeline (prefetch: default hash)")
     return parser
 
 
