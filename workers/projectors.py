@@ -1,8 +1,13 @@
-"""The three projections fed from the log: ``turns``, ``memories`` and ``facts``.
+"""The projections fed from the log: ``turns``, ``memories`` and ``facts`` (and
+``sessions``, in ``workers.sessions``).
 
 Each implements ``workers.consumer.Projection``: ``apply(batch)`` is idempotent (point
 ids and fact ids derive from the event id), so a redelivery after a crash changes
 nothing. Text is cleaned and redacted before anything is embedded or stored.
+
+Tombstones (``MemoryForgotten``) are also recorded in ``P:tombstones:{tenant}``, and
+nothing named there is ever projected again: with several shards, or in a replay, the
+tombstone may be applied before the event it names (they can sit in different streams).
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ from .consumer import Delivery
 from .facts import extract_facts, is_single_valued
 from .redact import redact
 
-__all__ = ["TurnsProjection", "MemoriesProjection", "FactsProjection", "Counters", "match_entry"]
+__all__ = ["TurnsProjection", "MemoriesProjection", "FactsProjection", "Counters", "Tombstones",
+           "match_entry"]
 
 
 def _str(value) -> str:
@@ -69,6 +75,38 @@ def _payload(event, kind: str, text: str, **extra) -> dict:
     }
 
 
+class Tombstones:
+    """The ids forgotten in each tenant (a Redis set per tenant, shared by all projections)."""
+
+    def __init__(self, client: redis.Redis, prefix: str):
+        self.client = client
+        self.prefix = prefix
+
+    def _key(self, tenant: str) -> str:
+        return f"{self.prefix}:tombstones:{tenant}"
+
+    def add(self, tenant: str, item_id: str) -> None:
+        self.client.sadd(self._key(tenant), item_id)
+
+    def has(self, tenant: str, item_id: str, any_cache: dict[str, bool]) -> bool:
+        """Whether ``item_id`` was forgotten; skips the lookup for a tenant without tombstones
+        (``any_cache`` remembers that for the batch)."""
+        if tenant not in any_cache:
+            any_cache[tenant] = bool(self.client.scard(self._key(tenant)))
+        return any_cache[tenant] and bool(self.client.sismember(self._key(tenant), item_id))
+
+    def among(self, pairs: Sequence[tuple[str, str]]) -> set[str]:
+        """The ids of ``(tenant, id)`` pairs that were forgotten (one round trip per tenant)."""
+        by_tenant: dict[str, list[str]] = {}
+        for tenant, item_id in pairs:
+            by_tenant.setdefault(tenant, []).append(item_id)
+        out: set[str] = set()
+        for tenant, ids in by_tenant.items():
+            flags = self.client.smismember(self._key(tenant), ids)
+            out.update(i for i, flag in zip(ids, flags) if flag)
+        return out
+
+
 def match_entry(entries: Sequence[tuple[str, str, float]], old_text: str) -> tuple[str | None, bool]:
     """The entry a memory-tool ``replace``/``remove`` targets, as Hermes's memory tool picks
     it: the entries (id, text, time) containing ``old_text``; several with different texts
@@ -93,16 +131,25 @@ class _VectorProjection:
         if store.active_version(self.name) is None:
             store.set_active_version(self.name, self.version)
         self.counters = Counters(client, prefix, f"{self.name}.v{self.version}")
+        self.tombstones = Tombstones(client, prefix)
 
     def _points(self, docs: list[tuple[str, str, dict]]) -> list[Point]:
-        """(point id, text, payload) -> points, embedded in one batch."""
+        """(point id, text, payload) -> points, embedded in one batch; a forgotten event's
+        documents are left out."""
         if not docs:
             return []
+        gone = self.tombstones.among([(d[2]["tenant"], d[2]["event_id"]) for d in docs])
+        if gone:
+            docs = [d for d in docs if d[2]["event_id"] not in gone]
+            self.counters.add(tombstoned=len(gone))
+            if not docs:
+                return []
         vectors = self.embedder.embed([text for _, text, _ in docs])
         return [Point(id=pid, dense=vectors[i], sparse=sparse_vector(text), payload=payload)
                 for i, (pid, text, payload) in enumerate(docs)]
 
     def _forget(self, event: MemoryForgotten) -> None:
+        self.tombstones.add(event.scope.tenant, event.forgotten_id)
         head = self.store.retrieve(self.collection, [point_id(event.forgotten_id, 0)])
         n = int(head[0].payload.get("chunks", 1)) if head else 1
         ids = [point_id(event.forgotten_id, i) for i in range(n)]
@@ -240,6 +287,7 @@ class FactsProjection:
         self.counters = Counters(client, prefix, f"{self.name}.v{self.version}")
         self.min_confidence = min_confidence
         self._boilerplate = BoilerplateFilter()
+        self.tombstones = Tombstones(client, prefix)
 
     # Which memory entry each fact came from, per agent and target (MEMORY.md / USER.md):
     # ``P:fact_sources:v1:{tenant}:{agent}:{target}`` hash event id -> JSON [text, time].
@@ -278,9 +326,16 @@ class FactsProjection:
 
     def apply(self, batch: Sequence[Delivery]) -> None:
         outcomes: dict[str, int] = {}
+        gone = self.tombstones.among([(d.event.scope.tenant, d.event.id) for d in batch
+                                      if not isinstance(d.event, MemoryForgotten)])
+        forgotten: dict[str, bool] = {}  # tenant -> has any tombstone (fact ids are checked then)
         for d in batch:
             event = d.event
+            if event.id in gone:
+                outcomes["tombstoned"] = outcomes.get("tombstoned", 0) + 1
+                continue
             if isinstance(event, MemoryForgotten):
+                self.tombstones.add(event.scope.tenant, event.forgotten_id)
                 removed = self.table.retract_event(event.scope.tenant, event.forgotten_id)
                 removed += self.table.forget_fact(event.scope.tenant, event.forgotten_id)  # a fact's own id
                 self._forget_entry(event)
@@ -298,8 +353,12 @@ class FactsProjection:
                     index += 1
                     if cand.confidence < self.min_confidence:
                         continue
+                    fact_id = point_id("fact", event.id, index)
+                    if self.tombstones.has(event.scope.tenant, fact_id, forgotten):
+                        outcomes["tombstoned"] = outcomes.get("tombstoned", 0) + 1
+                        continue
                     fact = Fact(
-                        id=point_id("fact", event.id, index), tenant=event.scope.tenant,
+                        id=fact_id, tenant=event.scope.tenant,
                         agent=event.scope.agent, subject=cand.subject, kind=cand.kind, key=cand.key,
                         value=cand.value, text=cand.text, confidence=cand.confidence,
                         valid_from=event.occurred_at.timestamp(), event_ids=[event.id],

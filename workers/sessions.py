@@ -26,7 +26,7 @@ from producers import MemoryForgotten, TurnRecorded
 
 from .boilerplate import BoilerplateFilter
 from .consumer import Delivery
-from .projectors import Counters
+from .projectors import Counters, Tombstones
 from .redact import redact
 
 __all__ = ["SessionsProjection", "SessionsIndex"]
@@ -142,11 +142,16 @@ class SessionsProjection:
         self.index = SessionsIndex(client, prefix)
         self.counters = Counters(client, prefix, f"{self.name}.v{self.version}")
         self._boilerplate = BoilerplateFilter()
+        self.tombstones = Tombstones(client, prefix)
 
     def apply(self, batch: Sequence[Delivery]) -> None:
         recorded = forgotten = 0
+        gone = self.tombstones.among([(d.event.scope.tenant, d.event.id) for d in batch
+                                      if isinstance(d.event, TurnRecorded)])
         for d in batch:
             event = d.event
+            if event.id in gone:
+                continue
             if isinstance(event, TurnRecorded):
                 text, _ = redact(self._boilerplate.clean(event.user_text).strip())
                 if len(text) > _TEXT_CHARS:
@@ -154,5 +159,6 @@ class SessionsProjection:
                 self.index.record(event, text)
                 recorded += 1
             elif isinstance(event, MemoryForgotten):
+                self.tombstones.add(event.scope.tenant, event.forgotten_id)
                 forgotten += self.index.forget(event.scope.tenant, event.forgotten_id)
         self.counters.add(turns=recorded, forgotten=forgotten)

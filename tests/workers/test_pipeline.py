@@ -240,6 +240,32 @@ def test_remembered_and_forgotten_items_leave_every_projection_and_search(pipeli
     assert all("zebra" not in r["text"] for r in found)
 
 
+def test_a_tombstone_applied_before_its_event_keeps_it_out_of_every_projection(pipeline, event_log):
+    """With several shards, or in a replay, a tombstone can be read before what it names."""
+    gone_turn = turn("My name is Ada and the backup bucket is zebra-archive", index=1)
+    gone_memory = remembered("The user prefers green tea")
+    kept = turn("I live in Lisbon", when=1, index=2)
+    event_log.append([forgotten(gone_turn.id), forgotten(gone_memory.id), gone_turn, gone_memory, kept])
+    pipeline.drain()
+
+    assert _event_ids(pipeline.store, "turns", "t1") == [kept.id]
+    assert texts(pipeline.store, "memories", "t1") == set()
+    assert not any({gone_turn.id, gone_memory.id} & set(f.event_ids)
+                   for f in pipeline.facts.query("t1", history=True))
+    bookends = pipeline.reads.sessions.recent("t1", "a1", 5)
+    assert [(b["first"]["id"], b["last"]["id"]) for b in bookends] == [(kept.id, kept.id)]
+    # a fact forgotten by its own id stays forgotten when its event is replayed
+    fact = next(f for f in pipeline.facts.query("t1") if kept.id in f.event_ids)
+    event_log.append([forgotten(fact.id)])
+    pipeline.drain()
+    assert all(f.id != fact.id for f in pipeline.facts.query("t1", history=True))
+    for c in pipeline.consumers:
+        event_log.client.xgroup_setid(event_log.stream_keys[0], c.group, "0")
+    pipeline.drain()
+    assert all(f.id != fact.id for f in pipeline.facts.query("t1", history=True))
+    assert _event_ids(pipeline.store, "turns", "t1") == [kept.id]
+
+
 def test_forgetting_and_memory_writes_never_cross_tenants(pipeline, event_log):
     theirs = memory("add", "Tenant one keeps its secrets in vault-one", tenant="t1")
     their_turn = turn("Tenant one deploys with Terraform", tenant="t1")
