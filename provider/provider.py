@@ -152,6 +152,7 @@ class MemstreamProvider(MemoryProvider):
             self.writer = Writer.shared(settings)
         if self.recall is None:
             self.recall = Recall(settings, self._request_base)
+            self.recall.start()
         self.initialized = True
         log.info("provider.initialized", tenant=settings.tenant, agent=self._base["agent"],
                  session=self._session, platform=self._base["platform"])

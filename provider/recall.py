@@ -142,11 +142,19 @@ class Recall:
                 old.done.set()
                 self._count("superseded")
             self._cv.notify()
-            if self._thread is None or not self._thread.is_alive():
-                self._stop = False
-                self._thread = threading.Thread(target=self._run, name="memstream-recall", daemon=True)
-                self._thread.start()
+            self._ensure_thread()
         return query
+
+    def start(self) -> None:
+        """Start the thread now: it imports rq and connects before the first turn needs it."""
+        with self._cv:
+            self._ensure_thread()
+
+    def _ensure_thread(self) -> None:  # under self._cv
+        if self._thread is None or not self._thread.is_alive():
+            self._stop = False
+            self._thread = threading.Thread(target=self._run, name="memstream-recall", daemon=True)
+            self._thread.start()
 
     def latest(self, session: str) -> Query | None:
         with self._cv:
@@ -154,6 +162,12 @@ class Recall:
 
     # -- the background thread -------------------------------------------------------------
     def _run(self) -> None:
+        try:
+            import workers.queries  # noqa: F401  (rq: most of a second, paid here, not in a turn)
+
+            self._connection().ping()
+        except Exception:  # no service yet: the first query says so
+            pass
         while True:
             with self._cv:
                 while not self._pending and not self._stop:
@@ -189,7 +203,7 @@ class Recall:
             self._stop = True
             self._cv.notify_all()
         if self._thread is not None:
-            self._thread.join(1.0)
+            self._thread.join(0.1)  # a daemon; it may be blocked in a read for seconds
 
     # -- asking ------------------------------------------------------------------------------
     def _connection(self) -> redis.Redis:
