@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Any
 
 import redis
@@ -132,6 +133,7 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     checks["redis"], eventlog = _check_redis(settings)
     if eventlog is not None:
         checks["streams"] = {"ok": True, "streams": _streams(eventlog)}
+        checks["queries"] = _check_queries(eventlog)
     else:
         checks["streams"] = {"ok": False, "error": "log unreachable"}
     usage = spool_usage(settings.spool_dir) if settings.spool_dir.exists() else {
@@ -155,9 +157,24 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     return 0 if ok else 1
 
 
+def _check_queries(eventlog: EventLog) -> dict:
+    """Whether a query server (the service or a worker) answers: recall and tools need one.
+    Informational: workers may live on other hosts and be restarting; events still spool."""
+    from workers.queries import QueryTimeout, ask
+
+    started = time.perf_counter()
+    try:
+        answer = ask(eventlog.client, eventlog.prefix, {"op": "count"}, timeout=2.0)
+    except (QueryTimeout, redis.RedisError) as exc:
+        return {"ok": True, "answering": False,
+                "warning": f"no query server answered ({type(exc).__name__}): start `memstream up` or a "
+                           "`memstream worker`; until then prefetch injects nothing and tools return errors"}
+    return {"ok": True, "answering": "error" not in answer,
+            "round_trip_ms": round((time.perf_counter() - started) * 1000, 1)}
+
+
 def _projection_stats(eventlog: EventLog) -> dict:
     """Per projection group: position, lag, pending, dead letters, freshness, items."""
-    import time
 
     from projections.facts_table import FactsTable
     from workers.consumer import DeadLetters, Positions
@@ -286,7 +303,6 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
 
 def _wait_projected(eventlog: EventLog, event, entry: str, timeout: float) -> str:
     """Read-your-writes: wait until every projection group has applied ``entry``."""
-    import time
 
     from workers.consumer import DeadLetters, is_applied
 

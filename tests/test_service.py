@@ -92,7 +92,8 @@ def test_doctor_is_ok_with_a_running_service_and_fails_without(service, tmp_path
     report = json.loads(ms(home, "doctor", "--json").stdout)
     assert report["ok"] is True, report
     assert report["checks"]["redis"]["ok"] and report["checks"]["redis"]["redis_version"] >= "7"
-    assert set(report["checks"]) >= {"config", "redis", "streams", "spool", "hermes"}
+    assert set(report["checks"]) >= {"config", "redis", "streams", "spool", "hermes", "queries"}
+    assert report["checks"]["queries"]["answering"] is True  # the service answers recall and tools
     down = ms(tmp_path / "empty-home", "doctor", "--json", check=False)
     assert down.returncode == 1
     assert json.loads(down.stdout)["checks"]["redis"]["ok"] is False
