@@ -126,7 +126,7 @@ def prefetch_bench(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 20
         "embedder": embedder, "budget_ms": budget_ms, "queries": queries, "sizes": [], "targets": TARGETS}
     try:
         settings = Settings.load(home=str(root / "home"), redis_url=server.url, autostart=False,
-                                 embedder=embedder, prefetch_budget_ms=budget_ms)
+                                 embedder=embedder, prefetch_budget_ms=budget_ms, tenant="bench")
         client = redis_client(server.url, timeout=30)
         log = EventLog(client, settings.stream_prefix, settings.shards)
         pipeline = Pipeline(settings, log, PipelineConfig(embedder=embedder, consumer="bench"))
@@ -157,13 +157,14 @@ def prefetch_bench(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 20
                 if "error" in answer:
                     raise RuntimeError(f"recall failed: {answer['error']}")
             before = dict(provider.stats())
-            durations = []
+            durations, blocks = [], 0
             for i, q in enumerate(questions):
                 provider.on_session_switch(f"bench-{size}-{i}", reset=True, reason="new_session")
                 provider.on_turn_start(1, q)
                 t = time.perf_counter()
-                provider.prefetch(q)
+                block = provider.prefetch(q)
                 durations.append((time.perf_counter() - t) * 1000)
+                blocks += bool(block)
             after = provider.stats()
             got = {k: after.get(k, 0) - before.get(k, 0) for k in ("prefetch_fresh", "prefetch_stale", "prefetch_empty")}
             out["sizes"].append({
@@ -171,7 +172,8 @@ def prefetch_bench(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 20
                 "ingest_s": round(ingest_s, 1),
                 "fresh_query_ms": _summary(fresh), "served_ms": _summary(served),
                 "prefetch_ms": _summary(durations),
-                "fresh_fraction": round(got["prefetch_fresh"] / len(questions), 4), "outcomes": got})
+                "fresh_fraction": round(got["prefetch_fresh"] / len(questions), 4), "outcomes": got,
+                "non_empty_blocks": blocks})
         # the service stalls: prefetch must still return at its budget
         pipeline.queries.stop()
         over, floor = [], []
@@ -211,7 +213,8 @@ def format_prefetch(r: dict[str, Any]) -> str:
         f, p = s["fresh_query_ms"], s["prefetch_ms"]
         lines.append(f"  {s['memories']:>7} memories ({s['points']} points, ingest {s['ingest_s']} s): "
                      f"fresh query p50 {f['p50']} ms p95 {f['p95']} ms (served {s['served_ms']['p50']} ms); "
-                     f"prefetch p50 {p['p50']} ms p99 {p['p99']} ms; fresh within budget {100 * s['fresh_fraction']:.1f}%")
+                     f"prefetch p50 {p['p50']} ms p99 {p['p99']} ms; fresh within budget {100 * s['fresh_fraction']:.1f}%, "
+                     f"non-empty blocks {s['non_empty_blocks']}/{r['queries']}")
     o = r.get("stalled", {}).get("over_budget_ms")
     if o:
         fl = r["stalled"]["floor_over_budget_ms"]

@@ -19,6 +19,7 @@ def test_bench_prefetch_runs_every_phase_on_a_tiny_workload():
         assert size["fresh_query_ms"]["n"] == 12 and size["prefetch_ms"]["n"] == 12
         assert 0.0 <= size["fresh_fraction"] <= 1.0
     assert result["sizes"][-1]["outcomes"]["prefetch_fresh"] > 0  # the service answered
+    assert result["sizes"][-1]["non_empty_blocks"] > 0  # ... with the bench tenant's memories
     stalled = result["stalled"]
     assert stalled["over_budget_ms"]["n"] == 12 and stalled["floor_over_budget_ms"]["n"] == 12
     assert stalled["over_budget_ms"]["p50"] >= 0  # it waited its budget, no more needed
