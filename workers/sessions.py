@@ -146,8 +146,7 @@ class SessionsProjection:
 
     def apply(self, batch: Sequence[Delivery]) -> None:
         recorded = forgotten = 0
-        gone = self.tombstones.among([(d.event.scope.tenant, d.event.id) for d in batch
-                                      if isinstance(d.event, TurnRecorded)])
+        gone = self.tombstones.of_batch(batch, (TurnRecorded,))
         for d in batch:
             event = d.event
             if event.id in gone:
