@@ -132,6 +132,27 @@ class FactsTable:
             removed += 1
         return removed
 
+    def get_many(self, tenant: str, fact_ids: list[str]) -> list[Fact]:
+        """The facts among ``fact_ids`` that exist (current or history), one round trip."""
+        if not fact_ids:
+            return []
+        return [_dec.decode(raw) for raw in self.client.hmget(self._keys(tenant)[0], fact_ids) if raw]
+
+    def get(self, tenant: str, fact_id: str) -> Fact | None:
+        """One fact by id (current or history), or None."""
+        found = self.get_many(tenant, [fact_id])
+        return found[0] if found else None
+
+    def forget_fact(self, tenant: str, fact_id: str) -> int:
+        """Remove one fact (a tombstone named it): 1 if it existed; the slot it held is freed."""
+        facts_key, current_key = self._keys(tenant)
+        if not self.client.hdel(facts_key, fact_id):
+            return 0
+        for slot, fid in self.client.hgetall(current_key).items():
+            if (fid.decode() if isinstance(fid, bytes) else fid) == fact_id:
+                self.client.hdel(current_key, slot)
+        return 1
+
     def query(self, tenant: str, *, agents: Iterable[str] | None = None, subject: str | None = None,
               kind: str | None = None, key: str | None = None, history: bool = False) -> list[Fact]:
         """Facts of a tenant (current only unless ``history``), newest first."""
@@ -168,23 +189,3 @@ class FactsTable:
     def to_dict(fact: Fact) -> dict:
         return json.loads(_enc.encode(fact))
 
-
-def _get(self: FactsTable, tenant: str, fact_id: str) -> Fact | None:
-    """One fact by id (current or history), or None."""
-    raw = self.client.hget(self._keys(tenant)[0], fact_id)
-    return _dec.decode(raw) if raw else None
-
-
-def _forget_fact(self: FactsTable, tenant: str, fact_id: str) -> int:
-    """Remove one fact (a tombstone named it): 1 if it existed. The slot it held is freed."""
-    facts_key, current_key = self._keys(tenant)
-    if not self.client.hdel(facts_key, fact_id):
-        return 0
-    for slot, fid in self.client.hgetall(current_key).items():
-        if (fid.decode() if isinstance(fid, bytes) else fid) == fact_id:
-            self.client.hdel(current_key, slot)
-    return 1
-
-
-FactsTable.get = _get
-FactsTable.forget_fact = _forget_fact

@@ -10,14 +10,12 @@ dicts; a bad request is ``{"error": ...}``.
 
 from __future__ import annotations
 
-import inspect
 import re
-from datetime import datetime, timezone
 from typing import Callable
 
-from projections.facts_table import Fact, FactsTable
+from projections.facts_table import FactsTable
 from projections.store import CollectionNotFound, Filter, VectorStore, point_id
-from projections.query import Searcher
+from projections.query import Searcher, fact_item
 
 from .sessions import SessionsIndex
 
@@ -39,18 +37,6 @@ class BadRequest(ValueError):
 
 def asks_about_history(query: str) -> bool:
     return bool(_HISTORY.search(query or ""))
-
-
-def _iso(ts: float | None) -> str | None:
-    return None if ts is None else datetime.fromtimestamp(ts, timezone.utc).isoformat()
-
-
-def fact_dict(fact: Fact) -> dict:
-    return {"id": fact.id, "kind": "fact", "text": f"{fact.subject} {fact.key.replace('_', ' ')}: {fact.value}",
-            "subject": fact.subject, "key": fact.key, "value": fact.value, "fact_kind": fact.kind,
-            "agent": fact.agent, "session": fact.session_id, "occurred_at": _iso(fact.valid_from),
-            "valid_to": _iso(fact.valid_to), "superseded_by": fact.superseded_by or None,
-            "confidence": fact.confidence, "event_ids": list(fact.event_ids)}
 
 
 class ReadOps:
@@ -121,12 +107,10 @@ class ReadOps:
             raise BadRequest(f"kind must be one of {sorted(KINDS)}, got {kind!r}")
         scope, agent = self._scope(request)
         k = self._limit(request, "k", 10) or 10
-        extra = {"session": str(request.get("session") or ""),
-                 "history": bool(request.get("history")) or asks_about_history(query)}
-        params = inspect.signature(self.searcher.search).parameters
         results = self.searcher.search(
             query, tenant=tenant, agent=agent, scope=scope, k=k, kinds=kinds,
-            **{key: v for key, v in extra.items() if key in params})
+            session=str(request.get("session") or ""),
+            history=bool(request.get("history")) or asks_about_history(query))
         return {"results": results}
 
     def recall(self, request: dict) -> dict:
@@ -175,10 +159,10 @@ class ReadOps:
                 continue
             if found and found[0].payload.get("tenant") == tenant:
                 return dict(found[0].payload)
-        fact = self.facts.get(tenant, item_id) if hasattr(self.facts, "get") else None
+        fact = self.facts.get(tenant, item_id)
         if fact is not None and fact.event_ids:
             anchor = self._anchor(tenant, fact.event_ids[0]) or {}
-            return {**anchor, "kind": "fact", "text": fact_dict(fact)["text"],
+            return {**anchor, "kind": "fact", "text": fact_item(fact)["text"],
                     "agent": fact.agent, "session_id": fact.session_id or anchor.get("session_id")}
         return None
 
@@ -227,4 +211,4 @@ class ReadOps:
         limit = self._limit(request, "limit", 20) or 20
         found = self.facts.query(tenant, agents=self._agents(request), subject=subject, kind=kind,
                                  history=bool(request.get("history")))
-        return {"facts": [fact_dict(f) for f in found[:limit]], "total": len(found)}
+        return {"facts": [fact_item(f) for f in found[:limit]], "total": len(found)}
