@@ -425,6 +425,18 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
                                                embedder=args.embedder or "hash")
         _print(args, result, bench_prefetch.format_prefetch(result))
         return 0
+    if args.which == "locomo":
+        from . import bench_locomo
+
+        if not args.data:
+            raise CommandError("bench locomo needs --data DIR (the LoCoMo directory: locomo10_turns.jsonl, "
+                               "locomo10_qrels.jsonl)")
+        try:
+            result = bench_locomo.locomo(args.data, split=args.split, embedder=args.embedder or "onnx-minilm")
+        except bench_locomo.BenchDataError as exc:
+            raise CommandError(str(exc)) from exc
+        _print(args, result, bench_locomo.format_locomo(result))
+        return 0
     raise CommandError(f"unknown benchmark {args.which!r}")
 
 
@@ -474,15 +486,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("install-hermes", cmd_install_hermes, "install the memstream plugin into a Hermes home and select it")
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")
-    p.add_argument("which", choices=["hotpath", "ingest", "prefetch"])
+    p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo"])
     p.add_argument("--calls", type=int, default=2000, help="hotpath: hook calls per burst")
     p.add_argument("--events", type=int, default=1000, help="ingest: events per pipeline drain")
-    p.add_argument("--data", default="", help="ingest: LoCoMo turns JSONL (default: generated text if absent)")
+    p.add_argument("--data", default="", help="ingest: LoCoMo turns JSONL (default: generated text if absent); "
+                   "locomo: the LoCoMo directory")
+    p.add_argument("--split", default="dev", choices=["dev", "test", "all"], help="locomo: conversations to run")
     p.add_argument("--runs", type=int, default=4,
                    help="ingest: runs per measurement (pipeline and raw alternate which goes first)")
     p.add_argument("--sizes", default="10000,100000", help="prefetch: memory counts to measure at, ascending")
     p.add_argument("--queries", type=int, default=200, help="prefetch: questions per size")
-    p.add_argument("--embedder", default="", help="embedder of the benchmark's pipeline (prefetch: default hash)")
+    p.add_argument("--embedder", default="", help="embedder of the benchmark's pipeline (prefetch: default hash; locomo: onnx-minilm)")
     return parser
 
 
