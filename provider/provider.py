@@ -116,6 +116,7 @@ class MemstreamProvider(MemoryProvider):
         self.recall: Recall | None = None
         self._fresh: Query | None = None  # the recall started by on_turn_start
         self._injected: dict[str, set[str]] = {}  # session -> ids already in a block
+        self._prefetch_ms = 0.0  # the longest prefetch() so far
         self.initialized = False
 
     # -- identity -------------------------------------------------------------------
@@ -290,11 +291,13 @@ class MemstreamProvider(MemoryProvider):
         answered = fresh if fresh.items is not None else recall.latest(session)
         if answered is None or answered.items is None:
             self._count("prefetch_empty")
+            self._prefetch_ms = max(self._prefetch_ms, (time.monotonic() - started) * 1000)
             return ""
         self._count("prefetch_fresh" if answered is fresh else "prefetch_stale")
         seen = self._injected.setdefault(session, set())
         block, ids = format_block(answered.items, settings.prefetch_tokens, seen)
         seen.update(ids)
+        self._prefetch_ms = max(self._prefetch_ms, (time.monotonic() - started) * 1000)
         return block
 
     @_guard(None)
@@ -417,6 +420,7 @@ class MemstreamProvider(MemoryProvider):
             out.update(self.writer.stats())
         if self.recall is not None:
             out.update(self.recall.stats())
+        out["prefetch_ms_max"] = round(self._prefetch_ms, 3)
         return out
 
     # -- internals ----------------------------------------------------------------------

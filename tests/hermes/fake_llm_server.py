@@ -1,6 +1,12 @@
 """A scripted OpenAI-compatible chat-completions server (stdlib only) for the Hermes test.
 
 Behaviour, keyed on the request's messages:
+  - the user text starts with ``CHAIN <query>`` and the memstream tools are offered: a
+    ``memstream_search`` call for the query, then ``memstream_context`` and
+    ``memstream_forget`` on the first result's id (read from the search result the
+    request carries), then the final text ``CHAIN_DONE_REPLY``
+  - the user text starts with ``SEARCHALL <query>``: one ``memstream_search`` call with
+    ``scope="all"``, then ``TOOL_DONE_REPLY``
   - the last message is a tool result        -> final text ``TOOL_DONE_REPLY``
   - the last user text contains ``REMEMBER`` -> a ``memory`` tool call (add, target user,
     content ``REMEMBER_CONTENT``), if the request offers the ``memory`` tool
@@ -24,6 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 MODEL = "fake-model"
 REMEMBER_CONTENT = "User prefers green tea."
 TOOL_DONE_REPLY = "Noted: I saved that to memory."
+CHAIN_DONE_REPLY = "Searched, looked around, forgot."
 
 
 def reply_for(user_text: str) -> str:
@@ -52,13 +59,56 @@ def last_user_text(messages: list) -> str:
     return ""
 
 
+def _call(rid: int, name: str, args: dict) -> dict:
+    return {"tool": {"id": tool_call_id(rid), "type": "function",
+                     "function": {"name": name, "arguments": json.dumps(args)}}}
+
+
+def _tool_results(messages: list) -> list[tuple[str, str]]:
+    """(tool name, result text) of this turn's tool calls, in order."""
+    names = {}
+    out = []
+    for m in messages:
+        for call in m.get("tool_calls") or []:
+            names[call.get("id")] = call.get("function", {}).get("name")
+        if m.get("role") == "tool":
+            out.append((names.get(m.get("tool_call_id"), ""), _text(m.get("content"))))
+        if m.get("role") == "user":
+            out = []
+    return out
+
+
+def _chain(user: str, messages: list, rid: int) -> dict:
+    done = _tool_results(messages)
+    if not done:
+        return _call(rid, "memstream_search", {"query": user.split(" ", 1)[1], "kind": "all"})
+    name, result = done[-1]
+    try:
+        first = json.loads(result)
+    except ValueError:
+        return {"text": f"bad tool result: {result[:200]}"}
+    if name == "memstream_search":
+        hits = first.get("results") or []
+        if not hits:
+            return {"text": "nothing found"}
+        return _call(rid, "memstream_context", {"id": hits[0]["id"], "before": 1, "after": 1})
+    if name == "memstream_context":
+        search = json.loads(done[0][1])
+        return _call(rid, "memstream_forget", {"id": search["results"][0]["id"], "reason": "test"})
+    return {"text": CHAIN_DONE_REPLY}
+
+
 def decide(body: dict, rid: int) -> dict:
     messages = body.get("messages") or []
     tools = [t.get("function", {}).get("name") for t in body.get("tools") or []]
     last = messages[-1] if messages else {}
+    user = last_user_text(messages)
+    if user.startswith("CHAIN ") and "memstream_search" in tools:
+        return _chain(user, messages, rid)
+    if user.startswith("SEARCHALL ") and "memstream_search" in tools and last.get("role") != "tool":
+        return _call(rid, "memstream_search", {"query": user.split(" ", 1)[1], "scope": "all"})
     if last.get("role") == "tool":
         return {"text": TOOL_DONE_REPLY}
-    user = last_user_text(messages)
     if "REMEMBER" in user and "memory" in tools:
         args = {"action": "add", "target": "user", "content": REMEMBER_CONTENT}
         return {"tool": {"id": tool_call_id(rid), "type": "function",
@@ -104,7 +154,7 @@ class FakeLLM:
     def _record(self, path: str, body: dict) -> int:
         with self._lock:
             rid = len(self.requests) + 1
-            row = {"rid": rid, "path": path, "stream": bool(body.get("stream")),
+            row = {"rid": rid, "path": path, "stream": bool(body.get("stream")), "at": time.time(),
                    "tools": [t.get("function", {}).get("name") for t in body.get("tools") or []],
                    "messages": body.get("messages") or []}
             self.requests.append(row)

@@ -35,10 +35,16 @@ out = {
     "initialized": [bool(getattr(p, "initialized", False)) for p in providers],
     "tools": sorted(t.get("function", {}).get("name", "") for t in (agent.tools or [])),
     "replies": [],
+    "started_at": [],
+    "turn_s": [],
 }
 history = []
+import time  # noqa: E402
+
 for prompt in spec["prompts"]:
+    out["started_at"].append(time.time())
     res = agent.run_conversation(prompt, conversation_history=history)
+    out["turn_s"].append(time.time() - out["started_at"][-1])
     history = res.get("messages") or history
     out["replies"].append(res.get("final_response"))
 if manager is not None:
