@@ -54,7 +54,7 @@ SparseVector = tuple[Sequence[int], Sequence[float]]
 Fusion = Literal["rrf", "dbsf"]
 
 # Never change: point ids of every projection derive from it.
-_POINT_NAMESPACE = uuid.UUID("5b0f4d0e-7c1a-5e8a-9d36-6d656d737472")
+POINT_NAMESPACE = uuid.UUID("5b0f4d0e-7c1a-5e8a-9d36-6d656d737472")
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 _PHYSICAL = re.compile(r"^(?P<name>[a-z][a-z0-9_]*?)_v(?P<version>[0-9]+)$")
 
@@ -95,7 +95,7 @@ def point_id(*parts: str | int) -> str:
         if not isinstance(part, (str, int)) or isinstance(part, bool):
             raise ValueError(f"point_id parts are str or int, got {type(part).__name__}")
     key = json.dumps(list(parts), ensure_ascii=False, separators=(",", ":"))
-    return str(uuid.uuid5(_POINT_NAMESPACE, key))
+    return str(uuid.uuid5(POINT_NAMESPACE, key))
 
 
 def physical_name(name: str, version: int) -> str:
