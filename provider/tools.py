@@ -74,7 +74,9 @@ TOOL_SCHEMAS: tuple[dict[str, Any], ...] = (
             "type": "object",
             "properties": {
                 "subject": {"type": "string", "description": "Only facts about this subject (e.g. 'user')."},
-                "kind": {"type": "string", "description": "Only facts of this kind (e.g. 'preference', 'attribute')."},
+                "kind": {"type": "string", "enum": ["identity", "preference", "dislike", "tool", "decision",
+                                                    "constraint", "value", "note", "question", "done", "tentative"],
+                         "description": "Only facts of this kind."},
                 "history": {"type": "boolean", "description": "Include superseded facts (default false)."},
                 "scope": _SCOPE,
             },
