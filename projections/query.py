@@ -12,7 +12,8 @@ Ranking (each step measured on the LoCoMo dev split, see BENCHMARKS.md):
    small int8 MiniLM the keyword side carries more; engine RRF, which ignores the score
    gaps, lost 10 points of Recall@10 to this;
 2. a turn inherits ``NEIGHBOUR_WEIGHT`` times the better fused score of its neighbours in
-   the session (previous and next turn, among the candidates): an answer usually sits
+   the session (previous and next turn, among the candidates), and
+   ``SECOND_NEIGHBOUR_WEIGHT`` times that of the turns two away: an answer usually sits
    next to the question or the remark that matches the query;
 3. when the query asks about time ("latest", "recently", "now"...), newer candidates get
    up to ``RECENCY_WEIGHT`` more;
@@ -39,6 +40,7 @@ __all__ = ["Searcher", "asks_about_time", "fact_item"]
 CANDIDATES = 50
 DENSE_WEIGHT = 0.4
 NEIGHBOUR_WEIGHT = 0.5
+SECOND_NEIGHBOUR_WEIGHT = 0.35  # two turns away
 RECENCY_WEIGHT = 0.15
 MAX_FACTS_PER_EVENT = 12  # fact ids are point_id("fact", event id, 1..n)
 FACT_SOURCES = 10  # the facts of this many best hits (at least 2 k) are looked up
@@ -135,6 +137,7 @@ class Searcher:
                 if isinstance(i, int):
                     sess = hit.payload.get("session_id")
                     score += NEIGHBOUR_WEIGHT * max(at.get((sess, i - 1), 0.0), at.get((sess, i + 1), 0.0))
+                    score += SECOND_NEIGHBOUR_WEIGHT * max(at.get((sess, i - 2), 0.0), at.get((sess, i + 2), 0.0))
                 boosted[eid] = (score, hit)
             best = boosted
         if timely and best:
