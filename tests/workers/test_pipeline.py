@@ -351,3 +351,17 @@ def test_search_scope_current_all_or_one_agent_and_never_another_tenant(pipeline
     assert ids(tenant="t1", agent="a1", scope="a2") == {other.id}
     assert ids(tenant="t2", agent="a1", scope="all") == {foreign.id}
     assert ids(tenant="t3", agent="a1", scope="all") == set()
+
+
+def test_time_questions_favour_newer_items_and_repeated_texts_come_back_once(pipeline, event_log):
+    old = remembered("The deploy target is the staging cluster alpha", when=0)
+    new = remembered("The deploy target is the staging cluster beta", when=600)
+    twice = [remembered("The backup bucket is called zebra-archive", when=i) for i in (1, 2)]
+    event_log.append([new, old, *twice])
+    pipeline.drain()
+
+    latest = pipeline.searcher.search("what is the latest deploy target staging cluster", tenant="t1",
+                                      agent="a1", kinds=("memories",))
+    assert [r["id"] for r in latest[:2]] == [new.id, old.id]
+    found = pipeline.searcher.search("backup bucket zebra-archive", tenant="t1", agent="a1", kinds=("memories",))
+    assert [r["text"] for r in found].count("The backup bucket is called zebra-archive") == 1
