@@ -304,7 +304,7 @@ class MemstreamProvider(MemoryProvider):
     def queue_prefetch(self, query: str, *, session_id: str = "", **kwargs: Any) -> None:
         """After a turn: recall for it in the background (the next prefetch's fallback)."""
         if self.recall is not None and isinstance(query, str) and query.strip():
-            self.recall.submit(query, session_id or self._session)
+            self.recall.submit(query, session_id or self._session, warm=True)
 
     def get_tool_schemas(self) -> List[Dict[str, Any]]:
         return [dict(schema) for schema in TOOL_SCHEMAS]

@@ -48,6 +48,7 @@ class Query:
     done: threading.Event = field(default_factory=threading.Event)
     items: list[dict] | None = None
     error: str = ""
+    warm: bool = False  # a warm-up for the next turn (queue_prefetch), not a turn's own query
 
 
 def estimate_tokens(text: str) -> int:
@@ -130,20 +131,45 @@ class Recall:
         self.counters: dict[str, int] = {}
 
     # -- the agent thread's side (no network) ----------------------------------------
-    def submit(self, text: str, session: str, k: int = 12) -> Query:
-        """Queue a recall of ``text``; returns at once (a newer query supersedes older ones)."""
-        query = Query(text=text, session=session)
+    def submit(self, text: str, session: str, k: int = 12, *, warm: bool = False) -> Query:
+        """Queue a recall of ``text``; returns at once.
+
+        A turn's own query (``warm=False``, from ``on_turn_start``/``prefetch``) supersedes
+        older pending ones. A warm-up (``warm=True``, from ``queue_prefetch`` after a turn)
+        only refreshes the fallback: it runs when no turn's query is waiting and never
+        supersedes one. Hermes may deliver a turn's ``queue_prefetch`` after the next
+        turn's ``on_turn_start``; that late warm-up must not cancel the fresh query."""
+        query = Query(text=text, session=session, warm=warm)
         request = {"op": "recall", **self.request_base(), "session": session, "query": text, "k": k}
         with self._cv:
             self._pending.append((query, request))
             while len(self._pending) > self.MAX_PENDING:
-                old, _ = self._pending.popleft()
-                old.error = "superseded"
-                old.done.set()
-                self._count("superseded")
+                # drop the oldest warm-up first, else the oldest query
+                victim = next((i for i, (q, _) in enumerate(self._pending) if q.warm), 0)
+                old, _ = self._pending[victim]
+                del self._pending[victim]
+                self._supersede(old)
             self._cv.notify()
             self._ensure_thread()
         return query
+
+    def _supersede(self, query: Query) -> None:  # under self._cv
+        query.error = "superseded"
+        query.done.set()
+        self._count("superseded")
+
+    def _next(self) -> tuple[Query, dict]:  # under self._cv, with something pending
+        """The newest turn query if any (older queries of either kind are stale then),
+        else the newest warm-up (older warm-ups are stale)."""
+        turns = [i for i, (q, _) in enumerate(self._pending) if not q.warm]
+        chosen = turns[-1] if turns else len(self._pending) - 1
+        query, request = self._pending[chosen]
+        for old, _ in list(self._pending)[:chosen]:
+            self._supersede(old)
+        rest = list(self._pending)[chosen + 1:]  # only warm-ups submitted after the chosen query
+        self._pending.clear()
+        self._pending.extend(rest)
+        return query, request
 
     def start(self) -> None:
         """Start the thread now: it imports rq and connects before the first turn needs it."""
@@ -174,12 +200,7 @@ class Recall:
                     self._cv.wait()
                 if self._stop:
                     return
-                query, request = self._pending.pop()  # newest first; older ones are stale
-                for old, _ in self._pending:
-                    old.error = "superseded"
-                    old.done.set()
-                    self._count("superseded", len(self._pending))
-                self._pending.clear()
+                query, request = self._next()
             try:
                 answer = self.ask(request, timeout=5.0)
                 if "error" in answer:

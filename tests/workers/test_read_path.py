@@ -214,3 +214,50 @@ def test_tool_arguments_are_checked():
     assert facts_schema["parameters"]["properties"]["kind"]["enum"] == list(KINDS)  # kept in step
     assert "no tool named" in json.loads(p.handle_tool_call("memstream_nope", {}))["error"]
     assert "not initialized" in json.loads(p.handle_tool_call("memstream_search", {"query": "x"}))["error"]
+
+
+def test_a_late_warm_up_never_cancels_the_turns_own_recall(monkeypatch):
+    """Hermes runs queue_prefetch on its sync thread: turn N's warm-up can arrive after
+    turn N+1's on_turn_start. The turn's query must still be answered; the warm-up runs
+    afterwards (or is dropped), and a newer turn query still supersedes an older one."""
+    import threading
+
+    from provider.recall import Recall
+
+    gate = threading.Event()
+    asked: list[str] = []
+
+    def ask(self, request, timeout):
+        asked.append(request["query"])
+        if request["query"] == "turn 1":
+            gate.wait(5)  # the service is busy with turn 1 while the rest queue up
+        return {"items": [{"id": request["query"], "kind": "turn", "text": request["query"]}]}
+
+    monkeypatch.setattr(Recall, "ask", ask)
+    monkeypatch.setattr(Recall, "_connection", lambda self: (_ for _ in ()).throw(RuntimeError("offline")))
+    recall = Recall(Settings(autostart=False), lambda: {"tenant": "t1", "agent": "a1"})
+    try:
+        first = recall.submit("turn 1", "s1")
+        wait_for(lambda: asked == ["turn 1"], what="turn 1 to be in flight")
+        stale = recall.submit("turn 2", "s1")
+        fresh = recall.submit("turn 3", "s1")
+        late = recall.submit("warm-up after turn 2", "s1", warm=True)  # after turn 3 started
+        gate.set()
+        assert fresh.done.wait(5) and fresh.error == "" and fresh.items[0]["id"] == "turn 3"
+        assert stale.done.wait(5) and stale.error == "superseded"
+        assert first.done.wait(5) and first.items is not None
+        assert late.done.wait(5) and late.items is not None  # it still refreshes the fallback
+        assert asked == ["turn 1", "turn 3", "warm-up after turn 2"]
+        # warm-ups queue behind each other: only the newest is worth running
+        gate.clear()
+        asked.clear()
+        busy = recall.submit("turn 1", "s1")
+        wait_for(lambda: asked == ["turn 1"], what="turn 1 to be in flight again")
+        old_warm = recall.submit("warm a", "s1", warm=True)
+        new_warm = recall.submit("warm b", "s1", warm=True)
+        gate.set()
+        assert new_warm.done.wait(5) and new_warm.items is not None
+        assert old_warm.error == "superseded" and busy.done.wait(5)
+    finally:
+        gate.set()
+        recall.close()
