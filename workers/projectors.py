@@ -13,6 +13,7 @@ tombstone may be applied before the event it names (they can sit in different st
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Sequence
 
 import redis
@@ -158,20 +159,28 @@ class _VectorProjection:
         return [Point(id=pid, dense=vectors[i], sparse=sparse_vector(text), payload=payload)
                 for i, (pid, text, payload) in enumerate(docs)]
 
-    def _forget(self, event: MemoryForgotten) -> None:
+    def _forget(self, event: MemoryForgotten) -> dict | None:
+        """Record the tombstone and delete the item's points; returns the payload of the
+        item's first point when this projection held it (None otherwise)."""
         self.tombstones.add(event.scope.tenant, event.forgotten_id)
         head = self.store.retrieve(self.collection, [point_id(event.forgotten_id, 0)])
         n = int(head[0].payload.get("chunks", 1)) if head else 1
         ids = [point_id(event.forgotten_id, i) for i in range(n)]
         if head and head[0].payload.get("tenant") != event.scope.tenant:
-            return  # never across tenants
+            return None  # never across tenants
         self.store.delete(self.collection, ids)
         self.counters.add(forgotten=1 if head else 0)
+        return dict(head[0].payload) if head else None
 
 
 def unit_date(when) -> str:
     """The date a unit's indexed text starts with: "[8 May 2023]" (questions name dates)."""
     return f"[{when.day} {when:%B %Y}]"
+
+
+def turn_unit(when, piece: str, previous: str) -> str:
+    """What a turn's chunk is indexed as: its date, its text, the start of the turn before."""
+    return f"{unit_date(when)} {piece}" + (f"\n(previous: {previous})" if previous else "")
 
 
 class TurnsProjection(_VectorProjection):
@@ -180,8 +189,10 @@ class TurnsProjection(_VectorProjection):
     What is embedded and keyword-indexed (the unit) is the turn's text after its date and
     followed by the start of the previous turn of the session; the payload keeps the turn's
     own text. The previous turn's text comes from ``P:turn_context:v1:{tenant}:{session}``
-    (turn index -> its first ``CONTEXT_CHARS`` characters, kept ``CONTEXT_TTL_S``), so a
-    replay or a redelivery builds the same unit. Measured on LoCoMo dev, Recall_any@10:
+    (turn index -> its event id and first ``CONTEXT_CHARS`` characters, kept
+    ``CONTEXT_TTL_S``), so a replay or a redelivery builds the same unit. A forgotten turn
+    is never anyone's context: forgetting it removes its entry and re-indexes the turn
+    after it without it, and a tombstoned entry is never used. Measured on LoCoMo dev, Recall_any@10:
     +2.2 points from the date, +2.2 more from the previous turn (BENCHMARKS.md).
     """
 
@@ -211,24 +222,64 @@ class TurnsProjection(_VectorProjection):
         return f"{self.prefix}:turn_context:v{self.version}:{event.scope.tenant}:{event.scope.session_id}"
 
     def _previous(self, turns: list[tuple[TurnRecorded, str]]) -> list[str]:
-        """The previous turn's text for each turn: from this batch, else from Redis. Records
-        each turn's text for the turns after it."""
-        local: dict[tuple[str, int], str] = {}
-        wanted = []
+        """The previous turn's text for each turn: from this batch, else from Redis; never a
+        forgotten turn's. Records each remaining turn's text for the turns after it."""
+        gone = self.tombstones.among([(event.scope.tenant, event.id) for event, _ in turns])
+        local: dict[tuple[str, int], tuple[str, str]] = {}  # (key, index) -> (event id, text)
+        wanted: list[tuple[str, int]] = []
+        tenant_of: dict[str, str] = {}
         for event, text in turns:
-            wanted.append((self._context_key(event), event.turn_index - 1))
-            local[(self._context_key(event), event.turn_index)] = text[: self.CONTEXT_CHARS]
-        missing = [w for w in wanted if w not in local]
+            key = self._context_key(event)
+            tenant_of[key] = event.scope.tenant
+            wanted.append((key, event.turn_index - 1))
+            if event.id not in gone:
+                local[(key, event.turn_index)] = (event.id, text[: self.CONTEXT_CHARS])
+        missing = [w for w in dict.fromkeys(wanted) if w not in local]
         pipe = self.client.pipeline(transaction=False)
         for key, index in missing:
             pipe.hget(key, str(index))
-        fetched = {w: _str(v) for w, v in zip(missing, pipe.execute()) if v is not None}
+        fetched = {w: self._context_entry(v) for w, v in zip(missing, pipe.execute()) if v is not None}
+        dead = self.tombstones.among([(tenant_of[w[0]], eid) for w, (eid, _) in fetched.items() if eid])
         pipe = self.client.pipeline(transaction=False)
-        for (key, index), text in local.items():
-            pipe.hset(key, str(index), text)
+        for (key, index), (event_id, text) in local.items():
+            pipe.hset(key, str(index), f"{event_id}{self.CONTEXT_SEP}{text}")
             pipe.expire(key, self.CONTEXT_TTL_S)
         pipe.execute()
-        return [local.get(w) or fetched.get(w, "") for w in wanted]
+        known = {**{w: e for w, e in fetched.items() if e[0] not in dead}, **local}
+        return [known[w][1] if w in known else "" for w in wanted]
+
+    CONTEXT_SEP = "\x1f"
+
+    def _context_entry(self, raw) -> tuple[str, str]:
+        """(event id, text) of a stored context entry ("" id for entries without one)."""
+        value = _str(raw)
+        event_id, sep, text = value.partition(self.CONTEXT_SEP)
+        return (event_id, text) if sep else ("", value)
+
+    def _forget(self, event: MemoryForgotten) -> dict | None:
+        """Besides deleting the turn: drop it from the session's context and re-index the
+        turn after it, whose unit quoted it."""
+        head = super()._forget(event)
+        index = head.get("turn_index") if head else None
+        if head is None or head.get("kind") != "turn" or not isinstance(index, int):
+            return head
+        tenant, session = head["tenant"], str(head.get("session_id") or "")
+        self.client.hdel(f"{self.prefix}:turn_context:v{self.version}:{tenant}:{session}", str(index))
+        after: list[Point] = []
+        offset = None
+        while True:  # a session's turns: a forget is rare and sessions are small
+            page, offset = self.store.scroll(self.collection, Filter(tenant=tenant, session_id=session, kind="turn"),
+                                             limit=256, offset=offset)
+            after += [p for p in page if p.payload.get("turn_index") == index + 1]
+            if offset is None:
+                break
+        docs = [(p.id, turn_unit(datetime.fromisoformat(p.payload["occurred_at"]), str(p.payload.get("text", "")), ""),
+                 dict(p.payload)) for p in after]
+        points = self._points(docs)
+        if points:
+            self.store.upsert(self.collection, points)
+            self.counters.add(reindexed=len(points))
+        return head
 
     def apply(self, batch: Sequence[Delivery]) -> None:
         docs: list[tuple[str, str, dict]] = []
@@ -258,13 +309,12 @@ class TurnsProjection(_VectorProjection):
         for d, kind, text, extra in units:
             event = d.event
             before = next(previous) if kind == "turn" else ""
-            suffix = f"\n(previous: {before})" if before else ""
             pieces = chunk(text, max_tokens=self.max_tokens, count_tokens=self.embedder.count_tokens) or [text]
             for i, piece in enumerate(pieces):
                 payload = _payload(event, kind, piece, chunk=i, entry_id=d.entry_id, **extra)
                 if i == 0:
                     payload["chunks"] = len(pieces)
-                docs.append((point_id(event.id, i), f"{unit_date(event.occurred_at)} {piece}{suffix}", payload))
+                docs.append((point_id(event.id, i), turn_unit(event.occurred_at, piece, before), payload))
         points = self._points(docs)
         if points:
             self.store.upsert(self.collection, points)

@@ -266,6 +266,52 @@ def test_a_tombstone_applied_before_its_event_keeps_it_out_of_every_projection(p
     assert _event_ids(pipeline.store, "turns", "t1") == [kept.id]
 
 
+def _keyword_hits(pipeline, words: str) -> list[str]:
+    """Event ids whose indexed unit (not only their own text) matches ``words`` by keyword."""
+    from projections.sparse import sparse_vector
+    from projections.store import Filter
+
+    collection = pipeline.store.collection_for_read("turns")
+    hits = pipeline.store.search(collection, sparse=sparse_vector(words), filter=Filter(tenant="t1"), limit=20)
+    return [h.payload["event_id"] for h in hits]
+
+
+def test_a_forgotten_turn_leaves_no_trace_in_the_turns_around_it(pipeline, event_log):
+    """A turn's unit quotes the turn before it: forgetting that turn re-indexes its
+    successor without it, whether the forget comes after both, between them, or (a replay)
+    before either."""
+    first = turn("We deploy on Thursdays", index=1)
+    secret = turn("The vault passphrase hint is marmalade-orbit", index=2, when=1)
+    after = turn("Also the staging host is alpha-seven", index=3, when=2)
+    event_log.append([first, secret, after])
+    pipeline.drain()
+    assert _keyword_hits(pipeline, "marmalade-orbit") == [secret.id, after.id]  # the unit quotes it
+
+    event_log.append([forgotten(secret.id)])
+    pipeline.drain()
+    assert _keyword_hits(pipeline, "marmalade-orbit") == []
+    assert _keyword_hits(pipeline, "staging alpha-seven") == [after.id]  # re-indexed, not lost
+    context = event_log.client.hgetall(f"{event_log.prefix}:turn_context:v1:t1:s1")
+    assert not any(b"marmalade" in v for v in context.values())
+
+    # the successor arrives after the forget: the context entry is gone
+    late_secret = turn("My locker code is 4471 tangerine-comet", index=4, when=3)
+    event_log.append([late_secret])
+    pipeline.drain()
+    event_log.append([forgotten(late_secret.id), turn("Lunch is at noon", index=5, when=4)])
+    pipeline.drain()
+    assert _keyword_hits(pipeline, "tangerine-comet") == []
+
+    # a replay: every projection reads the log again from the start, tombstones included
+    for c in pipeline.consumers:
+        event_log.client.xgroup_setid(event_log.stream_keys[0], c.group, "0")
+    event_log.client.delete(f"{event_log.prefix}:turn_context:v1:t1:s1")
+    pipeline.drain()
+    assert _keyword_hits(pipeline, "marmalade-orbit") == []
+    assert _keyword_hits(pipeline, "tangerine-comet") == []
+    assert _keyword_hits(pipeline, "staging alpha-seven") == [after.id]
+
+
 def test_forgetting_and_memory_writes_never_cross_tenants(pipeline, event_log):
     theirs = memory("add", "Tenant one keeps its secrets in vault-one", tenant="t1")
     their_turn = turn("Tenant one deploys with Terraform", tenant="t1")
