@@ -7,6 +7,10 @@ Behaviour, keyed on the request's messages:
     request carries), then the final text ``CHAIN_DONE_REPLY``
   - the user text starts with ``SEARCHALL <query>``: one ``memstream_search`` call with
     ``scope="all"``, then ``TOOL_DONE_REPLY``
+  - the user text starts with ``SEARCH <query>`` / ``FORGET <id>`` / ``KEEP <text>`` /
+    ``MEMO <text>`` and that tool is offered: one ``memstream_search`` (default scope),
+    ``memstream_forget``, ``memstream_remember`` (target user) or built-in ``memory``
+    (add, target memory) call with that argument, then ``TOOL_DONE_REPLY``
   - the last message is a tool result        -> final text ``TOOL_DONE_REPLY``
   - the last user text contains ``REMEMBER`` -> a ``memory`` tool call (add, target user,
     content ``REMEMBER_CONTENT``), if the request offers the ``memory`` tool
@@ -98,6 +102,15 @@ def _chain(user: str, messages: list, rid: int) -> dict:
     return {"text": CHAIN_DONE_REPLY}
 
 
+# one tool call, then TOOL_DONE_REPLY: prefix -> (tool, its arguments from the rest of the text)
+ONE_CALL = {
+    "SEARCH ": ("memstream_search", lambda rest: {"query": rest}),
+    "FORGET ": ("memstream_forget", lambda rest: {"id": rest, "reason": "test"}),
+    "KEEP ": ("memstream_remember", lambda rest: {"content": rest, "target": "user"}),
+    "MEMO ": ("memory", lambda rest: {"action": "add", "target": "memory", "content": rest}),
+}
+
+
 def decide(body: dict, rid: int) -> dict:
     messages = body.get("messages") or []
     tools = [t.get("function", {}).get("name") for t in body.get("tools") or []]
@@ -107,6 +120,9 @@ def decide(body: dict, rid: int) -> dict:
         return _chain(user, messages, rid)
     if user.startswith("SEARCHALL ") and "memstream_search" in tools and last.get("role") != "tool":
         return _call(rid, "memstream_search", {"query": user.split(" ", 1)[1], "scope": "all"})
+    for prefix, (name, args) in ONE_CALL.items():
+        if user.startswith(prefix) and name in tools and last.get("role") != "tool":
+            return _call(rid, name, args(user[len(prefix):].strip()))
     if last.get("role") == "tool":
         return {"text": TOOL_DONE_REPLY}
     if "REMEMBER" in user and "memory" in tools:

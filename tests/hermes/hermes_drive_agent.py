@@ -1,6 +1,8 @@
 """Drive a real Hermes ``AIAgent`` for several turns (run with the Hermes venv's Python).
 
-argv[1]: JSON {"base_url", "prompts": [...], "agent_kwargs": {...}}. HERMES_HOME and the
+argv[1]: JSON {"base_url", "prompts": [...], "agent_kwargs": {...}, "trace_hooks": bool}
+(``trace_hooks``: also record the wall-clock times of the provider's ``on_turn_start`` and
+``prefetch`` calls, as ``hooks``). HERMES_HOME and the
 MEMSTREAM_* variables come from the environment. Prints one line
 ``MEMSTREAM_DRIVER_RESULT <json>`` describing what the agent saw.
 """
@@ -40,6 +42,26 @@ out = {
 }
 history = []
 import time  # noqa: E402
+
+if spec.get("trace_hooks"):
+    # wall-clock times (comparable with the fake model server's) of the provider's turn
+    # hooks: on_turn_start, and prefetch's entry, return and returned length
+    out["hooks"] = []
+
+    def _traced(provider, name):
+        inner = getattr(provider, name)
+
+        def hook(*args, **kwargs):
+            entered = time.time()
+            result = inner(*args, **kwargs)
+            out["hooks"].append({"hook": name, "at": entered, "until": time.time(),
+                                 "chars": len(result) if isinstance(result, str) else None})
+            return result
+        setattr(provider, name, hook)
+
+    for p in providers:
+        _traced(p, "on_turn_start")
+        _traced(p, "prefetch")
 
 for prompt in spec["prompts"]:
     out["started_at"].append(time.time())
