@@ -116,6 +116,7 @@ class MemstreamProvider(MemoryProvider):
         self.recall: Recall | None = None
         self._fresh: Query | None = None  # the recall started by on_turn_start
         self._injected: dict[str, set[str]] = {}  # session -> ids already in a block
+        self._compressed: set[str] = set()  # sessions whose transcript lost earlier turns
         self._prefetch_ms = 0.0  # the longest prefetch() so far
         self.initialized = False
 
@@ -249,8 +250,11 @@ class MemstreamProvider(MemoryProvider):
             self._session = str(new_session_id or self._session)
             self._watermark = -1  # the transcript was replaced or rewritten
             self._fresh = None
-            # compression rewrites the transcript: earlier blocks are gone from it
+            # compression rewrites the transcript: earlier blocks are gone from it, and so
+            # are the session's earlier turns (recall may bring them back now)
             self._injected.pop(self._session, None)
+            if reason == "compression":
+                self._compressed.add(self._session)
             if reason == "new_session":
                 self._turn_index = 0
                 self._turn_starts.clear()
@@ -278,7 +282,8 @@ class MemstreamProvider(MemoryProvider):
     def prefetch(self, query: str, *, session_id: str = "", **kwargs: Any) -> str:
         """The recalled block for this turn: waits at most ``prefetch_budget_ms`` for the
         recall of ``query`` (started by ``on_turn_start``), else the freshest block already
-        computed for the session, else nothing. Never repeats an item of the session."""
+        computed for the session, else nothing. Never repeats an item of the session, nor
+        brings back the session's own turns while its transcript still holds them."""
         started = time.monotonic()
         recall, settings = self.recall, self.settings
         if recall is None or settings is None or not isinstance(query, str) or not query.strip():
@@ -295,7 +300,10 @@ class MemstreamProvider(MemoryProvider):
             return ""
         self._count("prefetch_fresh" if answered is fresh else "prefetch_stale")
         seen = self._injected.setdefault(session, set())
-        block, ids = format_block(answered.items, settings.prefetch_tokens, seen)
+        items = answered.items
+        if session not in self._compressed:  # the session's own turns are in the transcript
+            items = [i for i in items if not (i.get("kind") == "turn" and i.get("session") == session)]
+        block, ids = format_block(items, settings.prefetch_tokens, seen)
         seen.update(ids)
         self._prefetch_ms = max(self._prefetch_ms, (time.monotonic() - started) * 1000)
         return block

@@ -105,11 +105,12 @@ def test_remember_search_context_facts_recent_and_forget(live):
 
 def test_prefetch_injects_once_per_session_with_dates_and_sources(live):
     provider, pipeline, log = live
-    p = provider("s1", agent_identity="minion-1")
-    p.sync_turn("My favourite editor is Helix", "Helix, noted.", session_id="s1")
+    p = provider("s0", agent_identity="minion-1")
+    p.sync_turn("My favourite editor is Helix", "Helix, noted.", session_id="s0")
     settle(p, log)
 
-    p.on_turn_start(2, "which editor do I like?")
+    p.on_session_switch("s1", parent_session_id="s0", reset=True, reason="new_session")
+    p.on_turn_start(1, "which editor do I like?")
     block = p.prefetch("which editor do I like?")
     assert block.startswith(HEADER), block
     assert "Helix" in block and "agent minion-1" in block
@@ -124,6 +125,20 @@ def test_prefetch_injects_once_per_session_with_dates_and_sources(live):
     p.on_turn_start(1, "which editor do I like?")
     assert "Helix" in p.prefetch("which editor do I like?")
     assert p.stats()["prefetch_fresh"] >= 2
+
+
+def test_prefetch_leaves_out_the_sessions_own_turns_until_the_transcript_is_compressed(live):
+    """Hermes sends the whole transcript: a turn of this session is already there, until
+    compression replaces it with a summary."""
+    provider, pipeline, log = live
+    p = provider("s1", agent_identity="minion-1")
+    p.sync_turn("The deploy key lives in the blue vault", "The blue vault, noted.", session_id="s1")
+    settle(p, log)
+    p.on_turn_start(2, "where does the deploy key live?")
+    assert "blue vault" not in p.prefetch("where does the deploy key live?")
+    p.on_session_switch("s1", parent_session_id="s1", reason="compression")
+    p.on_turn_start(3, "where does the deploy key live?")
+    assert "blue vault" in p.prefetch("where does the deploy key live?")
 
 
 def test_scopes_agents_and_tenants(live):
