@@ -11,16 +11,20 @@ Ranking (each step measured on the LoCoMo dev split, see BENCHMARKS.md):
    and fused convexly: ``DENSE_WEIGHT * dense + (1 - DENSE_WEIGHT) * sparse``. With the
    small int8 MiniLM the keyword side carries more; engine RRF, which ignores the score
    gaps, lost 10 points of Recall@10 to this;
-2. a turn inherits ``NEIGHBOUR_WEIGHT`` times the better fused score of its neighbours in
+2. when the query names some of the people whose turns are among the candidates (a
+   turn's ``author``: a gateway user's name, a speaker), their turns get ``AUTHOR_WEIGHT``
+   more: "what did Caroline research?" asks for Caroline's words, not for Melanie's
+   replies that mention her. Naming every author (or a turn without one) changes nothing;
+3. a turn inherits ``NEIGHBOUR_WEIGHT`` times the better fused score of its neighbours in
    the session (previous and next turn, among the candidates), and
    ``SECOND_NEIGHBOUR_WEIGHT`` times that of the turns two away: an answer usually sits
    next to the question or the remark that matches the query;
-3. when the query asks about time ("latest", "recently", "now"...), newer candidates get
+4. when the query asks about time ("latest", "recently", "now"...), newer candidates get
    up to ``RECENCY_WEIGHT`` more;
-4. facts come through the provenance of the hits: the facts extracted from a hit's event
+5. facts come through the provenance of the hits: the facts extracted from a hit's event
    (their ids derive from it), followed to the current fact of their slot unless
    ``history``; a fact scores as the hit it came from;
-5. diversity: items with the same normalised text are collapsed (a memory repeating the
+6. diversity: items with the same normalised text are collapsed (a memory repeating the
    turn it came from, the same sentence said twice), the best one kept.
 """
 
@@ -42,12 +46,23 @@ DENSE_WEIGHT = 0.4
 NEIGHBOUR_WEIGHT = 0.5
 SECOND_NEIGHBOUR_WEIGHT = 0.35  # two turns away
 RECENCY_WEIGHT = 0.15
+AUTHOR_WEIGHT = 0.4
 MAX_FACTS_PER_EVENT = 12  # fact ids are point_id("fact", event id, 1..n)
 FACT_SOURCES = 10  # the facts of this many best hits (at least 2 k) are looked up
 
 _TIME = re.compile(r"\b(latest|recent(ly)?|lately|last|newest|now|currently|current|today|yesterday|"
                    r"this (week|month|year)|these days)\b", re.IGNORECASE)
 _NORM = re.compile(r"\W+")
+_WORDS = re.compile(r"[^\W\d_]{3,}")
+
+
+def named_authors(query: str, authors: set[str]) -> set[str]:
+    """The authors among ``authors`` the query names (any word of three letters or more of
+    the name, case-insensitive): {} unless that singles out some but not all of them."""
+    authors = {a for a in authors if a}
+    words = set(_WORDS.findall(query.casefold()))
+    named = {a for a in authors if words & set(_WORDS.findall(a.casefold()))}
+    return named if named and named != authors else set()
 
 
 def asks_about_time(query: str) -> bool:
@@ -89,7 +104,7 @@ class Searcher:
                 collection = self.store.collection_for_read(name)
             except CollectionNotFound:
                 continue
-            for score, item in self._rank(collection, dense, sparse, f, timely, neighbours=name == "turns"):
+            for score, item in self._rank(collection, dense, sparse, f, timely, query, neighbours=name == "turns"):
                 if name in kinds:
                     scored.append((score, item))
                 if "facts" in kinds:
@@ -113,7 +128,7 @@ class Searcher:
         return out
 
     # -- turns and memories -------------------------------------------------------------
-    def _rank(self, collection: str, dense, sparse, f: Filter, timely: bool,
+    def _rank(self, collection: str, dense, sparse, f: Filter, timely: bool, query: str,
               neighbours: bool) -> list[tuple[float, dict]]:
         d = _minmax(self.store.search(collection, dense=dense, filter=f, limit=CANDIDATES))
         s = _minmax(self.store.search(collection, sparse=sparse, filter=f, limit=CANDIDATES)) if sparse[0] else {}
@@ -128,6 +143,9 @@ class Searcher:
             eid = str(hit.payload.get("event_id"))
             if eid not in best or score > best[eid][0]:
                 best[eid] = (score, hit)
+        named = named_authors(query, {str(h.payload.get("author") or "") for _, h in best.values()})
+        if named:
+            best = {eid: (sc + AUTHOR_WEIGHT * (h.payload.get("author") in named), h) for eid, (sc, h) in best.items()}
         if neighbours:
             at = {(h.payload.get("session_id"), h.payload.get("turn_index")): sc for sc, h in best.values()
                   if isinstance(h.payload.get("turn_index"), int)}

@@ -296,6 +296,8 @@ class TurnsProjection(_VectorProjection):
                     skipped += 1
                     continue
                 kind, extra = "turn", {"turn_index": event.turn_index}
+                if event.author:
+                    extra["author"] = event.author
             elif isinstance(event, DelegationCompleted):
                 text = f"Delegated task: {event.task}\nResult: {event.result}"
                 kind, extra = "delegation", {"child_session_id": event.child_session_id}

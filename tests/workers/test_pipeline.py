@@ -411,3 +411,40 @@ def test_time_questions_favour_newer_items_and_repeated_texts_come_back_once(pip
     assert [r["id"] for r in latest[:2]] == [new.id, old.id]
     found = pipeline.searcher.search("backup bucket zebra-archive", tenant="t1", agent="a1", kinds=("memories",))
     assert [r["text"] for r in found].count("The backup bucket is called zebra-archive") == 1
+
+
+def test_a_question_that_names_a_person_favours_that_persons_turns(pipeline, event_log, monkeypatch):
+    """Several people in one conversation (a gateway group, a shared agent): "what did
+    Caroline take up?" asks for Caroline's words, not for replies that mention her."""
+    import msgspec
+
+    from projections import query
+
+    def said(author: str, text: str, index: int):
+        return msgspec.structs.replace(turn(text, "", index=index, when=index), author=author)
+
+    hers = said("Caroline", "I took up a pottery class last week, the class is great", 1)
+    unrelated = [said("Melanie", f"My garden has {n} tomato plants this year", 2 + n) for n in range(6)]
+    reply = said("Melanie", "Caroline, your pottery class sounds fun", 9)
+    event_log.append([hers, reply, *unrelated])
+    pipeline.drain()
+
+    def ranked(q: str) -> list[str]:
+        return [r["id"] for r in pipeline.searcher.search(q, tenant="t1", agent="a1", kinds=("turns",))]
+
+    question = "What class did Caroline take up?"
+    assert ranked(question)[0] == hers.id
+    # naming everyone singles out no one: the keyword-heavy reply comes first again
+    assert ranked("What class did Caroline or Melanie take up?")[0] == reply.id
+    monkeypatch.setattr(query, "AUTHOR_WEIGHT", 0.0)
+    assert ranked(question)[0] == reply.id  # without the weight the reply wins
+
+
+def test_only_a_name_that_singles_someone_out_counts():
+    from projections.query import named_authors
+
+    assert named_authors("What did Ada say about the release?", {"Ada Lovelace", "Bob"}) == {"Ada Lovelace"}
+    assert named_authors("what does the user like?", {"user"}) == set()  # one author: nothing to single out
+    assert named_authors("did Ada and Bob agree?", {"Ada", "Bob"}) == set()
+    assert named_authors("what did Ada say?", {"", "Bob"}) == set()
+    assert named_authors("what did adam say?", {"Ada", "Bob"}) == set()  # whole words only
