@@ -29,7 +29,7 @@ OPTIONS: list[tuple[str, str, object, str]] = [
     ("qdrant_url", "MEMSTREAM_QDRANT_URL", "", "Qdrant server for the projections. Empty: the embedded store (qdrant-edge) owned by `memstream up`."),
     ("embedder", "MEMSTREAM_EMBEDDER", "onnx-minilm", "Embedder of the projections: `onnx-minilm` (offline), `hash` (tests), `openai[:MODEL]`, `ollama[:MODEL]` (see MEMSTREAM_EMBED_URL/_MODEL/_API_KEY)."),
     ("autostart", "MEMSTREAM_AUTOSTART", True, "Start the embedded service (`memstream up --detach`) when none is running and no Redis URL is set."),
-    ("prefetch_budget_ms", "MEMSTREAM_PREFETCH_BUDGET_MS", 150, "How long `prefetch()` waits for the fresh recall of the turn's message before it returns the freshest block already computed (or nothing)."),
+    ("prefetch_budget_ms", "MEMSTREAM_PREFETCH_BUDGET_MS", 150, "How long `prefetch()` may take: it waits for the fresh recall of the turn's message until 2 ms before this budget ends (the thread's wake-up latency), then returns the freshest block already computed (or nothing)."),
     ("prefetch_tokens", "MEMSTREAM_PREFETCH_TOKENS", 400, "Token budget of the injected `<memory-context>` block (estimated at 4 characters a token)."),
     ("tool_timeout", "MEMSTREAM_TOOL_TIMEOUT", 5.0, "Seconds a memstream tool call waits for the service's answer before it returns an error."),
 ]

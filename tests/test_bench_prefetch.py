@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memstream.bench_prefetch import format_prefetch, prefetch_bench
+from provider.provider import WAKEUP_SLACK_S
 
 pytestmark = pytest.mark.valkey
 
@@ -22,6 +23,7 @@ def test_bench_prefetch_runs_every_phase_on_a_tiny_workload():
     assert result["sizes"][-1]["non_empty_blocks"] > 0  # ... with the bench tenant's memories
     stalled = result["stalled"]
     assert stalled["over_budget_ms"]["n"] == 12 and stalled["floor_over_budget_ms"]["n"] == 12
-    assert stalled["over_budget_ms"]["p50"] >= 0  # it waited its budget, no more needed
+    # it waited its budget less the wake-up slack, no more needed
+    assert stalled["over_budget_ms"]["p50"] >= -1000 * WAKEUP_SLACK_S - 0.01
     assert result["verdict"]["met_fresh_query"] is False  # 300 memories is not the 100k target
     assert "prefetch p50" in format_prefetch(result)
