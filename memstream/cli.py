@@ -71,6 +71,10 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
         _print(args, {**exc.info, "already_running": True},
                f"memstream service already running (pid {exc.info.get('pid')}) at {exc.info.get('url')}")
         return 0
+    except KeyboardInterrupt:  # Ctrl-C while starting: stop what did start
+        service.close()
+        return 130
+    service.handle_signals()  # before saying so: from here a Ctrl-C stops it cleanly
     if not args.quiet:
         _print(args, info, f"memstream service running at {info['url']} (home {settings.home}); Ctrl-C stops it")
         sys.stdout.flush()

@@ -108,13 +108,17 @@ class Service:
             log.error("service.pipeline_failed", error=self.pipeline_error,
                       action="the log keeps serving; fix the error and restart `memstream up`")
 
-    def serve(self) -> None:
-        """Block until SIGTERM/SIGINT or ``stop()``; then shut down cleanly."""
+    def handle_signals(self) -> None:
+        """SIGTERM and SIGINT stop the service (from the main thread only)."""
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
                 signal.signal(sig, lambda *_: self._stop.set())
             except ValueError:  # not the main thread
                 pass
+
+    def serve(self) -> None:
+        """Block until SIGTERM/SIGINT or ``stop()``; then shut down cleanly."""
+        self.handle_signals()
         try:
             while not self._stop.wait(1.0):
                 if self.valkey is not None and self.valkey.proc and self.valkey.proc.poll() is not None:

@@ -76,7 +76,10 @@ class ValkeyProcess:
         ]
         self.proc = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent if self.tie_to_parent else None, close_fds=True)
+            preexec_fn=_die_with_parent if self.tie_to_parent else None, close_fds=True,
+            # its own session: a Ctrl-C at the terminal goes to the service, which stops the
+            # workers first and the server last, instead of killing the server under them
+            start_new_session=True)
         deadline = time.monotonic() + timeout
         client = redis.Redis(port=self.port, socket_connect_timeout=0.5, socket_timeout=0.5)
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -58,6 +59,39 @@ def test_up_detach_serves_a_real_valkey_with_aof_and_down_stops_it(service):
     assert read_run_file(home / "run" / "service.json") is None
     with pytest.raises(redis.ConnectionError):
         client.ping()
+
+
+def test_ctrl_c_stops_the_foreground_service_cleanly(tmp_path):
+    """A terminal's Ctrl-C signals the whole process group: the workers must stop before the
+    server, so nothing logs a lost connection, and no server is left behind."""
+    home = tmp_path / "home"
+    env = dict(os.environ, MEMSTREAM_HOME=str(home), MEMSTREAM_AUTOSTART="0", MEMSTREAM_EMBEDDER="hash")
+    log_path = tmp_path / "up.log"
+    with open(log_path, "w") as log_file:
+        proc = subprocess.Popen([sys.executable, "-m", "memstream", "up"], env=env, text=True,
+                                stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for(lambda: "Ctrl-C stops it" in log_path.read_text(), timeout=60)
+        client = redis.Redis.from_url(read_run_file(home / "run" / "service.json")["url"])
+        assert _pings(client)
+        os.killpg(proc.pid, signal.SIGINT)  # to the whole group, as the terminal does
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = log_path.read_text()
+    assert proc.returncode == 0, out
+    assert "service.stopped" in out
+    assert "transient_failure" not in out and "could not connect" not in out, out
+    with pytest.raises(redis.ConnectionError):
+        client.ping()
+
+
+def _pings(client) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.ConnectionError:
+        return False
 
 
 def test_add_stats_export_round_trip_through_the_cli(service):
