@@ -19,9 +19,10 @@ One run, on this machine and in this process (the bench process is also the serv
 * ``stalled``: the query server is stopped and ``prefetch`` is called again: every call
   must come back at its budget; ``over_budget_ms`` (duration - budget) p50/p99 is what
   the wait costs beyond the budget (target p99 <= 1 ms). The provider stops waiting
-  ``WAKEUP_SLACK_S`` (2 ms) early, so a call that wakes up on time shows about -1.7 ms. Each call is paired with a bare
-  ``threading.Event().wait(budget)`` in the same process (``floor_over_budget_ms``): the
-  scheduler's own lateness on this machine, which no provider code can beat.
+  ``WAKEUP_SLACK_S`` (2 ms) early, so a call that wakes up on time shows about -1.7 ms.
+  Each call is paired with a bare ``threading.Event().wait(budget)`` in the same process
+  (``floor_over_budget_ms``): the scheduler's own lateness on this machine, which no
+  provider code can beat.
 
 The embedder defaults to ``hash`` so that 100k memories project in minutes; the
 ``onnx-minilm`` query embedding, which a real deployment adds to every fresh query, is

@@ -161,15 +161,14 @@ class Recall:
     def _next(self) -> tuple[Query, dict]:  # under self._cv, with something pending
         """The newest turn query if any (older queries of either kind are stale then),
         else the newest warm-up (older warm-ups are stale)."""
-        turns = [i for i, (q, _) in enumerate(self._pending) if not q.warm]
-        chosen = turns[-1] if turns else len(self._pending) - 1
-        query, request = self._pending[chosen]
-        for old, _ in list(self._pending)[:chosen]:
+        pending = list(self._pending)
+        turns = [i for i, (q, _) in enumerate(pending) if not q.warm]
+        chosen = turns[-1] if turns else len(pending) - 1
+        for old, _ in pending[:chosen]:
             self._supersede(old)
-        rest = list(self._pending)[chosen + 1:]  # only warm-ups submitted after the chosen query
         self._pending.clear()
-        self._pending.extend(rest)
-        return query, request
+        self._pending.extend(pending[chosen + 1:])  # only warm-ups submitted after the chosen query
+        return pending[chosen]
 
     def start(self) -> None:
         """Start the thread now: it imports rq and connects before the first turn needs it."""

@@ -218,8 +218,8 @@ class TurnsProjection(_VectorProjection):
             parts.append(f"Assistant: {event.assistant_text.strip()}")
         return "\n".join(parts), None
 
-    def _context_key(self, event: TurnRecorded) -> str:
-        return f"{self.prefix}:turn_context:v{self.version}:{event.scope.tenant}:{event.scope.session_id}"
+    def _context_key(self, tenant: str, session: str) -> str:
+        return f"{self.prefix}:turn_context:v{self.version}:{tenant}:{session}"
 
     def _previous(self, turns: list[tuple[TurnRecorded, str]]) -> list[str]:
         """The previous turn's text for each turn: from this batch, else from Redis; never a
@@ -229,7 +229,7 @@ class TurnsProjection(_VectorProjection):
         wanted: list[tuple[str, int]] = []
         tenant_of: dict[str, str] = {}
         for event, text in turns:
-            key = self._context_key(event)
+            key = self._context_key(event.scope.tenant, event.scope.session_id)
             tenant_of[key] = event.scope.tenant
             wanted.append((key, event.turn_index - 1))
             if event.id not in gone:
@@ -264,7 +264,7 @@ class TurnsProjection(_VectorProjection):
         if head is None or head.get("kind") != "turn" or not isinstance(index, int):
             return head
         tenant, session = head["tenant"], str(head.get("session_id") or "")
-        self.client.hdel(f"{self.prefix}:turn_context:v{self.version}:{tenant}:{session}", str(index))
+        self.client.hdel(self._context_key(tenant, session), str(index))
         after: list[Point] = []
         offset = None
         while True:  # a session's turns: a forget is rare and sessions are small
