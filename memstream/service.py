@@ -24,7 +24,7 @@ from pathlib import Path
 import structlog
 
 from producers import EventLog, Settings, Shipper, Spool
-from producers.connect import pid_alive, read_run_file, redis_client
+from producers.connect import event_log, pid_alive, read_run_file, redis_client
 
 from . import __version__
 from .valkey import ValkeyProcess
@@ -87,7 +87,7 @@ class Service:
         def connect() -> EventLog:
             client = redis_client(url)
             client.ping()
-            return EventLog(client, self.settings.stream_prefix, self.settings.shards)
+            return event_log(client, url, self.settings)
 
         self.spool = Spool(self.settings.spool_dir, max_bytes=self.settings.spool_max_bytes)
         self.shipper = Shipper(self.spool, connect, batch=self.settings.ship_batch,

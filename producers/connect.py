@@ -20,8 +20,9 @@ import structlog
 
 from .settings import Settings
 from .stream import EventLog
+from .tenants import Signer, password_of
 
-__all__ = ["LogLocator", "read_run_file", "pid_alive", "redis_client"]
+__all__ = ["LogLocator", "read_run_file", "pid_alive", "redis_client", "event_log"]
 
 log = structlog.get_logger("memstream.connect")
 
@@ -54,6 +55,13 @@ def redis_client(url: str, timeout: float = 2.0) -> redis.Redis:
                                 health_check_interval=30)
 
 
+def event_log(client: redis.Redis, url: str, settings: Settings) -> EventLog:
+    """The log at ``url`` as ``settings`` configure it, signing what it appends (see
+    ``producers.tenants``)."""
+    prefix = settings.stream_prefix
+    return EventLog(client, prefix, settings.shards, signer=Signer(client, prefix, password_of(url)))
+
+
 class LogLocator:
     """Callable that connects to the configured log (used by the shipper thread)."""
 
@@ -79,7 +87,7 @@ class LogLocator:
                 + ("starting one" if self.autostart else "run `memstream up` or set MEMSTREAM_REDIS_URL"))
         client = redis_client(url)
         client.ping()
-        return EventLog(client, self.settings.stream_prefix, self.settings.shards)
+        return event_log(client, url, self.settings)
 
     def _maybe_start_service(self) -> None:
         if not self.autostart or self.settings.redis_url:

@@ -60,6 +60,8 @@ class Shipper:
         self.duplicates = 0
         self.malformed = 0
         self._reported: dict[str, int] = {}  # losses already added to the shared counters
+        # segment id -> tenants of the records shipped from it (whose dedup records to drop)
+        self._segment_tenants: dict[str, set[str]] = {}
         self.failures = 0
         self.last_error = ""
         self.connected = False
@@ -240,6 +242,7 @@ class Shipper:
                     seg._quarantine(self.spool.quarantine, rec.end - len(rec.payload), rec.payload)
                     log.warning("shipper.malformed_record", segment=seg.id, seq=rec.seq, error=str(exc))
             if batch:
+                self._segment_tenants.setdefault(seg.id, set()).update(r.tenant for r in batch)
                 ids = self._eventlog().append_batch(batch, segment=seg.id)
                 added = sum(1 for i in ids if i)
                 self.shipped += added
@@ -250,7 +253,7 @@ class Shipper:
                 break
             self.spool.shipped(seg, end, last_seq)
         if self.spool.finished(seg):
-            self._eventlog().forget_segment(seg.id)
+            self._eventlog().forget_segment(seg.id, self._segment_tenants.pop(seg.id, ()))
             self.spool.remove(seg)
         return shipped
 

@@ -1,44 +1,59 @@
 """The append side of the Redis Streams log.
 
 Keys (``P`` = the configured prefix):
-  ``P:events:{shard}``   the event streams; never trimmed by length
-  ``P:shipped``          hash: spool segment id -> last sequence number in the log
-  ``P:types``            hash: event type -> number of events appended
+  ``P:events:{shard}``      the event streams; never trimmed by length
+  ``P:t:{tenant}:shipped``  hash: spool segment id -> last sequence number in the log
+                            (per tenant: a tenant's Redis user owns it, see tenants.py)
+  ``P:types``               hash: event type -> number of events appended
 
 Guarantees: ``EventLog.append_batch`` is atomic (one server-side script: the whole
 batch lands or none of it) and, for records carrying a spool segment id and sequence
 number, exactly-once: a record at or below the segment's recorded sequence is skipped,
 so a batch re-sent after a lost reply or a crash never duplicates an event. Events of
-one (tenant, agent) always go to the same stream, in the order given.
+one (tenant, agent) always go to the same stream, in the order given. With a ``signer``
+each entry carries ``sig``, the signature of its payload by its tenant's key.
 """
 
 from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import redis
 
 from .events import Event, decode, encode
+from .tenants import tenant_space
 
 __all__ = ["EventLog", "Record", "shard_of", "parse_entry_id", "EntryDecodeError"]
 
 _SHIP_SCRIPT = """
--- Check every key before the first write: a script that fails half-way keeps its
--- earlier XADDs, and the shipper's re-send would then duplicate them.
+-- KEYS: the tenant's dedup hash, the type counters, the former shared dedup hash, then
+-- the streams. ARGV: segment id, record count, then per record: seq, stream index,
+-- event id, type, payload, signature ('' for none).
+-- Check every key we write before the first write: a script that fails half-way keeps
+-- its earlier XADDs, and the shipper's re-send would then duplicate them.
 for k = 1, #KEYS do
-  local t = redis.call('TYPE', KEYS[k])['ok']
-  local want = 'stream'
-  if k <= 2 then want = 'hash' end
-  if t ~= 'none' and t ~= want then
-    return redis.error_reply('WRONGTYPE memstream key ' .. KEYS[k] .. ' holds a ' .. t ..
-      ', not a ' .. want .. ': rename or delete it')
+  if k ~= 3 then
+    local t = redis.call('TYPE', KEYS[k])['ok']
+    local want = 'stream'
+    if k <= 2 then want = 'hash' end
+    if t ~= 'none' and t ~= want then
+      return redis.error_reply('WRONGTYPE memstream key ' .. KEYS[k] .. ' holds a ' .. t ..
+        ', not a ' .. want .. ': rename or delete it')
+    end
   end
 end
 local last = -1
 if ARGV[1] ~= '' then
-  last = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '-1')
+  local got = redis.call('HGET', KEYS[1], ARGV[1])
+  if not got then
+    -- a segment partly shipped before dedup records were kept per tenant; a tenant's
+    -- user may not read the former hash: then there is nothing of its there
+    local old = redis.pcall('HGET', KEYS[3], ARGV[1])
+    if type(old) == 'string' then got = old end
+  end
+  last = tonumber(got or '-1')
 end
 local n = tonumber(ARGV[2])
 local added = 0
@@ -47,8 +62,14 @@ local ids = {}
 for r = 1, n do
   local seq = tonumber(ARGV[i])
   if ARGV[1] == '' or seq > last then
-    local sid = redis.call('XADD', KEYS[3 + tonumber(ARGV[i + 1])], '*',
-      'id', ARGV[i + 2], 'type', ARGV[i + 3], 'data', ARGV[i + 4])
+    local key = KEYS[4 + tonumber(ARGV[i + 1])]
+    local sid
+    if ARGV[i + 5] ~= '' then
+      sid = redis.call('XADD', key, '*', 'id', ARGV[i + 2], 'type', ARGV[i + 3],
+        'data', ARGV[i + 4], 'sig', ARGV[i + 5])
+    else
+      sid = redis.call('XADD', key, '*', 'id', ARGV[i + 2], 'type', ARGV[i + 3], 'data', ARGV[i + 4])
+    end
     redis.call('HINCRBY', KEYS[2], ARGV[i + 3], 1)
     ids[#ids + 1] = sid
     if seq > last then last = seq end
@@ -56,7 +77,7 @@ for r = 1, n do
   else
     ids[#ids + 1] = ''
   end
-  i = i + 5
+  i = i + 6
 end
 if ARGV[1] ~= '' then
   redis.call('HSET', KEYS[1], ARGV[1], last)
@@ -111,10 +132,12 @@ class Record:
 class EventLog:
     """The event streams under one prefix. Thread-safe (redis-py clients are)."""
 
-    def __init__(self, client: redis.Redis, prefix: str = "memstream", shards: int = 1):
+    def __init__(self, client: redis.Redis, prefix: str = "memstream", shards: int = 1,
+                 signer: Callable[[str, bytes], str] | None = None):
         self.client = client
         self.prefix = prefix
         self.shards = max(1, int(shards))
+        self.signer = signer
         self._script = client.register_script(_SHIP_SCRIPT)
 
     # keys
@@ -125,8 +148,12 @@ class EventLog:
     def stream_keys(self) -> list[str]:
         return [self.stream_key(i) for i in range(self.shards)]
 
+    def shipped_key(self, tenant: str) -> str:
+        return f"{tenant_space(self.prefix, tenant)}:shipped"
+
     @property
-    def shipped_key(self) -> str:
+    def legacy_shipped_key(self) -> str:
+        """Where dedup records were kept for every tenant alike, read as a fallback."""
         return f"{self.prefix}:shipped"
 
     @property
@@ -141,12 +168,24 @@ class EventLog:
         """Append records atomically; return each one's entry id (None: already there).
 
         With ``segment`` set, records whose ``seq`` is at or below the segment's last
-        shipped sequence are skipped (exactly-once for spool replays). Raises
-        ``redis.RedisError`` (connection, timeout, script) and appends nothing then.
+        shipped sequence are skipped (exactly-once for spool replays). Records of one
+        tenant are appended by one script call (a segment holds one tenant's records,
+        its process's configuration). Raises ``redis.RedisError`` (connection, timeout,
+        script, permission) and appends nothing of the failing tenant's records then.
         """
         if not records:
             return []
-        keys = [self.shipped_key, self.types_key]
+        out: list[str | None] = []
+        start = 0
+        for i in range(1, len(records) + 1):
+            if i == len(records) or records[i].tenant != records[start].tenant:
+                out += self._append_run(records[start:i], segment)
+                start = i
+        return out
+
+    def _append_run(self, records: list[Record], segment: str) -> list[str | None]:
+        tenant = records[0].tenant
+        keys = [self.shipped_key(tenant), self.types_key, self.legacy_shipped_key]
         index: dict[str, int] = {}
         argv: list[object] = [segment, len(records)]
         for rec in records:
@@ -154,7 +193,8 @@ class EventLog:
             if key not in index:
                 index[key] = len(index)
                 keys.append(key)
-            argv += [rec.seq, index[key], rec.event_id, rec.type, rec.data]
+            sig = self.signer(rec.tenant, rec.data) if self.signer is not None else ""
+            argv += [rec.seq, index[key], rec.event_id, rec.type, rec.data, sig]
         ids = self._script(keys=keys, args=argv)
         return [(i.decode() if isinstance(i, bytes) else i) or None for i in ids]
 
@@ -163,14 +203,20 @@ class EventLog:
         records = [Record.of(e) for e in events]
         return [i or "" for i in self.append_batch(records)]
 
-    def last_shipped(self, segment: str) -> int:
+    def last_shipped(self, segment: str, tenant: str) -> int:
         """The highest sequence of ``segment`` known to be in the log (-1: none)."""
-        value = self.client.hget(self.shipped_key, segment)
+        value = self.client.hget(self.shipped_key(tenant), segment)
         return int(value) if value is not None else -1
 
-    def forget_segment(self, segment: str) -> None:
-        """Drop the dedup record of a segment whose file is gone."""
-        self.client.hdel(self.shipped_key, segment)
+    def forget_segment(self, segment: str, tenants: Iterable[str]) -> None:
+        """Drop the dedup records of a segment whose file is gone, for ``tenants`` (the
+        tenants of its records)."""
+        for tenant in tenants:
+            self.client.hdel(self.shipped_key(tenant), segment)
+        try:
+            self.client.hdel(self.legacy_shipped_key, segment)
+        except redis.exceptions.NoPermissionError:
+            pass  # a tenant's user: the former shared hash is not its to clean
 
     # read
     def entries(self, since: str = "-", count: int = 1000) -> Iterator[tuple[str, str, dict]]:

@@ -114,6 +114,7 @@ class MemstreamProvider(MemoryProvider):
         self._ended: dict[str, tuple[int, int]] = {}
         self._author = ""
         self._counters: dict[str, int] = {}
+        self._remembered: deque[str] = deque(maxlen=256)  # ids of memstream_remember calls
         self._last_warn: dict[str, float] = {}
         self.recall: Recall | None = None
         self._fresh: Query | None = None  # the recall started by on_turn_start
@@ -356,6 +357,8 @@ class MemstreamProvider(MemoryProvider):
             if type(exc).__name__ == "QueryTimeout":
                 raise ToolError(f"no answer within {self.settings.tool_timeout}s: the memstream service "
                                 "(`memstream up`) or its workers are not running or are busy") from exc
+            if type(exc).__name__ == "QueryRefused":
+                raise ToolError(str(exc)) from exc
             raise
         answer.pop("queued_ms", None)
         return answer
@@ -371,6 +374,7 @@ class MemstreamProvider(MemoryProvider):
                                  clipped=self._problems({"content": problems}), content=text, target=target)
         if not self._emit(event):
             raise ToolError("the memory could not be recorded (the local spool refused it: see memstream doctor)")
+        self._remembered.append(event.id)
         return {"ok": True, "id": event.id, "target": target,
                 "status": "recorded; searchable as soon as the workers have projected it"}
 
@@ -380,14 +384,37 @@ class MemstreamProvider(MemoryProvider):
             raise ToolError("id must be a non-empty string: an id from memstream_search or memstream_facts")
         if not isinstance(reason, str):
             raise ToolError("reason must be a string")
+        item = item_id.strip()
+        if len(item) > 128:
+            raise ToolError("id is too long to be an id from memstream_search or memstream_facts")
+        verified = self._exists(item)
+        if verified is False:
+            raise ToolError(f"no turn, memory or fact with id {item!r} in this tenant: use an id from "
+                            "memstream_search or memstream_facts")
         event = MemoryForgotten(id=new_event_id(), occurred_at=utcnow(), scope=self._scope(),
-                                forgotten_id=item_id.strip(), reason=reason[:500])
+                                forgotten_id=item, reason=reason[:500])
         if not self._emit(event):
             raise ToolError("the tombstone could not be recorded (the local spool refused it: see memstream doctor)")
         for seen in self._injected.values():
-            seen.discard(item_id.strip())
-        return {"ok": True, "forgotten_id": item_id.strip(), "tombstone": event.id,
-                "status": "every projection removes it as soon as the workers apply the tombstone"}
+            seen.discard(item)
+        status = "every projection removes it as soon as the workers apply the tombstone"
+        if verified is None:
+            status += " (the service could not be asked whether the id exists: recorded anyway)"
+        return {"ok": True, "forgotten_id": item, "tombstone": event.id, "status": status}
+
+    def _exists(self, item: str) -> bool | None:
+        """Whether the service knows ``item`` in this tenant; None when it cannot be asked
+        (or the item is one this provider remembered and the workers may not have yet)."""
+        if item in self._remembered or self.recall is None or self.settings is None:
+            return None
+        try:
+            answer = self.recall.ask({"op": "exists", **self._request_base(), "id": item},
+                                     timeout=min(self.settings.tool_timeout, 2.0))
+        except Exception:
+            return None
+        if "error" in answer:
+            return None
+        return bool(answer.get("exists"))
 
     def _request_base(self) -> dict:
         settings = self.settings or Settings()

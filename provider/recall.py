@@ -1,7 +1,7 @@
 """Recall for the provider: queries run in the service, answers are read from Redis.
 
-The provider never opens the store or loads a model. A query is an rq job
-(``workers.queries``) answered by the process that holds the store (``memstream up`` or
+The provider never opens the store or loads a model. A query is a request on a Redis
+list (``workers.queries``) answered by the process that holds the store (``memstream up`` or
 ``memstream worker``). Prefetch queries are sent and awaited by one background thread
 (``memstream-recall``): the agent thread only hands over the text and, in ``prefetch``,
 waits on an in-process event for at most its budget. Tool calls ask synchronously with
@@ -171,7 +171,7 @@ class Recall:
         return pending[chosen]
 
     def start(self) -> None:
-        """Start the thread now: it imports rq and connects before the first turn needs it."""
+        """Start the thread now: it imports the query client and connects before the first turn needs it."""
         with self._cv:
             self._ensure_thread()
 
@@ -188,7 +188,7 @@ class Recall:
     # -- the background thread -------------------------------------------------------------
     def _run(self) -> None:
         try:
-            import workers.queries  # noqa: F401  (rq: most of a second, paid here, not in a turn)
+            import workers.queries  # noqa: F401  (its imports are paid here, not in a turn)
 
             self._connection().ping()
         except Exception:  # no service yet: the first query says so
@@ -238,7 +238,7 @@ class Recall:
 
     def ask(self, request: dict, timeout: float) -> dict:
         """One query, answered or failed within ``timeout`` s (plus a Redis round trip)."""
-        from workers.queries import ask  # rq, imported on first use only
+        from workers.queries import ask  # imported on first use only
 
         try:
             return ask(self._connection(), self.settings.stream_prefix, request, timeout=timeout)

@@ -249,7 +249,7 @@ def test_rotation_ships_every_segment_in_order_and_deletes_shipped_ones(spool_di
         assert len(s.segments) == 1
         assert list(spool_dir.glob("*.ckpt")) in ([], [s.segments[-1].ckpt_path])
         # the dedup records of deleted segments are dropped from the log too
-        assert set(event_log.client.hkeys(event_log.shipped_key)) <= {s.segments[-1].id.encode()}
+        assert set(event_log.client.hkeys(event_log.shipped_key("t1"))) <= {s.segments[-1].id.encode()}
         assert s.unshipped_bytes == 0
     finally:
         s.close()

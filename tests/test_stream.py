@@ -20,7 +20,7 @@ def test_a_batch_lands_whole_in_order_and_reports_each_entry_id(event_log):
     assert all(ids) and len(ids) == 3
     assert [parse_entry_id(i) for i in ids] == sorted(parse_entry_id(i) for i in ids)
     assert logged_contents(event_log) == ["a", "b", "c"]
-    assert event_log.last_shipped("seg-1") == 3
+    assert event_log.last_shipped("seg-1", "t1") == 3
 
 
 def test_a_resent_batch_adds_nothing(event_log):
@@ -37,23 +37,23 @@ def test_a_batch_overlapping_what_was_shipped_adds_only_the_new_records(event_lo
     ids = event_log.append_batch(records("b", "c", "d", start=2), segment="seg-1")
     assert ids[0] is None and all(ids[1:])
     assert logged_contents(event_log) == ["a", "b", "c", "d"]
-    assert event_log.last_shipped("seg-1") == 4
+    assert event_log.last_shipped("seg-1", "t1") == 4
 
 
 def test_sequence_numbers_of_different_segments_do_not_dedup_each_other(event_log):
     event_log.append_batch(records("a", "b"), segment="seg-1")
     event_log.append_batch(records("c", "d"), segment="seg-2")
     assert logged_contents(event_log) == ["a", "b", "c", "d"]
-    assert event_log.last_shipped("seg-2") == 2
-    assert event_log.last_shipped("never-seen") == -1
+    assert event_log.last_shipped("seg-2", "t1") == 2
+    assert event_log.last_shipped("never-seen", "t1") == -1
 
 
 def test_forgetting_a_segment_drops_only_its_dedup_record(event_log):
     event_log.append_batch(records("a"), segment="seg-1")
     event_log.append_batch(records("b"), segment="seg-2")
-    event_log.forget_segment("seg-1")
-    assert event_log.last_shipped("seg-1") == -1
-    assert event_log.last_shipped("seg-2") == 1
+    event_log.forget_segment("seg-1", ["t1"])
+    assert event_log.last_shipped("seg-1", "t1") == -1
+    assert event_log.last_shipped("seg-2", "t1") == 1
 
 
 def test_records_without_a_segment_are_appended_every_time(event_log):
@@ -72,7 +72,7 @@ def test_a_batch_that_cannot_land_whole_appends_nothing(redis_client):
     with pytest.raises(redis.ResponseError):
         log.append_batch(batch, segment="seg-1")
     assert redis_client.xlen(log.stream_for("t1", a)) == 0
-    assert log.last_shipped("seg-1") == -1
+    assert log.last_shipped("seg-1", "t1") == -1
     assert log.type_counts() == {}
 
 
@@ -89,7 +89,7 @@ def test_a_clobbered_counter_key_makes_the_batch_fail_before_any_append(redis_cl
 
 def test_an_empty_batch_is_a_no_op(event_log):
     assert event_log.append_batch([], segment="seg-1") == []
-    assert event_log.last_shipped("seg-1") == -1
+    assert event_log.last_shipped("seg-1", "t1") == -1
 
 
 def test_shard_of_is_stable_and_spreads_agents():
@@ -235,4 +235,4 @@ def test_keys_follow_the_configured_prefix(redis_client):
     log = EventLog(redis_client, "custom", shards=1)
     log.append_batch(records("a"), segment="seg")
     keys = {k.decode() for k in redis_client.keys("*")}
-    assert keys == {"custom:events:0", "custom:shipped", "custom:types"}
+    assert keys == {"custom:events:0", "custom:t:t1:shipped", "custom:types"}

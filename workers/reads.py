@@ -48,7 +48,7 @@ class ReadOps:
 
     def handlers(self) -> dict[str, Callable[[dict], dict]]:
         ops = {"recall": self.recall, "search": self.search, "context": self.context,
-               "recent": self.recent, "facts": self.facts_op}
+               "recent": self.recent, "facts": self.facts_op, "exists": self.exists}
 
         def checked(fn):
             def run(request: dict) -> dict:
@@ -149,6 +149,18 @@ class ReadOps:
         return {"anchor": {"id": item_id, "kind": anchor.get("kind"), "session": anchor.get("session_id"),
                            "agent": anchor.get("agent"), "text": anchor.get("text", "")},
                 "turns": window}
+
+    def exists(self, request: dict) -> dict:
+        """Whether ``id`` names a turn, memory or fact of the request's tenant (what
+        ``memstream_forget`` checks before it writes a tombstone)."""
+        tenant = self._tenant(request)
+        item_id = request.get("id")
+        if not isinstance(item_id, str) or not item_id:
+            raise BadRequest("id must be a non-empty string")
+        anchor = self._anchor(tenant, item_id)
+        if anchor is None:
+            return {"exists": False}
+        return {"exists": True, "kind": anchor.get("kind"), "agent": anchor.get("agent")}
 
     def _anchor(self, tenant: str, item_id: str) -> dict | None:
         for name in ("turns", "memories"):

@@ -1,0 +1,203 @@
+"""Tenants of a shared Redis: their names, their own keys, their credentials, signatures.
+
+A fleet shares one Redis that every agent host can write. The boundary between tenants
+is made by Redis itself (an ACL user per tenant) plus a signature on every event:
+
+- ``memstream tenant add NAME`` (run with the operator's credentials) creates the ACL
+  user ``memstream-NAME`` with a random password and records the tenant in the registry
+  ``P:tenants`` (readable by the operator only). The user may append to the event
+  streams but not read them (``%W~P:events:*``), and owns the keys ``P:t:NAME:*``: its
+  spool's dedup record, its query channel and the answers to its queries. It cannot read
+  another tenant's events, facts, sessions or answers, nor ask in another's name: the
+  query server takes the tenant of a request from the channel it arrived on.
+- The streams are shared, so a host could append an event in another tenant's name.
+  Every event is therefore signed (HMAC-SHA256 of its payload) with a key derived from
+  the password of the tenant's Redis user: holding the credentials is what lets a host
+  write for a tenant. Once any tenant is registered, the workers dead-letter an event
+  whose tenant is not registered or whose signature is not that tenant's.
+
+With no tenant registered (one user, or a fleet that has not turned tenants on), nothing
+is checked and events carry no signature, as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from urllib.parse import unquote, urlsplit
+
+import redis
+
+__all__ = [
+    "TENANT_NAME", "TenantError", "TenantRegistry", "Signer", "tenant_space", "acl_user",
+    "acl_rules", "sign_key_of", "sign", "verify", "check_name", "password_of",
+]
+
+# Registered tenant names appear in key patterns and ACL rules: no glob characters, no
+# spaces, no separators that could widen a pattern.
+TENANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+SIG_BYTES = 16  # HMAC-SHA256 truncated to 128 bits, hex in the entry's ``sig`` field
+
+
+class TenantError(ValueError):
+    """A tenant name or registry operation that cannot be done as asked."""
+
+
+def check_name(tenant: str) -> str:
+    if not isinstance(tenant, str) or not TENANT_NAME.match(tenant):
+        raise TenantError(f"tenant name {tenant!r} is not allowed: 1-64 characters of "
+                          "letters, digits, '_', '.', '-', starting with a letter or digit")
+    return tenant
+
+
+def tenant_space(prefix: str, tenant: str) -> str:
+    """The key prefix a tenant owns: ``P:t:{tenant}`` (its user may read and write it)."""
+    return f"{prefix}:t:{tenant}"
+
+
+def acl_user(prefix: str, tenant: str) -> str:
+    return f"{prefix}-{tenant}"
+
+
+def acl_rules(prefix: str, tenant: str, password: str) -> list[str]:
+    """ACL SETUSER rules of a tenant's agent hosts: append events, ship the spool, ask
+    queries on its own channel; nothing else."""
+    own = tenant_space(prefix, tenant)
+    return [
+        "reset", "on", f">{password}",
+        # append only: XADD needs write; reading the shared streams is refused
+        f"%W~{prefix}:events:*",
+        # its own keys: the spool's dedup record, the query channel and its answers
+        f"~{own}:*",
+        # counters a shipper adds to (refusals, event types): numbers, no content
+        f"~{prefix}:types", f"~{prefix}:counters:spool",
+        "resetchannels",
+        "-@all",
+        "+ping", "+hello", "+auth", "+client|setname", "+client|setinfo", "+select",
+        # the ship script (its commands are checked against these rules one by one)
+        "+evalsha", "+eval", "+script|load", "+script|exists",
+        "+xadd", "+type", "+hget", "+hset", "+hdel", "+hincrby",
+        # queries: push the request, wait for the answer, clean up
+        "+rpush", "+blpop", "+lpop", "+expire", "+del",
+    ]
+
+
+def sign_key_of(password: str) -> bytes:
+    """The signing key of a tenant, derived from its Redis password."""
+    return hashlib.sha256(b"memstream-event-signature\x00" + password.encode("utf-8", "surrogatepass")).digest()
+
+
+def sign(key: bytes, data: bytes) -> str:
+    return hmac.new(key, data, hashlib.sha256).hexdigest()[: SIG_BYTES * 2]
+
+
+def verify(key: bytes, data: bytes, sig: str) -> bool:
+    return hmac.compare_digest(sign(key, data), sig)
+
+
+@dataclass(frozen=True)
+class Tenant:
+    name: str
+    user: str
+    sign_key: bytes
+    created_at: float
+
+
+class TenantRegistry:
+    """``P:tenants``: tenant -> its ACL user and signing key (the operator's key only)."""
+
+    CACHE_SECONDS = 5.0
+
+    def __init__(self, client: redis.Redis, prefix: str):
+        self.client = client
+        self.prefix = prefix
+        self.key = f"{prefix}:tenants"
+        self._cache: dict[str, Tenant] | None = None
+        self._cached_at = 0.0
+        self._lock = threading.Lock()
+
+    def add(self, tenant: str, rotate: bool = False) -> tuple[Tenant, str]:
+        """Create (or, with ``rotate``, re-key) the tenant's ACL user; returns the tenant
+        and the new password. Raises TenantError if it exists and ``rotate`` is False."""
+        check_name(tenant)
+        if self.client.hexists(self.key, tenant) and not rotate:
+            raise TenantError(f"tenant {tenant!r} exists; use --rotate to issue a new password")
+        password = secrets.token_urlsafe(32)
+        user = acl_user(self.prefix, tenant)
+        self.client.execute_command("ACL", "SETUSER", user, *acl_rules(self.prefix, tenant, password))
+        record = Tenant(tenant, user, sign_key_of(password), time.time())
+        self.client.hset(self.key, tenant, json.dumps(
+            {"user": record.user, "sign_key": record.sign_key.hex(), "created_at": record.created_at}))
+        self._cache = None
+        return record, password
+
+    def remove(self, tenant: str) -> bool:
+        """Delete the tenant's ACL user and registry entry (its data stays)."""
+        check_name(tenant)
+        existed = bool(self.client.hdel(self.key, tenant))
+        try:
+            self.client.execute_command("ACL", "DELUSER", acl_user(self.prefix, tenant))
+        except redis.ResponseError:
+            pass
+        self._cache = None
+        return existed
+
+    def all(self, fresh: bool = False) -> dict[str, Tenant]:
+        """Every registered tenant (cached for CACHE_SECONDS unless ``fresh``)."""
+        with self._lock:
+            now = time.monotonic()
+            if not fresh and self._cache is not None and now - self._cached_at < self.CACHE_SECONDS:
+                return self._cache
+            out: dict[str, Tenant] = {}
+            for name, raw in self.client.hgetall(self.key).items():
+                try:
+                    name = name.decode() if isinstance(name, bytes) else name
+                    info = json.loads(raw)
+                    out[name] = Tenant(name, str(info["user"]), bytes.fromhex(info["sign_key"]),
+                                       float(info.get("created_at", 0)))
+                except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+                    continue  # a damaged entry registers nothing (and signs nothing)
+            self._cache, self._cached_at = out, now
+            return out
+
+
+class Signer:
+    """Signs the records an ``EventLog`` appends.
+
+    With the operator's credentials (the registry is readable) a record is signed with
+    its tenant's registered key; with a tenant's credentials (the registry is refused)
+    with the key derived from the connection's own password. No password and no
+    registry: no signature (a single-user log)."""
+
+    def __init__(self, client: redis.Redis, prefix: str, password: str | None):
+        self.registry = TenantRegistry(client, prefix)
+        self.own_key = sign_key_of(password) if password else None
+        self._operator: bool | None = None
+
+    def __call__(self, tenant: str, data: bytes) -> str:
+        if self._operator is not False:
+            try:
+                tenants = self.registry.all()
+                self._operator = True
+                found = tenants.get(tenant)
+                # an unregistered tenant gets no signature: the workers refuse its
+                # events once any tenant is registered, and check nothing before
+                return sign(found.sign_key, data) if found is not None else ""
+            except redis.exceptions.NoPermissionError:
+                self._operator = False
+        return sign(self.own_key, data) if self.own_key else ""
+
+
+def password_of(url: str) -> str | None:
+    """The password in a redis URL (percent-decoded), or None."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    return unquote(parts.password) if parts.password else None
