@@ -444,6 +444,46 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     raise CommandError(f"unknown benchmark {args.which!r}")
 
 
+# -- tenants -------------------------------------------------------------------------------
+def cmd_tenant(args: argparse.Namespace, settings: Settings) -> int:
+    """Register tenants: an ACL user each, whose credentials an agent host of that tenant
+    uses (see producers/tenants.py). Needs the operator's credentials."""
+    from urllib.parse import quote, urlsplit, urlunsplit
+
+    from producers.tenants import TenantError, TenantRegistry
+
+    eventlog = _connect(settings)
+    registry = TenantRegistry(eventlog.client, eventlog.prefix)
+    try:
+        if args.action == "list":
+            tenants = registry.all(fresh=True)
+            rows = [{"tenant": t.name, "user": t.user, "created_at": t.created_at} for t in tenants.values()]
+            _print(args, {"tenants": rows}, "\n".join(f"{r['tenant']} (user {r['user']})" for r in rows)
+                   or "no tenants registered: every host with the Redis credentials may write for any tenant")
+            return 0
+        if not args.name:
+            raise CommandError(f"tenant {args.action} needs a tenant name")
+        if args.action == "remove":
+            removed = registry.remove(args.name)
+            _print(args, {"removed": removed, "tenant": args.name},
+                   f"tenant {args.name} {'removed' if removed else 'was not registered'}")
+            return 0 if removed else 1
+        tenant, password = registry.add(args.name, rotate=args.rotate)
+    except TenantError as exc:
+        raise CommandError(str(exc)) from exc
+    except redis.exceptions.NoPermissionError as exc:
+        raise CommandError(f"these credentials may not manage tenants ({exc}): use the operator's") from exc
+    base = urlsplit(LogLocator(settings, autostart=False).url() or "")
+    host = base.hostname or "127.0.0.1"
+    netloc = f"{quote(tenant.user, safe='')}:{quote(password, safe='')}@{host}" + (f":{base.port}" if base.port else "")
+    url = urlunsplit((base.scheme or "redis", netloc, base.path or "/0", "", ""))
+    _print(args, {"tenant": tenant.name, "user": tenant.user, "redis_url": url},
+           f"tenant {tenant.name}: its agent hosts set\n"
+           f"  MEMSTREAM_TENANT={tenant.name}\n  MEMSTREAM_REDIS_URL={url}\n"
+           "The password is shown once (Redis keeps only its hash); `--rotate` issues a new one.")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memstream", description="Event-sourced memory for Hermes agents.")
     parser.add_argument("--version", action="version", version=f"memstream {__version__}")
@@ -487,6 +527,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--embedded-store", action="store_true",
                    help="no Qdrant server: one worker owning the embedded store under MEMSTREAM_HOME")
     p.add_argument("--name", default="", help="stable consumer name (default: host name)")
+    p = add("tenant", cmd_tenant, "register tenants: a Redis user each, limited to its own data")
+    p.add_argument("action", choices=["add", "list", "remove"])
+    p.add_argument("name", nargs="?", default="", help="tenant name (add, remove)")
+    p.add_argument("--rotate", action="store_true", help="add: issue a new password for an existing tenant")
     p = add("install-hermes", cmd_install_hermes, "install the memstream plugin into a Hermes home and select it")
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")

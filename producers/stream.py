@@ -28,21 +28,31 @@ from .tenants import tenant_space
 __all__ = ["EventLog", "Record", "shard_of", "parse_entry_id", "EntryDecodeError"]
 
 _SHIP_SCRIPT = """
--- KEYS: the tenant's dedup hash, the type counters, the former shared dedup hash, then
--- the streams. ARGV: segment id, record count, then per record: seq, stream index,
--- event id, type, payload, signature ('' for none).
+-- KEYS: the tenant's dedup hash, the type counters. ARGV: segment id, record count, then
+-- per record: seq, stream index, event id, type, payload, signature ('' for none); then
+-- the former shared dedup hash, then the streams. The streams are not declared keys:
+-- EVAL checks declared keys for read and write, and a tenant's Redis user may only
+-- write the streams (each command inside is still checked against its ACL). The former
+-- dedup hash is read only, as a fallback, and may be refused: pcall.
+local n = tonumber(ARGV[2])
+local streams = {}
+for k = 4 + 6 * n, #ARGV do streams[#streams + 1] = ARGV[k] end
 -- Check every key we write before the first write: a script that fails half-way keeps
 -- its earlier XADDs, and the shipper's re-send would then duplicate them.
-for k = 1, #KEYS do
-  if k ~= 3 then
-    local t = redis.call('TYPE', KEYS[k])['ok']
-    local want = 'stream'
-    if k <= 2 then want = 'hash' end
-    if t ~= 'none' and t ~= want then
-      return redis.error_reply('WRONGTYPE memstream key ' .. KEYS[k] .. ' holds a ' .. t ..
-        ', not a ' .. want .. ': rename or delete it')
-    end
+local function check(key, want)
+  local t = redis.call('TYPE', key)['ok']
+  if t ~= 'none' and t ~= want then
+    return redis.error_reply('WRONGTYPE memstream key ' .. key .. ' holds a ' .. t ..
+      ', not a ' .. want .. ': rename or delete it')
   end
+end
+for k = 1, 2 do
+  local err = check(KEYS[k], 'hash')
+  if err then return err end
+end
+for k = 1, #streams do
+  local err = check(streams[k], 'stream')
+  if err then return err end
 end
 local last = -1
 if ARGV[1] ~= '' then
@@ -50,19 +60,18 @@ if ARGV[1] ~= '' then
   if not got then
     -- a segment partly shipped before dedup records were kept per tenant; a tenant's
     -- user may not read the former hash: then there is nothing of its there
-    local old = redis.pcall('HGET', KEYS[3], ARGV[1])
+    local old = redis.pcall('HGET', ARGV[3 + 6 * n], ARGV[1])
     if type(old) == 'string' then got = old end
   end
   last = tonumber(got or '-1')
 end
-local n = tonumber(ARGV[2])
 local added = 0
 local i = 3
 local ids = {}
 for r = 1, n do
   local seq = tonumber(ARGV[i])
   if ARGV[1] == '' or seq > last then
-    local key = KEYS[4 + tonumber(ARGV[i + 1])]
+    local key = streams[1 + tonumber(ARGV[i + 1])]
     local sid
     if ARGV[i + 5] ~= '' then
       sid = redis.call('XADD', key, '*', 'id', ARGV[i + 2], 'type', ARGV[i + 3],
@@ -185,16 +194,17 @@ class EventLog:
 
     def _append_run(self, records: list[Record], segment: str) -> list[str | None]:
         tenant = records[0].tenant
-        keys = [self.shipped_key(tenant), self.types_key, self.legacy_shipped_key]
+        keys = [self.shipped_key(tenant), self.types_key]
         index: dict[str, int] = {}
         argv: list[object] = [segment, len(records)]
         for rec in records:
             key = self.stream_for(rec.tenant, rec.agent)
             if key not in index:
                 index[key] = len(index)
-                keys.append(key)
             sig = self.signer(rec.tenant, rec.data) if self.signer is not None else ""
             argv += [rec.seq, index[key], rec.event_id, rec.type, rec.data, sig]
+        argv.append(self.legacy_shipped_key)
+        argv += list(index)
         ids = self._script(keys=keys, args=argv)
         return [(i.decode() if isinstance(i, bytes) else i) or None for i in ids]
 

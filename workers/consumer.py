@@ -25,6 +25,8 @@ from producers.stream import EntryDecodeError, parse_entry_id
 from projections._embedding import EmbedderUnavailable
 from projections.store import StoreUnavailable
 
+from .tenancy import TenantGate
+
 __all__ = [
     "Delivery", "Projection", "Consumer", "TransientError", "PermanentError", "TRANSIENT",
     "Positions", "DeadLetters", "is_applied",
@@ -231,6 +233,7 @@ class Consumer:
         self.max_deliveries = max_deliveries
         self.positions = Positions(self.client, eventlog.prefix)
         self.dlq = DeadLetters(self.client, eventlog.prefix)
+        self.gate = TenantGate(self.client, eventlog.prefix)
         self.stats = ConsumerStats()
         self._pending_done = False
         self._last_claim = 0.0
@@ -361,6 +364,13 @@ class Consumer:
                     self.stats.dead_lettered += 1
                     log.warning("consumer.dead_lettered", group=self.group, stream=stream,
                                 entry=entry_id, reason="malformed")
+                    continue
+                refusal = self.gate.refusal(event, fields)
+                if refusal is not None:
+                    self.dlq.add(self.group, stream, entry_id, fields, refusal, counts.get(entry_id, 1))
+                    self.stats.dead_lettered += 1
+                    log.warning("consumer.dead_lettered", group=self.group, stream=stream,
+                                entry=entry_id, reason="forged")
                     continue
                 batch.append(Delivery(stream, entry_id, fields, event, counts.get(entry_id, 1)))
             if skip:
