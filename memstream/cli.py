@@ -441,6 +441,12 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
             raise CommandError(str(exc)) from exc
         _print(args, result, bench_locomo.format_locomo(result))
         return 0
+    if args.which == "queries":
+        from . import bench_queries
+
+        result = bench_queries.queries_bench(queries=args.queries, rounds=args.runs)
+        _print(args, result, bench_queries.format_queries(result))
+        return 0
     raise CommandError(f"unknown benchmark {args.which!r}")
 
 
@@ -534,7 +540,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("install-hermes", cmd_install_hermes, "install the memstream plugin into a Hermes home and select it")
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")
-    p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo"])
+    p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries"])
     p.add_argument("--calls", type=int, default=2000, help="hotpath: hook calls per burst")
     p.add_argument("--events", type=int, default=1000, help="ingest: events per pipeline drain")
     p.add_argument("--data", default="", help="ingest: LoCoMo turns JSONL (default: generated text if absent); "
