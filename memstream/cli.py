@@ -441,6 +441,12 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
             raise CommandError(str(exc)) from exc
         _print(args, result, bench_locomo.format_locomo(result))
         return 0
+    if args.which == "chaos":
+        from . import bench_chaos
+
+        result = bench_chaos.chaos_bench(minutes=args.minutes, agents=args.agents, seed=args.seed)
+        _print(args, result, bench_chaos.format_chaos(result))
+        return 0
     if args.which == "queries":
         from . import bench_queries
 
@@ -540,7 +546,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("install-hermes", cmd_install_hermes, "install the memstream plugin into a Hermes home and select it")
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")
-    p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries"])
+    p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos"])
+    p.add_argument("--minutes", type=float, default=2.0, help="chaos: how long things break")
+    p.add_argument("--agents", type=int, default=4, help="chaos: agent processes")
+    p.add_argument("--seed", type=int, default=0, help="chaos: the random choices")
     p.add_argument("--calls", type=int, default=2000, help="hotpath: hook calls per burst")
     p.add_argument("--events", type=int, default=1000, help="ingest: events per pipeline drain")
     p.add_argument("--data", default="", help="ingest: LoCoMo turns JSONL (default: generated text if absent); "
