@@ -293,6 +293,9 @@ class QueryServer:
         if handler is None:
             out = {"error": f"this server does not answer {op!r} requests"}
             self._count(client, "unsupported")
+        elif tenant and op == "count":  # counts every tenant's items: the operator's only
+            out = {"error": "count is answered on the operator's channel only"}
+            self._count(client, "refused")
         elif not request.get("tenant") and op != "count":
             out = {"error": "the request has no tenant"}
             self._count(client, "refused")

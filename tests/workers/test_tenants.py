@@ -98,6 +98,9 @@ def test_a_host_appends_and_asks_for_its_own_tenant_only(fleet, tmp_path):
     for op in ({"op": "facts"}, {"op": "recent", "scope": "all"}):
         answer = ask(hosts["acme"], PREFIX, {**op, "tenant": "globex"}, timeout=5.0)
         assert "heron" not in json.dumps(answer), answer
+    # counts of every tenant's items are the operator's only
+    assert "error" in ask(hosts["acme"], PREFIX, {"op": "count", "tenant": "acme"}, timeout=5.0)
+    assert "items" in ask(admin, PREFIX, {"op": "count"}, timeout=5.0)
     # the operator still asks for any tenant
     assert any("heron" in r["text"] for r in search(admin, "globex", "secret plan heron")["results"])
 
