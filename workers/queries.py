@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import threading
 import time
 import uuid
@@ -120,6 +121,9 @@ _loose = msgspec.json.Decoder(_Loose)
 _encoder = msgspec.json.Encoder()
 
 
+_ID_AT_START = re.compile(rb'^\s*\{\s*"id"\s*:\s*"([0-9a-f]{32})"')
+
+
 class QueryTimeout(Exception):
     """No answer within the caller's timeout."""
 
@@ -135,8 +139,9 @@ class QueryRefused(ValueError):
 def decode_envelope(raw: bytes) -> Envelope:
     """The envelope in ``raw``; raises QueryRefused (with the id when it can be read)."""
     if len(raw) > MAX_ENVELOPE_BYTES:
+        found = _ID_AT_START.search(raw[:200])  # not parsed whole: only its id, if it leads
         raise QueryRefused(f"request of {len(raw)} bytes is over the {MAX_ENVELOPE_BYTES}-byte limit",
-                           _id_of(raw[:200]))
+                           found.group(1).decode() if found else "")
     try:
         env = _envelope.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
