@@ -18,7 +18,7 @@ from pathlib import Path
 import redis
 import structlog
 
-from .settings import Settings
+from .settings import Settings, mask_url
 from .stream import EventLog
 
 __all__ = ["LogLocator", "read_run_file", "pid_alive", "redis_client"]
@@ -77,7 +77,11 @@ class LogLocator:
             raise redis.ConnectionError(
                 f"no memstream service is running (no live run file at {self.settings.run_file}); "
                 + ("starting one" if self.autostart else "run `memstream up` or set MEMSTREAM_REDIS_URL"))
-        client = redis_client(url)
+        try:
+            client = redis_client(url)
+        except ValueError as exc:  # a malformed URL: Settings.problems says why
+            raise redis.ConnectionError(f"the Redis URL {mask_url(url)!r} is not valid ({type(exc).__name__}); "
+                                        "`memstream doctor` says why") from None
         client.ping()
         return EventLog(client, self.settings.stream_prefix, self.settings.shards)
 
