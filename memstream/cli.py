@@ -410,6 +410,8 @@ def _add_text(args: argparse.Namespace, limit: int) -> tuple[str, str, bool]:
 
 def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
     raw, where, more = _add_text(args, settings.max_text_bytes)
+    if where != "TEXT" and not more:
+        raw = raw.removesuffix("\n").removesuffix("\r")  # the file's (or echo's) final newline
     text, problems = clean_text(raw, settings.max_text_bytes)
     if more and "clipped" not in problems:
         # only the bound's worth was read: one more character makes clean_text clip it
