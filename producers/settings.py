@@ -78,7 +78,11 @@ def _coerce(value: object, default: object) -> object:
 
 
 def _brief(value: object, limit: int = 80) -> str:
-    text = repr(value)
+    """``repr(value)``, cut to ``limit`` characters (an env value may be megabytes)."""
+    return _clip(repr(value), limit)
+
+
+def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -195,7 +199,7 @@ class Settings:
                     raise ValueError("not a JSON object")
                 values.update(loaded)
             except (OSError, ValueError) as exc:
-                problems.append(f"{path}: ignored ({type(exc).__name__}: {_brief(str(exc), 200)})")
+                problems.append(f"{path}: ignored ({type(exc).__name__}: {_clip(str(exc), 200)})")
         for attr, env, default, _ in OPTIONS:
             if env in os.environ:
                 values[attr] = os.environ[env]
@@ -209,7 +213,7 @@ class Settings:
             except (TypeError, ValueError, OverflowError) as exc:
                 shown = mask_url(str(values[attr])) if attr.endswith("_url") else values[attr]
                 problems.append(f"{env}={_brief(shown)} is not a valid {type(default).__name__} "
-                                f"({_brief(str(exc), 60)}); using {default!r}")
+                                f"({_clip(str(exc), 60)}); using {default!r}")
         home_text = str(kwargs.pop("home", "~/.memstream"))
         try:
             home = Path(home_text).expanduser()
