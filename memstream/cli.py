@@ -396,6 +396,8 @@ def _add_text(args: argparse.Namespace, limit: int) -> tuple[str, str, bool]:
             raise CommandError(f"--file {args.file}: is a directory, not a file") from None
         except OSError as exc:
             raise CommandError(f"--file {args.file}: cannot read it ({exc.strerror or exc})") from None
+        except ValueError:  # a NUL in the path
+            raise CommandError(f"--file {args.file!r} is not a valid path") from None
         return text, args.file, more
     if args.text == "-":
         stdin = getattr(sys.stdin, "buffer", None)
