@@ -1,13 +1,24 @@
 """The ``memstream`` command. Every subcommand takes ``--json``.
 
-Exit codes: 0 success; 1 the command ran but the answer is "not ok" (doctor) or the
-log is unreachable; 2 usage errors (argparse).
+Exit codes: 0 success; 1 the command ran but the answer is "not ok" (doctor), the log is
+unreachable, or the command failed; 2 usage errors (argparse: every argument is checked
+before anything runs); 130 interrupted (Ctrl-C).
+
+Guarantee: ``main()`` returns an exit code and lets no exception out. A failure is one
+line on stderr, ``memstream CMD: error: ...`` (and ``{"ok": false, "error": ...}`` on
+stdout with ``--json``); an unexpected exception is one line naming its type, with the
+traceback only when ``MEMSTREAM_DEBUG=1``. A closed stdout (``memstream search ... | head``)
+ends the command quietly. Memory text printed for a person is cut to ``TEXT_CUT``
+characters with a note of how much was cut; ``--json`` and ``export`` carry it whole.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import re
 import sys
 import time
 from typing import Any
@@ -27,7 +38,7 @@ from producers import (
     utcnow,
 )
 from producers.connect import LogLocator, read_run_file
-from producers.stream import parse_entry_id
+from producers.settings import mask_url
 
 from . import __version__
 from .logs import configure
@@ -37,6 +48,101 @@ __all__ = ["main"]
 
 class CommandError(Exception):
     """A command failed in a way the user can act on (message says how)."""
+
+
+# -- argument types: every value is checked at parse time (usage error, exit 2) --------
+NAME_MAX = 256  # tenant, agent, session, scope, group, worker name: characters
+QUERY_MAX = 4096  # search query: characters
+K_MAX = 50  # search results: the query server's bound
+TIMEOUT_MAX = 3600.0  # seconds
+COUNT_MAX = 100_000  # dlq list
+_U64 = (1 << 64) - 1
+_ENTRY_ID = re.compile(r"([0-9]+)(?:-([0-9]+))?")
+
+
+def _shown(text: str, limit: int = 40) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is not a number of seconds") from None
+    if not (math.isfinite(value) and 0 < value <= TIMEOUT_MAX):
+        raise argparse.ArgumentTypeError(f"seconds must be a finite number above 0 and at most "
+                                         f"{TIMEOUT_MAX:g} (got {_shown(text)})")
+    return value
+
+
+def _minutes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is not a number of minutes") from None
+    if not (math.isfinite(value) and 0 < value <= 24 * 60):
+        raise argparse.ArgumentTypeError(f"minutes must be above 0 and at most a day (got {_shown(text)})")
+    return value
+
+
+def _int_between(low: int, high: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{_shown(text)} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high} (got {value})")
+        return value
+
+    parse.__name__ = f"int {low}..{high}"
+    return parse
+
+
+def _entry_id(text: str) -> str:
+    """A stream entry id ``MS[-SEQ]``, each part a 64-bit unsigned number."""
+    match = _ENTRY_ID.fullmatch(text)
+    if not match or int(match.group(1)) > _U64 or int(match.group(2) or 0) > _U64:
+        raise argparse.ArgumentTypeError(
+            f"{_shown(text)} is not a log entry id (MS-SEQ, e.g. 1795398237060-0, each part at most "
+            f"{_U64}; `memstream export` prints each event's entry_id)")
+    return text
+
+
+def _name(what: str, limit: int = NAME_MAX):
+    def parse(text: str) -> str:
+        if not text.strip() or len(text) > limit or not text.isprintable():
+            raise argparse.ArgumentTypeError(f"{what} must be 1 to {limit} printable characters, "
+                                             f"not all spaces (got {_shown(text)})")
+        return text
+
+    parse.__name__ = what
+    return parse
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) < 1 or max(sizes) > 10_000_000 or list(sizes) != sorted(sizes):
+        raise argparse.ArgumentTypeError(f"ascending positive counts, e.g. 10000,100000 (got {_shown(text)})")
+    return sizes
+
+
+# -- terminal output -------------------------------------------------------------------
+TEXT_CUT = 300  # characters of memory text shown per item; --json carries it whole
+ERROR_CUT = 300  # characters of an error message (dead letters) shown per item
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _cut(text: object, limit: int = TEXT_CUT) -> str:
+    """``text`` for one terminal line: control characters (escape sequences from the shared
+    Redis included) shown as spaces, cut to ``limit`` characters with a note of the rest."""
+    text = _CONTROL.sub(" ", str(text))
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit} more characters; --json shows all]"
 
 
 def _print(args: argparse.Namespace, data: Any, text: str | None = None) -> None:
@@ -102,11 +208,11 @@ def _check_redis(settings: Settings) -> tuple[dict, EventLog | None]:
         eventlog = locator()
         server = eventlog.client.info("server")
     except redis.RedisError as exc:
-        return {"ok": False, "mode": mode, "url": Settings(redis_url=url).public()["redis_url"],
+        return {"ok": False, "mode": mode, "url": mask_url(url),
                 "error": f"{type(exc).__name__}: {exc}"}, None
     version = str(server.get("redis_version", "0"))
     major = int(version.split(".")[0] or 0)
-    check = {"ok": major >= 7, "mode": mode, "url": Settings(redis_url=url).public()["redis_url"],
+    check = {"ok": major >= 7, "mode": mode, "url": mask_url(url),
              "redis_version": version}
     if server.get("valkey_version"):
         check["valkey_version"] = server["valkey_version"]
@@ -134,6 +240,8 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     checks: dict[str, dict] = {}
     checks["config"] = {"ok": not settings.problems, "problems": list(settings.problems),
                         "settings": settings.public()}
+    if settings.problems:
+        checks["config"]["error"] = "; ".join(settings.problems)
     checks["redis"], eventlog = _check_redis(settings)
     if eventlog is not None:
         checks["streams"] = {"ok": True, "streams": _streams(eventlog)}
@@ -255,12 +363,6 @@ def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
-    if args.since:
-        try:
-            parse_entry_id(args.since)
-        except ValueError:
-            raise CommandError(f"--since {args.since!r} is not a log entry id (MS-SEQ, e.g. 1795398237060-0; "
-                               "`memstream export` prints each event's entry_id)") from None
     eventlog = _connect(settings)
     bad = 0
     count = 0
@@ -278,14 +380,64 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
 
 
 # -- add -----------------------------------------------------------------------------------
+def _read_text(source, name: str, limit: int) -> tuple[str, bool]:
+    """(text, more): at most ``limit`` UTF-8 bytes of the binary stream ``source`` decoded
+    (strictly: invalid UTF-8 is an error), ``more`` when the input goes on past them."""
+    data = source.read(limit + 1)
+    more = len(data) > limit
+    data = data[:limit]
+    try:
+        return data.decode("utf-8"), more
+    except UnicodeDecodeError as exc:
+        if more and exc.start >= len(data) - 3 and exc.reason == "unexpected end of data":
+            return data[: exc.start].decode("utf-8"), more  # a character cut by the bound
+        raise CommandError(f"{name} is not UTF-8 text (invalid byte at offset {exc.start})") from None
+
+
+def _add_text(args: argparse.Namespace, limit: int) -> tuple[str, str, bool]:
+    """(text, where it came from, more than ``limit`` bytes): TEXT, ``-`` (stdin) or --file."""
+    if args.file is not None:
+        try:
+            with open(args.file, "rb") as source:
+                text, more = _read_text(source, args.file, limit)
+        except FileNotFoundError:
+            raise CommandError(f"--file {args.file}: no such file") from None
+        except IsADirectoryError:
+            raise CommandError(f"--file {args.file}: is a directory, not a file") from None
+        except OSError as exc:
+            raise CommandError(f"--file {args.file}: cannot read it ({exc.strerror or exc})") from None
+        except ValueError:  # a NUL in the path
+            raise CommandError(f"--file {args.file!r} is not a valid path") from None
+        return text, args.file, more
+    if args.text == "-":
+        stdin = getattr(sys.stdin, "buffer", None)
+        if stdin is None:
+            raise CommandError("`add -` reads the text from stdin, and there is no stdin")
+        text, more = _read_text(stdin, "stdin", limit)
+        return text, "stdin", more
+    if args.text is None:
+        raise CommandError("nothing to add: give TEXT, `-` to read stdin, or --file PATH")
+    return args.text, "TEXT", len(args.text.encode("utf-8", "replace")) > limit
+
+
 def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
-    text, problems = clean_text(args.text, settings.max_text_bytes)
+    raw, where, more = _add_text(args, settings.max_text_bytes)
+    if where != "TEXT" and not more:
+        raw = raw.removesuffix("\n").removesuffix("\r")  # the file's (or echo's) final newline
+    text, problems = clean_text(raw, settings.max_text_bytes)
+    if more and "clipped" not in problems:
+        # only the bound's worth was read: one more character makes clean_text clip it
+        # exactly as the writer clips the whole text (the same prefix, the same mark)
+        text, problems = clean_text(raw + " ", settings.max_text_bytes)
     if not text.strip():
-        raise CommandError("nothing to add: TEXT is empty")
+        raise CommandError(f"nothing to add: the text ({where}) is empty")
+    if "clipped" in problems:
+        print(f"memstream add: the text ({where}) is over MEMSTREAM_MAX_TEXT_BYTES="
+              f"{settings.max_text_bytes} bytes: stored clipped to that bound, flagged clipped", file=sys.stderr)
     event = MemoryWritten(
         id=new_event_id(), occurred_at=utcnow(),
         scope=Scope(tenant=args.tenant or settings.tenant, app=settings.app, agent=args.agent,
-                    session_id=args.session, platform="cli"),
+                    session_id=args.session or "", platform="cli"),
         clipped=["content"] if "clipped" in problems else [],
         action="add", target=args.target, content=text, origin="memstream-cli")
     if args.sync:
@@ -327,21 +479,28 @@ def _wait_projected(eventlog: EventLog, event, entry: str, timeout: float) -> st
 
 # -- search / dlq / worker -------------------------------------------------------------
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.queries import QueryTimeout, ask
+    from workers.queries import QueryRefused, QueryTimeout, ask
 
     eventlog = _connect(settings)
     request = {"op": "search", "query": args.query, "tenant": args.tenant or settings.tenant,
                "agent": args.agent, "scope": args.scope, "k": args.k}
     try:
         answer = ask(eventlog.client, eventlog.prefix, request, timeout=args.timeout)
-    except QueryTimeout as exc:
+    except (QueryTimeout, QueryRefused) as exc:
         raise CommandError(str(exc)) from exc
     if "error" in answer:
         raise CommandError(f"search failed: {answer['error']}")
     results = answer.get("results", [])
-    lines = [f"{r['score']:.3f} [{r['kind']}] {r['agent']} {r['occurred_at']}: {r['text']}" for r in results]
+    lines = [_search_line(r) for r in results if isinstance(r, dict)]
     _print(args, {"results": results}, "\n".join(lines) or "no results")
     return 0
+
+
+def _search_line(result: dict) -> str:
+    score = result.get("score")
+    shown = f"{score:.3f}" if isinstance(score, (int, float)) else "?"
+    return (f"{shown} [{_cut(result.get('kind'), 40)}] {_cut(result.get('agent'), 80)} "
+            f"{_cut(result.get('occurred_at'), 40)}: {_cut(result.get('text', ''))}")
 
 
 def cmd_dlq(args: argparse.Namespace, settings: Settings) -> int:
@@ -351,8 +510,9 @@ def cmd_dlq(args: argparse.Namespace, settings: Settings) -> int:
     dlq = DeadLetters(eventlog.client, eventlog.prefix)
     if args.action == "list":
         items = dlq.list(count=args.count, group=args.group or None)
-        lines = [f"{i['dlq_id']} {i.get('group')} {i.get('stream')} {i.get('entry_id')} "
-                 f"{i.get('type', '?')} deliveries={i.get('deliveries')}: {i.get('error')}" for i in items]
+        lines = [" ".join(_cut(i.get(k, "?"), 80) for k in ("dlq_id", "group", "stream", "entry_id", "type"))
+                 + f" deliveries={_cut(i.get('deliveries'), 20)}: {_cut(i.get('error'), ERROR_CUT)}"
+                 for i in items]
         _print(args, {"dead_letters": items}, "\n".join(lines) or "no dead letters")
         return 0
     if not args.ids:
@@ -382,7 +542,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
                            "--embedded-store runs a single worker on this host's embedded store")
     configure("INFO")
     try:
-        pipeline = Pipeline(settings, _connect(settings), PipelineConfig.of(settings, consumer=args.name)).start()
+        pipeline = Pipeline(settings, _connect(settings), PipelineConfig.of(settings, consumer=args.name or "")).start()
     except StoreError as exc:
         raise CommandError(f"cannot open the projections' store: {exc}") from None
     stop = threading.Event()
@@ -422,10 +582,7 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     if args.which == "prefetch":
         from . import bench_prefetch
 
-        sizes = tuple(int(x) for x in args.sizes.split(",") if x.strip())
-        if not sizes or min(sizes) < 1 or list(sizes) != sorted(sizes):
-            raise CommandError(f"--sizes: ascending positive counts, e.g. 10000,100000 (got {args.sizes!r})")
-        result = bench_prefetch.prefetch_bench(sizes=sizes, queries=args.queries,
+        result = bench_prefetch.prefetch_bench(sizes=args.sizes, queries=args.queries,
                                                embedder=args.embedder or "hash")
         _print(args, result, bench_prefetch.format_prefetch(result))
         return 0
@@ -514,31 +671,34 @@ def build_parser() -> argparse.ArgumentParser:
     add("doctor", cmd_doctor, "check configuration, Redis, streams, spool and the Hermes plugin")
     add("stats", cmd_stats, "per-stream length, first/last id, events per type, spool size")
     p = add("export", cmd_export, "every event in the log as JSON lines, oldest first")
-    p.add_argument("--since", default="", help="only entries after this stream entry id")
+    p.add_argument("--since", type=_entry_id, help="only entries after this stream entry id")
     p = add("add", cmd_add, "append a memory write by hand")
     p.add_argument("--sync", action="store_true", help="append directly and fail if the log is unreachable")
-    p.add_argument("--tenant", default="", help="tenant (default: MEMSTREAM_TENANT)")
-    p.add_argument("--agent", default="default", help="agent identity")
-    p.add_argument("--session", default="", help="session id")
+    p.add_argument("--tenant", type=_name("tenant"), help="tenant (default: MEMSTREAM_TENANT)")
+    p.add_argument("--agent", default="default", type=_name("agent"), help="agent identity")
+    p.add_argument("--session", type=_name("session"), help="session id")
     p.add_argument("--target", choices=["memory", "user"], default="memory")
-    p.add_argument("text", help="the memory to add")
-    p.add_argument("--timeout", type=float, default=10.0, help="--sync: seconds to wait for the projections")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("text", nargs="?", help="the memory to add; - reads it from stdin")
+    source.add_argument("--file", metavar="PATH", help="read the memory from this UTF-8 file")
+    p.add_argument("--timeout", type=_seconds, default=10.0, help="--sync: seconds to wait for the projections")
     p = add("search", cmd_search, "search the projections (turns, memories, facts)")
-    p.add_argument("--tenant", default="", help="tenant (default: MEMSTREAM_TENANT)")
-    p.add_argument("--agent", default="default", help="the asking agent")
-    p.add_argument("--scope", default="current", help="current | all | AGENT")
-    p.add_argument("-k", type=int, default=10, help="results")
-    p.add_argument("--timeout", type=float, default=10.0)
-    p.add_argument("query")
+    p.add_argument("--tenant", type=_name("tenant"), help="tenant (default: MEMSTREAM_TENANT)")
+    p.add_argument("--agent", default="default", type=_name("agent"), help="the asking agent")
+    p.add_argument("--scope", default="current", type=_name("scope"), help="current | all | AGENT")
+    p.add_argument("-k", type=_int_between(1, K_MAX), default=10, help=f"results (1 to {K_MAX})")
+    p.add_argument("--timeout", type=_seconds, default=10.0, help="seconds to wait for the answer")
+    p.add_argument("query", type=_name("query", QUERY_MAX))
     p = add("dlq", cmd_dlq, "inspect and replay dead letters")
     p.add_argument("action", choices=["list", "retry", "drop"])
-    p.add_argument("ids", nargs="*", help="DLQ ids (retry/drop)")
-    p.add_argument("--group", default="", help="only this projection group (list)")
-    p.add_argument("--count", type=int, default=100)
+    p.add_argument("ids", nargs="*", type=_entry_id, help="DLQ ids (retry/drop)")
+    p.add_argument("--group", type=_name("group"), help="only this projection group (list)")
+    p.add_argument("--count", type=_int_between(1, COUNT_MAX), default=100,
+                   help=f"at most this many (1 to {COUNT_MAX})")
     p = add("worker", cmd_worker, "run projection workers against a shared Redis and Qdrant")
     p.add_argument("--embedded-store", action="store_true",
                    help="no Qdrant server: one worker owning the embedded store under MEMSTREAM_HOME")
-    p.add_argument("--name", default="", help="stable consumer name (default: host name)")
+    p.add_argument("--name", type=_name("name"), help="stable consumer name (default: host name)")
     p = add("tenant", cmd_tenant, "register tenants: a Redis user each, limited to its own data")
     p.add_argument("action", choices=["add", "list", "remove"])
     p.add_argument("name", nargs="?", default="", help="tenant name (add, remove)")
@@ -547,36 +707,87 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")
     p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos"])
-    p.add_argument("--minutes", type=float, default=2.0, help="chaos: how long things break")
-    p.add_argument("--agents", type=int, default=4, help="chaos: agent processes")
-    p.add_argument("--seed", type=int, default=0, help="chaos: the random choices")
-    p.add_argument("--calls", type=int, default=2000, help="hotpath: hook calls per burst")
-    p.add_argument("--events", type=int, default=1000, help="ingest: events per pipeline drain")
+    p.add_argument("--minutes", type=_minutes, default=2.0, help="chaos: how long things break")
+    p.add_argument("--agents", type=_int_between(1, 64), default=4, help="chaos: agent processes")
+    p.add_argument("--seed", type=_int_between(0, 2**32 - 1), default=0, help="chaos: the random choices")
+    p.add_argument("--calls", type=_int_between(1, 10_000_000), default=2000, help="hotpath: hook calls per burst")
+    p.add_argument("--events", type=_int_between(1, 10_000_000), default=1000,
+                   help="ingest: events per pipeline drain")
     p.add_argument("--data", default="", help="ingest: LoCoMo turns JSONL (default: generated text if absent); "
                    "locomo: the LoCoMo directory")
     p.add_argument("--split", default="dev", choices=["dev", "test", "all"], help="locomo: conversations to run")
-    p.add_argument("--runs", type=int, default=4,
+    p.add_argument("--runs", type=_int_between(1, 1000), default=4,
                    help="ingest: runs per measurement (pipeline and raw alternate which goes first)")
-    p.add_argument("--sizes", default="10000,100000", help="prefetch: memory counts to measure at, ascending")
-    p.add_argument("--queries", type=int, default=200, help="prefetch: questions per size")
+    p.add_argument("--sizes", type=_sizes, default=(10000, 100000),
+                   help="prefetch: memory counts to measure at, ascending (default 10000,100000)")
+    p.add_argument("--queries", type=_int_between(1, 1_000_000), default=200, help="prefetch: questions per size")
     p.add_argument("--embedder", default="", help="embedder of the benchmark's pipeline (prefetch: default hash; locomo: onnx-minilm)")
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    configure("WARNING")
-    settings = Settings.load()
+def _one_line(text: str, limit: int = 1000) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _stdout_to_devnull() -> None:
+    """Point stdout's file descriptor at /dev/null: the interpreter's flush at exit then
+    writes nowhere instead of raising BrokenPipeError again (and printing it)."""
     try:
-        return int(args.func(args, settings) or 0)
-    except CommandError as exc:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # stdout without a descriptor (in-process)
+        pass
+
+
+def _fail(args: argparse.Namespace | None, prog: str, message: str) -> int:
+    message = _one_line(message)
+    try:
         if getattr(args, "json", False):
-            print(json.dumps({"ok": False, "error": str(exc)}))
-        print(f"memstream {args.command}: {exc}", file=sys.stderr)
+            print(json.dumps({"ok": False, "error": message}))
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_to_devnull()
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; its exit code (see the module docstring). Never raises."""
+    args: argparse.Namespace | None = None
+    prog = "memstream"
+    try:
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as exc:  # usage errors (2), --help and --version (0)
+            sys.stdout.flush()
+            return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        prog = f"memstream {args.command}"
+        configure("WARNING")
+        settings = Settings.load()
+        if args.command != "doctor":  # doctor reports them as its config check
+            for problem in settings.problems:
+                print(f"{prog}: warning: {_one_line(problem)}", file=sys.stderr)
+        code = int(args.func(args, settings) or 0)
+        sys.stdout.flush()  # here, not at exit: a closed stdout is handled below
+        return code
+    except BrokenPipeError:  # stdout closed by the reader (`| head`): nothing left to say
+        _stdout_to_devnull()
         return 1
     except KeyboardInterrupt:
         return 130
+    except CommandError as exc:
+        return _fail(args, prog, str(exc))
+    except redis.RedisError as exc:
+        return _fail(args, prog, f"Redis: {type(exc).__name__}: {exc}")
+    except Exception as exc:
+        if os.environ.get("MEMSTREAM_DEBUG", "") not in ("", "0"):
+            import traceback
+
+            traceback.print_exc()
+        return _fail(args, prog, f"unexpected {type(exc).__name__}: {exc} "
+                                 "(MEMSTREAM_DEBUG=1 shows the traceback)")
 
 
 if __name__ == "__main__":

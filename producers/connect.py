@@ -18,7 +18,7 @@ from pathlib import Path
 import redis
 import structlog
 
-from .settings import Settings
+from .settings import Settings, mask_url
 from .stream import EventLog
 from .tenants import Signer, password_of
 
@@ -85,7 +85,11 @@ class LogLocator:
             raise redis.ConnectionError(
                 f"no memstream service is running (no live run file at {self.settings.run_file}); "
                 + ("starting one" if self.autostart else "run `memstream up` or set MEMSTREAM_REDIS_URL"))
-        client = redis_client(url)
+        try:
+            client = redis_client(url)
+        except ValueError as exc:  # a malformed URL: Settings.problems says why
+            raise redis.ConnectionError(f"the Redis URL {mask_url(url)!r} is not valid ({type(exc).__name__}); "
+                                        "`memstream doctor` says why") from None
         client.ping()
         return event_log(client, url, self.settings)
 
