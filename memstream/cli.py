@@ -206,7 +206,11 @@ def _check_redis(settings: Settings) -> tuple[dict, EventLog | None]:
                 "error": "no memstream service is running; start it with `memstream up --detach`"}, None
     try:
         eventlog = locator()
-        server = eventlog.client.info("server")
+        try:
+            server = eventlog.client.info("server")
+        except redis.exceptions.NoPermissionError:  # a tenant's credentials: PING only
+            return {"ok": True, "mode": mode, "url": mask_url(url),
+                    "redis_version": "not shown to a tenant's credentials"}, eventlog
     except redis.RedisError as exc:
         return {"ok": False, "mode": mode, "url": mask_url(url),
                 "error": f"{type(exc).__name__}: {exc}"}, None
@@ -244,8 +248,12 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
         checks["config"]["error"] = "; ".join(settings.problems)
     checks["redis"], eventlog = _check_redis(settings)
     if eventlog is not None:
-        checks["streams"] = {"ok": True, "streams": _streams(eventlog)}
-        checks["queries"] = _check_queries(eventlog)
+        try:
+            checks["streams"] = {"ok": True, "streams": _streams(eventlog)}
+        except redis.exceptions.NoPermissionError:
+            checks["streams"] = {"ok": True, "note": "a tenant's credentials append to the streams but may not read them"}
+        checks["queries"] = _check_queries(eventlog, settings.tenant)
+        checks["tenants"] = _check_tenants(eventlog)
     else:
         checks["streams"] = {"ok": False, "error": "log unreachable"}
     usage = spool_usage(settings.spool_dir) if settings.spool_dir.exists() else {
@@ -269,15 +277,33 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     return 0 if ok else 1
 
 
-def _check_queries(eventlog: EventLog) -> dict:
+def _check_tenants(eventlog: EventLog) -> dict:
+    """Whether tenants are separated (see Security in the README): informational."""
+    from producers.tenants import TenantRegistry
+
+    try:
+        tenants = TenantRegistry(eventlog.client, eventlog.prefix).all(fresh=True)
+    except redis.exceptions.NoPermissionError:
+        return {"ok": True, "credentials": "a tenant's (append, own queries only)"}
+    if not tenants:
+        return {"ok": True, "registered": 0,
+                "note": "no tenant registered: any holder of these Redis credentials writes and reads for any tenant"}
+    return {"ok": True, "registered": len(tenants), "credentials": "the operator's",
+            "enforced": "events must be signed by their registered tenant"}
+
+
+def _check_queries(eventlog: EventLog, tenant: str) -> dict:
     """Whether a query server (the service or a worker) answers: recall and tools need one.
-    Informational: workers may live on other hosts and be restarting; events still spool."""
-    from workers.queries import QueryTimeout, ask
+    Informational: workers may live on other hosts and be restarting; events still spool.
+    Asks as the agents do (``exists`` in this tenant), so it works with a tenant's
+    credentials too."""
+    from workers.queries import QueryRefused, QueryTimeout, ask
 
     started = time.perf_counter()
     try:
-        answer = ask(eventlog.client, eventlog.prefix, {"op": "count"}, timeout=2.0)
-    except (QueryTimeout, redis.RedisError) as exc:
+        answer = ask(eventlog.client, eventlog.prefix, {"op": "exists", "tenant": tenant, "id": "doctor-check"},
+                     timeout=2.0)
+    except (QueryTimeout, QueryRefused, redis.RedisError) as exc:
         return {"ok": True, "answering": False,
                 "warning": f"no query server answered ({type(exc).__name__}): start `memstream up` or a "
                            "`memstream worker`; until then prefetch injects nothing and tools return errors"}

@@ -250,3 +250,24 @@ def test_a_removed_tenant_can_no_longer_connect(fleet):
     assert TenantRegistry(admin, PREFIX).remove("globex")
     with pytest.raises(redis.exceptions.AuthenticationError):
         redis.Redis.from_url(creds["globex"]).ping()
+
+
+def test_doctor_with_a_tenants_credentials_says_so_and_passes(fleet, tmp_path, monkeypatch, capsys):
+    from memstream import cli
+
+    admin, pipeline, creds, hosts = fleet
+    monkeypatch.setenv("MEMSTREAM_REDIS_URL", creds["acme"])
+    monkeypatch.setenv("MEMSTREAM_TENANT", "acme")
+    code = cli.main(["doctor", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    checks = report["checks"]
+    assert checks["tenants"]["credentials"].startswith("a tenant's")
+    assert checks["queries"]["answering"] is True
+    assert checks["redis"]["ok"] and checks["streams"]["ok"]
+    assert creds["acme"].split(":")[2].split("@")[0] not in json.dumps(report)  # the password
+    failing = {name for name, c in checks.items() if not c.get("ok")}
+    assert failing <= {"hermes"} and code == (1 if failing else 0)  # no Hermes home in tests
+    monkeypatch.setenv("MEMSTREAM_REDIS_URL", pipeline.settings.redis_url)
+    monkeypatch.delenv("MEMSTREAM_TENANT")
+    cli.main(["doctor", "--json"])
+    assert json.loads(capsys.readouterr().out)["checks"]["tenants"]["registered"] == 2
