@@ -43,14 +43,14 @@ from producers.settings import config_file_for
 from ._base import MemoryProvider
 from ._transcript import find_turn, tool_calls_of
 from .recall import Query, Recall, RecallUnavailable, format_block
-from .tools import TOOL_NAMES, TOOL_SCHEMAS, ToolError, tool_request
+from .tools import TOOL_NAMES, TOOL_SCHEMAS, TARGETS, ToolError, finite, forget_args, remember_args, tool_request
 
 __all__ = ["MemstreamProvider", "register", "resolve_agent"]
 
 log = structlog.get_logger("memstream.provider")
 
 _ACTIONS = ("add", "replace", "remove")
-_TARGETS = ("memory", "user")
+_TARGETS = TARGETS
 WAKEUP_SLACK_S = 0.002  # prefetch stops waiting this long before its budget ends
 
 _REASONS = ("new_session", "resume", "branch", "compression", "rewind")
@@ -65,6 +65,10 @@ SYSTEM_PROMPT_BLOCK = (
     "for how they changed).\n"
     "- memstream_remember: keep something explicitly; memstream_forget: remove an item by its id."
 )
+
+
+def _clip(text: str, limit: int = 500) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def resolve_agent(kwargs: dict) -> str:
@@ -325,30 +329,30 @@ class MemstreamProvider(MemoryProvider):
         return [dict(schema) for schema in TOOL_SCHEMAS]
 
     def handle_tool_call(self, tool_name: str, args: Dict[str, Any], **kwargs: Any) -> str:
-        """Run one memstream tool; always a JSON string (errors as ``{"error": ...}``)."""
+        """Run one memstream tool; always a strict JSON string (errors as ``{"error": ...}``,
+        no NaN/Infinity), whatever the name and arguments; never raises."""
         try:
-            return json.dumps(self._tool(tool_name, args if isinstance(args, dict) else {}), default=str)
+            return json.dumps(finite(self._tool(tool_name, args)), default=str, allow_nan=False)
         except ToolError as exc:
             self._count("tool_errors")
-            return json.dumps({"error": str(exc)})
+            return json.dumps({"error": _clip(str(exc))})
         except Exception as exc:
             self._count("tool_errors")
-            self._warn("provider.tool_failed", tool=str(tool_name)[:60], error=f"{type(exc).__name__}: {exc}")
-            return json.dumps({"error": f"memstream {tool_name} failed: {type(exc).__name__}: {exc}"})
+            name = _clip(str(tool_name) if isinstance(tool_name, str) else repr(tool_name), 60)
+            self._warn("provider.tool_failed", tool=name, error=_clip(f"{type(exc).__name__}: {exc}"))
+            return json.dumps({"error": _clip(f"memstream {name} failed: {type(exc).__name__}: {exc}")})
 
-    def _tool(self, name: str, args: Dict[str, Any]) -> dict:
-        if name not in TOOL_NAMES:
-            raise ToolError(f"memstream has no tool named {name!r}; it has {', '.join(TOOL_NAMES)}")
-        if not self.initialized or self.settings is None:
-            raise ToolError("memstream is not initialized")
+    def _tool(self, name: Any, args: Any) -> dict:
+        if not isinstance(name, str) or name not in TOOL_NAMES:
+            raise ToolError(f"memstream has no tool named {_clip(repr(name), 60)}; it has {', '.join(TOOL_NAMES)}")
         if name == "memstream_remember":
             return self._remember(args)
         if name == "memstream_forget":
             return self._forget(args)
-        request = tool_request(name, args)
-        request.update({**self._request_base(), "session": self._session})  # tenant: configuration only
-        if self.recall is None:
+        request = tool_request(name, args)  # bad arguments are an error even before initialize
+        if not self.initialized or self.settings is None or self.recall is None:
             raise ToolError("memstream is not initialized")
+        request.update({**self._request_base(), "session": self._session})  # tenant: configuration only
         try:
             answer = self.recall.ask(request, timeout=self.settings.tool_timeout)
         except RecallUnavailable as exc:
@@ -360,47 +364,46 @@ class MemstreamProvider(MemoryProvider):
             if type(exc).__name__ == "QueryRefused":
                 raise ToolError(str(exc)) from exc
             raise
+        if not isinstance(answer, dict):
+            raise ToolError(f"the memory service sent a malformed answer ({type(answer).__name__}, not an object)")
         answer.pop("queued_ms", None)
         return answer
 
-    def _remember(self, args: Dict[str, Any]) -> dict:
-        content, target = args.get("content"), args.get("target") or "memory"
-        if not isinstance(content, str) or not content.strip():
-            raise ToolError("content must be a non-empty string")
-        if target not in _TARGETS:
-            raise ToolError(f"target must be 'memory' or 'user', got {target!r}")
+    def _remember(self, args: Any) -> dict:
+        content, target = remember_args(args)
+        if not self.initialized or self.settings is None:
+            raise ToolError("memstream is not initialized")
         text, problems = clean_text(content, self._max_bytes())
+        clipped = self._problems({"content": problems})
         event = MemoryRemembered(id=new_event_id(), occurred_at=utcnow(), scope=self._scope(),
-                                 clipped=self._problems({"content": problems}), content=text, target=target)
+                                 clipped=clipped, content=text, target=target)
         if not self._emit(event):
             raise ToolError("the memory could not be recorded (the local spool refused it: see memstream doctor)")
         self._remembered.append(event.id)
-        return {"ok": True, "id": event.id, "target": target,
-                "status": "recorded; searchable as soon as the workers have projected it"}
+        answer = {"ok": True, "id": event.id, "target": target,
+                  "status": "recorded; searchable as soon as the workers have projected it"}
+        if clipped:
+            answer["clipped"] = f"content was longer than {self._max_bytes()} bytes: only its start was kept"
+        return answer
 
-    def _forget(self, args: Dict[str, Any]) -> dict:
-        item_id, reason = args.get("id"), args.get("reason") or ""
-        if not isinstance(item_id, str) or not item_id.strip():
-            raise ToolError("id must be a non-empty string: an id from memstream_search or memstream_facts")
-        if not isinstance(reason, str):
-            raise ToolError("reason must be a string")
-        item = item_id.strip()
-        if len(item) > 128:
-            raise ToolError("id is too long to be an id from memstream_search or memstream_facts")
-        verified = self._exists(item)
+    def _forget(self, args: Any) -> dict:
+        item_id, reason = forget_args(args)
+        if not self.initialized or self.settings is None:
+            raise ToolError("memstream is not initialized")
+        verified = self._exists(item_id)
         if verified is False:
-            raise ToolError(f"no turn, memory or fact with id {item!r} in this tenant: use an id from "
+            raise ToolError(f"no turn, memory or fact with id {item_id!r} in this tenant: use an id from "
                             "memstream_search or memstream_facts")
         event = MemoryForgotten(id=new_event_id(), occurred_at=utcnow(), scope=self._scope(),
-                                forgotten_id=item, reason=reason[:500])
+                                forgotten_id=item_id, reason=reason)
         if not self._emit(event):
             raise ToolError("the tombstone could not be recorded (the local spool refused it: see memstream doctor)")
         for seen in self._injected.values():
-            seen.discard(item)
+            seen.discard(item_id)
         status = "every projection removes it as soon as the workers apply the tombstone"
         if verified is None:
             status += " (the service could not be asked whether the id exists: recorded anyway)"
-        return {"ok": True, "forgotten_id": item, "tombstone": event.id, "status": status}
+        return {"ok": True, "forgotten_id": item_id, "tombstone": event.id, "status": status}
 
     def _exists(self, item: str) -> bool | None:
         """Whether the service knows ``item`` in this tenant; None when it cannot be asked

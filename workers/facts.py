@@ -49,12 +49,11 @@ from typing import Iterator
 
 import msgspec
 
+from producers.kinds import FACT_KINDS
+
 __all__ = ["FactCandidate", "KINDS", "CONFIDENCE", "extract_facts", "is_single_valued"]
 
-KINDS: tuple[str, ...] = (
-    "identity", "preference", "dislike", "tool", "decision", "constraint", "value", "note",
-    "question", "done", "tentative",
-)
+KINDS: tuple[str, ...] = FACT_KINDS  # one list for the extractor and its readers
 
 
 class FactCandidate(msgspec.Struct, frozen=True, kw_only=True):

@@ -52,7 +52,7 @@ MAX_QUERY_CHARS = 16 * 1024
 ANSWER_TTL = 60
 
 Name = Annotated[str, msgspec.Meta(max_length=256)]
-ItemId = Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+ItemId = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 QueryText = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_QUERY_CHARS)]
 
 

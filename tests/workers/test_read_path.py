@@ -158,8 +158,10 @@ def test_scopes_agents_and_tenants(live):
     assert "runbook" not in texts(a, query="where is the checklist or runbook kept")
     assert "runbook" in texts(a, query="where is the checklist or runbook kept", scope="all")
     assert "runbook" in texts(a, query="where is the runbook kept", scope="key-b")
-    # another tenant sees nothing, whatever the arguments say
-    assert texts(other, query="where is the checklist or runbook kept", scope="all", tenant="t1") == ""
+    # another tenant sees nothing, whatever the arguments say; no argument names the tenant
+    assert texts(other, query="where is the checklist or runbook kept", scope="all") == ""
+    refused = tool(other, "memstream_search", query="where is the runbook kept", scope="all", tenant="t1")
+    assert "no argument 'tenant'" in refused["error"] and "results" not in refused
 
 
 def test_prefetch_returns_within_its_budget_when_no_server_answers(tmp_path, valkey_server):
