@@ -162,6 +162,12 @@ def test_scopes_agents_and_tenants(live):
     assert texts(other, query="where is the checklist or runbook kept", scope="all") == ""
     refused = tool(other, "memstream_search", query="where is the runbook kept", scope="all", tenant="t1")
     assert "no argument 'tenant'" in refused["error"] and "results" not in refused
+    # forget: an id of another tenant, or of nothing, is an error, not a silent "ok"
+    theirs = tool(a, "memstream_search", query="release checklist")["results"][0]["id"]
+    for bad in (theirs, "0192f000-0000-7000-8000-000000000000"):
+        answer = tool(other, "memstream_forget", id=bad)
+        assert "no turn, memory or fact" in answer.get("error", ""), answer
+    assert tool(a, "memstream_forget", id=theirs)["ok"] is True
 
 
 def test_prefetch_returns_within_its_budget_when_no_server_answers(tmp_path, valkey_server):
