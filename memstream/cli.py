@@ -416,13 +416,13 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         from . import bench_ingest
 
         result = bench_ingest.ingest(events=args.events, as_json=args.json, data=args.data or None,
-                                     runs=args.runs)
+                                     runs=args.runs or 4)
         _print(args, result, bench_ingest.format_ingest(result))
         return 0
     if args.which == "prefetch":
         from . import bench_prefetch
 
-        sizes = tuple(int(x) for x in args.sizes.split(",") if x.strip())
+        sizes = tuple(int(x) for x in (args.sizes or "10000,100000").split(",") if x.strip())
         if not sizes or min(sizes) < 1 or list(sizes) != sorted(sizes):
             raise CommandError(f"--sizes: ascending positive counts, e.g. 10000,100000 (got {args.sizes!r})")
         result = bench_prefetch.prefetch_bench(sizes=sizes, queries=args.queries,
@@ -440,6 +440,15 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         except bench_locomo.BenchDataError as exc:
             raise CommandError(str(exc)) from exc
         _print(args, result, bench_locomo.format_locomo(result))
+        return 0
+    if args.which == "text":
+        from . import bench_text
+
+        sizes = tuple(int(x) for x in (args.sizes or "16,64,256").split(",") if x.strip())
+        if not sizes or min(sizes) < 1 or list(sizes) != sorted(sizes):
+            raise CommandError(f"--sizes: ascending sizes in KiB, e.g. 16,64,256 (got {args.sizes!r})")
+        result = bench_text.text_bench(sizes_kib=sizes, runs=max(1, args.runs or 5))
+        _print(args, result, bench_text.format_text(result))
         return 0
     raise CommandError(f"unknown benchmark {args.which!r}")
 
@@ -490,15 +499,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("install-hermes", cmd_install_hermes, "install the memstream plugin into a Hermes home and select it")
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")
-    p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo"])
+    p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "text"])
     p.add_argument("--calls", type=int, default=2000, help="hotpath: hook calls per burst")
     p.add_argument("--events", type=int, default=1000, help="ingest: events per pipeline drain")
     p.add_argument("--data", default="", help="ingest: LoCoMo turns JSONL (default: generated text if absent); "
                    "locomo: the LoCoMo directory")
     p.add_argument("--split", default="dev", choices=["dev", "test", "all"], help="locomo: conversations to run")
-    p.add_argument("--runs", type=int, default=4,
-                   help="ingest: runs per measurement (pipeline and raw alternate which goes first)")
-    p.add_argument("--sizes", default="10000,100000", help="prefetch: memory counts to measure at, ascending")
+    p.add_argument("--runs", type=int, default=None,
+                   help="ingest: runs per measurement (pipeline and raw alternate which goes first; default 4); "
+                   "text: runs per median (default 5)")
+    p.add_argument("--sizes", default="", help="prefetch: memory counts to measure at, ascending (default "
+                   "10000,100000); text: sizes in KiB (default 16,64,256)")
     p.add_argument("--queries", type=int, default=200, help="prefetch: questions per size")
     p.add_argument("--embedder", default="", help="embedder of the benchmark's pipeline (prefetch: default hash; locomo: onnx-minilm)")
     return parser
