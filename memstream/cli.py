@@ -602,13 +602,13 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         from . import bench_ingest
 
         result = bench_ingest.ingest(events=args.events, as_json=args.json, data=args.data or None,
-                                     runs=args.runs)
+                                     runs=args.runs or 4)
         _print(args, result, bench_ingest.format_ingest(result))
         return 0
     if args.which == "prefetch":
         from . import bench_prefetch
 
-        result = bench_prefetch.prefetch_bench(sizes=args.sizes, queries=args.queries,
+        result = bench_prefetch.prefetch_bench(sizes=args.sizes or (10000, 100000), queries=args.queries,
                                                embedder=args.embedder or "hash")
         _print(args, result, bench_prefetch.format_prefetch(result))
         return 0
@@ -633,8 +633,14 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     if args.which == "queries":
         from . import bench_queries
 
-        result = bench_queries.queries_bench(queries=args.queries, rounds=args.runs)
+        result = bench_queries.queries_bench(queries=args.queries, rounds=args.runs or 4)
         _print(args, result, bench_queries.format_queries(result))
+        return 0
+    if args.which == "text":
+        from . import bench_text
+
+        result = bench_text.text_bench(sizes_kib=args.sizes or (16, 64, 256), runs=args.runs or 5)
+        _print(args, result, bench_text.format_text(result))
         return 0
     raise CommandError(f"unknown benchmark {args.which!r}")
 
@@ -732,7 +738,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("install-hermes", cmd_install_hermes, "install the memstream plugin into a Hermes home and select it")
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")
-    p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos"])
+    p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos", "text"])
     p.add_argument("--minutes", type=_minutes, default=2.0, help="chaos: how long things break")
     p.add_argument("--agents", type=_int_between(1, 64), default=4, help="chaos: agent processes")
     p.add_argument("--seed", type=_int_between(0, 2**32 - 1), default=0, help="chaos: the random choices")
@@ -742,11 +748,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", default="", help="ingest: LoCoMo turns JSONL (default: generated text if absent); "
                    "locomo: the LoCoMo directory")
     p.add_argument("--split", default="dev", choices=["dev", "test", "all"], help="locomo: conversations to run")
-    p.add_argument("--runs", type=_int_between(1, 1000), default=4,
-                   help="ingest: runs per measurement (pipeline and raw alternate which goes first)")
-    p.add_argument("--sizes", type=_sizes, default=(10000, 100000),
-                   help="prefetch: memory counts to measure at, ascending (default 10000,100000)")
-    p.add_argument("--queries", type=_int_between(1, 1_000_000), default=200, help="prefetch: questions per size")
+    p.add_argument("--runs", type=_int_between(1, 1000), default=None,
+                   help="ingest: runs per measurement (pipeline and raw alternate which goes first; default 4); "
+                   "text: runs per median (default 5); queries: rounds (default 4)")
+    p.add_argument("--sizes", type=_sizes, default=None,
+                   help="prefetch: memory counts to measure at, ascending (default 10000,100000); "
+                   "text: sizes in KiB (default 16,64,256)")
+    p.add_argument("--queries", type=_int_between(1, 1_000_000), default=200,
+                   help="prefetch: questions per size; queries: round trips per round")
     p.add_argument("--embedder", default="", help="embedder of the benchmark's pipeline (prefetch: default hash; locomo: onnx-minilm)")
     return parser
 
