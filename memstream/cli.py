@@ -138,6 +138,7 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     if eventlog is not None:
         checks["streams"] = {"ok": True, "streams": _streams(eventlog)}
         checks["queries"] = _check_queries(eventlog)
+        checks["projections"] = _check_projections(eventlog)
     else:
         checks["streams"] = {"ok": False, "error": "log unreachable"}
     usage = spool_usage(settings.spool_dir) if settings.spool_dir.exists() else {
@@ -175,6 +176,38 @@ def _check_queries(eventlog: EventLog) -> dict:
                            "`memstream worker`; until then prefetch injects nothing and tools return errors"}
     return {"ok": True, "answering": "error" not in answer,
             "round_trip_ms": round((time.perf_counter() - started) * 1000, 1)}
+
+
+_GROUPS = ("turns.v1", "memories.v1", "facts.v1", "sessions.v1")
+
+
+def _health(eventlog: EventLog, group: str) -> dict:
+    """``workers.health.projection_health`` of ``group`` (positions as progress too)."""
+    from workers.consumer import Positions
+    from workers.health import projection_health
+
+    pos = Positions(eventlog.client, eventlog.prefix).get(group)
+    applied = max((p["applied_at"] for p in pos.values()), default=0.0)
+    return projection_health(eventlog.client, eventlog.prefix, eventlog.stream_keys, group, applied_at=applied)
+
+
+def _check_projections(eventlog: EventLog) -> dict:
+    """Fails when a projection has entries waiting and made no progress for the stall
+    threshold (``MEMSTREAM_STALL_AFTER_S``, 60 s): its group, for how long, its last error."""
+    health = {g: _health(eventlog, g) for g in _GROUPS}
+    stalled = {g: h for g, h in health.items() if not h["ok"]}
+    check: dict = {"ok": not stalled, "status": ", ".join(f"{g} {h['status']}" for g, h in health.items()),
+                   "stall_after_s": next(iter(health.values()))["threshold_s"],
+                   "groups": {g: {k: h[k] for k in ("status", "waiting", "last_progress_at", "stalled_for_s",
+                                                    "last_error", "restarts")} for g, h in health.items()}}
+    if stalled:
+        check["error"] = "; ".join(
+            f"{g} not advancing: {h['waiting']} entries waiting, no progress for {h['stalled_for_s']}s"
+            + ("" if h["exists"] else " (no worker has read the log)")
+            + (f", last error: {h['last_error'][:200]}" if h["last_error"] else "")
+            + (f", {h['restarts']} restarts" if h["restarts"] else "")
+            for g, h in stalled.items())
+    return check
 
 
 def _projection_stats(eventlog: EventLog) -> dict:
@@ -227,6 +260,7 @@ def _projection_stats(eventlog: EventLog) -> dict:
             "last_applied_at": applied or None,
             "freshness_s": round(time.time() - applied, 3) if applied else None,
             "items": items, "items_source": source, "counters": counters,
+            "health": _health(eventlog, group),
         }
     return out
 
@@ -242,8 +276,11 @@ def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
              for s in result["streams"]]
     lines += [f"  {t}: {n}" for t, n in result["types"].items()]
     for group, p in result["projections"].items():
+        h = p["health"]
         lines.append(f"{group}: lag {p['lag']}, pending {p['pending']}, dead letters {p['dead_letters']}, "
-                     f"items {p['items']}, last applied {p['last_applied_at']}")
+                     f"items {p['items']}, last applied {p['last_applied_at']}, {h['status']}"
+                     + (f" for {h['stalled_for_s']}s (last error: {h['last_error'][:200] or 'none'})"
+                        if h["status"] == "stalled" else ""))
     if usage:
         lines.append(f"spool: {usage['segments']} segments, {usage['unshipped_bytes']} bytes unshipped, "
                      f"{usage['quarantined']} quarantined")
