@@ -7,8 +7,9 @@ dead-letter stream after ``max_deliveries``; an unknown (newer) event type is sk
 with a warning; a malformed entry is dead-lettered at once.
 
 Every entry is untrusted input. ``admit`` checks it once, the same way for every
-projection, before any projection sees it: every field name and the text fields
-(``type``, ``id``, ``only_group``, ``retry_of``) must be UTF-8, ``data`` must decode to an
+projection, before any projection sees it: a retry meant for another group
+(``only_group``, compared as bytes) is skipped; every field name and the text fields
+(``type``, ``id``, ``retry_of``) must be UTF-8, ``data`` must decode to an
 event whose tag equals the ``type`` field (and whose id equals the ``id`` field, when
 present), and the fields every projection keys its data by must be usable: a non-empty
 event id and ``scope.tenant``, and the event id and scope identifiers at most
@@ -268,7 +269,7 @@ def _lossless(value) -> str:
 
 # -- admission: one check of every entry, for every projection alike ------------------------
 MAX_ID_BYTES = 1024  # event id and scope identifiers: they become keys and filters
-_TEXT_FIELDS = ("only_group", "type", "id", "retry_of")
+_TEXT_FIELDS = ("type", "id", "retry_of")
 _SCOPE_IDS = ("tenant", "app", "agent", "user_id", "session_id", "run_id", "platform")
 
 
@@ -297,6 +298,14 @@ def admit(fields: dict, group: str, max_text_bytes: int) -> Admission:
 
 
 def _admit(fields: dict, group: str, max_text_bytes: int) -> Admission:
+    # first: a dead-letter retry meant for another group is none of this group's business,
+    # however malformed the rest (each group dead-letters its own copy once)
+    only = fields.get(b"only_group", fields.get("only_group"))
+    if only is not None:
+        if isinstance(only, bytes):
+            only = only.decode("utf-8", "surrogateescape")
+        if str(only) != group:
+            return Admission("skip", "a dead-letter retry for another group")
     values: dict[str, object] = {}
     for k, v in fields.items():
         if isinstance(k, bytes):
@@ -316,8 +325,6 @@ def _admit(fields: dict, group: str, max_text_bytes: int) -> Admission:
             except UnicodeDecodeError:
                 return _dead(f"malformed: field {name!r} is not UTF-8")
         text[name] = str(v)
-    if "only_group" in text and text["only_group"] != group:
-        return Admission("skip", "a dead-letter retry for another group")
     etype = text.get("type", "")
     if not etype:
         return _dead("malformed: entry has no 'type' field")

@@ -19,6 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+import redis
 import structlog
 
 from producers import EventLog, Settings
@@ -121,7 +122,11 @@ class Pipeline:
 
     def start(self) -> "Pipeline":
         for c in self.consumers:
-            c.ensure_groups()
+            try:
+                c.ensure_groups()
+            except redis.RedisError as exc:  # e.g. a full or read-only server: its loop retries
+                log.warning("pipeline.groups_not_ready", group=c.group, error=f"{type(exc).__name__}: {exc}",
+                            action="the consumer creates them once the server takes writes")
             self._threads.append(self._spawn(c))
         self.queries.start()
         self._supervisor = threading.Thread(target=self._supervise, name="memstream-supervisor", daemon=True)
