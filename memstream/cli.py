@@ -122,7 +122,9 @@ def _streams(eventlog: EventLog) -> list[dict]:
             groups = eventlog.client.xinfo_groups(info["stream"]) if info["length"] else []
         except redis.ResponseError:
             groups = []
-        info["groups"] = [{k if isinstance(k, str) else k.decode(): (v.decode() if isinstance(v, bytes) else v)
+        # a group anyone created on the stream may have any name: never fail to show it
+        info["groups"] = [{k if isinstance(k, str) else k.decode("utf-8", "backslashreplace"):
+                           (v.decode("utf-8", "backslashreplace") if isinstance(v, bytes) else v)
                            for k, v in g.items()} for g in groups]
         out.append(info)
     return out
@@ -238,7 +240,7 @@ def _projection_stats(eventlog: EventLog) -> dict:
             except redis.ResponseError:
                 continue
             for g in infos:
-                name = g["name"].decode() if isinstance(g["name"], bytes) else g["name"]
+                name = g["name"].decode("utf-8", "backslashreplace") if isinstance(g["name"], bytes) else g["name"]
                 if name == group:
                     known = True
                     pending += int(g.get("pending", 0))

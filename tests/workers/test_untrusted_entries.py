@@ -154,6 +154,13 @@ def test_memstream_dlq_list_shows_entries_that_are_not_utf8(tmp_path, valkey_ser
     assert main(["dlq", "list", "--json"]) == 0
     [item] = json.loads(capsys.readouterr().out)["dead_letters"]
     assert item["group"] == "facts.v1"
+    # a group anyone created on the stream, named in bytes that are not UTF-8
+    client.xgroup_create(log.stream_keys[0], b"\xff\xfe", id="0")
+    assert main(["stats", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["streams"][0]["groups"]
+    assert "\\xff\\xfe" in {g["name"] for g in shown}
+    assert main(["doctor", "--json"]) in (0, 1)
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["checks"]["streams"]["ok"] is True
     client.close()
 
 
