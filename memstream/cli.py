@@ -232,7 +232,9 @@ def _streams(eventlog: EventLog) -> list[dict]:
             groups = eventlog.client.xinfo_groups(info["stream"]) if info["length"] else []
         except redis.ResponseError:
             groups = []
-        info["groups"] = [{k if isinstance(k, str) else k.decode(): (v.decode() if isinstance(v, bytes) else v)
+        # a group anyone created on the stream may have any name: never fail to show it
+        info["groups"] = [{k if isinstance(k, str) else k.decode("utf-8", "backslashreplace"):
+                           (v.decode("utf-8", "backslashreplace") if isinstance(v, bytes) else v)
                            for k, v in g.items()} for g in groups]
         out.append(info)
     return out
@@ -254,6 +256,7 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
             checks["streams"] = {"ok": True, "note": "a tenant's credentials append to the streams but may not read them"}
         checks["queries"] = _check_queries(eventlog, settings.tenant)
         checks["tenants"] = _check_tenants(eventlog)
+        checks["projections"] = _check_projections(eventlog)
     else:
         checks["streams"] = {"ok": False, "error": "log unreachable"}
     usage = spool_usage(settings.spool_dir) if settings.spool_dir.exists() else {
@@ -311,6 +314,38 @@ def _check_queries(eventlog: EventLog, tenant: str) -> dict:
             "round_trip_ms": round((time.perf_counter() - started) * 1000, 1)}
 
 
+_GROUPS = ("turns.v1", "memories.v1", "facts.v1", "sessions.v1")
+
+
+def _health(eventlog: EventLog, group: str) -> dict:
+    """``workers.health.projection_health`` of ``group`` (positions as progress too)."""
+    from workers.consumer import Positions
+    from workers.health import projection_health
+
+    pos = Positions(eventlog.client, eventlog.prefix).get(group)
+    applied = max((p["applied_at"] for p in pos.values()), default=0.0)
+    return projection_health(eventlog.client, eventlog.prefix, eventlog.stream_keys, group, applied_at=applied)
+
+
+def _check_projections(eventlog: EventLog) -> dict:
+    """Fails when a projection has entries waiting and made no progress for the stall
+    threshold (``MEMSTREAM_STALL_AFTER_S``, 60 s): its group, for how long, its last error."""
+    health = {g: _health(eventlog, g) for g in _GROUPS}
+    stalled = {g: h for g, h in health.items() if not h["ok"]}
+    check: dict = {"ok": not stalled, "status": ", ".join(f"{g} {h['status']}" for g, h in health.items()),
+                   "stall_after_s": next(iter(health.values()))["threshold_s"],
+                   "groups": {g: {k: h[k] for k in ("status", "waiting", "last_progress_at", "stalled_for_s",
+                                                    "last_error", "restarts")} for g, h in health.items()}}
+    if stalled:
+        check["error"] = "; ".join(
+            f"{g} not advancing: {h['waiting']} entries waiting, no progress for {h['stalled_for_s']}s"
+            + ("" if h["exists"] else " (no worker has read the log)")
+            + (f", last error: {h['last_error'][:200]}" if h["last_error"] else "")
+            + (f", {h['restarts']} restarts" if h["restarts"] else "")
+            for g, h in stalled.items())
+    return check
+
+
 def _projection_stats(eventlog: EventLog) -> dict:
     """Per projection group: position, lag, pending, dead letters, freshness, items."""
 
@@ -339,7 +374,7 @@ def _projection_stats(eventlog: EventLog) -> dict:
             except redis.ResponseError:
                 continue
             for g in infos:
-                name = g["name"].decode() if isinstance(g["name"], bytes) else g["name"]
+                name = g["name"].decode("utf-8", "backslashreplace") if isinstance(g["name"], bytes) else g["name"]
                 if name == group:
                     known = True
                     pending += int(g.get("pending", 0))
@@ -361,6 +396,7 @@ def _projection_stats(eventlog: EventLog) -> dict:
             "last_applied_at": applied or None,
             "freshness_s": round(time.time() - applied, 3) if applied else None,
             "items": items, "items_source": source, "counters": counters,
+            "health": _health(eventlog, group),
         }
     return out
 
@@ -376,8 +412,11 @@ def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
              for s in result["streams"]]
     lines += [f"  {t}: {n}" for t, n in result["types"].items()]
     for group, p in result["projections"].items():
+        h = p["health"]
         lines.append(f"{group}: lag {p['lag']}, pending {p['pending']}, dead letters {p['dead_letters']}, "
-                     f"items {p['items']}, last applied {p['last_applied_at']}")
+                     f"items {p['items']}, last applied {p['last_applied_at']}, {h['status']}"
+                     + (f" for {h['stalled_for_s']}s (last error: {h['last_error'][:200] or 'none'})"
+                        if h["status"] == "stalled" else ""))
     if usage:
         lines.append(f"spool: {usage['segments']} segments, {usage['unshipped_bytes']} bytes unshipped, "
                      f"{usage['quarantined']} quarantined")

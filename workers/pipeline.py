@@ -5,6 +5,10 @@ The embedded store (qdrant-edge under ``$MEMSTREAM_HOME/data/qdrant``) can be op
 one process only, so in embedded mode the service process owns it; with
 ``MEMSTREAM_QDRANT_URL`` any number of worker processes share the work through the
 consumer groups.
+
+A supervisor thread watches the consumer threads: one that died anyway (``Consumer.run``
+survives every ``Exception``; this is for anything else) is restarted after a jittered
+backoff and counted in its consumer's ``stats.restarts`` and health record.
 """
 
 from __future__ import annotations
@@ -12,8 +16,10 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from dataclasses import dataclass
 
+import redis
 import structlog
 
 from producers import EventLog, Settings
@@ -23,7 +29,7 @@ from projections.facts_table import FactsTable
 from projections.query import Searcher
 from projections.store import open_store
 
-from .consumer import Consumer
+from .consumer import Consumer, backoff_delay
 from .projectors import FactsProjection, MemoriesProjection, TurnsProjection
 from .queries import QueryServer
 from .reads import ReadOps
@@ -72,7 +78,7 @@ class Pipeline:
         name = self.config.consumer or f"{socket.gethostname()}-{os.environ.get('MEMSTREAM_WORKER_INDEX', '0')}"
         self.consumers = [
             Consumer(eventlog, p, name, batch=self.config.batch, max_deliveries=self.config.max_deliveries,
-                     claim_idle_ms=self.config.claim_idle_ms)
+                     claim_idle_ms=self.config.claim_idle_ms, max_text_bytes=settings.max_text_bytes)
             for p in self.projections
         ]
         self.searcher = Searcher(self.store, self.embedder, self.facts)
@@ -80,6 +86,10 @@ class Pipeline:
         self.queries = QueryServer(client, prefix, {**self.reads.handlers(), "count": self._count})
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
+        self._supervisor: threading.Thread | None = None
+
+    SUPERVISE_EVERY = 0.25  # seconds between the supervisor's looks at the threads
+    QUICK_DEATH_S = 30.0  # a thread that dies sooner after its start backs its restart off further
 
     def _count(self, request: dict) -> dict:
         """Points in each vector projection's store (``memstream stats``: items)."""
@@ -112,18 +122,79 @@ class Pipeline:
 
     def start(self) -> "Pipeline":
         for c in self.consumers:
-            c.ensure_groups()
-            t = threading.Thread(target=c.run, args=(self._stop,), name=f"memstream-{c.group}", daemon=True)
-            t.start()
-            self._threads.append(t)
+            try:
+                c.ensure_groups()
+            except redis.RedisError as exc:  # e.g. a full or read-only server: its loop retries
+                log.warning("pipeline.groups_not_ready", group=c.group, error=f"{type(exc).__name__}: {exc}",
+                            action="the consumer creates them once the server takes writes")
+            self._threads.append(self._spawn(c))
         self.queries.start()
+        self._supervisor = threading.Thread(target=self._supervise, name="memstream-supervisor", daemon=True)
+        self._supervisor.start()
         log.info("pipeline.started", groups=[c.group for c in self.consumers], consumer=self.consumers[0].name)
         return self
+
+    def _spawn(self, consumer: Consumer) -> threading.Thread:
+        t = threading.Thread(target=self._run, args=(consumer,), name=f"memstream-{consumer.group}", daemon=True)
+        t.started_at = time.monotonic()  # type: ignore[attr-defined]
+        t.start()
+        return t
+
+    def _run(self, consumer: Consumer) -> None:
+        try:
+            consumer.run(self._stop)
+        except BaseException as exc:  # noqa: BLE001  the supervisor restarts the thread
+            if self._stop.is_set():
+                return
+            error = f"{type(exc).__name__}: {exc}"
+            consumer.stats.last_error = error
+            consumer.health.error(error, state="dead")
+            consumer.health.beat(consumer.stats, force=True)
+            log.error("pipeline.consumer_died", group=consumer.group, error=error[:500],
+                      action="the supervisor restarts it", exc_info=True)
+
+    def _supervise(self) -> None:
+        """Restart consumer threads that died (not on shutdown), with backoff."""
+        quick = [0] * len(self.consumers)  # deaths in a row soon after a start
+        due: list[float | None] = [None] * len(self.consumers)  # when a dead one restarts
+        while not self._stop.wait(self.SUPERVISE_EVERY):
+            for i, consumer in enumerate(self.consumers):
+                thread = self._threads[i]
+                if thread.is_alive():
+                    continue
+                now = time.monotonic()
+                if due[i] is None:
+                    lived = now - getattr(thread, "started_at", now)
+                    quick[i] = quick[i] + 1 if lived < self.QUICK_DEATH_S else 1
+                    due[i] = now + backoff_delay(quick[i], 0.2, 30.0)
+                if now < due[i] or self._stop.is_set():
+                    continue
+                due[i] = None
+                consumer.stats.restarts += 1
+                consumer._pending_done = False  # re-read what it holds
+                consumer._groups_ready = False
+                consumer.health.beat(consumer.stats, force=True)
+                log.error("pipeline.consumer_restarted", group=consumer.group, restarts=consumer.stats.restarts)
+                self._threads[i] = self._spawn(consumer)
+
+    def health(self) -> dict[str, dict]:
+        """Per group: whether its thread is alive, and its consumer's counters."""
+        out = {}
+        for c, t in zip(self.consumers, self._threads or [None] * len(self.consumers)):
+            s = c.stats
+            out[c.group] = {"alive": bool(t and t.is_alive()), "state": c.health.state,
+                            "applied": s.applied, "dead_lettered": s.dead_lettered, "errors": s.errors,
+                            "transient_failures": s.transient_failures, "restarts": s.restarts,
+                            "last_error": s.last_error}
+        return out
 
     def stop(self, timeout: float = 10.0) -> None:
         """Let every consumer finish its batch, then close the store."""
         self._stop.set()
         self.queries.stop()
+        if self._supervisor is not None:
+            self._supervisor.join(timeout)
+            self._supervisor = None
         for t in self._threads:
             t.join(timeout)
         self._threads.clear()
