@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install bench clean
+.PHONY: run test install bench fuzz clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# the property-based tests at 50x their CI examples (MEMSTREAM_FUZZ_SCALE), minutes not seconds
+fuzz: $(STAMP)
+	MEMSTREAM_FUZZ_SCALE=$${MEMSTREAM_FUZZ_SCALE:-50} $(BIN)/python -m pytest -q -m property
 
 bench: $(STAMP)
 	$(BIN)/memstream bench hotpath

@@ -14,6 +14,13 @@ from memstream.valkey import ValkeyProcess
 from producers import EventLog, Settings
 
 
+def pytest_collection_modifyitems(config, items):
+    """Every hypothesis test is a ``property`` test: ``make fuzz`` runs them longer."""
+    for item in items:
+        if hasattr(getattr(item, "obj", None), "hypothesis"):
+            item.add_marker(pytest.mark.property)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(tmp_path, monkeypatch):
     """No test reads the developer's ~/.memstream or starts a service by surprise."""

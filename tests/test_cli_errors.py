@@ -12,6 +12,7 @@ import sys
 import pytest
 import redis
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from fuzzing import examples
 
 from memstream import cli
 from producers import EventLog, Settings
@@ -251,7 +252,7 @@ def _side_effect_free(monkeypatch, outcome):
         monkeypatch.setattr(cli, name, command)
 
 
-@hsettings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hsettings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(argv=argvs(), stdin=st.binary(max_size=64),
        outcome=st.sampled_from([0, 1, cli.CommandError("no"), redis.ConnectionError("down"),
                                 ValueError("bad"), OSError(5, "io"), KeyboardInterrupt()]))

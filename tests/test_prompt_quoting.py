@@ -9,6 +9,7 @@ import unicodedata
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from fuzzing import examples
 from hypothesis import strategies as st
 
 from provider.recall import HEADER, LIMITS, estimate_tokens, format_block, neutralise
@@ -163,7 +164,7 @@ _ITEM = st.builds(
     st.dictionaries(_TEXT, _JSON, max_size=2))
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(items=st.lists(st.one_of(_ITEM, _JSON), max_size=8), budget=st.integers(0, 3000),
        seen=st.sets(st.text(max_size=8), max_size=3))
 def test_format_block_of_anything_never_raises_and_keeps_its_shape(items, budget, seen):
@@ -176,7 +177,7 @@ def test_format_block_of_anything_never_raises_and_keeps_its_shape(items, budget
     assert estimate_tokens(block) <= budget
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(value=_FIELD, limit=st.one_of(st.none(), st.integers(1, 50)))
 def test_neutralise_of_anything_is_one_inert_line(value, limit):
     out = neutralise(value, limit)

@@ -9,6 +9,7 @@ from urllib.parse import quote
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings as hsettings, strategies as st
+from fuzzing import examples
 
 from producers import OPTIONS, Settings
 from producers.settings import mask_url
@@ -39,7 +40,7 @@ def _plain(text: str, default: object) -> object:
     return text
 
 
-@hsettings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hsettings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(env=st.dictionaries(st.sampled_from(ENVS), ENV_VALUE, max_size=len(ENVS)))
 def test_load_never_raises_and_every_value_it_keeps_is_usable(monkeypatch, env):
     for name in ENVS:
@@ -104,7 +105,7 @@ PASSWORD = st.text(st.characters(min_codepoint=33, max_codepoint=0x2FF, blacklis
                    min_size=6, max_size=20).map(lambda p: "Pw" + p)
 
 
-@hsettings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hsettings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(password=PASSWORD, where=st.sampled_from(["userinfo", "user-only", "query", "raw-userinfo"]),
        env=st.sampled_from(["MEMSTREAM_REDIS_URL", "MEMSTREAM_QDRANT_URL"]),
        scheme=st.sampled_from(["redis", "rediss", "http", "https", "unix", "valkey", ""]),

@@ -9,6 +9,7 @@ import math
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from fuzzing import examples
 from hypothesis import strategies as st
 
 from producers import MemoryForgotten, MemoryRemembered, MemoryWritten, TurnRecorded
@@ -131,7 +132,7 @@ _ARGS = st.one_of(
               st.dictionaries(st.sampled_from(_KEYS), _JSON, max_size=5), st.dictionaries(_TEXT, _JSON, max_size=1)),
     _JSON)
 _NAMES = st.one_of(st.sampled_from(TOOL_NAMES), _JSON)
-_FUZZ = settings(max_examples=300, deadline=None,
+_FUZZ = settings(max_examples=examples(300), deadline=None,
                  suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
@@ -238,7 +239,7 @@ def test_any_tool_call_answers_strict_json_from_a_running_service(tmp_path, valk
         assert p.writer.flush(10)
         answered = []
 
-        @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+        @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
         @given(name=st.sampled_from(TOOL_NAMES[:4]), args=_ARGS)
         def any_call(name, args):
             answer = call(p, name, args)

@@ -14,6 +14,7 @@ import msgspec
 import pytest
 import redis
 from hypothesis import HealthCheck, given, settings, strategies as st
+from fuzzing import examples
 
 from workers.queries import (
     MAX_ENVELOPE_BYTES,
@@ -49,7 +50,7 @@ def recording_server(client) -> tuple[QueryServer, list[dict]]:
 
 
 @given(st.binary(max_size=2000))
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
 def test_any_bytes_decode_to_an_envelope_or_a_refusal(raw):
     try:
         env = decode_envelope(raw)
@@ -61,7 +62,7 @@ def test_any_bytes_decode_to_an_envelope_or_a_refusal(raw):
 
 
 @given(request_dicts, st.booleans())
-@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 def test_any_request_is_answered_or_refused_and_handlers_see_only_valid_ones(req, expired):
     client = fakeredis.FakeRedis()
     server, seen = recording_server(client)

@@ -16,6 +16,7 @@ import time
 
 import pytest
 from hypothesis import given, settings
+from fuzzing import examples
 from hypothesis import strategies as st
 
 from memstream.bench_text import ADVERSARIAL, _stages, adversarial
@@ -94,7 +95,7 @@ PLANTED = [
 _SEP = st.sampled_from([" ", "\n", " token: ", " password=", " -- ", ", ", " (", ") ", " "])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(), st.lists(st.tuples(st.sampled_from(PLANTED), _SEP, st.text(max_size=20)), max_size=4))
 def test_redact_never_raises_is_idempotent_and_leaks_no_planted_token(noise, planted):
     text = noise

@@ -10,6 +10,7 @@ import hypothesis.strategies as st
 import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings as hyp_settings
+from fuzzing import examples
 from pipeline_support import make_pipeline, memory, points, scope, turn, wait_for
 
 from memstream.cli import main
@@ -347,7 +348,7 @@ def _mutated(draw) -> dict[bytes, bytes]:
     return fields or {b"x": b"y"}
 
 
-@hyp_settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@hyp_settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(fields=st.dictionaries(_blob, _blob, min_size=1, max_size=6) | _mutated())
 def test_any_stream_entry_is_applied_skipped_or_dead_lettered_and_the_next_good_event_flows(fields):
     import fakeredis
