@@ -271,3 +271,40 @@ def test_doctor_with_a_tenants_credentials_says_so_and_passes(fleet, tmp_path, m
     monkeypatch.delenv("MEMSTREAM_TENANT")
     cli.main(["doctor", "--json"])
     assert json.loads(capsys.readouterr().out)["checks"]["tenants"]["registered"] == 2
+
+
+def test_a_hostile_host_with_tenant_credentials_stalls_nothing(fleet, tmp_path):
+    """Undecodable, oversized and forged entries from a tenant's host: each dead-lettered
+    with its reason or clipped, and the next good event of another tenant is projected."""
+    from producers import encode
+
+    from workers.consumer import DeadLetters
+
+    admin, pipeline, creds, hosts = fleet
+    acme = host_log(creds["acme"], "acme", tmp_path)
+    stream = f"{PREFIX}:events:0"
+    good = Record.of(remembered("a short acme note", tenant="acme"))
+    poison = [
+        {"type": b"\xff\xfe", "data": good.data, "id": good.event_id},
+        {b"\xff": b"\x00", "type": "memory.remembered", "data": good.data},
+        {"type": "memory.remembered", "data": b"\xc1" * 64, "id": "x"},
+        {"type": "turn.recorded", "data": good.data, "id": good.event_id,
+         "sig": acme.signer("acme", good.data)},  # body of another type
+    ]
+    for fields in poison:
+        hosts["acme"].xadd(stream, fields)
+    big = remembered("oversized " + "y" * (8 << 20), tenant="acme")
+    data = encode(big)
+    hosts["acme"].xadd(stream, {"id": big.id, "type": "memory.remembered", "data": data,
+                                "sig": acme.signer("acme", data)})
+    after = remembered("globex note after the storm about kites", tenant="globex")
+    host_log(creds["globex"], "globex", tmp_path).append_batch([Record.of(after, seq=1)], segment="seg-after")
+    wait_for(lambda: applied_everywhere(admin, pipeline), what="everything applied")
+
+    dead = DeadLetters(admin, PREFIX).list(count=1000)
+    assert len(dead) == len(poison) * len(pipeline.consumers)
+    assert all(d["error"].startswith(("malformed", "rejected")) for d in dead), [d["error"] for d in dead]
+    assert any("kites" in r["text"] for r in search(hosts["globex"], "globex", "kites")["results"])
+    huge = [r for r in search(hosts["acme"], "acme", "oversized", k=5)["results"] if r["id"] == big.id]
+    assert huge and len(huge[0]["text"].encode()) <= pipeline.settings.max_text_bytes
+    assert all(t.is_alive() for t in pipeline._threads)
