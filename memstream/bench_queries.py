@@ -102,7 +102,8 @@ def queries_bench(queries: int = 500, rounds: int = 4) -> dict:
 
         conn = redis.Redis.from_url(server.url)
         worker = Worker([Queue(f"{_PREFIX}-rq", connection=conn, serializer=JSONSerializer)],
-                        connection=conn, serializer=JSONSerializer)
+                        connection=conn, serializer=JSONSerializer,
+                        worker_ttl=16)  # dequeue timeout 1 s: the stop request is seen within a second
         rq_thread = threading.Thread(target=worker.work, kwargs={"logging_level": "WARNING"}, daemon=True)
         rq_thread.start()
         _lists(client, 50), _rq(client, 50)  # warm both
@@ -114,7 +115,7 @@ def queries_bench(queries: int = 500, rounds: int = 4) -> dict:
                 per[name].append({"p50": statistics.median(ms), "p95": _pct(ms, 0.95)})
         worker._stop_requested = True
         lists_server.stop()
-        rq_thread.join(3.0)
+        rq_thread.join(5.0)
         out = {name: {k: round(statistics.median(r[k] for r in runs), 3) for k in ("p50", "p95")}
                for name, runs in per.items()}
         out["ratio_rq_over_lists_p50"] = round(out["rq"]["p50"] / out["lists"]["p50"], 2)
