@@ -165,6 +165,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
 
     if args.detach:
         info = detach(settings)
+        info = {**info, "url": mask_url(str(info.get("url", "")))}  # the password stays in the run file
         _print(args, info, None if args.quiet else
                f"memstream service {'already ' if info.get('already_running') else ''}running "
                f"(pid {info['pid']}) at {info['url']}")
@@ -174,6 +175,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     try:
         info = service.start()
     except AlreadyRunning as exc:
+        exc.info["url"] = mask_url(str(exc.info.get("url", "")))
         _print(args, {**exc.info, "already_running": True},
                f"memstream service already running (pid {exc.info.get('pid')}) at {exc.info.get('url')}")
         return 0
@@ -181,6 +183,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
         service.close()
         return 130
     service.handle_signals()  # before saying so: from here a Ctrl-C stops it cleanly
+    info = {**info, "url": mask_url(str(info.get("url", "")))}
     if not args.quiet:
         _print(args, info, f"memstream service running at {info['url']} (home {settings.home}); Ctrl-C stops it")
         sys.stdout.flush()
@@ -610,6 +613,10 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
                            "server (each embedded store would hold only the events its worker took); "
                            "--embedded-store runs a single worker on this host's embedded store")
     configure("INFO")
+    from producers.files import PRIVATE_UMASK, private_dir
+
+    os.umask(PRIVATE_UMASK)  # the embedded store and the embedding cache: owner-only
+    private_dir(settings.home)
     try:
         pipeline = Pipeline(settings, _connect(settings), PipelineConfig.of(settings, consumer=args.name or "")).start()
     except StoreError as exc:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import structlog
 
 from producers import EventLog, Settings, Shipper, Spool
 from producers.connect import event_log, pid_alive, read_run_file, redis_client
+from producers.files import PRIVATE_UMASK, open_private, private_dir, tighten, write_private
 
 from . import __version__
 from .valkey import ValkeyProcess
@@ -57,9 +59,20 @@ class Service:
         return self.settings.run_file.parent / "service.lock"
 
     def start(self) -> dict:
-        """Take the lock, start Valkey if embedded, write the run file. Raises AlreadyRunning."""
-        self.settings.run_file.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        """Take the lock, start Valkey if embedded, write the run file. Raises AlreadyRunning.
+
+        Everything under ``MEMSTREAM_HOME`` is owner-only: the process runs under umask 077
+        (Valkey's AOF, the vector store, the embedding cache are created 0600/0700) and
+        looser modes left from before are tightened. The embedded Valkey requires a random
+        password, kept only in its 0600 config file and the 0600 run file."""
+        os.umask(PRIVATE_UMASK)
+        private_dir(self.settings.home)
+        loosened = tighten(self.settings.home)
+        if loosened:
+            log.warning("service.home_tightened", home=str(self.settings.home), modes_changed=loosened,
+                        action="group and other permissions removed from MEMSTREAM_HOME")
+        private_dir(self.settings.run_file.parent)
+        fd = open_private(self.lock_path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -67,7 +80,9 @@ class Service:
             raise AlreadyRunning(read_run_file(self.settings.run_file))
         self._lock_fd = fd
         if not self.settings.redis_url:
-            self.valkey = ValkeyProcess(self.settings.data_dir / "valkey").start()
+            private_dir(self.settings.data_dir)
+            self.valkey = ValkeyProcess(self.settings.data_dir / "valkey",
+                                        password=secrets.token_urlsafe(32)).start()
             self.url = self.valkey.url
         info = {
             "pid": os.getpid(),
@@ -78,9 +93,7 @@ class Service:
             "version": __version__,
             "home": str(self.settings.home),
         }
-        tmp = self.settings.run_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(info, indent=2) + "\n")
-        os.replace(tmp, self.settings.run_file)
+        write_private(self.settings.run_file, json.dumps(info, indent=2) + "\n")
         # ship spool segments that dead agent processes left behind
         url = self.url
 
@@ -163,8 +176,8 @@ def detach(settings: Settings, timeout: float = 20.0) -> dict:
     existing = read_run_file(settings.run_file)
     if existing:
         return {**existing, "already_running": True}
-    settings.run_file.parent.mkdir(parents=True, exist_ok=True)
-    out = open(settings.run_file.parent / "service.log", "ab")
+    private_dir(settings.run_file.parent)
+    out = os.fdopen(open_private(settings.run_file.parent / "service.log"), "ab")
     env = dict(os.environ, MEMSTREAM_HOME=str(settings.home))
     proc = subprocess.Popen([sys.executable, "-m", "memstream", "up"], env=env,
                             stdin=subprocess.DEVNULL, stdout=out, stderr=out,

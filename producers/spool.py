@@ -29,6 +29,8 @@ from pathlib import Path
 
 import structlog
 
+from .files import private_dir
+
 __all__ = ["Spool", "Segment", "SpoolRecord", "MAGIC", "HEADER"]
 
 log = structlog.get_logger("memstream.spool")
@@ -119,7 +121,7 @@ class Segment:
     def _quarantine(self, directory: Path, offset: int, data: bytes) -> None:
         self.corrupt += 1
         try:
-            directory.mkdir(parents=True, exist_ok=True)
+            private_dir(directory)
             (directory / f"{self.id}.{offset}.bad").write_bytes(data)
         except OSError:
             pass
@@ -183,7 +185,7 @@ class Spool:
         self.errors = 0
         self._corrupt_removed = 0  # corrupt regions counted by segments since deleted
         self._warned_full = 0.0
-        self.dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.dir)
         self._open_segment()
 
     # -- append side (the hot path) -------------------------------------------------

@@ -187,7 +187,9 @@ def live_service(tmp_path_factory):
     up = ms_process("up", "--detach", "--json", env=env)
     assert up.returncode == 0, up.stderr
     try:
-        yield home, env, json.loads(up.stdout)["url"]
+        from producers.connect import read_run_file
+
+        yield home, env, read_run_file(home / "run" / "service.json")["url"]
     finally:
         ms_process("down", env=env)
 

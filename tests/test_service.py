@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -31,7 +32,9 @@ def ms(home, *args, check=True, env=None, timeout=60):
 @pytest.fixture
 def service(tmp_path):
     home = tmp_path / "home"
-    info = json.loads(ms(home, "up", "--detach", "--json").stdout)
+    printed = json.loads(ms(home, "up", "--detach", "--json").stdout)
+    info = read_run_file(home / "run" / "service.json")  # the URL with its password is only there
+    assert info["pid"] == printed["pid"] and printed["url"] != info["url"]
     yield home, info
     ms(home, "down", check=False)
 
@@ -182,7 +185,8 @@ def test_service_adopts_a_spool_left_by_a_dead_process(tmp_path):
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
     assert "HOOKS-RETURNED" in out.stdout, out.stderr
     assert list((home / "spool").glob("*.seg"))
-    info = json.loads(ms(home, "up", "--detach", "--json").stdout)
+    ms(home, "up", "--detach", "--json")
+    info = read_run_file(home / "run" / "service.json")
     try:
         log = EventLog(redis.Redis.from_url(info["url"]))
         wait_for(lambda: log.client.xlen("memstream:events:0") >= 20)
@@ -190,5 +194,58 @@ def test_service_adopts_a_spool_left_by_a_dead_process(tmp_path):
         assert contents == [f"left behind {i}" for i in range(20)]
         wait_for(lambda: not list((home / "spool").glob("*-*-*.seg"))
                  or all(p.stat().st_size == 0 for p in (home / "spool").glob("*.seg")))
+    finally:
+        ms(home, "down", check=False)
+
+
+def _modes(root) -> dict[str, int]:
+    """Mode bits of ``root`` and everything below it (links not followed)."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in [None, *dirnames, *filenames]:
+            path = dirpath if name is None else os.path.join(dirpath, name)
+            st = os.lstat(path)
+            if not stat.S_ISLNK(st.st_mode):
+                out[os.path.relpath(path, root)] = stat.S_IMODE(st.st_mode)
+    return out
+
+
+def test_the_embedded_service_keeps_its_home_owner_only_and_its_valkey_behind_a_password(service):
+    home, info = service
+    ms(home, "add", "--sync", "a private note")
+    modes = _modes(home)
+    for must in (".", "run/service.json", "data/valkey", "data/qdrant", "spool"):
+        assert must in modes, sorted(modes)
+    assert any(p.startswith("data/valkey/") and ("aof" in p) for p in modes), sorted(modes)
+    loose = {p: oct(m) for p, m in modes.items() if m & 0o077}
+    assert not loose, loose
+    # the server refuses a client without the password; the run file's URL has it
+    port = redis.connection.parse_url(info["url"])["port"]
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        redis.Redis(port=port).get("x")
+    assert redis.Redis.from_url(info["url"]).ping()
+    password = redis.connection.parse_url(info["url"])["password"]
+    assert len(password) >= 32
+    # never on a command line (any local user reads /proc/PID/cmdline), never printed
+    cmdline = open(f"/proc/{info['valkey_pid']}/cmdline", "rb").read().decode(errors="replace")
+    assert password not in cmdline
+    for args in (("doctor", "--json"), ("stats", "--json"), ("up", "--detach", "--json")):
+        shown = ms(home, *args, check=False)
+        assert password not in shown.stdout + shown.stderr, args
+
+
+def test_looser_modes_left_in_the_home_are_tightened_at_start(tmp_path):
+    home = tmp_path / "loose"
+    (home / "data" / "valkey").mkdir(parents=True)
+    os.chmod(home, 0o755)
+    os.chmod(home / "data", 0o775)
+    note = home / "data" / "old.log"
+    note.write_text("left by an older version")
+    os.chmod(note, 0o644)
+    ms(home, "up", "--detach")
+    try:
+        modes = _modes(home)
+        assert modes["."] == 0o700 and modes["data"] == 0o700 and modes["data/old.log"] == 0o600
+        assert not {p: oct(m) for p, m in modes.items() if m & 0o077}
     finally:
         ms(home, "down", check=False)

@@ -36,7 +36,7 @@ def service(monkeypatch):
     monkeypatch.setenv("MEMSTREAM_EMBEDDER", "hash")
     up = _ms("up", "--detach", "--json")
     assert up.returncode == 0, up.stderr
-    client = redis.Redis.from_url(json.loads(up.stdout)["url"])
+    client = redis.Redis.from_url(read_run_file(Settings.load().run_file)["url"])
     try:
         yield client
     finally:
