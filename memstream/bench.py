@@ -44,7 +44,7 @@ from producers.events import encode
 from producers.spool import Segment
 from provider.provider import MemstreamProvider
 
-from .valkey import ValkeyProcess, free_port
+from memstream.valkey import ValkeyProcess, free_port
 
 __all__ = ["hotpath", "format_hotpath", "TARGET_P99_US", "REFERENCES"]
 

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import redis
 
-from .valkey import ValkeyProcess
+from memstream.valkey import ValkeyProcess
 
 __all__ = ["chaos_bench", "format_chaos", "POISON"]
 

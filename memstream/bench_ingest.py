@@ -41,7 +41,7 @@ from typing import Any
 
 from producers import EventLog, Scope, Settings, TurnRecorded, new_event_id, redis_client, utcnow
 
-from .valkey import ValkeyProcess
+from memstream.valkey import ValkeyProcess
 
 __all__ = ["ingest", "format_ingest", "DEFAULT_DATA", "TARGETS"]
 
@@ -344,7 +344,7 @@ def _freshness_run(root: Path, url: str, prefix: str, embedder: str, pairs: list
 
 # -- the benchmark ---------------------------------------------------------------------------------
 def _machine() -> dict:
-    from .bench import _machine as machine
+    from memstream.bench import _machine as machine
 
     return machine()
 
@@ -559,7 +559,7 @@ if __name__ == "__main__":  # python -m memstream.bench_ingest
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    from .logs import configure
+    from memstream.logs import configure
 
     configure("WARNING")
     res = ingest(a.events, data=a.data, runs=a.runs, seconds=a.seconds, profile=a.profile)

@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 from producers import EventLog, Scope, Settings, TurnRecorded, new_event_id, redis_client
 
-from .valkey import ValkeyProcess
+from memstream.valkey import ValkeyProcess
 
 __all__ = ["locomo", "format_locomo", "SPLITS", "TARGETS"]
 

@@ -46,7 +46,7 @@ from typing import Any
 
 from producers import EventLog, MemoryRemembered, Scope, Settings, new_event_id, redis_client, utcnow
 
-from .valkey import ValkeyProcess
+from memstream.valkey import ValkeyProcess
 
 __all__ = ["prefetch_bench", "format_prefetch", "TARGETS"]
 

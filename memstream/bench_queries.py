@@ -27,7 +27,7 @@ from pathlib import Path
 
 import redis
 
-from .valkey import ValkeyProcess
+from memstream.valkey import ValkeyProcess
 
 __all__ = ["queries_bench", "format_queries"]
 

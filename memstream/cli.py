@@ -40,8 +40,8 @@ from producers import (
 from producers.connect import LogLocator, read_run_file
 from producers.settings import mask_url
 
-from . import __version__
-from .logs import configure
+from memstream import __version__
+from memstream.logs import configure
 
 __all__ = ["main"]
 
@@ -161,7 +161,7 @@ def _connect(settings: Settings) -> EventLog:
 
 # -- up / down ---------------------------------------------------------------------------
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
-    from .service import AlreadyRunning, Service, detach
+    from memstream.service import AlreadyRunning, Service, detach
 
     if args.detach:
         info = detach(settings)
@@ -192,7 +192,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_down(args: argparse.Namespace, settings: Settings) -> int:
-    from .service import stop_service
+    from memstream.service import stop_service
 
     result = stop_service(settings)
     _print(args, result, "stopped" if result.get("stopped") else result.get("reason", "not stopped"))
@@ -244,7 +244,7 @@ def _streams(eventlog: EventLog) -> list[dict]:
 
 
 def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
-    from .hermes_install import check as hermes_check
+    from memstream.hermes_install import check as hermes_check
 
     checks: dict[str, dict] = {}
     checks["config"] = {"ok": not settings.problems, "problems": list(settings.problems),
@@ -633,7 +633,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_install_hermes(args: argparse.Namespace, settings: Settings) -> int:
     from pathlib import Path
 
-    from .hermes_install import install
+    from memstream.hermes_install import install
 
     result = install(Path(args.home).expanduser() if args.home else None)
     _print(args, result, f"installed the memstream plugin into {result.get('plugin_dir')} "
@@ -642,28 +642,28 @@ def cmd_install_hermes(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
-    from . import bench
+    from memstream import bench
 
     if args.which == "hotpath":
         result = bench.hotpath(calls=args.calls)
         _print(args, result, bench.format_hotpath(result))
         return 0
     if args.which == "ingest":
-        from . import bench_ingest
+        from memstream import bench_ingest
 
         result = bench_ingest.ingest(events=args.events, as_json=args.json, data=args.data or None,
                                      runs=args.runs or 4)
         _print(args, result, bench_ingest.format_ingest(result))
         return 0
     if args.which == "prefetch":
-        from . import bench_prefetch
+        from memstream import bench_prefetch
 
         result = bench_prefetch.prefetch_bench(sizes=args.sizes or (10000, 100000), queries=args.queries,
                                                embedder=args.embedder or "hash")
         _print(args, result, bench_prefetch.format_prefetch(result))
         return 0
     if args.which == "locomo":
-        from . import bench_locomo
+        from memstream import bench_locomo
 
         if not args.data:
             raise CommandError("bench locomo needs --data DIR (the LoCoMo directory: locomo10_turns.jsonl, "
@@ -675,19 +675,19 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         _print(args, result, bench_locomo.format_locomo(result))
         return 0
     if args.which == "chaos":
-        from . import bench_chaos
+        from memstream import bench_chaos
 
         result = bench_chaos.chaos_bench(minutes=args.minutes, agents=args.agents, seed=args.seed)
         _print(args, result, bench_chaos.format_chaos(result))
         return 0
     if args.which == "queries":
-        from . import bench_queries
+        from memstream import bench_queries
 
         result = bench_queries.queries_bench(queries=args.queries, rounds=args.runs or 4)
         _print(args, result, bench_queries.format_queries(result))
         return 0
     if args.which == "text":
-        from . import bench_text
+        from memstream import bench_text
 
         result = bench_text.text_bench(sizes_kib=args.sizes or (16, 64, 256), runs=args.runs or 5)
         _print(args, result, bench_text.format_text(result))

@@ -28,8 +28,8 @@ from producers import EventLog, Settings, Shipper, Spool
 from producers.connect import event_log, pid_alive, read_run_file, redis_client
 from producers.files import PRIVATE_UMASK, open_private, private_dir, tighten, write_private
 
-from . import __version__
-from .valkey import ValkeyProcess
+from memstream import __version__
+from memstream.valkey import ValkeyProcess
 
 __all__ = ["Service", "AlreadyRunning", "detach", "stop_service"]
 

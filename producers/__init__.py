@@ -3,7 +3,7 @@
 Imports none of memstream's other packages.
 """
 
-from .events import (
+from producers.events import (
     EVENT_TYPES,
     SCHEMA_VERSION,
     DelegationCompleted,
@@ -21,14 +21,14 @@ from .events import (
     to_builtins,
     utcnow,
 )
-from .ids import event_id_time_ms, new_event_id
-from .settings import OPTIONS, Settings
-from .shipper import Shipper
-from .spool import Spool, spool_usage
-from .stream import EventLog, Record, shard_of
-from .text import clean_text
-from .writer import Writer
-from .connect import LogLocator, read_run_file, redis_client
+from producers.ids import event_id_time_ms, new_event_id
+from producers.settings import OPTIONS, Settings
+from producers.shipper import Shipper
+from producers.spool import Spool, spool_usage
+from producers.stream import EventLog, Record, shard_of
+from producers.text import clean_text
+from producers.writer import Writer
+from producers.connect import LogLocator, read_run_file, redis_client
 
 __all__ = [
     "EVENT_TYPES", "SCHEMA_VERSION", "DelegationCompleted", "Event", "MemoryForgotten",

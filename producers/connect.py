@@ -18,9 +18,9 @@ from pathlib import Path
 import redis
 import structlog
 
-from .settings import Settings, mask_url
-from .stream import EventLog
-from .tenants import Signer, password_of
+from producers.settings import Settings, mask_url
+from producers.stream import EventLog
+from producers.tenants import Signer, password_of
 
 __all__ = ["LogLocator", "read_run_file", "pid_alive", "redis_client", "event_log"]
 

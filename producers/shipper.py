@@ -16,9 +16,9 @@ from typing import Callable
 import redis
 import structlog
 
-from .events import decode
-from .spool import Segment, Spool
-from .stream import EventLog, Record
+from producers.events import decode
+from producers.spool import Segment, Spool
+from producers.stream import EventLog, Record
 
 __all__ = ["Shipper"]
 

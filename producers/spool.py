@@ -29,7 +29,7 @@ from pathlib import Path
 
 import structlog
 
-from .files import private_dir
+from producers.files import private_dir
 
 __all__ = ["Spool", "Segment", "SpoolRecord", "MAGIC", "HEADER"]
 

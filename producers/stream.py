@@ -22,8 +22,8 @@ from typing import Callable, Iterable, Iterator
 
 import redis
 
-from .events import Event, decode, encode
-from .tenants import tenant_space
+from producers.events import Event, decode, encode
+from producers.tenants import tenant_space
 
 __all__ = ["EventLog", "Record", "shard_of", "parse_entry_id", "EntryDecodeError"]
 

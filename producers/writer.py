@@ -16,11 +16,11 @@ import threading
 
 import structlog
 
-from .connect import LogLocator
-from .events import Event, encode
-from .settings import Settings
-from .shipper import Shipper
-from .spool import Spool
+from producers.connect import LogLocator
+from producers.events import Event, encode
+from producers.settings import Settings
+from producers.shipper import Shipper
+from producers.spool import Spool
 
 __all__ = ["Writer"]
 

@@ -2,9 +2,9 @@
 and the query side. Backends are imported on first use (``open_store``): qdrant-client
 alone takes about a second to import."""
 
-from .facts_table import Fact, FactsTable
-from .sparse import sparse_vector, tokenize
-from .store import (
+from projections.facts_table import Fact, FactsTable
+from projections.sparse import sparse_vector, tokenize
+from projections.store import (
     CollectionNotFound,
     DimensionMismatch,
     Filter,

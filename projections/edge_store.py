@@ -53,7 +53,7 @@ from typing import Any, Iterator, Literal, Mapping, Sequence
 
 import qdrant_edge as qe
 
-from .store import (
+from projections.store import (
     DENSE, INDEXED_FIELDS, RRF_K, SPARSE, CollectionNotFound, DimensionMismatch, Filter,
     Fusion, Hit, Point, SparseVector, StoreError, StoreLocked, StoreUnavailable,
     check_point, check_search, dense_list, physical_name, prefetch_limit, sparse_lists,

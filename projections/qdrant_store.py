@@ -25,7 +25,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from .store import (
+from projections.store import (
     DENSE, INDEXED_FIELDS, RRF_K, SPARSE, CollectionNotFound, DimensionMismatch, Filter,
     Fusion, Hit, Point, SparseVector, StoreError, StoreLocked, StoreUnavailable,
     check_point, check_search, dense_list, physical_name, prefetch_limit, sparse_lists,

@@ -35,9 +35,9 @@ import re
 import uuid
 from datetime import datetime, timezone
 
-from .facts_table import Fact, FactsTable
-from .sparse import sparse_vector
-from .store import POINT_NAMESPACE, CollectionNotFound, Filter, Hit, VectorStore
+from projections.facts_table import Fact, FactsTable
+from projections.sparse import sparse_vector
+from projections.store import POINT_NAMESPACE, CollectionNotFound, Filter, Hit, VectorStore
 
 __all__ = ["Searcher", "asks_about_time", "fact_item"]
 

@@ -269,11 +269,11 @@ def open_store(*, url: str | None = None, path: str | None = None) -> VectorStor
     qdrant-edge store under ``path``. Backends are imported here, on first use:
     qdrant-client alone takes about a second to import."""
     if url:
-        from .qdrant_store import QdrantStore
+        from projections.qdrant_store import QdrantStore
 
         return QdrantStore(url)
     if path:
-        from .edge_store import EdgeStore
+        from projections.edge_store import EdgeStore
 
         return EdgeStore(path)
     raise ValueError("open_store needs a Qdrant url or an embedded store path")

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from .sparse import sparse_vector
-from .store import Filter, Point, VectorStore, point_id
+from projections.sparse import sparse_vector
+from projections.store import Filter, Point, VectorStore, point_id
 
 __all__ = ["search_latency", "make_points"]
 
@@ -186,7 +186,7 @@ def _measure(store, collection, vectors, ids, queries_, limit) -> dict[str, Any]
     return result
 
 def main(argv: list[str] | None = None) -> None:
-    from .edge_store import EdgeStore
+    from projections.edge_store import EdgeStore
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, nargs="+", default=[10_000])

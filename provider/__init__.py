@@ -3,6 +3,6 @@
 A thin shell over ``producers``: hooks append events, nothing else.
 """
 
-from .provider import MemstreamProvider, register, resolve_agent
+from provider.provider import MemstreamProvider, register, resolve_agent
 
 __all__ = ["MemstreamProvider", "register", "resolve_agent"]

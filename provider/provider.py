@@ -40,10 +40,10 @@ from producers import (
 )
 from producers.settings import config_file_for
 
-from ._base import MemoryProvider
-from ._transcript import find_turn, tool_calls_of
-from .recall import Query, Recall, RecallUnavailable, format_block
-from .tools import TOOL_NAMES, TOOL_SCHEMAS, TARGETS, ToolError, finite, forget_args, remember_args, tool_request
+from provider._base import MemoryProvider
+from provider._transcript import find_turn, tool_calls_of
+from provider.recall import Query, Recall, RecallUnavailable, format_block
+from provider.tools import TOOL_NAMES, TOOL_SCHEMAS, TARGETS, ToolError, finite, forget_args, remember_args, tool_request
 
 __all__ = ["MemstreamProvider", "register", "resolve_agent"]
 

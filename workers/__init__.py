@@ -1,11 +1,11 @@
 """workers: consumer-group workers that filter, redact, extract facts, embed and
 project the log (``Pipeline``), and answer queries where the stores live."""
 
-from .boilerplate import BoilerplateConfig, BoilerplateFilter
-from .chunking import chunk
-from .consumer import Consumer, DeadLetters, PermanentError, Positions, TransientError, is_applied
-from .facts import FactCandidate, extract_facts, is_single_valued
-from .redact import redact
+from workers.boilerplate import BoilerplateConfig, BoilerplateFilter
+from workers.chunking import chunk
+from workers.consumer import Consumer, DeadLetters, PermanentError, Positions, TransientError, is_applied
+from workers.facts import FactCandidate, extract_facts, is_single_valued
+from workers.redact import redact
 
 __all__ = [
     "BoilerplateConfig", "BoilerplateFilter", "chunk", "Consumer", "DeadLetters",

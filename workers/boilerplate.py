@@ -35,7 +35,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from ._scripts import CJK_RE
+from workers._scripts import CJK_RE
 
 __all__ = [
     "BoilerplateConfig",

@@ -26,7 +26,7 @@ from functools import lru_cache
 from itertools import accumulate
 from typing import Callable
 
-from ._scripts import HAN_KANA, HAN_KANA_RE, HANGUL_RE
+from workers._scripts import HAN_KANA, HAN_KANA_RE, HANGUL_RE
 
 __all__ = ["chunk", "estimate_tokens"]
 

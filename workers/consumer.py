@@ -42,8 +42,8 @@ from producers.stream import parse_entry_id
 from projections._embedding import EmbedderUnavailable
 from projections.store import StoreUnavailable
 
-from .health import Health
-from .tenancy import TenantGate
+from workers.health import Health
+from workers.tenancy import TenantGate
 
 __all__ = [
     "Delivery", "Projection", "Consumer", "TransientError", "PermanentError", "TRANSIENT",

@@ -29,11 +29,11 @@ from projections.facts_table import FactsTable
 from projections.query import Searcher
 from projections.store import open_store
 
-from .consumer import Consumer, backoff_delay
-from .projectors import FactsProjection, MemoriesProjection, TurnsProjection
-from .queries import QueryServer
-from .reads import ReadOps
-from .sessions import SessionsProjection
+from workers.consumer import Consumer, backoff_delay
+from workers.projectors import FactsProjection, MemoriesProjection, TurnsProjection
+from workers.queries import QueryServer
+from workers.reads import ReadOps
+from workers.sessions import SessionsProjection
 
 __all__ = ["Pipeline", "PipelineConfig"]
 

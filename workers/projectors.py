@@ -30,11 +30,11 @@ from projections.facts_table import Fact, FactsTable
 from projections.sparse import sparse_vector
 from projections.store import Filter, Point, VectorStore, point_id
 
-from .boilerplate import BoilerplateFilter
-from .chunking import chunk
-from .consumer import Delivery
-from .facts import extract_facts, is_single_valued
-from .redact import redact
+from workers.boilerplate import BoilerplateFilter
+from workers.chunking import chunk
+from workers.consumer import Delivery
+from workers.facts import extract_facts, is_single_valued
+from workers.redact import redact
 
 __all__ = ["TurnsProjection", "MemoriesProjection", "FactsProjection", "Counters", "Tombstones",
            "match_entry"]

@@ -17,7 +17,7 @@ from projections.facts_table import FactsTable
 from projections.store import CollectionNotFound, Filter, VectorStore, point_id
 from projections.query import Searcher, fact_item
 
-from .sessions import SessionsIndex
+from workers.sessions import SessionsIndex
 
 __all__ = ["ReadOps", "asks_about_history", "BadRequest"]
 

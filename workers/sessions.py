@@ -24,10 +24,10 @@ import redis
 
 from producers import MemoryForgotten, TurnRecorded
 
-from .boilerplate import BoilerplateFilter
-from .consumer import Delivery
-from .projectors import Counters, Tombstones
-from .redact import redact
+from workers.boilerplate import BoilerplateFilter
+from workers.consumer import Delivery
+from workers.projectors import Counters, Tombstones
+from workers.redact import redact
 
 __all__ = ["SessionsProjection", "SessionsIndex"]
 

@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .boilerplate import BoilerplateFilter
-from .chunking import chunk
-from .facts import extract_facts
-from .redact import redact
+from workers.boilerplate import BoilerplateFilter
+from workers.chunking import chunk
+from workers.facts import extract_facts
+from workers.redact import redact
 
 __all__ = ["synthetic_turns", "stages_throughput"]
 
