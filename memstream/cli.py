@@ -25,23 +25,18 @@ from typing import Any
 
 import redis
 
-from producers import (
-    EventLog,
-    MemoryWritten,
-    Scope,
-    Settings,
-    Writer,
-    clean_text,
-    new_event_id,
-    spool_usage,
-    to_builtins,
-    utcnow,
-)
-from producers.connect import LogLocator, read_run_file
-from producers.settings import mask_url
+from memstream.producers.stream import EventLog
+from memstream.producers.events import MemoryWritten, Scope, to_builtins, utcnow
+from memstream.core.settings import Settings
+from memstream.producers.writer import Writer
+from memstream.text.clean import clean_text
+from memstream.core.ids import new_event_id
+from memstream.producers.spool import spool_usage
+from memstream.producers.connect import LogLocator, read_run_file
+from memstream.core.settings import mask_url
 
 from memstream import __version__
-from memstream.logs import configure
+from memstream.core.logs import configure
 
 __all__ = ["main"]
 
@@ -161,7 +156,7 @@ def _connect(settings: Settings) -> EventLog:
 
 # -- up / down ---------------------------------------------------------------------------
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream.service import AlreadyRunning, Service, detach
+    from memstream.service.service import AlreadyRunning, Service, detach
 
     if args.detach:
         info = detach(settings)
@@ -192,7 +187,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_down(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream.service import stop_service
+    from memstream.service.service import stop_service
 
     result = stop_service(settings)
     _print(args, result, "stopped" if result.get("stopped") else result.get("reason", "not stopped"))
@@ -244,7 +239,7 @@ def _streams(eventlog: EventLog) -> list[dict]:
 
 
 def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream.hermes_install import check as hermes_check
+    from memstream.hermes.install import check as hermes_check
 
     checks: dict[str, dict] = {}
     checks["config"] = {"ok": not settings.problems, "problems": list(settings.problems),
@@ -289,7 +284,7 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
 
 def _check_tenants(eventlog: EventLog) -> dict:
     """Whether tenants are separated (see Security in the README): informational."""
-    from producers.tenants import TenantRegistry
+    from memstream.producers.tenants import TenantRegistry
 
     try:
         tenants = TenantRegistry(eventlog.client, eventlog.prefix).all(fresh=True)
@@ -307,7 +302,7 @@ def _check_queries(eventlog: EventLog, tenant: str) -> dict:
     Informational: workers may live on other hosts and be restarting; events still spool.
     Asks as the agents do (``exists`` in this tenant), so it works with a tenant's
     credentials too."""
-    from workers.queries import QueryRefused, QueryTimeout, ask
+    from memstream.query.server import QueryRefused, QueryTimeout, ask
 
     started = time.perf_counter()
     try:
@@ -325,9 +320,9 @@ _GROUPS = ("turns.v1", "memories.v1", "facts.v1", "sessions.v1")
 
 
 def _health(eventlog: EventLog, group: str) -> dict:
-    """``workers.health.projection_health`` of ``group`` (positions as progress too)."""
-    from workers.consumer import Positions
-    from workers.health import projection_health
+    """``memstream.workers.health.projection_health`` of ``group`` (positions as progress too)."""
+    from memstream.workers.consumer import Positions
+    from memstream.workers.health import projection_health
 
     pos = Positions(eventlog.client, eventlog.prefix).get(group)
     applied = max((p["applied_at"] for p in pos.values()), default=0.0)
@@ -356,9 +351,9 @@ def _check_projections(eventlog: EventLog) -> dict:
 def _projection_stats(eventlog: EventLog) -> dict:
     """Per projection group: position, lag, pending, dead letters, freshness, items."""
 
-    from projections.facts_table import FactsTable
-    from workers.consumer import DeadLetters, Positions
-    from workers.projectors import Counters
+    from memstream.projections.facts_table import FactsTable
+    from memstream.workers.consumer import DeadLetters, Positions
+    from memstream.projections.turns import Counters
 
     dlq = DeadLetters(eventlog.client, eventlog.prefix)
     dead = {}
@@ -367,7 +362,7 @@ def _projection_stats(eventlog: EventLog) -> dict:
     positions = Positions(eventlog.client, eventlog.prefix)
     # points in the stores, counted by the process that holds them (the service or a worker)
     try:
-        from workers.queries import QueryTimeout, ask
+        from memstream.query.server import QueryTimeout, ask
 
         stored = ask(eventlog.client, eventlog.prefix, {"op": "count"}, timeout=1.0).get("items") or {}
     except (QueryTimeout, redis.RedisError, ValueError):
@@ -532,7 +527,7 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
 def _wait_projected(eventlog: EventLog, event, entry: str, timeout: float) -> str:
     """Read-your-writes: wait until every projection group has applied ``entry``."""
 
-    from workers.consumer import DeadLetters, is_applied
+    from memstream.workers.consumer import DeadLetters, is_applied
 
     stream = eventlog.stream_for(event.scope.tenant, event.scope.agent)
     groups = ["memories.v1", "facts.v1"]
@@ -551,7 +546,7 @@ def _wait_projected(eventlog: EventLog, event, entry: str, timeout: float) -> st
 
 # -- search / dlq / worker -------------------------------------------------------------
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.queries import QueryRefused, QueryTimeout, ask
+    from memstream.query.server import QueryRefused, QueryTimeout, ask
 
     eventlog = _connect(settings)
     request = {"op": "search", "query": args.query, "tenant": args.tenant or settings.tenant,
@@ -576,7 +571,7 @@ def _search_line(result: dict) -> str:
 
 
 def cmd_dlq(args: argparse.Namespace, settings: Settings) -> int:
-    from workers.consumer import DeadLetters
+    from memstream.workers.consumer import DeadLetters
 
     eventlog = _connect(settings)
     dlq = DeadLetters(eventlog.client, eventlog.prefix)
@@ -600,9 +595,9 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     import signal
     import threading
 
-    from workers.pipeline import Pipeline, PipelineConfig
+    from memstream.workers.pipeline import Pipeline, PipelineConfig
 
-    from projections.store import StoreError
+    from memstream.projections.stores.port import StoreError
 
     if not settings.redis_url:
         raise CommandError("in embedded mode `memstream up` runs the workers (the embedded store "
@@ -613,7 +608,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
                            "server (each embedded store would hold only the events its worker took); "
                            "--embedded-store runs a single worker on this host's embedded store")
     configure("INFO")
-    from producers.files import PRIVATE_UMASK, private_dir
+    from memstream.core.files import PRIVATE_UMASK, private_dir
 
     os.umask(PRIVATE_UMASK)  # the embedded store and the embedding cache: owner-only
     private_dir(settings.home)
@@ -633,7 +628,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_install_hermes(args: argparse.Namespace, settings: Settings) -> int:
     from pathlib import Path
 
-    from memstream.hermes_install import install
+    from memstream.hermes.install import install
 
     result = install(Path(args.home).expanduser() if args.home else None)
     _print(args, result, f"installed the memstream plugin into {result.get('plugin_dir')} "
@@ -642,28 +637,28 @@ def cmd_install_hermes(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream import bench
+    from memstream.bench import hotpath as bench
 
     if args.which == "hotpath":
         result = bench.hotpath(calls=args.calls)
         _print(args, result, bench.format_hotpath(result))
         return 0
     if args.which == "ingest":
-        from memstream import bench_ingest
+        from memstream.bench import ingest as bench_ingest
 
         result = bench_ingest.ingest(events=args.events, as_json=args.json, data=args.data or None,
                                      runs=args.runs or 4)
         _print(args, result, bench_ingest.format_ingest(result))
         return 0
     if args.which == "prefetch":
-        from memstream import bench_prefetch
+        from memstream.bench import prefetch as bench_prefetch
 
         result = bench_prefetch.prefetch_bench(sizes=args.sizes or (10000, 100000), queries=args.queries,
                                                embedder=args.embedder or "hash")
         _print(args, result, bench_prefetch.format_prefetch(result))
         return 0
     if args.which == "locomo":
-        from memstream import bench_locomo
+        from memstream.bench import locomo as bench_locomo
 
         if not args.data:
             raise CommandError("bench locomo needs --data DIR (the LoCoMo directory: locomo10_turns.jsonl, "
@@ -675,19 +670,19 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         _print(args, result, bench_locomo.format_locomo(result))
         return 0
     if args.which == "chaos":
-        from memstream import bench_chaos
+        from memstream.bench import chaos as bench_chaos
 
         result = bench_chaos.chaos_bench(minutes=args.minutes, agents=args.agents, seed=args.seed)
         _print(args, result, bench_chaos.format_chaos(result))
         return 0
     if args.which == "queries":
-        from memstream import bench_queries
+        from memstream.bench import queries as bench_queries
 
         result = bench_queries.queries_bench(queries=args.queries, rounds=args.runs or 4)
         _print(args, result, bench_queries.format_queries(result))
         return 0
     if args.which == "text":
-        from memstream import bench_text
+        from memstream.bench import text as bench_text
 
         result = bench_text.text_bench(sizes_kib=args.sizes or (16, 64, 256), runs=args.runs or 5)
         _print(args, result, bench_text.format_text(result))
@@ -701,7 +696,7 @@ def cmd_tenant(args: argparse.Namespace, settings: Settings) -> int:
     uses (see producers/tenants.py). Needs the operator's credentials."""
     from urllib.parse import quote, urlsplit, urlunsplit
 
-    from producers.tenants import TenantError, TenantRegistry
+    from memstream.producers.tenants import TenantError, TenantRegistry
 
     eventlog = _connect(settings)
     registry = TenantRegistry(eventlog.client, eventlog.prefix)

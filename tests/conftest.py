@@ -10,8 +10,9 @@ import pytest
 import redis
 import structlog
 
-from memstream.valkey import ValkeyProcess
-from producers import EventLog, Settings
+from memstream.service.valkey import ValkeyProcess
+from memstream.producers.stream import EventLog
+from memstream.core.settings import Settings
 
 
 def pytest_collection_modifyitems(config, items):

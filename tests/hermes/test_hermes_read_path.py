@@ -40,11 +40,17 @@ import pytest
 import redis
 import yaml
 
-from memstream.valkey import ValkeyProcess
-from producers import EventLog, MemoryForgotten, MemoryRemembered, MemoryWritten, TurnRecorded
-from workers.queries import QueryTimeout, ask
+from memstream.service.valkey import ValkeyProcess
+from memstream.producers.stream import EventLog
+from memstream.producers.events import (
+    MemoryForgotten,
+    MemoryRemembered,
+    MemoryWritten,
+    TurnRecorded,
+)
+from memstream.query.server import QueryTimeout, ask
 
-from test_hermes_e2e import (  # noqa: F401  (hermes_venv is a fixture)
+from hermes_harness import (  # noqa: F401  (hermes_venv is a fixture)
     HERE, VENV_PY, _clean_env, _driver_result, _run, _tail, fake_llm, hermes_venv)
 
 pytestmark = pytest.mark.hermes

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from projections.sparse import VERSION, sparse_vector, stem, token_index, tokenize
-from projections.store import point_id
+from memstream.projections.sparse import VERSION, sparse_vector, stem, token_index, tokenize
+from memstream.projections.stores.port import point_id
 
 # Porter's own examples (1980 paper and his C implementation's vocabulary), plus the
 # Porter2 step-1c rule that keeps "deploy" whole.

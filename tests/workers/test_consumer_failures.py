@@ -15,11 +15,11 @@ import pytest
 import redis
 from pipeline_support import all_applied, memory, points, turn, wait_for
 
-from producers import EventLog
-from projections.edge_store import EdgeStore
-from projections.embedders import get_embedder
-from workers.consumer import Consumer, DeadLetters, is_applied
-from workers.projectors import TurnsProjection
+from memstream.producers.stream import EventLog
+from memstream.projections.stores.edge import EdgeStore
+from memstream.projections.embedders.port import get_embedder
+from memstream.workers.consumer import Consumer, DeadLetters, is_applied
+from memstream.projections.turns import TurnsProjection
 
 HERE = Path(__file__).parent
 
@@ -55,7 +55,7 @@ def _valkey(valkey_server) -> redis.Redis:
 # -- 2. SIGKILL mid-batch ----------------------------------------------------------------------
 def _worker(url: str, home: Path, mode: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")]))
-    return subprocess.Popen([sys.executable, str(HERE / "crash_worker.py"), url, str(home), mode],
+    return subprocess.Popen([sys.executable, str(HERE.parent / "support" / "crash_worker.py"), url, str(home), mode],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -189,8 +189,8 @@ def test_a_store_or_embedder_outage_backs_off_and_dead_letters_nothing(event_log
     """StoreUnavailable / EmbedderUnavailable are the dependency's failure, not the
     event's: the batch stays pending, the consumer backs off, and once the store is back
     everything is applied; no delivery limit is spent on the outage."""
-    from projections._embedding import EmbedderUnavailable
-    from projections.store import StoreUnavailable
+    from memstream.projections.embedders.base import EmbedderUnavailable
+    from memstream.projections.stores.port import StoreUnavailable
 
     events = [turn(f"Deploy step {i}") for i in range(5)]
     event_log.append(events)

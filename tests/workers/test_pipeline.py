@@ -22,9 +22,9 @@ from pipeline_support import (
     wait_for,
 )
 
-from producers import EventLog
-from workers.consumer import Consumer, DeadLetters
-from workers.projectors import Counters, TurnsProjection
+from memstream.producers.stream import EventLog
+from memstream.workers.consumer import Consumer, DeadLetters
+from memstream.projections.turns import Counters, TurnsProjection
 
 
 @pytest.fixture
@@ -107,8 +107,8 @@ def test_started_pipeline_projects_events_appended_while_it_runs(tmp_path, valke
 
 # -- 5. unknown event types ----------------------------------------------------------------------
 def test_an_unknown_newer_event_type_is_skipped_with_a_warning_and_acked(tmp_path, event_log):
-    from projections.embedders import get_embedder
-    from projections.qdrant_store import QdrantStore
+    from memstream.projections.embedders.port import get_embedder
+    from memstream.projections.stores.qdrant import QdrantStore
 
     store = QdrantStore()
     projection = TurnsProjection(store, get_embedder("hash"), event_log.client, event_log.prefix)
@@ -268,8 +268,8 @@ def test_a_tombstone_applied_before_its_event_keeps_it_out_of_every_projection(p
 
 def _keyword_hits(pipeline, words: str) -> list[str]:
     """Event ids whose indexed unit (not only their own text) matches ``words`` by keyword."""
-    from projections.sparse import sparse_vector
-    from projections.store import Filter
+    from memstream.projections.sparse import sparse_vector
+    from memstream.projections.stores.port import Filter
 
     collection = pipeline.store.collection_for_read("turns")
     hits = pipeline.store.search(collection, sparse=sparse_vector(words), filter=Filter(tenant="t1"), limit=20)
@@ -418,7 +418,7 @@ def test_a_question_that_names_a_person_favours_that_persons_turns(pipeline, eve
     Caroline take up?" asks for Caroline's words, not for replies that mention her."""
     import msgspec
 
-    from projections import query
+    from memstream.query import ranking as query
 
     def said(author: str, text: str, index: int):
         return msgspec.structs.replace(turn(text, "", index=index, when=index), author=author)
@@ -441,7 +441,7 @@ def test_a_question_that_names_a_person_favours_that_persons_turns(pipeline, eve
 
 
 def test_only_a_name_that_singles_someone_out_counts():
-    from projections.query import named_authors
+    from memstream.query.ranking import named_authors
 
     assert named_authors("What did Ada say about the release?", {"Ada Lovelace", "Bob"}) == {"Ada Lovelace"}
     assert named_authors("what does the user like?", {"user"}) == set()  # one author: nothing to single out

@@ -12,10 +12,12 @@ import uuid
 import pytest
 import redis
 
-from producers import EventLog, Record, Settings, Writer
-from producers.connect import event_log
-from producers.tenants import TenantError, TenantRegistry
-from workers.queries import QueryRefused, ask, tenant_channel
+from memstream.producers.stream import EventLog, Record
+from memstream.core.settings import Settings
+from memstream.producers.writer import Writer
+from memstream.producers.connect import event_log
+from memstream.producers.tenants import TenantError, TenantRegistry
+from memstream.query.server import QueryRefused, ask, tenant_channel
 
 from pipeline_support import remembered, wait_for
 
@@ -32,7 +34,7 @@ def tenant_url(server, user: str, password: str) -> str:
 def fleet(tmp_path, valkey_server):
     """Two registered tenants, a running pipeline (hash embedder), and each tenant's
     host client built from the URL its `tenant add` printed."""
-    from workers.pipeline import Pipeline, PipelineConfig
+    from memstream.workers.pipeline import Pipeline, PipelineConfig
 
     admin = redis.Redis.from_url(valkey_server.url)
     admin.flushall()
@@ -156,7 +158,7 @@ def test_an_event_appended_in_another_tenants_name_is_dead_lettered(fleet, tmp_p
     host_log(creds["globex"], "globex", tmp_path).append_batch([Record.of(good, seq=1)], segment="seg-ok")
     wait_for(lambda: applied_everywhere(admin, pipeline), what="all applied")
 
-    from workers.consumer import DeadLetters
+    from memstream.workers.consumer import DeadLetters
 
     dead = DeadLetters(admin, PREFIX).list()
     by_id = {}
@@ -276,9 +278,9 @@ def test_doctor_with_a_tenants_credentials_says_so_and_passes(fleet, tmp_path, m
 def test_a_hostile_host_with_tenant_credentials_stalls_nothing(fleet, tmp_path):
     """Undecodable, oversized and forged entries from a tenant's host: each dead-lettered
     with its reason or clipped, and the next good event of another tenant is projected."""
-    from producers import encode
+    from memstream.producers.events import encode
 
-    from workers.consumer import DeadLetters
+    from memstream.workers.consumer import DeadLetters
 
     admin, pipeline, creds, hosts = fleet
     acme = host_log(creds["acme"], "acme", tmp_path)

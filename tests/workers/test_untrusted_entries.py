@@ -14,11 +14,13 @@ from fuzzing import examples
 from pipeline_support import make_pipeline, memory, points, scope, turn, wait_for
 
 from memstream.cli import main
-from producers import EventLog, MemoryWritten, Scope, TurnRecorded, encode, new_event_id
-from producers.text import CLIPPED_MARK
-from projections.facts_table import FactsTable
-from workers.consumer import Consumer, DeadLetters, admit
-from workers.pipeline import Pipeline
+from memstream.producers.stream import EventLog
+from memstream.producers.events import MemoryWritten, Scope, TurnRecorded, encode
+from memstream.core.ids import new_event_id
+from memstream.text.clean import CLIPPED_MARK
+from memstream.projections.facts_table import FactsTable
+from memstream.workers.consumer import Consumer, DeadLetters, admit
+from memstream.workers.pipeline import Pipeline
 
 GROUPS = ("turns.v1", "memories.v1", "facts.v1", "sessions.v1")
 
@@ -223,7 +225,8 @@ def test_eight_mib_of_content_appended_around_the_producer_is_clipped_by_every_p
 
 
 def test_clipping_reuses_the_producer_clip_and_flags_every_clipped_field():
-    from producers import ToolCall, clean_text
+    from memstream.producers.events import ToolCall
+    from memstream.text.clean import clean_text
 
     long = "é" * 40_000  # 80,000 bytes
     event = TurnRecorded(id=new_event_id(), occurred_at=turn("x").occurred_at, scope=scope(),

@@ -11,9 +11,9 @@ import redis
 from pipeline_support import all_applied, make_pipeline, memory, turn, wait_for
 
 from memstream.cli import main
-from producers import EventLog
-from workers.consumer import Consumer, backoff_delay, is_transient
-from workers.health import Health, projection_health, read_health
+from memstream.producers.stream import EventLog
+from memstream.workers.consumer import Consumer, backoff_delay, is_transient
+from memstream.workers.health import Health, projection_health, read_health
 
 GROUPS = ("turns.v1", "memories.v1", "facts.v1", "sessions.v1")
 

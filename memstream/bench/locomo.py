@@ -1,0 +1,275 @@
+"""``memstream bench locomo``: evidence recall on LoCoMo, through memstream's real paths.
+
+Protocol (the team's retrieval benchmark notes, section 2): one index per conversation
+(here: one agent scope per ``sample_id``, tenant ``bench``); the unit is a dialog turn,
+its text ``"<speaker>: <text>"`` plus ``" [shares <caption>]"``; the query is the question
+verbatim; gold = ``gold_dia_ids`` (questions without evidence excluded); categories 1-4
+are the headline, 5 is reported apart.
+
+What runs: a real Valkey and the real pipeline (turns projection, the configured
+embedder, the embedded store) in a temp home. Every turn goes in as a ``TurnRecorded``
+event (``occurred_at`` = its session's date-time, a second per turn), through
+``EventLog.append`` and ``Pipeline.drain``; every question goes through the query path
+prefetch and ``memstream_search`` use: an rq job (``memstream.query.server.ask``, op ``search``,
+kind ``turns``, scope ``current``) answered by the pipeline's query server. Latency is
+measured around ``ask`` (warm, one client).
+
+Baselines on the same questions, in the same run: BM25 (Porter-stemmed, stop words out:
+the tokeniser of ``memstream.projections.sparse``; k1 1.2, b 0.75, in memory) and dense-only (the
+same embedder, cosine over the plain unit texts). memstream's ratio to each is reported.
+
+The data is CC BY-NC: pass its directory; nothing of it ships with memstream.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import shutil
+import statistics
+import tempfile
+import time
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from memstream.producers.stream import EventLog
+from memstream.producers.events import Scope, TurnRecorded
+from memstream.core.settings import Settings
+from memstream.core.ids import new_event_id
+from memstream.producers.connect import redis_client
+
+from memstream.service.valkey import ValkeyProcess
+
+__all__ = ["locomo", "format_locomo", "SPLITS", "TARGETS"]
+
+SPLITS = {
+    "dev": ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44", "conv-47"),
+    "test": ("conv-48", "conv-49", "conv-50"),
+}
+SPLITS["all"] = SPLITS["dev"] + SPLITS["test"]
+TARGETS = {"any@10": 85.0, "all@10": 70.0, "p95_ms": 50.0}
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+
+
+class BenchDataError(ValueError):
+    pass
+
+
+def _when(text: str) -> datetime:
+    return datetime.strptime(" ".join(text.split()), "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
+
+
+def load(data: Path, split: str) -> tuple[list[dict], list[dict]]:
+    """Turns and questions of the split (BenchDataError if the files are not LoCoMo's)."""
+    turns_file, qrels_file = data / "locomo10_turns.jsonl", data / "locomo10_qrels.jsonl"
+    for f in (turns_file, qrels_file):
+        if not f.exists():
+            raise BenchDataError(f"{f} not found: --data is the LoCoMo directory with locomo10_turns.jsonl "
+                                 "and locomo10_qrels.jsonl")
+    convs = set(SPLITS[split])
+    try:
+        turns = [t for t in map(json.loads, turns_file.read_text().splitlines()) if t["sample_id"] in convs]
+        qs = [q for q in map(json.loads, qrels_file.read_text().splitlines())
+              if q["sample_id"] in convs and q["gold_dia_ids"]]
+    except (ValueError, KeyError) as exc:
+        raise BenchDataError(f"not LoCoMo data: {type(exc).__name__}: {exc}") from exc
+    if not turns or not qs:
+        raise BenchDataError(f"no turns or questions of the {split} split ({', '.join(sorted(convs))}) in {data}")
+    return turns, qs
+
+
+def unit_text(t: dict) -> str:
+    caption = t.get("blip_caption")
+    return f"{t['speaker']}: {t['text']}" + (f" [shares {caption}]" if caption else "")
+
+
+class BM25:
+    def __init__(self, docs: list[tuple[str, str]], k1: float = 1.2, b: float = 0.75):
+        from memstream.projections.sparse import tokenize
+
+        self.tokenize = tokenize
+        self.ids = [i for i, _ in docs]
+        self.tfs = [Counter(tokenize(text)) for _, text in docs]
+        self.lens = [sum(tf.values()) for tf in self.tfs]
+        self.avg = sum(self.lens) / max(1, len(self.lens))
+        df = Counter(tok for tf in self.tfs for tok in tf)
+        n = len(docs)
+        self.idf = {t: math.log(1 + (n - c + 0.5) / (c + 0.5)) for t, c in df.items()}
+        self.k1, self.b = k1, b
+
+    def top(self, query: str, k: int) -> list[str]:
+        terms = [t for t in set(self.tokenize(query)) if t in self.idf]
+        scores = []
+        for i, tf in enumerate(self.tfs):
+            s = 0.0
+            for t in terms:
+                f = tf.get(t)
+                if f:
+                    s += self.idf[t] * f * (self.k1 + 1) / (f + self.k1 * (1 - self.b + self.b * self.lens[i] / self.avg))
+            if s > 0:
+                scores.append((s, i))
+        scores.sort(reverse=True)
+        return [self.ids[i] for _, i in scores[:k]]
+
+
+def _metrics(rows: list[tuple[dict, list[str]]]) -> dict[str, Any]:
+    """Recall_any/all@5/@10, NDCG@10 per category and for 1-4 and 1-5 (in %)."""
+    def score(subset):
+        n = len(subset)
+        if not n:
+            return {"n": 0}
+        out = {"n": n}
+        for k in (5, 10):
+            out[f"any@{k}"] = round(100 * sum(bool(set(q["gold_dia_ids"]) & set(got[:k])) for q, got in subset) / n, 1)
+            out[f"all@{k}"] = round(100 * sum(set(q["gold_dia_ids"]) <= set(got[:k]) for q, got in subset) / n, 1)
+        ndcg = 0.0
+        for q, got in subset:
+            gold = set(q["gold_dia_ids"])
+            dcg = sum(1 / math.log2(i + 2) for i, d in enumerate(got[:10]) if d in gold)
+            idcg = sum(1 / math.log2(i + 2) for i in range(min(len(gold), 10)))
+            ndcg += dcg / idcg
+        out["ndcg@10"] = round(100 * ndcg / n, 1)
+        return out
+
+    result = {"cats_1_4": score([r for r in rows if r[0]["category"] != 5]), "cats_1_5": score(rows)}
+    result["per_category"] = {f"{c} {name}": score([r for r in rows if r[0]["category"] == c])
+                              for c, name in CATEGORIES.items()}
+    return result
+
+
+def _tokens(texts: list[str]) -> int:
+    from memstream.provider.recall import estimate_tokens
+
+    return sum(estimate_tokens(t) for t in texts)
+
+
+def locomo(data: str | Path, split: str = "dev", embedder: str = "onnx-minilm", k: int = 10) -> dict[str, Any]:
+    import numpy as np
+
+    from memstream.projections.embedders.port import get_embedder
+    from memstream.workers.pipeline import Pipeline, PipelineConfig
+    from memstream.query.server import ask
+
+    if split not in SPLITS:
+        raise BenchDataError(f"split must be one of {sorted(SPLITS)}, got {split!r}")
+    turns, questions = load(Path(data), split)
+    root = Path(tempfile.mkdtemp(prefix="memstream-bench-locomo-"))
+    server = ValkeyProcess(root / "valkey").start()
+    out: dict[str, Any] = {
+        "benchmark": "locomo", "split": split, "conversations": list(SPLITS[split]), "embedder": embedder,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
+        "unit": "dialog turn; indexed text: '[date] User: <speaker>: <text>' + the start of the previous turn",
+        "query": "question verbatim", "targets": TARGETS}
+    try:
+        settings = Settings.load(home=str(root / "home"), redis_url=server.url, autostart=False, embedder=embedder)
+        client = redis_client(server.url, timeout=60)
+        log = EventLog(client, settings.stream_prefix, settings.shards)
+        pipeline = Pipeline(settings, log, PipelineConfig(embedder=embedder, consumer="bench"))
+        pipeline.queries.start()
+        event_to_dia: dict[str, str] = {}
+        events = []
+        seq: Counter = Counter()
+        for t in turns:
+            key = (t["sample_id"], t["session"])
+            seq[key] += 1
+            eid = new_event_id()
+            event_to_dia[eid] = t["dia_id"]
+            events.append(TurnRecorded(
+                id=eid, occurred_at=_when(t["session_date_time"]) + timedelta(seconds=seq[key]),
+                scope=Scope(tenant="bench", agent=t["sample_id"], session_id=f"{t['sample_id']}-s{t['session']}",
+                            app="bench"),
+                turn_index=seq[key], user_text=unit_text(t), assistant_text="", author=t["speaker"]))
+        started = time.perf_counter()
+        for i in range(0, len(events), 500):
+            log.append(events[i:i + 500])
+        pipeline.drain()
+        out["index"] = {"turns": len(events), "points": pipeline.store.count("turns"),
+                        "build_s": round(time.perf_counter() - started, 1)}
+
+        def memstream_top(q: dict) -> tuple[list[str], list[str], float]:
+            request = {"op": "search", "tenant": "bench", "agent": q["sample_id"], "scope": "current",
+                       "query": q["question"], "k": k, "kind": "turns"}
+            t0 = time.perf_counter()
+            answer = ask(client, settings.stream_prefix, request, timeout=30)
+            took = (time.perf_counter() - t0) * 1000
+            if "error" in answer:
+                raise RuntimeError(f"search failed: {answer['error']}")
+            results = answer["results"]
+            return [event_to_dia.get(r["id"], "?") for r in results], [r["text"] for r in results], took
+
+        for q in questions[:10]:  # warm the path
+            memstream_top(q)
+        rows, latencies, tokens5, tokens10 = [], [], [], []
+        for q in questions:
+            dia, texts, took = memstream_top(q)
+            rows.append((q, dia))
+            latencies.append(took)
+            tokens5.append(_tokens(texts[:5]))
+            tokens10.append(_tokens(texts[:10]))
+        lat = sorted(latencies)
+        out["memstream"] = _metrics(rows)
+        out["latency_ms"] = {"p50": round(statistics.median(lat), 1), "p95": round(lat[int(0.95 * len(lat))], 1),
+                             "n": len(lat)}
+        out["injected_tokens"] = {"at_5_mean": round(statistics.mean(tokens5), 1),
+                                  "at_10_mean": round(statistics.mean(tokens10), 1)}
+        pipeline.queries.stop()
+        pipeline.stop()
+
+        # baselines: the same questions, the plain unit texts, one index per conversation
+        model = get_embedder(embedder)
+        by_conv: dict[str, list[dict]] = {}
+        for t in turns:
+            by_conv.setdefault(t["sample_id"], []).append(t)
+        bm25 = {c: BM25([(t["dia_id"], unit_text(t)) for t in ts]) for c, ts in by_conv.items()}
+        vectors = {c: (np.asarray(model.embed([unit_text(t) for t in ts]), dtype=np.float32), [t["dia_id"] for t in ts])
+                   for c, ts in by_conv.items()}
+
+        def dense_top(q: dict) -> list[str]:
+            matrix, ids = vectors[q["sample_id"]]
+            v = np.asarray(model.embed([q["question"]])[0], dtype=np.float32)
+            sims = matrix @ v / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(v) + 1e-9)
+            return [ids[i] for i in np.argsort(-sims)[:k]]
+
+        baselines: dict[str, Callable[[dict], list[str]]] = {
+            "bm25": lambda q: bm25[q["sample_id"]].top(q["question"], k), "dense": dense_top}
+        out["baselines"] = {name: _metrics([(q, fn(q)) for q in questions]) for name, fn in baselines.items()}
+        ours = out["memstream"]["cats_1_4"]
+        out["ratios"] = {name: {m: round(ours[m] / b["cats_1_4"][m], 3) if b["cats_1_4"].get(m) else None
+                                for m in ("any@10", "all@10", "ndcg@10")}
+                         for name, b in out["baselines"].items()}
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    ours = out["memstream"]["cats_1_4"]
+    out["verdict"] = {"any@10": ours["any@10"] >= TARGETS["any@10"], "all@10": ours["all@10"] >= TARGETS["all@10"],
+                      "p95_ms": out["latency_ms"]["p95"] <= TARGETS["p95_ms"],
+                      "note": "targets apply to the test split" if split != "test" else ""}
+    return out
+
+
+def format_locomo(r: dict[str, Any]) -> str:
+    def row(name: str, m: dict) -> str:
+        return (f"  {name:<24} n={m['n']:>5}  any@5 {m['any@5']:>5}  any@10 {m['any@10']:>5}  "
+                f"all@5 {m['all@5']:>5}  all@10 {m['all@10']:>5}  ndcg@10 {m['ndcg@10']:>5}")
+
+    lines = [f"memstream bench locomo  ({r['date']}, split {r['split']}, embedder {r['embedder']}, "
+             f"{r['index']['turns']} turns indexed in {r['index']['build_s']} s)",
+             row("memstream cats 1-4", r["memstream"]["cats_1_4"]), row("memstream cats 1-5", r["memstream"]["cats_1_5"])]
+    for name, m in r["memstream"]["per_category"].items():
+        if m.get("n"):
+            lines.append(row(f"  cat {name}", m))
+    for name, b in r["baselines"].items():
+        lines.append(row(f"{name} cats 1-4", b["cats_1_4"]))
+    for name, ratio in r["ratios"].items():
+        lines.append(f"  ratio to {name}: " + ", ".join(f"{m} {v}" for m, v in ratio.items()))
+    lines.append(f"  query latency p50 {r['latency_ms']['p50']} ms p95 {r['latency_ms']['p95']} ms; "
+                 f"injected tokens at 5: {r['injected_tokens']['at_5_mean']}, at 10: {r['injected_tokens']['at_10_mean']}")
+    v = r["verdict"]
+    lines.append("  targets (test split: any@10 >= 85, all@10 >= 70, p95 <= 50 ms): "
+                 + ", ".join(f"{m} {'met' if ok else 'MISSED'}" for m, ok in v.items() if m != "note")
+                 + (f" ({v['note']})" if v["note"] else ""))
+    return "\n".join(lines)

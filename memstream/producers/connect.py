@@ -1,0 +1,111 @@
+"""Where the log is: a configured Redis URL, or the embedded service's run file.
+
+Guarantee: ``LogLocator.__call__`` either returns a connected ``EventLog`` or raises
+``redis.ConnectionError`` quickly (short timeouts); with autostart on and no service
+running, it starts one (``memstream up --detach``) at most once per 30 s per process,
+and the service itself refuses to run twice (it holds a lock for its lifetime).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import redis
+import structlog
+
+from memstream.core.settings import Settings, mask_url
+from memstream.producers.stream import EventLog
+from memstream.producers.tenants import Signer, password_of
+
+__all__ = ["LogLocator", "read_run_file", "pid_alive", "redis_client", "event_log"]
+
+log = structlog.get_logger("memstream.connect")
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_run_file(path: Path) -> dict | None:
+    """The running service's run file, or None if absent, unreadable or stale."""
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(info, dict) or not pid_alive(int(info.get("pid", 0))):
+        return None
+    return info
+
+
+def redis_client(url: str, timeout: float = 2.0) -> redis.Redis:
+    return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
+                                health_check_interval=30)
+
+
+def event_log(client: redis.Redis, url: str, settings: Settings) -> EventLog:
+    """The log at ``url`` as ``settings`` configure it, signing what it appends (see
+    ``memstream.producers.tenants``)."""
+    prefix = settings.stream_prefix
+    return EventLog(client, prefix, settings.shards, signer=Signer(client, prefix, password_of(url)))
+
+
+class LogLocator:
+    """Callable that connects to the configured log (used by the shipper thread)."""
+
+    RESPAWN_AFTER = 30.0
+
+    def __init__(self, settings: Settings, autostart: bool | None = None):
+        self.settings = settings
+        self.autostart = settings.autostart if autostart is None else autostart
+        self._spawned_at = 0.0
+
+    def url(self) -> str | None:
+        if self.settings.redis_url:
+            return self.settings.redis_url
+        info = read_run_file(self.settings.run_file)
+        return info.get("url") if info else None
+
+    def __call__(self) -> EventLog:
+        url = self.url()
+        if url is None:
+            self._maybe_start_service()
+            raise redis.ConnectionError(
+                f"no memstream service is running (no live run file at {self.settings.run_file}); "
+                + ("starting one" if self.autostart else "run `memstream up` or set MEMSTREAM_REDIS_URL"))
+        try:
+            client = redis_client(url)
+        except ValueError as exc:  # a malformed URL: Settings.problems says why
+            raise redis.ConnectionError(f"the Redis URL {mask_url(url)!r} is not valid ({type(exc).__name__}); "
+                                        "`memstream doctor` says why") from None
+        client.ping()
+        return event_log(client, url, self.settings)
+
+    def _maybe_start_service(self) -> None:
+        if not self.autostart or self.settings.redis_url:
+            return
+        now = time.monotonic()
+        if self._spawned_at and now - self._spawned_at < self.RESPAWN_AFTER:
+            return
+        self._spawned_at = now
+        env = dict(os.environ, MEMSTREAM_HOME=str(self.settings.home))
+        try:
+            subprocess.Popen(
+                [sys.executable, "-m", "memstream", "up", "--detach", "--quiet"],
+                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+            log.info("service.autostart", home=str(self.settings.home))
+        except OSError as exc:
+            log.warning("service.autostart_failed", error=str(exc))

@@ -1,0 +1,273 @@
+"""The shipper thread: moves spooled records into the log, in order, exactly once.
+
+It reads each segment from its checkpoint, appends batches with
+``EventLog.append_batch`` (atomic, deduplicated by segment id and sequence), then
+advances the checkpoint. When Redis is unreachable or slow it backs off and the spool
+simply grows; segments of dead processes are adopted and shipped first. The agent's
+threads never wait for it, except ``flush`` / ``stop``, which are bounded.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+import redis
+import structlog
+
+from memstream.producers.events import decode
+from memstream.producers.spool import Segment, Spool
+from memstream.producers.stream import EventLog, Record
+
+__all__ = ["Shipper"]
+
+log = structlog.get_logger("memstream.shipper")
+
+
+class Shipper:
+    """Ships one ``Spool`` to the log returned by ``connect`` (called on every retry)."""
+
+    ADOPT_EVERY = 5.0
+    # Ship once the hooks pause for QUIET s, so a burst of back-to-back hooks is not
+    # interrupted by a shipping pass (it holds the GIL for milliseconds), but never
+    # later than MAX_DEFER s after being woken. flush() and stop() skip the wait.
+    QUIET = 0.002
+    MAX_DEFER = 1.0
+
+    def __init__(self, spool: Spool, connect: Callable[[], EventLog], batch: int = 500,
+                 fsync_interval: float | None = 1.0, name: str = "memstream-shipper"):
+        self.spool = spool
+        self._connect = connect
+        self.batch = batch
+        self.fsync_interval = fsync_interval
+        self.name = name
+        self._log: EventLog | None = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._idle = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._exit_lock = threading.Lock()
+        self._exited = True  # no thread running
+        self._close_spool_at_exit = False
+        self._backoff = 0.0
+        self._flushing = 0  # flush() calls in progress (they skip the quiet wait)
+        self._flushing_lock = threading.Lock()
+        self._last_adopt = 0.0
+        self._last_sync = time.monotonic()
+        # counters
+        self.shipped = 0
+        self.duplicates = 0
+        self.malformed = 0
+        self._reported: dict[str, int] = {}  # losses already added to the shared counters
+        # segment id -> tenants of the records shipped from it (whose dedup records to drop)
+        self._segment_tenants: dict[str, set[str]] = {}
+        self.failures = 0
+        self.last_error = ""
+        self.connected = False
+
+    # -- lifecycle ------------------------------------------------------------------
+    def start(self) -> "Shipper":
+        if self._thread is None or not self._thread.is_alive():
+            self._stop.clear()
+            self._exited = False
+            self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+            self._thread.start()
+        return self
+
+    def notify(self) -> None:
+        """Tell the thread new records are there (cheap; called by hooks).
+
+        A no-op while the thread is already woken (``Event.set`` takes a lock and
+        notifies on every call) or backing off after a failure: hooks must not turn the
+        back-off into a reconnect per event. ``flush``/``stop`` still wake it at once.
+        """
+        if not self._backoff and not self._wake.is_set():
+            self._wake.set()
+
+    def flush(self, timeout: float, wait_while_down: bool = True) -> bool:
+        """Wait up to ``timeout`` s until everything spooled so far is shipped.
+
+        With ``wait_while_down`` False, give up as soon as the log is found unreachable.
+        """
+        deadline = time.monotonic() + timeout
+        with self._flushing_lock:
+            self._flushing += 1
+        try:
+            self._wake.set()
+            with self._idle:
+                while not self._drained():
+                    left = deadline - time.monotonic()
+                    if left <= 0 or (not wait_while_down and self._backoff > 0 and not self.connected):
+                        return False  # out of time, or the log is unreachable right now
+                    self._wake.set()
+                    self._idle.wait(min(left, 0.05))
+            return True
+        finally:
+            with self._flushing_lock:
+                self._flushing -= 1
+
+    def stop(self, timeout: float, close_spool: bool = False) -> bool:
+        """Ship what can be shipped within ``timeout`` s, then stop. True if drained.
+
+        With ``close_spool``, close the spool once the thread is gone: now, or when a
+        call to the log it is stuck in returns (closing the spool under it would let the
+        thread read reused descriptors and another writer adopt a segment it ships).
+        """
+        drained = self.flush(timeout, wait_while_down=False) if self._thread and self._thread.is_alive() else self._drained()
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=max(0.1, timeout))
+        if close_spool:
+            with self._exit_lock:
+                deferred = not self._exited
+                self._close_spool_at_exit = deferred
+            if deferred:
+                log.warning("shipper.stop_deferred", action="the thread is inside a call to the log; "
+                            "it closes the spool when that call returns")
+            else:
+                self.spool.close()
+        return drained
+
+    def _drained(self) -> bool:
+        return self.spool.drained()  # not limit_of here: the thread may close a segment meanwhile
+
+    # -- the loop -------------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            with self._exit_lock:
+                self._exited = True
+                close, self._close_spool_at_exit = self._close_spool_at_exit, False
+            if close:
+                self.spool.close()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(timeout=self._backoff or 0.25)
+            if not self._backoff:
+                self._wait_for_quiet()
+            self._wake.clear()
+            try:
+                self.ship_once()
+            except Exception as exc:  # never let the thread die
+                self.failures += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("shipper.unexpected_error")
+                self._backoff = 1.0
+            with self._idle:
+                self._idle.notify_all()
+
+    def _wait_for_quiet(self) -> None:
+        """Wait until no append for ``QUIET`` s, at most ``MAX_DEFER`` s (none while flushing)."""
+        deadline = time.monotonic() + self.MAX_DEFER
+        seen = self.spool.appended
+        while not self._flushing and time.monotonic() < deadline:
+            if self._stop.wait(self.QUIET) or self.spool.appended == seen:
+                return
+            seen = self.spool.appended
+
+    def ship_once(self) -> int:
+        """One pass: adopt orphans, ship every segment as far as possible. Returns count."""
+        now = time.monotonic()
+        if self.fsync_interval is not None and now - self._last_sync >= self.fsync_interval:
+            self._last_sync = now
+            self.spool.sync()
+        if now - self._last_adopt >= self.ADOPT_EVERY:
+            self._last_adopt = now
+            self.spool.adopt_orphans()
+        self.spool.rotate_if_large()
+        total = 0
+        for seg in self.spool.ship_order():
+            try:
+                total += self._ship_segment(seg)
+            except redis.RedisError as exc:
+                self._on_failure(exc)
+                return total
+        try:
+            self._report_losses()
+        except redis.RedisError as exc:
+            self._on_failure(exc)
+            return total
+        self._backoff = 0.0
+        return total
+
+    def _report_losses(self) -> None:
+        """Add what this process refused or quarantined since the last report to
+        ``P:counters:spool`` in Redis, where ``memstream stats`` shows every host's."""
+        now = {"refused": self.spool.refused, "write_errors": self.spool.errors,
+               "malformed": self.malformed, "corrupt_regions": self.spool.corrupt}
+        delta = {k: v - self._reported.get(k, 0) for k, v in now.items() if v > self._reported.get(k, 0)}
+        if not delta:
+            return
+        eventlog = self._eventlog()
+        pipe = eventlog.client.pipeline(transaction=True)
+        for k, v in delta.items():
+            pipe.hincrby(f"{eventlog.prefix}:counters:spool", k, v)
+        pipe.execute()
+        self._reported.update({k: now[k] for k in delta})
+
+    def _on_failure(self, exc: Exception) -> None:
+        self.failures += 1
+        self.connected = False
+        self._log = None
+        msg = f"{type(exc).__name__}: {exc}"
+        if msg != self.last_error:
+            log.warning("shipper.redis_unavailable", error=msg,
+                        unshipped_bytes=self.spool.unshipped_bytes, action="spooling; will retry")
+        self.last_error = msg
+        self._backoff = min(5.0, max(0.1, self._backoff * 2))
+
+    def _eventlog(self) -> EventLog:
+        if self._log is None:
+            self._log = self._connect()
+            self.connected = True
+        return self._log
+
+    def _ship_segment(self, seg: Segment) -> int:
+        shipped = 0
+        while True:
+            limit = self.spool.limit_of(seg)
+            if seg.offset >= limit:
+                break
+            records, end = seg.read(limit, self.batch, self.spool.quarantine)
+            batch = []
+            for rec in records:
+                try:
+                    batch.append(Record.of(decode(rec.payload), seq=rec.seq, data=rec.payload))
+                except Exception as exc:
+                    self.malformed += 1
+                    seg._quarantine(self.spool.quarantine, rec.end - len(rec.payload), rec.payload)
+                    log.warning("shipper.malformed_record", segment=seg.id, seq=rec.seq, error=str(exc))
+            if batch:
+                self._segment_tenants.setdefault(seg.id, set()).update(r.tenant for r in batch)
+                ids = self._eventlog().append_batch(batch, segment=seg.id)
+                added = sum(1 for i in ids if i)
+                self.shipped += added
+                self.duplicates += len(ids) - added
+                shipped += added
+            last_seq = records[-1].seq if records else seg.last_seq
+            if end == seg.offset:
+                break
+            self.spool.shipped(seg, end, last_seq)
+        if self.spool.finished(seg):
+            self._eventlog().forget_segment(seg.id, self._segment_tenants.pop(seg.id, ()))
+            self.spool.remove(seg)
+        return shipped
+
+    def stats(self) -> dict:
+        return {
+            "connected": self.connected,
+            "shipped": self.shipped,
+            "duplicates_skipped": self.duplicates,
+            "malformed": self.malformed,
+            "failures": self.failures,
+            "last_error": self.last_error,
+            "spool_appended": self.spool.appended,
+            "spool_refused": self.spool.refused,
+            "spool_errors": self.spool.errors,
+            "spool_unshipped_bytes": self.spool.unshipped_bytes,
+            "spool_corrupt": self.spool.corrupt,
+        }

@@ -1,0 +1,378 @@
+"""The local write-ahead spool: what a hook writes before it returns.
+
+A spool is a directory of segment files. Each process appends to its own segment,
+locked with ``flock`` for as long as the process lives; a segment whose lock can be
+taken belongs to a dead process and is adopted by whoever takes it.
+
+Record layout (big-endian): magic ``MSR1`` | payload length u32 | seq u64 |
+crc32(seq + payload) u32 | payload. One record is written with one ``os.write`` on an
+``O_APPEND`` descriptor, so once ``append`` returns the record is in the kernel and
+survives a crash or SIGKILL of the process (not a power loss: see ``fsync``).
+
+Guarantees: ``append`` never raises and never blocks on the network; it returns False
+(and counts) when the record is refused (bound reached, disk error). Sequence numbers
+of one segment are strictly increasing in file order. The reader skips a corrupt region
+to the next record, copies it to ``quarantine/`` and counts it; nothing after it is lost.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import struct
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from memstream.core.files import private_dir
+
+__all__ = ["Spool", "Segment", "SpoolRecord", "MAGIC", "HEADER"]
+
+log = structlog.get_logger("memstream.spool")
+
+MAGIC = b"MSR1"
+HEADER = struct.Struct(">4sIQI")
+MAX_RECORD = 64 << 20  # a length above this is corruption, not a record
+
+
+@dataclass(slots=True)
+class SpoolRecord:
+    seq: int
+    payload: bytes
+    end: int  # file offset just past this record
+
+
+@dataclass
+class Segment:
+    """One segment file and its shipping checkpoint (offset, last seq)."""
+
+    path: Path
+    fd: int  # read descriptor, holding the flock for adopted segments
+    owned: bool  # True: this process appends to it
+    offset: int = 0
+    last_seq: int = 0
+    closed: bool = False  # no more appends (rotated, or adopted from a dead process)
+    limit: int | None = None  # bytes written, once a segment of ours is rotated
+    corrupt: int = 0
+
+    @property
+    def id(self) -> str:
+        return self.path.stem
+
+    @property
+    def ckpt_path(self) -> Path:
+        return self.path.with_suffix(".ckpt")
+
+    def load_checkpoint(self) -> None:
+        try:
+            offset, seq = self.ckpt_path.read_text().split()
+            self.offset, self.last_seq = int(offset), int(seq)
+        except (OSError, ValueError):
+            self.offset, self.last_seq = 0, 0
+
+    def save_checkpoint(self) -> None:
+        # Not fsynced: a lost checkpoint only means a re-send, which the log dedups.
+        tmp = self.ckpt_path.with_suffix(".ckpt.tmp")
+        tmp.write_text(f"{self.offset} {self.last_seq}\n")
+        os.replace(tmp, self.ckpt_path)
+
+    def read(self, limit: int, max_records: int, quarantine: Path) -> tuple[list[SpoolRecord], int]:
+        """Records from the checkpoint up to byte ``limit`` and the offset after them.
+
+        Corrupt bytes (bad magic, bad checksum, a torn last record of a dead writer)
+        are copied to ``quarantine`` and skipped to the next record.
+        """
+        reader = _Window(self.fd, limit)
+        out: list[SpoolRecord] = []
+        pos = self.offset
+        while len(out) < max_records and pos < limit:
+            head = reader.get(pos, HEADER.size)
+            if len(head) < HEADER.size:
+                if self.closed:
+                    pos = self._skip(reader, quarantine, pos, limit)
+                break
+            magic, length, seq, crc = HEADER.unpack(head)
+            if magic != MAGIC or length > MAX_RECORD:
+                pos = self._skip(reader, quarantine, pos, reader.find(MAGIC, pos + 1))
+                continue
+            end = pos + HEADER.size + length
+            if end > limit:
+                if self.closed:  # a torn last record of a dead writer
+                    pos = self._skip(reader, quarantine, pos, reader.find(MAGIC, pos + 1))
+                    continue
+                break  # cannot happen for our own segment: limit is whole records
+            payload = reader.get(pos + HEADER.size, length)
+            if zlib.crc32(payload, zlib.crc32(struct.pack(">Q", seq))) != crc:
+                pos = self._skip(reader, quarantine, pos, reader.find(MAGIC, pos + 1))
+                continue
+            pos = end
+            out.append(SpoolRecord(seq=seq, payload=payload, end=pos))
+        return out, pos
+
+    def _skip(self, reader: "_Window", quarantine: Path, start: int, stop: int) -> int:
+        self._quarantine(quarantine, start, reader.get(start, stop - start))
+        return stop
+
+    def _quarantine(self, directory: Path, offset: int, data: bytes) -> None:
+        self.corrupt += 1
+        try:
+            private_dir(directory)
+            (directory / f"{self.id}.{offset}.bad").write_bytes(data)
+        except OSError:
+            pass
+        log.warning("spool.corrupt_record", segment=self.id, offset=offset, bytes=len(data),
+                    action="copied to quarantine and skipped")
+
+
+class _Window:
+    """Buffered positional reads of one file up to a byte limit."""
+
+    CHUNK = 1 << 20
+
+    def __init__(self, fd: int, limit: int):
+        self.fd, self.limit = fd, limit
+        self.start, self.buf = 0, b""
+
+    def get(self, pos: int, n: int) -> bytes:
+        n = max(0, min(n, self.limit - pos))
+        if not (self.start <= pos and pos + n <= self.start + len(self.buf)):
+            self.start = pos
+            self.buf = os.pread(self.fd, min(max(n, self.CHUNK), self.limit - pos), pos)
+        return self.buf[pos - self.start:pos - self.start + n]
+
+    def find(self, needle: bytes, pos: int) -> int:
+        """Offset of the next ``needle`` at or after ``pos``; ``limit`` if none."""
+        while pos < self.limit:
+            chunk = self.get(pos, self.CHUNK)
+            found = chunk.find(needle)
+            if found >= 0:
+                return pos + found
+            if len(chunk) < self.CHUNK:
+                return self.limit
+            pos += len(chunk) - len(needle) + 1
+        return self.limit
+
+
+class Spool:
+    """The spool directory of this process: one active segment plus adopted ones."""
+
+    def __init__(self, directory: str | os.PathLike, max_bytes: int = 1 << 30,
+                 fsync: str = "1.0", rotate_bytes: int = 16 << 20):
+        self.dir = Path(directory)
+        self.quarantine = self.dir / "quarantine"
+        self.max_bytes = max_bytes
+        self.always_fsync = fsync == "always"
+        self.rotate_bytes = rotate_bytes
+        self._lock = threading.Lock()
+        self._wfd = -1
+        self._active: Segment | None = None
+        self._written = 0  # bytes in the active segment written by this process
+        self._seq = 0
+        # bytes not yet shipped: appended by this process or in segments it adopted (the
+        # disk bound covers both, so restarts while Redis is down do not grow it)
+        self._unshipped = 0
+        self._dirty = False
+        self.segments: list[Segment] = []  # own closed, then active; adopted are separate
+        self.adopted: list[Segment] = []
+        # counters (read by stats/doctor; written under self._lock on the hot path)
+        self.appended = 0
+        self.refused = 0
+        self.errors = 0
+        self._corrupt_removed = 0  # corrupt regions counted by segments since deleted
+        self._warned_full = 0.0
+        private_dir(self.dir)
+        self._open_segment()
+
+    # -- append side (the hot path) -------------------------------------------------
+    def append(self, payload: bytes) -> bool:
+        """Write one record with a single write(); False if refused. Never raises."""
+        n = HEADER.size + len(payload)
+        with self._lock:
+            if self._unshipped + n > self.max_bytes or self._wfd < 0:
+                self.refused += 1
+                now = time.monotonic()
+                if now - self._warned_full > 10:
+                    self._warned_full = now
+                    log.error("spool.full", refused=self.refused, unshipped=self._unshipped,
+                              max_bytes=self.max_bytes,
+                              action="events are being refused: start Redis/the memstream service or raise MEMSTREAM_SPOOL_MAX_BYTES")
+                return False
+            seq = self._seq + 1
+            sb = seq.to_bytes(8, "big")
+            record = HEADER.pack(MAGIC, len(payload), seq, zlib.crc32(payload, zlib.crc32(sb))) + payload
+            try:
+                written = os.write(self._wfd, record)
+            except OSError as exc:
+                self.errors += 1
+                self.refused += 1
+                log.error("spool.write_failed", error=str(exc), errno=exc.errno)
+                return False
+            self._seq = seq
+            self._written += written
+            self._unshipped += written
+            self._dirty = True
+            if written != n:  # ENOSPC mid-record: the reader resyncs past the torn bytes
+                self.errors += 1
+                self.refused += 1
+                return False
+            self.appended += 1
+            if self.always_fsync:
+                os.fsync(self._wfd)
+            return True
+
+    # -- segment management (shipper thread) ----------------------------------------
+    def _open_segment(self) -> None:
+        name = f"{time.time_ns() // 1_000_000:013d}-{os.getpid()}-{os.urandom(4).hex()}.seg"
+        path = self.dir / name
+        wfd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fcntl.flock(wfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        rfd = os.open(path, os.O_RDONLY)
+        seg = Segment(path=path, fd=rfd, owned=True)
+        old_wfd = self._wfd
+        self._wfd, self._active, self._written, self._seq = wfd, seg, 0, 0
+        self.segments.append(seg)
+        if old_wfd >= 0:
+            os.close(old_wfd)
+
+    def rotate_if_large(self) -> None:
+        """Start a new segment once the active one is past the rotation size."""
+        if self._active is None or self._written < self.rotate_bytes:
+            return
+        with self._lock:
+            if self._active is not None:
+                self._active.closed = True
+                self._active.limit = self._written
+            self._open_segment()
+
+    def limit_of(self, seg: Segment) -> int:
+        """How far a segment may be read: written bytes for ours, file size otherwise."""
+        if seg is self._active:
+            return self._written
+        if seg.limit is not None:
+            return seg.limit
+        return os.fstat(seg.fd).st_size
+
+    def shipped(self, seg: Segment, end: int, last_seq: int) -> None:
+        """Advance a segment's checkpoint after its records reached the log."""
+        with self._lock:  # one step for ``drained`` and the bound (other threads)
+            self._unshipped -= end - seg.offset
+            seg.offset, seg.last_seq = end, last_seq
+        seg.save_checkpoint()  # a crash before this re-ships the batch: deduplicated by seq
+
+    def drained(self) -> bool:
+        """True if every segment is shipped to its end. Safe from any thread."""
+        with self._lock:
+            return all(s.offset >= self.limit_of(s) for s in self.ship_order())
+
+    def finished(self, seg: Segment) -> bool:
+        return seg.closed and seg.offset >= self.limit_of(seg)
+
+    def remove(self, seg: Segment) -> None:
+        """Delete a fully shipped, closed segment and its checkpoint."""
+        for p in (seg.path, seg.ckpt_path):
+            try:
+                p.unlink()
+            except FileNotFoundError:
+                pass
+        with self._lock:  # ``drained`` (another thread) must not fstat a closed fd
+            seg.limit = seg.offset
+            os.close(seg.fd)
+            if seg in self.segments or seg in self.adopted:
+                self._corrupt_removed += seg.corrupt
+            if seg in self.segments:
+                self.segments.remove(seg)
+            if seg in self.adopted:
+                self.adopted.remove(seg)
+
+    def adopt_orphans(self) -> list[Segment]:
+        """Take over segments of dead processes (their flock is free). Oldest first."""
+        taken = {s.path.name for s in self.segments + self.adopted}
+        new = []
+        for path in sorted(self.dir.glob("*.seg")):
+            if path.name in taken:
+                continue
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    log.warning("spool.adopt_failed", segment=path.stem, error=str(exc))
+                continue
+            if os.fstat(fd).st_nlink == 0:  # removed by its last adopter meanwhile
+                os.close(fd)
+                continue
+            seg = Segment(path=path, fd=fd, owned=False, closed=True)
+            seg.load_checkpoint()
+            new.append(seg)
+            log.info("spool.adopted", segment=seg.id, bytes=os.fstat(fd).st_size - seg.offset)
+        with self._lock:
+            self.adopted.extend(new)
+            self._unshipped += sum(max(0, os.fstat(seg.fd).st_size - seg.offset) for seg in new)
+        return new
+
+    def sync(self) -> None:
+        """fsync the active segment if anything was written since the last sync."""
+        if self._dirty and self._wfd >= 0:
+            self._dirty = False
+            try:
+                os.fsync(self._wfd)
+            except OSError as exc:
+                log.warning("spool.fsync_failed", error=str(exc))
+
+    def ship_order(self) -> list[Segment]:
+        """Adopted segments (older processes) first, then ours, oldest first."""
+        return sorted(self.adopted, key=lambda s: s.path.name) + list(self.segments)
+
+    @property
+    def corrupt(self) -> int:
+        """Corrupt regions quarantined by this process, deleted segments included."""
+        return self._corrupt_removed + sum(s.corrupt for s in self.ship_order())
+
+    @property
+    def unshipped_bytes(self) -> int:
+        return self._unshipped
+
+    def close(self) -> None:
+        """Release the locks; unshipped records stay on disk for the next process."""
+        with self._lock:
+            if self._wfd >= 0:
+                os.close(self._wfd)
+                self._wfd = -1
+        for seg in list(self.segments) + list(self.adopted):
+            if seg.offset >= self.limit_of(seg):
+                self.remove(seg)  # fully shipped (or empty): leave nothing behind
+            else:
+                os.close(seg.fd)
+        self.segments.clear()
+        self.adopted.clear()
+        self._active = None
+
+
+def spool_usage(directory: str | os.PathLike) -> dict:
+    """Segments, bytes on disk and unshipped bytes of a spool directory (any owner)."""
+    d = Path(directory)
+    segments = 0
+    total = 0
+    pending = 0
+    for path in d.glob("*.seg"):
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            continue
+        seg = Segment(path=path, fd=-1, owned=False)
+        seg.load_checkpoint()
+        segments += 1
+        total += size
+        pending += max(0, size - seg.offset)
+    quarantined = len(list((d / "quarantine").glob("*.bad"))) if (d / "quarantine").exists() else 0
+    return {"dir": str(d), "segments": segments, "bytes": total, "unshipped_bytes": pending,
+            "quarantined": quarantined}

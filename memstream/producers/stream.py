@@ -1,0 +1,292 @@
+"""The append side of the Redis Streams log.
+
+Keys (``P`` = the configured prefix):
+  ``P:events:{shard}``      the event streams; never trimmed by length
+  ``P:t:{tenant}:shipped``  hash: spool segment id -> last sequence number in the log
+                            (per tenant: a tenant's Redis user owns it, see tenants.py)
+  ``P:types``               hash: event type -> number of events appended
+
+Guarantees: ``EventLog.append_batch`` is atomic (one server-side script: the whole
+batch lands or none of it) and, for records carrying a spool segment id and sequence
+number, exactly-once: a record at or below the segment's recorded sequence is skipped,
+so a batch re-sent after a lost reply or a crash never duplicates an event. Events of
+one (tenant, agent) always go to the same stream, in the order given. With a ``signer``
+each entry carries ``sig``, the signature of its payload by its tenant's key.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator
+
+import redis
+
+from memstream.producers.events import Event, decode, encode
+from memstream.producers.tenants import tenant_space
+
+__all__ = ["EventLog", "Record", "shard_of", "parse_entry_id", "EntryDecodeError"]
+
+_SHIP_SCRIPT = """
+-- KEYS: the tenant's dedup hash, the type counters. ARGV: segment id, record count, then
+-- per record: seq, stream index, event id, type, payload, signature ('' for none); then
+-- the former shared dedup hash, then the streams. The streams are not declared keys:
+-- EVAL checks declared keys for read and write, and a tenant's Redis user may only
+-- write the streams (each command inside is still checked against its ACL). The former
+-- dedup hash is read only, as a fallback, and may be refused: pcall.
+local n = tonumber(ARGV[2])
+local streams = {}
+for k = 4 + 6 * n, #ARGV do streams[#streams + 1] = ARGV[k] end
+-- Check every key we write before the first write: a script that fails half-way keeps
+-- its earlier XADDs, and the shipper's re-send would then duplicate them.
+local function check(key, want)
+  local t = redis.call('TYPE', key)['ok']
+  if t ~= 'none' and t ~= want then
+    return redis.error_reply('WRONGTYPE memstream key ' .. key .. ' holds a ' .. t ..
+      ', not a ' .. want .. ': rename or delete it')
+  end
+end
+for k = 1, 2 do
+  local err = check(KEYS[k], 'hash')
+  if err then return err end
+end
+for k = 1, #streams do
+  local err = check(streams[k], 'stream')
+  if err then return err end
+end
+local last = -1
+if ARGV[1] ~= '' then
+  local got = redis.call('HGET', KEYS[1], ARGV[1])
+  if not got then
+    -- a segment partly shipped before dedup records were kept per tenant; a tenant's
+    -- user may not read the former hash: then there is nothing of its there
+    local old = redis.pcall('HGET', ARGV[3 + 6 * n], ARGV[1])
+    if type(old) == 'string' then got = old end
+  end
+  last = tonumber(got or '-1')
+end
+local added = 0
+local i = 3
+local ids = {}
+for r = 1, n do
+  local seq = tonumber(ARGV[i])
+  if ARGV[1] == '' or seq > last then
+    local key = streams[1 + tonumber(ARGV[i + 1])]
+    local sid
+    if ARGV[i + 5] ~= '' then
+      sid = redis.call('XADD', key, '*', 'id', ARGV[i + 2], 'type', ARGV[i + 3],
+        'data', ARGV[i + 4], 'sig', ARGV[i + 5])
+    else
+      sid = redis.call('XADD', key, '*', 'id', ARGV[i + 2], 'type', ARGV[i + 3], 'data', ARGV[i + 4])
+    end
+    redis.call('HINCRBY', KEYS[2], ARGV[i + 3], 1)
+    ids[#ids + 1] = sid
+    if seq > last then last = seq end
+    added = added + 1
+  else
+    ids[#ids + 1] = ''
+  end
+  i = i + 6
+end
+if ARGV[1] ~= '' then
+  redis.call('HSET', KEYS[1], ARGV[1], last)
+end
+return ids
+"""
+
+
+def shard_of(tenant: str, agent: str, shards: int) -> int:
+    """The stream index of an agent: stable across processes, hosts and versions."""
+    if shards <= 1:
+        return 0
+    return zlib.crc32(f"{tenant}\x00{agent}".encode("utf-8", "surrogatepass")) % shards
+
+
+def parse_entry_id(entry_id: str | bytes) -> tuple[int, int]:
+    """A stream entry id as an integer pair (ms, seq), for comparisons."""
+    if isinstance(entry_id, bytes):
+        entry_id = entry_id.decode()
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+class EntryDecodeError(ValueError):
+    """A stream entry whose payload is not a valid event of this schema."""
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One event ready to ship: its encoded payload and where it goes."""
+
+    seq: int
+    event_id: str
+    type: str
+    tenant: str
+    agent: str
+    data: bytes
+
+    @classmethod
+    def of(cls, event: Event, seq: int = 0, data: bytes | None = None) -> "Record":
+        """The record of ``event``; ``data`` is its encoding when already at hand."""
+        return cls(
+            seq=seq,
+            event_id=event.id,
+            type=type(event).__struct_config__.tag,  # type: ignore[attr-defined]
+            tenant=event.scope.tenant,
+            agent=event.scope.agent,
+            data=encode(event) if data is None else data,
+        )
+
+
+class EventLog:
+    """The event streams under one prefix. Thread-safe (redis-py clients are)."""
+
+    def __init__(self, client: redis.Redis, prefix: str = "memstream", shards: int = 1,
+                 signer: Callable[[str, bytes], str] | None = None):
+        self.client = client
+        self.prefix = prefix
+        self.shards = max(1, int(shards))
+        self.signer = signer
+        self._script = client.register_script(_SHIP_SCRIPT)
+
+    # keys
+    def stream_key(self, shard: int) -> str:
+        return f"{self.prefix}:events:{shard}"
+
+    @property
+    def stream_keys(self) -> list[str]:
+        return [self.stream_key(i) for i in range(self.shards)]
+
+    def shipped_key(self, tenant: str) -> str:
+        return f"{tenant_space(self.prefix, tenant)}:shipped"
+
+    @property
+    def legacy_shipped_key(self) -> str:
+        """Where dedup records were kept for every tenant alike, read as a fallback."""
+        return f"{self.prefix}:shipped"
+
+    @property
+    def types_key(self) -> str:
+        return f"{self.prefix}:types"
+
+    def stream_for(self, tenant: str, agent: str) -> str:
+        return self.stream_key(shard_of(tenant, agent, self.shards))
+
+    # append
+    def append_batch(self, records: list[Record], segment: str = "") -> list[str | None]:
+        """Append records atomically; return each one's entry id (None: already there).
+
+        With ``segment`` set, records whose ``seq`` is at or below the segment's last
+        shipped sequence are skipped (exactly-once for spool replays). Records of one
+        tenant are appended by one script call (a segment holds one tenant's records,
+        its process's configuration). Raises ``redis.RedisError`` (connection, timeout,
+        script, permission) and appends nothing of the failing tenant's records then.
+        """
+        if not records:
+            return []
+        out: list[str | None] = []
+        start = 0
+        for i in range(1, len(records) + 1):
+            if i == len(records) or records[i].tenant != records[start].tenant:
+                out += self._append_run(records[start:i], segment)
+                start = i
+        return out
+
+    def _append_run(self, records: list[Record], segment: str) -> list[str | None]:
+        tenant = records[0].tenant
+        keys = [self.shipped_key(tenant), self.types_key]
+        index: dict[str, int] = {}
+        argv: list[object] = [segment, len(records)]
+        for rec in records:
+            key = self.stream_for(rec.tenant, rec.agent)
+            if key not in index:
+                index[key] = len(index)
+            sig = self.signer(rec.tenant, rec.data) if self.signer is not None else ""
+            argv += [rec.seq, index[key], rec.event_id, rec.type, rec.data, sig]
+        argv.append(self.legacy_shipped_key)
+        argv += list(index)
+        ids = self._script(keys=keys, args=argv)
+        return [(i.decode() if isinstance(i, bytes) else i) or None for i in ids]
+
+    def append(self, events: Iterable[Event]) -> list[str]:
+        """Append events directly (no spool), in order; returns their entry ids."""
+        records = [Record.of(e) for e in events]
+        return [i or "" for i in self.append_batch(records)]
+
+    def last_shipped(self, segment: str, tenant: str) -> int:
+        """The highest sequence of ``segment`` known to be in the log (-1: none)."""
+        value = self.client.hget(self.shipped_key(tenant), segment)
+        return int(value) if value is not None else -1
+
+    def forget_segment(self, segment: str, tenants: Iterable[str]) -> None:
+        """Drop the dedup records of a segment whose file is gone, for ``tenants`` (the
+        tenants of its records)."""
+        for tenant in tenants:
+            self.client.hdel(self.shipped_key(tenant), segment)
+        try:
+            self.client.hdel(self.legacy_shipped_key, segment)
+        except redis.exceptions.NoPermissionError:
+            pass  # a tenant's user: the former shared hash is not its to clean
+
+    # read
+    def entries(self, since: str = "-", count: int = 1000) -> Iterator[tuple[str, str, dict]]:
+        """Every entry of every stream after ``since`` (exclusive; "-" for all), merged
+        oldest first by entry id. Yields (stream key, entry id, raw fields)."""
+        cursors = {key: ("-" if since in ("-", "0", "") else f"({since}") for key in self.stream_keys}
+        buffers: dict[str, list] = {key: [] for key in cursors}
+        exhausted: set[str] = set()
+
+        def refill(key: str) -> None:
+            if buffers[key] or key in exhausted:
+                return
+            batch = self.client.xrange(key, min=cursors[key], max="+", count=count)
+            if not batch:
+                exhausted.add(key)
+                return
+            buffers[key] = list(reversed(batch))
+            last = batch[-1][0]
+            cursors[key] = "(" + (last.decode() if isinstance(last, bytes) else last)
+
+        while True:
+            for key in cursors:
+                refill(key)
+            live = [k for k in cursors if buffers[k]]
+            if not live:
+                return
+            key = min(live, key=lambda k: parse_entry_id(buffers[k][-1][0]))
+            entry_id, fields = buffers[key].pop()
+            yield key, entry_id.decode() if isinstance(entry_id, bytes) else entry_id, fields
+
+    @staticmethod
+    def decode_entry(fields: dict) -> Event:
+        """The event of one stream entry; raises ``EntryDecodeError`` if malformed."""
+        data = fields.get(b"data", fields.get("data"))
+        if data is None:
+            raise EntryDecodeError("entry has no 'data' field")
+        try:
+            return decode(data if isinstance(data, bytes) else data.encode("latin-1"))
+        except Exception as exc:  # msgspec.DecodeError / ValidationError
+            raise EntryDecodeError(str(exc)) from exc
+
+    def stream_info(self) -> list[dict]:
+        """Per stream: key, length, first and last entry ids (None when empty)."""
+        out = []
+        for key in self.stream_keys:
+            length = self.client.xlen(key)
+            first = self.client.xrange(key, count=1)
+            last = self.client.xrevrange(key, count=1)
+            out.append({
+                "stream": key,
+                "length": length,
+                "first_id": _id(first[0][0]) if first else None,
+                "last_id": _id(last[0][0]) if last else None,
+            })
+        return out
+
+    def type_counts(self) -> dict[str, int]:
+        raw = self.client.hgetall(self.types_key)
+        return {_id(k): int(v) for k, v in sorted(raw.items())}
+
+
+def _id(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,108 @@
+"""The append path as producers use it: encode, spool with one write, wake the shipper.
+
+One ``Writer`` per spool directory per process, shared by every caller (the Hermes
+gateway builds many provider instances in one process) and reference-counted: the last
+``release`` ships what it can within ``shutdown_timeout`` and leaves the rest spooled.
+
+Guarantee: ``emit`` never raises and never touches the network; it returns True once
+the event is in the kernel (safe from a crash of this process), False if it was
+refused (counted and logged).
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+
+import structlog
+
+from memstream.producers.connect import LogLocator
+from memstream.producers.events import Event, encode
+from memstream.core.settings import Settings
+from memstream.producers.shipper import Shipper
+from memstream.producers.spool import Spool
+
+__all__ = ["Writer"]
+
+log = structlog.get_logger("memstream.writer")
+
+_registry: dict[str, "Writer"] = {}
+_registry_lock = threading.Lock()
+
+
+class Writer:
+    def __init__(self, settings: Settings, locator: LogLocator | None = None):
+        self.settings = settings
+        self.spool = Spool(settings.spool_dir, max_bytes=settings.spool_max_bytes,
+                           fsync=settings.spool_fsync)
+        self.locator = locator or LogLocator(settings)
+        self.shipper = Shipper(self.spool, self.locator, batch=settings.ship_batch,
+                               fsync_interval=settings.fsync_interval)
+        self.encode_errors = 0
+        self._refs = 0
+        self._closed = False
+
+    @classmethod
+    def shared(cls, settings: Settings) -> "Writer":
+        """The process-wide writer for these settings' spool; call ``release`` when done."""
+        # resolve() whether or not the directory exists yet: the first call creates it,
+        # and a symlinked or relative home must map to the same key on every call
+        key = str(settings.spool_dir.resolve())
+        with _registry_lock:
+            writer = _registry.get(key)
+            if writer is None or writer._closed:
+                writer = cls(settings)
+                writer.shipper.start()
+                _registry[key] = writer
+            writer._refs += 1
+            return writer
+
+    def emit(self, event: Event) -> bool:
+        """Spool one event (one write) and wake the shipper. Never raises."""
+        try:
+            data = encode(event)
+        except Exception as exc:
+            self.encode_errors += 1
+            log.error("writer.encode_failed", event_type=type(event).__name__, error=str(exc))
+            return False
+        ok = self.spool.append(data)
+        self.shipper.notify()
+        return ok
+
+    def flush(self, timeout: float) -> bool:
+        """Wait (bounded) until everything spooled so far is in the log."""
+        return self.shipper.flush(timeout)
+
+    def release(self, timeout: float | None = None) -> bool:
+        """Drop one reference; the last one stops the shipper (bounded) and closes."""
+        with _registry_lock:
+            self._refs -= 1
+            if self._refs > 0:
+                return True
+            for key, value in list(_registry.items()):
+                if value is self:
+                    del _registry[key]
+        return self.close(timeout)
+
+    def close(self, timeout: float | None = None) -> bool:
+        if self._closed:
+            return True
+        self._closed = True
+        drained = self.shipper.stop(self.settings.shutdown_timeout if timeout is None else timeout,
+                                    close_spool=True)
+        if not drained:
+            log.warning("writer.closed_with_backlog", unshipped_bytes=self.spool.unshipped_bytes,
+                        action="left in the spool; the next process or `memstream up` ships it")
+        return drained
+
+    def stats(self) -> dict:
+        return {**self.shipper.stats(), "encode_errors": self.encode_errors}
+
+
+@atexit.register
+def _close_all() -> None:
+    for writer in list(_registry.values()):
+        try:
+            writer.close()
+        except Exception:
+            pass

@@ -1,0 +1,58 @@
+"""What every embedder shares: its errors, L2 normalisation, input checks.
+
+Private: import these names from ``memstream.projections.embedders.port``.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["EmbedderError", "EmbedderUnavailable", "l2_normalize", "as_text_list", "approx_tokens"]
+
+
+class EmbedderError(Exception):
+    """An embedder cannot make vectors: misconfigured, rejected input, wrong size.
+
+    Permanent: retrying the same call gives the same answer. The message says what to
+    do next. Never carries the texts being embedded.
+    """
+
+
+class EmbedderUnavailable(EmbedderError):
+    """A remote embedder is unreachable, timed out, overloaded or failed (HTTP 5xx/429).
+
+    Transient: retry later (a projection worker leaves the entry pending for redelivery).
+    """
+
+
+def l2_normalize(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit L2 norm, as float32; an all-zero row stays zero."""
+    v = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(v, axis=1, keepdims=True)
+    np.maximum(norms, np.float32(1e-12), out=norms)
+    return (v / norms).astype(np.float32, copy=False)
+
+
+def as_text_list(texts: Sequence[str]) -> list[str]:
+    """``texts`` as a list, refusing a bare string (a common slip) and non-strings."""
+    if isinstance(texts, (str, bytes)):
+        raise TypeError("embed() takes a sequence of texts, not one string: embed([text])")
+    out = list(texts)
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise TypeError(f"embed() texts must be str; item {i} is {type(t).__name__}")
+    return out
+
+
+def approx_tokens(text: str) -> int:
+    """A cheap token estimate for models whose tokenizer is not at hand.
+
+    About four ASCII characters per token, one token per other character (errs high for
+    accented Latin, about right for CJK). At least 1 for non-empty text.
+    """
+    if not text:
+        return 0
+    ascii_chars = sum(1 for ch in text if ord(ch) < 128)
+    return max(1, -(-ascii_chars // 4) + (len(text) - ascii_chars))

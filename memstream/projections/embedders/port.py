@@ -1,0 +1,129 @@
+"""Text to dense vectors: the ``Embedder`` port, its implementations and a factory.
+
+``get_embedder(spec, **options)`` makes one:
+
+- ``onnx-minilm`` (default): all-MiniLM-L6-v2 int8 on onnxruntime, in-process, offline,
+  384-d (``OnnxMiniLMEmbedder``);
+- ``hash``: deterministic feature hashing, numpy only, for tests (``HashEmbedder``);
+- ``openai`` / ``openai:MODEL``: any OpenAI-compatible ``POST {base_url}/embeddings``;
+- ``ollama`` / ``ollama:MODEL``: Ollama's ``POST {base_url}/api/embed``.
+
+Every embedder returns float32 rows of unit L2 norm, shape ``(n, dim)``, in input order,
+and never refuses a long text (it is truncated to ``max_tokens``; chunk before embedding
+with ``count_tokens``). ``name`` identifies the model and every setting that changes the
+vectors: it keys the embedding cache and is what a collection should record.
+
+Errors: ``EmbedderUnavailable`` is transient (retry later); other ``EmbedderError`` are
+permanent (fix the configuration). ``check_dim`` guards a collection against vectors of
+another size. ``CachedEmbedder`` (in ``memstream.projections.embedders.cache``) embeds each text
+once per embedder.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from memstream.projections.embedders.base import EmbedderError, EmbedderUnavailable
+from memstream.projections.embedders.hashing import HashEmbedder
+from memstream.projections.embedders.onnx import OnnxMiniLMEmbedder
+from memstream.projections.embedders.remote import OllamaEmbedder, OpenAIEmbedder
+
+__all__ = [
+    "Embedder", "EmbedderError", "EmbedderUnavailable", "get_embedder", "check_dim", "measure",
+    "HashEmbedder", "OnnxMiniLMEmbedder", "OpenAIEmbedder", "OllamaEmbedder", "SPECS", "DEFAULT_SPEC",
+]
+
+DEFAULT_SPEC = "onnx-minilm"
+SPECS = ("onnx-minilm", "hash", "openai", "ollama")
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into unit vectors of one size."""
+
+    name: str  # model id and every setting that changes the vectors, e.g. "onnx-minilm:all-MiniLM-L6-v2-onnx-int8"
+    dim: int
+    max_tokens: int  # longer texts are truncated
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """float32, shape ``(len(texts), dim)``, rows of L2 norm 1, in input order."""
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens the model sees for ``text`` before truncation (approximate for remote models)."""
+        ...
+
+
+def get_embedder(spec: str | None = None, **options: Any) -> Embedder:
+    """The embedder named by ``spec`` (None: ``MEMSTREAM_EMBEDDER``, else ``onnx-minilm``).
+
+    ``options`` go to the implementation's constructor (e.g. ``threads=2``,
+    ``base_url=...``, ``dim=768``). Raises ``EmbedderError`` for an unknown spec or a
+    missing package/model; ``TypeError`` for an option the implementation lacks.
+    """
+    spec = (spec or os.environ.get("MEMSTREAM_EMBEDDER", "").strip() or DEFAULT_SPEC).strip()
+    kind, _, model = spec.partition(":")
+    kind = kind.lower()
+    if kind in ("openai", "ollama"):
+        if model:
+            options.setdefault("model", model)
+        return (OpenAIEmbedder if kind == "openai" else OllamaEmbedder)(**options)
+    if model:
+        raise EmbedderError(f"embedder {kind!r} takes no model in its spec ({spec!r}); use {kind!r}")
+    if kind == "onnx-minilm":
+        return OnnxMiniLMEmbedder(**options)
+    if kind == "hash":
+        return HashEmbedder(**options)
+    raise EmbedderError(
+        f"unknown embedder {spec!r}; choose one of onnx-minilm, hash, openai[:MODEL], ollama[:MODEL] "
+        "(MEMSTREAM_EMBEDDER or the spec argument)"
+    )
+
+
+def check_dim(embedder: Embedder, expected_dim: int, collection: str) -> None:
+    """Return if ``embedder`` makes ``expected_dim``-d vectors, else raise ``EmbedderError``.
+
+    Call it before writing into or querying an existing collection.
+    """
+    if int(embedder.dim) == int(expected_dim):
+        return
+    raise EmbedderError(
+        f"collection {collection!r} holds {expected_dim}-d vectors but embedder {embedder.name!r} makes "
+        f"{embedder.dim}-d; replay into a new projection version built with this embedder (its collection "
+        f"gets the new size, readers switch when it has caught up), or configure the embedder that built "
+        f"{collection!r}"
+    )
+
+
+def measure(texts: Sequence[str], embedder: Embedder, *, warmup: int = 16) -> dict[str, Any]:
+    """Embed ``texts`` once with ``embedder`` and time it (after ``warmup`` untimed texts).
+
+    Returns ``embedder``, ``texts``, ``tokens`` (by ``count_tokens``, capped at
+    ``max_tokens``), ``seconds`` (wall), ``cpu_seconds`` (this process, all threads: less
+    disturbed by other load on the machine than wall time), ``texts_per_s``,
+    ``tokens_per_s``. Pass a fresh embedder, not a ``CachedEmbedder`` that has seen the
+    texts. Remote embedders' time is mostly the server's, outside ``cpu_seconds``.
+    """
+    items = list(texts)
+    if warmup and items:
+        embedder.embed(items[:warmup])
+    tokens = sum(min(embedder.count_tokens(t), embedder.max_tokens) for t in items)
+    started, cpu_started = time.perf_counter(), time.process_time()
+    vectors = embedder.embed(items)
+    seconds = time.perf_counter() - started
+    cpu_seconds = time.process_time() - cpu_started
+    if vectors.shape != (len(items), embedder.dim):
+        raise EmbedderError(f"{embedder.name} returned shape {vectors.shape} for {len(items)} texts of dim {embedder.dim}")
+    return {
+        "embedder": embedder.name,
+        "texts": len(items),
+        "tokens": tokens,
+        "seconds": round(seconds, 4),
+        "cpu_seconds": round(cpu_seconds, 4),
+        "texts_per_s": round(len(items) / seconds, 1) if seconds > 0 else float("inf"),
+        "tokens_per_s": round(tokens / seconds, 1) if seconds > 0 else float("inf"),
+    }

@@ -1,0 +1,348 @@
+"""The storage port of the projections: points, scope filters and the ``VectorStore``.
+
+Backends: ``QdrantStore`` (qdrant-client: a Qdrant server in production, local mode in
+tests) and ``EdgeStore`` (qdrant-edge: Qdrant's engine in-process, the embedded
+default). One contract test suite runs against every backend.
+
+Collections are versioned: ``ensure_collection("turns", 2, dim)`` creates ``turns_v2``
+beside ``turns_v1``; ``set_active_version("turns", 2)`` switches readers atomically.
+Every method taking a ``collection`` accepts a physical name (``turns_v2``) or a
+logical one (``turns``), which reads or writes the active version at the time of the
+call. To pin a multi-call read (scroll pagination) to one version, resolve it once with
+``collection_for_read``.
+
+Every point carries ``payload["tenant"]``, and every filtered call requires a tenant:
+nothing crosses tenants by accident.
+
+Errors: ``StoreUnavailable`` (and ``StoreLocked``) are transient, retry later;
+``CollectionNotFound``, ``DimensionMismatch`` and other ``StoreError`` are permanent;
+a malformed point or filter raises ``ValueError`` before the store is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+__all__ = [
+    "VectorStore", "Point", "Hit", "Filter", "SparseVector", "Fusion",
+    "StoreError", "StoreUnavailable", "StoreLocked", "CollectionNotFound",
+    "DimensionMismatch", "point_id", "physical_name", "split_physical", "INDEXED_FIELDS",
+    "DENSE", "SPARSE", "open_store",
+]
+
+DENSE = "dense"  # name of the dense vector (cosine)
+SPARSE = "sparse"  # name of the sparse vector (IDF modifier)
+
+# Payload fields every collection indexes; ``tenant`` is the tenant key.
+INDEXED_FIELDS: Mapping[str, Literal["keyword", "float"]] = {
+    "tenant": "keyword",
+    "agent": "keyword",
+    "session_id": "keyword",
+    "kind": "keyword",
+    "event_id": "keyword",
+    "occurred_at_ts": "float",
+}
+
+SparseVector = tuple[Sequence[int], Sequence[float]]
+Fusion = Literal["rrf", "dbsf"]
+
+# Never change: point ids of every projection derive from it.
+POINT_NAMESPACE = uuid.UUID("5b0f4d0e-7c1a-5e8a-9d36-6d656d737472")
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+_PHYSICAL = re.compile(r"^(?P<name>[a-z][a-z0-9_]*?)_v(?P<version>[0-9]+)$")
+
+
+class StoreError(Exception):
+    """A permanent store error: retrying the same call will fail the same way."""
+
+
+class StoreUnavailable(StoreError):
+    """Transient: the store cannot be reached or is busy; retry the call later."""
+
+
+class StoreLocked(StoreUnavailable):
+    """The embedded store's directory is open in another process (single-process engine).
+
+    Run the projector and the queries in one process (``memstream up``), or use a Qdrant
+    server (``MEMSTREAM_QDRANT_URL``) when several processes need the store.
+    """
+
+
+class CollectionNotFound(StoreError):
+    """No such collection, or the logical name has no active version yet."""
+
+
+class DimensionMismatch(StoreError):
+    """The collection exists with another dense dimension: build a new version instead."""
+
+
+def point_id(*parts: str | int) -> str:
+    """A deterministic point id: uuid5 of a fixed namespace and the parts (typed, ordered).
+
+    ``point_id(event_id)`` and ``point_id("fact", tenant, key)`` are stable across
+    processes and releases; ``point_id(1)`` differs from ``point_id("1")``.
+    """
+    if not parts:
+        raise ValueError("point_id needs at least one part")
+    for part in parts:
+        if not isinstance(part, (str, int)) or isinstance(part, bool):
+            raise ValueError(f"point_id parts are str or int, got {type(part).__name__}")
+    key = json.dumps(list(parts), ensure_ascii=False, separators=(",", ":"))
+    return str(uuid.uuid5(POINT_NAMESPACE, key))
+
+
+def physical_name(name: str, version: int) -> str:
+    """``{name}_v{version}``; validates both (ValueError)."""
+    if not _NAME.match(name) or _PHYSICAL.match(name):
+        raise ValueError(
+            f"collection name {name!r}: use [a-z][a-z0-9_]*, not ending in _v<number>"
+        )
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise ValueError(f"collection version must be an int >= 1, got {version!r}")
+    return f"{name}_v{version}"
+
+
+def split_physical(collection: str) -> tuple[str, int] | None:
+    """``("turns", 2)`` for ``"turns_v2"``; ``None`` for a logical name."""
+    m = _PHYSICAL.match(collection)
+    return (m.group("name"), int(m.group("version"))) if m else None
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """One point: a UUID id, a dense vector, an optional sparse vector and a payload.
+
+    ``payload["tenant"]`` (a non-empty str) is required on upsert. Search and scroll
+    results come back as ``Point``/``Hit`` without vectors unless asked for.
+    """
+
+    id: str
+    dense: Sequence[float] | Any | None = None  # list[float] or a 1-d numpy array
+    sparse: SparseVector | None = None
+    payload: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A search result: the point id, its score (cosine, IDF dot or fused) and payload."""
+
+    id: str
+    score: float
+    payload: dict[str, Any]
+
+
+Values = str | Sequence[str] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """The scope of a read or a delete. ``tenant`` is required; other fields narrow it.
+
+    ``agent``, ``session_id`` and ``kind`` take one value or a sequence (any of them);
+    ``since_ts <= occurred_at_ts < until_ts`` (unix seconds); ``exclude_ids`` are
+    point ids left out of the result.
+    """
+
+    tenant: str
+    agent: Values = None
+    session_id: Values = None
+    kind: Values = None
+    since_ts: float | None = None
+    until_ts: float | None = None
+    exclude_ids: Sequence[str] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tenant, str) or not self.tenant:
+            raise ValueError("Filter.tenant is required (a non-empty str)")
+        for name in ("agent", "session_id", "kind"):
+            value = getattr(self, name)
+            if value is None or isinstance(value, str):
+                continue
+            values = tuple(value)
+            if not values or not all(isinstance(v, str) for v in values):
+                raise ValueError(f"Filter.{name}: a str or a non-empty sequence of str")
+            object.__setattr__(self, name, values)
+        object.__setattr__(self, "exclude_ids", tuple(self.exclude_ids))
+
+    def matches(self) -> list[tuple[str, str | tuple[str, ...]]]:
+        """``(field, value-or-values)`` pairs that must all match, tenant first."""
+        out: list[tuple[str, str | tuple[str, ...]]] = [("tenant", self.tenant)]
+        for name in ("agent", "session_id", "kind"):
+            value = getattr(self, name)
+            if value is not None:
+                out.append((name, value))
+        return out
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """The port every projection and query uses; see the module docstring for naming."""
+
+    def ensure_collection(self, name: str, version: int, dim: int) -> str:
+        """Create ``{name}_v{version}`` (dense cosine ``dim`` + sparse IDF + payload indexes)
+        if absent and return its name. Idempotent; DimensionMismatch if it exists with
+        another dim. Does not activate it."""
+        ...
+
+    def drop_collection(self, name: str, version: int) -> None:
+        """Delete ``{name}_v{version}``; idempotent. StoreError if it is the active one."""
+        ...
+
+    def versions(self, name: str) -> list[int]:
+        """Versions of ``name`` that exist, ascending."""
+        ...
+
+    def upsert(self, collection: str, points: Sequence[Point]) -> None:
+        """Insert or replace whole points (vectors and payload), applied when it returns.
+        Idempotent: the same points twice leave the same state."""
+        ...
+
+    def delete(self, collection: str, ids: Sequence[str]) -> None:
+        """Delete points by id; idempotent (unknown ids are ignored)."""
+        ...
+
+    def delete_where(self, collection: str, filter: Filter) -> None:
+        """Delete every point in the filter's scope; idempotent."""
+        ...
+
+    def set_payload(self, collection: str, ids: Sequence[str], payload: Mapping[str, Any]) -> None:
+        """Merge ``payload`` keys into existing points (others kept); idempotent."""
+        ...
+
+    def search(
+        self,
+        collection: str,
+        *,
+        dense: Sequence[float] | Any | None = None,
+        sparse: SparseVector | None = None,
+        filter: Filter,
+        limit: int = 10,
+        fusion: Fusion = "rrf",
+    ) -> list[Hit]:
+        """Top ``limit`` points in scope, best first: by cosine (dense only), IDF dot
+        (sparse only) or, with both, fused in the engine (prefetch each + RRF/DBSF)."""
+        ...
+
+    def scroll(
+        self, collection: str, filter: Filter, *, limit: int = 100, offset: str | None = None
+    ) -> tuple[list[Point], str | None]:
+        """A page of points in scope ordered by id (no vectors) and the next offset (None
+        at the end). Pin ``collection`` with ``collection_for_read`` across pages."""
+        ...
+
+    def count(self, collection: str, filter: Filter | None = None) -> int:
+        """Exact number of points in scope (all points without a filter)."""
+        ...
+
+    def retrieve(
+        self, collection: str, ids: Sequence[str], *, with_vectors: bool = False
+    ) -> list[Point]:
+        """The points that exist among ``ids`` (order not guaranteed)."""
+        ...
+
+    def active_version(self, name: str) -> int | None:
+        """The version readers of ``name`` see, or None if none was activated."""
+        ...
+
+    def set_active_version(self, name: str, version: int) -> None:
+        """Atomically switch readers of ``name`` to an existing version."""
+        ...
+
+    def collection_for_read(self, name: str) -> str:
+        """The physical collection readers of ``name`` see now; CollectionNotFound if none."""
+        ...
+
+    def close(self) -> None:
+        """Release the store (flushes the embedded engine); idempotent."""
+        ...
+
+
+def open_store(*, url: str | None = None, path: str | None = None) -> VectorStore:
+    """A Qdrant server store if ``url`` is set (MEMSTREAM_QDRANT_URL), else the embedded
+    qdrant-edge store under ``path``. Backends are imported here, on first use:
+    qdrant-client alone takes about a second to import."""
+    if url:
+        from memstream.projections.stores.qdrant import QdrantStore
+
+        return QdrantStore(url)
+    if path:
+        from memstream.projections.stores.edge import EdgeStore
+
+        return EdgeStore(path)
+    raise ValueError("open_store needs a Qdrant url or an embedded store path")
+
+
+# --- helpers shared by the backends -------------------------------------------------
+
+
+def dense_list(dense: Sequence[float] | Any) -> list[float]:
+    """A plain list of floats from a list or a 1-d numpy array (ValueError if not finite)."""
+    if isinstance(dense, np.ndarray):
+        if dense.size == 0 or not np.isfinite(dense).all():
+            raise ValueError("dense vector must be non-empty and finite")
+        return dense.tolist()
+    values = [float(x) for x in dense]
+    if not values or not all(math.isfinite(x) for x in values):
+        raise ValueError("dense vector must be non-empty and finite")
+    return values
+
+
+def sparse_lists(sparse: SparseVector) -> tuple[list[int], list[float]]:
+    indices, values = sparse
+    indices = indices.tolist() if hasattr(indices, "tolist") else [int(i) for i in indices]
+    values = values.tolist() if hasattr(values, "tolist") else [float(v) for v in values]
+    if len(indices) != len(values):
+        raise ValueError("sparse vector: indices and values differ in length")
+    if len(set(indices)) != len(indices):
+        raise ValueError("sparse vector: duplicate indices")
+    if any(i < 0 or i >= 1 << 32 for i in indices):
+        raise ValueError("sparse vector: indices must be uint32")
+    return indices, values
+
+
+def check_point(point: Point, dim: int | None = None) -> None:
+    """ValueError unless the point has a UUID id, a tenant and (if given) the right dim."""
+    try:
+        uuid.UUID(point.id)
+    except (ValueError, TypeError, AttributeError):
+        raise ValueError(f"point id {point.id!r} is not a UUID: use point_id(...)") from None
+    tenant = point.payload.get("tenant")
+    if not isinstance(tenant, str) or not tenant:
+        raise ValueError(f"point {point.id}: payload['tenant'] is required (a non-empty str)")
+    if point.dense is not None and dim is not None and len(point.dense) != dim:
+        raise ValueError(f"point {point.id}: dense has {len(point.dense)} dims, expected {dim}")
+
+
+def uuid_ids(ids: Sequence[str]) -> list[str]:
+    """Canonical UUID strings of ``ids`` (ValueError naming the first that is not one)."""
+    out = []
+    for i in ids:
+        try:
+            out.append(str(uuid.UUID(str(i))))
+        except ValueError:
+            raise ValueError(f"point id {i!r} is not a UUID: use point_id(...)") from None
+    return out
+
+
+def check_search(dense, sparse, limit: int, fusion: str) -> None:
+    if dense is None and sparse is None:
+        raise ValueError("search needs a dense or a sparse query vector (or both)")
+    if limit < 1:
+        raise ValueError("limit must be >= 1")
+    if fusion not in ("rrf", "dbsf"):
+        raise ValueError(f"fusion must be 'rrf' or 'dbsf', got {fusion!r}")
+
+
+def prefetch_limit(limit: int) -> int:
+    """Candidates each side contributes to a fused search."""
+    return max(4 * limit, 40)
+
+
+RRF_K = 60  # the constant of Cormack et al.; set explicitly so every backend agrees

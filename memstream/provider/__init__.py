@@ -1,0 +1,8 @@
+"""provider: the Hermes ``MemoryProvider`` plugin (``from memstream.provider import MemstreamProvider``).
+
+A thin shell over ``producers``: hooks append events, nothing else.
+"""
+
+from memstream.provider.provider import MemstreamProvider, register, resolve_agent
+
+__all__ = ["MemstreamProvider", "register", "resolve_agent"]

@@ -1,0 +1,226 @@
+"""The read operations the query servers answer: recall (prefetch), search, context,
+recent, facts and count.
+
+Every request names its tenant, which the asking side takes from its own configuration
+(the provider never lets a tool argument choose it); a request without one is an error.
+``scope`` is ``current`` (the asking agent, the default), ``session`` (the asking
+session), ``all`` (every agent of the tenant) or an agent's name. Answers are JSON-ready
+dicts; a bad request is ``{"error": ...}``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from memstream.projections.facts_table import FactsTable
+from memstream.projections.stores.port import CollectionNotFound, Filter, VectorStore, point_id
+from memstream.query.ranking import Searcher, fact_item
+
+from memstream.projections.sessions import SessionsIndex
+
+__all__ = ["ReadOps", "asks_about_history", "BadRequest"]
+
+KINDS = {"turns": ("turns",), "memories": ("memories",), "facts": ("facts",),
+         "all": ("turns", "memories", "facts")}
+MAX_LIMIT = 50
+
+# Questions about how things were, not how they are: superseded facts are wanted then.
+_HISTORY = re.compile(
+    r"\b(used to|previous(ly)?|before|formerly|former|earlier|originally|no longer|any ?more|"
+    r"history|changed?|past|old|was|were|did .* (live|work|use))\b", re.IGNORECASE)
+
+
+class BadRequest(ValueError):
+    pass
+
+
+def asks_about_history(query: str) -> bool:
+    return bool(_HISTORY.search(query or ""))
+
+
+class ReadOps:
+    def __init__(self, store: VectorStore, searcher: Searcher, facts: FactsTable, sessions: SessionsIndex):
+        self.store = store
+        self.searcher = searcher
+        self.facts = facts
+        self.sessions = sessions
+
+    def handlers(self) -> dict[str, Callable[[dict], dict]]:
+        ops = {"recall": self.recall, "search": self.search, "context": self.context,
+               "recent": self.recent, "facts": self.facts_op, "exists": self.exists}
+
+        def checked(fn):
+            def run(request: dict) -> dict:
+                try:
+                    return fn(request)
+                except BadRequest as exc:
+                    return {"error": str(exc)}
+            return run
+
+        return {name: checked(fn) for name, fn in ops.items()}
+
+    # -- request fields ---------------------------------------------------------------
+    @staticmethod
+    def _tenant(request: dict) -> str:
+        tenant = request.get("tenant")
+        if not isinstance(tenant, str) or not tenant:
+            raise BadRequest("the request has no tenant")
+        return tenant
+
+    @staticmethod
+    def _limit(request: dict, key: str, default: int, top: int = MAX_LIMIT) -> int:
+        value = request.get(key, default)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+            raise BadRequest(f"{key} must be an integer, got {value!r}")
+        if not 0 <= int(value) <= top:
+            raise BadRequest(f"{key} must be between 0 and {top}, got {value}")
+        return int(value)
+
+    @staticmethod
+    def _scope(request: dict) -> tuple[str, str]:
+        scope = request.get("scope") or "current"
+        if not isinstance(scope, str):
+            raise BadRequest(f"scope must be a string, got {scope!r}")
+        agent = str(request.get("agent") or "default")
+        return scope, agent
+
+    def _agents(self, request: dict) -> list[str] | None:
+        scope, agent = self._scope(request)
+        if scope == "all":
+            return None
+        if scope in ("current", "session"):
+            return [agent]
+        return [scope]
+
+    # -- ops ------------------------------------------------------------------------------
+    def search(self, request: dict) -> dict:
+        tenant = self._tenant(request)
+        query = request.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise BadRequest("query must be a non-empty string")
+        kind = request.get("kind") or "all"
+        kinds = tuple(request["kinds"]) if isinstance(request.get("kinds"), list) else KINDS.get(kind)
+        if not kinds or not set(kinds) <= {"turns", "memories", "facts"}:
+            raise BadRequest(f"kind must be one of {sorted(KINDS)}, got {kind!r}")
+        scope, agent = self._scope(request)
+        k = self._limit(request, "k", 10) or 10
+        results = self.searcher.search(
+            query, tenant=tenant, agent=agent, scope=scope, k=k, kinds=kinds,
+            session=str(request.get("session") or ""),
+            history=bool(request.get("history")) or asks_about_history(query))
+        return {"results": results}
+
+    def recall(self, request: dict) -> dict:
+        """Prefetch: the turn's best items, current facts first (superseded ones only when
+        the message asks about the past)."""
+        answer = self.search({**request, "kind": "all", "kinds": None})
+        items = answer["results"]
+        facts = [i for i in items if i.get("kind") == "fact"]
+        return {"items": facts + [i for i in items if i.get("kind") != "fact"]}
+
+    def context(self, request: dict) -> dict:
+        """The turns around a hit in its session: ``before`` earlier, ``after`` later."""
+        tenant = self._tenant(request)
+        item_id = request.get("id")
+        if not isinstance(item_id, str) or not item_id:
+            raise BadRequest("id must be a non-empty string (an id from memstream_search)")
+        before = self._limit(request, "before", 3, 20)
+        after = self._limit(request, "after", 3, 20)
+        anchor = self._anchor(tenant, item_id)
+        if anchor is None:
+            return {"error": f"no turn, memory or fact with id {item_id!r} in this tenant"}
+        agents = self._agents(request)
+        if agents is not None and anchor.get("agent") not in agents:
+            return {"error": f"{item_id!r} belongs to agent {anchor.get('agent')!r}: use scope='all' or that agent's name"}
+        turns = self._session_turns(tenant, str(anchor.get("session_id") or ""))
+        at = float(anchor.get("occurred_at_ts") or 0)
+        pos = next((i for i, t in enumerate(turns) if t["id"] == anchor.get("event_id")), None)
+        if pos is None:  # a memory or fact: the turns nearest in time
+            pos = sum(1 for t in turns if t["_ts"] <= at) - 1
+            window = turns[max(0, pos + 1 - before): pos + 1 + after]
+        else:
+            window = turns[max(0, pos - before): pos + 1 + after]
+        for t in window:
+            t.pop("_ts", None)
+            t["hit"] = t["id"] == anchor.get("event_id")
+        return {"anchor": {"id": item_id, "kind": anchor.get("kind"), "session": anchor.get("session_id"),
+                           "agent": anchor.get("agent"), "text": anchor.get("text", "")},
+                "turns": window}
+
+    def exists(self, request: dict) -> dict:
+        """Whether ``id`` names a turn, memory or fact of the request's tenant (what
+        ``memstream_forget`` checks before it writes a tombstone)."""
+        tenant = self._tenant(request)
+        item_id = request.get("id")
+        if not isinstance(item_id, str) or not item_id:
+            raise BadRequest("id must be a non-empty string")
+        anchor = self._anchor(tenant, item_id)
+        if anchor is None:
+            return {"exists": False}
+        return {"exists": True, "kind": anchor.get("kind"), "agent": anchor.get("agent")}
+
+    def _anchor(self, tenant: str, item_id: str) -> dict | None:
+        for name in ("turns", "memories"):
+            try:
+                collection = self.store.collection_for_read(name)
+                found = self.store.retrieve(collection, [point_id(item_id, 0)])
+            except (CollectionNotFound, ValueError):
+                continue
+            if found and found[0].payload.get("tenant") == tenant:
+                return dict(found[0].payload)
+        fact = self.facts.get(tenant, item_id)
+        if fact is not None and fact.event_ids:
+            anchor = self._anchor(tenant, fact.event_ids[0]) or {}
+            return {**anchor, "kind": "fact", "text": fact_item(fact)["text"],
+                    "agent": fact.agent, "session_id": fact.session_id or anchor.get("session_id")}
+        return None
+
+    def _session_turns(self, tenant: str, session: str) -> list[dict]:
+        try:
+            collection = self.store.collection_for_read("turns")
+        except CollectionNotFound:
+            return []
+        chunks: dict[str, list] = {}
+        offset = None
+        while True:
+            page, offset = self.store.scroll(collection, Filter(tenant=tenant, session_id=session),
+                                             limit=256, offset=offset)
+            for p in page:
+                chunks.setdefault(str(p.payload.get("event_id")), []).append(p.payload)
+            if offset is None:
+                break
+        turns = []
+        for event_id, parts in chunks.items():
+            parts.sort(key=lambda p: int(p.get("chunk", 0)))
+            head = parts[0]
+            turns.append({"id": event_id, "kind": head.get("kind"), "turn_index": head.get("turn_index"),
+                          "occurred_at": head.get("occurred_at"), "agent": head.get("agent"),
+                          "session": head.get("session_id"),
+                          "text": "\n".join(str(p.get("text", "")) for p in parts),
+                          "_ts": float(head.get("occurred_at_ts") or 0)})
+        turns.sort(key=lambda t: (t["_ts"], t["turn_index"] or 0))
+        return turns
+
+    def recent(self, request: dict) -> dict:
+        tenant = self._tenant(request)
+        limit = self._limit(request, "limit", 5) or 5
+        scope, agent = self._scope(request)
+        if scope == "session":
+            scope = "current"
+        who = None if scope == "all" else (agent if scope == "current" else scope)
+        return {"sessions": self.sessions.recent(tenant, who, limit)}
+
+    def facts_op(self, request: dict) -> dict:
+        tenant = self._tenant(request)
+        subject = request.get("subject") or None
+        kind = request.get("kind") or None
+        for name, value in (("subject", subject), ("kind", kind)):
+            if value is not None and not isinstance(value, str):
+                raise BadRequest(f"{name} must be a string, got {value!r}")
+        limit = self._limit(request, "limit", 20) or 20
+        found = self.facts.query(tenant, agents=self._agents(request), subject=subject, kind=kind,
+                                 history=bool(request.get("history")))
+        return {"facts": [fact_item(f) for f in found[:limit]], "total": len(found)}

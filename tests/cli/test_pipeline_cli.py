@@ -1,0 +1,128 @@
+"""The CLI against a real detached service (embedded Valkey, the pipeline in-process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import redis
+from pipeline_support import wait_for
+
+from memstream.cli import main
+from memstream.core.settings import Settings
+from memstream.producers.connect import read_run_file
+from memstream.workers.consumer import is_applied
+
+GROUPS = ("turns.v1", "memories.v1", "facts.v1", "sessions.v1")
+
+
+def _run(capsys, *argv: str) -> tuple[int, dict]:
+    code = main(list(argv))
+    out = capsys.readouterr().out.strip().splitlines()
+    return code, json.loads(out[-1]) if out else {}
+
+
+def _ms(*args: str) -> subprocess.CompletedProcess:
+    """The service starts and stops from a separate process, as a user runs it (the
+    service must not be a child of the test process, or it lingers as a zombie)."""
+    return subprocess.run([sys.executable, "-m", "memstream", *args], capture_output=True, text=True,
+                          timeout=60, env=dict(os.environ, MEMSTREAM_EMBEDDER="hash"))
+
+
+@pytest.fixture
+def service(monkeypatch):
+    monkeypatch.setenv("MEMSTREAM_EMBEDDER", "hash")
+    up = _ms("up", "--detach", "--json")
+    assert up.returncode == 0, up.stderr
+    client = redis.Redis.from_url(read_run_file(Settings.load().run_file)["url"])
+    try:
+        yield client
+    finally:
+        client.close()
+        down = _ms("down", "--json")
+        assert down.returncode == 0 and json.loads(down.stdout)["stopped"], down.stdout + down.stderr
+
+
+@pytest.mark.valkey
+def test_add_sync_is_searchable_at_once_and_dlq_list_retry_drop_work_on_a_live_service(service, capsys):
+    code, added = _run(capsys, "add", "--sync", "--json", "The release train leaves every second Thursday")
+    assert code == 0 and added["state"] == "searchable"
+    code, found = _run(capsys, "search", "--json", "release train Thursday")
+    assert code == 0
+    assert added["id"] in [r["id"] for r in found["results"]]
+
+    key = f"{Settings.load().stream_prefix}:events:0"
+    bad = service.xadd(key, {"id": "x", "type": "turn.recorded", "data": b"\xc1 not msgpack"}).decode()
+
+    def dead_letters() -> list[dict]:
+        return _run(capsys, "dlq", "list", "--json")[1]["dead_letters"]
+
+    wait_for(lambda: len(dead_letters()) == 4, what="every group to dead-letter the malformed entry")
+    dead = {d["group"]: d for d in dead_letters()}
+    assert set(dead) == set(GROUPS)
+    assert all(d["entry_id"] == bad and d["error"].startswith("malformed") for d in dead.values())
+
+    code, retried = _run(capsys, "dlq", "retry", dead["turns.v1"]["dlq_id"], "--json")
+    assert code == 0
+    new_entry = retried["retry"][dead["turns.v1"]["dlq_id"]]
+    wait_for(lambda: all(is_applied(service, key, g, new_entry) for g in GROUPS), what="the retry to be read")
+    again = [d for d in dead_letters() if d["entry_id"] == new_entry]
+    assert [d["group"] for d in again] == ["turns.v1"]  # only the group it was retried for
+
+    for d in dead_letters():
+        assert _run(capsys, "dlq", "drop", d["dlq_id"], "--json")[0] == 0
+    assert dead_letters() == []
+    assert _run(capsys, "dlq", "drop", dead["facts.v1"]["dlq_id"], "--json")[0] == 1
+    assert read_run_file(Settings.load().run_file)
+
+
+# -- memstream worker ------------------------------------------------------------------------------
+def _worker_env(tmp_path, url: str, **extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTREAM_")}
+    return dict(env, MEMSTREAM_REDIS_URL=url, MEMSTREAM_HOME=str(tmp_path / "worker-home"),
+                MEMSTREAM_EMBEDDER="hash", MEMSTREAM_AUTOSTART="0", **extra)
+
+
+@pytest.mark.valkey
+def test_worker_needs_a_shared_qdrant_unless_told_to_own_the_embedded_store(tmp_path, valkey_server):
+    env = _worker_env(tmp_path, valkey_server.url)
+    refused = subprocess.run([sys.executable, "-m", "memstream", "worker"], capture_output=True, text=True,
+                             timeout=60, env=env)
+    assert refused.returncode == 1 and "MEMSTREAM_QDRANT_URL" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
+@pytest.mark.valkey
+def test_a_worker_projects_answers_search_and_exits_cleanly_on_sigterm(tmp_path, valkey_server):
+    import signal
+
+    client = redis.Redis.from_url(valkey_server.url)
+    client.flushall()
+    env = _worker_env(tmp_path, valkey_server.url)
+    worker = subprocess.Popen([sys.executable, "-m", "memstream", "worker", "--embedded-store", "--name", "w1"],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        added = subprocess.run([sys.executable, "-m", "memstream", "add", "--sync", "--json",
+                                "The blue-green switch runs at 02:00 UTC"],
+                               capture_output=True, text=True, timeout=60, env=env)
+        assert added.returncode == 0, added.stderr
+        event_id = json.loads(added.stdout)["id"]
+        found = subprocess.run([sys.executable, "-m", "memstream", "search", "--json", "blue-green switch"],
+                               capture_output=True, text=True, timeout=60, env=env)
+        assert found.returncode == 0, found.stderr
+        assert event_id in [r["id"] for r in json.loads(found.stdout)["results"]]
+        groups = {g["name"].decode(): g for g in client.xinfo_groups("memstream:events:0")}
+        assert set(groups) == set(GROUPS)
+        assert all(c["name"].decode() == "w1" for g in GROUPS for c in client.xinfo_consumers("memstream:events:0", g))
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            code = worker.wait(30)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+        client.close()
+    assert code == 0, worker.stderr.read()[-2000:]

@@ -1,0 +1,135 @@
+"""Settings.load(): whatever the environment holds, it never raises, records a problem for
+every value it cannot use, and public() shows no credential."""
+
+from __future__ import annotations
+
+import json
+import math
+from urllib.parse import quote
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings as hsettings, strategies as st
+from fuzzing import examples
+
+from memstream.core.settings import OPTIONS, Settings
+from memstream.core.settings import mask_url
+
+ENVS = [env for _, env, _, _ in OPTIONS]
+ENV_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
+ENV_VALUE = st.one_of(
+    ENV_TEXT,
+    st.sampled_from(["nan", "inf", "-inf", "-1", "0", "1e309", "1" * 5000, "~nosuchuser-ms/x", "maybe", "",
+                     "redis://h:port", "http://[::1", "valkey://h", "redis://", "unix://", "https://q:99999"]),
+    st.integers(min_value=-(1 << 70), max_value=1 << 70).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+)
+
+
+def _plain(text: str, default: object) -> object:
+    """``text`` read as the option's type, the plain way (None when it is not one)."""
+    try:
+        if isinstance(default, bool):
+            return {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False,
+                    "no": False, "off": False, "": False}[text.strip().lower()]
+        if isinstance(default, int):
+            return int(text)
+        if isinstance(default, float):
+            return float(text)
+    except (KeyError, ValueError):
+        return None
+    return text
+
+
+@hsettings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(env=st.dictionaries(st.sampled_from(ENVS), ENV_VALUE, max_size=len(ENVS)))
+def test_load_never_raises_and_every_value_it_keeps_is_usable(monkeypatch, env):
+    for name in ENVS:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    loaded = Settings.load()
+    for attr, name, default, _ in OPTIONS:
+        value = getattr(loaded, attr)
+        if isinstance(default, (int, float)) and not isinstance(default, bool):
+            assert math.isfinite(value)
+        if name not in env or attr == "home":
+            continue
+        given_value = _plain(env[name], default)
+        if value != given_value or attr.endswith("_url") and "://" not in value and value:
+            # not used as given (or a URL without a scheme): a problem says so
+            assert any(name in p or attr in p for p in loaded.problems), (name, env[name], loaded.problems)
+    assert loaded.shards >= 1 and loaded.tool_timeout >= 0.1 and loaded.max_text_bytes >= 64
+    assert loaded.tenant.strip() and loaded.stream_prefix.strip()
+    json.dumps(loaded.public())  # JSON-ready
+
+
+@pytest.mark.parametrize("env, value, problem", [
+    ("MEMSTREAM_SHARDS", "nan", "MEMSTREAM_SHARDS='nan' is not a valid int"),
+    ("MEMSTREAM_SHARDS", "0", "shards must be between 1 and 1024"),
+    ("MEMSTREAM_TOOL_TIMEOUT", "nan", "is not a valid float (not finite)"),
+    ("MEMSTREAM_SHUTDOWN_TIMEOUT", "inf", "is not a valid float (not finite)"),
+    ("MEMSTREAM_SHUTDOWN_TIMEOUT", "-1", "shutdown_timeout must be between"),
+    ("MEMSTREAM_MAX_TEXT_BYTES", "-5", "max_text_bytes must be between"),
+    ("MEMSTREAM_SHIP_BATCH", "0", "ship_batch must be between"),
+    ("MEMSTREAM_AUTOSTART", "maybe", "MEMSTREAM_AUTOSTART='maybe' is not a valid bool"),
+    ("MEMSTREAM_TENANT", "   ", "tenant must be 1 to 256 printable characters"),
+    ("MEMSTREAM_STREAM_PREFIX", "a\nb", "stream_prefix must be 1 to 256 printable characters"),
+    ("MEMSTREAM_SPOOL_FSYNC", "inf", "spool_fsync='inf' is not never|always|SECONDS"),
+    ("MEMSTREAM_REDIS_URL", "redis://cache:port", "MEMSTREAM_REDIS_URL='redis://cache:port' is not a URL with a valid"),
+    ("MEMSTREAM_REDIS_URL", "http://cache:6379", "has no supported scheme"),
+    ("MEMSTREAM_REDIS_URL", "redis://", "names no host"),
+    ("MEMSTREAM_REDIS_URL", "redis://cache?socket_timeout=soon", "has an invalid query parameter"),
+    ("MEMSTREAM_QDRANT_URL", "qdrant:6333", "MEMSTREAM_QDRANT_URL='qdrant:6333' has no supported scheme"),
+    ("MEMSTREAM_HOME", "~nosuchuser-memstream/x", "cannot expand '~'"),
+])
+def test_invalid_values_are_recorded_problems(monkeypatch, env, value, problem):
+    monkeypatch.setenv(env, value)
+    loaded = Settings.load()
+    assert any(problem in p for p in loaded.problems), loaded.problems
+
+
+@pytest.mark.parametrize("url", ["", "redis://cache:6379/0", "rediss://u:p@cache", "unix:///run/valkey.sock",
+                                 "redis://[::1]:6380"])
+def test_valid_redis_urls_are_no_problem(monkeypatch, url):
+    monkeypatch.setenv("MEMSTREAM_REDIS_URL", url)
+    loaded = Settings.load()
+    assert loaded.problems == () and loaded.redis_url == url
+
+
+def test_a_malformed_url_is_kept_not_replaced_by_the_embedded_service(monkeypatch):
+    monkeypatch.setenv("MEMSTREAM_REDIS_URL", "redis://cache:port")
+    assert Settings.load().redis_url == "redis://cache:port"  # connecting fails clearly, nothing splits the log
+
+
+PASSWORD = st.text(st.characters(min_codepoint=33, max_codepoint=0x2FF, blacklist_categories=("Cs",)),
+                   min_size=6, max_size=20).map(lambda p: "Pw" + p)
+
+
+@hsettings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(password=PASSWORD, where=st.sampled_from(["userinfo", "user-only", "query", "raw-userinfo"]),
+       env=st.sampled_from(["MEMSTREAM_REDIS_URL", "MEMSTREAM_QDRANT_URL"]),
+       scheme=st.sampled_from(["redis", "rediss", "http", "https", "unix", "valkey", ""]),
+       param=st.sampled_from(["password", "api_key", "token", "apikey", "auth", "secret"]),
+       port=st.sampled_from(["", ":6379", ":port", ":99999"]))
+def test_public_and_problems_never_show_a_planted_password(monkeypatch, password, where, env, scheme, param, port):
+    quoted = quote(password, safe="")
+    prefix = f"{scheme}://" if scheme else ""
+    url = {
+        "userinfo": f"{prefix}ops:{quoted}@cache{port}/0",
+        "user-only": f"{prefix}{quoted}@cache{port}",
+        "query": f"{prefix}cache{port}/?db=0&{param}={quoted}",
+        "raw-userinfo": f"{prefix}ops:{password}@cache{port}",  # not escaped: a malformed URL
+    }[where]
+    monkeypatch.setenv(env, url)
+    loaded = Settings.load()
+    shown = json.dumps(loaded.public(), ensure_ascii=False) + "\n".join(loaded.problems)
+    for secret in {password, quoted}:
+        assume(secret not in url.replace(secret, "", 1))  # planted once: nothing else to confuse it with
+        assert secret not in shown, (url, shown)
+
+
+def test_mask_url_keeps_what_helps_find_the_server():
+    assert mask_url("redis://ops:pw@cache:6379/0") == "redis://ops:***@cache:6379/0"
+    assert mask_url("rediss://token-only@cache") == "rediss://***@cache"
+    assert mask_url("https://q:6333/?api_key=k&timeout=5") == "https://q:6333/?api_key=***&timeout=5"
+    assert mask_url("redis://cache:6379") == "redis://cache:6379"

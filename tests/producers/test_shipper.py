@@ -1,0 +1,246 @@
+"""The shipper thread and the shared Writer, on fakeredis and on a real Valkey: the log
+going away never reaches a hook, and everything spooled ships once, in order."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import pytest
+import redis
+
+from memstream.service.valkey import free_port
+from memstream.producers.stream import EventLog
+from memstream.producers.connect import LogLocator
+from memstream.core.settings import Settings
+from memstream.producers.shipper import Shipper
+from memstream.producers.spool import Spool
+from memstream.producers.writer import Writer
+from memstream.producers.events import encode
+
+from writepath import Switchable, logged_contents, remembered, wait_for
+
+
+@pytest.fixture
+def writers():
+    """Writers made by a test; closed (bounded) at teardown whatever happened."""
+    made: list[Writer] = []
+    yield made
+    for w in made:
+        w.close(timeout=0.5)
+
+
+def make_writer(writers, settings, connect) -> Writer:
+    w = Writer(settings, locator=connect)
+    w.shipper.start()
+    writers.append(w)
+    return w
+
+
+def closes_within(writer: Writer, bound: float) -> bool:
+    """Close ``writer`` on another thread; fail if it has not returned after ``bound`` s."""
+    result: list[bool] = []
+    t = threading.Thread(target=lambda: result.append(writer.close()), daemon=True)
+    t.start()
+    t.join(bound)
+    assert not t.is_alive(), f"close() did not return within {bound}s"
+    return result[0]
+
+
+def test_while_the_log_is_down_emits_succeed_and_the_spool_grows(writers, settings, event_log):
+    link = Switchable(event_log, down=True)
+    w = make_writer(writers, settings, link)
+    labels = [f"e{i}" for i in range(200)]
+    assert all(w.emit(remembered(x)) for x in labels)
+    wait_for(lambda: "log is down" in w.shipper.last_error, what="a failed connection attempt")
+    stats = w.stats()
+    assert stats["spool_unshipped_bytes"] > 0 and stats["connected"] is False
+    assert stats["failures"] >= 1
+    assert logged_contents(event_log) == []
+    assert w.flush(timeout=0.2) is False  # bounded: gives up while the log is down
+
+
+def test_when_the_log_comes_back_everything_ships_exactly_once_in_order(writers, settings, event_log):
+    link = Switchable(event_log, down=True)
+    w = make_writer(writers, settings, link)
+    labels = [f"e{i}" for i in range(300)]
+    for x in labels[:150]:
+        assert w.emit(remembered(x))
+    wait_for(lambda: w.shipper.failures >= 2, what="retries while down")
+    for x in labels[150:]:
+        assert w.emit(remembered(x))
+    link.down = False
+    assert w.flush(timeout=15)
+    assert logged_contents(event_log) == labels
+    stats = w.stats()
+    assert (stats["shipped"], stats["duplicates_skipped"], stats["spool_unshipped_bytes"]) == (300, 0, 0)
+    assert stats["connected"] is True
+
+
+def test_a_real_locator_pointed_at_a_closed_port_fails_quietly_and_close_is_bounded(writers, settings, event_log):
+    down = dataclasses.replace(settings, redis_url=f"redis://127.0.0.1:{free_port()}/0",
+                               shutdown_timeout=0.5)
+    w = Writer(down)  # the real LogLocator
+    w.shipper.start()
+    labels = [f"e{i}" for i in range(50)]
+    assert all(w.emit(remembered(x)) for x in labels)
+    wait_for(lambda: "Connection" in w.shipper.last_error, what="a refused connection")
+    assert w.stats()["failures"] >= 1
+    assert closes_within(w, bound=down.shutdown_timeout + 5) is False
+    left = list(down.spool_dir.glob("*.seg"))
+    assert len(left) == 1 and left[0].stat().st_size > 0
+
+    # the next process (a new writer on the same home) with the log reachable ships it all
+    nxt = make_writer(writers, settings, lambda: event_log)
+    wait_for(lambda: logged_contents(event_log) == labels, what="the left spool shipped")
+    assert nxt.flush(timeout=10)
+    wait_for(lambda: not left[0].exists(), what="the adopted segment deleted")
+    assert logged_contents(event_log) == labels
+
+
+def test_stop_with_the_log_down_returns_within_its_bound_and_keeps_the_spool(writers, settings, event_log):
+    settings = dataclasses.replace(settings, shutdown_timeout=0.3)
+    link = Switchable(event_log, down=True)
+    w = make_writer(writers, settings, link)
+    for i in range(20):
+        w.emit(remembered(str(i)))
+    assert closes_within(w, bound=settings.shutdown_timeout + 5) is False
+    assert not w.shipper._thread.is_alive()
+    assert w.emit(remembered("after close")) is False  # refused, not raised
+
+    link.down = False
+    nxt = make_writer(writers, settings, link)
+    wait_for(lambda: logged_contents(event_log) == [str(i) for i in range(20)], what="shipped by the next writer")
+    assert nxt.stats()["shipped"] == 20
+
+
+def test_close_with_the_log_up_ships_everything_first(writers, settings, event_log):
+    w = make_writer(writers, settings, lambda: event_log)
+    for i in range(100):
+        w.emit(remembered(str(i)))
+    assert closes_within(w, bound=settings.shutdown_timeout + 10) is True
+    assert logged_contents(event_log) == [str(i) for i in range(100)]
+    assert list(settings.spool_dir.glob("*.seg")) == []
+
+
+def test_the_shipper_thread_survives_an_unexpected_error_from_connect(writers, settings, event_log):
+    calls = {"n": 0}
+
+    def flaky():
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("boom")
+        return event_log
+
+    w = make_writer(writers, settings, flaky)
+    w.emit(remembered("x"))
+    assert w.flush(timeout=15)
+    assert logged_contents(event_log) == ["x"]
+    assert w.shipper.failures >= 1 and w.shipper._thread.is_alive()
+
+
+def test_a_batch_the_log_rejects_is_retried_without_duplicates(tmp_path, redis_client):
+    log = EventLog(redis_client, "ms")
+    spool = Spool(tmp_path / "spool")
+    shipper = Shipper(spool, lambda: log)
+    try:
+        for i in range(5):
+            spool.append(encode(remembered(str(i))))
+        redis_client.set(log.types_key, "clobbered")
+        for _ in range(3):
+            shipper.ship_once()
+        assert shipper.failures == 3 and "WRONGTYPE" in shipper.last_error
+        redis_client.delete(log.types_key)
+        shipper.ship_once()
+        assert logged_contents(log) == [str(i) for i in range(5)]
+    finally:
+        spool.close()
+
+
+def test_emit_never_raises_on_an_event_that_cannot_be_encoded(writers, settings, event_log):
+    w = make_writer(writers, settings, lambda: event_log)
+    assert w.emit(remembered("bad \ud800 surrogate")) is False
+    assert w.emit(remembered("good")) is True
+    assert w.flush(timeout=10)
+    assert logged_contents(event_log) == ["good"]
+    assert w.stats()["encode_errors"] == 1
+
+
+def test_one_shared_writer_per_spool_and_the_last_release_closes_it(settings):
+    a = Writer.shared(settings)
+    b = Writer.shared(settings)
+    try:
+        assert a is b
+        assert a.release(timeout=0.5) is True and not a._closed
+    finally:
+        b.release(timeout=0.5)
+    assert a._closed
+    c = Writer.shared(settings)
+    try:
+        assert c is not a
+    finally:
+        c.release(timeout=0.5)
+
+
+def test_the_shared_writer_is_found_again_through_a_symlinked_home(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    settings = Settings.load(home=str(tmp_path / "link" / "ms-home"), autostart=False)
+    a = Writer.shared(settings)  # creates the spool directory
+    b = Writer.shared(settings)
+    try:
+        assert a is b
+    finally:
+        a.release(timeout=0.5)
+        b.release(timeout=0.5)
+
+
+def test_log_locator_raises_connection_error_without_a_url_or_service(settings):
+    locator = LogLocator(settings, autostart=False)
+    assert locator.url() is None
+    with pytest.raises(redis.ConnectionError, match="memstream up"):
+        locator()
+
+
+@pytest.mark.valkey
+def test_log_locator_connects_to_a_configured_url(valkey_server, settings):
+    client = redis.Redis.from_url(valkey_server.url)
+    client.flushall()
+    locator = LogLocator(dataclasses.replace(settings, redis_url=valkey_server.url))
+    log = locator()
+    try:
+        log.append([remembered("via url")])
+        assert logged_contents(EventLog(client, settings.stream_prefix)) == ["via url"]
+    finally:
+        log.client.close()
+        client.close()
+
+
+def test_close_while_the_shipper_is_stuck_in_a_call_to_the_log_keeps_the_spool_locked_until_it_returns(
+        writers, settings, event_log):
+    entered, release = threading.Event(), threading.Event()
+
+    def slow_connect():
+        entered.set()
+        release.wait(30)  # a log that takes longer than the shutdown bound to answer
+        return event_log
+
+    w = Writer(dataclasses.replace(settings, shutdown_timeout=0.3), locator=slow_connect)
+    w.shipper.start()
+    for i in range(5):
+        w.emit(remembered(str(i)))
+    assert entered.wait(10)
+    assert closes_within(w, bound=5) is False  # bounded, with the thread still stuck
+
+    # meanwhile another writer on the same spool (a gateway building its next agent)
+    # must not adopt the segment the stuck thread is about to ship
+    nxt = make_writer(writers, settings, lambda: event_log)
+    assert nxt.spool.adopt_orphans() == []
+    nxt.emit(remembered("next"))
+    assert nxt.flush(10)
+
+    release.set()
+    w.shipper._thread.join(10)
+    assert not w.shipper._thread.is_alive()
+    assert sorted(logged_contents(event_log)) == sorted(["0", "1", "2", "3", "4", "next"])
+    assert nxt.spool.adopt_orphans() == []  # shipped whole and deleted by the stuck thread

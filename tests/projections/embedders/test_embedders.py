@@ -1,0 +1,125 @@
+"""The embedder port: the hash embedder, the factory, the dimension guard and ``measure``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from memstream.projections.embedders.port import Embedder, check_dim, get_embedder, measure
+from memstream.projections.embedders.base import EmbedderError
+from memstream.projections.embedders.hashing import HashEmbedder
+from memstream.projections.embedders.remote import OllamaEmbedder, OpenAIEmbedder
+
+
+def cos(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.dot(a, b))
+
+
+def test_hash_vectors_are_unit_float32_rows_in_input_order():
+    e = HashEmbedder()
+    texts = ["deploy the build", "", "Valkey streams", "deploy the build"]
+    v = e.embed(texts)
+    assert v.dtype == np.float32 and v.shape == (4, 384)
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, rtol=1e-6)
+    assert np.array_equal(v[0], v[3])
+    assert not np.array_equal(v[0], v[2])
+    assert np.array_equal(e.embed(["Valkey streams"])[0], v[2])
+
+
+def test_hash_vectors_are_identical_in_another_process():
+    here = HashEmbedder().embed(["The deploy failed on Tuesday"])[0]
+    code = (
+        "import sys; from memstream.projections.embedders.port import HashEmbedder;"
+        "sys.stdout.buffer.write(HashEmbedder().embed(['The deploy failed on Tuesday'])[0].tobytes())"
+    )
+    # A different hash seed would change Python's hash(): the embedder must not depend on it.
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, env={**os.environ, "PYTHONHASHSEED": "123"})
+    assert np.array_equal(np.frombuffer(out.stdout, dtype=np.float32), here)
+
+
+def test_hash_similarity_follows_shared_words_and_inflections():
+    e = HashEmbedder()
+    q, near, inflected, far = e.embed([
+        "the deploy to production failed",
+        "production deploy failed again",
+        "deploying to production fails",
+        "my cat likes sardines",
+    ])
+    assert cos(q, near) > cos(q, inflected) > cos(q, far)
+    assert abs(cos(q, far)) < 0.3
+
+
+def test_hash_is_case_and_width_insensitive():
+    e = HashEmbedder()
+    a, b = e.embed(["Ｒｅｄｉｓ STREAMS", "redis streams"])
+    assert np.array_equal(a, b)
+
+
+def test_hash_truncates_past_max_tokens_and_counts_words():
+    e = HashEmbedder(max_tokens=4)
+    a, b = e.embed(["one two three four five six", "one two three four"])
+    assert np.array_equal(a, b)
+    assert e.count_tokens("one two, three-four!") == 4
+
+
+def test_embed_refuses_a_bare_string():
+    with pytest.raises(TypeError, match="embed\\(\\[text\\]\\)"):
+        HashEmbedder().embed("just one text")
+
+
+def test_embedding_nothing_gives_an_empty_matrix_of_the_right_width():
+    assert HashEmbedder(dim=64).embed([]).shape == (0, 64)
+
+
+def test_factory_builds_each_spec_and_names_carry_the_model():
+    assert isinstance(get_embedder("hash", dim=32), HashEmbedder)
+    assert get_embedder("hash", dim=32).name == "hash-v1-32"
+    oa = get_embedder("openai:nomic-embed", base_url="http://127.0.0.1:9/v1", dim=768)
+    assert isinstance(oa, OpenAIEmbedder) and oa.name == "openai:nomic-embed" and oa.dim == 768
+    ol = get_embedder("ollama", model="all-minilm", dim=384)
+    assert isinstance(ol, OllamaEmbedder) and ol.name == "ollama:all-minilm"
+    assert isinstance(get_embedder("hash"), Embedder)
+
+
+def test_factory_reads_the_spec_from_the_environment(monkeypatch):
+    monkeypatch.setenv("MEMSTREAM_EMBEDDER", "hash")
+    assert isinstance(get_embedder(), HashEmbedder)
+
+
+def test_unknown_spec_is_refused_with_the_choices():
+    with pytest.raises(EmbedderError, match="onnx-minilm, hash, openai"):
+        get_embedder("word2vec")
+    with pytest.raises(EmbedderError, match="takes no model"):
+        get_embedder("hash:big")
+
+
+def test_remote_embedder_without_a_model_says_how_to_set_one(monkeypatch):
+    monkeypatch.delenv("MEMSTREAM_EMBED_MODEL", raising=False)
+    monkeypatch.setattr(OllamaEmbedder, "default_model", None)
+    with pytest.raises(EmbedderError, match="MEMSTREAM_EMBED_MODEL"):
+        get_embedder("ollama")
+
+
+def test_check_dim_passes_a_matching_collection():
+    check_dim(HashEmbedder(dim=384), 384, "turns_v1")
+
+
+def test_check_dim_names_both_sizes_and_the_way_out():
+    with pytest.raises(EmbedderError) as err:
+        check_dim(HashEmbedder(dim=384), 768, "turns_v1")
+    msg = str(err.value)
+    assert "'turns_v1' holds 768-d vectors" in msg
+    assert "'hash-v1-384' makes 384-d" in msg
+    assert "new projection version" in msg
+
+
+def test_measure_reports_throughput_of_one_pass():
+    texts = [f"turn {i} about the deploy" for i in range(50)]
+    r = measure(texts, HashEmbedder(), warmup=4)
+    assert r["embedder"] == "hash-v1-384" and r["texts"] == 50
+    assert r["tokens"] == 50 * 5
+    assert r["texts_per_s"] > 0 and r["seconds"] >= 0

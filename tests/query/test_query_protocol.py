@@ -1,0 +1,147 @@
+"""The query protocol against any request: a clear refusal or a handler's answer, never an
+exception in the server, never a handler for an op outside the table, never an answer
+in a key the request chose. Property-based (hypothesis) on fakeredis; the same server
+loop on a real Valkey."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import fakeredis
+import msgspec
+import pytest
+import redis
+from hypothesis import HealthCheck, given, settings, strategies as st
+from fuzzing import examples
+
+from memstream.query.server import (
+    MAX_ENVELOPE_BYTES,
+    OPS,
+    QueryRefused,
+    QueryServer,
+    ask,
+    decode_envelope,
+    operator_channel,
+)
+
+PREFIX = "ms"
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | st.text(),
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=10), children, max_size=5),
+    max_leaves=20)
+
+request_dicts = st.fixed_dictionaries(
+    {"op": st.sampled_from(list(OPS) + ["shell", "os.system", "", "__init__"]) | st.text(max_size=10)},
+    optional={k: json_values for k in ("tenant", "agent", "session", "scope", "query", "k", "kind", "id",
+                                        "before", "after", "limit", "subject", "history", "extra")})
+
+
+def recording_server(client) -> tuple[QueryServer, list[dict]]:
+    seen: list[dict] = []
+
+    def handler(request: dict) -> dict:
+        seen.append(request)
+        return {"ok": True}
+
+    return QueryServer(client, PREFIX, {op: handler for op in OPS}), seen
+
+
+@given(st.binary(max_size=2000))
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow])
+def test_any_bytes_decode_to_an_envelope_or_a_refusal(raw):
+    try:
+        env = decode_envelope(raw)
+    except QueryRefused as exc:
+        assert str(exc)
+        assert exc.request_id == "" or len(exc.request_id) == 32
+    else:
+        assert env.req.__struct_config__.tag in OPS
+
+
+@given(request_dicts, st.booleans())
+@settings(max_examples=examples(300), suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+def test_any_request_is_answered_or_refused_and_handlers_see_only_valid_ones(req, expired):
+    client = fakeredis.FakeRedis()
+    server, seen = recording_server(client)
+    rid = uuid.uuid4().hex
+    deadline = time.time() + (-1 if expired else 30)
+    raw = json.dumps({"id": rid, "deadline": deadline, "req": req}, default=str).encode()
+    out = server.handle(client, operator_channel(PREFIX), raw)
+    reply = client.lpop(f"{PREFIX}:reply:{rid}")
+    refused = int(client.hget(f"{PREFIX}:counters:queries", "refused") or 0)
+    if reply is None:  # no answer: expired, or not JSON at all (Infinity...): then counted
+        assert out is None and not seen
+        assert expired or refused == 1
+        return
+    answer = json.loads(reply)
+    if expired:  # an expired request is answered only to say it is malformed
+        assert "error" in answer and refused == 1 and not seen
+        return
+    if seen:
+        (request,) = seen
+        assert request["op"] in OPS and answer.get("ok") is True
+        msgspec.convert(request, dict)  # plain data
+        for key in ("k", "limit", "before", "after"):
+            if key in request:
+                assert isinstance(request[key], int) and not isinstance(request[key], bool)
+    else:
+        assert "error" in answer
+    # nothing else was written but the counters and the answer
+    assert {k.decode() for k in client.keys("*")} <= {f"{PREFIX}:counters:queries"}
+
+
+def test_an_answer_goes_beside_the_channel_never_where_the_request_says(redis_client):
+    server, _ = recording_server(redis_client)
+    raw = json.dumps({"id": "../../" + "a" * 26, "deadline": time.time() + 5,
+                      "req": {"op": "count"}, "reply": "ms:facts:t1"}).encode()
+    assert server.handle(redis_client, operator_channel(PREFIX), raw) is None
+    assert not redis_client.exists("ms:facts:t1")
+    counters = redis_client.hgetall(f"{PREFIX}:counters:queries")
+    assert int(counters[b"refused"]) == 1
+
+
+def test_an_oversized_request_is_refused_with_its_reason(redis_client):
+    server, seen = recording_server(redis_client)
+    rid = uuid.uuid4().hex
+    raw = json.dumps({"id": rid, "deadline": time.time() + 5,
+                      "req": {"op": "search", "tenant": "t", "query": "x" * MAX_ENVELOPE_BYTES}}).encode()
+    server.handle(redis_client, operator_channel(PREFIX), raw)
+    assert not seen
+    assert "limit" in json.loads(redis_client.lpop(f"{PREFIX}:reply:{rid}"))["error"]
+
+
+def test_a_failing_handler_answers_an_error_and_the_server_goes_on(redis_client):
+    def boom(request):
+        raise RuntimeError("store on fire")
+
+    server = QueryServer(redis_client, PREFIX, {"count": boom, "search": lambda r: {"results": []}})
+    for op, body in (("count", {}), ("search", {"tenant": "t", "query": "q"})):
+        rid = uuid.uuid4().hex
+        server.handle(redis_client, operator_channel(PREFIX),
+                      json.dumps({"id": rid, "deadline": time.time() + 5, "req": {"op": op, **body}}).encode())
+        answer = json.loads(redis_client.lpop(f"{PREFIX}:reply:{rid}"))
+        assert ("error" in answer) == (op == "count")
+
+
+def test_a_server_cannot_be_given_a_handler_for_an_op_outside_the_protocol(redis_client):
+    with pytest.raises(ValueError):
+        QueryServer(redis_client, PREFIX, {"os.system": lambda r: {}})
+
+
+@pytest.mark.valkey
+def test_the_server_threads_survive_garbage_and_keep_answering(valkey_server):
+    client = redis.Redis.from_url(valkey_server.url)
+    client.flushall()
+    server = QueryServer(client, PREFIX, {"count": lambda r: {"items": {}}}, threads=2).start()
+    try:
+        for junk in (b"", b"\x00\xff", b"{", b"[1,2]", b"x" * 100_000,
+                     json.dumps({"id": "0" * 32, "deadline": "soon", "req": {}}).encode()):
+            client.rpush(operator_channel(PREFIX), junk)
+        assert "items" in ask(client, PREFIX, {"op": "count"}, timeout=5.0)
+        with pytest.raises(QueryRefused):
+            ask(client, PREFIX, {"op": "count"}, timeout=-1)
+    finally:
+        server.stop()

@@ -1,0 +1,109 @@
+"""Helpers of the pipeline tests: events, a Pipeline on the hash embedder, store reads."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from memstream.producers.events import (
+    DelegationCompleted,
+    MemoryForgotten,
+    MemoryRemembered,
+    MemoryWritten,
+    Scope,
+    SessionEnded,
+    TurnRecorded,
+)
+from memstream.producers.stream import EventLog
+from memstream.core.settings import Settings
+from memstream.core.ids import new_event_id
+from memstream.projections.stores.port import Filter, Point
+
+sys.path.insert(0, str(Path(__file__).parents[1]))  # the write-path helpers, also for crash_worker.py
+from writepath import wait_for  # noqa: E402  (one poller for every test)
+
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+def scope(tenant: str = "t1", agent: str = "a1", session: str = "s1") -> Scope:
+    return Scope(tenant=tenant, agent=agent, session_id=session)
+
+
+def turn(user: str, assistant: str = "Noted.", *, tenant="t1", agent="a1", when: float = 0.0,
+         index: int = 0) -> TurnRecorded:
+    return TurnRecorded(id=new_event_id(), occurred_at=at(when), scope=scope(tenant, agent),
+                        turn_index=index, user_text=user, assistant_text=assistant)
+
+
+def memory(action: str, content: str = "", old_text: str = "", *, target="memory", tenant="t1",
+           agent="a1", when: float = 0.0) -> MemoryWritten:
+    return MemoryWritten(id=new_event_id(), occurred_at=at(when), scope=scope(tenant, agent),
+                         action=action, target=target, content=content, old_text=old_text)
+
+
+def remembered(content: str, *, tenant="t1", agent="a1", when: float = 0.0) -> MemoryRemembered:
+    return MemoryRemembered(id=new_event_id(), occurred_at=at(when), scope=scope(tenant, agent),
+                            content=content)
+
+
+def forgotten(event_id: str, *, tenant="t1", agent="a1", when: float = 0.0) -> MemoryForgotten:
+    return MemoryForgotten(id=new_event_id(), occurred_at=at(when), scope=scope(tenant, agent),
+                           forgotten_id=event_id)
+
+
+def delegation(task: str, result: str, *, tenant="t1", agent="a1") -> DelegationCompleted:
+    return DelegationCompleted(id=new_event_id(), occurred_at=at(0), scope=scope(tenant, agent),
+                               task=task, result=result)
+
+
+def session_ended(*, tenant="t1", agent="a1") -> SessionEnded:
+    return SessionEnded(id=new_event_id(), occurred_at=at(0), scope=scope(tenant, agent))
+
+
+def pipeline_settings(home: Path, **overrides) -> Settings:
+    return Settings.load(home=str(home), embedder="hash", autostart=False, **overrides)
+
+
+def make_pipeline(home: Path, eventlog: EventLog, consumer: str = "w1", **config):
+    from memstream.workers.pipeline import Pipeline, PipelineConfig
+
+    settings = pipeline_settings(home, stream_prefix=eventlog.prefix, shards=eventlog.shards)
+    return Pipeline(settings, eventlog, PipelineConfig(embedder="hash", consumer=consumer, **config))
+
+
+def points(store, collection: str, tenant: str, **narrow) -> list[Point]:
+    """Every point of ``collection`` in the tenant's scope (all pages)."""
+    out, offset = [], None
+    while True:
+        page, offset = store.scroll(collection, Filter(tenant=tenant, **narrow), limit=256, offset=offset)
+        out.extend(page)
+        if offset is None:
+            return out
+
+
+def texts(store, collection: str, tenant: str, **narrow) -> set[str]:
+    return {p.payload["text"] for p in points(store, collection, tenant, **narrow)}
+
+
+
+
+def all_applied(eventlog: EventLog, groups=("turns.v1", "memories.v1", "facts.v1", "sessions.v1")) -> bool:
+    """Every group has read every entry of every stream and holds none pending."""
+    from memstream.workers.consumer import is_applied
+
+    for key in eventlog.stream_keys:
+        last = eventlog.client.xrevrange(key, count=1)
+        if not last:
+            continue
+        entry = last[0][0].decode() if isinstance(last[0][0], bytes) else last[0][0]
+        if not all(is_applied(eventlog.client, key, g, entry) for g in groups):
+            return False
+        for g in groups:
+            if eventlog.client.xpending(key, g)["pending"]:
+                return False
+    return True
