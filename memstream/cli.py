@@ -25,18 +25,19 @@ from typing import Any
 
 import redis
 
-from memstream.producers.stream import EventLog
-from memstream.producers.events import MemoryWritten, Scope, to_builtins, utcnow
-from memstream.core.settings import Settings
-from memstream.producers.writer import Writer
-from memstream.text.clean import clean_text
-from memstream.core.ids import new_event_id
-from memstream.producers.spool import spool_usage
-from memstream.producers.connect import LogLocator, read_run_file
-from memstream.core.settings import mask_url
-
 from memstream import __version__
-from memstream.core.logs import configure
+from memstream.core import Settings, configure, mask_url, new_event_id
+from memstream.producers import (
+    EventLog,
+    LogLocator,
+    MemoryWritten,
+    Scope,
+    Writer,
+    spool_usage,
+    to_builtins,
+    utcnow,
+)
+from memstream.text import clean_text
 
 __all__ = ["main"]
 
@@ -156,7 +157,7 @@ def _connect(settings: Settings) -> EventLog:
 
 # -- up / down ---------------------------------------------------------------------------
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream.service.service import AlreadyRunning, Service, detach
+    from memstream.service import AlreadyRunning, Service, detach
 
     if args.detach:
         info = detach(settings)
@@ -187,7 +188,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_down(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream.service.service import stop_service
+    from memstream.service import stop_service
 
     result = stop_service(settings)
     _print(args, result, "stopped" if result.get("stopped") else result.get("reason", "not stopped"))
@@ -239,7 +240,7 @@ def _streams(eventlog: EventLog) -> list[dict]:
 
 
 def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream.hermes.install import check as hermes_check
+    from memstream.hermes import check as hermes_check
 
     checks: dict[str, dict] = {}
     checks["config"] = {"ok": not settings.problems, "problems": list(settings.problems),
@@ -284,7 +285,7 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
 
 def _check_tenants(eventlog: EventLog) -> dict:
     """Whether tenants are separated (see Security in the README): informational."""
-    from memstream.producers.tenants import TenantRegistry
+    from memstream.producers import TenantRegistry
 
     try:
         tenants = TenantRegistry(eventlog.client, eventlog.prefix).all(fresh=True)
@@ -302,7 +303,7 @@ def _check_queries(eventlog: EventLog, tenant: str) -> dict:
     Informational: workers may live on other hosts and be restarting; events still spool.
     Asks as the agents do (``exists`` in this tenant), so it works with a tenant's
     credentials too."""
-    from memstream.query.server import QueryRefused, QueryTimeout, ask
+    from memstream.query import QueryRefused, QueryTimeout, ask
 
     started = time.perf_counter()
     try:
@@ -321,8 +322,7 @@ _GROUPS = ("turns.v1", "memories.v1", "facts.v1", "sessions.v1")
 
 def _health(eventlog: EventLog, group: str) -> dict:
     """``memstream.workers.health.projection_health`` of ``group`` (positions as progress too)."""
-    from memstream.workers.consumer import Positions
-    from memstream.workers.health import projection_health
+    from memstream.workers import Positions, projection_health
 
     pos = Positions(eventlog.client, eventlog.prefix).get(group)
     applied = max((p["applied_at"] for p in pos.values()), default=0.0)
@@ -351,9 +351,8 @@ def _check_projections(eventlog: EventLog) -> dict:
 def _projection_stats(eventlog: EventLog) -> dict:
     """Per projection group: position, lag, pending, dead letters, freshness, items."""
 
-    from memstream.projections.facts_table import FactsTable
-    from memstream.workers.consumer import DeadLetters, Positions
-    from memstream.projections.turns import Counters
+    from memstream.projections import Counters, FactsTable
+    from memstream.workers import DeadLetters, Positions
 
     dlq = DeadLetters(eventlog.client, eventlog.prefix)
     dead = {}
@@ -362,7 +361,7 @@ def _projection_stats(eventlog: EventLog) -> dict:
     positions = Positions(eventlog.client, eventlog.prefix)
     # points in the stores, counted by the process that holds them (the service or a worker)
     try:
-        from memstream.query.server import QueryTimeout, ask
+        from memstream.query import QueryTimeout, ask
 
         stored = ask(eventlog.client, eventlog.prefix, {"op": "count"}, timeout=1.0).get("items") or {}
     except (QueryTimeout, redis.RedisError, ValueError):
@@ -527,7 +526,7 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
 def _wait_projected(eventlog: EventLog, event, entry: str, timeout: float) -> str:
     """Read-your-writes: wait until every projection group has applied ``entry``."""
 
-    from memstream.workers.consumer import DeadLetters, is_applied
+    from memstream.workers import DeadLetters, is_applied
 
     stream = eventlog.stream_for(event.scope.tenant, event.scope.agent)
     groups = ["memories.v1", "facts.v1"]
@@ -546,7 +545,7 @@ def _wait_projected(eventlog: EventLog, event, entry: str, timeout: float) -> st
 
 # -- search / dlq / worker -------------------------------------------------------------
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream.query.server import QueryRefused, QueryTimeout, ask
+    from memstream.query import QueryRefused, QueryTimeout, ask
 
     eventlog = _connect(settings)
     request = {"op": "search", "query": args.query, "tenant": args.tenant or settings.tenant,
@@ -571,7 +570,7 @@ def _search_line(result: dict) -> str:
 
 
 def cmd_dlq(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream.workers.consumer import DeadLetters
+    from memstream.workers import DeadLetters
 
     eventlog = _connect(settings)
     dlq = DeadLetters(eventlog.client, eventlog.prefix)
@@ -595,9 +594,8 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     import signal
     import threading
 
-    from memstream.workers.pipeline import Pipeline, PipelineConfig
-
-    from memstream.projections.stores.port import StoreError
+    from memstream.projections import StoreError
+    from memstream.workers import Pipeline, PipelineConfig
 
     if not settings.redis_url:
         raise CommandError("in embedded mode `memstream up` runs the workers (the embedded store "
@@ -608,7 +606,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
                            "server (each embedded store would hold only the events its worker took); "
                            "--embedded-store runs a single worker on this host's embedded store")
     configure("INFO")
-    from memstream.core.files import PRIVATE_UMASK, private_dir
+    from memstream.core import PRIVATE_UMASK, private_dir
 
     os.umask(PRIVATE_UMASK)  # the embedded store and the embedding cache: owner-only
     private_dir(settings.home)
@@ -628,7 +626,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_install_hermes(args: argparse.Namespace, settings: Settings) -> int:
     from pathlib import Path
 
-    from memstream.hermes.install import install
+    from memstream.hermes import install
 
     result = install(Path(args.home).expanduser() if args.home else None)
     _print(args, result, f"installed the memstream plugin into {result.get('plugin_dir')} "
@@ -696,7 +694,7 @@ def cmd_tenant(args: argparse.Namespace, settings: Settings) -> int:
     uses (see producers/tenants.py). Needs the operator's credentials."""
     from urllib.parse import quote, urlsplit, urlunsplit
 
-    from memstream.producers.tenants import TenantError, TenantRegistry
+    from memstream.producers import TenantError, TenantRegistry
 
     eventlog = _connect(settings)
     registry = TenantRegistry(eventlog.client, eventlog.prefix)

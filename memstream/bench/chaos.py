@@ -46,7 +46,7 @@ from pathlib import Path
 
 import redis
 
-from memstream.service.valkey import ValkeyProcess
+from memstream.service import ValkeyProcess
 
 __all__ = ["chaos_bench", "format_chaos", "POISON"]
 
@@ -55,8 +55,14 @@ PREFIX = "memstream"
 
 def _poison_entries() -> list[tuple[str, dict]]:
     """(name, fields) of entries every projection must dead-letter."""
-    from memstream.producers.events import MemoryRemembered, Scope, TurnRecorded, encode, utcnow
-    from memstream.core.ids import new_event_id
+    from memstream.core import new_event_id
+    from memstream.producers import (
+        MemoryRemembered,
+        Scope,
+        TurnRecorded,
+        encode,
+        utcnow,
+    )
 
     good_turn = TurnRecorded(id=new_event_id(), occurred_at=utcnow(), scope=Scope(tenant="default"),
                              turn_index=0, user_text="u", assistant_text="a")
@@ -82,8 +88,8 @@ POISON = ("type_not_utf8", "field_name_not_utf8", "data_not_msgpack", "data_is_j
 # -- the agent process ------------------------------------------------------------------------
 def agent_main(home: str, name: str, rate: float, ledger: str, stats_path: str) -> None:
     """One agent: sync_turn at ``rate`` turns/s until SIGTERM; ledger line per returned turn."""
-    from memstream.core.settings import Settings
-    from memstream.provider.provider import MemstreamProvider
+    from memstream.core import Settings
+    from memstream.provider import MemstreamProvider
 
     stop = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__("now", True))
@@ -195,8 +201,8 @@ class _Chaos:
             self.hostile()
 
     def poison(self) -> None:
-        from memstream.producers.events import MemoryRemembered, Scope, encode, utcnow
-        from memstream.core.ids import new_event_id
+        from memstream.core import new_event_id
+        from memstream.producers import MemoryRemembered, Scope, encode, utcnow
 
         name, fields = self.rng.choice(_poison_entries())
         try:
@@ -257,12 +263,10 @@ def _settled(client: redis.Redis) -> bool:
 
 def chaos_bench(minutes: float = 2.0, agents: int = 4, rate: float = 20.0, seed: int = 0,
                 settle_timeout: float = 180.0) -> dict:
-    from memstream.core.settings import Settings
-    from memstream.producers.events import TurnRecorded
-    from memstream.producers.writer import Writer
-    from memstream.producers.stream import EventLog
-    from memstream.workers.consumer import DeadLetters
-    from memstream.query.server import ask
+    from memstream.core import Settings
+    from memstream.producers import EventLog, TurnRecorded, Writer
+    from memstream.query import ask
+    from memstream.workers import DeadLetters
 
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-chaos-"))
     chaos = _Chaos(root, agents, rate, seed)

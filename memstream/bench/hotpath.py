@@ -39,13 +39,10 @@ from typing import Any
 
 import redis
 
-from memstream.core.settings import Settings
-from memstream.producers.connect import redis_client
-from memstream.producers.events import encode
-from memstream.producers.spool import Segment
-from memstream.provider.provider import MemstreamProvider
-
-from memstream.service.valkey import ValkeyProcess, free_port
+from memstream.core import Settings
+from memstream.producers import Segment, encode, redis_client
+from memstream.provider import MemstreamProvider
+from memstream.service import ValkeyProcess, free_port
 
 __all__ = ["hotpath", "format_hotpath", "TARGET_P99_US", "REFERENCES"]
 

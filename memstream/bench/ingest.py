@@ -39,13 +39,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from memstream.producers.stream import EventLog
-from memstream.producers.events import Scope, TurnRecorded, utcnow
-from memstream.core.settings import Settings
-from memstream.core.ids import new_event_id
-from memstream.producers.connect import redis_client
-
-from memstream.service.valkey import ValkeyProcess
+from memstream.core import Settings, new_event_id
+from memstream.producers import EventLog, Scope, TurnRecorded, redis_client, utcnow
+from memstream.service import ValkeyProcess
 
 __all__ = ["ingest", "format_ingest", "DEFAULT_DATA", "TARGETS"]
 
@@ -166,7 +162,7 @@ def _settings(root: Path, url: str, prefix: str, embedder: str) -> Settings:
 
 
 def _pipeline(root: Path, url: str, prefix: str, embedder: str):
-    from memstream.workers.pipeline import Pipeline, PipelineConfig
+    from memstream.workers import Pipeline, PipelineConfig
 
     settings = _settings(root, url, prefix, embedder)
     eventlog = EventLog(redis_client(url), prefix, settings.shards)
@@ -234,7 +230,7 @@ def _warm_texts(pairs: list[tuple[str, str]]) -> list[str]:
 
 
 def _raw_run(calls: list[list[str]], warm: list[str]) -> dict:
-    from memstream.projections.embedders.port import get_embedder
+    from memstream.projections import get_embedder
 
     embedder = get_embedder("onnx-minilm")
     flat = [t for c in calls for t in c]
@@ -256,7 +252,7 @@ def _median(values: list[float]) -> float:
 
 # -- freshness ------------------------------------------------------------------------------
 def _substantive(event: TurnRecorded, boilerplate) -> bool:
-    from memstream.projections.turns import TurnsProjection
+    from memstream.projections import TurnsProjection
 
     text, reason = TurnsProjection._turn_text(SimpleNamespace(boilerplate=boilerplate), event)
     return reason is None and bool(text)
@@ -272,8 +268,8 @@ def _pct(values: list[float], q: float) -> float:
 
 def _freshness_run(root: Path, url: str, prefix: str, embedder: str, pairs: list[tuple[str, str]],
                    rate: float, seconds: float, every: int = 10, settle: float = 30.0) -> dict:
-    from memstream.projections.stores.port import point_id
-    from memstream.text.boilerplate import BoilerplateFilter
+    from memstream.projections import point_id
+    from memstream.text import BoilerplateFilter
 
     n = int(rate * seconds)
     events = _events(_texts(pairs, n, f"fresh-{prefix}"))
@@ -563,7 +559,7 @@ if __name__ == "__main__":  # python -m memstream.bench.ingest
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    from memstream.core.logs import configure
+    from memstream.core import configure
 
     configure("WARNING")
     res = ingest(a.events, data=a.data, runs=a.runs, seconds=a.seconds, profile=a.profile)

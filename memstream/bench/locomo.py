@@ -35,13 +35,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from memstream.producers.stream import EventLog
-from memstream.producers.events import Scope, TurnRecorded
-from memstream.core.settings import Settings
-from memstream.core.ids import new_event_id
-from memstream.producers.connect import redis_client
-
-from memstream.service.valkey import ValkeyProcess
+from memstream.core import Settings, new_event_id
+from memstream.producers import EventLog, Scope, TurnRecorded, redis_client
+from memstream.service import ValkeyProcess
 
 __all__ = ["locomo", "format_locomo", "SPLITS", "TARGETS"]
 
@@ -88,7 +84,7 @@ def unit_text(t: dict) -> str:
 
 class BM25:
     def __init__(self, docs: list[tuple[str, str]], k1: float = 1.2, b: float = 0.75):
-        from memstream.projections.sparse import tokenize
+        from memstream.projections import tokenize
 
         self.tokenize = tokenize
         self.ids = [i for i, _ in docs]
@@ -141,7 +137,7 @@ def _metrics(rows: list[tuple[dict, list[str]]]) -> dict[str, Any]:
 
 
 def _tokens(texts: list[str]) -> int:
-    from memstream.provider.recall import estimate_tokens
+    from memstream.provider import estimate_tokens
 
     return sum(estimate_tokens(t) for t in texts)
 
@@ -149,9 +145,9 @@ def _tokens(texts: list[str]) -> int:
 def locomo(data: str | Path, split: str = "dev", embedder: str = "onnx-minilm", k: int = 10) -> dict[str, Any]:
     import numpy as np
 
-    from memstream.projections.embedders.port import get_embedder
-    from memstream.workers.pipeline import Pipeline, PipelineConfig
-    from memstream.query.server import ask
+    from memstream.projections import get_embedder
+    from memstream.query import ask
+    from memstream.workers import Pipeline, PipelineConfig
 
     if split not in SPLITS:
         raise BenchDataError(f"split must be one of {sorted(SPLITS)}, got {split!r}")

@@ -44,13 +44,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from memstream.producers.stream import EventLog
-from memstream.producers.events import MemoryRemembered, Scope, utcnow
-from memstream.core.settings import Settings
-from memstream.core.ids import new_event_id
-from memstream.producers.connect import redis_client
-
-from memstream.service.valkey import ValkeyProcess
+from memstream.core import Settings, new_event_id
+from memstream.producers import EventLog, MemoryRemembered, Scope, redis_client, utcnow
+from memstream.service import ValkeyProcess
 
 __all__ = ["prefetch_bench", "format_prefetch", "TARGETS"]
 
@@ -102,7 +98,7 @@ def _append(log: EventLog, tenant: str, agent: str, count: int, rng: random.Rand
 
 def _onnx_query_embed_ms(questions: list[str]) -> dict | None:
     try:
-        from memstream.projections.embedders.port import get_embedder
+        from memstream.projections import get_embedder
 
         model = get_embedder("onnx-minilm")
         model.embed(["warm up"])
@@ -118,9 +114,9 @@ def _onnx_query_embed_ms(questions: list[str]) -> dict | None:
 
 def prefetch_bench(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 200, embedder: str = "hash",
                    budget_ms: int = 150, seed: int = 7) -> dict[str, Any]:
-    from memstream.provider.provider import MemstreamProvider
-    from memstream.workers.pipeline import Pipeline, PipelineConfig
-    from memstream.query.server import ask
+    from memstream.provider import MemstreamProvider
+    from memstream.query import ask
+    from memstream.workers import Pipeline, PipelineConfig
 
     rng = random.Random(seed)
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-prefetch-"))

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import redis
 
-from memstream.service.valkey import ValkeyProcess
+from memstream.service import ValkeyProcess
 
 __all__ = ["queries_bench", "format_queries"]
 
@@ -45,7 +45,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def _lists(client: redis.Redis, n: int) -> list[float]:
-    from memstream.query.server import ask
+    from memstream.query import ask
 
     out = []
     for _ in range(n):
@@ -79,7 +79,7 @@ def queries_bench(queries: int = 500, rounds: int = 4) -> dict:
     from rq.serializers import JSONSerializer
     from rq.timeouts import TimerDeathPenalty
 
-    from memstream.query.server import QueryServer
+    from memstream.query import QueryServer
 
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-queries-"))
     server = ValkeyProcess(root / "valkey").start()

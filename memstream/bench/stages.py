@@ -21,10 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memstream.text.boilerplate import BoilerplateFilter
-from memstream.text.chunking import chunk
-from memstream.text.facts.extract import extract_facts
-from memstream.text.redact import redact
+from memstream.text import BoilerplateFilter, chunk, extract_facts, redact
 
 __all__ = ["synthetic_turns", "stages_throughput"]
 

@@ -26,8 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from memstream.projections.sparse import sparse_vector
-from memstream.projections.stores.port import Filter, Point, VectorStore, point_id
+from memstream.projections import Filter, Point, VectorStore, point_id, sparse_vector
 
 __all__ = ["search_latency", "make_points"]
 
@@ -186,7 +185,7 @@ def _measure(store, collection, vectors, ids, queries_, limit) -> dict[str, Any]
     return result
 
 def main(argv: list[str] | None = None) -> None:
-    from memstream.projections.stores.edge import EdgeStore
+    from memstream.projections import EdgeStore
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, nargs="+", default=[10_000])

@@ -110,10 +110,7 @@ def corpus(size: int) -> dict[str, str]:
 
 
 def _stages() -> dict[str, Callable[[str], object]]:
-    from memstream.text.boilerplate import BoilerplateFilter
-    from memstream.text.chunking import chunk
-    from memstream.text.facts.extract import extract_facts
-    from memstream.text.redact import redact
+    from memstream.text import BoilerplateFilter, chunk, extract_facts, redact
 
     boilerplate = BoilerplateFilter()
     return {

@@ -1,0 +1,34 @@
+"""core: the facts every layer shares, and nothing else: settings, ids, owner-only files,
+the run file, how bytes from Redis become text, logging set-up. Imports no other
+memstream package."""
+
+from memstream.core.codec import as_str, lossless, shown
+from memstream.core.files import (
+    PRIVATE_UMASK,
+    open_private,
+    private_dir,
+    tighten,
+    write_private,
+)
+from memstream.core.ids import new_event_id
+from memstream.core.logs import configure
+from memstream.core.runfile import pid_alive, read_run_file
+from memstream.core.settings import Settings, config_file_for, mask_url
+
+__all__ = [
+    "as_str",
+    "config_file_for",
+    "configure",
+    "lossless",
+    "mask_url",
+    "new_event_id",
+    "open_private",
+    "pid_alive",
+    "private_dir",
+    "PRIVATE_UMASK",
+    "read_run_file",
+    "Settings",
+    "shown",
+    "tighten",
+    "write_private",
+]

@@ -1,0 +1,8 @@
+"""hermes: installing memstream's plugin into a Hermes home and checking that it is."""
+
+from memstream.hermes.installer import check, install
+
+__all__ = [
+    "check",
+    "install",
+]

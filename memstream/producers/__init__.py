@@ -2,3 +2,64 @@
 
 Imports none of memstream's other packages.
 """
+
+from memstream.producers.connect import LogLocator, event_log, redis_client
+from memstream.producers.events import (
+    EVENT_TYPES,
+    DelegationCompleted,
+    Event,
+    MemoryForgotten,
+    MemoryRemembered,
+    MemoryWritten,
+    Scope,
+    SessionEnded,
+    SessionSwitched,
+    ToolCall,
+    TurnRecorded,
+    decode,
+    encode,
+    to_builtins,
+    utcnow,
+)
+from memstream.producers.shipper import Shipper
+from memstream.producers.spool import Segment, Spool, spool_usage
+from memstream.producers.stream import EventLog, parse_entry_id
+from memstream.producers.tenants import (
+    TenantError,
+    TenantRegistry,
+    tenant_space,
+    verify,
+)
+from memstream.producers.writer import Writer
+
+__all__ = [
+    "decode",
+    "DelegationCompleted",
+    "encode",
+    "Event",
+    "event_log",
+    "EVENT_TYPES",
+    "EventLog",
+    "LogLocator",
+    "MemoryForgotten",
+    "MemoryRemembered",
+    "MemoryWritten",
+    "parse_entry_id",
+    "redis_client",
+    "Scope",
+    "Segment",
+    "SessionEnded",
+    "SessionSwitched",
+    "Shipper",
+    "Spool",
+    "spool_usage",
+    "tenant_space",
+    "TenantError",
+    "TenantRegistry",
+    "to_builtins",
+    "ToolCall",
+    "TurnRecorded",
+    "utcnow",
+    "verify",
+    "Writer",
+]

@@ -8,17 +8,15 @@ and the service itself refuses to run twice (it holds a lock for its lifetime).
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import redis
 import structlog
 
-from memstream.core.settings import Settings, mask_url
+from memstream.core import Settings, mask_url, read_run_file
 from memstream.producers.stream import EventLog
 from memstream.producers.tenants import Signer, password_of
 
@@ -27,27 +25,8 @@ __all__ = ["LogLocator", "read_run_file", "pid_alive", "redis_client", "event_lo
 log = structlog.get_logger("memstream.connect")
 
 
-def pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
-def read_run_file(path: Path) -> dict | None:
-    """The running service's run file, or None if absent, unreadable or stale."""
-    try:
-        info = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(info, dict) or not pid_alive(int(info.get("pid", 0))):
-        return None
-    return info
 
 
 def redis_client(url: str, timeout: float = 2.0) -> redis.Redis:

@@ -24,12 +24,12 @@ import struct
 import threading
 import time
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 
-from memstream.core.files import private_dir
+from memstream.core import private_dir
 
 __all__ = ["Spool", "Segment", "SpoolRecord", "MAGIC", "HEADER"]
 

@@ -16,9 +16,9 @@ import threading
 
 import structlog
 
+from memstream.core import Settings
 from memstream.producers.connect import LogLocator
 from memstream.producers.events import Event, encode
-from memstream.core.settings import Settings
 from memstream.producers.shipper import Shipper
 from memstream.producers.spool import Spool
 

@@ -1,3 +1,68 @@
 """projections: read models rebuilt from the log (Qdrant collections, the facts table)
 and the query side. Backends are imported on first use (``open_store``): qdrant-client
 alone takes about a second to import."""
+
+from memstream.projections.base import Delivery, Projection
+from memstream.projections.counters import Counters
+from memstream.projections.embedders.base import EmbedderUnavailable
+from memstream.projections.embedders.cache import CachedEmbedder
+from memstream.projections.embedders.port import get_embedder
+from memstream.projections.facts import FactsProjection
+from memstream.projections.facts_table import Fact, FactsTable
+from memstream.projections.memories import MemoriesProjection
+from memstream.projections.sessions import SessionsIndex, SessionsProjection
+from memstream.projections.sparse import sparse_vector, tokenize
+from memstream.projections.stores.port import (
+    POINT_NAMESPACE,
+    CollectionNotFound,
+    Filter,
+    Hit,
+    Point,
+    StoreError,
+    StoreUnavailable,
+    VectorStore,
+    open_store,
+    point_id,
+)
+from memstream.projections.turns import TurnsProjection
+
+__all__ = [
+    "CachedEmbedder",
+    "CollectionNotFound",
+    "Counters",
+    "Delivery",
+    "EdgeStore",
+    "EmbedderUnavailable",
+    "Fact",
+    "FactsProjection",
+    "FactsTable",
+    "Filter",
+    "get_embedder",
+    "Hit",
+    "MemoriesProjection",
+    "open_store",
+    "Point",
+    "point_id",
+    "POINT_NAMESPACE",
+    "Projection",
+    "SessionsIndex",
+    "SessionsProjection",
+    "sparse_vector",
+    "StoreError",
+    "StoreUnavailable",
+    "tokenize",
+    "TurnsProjection",
+    "VectorStore",
+]
+
+_LAZY = {  # heavy backends, imported on first use
+    "EdgeStore": "memstream.projections.stores.edge",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

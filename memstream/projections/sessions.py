@@ -22,12 +22,12 @@ from typing import Sequence
 
 import redis
 
-from memstream.producers.events import MemoryForgotten, TurnRecorded
-
-from memstream.text.boilerplate import BoilerplateFilter
-from memstream.workers.consumer import Delivery
-from memstream.projections.turns import Counters, Tombstones
-from memstream.text.redact import redact
+from memstream.core import as_str
+from memstream.producers import MemoryForgotten, TurnRecorded
+from memstream.projections.base import Delivery
+from memstream.projections.counters import Counters
+from memstream.projections.tombstones import Tombstones
+from memstream.text import BoilerplateFilter, redact
 
 __all__ = ["SessionsProjection", "SessionsIndex"]
 
@@ -74,8 +74,6 @@ return n
 _TEXT_CHARS = 400  # a bookend is a reminder, not the transcript
 
 
-def _s(value) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class SessionsIndex:
@@ -115,13 +113,13 @@ class SessionsIndex:
 
     def recent(self, tenant: str, agent: str | None = None, limit: int = 10) -> list[dict]:
         """Newest sessions first (``agent`` None: every agent of the tenant)."""
-        sessions = [_s(x) for x in self.client.zrevrange(self._zset(tenant, agent), 0, max(0, limit - 1))]
+        sessions = [as_str(x) for x in self.client.zrevrange(self._zset(tenant, agent), 0, max(0, limit - 1))]
         pipe = self.client.pipeline(transaction=False)
         for session in sessions:
             pipe.hgetall(self._hash(tenant, session))
         out = []
         for session, raw in zip(sessions, pipe.execute()):
-            h = {_s(k): _s(v) for k, v in raw.items()}
+            h = {as_str(k): as_str(v) for k, v in raw.items()}
             if not h:
                 continue
             out.append({

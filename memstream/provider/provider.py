@@ -13,16 +13,15 @@ budget. No hook touches the network on the agent thread except a tool call (boun
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections import deque
-from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import structlog
 
-from memstream.producers.events import (
+from memstream.core import Settings, config_file_for, new_event_id
+from memstream.producers import (
     DelegationCompleted,
     MemoryForgotten,
     MemoryRemembered,
@@ -32,27 +31,24 @@ from memstream.producers.events import (
     SessionSwitched,
     ToolCall,
     TurnRecorded,
+    Writer,
     utcnow,
 )
-from memstream.core.settings import Settings
-from memstream.producers.writer import Writer
-from memstream.text.clean import clean_text
-from memstream.core.ids import new_event_id
-from memstream.core.settings import config_file_for
-
 from memstream.provider._base import MemoryProvider
 from memstream.provider._transcript import find_turn, tool_calls_of
-from memstream.provider.recall import Query, Recall, RecallUnavailable, format_block
+from memstream.provider.block import format_block
+from memstream.provider.recall import Query, Recall, RecallUnavailable
 from memstream.provider.tools import (
+    TARGETS,
     TOOL_NAMES,
     TOOL_SCHEMAS,
-    TARGETS,
     ToolError,
     finite,
     forget_args,
     remember_args,
     tool_request,
 )
+from memstream.text import clean_text
 
 __all__ = ["MemstreamProvider", "register", "resolve_agent"]
 

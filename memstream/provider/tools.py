@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from memstream.text.facts.kinds import FACT_KINDS
+from memstream.text import FACT_KINDS
 
 __all__ = ["TOOL_SCHEMAS", "TOOL_NAMES", "ToolError", "tool_request", "check_args", "remember_args",
            "forget_args", "finite", "SEARCH_KINDS", "TARGETS", "MAX_CHARS"]

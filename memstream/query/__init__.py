@@ -1,0 +1,45 @@
+"""query: the read path, from the agent's question to the stores' answer.
+
+``protocol`` (typed requests and their envelope) and ``client`` (``ask``) are all a caller
+needs, and light: the provider imports them without loading a store or a model. The
+server side (``server``: the threads answering the channels, ``ops``: the read
+operations, ``ranking``: hybrid retrieval) is imported on first use of its names.
+"""
+
+from memstream.query.client import (
+    ANSWER_TTL,
+    QueryTimeout,
+    ask,
+    operator_channel,
+    reply_key,
+    tenant_channel,
+)
+from memstream.query.protocol import (
+    MAX_ENVELOPE_BYTES,
+    MAX_QUERY_CHARS,
+    OPS,
+    Envelope,
+    QueryRefused,
+    Request,
+    decode_envelope,
+)
+
+__all__ = [
+    "ANSWER_TTL", "QueryTimeout", "ask", "operator_channel", "reply_key", "tenant_channel",
+    "MAX_ENVELOPE_BYTES", "MAX_QUERY_CHARS", "OPS", "Envelope", "QueryRefused", "Request",
+    "decode_envelope", "QueryServer", "ReadOps", "Searcher",
+]
+
+_LAZY = {  # the server side: stores, embedders, ranking
+    "QueryServer": "memstream.query.server",
+    "ReadOps": "memstream.query.ops",
+    "Searcher": "memstream.query.ranking",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

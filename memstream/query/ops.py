@@ -13,11 +13,15 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from memstream.projections.facts_table import FactsTable
-from memstream.projections.stores.port import CollectionNotFound, Filter, VectorStore, point_id
+from memstream.projections import (
+    CollectionNotFound,
+    FactsTable,
+    Filter,
+    SessionsIndex,
+    VectorStore,
+    point_id,
+)
 from memstream.query.ranking import Searcher, fact_item
-
-from memstream.projections.sessions import SessionsIndex
 
 __all__ = ["ReadOps", "asks_about_history", "BadRequest"]
 

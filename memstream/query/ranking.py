@@ -35,14 +35,15 @@ import re
 import uuid
 from datetime import datetime, timezone
 
-from memstream.projections.facts_table import Fact, FactsTable
-from memstream.projections.sparse import sparse_vector
-from memstream.projections.stores.port import (
+from memstream.projections import (
     POINT_NAMESPACE,
     CollectionNotFound,
+    Fact,
+    FactsTable,
     Filter,
     Hit,
     VectorStore,
+    sparse_vector,
 )
 
 __all__ = ["Searcher", "asks_about_time", "fact_item"]

@@ -25,18 +25,22 @@ from __future__ import annotations
 import json
 import math
 import random
-import re
 import threading
 import time
-import uuid
-import weakref
-from typing import Annotated, Callable, Literal, Union
+from typing import Callable
 
 import msgspec
 import redis
 import structlog
 
-from memstream.producers.tenants import TenantRegistry, tenant_space
+from memstream.producers import TenantRegistry
+from memstream.query.client import (
+    ANSWER_TTL,
+    operator_channel,
+    reply_key,
+    tenant_channel,
+)
+from memstream.query.protocol import OPS, QueryRefused, decode_envelope
 
 __all__ = [
     "QueryServer", "ask", "QueryTimeout", "QueryRefused", "Request", "OPS", "decode_envelope",
@@ -47,183 +51,51 @@ log = structlog.get_logger("memstream.queries")
 
 Handler = Callable[[dict], dict]
 
-MAX_ENVELOPE_BYTES = 64 * 1024
-MAX_QUERY_CHARS = 16 * 1024
-ANSWER_TTL = 60
-
-Name = Annotated[str, msgspec.Meta(max_length=256)]
-ItemId = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
-QueryText = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_QUERY_CHARS)]
 
 
-class _Request(msgspec.Struct, kw_only=True, tag_field="op", forbid_unknown_fields=True):
-    tenant: Annotated[str, msgspec.Meta(max_length=128)] = ""
-    agent: Name = "default"
-    session: Name = ""
-    scope: Name = "current"
 
 
-class RecallRequest(_Request, tag="recall"):
-    query: QueryText
-    k: Annotated[int, msgspec.Meta(ge=1, le=50)] = 12
 
 
-class SearchRequest(_Request, tag="search"):
-    query: QueryText
-    kind: Literal["all", "turns", "memories", "facts"] = "all"
-    k: Annotated[int, msgspec.Meta(ge=1, le=50)] = 10
-    history: bool = False
 
 
-class ContextRequest(_Request, tag="context"):
-    id: ItemId
-    before: Annotated[int, msgspec.Meta(ge=0, le=20)] = 3
-    after: Annotated[int, msgspec.Meta(ge=0, le=20)] = 3
 
 
-class RecentRequest(_Request, tag="recent"):
-    limit: Annotated[int, msgspec.Meta(ge=1, le=50)] = 5
 
 
-class FactsRequest(_Request, tag="facts"):
-    subject: Annotated[str, msgspec.Meta(max_length=256)] | None = None
-    kind: Annotated[str, msgspec.Meta(max_length=64)] | None = None
-    history: bool = False
-    limit: Annotated[int, msgspec.Meta(ge=1, le=200)] = 20
 
 
-class ExistsRequest(_Request, tag="exists"):
-    id: ItemId
 
 
-class CountRequest(_Request, tag="count"):
-    pass
 
 
-Request = Union[RecallRequest, SearchRequest, ContextRequest, RecentRequest, FactsRequest,
-                ExistsRequest, CountRequest]
-OPS: tuple[str, ...] = tuple(cls.__struct_config__.tag for cls in Request.__args__)  # type: ignore[attr-defined]
 
 
-class Envelope(msgspec.Struct, forbid_unknown_fields=True):
-    id: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{32}$")]
-    deadline: float
-    req: Request
-    asked_at: float = 0.0
 
 
-class _Loose(msgspec.Struct):
-    id: str = ""
 
 
-_envelope = msgspec.json.Decoder(Envelope)
-_loose = msgspec.json.Decoder(_Loose)
-_encoder = msgspec.json.Encoder()
 
 
-_ID_AT_START = re.compile(rb'^\s*\{\s*"id"\s*:\s*"([0-9a-f]{32})"')
 
 
-class QueryTimeout(Exception):
-    """No answer within the caller's timeout."""
 
 
-class QueryRefused(ValueError):
-    """A request the protocol refuses (too big, malformed, out of its limits)."""
-
-    def __init__(self, reason: str, request_id: str = ""):
-        super().__init__(reason)
-        self.request_id = request_id
 
 
-def decode_envelope(raw: bytes) -> Envelope:
-    """The envelope in ``raw``; raises QueryRefused (with the id when it can be read)."""
-    if len(raw) > MAX_ENVELOPE_BYTES:
-        found = _ID_AT_START.search(raw[:200])  # not parsed whole: only its id, if it leads
-        raise QueryRefused(f"request of {len(raw)} bytes is over the {MAX_ENVELOPE_BYTES}-byte limit",
-                           found.group(1).decode() if found else "")
-    try:
-        env = _envelope.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise QueryRefused(f"bad request: {exc}", _id_of(raw)) from None
-    if not math.isfinite(env.deadline):
-        raise QueryRefused("bad request: deadline must be a finite number", env.id)
-    return env
 
 
-def _id_of(raw: bytes) -> str:
-    try:
-        rid = _loose.decode(raw).id
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return ""
-    return rid if isinstance(rid, str) and len(rid) == 32 and all(c in "0123456789abcdef" for c in rid) else ""
 
 
-# -- channels --------------------------------------------------------------------------
-def operator_channel(prefix: str) -> str:
-    return f"{prefix}:queries"
 
 
-def tenant_channel(prefix: str, tenant: str) -> str:
-    return f"{tenant_space(prefix, tenant)}:queries"
 
 
-def reply_key(channel: str, request_id: str) -> str:
-    """Where the answer to ``request_id`` on ``channel`` goes: beside the channel, in the
-    keyspace of whoever may write that channel (never a key the request names)."""
-    return f"{channel.rsplit(':', 1)[0]}:reply:{request_id}"
 
 
-# Per client (connection pool): the channel it asks on. The operator's credentials may
-# write P:queries; a tenant's may not (NOPERM) and use their own channel from then on.
-_channels: "weakref.WeakKeyDictionary[redis.ConnectionPool, str]" = weakref.WeakKeyDictionary()
 
 
-# -- the caller's side -------------------------------------------------------------------
-def ask(client: redis.Redis, prefix: str, request: dict, timeout: float = 10.0) -> dict:
-    """Send ``request`` (a dict with ``op``) and wait for its answer.
 
-    Raises QueryTimeout when nobody answers within ``timeout`` s, QueryRefused when the
-    request is not one the protocol accepts (checked here before sending, so a caller
-    learns at once), and ``redis.RedisError`` when Redis cannot be reached."""
-    if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
-        raise QueryRefused(f"timeout must be a positive number of seconds, got {timeout!r}")
-    body = dict(request)
-    if isinstance(body.get("query"), str):
-        body["query"] = body["query"][:MAX_QUERY_CHARS]
-    try:
-        req = msgspec.convert(body, Request)
-    except msgspec.ValidationError as exc:
-        raise QueryRefused(f"bad request: {exc}") from None
-    now = time.time()
-    env = Envelope(id=uuid.uuid4().hex, deadline=now + timeout, req=req, asked_at=now)
-    raw = _encoder.encode(env)
-    if len(raw) > MAX_ENVELOPE_BYTES:
-        raise QueryRefused(f"request of {len(raw)} bytes is over the {MAX_ENVELOPE_BYTES}-byte limit")
-    tenant = getattr(req, "tenant", "") or ""
-    pool = client.connection_pool
-    channel = _channels.get(pool, operator_channel(prefix))
-    try:
-        client.rpush(channel, raw)
-    except redis.exceptions.NoPermissionError:
-        if not tenant:
-            raise
-        channel = tenant_channel(prefix, tenant)
-        client.rpush(channel, raw)
-        _channels[pool] = channel
-    key = reply_key(channel, env.id)
-    got = client.blpop([key], timeout=max(0.001, timeout))
-    if not got:
-        try:
-            client.delete(key)  # an answer racing the timeout must not linger
-        except redis.RedisError:
-            pass
-        raise QueryTimeout(f"no answer within {timeout:g}s: is the memstream service (or a worker) running?")
-    try:
-        answer = json.loads(got[1])
-    except ValueError:
-        return {"error": "the query server sent an answer that is not JSON"}
-    return answer if isinstance(answer, dict) else {"error": "the query server sent an answer that is not an object"}
 
 
 # -- the server's side -------------------------------------------------------------------

@@ -24,14 +24,18 @@ from pathlib import Path
 
 import structlog
 
-from memstream.producers.stream import EventLog
-from memstream.core.settings import Settings
-from memstream.producers.shipper import Shipper
-from memstream.producers.spool import Spool
-from memstream.producers.connect import event_log, pid_alive, read_run_file, redis_client
-from memstream.core.files import PRIVATE_UMASK, open_private, private_dir, tighten, write_private
-
 from memstream import __version__
+from memstream.core import (
+    PRIVATE_UMASK,
+    Settings,
+    open_private,
+    pid_alive,
+    private_dir,
+    read_run_file,
+    tighten,
+    write_private,
+)
+from memstream.producers import EventLog, Shipper, Spool, event_log, redis_client
 from memstream.service.valkey import ValkeyProcess
 
 __all__ = ["Service", "AlreadyRunning", "detach", "stop_service"]
@@ -116,7 +120,7 @@ class Service:
         """The projection workers and the query server live in this process (the
         embedded store admits one process). A failure here leaves the log serving."""
         try:
-            from memstream.workers.pipeline import Pipeline
+            from memstream.workers import Pipeline
 
             self.pipeline = Pipeline(self.settings, eventlog).start()
         except Exception as exc:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import redis
 
-from memstream.core.files import private_dir, write_private
+from memstream.core import private_dir, write_private
 
 __all__ = ["ValkeyProcess", "ValkeyStartError", "free_port", "binary_path"]
 

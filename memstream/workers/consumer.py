@@ -30,22 +30,22 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
 
-import msgspec
 import redis
 import structlog
 
-from memstream.producers.events import EVENT_TYPES, Event
-from memstream.producers.stream import EventLog
-from memstream.core.settings import Settings
-from memstream.text.clean import clean_text
-from memstream.producers.events import decode
-from memstream.producers.stream import parse_entry_id
-from memstream.projections.embedders.base import EmbedderUnavailable
-from memstream.projections.stores.port import StoreUnavailable
-
+from memstream.core import Settings, as_str, shown
+from memstream.producers import EventLog, parse_entry_id
+from memstream.projections import (
+    Delivery,
+    EmbedderUnavailable,
+    Projection,
+    StoreUnavailable,
+)
+from memstream.workers.admission import admit
+from memstream.workers.deadletters import DeadLetters
 from memstream.workers.health import Health
+from memstream.workers.positions import Positions
 from memstream.workers.tenancy import TenantGate
 
 __all__ = [
@@ -101,301 +101,36 @@ def backoff_delay(failures: int, base: float = 0.2, cap: float = 30.0) -> float:
     return random.uniform(base, max(base, top))
 
 
-@dataclass(slots=True)
-class Delivery:
-    stream: str
-    entry_id: str
-    fields: dict
-    event: Event
-    deliveries: int = 1
 
 
-class Projection(Protocol):
-    name: str
-    version: int
-
-    def apply(self, batch: Sequence[Delivery]) -> None:
-        """Apply events idempotently (event id = idempotency key), in order."""
 
 
-_SET_MAX = """
-local cur = redis.call('HGET', KEYS[1], ARGV[1])
-local function parse(id)
-  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
-  return tonumber(ms), tonumber(seq)
-end
-if cur then
-  local cm, cs = parse(cur)
-  local nm, ns = parse(ARGV[2])
-  if nm < cm or (nm == cm and ns <= cs) then return 0 end
-end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
-return 1
-"""
 
 
-class Positions:
-    """Per projection group and stream: the highest applied entry id and when.
-
-    Guarantee: ``record`` only ever moves a position forward (compared as (ms, seq)).
-    """
-
-    def __init__(self, client: redis.Redis, prefix: str):
-        self.client = client
-        self.prefix = prefix
-        self._script = client.register_script(_SET_MAX)
-
-    def _keys(self, group: str) -> list[str]:
-        return [f"{self.prefix}:positions:{group}", f"{self.prefix}:applied_at:{group}"]
-
-    def record(self, group: str, stream: str, entry_id: str, at: float | None = None,
-               pipe: redis.client.Pipeline | None = None) -> None:
-        """Record now, or as part of ``pipe`` (a transaction that also acks)."""
-        self._script(keys=self._keys(group), args=[stream, entry_id, repr(at or time.time())],
-                     client=pipe)
-
-    def get(self, group: str) -> dict[str, dict]:
-        pos_key, at_key = self._keys(group)
-        positions = self.client.hgetall(pos_key)
-        applied = self.client.hgetall(at_key)
-        out = {}
-        for stream, entry in positions.items():
-            s = stream.decode() if isinstance(stream, bytes) else stream
-            out[s] = {"position": entry.decode() if isinstance(entry, bytes) else entry,
-                      "applied_at": float(applied.get(stream, 0) or 0)}
-        return out
-
-    def reset(self, group: str) -> None:
-        self.client.delete(*self._keys(group))
 
 
-class DeadLetters:
-    """The dead-letter stream ``{prefix}:dlq``: failed entries with their error.
-
-    Each record keeps the entry's fields byte for byte as ``f:<name>`` (names and values
-    need not be UTF-8). Guarantee: ``list``, ``take`` and ``retry`` never raise on what a
-    record holds: ``list`` shows undecodable bytes as backslash escapes, ``take`` keeps
-    field names lossless (undecodable bytes as surrogate escapes) and ``retry`` re-appends
-    the original bytes.
-    """
-
-    def __init__(self, client: redis.Redis, prefix: str):
-        self.client = client
-        self.key = f"{prefix}:dlq"
-
-    def add(self, group: str, stream: str, entry_id: str, fields: dict, error: str,
-            deliveries: int) -> None:
-        """Dead-letter one entry and ack it in its group, atomically (MULTI)."""
-        record = {
-            "group": group, "stream": stream, "entry_id": entry_id, "error": error[:2000],
-            "deliveries": deliveries, "dead_at": repr(time.time()),
-        }
-        for k, v in fields.items():
-            record[b"f:" + k if isinstance(k, bytes) else f"f:{k}"] = v
-        pipe = self.client.pipeline(transaction=True)
-        pipe.xadd(self.key, record)
-        pipe.xack(stream, group, entry_id)
-        pipe.execute()
-
-    def list(self, count: int = 100, group: str | None = None) -> list[dict]:
-        out = []
-        for dlq_id, record in self.client.xrange(self.key, count=count):
-            item = {"dlq_id": _shown(dlq_id)}
-            for k, v in record.items():
-                key = _shown(k)
-                if key.startswith("f:"):
-                    if key == "f:type" or key == "f:id":
-                        item[key[2:]] = _shown(v)
-                    continue
-                item[key] = _shown(v)
-            if group is None or item.get("group") == group:
-                out.append(item)
-        return out
-
-    def take(self, dlq_id: str) -> dict | None:
-        got = self.client.xrange(self.key, min=dlq_id, max=dlq_id)
-        return {_lossless(k): v for k, v in got[0][1].items()} if got else None
-
-    def retry(self, dlq_id: str) -> str | None:
-        """Re-append a dead letter to its stream for its group only; drop it from the DLQ."""
-        record = self.take(dlq_id)
-        if record is None:
-            return None
-        fields = {k[2:].encode("utf-8", "surrogateescape"): v for k, v in record.items()
-                  if k.startswith("f:") and k not in ("f:only_group", "f:retry_of")}
-        fields[b"only_group"] = record.get("group", b"")
-        fields[b"retry_of"] = record.get("entry_id", b"")
-        pipe = self.client.pipeline(transaction=True)
-        pipe.xadd(_shown(record.get("stream", b"")), fields)
-        pipe.xdel(self.key, dlq_id)
-        new_id, _ = pipe.execute()
-        return _s(new_id)
-
-    def drop(self, dlq_id: str) -> bool:
-        return bool(self.client.xdel(self.key, dlq_id))
-
-    def count(self, group: str | None = None) -> int:
-        if group is None:
-            return int(self.client.xlen(self.key))
-        return len(self.list(count=100000, group=group))
 
 
-def is_applied(client: redis.Redis, stream: str, group: str, entry_id: str) -> bool:
-    """True once ``group`` has read ``entry_id`` and holds it no longer pending
-    (applied, skipped or dead-lettered): read-your-writes for ``add --sync``."""
-    try:
-        groups = client.xinfo_groups(stream)
-    except redis.ResponseError:
-        return False
-    for g in groups:
-        if _s(g["name"]) != group:
-            continue
-        if parse_entry_id(_s(g["last-delivered-id"])) < parse_entry_id(entry_id):
-            return False
-        return not client.xpending_range(stream, group, min=entry_id, max=entry_id, count=1)
-    return False
 
 
-def _s(value) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _shown(value) -> str:
-    """Text for people and JSON: undecodable bytes as backslash escapes."""
-    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
 
 
-def _lossless(value) -> str:
-    """Text that encodes back to the same bytes (``surrogateescape``)."""
-    return value.decode("utf-8", "surrogateescape") if isinstance(value, bytes) else str(value)
 
 
-# -- admission: one check of every entry, for every projection alike ------------------------
-MAX_ID_BYTES = 1024  # event id and scope identifiers: they become keys and filters
-_TEXT_FIELDS = ("type", "id", "retry_of")
-_SCOPE_IDS = ("tenant", "app", "agent", "user_id", "session_id", "run_id", "platform")
 
 
-@dataclass(slots=True)
-class Admission:
-    """What to do with one stream entry: ``apply`` its ``event`` (``clipped``: the text
-    fields clipped here), ``skip`` it (a newer event type, or a retry for another group:
-    ``reason`` says which) or ``dead``-letter it (``reason``)."""
-
-    action: str
-    reason: str = ""
-    event: Event | None = None
-    clipped: tuple[str, ...] = ()
 
 
-def _dead(reason: str) -> Admission:
-    return Admission("dead", reason)
 
 
-def admit(fields: dict, group: str, max_text_bytes: int) -> Admission:
-    """Check one entry's raw fields (names and values bytes or str). Never raises."""
-    try:
-        return _admit(fields, group, max_text_bytes)
-    except Exception as exc:  # a bug here must not stop the projection: dead-letter, keep going
-        return _dead(f"malformed: the entry could not be checked ({type(exc).__name__}: {exc})"[:2000])
 
 
-def _admit(fields: dict, group: str, max_text_bytes: int) -> Admission:
-    # first: a dead-letter retry meant for another group is none of this group's business,
-    # however malformed the rest (each group dead-letters its own copy once)
-    only = fields.get(b"only_group", fields.get("only_group"))
-    if only is not None:
-        if isinstance(only, bytes):
-            only = only.decode("utf-8", "surrogateescape")
-        if str(only) != group:
-            return Admission("skip", "a dead-letter retry for another group")
-    values: dict[str, object] = {}
-    for k, v in fields.items():
-        if isinstance(k, bytes):
-            try:
-                k = k.decode("utf-8")
-            except UnicodeDecodeError:
-                return _dead(f"malformed: field name {k[:60]!r} is not UTF-8")
-        values[str(k)] = v
-    text: dict[str, str] = {}
-    for name in _TEXT_FIELDS:
-        v = values.get(name)
-        if v is None:
-            continue
-        if isinstance(v, bytes):
-            try:
-                v = v.decode("utf-8")
-            except UnicodeDecodeError:
-                return _dead(f"malformed: field {name!r} is not UTF-8")
-        text[name] = str(v)
-    etype = text.get("type", "")
-    if not etype:
-        return _dead("malformed: entry has no 'type' field")
-    if etype not in EVENT_TYPES:
-        return Admission("skip", "unknown event type")
-    data = values.get("data")
-    if data is None:
-        return _dead("malformed: entry has no 'data' field")
-    if not isinstance(data, bytes):
-        data = str(data).encode("utf-8", "surrogateescape")
-    try:
-        event = decode(data)
-    except Exception as exc:  # msgspec.DecodeError / ValidationError
-        return _dead(f"malformed: {exc}"[:2000])
-    tag = type(event).__struct_config__.tag  # type: ignore[attr-defined]
-    if tag != etype:
-        return _dead(f"rejected: type field {etype[:60]!r} does not match the event body {tag!r}")
-    if "id" in text and text["id"] != event.id:
-        return _dead(f"rejected: id field {text['id'][:60]!r} does not match the event body's id "
-                     f"{event.id[:60]!r}")
-    if not event.id.strip():
-        return _dead("rejected: the event id is empty (every projection keys its data by it)")
-    if len(event.id.encode("utf-8")) > MAX_ID_BYTES:
-        return _dead(f"rejected: the event id is over {MAX_ID_BYTES} bytes")
-    if not event.scope.tenant.strip():
-        return _dead("rejected: scope.tenant is empty (every projection keys its data by tenant)")
-    for name in _SCOPE_IDS:
-        if len(getattr(event.scope, name).encode("utf-8")) > MAX_ID_BYTES:
-            return _dead(f"rejected: scope.{name} is over {MAX_ID_BYTES} bytes")
-    event, clipped = _clip(event, max_text_bytes)
-    return Admission("apply", event=event, clipped=clipped)
 
 
-def _clip_text(value: str, max_bytes: int) -> str | None:
-    """``value`` clipped as the producers clip it, or None when it is within the bound."""
-    if len(value) * 4 <= max_bytes:  # at most 4 UTF-8 bytes a character: certainly within
-        return None
-    text, problems = clean_text(value, max_bytes)
-    return text if "clipped" in problems else None
 
 
-def _clip(event: Event, max_bytes: int) -> tuple[Event, tuple[str, ...]]:
-    """Every text field of ``event`` (tool calls' included) within ``max_bytes``; the
-    names of those clipped are added to ``event.clipped``."""
-    changes: dict[str, object] = {}
-    for name in event.__struct_fields__:
-        if name in ("id", "scope", "clipped"):
-            continue
-        value = getattr(event, name)
-        if isinstance(value, str):
-            clipped = _clip_text(value, max_bytes)
-            if clipped is not None:
-                changes[name] = clipped
-        elif name == "tool_calls" and value:
-            calls, any_clipped = [], False
-            for call in value:
-                parts = {f: _clip_text(getattr(call, f), max_bytes) for f in call.__struct_fields__}
-                parts = {f: v for f, v in parts.items() if v is not None}
-                any_clipped |= bool(parts)
-                calls.append(msgspec.structs.replace(call, **parts) if parts else call)
-            if any_clipped:
-                changes[name] = calls
-    if not changes:
-        return event, ()
-    names = tuple(changes)
-    flagged = list(event.clipped) + [n for n in names if n not in event.clipped]
-    return msgspec.structs.replace(event, clipped=flagged, **changes), names
 
 
 @dataclass
@@ -533,7 +268,7 @@ class Consumer:
         if block and start == ">":
             kwargs["block"] = self.block_ms
         got = self.client.xreadgroup(self.group, self.name, streams, **kwargs) or []
-        return [(_s(stream), entries) for stream, entries in got]
+        return [(as_str(stream), entries) for stream, entries in got]
 
     def _reclaim(self) -> int:
         handled = 0
@@ -542,7 +277,7 @@ class Consumer:
             while True:
                 res = self.client.xautoclaim(key, self.group, self.name, self.claim_idle_ms,
                                              cursor, count=self.batch)
-                cursor, claimed = _s(res[0]), res[1]
+                cursor, claimed = as_str(res[0]), res[1]
                 deleted = res[2] if len(res) > 2 else []
                 if deleted:  # entries removed from the stream: nothing to apply
                     self.client.xack(key, self.group, *deleted)
@@ -562,14 +297,14 @@ class Consumer:
         # entries in the same id range must not crowd them out of the reply
         rows = self.client.xpending_range(stream, self.group, min=ids[0], max=ids[-1],
                                           count=len(ids) + 10, consumername=self.name)
-        return {_s(r["message_id"]): int(r["times_delivered"]) for r in rows}
+        return {as_str(r["message_id"]): int(r["times_delivered"]) for r in rows}
 
     def _handle(self, got: list, pending: bool) -> int:
         handled = 0
         for stream, entries in got:
             if not entries:
                 continue
-            entries = [(_s(i), f) for i, f in entries if f]  # deleted entries come back empty
+            entries = [(as_str(i), f) for i, f in entries if f]  # deleted entries come back empty
             counts = self._delivery_counts(stream, [i for i, _ in entries]) if pending else {}
             batch: list[Delivery] = []
             skip: list[str] = []
@@ -580,7 +315,7 @@ class Consumer:
                         self.stats.skipped_unknown += 1
                         etype = fields.get(b"type", fields.get("type", b""))
                         log.warning("consumer.unknown_event_type", group=self.group, stream=stream,
-                                    entry=entry_id, event_type=_shown(etype)[:60],
+                                    entry=entry_id, event_type=shown(etype)[:60],
                                     action="skipped: a newer producer is ahead of this worker")
                     skip.append(entry_id)
                     continue

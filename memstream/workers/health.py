@@ -24,7 +24,8 @@ import time
 import redis
 import structlog
 
-from memstream.producers.stream import parse_entry_id
+from memstream.core import shown
+from memstream.producers import parse_entry_id
 
 __all__ = ["Health", "read_health", "projection_health", "stall_after", "STALL_AFTER_S"]
 
@@ -49,8 +50,6 @@ def _key(prefix: str, group: str) -> str:
     return f"{prefix}:health:{group}"
 
 
-def _text(value) -> str:
-    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else str(value)
 
 
 class Health:
@@ -121,7 +120,7 @@ def read_health(client: redis.Redis, prefix: str, group: str) -> dict[str, dict]
         except (ValueError, TypeError):
             continue
         if isinstance(record, dict):
-            out[_text(name)] = record
+            out[shown(name)] = record
     return out
 
 
@@ -155,7 +154,7 @@ def projection_health(client: redis.Redis, prefix: str, stream_keys: list[str], 
             infos = client.xinfo_groups(key)
         except redis.ResponseError:  # no stream yet
             continue
-        mine = [g for g in infos if _text(g.get("name", "")) == group]
+        mine = [g for g in infos if shown(g.get("name", "")) == group]
         if not mine:
             first = client.xrange(key, count=1)
             if first:
@@ -165,7 +164,7 @@ def projection_health(client: redis.Redis, prefix: str, stream_keys: list[str], 
             continue
         exists = True
         g = mine[0]
-        delivered = _text(g.get("last-delivered-id", "0-0"))
+        delivered = shown(g.get("last-delivered-id", "0-0"))
         lag = g.get("lag")
         nxt = client.xrange(key, min=f"({delivered}", count=1)
         if lag is None:  # servers or versions that cannot tell: what follows the last delivered

@@ -22,19 +22,20 @@ from dataclasses import dataclass
 import redis
 import structlog
 
-from memstream.producers.stream import EventLog
-from memstream.core.settings import Settings
-from memstream.projections.embedders.port import get_embedder
-from memstream.projections.embedders.cache import CachedEmbedder
-from memstream.projections.facts_table import FactsTable
-from memstream.query.ranking import Searcher
-from memstream.projections.stores.port import open_store
-
+from memstream.core import Settings
+from memstream.producers import EventLog
+from memstream.projections import (
+    CachedEmbedder,
+    FactsProjection,
+    FactsTable,
+    MemoriesProjection,
+    SessionsProjection,
+    TurnsProjection,
+    get_embedder,
+    open_store,
+)
+from memstream.query import QueryServer, ReadOps, Searcher
 from memstream.workers.consumer import Consumer, backoff_delay
-from memstream.projections.turns import FactsProjection, MemoriesProjection, TurnsProjection
-from memstream.query.server import QueryServer
-from memstream.query.ops import ReadOps
-from memstream.projections.sessions import SessionsProjection
 
 __all__ = ["Pipeline", "PipelineConfig"]
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import redis
 
-from memstream.producers.events import Event
-from memstream.producers.tenants import TenantRegistry, verify
+from memstream.producers import Event, TenantRegistry, verify
 
 __all__ = ["TenantGate"]
 

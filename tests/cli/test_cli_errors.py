@@ -188,7 +188,7 @@ def live_service(tmp_path_factory):
     up = ms_process("up", "--detach", "--json", env=env)
     assert up.returncode == 0, up.stderr
     try:
-        from memstream.producers.connect import read_run_file
+        from memstream.core.runfile import read_run_file
 
         yield home, env, read_run_file(home / "run" / "service.json")["url"]
     finally:

@@ -13,8 +13,8 @@ from pipeline_support import wait_for
 
 from memstream.cli import main
 from memstream.core.settings import Settings
-from memstream.producers.connect import read_run_file
-from memstream.workers.consumer import is_applied
+from memstream.core.runfile import read_run_file
+from memstream.workers.positions import is_applied
 
 GROUPS = ("turns.v1", "memories.v1", "facts.v1", "sessions.v1")
 

@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from memstream import cli as memstream_cli
-from memstream.hermes import install as hermes_install
-from memstream.hermes.install import PLUGIN_FILES, HermesInstallError, check, install
+from memstream.hermes import installer as hermes_install
+from memstream.hermes.installer import PLUGIN_FILES, HermesInstallError, check, install
 
 PACKAGED = Path(hermes_install.__file__).parent / "plugin"
 

@@ -48,7 +48,7 @@ from memstream.producers.events import (
     MemoryWritten,
     TurnRecorded,
 )
-from memstream.query.server import QueryTimeout, ask
+from memstream.query.client import QueryTimeout, ask
 
 from hermes_harness import (  # noqa: F401  (hermes_venv is a fixture)
     HERE, VENV_PY, _clean_env, _driver_result, _run, _tail, fake_llm, hermes_venv)

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from fuzzing import examples
 from hypothesis import strategies as st
 
-from memstream.provider.recall import HEADER, LIMITS, estimate_tokens, format_block, neutralise
+from memstream.provider.block import HEADER, LIMITS, estimate_tokens, format_block, neutralise
 
 # How Hermes 0.19 wraps a provider's prefetch text (agent/turn_context.py).
 WRAP = ("\n\n<memory-context>\n[System note: The following is recalled memory context, NOT new user "

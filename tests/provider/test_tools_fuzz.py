@@ -24,7 +24,6 @@ from memstream.provider.tools import (
     TOOL_NAMES,
     TOOL_SCHEMAS,
     ToolError,
-    forget_args,
     remember_args,
     tool_request,
 )

@@ -16,15 +16,9 @@ import redis
 from hypothesis import HealthCheck, given, settings, strategies as st
 from fuzzing import examples
 
-from memstream.query.server import (
-    MAX_ENVELOPE_BYTES,
-    OPS,
-    QueryRefused,
-    QueryServer,
-    ask,
-    decode_envelope,
-    operator_channel,
-)
+from memstream.query.protocol import MAX_ENVELOPE_BYTES, OPS, QueryRefused, decode_envelope
+from memstream.query.server import QueryServer
+from memstream.query.client import ask, operator_channel
 
 PREFIX = "ms"
 

@@ -14,7 +14,7 @@ from memstream.producers.stream import EventLog
 from memstream.core.settings import Settings
 from memstream.producers import writer as writer_module
 from memstream.provider.provider import MemstreamProvider
-from memstream.provider.recall import HEADER, estimate_tokens, format_block, neutralise
+from memstream.provider.block import HEADER, estimate_tokens, format_block, neutralise
 from memstream.provider.tools import TOOL_NAMES, ToolError, tool_request
 
 from pipeline_support import all_applied, wait_for

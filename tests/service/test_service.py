@@ -14,8 +14,7 @@ import pytest
 import redis
 
 from memstream.producers.stream import EventLog
-from memstream.core.settings import Settings
-from memstream.producers.connect import read_run_file
+from memstream.core.runfile import read_run_file
 
 pytestmark = pytest.mark.valkey
 

@@ -16,15 +16,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
-import redis
-import yaml
 
-from memstream.service.valkey import ValkeyProcess
-from memstream.producers.stream import EventLog
-from memstream.producers.events import MemoryWritten, SessionEnded, SessionSwitched, TurnRecorded
 
 
 HERE = Path(__file__).resolve().parents[1] / "hermes"  # the driver scripts and the fake model

@@ -94,7 +94,7 @@ def texts(store, collection: str, tenant: str, **narrow) -> set[str]:
 
 def all_applied(eventlog: EventLog, groups=("turns.v1", "memories.v1", "facts.v1", "sessions.v1")) -> bool:
     """Every group has read every entry of every stream and holds none pending."""
-    from memstream.workers.consumer import is_applied
+    from memstream.workers.positions import is_applied
 
     for key in eventlog.stream_keys:
         last = eventlog.client.xrevrange(key, count=1)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
@@ -34,15 +33,15 @@ MIXED = "\n\n".join(
     [ENGLISH * 6, GERMAN * 4, CODE * 5, CHINESE * 8, JAPANESE * 8, KOREAN * 6, HASHES * 10, URLS * 8]
 )
 
-TOKENIZER_JSON = Path(__file__).resolve().parents[2] / "projections" / "assets" / "all-MiniLM-L6-v2.tokenizer.json"
 
 
 @pytest.fixture(scope="module")
 def minilm_count():
-    tokenizers = pytest.importorskip("tokenizers")
-    if not TOKENIZER_JSON.exists():
-        pytest.skip("MiniLM tokenizer asset not present")
-    tok = tokenizers.Tokenizer.from_file(str(TOKENIZER_JSON))
+    import tokenizers
+
+    from memstream.projections.embedders.onnx import TOKENIZER_PATH  # shipped in the package
+
+    tok = tokenizers.Tokenizer.from_file(str(TOKENIZER_PATH))
     tok.no_padding()
     tok.no_truncation()
     return lambda s: len(tok.encode(s).ids)  # includes [CLS] and [SEP]

@@ -20,7 +20,7 @@ from fuzzing import examples
 from hypothesis import strategies as st
 
 from memstream.bench.text import ADVERSARIAL, _stages, adversarial
-from memstream.text.redact import redact
+from memstream.text.redaction import redact
 
 SIZE = 256 * 1024
 BOUND_S = 2.0

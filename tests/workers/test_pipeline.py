@@ -23,8 +23,10 @@ from pipeline_support import (
 )
 
 from memstream.producers.stream import EventLog
-from memstream.workers.consumer import Consumer, DeadLetters
-from memstream.projections.turns import Counters, TurnsProjection
+from memstream.workers.consumer import Consumer
+from memstream.workers.deadletters import DeadLetters
+from memstream.projections.counters import Counters
+from memstream.projections.turns import TurnsProjection
 
 
 @pytest.fixture

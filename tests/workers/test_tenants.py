@@ -17,7 +17,8 @@ from memstream.core.settings import Settings
 from memstream.producers.writer import Writer
 from memstream.producers.connect import event_log
 from memstream.producers.tenants import TenantError, TenantRegistry
-from memstream.query.server import QueryRefused, ask, tenant_channel
+from memstream.query.protocol import QueryRefused
+from memstream.query.client import ask, tenant_channel
 
 from pipeline_support import remembered, wait_for
 
@@ -158,7 +159,7 @@ def test_an_event_appended_in_another_tenants_name_is_dead_lettered(fleet, tmp_p
     host_log(creds["globex"], "globex", tmp_path).append_batch([Record.of(good, seq=1)], segment="seg-ok")
     wait_for(lambda: applied_everywhere(admin, pipeline), what="all applied")
 
-    from memstream.workers.consumer import DeadLetters
+    from memstream.workers.deadletters import DeadLetters
 
     dead = DeadLetters(admin, PREFIX).list()
     by_id = {}
@@ -280,7 +281,7 @@ def test_a_hostile_host_with_tenant_credentials_stalls_nothing(fleet, tmp_path):
     with its reason or clipped, and the next good event of another tenant is projected."""
     from memstream.producers.events import encode
 
-    from memstream.workers.consumer import DeadLetters
+    from memstream.workers.deadletters import DeadLetters
 
     admin, pipeline, creds, hosts = fleet
     acme = host_log(creds["acme"], "acme", tmp_path)

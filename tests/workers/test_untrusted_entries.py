@@ -19,7 +19,9 @@ from memstream.producers.events import MemoryWritten, Scope, TurnRecorded, encod
 from memstream.core.ids import new_event_id
 from memstream.text.clean import CLIPPED_MARK
 from memstream.projections.facts_table import FactsTable
-from memstream.workers.consumer import Consumer, DeadLetters, admit
+from memstream.workers.consumer import Consumer
+from memstream.workers.deadletters import DeadLetters
+from memstream.workers.admission import admit
 from memstream.workers.pipeline import Pipeline
 
 GROUPS = ("turns.v1", "memories.v1", "facts.v1", "sessions.v1")

@@ -24,7 +24,11 @@ from typing import Sequence
 
 import numpy as np
 
-from memstream.projections.embedders.base import EmbedderError, as_text_list, l2_normalize
+from memstream.projections.embedders.base import (
+    EmbedderError,
+    as_text_list,
+    l2_normalize,
+)
 
 __all__ = ["OnnxMiniLMEmbedder", "MODEL_ID", "MODEL_SHA256", "TOKENIZER_SHA256"]
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from memstream.text.redact import KINDS, redact
+from memstream.text.redaction import KINDS, redact
 
 # (text, secret that must disappear, kind)
 SECRETS = [

@@ -1,0 +1,30 @@
+"""What a projection is to the workers that feed it: a ``Projection`` (a name, a version and an
+idempotent ``apply(batch)``) and the ``Delivery`` of one stream entry it is given.
+
+The consumer group of a projection is ``{name}.v{version}``; ``apply`` must be idempotent
+with the event id as its key, because a crash between applying and acking redelivers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+from memstream.producers import Event
+
+
+@dataclass(slots=True)
+class Delivery:
+    stream: str
+    entry_id: str
+    fields: dict
+    event: Event
+    deliveries: int = 1
+
+
+class Projection(Protocol):
+    name: str
+    version: int
+
+    def apply(self, batch: Sequence[Delivery]) -> None:
+        """Apply events idempotently (event id = idempotency key), in order."""

@@ -1,0 +1,26 @@
+"""Per-group counters in Redis, read by ``memstream stats``.
+"""
+
+from __future__ import annotations
+
+import redis
+
+
+class Counters:
+    """Per-group counters in Redis (``P:counters:{group}``), read by ``memstream stats``."""
+
+    def __init__(self, client: redis.Redis, prefix: str, group: str):
+        self.client = client
+        self.key = f"{prefix}:counters:{group}"
+
+    def add(self, **counts: int) -> None:
+        counts = {k: v for k, v in counts.items() if v}
+        if counts:
+            pipe = self.client.pipeline(transaction=False)
+            for k, v in counts.items():
+                pipe.hincrby(self.key, k, v)
+            pipe.execute()
+
+    def get(self) -> dict[str, int]:
+        return {(k.decode() if isinstance(k, bytes) else k): int(v)
+                for k, v in self.client.hgetall(self.key).items()}

@@ -1,0 +1,118 @@
+"""The ``facts`` projection: rule-extracted facts with supersession and provenance, in the
+facts table (``memstream.projections.facts_table``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Sequence
+
+import redis
+
+from memstream.core import as_str
+from memstream.producers import (
+    MemoryForgotten,
+    MemoryRemembered,
+    MemoryWritten,
+    TurnRecorded,
+)
+from memstream.projections.base import Delivery
+from memstream.projections.counters import Counters
+from memstream.projections.facts_table import Fact, FactsTable
+from memstream.projections.memories import match_entry
+from memstream.projections.stores.port import point_id
+from memstream.projections.tombstones import Tombstones
+from memstream.text import BoilerplateFilter, extract_facts, is_single_valued, redact
+
+
+class FactsProjection:
+    """Rule-extracted facts with supersession and provenance, in the facts table."""
+
+    name = "facts"
+    version = 1
+
+    def __init__(self, client: redis.Redis, prefix: str, min_confidence: float = 0.6):
+        self.client = client
+        self.prefix = prefix
+        self.table = FactsTable(client, prefix)
+        self.counters = Counters(client, prefix, f"{self.name}.v{self.version}")
+        self.min_confidence = min_confidence
+        self._boilerplate = BoilerplateFilter()
+        self.tombstones = Tombstones(client, prefix)
+
+    # Which memory entry each fact came from, per agent and target (MEMORY.md / USER.md):
+    # ``P:fact_sources:v1:{tenant}:{agent}:{target}`` hash event id -> JSON [text, time].
+    # A memory-tool remove or replace retracts the facts of the entry it removes.
+    def _sources_key(self, scope, target: str) -> str:
+        return f"{self.prefix}:fact_sources:v{self.version}:{scope.tenant}:{scope.agent}:{target}"
+
+    def _track_entry(self, event) -> None:
+        text, _ = redact(event.content)
+        self.client.hset(self._sources_key(event.scope, event.target), event.id,
+                         json.dumps([text, event.occurred_at.timestamp()]))
+
+    def _retract_entry(self, event: MemoryWritten) -> None:
+        key = self._sources_key(event.scope, event.target)
+        entries = [(as_str(eid), *json.loads(raw)) for eid, raw in self.client.hgetall(key).items()]
+        old, _ = redact(event.old_text)
+        match, _ = match_entry(entries, old)
+        if match is None:
+            return
+        removed = self.table.retract_event(event.scope.tenant, match)
+        self.client.hdel(key, match)
+        self.counters.add(retracted=removed)
+
+    def _forget_entry(self, event: MemoryForgotten) -> None:
+        for target in ("memory", "user"):
+            self.client.hdel(self._sources_key(event.scope, target), event.forgotten_id)
+
+    def _sources(self, event) -> list[tuple[str, str]]:
+        if isinstance(event, TurnRecorded):
+            return [(self._boilerplate.clean(event.user_text), "user"), (event.assistant_text, "assistant")]
+        if isinstance(event, MemoryWritten) and event.action != "remove":
+            return [(event.content, "user" if event.target == "user" else "assistant")]
+        if isinstance(event, MemoryRemembered):
+            return [(event.content, "user" if event.target == "user" else "assistant")]
+        return []
+
+    def apply(self, batch: Sequence[Delivery]) -> None:
+        outcomes: dict[str, int] = {}
+        gone = self.tombstones.of_batch(batch, (TurnRecorded, MemoryWritten, MemoryRemembered))
+        forgotten: dict[str, bool] = {}  # tenant -> has any tombstone (fact ids are checked then)
+        for d in batch:
+            event = d.event
+            if event.id in gone:
+                outcomes["tombstoned"] = outcomes.get("tombstoned", 0) + 1
+                continue
+            if isinstance(event, MemoryForgotten):
+                self.tombstones.add(event.scope.tenant, event.forgotten_id)
+                removed = self.table.retract_event(event.scope.tenant, event.forgotten_id)
+                removed += self.table.forget_fact(event.scope.tenant, event.forgotten_id)  # a fact's own id
+                self._forget_entry(event)
+                outcomes["forgotten"] = outcomes.get("forgotten", 0) + removed
+                continue
+            if isinstance(event, MemoryWritten) and event.action in ("replace", "remove"):
+                self._retract_entry(event)
+            if isinstance(event, MemoryRemembered) or (isinstance(event, MemoryWritten)
+                                                        and event.action != "remove"):
+                self._track_entry(event)
+            index = 0
+            for text, speaker in self._sources(event):
+                redacted, _ = redact(text)
+                for cand in extract_facts(redacted, speaker=speaker):
+                    index += 1
+                    if cand.confidence < self.min_confidence:
+                        continue
+                    fact_id = point_id("fact", event.id, index)
+                    if self.tombstones.has(event.scope.tenant, fact_id, forgotten):
+                        outcomes["tombstoned"] = outcomes.get("tombstoned", 0) + 1
+                        continue
+                    fact = Fact(
+                        id=fact_id, tenant=event.scope.tenant,
+                        agent=event.scope.agent, subject=cand.subject, kind=cand.kind, key=cand.key,
+                        value=cand.value, text=cand.text, confidence=cand.confidence,
+                        valid_from=event.occurred_at.timestamp(), event_ids=[event.id],
+                        session_id=event.scope.session_id)
+                    outcome = self.table.assert_fact(fact, is_single_valued(cand.key))
+                    outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        self.counters.add(**outcomes)

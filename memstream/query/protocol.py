@@ -1,0 +1,134 @@
+"""The query protocol: typed requests with their limits, and the envelope they travel in.
+
+A request is one of the msgspec Structs below, a tagged union on ``op`` with its limits in
+the types; the envelope carries its id, deadline and request as JSON. Decoding never
+trusts what it reads: anything that is not one of these requests within its limits is
+``QueryRefused``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated, Literal, Union
+
+import msgspec
+
+MAX_ENVELOPE_BYTES = 64 * 1024
+
+
+MAX_QUERY_CHARS = 16 * 1024
+
+
+Name = Annotated[str, msgspec.Meta(max_length=256)]
+
+
+ItemId = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+
+
+QueryText = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_QUERY_CHARS)]
+
+
+class _Request(msgspec.Struct, kw_only=True, tag_field="op", forbid_unknown_fields=True):
+    tenant: Annotated[str, msgspec.Meta(max_length=128)] = ""
+    agent: Name = "default"
+    session: Name = ""
+    scope: Name = "current"
+
+
+class RecallRequest(_Request, tag="recall"):
+    query: QueryText
+    k: Annotated[int, msgspec.Meta(ge=1, le=50)] = 12
+
+
+class SearchRequest(_Request, tag="search"):
+    query: QueryText
+    kind: Literal["all", "turns", "memories", "facts"] = "all"
+    k: Annotated[int, msgspec.Meta(ge=1, le=50)] = 10
+    history: bool = False
+
+
+class ContextRequest(_Request, tag="context"):
+    id: ItemId
+    before: Annotated[int, msgspec.Meta(ge=0, le=20)] = 3
+    after: Annotated[int, msgspec.Meta(ge=0, le=20)] = 3
+
+
+class RecentRequest(_Request, tag="recent"):
+    limit: Annotated[int, msgspec.Meta(ge=1, le=50)] = 5
+
+
+class FactsRequest(_Request, tag="facts"):
+    subject: Annotated[str, msgspec.Meta(max_length=256)] | None = None
+    kind: Annotated[str, msgspec.Meta(max_length=64)] | None = None
+    history: bool = False
+    limit: Annotated[int, msgspec.Meta(ge=1, le=200)] = 20
+
+
+class ExistsRequest(_Request, tag="exists"):
+    id: ItemId
+
+
+class CountRequest(_Request, tag="count"):
+    pass
+
+
+Request = Union[RecallRequest, SearchRequest, ContextRequest, RecentRequest, FactsRequest,
+                ExistsRequest, CountRequest]
+
+
+OPS: tuple[str, ...] = tuple(cls.__struct_config__.tag for cls in Request.__args__)  # type: ignore[attr-defined]
+
+
+class Envelope(msgspec.Struct, forbid_unknown_fields=True):
+    id: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{32}$")]
+    deadline: float
+    req: Request
+    asked_at: float = 0.0
+
+
+class _Loose(msgspec.Struct):
+    id: str = ""
+
+
+_envelope = msgspec.json.Decoder(Envelope)
+
+
+_loose = msgspec.json.Decoder(_Loose)
+
+
+_encoder = msgspec.json.Encoder()
+
+
+_ID_AT_START = re.compile(rb'^\s*\{\s*"id"\s*:\s*"([0-9a-f]{32})"')
+
+
+class QueryRefused(ValueError):
+    """A request the protocol refuses (too big, malformed, out of its limits)."""
+
+    def __init__(self, reason: str, request_id: str = ""):
+        super().__init__(reason)
+        self.request_id = request_id
+
+
+def decode_envelope(raw: bytes) -> Envelope:
+    """The envelope in ``raw``; raises QueryRefused (with the id when it can be read)."""
+    if len(raw) > MAX_ENVELOPE_BYTES:
+        found = _ID_AT_START.search(raw[:200])  # not parsed whole: only its id, if it leads
+        raise QueryRefused(f"request of {len(raw)} bytes is over the {MAX_ENVELOPE_BYTES}-byte limit",
+                           found.group(1).decode() if found else "")
+    try:
+        env = _envelope.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise QueryRefused(f"bad request: {exc}", _id_of(raw)) from None
+    if not math.isfinite(env.deadline):
+        raise QueryRefused("bad request: deadline must be a finite number", env.id)
+    return env
+
+
+def _id_of(raw: bytes) -> str:
+    try:
+        rid = _loose.decode(raw).id
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return ""
+    return rid if isinstance(rid, str) and len(rid) == 32 and all(c in "0123456789abcdef" for c in rid) else ""

@@ -1,0 +1,151 @@
+"""One check of every stream entry, the same for every projection, before any sees it.
+
+Every entry is untrusted input. ``admit`` checks it once: a retry meant for another group
+(``only_group``, compared as bytes) is skipped; every field name and the text fields
+(``type``, ``id``, ``retry_of``) must be UTF-8, ``data`` must decode to an event whose tag
+equals the ``type`` field (and whose id equals the ``id`` field, when present), and the
+fields every projection keys its data by must be usable: a non-empty event id and
+``scope.tenant``, and the event id and scope identifiers at most ``MAX_ID_BYTES`` UTF-8
+bytes. Such entries are dead-lettered with the reason (their raw fields kept); text
+fields over ``max_text_bytes`` are clipped as the producers clip them
+(``memstream.text.clean_text``) and named in the event's ``clipped``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import msgspec
+
+from memstream.producers import EVENT_TYPES, Event, decode
+from memstream.text import clean_text
+
+# -- admission: one check of every entry, for every projection alike ------------------------
+MAX_ID_BYTES = 1024  # event id and scope identifiers: they become keys and filters
+
+
+_TEXT_FIELDS = ("type", "id", "retry_of")
+
+
+_SCOPE_IDS = ("tenant", "app", "agent", "user_id", "session_id", "run_id", "platform")
+
+
+@dataclass(slots=True)
+class Admission:
+    """What to do with one stream entry: ``apply`` its ``event`` (``clipped``: the text
+    fields clipped here), ``skip`` it (a newer event type, or a retry for another group:
+    ``reason`` says which) or ``dead``-letter it (``reason``)."""
+
+    action: str
+    reason: str = ""
+    event: Event | None = None
+    clipped: tuple[str, ...] = ()
+
+
+def _dead(reason: str) -> Admission:
+    return Admission("dead", reason)
+
+
+def admit(fields: dict, group: str, max_text_bytes: int) -> Admission:
+    """Check one entry's raw fields (names and values bytes or str). Never raises."""
+    try:
+        return _admit(fields, group, max_text_bytes)
+    except Exception as exc:  # a bug here must not stop the projection: dead-letter, keep going
+        return _dead(f"malformed: the entry could not be checked ({type(exc).__name__}: {exc})"[:2000])
+
+
+def _admit(fields: dict, group: str, max_text_bytes: int) -> Admission:
+    # first: a dead-letter retry meant for another group is none of this group's business,
+    # however malformed the rest (each group dead-letters its own copy once)
+    only = fields.get(b"only_group", fields.get("only_group"))
+    if only is not None:
+        if isinstance(only, bytes):
+            only = only.decode("utf-8", "surrogateescape")
+        if str(only) != group:
+            return Admission("skip", "a dead-letter retry for another group")
+    values: dict[str, object] = {}
+    for k, v in fields.items():
+        if isinstance(k, bytes):
+            try:
+                k = k.decode("utf-8")
+            except UnicodeDecodeError:
+                return _dead(f"malformed: field name {k[:60]!r} is not UTF-8")
+        values[str(k)] = v
+    text: dict[str, str] = {}
+    for name in _TEXT_FIELDS:
+        v = values.get(name)
+        if v is None:
+            continue
+        if isinstance(v, bytes):
+            try:
+                v = v.decode("utf-8")
+            except UnicodeDecodeError:
+                return _dead(f"malformed: field {name!r} is not UTF-8")
+        text[name] = str(v)
+    etype = text.get("type", "")
+    if not etype:
+        return _dead("malformed: entry has no 'type' field")
+    if etype not in EVENT_TYPES:
+        return Admission("skip", "unknown event type")
+    data = values.get("data")
+    if data is None:
+        return _dead("malformed: entry has no 'data' field")
+    if not isinstance(data, bytes):
+        data = str(data).encode("utf-8", "surrogateescape")
+    try:
+        event = decode(data)
+    except Exception as exc:  # msgspec.DecodeError / ValidationError
+        return _dead(f"malformed: {exc}"[:2000])
+    tag = type(event).__struct_config__.tag  # type: ignore[attr-defined]
+    if tag != etype:
+        return _dead(f"rejected: type field {etype[:60]!r} does not match the event body {tag!r}")
+    if "id" in text and text["id"] != event.id:
+        return _dead(f"rejected: id field {text['id'][:60]!r} does not match the event body's id "
+                     f"{event.id[:60]!r}")
+    if not event.id.strip():
+        return _dead("rejected: the event id is empty (every projection keys its data by it)")
+    if len(event.id.encode("utf-8")) > MAX_ID_BYTES:
+        return _dead(f"rejected: the event id is over {MAX_ID_BYTES} bytes")
+    if not event.scope.tenant.strip():
+        return _dead("rejected: scope.tenant is empty (every projection keys its data by tenant)")
+    for name in _SCOPE_IDS:
+        if len(getattr(event.scope, name).encode("utf-8")) > MAX_ID_BYTES:
+            return _dead(f"rejected: scope.{name} is over {MAX_ID_BYTES} bytes")
+    event, clipped = _clip(event, max_text_bytes)
+    return Admission("apply", event=event, clipped=clipped)
+
+
+def _clip_text(value: str, max_bytes: int) -> str | None:
+    """``value`` clipped as the producers clip it, or None when it is within the bound."""
+    if len(value) * 4 <= max_bytes:  # at most 4 UTF-8 bytes a character: certainly within
+        return None
+    text, problems = clean_text(value, max_bytes)
+    return text if "clipped" in problems else None
+
+
+def _clip(event: Event, max_bytes: int) -> tuple[Event, tuple[str, ...]]:
+    """Every text field of ``event`` (tool calls' included) within ``max_bytes``; the
+    names of those clipped are added to ``event.clipped``."""
+    changes: dict[str, object] = {}
+    for name in event.__struct_fields__:
+        if name in ("id", "scope", "clipped"):
+            continue
+        value = getattr(event, name)
+        if isinstance(value, str):
+            clipped = _clip_text(value, max_bytes)
+            if clipped is not None:
+                changes[name] = clipped
+        elif name == "tool_calls" and value:
+            calls, any_clipped = [], False
+            for call in value:
+                parts = {f: _clip_text(getattr(call, f), max_bytes) for f in call.__struct_fields__}
+                parts = {f: v for f, v in parts.items() if v is not None}
+                any_clipped |= bool(parts)
+                calls.append(msgspec.structs.replace(call, **parts) if parts else call)
+            if any_clipped:
+                changes[name] = calls
+    if not changes:
+        return event, ()
+    names = tuple(changes)
+    flagged = list(event.clipped) + [n for n in names if n not in event.clipped]
+    return msgspec.structs.replace(event, clipped=flagged, **changes), names

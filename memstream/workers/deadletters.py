@@ -1,0 +1,81 @@
+"""The dead-letter stream: entries no projection could apply, with their reason.
+"""
+
+from __future__ import annotations
+
+import time
+
+import redis
+
+from memstream.core import as_str, lossless, shown
+
+
+class DeadLetters:
+    """The dead-letter stream ``{prefix}:dlq``: failed entries with their error.
+
+    Each record keeps the entry's fields byte for byte as ``f:<name>`` (names and values
+    need not be UTF-8). Guarantee: ``list``, ``take`` and ``retry`` never raise on what a
+    record holds: ``list`` shows undecodable bytes as backslash escapes, ``take`` keeps
+    field names lossless (undecodable bytes as surrogate escapes) and ``retry`` re-appends
+    the original bytes.
+    """
+
+    def __init__(self, client: redis.Redis, prefix: str):
+        self.client = client
+        self.key = f"{prefix}:dlq"
+
+    def add(self, group: str, stream: str, entry_id: str, fields: dict, error: str,
+            deliveries: int) -> None:
+        """Dead-letter one entry and ack it in its group, atomically (MULTI)."""
+        record = {
+            "group": group, "stream": stream, "entry_id": entry_id, "error": error[:2000],
+            "deliveries": deliveries, "dead_at": repr(time.time()),
+        }
+        for k, v in fields.items():
+            record[b"f:" + k if isinstance(k, bytes) else f"f:{k}"] = v
+        pipe = self.client.pipeline(transaction=True)
+        pipe.xadd(self.key, record)
+        pipe.xack(stream, group, entry_id)
+        pipe.execute()
+
+    def list(self, count: int = 100, group: str | None = None) -> list[dict]:
+        out = []
+        for dlq_id, record in self.client.xrange(self.key, count=count):
+            item = {"dlq_id": shown(dlq_id)}
+            for k, v in record.items():
+                key = shown(k)
+                if key.startswith("f:"):
+                    if key == "f:type" or key == "f:id":
+                        item[key[2:]] = shown(v)
+                    continue
+                item[key] = shown(v)
+            if group is None or item.get("group") == group:
+                out.append(item)
+        return out
+
+    def take(self, dlq_id: str) -> dict | None:
+        got = self.client.xrange(self.key, min=dlq_id, max=dlq_id)
+        return {lossless(k): v for k, v in got[0][1].items()} if got else None
+
+    def retry(self, dlq_id: str) -> str | None:
+        """Re-append a dead letter to its stream for its group only; drop it from the DLQ."""
+        record = self.take(dlq_id)
+        if record is None:
+            return None
+        fields = {k[2:].encode("utf-8", "surrogateescape"): v for k, v in record.items()
+                  if k.startswith("f:") and k not in ("f:only_group", "f:retry_of")}
+        fields[b"only_group"] = record.get("group", b"")
+        fields[b"retry_of"] = record.get("entry_id", b"")
+        pipe = self.client.pipeline(transaction=True)
+        pipe.xadd(shown(record.get("stream", b"")), fields)
+        pipe.xdel(self.key, dlq_id)
+        new_id, _ = pipe.execute()
+        return as_str(new_id)
+
+    def drop(self, dlq_id: str) -> bool:
+        return bool(self.client.xdel(self.key, dlq_id))
+
+    def count(self, group: str | None = None) -> int:
+        if group is None:
+            return int(self.client.xlen(self.key))
+        return len(self.list(count=100000, group=group))
