@@ -46,6 +46,7 @@ from pathlib import Path
 
 import redis
 
+from memstream.bench.stats import percentile
 from memstream.service import ValkeyProcess
 
 __all__ = ["chaos_bench", "format_chaos", "POISON"]
@@ -349,7 +350,7 @@ def chaos_bench(minutes: float = 2.0, agents: int = 4, rate: float = 20.0, seed:
             "redis_down_s_max": round(max(chaos.redis_down_s, default=0.0), 2),
             "hook_calls": len(hooks),
             "hook_p50_ms": round(statistics.median(hooks), 3) if hooks else None,
-            "hook_p99_ms": round(hooks[int(0.99 * (len(hooks) - 1))], 3) if hooks else None,
+            "hook_p99_ms": round(percentile(hooks, 0.99), 3) if hooks else None,
             "hook_max_ms": round(hooks[-1], 3) if hooks else None,
         }
     finally:

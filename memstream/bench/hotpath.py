@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import gc
 import json
-import math
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -38,6 +36,9 @@ from pathlib import Path
 from typing import Any
 
 import redis
+
+from memstream.bench.stats import machine as machine_info
+from memstream.bench.stats import percentile
 
 from memstream.core import Settings
 from memstream.producers import Segment, encode, redis_client
@@ -189,15 +190,9 @@ def _burst(provider: MemstreamProvider, inputs: _Inputs, start: int, n: int,
     return timings, wall
 
 
-def _pct(sorted_ns: list[int], q: float) -> float:
-    """Nearest-rank percentile, in µs."""
-    idx = min(len(sorted_ns) - 1, max(0, math.ceil(q * len(sorted_ns)) - 1))
-    return sorted_ns[idx] / 1000.0
-
-
 def _summary(ns: list[int]) -> dict:
     s = sorted(ns)
-    return {"n": len(s), "p50_us": round(_pct(s, 0.50), 1), "p99_us": round(_pct(s, 0.99), 1),
+    return {"n": len(s), "p50_us": round(percentile(s, 0.50) / 1000.0, 1), "p99_us": round(percentile(s, 0.99) / 1000.0, 1),
             "max_us": round(s[-1] / 1000.0, 1), "mean_us": round(sum(s) / len(s) / 1000.0, 1)}
 
 
@@ -420,24 +415,6 @@ def _floor(root: Path, n: int = 4000) -> dict:
     return {"python_work": _summary(py), "write_2kb": _summary(wr)}
 
 
-def _machine() -> dict:
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        load = [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        load = []
-    return {"cpus": os.cpu_count(), "cpu_model": model or platform.processor(),
-            "python": platform.python_version(), "platform": platform.platform(),
-            "loadavg_at_start": load}
-
-
 def hotpath(calls: int = 2000, as_json: bool = False, *, runs: int = 3, warmup: int = 200) -> dict:
     """Run the hot-path benchmark and return its results (JSON-ready either way).
 
@@ -448,7 +425,7 @@ def hotpath(calls: int = 2000, as_json: bool = False, *, runs: int = 3, warmup: 
     calls = max(1, int(calls))
     runs = max(1, int(runs))
     started = datetime.now(timezone.utc)
-    machine = _machine()
+    machine = machine_info()
     all_runs = [_one_run(calls, warmup, i) for i in range(runs)]
     conditions = {c: _median_run(all_runs, c) for c in CONDITIONS}
     floor = {k: _median_of([r["floor"][k] for r in all_runs]) for k in ("python_work", "write_2kb")}

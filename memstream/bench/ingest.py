@@ -41,6 +41,8 @@ from typing import Any
 
 from memstream.core import Settings, new_event_id
 from memstream.producers import EventLog, Scope, TurnRecorded, redis_client, utcnow
+from memstream.bench.stats import machine as machine_info
+from memstream.bench.stats import percentile
 from memstream.service import ValkeyProcess
 
 __all__ = ["ingest", "format_ingest", "DEFAULT_DATA", "TARGETS"]
@@ -258,14 +260,6 @@ def _substantive(event: TurnRecorded, boilerplate) -> bool:
     return reason is None and bool(text)
 
 
-def _pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    s = sorted(values)
-    k = max(0, min(len(s) - 1, int(round(q * (len(s) - 1)))))
-    return s[k]
-
-
 def _freshness_run(root: Path, url: str, prefix: str, embedder: str, pairs: list[tuple[str, str]],
                    rate: float, seconds: float, every: int = 10, settle: float = 30.0) -> dict:
     from memstream.projections import point_id
@@ -329,7 +323,7 @@ def _freshness_run(root: Path, url: str, prefix: str, embedder: str, pairs: list
             "produced_seconds": round(produced_s, 2),
             "achieved_rate_per_s": round(n / produced_s, 1),
             "sampled": len(sampled), "visible": len(visible_at),
-            "p50_s": round(_pct(latencies, 0.50), 4), "p95_s": round(_pct(latencies, 0.95), 4),
+            "p50_s": round(percentile(latencies, 0.50), 4), "p95_s": round(percentile(latencies, 0.95), 4),
             "max_s": round(max(latencies), 4) if latencies else float("nan"),
             "applied_at_end": lag_at_end,
             "embed_calls": len(recorder.calls),
@@ -343,12 +337,6 @@ def _freshness_run(root: Path, url: str, prefix: str, embedder: str, pairs: list
 
 
 # -- the benchmark ---------------------------------------------------------------------------------
-def _machine() -> dict:
-    from memstream.bench.hotpath import _machine as machine
-
-    return machine()
-
-
 def _profile_top(profiler, limit: int = 25) -> list[dict]:
     import pstats
 
@@ -367,7 +355,7 @@ def ingest(events: int = 1000, as_json: bool = False, data: str | None = None, *
            profile: bool = False) -> dict:
     """Run the ingest benchmark and return its results (JSON-ready either way)."""
     pairs, source = _load_pairs(data)
-    machine = _machine()
+    machine = machine_info()
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-ingest-"))
     server = ValkeyProcess(root / "valkey").start()
     result: dict[str, Any] = {

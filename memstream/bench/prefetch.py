@@ -33,10 +33,8 @@ timed separately in the same run (``onnx_query_embed_ms``) when the model is ava
 from __future__ import annotations
 
 import gc
-import platform
 import random
 import shutil
-import statistics
 import tempfile
 import threading
 import time
@@ -46,6 +44,7 @@ from typing import Any
 
 from memstream.core import Settings, new_event_id
 from memstream.producers import EventLog, MemoryRemembered, Scope, redis_client, utcnow
+from memstream.bench.stats import latency_summary, machine
 from memstream.service import ValkeyProcess
 
 __all__ = ["prefetch_bench", "format_prefetch", "TARGETS"]
@@ -71,16 +70,6 @@ def _memory(rng: random.Random, n: int) -> str:
 
 def _question(rng: random.Random) -> str:
     return f"What does {rng.choice(_SUBJECTS)} {rng.choice(['run on', 'depend on', 'deploy to', 'use'])} now?"
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def _summary(values: list[float]) -> dict[str, float]:
-    return {"p50": round(statistics.median(values), 3), "p95": round(_pct(values, 0.95), 3),
-            "p99": round(_pct(values, 0.99), 3), "max": round(max(values), 3), "n": len(values)}
 
 
 def _append(log: EventLog, tenant: str, agent: str, count: int, rng: random.Random, start: int) -> None:
@@ -109,7 +98,7 @@ def _onnx_query_embed_ms(questions: list[str]) -> dict | None:
         t = time.perf_counter()
         model.embed([q])
         times.append((time.perf_counter() - t) * 1000)
-    return _summary(times)
+    return latency_summary(times)
 
 
 def prefetch_bench(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 200, embedder: str = "hash",
@@ -123,8 +112,7 @@ def prefetch_bench(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 20
     server = ValkeyProcess(root / "valkey").start()
     out: dict[str, Any] = {
         "benchmark": "prefetch", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count(),
-                    "platform": platform.platform()},
+        "machine": machine(),
         "embedder": embedder, "budget_ms": budget_ms, "queries": queries, "sizes": [], "targets": TARGETS}
     try:
         settings = Settings.load(home=str(root / "home"), redis_url=server.url, autostart=False,
@@ -172,8 +160,8 @@ def prefetch_bench(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 20
             out["sizes"].append({
                 "memories": size, "points": pipeline.store.count("memories"),
                 "ingest_s": round(ingest_s, 1),
-                "fresh_query_ms": _summary(fresh), "served_ms": _summary(served),
-                "prefetch_ms": _summary(durations),
+                "fresh_query_ms": latency_summary(fresh), "served_ms": latency_summary(served),
+                "prefetch_ms": latency_summary(durations),
                 "fresh_fraction": round(got["prefetch_fresh"] / len(questions), 4), "outcomes": got,
                 "non_empty_blocks": blocks})
         # the service stalls: prefetch must still return at its budget
@@ -189,7 +177,7 @@ def prefetch_bench(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 20
             t = time.perf_counter()
             idle.wait(budget_ms / 1000)  # the machine's own floor: a bare timed wait, same process
             floor.append((time.perf_counter() - t) * 1000 - budget_ms)
-        out["stalled"] = {"over_budget_ms": _summary(over), "floor_over_budget_ms": _summary(floor)}
+        out["stalled"] = {"over_budget_ms": latency_summary(over), "floor_over_budget_ms": latency_summary(floor)}
         out["onnx_query_embed_ms"] = _onnx_query_embed_ms(questions[:100]) if embedder == "hash" else None
         provider.shutdown()
         pipeline.stop()

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import redis
 
+from memstream.bench.stats import percentile
 from memstream.service import ValkeyProcess
 
 __all__ = ["queries_bench", "format_queries"]
@@ -37,11 +38,6 @@ _PREFIX = "benchq"
 def echo(request: dict) -> dict:
     """The rq job function of the rq transport (memstream's own, not a name from Redis)."""
     return {"items": {}, "op": request.get("op")}
-
-
-def _pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(q * len(s)))]
 
 
 def _lists(client: redis.Redis, n: int) -> list[float]:
@@ -112,7 +108,7 @@ def queries_bench(queries: int = 500, rounds: int = 4) -> dict:
             order = ("lists", "rq") if r % 2 == 0 else ("rq", "lists")
             for name in order:
                 ms = _lists(client, queries) if name == "lists" else _rq(client, queries)
-                per[name].append({"p50": statistics.median(ms), "p95": _pct(ms, 0.95)})
+                per[name].append({"p50": statistics.median(ms), "p95": percentile(ms, 0.95)})
         worker._stop_requested = True
         lists_server.stop()
         rq_thread.join(5.0)
