@@ -1,6 +1,8 @@
-"""projections: read models rebuilt from the log (Qdrant collections, the facts table)
-and the query side. Backends are imported on first use (``open_store``): qdrant-client
-alone takes about a second to import."""
+"""projections: the read models rebuilt from the log, one module each (turns, memories,
+facts with its table, sessions), what they share (base, vector, counters, tombstones,
+sparse vectors) and where they keep their data: the vector stores (``stores/``) and the
+embedders (``embedders/``). Store backends are imported on first use (``open_store``):
+qdrant-client alone takes about a second to import."""
 
 from memstream.projections.base import Delivery, Projection
 from memstream.projections.counters import Counters

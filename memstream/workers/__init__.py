@@ -1,5 +1,6 @@
-"""workers: consumer-group workers that filter, redact, extract facts, embed and
-project the log (``Pipeline``), and answer queries where the stores live."""
+"""workers: the machinery that feeds the projections from the log: the consumer-group loop,
+the admission of every entry, positions, dead letters, health, the tenant gate, and the
+``Pipeline`` that runs every projection's consumer and the query server as threads."""
 
 from memstream.workers.deadletters import DeadLetters
 from memstream.workers.health import projection_health
