@@ -24,6 +24,9 @@ __all__ = ["Fact", "FactsTable"]
 
 
 class Fact(msgspec.Struct, kw_only=True):
+    """One fact as stored: ``kind`` is one of ``FACT_KINDS`` (``memstream.text``), as the
+    extractor gave it."""
+
     id: str
     tenant: str
     agent: str

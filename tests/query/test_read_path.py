@@ -232,10 +232,10 @@ def test_tool_arguments_are_checked():
         tool_request("memstream_facts", {"history": "yes"})
     p = MemstreamProvider(Settings(autostart=False))
     assert {s["name"] for s in p.get_tool_schemas()} == set(TOOL_NAMES)
-    from memstream.text.facts.extract import KINDS
+    from memstream.text import FACT_KINDS
 
     facts_schema = next(s for s in p.get_tool_schemas() if s["name"] == "memstream_facts")
-    assert facts_schema["parameters"]["properties"]["kind"]["enum"] == list(KINDS)  # kept in step
+    assert facts_schema["parameters"]["properties"]["kind"]["enum"] == list(FACT_KINDS)  # kept in step
     assert "no tool named" in json.loads(p.handle_tool_call("memstream_nope", {}))["error"]
     assert "not initialized" in json.loads(p.handle_tool_call("memstream_search", {"query": "x"}))["error"]
 

@@ -54,7 +54,6 @@ import re
 
 import msgspec
 
-from memstream.text.facts.kinds import FACT_KINDS
 from memstream.text.facts.patterns import TERSE
 from memstream.text.facts.phrases import fold_value
 from memstream.text.facts.rules.constraints import constraints
@@ -73,13 +72,12 @@ from memstream.text.facts.segmentation import (
     split_sentences,
 )
 
-__all__ = ["FactCandidate", "KINDS", "extract_facts", "is_single_valued"]
-
-KINDS: tuple[str, ...] = FACT_KINDS  # one list for the extractor and its readers
+__all__ = ["FactCandidate", "extract_facts", "is_single_valued"]
 
 
 class FactCandidate(msgspec.Struct, frozen=True, kw_only=True):
-    """One proposed fact. ``text`` is the sentence (or terse line) it came from."""
+    """One proposed fact: ``kind`` is one of ``FACT_KINDS`` (``memstream.text.facts.kinds``);
+    ``text`` is the sentence (or terse line) it came from."""
 
     kind: str
     subject: str
