@@ -207,3 +207,14 @@ def test_the_fact_kinds_are_written_down_once_in_kinds_py():
                     and node.value.id == "FACT_KINDS"):
                 elsewhere.append(f"{path.relative_to(root)}:{node.lineno} names FACT_KINDS again")
     assert not elsewhere
+
+
+def test_the_agents_process_describes_the_facts_tool_without_loading_the_extractor():
+    import subprocess
+    import sys
+
+    probe = ("import sys, memstream.provider\n"
+             "from memstream.text import FACT_KINDS\n"
+             "print(sorted(m for m in sys.modules if m.startswith('memstream.text.facts.')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['memstream.text.facts.kinds']"
