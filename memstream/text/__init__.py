@@ -16,12 +16,14 @@ if TYPE_CHECKING:
     from memstream.text.chunking import chunk
     from memstream.text.facts import extract_facts, is_single_valued
     from memstream.text.redaction import redact
+    from memstream.text.scripts import CJK
     from memstream.text.tokens import CHARS_PER_TOKEN, estimate_tokens, prompt_tokens
 
 __all__ = [
     "BoilerplateFilter",
     "CHARS_PER_TOKEN",
     "chunk",
+    "CJK",
     "clean_text",
     "estimate_tokens",
     "extract_facts",
@@ -35,6 +37,7 @@ _LAZY = {
     "BoilerplateFilter": "memstream.text.boilerplate",
     "CHARS_PER_TOKEN": "memstream.text.tokens",
     "chunk": "memstream.text.chunking",
+    "CJK": "memstream.text.scripts",
     "estimate_tokens": "memstream.text.tokens",
     "extract_facts": "memstream.text.facts",
     "is_single_valued": "memstream.text.facts",
