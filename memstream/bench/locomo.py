@@ -138,9 +138,9 @@ def _metrics(rows: list[tuple[dict, list[str]]]) -> dict[str, Any]:
 
 
 def _tokens(texts: list[str]) -> int:
-    from memstream.provider import estimate_tokens
+    from memstream.text import prompt_tokens
 
-    return sum(estimate_tokens(t) for t in texts)
+    return sum(prompt_tokens(t) for t in texts)
 
 
 def locomo(data: str | Path, split: str = "dev", embedder: str = "onnx-minilm", k: int = 10) -> dict[str, Any]:

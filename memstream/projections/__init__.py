@@ -10,7 +10,7 @@ from memstream.projections.embedders.base import EmbedderUnavailable
 from memstream.projections.embedders.cache import CachedEmbedder
 from memstream.projections.embedders.port import get_embedder
 from memstream.projections.facts import FactsProjection
-from memstream.projections.facts_table import Fact, FactsTable
+from memstream.projections.facts_table import PROBED_FACTS, Fact, FactsTable, fact_id, fact_ids
 from memstream.projections.memories import MemoriesProjection
 from memstream.projections.sessions import SessionsIndex, SessionsProjection
 from memstream.projections.sparse import sparse_vector, tokenize
@@ -36,6 +36,8 @@ __all__ = [
     "EdgeStore",
     "EmbedderUnavailable",
     "Fact",
+    "fact_id",
+    "fact_ids",
     "FactsProjection",
     "FactsTable",
     "Filter",
@@ -46,6 +48,7 @@ __all__ = [
     "Point",
     "point_id",
     "POINT_NAMESPACE",
+    "PROBED_FACTS",
     "Projection",
     "SessionsIndex",
     "SessionsProjection",

@@ -18,9 +18,8 @@ from memstream.producers import (
 )
 from memstream.projections.base import Delivery
 from memstream.projections.counters import Counters
-from memstream.projections.facts_table import Fact, FactsTable
+from memstream.projections.facts_table import Fact, FactsTable, fact_id
 from memstream.projections.memories import match_entry
-from memstream.projections.stores.port import point_id
 from memstream.projections.tombstones import Tombstones
 from memstream.text import BoilerplateFilter, extract_facts, is_single_valued, redact
 
@@ -96,23 +95,25 @@ class FactsProjection:
             if isinstance(event, MemoryRemembered) or (isinstance(event, MemoryWritten)
                                                         and event.action != "remove"):
                 self._track_entry(event)
-            index = 0
-            for text, speaker in self._sources(event):
-                redacted, _ = redact(text)
-                for cand in extract_facts(redacted, speaker=speaker):
-                    index += 1
-                    if cand.confidence < self.min_confidence:
-                        continue
-                    fact_id = point_id("fact", event.id, index)
-                    if self.tombstones.has(event.scope.tenant, fact_id, forgotten):
-                        outcomes["tombstoned"] = outcomes.get("tombstoned", 0) + 1
-                        continue
-                    fact = Fact(
-                        id=fact_id, tenant=event.scope.tenant,
-                        agent=event.scope.agent, subject=cand.subject, kind=cand.kind, key=cand.key,
-                        value=cand.value, text=cand.text, confidence=cand.confidence,
-                        valid_from=event.occurred_at.timestamp(), event_ids=[event.id],
-                        session_id=event.scope.session_id)
-                    outcome = self.table.assert_fact(fact, is_single_valued(cand.key))
-                    outcomes[outcome] = outcomes.get(outcome, 0) + 1
+            # every candidate counts towards the index, kept or not: ids stay put when the
+            # confidence threshold changes
+            candidates = [cand for text, speaker in self._sources(event)
+                          for cand in extract_facts(redact(text)[0], speaker=speaker)]
+            if candidates:
+                self.table.note_extracted(event.scope.tenant, event.id, len(candidates))
+            for index, cand in enumerate(candidates, 1):
+                if cand.confidence < self.min_confidence:
+                    continue
+                fid = fact_id(event.id, index)
+                if self.tombstones.has(event.scope.tenant, fid, forgotten):
+                    outcomes["tombstoned"] = outcomes.get("tombstoned", 0) + 1
+                    continue
+                fact = Fact(
+                    id=fid, tenant=event.scope.tenant,
+                    agent=event.scope.agent, subject=cand.subject, kind=cand.kind, key=cand.key,
+                    value=cand.value, text=cand.text, confidence=cand.confidence,
+                    valid_from=event.occurred_at.timestamp(), event_ids=[event.id],
+                    session_id=event.scope.session_id)
+                outcome = self.table.assert_fact(fact, is_single_valued(cand.key))
+                outcomes[outcome] = outcomes.get(outcome, 0) + 1
         self.counters.add(**outcomes)

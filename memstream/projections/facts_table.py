@@ -3,7 +3,15 @@
 Keys (``P`` = prefix): ``P:facts:{tenant}`` hash fact id -> JSON fact;
 ``P:facts:{tenant}:current`` hash slot -> fact id. A slot is (agent, subject, key) for a
 single-valued key (name, location, ...) and (agent, subject, key, value) for a
-multi-valued one (likes, uses, ...).
+multi-valued one (likes, uses, ...). ``P:facts:{tenant}:events`` hash event id -> how
+many facts were extracted from the event, for the events with more than
+``PROBED_FACTS``.
+
+Fact ids: the n-th fact extracted from an event (n from 1, counting every fact the
+extractor proposed, kept or not) has the id ``fact_id(event_id, n)``, the same in every
+process and release. ``facts_of_events`` finds every stored fact of the events it is
+given: the first ``PROBED_FACTS`` ids of each event are looked up directly, the others
+through the event's count.
 
 Guarantees: ``assert_fact`` is idempotent (the fact id derives from the event id and
 the fact's index in it) and atomic per tenant (WATCH/MULTI, retried); a new value in a
@@ -15,15 +23,38 @@ history, never the current fact.
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Iterable
 
 import msgspec
 import redis
 
-__all__ = ["Fact", "FactsTable"]
+from memstream.projections.stores.port import POINT_NAMESPACE
+
+__all__ = ["Fact", "FactsTable", "PROBED_FACTS", "fact_id", "fact_ids"]
+
+# How many facts of an event are looked up by id without asking how many it has (a LoCoMo
+# turn gives at most 3); an event with more records its count (``note_extracted``).
+PROBED_FACTS = 12
+
+
+def fact_ids(event_id: str, first: int, last: int) -> list[str]:
+    """``fact_id(event_id, n)`` for n in ``first..last``, computed together (a search
+    asks for the ids of every hit: the JSON encoding of the event id is done once)."""
+    head = '["fact",' + json.dumps(event_id, ensure_ascii=False, separators=(",", ":")) + ","
+    return [str(uuid.uuid5(POINT_NAMESPACE, f"{head}{n}]")) for n in range(first, last + 1)]
+
+
+def fact_id(event_id: str, n: int) -> str:
+    """The id of the ``n``-th fact (from 1) extracted from event ``event_id``:
+    ``point_id("fact", event_id, n)``, stable across processes and releases."""
+    return fact_ids(event_id, n, n)[0]
 
 
 class Fact(msgspec.Struct, kw_only=True):
+    """One fact as stored: ``kind`` is one of ``FACT_KINDS`` (``memstream.text``), as the
+    extractor gave it."""
+
     id: str
     tenant: str
     agent: str
@@ -61,6 +92,38 @@ class FactsTable:
     def _keys(self, tenant: str) -> tuple[str, str]:
         base = f"{self.prefix}:{self.namespace}:{tenant}"
         return base, f"{base}:current"
+
+    def _events_key(self, tenant: str) -> str:
+        return f"{self.prefix}:{self.namespace}:{tenant}:events"
+
+    def note_extracted(self, tenant: str, event_id: str, count: int) -> None:
+        """Record that ``count`` facts were extracted from ``event_id`` (their ids are
+        ``fact_id(event_id, 1..count)``), when that is more than ``PROBED_FACTS``. Called
+        before the facts are asserted: a reader may look up an id not stored yet, never
+        miss one that is."""
+        if count > PROBED_FACTS:
+            self.client.hset(self._events_key(tenant), event_id, count)
+
+    def facts_of_events(self, tenant: str, event_ids: list[str]) -> list[tuple[str, Fact]]:
+        """Every stored fact extracted from the events (current or history), as
+        (event id, fact), by event then by index; one round trip, two for events with
+        more than ``PROBED_FACTS`` facts."""
+        if not event_ids:
+            return []
+        facts_key = self._keys(tenant)[0]
+        probed = [fact_ids(eid, 1, PROBED_FACTS) for eid in event_ids]
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.hmget(facts_key, [fid for ids in probed for fid in ids])
+            pipe.hmget(self._events_key(tenant), event_ids)
+            raws, counts = pipe.execute()
+        rows = [raws[i * PROBED_FACTS:(i + 1) * PROBED_FACTS] for i in range(len(event_ids))]
+        more = [(i, fact_ids(eid, PROBED_FACTS + 1, int(c))) for i, (eid, c) in enumerate(zip(event_ids, counts))
+                if c is not None and int(c) > PROBED_FACTS]
+        if more:
+            extra = iter(self.client.hmget(facts_key, [fid for _, ids in more for fid in ids]))
+            for i, ids in more:
+                rows[i] = rows[i] + [next(extra) for _ in ids]
+        return [(eid, _dec.decode(raw)) for eid, row in zip(event_ids, rows) for raw in row if raw]
 
     @staticmethod
     def slot(agent: str, subject: str, key: str, value: str, single: bool) -> str:
@@ -130,6 +193,7 @@ class FactsTable:
                 if (fid.decode() if isinstance(fid, bytes) else fid) == fact.id:
                     self.client.hdel(current_key, slot)
             removed += 1
+        self.client.hdel(self._events_key(tenant), event_id)
         return removed
 
     def get_many(self, tenant: str, fact_ids: list[str]) -> list[Fact]:
@@ -181,7 +245,7 @@ class FactsTable:
         total = 0
         for key in self.client.scan_iter(match=f"{self.prefix}:{self.namespace}:*", count=500):
             k = key.decode() if isinstance(key, bytes) else key
-            if not k.endswith(":current"):
+            if not k.endswith((":current", ":events")):
                 total += int(self.client.hlen(k))
         return total
 

@@ -33,9 +33,11 @@ from collections import Counter
 from functools import lru_cache
 from typing import Sequence
 
+from memstream.text import CJK
+
 __all__ = ["VERSION", "tokenize", "token_index", "sparse_vector", "stem"]
 
-VERSION = 1
+VERSION = 2  # 2: CJK is the table of memstream.text.scripts (〡-〩, 〱-〵, 〻 and 〼 became CJK)
 
 # Defaults of the BM25 term-frequency part. avg_len is in tokens as produced here (a CJK
 # character counts about twice: unigram + bigram); chat turns and memories are short.
@@ -46,33 +48,9 @@ MAX_TOKEN_LEN = 64  # longer "words" are blobs (base64, hashes): not useful as k
 
 _WORD = re.compile(r"[^\W_]+")
 
-# Korean, Chinese and Japanese scripts that are written without spaces between words.
-_CJK_RANGES = (
-    (0x1100, 0x11FF),  # Hangul Jamo
-    (0x2E80, 0x2FDF),  # CJK radicals, Kangxi radicals
-    (0x3005, 0x3007),  # 々 〆 〇
-    (0x3040, 0x30FF),  # Hiragana, Katakana (incl. the prolonged sound mark ー)
-    (0x3130, 0x318F),  # Hangul compatibility Jamo
-    (0x31F0, 0x31FF),  # Katakana phonetic extensions
-    (0x3400, 0x4DBF),  # CJK extension A
-    (0x4E00, 0x9FFF),  # CJK unified ideographs
-    (0xA960, 0xA97F),  # Hangul Jamo extended A
-    (0xAC00, 0xD7FF),  # Hangul syllables, Jamo extended B
-    (0xF900, 0xFAFF),  # CJK compatibility ideographs
-    (0x20000, 0x323AF),  # CJK extensions B..H
-)
-
-
-def _is_cjk(ch: str) -> bool:
-    cp = ord(ch)
-    if cp < 0x1100:
-        return False
-    for lo, hi in _CJK_RANGES:
-        if cp < lo:
-            return False
-        if cp <= hi:
-            return True
-    return False
+# A word's runs of Korean, Chinese and Japanese (scripts written without spaces between
+# words; their code points: ``memstream.text.scripts``) and of anything else.
+_SCRIPT_RUN = re.compile(f"([{CJK}]+)|[^{CJK}]+")
 
 
 # English stop words: function words that carry no topic (a compact Lucene/NLTK-like list,
@@ -103,19 +81,12 @@ def tokenize(text: str) -> list[str]:
             if token is not None:
                 tokens.append(token)
             continue
-        start = 0
-        cjk = _is_cjk(word[0])
         # split a run like "iphone15を買った" where the script class changes
-        for i in range(1, len(word) + 1):
-            if i < len(word) and _is_cjk(word[i]) == cjk:
-                continue
-            part = word[start:i]
-            if cjk:
-                _cjk_tokens(part, tokens)
+        for run in _SCRIPT_RUN.finditer(word):
+            if run.group(1):
+                _cjk_tokens(run.group(1), tokens)
             else:
-                _word_token(part, tokens)
-            if i < len(word):
-                start, cjk = i, not cjk
+                _word_token(run.group(), tokens)
     return tokens
 
 

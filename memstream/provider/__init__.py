@@ -3,11 +3,9 @@
 A thin shell over ``producers``: hooks append events, nothing else.
 """
 
-from memstream.provider.block import estimate_tokens
 from memstream.provider.provider import MemstreamProvider, register, resolve_agent
 
 __all__ = [
-    "estimate_tokens",
     "MemstreamProvider",
     "register",
     "resolve_agent",

@@ -28,7 +28,7 @@ import structlog
 from memstream.core import Settings
 from memstream.producers import LogLocator, redis_client
 
-__all__ = ["Recall", "Query", "format_block", "neutralise", "estimate_tokens", "RecallUnavailable"]
+__all__ = ["Recall", "Query", "RecallUnavailable"]
 
 log = structlog.get_logger("memstream.recall")
 

@@ -25,8 +25,9 @@ from memstream.query.ranking import Searcher, fact_item
 
 __all__ = ["ReadOps", "asks_about_history", "BadRequest"]
 
-KINDS = {"turns": ("turns",), "memories": ("memories",), "facts": ("facts",),
-         "all": ("turns", "memories", "facts")}
+# The collections a search of each kind reads.
+SEARCH_COLLECTIONS = {"turns": ("turns",), "memories": ("memories",), "facts": ("facts",),
+                      "all": ("turns", "memories", "facts")}
 MAX_LIMIT = 50
 
 # Questions about how things were, not how they are: superseded facts are wanted then.
@@ -106,9 +107,9 @@ class ReadOps:
         if not isinstance(query, str) or not query.strip():
             raise BadRequest("query must be a non-empty string")
         kind = request.get("kind") or "all"
-        kinds = tuple(request["kinds"]) if isinstance(request.get("kinds"), list) else KINDS.get(kind)
+        kinds = tuple(request["kinds"]) if isinstance(request.get("kinds"), list) else SEARCH_COLLECTIONS.get(kind)
         if not kinds or not set(kinds) <= {"turns", "memories", "facts"}:
-            raise BadRequest(f"kind must be one of {sorted(KINDS)}, got {kind!r}")
+            raise BadRequest(f"kind must be one of {sorted(SEARCH_COLLECTIONS)}, got {kind!r}")
         scope, agent = self._scope(request)
         k = self._limit(request, "k", 10) or 10
         results = self.searcher.search(

@@ -21,8 +21,8 @@ Ranking (each step measured on the LoCoMo dev split, see BENCHMARKS.md):
    next to the question or the remark that matches the query;
 4. when the query asks about time ("latest", "recently", "now"...), newer candidates get
    up to ``RECENCY_WEIGHT`` more;
-5. facts come through the provenance of the hits: the facts extracted from a hit's event
-   (their ids derive from it), followed to the current fact of their slot unless
+5. facts come through the provenance of the hits: every fact extracted from a hit's event
+   (``FactsTable.facts_of_events``), followed to the current fact of their slot unless
    ``history``; a fact scores as the hit it came from;
 6. diversity: items with the same normalised text are collapsed (a memory repeating the
    turn it came from, the same sentence said twice), the best one kept.
@@ -30,13 +30,10 @@ Ranking (each step measured on the LoCoMo dev split, see BENCHMARKS.md):
 
 from __future__ import annotations
 
-import json
 import re
-import uuid
 from datetime import datetime, timezone
 
 from memstream.projections import (
-    POINT_NAMESPACE,
     CollectionNotFound,
     Fact,
     FactsTable,
@@ -54,7 +51,6 @@ NEIGHBOUR_WEIGHT = 0.5
 SECOND_NEIGHBOUR_WEIGHT = 0.35  # two turns away
 RECENCY_WEIGHT = 0.15
 AUTHOR_WEIGHT = 0.4
-MAX_FACTS_PER_EVENT = 12  # fact ids are point_id("fact", event id, 1..n)
 FACT_SOURCES = 10  # the facts of this many best hits (at least 2 k) are looked up
 
 _TIME = re.compile(r"\b(latest|recent(ly)?|lately|last|newest|now|currently|current|today|yesterday|"
@@ -183,18 +179,17 @@ class Searcher:
 
     # -- facts, through the provenance of the hits -------------------------------------------
     def _facts(self, tenant: str, hits: list[dict], history: bool, k: int) -> list[tuple[float, dict]]:
-        by_id: dict[str, float] = {}
+        by_event: dict[str, float] = {}
         # the facts of the best hits only: a fact scores as its hit, so a later one cannot rank
         top = sorted(hits, key=lambda h: -float(h.get("_score", 0.0)))[:max(FACT_SOURCES, 2 * k)]
         for hit in top:
-            for fid in fact_ids(hit["id"]):
-                by_id[fid] = max(by_id.get(fid, 0.0), float(hit.get("_score", 0.0)))
-        if not by_id:
+            by_event[hit["id"]] = max(by_event.get(hit["id"], 0.0), float(hit.get("_score", 0.0)))
+        if not by_event:
             return []
-        found = self.facts.get_many(tenant, list(by_id))
+        found = self.facts.facts_of_events(tenant, list(by_event))
         out: dict[str, tuple[float, Fact]] = {}
-        for fact in found:
-            score = by_id[fact.id] + 1e-6  # just before the hit it came from
+        for event_id, fact in found:
+            score = by_event[event_id] + 1e-6  # just before the hit it came from
             if fact.valid_to is not None and not history:
                 current = self._current(tenant, fact)
                 if current is None:
@@ -213,14 +208,6 @@ class Searcher:
                 return None
             fact = nxt[0]
         return fact if fact.valid_to is None else None
-
-
-def fact_ids(event_id: str) -> list[str]:
-    """``point_id("fact", event_id, i)`` for i in 1..MAX_FACTS_PER_EVENT, without its
-    per-call checks and JSON encoding (the ids of every candidate hit are computed per
-    query; ``point_id`` made a third of a recall's time)."""
-    head = '["fact",' + json.dumps(event_id, ensure_ascii=False, separators=(",", ":")) + ","
-    return [str(uuid.uuid5(POINT_NAMESPACE, f"{head}{i}]")) for i in range(1, MAX_FACTS_PER_EVENT + 1)]
 
 
 def _iso(ts: float | None) -> str | None:

@@ -1,5 +1,5 @@
 """text: pure text stages, no I/O: cleaning and clipping, secret redaction, the boilerplate
-filter, chunking, script tables and rule-based fact extraction. The producers (before an
+filter, chunking, token estimates, script tables and rule-based fact extraction. The producers (before an
 event leaves the host) and the projections both use them.
 
 The stages compile their patterns when first used by name (``memstream.text.redaction``
@@ -16,22 +16,32 @@ if TYPE_CHECKING:
     from memstream.text.chunking import chunk
     from memstream.text.facts import extract_facts, is_single_valued
     from memstream.text.redaction import redact
+    from memstream.text.scripts import CJK
+    from memstream.text.tokens import CHARS_PER_TOKEN, estimate_tokens, prompt_tokens
 
 __all__ = [
     "BoilerplateFilter",
+    "CHARS_PER_TOKEN",
     "chunk",
+    "CJK",
     "clean_text",
+    "estimate_tokens",
     "extract_facts",
     "FACT_KINDS",
     "is_single_valued",
+    "prompt_tokens",
     "redact",
 ]
 
 _LAZY = {
     "BoilerplateFilter": "memstream.text.boilerplate",
+    "CHARS_PER_TOKEN": "memstream.text.tokens",
     "chunk": "memstream.text.chunking",
+    "CJK": "memstream.text.scripts",
+    "estimate_tokens": "memstream.text.tokens",
     "extract_facts": "memstream.text.facts",
     "is_single_valued": "memstream.text.facts",
+    "prompt_tokens": "memstream.text.tokens",
     "redact": "memstream.text.redaction",
 }
 

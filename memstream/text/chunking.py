@@ -1,8 +1,9 @@
 """Long text into pieces that fit an embedding model's window: ``chunk(text, ...)``.
 
 Guarantee: every chunk ``c`` satisfies ``count_tokens(c) <= max_tokens`` (with the
-counter given, or the default estimate), chunks follow the text's order, and every
-non-space character of the text is in at least one chunk. Text that already fits comes
+counter given, or the default estimate, ``memstream.text.tokens.estimate_tokens``),
+chunks follow the text's order, and every non-space character of the text is in at
+least one chunk. Text that already fits comes
 back as one chunk; blank text gives none. Cuts prefer, in this order, a paragraph break,
 a line break or the end of a sentence, a space, and only then a character (Chinese and
 Japanese, written without spaces, are cut between characters; a run of letters with no
@@ -26,53 +27,19 @@ from functools import lru_cache
 from itertools import accumulate
 from typing import Callable
 
-from memstream.text.scripts import HAN_KANA, HAN_KANA_RE, HANGUL_RE
+from memstream.text.scripts import HAN_KANA
+from memstream.text.tokens import estimate_tokens
 
-__all__ = ["chunk", "estimate_tokens"]
+__all__ = ["chunk"]
 
 # Atoms: one Han/kana character, or a run of anything else that is not a space; each
 # with the spaces after it. Chunks are cut only between atoms.
 _ATOM = re.compile(f"(?:[{HAN_KANA}]|[^\\s{HAN_KANA}]+)\\s*")
-_PIECE = re.compile(r"[^\W_]+|\S")
-_RUN = re.compile(r"[^\W_]{2,}")
 _SENTENCE_END = re.compile(r"(?:[.!?…]|[。！？])[\"'”’)\]]*$")
 _CLAUSE_END = re.compile(r"[,;:，、；：]$")
 
 # Boundary strengths after an atom: higher is a better place to cut.
 _CHAR, _SPACE, _CLAUSE, _SENTENCE, _PARAGRAPH = 0, 1, 2, 3, 4
-
-
-def estimate_tokens(text: str) -> int:
-    """A cheap upper-leaning estimate of MiniLM word pieces in ``text`` (specials excluded).
-
-    Letter runs: 1 up to 5 letters, then one more per 2 letters (rare and non-English
-    words split into many pieces); digit runs: one per 2 digits; runs mixing letters and
-    digits (hashes, keys, base64): one per character; other symbols: 1 each; Han and kana:
-    1 each; Hangul: 3 a syllable (the uncased vocabulary decomposes it into jamo).
-    Measured against the real tokenizer on LoCoMo chat, this repository's code and docs,
-    and German, French, Spanish, Chinese, Japanese and Korean prose: at most 1.24 real
-    pieces per estimated one (German), about 0.82 on English chat.
-    """
-    if not text:
-        return 0
-    n = 0.0
-    if not text.isascii():
-        han = len(HAN_KANA_RE.findall(text))
-        hangul = len(HANGUL_RE.findall(text))
-        if han or hangul:
-            n += han + 3 * hangul
-            text = HANGUL_RE.sub(" ", HAN_KANA_RE.sub(" ", text))
-    n += len(_PIECE.findall(text))  # one per run and per symbol; longer runs cost more:
-    for s in _RUN.findall(text):
-        k = len(s)
-        if s.isalpha():
-            if k > 5:
-                n += (k - 5) / 2
-        elif s.isdigit():
-            n += (k + 1) // 2 - 1
-        else:
-            n += k - 1
-    return int(n + 0.999)
 
 
 @lru_cache(maxsize=1 << 16)

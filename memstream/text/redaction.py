@@ -49,7 +49,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-__all__ = ["redact", "KINDS", "MARK"]
+__all__ = ["redact", "SECRET_KINDS", "MARK"]
 
 MARK = "[REDACTED:{}]"
 
@@ -309,7 +309,7 @@ _RULES: list[_Rule] = [
     ("secret", _SECRET_TRIGGERS, _Assignments, _group("secret", "quoted", "flag")),
 ]
 
-KINDS: tuple[str, ...] = tuple(dict.fromkeys(kind for kind, _, _, _ in _RULES))
+SECRET_KINDS: tuple[str, ...] = tuple(dict.fromkeys(kind for kind, _, _, _ in _RULES))
 
 # Substring checks on the lower-cased text (fast C searches) decide which rules run.
 _ALL_TRIGGERS = tuple(sorted({t for _, ts, _, _ in _RULES for t in ts}))

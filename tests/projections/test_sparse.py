@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+import unicodedata
+
 import pytest
 
 from memstream.projections.sparse import VERSION, sparse_vector, stem, token_index, tokenize
 from memstream.projections.stores.port import point_id
+from memstream.text.scripts import CJK_RE, HAN_KANA_RANGES, HANGUL_RANGES
 
 # Porter's own examples (1980 paper and his C implementation's vocabulary), plus the
 # Porter2 step-1c rule that keeps "deploy" whole.
@@ -55,9 +59,26 @@ def test_width_variants_and_mixed_scripts_normalise_to_the_same_tokens():
     assert tokenize("iPhone15を買った")[:2] == ["iphone15", "を"]
 
 
+def test_the_keyword_side_splits_scripts_where_the_text_scripts_table_does():
+    """Every edge of the table in memstream.text.scripts, and the characters of CJK symbols
+    and punctuation that are letters or numbers (〡-〩, 〱-〵, 〻, 〼), tokenise as CJK (a
+    doubled character gives the character itself, not one word) exactly when the table
+    says CJK."""
+    edges = {cp + d for lo, hi in HAN_KANA_RANGES + HANGUL_RANGES for cp in (lo, hi) for d in (-1, 0, 1)}
+    edges |= {*range(0x3021, 0x302A), *range(0x3031, 0x3036), 0x303B, 0x303C, 0x3005, 0x3006, 0x3007}
+    checked = 0
+    for cp in sorted(edges):
+        ch = chr(cp)
+        if unicodedata.normalize("NFKC", ch).casefold() != ch or not re.fullmatch(r"[^\W_]", ch):
+            continue  # folded, or not part of a word: the tokenizer never sees it as itself
+        assert (ch in tokenize(ch * 2)) == bool(CJK_RE.match(ch)), f"U+{cp:04X}"
+        checked += 1
+    assert checked > 30
+
+
 def test_indices_are_pinned_crc32_values_identical_in_every_process():
     # frozen sample: if this changes, stored vectors change (bump VERSION and rebuild)
-    assert VERSION == 1
+    assert VERSION == 2
     assert token_index("deploy") == 2453354746
     assert sparse_vector("Deploying 서울역 v2!", k1=None) == (
         [296593912, 2371371774, 2453354746, 2779498962, 3386782558, 4033584399, 4193219318],

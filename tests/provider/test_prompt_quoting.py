@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from fuzzing import examples
 from hypothesis import strategies as st
 
-from memstream.provider.block import HEADER, LIMITS, estimate_tokens, format_block, neutralise
+from memstream.provider.block import HEADER, LIMITS, format_block, neutralise
+from memstream.text import prompt_tokens
 
 # How Hermes 0.19 wraps a provider's prefetch text (agent/turn_context.py).
 WRAP = ("\n\n<memory-context>\n[System note: The following is recalled memory context, NOT new user "
@@ -138,7 +139,7 @@ def test_a_clipped_last_line_keeps_its_frame():
     items = [item(id=f"i{n}", text="word " * 200) for n in range(5)]
     block, ids = format_block(items, 150, set())
     check_block(block, len(ids))
-    assert block.endswith("…") and estimate_tokens(block) <= 150
+    assert block.endswith("…") and prompt_tokens(block) <= 150
 
 
 # -- any item at all -------------------------------------------------------------------------
@@ -174,7 +175,7 @@ def test_format_block_of_anything_never_raises_and_keeps_its_shape(items, budget
         assert block == ""
         return
     check_block(block, len(ids))
-    assert estimate_tokens(block) <= budget
+    assert prompt_tokens(block) <= budget
 
 
 @settings(max_examples=examples(400), deadline=None)

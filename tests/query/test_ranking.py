@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+import pytest
+from pipeline_support import make_pipeline, turn
 
-def test_fact_ids_are_the_point_ids_the_facts_projection_gives():
-    from memstream.query.ranking import MAX_FACTS_PER_EVENT, fact_ids
-    from memstream.projections.stores.port import point_id
+LANGUAGES = ["Rust", "Go", "Python", "Zig", "Haskell", "OCaml", "Elixir", "Kotlin", "Swift", "Scala",
+             "Ruby", "Perl", "Lua", "Julia"]
 
-    for event_id in ("01a206c3-66eb-715d-a5e8-90c910201b07", 'odd "id" é\\n'):
-        assert fact_ids(event_id) == [point_id("fact", event_id, i) for i in range(1, MAX_FACTS_PER_EVENT + 1)]
+
+@pytest.fixture
+def pipeline(tmp_path, event_log):
+    p = make_pipeline(tmp_path / "pipe-home", event_log)
+    yield p
+    p.stop()
+
+
+def test_every_fact_of_an_event_is_found_by_search_and_prefetch_however_many_it_has(pipeline, event_log):
+    event_log.append([turn(f"I love {', '.join(LANGUAGES[:-1])} and {LANGUAGES[-1]}.")])
+    pipeline.drain()
+    assert pipeline.facts.count("t1") == len(LANGUAGES) > 12
+
+    found = pipeline.searcher.search("which languages do I love", tenant="t1", agent="a1", k=50, kinds=("facts",))
+    assert sorted(r["value"] for r in found) == sorted(LANGUAGES)
+
+    recalled = pipeline.reads.recall({"tenant": "t1", "agent": "a1", "query": "which languages do I love", "k": 50})
+    assert sorted(i["value"] for i in recalled["items"] if i["kind"] == "fact") == sorted(LANGUAGES)

@@ -14,8 +14,9 @@ from memstream.producers.stream import EventLog
 from memstream.core.settings import Settings
 from memstream.producers import writer as writer_module
 from memstream.provider.provider import MemstreamProvider
-from memstream.provider.block import HEADER, estimate_tokens, format_block, neutralise
+from memstream.provider.block import HEADER, format_block, neutralise
 from memstream.provider.tools import TOOL_NAMES, ToolError, tool_request
+from memstream.text import FACT_KINDS, prompt_tokens
 
 from pipeline_support import all_applied, wait_for
 
@@ -116,7 +117,7 @@ def test_prefetch_injects_once_per_session_with_dates_and_sources(live):
     assert block.startswith(HEADER), block
     assert "Helix" in block and "agent minion-1" in block
     assert "· turn ·" in block or "· fact ·" in block
-    assert estimate_tokens(block) <= p.settings.prefetch_tokens
+    assert prompt_tokens(block) <= p.settings.prefetch_tokens
     # the same items are not injected again in this session (Hermes replays earlier blocks)
     p.on_turn_start(3, "which editor do I like?")
     again = p.prefetch("which editor do I like?")
@@ -204,7 +205,7 @@ def test_format_block_puts_facts_first_respects_the_budget_and_skips_seen_ids():
     items = [_item(i) for i in range(20)] + [_item(99, "fact", "user location: Lisbon")]
     block, ids = format_block(items, 200, seen={"id-0"})
     assert ids[0] == "id-99" and "id-0" not in ids
-    assert estimate_tokens(block) <= 200
+    assert prompt_tokens(block) <= 200
     assert block.splitlines()[1].startswith("- [2026-11-20 · fact · agent a1]")
     assert format_block(items, 400, seen={i["id"] for i in items}) == ("", [])
 
@@ -232,10 +233,9 @@ def test_tool_arguments_are_checked():
         tool_request("memstream_facts", {"history": "yes"})
     p = MemstreamProvider(Settings(autostart=False))
     assert {s["name"] for s in p.get_tool_schemas()} == set(TOOL_NAMES)
-    from memstream.text.facts.extract import KINDS
 
     facts_schema = next(s for s in p.get_tool_schemas() if s["name"] == "memstream_facts")
-    assert facts_schema["parameters"]["properties"]["kind"]["enum"] == list(KINDS)  # kept in step
+    assert facts_schema["parameters"]["properties"]["kind"]["enum"] == list(FACT_KINDS)  # kept in step
     assert "no tool named" in json.loads(p.handle_tool_call("memstream_nope", {}))["error"]
     assert "not initialized" in json.loads(p.handle_tool_call("memstream_search", {"query": "x"}))["error"]
 

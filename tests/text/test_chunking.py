@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from memstream.text.chunking import chunk, estimate_tokens
+from memstream.text import chunk, estimate_tokens
 
 ENGLISH = (
     "The staging cluster was rebuilt on Tuesday after the storage migration. "

@@ -6,7 +6,7 @@ import msgspec
 import pytest
 from fact_cases import DEV_CASES, HELD_OUT_CASES
 
-from memstream.text.facts.extract import KINDS, FactCandidate, extract_facts, is_single_valued
+from memstream.text.facts import FACT_KINDS, FactCandidate, extract_facts, is_single_valued
 
 # Known misses, kept in the matrix so the precision/recall figures stay honest.
 KNOWN_WRONG = {
@@ -51,7 +51,7 @@ def test_the_matrix_has_at_least_sixty_sentences_with_positives_and_negatives():
     cases = DEV_CASES + HELD_OUT_CASES
     assert len(cases) >= 60
     assert sum(1 for *_, e in cases if not e) >= 20
-    assert {k for *_, e in cases for k, *_ in e} == set(KINDS)
+    assert {k for *_, e in cases for k, *_ in e} == set(FACT_KINDS)
 
 
 @pytest.mark.parametrize("cases", [DEV_CASES, HELD_OUT_CASES], ids=["dev", "held_out"])
@@ -177,3 +177,44 @@ def test_a_fact_candidate_is_frozen_and_encodes_to_json():
 )
 def test_odd_input_never_raises(text):
     assert isinstance(extract_facts(text), list)
+
+
+def test_every_fact_the_extractor_gives_has_one_of_the_fact_kinds():
+    kinds = {f.kind for text, speaker, _ in DEV_CASES + HELD_OUT_CASES for f in extract_facts(text, speaker=speaker)}
+    assert kinds <= set(FACT_KINDS)
+
+
+def test_the_fact_kinds_are_written_down_once_in_kinds_py():
+    """No other module of memstream lists the fact kinds or names the list again: the
+    extractor, the facts table and the ``memstream_facts`` tool read ``FACT_KINDS``."""
+    import ast
+    from pathlib import Path
+
+    import memstream
+
+    root = Path(memstream.__file__).parent
+    home = root / "text" / "facts" / "kinds.py"
+    elsewhere = []
+    for path in sorted(root.rglob("*.py")):
+        if path == home:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+                words = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+                if len(words) >= 3 and set(words) <= set(FACT_KINDS):
+                    elsewhere.append(f"{path.relative_to(root)}:{node.lineno} lists {words}")
+            if (isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Name)
+                    and node.value.id == "FACT_KINDS"):
+                elsewhere.append(f"{path.relative_to(root)}:{node.lineno} names FACT_KINDS again")
+    assert not elsewhere
+
+
+def test_the_agents_process_describes_the_facts_tool_without_loading_the_extractor():
+    import subprocess
+    import sys
+
+    probe = ("import sys, memstream.provider\n"
+             "from memstream.text import FACT_KINDS\n"
+             "print(sorted(m for m in sys.modules if m.startswith('memstream.text.facts.')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['memstream.text.facts.kinds']"

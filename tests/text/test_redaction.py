@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from memstream.text.redaction import KINDS, redact
+from memstream.text.redaction import SECRET_KINDS, redact
 
 # (text, secret that must disappear, kind)
 SECRETS = [
@@ -57,7 +57,7 @@ def test_a_known_secret_shape_is_replaced_by_a_mark_of_its_kind(text, secret, ki
 
 
 def test_every_documented_kind_is_exercised():
-    assert {kind for _, _, kind in SECRETS} | {"private_key", "url_password"} == set(KINDS)
+    assert {kind for _, _, kind in SECRETS} | {"private_key", "url_password"} == set(SECRET_KINDS)
 
 
 def test_a_url_password_is_redacted_but_user_and_host_are_kept():

@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["EmbedderError", "EmbedderUnavailable", "l2_normalize", "as_text_list", "approx_tokens"]
+__all__ = ["EmbedderError", "EmbedderUnavailable", "l2_normalize", "as_text_list"]
 
 
 class EmbedderError(Exception):
@@ -44,15 +44,3 @@ def as_text_list(texts: Sequence[str]) -> list[str]:
         if not isinstance(t, str):
             raise TypeError(f"embed() texts must be str; item {i} is {type(t).__name__}")
     return out
-
-
-def approx_tokens(text: str) -> int:
-    """A cheap token estimate for models whose tokenizer is not at hand.
-
-    About four ASCII characters per token, one token per other character (errs high for
-    accented Latin, about right for CJK). At least 1 for non-empty text.
-    """
-    if not text:
-        return 0
-    ascii_chars = sum(1 for ch in text if ord(ch) < 128)
-    return max(1, -(-ascii_chars // 4) + (len(text) - ascii_chars))

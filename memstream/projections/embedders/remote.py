@@ -27,10 +27,10 @@ import numpy as np
 from memstream.projections.embedders.base import (
     EmbedderError,
     EmbedderUnavailable,
-    approx_tokens,
     as_text_list,
     l2_normalize,
 )
+from memstream.text import estimate_tokens
 
 __all__ = ["OpenAIEmbedder", "OllamaEmbedder"]
 
@@ -107,8 +107,8 @@ class _HttpEmbedder:
         return self._dim
 
     def count_tokens(self, text: str) -> int:
-        """Approximate: the server's tokenizer is not at hand (see ``approx_tokens``)."""
-        return approx_tokens(text)
+        """Estimated: the server's tokenizer is not at hand (``memstream.text.estimate_tokens``)."""
+        return estimate_tokens(text)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit float32 vectors, shape ``(len(texts), dim)``, in input order.

@@ -1,9 +1,27 @@
 """Rule-based structured facts from a turn's text: ``extract_facts(text, speaker=...)``.
 
 No model in the hot path: vocabulary, patterns and rule families decide, each fact with
-its kind (``FACT_KINDS``), subject, key, value and confidence."""
+its kind (``FACT_KINDS``), subject, key, value and confidence.
 
-from memstream.text.facts.extract import FactCandidate, extract_facts, is_single_valued
+``FACT_KINDS`` is here at once; the extractor (its patterns compile on import) loads on
+first use of its names, so the agent's process describes the ``memstream_facts`` tool
+without it."""
+
+from typing import TYPE_CHECKING
+
 from memstream.text.facts.kinds import FACT_KINDS
 
+if TYPE_CHECKING:
+    from memstream.text.facts.extract import FactCandidate, extract_facts, is_single_valued
+
 __all__ = ["FACT_KINDS", "FactCandidate", "extract_facts", "is_single_valued"]
+
+_LAZY = {name: "memstream.text.facts.extract" for name in ("FactCandidate", "extract_facts", "is_single_valued")}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,257 @@
+"""The regular expressions of the fact rules, by family: the terse notation, the shape of a
+value (where it ends, whether it is a pronoun, how a list splits), identity ("my name is",
+"I live in", "I work at" and their German, French, Spanish, Portuguese and Italian
+forms), preferences, tools, decisions, constraints, notes, and values (URLs, hosts,
+paths, ports, versions, and what a value belongs to).
+
+Each pattern is compiled once, when ``memstream.text.facts`` is first imported."""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "TERSE", "DETERMINERS", "TRAILING_PUNCT", "VALUE_STOP", "PRONOUN_VALUE", "LIST_SPLIT",
+    "LEADING_ADVERB", "NAME_WORD", "NAME_EXPLICIT", "NAME_IM", "ROLE", "ROLE_END", "ROLE_STOP",
+    "EMPLOYER", "LOCATION", "ORIGIN", "MY_ATTR", "PREFERENCE", "DISLIKE_VERBS", "FAVORITE",
+    "I_LEAD", "TOOL_USER", "TOOL_PROJECT", "TOOL_TRIM", "DECISION", "DECISION_STOP", "TOPIC",
+    "CONSTRAINT_IMPERATIVE", "CONSTRAINT_NAMED", "NOTE", "URL", "HOST", "PATH", "PORT", "DIGIT",
+    "NAMED_PORT", "VERSION_V", "NUMBER", "VERSION_THING", "UNIT_AFTER", "OWNER_VERB",
+    "THING_WORD",
+]
+
+# The terse notation: ``<mark>[<target>]: <text>``, one fact per line.
+TERSE = re.compile(
+    r"^\s*(?:[-*•]\s+)?(?P<mark>[CDV?~✓✔☑✅])\[(?P<target>[^\]\n]*)\]\s*:\s*(?P<body>\S.*?)\s*$"
+)
+
+# The shape of a value: where it ends, what it does not start with, how a list splits.
+DETERMINERS = re.compile(r"^(?:the|a|an|our|my|your|their|its|this|that|these|those)\s+", re.I)
+TRAILING_PUNCT = " \t.,;:!?)\"'»”"
+# A clause ends at these (the value before them is kept).
+VALUE_STOP = re.compile(
+    r"\s*(?:[.;!?](?:\s|$)|,\s*(?:but|and|which|so|because|since|though|while|where|who|to\s+be\s+honest|"
+    r"honestly|tbh|haha|lol|though|really)\b|"
+    r"\s(?:because|since|but|so that|which|though|although|while|whereas|when|if|unless|"
+    r"these days|right now|at the moment|for now|nowadays|lately|anymore|any more|"
+    r"last (?:week|month|year)|this (?:week|month|year)|next (?:week|month|year)|"
+    r"yesterday|today|recently|now|too|as\s+well|so\s+much|very\s+much|a\s+lot)\b|\s[(—–]|\s-\s|$)",
+    re.I,
+)
+PRONOUN_VALUE = re.compile(
+    r"^(?:it|this|that|these|those|them|him|her|you|your|me|us|one|how|what|when|where|why|"
+    r"who|which|whether|is|was|are|were|be|being|doing|the way|the idea|when|if|so|too|their|his|its|"
+    r"very much|a lot|lots)\b",
+    re.I,
+)
+LIST_SPLIT = re.compile(r"\s*,\s*(?:and\s+|or\s+|&\s+)?|\s+(?:and|&|or|as well as)\s+", re.I)
+LEADING_ADVERB = re.compile(r"^(?:(?:also|really|just|especially|particularly|both|either)\s+)+", re.I)
+
+# Building blocks: the start of a word, the subject "I", adverbs between it and the verb.
+_W = r"(?<![\w'])"  # start of a word
+_I = _W + "I"
+_ADV = (
+    r"(?:(?:really|also|absolutely|just|do|still|actually|genuinely|truly|kind of|kinda|totally|"
+    r"definitely|mostly|mainly|usually|now|currently|always)\s+)*"
+)
+
+# Identity.
+NAME_WORD = r"[^\W\d_][\w'\-]*"
+# (pattern, whether a lower-case name is accepted): "my name is alice" yes, "call me
+# later" no.
+NAME_EXPLICIT = [
+    (re.compile(_W + r"my\s+(?:full\s+|first\s+|real\s+)?name(?:\s+is|'s)\s+(?P<v>.+)", re.I), True),
+    (re.compile(_W + r"call\s+me\s+(?P<v>.+)", re.I), False),
+    (re.compile(_W + r"(?:mein\s+name\s+ist|ich\s+hei(?:ß|ss)e)\s+(?P<v>.+)", re.I), True),
+    (re.compile(_W + r"(?:je\s+m'appelle|mon\s+nom\s+est|mon\s+pr[ée]nom\s+est)\s+(?P<v>.+)", re.I), True),
+    (re.compile(_W + r"(?:me\s+llamo|mi\s+nombre\s+es)\s+(?P<v>.+)", re.I), True),
+    (re.compile(_W + r"(?:meu\s+nome\s+[ée]|mi\s+chiamo|il\s+mio\s+nome\s+[èe])\s+(?P<v>.+)", re.I), True),
+]
+NAME_IM = re.compile(_I + r"(?:'m|\s+am)\s+(?P<v>.+)")
+ROLE = [
+    re.compile(_I + r"(?:'m|\s+am)\s+(?:now\s+|currently\s+)?(?:a|an)\s+(?P<v>.+)"),
+    re.compile(_I + r"\s+(?:currently\s+|now\s+)?work\s+as\s+(?:a|an)?\s*(?P<v>.+)", re.I),
+]
+ROLE_END = re.compile(
+    r"\s+(?:at|for|in|with|from|who|and|on|by|since|based|living|located|working|currently|"
+    r"here|there|now|but|so)\b|[,.;!(]"
+)
+ROLE_STOP = re.compile(
+    r"^(?:bit|little|lot|fan|big fan|huge fan|kind of|sort of|part of|member of|fan of|mix|total|huge|big|"
+    r"bit of|lot of|few|couple|good|great|new|happy|little bit)\b",
+    re.I,
+)
+EMPLOYER = [
+    re.compile(_I + r"\s+(?:currently\s+|now\s+|still\s+)?work\s+(?:at|for)\s+(?P<v>.+)"),
+    re.compile(_I + r"(?:'m|\s+am)\s+(?:currently\s+|now\s+)?(?:working|employed)\s+(?:at|for|by)\s+(?P<v>.+)"),
+    re.compile(_I + r"\s+(?:just\s+)?joined\s+(?P<v>[A-Z].+)"),
+]
+LOCATION = [
+    re.compile(_I + r"\s+(?:now\s+|currently\s+|still\s+)?(?:live|reside)\s+in\s+(?P<v>.+)", re.I),
+    re.compile(_I + r"(?:'m|\s+am)\s+(?:now\s+|currently\s+)?(?:based|living|located)\s+in\s+(?P<v>.+)", re.I),
+    re.compile(_I + r"(?:'ve|\s+have)\s+been\s+(?:living|based)\s+in\s+(?P<v>.+)", re.I),
+    re.compile(_I + r"(?:'m|\s+am)\s+(?:a|an)\s+[^,.;!?]{1,60}?\s+(?:based|living|located)\s+in\s+(?P<v>.+)", re.I),
+    re.compile(
+        _I + r"(?:\s+have|'ve)?\s+(?:just\s+|recently\s+|finally\s+)?(?:moved|relocated)\s+to\s+(?P<v>.+)", re.I
+    ),
+    re.compile(r"(?<![\w'])ich\s+(?:wohne|lebe)\s+(?:jetzt\s+)?in\s+(?P<v>.+)", re.I),
+    re.compile(r"(?<![\w'])(?:j'habite|je\s+vis|je\s+r[ée]side)\s+(?:à|a|en|au)\s+(?P<v>.+)", re.I),
+    re.compile(r"(?<![\w'])(?:vivo|resido)\s+en\s+(?P<v>.+)", re.I),
+    re.compile(r"(?<![\w'])(?:moro|vivo)\s+(?:em|no|na|a|in)\s+(?P<v>.+)", re.I),
+]
+ORIGIN = re.compile(_I + r"(?:'m|\s+am|\s+come)\s+(?:originally\s+)?from\s+(?P<v>.+)", re.I)
+MY_ATTR = re.compile(
+    r"(?<![\w'])my\s+(?P<attr>e-?mail(?:\s+address)?|phone(?:\s+number)?|time\s*zone|pronouns|"
+    r"user\s*name|github(?:\s+(?:handle|username))?|handle|website|birthday)\s+(?:is|are)\s+(?P<v>\S+)",
+    re.I,
+)
+
+# Preferences.
+PREFERENCE = re.compile(
+    r"(?:^|(?<![\w']))(?:(?P<i>I)(?:\s+|(?=')))?" + _ADV
+    + r"(?P<verb>love|like|prefer|enjoy|adore|dislike|hate|detest|loathe|can't\s+stand|cannot\s+stand|"
+    r"can\s+not\s+stand|don't\s+(?:really\s+)?like|do\s+not\s+(?:really\s+)?like|don't\s+enjoy|"
+    r"(?:'m|am)\s+not\s+(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of|(?:'m|am)\s+(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of)"
+    r"\s+(?P<v>.+)"
+)
+DISLIKE_VERBS = re.compile(r"^(?:dislike|hate|detest|loathe|can|cannot|don't|do\s+not|'m\s+not|am\s+not)", re.I)
+FAVORITE = re.compile(
+    r"(?<![\w'])my\s+(?:all[- ]time\s+)?favou?rite\s+(?P<thing>[\w\- ]{2,30}?)\s+(?:is|are|has\s+to\s+be)\s+(?P<v>.+)",
+    re.I,
+)
+I_LEAD = re.compile(
+    r"(?:^|[,;:!\-—–]\s*|\b(?:and|but|so|because|cause|since|honestly|personally|also|really|"
+    r"yeah|yes|oh|well|still|now|lol|though|although)\s+)$",
+    re.I,
+)
+
+# Tools.
+TOOL_USER = re.compile(
+    _I + r"(?:'m|\s+am)?\s+" + _ADV + r"(?:use|using|work\s+with|code\s+in|write)\s+(?P<v>.+)"
+)
+TOOL_PROJECT = [
+    re.compile(
+        _W + r"we(?:'re|\s+are)?\s+" + _ADV
+        + r"(?:use|using|rely\s+on|build\s+(?:on|with)|built\s+on)\s+(?P<v>.+)",
+        re.I,
+    ),
+    re.compile(_W + r"our\s+(?:tech\s+)?stack\s*(?:is|includes|consists\s+of|:)\s*(?P<v>.+)", re.I),
+    re.compile(
+        _W + r"(?:is|are|was|were|gets?|get|it's|we're|we|be)\s+(?:now\s+)?(?:deployed|hosted)\s+(?:on|to)\s+(?P<v>.+)",
+        re.I,
+    ),
+    re.compile(_W + r"we\s+(?:deploy|host)\s+(?:\w+\s+)?(?:on|to)\s+(?P<v>.+)", re.I),
+    re.compile(
+        _W + r"(?:our|the)\s+[\w\-]+(?:\s+[\w\-]+)?\s+(?:runs|is\s+running|is\s+built|is\s+written)"
+        r"\s+(?:on|in|with)\s+(?P<v>.+)",
+        re.I,
+    ),
+]
+TOOL_TRIM = re.compile(
+    r"\s+(?:for|to|in|on|at|as|with|from|via|because|since|internally|everywhere|daily|"
+    r"extensively|heavily|exclusively|mostly|too|as\s+well|a\s+lot|only)\b.*$",
+    re.I,
+)
+
+# Decisions.
+# (pattern, confidence name); group "who" says whose decision it is.
+DECISION = [
+    (re.compile(
+        _W + r"(?P<who>we|I)(?:'ve|\s+have)?\s+(?:finally\s+|just\s+|all\s+|now\s+)?(?:decided|agreed)"
+        r"\s+(?:to\s+|on\s+|that\s+)?(?P<v>.+)", re.I), "decision"),
+    (re.compile(
+        _W + r"(?P<who>we|I)(?:'ve|\s+have)?\s+(?:finally\s+|just\s+)?(?:chose|chosen|opted\s+for|settled\s+on)"
+        r"\s+(?P<v>.+)", re.I), "decision"),
+    (re.compile(
+        _W + r"(?P<who>let)'?s\s+(?:go\s+with|stick\s+with|stick\s+to|settle\s+on)\s+(?P<v>.+)",
+        re.I), "decision_soft"),
+    (re.compile(
+        _W + r"(?P<who>let)'?s\s+(?P<v>(?:use|pick|choose|switch\s+to|move\s+to|adopt|migrate\s+to)\s+.+)",
+        re.I), "decision_soft"),
+    (re.compile(
+        _W + r"(?P<who>we)(?:'ll|\s+will|'re\s+going|\s+are\s+going)\s+(?:go|going)\s+with\s+(?P<v>.+)",
+        re.I), "decision_soft"),
+    (re.compile(r"^(?P<who>decision|decided|we\s+decided)\s*:\s*(?P<v>.+)", re.I), "decision"),
+]
+DECISION_STOP = re.compile(
+    r"\s*(?:[.;!?](?:\s|$)|,\s*(?:but|so|because|since|which|who|considering)\b|\s(?:because|since|so that)\b"
+    r"|\s[(—–]|\s-\s|$)"
+)
+TOPIC = re.compile(r"\s+for\s+(?:the\s+|our\s+|a\s+|an\s+|all\s+)?(?P<t>[a-z][a-z\-]*(?:\s+[a-z][a-z\-]*){0,2})$")
+
+# Constraints.
+# An imperative rule ("Never force-push", "You must not …"), unless what follows the
+# adverb shows chit-chat instead ("Never done it before", "Always happy to help").
+CONSTRAINT_IMPERATIVE = re.compile(
+    r"^(?:(?:please|and|also|from\s+now\s+on|going\s+forward|in\s+future|in\s+the\s+future|remember)"
+    r"[,:]?\s+)*"
+    r"(?P<v>(?:never|always|don't\s+ever|do\s+not\s+ever|never\s+ever|under\s+no\s+circumstances|"
+    r"(?:you|we)\s+(?:must|mustn't|must\s+not|should\s+never|should\s+always|shall\s+not|may\s+not|"
+    r"are\s+not\s+allowed\s+to))"
+    r"\s+(?!(?:a|an|the|been|done|had|was|were|is|are|gonna|ever|again|say\s+never|be\s+so|be\s+such|"
+    r"have|'ve|feel|love|know|think|mean|miss|enjoy|hear|seen|heard|felt|thought|knew|saw|got|made|went|"
+    r"came|took|found|said|told|by|here|there|with|for|in|on|at|so|my|your|our|his|her|their|really|"
+    r"totally|definitely|surely|happy|good|great|fun|nice|glad|up|ready|excited|interested|amazing|"
+    r"awesome|cool|welcome|grateful|thankful|such|\w+ed|\w+ing)\b)\S.*)",
+    re.I,
+)
+# "The API must stay backwards compatible", but not the guessing "must": "Max must be
+# having fun", "Winning must have felt good", "You must be so proud".
+CONSTRAINT_NAMED = re.compile(
+    r"^(?P<subj>(?:the|our|all|every|each)\s+[\w.]+(?:\s+[\w.]+){0,2}|[A-Z][\w.]*(?:\s+[\w.]+){0,2})\s+"
+    r"(?P<modal>must|mustn't|must\s+not|should\s+never|should\s+always|shall|shall\s+not|may\s+never)\s+"
+    r"(?!still\b|be\s+\w+ing\b|have\b|'ve\b|feel|love|know|think|mean|miss|"
+    r"be\s+(?:the|a|an|that|because|so|very|really|pretty|such|quite|thrilled|stoked|excited|proud|happy|"
+    r"glad|sad|tired|exhausted|amazing|fun|nice|great|hard|tough|awesome|exciting|cool|lovely|beautiful|"
+    r"wonderful|incredible|relieved|scary|rewarding|fulfilling)\b)\S.*",
+)
+
+# Notes.
+NOTE = re.compile(
+    r"^(?:please\s+)?(?:(?:remember|note|keep\s+in\s+mind|bear\s+in\s+mind)(?:\s+that|\s*:)"
+    r"|(?:fyi|for\s+the\s+record|n\.?b\.?)\s*[:,]?)\s*(?P<v>\S.+)",
+    re.I,
+)
+
+# Values.
+_TLDS = (
+    "com|org|net|io|dev|ai|app|co|cloud|internal|local|lan|corp|home|intra|svc|cluster|"
+    "tech|sh|xyz|me|info|biz|uk|de|fr|es|it|nl|eu|us|ca|jp|cn|kr|br|au|in|ru|ch|se|no|pl|"
+    "pt|at|be|dk|fi|ie|nz|gov|edu|mil|site|online|systems|test|example|localdomain"
+)
+URL = re.compile(
+    r"(?<![\w@])(?:https?|wss?|ftp|sftp|ssh|git|s3|gs|file|postgres(?:ql)?|mysql|mariadb|redis|rediss|"
+    r"mongodb(?:\+srv)?|amqps?|kafka|nats|grpc|http\+unix)://[^\s<>\"'`]+",
+    re.I,
+)
+HOST = re.compile(
+    r"(?<![\w@./:\-])(?P<h>localhost|(?:\d{1,3}\.){3}\d{1,3}|(?:[a-z0-9](?:[a-z0-9\-]*[a-z0-9])?\.)+(?:"
+    + _TLDS + r"))(?P<port>:\d{2,5})?(?![\w\-]|\.[a-z0-9])",
+    re.I,
+)
+PATH = re.compile(
+    r"(?<![\w:/.~\-\[])(?P<p>(?:~|\.{1,2})?/(?:[\w.@+\-]+/)+[\w.@+\-]*|~/[\w.@+\-]+|[A-Za-z]:\\[^\s\"'<>|]+)"
+)
+PORT = re.compile(r"(?i)\bport\s+(?P<p>\d{2,5})\b")
+DIGIT = re.compile(r"\d")
+NAMED_PORT = re.compile(
+    r"(?i)(?<![\w.\-])(?P<thing>(?:[\w.\-]+\s+){0,2}?[\w.\-]+)(?:'s)?\s+port"
+    r"(?:\s+is\s+(?:now\s+)?|\s*[=:]\s*)(?P<p>\d{2,5})\b"
+)
+VERSION_V = re.compile(r"(?<![\w.])v(?P<ver>\d+(?:\.\d+){1,3}(?:[-+][\w.]+)?)(?![\w.]|\.\d)", re.I)
+NUMBER = re.compile(r"(?<=\s)(?P<ver>\d+(?:\.\d+){0,3}(?:[-+][\w.]+)?)(?![\w%]|\.\d)")
+VERSION_THING = re.compile(r"[A-Za-z][\w+#]*(?:\.js)?")
+UNIT_AFTER = re.compile(
+    r"\s*(?:%|percent|x\b|times|hours?|hrs?|h\b|minutes?|mins?|m\b|seconds?|secs?|s\b|ms\b|days?|weeks?|"
+    r"months?|years?|gb|mb|kb|tb|k\b|km|miles?|kg|lbs?|dollars?|euros?|usd|eur|points?|stars?|people|users?)",
+    re.I,
+)
+# "<thing> is at|runs on|lives in|listens on port|=|:" right before a value.
+OWNER_VERB = re.compile(
+    r"(?:\s(?:(?:is|are|was|were)(?:\s+now)?(?:\s+(?:running|hosted|reachable|served|available|located|"
+    r"stored|kept|deployed|listening|exposed|written|saved|mounted|installed|cached|uploaded|published))?"
+    r"|lives?|runs?|listens?|sits?|moved|points?|resolves?|serves?|is\s+set\s+to|defaults?\s+to|changed\s+to)"
+    r"(?:\s+(?:at|on|in|under|to|from|as))?(?:\s+port)?|\s*[:=])\s*$",
+    re.I,
+)
+THING_WORD = re.compile(r"[\w.\-]+")
