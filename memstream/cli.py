@@ -26,7 +26,7 @@ from typing import Any
 import redis
 
 from memstream import __version__
-from memstream.core import Settings, configure, mask_url, new_event_id
+from memstream.core import Settings, configure, keys, mask_url, new_event_id
 from memstream.producers import (
     EventLog,
     LogLocator,
@@ -406,7 +406,7 @@ def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
     eventlog = _connect(settings)
     usage = spool_usage(settings.spool_dir) if settings.spool_dir.exists() else {}
     losses = {(k.decode() if isinstance(k, bytes) else k): int(v)
-              for k, v in eventlog.client.hgetall(f"{eventlog.prefix}:counters:spool").items()}
+              for k, v in eventlog.client.hgetall(keys.spool_counters(eventlog.prefix)).items()}
     result = {"streams": _streams(eventlog), "types": eventlog.type_counts(), "spool": usage,
               "spool_losses": losses, "projections": _projection_stats(eventlog)}
     lines = [f"{s['stream']}: {s['length']} events, first {s['first_id']}, last {s['last_id']}"

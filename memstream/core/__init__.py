@@ -1,7 +1,8 @@
 """core: the facts every layer shares, and nothing else: settings, ids, owner-only files,
-the run file, how bytes from Redis become text, logging set-up. Imports no other
-memstream package."""
+the run file, how bytes from Redis become text, the Redis keys (``keys``), logging set-up.
+Imports no other memstream package."""
 
+from memstream.core import keys
 from memstream.core.codec import as_str, lossless, shown
 from memstream.core.files import (
     PRIVATE_UMASK,
@@ -19,6 +20,7 @@ __all__ = [
     "as_str",
     "config_file_for",
     "configure",
+    "keys",
     "lossless",
     "mask_url",
     "new_event_id",

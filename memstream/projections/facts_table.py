@@ -1,9 +1,11 @@
 """The facts table: current facts and their history, in Redis, where every host reads it.
 
-Keys (``P`` = prefix): ``P:facts:{tenant}`` hash fact id -> JSON fact;
-``P:facts:{tenant}:current`` hash slot -> fact id. A slot is (agent, subject, key) for a
+Keys (``P`` = prefix, ``N`` = the table's version, the facts projection's; built by
+``memstream.core.keys``): ``P:facts:vN:{tenant}`` hash fact id -> JSON fact;
+``P:facts:vN:{tenant}:current`` hash slot -> fact id. A slot is (agent, subject, key) for a
 single-valued key (name, location, ...) and (agent, subject, key, value) for a
-multi-valued one (likes, uses, ...).
+multi-valued one (likes, uses, ...). A new version of the facts projection builds its
+own table beside the live one.
 
 Guarantees: ``assert_fact`` is idempotent (the fact id derives from the event id and
 the fact's index in it) and atomic per tenant (WATCH/MULTI, retried); a new value in a
@@ -19,6 +21,8 @@ from typing import Iterable
 
 import msgspec
 import redis
+
+from memstream.core import keys
 
 __all__ = ["Fact", "FactsTable"]
 
@@ -53,14 +57,17 @@ def _norm(value: str) -> str:
 
 
 class FactsTable:
-    def __init__(self, client: redis.Redis, prefix: str = "memstream", namespace: str = "facts"):
+    """The facts of the facts projection's version ``version``, every tenant's."""
+
+    version = 1
+
+    def __init__(self, client: redis.Redis, prefix: str = "memstream"):
         self.client = client
         self.prefix = prefix
-        self.namespace = namespace
 
     def _keys(self, tenant: str) -> tuple[str, str]:
-        base = f"{self.prefix}:{self.namespace}:{tenant}"
-        return base, f"{base}:current"
+        return (keys.facts(self.prefix, self.version, tenant),
+                keys.facts_current(self.prefix, self.version, tenant))
 
     @staticmethod
     def slot(agent: str, subject: str, key: str, value: str, single: bool) -> str:
@@ -179,7 +186,7 @@ class FactsTable:
         if tenant is not None:
             return int(self.client.hlen(self._keys(tenant)[0]))
         total = 0
-        for key in self.client.scan_iter(match=f"{self.prefix}:{self.namespace}:*", count=500):
+        for key in self.client.scan_iter(match=keys.facts_pattern(self.prefix, self.version), count=500):
             k = key.decode() if isinstance(key, bytes) else key
             if not k.endswith(":current"):
                 total += int(self.client.hlen(k))
