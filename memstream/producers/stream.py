@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Iterator
 
 import redis
 
-from memstream.core import keys
+from memstream.core import PermanentError, keys
 from memstream.producers.events import Event, decode, encode
 
 __all__ = ["EventLog", "Record", "shard_of", "parse_entry_id", "EntryDecodeError"]
@@ -110,7 +110,7 @@ def parse_entry_id(entry_id: str | bytes) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
-class EntryDecodeError(ValueError):
+class EntryDecodeError(PermanentError, ValueError):
     """A stream entry whose payload is not a valid event of this schema."""
 
 

@@ -34,7 +34,7 @@ from urllib.parse import unquote, urlsplit
 
 import redis
 
-from memstream.core import keys
+from memstream.core import PermanentError, keys
 
 __all__ = [
     "TENANT_NAME", "TenantError", "TenantRegistry", "Signer", "tenant_space", "acl_user",
@@ -47,7 +47,7 @@ TENANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 SIG_BYTES = 16  # HMAC-SHA256 truncated to 128 bits, hex in the entry's ``sig`` field
 
 
-class TenantError(ValueError):
+class TenantError(PermanentError, ValueError):
     """A tenant name or registry operation that cannot be done as asked."""
 
 

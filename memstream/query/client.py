@@ -16,7 +16,7 @@ import weakref
 import msgspec
 import redis
 
-from memstream.core import keys
+from memstream.core import TransientError, keys
 from memstream.query.protocol import (
     MAX_ENVELOPE_BYTES,
     MAX_QUERY_CHARS,
@@ -31,8 +31,8 @@ _encoder = msgspec.json.Encoder()
 ANSWER_TTL = 60
 
 
-class QueryTimeout(Exception):
-    """No answer within the caller's timeout."""
+class QueryTimeout(TransientError):
+    """No answer within the caller's timeout: no query server is running or all are busy."""
 
 
 # -- channels --------------------------------------------------------------------------
