@@ -26,7 +26,14 @@ from typing import Any
 import redis
 
 from memstream import __version__
-from memstream.core import Settings, configure, mask_url, new_event_id
+from memstream.core import (
+    PermanentError,
+    Settings,
+    configure,
+    keys,
+    mask_url,
+    new_event_id,
+)
 from memstream.producers import (
     EventLog,
     LogLocator,
@@ -42,8 +49,10 @@ from memstream.text import clean_text
 __all__ = ["main"]
 
 
-class CommandError(Exception):
-    """A command failed in a way the user can act on (message says how)."""
+class CommandError(PermanentError):
+    """A command failed in a way the user can act on (message says how).
+
+    Permanent: the command as given fails the same way again until the user acts."""
 
 
 # -- argument types: every value is checked at parse time (usage error, exit 2) --------
@@ -406,7 +415,7 @@ def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
     eventlog = _connect(settings)
     usage = spool_usage(settings.spool_dir) if settings.spool_dir.exists() else {}
     losses = {(k.decode() if isinstance(k, bytes) else k): int(v)
-              for k, v in eventlog.client.hgetall(f"{eventlog.prefix}:counters:spool").items()}
+              for k, v in eventlog.client.hgetall(keys.spool_counters(eventlog.prefix)).items()}
     result = {"streams": _streams(eventlog), "types": eventlog.type_counts(), "spool": usage,
               "spool_losses": losses, "projections": _projection_stats(eventlog)}
     lines = [f"{s['stream']}: {s['length']} events, first {s['first_id']}, last {s['last_id']}"
@@ -594,7 +603,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     import signal
     import threading
 
-    from memstream.projections import StoreError
+    from memstream.projections import StoreError, StoreUnavailable
     from memstream.workers import Pipeline, PipelineConfig
 
     if not settings.redis_url:
@@ -612,7 +621,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     private_dir(settings.home)
     try:
         pipeline = Pipeline(settings, _connect(settings), PipelineConfig.of(settings, consumer=args.name or "")).start()
-    except StoreError as exc:
+    except (StoreError, StoreUnavailable) as exc:  # StoreLocked: another process holds it
         raise CommandError(f"cannot open the projections' store: {exc}") from None
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -47,6 +47,7 @@ from pathlib import Path
 import redis
 
 from memstream.bench.stats import percentile
+from memstream.core import keys
 from memstream.service import ValkeyProcess
 
 __all__ = ["chaos_bench", "format_chaos", "POISON"]
@@ -207,12 +208,12 @@ class _Chaos:
 
         name, fields = self.rng.choice(_poison_entries())
         try:
-            entry = self.client().xadd(f"{PREFIX}:events:0", fields)
+            entry = self.client().xadd(keys.events(PREFIX, 0), fields)
             self.poisoned[entry.decode()] = name
             big = MemoryRemembered(id=new_event_id(), occurred_at=utcnow(), scope=Scope(tenant="default"),
                                    content="oversized " + "x" * (8 << 20))
             if self.rng.random() < 0.3:
-                self.client().xadd(f"{PREFIX}:events:0",
+                self.client().xadd(keys.events(PREFIX, 0),
                                    {"id": big.id, "type": "memory.remembered", "data": encode(big)})
                 self.oversized.append(big.id)
         except redis.RedisError:
@@ -224,12 +225,12 @@ class _Chaos:
             from rq.serializers import JSONSerializer
 
             client = self.client()
-            Queue(f"{PREFIX}:queries", connection=client, serializer=JSONSerializer).enqueue(
+            Queue(keys.queries(PREFIX), connection=client, serializer=JSONSerializer).enqueue(
                 "os.system", f"touch {self.marker}")
             rid = uuid.uuid4().hex
-            client.rpush(f"{PREFIX}:queries", json.dumps(
+            client.rpush(keys.queries(PREFIX), json.dumps(
                 {"id": rid, "deadline": time.time() + 5, "req": {"op": "os.system", "cmd": f"touch {self.marker}"}}))
-            client.rpush(f"{PREFIX}:queries", b"\xff" * 100)
+            client.rpush(keys.queries(PREFIX), b"\xff" * 100)
         except redis.RedisError:
             pass
 
@@ -255,7 +256,7 @@ def _hook_times(root: Path, names) -> list[float]:
 
 
 def _settled(client: redis.Redis) -> bool:
-    for key in client.scan_iter(f"{PREFIX}:events:*"):
+    for key in client.scan_iter(keys.events_pattern(PREFIX)):
         for g in client.xinfo_groups(key):
             if g["pending"] or g["lag"] is None or g["lag"]:
                 return False

@@ -40,7 +40,7 @@ import redis
 from memstream.bench.stats import machine as machine_info
 from memstream.bench.stats import percentile
 
-from memstream.core import Settings
+from memstream.core import Settings, keys
 from memstream.producers import Segment, encode, redis_client
 from memstream.provider import MemstreamProvider
 from memstream.service import ValkeyProcess, free_port
@@ -51,7 +51,7 @@ TARGET_P99_US = 50.0
 HOOKS = ("sync_turn", "on_memory_write")
 CONDITIONS = ("redis_up", "redis_down", "naive_xadd")
 STREAM_PREFIX = "memstream"
-NAIVE_STREAM = "naive:events"
+NAIVE_STREAM = "naive:events"  # the baseline's own stream, outside memstream's keys
 
 # Measured by others, quoted for scale (not measured by this benchmark).
 REFERENCES = [
@@ -235,7 +235,7 @@ def _spool_records(spool_dir: Path, quarantine: Path) -> int:
 # -- conditions ------------------------------------------------------------------------
 def _run_up(root: Path, url: str, calls: int, warmup: int, session: str, inputs: _Inputs) -> dict:
     client = redis_client(url)
-    stream = f"{STREAM_PREFIX}:events:0"
+    stream = keys.events(STREAM_PREFIX, 0)
     provider = _provider(_settings(root / "home-up", url), session)
     writer = provider.writer
     try:
@@ -321,7 +321,7 @@ def _run_down(root: Path, calls: int, warmup: int, session: str, inputs: _Inputs
         ship_s = time.perf_counter() - t0
         client = redis_client(url)
         try:
-            ids = _log_ids(client, f"{STREAM_PREFIX}:events:0")
+            ids = _log_ids(client, keys.events(STREAM_PREFIX, 0))
         finally:
             client.close()
         return {

@@ -35,7 +35,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from memstream.core import Settings, new_event_id
+from memstream.core import PermanentError, Settings, new_event_id
 from memstream.producers import EventLog, Scope, TurnRecorded, redis_client
 from memstream.bench.stats import percentile
 from memstream.service import ValkeyProcess
@@ -51,8 +51,8 @@ TARGETS = {"any@10": 85.0, "all@10": 70.0, "p95_ms": 50.0}
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 
 
-class BenchDataError(ValueError):
-    pass
+class BenchDataError(PermanentError, ValueError):
+    """The benchmark's data files are missing or not what the benchmark reads."""
 
 
 def _when(text: str) -> datetime:

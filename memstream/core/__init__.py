@@ -1,8 +1,16 @@
 """core: the facts every layer shares, and nothing else: settings, ids, owner-only files,
-the run file, how bytes from Redis become text, logging set-up. Imports no other
-memstream package."""
+the run file, how bytes from Redis become text, the Redis keys (``keys``), the errors and
+whether retrying helps (``errors``), logging set-up. Imports no other memstream package."""
 
+from memstream.core import keys
 from memstream.core.codec import as_str, lossless, shown
+from memstream.core.errors import (
+    MemstreamError,
+    PermanentError,
+    TransientError,
+    backoff_delay,
+    is_transient,
+)
 from memstream.core.files import (
     PRIVATE_UMASK,
     open_private,
@@ -17,12 +25,17 @@ from memstream.core.settings import Settings, config_file_for, mask_url
 
 __all__ = [
     "as_str",
+    "backoff_delay",
     "config_file_for",
     "configure",
+    "is_transient",
+    "keys",
     "lossless",
     "mask_url",
+    "MemstreamError",
     "new_event_id",
     "open_private",
+    "PermanentError",
     "pid_alive",
     "private_dir",
     "PRIVATE_UMASK",
@@ -30,5 +43,6 @@ __all__ = [
     "Settings",
     "shown",
     "tighten",
+    "TransientError",
     "write_private",
 ]

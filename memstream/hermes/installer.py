@@ -24,6 +24,8 @@ from typing import Any
 
 import yaml
 
+from memstream.core import PermanentError
+
 __all__ = ["install", "check", "hermes_home", "PLUGIN_NAME", "PLUGIN_FILES", "HermesInstallError"]
 
 PLUGIN_NAME = "memstream"
@@ -31,7 +33,7 @@ PLUGIN_FILES = ("__init__.py", "plugin.yaml", "cli.py")
 _MARKERS = ("register_memory_provider", "MemoryProvider")  # Hermes's discovery heuristic
 
 
-class HermesInstallError(RuntimeError):
+class HermesInstallError(PermanentError, RuntimeError):
     """The Hermes home cannot be updated safely (message says why and what to do)."""
 
 

@@ -16,6 +16,7 @@ from typing import Callable
 import redis
 import structlog
 
+from memstream.core import keys
 from memstream.producers.events import decode
 from memstream.producers.spool import Segment, Spool
 from memstream.producers.stream import EventLog, Record
@@ -205,7 +206,7 @@ class Shipper:
         eventlog = self._eventlog()
         pipe = eventlog.client.pipeline(transaction=True)
         for k, v in delta.items():
-            pipe.hincrby(f"{eventlog.prefix}:counters:spool", k, v)
+            pipe.hincrby(keys.spool_counters(eventlog.prefix), k, v)
         pipe.execute()
         self._reported.update({k: now[k] for k in delta})
 

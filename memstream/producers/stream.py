@@ -1,6 +1,6 @@
 """The append side of the Redis Streams log.
 
-Keys (``P`` = the configured prefix):
+Keys (``P`` = the configured prefix; built by ``memstream.core.keys``):
   ``P:events:{shard}``      the event streams; never trimmed by length
   ``P:t:{tenant}:shipped``  hash: spool segment id -> last sequence number in the log
                             (per tenant: a tenant's Redis user owns it, see tenants.py)
@@ -22,8 +22,8 @@ from typing import Callable, Iterable, Iterator
 
 import redis
 
+from memstream.core import PermanentError, keys
 from memstream.producers.events import Event, decode, encode
-from memstream.producers.tenants import tenant_space
 
 __all__ = ["EventLog", "Record", "shard_of", "parse_entry_id", "EntryDecodeError"]
 
@@ -110,7 +110,7 @@ def parse_entry_id(entry_id: str | bytes) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
-class EntryDecodeError(ValueError):
+class EntryDecodeError(PermanentError, ValueError):
     """A stream entry whose payload is not a valid event of this schema."""
 
 
@@ -151,23 +151,23 @@ class EventLog:
 
     # keys
     def stream_key(self, shard: int) -> str:
-        return f"{self.prefix}:events:{shard}"
+        return keys.events(self.prefix, shard)
 
     @property
     def stream_keys(self) -> list[str]:
         return [self.stream_key(i) for i in range(self.shards)]
 
     def shipped_key(self, tenant: str) -> str:
-        return f"{tenant_space(self.prefix, tenant)}:shipped"
+        return keys.shipped(self.prefix, tenant)
 
     @property
     def legacy_shipped_key(self) -> str:
         """Where dedup records were kept for every tenant alike, read as a fallback."""
-        return f"{self.prefix}:shipped"
+        return keys.legacy_shipped(self.prefix)
 
     @property
     def types_key(self) -> str:
-        return f"{self.prefix}:types"
+        return keys.types(self.prefix)
 
     def stream_for(self, tenant: str, agent: str) -> str:
         return self.stream_key(shard_of(tenant, agent, self.shards))
@@ -194,7 +194,7 @@ class EventLog:
 
     def _append_run(self, records: list[Record], segment: str) -> list[str | None]:
         tenant = records[0].tenant
-        keys = [self.shipped_key(tenant), self.types_key]
+        declared = [self.shipped_key(tenant), self.types_key]
         index: dict[str, int] = {}
         argv: list[object] = [segment, len(records)]
         for rec in records:
@@ -205,7 +205,7 @@ class EventLog:
             argv += [rec.seq, index[key], rec.event_id, rec.type, rec.data, sig]
         argv.append(self.legacy_shipped_key)
         argv += list(index)
-        ids = self._script(keys=keys, args=argv)
+        ids = self._script(keys=declared, args=argv)
         return [(i.decode() if isinstance(i, bytes) else i) or None for i in ids]
 
     def append(self, events: Iterable[Event]) -> list[str]:

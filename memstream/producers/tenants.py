@@ -34,6 +34,8 @@ from urllib.parse import unquote, urlsplit
 
 import redis
 
+from memstream.core import PermanentError, keys
+
 __all__ = [
     "TENANT_NAME", "TenantError", "TenantRegistry", "Signer", "tenant_space", "acl_user",
     "acl_rules", "sign_key_of", "sign", "verify", "check_name", "password_of",
@@ -45,7 +47,7 @@ TENANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 SIG_BYTES = 16  # HMAC-SHA256 truncated to 128 bits, hex in the entry's ``sig`` field
 
 
-class TenantError(ValueError):
+class TenantError(PermanentError, ValueError):
     """A tenant name or registry operation that cannot be done as asked."""
 
 
@@ -56,9 +58,8 @@ def check_name(tenant: str) -> str:
     return tenant
 
 
-def tenant_space(prefix: str, tenant: str) -> str:
-    """The key prefix a tenant owns: ``P:t:{tenant}`` (its user may read and write it)."""
-    return f"{prefix}:t:{tenant}"
+# The key prefix a tenant owns: ``P:t:{tenant}`` (its user may read and write it).
+tenant_space = keys.tenant_space
 
 
 def acl_user(prefix: str, tenant: str) -> str:
@@ -68,15 +69,14 @@ def acl_user(prefix: str, tenant: str) -> str:
 def acl_rules(prefix: str, tenant: str, password: str) -> list[str]:
     """ACL SETUSER rules of a tenant's agent hosts: append events, ship the spool, ask
     queries on its own channel; nothing else."""
-    own = tenant_space(prefix, tenant)
     return [
         "reset", "on", f">{password}",
         # append only: XADD needs write; reading the shared streams is refused
-        f"%W~{prefix}:events:*",
+        "%W~" + keys.events_pattern(prefix),
         # its own keys: the spool's dedup record, the query channel and its answers
-        f"~{own}:*",
+        "~" + keys.tenant_pattern(prefix, tenant),
         # counters a shipper adds to (refusals, event types): numbers, no content
-        f"~{prefix}:types", f"~{prefix}:counters:spool",
+        "~" + keys.types(prefix), "~" + keys.spool_counters(prefix),
         "resetchannels",
         "-@all",
         "+ping", "+hello", "+auth", "+client|setname", "+client|setinfo", "+select",
@@ -117,7 +117,7 @@ class TenantRegistry:
     def __init__(self, client: redis.Redis, prefix: str):
         self.client = client
         self.prefix = prefix
-        self.key = f"{prefix}:tenants"
+        self.key = keys.tenants(prefix)
         self._cache: dict[str, Tenant] | None = None
         self._cached_at = 0.0
         self._lock = threading.Lock()

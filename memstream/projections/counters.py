@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import redis
 
+from memstream.core import keys
+
 
 class Counters:
     """Per-group counters in Redis (``P:counters:{group}``), read by ``memstream stats``."""
 
     def __init__(self, client: redis.Redis, prefix: str, group: str):
         self.client = client
-        self.key = f"{prefix}:counters:{group}"
+        self.key = keys.counters(prefix, group)
 
     def add(self, **counts: int) -> None:
         counts = {k: v for k, v in counts.items() if v}

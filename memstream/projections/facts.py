@@ -9,7 +9,7 @@ from typing import Sequence
 
 import redis
 
-from memstream.core import as_str
+from memstream.core import as_str, keys
 from memstream.producers import (
     MemoryForgotten,
     MemoryRemembered,
@@ -28,7 +28,7 @@ class FactsProjection:
     """Rule-extracted facts with supersession and provenance, in the facts table."""
 
     name = "facts"
-    version = 1
+    version = FactsTable.version  # the table's keys carry it: a new version builds beside the live one
 
     def __init__(self, client: redis.Redis, prefix: str, min_confidence: float = 0.6):
         self.client = client
@@ -43,7 +43,7 @@ class FactsProjection:
     # ``P:fact_sources:v1:{tenant}:{agent}:{target}`` hash event id -> JSON [text, time].
     # A memory-tool remove or replace retracts the facts of the entry it removes.
     def _sources_key(self, scope, target: str) -> str:
-        return f"{self.prefix}:fact_sources:v{self.version}:{scope.tenant}:{scope.agent}:{target}"
+        return keys.fact_sources(self.prefix, self.version, scope.tenant, scope.agent, target)
 
     def _track_entry(self, event) -> None:
         text, _ = redact(event.content)

@@ -1,11 +1,13 @@
 """The facts table: current facts and their history, in Redis, where every host reads it.
 
-Keys (``P`` = prefix): ``P:facts:{tenant}`` hash fact id -> JSON fact;
-``P:facts:{tenant}:current`` hash slot -> fact id. A slot is (agent, subject, key) for a
+Keys (``P`` = prefix, ``N`` = the table's version, the facts projection's; built by
+``memstream.core.keys``): ``P:facts:vN:{tenant}`` hash fact id -> JSON fact;
+``P:facts:vN:{tenant}:current`` hash slot -> fact id. A slot is (agent, subject, key) for a
 single-valued key (name, location, ...) and (agent, subject, key, value) for a
-multi-valued one (likes, uses, ...). ``P:facts:{tenant}:events`` hash event id -> how
+multi-valued one (likes, uses, ...). ``P:facts:vN:{tenant}:events`` hash event id -> how
 many facts were extracted from the event, for the events with more than
-``PROBED_FACTS``.
+``PROBED_FACTS``. A new version of the facts projection builds its own table beside the
+live one.
 
 Fact ids: the n-th fact extracted from an event (n from 1, counting every fact the
 extractor proposed, kept or not) has the id ``fact_id(event_id, n)``, the same in every
@@ -29,6 +31,7 @@ from typing import Iterable
 import msgspec
 import redis
 
+from memstream.core import keys
 from memstream.projections.stores.port import POINT_NAMESPACE
 
 __all__ = ["Fact", "FactsTable", "PROBED_FACTS", "fact_id", "fact_ids"]
@@ -84,17 +87,20 @@ def _norm(value: str) -> str:
 
 
 class FactsTable:
-    def __init__(self, client: redis.Redis, prefix: str = "memstream", namespace: str = "facts"):
+    """The facts of the facts projection's version ``version``, every tenant's."""
+
+    version = 1
+
+    def __init__(self, client: redis.Redis, prefix: str = "memstream"):
         self.client = client
         self.prefix = prefix
-        self.namespace = namespace
 
     def _keys(self, tenant: str) -> tuple[str, str]:
-        base = f"{self.prefix}:{self.namespace}:{tenant}"
-        return base, f"{base}:current"
+        return (keys.facts(self.prefix, self.version, tenant),
+                keys.facts_current(self.prefix, self.version, tenant))
 
     def _events_key(self, tenant: str) -> str:
-        return f"{self.prefix}:{self.namespace}:{tenant}:events"
+        return keys.facts_events(self.prefix, self.version, tenant)
 
     def note_extracted(self, tenant: str, event_id: str, count: int) -> None:
         """Record that ``count`` facts were extracted from ``event_id`` (their ids are
@@ -243,7 +249,7 @@ class FactsTable:
         if tenant is not None:
             return int(self.client.hlen(self._keys(tenant)[0]))
         total = 0
-        for key in self.client.scan_iter(match=f"{self.prefix}:{self.namespace}:*", count=500):
+        for key in self.client.scan_iter(match=keys.facts_pattern(self.prefix, self.version), count=500):
             k = key.decode() if isinstance(key, bytes) else key
             if not k.endswith((":current", ":events")):
                 total += int(self.client.hlen(k))

@@ -3,7 +3,7 @@
 It feeds ``memstream_recent``: recent sessions, newest first, each with its first and
 last user turns, without scanning the turns collection.
 
-Keys (``P`` = prefix, per tenant ``T``):
+Keys (``P`` = prefix, per tenant ``T``; built by ``memstream.core.keys``):
 ``P:sessions:v1:T`` sorted set session id -> time of its last turn (every agent);
 ``P:sessions:v1:T:agent:A`` the same for one agent;
 ``P:session:v1:T:S`` hash: agent, first_key/first_id/first_text/first_at, the same for
@@ -22,7 +22,7 @@ from typing import Sequence
 
 import redis
 
-from memstream.core import as_str
+from memstream.core import as_str, keys
 from memstream.producers import MemoryForgotten, TurnRecorded
 from memstream.projections.base import Delivery
 from memstream.projections.counters import Counters
@@ -88,14 +88,13 @@ class SessionsIndex:
         self._forget = client.register_script(_FORGET)
 
     def _zset(self, tenant: str, agent: str | None = None) -> str:
-        base = f"{self.prefix}:sessions:v{self.version}:{tenant}"
-        return base if agent is None else f"{base}:agent:{agent}"
+        return keys.sessions(self.prefix, self.version, tenant, agent)
 
     def _hash(self, tenant: str, session: str) -> str:
-        return f"{self.prefix}:session:v{self.version}:{tenant}:{session}"
+        return keys.session(self.prefix, self.version, tenant, session)
 
     def _bookends(self, tenant: str) -> str:
-        return f"{self.prefix}:session_bookends:v{self.version}:{tenant}"
+        return keys.session_bookends(self.prefix, self.version, tenant)
 
     def record(self, event: TurnRecorded, text: str) -> int:
         s = event.scope

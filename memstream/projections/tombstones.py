@@ -11,19 +11,21 @@ from typing import Sequence
 
 import redis
 
+from memstream.core import keys
 from memstream.producers import MemoryForgotten
 from memstream.projections.base import Delivery
 
 
 class Tombstones:
-    """The ids forgotten in each tenant (a Redis set per tenant, shared by all projections)."""
+    """The ids forgotten in each tenant (a Redis set per tenant, shared by all projections
+    and versions: ``memstream.core.keys.tombstones``)."""
 
     def __init__(self, client: redis.Redis, prefix: str):
         self.client = client
         self.prefix = prefix
 
     def _key(self, tenant: str) -> str:
-        return f"{self.prefix}:tombstones:{tenant}"
+        return keys.tombstones(self.prefix, tenant)
 
     def add(self, tenant: str, item_id: str) -> None:
         self.client.sadd(self._key(tenant), item_id)

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import structlog
 
-from memstream.core import as_str
+from memstream.core import as_str, keys
 from memstream.producers import DelegationCompleted, MemoryForgotten, TurnRecorded
 from memstream.projections.base import Delivery
 from memstream.projections.stores.port import Filter, Point, point_id
@@ -88,7 +88,7 @@ class TurnsProjection(VectorProjection):
         return "\n".join(parts), None
 
     def _context_key(self, tenant: str, session: str) -> str:
-        return f"{self.prefix}:turn_context:v{self.version}:{tenant}:{session}"
+        return keys.turn_context(self.prefix, self.version, tenant, session)
 
     def _previous(self, turns: list[tuple[TurnRecorded, str]]) -> list[str]:
         """The previous turn's text for each turn: from this batch, else from Redis; never a

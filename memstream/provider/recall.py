@@ -25,7 +25,7 @@ from typing import Any, Callable
 import redis
 import structlog
 
-from memstream.core import Settings
+from memstream.core import Settings, TransientError
 from memstream.producers import LogLocator, redis_client
 
 __all__ = ["Recall", "Query", "RecallUnavailable"]
@@ -34,8 +34,8 @@ log = structlog.get_logger("memstream.recall")
 
 
 
-class RecallUnavailable(Exception):
-    """No service to ask: none is running, or Redis cannot be reached."""
+class RecallUnavailable(TransientError):
+    """No service to ask: none is running, or Redis cannot be reached. Retry later."""
 
 
 @dataclass

@@ -16,13 +16,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from memstream.core import PermanentError
 from memstream.text import FACT_KINDS
 
 __all__ = ["TOOL_SCHEMAS", "TOOL_NAMES", "ToolError", "tool_request", "check_args", "remember_args",
            "forget_args", "finite", "SEARCH_KINDS", "TARGETS", "MAX_CHARS"]
 
 
-class ToolError(ValueError):
+class ToolError(PermanentError, ValueError):
     """A tool call the provider cannot run as asked; the message goes back to the model."""
 
 

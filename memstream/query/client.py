@@ -16,7 +16,7 @@ import weakref
 import msgspec
 import redis
 
-from memstream.producers import tenant_space
+from memstream.core import TransientError, keys
 from memstream.query.protocol import (
     MAX_ENVELOPE_BYTES,
     MAX_QUERY_CHARS,
@@ -31,23 +31,23 @@ _encoder = msgspec.json.Encoder()
 ANSWER_TTL = 60
 
 
-class QueryTimeout(Exception):
-    """No answer within the caller's timeout."""
+class QueryTimeout(TransientError):
+    """No answer within the caller's timeout: no query server is running or all are busy."""
 
 
 # -- channels --------------------------------------------------------------------------
 def operator_channel(prefix: str) -> str:
-    return f"{prefix}:queries"
+    return keys.queries(prefix)
 
 
 def tenant_channel(prefix: str, tenant: str) -> str:
-    return f"{tenant_space(prefix, tenant)}:queries"
+    return keys.tenant_queries(prefix, tenant)
 
 
 def reply_key(channel: str, request_id: str) -> str:
     """Where the answer to ``request_id`` on ``channel`` goes: beside the channel, in the
     keyspace of whoever may write that channel (never a key the request names)."""
-    return f"{channel.rsplit(':', 1)[0]}:reply:{request_id}"
+    return keys.reply(channel, request_id)
 
 
 # Per client (connection pool): the channel it asks on. The operator's credentials may

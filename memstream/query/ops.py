@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
+from memstream.core import PermanentError
 from memstream.projections import (
     CollectionNotFound,
     FactsTable,
@@ -36,8 +37,8 @@ _HISTORY = re.compile(
     r"history|changed?|past|old|was|were|did .* (live|work|use))\b", re.IGNORECASE)
 
 
-class BadRequest(ValueError):
-    pass
+class BadRequest(PermanentError, ValueError):
+    """A request no handler can answer as asked (the answer says why)."""
 
 
 def asks_about_history(query: str) -> bool:

@@ -14,6 +14,8 @@ from typing import Annotated, Literal, Union
 
 import msgspec
 
+from memstream.core import PermanentError
+
 MAX_ENVELOPE_BYTES = 64 * 1024
 
 
@@ -103,7 +105,7 @@ _encoder = msgspec.json.Encoder()
 _ID_AT_START = re.compile(rb'^\s*\{\s*"id"\s*:\s*"([0-9a-f]{32})"')
 
 
-class QueryRefused(ValueError):
+class QueryRefused(PermanentError, ValueError):
     """A request the protocol refuses (too big, malformed, out of its limits)."""
 
     def __init__(self, reason: str, request_id: str = ""):

@@ -33,6 +33,7 @@ import msgspec
 import redis
 import structlog
 
+from memstream.core import keys
 from memstream.producers import TenantRegistry
 from memstream.query.client import (
     ANSWER_TTL,
@@ -116,7 +117,7 @@ class QueryServer:
         self.prefix = prefix
         self.handlers = dict(handlers)
         self.threads = threads
-        self.counters_key = f"{prefix}:counters:queries"
+        self.counters_key = keys.query_counters(prefix)
         self.registry = TenantRegistry(client, prefix)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -217,9 +218,9 @@ class QueryServer:
         backoff = 0.0
         while not self._stop.is_set():
             try:
-                keys = list(self.channels())
-                random.shuffle(keys)  # BLPOP serves the first non-empty key: no channel goes first always
-                got = conn.blpop(keys, timeout=1)
+                channels = list(self.channels())
+                random.shuffle(channels)  # BLPOP serves the first non-empty key: no channel goes first always
+                got = conn.blpop(channels, timeout=1)
                 backoff = 0.0
                 if got:
                     channel = got[0].decode() if isinstance(got[0], bytes) else got[0]

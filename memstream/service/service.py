@@ -27,6 +27,7 @@ import structlog
 from memstream import __version__
 from memstream.core import (
     PRIVATE_UMASK,
+    PermanentError,
     Settings,
     open_private,
     pid_alive,
@@ -43,7 +44,9 @@ __all__ = ["Service", "AlreadyRunning", "detach", "stop_service"]
 log = structlog.get_logger("memstream.service")
 
 
-class AlreadyRunning(RuntimeError):
+class AlreadyRunning(PermanentError, RuntimeError):
+    """Another memstream service holds this ``MEMSTREAM_HOME`` (``info``: its run file)."""
+
     def __init__(self, info: dict | None):
         super().__init__("a memstream service is already running for this MEMSTREAM_HOME")
         self.info = info or {}
@@ -82,9 +85,9 @@ class Service:
         fd = open_private(self.lock_path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        except OSError as exc:
             os.close(fd)
-            raise AlreadyRunning(read_run_file(self.settings.run_file))
+            raise AlreadyRunning(read_run_file(self.settings.run_file)) from exc
         self._lock_fd = fd
         if not self.settings.redis_url:
             private_dir(self.settings.data_dir)

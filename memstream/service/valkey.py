@@ -21,13 +21,13 @@ from pathlib import Path
 
 import redis
 
-from memstream.core import private_dir, write_private
+from memstream.core import TransientError, private_dir, write_private
 
 __all__ = ["ValkeyProcess", "ValkeyStartError", "free_port", "binary_path"]
 
 
-class ValkeyStartError(RuntimeError):
-    pass
+class ValkeyStartError(TransientError, RuntimeError):
+    """The embedded Valkey server did not come up (it exited, or did not answer in time)."""
 
 
 def binary_path() -> Path:

@@ -22,26 +22,31 @@ recorded, so a crash at any point means a redelivery, which projections must (an
 treat as harmless: the event id is the idempotency key. ``Consumer.run`` returns only
 when told to stop: any error of a step is logged, counted and retried after a jittered
 exponential backoff (the entries in hand stay pending); failures of a dependency or of
-the server's state (``is_transient``) spend no delivery of the event.
+the server's state (``memstream.core.is_transient``: any ``TransientError``, Redis
+connection and timeout errors, a server that refuses writes for now) spend no delivery of
+the event. Any other failure of an entry counts a delivery; after ``max_deliveries`` it is
+dead-lettered.
 """
 
 from __future__ import annotations
 
-import random
 import time
 from dataclasses import dataclass, field
 
 import redis
 import structlog
 
-from memstream.core import Settings, as_str, shown
-from memstream.producers import EventLog, parse_entry_id
-from memstream.projections import (
-    Delivery,
-    EmbedderUnavailable,
-    Projection,
-    StoreUnavailable,
+from memstream.core import (
+    PermanentError,
+    Settings,
+    TransientError,
+    as_str,
+    backoff_delay,
+    is_transient,
+    shown,
 )
+from memstream.producers import EventLog, parse_entry_id
+from memstream.projections import Delivery, Projection
 from memstream.workers.admission import admit
 from memstream.workers.deadletters import DeadLetters
 from memstream.workers.health import Health
@@ -49,88 +54,12 @@ from memstream.workers.positions import Positions
 from memstream.workers.tenancy import TenantGate
 
 __all__ = [
-    "Delivery", "Projection", "Consumer", "TransientError", "PermanentError", "TRANSIENT",
+    "Delivery", "Projection", "Consumer", "TransientError", "PermanentError",
     "Positions", "DeadLetters", "is_applied", "is_transient", "admit", "Admission", "backoff_delay",
     "MAX_ID_BYTES",
 ]
 
 log = structlog.get_logger("memstream.consumer")
-
-
-class TransientError(Exception):
-    """The projection's store is unavailable: retry the whole batch later (no ack)."""
-
-
-class PermanentError(Exception):
-    """This event can never be applied (rejected by the projection): dead-letter it."""
-
-
-# Failures of what a projection depends on, not of the event: the batch stays pending and
-# the consumer backs off; no delivery is counted against the event's dead-letter limit.
-TRANSIENT = (TransientError, redis.ConnectionError, redis.TimeoutError, StoreUnavailable,
-             EmbedderUnavailable)
-
-# Replies of a server that cannot take writes now (full, a replica after a failover,
-# loading, a busy script): the server's state, not the event's fault.
-_SERVER_STATE = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError,
-                 redis.exceptions.BusyLoadingError, redis.exceptions.MasterDownError,
-                 redis.exceptions.TryAgainError, redis.exceptions.ClusterDownError)
-_SERVER_STATE_CODES = ("OOM", "READONLY", "LOADING", "BUSY", "MASTERDOWN", "MISCONF", "NOREPLICAS",
-                       "TRYAGAIN", "CLUSTERDOWN")
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Whether ``exc`` is a failure of what the projection depends on (``TRANSIENT``) or
-    of the server's state (OOM, READONLY, LOADING, BUSY, MISCONF...), which no event causes:
-    retry later without counting a delivery against the event."""
-    if isinstance(exc, TRANSIENT) or isinstance(exc, _SERVER_STATE):
-        return True
-    if isinstance(exc, redis.ResponseError):
-        message = str(exc)
-        # a MULTI reply names the command first: "Command # 1 (...) of pipeline caused error: OOM ..."
-        message = message.rsplit("caused error: ", 1)[-1]
-        return message.split(" ", 1)[0].upper() in _SERVER_STATE_CODES
-    return False
-
-
-def backoff_delay(failures: int, base: float = 0.2, cap: float = 30.0) -> float:
-    """Seconds to wait after ``failures`` failures in a row: uniform between ``base`` and
-    ``base * 2**(failures - 1)``, capped at ``cap`` (full jitter: workers that failed
-    together do not retry together)."""
-    top = min(cap, base * (2 ** min(max(failures, 1) - 1, 30)))
-    return random.uniform(base, max(base, top))
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 @dataclass
@@ -383,7 +312,9 @@ class Consumer:
     def _failed(self, d: Delivery, exc: Exception) -> None:
         error = f"{type(exc).__name__}: {exc}"
         self.stats.last_error = error
-        if isinstance(exc, PermanentError) or d.deliveries >= self.max_deliveries:
+        # every error counts a delivery, a PermanentError too: a store or embedder
+        # misconfigured for a moment must not empty the backlog into the dead letters
+        if d.deliveries >= self.max_deliveries:
             self.dlq.add(self.group, d.stream, d.entry_id, d.fields, error, d.deliveries)
             self.stats.dead_lettered += 1
             log.warning("consumer.dead_lettered", group=self.group, stream=d.stream, entry=d.entry_id,

@@ -7,7 +7,7 @@ import time
 
 import redis
 
-from memstream.core import as_str, lossless, shown
+from memstream.core import as_str, keys, lossless, shown
 
 
 class DeadLetters:
@@ -22,7 +22,7 @@ class DeadLetters:
 
     def __init__(self, client: redis.Redis, prefix: str):
         self.client = client
-        self.key = f"{prefix}:dlq"
+        self.key = keys.dlq(prefix)
 
     def add(self, group: str, stream: str, entry_id: str, fields: dict, error: str,
             deliveries: int) -> None:

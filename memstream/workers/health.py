@@ -24,7 +24,7 @@ import time
 import redis
 import structlog
 
-from memstream.core import shown
+from memstream.core import keys, shown
 from memstream.producers import parse_entry_id
 
 __all__ = ["Health", "read_health", "projection_health", "stall_after", "STALL_AFTER_S"]
@@ -46,18 +46,12 @@ def stall_after() -> float:
         return STALL_AFTER_S
 
 
-def _key(prefix: str, group: str) -> str:
-    return f"{prefix}:health:{group}"
-
-
-
-
 class Health:
     """One consumer's health record; ``beat`` writes it (throttled to ``every`` seconds)."""
 
     def __init__(self, client: redis.Redis, prefix: str, group: str, consumer: str, every: float = 1.0):
         self.client = client
-        self.key = _key(prefix, group)
+        self.key = keys.health(prefix, group)
         self.group = group
         self.consumer = consumer
         self.every = every
@@ -114,7 +108,7 @@ class Health:
 def read_health(client: redis.Redis, prefix: str, group: str) -> dict[str, dict]:
     """Consumer name -> its last record (malformed records are left out)."""
     out: dict[str, dict] = {}
-    for name, raw in (client.hgetall(_key(prefix, group)) or {}).items():
+    for name, raw in (client.hgetall(keys.health(prefix, group)) or {}).items():
         try:
             record = json.loads(raw)
         except (ValueError, TypeError):

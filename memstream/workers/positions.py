@@ -9,7 +9,7 @@ import time
 
 import redis
 
-from memstream.core import as_str
+from memstream.core import as_str, keys
 from memstream.producers import parse_entry_id
 
 _SET_MAX = """
@@ -41,7 +41,7 @@ class Positions:
         self._script = client.register_script(_SET_MAX)
 
     def _keys(self, group: str) -> list[str]:
-        return [f"{self.prefix}:positions:{group}", f"{self.prefix}:applied_at:{group}"]
+        return [keys.positions(self.prefix, group), keys.applied_at(self.prefix, group)]
 
     def record(self, group: str, stream: str, entry_id: str, at: float | None = None,
                pipe: redis.client.Pipeline | None = None) -> None:

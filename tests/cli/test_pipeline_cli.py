@@ -96,6 +96,26 @@ def test_worker_needs_a_shared_qdrant_unless_told_to_own_the_embedded_store(tmp_
 
 
 @pytest.mark.valkey
+def test_a_worker_on_an_embedded_store_another_process_holds_is_one_clear_error(tmp_path, valkey_server):
+    """The store's lock refused (``StoreLocked``, transient, not a ``StoreError``) is still
+    the command's one-line error, not a traceback."""
+    from memstream.projections.stores.edge import EdgeStore
+
+    env = _worker_env(tmp_path, valkey_server.url)
+    data_dir = Settings.load(home=env["MEMSTREAM_HOME"], autostart=False).data_dir
+    data_dir.mkdir(parents=True, exist_ok=True)
+    holder = EdgeStore(data_dir / "qdrant")
+    try:
+        refused = subprocess.run([sys.executable, "-m", "memstream", "worker", "--embedded-store"],
+                                 capture_output=True, text=True, timeout=60, env=env)
+    finally:
+        holder.close()
+    assert refused.returncode == 1, refused.stderr[-2000:]
+    assert "cannot open the projections' store" in refused.stderr and "another process" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
+@pytest.mark.valkey
 def test_a_worker_projects_answers_search_and_exits_cleanly_on_sigterm(tmp_path, valkey_server):
     import signal
 

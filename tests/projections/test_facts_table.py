@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from memstream.core import keys
+
 from memstream.projections import PROBED_FACTS, Fact, FactsTable, fact_id, fact_ids, point_id
 
 EVENT = "01a206c3-66eb-715d-a5e8-90c910201b07"
@@ -44,6 +46,8 @@ def test_a_retracted_event_leaves_neither_its_facts_nor_its_count(redis_client):
     for n in range(1, PROBED_FACTS + 3):
         table.assert_fact(_fact(EVENT, n, f"thing {n}"), single=False)
 
+    events_key = keys.facts_events("ms", table.version, "t1")
+    assert redis_client.exists(events_key)
     assert table.retract_event("t1", EVENT) == PROBED_FACTS + 2
     assert table.facts_of_events("t1", [EVENT]) == []
-    assert not redis_client.exists("ms:facts:t1:events")
+    assert not redis_client.exists(events_key)

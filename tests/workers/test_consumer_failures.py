@@ -221,6 +221,67 @@ def test_a_store_or_embedder_outage_backs_off_and_dead_letters_nothing(event_log
     assert event_log.client.xpending(event_log.stream_keys[0], consumer.group)["pending"] == 0
 
 
+def test_any_transient_error_spends_no_delivery_not_only_the_adapters_it_knows(event_log):
+    """The consumer asks ``is_transient``, which takes every ``TransientError``: a kind of
+    outage no list names (here one the consumer has never heard of) backs off too."""
+    from memstream.core import TransientError
+
+    class QueueDown(TransientError):
+        pass
+
+    events = [turn(f"Deploy step {i}") for i in range(3)]
+    event_log.append(events)
+    outages = [QueueDown("down"), QueueDown("still down")]
+
+    class Flaky(Recording):
+        def apply(self, batch):
+            if outages:
+                raise outages.pop(0)
+            super().apply(batch)
+
+    projection = Flaky()
+    consumer = Consumer(event_log, projection, "c1", batch=10, max_deliveries=1, claim_every=3600,
+                        backoff_base=0.01, transient_cap=0.05)
+    stop = threading.Event()
+    thread = threading.Thread(target=consumer.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: len(projection.applied) == len(events), 20, "the consumer to recover")
+    finally:
+        stop.set()
+        thread.join(10)
+    assert consumer.stats.transient_failures == 2
+    assert consumer.stats.dead_lettered == 0 and consumer.dlq.count() == 0
+
+
+def test_a_permanent_store_error_counts_deliveries_before_it_is_dead_lettered(event_log):
+    """A ``PermanentError`` of a dependency (a store refusing a call) is retried up to
+    ``max_deliveries`` like any other error: a store misconfigured for a moment does not
+    send the whole backlog to the dead letters on its first refusal."""
+    from memstream.projections.stores.port import StoreError
+
+    events = [turn(f"Entry {i}") for i in range(3)]
+    event_log.append(events)
+    refusals = [StoreError("collection busy being rebuilt")]
+
+    class Refusing(Recording):
+        def apply(self, batch):
+            if refusals and len(batch) == 1:
+                raise refusals.pop(0)
+            if len(batch) > 1:
+                raise ValueError("apply one by one")
+            super().apply(batch)
+
+    projection = Refusing()
+    consumer = Consumer(event_log, projection, "w1", max_deliveries=3)
+
+    consumer.drain()
+
+    assert set(projection.applied) == {e.id for e in events}
+    assert consumer.stats.retried == 1
+    assert consumer.stats.dead_lettered == 0 and consumer.dlq.count() == 0
+
+
 # -- 4. poison and malformed entries --------------------------------------------------------------
 def test_a_poison_event_is_dead_lettered_after_max_deliveries_and_the_rest_flows_on(event_log):
     events = [turn(f"Entry {i}") for i in range(10)]

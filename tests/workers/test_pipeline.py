@@ -22,10 +22,12 @@ from pipeline_support import (
     wait_for,
 )
 
+from memstream.core import keys
 from memstream.producers.stream import EventLog
 from memstream.workers.consumer import Consumer
 from memstream.workers.deadletters import DeadLetters
 from memstream.projections.counters import Counters
+from memstream.projections.facts_table import FactsTable
 from memstream.projections.turns import TurnsProjection
 
 
@@ -34,6 +36,10 @@ def pipeline(tmp_path, event_log):
     p = make_pipeline(tmp_path / "pipe-home", event_log)
     yield p
     p.stop()
+
+
+def _facts_key(event_log, tenant: str) -> str:
+    return keys.facts(event_log.prefix, FactsTable.version, tenant)
 
 
 def _event_ids(store, collection: str, tenant: str) -> list[str]:
@@ -73,7 +79,7 @@ def test_redelivering_the_whole_log_changes_no_projection(pipeline, event_log):
     pipeline.drain()
     before = ({p.id: dict(p.payload) for p in points(pipeline.store, "turns", "t1")},
               {p.id: dict(p.payload) for p in points(pipeline.store, "memories", "t1")},
-              event_log.client.hgetall(f"{event_log.prefix}:facts:t1"),
+              event_log.client.hgetall(_facts_key(event_log, "t1")),
               pipeline.reads.sessions.recent("t1", None, 10))
     assert before[3] and before[3][0]["turns"] >= 0
 
@@ -83,7 +89,7 @@ def test_redelivering_the_whole_log_changes_no_projection(pipeline, event_log):
 
     after = ({p.id: dict(p.payload) for p in points(pipeline.store, "turns", "t1")},
              {p.id: dict(p.payload) for p in points(pipeline.store, "memories", "t1")},
-             event_log.client.hgetall(f"{event_log.prefix}:facts:t1"),
+             event_log.client.hgetall(_facts_key(event_log, "t1")),
              pipeline.reads.sessions.recent("t1", None, 10))
     assert after == before
 
@@ -150,10 +156,10 @@ def test_a_move_supersedes_the_old_location_which_stays_as_history_with_provenan
     assert history["Berlin"].event_ids == [berlin.id]
     assert history["Lisbon"].current
 
-    table = event_log.client.hgetall(f"{event_log.prefix}:facts:t1")
+    table = event_log.client.hgetall(_facts_key(event_log, "t1"))
     event_log.append([berlin, lisbon])  # the same events delivered again
     pipeline.drain()
-    assert event_log.client.hgetall(f"{event_log.prefix}:facts:t1") == table
+    assert event_log.client.hgetall(_facts_key(event_log, "t1")) == table
 
 
 def test_an_older_statement_replayed_after_a_newer_one_never_becomes_current(pipeline, event_log):
@@ -372,7 +378,7 @@ def test_keys_pasted_into_turns_and_memories_reach_no_projection_and_no_search_r
 
     stored = [p.payload for c in ("turns", "memories") for p in points(pipeline.store, c, "t1")]
     assert len(stored) == 4
-    facts = b"".join(v for v in event_log.client.hgetall(f"{event_log.prefix}:facts:t1").values())
+    facts = b"".join(v for v in event_log.client.hgetall(_facts_key(event_log, "t1")).values())
     found = pipeline.searcher.search("billing key AWS OpenAI deploy Porto Dana", tenant="t1", agent="a1", k=20)
     assert found
     haystacks = [repr(stored), facts.decode(), repr(found)]

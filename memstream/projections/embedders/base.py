@@ -9,10 +9,12 @@ from typing import Sequence
 
 import numpy as np
 
+from memstream.core import PermanentError, TransientError
+
 __all__ = ["EmbedderError", "EmbedderUnavailable", "l2_normalize", "as_text_list"]
 
 
-class EmbedderError(Exception):
+class EmbedderError(PermanentError):
     """An embedder cannot make vectors: misconfigured, rejected input, wrong size.
 
     Permanent: retrying the same call gives the same answer. The message says what to
@@ -20,10 +22,12 @@ class EmbedderError(Exception):
     """
 
 
-class EmbedderUnavailable(EmbedderError):
+class EmbedderUnavailable(TransientError):
     """A remote embedder is unreachable, timed out, overloaded or failed (HTTP 5xx/429).
 
     Transient: retry later (a projection worker leaves the entry pending for redelivery).
+    Not an ``EmbedderError`` (that one is permanent): catch both to catch every embedder
+    error. Never carries the texts being embedded either.
     """
 
 

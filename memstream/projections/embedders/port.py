@@ -13,8 +13,8 @@ and never refuses a long text (it is truncated to ``max_tokens``; chunk before e
 with ``count_tokens``). ``name`` identifies the model and every setting that changes the
 vectors: it keys the embedding cache and is what a collection should record.
 
-Errors: ``EmbedderUnavailable`` is transient (retry later); other ``EmbedderError`` are
-permanent (fix the configuration). ``check_dim`` guards a collection against vectors of
+Errors: ``EmbedderUnavailable`` is transient (a ``TransientError``: retry later);
+``EmbedderError`` is permanent (a ``PermanentError``: fix the configuration). ``check_dim`` guards a collection against vectors of
 another size. ``CachedEmbedder`` (in ``memstream.projections.embedders.cache``) embeds each text
 once per embedder.
 """

@@ -181,7 +181,7 @@ class _HttpEmbedder:
         except ValueError as exc:
             raise EmbedderError(f"{self.url} answered with something that is not JSON; is the URL an embeddings API?") from exc
 
-    def _http_error(self, exc: urllib.error.HTTPError) -> EmbedderError:
+    def _http_error(self, exc: urllib.error.HTTPError) -> EmbedderError | EmbedderUnavailable:
         detail = _error_detail(exc)
         where = f"{self.url} answered HTTP {exc.code}{': ' + detail if detail else ''}"
         code = exc.code

@@ -517,7 +517,7 @@ def _translated(collection: str) -> Iterator[None]:
     """qdrant-edge raises bare ``Exception``s with a message: map them once, here."""
     try:
         yield
-    except (StoreError, ValueError):
+    except (StoreError, StoreUnavailable, ValueError):
         raise
     except Exception as exc:
         message = str(exc)

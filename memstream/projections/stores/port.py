@@ -14,8 +14,9 @@ call. To pin a multi-call read (scroll pagination) to one version, resolve it on
 Every point carries ``payload["tenant"]``, and every filtered call requires a tenant:
 nothing crosses tenants by accident.
 
-Errors: ``StoreUnavailable`` (and ``StoreLocked``) are transient, retry later;
-``CollectionNotFound``, ``DimensionMismatch`` and other ``StoreError`` are permanent;
+Errors: ``StoreUnavailable`` (and ``StoreLocked``) are transient (``TransientError``),
+retry later; ``CollectionNotFound``, ``DimensionMismatch`` and other ``StoreError`` are
+permanent (``PermanentError``);
 a malformed point or filter raises ``ValueError`` before the store is touched.
 """
 
@@ -29,6 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
+
+from memstream.core import PermanentError, TransientError
 
 __all__ = [
     "VectorStore", "Point", "Hit", "Filter", "SparseVector", "Fusion",
@@ -59,12 +62,14 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 _PHYSICAL = re.compile(r"^(?P<name>[a-z][a-z0-9_]*?)_v(?P<version>[0-9]+)$")
 
 
-class StoreError(Exception):
+class StoreError(PermanentError):
     """A permanent store error: retrying the same call will fail the same way."""
 
 
-class StoreUnavailable(StoreError):
-    """Transient: the store cannot be reached or is busy; retry the call later."""
+class StoreUnavailable(TransientError):
+    """Transient: the store cannot be reached or is busy; retry the call later.
+
+    Not a ``StoreError`` (that one is permanent): catch both to catch every store error."""
 
 
 class StoreLocked(StoreUnavailable):

@@ -306,7 +306,7 @@ class QdrantStore:
         try:
             with self._lock:
                 yield
-        except StoreError:
+        except (StoreError, StoreUnavailable):
             raise
         except UnexpectedResponse as exc:
             detail = exc.content.decode("utf-8", "replace")[:300] if exc.content else ""

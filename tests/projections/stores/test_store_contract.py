@@ -440,3 +440,20 @@ def test_edge_optimizer_rewrites_segments_without_losing_or_leaking_points(tmp_p
     finally:
         store.close()
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+@pytest.mark.parametrize("raised", [StoreUnavailable("No space left on device"), StoreLocked("open elsewhere"),
+                                    CollectionNotFound("turns_v1 was closed"), StoreError("closed")],
+                         ids=lambda e: type(e).__name__)
+def test_the_embedded_store_translates_engine_errors_once_and_passes_its_own_through(raised):
+    """A store error raised inside a translated call (also by a nested one) keeps its kind:
+    an outage stays transient, a refusal permanent."""
+    from memstream.projections.stores.edge import _translated
+
+    with pytest.raises(type(raised)) as got:
+        with _translated("turns_v1"):
+            raise raised
+    assert got.value is raised
+    with pytest.raises(StoreUnavailable):
+        with _translated("turns_v1"):
+            raise Exception("No space left on device (os error 28)")

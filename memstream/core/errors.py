@@ -1,0 +1,63 @@
+"""memstream's errors: one base, and whether retrying can help.
+
+Every exception class memstream defines derives from exactly one of ``TransientError``
+(retry later: a dependency is down or busy; nothing is wrong with the input) and
+``PermanentError`` (this input, or this configuration, can never succeed: retrying the
+same call fails the same way). A library's exceptions are translated into these once, at
+the adapter that calls the library (``raise ... from``); Redis's own are judged by
+``is_transient`` where they surface.
+"""
+
+from __future__ import annotations
+
+import random
+
+__all__ = ["MemstreamError", "TransientError", "PermanentError", "is_transient", "backoff_delay"]
+
+
+class MemstreamError(Exception):
+    """The base of every exception memstream defines."""
+
+
+class TransientError(MemstreamError):
+    """Retry later: a dependency is down, unreachable or busy; the input is not at fault."""
+
+
+class PermanentError(MemstreamError):
+    """This input (or configuration) can never succeed: retrying the same call fails the same way."""
+
+
+# Replies of a server that cannot take writes now (full, a replica after a failover,
+# loading, a busy script): the server's state, not the input's fault.
+_SERVER_STATE_CODES = ("OOM", "READONLY", "LOADING", "BUSY", "MASTERDOWN", "MISCONF", "NOREPLICAS",
+                       "TRYAGAIN", "CLUSTERDOWN")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` is a failure of a dependency, which no input causes: any
+    ``TransientError``, a Redis connection or timeout error, or a reply of a server in a
+    state that refuses writes for now (OOM, READONLY, LOADING, BUSY, MASTERDOWN, MISCONF,
+    NOREPLICAS, TRYAGAIN, CLUSTERDOWN, also as a MULTI reply). Retry later without
+    counting it against the input."""
+    if isinstance(exc, TransientError):
+        return True
+    import redis  # here, not at the top: core stays light for the layers without Redis
+
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, redis.exceptions.OutOfMemoryError,
+                        redis.exceptions.ReadOnlyError, redis.exceptions.BusyLoadingError,
+                        redis.exceptions.MasterDownError, redis.exceptions.TryAgainError,
+                        redis.exceptions.ClusterDownError)):
+        return True
+    if isinstance(exc, redis.ResponseError):
+        # a MULTI reply names the command first: "Command # 1 (...) of pipeline caused error: OOM ..."
+        message = str(exc).rsplit("caused error: ", 1)[-1]
+        return message.split(" ", 1)[0].upper() in _SERVER_STATE_CODES
+    return False
+
+
+def backoff_delay(failures: int, base: float = 0.2, cap: float = 30.0) -> float:
+    """Seconds to wait after ``failures`` failures in a row: uniform between ``base`` and
+    ``base * 2**(failures - 1)``, capped at ``cap`` (full jitter: workers that failed
+    together do not retry together)."""
+    top = min(cap, base * (2 ** min(max(failures, 1) - 1, 30)))
+    return random.uniform(base, max(base, top))

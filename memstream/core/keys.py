@@ -1,0 +1,167 @@
+"""Every Redis key memstream uses, built here and nowhere else.
+
+``P`` is the configured prefix (``MEMSTREAM_STREAM_PREFIX``), ``T`` a tenant. Every key
+starts with ``P:``. A projection's own keys carry its version (``P:facts:v1:T``), as its
+consumer group does (``facts.v1``): a new version builds beside the live one and never
+writes into it. Tenant-level data shared by every projection and version (tombstones)
+carries none. A tenant's Redis user may touch only the keys under ``tenant_space``
+(``P:t:T:*``), append to the event streams, and add to ``types`` and ``spool_counters``
+(``memstream.producers.tenants.acl_rules``).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "events", "events_pattern", "types", "shipped", "legacy_shipped", "spool_counters",
+    "tenant_space", "tenant_pattern", "tenants",
+    "queries", "tenant_queries", "reply", "query_counters",
+    "counters", "positions", "applied_at", "health", "dlq",
+    "tombstones", "facts", "facts_current", "facts_pattern", "fact_sources", "turn_context",
+    "sessions", "session", "session_bookends",
+]
+
+
+# -- the log -----------------------------------------------------------------------------
+def events(prefix: str, shard: int) -> str:
+    """``P:events:{shard}``: stream, the events of one shard (never trimmed by length)."""
+    return f"{prefix}:events:{shard}"
+
+
+def events_pattern(prefix: str) -> str:
+    """``P:events:*``: glob pattern of every event stream (ACL rules, scans)."""
+    return f"{prefix}:events:*"
+
+
+def types(prefix: str) -> str:
+    """``P:types``: hash, event type -> number of events appended."""
+    return f"{prefix}:types"
+
+
+def shipped(prefix: str, tenant: str) -> str:
+    """``P:t:T:shipped``: hash, spool segment id -> last sequence number in the log (T's dedup record)."""
+    return f"{tenant_space(prefix, tenant)}:shipped"
+
+
+def legacy_shipped(prefix: str) -> str:
+    """``P:shipped``: hash, spool segment id -> last sequence, of every tenant alike (read as a fallback only)."""
+    return f"{prefix}:shipped"
+
+
+def spool_counters(prefix: str) -> str:
+    """``P:counters:spool``: hash, loss (refused, write_errors, ...) -> count, added to by every host's shipper."""
+    return counters(prefix, "spool")
+
+
+# -- tenants -----------------------------------------------------------------------------
+def tenant_space(prefix: str, tenant: str) -> str:
+    """``P:t:T``: not a key itself: the prefix of every key tenant T's Redis user owns."""
+    return f"{prefix}:t:{tenant}"
+
+
+def tenant_pattern(prefix: str, tenant: str) -> str:
+    """``P:t:T:*``: glob pattern of every key tenant T's Redis user owns (its ACL rule)."""
+    return f"{tenant_space(prefix, tenant)}:*"
+
+
+def tenants(prefix: str) -> str:
+    """``P:tenants``: hash, tenant -> JSON of its ACL user and signing key (the operator's only)."""
+    return f"{prefix}:tenants"
+
+
+# -- queries -----------------------------------------------------------------------------
+def queries(prefix: str) -> str:
+    """``P:queries``: list, the operator's query requests (JSON envelopes)."""
+    return f"{prefix}:queries"
+
+
+def tenant_queries(prefix: str, tenant: str) -> str:
+    """``P:t:T:queries``: list, tenant T's query requests (the only channel its user may write)."""
+    return f"{tenant_space(prefix, tenant)}:queries"
+
+
+def reply(channel: str, request_id: str) -> str:
+    """``P:reply:{id}`` (``P:t:T:reply:{id}``): list, the answer to one request, beside its channel."""
+    return f"{channel.rsplit(':', 1)[0]}:reply:{request_id}"
+
+
+def query_counters(prefix: str) -> str:
+    """``P:counters:queries``: hash, outcome (answered, refused, expired, failed, ...) -> number of requests."""
+    return counters(prefix, "queries")
+
+
+# -- the workers -------------------------------------------------------------------------
+def counters(prefix: str, group: str) -> str:
+    """``P:counters:{group}``: hash, counter -> count, of one projection group (``memstream stats``)."""
+    return f"{prefix}:counters:{group}"
+
+
+def positions(prefix: str, group: str) -> str:
+    """``P:positions:{group}``: hash, stream key -> highest entry id the group applied."""
+    return f"{prefix}:positions:{group}"
+
+
+def applied_at(prefix: str, group: str) -> str:
+    """``P:applied_at:{group}``: hash, stream key -> unix time its position was recorded."""
+    return f"{prefix}:applied_at:{group}"
+
+
+def health(prefix: str, group: str) -> str:
+    """``P:health:{group}``: hash, consumer name -> JSON health record (expires a week after the last write)."""
+    return f"{prefix}:health:{group}"
+
+
+def dlq(prefix: str) -> str:
+    """``P:dlq``: stream, entries no projection could apply, with their group, error and raw fields."""
+    return f"{prefix}:dlq"
+
+
+# -- the projections ---------------------------------------------------------------------
+def tombstones(prefix: str, tenant: str) -> str:
+    """``P:tombstones:T``: set of ids forgotten in T; unversioned: tenant-level data shared by every projection and version."""
+    return f"{prefix}:tombstones:{tenant}"
+
+
+def facts(prefix: str, version: int, tenant: str) -> str:
+    """``P:facts:v{version}:T``: hash, fact id -> JSON fact (current and history) of the facts projection."""
+    return f"{prefix}:facts:v{version}:{tenant}"
+
+
+def facts_current(prefix: str, version: int, tenant: str) -> str:
+    """``P:facts:v{version}:T:current``: hash, slot (agent, subject, key[, value]) -> id of its current fact."""
+    return f"{facts(prefix, version, tenant)}:current"
+
+
+def facts_events(prefix: str, version: int, tenant: str) -> str:
+    """``P:facts:v{version}:T:events``: hash, event id -> how many facts it gave (only events with more than the probed 12)."""
+    return f"{facts(prefix, version, tenant)}:events"
+
+
+def facts_pattern(prefix: str, version: int) -> str:
+    """``P:facts:v{version}:*``: glob pattern of every facts-table key of one version (``facts``, ``facts_current``)."""
+    return f"{prefix}:facts:v{version}:*"
+
+
+def fact_sources(prefix: str, version: int, tenant: str, agent: str, target: str) -> str:
+    """``P:fact_sources:v{version}:T:{agent}:{target}``: hash, memory entry's event id -> JSON [text, time]."""
+    return f"{prefix}:fact_sources:v{version}:{tenant}:{agent}:{target}"
+
+
+def turn_context(prefix: str, version: int, tenant: str, session: str) -> str:
+    """``P:turn_context:v{version}:T:{session}``: hash, turn index -> its event id and first characters (expires)."""
+    return f"{prefix}:turn_context:v{version}:{tenant}:{session}"
+
+
+def sessions(prefix: str, version: int, tenant: str, agent: str | None = None) -> str:
+    """``P:sessions:v{version}:T[:agent:{agent}]``: sorted set, session id -> time of its last turn (every agent, or one)."""
+    base = f"{prefix}:sessions:v{version}:{tenant}"
+    return base if agent is None else f"{base}:agent:{agent}"
+
+
+def session(prefix: str, version: int, tenant: str, session: str) -> str:
+    """``P:session:v{version}:T:{session}``: hash, the session's agent, first and last user turns, turn count."""
+    return f"{prefix}:session:v{version}:{tenant}:{session}"
+
+
+def session_bookends(prefix: str, version: int, tenant: str) -> str:
+    """``P:session_bookends:v{version}:T``: hash, event id of a current first or last turn -> its session."""
+    return f"{prefix}:session_bookends:v{version}:{tenant}"
