@@ -2,6 +2,7 @@
 the run file, how bytes from Redis become text, logging set-up. Imports no other
 memstream package."""
 
+from memstream.core.backoff import backoff_delay
 from memstream.core.codec import as_str, lossless, shown
 from memstream.core.files import (
     PRIVATE_UMASK,
@@ -17,6 +18,7 @@ from memstream.core.settings import Settings, config_file_for, mask_url
 
 __all__ = [
     "as_str",
+    "backoff_delay",
     "config_file_for",
     "configure",
     "lossless",

@@ -27,14 +27,13 @@ the server's state (``is_transient``) spend no delivery of the event.
 
 from __future__ import annotations
 
-import random
 import time
 from dataclasses import dataclass, field
 
 import redis
 import structlog
 
-from memstream.core import Settings, as_str, shown
+from memstream.core import Settings, as_str, backoff_delay, shown
 from memstream.producers import EventLog, parse_entry_id
 from memstream.projections import (
     Delivery,
@@ -50,7 +49,7 @@ from memstream.workers.tenancy import TenantGate
 
 __all__ = [
     "Delivery", "Projection", "Consumer", "TransientError", "PermanentError", "TRANSIENT",
-    "Positions", "DeadLetters", "is_applied", "is_transient", "admit", "Admission", "backoff_delay",
+    "Positions", "DeadLetters", "is_applied", "is_transient", "admit", "Admission",
     "MAX_ID_BYTES",
 ]
 
@@ -91,16 +90,6 @@ def is_transient(exc: BaseException) -> bool:
         message = message.rsplit("caused error: ", 1)[-1]
         return message.split(" ", 1)[0].upper() in _SERVER_STATE_CODES
     return False
-
-
-def backoff_delay(failures: int, base: float = 0.2, cap: float = 30.0) -> float:
-    """Seconds to wait after ``failures`` failures in a row: uniform between ``base`` and
-    ``base * 2**(failures - 1)``, capped at ``cap`` (full jitter: workers that failed
-    together do not retry together)."""
-    top = min(cap, base * (2 ** min(max(failures, 1) - 1, 30)))
-    return random.uniform(base, max(base, top))
-
-
 
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import redis
 import structlog
 
-from memstream.core import Settings
+from memstream.core import Settings, backoff_delay
 from memstream.producers import EventLog
 from memstream.projections import (
     CachedEmbedder,
@@ -35,7 +35,7 @@ from memstream.projections import (
     open_store,
 )
 from memstream.query import QueryServer, ReadOps, Searcher
-from memstream.workers.consumer import Consumer, backoff_delay
+from memstream.workers.consumer import Consumer
 
 __all__ = ["Pipeline", "PipelineConfig"]
 

@@ -244,3 +244,30 @@ def test_close_while_the_shipper_is_stuck_in_a_call_to_the_log_keeps_the_spool_l
     assert not w.shipper._thread.is_alive()
     assert sorted(logged_contents(event_log)) == sorted(["0", "1", "2", "3", "4", "next"])
     assert nxt.spool.adopt_orphans() == []  # shipped whole and deleted by the stuck thread
+
+
+def test_two_shippers_that_lose_the_log_together_retry_on_different_schedules(tmp_path):
+    def unreachable() -> EventLog:
+        raise redis.ConnectionError("the log restarted")
+
+    spools = [Spool(tmp_path / f"spool{i}") for i in range(2)]
+    shippers = [Shipper(s, unreachable) for s in spools]
+    try:
+        for s in spools:
+            s.append(encode(remembered("x")))
+        schedules = []
+        for shipper in shippers:
+            delays = []
+            for _ in range(8):
+                shipper.ship_once()
+                delays.append(shipper.retry_in)
+            schedules.append(delays)
+        for delays in schedules:  # exponential from RETRY_BASE, capped at RETRY_CAP, never 0
+            for n, d in enumerate(delays, start=1):
+                top = min(Shipper.RETRY_CAP, Shipper.RETRY_BASE * 2 ** n)
+                assert top / 2 <= d <= top
+        assert schedules[0] != schedules[1]
+        assert all(a != b for a, b in zip(*schedules))  # jittered at every retry, the first too
+    finally:
+        for s in spools:
+            s.close()
