@@ -12,7 +12,7 @@ from memstream.core.files import (
     write_private,
 )
 from memstream.core.ids import new_event_id
-from memstream.core.logs import configure
+from memstream.core.logs import configure, configure_in_host
 from memstream.core.runfile import pid_alive, read_run_file
 from memstream.core.settings import Settings, config_file_for, mask_url
 
@@ -21,6 +21,7 @@ __all__ = [
     "backoff_delay",
     "config_file_for",
     "configure",
+    "configure_in_host",
     "lossless",
     "mask_url",
     "new_event_id",
