@@ -13,7 +13,7 @@ from memstream.core.files import (
 )
 from memstream.core.ids import new_event_id
 from memstream.core.logs import configure, configure_in_host
-from memstream.core.runfile import pid_alive, read_run_file
+from memstream.core.runfile import pid_alive, process_start, read_run_file
 from memstream.core.settings import Settings, config_file_for, mask_url
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "open_private",
     "pid_alive",
     "private_dir",
+    "process_start",
     "PRIVATE_UMASK",
     "read_run_file",
     "Settings",

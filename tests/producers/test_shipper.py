@@ -4,6 +4,7 @@ going away never reaches a hook, and everything spooled ships once, in order."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 
 import pytest
@@ -200,6 +201,26 @@ def test_log_locator_raises_connection_error_without_a_url_or_service(settings):
     assert locator.url() is None
     with pytest.raises(redis.ConnectionError, match="memstream up"):
         locator()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="process identity comes from /proc")
+def test_a_run_file_left_by_a_crash_whose_pid_was_reused_does_not_stop_autostart(settings, monkeypatch):
+    import json
+    import subprocess
+
+    from memstream.core.runfile import process_start
+
+    settings.run_file.parent.mkdir(parents=True)
+    # the crashed service's pid now belongs to another process (here: this one)
+    settings.run_file.write_text(json.dumps({"pid": os.getpid(), "pid_start": process_start(os.getpid()) - 1,
+                                             "url": "redis://127.0.0.1:1"}))
+    spawned = []
+    monkeypatch.setattr(subprocess, "Popen", lambda args, **kw: spawned.append(args))
+    locator = LogLocator(settings, autostart=True)
+    assert locator.url() is None
+    with pytest.raises(redis.ConnectionError, match="starting one"):
+        locator()
+    assert spawned and spawned[0][-3:] == ["up", "--detach", "--quiet"]
 
 
 @pytest.mark.valkey
