@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 
 import fakeredis
 import pytest
@@ -33,10 +34,15 @@ def _isolated_env(tmp_path, monkeypatch):
 
 @pytest.fixture(autouse=True)
 def _structlog_defaults():
-    """A test that runs an entry point in-process (``cli.main``) configures structlog
-    onto pytest's captured stderr, which is closed after that test: restore defaults."""
+    """A test that runs an entry point in-process (``cli.main``) configures structlog and
+    the root logger onto pytest's captured stderr, which is closed after that test (and a
+    provider routes structlog to stdlib logging): restore both."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
     yield
     structlog.reset_defaults()
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")

@@ -84,32 +84,28 @@ def queries_bench(queries: int = 500, rounds: int = 4) -> dict:
         lists_server = QueryServer(client, _PREFIX, {"count": echo}, threads=1).start()
 
         class Worker(SimpleWorker):
-            death_penalty_class = TimerDeathPenalty
+            death_penalty_class = TimerDeathPenalty  # rq's default one uses SIGALRM: main thread only
 
             def _install_signal_handlers(self) -> None:
+                # rq has no public switch for this: work() installs SIGINT/SIGTERM handlers,
+                # which only the main thread may do, and this worker runs on another thread
                 pass
 
-            def heartbeat(self, *args, **kwargs):  # the way out of rq's dequeue loop
-                if self._stop_requested:
-                    from rq.exceptions import StopRequested
-
-                    raise StopRequested()
-                return super().heartbeat(*args, **kwargs)
-
+        warm = 50
         conn = redis.Redis.from_url(server.url)
         worker = Worker([Queue(f"{_PREFIX}-rq", connection=conn, serializer=JSONSerializer)],
-                        connection=conn, serializer=JSONSerializer,
-                        worker_ttl=16)  # dequeue timeout 1 s: the stop request is seen within a second
-        rq_thread = threading.Thread(target=worker.work, kwargs={"logging_level": "WARNING"}, daemon=True)
+                        connection=conn, serializer=JSONSerializer)
+        # rq's own way out of its loop: it returns after the last job this run enqueues
+        rq_thread = threading.Thread(target=worker.work, name="memstream-bench-rq", daemon=True,
+                                     kwargs={"max_jobs": warm + rounds * queries, "logging_level": "WARNING"})
         rq_thread.start()
-        _lists(client, 50), _rq(client, 50)  # warm both
+        _lists(client, warm), _rq(client, warm)  # warm both
         per: dict[str, list[dict]] = {"lists": [], "rq": []}
         for r in range(rounds):
             order = ("lists", "rq") if r % 2 == 0 else ("rq", "lists")
             for name in order:
                 ms = _lists(client, queries) if name == "lists" else _rq(client, queries)
                 per[name].append({"p50": statistics.median(ms), "p95": percentile(ms, 0.95)})
-        worker._stop_requested = True
         lists_server.stop()
         rq_thread.join(5.0)
         out = {name: {k: round(statistics.median(r[k] for r in runs), 3) for k in ("p50", "p95")}

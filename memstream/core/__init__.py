@@ -3,12 +3,12 @@ the run file, how bytes from Redis become text, the Redis keys (``keys``), the e
 whether retrying helps (``errors``), logging set-up. Imports no other memstream package."""
 
 from memstream.core import keys
+from memstream.core.backoff import backoff_delay
 from memstream.core.codec import as_str, lossless, shown
 from memstream.core.errors import (
     MemstreamError,
     PermanentError,
     TransientError,
-    backoff_delay,
     is_transient,
 )
 from memstream.core.files import (
@@ -19,8 +19,8 @@ from memstream.core.files import (
     write_private,
 )
 from memstream.core.ids import new_event_id
-from memstream.core.logs import configure
-from memstream.core.runfile import pid_alive, read_run_file
+from memstream.core.logs import configure, configure_in_host
+from memstream.core.runfile import pid_alive, process_start, read_run_file
 from memstream.core.settings import Settings, config_file_for, mask_url
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "configure",
     "is_transient",
     "keys",
+    "configure_in_host",
     "lossless",
     "mask_url",
     "MemstreamError",
@@ -38,6 +39,7 @@ __all__ = [
     "PermanentError",
     "pid_alive",
     "private_dir",
+    "process_start",
     "PRIVATE_UMASK",
     "read_run_file",
     "Settings",

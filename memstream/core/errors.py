@@ -10,9 +10,8 @@ the adapter that calls the library (``raise ... from``); Redis's own are judged 
 
 from __future__ import annotations
 
-import random
 
-__all__ = ["MemstreamError", "TransientError", "PermanentError", "is_transient", "backoff_delay"]
+__all__ = ["MemstreamError", "TransientError", "PermanentError", "is_transient"]
 
 
 class MemstreamError(Exception):
@@ -55,9 +54,3 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
-def backoff_delay(failures: int, base: float = 0.2, cap: float = 30.0) -> float:
-    """Seconds to wait after ``failures`` failures in a row: uniform between ``base`` and
-    ``base * 2**(failures - 1)``, capped at ``cap`` (full jitter: workers that failed
-    together do not retry together)."""
-    top = min(cap, base * (2 ** min(max(failures, 1) - 1, 30)))
-    return random.uniform(base, max(base, top))

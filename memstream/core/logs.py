@@ -1,17 +1,23 @@
 """structlog set-up, once per entry point (never at import time).
 
-JSON lines for services and pipes, the console renderer on a tty; stdlib loggers
-(redis, rq) go through the same processors. Logs carry ids and counts, never memory text.
+``configure``: memstream's own processes (the CLI, the service, the workers): JSON lines
+for services and pipes, the console renderer on a tty; stdlib loggers (redis, rq) go
+through the same processors. ``configure_in_host``: inside another program (the Hermes
+plugin), memstream's lines go to stdlib ``logging``, never to stdout. Logs carry ids and
+counts, never memory text.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
+import threading
 
 import structlog
 
-__all__ = ["configure"]
+__all__ = ["configure", "configure_in_host"]
+
+_host_lock = threading.Lock()
 
 
 def configure(level: str = "WARNING", json: bool | None = None, stream=None) -> None:
@@ -34,3 +40,29 @@ def configure(level: str = "WARNING", json: bool | None = None, stream=None) -> 
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+def configure_in_host() -> bool:
+    """Inside a host program (the Hermes plugin): send memstream's structlog lines to the
+    stdlib logger of the same name (``memstream.provider``, ``memstream.shipper``... all
+    under ``memstream``), so the host's logging configuration decides their level and
+    where they go; unconfigured structlog would print them on the host's stdout.
+
+    Changes nothing when structlog is already configured (by the host, or by an earlier
+    call): structlog's configuration is process-wide. Returns whether it configured it.
+    """
+    with _host_lock:
+        if structlog.is_configured():
+            return False
+        structlog.configure(
+            processors=[
+                structlog.stdlib.filter_by_level,  # the stdlib logger's level, checked first
+                structlog.contextvars.merge_contextvars,
+                structlog.processors.format_exc_info,
+                structlog.processors.KeyValueRenderer(key_order=["event"]),
+            ],
+            logger_factory=structlog.stdlib.LoggerFactory(),
+            wrapper_class=structlog.stdlib.BoundLogger,
+            cache_logger_on_first_use=False,
+        )
+        return True

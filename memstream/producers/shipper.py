@@ -3,7 +3,8 @@
 It reads each segment from its checkpoint, appends batches with
 ``EventLog.append_batch`` (atomic, deduplicated by segment id and sequence), then
 advances the checkpoint. When Redis is unreachable or slow it backs off and the spool
-simply grows; segments of dead processes are adopted and shipped first. The agent's
+simply grows (jittered, ``memstream.core.backoff``: a fleet's shippers do
+not all come back at once when Redis restarts); segments of dead processes are adopted and shipped first. The agent's
 threads never wait for it, except ``flush`` / ``stop``, which are bounded.
 """
 
@@ -16,7 +17,7 @@ from typing import Callable
 import redis
 import structlog
 
-from memstream.core import keys
+from memstream.core import backoff_delay, keys
 from memstream.producers.events import decode
 from memstream.producers.spool import Segment, Spool
 from memstream.producers.stream import EventLog, Record
@@ -35,6 +36,9 @@ class Shipper:
     # later than MAX_DEFER s after being woken. flush() and stop() skip the wait.
     QUIET = 0.002
     MAX_DEFER = 1.0
+    # retries after failures in a row: from RETRY_BASE s, doubling, at most RETRY_CAP s (jittered)
+    RETRY_BASE = 0.1
+    RETRY_CAP = 5.0
 
     def __init__(self, spool: Spool, connect: Callable[[], EventLog], batch: int = 500,
                  fsync_interval: float | None = 1.0, name: str = "memstream-shipper"):
@@ -51,7 +55,8 @@ class Shipper:
         self._exit_lock = threading.Lock()
         self._exited = True  # no thread running
         self._close_spool_at_exit = False
-        self._backoff = 0.0
+        self._backoff = 0.0  # the wait before the next pass (0: not backing off)
+        self._failures_in_row = 0
         self._flushing = 0  # flush() calls in progress (they skip the quiet wait)
         self._flushing_lock = threading.Lock()
         self._last_adopt = 0.0
@@ -131,6 +136,11 @@ class Shipper:
                 self.spool.close()
         return drained
 
+    @property
+    def retry_in(self) -> float:
+        """Seconds the thread waits before its next pass after a failure (0: not backing off)."""
+        return self._backoff
+
     def _drained(self) -> bool:
         return self.spool.drained()  # not limit_of here: the thread may close a segment meanwhile
 
@@ -193,6 +203,7 @@ class Shipper:
             self._on_failure(exc)
             return total
         self._backoff = 0.0
+        self._failures_in_row = 0
         return total
 
     def _report_losses(self) -> None:
@@ -219,7 +230,8 @@ class Shipper:
             log.warning("shipper.redis_unavailable", error=msg,
                         unshipped_bytes=self.spool.unshipped_bytes, action="spooling; will retry")
         self.last_error = msg
-        self._backoff = min(5.0, max(0.1, self._backoff * 2))
+        self._failures_in_row += 1
+        self._backoff = backoff_delay(self._failures_in_row, self.RETRY_BASE, self.RETRY_CAP)
 
     def _eventlog(self) -> EventLog:
         if self._log is None:

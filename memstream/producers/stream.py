@@ -16,6 +16,7 @@ each entry carries ``sig``, the signature of its payload by its tenant's key.
 
 from __future__ import annotations
 
+import heapq
 import zlib
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
@@ -231,31 +232,18 @@ class EventLog:
     # read
     def entries(self, since: str = "-", count: int = 1000) -> Iterator[tuple[str, str, dict]]:
         """Every entry of every stream after ``since`` (exclusive; "-" for all), merged
-        oldest first by entry id. Yields (stream key, entry id, raw fields)."""
-        cursors = {key: ("-" if since in ("-", "0", "") else f"({since}") for key in self.stream_keys}
-        buffers: dict[str, list] = {key: [] for key in cursors}
-        exhausted: set[str] = set()
+        oldest first by entry id (equal ids in stream order). Yields (stream key, entry
+        id, raw fields); reads each stream ``count`` entries at a time, as the merge needs."""
+        start = "-" if since in ("-", "0", "") else f"({since}"
 
-        def refill(key: str) -> None:
-            if buffers[key] or key in exhausted:
-                return
-            batch = self.client.xrange(key, min=cursors[key], max="+", count=count)
-            if not batch:
-                exhausted.add(key)
-                return
-            buffers[key] = list(reversed(batch))
-            last = batch[-1][0]
-            cursors[key] = "(" + (last.decode() if isinstance(last, bytes) else last)
+        def stream(key: str) -> Iterator[tuple[str, str, dict]]:
+            cursor = start
+            while batch := self.client.xrange(key, min=cursor, max="+", count=count):
+                for entry_id, fields in batch:
+                    yield key, _id(entry_id), fields
+                cursor = "(" + _id(batch[-1][0])
 
-        while True:
-            for key in cursors:
-                refill(key)
-            live = [k for k in cursors if buffers[k]]
-            if not live:
-                return
-            key = min(live, key=lambda k: parse_entry_id(buffers[k][-1][0]))
-            entry_id, fields = buffers[key].pop()
-            yield key, entry_id.decode() if isinstance(entry_id, bytes) else entry_id, fields
+        return heapq.merge(*map(stream, self.stream_keys), key=lambda entry: parse_entry_id(entry[1]))
 
     @staticmethod
     def decode_entry(fields: dict) -> Event:

@@ -140,24 +140,21 @@ class FactsTable:
         """Record ``fact``; returns "new", "superseded", "history", "confirmed" or "duplicate"."""
         facts_key, current_key = self._keys(fact.tenant)
         slot = self.slot(fact.agent, fact.subject, fact.key, fact.value, single)
-        while True:
-            with self.client.pipeline(transaction=True) as pipe:
-                try:
-                    pipe.watch(facts_key, current_key)
-                    if pipe.hexists(facts_key, fact.id):
-                        pipe.unwatch()
-                        return "duplicate"
-                    cur_id = pipe.hget(current_key, slot)
-                    cur = None
-                    if cur_id is not None:
-                        raw = pipe.hget(facts_key, cur_id)
-                        cur = _dec.decode(raw) if raw else None
-                    pipe.multi()
-                    outcome = self._plan(pipe, facts_key, current_key, slot, fact, cur)
-                    pipe.execute()
-                    return outcome
-                except redis.WatchError:
-                    continue
+
+        def attempt(pipe: redis.client.Pipeline) -> str:
+            # runs with both keys WATCHed; redis-py re-runs it when either changed before EXEC
+            if pipe.hexists(facts_key, fact.id):
+                pipe.unwatch()
+                return "duplicate"
+            cur_id = pipe.hget(current_key, slot)
+            cur = None
+            if cur_id is not None:
+                raw = pipe.hget(facts_key, cur_id)
+                cur = _dec.decode(raw) if raw else None
+            pipe.multi()
+            return self._plan(pipe, facts_key, current_key, slot, fact, cur)
+
+        return self.client.transaction(attempt, facts_key, current_key, value_from_callable=True)
 
     def _plan(self, pipe, facts_key: str, current_key: str, slot: str, fact: Fact,
               cur: Fact | None) -> str:

@@ -42,9 +42,16 @@ log = structlog.get_logger("memstream.projection")
 
 
 
+# English month names, fixed: the indexed text (and so a replay) never depends on the
+# locale of the host that builds it (strftime's %B follows LC_TIME).
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
+           "September", "October", "November", "December")
+
+
 def unit_date(when) -> str:
-    """The date a unit's indexed text starts with: "[8 May 2023]" (questions name dates)."""
-    return f"[{when.day} {when:%B %Y}]"
+    """The date a unit's indexed text starts with: "[8 May 2023]" (questions name dates),
+    in English whatever the locale."""
+    return f"[{when.day} {_MONTHS[when.month - 1]} {when.year}]"
 
 
 def turn_unit(when, piece: str, previous: str) -> str:

@@ -1,5 +1,8 @@
 """What the projections into the vector store share: their collection, the points of a
 batch (embedded in one call, a forgotten event's left out) and forgetting an item.
+
+Every point's payload records ``sparse_version``: the ``memstream.projections.sparse``
+``VERSION`` that made its keyword vector.
 """
 
 from __future__ import annotations
@@ -8,6 +11,7 @@ import redis
 
 from memstream.producers import MemoryForgotten
 from memstream.projections.counters import Counters
+from memstream.projections.sparse import VERSION as SPARSE_VERSION
 from memstream.projections.sparse import sparse_vector
 from memstream.projections.stores.port import Point, VectorStore, point_id
 from memstream.projections.tombstones import Tombstones
@@ -50,7 +54,8 @@ class VectorProjection:
             if not docs:
                 return []
         vectors = self.embedder.embed([text for _, text, _ in docs])
-        return [Point(id=pid, dense=vectors[i], sparse=sparse_vector(text), payload=payload)
+        return [Point(id=pid, dense=vectors[i], sparse=sparse_vector(text),
+                      payload={**payload, "sparse_version": SPARSE_VERSION})
                 for i, (pid, text, payload) in enumerate(docs)]
 
     def _forget(self, event: MemoryForgotten) -> dict | None:

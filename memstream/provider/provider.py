@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional
 
 import structlog
 
-from memstream.core import Settings, config_file_for, new_event_id
+from memstream.core import Settings, config_file_for, configure_in_host, new_event_id
 from memstream.producers import (
     DelegationCompleted,
     MemoryForgotten,
@@ -148,6 +148,7 @@ class MemstreamProvider(MemoryProvider):
     @_guard()
     def initialize(self, session_id: str, **kwargs: Any) -> None:
         """Resolve scope and settings, attach to the process's shared writer."""
+        _log_to_host()
         settings = self._settings_override or Settings.load(hermes_home=kwargs.get("hermes_home"))
         for problem in settings.problems:
             self._warn("provider.config_problem", problem=problem)
@@ -534,6 +535,16 @@ class MemstreamProvider(MemoryProvider):
                 pass
 
 
+def _log_to_host() -> None:
+    """memstream's log lines go to the host's stdlib ``logging`` (logger ``memstream``),
+    never to the agent's stdout, unless the host configured structlog itself."""
+    try:
+        configure_in_host()
+    except Exception:  # logging set-up must never cost the agent its memory provider
+        pass
+
+
 def register(ctx: Any) -> None:
     """Hermes plugin entry point."""
+    _log_to_host()
     ctx.register_memory_provider(MemstreamProvider())

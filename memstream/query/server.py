@@ -33,7 +33,7 @@ import msgspec
 import redis
 import structlog
 
-from memstream.core import keys
+from memstream.core import backoff_delay, keys
 from memstream.producers import TenantRegistry
 from memstream.query.client import (
     ANSWER_TTL,
@@ -215,20 +215,21 @@ class QueryServer:
         kwargs = {**self.client.connection_pool.connection_kwargs, "socket_timeout": None}
         conn = redis.Redis(connection_pool=redis.ConnectionPool(
             connection_class=self.client.connection_pool.connection_class, **kwargs))
-        backoff = 0.0
+        failures = 0
         while not self._stop.is_set():
             try:
                 channels = list(self.channels())
                 random.shuffle(channels)  # BLPOP serves the first non-empty key: no channel goes first always
                 got = conn.blpop(channels, timeout=1)
-                backoff = 0.0
+                failures = 0
                 if got:
                     channel = got[0].decode() if isinstance(got[0], bytes) else got[0]
                     self.handle(conn, channel, got[1])
             except Exception as exc:  # Redis gone or refusing: come back, never die
-                backoff = min(5.0, max(0.2, backoff * 2))
-                log.warning("queries.server_error", error=f"{type(exc).__name__}: {exc}", retry_in=backoff)
-                self._stop.wait(backoff * (0.5 + random.random() / 2))
+                failures += 1
+                delay = backoff_delay(failures, 0.2, 5.0)
+                log.warning("queries.server_error", error=f"{type(exc).__name__}: {exc}", retry_in=round(delay, 2))
+                self._stop.wait(delay)
         conn.close()
 
     def start(self) -> "QueryServer":

@@ -32,6 +32,7 @@ from memstream.core import (
     open_private,
     pid_alive,
     private_dir,
+    process_start,
     read_run_file,
     tighten,
     write_private,
@@ -96,6 +97,7 @@ class Service:
             self.url = self.valkey.url
         info = {
             "pid": os.getpid(),
+            "pid_start": process_start(os.getpid()),  # with the pid: this process, not a later one
             "url": self.url,
             "embedded": self.valkey is not None,
             "valkey_pid": self.valkey.pid if self.valkey else None,

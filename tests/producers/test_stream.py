@@ -238,3 +238,27 @@ def test_keys_follow_the_configured_prefix(redis_client):
     log.append_batch(records("a"), segment="seg")
     keys = {k.decode() for k in redis_client.keys("*")}
     assert keys == {"custom:events:0", "custom:t:t1:shipped", "custom:types"}
+
+
+def test_entries_with_equal_ids_in_several_streams_come_in_stream_order(redis_client):
+    log = EventLog(redis_client, "ms", shards=3)
+    for shard in (2, 0, 1):
+        redis_client.xadd(log.stream_key(shard), {"data": str(shard)}, id="7-0")
+    seen = list(log.entries(count=1))
+    assert [key for key, _, _ in seen] == list(log.stream_keys)
+    assert {entry_id for _, entry_id, _ in seen} == {"7-0"}
+
+
+def test_entries_reads_each_stream_a_page_at_a_time_as_the_merge_needs(redis_client, monkeypatch):
+    log = EventLog(redis_client, "ms", shards=2)
+    for i in range(1, 11):
+        redis_client.xadd(log.stream_key(i % 2), {"data": str(i)}, id=f"{i}-0")
+    calls = []
+    real_xrange = redis_client.xrange
+    monkeypatch.setattr(redis_client, "xrange", lambda *a, **kw: calls.append(kw["min"]) or real_xrange(*a, **kw))
+    entries = log.entries(count=2)
+    assert [next(entries)[1] for _ in range(3)] == ["1-0", "2-0", "3-0"]
+    assert calls == ["-", "-"]  # one page of each stream so far
+    assert next(entries)[1] == "4-0"
+    assert calls == ["-", "-", "(3-0"]  # the odd stream's next page, once its first was used up
+    assert [i for _, i, _ in entries] == [f"{i}-0" for i in range(5, 11)]

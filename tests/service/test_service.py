@@ -49,6 +49,14 @@ def wait_for(predicate, timeout=20.0):
     raise AssertionError("condition not met within deadline")
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="process identity comes from /proc")
+def test_the_run_file_records_when_the_service_process_started(service):
+    from memstream.core.runfile import process_start
+
+    _, info = service
+    assert isinstance(info["pid_start"], int) and info["pid_start"] == process_start(info["pid"])
+
+
 def test_up_detach_serves_a_real_valkey_with_aof_and_down_stops_it(service):
     home, info = service
     client = redis.Redis.from_url(info["url"])

@@ -274,6 +274,16 @@ def test_a_tombstone_applied_before_its_event_keeps_it_out_of_every_projection(p
     assert _event_ids(pipeline.store, "turns", "t1") == [kept.id]
 
 
+def test_every_point_records_the_sparse_version_that_made_its_keyword_vector(pipeline, event_log):
+    from memstream.projections.sparse import VERSION
+
+    event_log.append([turn("We deploy on Thursdays"), remembered("The office plant needs water")])
+    pipeline.drain()
+    made = points(pipeline.store, "turns", "t1") + points(pipeline.store, "memories", "t1")
+    assert len(made) == 2
+    assert {p.payload["sparse_version"] for p in made} == {VERSION}
+
+
 def _keyword_hits(pipeline, words: str) -> list[str]:
     """Event ids whose indexed unit (not only their own text) matches ``words`` by keyword."""
     from memstream.projections.sparse import sparse_vector

@@ -11,8 +11,9 @@ import redis
 from pipeline_support import all_applied, make_pipeline, memory, turn, wait_for
 
 from memstream.cli import main
+from memstream.core import backoff_delay
 from memstream.producers.stream import EventLog
-from memstream.workers.consumer import Consumer, backoff_delay, is_transient
+from memstream.workers.consumer import Consumer, is_transient
 from memstream.workers.health import Health, projection_health, read_health
 
 GROUPS = ("turns.v1", "memories.v1", "facts.v1", "sessions.v1")
@@ -41,8 +42,10 @@ def _valkey(valkey_server) -> redis.Redis:
 def test_backoff_is_jittered_exponential_and_capped():
     for n in range(1, 40):
         delays = {backoff_delay(n, 0.2, 30.0) for _ in range(20)}
-        assert all(0.2 <= d <= min(30.0, 0.2 * 2 ** (n - 1)) for d in delays)
-    assert len({round(backoff_delay(8), 6) for _ in range(20)}) > 1  # jittered
+        top = min(30.0, 0.2 * 2 ** min(n, 30))
+        assert all(max(0.2, top / 2) <= d <= top for d in delays)  # never sooner than base
+    for n in (1, 8, 50):
+        assert len({round(backoff_delay(n), 6) for _ in range(20)}) > 1  # jittered, the first retry too
     assert max(backoff_delay(50) for _ in range(200)) <= 30.0
 
 

@@ -1,10 +1,13 @@
 """Embedders behind HTTP: any OpenAI-compatible ``/embeddings`` and Ollama's ``/api/embed``.
 
-Stdlib ``urllib`` only: one POST per batch of at most ``batch_size`` texts, a timeout on
-each, no retries (a projection worker retries by redelivery). Errors are translated once,
+One ``httpx.Client`` per embedder (its connections kept alive between batches; the
+system's CA store, as ``ssl.create_default_context`` gives it): one POST per batch of at
+most ``batch_size`` texts, ``timeout`` on connecting and on each read, redirects never
+followed, no retries (a projection worker retries by redelivery). Errors are translated once,
 here: ``EmbedderUnavailable`` (transient: unreachable, timeout, HTTP 408/429/5xx) or
 ``EmbedderError`` (permanent: bad key, unknown model or URL, rejected input, an answer of
-the wrong shape or size). Messages name the URL and what to change, never the texts.
+the wrong shape or size). Messages name the URL and what to change, never the texts
+nor the API key.
 
 Configuration: options, else ``MEMSTREAM_EMBED_URL`` / ``MEMSTREAM_EMBED_MODEL`` /
 ``MEMSTREAM_EMBED_API_KEY`` / ``MEMSTREAM_EMBED_DIM``. When ``dim`` is not given and the
@@ -13,15 +16,13 @@ model is not a known one, the first access to ``dim`` embeds one probe text.
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
-import socket
+import ssl
 import threading
-import urllib.error
-import urllib.request
 from typing import Any, Sequence
 
+import httpx
 import numpy as np
 
 from memstream.projections.embedders.base import (
@@ -45,16 +46,6 @@ _KNOWN_DIMS = {
 def _env(name: str) -> str | None:
     value = os.environ.get(name, "").strip()
     return value or None
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Never follow a redirect: it would drop the body or carry the API key elsewhere."""
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: D401
-        return None
-
-
-_opener = urllib.request.build_opener(_NoRedirect)
 
 
 class _HttpEmbedder:
@@ -92,6 +83,28 @@ class _HttpEmbedder:
         self.name = f"{self.kind}:{model}"
         self.url = self.base_url + self.path
         self._probe_lock = threading.Lock()
+        self._client: httpx.Client | None = None
+        self._client_lock = threading.Lock()
+
+    def _http(self) -> httpx.Client:
+        """This embedder's client, made on first use (building its TLS context costs ms)."""
+        if self._client is None:
+            with self._client_lock:
+                if self._client is None:
+                    self._client = httpx.Client(
+                        timeout=httpx.Timeout(self.timeout),
+                        # never follow a redirect: it would drop the body or carry the API key elsewhere
+                        follow_redirects=False,
+                        verify=ssl.create_default_context(),
+                    )
+        return self._client
+
+    def close(self) -> None:
+        """Close the kept-alive connections (the next request opens new ones)."""
+        with self._client_lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(url={self.url!r}, model={self.model!r}, dim={self._dim})"
@@ -157,34 +170,32 @@ class _HttpEmbedder:
 
     def _post(self, payload: dict[str, Any]) -> Any:
         body = json.dumps(payload).encode("utf-8")
-        request = urllib.request.Request(self.url, data=body, headers=self._headers(), method="POST")
         try:
-            with _opener.open(request, timeout=self.timeout) as response:
+            with self._http().stream("POST", self.url, content=body, headers=self._headers()) as response:
+                if not response.is_success:
+                    raise self._http_error(response.status_code, _error_detail(response))
                 raw = response.read()
-        except urllib.error.HTTPError as exc:
-            raise self._http_error(exc) from exc
-        except (TimeoutError, socket.timeout) as exc:
+        except (httpx.InvalidURL, httpx.UnsupportedProtocol) as exc:
+            raise EmbedderError(f"{self.url} is not an http(s) URL ({exc}); set MEMSTREAM_EMBED_URL") from exc
+        except httpx.ConnectTimeout as exc:
+            raise EmbedderUnavailable(f"{self.url} did not answer within {self.timeout:g} s; retry later") from exc
+        except httpx.TimeoutException as exc:
             raise EmbedderUnavailable(
                 f"{self.url} did not answer within {self.timeout:g} s; retry later, raise timeout or lower batch_size"
             ) from exc
-        except urllib.error.URLError as exc:
-            reason = exc.reason
-            if isinstance(reason, (TimeoutError, socket.timeout)):
-                raise EmbedderUnavailable(f"{self.url} did not answer within {self.timeout:g} s; retry later") from exc
+        except httpx.ConnectError as exc:
             raise EmbedderUnavailable(
-                f"cannot reach {self.url} ({reason}); start the embedding server or set MEMSTREAM_EMBED_URL"
+                f"cannot reach {self.url} ({exc}); start the embedding server or set MEMSTREAM_EMBED_URL"
             ) from exc
-        except (OSError, http.client.HTTPException) as exc:  # reset, closed mid-answer, bad status line
+        except (httpx.TransportError, OSError) as exc:  # reset, closed mid-answer, bad status line
             raise EmbedderUnavailable(f"connection to {self.url} failed ({type(exc).__name__}: {exc}); retry later") from exc
         try:
             return json.loads(raw)
         except ValueError as exc:
             raise EmbedderError(f"{self.url} answered with something that is not JSON; is the URL an embeddings API?") from exc
 
-    def _http_error(self, exc: urllib.error.HTTPError) -> EmbedderError | EmbedderUnavailable:
-        detail = _error_detail(exc)
-        where = f"{self.url} answered HTTP {exc.code}{': ' + detail if detail else ''}"
-        code = exc.code
+    def _http_error(self, code: int, detail: str) -> EmbedderError | EmbedderUnavailable:
+        where = f"{self.url} answered HTTP {code}{': ' + detail if detail else ''}"
         if code in (408, 429) or code >= 500:
             return EmbedderUnavailable(f"{where}; the server is overloaded or failing, retry later")
         if code in (401, 403):
@@ -201,12 +212,18 @@ class _HttpEmbedder:
         raise NotImplementedError
 
 
-def _error_detail(exc: urllib.error.HTTPError, limit: int = 200) -> str:
-    """The server's own error message, short, from ``{"error": ...}`` when there is one."""
+def _error_detail(response: httpx.Response, limit: int = 200) -> str:
+    """The server's own error message, short, from ``{"error": ...}`` when there is one
+    (the first 4 KiB of the body at most)."""
+    raw = b""
     try:
-        raw = exc.read(4096)
+        for part in response.iter_bytes():
+            raw += part
+            if len(raw) >= 4096:
+                break
     except Exception:
         return ""
+    raw = raw[:4096]
     try:
         data = json.loads(raw)
         err = data.get("error", data) if isinstance(data, dict) else data

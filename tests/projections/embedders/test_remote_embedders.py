@@ -21,7 +21,9 @@ class FakeEmbeddingServer:
 
     Vectors come from a ``HashEmbedder`` of ``dim`` (not normalised on the wire, to check
     the client normalises). ``mode`` switches to failures: ``http500``, ``http401``,
-    ``http404``, ``wrong_dim``, ``wrong_count``, ``not_json``, ``slow``, ``shuffled``.
+    ``http404``, ``wrong_dim``, ``wrong_count``, ``not_json``, ``slow``, ``shuffled``,
+    ``redirect`` (a 307 elsewhere), ``hangup`` (closes without an answer). HTTP/1.1 with
+    keep-alive; each request records the client's port (one port: one connection).
     """
 
     def __init__(self, dim: int = 8) -> None:
@@ -31,12 +33,18 @@ class FakeEmbeddingServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            # TCP_NODELAY, as real servers set it: with keep-alive, a server that writes
+            # headers and body apart under Nagle waits for the client's delayed ACK (~40 ms)
+            disable_nagle_algorithm = True
+
             def log_message(self, *args):  # keep test output clean
                 pass
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+                server.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization"),
+                                        "port": self.client_address[1]})
                 server.respond(self, body)
 
         class Server(ThreadingHTTPServer):
@@ -59,6 +67,15 @@ class FakeEmbeddingServer:
         mode = self.mode
         if mode == "slow":
             time.sleep(1.0)
+        if mode == "hangup":
+            h.close_connection = True
+            return None
+        if mode == "redirect":
+            h.send_response(307)
+            h.send_header("Location", self.url + "/elsewhere")
+            h.send_header("Content-Length", "0")
+            h.end_headers()
+            return None
         if mode.startswith("http"):
             code = int(mode[4:])
             return self._send(h, code, {"error": {"message": f"fake failure {code}", "type": "server_error"}})
@@ -221,3 +238,52 @@ def test_error_messages_never_carry_the_texts(remote, fake):
 def test_check_dim_against_a_remote_model(remote):
     with pytest.raises(EmbedderError, match="holds 384-d vectors but embedder '(openai|ollama):fake-embed' makes 8-d"):
         check_dim(remote, 384, "turns_v1")
+
+
+def test_one_embedder_keeps_its_connection_alive_across_batches(fake):
+    e = OpenAIEmbedder(base_url=fake.url + "/v1", model="m", dim=8, batch_size=2)
+    e.embed([f"t{i}" for i in range(6)])
+    e.embed(["again"])
+    assert len(fake.requests) == 4
+    assert len({r["port"] for r in fake.requests}) == 1  # one connection for every request
+    e.close()
+    e.embed(["after close"])  # a closed embedder opens a new connection
+    assert fake.requests[-1]["port"] != fake.requests[0]["port"]
+
+
+def test_a_redirect_is_not_followed_and_is_permanent(remote, fake):
+    fake.mode = "redirect"
+    with pytest.raises(EmbedderError, match="HTTP 307; set MEMSTREAM_EMBED_URL to the final URL") as err:
+        remote.embed(["a"])
+    assert not isinstance(err.value, EmbedderUnavailable)
+    assert len(fake.requests) == 1  # nothing was sent to the Location
+
+
+def test_a_server_that_hangs_up_without_answering_is_transient(remote, fake):
+    fake.mode = "hangup"
+    with pytest.raises(EmbedderUnavailable, match="connection to .* failed"):
+        remote.embed(["a"])
+
+
+def test_a_url_without_http_is_a_configuration_error():
+    e = OllamaEmbedder(base_url="localhost:11434", model="m", dim=8)
+    with pytest.raises(EmbedderError, match="not an http\\(s\\) URL.*MEMSTREAM_EMBED_URL") as err:
+        e.embed(["a"])
+    assert not isinstance(err.value, EmbedderUnavailable)
+
+
+def test_the_api_key_is_never_logged_nor_in_an_error(fake, caplog):
+    import logging
+
+    key = "sk-never-log-this-key"
+    e = OpenAIEmbedder(base_url=fake.url + "/v1", model="m", api_key=key, dim=8)
+    with caplog.at_level(logging.DEBUG):  # every logger, httpx's and httpcore's too
+        e.embed(["a"])
+        for mode in ("http401", "http500", "redirect", "hangup"):
+            fake.mode = mode
+            with pytest.raises((EmbedderError, EmbedderUnavailable)) as err:
+                e.embed(["a"])
+            assert key not in str(err.value) and key not in repr(e)
+    assert caplog.records  # the HTTP client did log its requests
+    assert key not in caplog.text
+    assert fake.requests[0]["auth"] == f"Bearer {key}"

@@ -1,0 +1,69 @@
+"""The run file names a live service only while that very process runs: a pid reused by
+another process (after a crash, a reboot) makes it stale."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from memstream.core.runfile import process_start, read_run_file
+
+linux_only = pytest.mark.skipif(not os.path.isdir("/proc"), reason="process identity comes from /proc")
+
+
+def write(path, **info):
+    path.write_text(json.dumps({"url": "redis://127.0.0.1:1", **info}))
+    return path
+
+
+@linux_only
+def test_a_run_file_naming_this_very_process_is_live(tmp_path):
+    me = write(tmp_path / "service.json", pid=os.getpid(), pid_start=process_start(os.getpid()))
+    assert read_run_file(me)["pid"] == os.getpid()
+
+
+@linux_only
+def test_a_live_pid_with_another_start_time_is_a_reused_pid_and_the_run_file_is_stale(tmp_path):
+    reused = write(tmp_path / "service.json", pid=os.getpid(), pid_start=process_start(os.getpid()) - 1)
+    assert read_run_file(reused) is None
+
+
+@linux_only
+@pytest.mark.skipif(os.geteuid() != 0, reason="starting another user's process needs root")
+def test_a_live_pid_of_another_user_is_not_ours_and_the_run_file_is_stale(tmp_path):
+    other = subprocess.Popen(["sleep", "30"], user=65534, cwd="/")
+    try:
+        stale = write(tmp_path / "service.json", pid=other.pid, pid_start=process_start(other.pid))
+        assert read_run_file(stale) is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_run_file_from_before_start_times_were_recorded_still_counts_while_its_pid_lives(tmp_path):
+    assert read_run_file(write(tmp_path / "service.json", pid=os.getpid()))["pid"] == os.getpid()
+
+
+def test_a_dead_pid_or_a_malformed_run_file_is_stale(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    assert read_run_file(write(tmp_path / "dead.json", pid=child.pid)) is None
+    assert read_run_file(write(tmp_path / "bad.json", pid="not a pid")) is None
+    (tmp_path / "list.json").write_text("[1, 2]")
+    assert read_run_file(tmp_path / "list.json") is None
+    assert read_run_file(tmp_path / "absent.json") is None
+
+
+@linux_only
+def test_the_start_time_of_a_process_is_stable_and_differs_from_a_later_process():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert process_start(os.getpid()) == process_start(os.getpid()) <= process_start(child.pid)
+    finally:
+        child.kill()
+        child.wait()
+    assert process_start(child.pid) is None
