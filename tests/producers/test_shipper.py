@@ -3,9 +3,9 @@ going away never reaches a hook, and everything spooled ships once, in order."""
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 
+import msgspec
 import pytest
 import redis
 
@@ -78,7 +78,7 @@ def test_when_the_log_comes_back_everything_ships_exactly_once_in_order(writers,
 
 
 def test_a_real_locator_pointed_at_a_closed_port_fails_quietly_and_close_is_bounded(writers, settings, event_log):
-    down = dataclasses.replace(settings, redis_url=f"redis://127.0.0.1:{free_port()}/0",
+    down = msgspec.structs.replace(settings, redis_url=f"redis://127.0.0.1:{free_port()}/0",
                                shutdown_timeout=0.5)
     w = Writer(down)  # the real LogLocator
     w.shipper.start()
@@ -99,7 +99,7 @@ def test_a_real_locator_pointed_at_a_closed_port_fails_quietly_and_close_is_boun
 
 
 def test_stop_with_the_log_down_returns_within_its_bound_and_keeps_the_spool(writers, settings, event_log):
-    settings = dataclasses.replace(settings, shutdown_timeout=0.3)
+    settings = msgspec.structs.replace(settings, shutdown_timeout=0.3)
     link = Switchable(event_log, down=True)
     w = make_writer(writers, settings, link)
     for i in range(20):
@@ -206,7 +206,7 @@ def test_log_locator_raises_connection_error_without_a_url_or_service(settings):
 def test_log_locator_connects_to_a_configured_url(valkey_server, settings):
     client = redis.Redis.from_url(valkey_server.url)
     client.flushall()
-    locator = LogLocator(dataclasses.replace(settings, redis_url=valkey_server.url))
+    locator = LogLocator(msgspec.structs.replace(settings, redis_url=valkey_server.url))
     log = locator()
     try:
         log.append([remembered("via url")])
@@ -225,7 +225,7 @@ def test_close_while_the_shipper_is_stuck_in_a_call_to_the_log_keeps_the_spool_l
         release.wait(30)  # a log that takes longer than the shutdown bound to answer
         return event_log
 
-    w = Writer(dataclasses.replace(settings, shutdown_timeout=0.3), locator=slow_connect)
+    w = Writer(msgspec.structs.replace(settings, shutdown_timeout=0.3), locator=slow_connect)
     w.shipper.start()
     for i in range(5):
         w.emit(remembered(str(i)))
