@@ -20,7 +20,7 @@ from memstream.core.files import (
 )
 from memstream.core.ids import new_event_id
 from memstream.core.logs import configure
-from memstream.core.runfile import pid_alive, read_run_file
+from memstream.core.runfile import pid_alive, read_run_file, start_service
 from memstream.core.settings import Settings, config_file_for, mask_url
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "read_run_file",
     "Settings",
     "shown",
+    "start_service",
     "tighten",
     "TransientError",
     "write_private",
