@@ -21,7 +21,7 @@ from memstream.core.files import (
 from memstream.core.ids import new_event_id
 from memstream.core.logs import configure
 from memstream.core.runfile import pid_alive, read_run_file, start_service
-from memstream.core.settings import Settings, config_file_for, mask_url
+from memstream.core.settings import OPTIONS, Settings, config_file_for, mask_url
 
 __all__ = [
     "as_str",
@@ -35,6 +35,7 @@ __all__ = [
     "MemstreamError",
     "new_event_id",
     "open_private",
+    "OPTIONS",
     "PermanentError",
     "pid_alive",
     "private_dir",
