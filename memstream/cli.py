@@ -256,6 +256,7 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
                         "settings": settings.public()}
     if settings.problems:
         checks["config"]["error"] = "; ".join(settings.problems)
+    checks["embedder"] = _check_embedder(settings)
     checks["redis"], eventlog = _check_redis(settings)
     if eventlog is not None:
         try:
@@ -265,7 +266,7 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
         checks["queries"] = _check_queries(eventlog, settings.tenant)
         checks["tenants"] = _check_tenants(eventlog)
         try:
-            checks["projections"] = _check_projections(eventlog)
+            checks["projections"] = _check_projections(eventlog, settings.stall_after_s)
         except redis.exceptions.NoPermissionError:
             checks["projections"] = {"ok": True, "note": "a tenant's credentials may not read the projections' "
                                                          "positions: run doctor with the operator's to check them"}
@@ -285,11 +286,23 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     result = {"ok": ok, "version": __version__, "checks": checks}
     lines = [f"memstream {__version__}: {'ok' if ok else 'NOT OK'}"]
     for name, c in checks.items():
-        detail = c.get("error") or ", ".join(f"{k}={v}" for k, v in c.items()
+        detail = c.get("error") or ", ".join(f"{k}={'unknown' if v is None else v}" for k, v in c.items()
                                              if k not in ("ok", "settings", "streams", "problems") and not isinstance(v, (dict, list)))
         lines.append(f"  [{'ok' if c.get('ok') else 'FAIL'}] {name}: {detail}")
     _print(args, result, "\n".join(lines))
     return 0 if ok else 1
+
+
+def _check_embedder(settings: Settings) -> dict:
+    """The embedder the projections would use, as configured (nothing loaded, nothing asked):
+    its spec, URL (masked) and model, vector size (None: learnt from its first answer) and
+    threads; fails when the spec names no embedder or a remote one lacks its model."""
+    from memstream.projections import EmbedderError, describe_embedder
+
+    try:
+        return {"ok": True, **describe_embedder(settings)}
+    except EmbedderError as exc:
+        return {"ok": False, "embedder": settings.embedder, "error": str(exc)}
 
 
 def _check_tenants(eventlog: EventLog) -> dict:
@@ -329,19 +342,20 @@ def _check_queries(eventlog: EventLog, tenant: str) -> dict:
 _GROUPS = ("turns.v1", "memories.v1", "facts.v1", "sessions.v1")
 
 
-def _health(eventlog: EventLog, group: str) -> dict:
+def _health(eventlog: EventLog, group: str, stall_after_s: float) -> dict:
     """``memstream.workers.health.projection_health`` of ``group`` (positions as progress too)."""
     from memstream.workers import Positions, projection_health
 
     pos = Positions(eventlog.client, eventlog.prefix).get(group)
     applied = max((p["applied_at"] for p in pos.values()), default=0.0)
-    return projection_health(eventlog.client, eventlog.prefix, eventlog.stream_keys, group, applied_at=applied)
+    return projection_health(eventlog.client, eventlog.prefix, eventlog.stream_keys, group,
+                             threshold=stall_after_s, applied_at=applied)
 
 
-def _check_projections(eventlog: EventLog) -> dict:
-    """Fails when a projection has entries waiting and made no progress for the stall
-    threshold (``MEMSTREAM_STALL_AFTER_S``, 60 s): its group, for how long, its last error."""
-    health = {g: _health(eventlog, g) for g in _GROUPS}
+def _check_projections(eventlog: EventLog, stall_after_s: float) -> dict:
+    """Fails when a projection has entries waiting and made no progress for
+    ``stall_after_s`` (``MEMSTREAM_STALL_AFTER_S``): its group, for how long, its last error."""
+    health = {g: _health(eventlog, g, stall_after_s) for g in _GROUPS}
     stalled = {g: h for g, h in health.items() if not h["ok"]}
     check: dict = {"ok": not stalled, "status": ", ".join(f"{g} {h['status']}" for g, h in health.items()),
                    "stall_after_s": next(iter(health.values()))["threshold_s"],
@@ -357,7 +371,7 @@ def _check_projections(eventlog: EventLog) -> dict:
     return check
 
 
-def _projection_stats(eventlog: EventLog) -> dict:
+def _projection_stats(eventlog: EventLog, stall_after_s: float) -> dict:
     """Per projection group: position, lag, pending, dead letters, freshness, items."""
 
     from memstream.projections import Counters, FactsTable
@@ -406,7 +420,7 @@ def _projection_stats(eventlog: EventLog) -> dict:
             "last_applied_at": applied or None,
             "freshness_s": round(time.time() - applied, 3) if applied else None,
             "items": items, "items_source": source, "counters": counters,
-            "health": _health(eventlog, group),
+            "health": _health(eventlog, group, stall_after_s),
         }
     return out
 
@@ -417,7 +431,7 @@ def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
     losses = {(k.decode() if isinstance(k, bytes) else k): int(v)
               for k, v in eventlog.client.hgetall(keys.spool_counters(eventlog.prefix)).items()}
     result = {"streams": _streams(eventlog), "types": eventlog.type_counts(), "spool": usage,
-              "spool_losses": losses, "projections": _projection_stats(eventlog)}
+              "spool_losses": losses, "projections": _projection_stats(eventlog, settings.stall_after_s)}
     lines = [f"{s['stream']}: {s['length']} events, first {s['first_id']}, last {s['last_id']}"
              for s in result["streams"]]
     lines += [f"  {t}: {n}" for t, n in result["types"].items()]

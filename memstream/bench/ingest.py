@@ -159,8 +159,10 @@ class _Recorder:
 
 
 def _settings(root: Path, url: str, prefix: str, embedder: str) -> Settings:
-    return Settings(redis_url=url, home=root, autostart=False, stream_prefix=prefix,
-                    embedder=embedder).validated()
+    """The defaults, but for the run's own place and ``MEMSTREAM_EMBED_THREADS`` (as the
+    raw embedder has it)."""
+    return Settings(redis_url=url, home=root, autostart=False, stream_prefix=prefix, embedder=embedder,
+                    embed_threads=Settings.load().embed_threads).validated()
 
 
 def _pipeline(root: Path, url: str, prefix: str, embedder: str):
@@ -232,9 +234,9 @@ def _warm_texts(pairs: list[tuple[str, str]]) -> list[str]:
 
 
 def _raw_run(calls: list[list[str]], warm: list[str]) -> dict:
-    from memstream.projections import get_embedder
+    from memstream.projections import configured_embedder
 
-    embedder = get_embedder("onnx-minilm")
+    embedder = configured_embedder(Settings.load(), "onnx-minilm")
     flat = [t for c in calls for t in c]
     embedder.embed(warm)  # warm-up, untimed, as the pipeline's embedder is warmed
     gc.collect()

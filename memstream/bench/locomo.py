@@ -146,7 +146,7 @@ def _tokens(texts: list[str]) -> int:
 def locomo(data: str | Path, split: str = "dev", embedder: str = "onnx-minilm", k: int = 10) -> dict[str, Any]:
     import numpy as np
 
-    from memstream.projections import get_embedder
+    from memstream.projections import configured_embedder
     from memstream.query import ask
     from memstream.workers import Pipeline, PipelineConfig
 
@@ -217,7 +217,7 @@ def locomo(data: str | Path, split: str = "dev", embedder: str = "onnx-minilm", 
         pipeline.stop()
 
         # baselines: the same questions, the plain unit texts, one index per conversation
-        model = get_embedder(embedder)
+        model = configured_embedder(settings, embedder)
         by_conv: dict[str, list[dict]] = {}
         for t in turns:
             by_conv.setdefault(t["sample_id"], []).append(t)

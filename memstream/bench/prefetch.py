@@ -87,9 +87,9 @@ def _append(log: EventLog, tenant: str, agent: str, count: int, rng: random.Rand
 
 def _onnx_query_embed_ms(questions: list[str]) -> dict | None:
     try:
-        from memstream.projections import get_embedder
+        from memstream.projections import configured_embedder
 
-        model = get_embedder("onnx-minilm")
+        model = configured_embedder(Settings.load(), "onnx-minilm")
         model.embed(["warm up"])
     except Exception as exc:  # no model on this machine: say so, measure the rest
         return {"error": f"{type(exc).__name__}: {exc}"}

@@ -20,8 +20,8 @@ from memstream.core.files import (
 )
 from memstream.core.ids import new_event_id
 from memstream.core.logs import configure, configure_in_host
-from memstream.core.runfile import pid_alive, process_start, read_run_file
-from memstream.core.settings import Settings, config_file_for, mask_url
+from memstream.core.runfile import pid_alive, process_start, read_run_file, start_service
+from memstream.core.settings import OPTIONS, Settings, config_file_for, mask_url
 
 __all__ = [
     "as_str",
@@ -36,6 +36,7 @@ __all__ = [
     "MemstreamError",
     "new_event_id",
     "open_private",
+    "OPTIONS",
     "PermanentError",
     "pid_alive",
     "private_dir",
@@ -44,6 +45,7 @@ __all__ = [
     "read_run_file",
     "Settings",
     "shown",
+    "start_service",
     "tighten",
     "TransientError",
     "write_private",

@@ -1,80 +1,325 @@
 """Configuration: environment variables over an optional JSON file over defaults.
 
+One type holds it all: each field of ``Settings`` carries its default, its bounds and its
+meaning (``msgspec.Meta``). Its environment variable is ``MEMSTREAM_`` and the field's name
+in capitals; ``$HERMES_HOME/memstream.json`` uses the field names. ``OPTIONS`` lists them,
+derived from the type; the README's configuration table is checked against it by the tests.
+Below the entry points (the command line, the service, the benchmarks, the Hermes
+installer) nothing else in memstream reads the environment: the other layers receive
+these values.
+
 Guarantees: ``Settings.load()`` never touches the network and never raises, whatever the
 file and the environment hold: a missing or unreadable file, a value of the wrong type,
 a number out of its bounds (or not finite) is reported in ``Settings.problems`` and the
-default is used. A malformed ``redis_url`` or ``qdrant_url`` is reported there too and
+default is used. A key of the file or a ``MEMSTREAM_*`` variable that names no setting
+is reported there too, with the closest setting's name (its value is never shown). A
+malformed URL setting (``redis_url``, ``qdrant_url``, ``embed_url``) is reported there and
 kept as given (falling back to the embedded service would silently split the log);
-connecting to it fails with a clear error. ``Settings.public()`` and every problem
-message show URLs through ``mask_url``: no password or query-string token is shown.
+connecting to it fails with a clear error. ``Settings.public()`` and every problem message
+show URLs through ``mask_url`` (no password or query-string token is shown) and a secret
+setting (``embed_api_key``) as ``***``.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
 import re
-from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Annotated, Any, NamedTuple, get_args, get_origin
 
-__all__ = ["Settings", "OPTIONS", "config_file_for", "mask_url"]
+import msgspec
+from msgspec import Meta
 
-# (attribute, environment variable, default, meaning): the README's configuration table.
-OPTIONS: list[tuple[str, str, object, str]] = [
-    ("redis_url", "MEMSTREAM_REDIS_URL", "", "Redis/Valkey URL of a shared server. Empty: the embedded Valkey of `memstream up`."),
-    ("tenant", "MEMSTREAM_TENANT", "default", "Tenant every event of this installation belongs to."),
-    ("home", "MEMSTREAM_HOME", "~/.memstream", "Data directory: spool, embedded Valkey data, run file."),
-    ("app", "MEMSTREAM_APP", "hermes", "Application name recorded in every event's scope."),
-    ("stream_prefix", "MEMSTREAM_STREAM_PREFIX", "memstream", "Prefix of every Redis key memstream uses."),
-    ("shards", "MEMSTREAM_SHARDS", 1, "Number of event streams; an agent's events always go to the same one. Fixed for the life of a log."),
-    ("spool_max_bytes", "MEMSTREAM_SPOOL_MAX_BYTES", 1 << 30, "Bound on the local spool's unshipped bytes; past it appends are refused and counted."),
-    ("spool_fsync", "MEMSTREAM_SPOOL_FSYNC", "1.0", "Power-loss durability of the spool: `never`, `always` (fsync in the hook: slow), or seconds between fsyncs by the shipper thread."),
-    ("max_text_bytes", "MEMSTREAM_MAX_TEXT_BYTES", 256 * 1024, "Text fields longer than this (UTF-8 bytes) are clipped, counted and flagged in the event."),
-    ("ship_batch", "MEMSTREAM_SHIP_BATCH", 500, "Events per shipped batch (one atomic script call)."),
-    ("shutdown_timeout", "MEMSTREAM_SHUTDOWN_TIMEOUT", 2.0, "Seconds `shutdown()` spends shipping; the rest stays in the spool for the next start."),
-    ("qdrant_url", "MEMSTREAM_QDRANT_URL", "", "Qdrant server for the projections. Empty: the embedded store (qdrant-edge) owned by `memstream up`."),
-    ("embedder", "MEMSTREAM_EMBEDDER", "onnx-minilm", "Embedder of the projections: `onnx-minilm` (offline), `hash` (tests), `openai[:MODEL]`, `ollama[:MODEL]` (see MEMSTREAM_EMBED_URL/_MODEL/_API_KEY)."),
-    ("autostart", "MEMSTREAM_AUTOSTART", True, "Start the embedded service (`memstream up --detach`) when none is running and no Redis URL is set."),
-    ("prefetch_budget_ms", "MEMSTREAM_PREFETCH_BUDGET_MS", 150, "How long `prefetch()` may take: it waits for the fresh recall of the turn's message until 2 ms before this budget ends (the thread's wake-up latency), then returns the freshest block already computed (or nothing)."),
-    ("prefetch_tokens", "MEMSTREAM_PREFETCH_TOKENS", 400, "Token budget of the injected `<memory-context>` block (estimated at 4 characters a token)."),
-    ("tool_timeout", "MEMSTREAM_TOOL_TIMEOUT", 5.0, "Seconds a memstream tool call waits for the service's answer before it returns an error."),
-]
+__all__ = ["Settings", "OPTIONS", "Option", "OTHER_VARIABLES", "ENV_PREFIX", "config_file_for", "mask_url"]
 
+ENV_PREFIX = "MEMSTREAM_"
+_NAME_MAX = 256  # tenant, app, stream prefix, worker index: characters
+# a name: 1 to _NAME_MAX printable characters, not all spaces (printable: checked in validated())
+_Name = Annotated[str, Meta(min_length=1, max_length=_NAME_MAX)]
+_SECRET = {"writeOnly": True}  # JSON Schema's mark of a value that is set but never shown
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """Every setting of memstream; ``Settings.load()`` reads them (see the module doc)."""
+
+    redis_url: Annotated[str, Meta(description=(
+        "Redis/Valkey URL of a shared server. Empty: the embedded Valkey of `memstream up`."))] = ""
+    tenant: Annotated[_Name, Meta(description=(
+        "Tenant every event of this installation belongs to."))] = "default"
+    home: Annotated[Path, Meta(description=(
+        "Data directory: spool, embedded Valkey data, run file."))] = Path("~/.memstream")
+    app: Annotated[_Name, Meta(description=(
+        "Application name recorded in every event's scope."))] = "hermes"
+    stream_prefix: Annotated[_Name, Meta(description=(
+        "Prefix of every Redis key memstream uses."))] = "memstream"
+    shards: Annotated[int, Meta(ge=1, le=1024, description=(
+        "Number of event streams; an agent's events always go to the same one. Fixed for the life "
+        "of a log."))] = 1
+    spool_max_bytes: Annotated[int, Meta(ge=0, le=1 << 50, description=(
+        "Bound on the local spool's unshipped bytes, per agent process: what it appended plus the "
+        "dead processes' segments it adopted. Past it appends are refused, counted (`provider.stats()`, "
+        "the shipper's log) and logged as `spool.full`."))] = 1 << 30
+    spool_fsync: Annotated[str, Meta(description=(
+        "Power-loss durability of the spool: `never`, `always` (fsync in the hook: slow), or seconds "
+        "between fsyncs by the shipper thread."))] = "1.0"
+    max_text_bytes: Annotated[int, Meta(ge=64, le=1 << 30, description=(  # 64: room for the clip mark
+        "Text fields longer than this (UTF-8 bytes) are clipped, counted and flagged in the event."))] = 256 * 1024
+    ship_batch: Annotated[int, Meta(ge=1, le=100_000, description=(
+        "Events per shipped batch (one atomic script call)."))] = 500
+    shutdown_timeout: Annotated[float, Meta(ge=0.0, le=3600.0, description=(
+        "Seconds `shutdown()` spends shipping; the rest stays in the spool for the next start."))] = 2.0
+    qdrant_url: Annotated[str, Meta(description=(
+        "Qdrant server for the projections. Empty: the embedded store (qdrant-edge) owned by "
+        "`memstream up`."))] = ""
+    embedder: Annotated[str, Meta(description=(
+        "Embedder of the projections: `onnx-minilm` (offline), `hash` (tests), `openai[:MODEL]`, "
+        "`ollama[:MODEL]`."))] = "onnx-minilm"
+    embed_url: Annotated[str, Meta(description=(
+        "Base URL of a remote embedder. Empty: `https://api.openai.com/v1` (`openai`), "
+        "`http://127.0.0.1:11434` (`ollama`)."))] = ""
+    embed_model: Annotated[str, Meta(description=(
+        "Model of a remote embedder whose `MEMSTREAM_EMBEDDER` names none. Empty: "
+        "`text-embedding-3-small` (`openai`), `nomic-embed-text` (`ollama`)."))] = ""
+    embed_api_key: Annotated[str, Meta(extra_json_schema=_SECRET, description=(
+        "API key of a remote embedder (a bearer token); `memstream doctor` shows it as `***`."))] = ""
+    embed_dim: Annotated[int, Meta(ge=0, le=65_536, description=(
+        "Vector size of a remote embedder. 0: known for the model, else learnt from its first "
+        "answer."))] = 0
+    embed_threads: Annotated[int, Meta(ge=0, le=1024, description=(
+        "onnxruntime threads of the `onnx-minilm` embedder. 0: the CPUs this process may use, at "
+        "most 8."))] = 0
+    autostart: Annotated[bool, Meta(description=(
+        "Start the embedded service (`memstream up --detach`) when none is running and no Redis URL "
+        "is set."))] = True
+    prefetch_budget_ms: Annotated[int, Meta(ge=0, le=60_000, description=(
+        "How long `prefetch()` may take: it waits for the fresh recall of the turn's message until "
+        "2 ms before this budget ends (the thread's wake-up latency), then returns the freshest block "
+        "already computed (or nothing)."))] = 150
+    prefetch_tokens: Annotated[int, Meta(ge=50, le=1_000_000, description=(
+        "Token budget of the injected `<memory-context>` block (estimated at 4 characters a "
+        "token)."))] = 400
+    tool_timeout: Annotated[float, Meta(ge=0.1, le=3600.0, description=(
+        "Seconds a memstream tool call waits for the service's answer before it returns an "
+        "error."))] = 5.0
+    stall_after_s: Annotated[float, Meta(ge=0.1, le=86_400.0, description=(
+        "Seconds without progress, with entries waiting as long, before `memstream doctor` fails a "
+        "projection and `memstream stats` calls it stalled."))] = 60.0
+    worker_index: Annotated[_Name, Meta(description=(
+        "Suffix of a worker's consumer name, `HOST-INDEX`, when `memstream worker --name` gives none: "
+        "give each worker process on a host its own."))] = "0"
+    problems: tuple[str, ...] = ()
+
+    @classmethod
+    def load(cls, hermes_home: str | os.PathLike | None = None, **overrides: object) -> "Settings":
+        """Defaults < ``$HERMES_HOME/memstream.json`` < environment < ``overrides``.
+
+        ``overrides`` are field names (None: not given); any other name is a TypeError (a
+        mistake in the calling code, not in the configuration)."""
+        unknown = sorted(set(overrides) - set(_SPECS))
+        if unknown:
+            raise TypeError(f"Settings.load() got settings that do not exist: {', '.join(unknown)}")
+        values: dict[str, object] = {}
+        problems: list[str] = []
+        path = config_file_for(hermes_home or os.environ.get("HERMES_HOME"))
+        if path is not None and path.exists():
+            try:
+                loaded = json.loads(path.read_text())
+                if not isinstance(loaded, dict):
+                    raise ValueError("not a JSON object")
+            except (OSError, ValueError) as exc:
+                problems.append(f"{path}: ignored ({type(exc).__name__}: {_clip(str(exc), 200)})")
+            else:
+                for key, value in loaded.items():
+                    if key in _SPECS:
+                        values[key] = value
+                    else:
+                        problems.append(f"{path}: {_brief(key)} is not a setting{_did_you_mean(key, 'file')}; ignored")
+        for name, value in os.environ.items():
+            if not name.startswith(ENV_PREFIX):
+                continue
+            attr = _BY_ENV.get(name)
+            if attr is not None:
+                values[attr] = value
+            elif name not in OTHER_VARIABLES:
+                problems.append(f"{_clip(name, 80)} is not a setting{_did_you_mean(name, 'env')}; ignored")
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        kwargs: dict[str, Any] = {}
+        for attr, value in values.items():
+            spec = _SPECS[attr]
+            try:
+                kwargs[attr] = spec.convert(value)
+            except ValueError as exc:
+                problems.append(f"{spec.env}={_brief(spec.shown(value))} is not a valid {spec.kind} "
+                                f"({_clip(str(exc), 60)}); using {spec.default!r}")
+        home_text = str(kwargs.pop("home", _SPECS["home"].default))
+        try:
+            home = Path(home_text).expanduser()
+        except RuntimeError:  # ~user of no known user, or no home directory at all
+            problems.append(f"{ENV_PREFIX}HOME={_brief(home_text)}: cannot expand '~'; using it as given")
+            home = Path(home_text)
+        return cls(home=home, problems=tuple(problems), **kwargs).validated()
+
+    def validated(self) -> "Settings":
+        """A copy with every value out of its bounds replaced by its default, each
+        replacement (and each malformed URL, kept as given) a problem."""
+        problems = list(self.problems)
+        fixed: dict[str, object] = {}
+        for spec in _SPECS.values():
+            value = getattr(self, spec.attribute)
+            why = spec.bounds_problem(value)
+            if why:
+                problems.append(why)
+                fixed[spec.attribute] = spec.default
+            elif spec.attribute.endswith("_url"):
+                problem = _url_problem(spec.attribute, spec.env, value)
+                if problem:
+                    problems.append(problem)
+        fsync = fixed.get("spool_fsync", self.spool_fsync)
+        if _fsync_interval(fsync) is None and fsync not in ("never", "always"):
+            default = _SPECS["spool_fsync"].default
+            problems.append(f"spool_fsync={_brief(fsync)} is not never|always|SECONDS; using {default}")
+            fixed["spool_fsync"] = default
+        return msgspec.structs.replace(self, **fixed, problems=tuple(problems))
+
+    @property
+    def fsync_interval(self) -> float | None:
+        """Seconds between background fsyncs, or None for never/always."""
+        return _fsync_interval(self.spool_fsync)
+
+    @property
+    def spool_dir(self) -> Path:
+        return self.home / "spool"
+
+    @property
+    def run_file(self) -> Path:
+        return self.home / "run" / "service.json"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.home / "data"
+
+    def public(self) -> dict[str, object]:
+        """Settings as JSON-ready values, safe to show: every URL through ``mask_url``, a
+        secret setting (``embed_api_key``) as ``***`` when it is set."""
+        out: dict[str, object] = {}
+        for spec in _SPECS.values():
+            value = getattr(self, spec.attribute)
+            if spec.attribute.endswith("_url"):
+                value = mask_url(str(value))
+            elif spec.secret and value:
+                value = "***"
+            out[spec.attribute] = str(value) if isinstance(value, Path) else value
+        return out
+
+
+# Variables named MEMSTREAM_* that are not settings, read where they are needed (no
+# problem is reported for them): name -> meaning.
+OTHER_VARIABLES: dict[str, str] = {
+    "MEMSTREAM_DEBUG": "`1`: the command line prints the traceback of an unexpected error",
+    "MEMSTREAM_BENCH_KEEP": "`1`: `memstream bench chaos` keeps its working directory",
+    "MEMSTREAM_FUZZ_SCALE": "the test suite: multiplies the examples of its property-based tests",
+    "MEMSTREAM_TEST_CACHE": "the test suite: where it keeps the Hermes environment it builds",
+    "MEMSTREAM_TEST_LOG": "the test suite: where its Hermes drivers log",
+}
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
-
-# attribute -> (lowest, highest) accepted; outside it the default is used and a problem recorded
-_BOUNDS: dict[str, tuple[float, float]] = {
-    "shards": (1, 1024),
-    "spool_max_bytes": (0, 1 << 50),
-    "max_text_bytes": (64, 1 << 30),  # room for the clip mark
-    "ship_batch": (1, 100_000),
-    "shutdown_timeout": (0.0, 3600.0),
-    "prefetch_budget_ms": (0, 60_000),
-    "prefetch_tokens": (50, 1_000_000),
-    "tool_timeout": (0.1, 3600.0),
-}
-_NAME_MAX = 256  # tenant, app, stream prefix: characters
+_SECRET_NAME = re.compile(r"pass|pwd|token|secret|key|auth|cred|sig", re.IGNORECASE)  # in URLs
 
 
-def _coerce(value: object, default: object) -> object:
-    if isinstance(default, bool):
-        word = str(value).strip().lower()
-        if word not in _TRUE + _FALSE:
-            raise ValueError(f"not one of {'/'.join(_TRUE + _FALSE[:-1])}")
-        return word in _TRUE
-    if isinstance(default, int):
-        if isinstance(value, float) and not value.is_integer():
-            raise ValueError("not an integer")
-        return int(value)  # type: ignore[arg-type]
-    if isinstance(default, float):
-        number = float(value)  # type: ignore[arg-type]
-        if not math.isfinite(number):
+class Option(NamedTuple):
+    """One setting as the README's configuration table shows it."""
+
+    attribute: str
+    env: str
+    default: object
+    meaning: str
+
+
+class _Spec:
+    """What the loader knows of one field: read from its type annotation."""
+
+    def __init__(self, attribute: str, hint: Any, default: object) -> None:
+        self.attribute, self.default = attribute, default
+        self.env = ENV_PREFIX + attribute.upper()
+        base, metas = (get_args(hint)[0], get_args(hint)[1:]) if get_origin(hint) is Annotated else (hint, ())
+        self.base = str if base is Path else base  # a path is read as text, then expanded
+        self.kind = base.__name__
+        self.meaning = " ".join(m.description for m in metas if m.description)
+        self.secret = any((m.extra_json_schema or {}).get("writeOnly") for m in metas)
+        bounds = [m for m in metas if m.ge is not None or m.le is not None or m.max_length is not None]
+        self.bounded: Any = Annotated[(self.base, *bounds)] if bounds else None
+        self.range = next(((m.ge, m.le) for m in bounds if m.ge is not None), None)
+        self.max_length = next((m.max_length for m in bounds if m.max_length is not None), None)
+
+    def shown(self, value: object) -> object:
+        """``value`` as a problem message may show it."""
+        if self.attribute.endswith("_url"):
+            return mask_url(str(value))
+        return "***" if self.secret else value
+
+    def convert(self, value: object) -> object:
+        """``value`` (text from the environment, JSON from the file, or an override) as
+        this field's type, or ValueError saying why not (its bounds are checked later)."""
+        if self.base is bool and not isinstance(value, bool):
+            word = str(value).strip().lower()
+            if word not in _TRUE + _FALSE:
+                raise ValueError(f"not one of {'/'.join(_TRUE + _FALSE[:-1])}")
+            return word in _TRUE
+        if self.base is str and isinstance(value, (int, float, os.PathLike)) and not isinstance(value, bool):
+            value = os.fspath(value) if isinstance(value, os.PathLike) else str(value)  # "spool_fsync": 2
+        try:
+            out = msgspec.convert(value, self.base, strict=False)
+        except msgspec.ValidationError as exc:
+            raise ValueError(str(exc)) from None
+        if isinstance(out, float) and not math.isfinite(out):
             raise ValueError("not finite")
-        return number
-    return str(value)
+        return out
+
+    def bounds_problem(self, value: object) -> str | None:
+        """Why ``value`` is outside this field's bounds, or None."""
+        if self.max_length is not None:
+            if not (isinstance(value, str) and value.strip() and len(value) <= self.max_length and value.isprintable()):
+                return (f"{self.attribute} must be 1 to {self.max_length} printable characters "
+                        f"(got {_brief(value)}); using {self.default!r}")
+            return None
+        if self.bounded is None:
+            return None
+        try:
+            msgspec.convert(value, self.bounded, strict=False)
+        except msgspec.ValidationError:  # nan too: it compares with nothing
+            low, high = self.range or (None, None)
+            return f"{self.attribute} must be between {low} and {high} (got {_brief(value)}); using {self.default}"
+        return None
+
+
+_SPECS: dict[str, _Spec] = {f.name: _Spec(f.name, f.type, f.default)
+                            for f in msgspec.structs.fields(Settings) if f.name != "problems"}
+_BY_ENV = {spec.env: name for name, spec in _SPECS.items()}
+OPTIONS: tuple[Option, ...] = tuple(Option(s.attribute, s.env, s.default, s.meaning) for s in _SPECS.values())
+
+
+def _did_you_mean(name: str, where: str) -> str:
+    """`` (did you mean X?)`` with the setting closest to ``name``, or nothing."""
+    if where == "env":
+        known = list(_BY_ENV) + list(OTHER_VARIABLES)
+        match = difflib.get_close_matches(name.upper(), known, n=1, cutoff=0.6)
+    else:
+        key = name.lower().removeprefix(ENV_PREFIX.lower()) if isinstance(name, str) else ""
+        match = [key] if key in _SPECS else difflib.get_close_matches(key, list(_SPECS), n=1, cutoff=0.6)
+        match = [repr(m) for m in match]
+    return f" (did you mean {match[0]}?)" if match else ""
+
+
+def _fsync_interval(spool_fsync: object) -> float | None:
+    try:
+        seconds = float(spool_fsync)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return seconds if 0 < seconds < math.inf else None
 
 
 def _brief(value: object, limit: int = 80) -> str:
@@ -84,9 +329,6 @@ def _brief(value: object, limit: int = 80) -> str:
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-_SECRET_NAME = re.compile(r"pass|pwd|token|secret|key|auth|cred|sig", re.IGNORECASE)
 
 
 def mask_url(url: str) -> str:
@@ -163,124 +405,3 @@ def config_file_for(hermes_home: str | os.PathLike | None) -> Path | None:
     if not hermes_home:
         return None
     return Path(hermes_home) / "memstream.json"
-
-
-@dataclass(frozen=True)
-class Settings:
-    redis_url: str = ""
-    tenant: str = "default"
-    home: Path = Path("~/.memstream")
-    app: str = "hermes"
-    stream_prefix: str = "memstream"
-    shards: int = 1
-    spool_max_bytes: int = 1 << 30
-    spool_fsync: str = "1.0"
-    max_text_bytes: int = 256 * 1024
-    ship_batch: int = 500
-    shutdown_timeout: float = 2.0
-    qdrant_url: str = ""
-    embedder: str = "onnx-minilm"
-    autostart: bool = True
-    prefetch_budget_ms: int = 150
-    prefetch_tokens: int = 400
-    tool_timeout: float = 5.0
-    problems: tuple[str, ...] = field(default=(), compare=False)
-
-    @classmethod
-    def load(cls, hermes_home: str | os.PathLike | None = None, **overrides: object) -> "Settings":
-        """Defaults < ``$HERMES_HOME/memstream.json`` < environment < ``overrides``."""
-        values: dict[str, object] = {}
-        problems: list[str] = []
-        path = config_file_for(hermes_home or os.environ.get("HERMES_HOME"))
-        if path is not None and path.exists():
-            try:
-                loaded = json.loads(path.read_text())
-                if not isinstance(loaded, dict):
-                    raise ValueError("not a JSON object")
-                values.update(loaded)
-            except (OSError, ValueError) as exc:
-                problems.append(f"{path}: ignored ({type(exc).__name__}: {_clip(str(exc), 200)})")
-        for attr, env, default, _ in OPTIONS:
-            if env in os.environ:
-                values[attr] = os.environ[env]
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        kwargs: dict[str, object] = {}
-        for attr, env, default, _ in OPTIONS:
-            if attr not in values:
-                continue
-            try:
-                kwargs[attr] = _coerce(values[attr], default)
-            except (TypeError, ValueError, OverflowError) as exc:
-                shown = mask_url(str(values[attr])) if attr.endswith("_url") else values[attr]
-                problems.append(f"{env}={_brief(shown)} is not a valid {type(default).__name__} "
-                                f"({_clip(str(exc), 60)}); using {default!r}")
-        home_text = str(kwargs.pop("home", "~/.memstream"))
-        try:
-            home = Path(home_text).expanduser()
-        except RuntimeError:  # ~user of no known user, or no home directory at all
-            problems.append(f"MEMSTREAM_HOME={_brief(home_text)}: cannot expand '~'; using it as given")
-            home = Path(home_text)
-        settings = cls(home=home, problems=tuple(problems), **kwargs)  # type: ignore[arg-type]
-        return settings.validated()
-
-    def validated(self) -> "Settings":
-        """Out-of-bounds values replaced by their defaults, each replacement a problem."""
-        problems = list(self.problems)
-        for name, (low, high) in _BOUNDS.items():
-            value = getattr(self, name)
-            if not low <= value <= high:  # False for nan too
-                default = next(d for a, _, d, _ in OPTIONS if a == name)
-                problems.append(f"{name} must be between {low} and {high} (got {_brief(value)}); using {default}")
-                object.__setattr__(self, name, default)
-        for name, default in (("tenant", "default"), ("app", "hermes"), ("stream_prefix", "memstream")):
-            value = getattr(self, name)
-            if not value.strip() or len(value) > _NAME_MAX or not value.isprintable():
-                problems.append(f"{name} must be 1 to {_NAME_MAX} printable characters "
-                                f"(got {_brief(value)}); using {default!r}")
-                object.__setattr__(self, name, default)
-        for attr, env, _, _ in OPTIONS:
-            if attr.endswith("_url"):
-                problem = _url_problem(attr, env, getattr(self, attr))
-                if problem:
-                    problems.append(problem)
-        if self.fsync_interval is None and self.spool_fsync not in ("never", "always"):
-            problems.append(f"spool_fsync={_brief(self.spool_fsync)} is not never|always|SECONDS; using 1.0")
-            object.__setattr__(self, "spool_fsync", "1.0")
-        object.__setattr__(self, "problems", tuple(problems))
-        return self
-
-    @property
-    def fsync_interval(self) -> float | None:
-        """Seconds between background fsyncs, or None for never/always."""
-        try:
-            seconds = float(self.spool_fsync)
-        except ValueError:
-            return None
-        return seconds if 0 < seconds < math.inf else None
-
-    @property
-    def spool_dir(self) -> Path:
-        return self.home / "spool"
-
-    @property
-    def run_file(self) -> Path:
-        return self.home / "run" / "service.json"
-
-    @property
-    def data_dir(self) -> Path:
-        return self.home / "data"
-
-    def public(self) -> dict[str, object]:
-        """Settings as JSON-ready values, safe to show: every URL through ``mask_url``, the
-        value of any setting named like a secret (key, token, password, ...) as ``***``."""
-        out: dict[str, object] = {}
-        for f in fields(self):
-            if f.name == "problems":
-                continue
-            value = getattr(self, f.name)
-            if f.name.endswith("_url"):
-                value = mask_url(str(value))
-            elif _SECRET_NAME.search(f.name) and value:
-                value = "***"
-            out[f.name] = str(value) if isinstance(value, Path) else value
-        return out

@@ -2,21 +2,19 @@
 
 Guarantee: ``LogLocator.__call__`` either returns a connected ``EventLog`` or raises
 ``redis.ConnectionError`` quickly (short timeouts); with autostart on and no service
-running, it starts one (``memstream up --detach``) at most once per 30 s per process,
-and the service itself refuses to run twice (it holds a lock for its lifetime).
+running, it starts one in the background (``memstream.core.start_service``, as ``memstream
+up --detach`` does) at most once per 30 s per process, and the service itself refuses to
+run twice (it holds a lock for its lifetime).
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 
 import redis
 import structlog
 
-from memstream.core import Settings, mask_url, read_run_file
+from memstream.core import Settings, mask_url, read_run_file, start_service
 from memstream.producers.stream import EventLog
 from memstream.producers.tenants import Signer, password_of
 
@@ -79,12 +77,9 @@ class LogLocator:
         if self._spawned_at and now - self._spawned_at < self.RESPAWN_AFTER:
             return
         self._spawned_at = now
-        env = dict(os.environ, MEMSTREAM_HOME=str(self.settings.home))
         try:
-            subprocess.Popen(
-                [sys.executable, "-m", "memstream", "up", "--detach", "--quiet"],
-                env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
-            log.info("service.autostart", home=str(self.settings.home))
+            started = start_service(self.settings, wait=None)
+            log.info("service.autostart", home=str(self.settings.home), pid=started.get("pid"),
+                     already_running=started["already_running"])
         except OSError as exc:
             log.warning("service.autostart_failed", error=str(exc))

@@ -6,9 +6,13 @@ qdrant-client alone takes about a second to import."""
 
 from memstream.projections.base import Delivery, Projection
 from memstream.projections.counters import Counters
-from memstream.projections.embedders.base import EmbedderUnavailable
+from memstream.projections.embedders.base import EmbedderError, EmbedderUnavailable
 from memstream.projections.embedders.cache import CachedEmbedder
-from memstream.projections.embedders.port import get_embedder
+from memstream.projections.embedders.port import (
+    configured_embedder,
+    describe_embedder,
+    get_embedder,
+)
 from memstream.projections.facts import FactsProjection
 from memstream.projections.facts_table import PROBED_FACTS, Fact, FactsTable, fact_id, fact_ids
 from memstream.projections.memories import MemoriesProjection
@@ -31,9 +35,12 @@ from memstream.projections.turns import TurnsProjection
 __all__ = [
     "CachedEmbedder",
     "CollectionNotFound",
+    "configured_embedder",
     "Counters",
     "Delivery",
+    "describe_embedder",
     "EdgeStore",
+    "EmbedderError",
     "EmbedderUnavailable",
     "Fact",
     "fact_id",

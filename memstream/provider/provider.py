@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional
 
 import structlog
 
-from memstream.core import Settings, config_file_for, configure_in_host, new_event_id
+from memstream.core import OPTIONS, Settings, config_file_for, configure_in_host, new_event_id
 from memstream.producers import (
     DelegationCompleted,
     MemoryForgotten,
@@ -431,13 +431,21 @@ class MemstreamProvider(MemoryProvider):
 
     # -- configuration ----------------------------------------------------------------
     def get_config_schema(self) -> List[Dict[str, Any]]:
+        """What ``hermes memory setup`` asks; defaults and variables are the settings' own."""
+        options = {o.attribute: o for o in OPTIONS}
+
+        def field(key: str, description: str, secret: bool = False) -> Dict[str, Any]:
+            option = options[key]
+            out: Dict[str, Any] = {"key": key, "description": description, "secret": secret, "required": False}
+            if option.default != "":
+                out["default"] = str(option.default)
+            out["env_var"] = option.env
+            return out
+
         return [
-            {"key": "redis_url", "description": "Redis/Valkey URL shared by the fleet (empty: embedded service)",
-             "secret": True, "required": False, "env_var": "MEMSTREAM_REDIS_URL"},
-            {"key": "tenant", "description": "Tenant of every event from this Hermes home",
-             "secret": False, "required": False, "default": "default", "env_var": "MEMSTREAM_TENANT"},
-            {"key": "home", "description": "memstream data directory (spool, embedded Valkey)",
-             "secret": False, "required": False, "default": "~/.memstream", "env_var": "MEMSTREAM_HOME"},
+            field("redis_url", "Redis/Valkey URL shared by the fleet (empty: embedded service)", secret=True),
+            field("tenant", "Tenant of every event from this Hermes home"),
+            field("home", "memstream data directory (spool, embedded Valkey)"),
         ]
 
     @_guard(None)

@@ -16,8 +16,6 @@ import json
 import os
 import secrets
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -34,6 +32,7 @@ from memstream.core import (
     private_dir,
     process_start,
     read_run_file,
+    start_service,
     tighten,
     write_private,
 )
@@ -184,29 +183,9 @@ class Service:
 
 
 def detach(settings: Settings, timeout: float = 20.0) -> dict:
-    """Start the service in the background; return its run-file info once it serves."""
-    existing = read_run_file(settings.run_file)
-    if existing:
-        return {**existing, "already_running": True}
-    private_dir(settings.run_file.parent)
-    out = os.fdopen(open_private(settings.run_file.parent / "service.log"), "ab")
-    env = dict(os.environ, MEMSTREAM_HOME=str(settings.home))
-    proc = subprocess.Popen([sys.executable, "-m", "memstream", "up"], env=env,
-                            stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                            start_new_session=True, close_fds=True)
-    out.close()
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        info = read_run_file(settings.run_file)
-        if info:
-            return {**info, "already_running": info.get("pid") != proc.pid}
-        if proc.poll() is not None:
-            info = read_run_file(settings.run_file)
-            if info:  # lost a race with another starter: that one serves
-                return {**info, "already_running": True}
-            raise RuntimeError(f"the service exited with {proc.returncode}; see {settings.run_file.parent / 'service.log'}")
-        time.sleep(0.05)
-    raise RuntimeError(f"the service did not start within {timeout}s; see {settings.run_file.parent / 'service.log'}")
+    """Start the service in the background; return its run-file info once it serves
+    (``already_running`` when one served already). See ``memstream.core.start_service``."""
+    return start_service(settings, wait=timeout)
 
 
 def stop_service(settings: Settings, timeout: float = 15.0) -> dict:

@@ -85,7 +85,7 @@ class Consumer:
     def __init__(self, eventlog: EventLog, projection: Projection, name: str, *,
                  batch: int = 128, block_ms: int = 500, claim_idle_ms: int = 60_000,
                  claim_every: float = 5.0, max_deliveries: int = 5,
-                 max_text_bytes: int = Settings.max_text_bytes, backoff_base: float = 0.2,
+                 max_text_bytes: int = Settings().max_text_bytes, backoff_base: float = 0.2,
                  backoff_cap: float = 30.0, transient_cap: float = 5.0):
         self.log = eventlog
         self.client = eventlog.client

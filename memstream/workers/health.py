@@ -6,9 +6,10 @@ the consumer at most once a second (``Health.beat``) and expiring ``KEEP_S`` aft
 last write of any consumer of the group.
 
 A projection is *stalled* when entries wait for it (undelivered or pending) and none of
-it has made progress (a batch committed by any consumer, or a position recorded) for
-``stall_after()`` seconds while the oldest waiting entry is at least that old: ``memstream
-doctor`` fails then, and ``memstream stats`` says so per projection.
+it has made progress (a batch committed by any consumer, or a position recorded) for the
+threshold (``MEMSTREAM_STALL_AFTER_S``, passed by the caller) while the oldest waiting entry
+is at least that old: ``memstream doctor`` fails then, and ``memstream stats`` says so per
+projection.
 
 Guarantees: ``Health.beat`` never raises (a Redis error only delays the record); the
 readers never raise on a malformed record (it is ignored).
@@ -27,23 +28,12 @@ import structlog
 from memstream.core import keys, shown
 from memstream.producers import parse_entry_id
 
-__all__ = ["Health", "read_health", "projection_health", "stall_after", "STALL_AFTER_S"]
+__all__ = ["Health", "read_health", "projection_health"]
 
 log = structlog.get_logger("memstream.health")
 
-# Default seconds without progress, with entries waiting at least as long, before a
-# projection counts as stalled; ``MEMSTREAM_STALL_AFTER_S`` overrides it.
-STALL_AFTER_S = 60.0
 KEEP_S = 7 * 86400
 ERROR_CHARS = 300
-
-
-def stall_after() -> float:
-    """The stall threshold: ``MEMSTREAM_STALL_AFTER_S`` if set to a number, else 60 s."""
-    try:
-        return float(os.environ.get("MEMSTREAM_STALL_AFTER_S", "") or STALL_AFTER_S)
-    except ValueError:
-        return STALL_AFTER_S
 
 
 class Health:
@@ -133,15 +123,14 @@ def _entry_time(entry_id) -> float:
 
 
 def projection_health(client: redis.Redis, prefix: str, stream_keys: list[str], group: str, *,
-                      applied_at: float = 0.0, now: float | None = None,
-                      threshold: float | None = None) -> dict:
+                      threshold: float, applied_at: float = 0.0, now: float | None = None) -> dict:
     """Whether ``group`` advances: its waiting entries (undelivered ``lag`` + ``pending``),
     since when the oldest waits, its last progress (health records, or ``applied_at``: the
     newest position recorded), its consumers' errors and restarts, and a ``status``:
-    ``ok``, ``idle`` (nothing waits), ``stalled`` or ``not started`` (no group yet; stalled
-    too once its entries waited ``threshold`` seconds). ``ok`` is False when stalled."""
+    ``ok``, ``idle`` (nothing waits), ``stalled`` (entries waited ``threshold`` seconds
+    with no progress) or ``not started`` (no group yet; stalled too once its entries waited
+    ``threshold`` seconds). ``ok`` is False when stalled."""
     now = time.time() if now is None else now
-    threshold = stall_after() if threshold is None else threshold
     waiting, since, exists = 0, None, False
     for key in stream_keys:
         try:

@@ -13,7 +13,6 @@ backoff and counted in its consumer's ``stats.restarts`` and health record.
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time
@@ -31,7 +30,7 @@ from memstream.projections import (
     MemoriesProjection,
     SessionsProjection,
     TurnsProjection,
-    get_embedder,
+    configured_embedder,
     open_store,
 )
 from memstream.query import QueryServer, ReadOps, Searcher
@@ -44,9 +43,9 @@ log = structlog.get_logger("memstream.pipeline")
 
 @dataclass(frozen=True)
 class PipelineConfig:
-    embedder: str = ""  # "" -> onnx-minilm
+    embedder: str = ""  # "" -> settings.embedder
     qdrant_url: str = ""  # "" -> the embedded store under $MEMSTREAM_HOME/data/qdrant
-    consumer: str = ""  # stable consumer name; "" -> host name + MEMSTREAM_WORKER_INDEX
+    consumer: str = ""  # stable consumer name; "" -> host name + settings.worker_index
     batch: int = 128
     max_deliveries: int = 5
     claim_idle_ms: int = 60_000
@@ -65,7 +64,7 @@ class Pipeline:
         self.config = config or PipelineConfig(embedder=settings.embedder, qdrant_url=settings.qdrant_url)
         self.store = open_store(url=self.config.qdrant_url or None,
                                 path=str(settings.data_dir / "qdrant"))
-        inner = get_embedder(self.config.embedder or None)
+        inner = configured_embedder(settings, self.config.embedder or None)
         # the cache saves model calls; feature hashing is cheaper than a cache lookup
         self.embedder = (CachedEmbedder(inner, settings.data_dir / "embeddings.sqlite3")
                          if getattr(inner, "worth_caching", True) else inner)
@@ -77,7 +76,7 @@ class Pipeline:
             FactsProjection(client, prefix),
             SessionsProjection(client, prefix),
         ]
-        name = self.config.consumer or f"{socket.gethostname()}-{os.environ.get('MEMSTREAM_WORKER_INDEX', '0')}"
+        name = self.config.consumer or f"{socket.gethostname()}-{settings.worker_index}"
         self.consumers = [
             Consumer(eventlog, p, name, batch=self.config.batch, max_deliveries=self.config.max_deliveries,
                      claim_idle_ms=self.config.claim_idle_ms, max_text_bytes=settings.max_text_bytes)

@@ -3,10 +3,12 @@ another process (after a crash, a reboot) makes it stale."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -67,3 +69,23 @@ def test_the_start_time_of_a_process_is_stable_and_differs_from_a_later_process(
         child.kill()
         child.wait()
     assert process_start(child.pid) is None
+
+
+# -- one spawner of the background service --------------------------------------------------
+PACKAGE = Path(__file__).resolve().parents[2] / "memstream"
+
+
+def _starts_the_service(tree: ast.AST) -> bool:
+    """Whether a list literal names ``memstream`` and ``up`` (``[..., "-m", "memstream", "up"]``)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.List):
+            words = [e.value for e in node.elts if isinstance(e, ast.Constant)]
+            if "memstream" in words and "up" in words:
+                return True
+    return False
+
+
+def test_only_the_run_file_module_starts_the_service_in_the_background():
+    starters = sorted(path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py")
+                      if _starts_the_service(ast.parse(path.read_text(), str(path))))
+    assert starters == ["core/runfile.py"]

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings as hsettings, strategies as st
 from fuzzing import examples
 
-from memstream.core.settings import OPTIONS, Settings
+from memstream.core.settings import OPTIONS, OTHER_VARIABLES, Settings
 from memstream.core.settings import mask_url
 
 ENVS = [env for _, env, _, _ in OPTIONS]
@@ -32,7 +32,11 @@ def _plain(text: str, default: object) -> object:
             return {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False,
                     "no": False, "off": False, "": False}[text.strip().lower()]
         if isinstance(default, int):
-            return int(text)
+            try:
+                return int(text)
+            except ValueError:  # an integral number in another spelling: 1e3, 5.0
+                number = float(text)
+                return int(number) if number.is_integer() else None
         if isinstance(default, float):
             return float(text)
     except (KeyError, ValueError):
@@ -133,3 +137,122 @@ def test_mask_url_keeps_what_helps_find_the_server():
     assert mask_url("rediss://token-only@cache") == "rediss://***@cache"
     assert mask_url("https://q:6333/?api_key=k&timeout=5") == "https://q:6333/?api_key=***&timeout=5"
     assert mask_url("redis://cache:6379") == "redis://cache:6379"
+
+
+@pytest.mark.parametrize("name, closest", [
+    ("MEMSTREAM_TENENT", "MEMSTREAM_TENANT"),
+    ("MEMSTREAM_REDIS_URI", "MEMSTREAM_REDIS_URL"),
+    ("MEMSTREAM_EMBED_APIKEY", "MEMSTREAM_EMBED_API_KEY"),
+    ("MEMSTREAM_DEBUGG", "MEMSTREAM_DEBUG"),
+])
+def test_a_variable_that_is_no_setting_is_a_problem_naming_the_closest_one(monkeypatch, name, closest):
+    monkeypatch.setenv(name, "sk-planted-secret")
+    problems = Settings.load().problems
+    assert problems == (f"{name} is not a setting (did you mean {closest}?); ignored",)
+
+
+def test_a_variable_far_from_every_setting_is_a_problem_without_a_guess(monkeypatch):
+    monkeypatch.setenv("MEMSTREAM_ZZZZZZZZZZZZ", "1")
+    assert Settings.load().problems == ("MEMSTREAM_ZZZZZZZZZZZZ is not a setting; ignored",)
+
+
+def test_the_variables_memstream_reads_beside_its_settings_are_no_problem(monkeypatch):
+    for name in OTHER_VARIABLES:
+        monkeypatch.setenv(name, "1")
+    monkeypatch.setenv("NOT_MEMSTREAM_TENANT", "x")
+    assert Settings.load().problems == ()
+
+
+def test_a_file_key_that_is_no_setting_is_a_problem_naming_the_closest_one(tmp_path):
+    (tmp_path / "memstream.json").write_text(json.dumps(
+        {"tenent": "sk-planted-secret", "MEMSTREAM_SHARDS": 2, "colour": "blue", "app": "bench"}))
+    loaded = Settings.load(hermes_home=tmp_path)
+    path = tmp_path / "memstream.json"
+    assert loaded.problems == (f"{path}: 'tenent' is not a setting (did you mean 'tenant'?); ignored",
+                               f"{path}: 'MEMSTREAM_SHARDS' is not a setting (did you mean 'shards'?); ignored",
+                               f"{path}: 'colour' is not a setting; ignored")
+    assert loaded.app == "bench" and loaded.tenant == "default" and loaded.shards == 1
+
+
+def test_the_file_keeps_its_tolerances_a_number_for_a_text_setting_and_a_whole_float(tmp_path):
+    (tmp_path / "memstream.json").write_text(json.dumps({"spool_fsync": 2, "shards": 4.0, "autostart": 0}))
+    loaded = Settings.load(hermes_home=tmp_path)
+    assert loaded.problems == ()
+    assert (loaded.spool_fsync, loaded.fsync_interval, loaded.shards, loaded.autostart) == ("2", 2.0, 4, False)
+
+
+@pytest.mark.parametrize("value", [["a", "list"], {"an": "object"}, None, True])
+def test_a_file_value_of_no_usable_type_is_a_problem_and_never_shown_when_secret(tmp_path, value):
+    (tmp_path / "memstream.json").write_text(json.dumps({"embed_api_key": value, "tenant": value}))
+    loaded = Settings.load(hermes_home=tmp_path)
+    assert loaded.embed_api_key == "" and loaded.tenant == "default"
+    assert any(p.startswith("MEMSTREAM_EMBED_API_KEY='***' is not a valid str") for p in loaded.problems)
+    assert any(p.startswith("MEMSTREAM_TENANT=") for p in loaded.problems), loaded.problems
+
+
+@hsettings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(content=st.dictionaries(
+    st.one_of(st.sampled_from([o.attribute for o in OPTIONS]), st.text(max_size=12)),
+    st.recursive(st.none() | st.booleans() | st.integers(min_value=-(1 << 80), max_value=1 << 80)
+                 | st.floats() | st.text(max_size=20), lambda inner: st.lists(inner, max_size=3), max_leaves=4),
+    max_size=8))
+def test_load_never_raises_whatever_the_file_holds(tmp_path, content):
+    (tmp_path / "memstream.json").write_text(json.dumps(content))
+    loaded = Settings.load(hermes_home=tmp_path)
+    unknown = [key for key in content if key not in {o.attribute for o in OPTIONS}]
+    assert len([p for p in loaded.problems if "is not a setting" in p]) == len(unknown)
+    for attr, _, default, _ in OPTIONS:
+        value = getattr(loaded, attr)
+        assert type(value) is type(default) or attr == "home"
+        if isinstance(default, float):
+            assert math.isfinite(value)
+    json.dumps(loaded.public())
+
+
+@pytest.mark.parametrize("env, value, problem", [
+    ("MEMSTREAM_EMBED_DIM", "wide", "MEMSTREAM_EMBED_DIM='wide' is not a valid int"),
+    ("MEMSTREAM_EMBED_DIM", "-1", "embed_dim must be between 0 and 65536"),
+    ("MEMSTREAM_EMBED_THREADS", "-2", "embed_threads must be between 0 and 1024"),
+    ("MEMSTREAM_EMBED_URL", "llm.example:8080", "MEMSTREAM_EMBED_URL='llm.example:8080' has no supported scheme"),
+    ("MEMSTREAM_STALL_AFTER_S", "soon", "MEMSTREAM_STALL_AFTER_S='soon' is not a valid float"),
+    ("MEMSTREAM_STALL_AFTER_S", "0", "stall_after_s must be between 0.1 and 86400.0"),
+    ("MEMSTREAM_WORKER_INDEX", "", "worker_index must be 1 to 256 printable characters"),
+])
+def test_invalid_embedder_and_worker_values_are_recorded_problems(monkeypatch, env, value, problem):
+    monkeypatch.setenv(env, value)
+    loaded = Settings.load()
+    assert any(problem in p for p in loaded.problems), loaded.problems
+    attr = env.removeprefix("MEMSTREAM_").lower()
+    if attr.endswith("_url"):
+        assert getattr(loaded, attr) == value  # kept as given: connecting fails clearly
+    else:
+        assert getattr(loaded, attr) == getattr(Settings(), attr)  # the default is used
+
+
+def test_every_setting_is_read_from_its_variable(monkeypatch):
+    monkeypatch.setenv("MEMSTREAM_EMBED_URL", "https://llm.example/v1")
+    monkeypatch.setenv("MEMSTREAM_EMBED_MODEL", "m")
+    monkeypatch.setenv("MEMSTREAM_EMBED_API_KEY", "sk-x")
+    monkeypatch.setenv("MEMSTREAM_EMBED_DIM", "768")
+    monkeypatch.setenv("MEMSTREAM_EMBED_THREADS", "3")
+    monkeypatch.setenv("MEMSTREAM_STALL_AFTER_S", "0.5")
+    monkeypatch.setenv("MEMSTREAM_WORKER_INDEX", "w2")
+    loaded = Settings.load()
+    assert loaded.problems == ()
+    assert (loaded.embed_url, loaded.embed_model, loaded.embed_api_key, loaded.embed_dim, loaded.embed_threads,
+            loaded.stall_after_s, loaded.worker_index) == ("https://llm.example/v1", "m", "sk-x", 768, 3, 0.5, "w2")
+
+
+def test_public_hides_the_api_key_and_shows_every_other_setting(monkeypatch):
+    monkeypatch.setenv("MEMSTREAM_EMBED_API_KEY", "sk-planted-secret")
+    monkeypatch.setenv("MEMSTREAM_EMBED_URL", "https://llm.example/v1?api_key=sk-in-url")
+    shown = Settings.load().public()
+    assert shown["embed_api_key"] == "***" and shown["embed_url"] == "https://llm.example/v1?api_key=***"
+    assert shown["prefetch_tokens"] == 400  # a count of tokens, not a token
+    assert set(shown) == {o.attribute for o in OPTIONS}
+    assert "sk-" not in json.dumps(shown)
+
+
+def test_an_override_that_is_no_setting_is_a_mistake_in_the_code():
+    with pytest.raises(TypeError, match="tenent"):
+        Settings.load(tenent="x")

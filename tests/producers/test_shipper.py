@@ -3,10 +3,10 @@ going away never reaches a hook, and everything spooled ships once, in order."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import threading
 
+import msgspec
 import pytest
 import redis
 
@@ -79,7 +79,7 @@ def test_when_the_log_comes_back_everything_ships_exactly_once_in_order(writers,
 
 
 def test_a_real_locator_pointed_at_a_closed_port_fails_quietly_and_close_is_bounded(writers, settings, event_log):
-    down = dataclasses.replace(settings, redis_url=f"redis://127.0.0.1:{free_port()}/0",
+    down = msgspec.structs.replace(settings, redis_url=f"redis://127.0.0.1:{free_port()}/0",
                                shutdown_timeout=0.5)
     w = Writer(down)  # the real LogLocator
     w.shipper.start()
@@ -100,7 +100,7 @@ def test_a_real_locator_pointed_at_a_closed_port_fails_quietly_and_close_is_boun
 
 
 def test_stop_with_the_log_down_returns_within_its_bound_and_keeps_the_spool(writers, settings, event_log):
-    settings = dataclasses.replace(settings, shutdown_timeout=0.3)
+    settings = msgspec.structs.replace(settings, shutdown_timeout=0.3)
     link = Switchable(event_log, down=True)
     w = make_writer(writers, settings, link)
     for i in range(20):
@@ -215,19 +215,29 @@ def test_a_run_file_left_by_a_crash_whose_pid_was_reused_does_not_stop_autostart
     settings.run_file.write_text(json.dumps({"pid": os.getpid(), "pid_start": process_start(os.getpid()) - 1,
                                              "url": "redis://127.0.0.1:1"}))
     spawned = []
-    monkeypatch.setattr(subprocess, "Popen", lambda args, **kw: spawned.append(args))
+
+    class Started:  # the service process, not really started
+        pid = 0
+
+        def __init__(self, args, **kw):
+            spawned.append(args)
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(subprocess, "Popen", Started)
     locator = LogLocator(settings, autostart=True)
     assert locator.url() is None
     with pytest.raises(redis.ConnectionError, match="starting one"):
         locator()
-    assert spawned and spawned[0][-3:] == ["up", "--detach", "--quiet"]
+    assert spawned and spawned[0][-3:] == ["-m", "memstream", "up"]
 
 
 @pytest.mark.valkey
 def test_log_locator_connects_to_a_configured_url(valkey_server, settings):
     client = redis.Redis.from_url(valkey_server.url)
     client.flushall()
-    locator = LogLocator(dataclasses.replace(settings, redis_url=valkey_server.url))
+    locator = LogLocator(msgspec.structs.replace(settings, redis_url=valkey_server.url))
     log = locator()
     try:
         log.append([remembered("via url")])
@@ -246,7 +256,7 @@ def test_close_while_the_shipper_is_stuck_in_a_call_to_the_log_keeps_the_spool_l
         release.wait(30)  # a log that takes longer than the shutdown bound to answer
         return event_log
 
-    w = Writer(dataclasses.replace(settings, shutdown_timeout=0.3), locator=slow_connect)
+    w = Writer(msgspec.structs.replace(settings, shutdown_timeout=0.3), locator=slow_connect)
     w.shipper.start()
     for i in range(5):
         w.emit(remembered(str(i)))

@@ -399,6 +399,15 @@ def test_read_side_hooks_answer_nothing_when_no_service_runs(harness):
     assert {f["env_var"] for f in p.get_config_schema()} >= {"MEMSTREAM_REDIS_URL", "MEMSTREAM_TENANT"}
 
 
+def test_the_setup_schema_offers_the_settings_own_defaults_and_variables():
+    from memstream.core.settings import Settings
+
+    defaults = Settings()
+    for item in MemstreamProvider(defaults).get_config_schema():
+        assert item["env_var"] == "MEMSTREAM_" + item["key"].upper()
+        assert item.get("default", "") == str(getattr(defaults, item["key"])), item
+
+
 def test_hooks_do_not_raise_when_the_log_output_is_broken(harness, monkeypatch):
     import io
 

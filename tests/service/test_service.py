@@ -14,7 +14,9 @@ import pytest
 import redis
 
 from memstream.producers.stream import EventLog
-from memstream.core.runfile import read_run_file
+from memstream.core.runfile import read_run_file, start_service
+from memstream.core.settings import Settings
+from memstream.service import stop_service
 
 pytestmark = pytest.mark.valkey
 
@@ -175,6 +177,24 @@ def test_provider_starts_the_service_when_none_runs_and_ships_its_spool(tmp_path
         assert contents == [f"fact {i}" for i in range(50)]
     finally:
         ms(home, "down", check=False)
+
+
+def test_the_background_start_returns_at_once_and_collects_the_service_exit(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMSTREAM_EMBEDDER", "hash")
+    settings = Settings.load(home=str(tmp_path / "bg"))
+    started = start_service(settings, wait=None)  # as the producers' autostart calls it
+    try:
+        assert started["already_running"] is False
+        info = wait_for(lambda: read_run_file(settings.run_file))
+        assert info["pid"] == started["pid"]
+        run_dir = settings.run_file.parent
+        assert stat.S_IMODE(run_dir.stat().st_mode) == 0o700
+        assert stat.S_IMODE((run_dir / "service.log").stat().st_mode) == 0o600
+        again = start_service(settings, wait=None)
+        assert again["already_running"] is True and again["pid"] == info["pid"]
+    finally:
+        stopped = stop_service(settings)
+    assert stopped["stopped"], stopped  # its exit was collected: no zombie passes for alive
 
 
 def test_service_adopts_a_spool_left_by_a_dead_process(tmp_path):

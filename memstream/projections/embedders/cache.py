@@ -31,18 +31,12 @@ import structlog
 
 from memstream.projections.embedders.base import as_text_list
 
-__all__ = ["EmbeddingCache", "CachedEmbedder", "default_cache_path", "text_key"]
+__all__ = ["EmbeddingCache", "CachedEmbedder", "text_key"]
 
 log = structlog.get_logger("memstream.embedding_cache")
 
 SCHEMA_VERSION = 1
 _QUERY_CHUNK = 500  # keys per SELECT ... IN (...): under every SQLite's variable limit
-
-
-def default_cache_path() -> Path:
-    """``$MEMSTREAM_HOME/embeddings.sqlite3`` (``~/.memstream`` when unset)."""
-    home = os.environ.get("MEMSTREAM_HOME", "").strip() or "~/.memstream"
-    return Path(home).expanduser() / "embeddings.sqlite3"
 
 
 def text_key(text: str) -> bytes:
@@ -53,12 +47,13 @@ def text_key(text: str) -> bytes:
 class EmbeddingCache:
     """Vectors by ``(embedder name, text key)``: an LRU in memory over a SQLite file.
 
-    ``path`` defaults to ``default_cache_path()``; ``":memory:"`` keeps it in this process.
+    ``path``: the SQLite file (the pipeline's is ``$MEMSTREAM_HOME/data/embeddings.sqlite3``);
+    ``":memory:"`` keeps it in this process.
     Thread-safe; several processes may share one file (WAL, ``busy_timeout``).
     """
 
-    def __init__(self, path: str | os.PathLike | None = None, *, memory_items: int = 8192, busy_timeout: float = 5.0) -> None:
-        self.path = str(path) if path is not None else str(default_cache_path())
+    def __init__(self, path: str | os.PathLike, *, memory_items: int = 8192, busy_timeout: float = 5.0) -> None:
+        self.path = os.fspath(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self.memory_items = int(memory_items)
@@ -169,13 +164,13 @@ class CachedEmbedder:
     """An embedder that asks ``cache`` first and embeds only what it has never seen.
 
     Same ``name``, ``dim``, ``max_tokens`` and ``count_tokens`` as ``inner``, same
-    vectors. ``cache`` is an ``EmbeddingCache`` or a path for one (None: the default
-    path). ``stats()`` counts per text: ``hits`` (not embedded: from memory, the file, or
-    a duplicate in the same call), ``misses`` (embedded by ``inner``), ``errors`` (cache
-    failures survived). Thread-safe when ``inner`` is.
+    vectors. ``cache`` is an ``EmbeddingCache`` or a path for one. ``stats()`` counts
+    per text: ``hits`` (not embedded: from memory, the file, or a duplicate in the same
+    call), ``misses`` (embedded by ``inner``), ``errors`` (cache failures survived).
+    Thread-safe when ``inner`` is.
     """
 
-    def __init__(self, inner, cache: EmbeddingCache | str | os.PathLike | None = None) -> None:
+    def __init__(self, inner, cache: EmbeddingCache | str | os.PathLike) -> None:
         self.inner = inner
         self._owns_cache = not isinstance(cache, EmbeddingCache)
         self.cache = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache)

@@ -30,7 +30,7 @@ from memstream.projections.embedders.base import (
     l2_normalize,
 )
 
-__all__ = ["OnnxMiniLMEmbedder", "MODEL_ID", "MODEL_SHA256", "TOKENIZER_SHA256"]
+__all__ = ["OnnxMiniLMEmbedder", "MODEL_ID", "MODEL_SHA256", "TOKENIZER_SHA256", "default_threads"]
 
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 # Pinned here, not read from the package, so an upgraded package with another file is
@@ -75,10 +75,8 @@ def _read_verified(path: Path, expected_sha256: str | None, what: str) -> bytes:
     return data
 
 
-def _default_threads() -> int:
-    env = os.environ.get("MEMSTREAM_EMBED_THREADS", "").strip()
-    if env:
-        return max(1, int(env))
+def default_threads() -> int:
+    """onnxruntime threads when none are given: the CPUs this process may use, at most 8."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -89,8 +87,8 @@ def _default_threads() -> int:
 class OnnxMiniLMEmbedder:
     """all-MiniLM-L6-v2, int8, on CPU: 384-d unit vectors; thread-safe ``embed``.
 
-    Options: ``threads`` (onnxruntime intra-op threads; default ``MEMSTREAM_EMBED_THREADS``
-    or the CPUs this process may use, at most 8), ``batch_size`` (texts per model call),
+    Options: ``threads`` (onnxruntime intra-op threads; default ``default_threads()``: the
+    CPUs this process may use, at most 8; memstream passes ``MEMSTREAM_EMBED_THREADS``), ``batch_size`` (texts per model call),
     ``max_length`` (tokens; longer texts are truncated), ``sort_by_length`` (False runs
     batches in arrival order, for benchmarks), ``spin`` (let idle onnxruntime threads
     busy-wait: a little faster on an otherwise idle machine), ``model_path``/``model_sha256``/``model_id``
@@ -132,7 +130,7 @@ class OnnxMiniLMEmbedder:
         self.max_tokens = int(max_length)
         self.batch_size = int(batch_size)
         self.sort_by_length = bool(sort_by_length)
-        self.threads = int(threads) if threads else _default_threads()
+        self.threads = int(threads) if threads else default_threads()
         self.name = f"onnx-minilm:{model_id}" + ("" if max_length == MAX_LENGTH else f":max{max_length}")
 
         tok_json = _read_verified(Path(tokenizer_path or TOKENIZER_PATH), tokenizer_sha256, "tokenizer")

@@ -1,6 +1,8 @@
 """Text to dense vectors: the ``Embedder`` port, its implementations and a factory.
 
-``get_embedder(spec, **options)`` makes one:
+``get_embedder(spec, **options)`` makes one (``configured_embedder(settings)``: the one
+memstream's settings configure, ``describe_embedder(settings)``: what it would be, made
+of nothing):
 
 - ``onnx-minilm`` (default): all-MiniLM-L6-v2 int8 on onnxruntime, in-process, offline,
   384-d (``OnnxMiniLMEmbedder``);
@@ -21,20 +23,41 @@ once per embedder.
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from memstream.core import Settings, mask_url
 from memstream.projections.embedders.base import EmbedderError, EmbedderUnavailable
 from memstream.projections.embedders.hashing import HashEmbedder
-from memstream.projections.embedders.onnx import OnnxMiniLMEmbedder
-from memstream.projections.embedders.remote import OllamaEmbedder, OpenAIEmbedder
+from memstream.projections.embedders.onnx import (
+    DIM,
+    MODEL_ID,
+    OnnxMiniLMEmbedder,
+    default_threads,
+)
+from memstream.projections.embedders.remote import (
+    _KNOWN_DIMS,
+    OllamaEmbedder,
+    OpenAIEmbedder,
+)
 
 __all__ = [
-    "Embedder", "EmbedderError", "EmbedderUnavailable", "get_embedder", "check_dim", "measure",
-    "HashEmbedder", "OnnxMiniLMEmbedder", "OpenAIEmbedder", "OllamaEmbedder", "SPECS", "DEFAULT_SPEC",
+    "DEFAULT_SPEC",
+    "SPECS",
+    "Embedder",
+    "EmbedderError",
+    "EmbedderUnavailable",
+    "HashEmbedder",
+    "OllamaEmbedder",
+    "OnnxMiniLMEmbedder",
+    "OpenAIEmbedder",
+    "check_dim",
+    "configured_embedder",
+    "describe_embedder",
+    "get_embedder",
+    "measure",
 ]
 
 DEFAULT_SPEC = "onnx-minilm"
@@ -59,13 +82,13 @@ class Embedder(Protocol):
 
 
 def get_embedder(spec: str | None = None, **options: Any) -> Embedder:
-    """The embedder named by ``spec`` (None: ``MEMSTREAM_EMBEDDER``, else ``onnx-minilm``).
+    """The embedder named by ``spec`` (None or empty: ``onnx-minilm``).
 
     ``options`` go to the implementation's constructor (e.g. ``threads=2``,
     ``base_url=...``, ``dim=768``). Raises ``EmbedderError`` for an unknown spec or a
     missing package/model; ``TypeError`` for an option the implementation lacks.
     """
-    spec = (spec or os.environ.get("MEMSTREAM_EMBEDDER", "").strip() or DEFAULT_SPEC).strip()
+    spec = (spec or "").strip() or DEFAULT_SPEC
     kind, _, model = spec.partition(":")
     kind = kind.lower()
     if kind in ("openai", "ollama"):
@@ -78,10 +101,62 @@ def get_embedder(spec: str | None = None, **options: Any) -> Embedder:
         return OnnxMiniLMEmbedder(**options)
     if kind == "hash":
         return HashEmbedder(**options)
-    raise EmbedderError(
+    raise _unknown(spec)
+
+
+def _unknown(spec: str) -> EmbedderError:
+    return EmbedderError(
         f"unknown embedder {spec!r}; choose one of onnx-minilm, hash, openai[:MODEL], ollama[:MODEL] "
         "(MEMSTREAM_EMBEDDER or the spec argument)"
     )
+
+
+def _configured(settings: Settings, spec: str | None) -> tuple[str, str, str, dict[str, Any]]:
+    """``spec`` (None or empty: ``settings.embedder``), its kind and model, and the options
+    ``settings`` give its constructor: only those set (empty or 0: the embedder's own
+    default). A model named in the spec wins over ``embed_model``."""
+    spec = (spec or "").strip() or settings.embedder.strip() or DEFAULT_SPEC
+    kind, _, model = spec.partition(":")
+    kind = kind.lower()
+    options: dict[str, Any] = {}
+    if kind in ("openai", "ollama"):
+        given = {"base_url": settings.embed_url, "model": "" if model else settings.embed_model,
+                 "api_key": settings.embed_api_key, "dim": settings.embed_dim}
+        options = {k: v for k, v in given.items() if v}
+    elif kind == "onnx-minilm" and settings.embed_threads:
+        options["threads"] = settings.embed_threads
+    return spec, kind, model, options
+
+
+def configured_embedder(settings: Settings, spec: str | None = None) -> Embedder:
+    """The embedder ``settings`` configure: ``spec`` (None: ``settings.embedder``) made with
+    ``settings.embed_url``, ``embed_model``, ``embed_api_key``, ``embed_dim`` (remote
+    embedders) or ``embed_threads`` (``onnx-minilm``). Raises as ``get_embedder``."""
+    spec, _, _, options = _configured(settings, spec)
+    return get_embedder(spec, **options)
+
+
+def describe_embedder(settings: Settings, spec: str | None = None) -> dict[str, Any]:
+    """What ``configured_embedder(settings, spec)`` would make, without making it (no model
+    loaded, no request): ``embedder`` (the spec), ``model``, ``dim`` (None: learnt from the
+    first answer), and ``url`` (masked) for a remote embedder, ``threads`` for a local
+    model. Raises ``EmbedderError`` for an unknown spec or a remote one without a model."""
+    spec, kind, model, options = _configured(settings, spec)
+    if kind in ("openai", "ollama"):
+        cls = OpenAIEmbedder if kind == "openai" else OllamaEmbedder
+        model = model or options.get("model") or cls.default_model or ""
+        if not model:
+            raise EmbedderError(f"the {kind} embedder needs a model: set MEMSTREAM_EMBED_MODEL or use {kind}:MODEL")
+        return {"embedder": spec, "url": mask_url(str(options.get("base_url") or cls.default_url).rstrip("/")),
+                "model": model, "dim": options.get("dim") or _KNOWN_DIMS.get(model)}
+    if model:
+        raise EmbedderError(f"embedder {kind!r} takes no model in its spec ({spec!r}); use {kind!r}")
+    if kind == "onnx-minilm":
+        return {"embedder": spec, "model": MODEL_ID, "dim": DIM, "threads": options.get("threads") or default_threads()}
+    if kind == "hash":
+        hashing = HashEmbedder()
+        return {"embedder": spec, "model": hashing.name, "dim": hashing.dim}
+    raise _unknown(spec)
 
 
 def check_dim(embedder: Embedder, expected_dim: int, collection: str) -> None:

@@ -9,15 +9,15 @@ here: ``EmbedderUnavailable`` (transient: unreachable, timeout, HTTP 408/429/5xx
 the wrong shape or size). Messages name the URL and what to change, never the texts
 nor the API key.
 
-Configuration: options, else ``MEMSTREAM_EMBED_URL`` / ``MEMSTREAM_EMBED_MODEL`` /
-``MEMSTREAM_EMBED_API_KEY`` / ``MEMSTREAM_EMBED_DIM``. When ``dim`` is not given and the
-model is not a known one, the first access to ``dim`` embeds one probe text.
+Configuration: the constructor's options (memstream passes ``MEMSTREAM_EMBED_URL`` /
+``MEMSTREAM_EMBED_MODEL`` / ``MEMSTREAM_EMBED_API_KEY`` / ``MEMSTREAM_EMBED_DIM``), else the
+class's defaults. When ``dim`` is not given and the model is not a known one, the first
+access to ``dim`` embeds one probe text.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import ssl
 import threading
 from typing import Any, Sequence
@@ -43,9 +43,6 @@ _KNOWN_DIMS = {
 }
 
 
-def _env(name: str) -> str | None:
-    value = os.environ.get(name, "").strip()
-    return value or None
 
 
 class _HttpEmbedder:
@@ -67,14 +64,13 @@ class _HttpEmbedder:
         max_tokens: int | None = None,
         timeout: float = 30.0,
     ) -> None:
-        self.base_url = (base_url or _env("MEMSTREAM_EMBED_URL") or self.default_url).rstrip("/")
-        model = model or _env("MEMSTREAM_EMBED_MODEL") or self.default_model
+        self.base_url = (base_url or self.default_url).rstrip("/")
+        model = model or self.default_model
         if not model:
             raise EmbedderError(f"the {self.kind} embedder needs a model: pass model=... or set MEMSTREAM_EMBED_MODEL")
         self.model = model
-        self._api_key = api_key if api_key is not None else _env("MEMSTREAM_EMBED_API_KEY")
-        env_dim = _env("MEMSTREAM_EMBED_DIM")
-        self._dim: int | None = int(dim) if dim else (int(env_dim) if env_dim else _KNOWN_DIMS.get(model))
+        self._api_key = api_key
+        self._dim: int | None = int(dim) if dim else _KNOWN_DIMS.get(model)
         self.batch_size = int(batch_size or self.default_batch)
         self.max_tokens = int(max_tokens or self.default_max_tokens)
         self.timeout = float(timeout)

@@ -9,7 +9,16 @@ import sys
 import numpy as np
 import pytest
 
-from memstream.projections.embedders.port import Embedder, check_dim, get_embedder, measure
+from memstream.core import Settings
+from memstream.projections.embedders.onnx import DIM, MODEL_ID, default_threads
+from memstream.projections.embedders.port import (
+    Embedder,
+    check_dim,
+    configured_embedder,
+    describe_embedder,
+    get_embedder,
+    measure,
+)
 from memstream.projections.embedders.base import EmbedderError
 from memstream.projections.embedders.hashing import HashEmbedder
 from memstream.projections.embedders.remote import OllamaEmbedder, OpenAIEmbedder
@@ -85,9 +94,23 @@ def test_factory_builds_each_spec_and_names_carry_the_model():
     assert isinstance(get_embedder("hash"), Embedder)
 
 
-def test_factory_reads_the_spec_from_the_environment(monkeypatch):
+def test_the_configured_embedder_is_the_one_the_environment_names(monkeypatch):
     monkeypatch.setenv("MEMSTREAM_EMBEDDER", "hash")
-    assert isinstance(get_embedder(), HashEmbedder)
+    assert isinstance(configured_embedder(Settings.load()), HashEmbedder)
+    assert isinstance(configured_embedder(Settings.load(), "hash"), HashEmbedder)
+
+
+def test_describe_says_what_the_embedder_would_be_without_making_it():
+    assert describe_embedder(Settings()) == {"embedder": "onnx-minilm", "model": MODEL_ID, "dim": DIM,
+                                             "threads": default_threads()}
+    assert describe_embedder(Settings(embed_threads=3))["threads"] == 3
+    openai = describe_embedder(Settings(embedder="openai", embed_url="https://u:pw@llm.example/v1",
+                                        embed_api_key="sk-secret"))
+    assert openai == {"embedder": "openai", "url": "https://u:***@llm.example/v1",
+                      "model": "text-embedding-3-small", "dim": 1536}
+    assert describe_embedder(Settings(embedder="ollama:mxbai"))["dim"] is None  # learnt from its first answer
+    with pytest.raises(EmbedderError, match="onnx-minilm, hash"):
+        describe_embedder(Settings(embedder="word2vec"))
 
 
 def test_unknown_spec_is_refused_with_the_choices():

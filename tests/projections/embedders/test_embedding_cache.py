@@ -12,7 +12,6 @@ from memstream.projections.embedders.hashing import HashEmbedder
 from memstream.projections.embedders.cache import (
     CachedEmbedder,
     EmbeddingCache,
-    default_cache_path,
     text_key,
 )
 
@@ -151,13 +150,12 @@ def test_concurrent_threads_share_one_cache(tmp_path):
     assert cached.cache.count() == 200
 
 
-def test_default_path_is_under_memstream_home(tmp_path, monkeypatch):
+def test_the_cache_file_is_the_one_given_whatever_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMSTREAM_HOME", str(tmp_path / "home"))
-    assert default_cache_path() == tmp_path / "home" / "embeddings.sqlite3"
-    cached = CachedEmbedder(HashEmbedder(dim=16))
+    cached = CachedEmbedder(HashEmbedder(dim=16), tmp_path / "given" / "c.sqlite3")
     cached.embed(["x"])
     cached.close()
-    assert (tmp_path / "home" / "embeddings.sqlite3").exists()
+    assert (tmp_path / "given" / "c.sqlite3").exists() and not (tmp_path / "home").exists()
 
 
 def test_inner_errors_propagate_and_nothing_is_stored(tmp_path):

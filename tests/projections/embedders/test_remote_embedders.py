@@ -13,7 +13,8 @@ import pytest
 from memstream.projections.embedders.base import EmbedderError, EmbedderUnavailable
 from memstream.projections.embedders.hashing import HashEmbedder
 from memstream.projections.embedders.remote import OllamaEmbedder, OpenAIEmbedder
-from memstream.projections.embedders.port import check_dim, get_embedder
+from memstream.core import Settings
+from memstream.projections.embedders.port import check_dim, configured_embedder, describe_embedder, get_embedder
 
 
 class FakeEmbeddingServer:
@@ -149,14 +150,33 @@ def test_ollama_requests_go_to_api_embed_without_a_key(fake):
     assert r["body"] == {"model": "all-minilm", "input": ["a", "b"], "truncate": True}
 
 
-def test_configuration_comes_from_the_environment(fake, monkeypatch):
+def test_configuration_comes_from_the_environment_through_the_settings(fake, monkeypatch):
     monkeypatch.setenv("MEMSTREAM_EMBED_URL", fake.url + "/v1")
     monkeypatch.setenv("MEMSTREAM_EMBED_MODEL", "env-model")
     monkeypatch.setenv("MEMSTREAM_EMBED_API_KEY", "sk-env")
-    e = get_embedder("openai")
-    assert e.name == "openai:env-model"
+    monkeypatch.setenv("MEMSTREAM_EMBED_DIM", "8")
+    settings = Settings.load()
+    e = configured_embedder(settings, "openai")
+    assert e.name == "openai:env-model" and e.dim == 8
     e.embed(["a"])
     assert fake.requests[0]["auth"] == "Bearer sk-env"
+    assert describe_embedder(settings, "openai") == {"embedder": "openai", "url": fake.url + "/v1",
+                                                     "model": "env-model", "dim": 8}
+
+
+def test_a_model_named_in_the_spec_wins_over_the_model_setting(fake):
+    settings = Settings(embed_url=fake.url, embed_model="setting-model", embed_dim=8)
+    assert configured_embedder(settings, "ollama:spec-model").name == "ollama:spec-model"
+    assert configured_embedder(settings, "ollama").name == "ollama:setting-model"
+    assert describe_embedder(settings, "ollama:spec-model")["model"] == "spec-model"
+
+
+def test_the_embedders_read_no_environment(fake, monkeypatch):
+    monkeypatch.setenv("MEMSTREAM_EMBED_URL", "http://127.0.0.1:9/never")
+    monkeypatch.setenv("MEMSTREAM_EMBED_MODEL", "env-model")
+    monkeypatch.setenv("MEMSTREAM_EMBED_DIM", "not a number")
+    e = get_embedder("ollama", base_url=fake.url)
+    assert e.name == "ollama:nomic-embed-text" and e.url == fake.url + "/api/embed"
 
 
 def test_unknown_dim_is_learnt_from_one_probe(fake):
