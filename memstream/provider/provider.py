@@ -23,8 +23,6 @@ import structlog
 from memstream.core import OPTIONS, Settings, config_file_for, configure_in_host, new_event_id
 from memstream.producers import (
     DelegationCompleted,
-    MemoryForgotten,
-    MemoryRemembered,
     MemoryWritten,
     Scope,
     SessionEnded,
@@ -36,18 +34,10 @@ from memstream.producers import (
 )
 from memstream.provider._base import MemoryProvider
 from memstream.provider._transcript import find_turn, tool_calls_of
-from memstream.provider.block import format_block
-from memstream.provider.recall import Query, Recall, RecallUnavailable
-from memstream.provider.tools import (
-    TARGETS,
-    TOOL_NAMES,
-    TOOL_SCHEMAS,
-    ToolError,
-    finite,
-    forget_args,
-    remember_args,
-    tool_request,
-)
+from memstream.provider.handlers import ToolHandlers
+from memstream.provider.prefetch import Prefetcher
+from memstream.provider.recall import Recall
+from memstream.provider.tools import TARGETS, TOOL_SCHEMAS
 from memstream.text import clean_text
 
 __all__ = ["MemstreamProvider", "register", "resolve_agent"]
@@ -56,7 +46,6 @@ log = structlog.get_logger("memstream.provider")
 
 _ACTIONS = ("add", "replace", "remove")
 _TARGETS = TARGETS
-WAKEUP_SLACK_S = 0.002  # prefetch stops waiting this long before its budget ends
 
 _REASONS = ("new_session", "resume", "branch", "compression", "rewind")
 
@@ -70,10 +59,6 @@ SYSTEM_PROMPT_BLOCK = (
     "for how they changed).\n"
     "- memstream_remember: keep something explicitly; memstream_forget: remove an item by its id."
 )
-
-
-def _clip(text: str, limit: int = 500) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def resolve_agent(kwargs: dict) -> str:
@@ -126,10 +111,8 @@ class MemstreamProvider(MemoryProvider):
         self._remembered: deque[str] = deque(maxlen=256)  # ids of memstream_remember calls
         self._last_warn: dict[str, float] = {}
         self.recall: Recall | None = None
-        self._fresh: Query | None = None  # the recall started by on_turn_start
-        self._injected: dict[str, set[str]] = {}  # session -> ids already in a block
-        self._compressed: set[str] = set()  # sessions whose transcript lost earlier turns
-        self._prefetch_ms = 0.0  # the longest prefetch() so far
+        self.prefetcher = Prefetcher(self._count)  # what prefetch injects (memstream.provider.prefetch)
+        self.tools = ToolHandlers(self)  # what the memstream_* tools do (memstream.provider.handlers)
         self.initialized = False
 
     # -- identity -------------------------------------------------------------------
@@ -193,7 +176,7 @@ class MemstreamProvider(MemoryProvider):
         with self._lock:
             self._turn_starts.append(entry)
         if self.recall is not None and entry[1].strip():
-            self._fresh = self.recall.submit(entry[1], self._session)
+            self.prefetcher.turn_started(self.recall, entry[1], self._session)
 
     @_guard()
     def sync_turn(self, user_content: str, assistant_content: str, *, session_id: str = "",
@@ -262,12 +245,7 @@ class MemstreamProvider(MemoryProvider):
         with self._lock:
             self._session = str(new_session_id or self._session)
             self._watermark = -1  # the transcript was replaced or rewritten
-            self._fresh = None
-            # compression rewrites the transcript: earlier blocks are gone from it, and so
-            # are the session's earlier turns (recall may bring them back now)
-            self._injected.pop(self._session, None)
-            if reason == "compression":
-                self._compressed.add(self._session)
+            self.prefetcher.session_switched(self._session, reason)
             if reason == "new_session":
                 self._turn_index = 0
                 self._turn_starts.clear()
@@ -297,133 +275,24 @@ class MemstreamProvider(MemoryProvider):
         recall of ``query`` (started by ``on_turn_start``), else the freshest block already
         computed for the session, else nothing. Never repeats an item of the session, nor
         brings back the session's own turns while its transcript still holds them."""
-        started = time.monotonic()
         recall, settings = self.recall, self.settings
         if recall is None or settings is None or not isinstance(query, str) or not query.strip():
             return ""
-        session = session_id or self._session
-        fresh = self._fresh
-        if fresh is None or fresh.text != query or fresh.session != session:
-            fresh = recall.submit(query, session)
-        # stop waiting WAKEUP_SLACK_S early: a timed wait wakes up late on a loaded machine
-        # (p99 about 2.8 ms past its timeout here, BENCHMARKS.md); that lateness now falls
-        # inside the budget instead of after it
-        wait = settings.prefetch_budget_ms / 1000 - WAKEUP_SLACK_S - (time.monotonic() - started)
-        fresh.done.wait(max(0.0, wait))
-        answered = fresh if fresh.items is not None else recall.latest(session)
-        if answered is None or answered.items is None:
-            self._count("prefetch_empty")
-            self._prefetch_ms = max(self._prefetch_ms, (time.monotonic() - started) * 1000)
-            return ""
-        self._count("prefetch_fresh" if answered is fresh else "prefetch_stale")
-        seen = self._injected.setdefault(session, set())
-        items = answered.items
-        if session not in self._compressed:  # the session's own turns are in the transcript
-            items = [i for i in items if not (i.get("kind") == "turn" and i.get("session") == session)]
-        block, ids = format_block(items, settings.prefetch_tokens, seen)
-        seen.update(ids)
-        self._prefetch_ms = max(self._prefetch_ms, (time.monotonic() - started) * 1000)
-        return block
+        return self.prefetcher.block(recall, settings, query, session_id or self._session)
 
     @_guard(None)
     def queue_prefetch(self, query: str, *, session_id: str = "", **kwargs: Any) -> None:
         """After a turn: recall for it in the background (the next prefetch's fallback)."""
         if self.recall is not None and isinstance(query, str) and query.strip():
-            self.recall.submit(query, session_id or self._session, warm=True)
+            self.prefetcher.warm(self.recall, query, session_id or self._session)
 
     def get_tool_schemas(self) -> List[Dict[str, Any]]:
         return [dict(schema) for schema in TOOL_SCHEMAS]
 
     def handle_tool_call(self, tool_name: str, args: Dict[str, Any], **kwargs: Any) -> str:
-        """Run one memstream tool; always a strict JSON string (errors as ``{"error": ...}``,
-        no NaN/Infinity), whatever the name and arguments; never raises."""
-        try:
-            return json.dumps(finite(self._tool(tool_name, args)), default=str, allow_nan=False)
-        except ToolError as exc:
-            self._count("tool_errors")
-            return json.dumps({"error": _clip(str(exc))})
-        except Exception as exc:
-            self._count("tool_errors")
-            name = _clip(str(tool_name) if isinstance(tool_name, str) else repr(tool_name), 60)
-            self._warn("provider.tool_failed", tool=name, error=_clip(f"{type(exc).__name__}: {exc}"))
-            return json.dumps({"error": _clip(f"memstream {name} failed: {type(exc).__name__}: {exc}")})
-
-    def _tool(self, name: Any, args: Any) -> dict:
-        if not isinstance(name, str) or name not in TOOL_NAMES:
-            raise ToolError(f"memstream has no tool named {_clip(repr(name), 60)}; it has {', '.join(TOOL_NAMES)}")
-        if name == "memstream_remember":
-            return self._remember(args)
-        if name == "memstream_forget":
-            return self._forget(args)
-        request = tool_request(name, args)  # bad arguments are an error even before initialize
-        if not self.initialized or self.settings is None or self.recall is None:
-            raise ToolError("memstream is not initialized")
-        request.update({**self._request_base(), "session": self._session})  # tenant: configuration only
-        try:
-            answer = self.recall.ask(request, timeout=self.settings.tool_timeout)
-        except RecallUnavailable as exc:
-            raise ToolError(f"memory service unavailable: {exc}") from exc
-        except Exception as exc:
-            if type(exc).__name__ == "QueryTimeout":
-                raise ToolError(f"no answer within {self.settings.tool_timeout}s: the memstream service "
-                                "(`memstream up`) or its workers are not running or are busy") from exc
-            if type(exc).__name__ == "QueryRefused":
-                raise ToolError(str(exc)) from exc
-            raise
-        if not isinstance(answer, dict):
-            raise ToolError(f"the memory service sent a malformed answer ({type(answer).__name__}, not an object)")
-        answer.pop("queued_ms", None)
-        return answer
-
-    def _remember(self, args: Any) -> dict:
-        content, target = remember_args(args)
-        if not self.initialized or self.settings is None:
-            raise ToolError("memstream is not initialized")
-        text, problems = clean_text(content, self._max_bytes())
-        clipped = self._problems({"content": problems})
-        event = MemoryRemembered(id=new_event_id(), occurred_at=utcnow(), scope=self._scope(),
-                                 clipped=clipped, content=text, target=target)
-        if not self._emit(event):
-            raise ToolError("the memory could not be recorded (the local spool refused it: see memstream doctor)")
-        self._remembered.append(event.id)
-        answer = {"ok": True, "id": event.id, "target": target,
-                  "status": "recorded; searchable as soon as the workers have projected it"}
-        if clipped:
-            answer["clipped"] = f"content was longer than {self._max_bytes()} bytes: only its start was kept"
-        return answer
-
-    def _forget(self, args: Any) -> dict:
-        item_id, reason = forget_args(args)
-        if not self.initialized or self.settings is None:
-            raise ToolError("memstream is not initialized")
-        verified = self._exists(item_id)
-        if verified is False:
-            raise ToolError(f"no turn, memory or fact with id {item_id!r} in this tenant: use an id from "
-                            "memstream_search or memstream_facts")
-        event = MemoryForgotten(id=new_event_id(), occurred_at=utcnow(), scope=self._scope(),
-                                forgotten_id=item_id, reason=reason)
-        if not self._emit(event):
-            raise ToolError("the tombstone could not be recorded (the local spool refused it: see memstream doctor)")
-        for seen in self._injected.values():
-            seen.discard(item_id)
-        status = "every projection removes it as soon as the workers apply the tombstone"
-        if verified is None:
-            status += " (the service could not be asked whether the id exists: recorded anyway)"
-        return {"ok": True, "forgotten_id": item_id, "tombstone": event.id, "status": status}
-
-    def _exists(self, item: str) -> bool | None:
-        """Whether the service knows ``item`` in this tenant; None when it cannot be asked
-        (or the item is one this provider remembered and the workers may not have yet)."""
-        if item in self._remembered or self.recall is None or self.settings is None:
-            return None
-        try:
-            answer = self.recall.ask({"op": "exists", **self._request_base(), "id": item},
-                                     timeout=min(self.settings.tool_timeout, 2.0))
-        except Exception:
-            return None
-        if "error" in answer:
-            return None
-        return bool(answer.get("exists"))
+        """Run one memstream tool (``memstream.provider.handlers``): always a strict JSON
+        string, errors as ``{"error": ...}``; never raises."""
+        return self.tools.handle(tool_name, args)
 
     def _request_base(self) -> dict:
         settings = self.settings or Settings()
@@ -478,7 +347,7 @@ class MemstreamProvider(MemoryProvider):
             out.update(self.writer.stats())
         if self.recall is not None:
             out.update(self.recall.stats())
-        out["prefetch_ms_max"] = round(self._prefetch_ms, 3)
+        out["prefetch_ms_max"] = round(self.prefetcher.longest_ms, 3)
         return out
 
     # -- internals ----------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memstream.bench.prefetch import format_prefetch, prefetch_bench
-from memstream.provider.provider import WAKEUP_SLACK_S
+from memstream.provider.prefetch import WAKEUP_SLACK_S
 
 pytestmark = pytest.mark.valkey
 
