@@ -267,6 +267,7 @@ def chaos_bench(minutes: float = 2.0, agents: int = 4, rate: float = 20.0, seed:
                 settle_timeout: float = 180.0) -> dict:
     from memstream.core import Settings
     from memstream.producers import EventLog, TurnRecorded, Writer
+    from memstream.projections import group_names, group_of
     from memstream.query import ask
     from memstream.workers import DeadLetters
 
@@ -332,7 +333,7 @@ def chaos_bench(minutes: float = 2.0, agents: int = 4, rate: float = 20.0, seed:
             groups_per_entry.setdefault(d.get("entry_id", ""), set()).add(d.get("group"))
             if d.get("entry_id") in chaos.poisoned and not d.get("error"):
                 reasons_ok = False
-        n_groups = 4
+        n_groups = len(group_names())
         poison_dead = sum(1 for e in chaos.poisoned if len(groups_per_entry.get(e, ())) == n_groups)
         try:
             items = ask(client, PREFIX, {"op": "count"}, timeout=10.0).get("items", {})
@@ -343,7 +344,7 @@ def chaos_bench(minutes: float = 2.0, agents: int = 4, rate: float = 20.0, seed:
             "minutes": minutes, "agents": agents, "rate_per_agent": rate, "seed": seed,
             "actions": chaos.actions,
             "written": len(written), "in_log": turns, "distinct_in_log": len(markers),
-            "projected_turn_points": items.get("turns.v1") if isinstance(items, dict) else None,
+            "projected_turn_points": items.get(group_of("turns")) if isinstance(items, dict) else None,
             "lost": len(lost), "lost_examples": lost[:5], "duplicated": duplicated,
             "poison_injected": len(chaos.poisoned), "poison_dead_lettered_by_every_projection": poison_dead,
             "poison_reasons_present": reasons_ok, "oversized_injected": len(chaos.oversized),

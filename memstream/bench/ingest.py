@@ -171,7 +171,7 @@ def _pipeline(root: Path, url: str, prefix: str, embedder: str):
     settings = _settings(root, url, prefix, embedder)
     eventlog = EventLog(redis_client(url), prefix, settings.shards)
     pipeline = Pipeline(settings, eventlog, PipelineConfig(embedder=embedder))
-    turns = pipeline.projections[0]
+    turns = pipeline.projection("turns")
     recorder = _Recorder(turns.embedder)
     turns.embedder = recorder
     return pipeline, eventlog, recorder
@@ -211,7 +211,7 @@ def _drain_run(root: Path, url: str, prefix: str, embedder: str, pairs: list[tup
         if profiler is not None:
             profiler.disable()
         texts = sum(len(c) for c in recorder.calls)
-        points = pipeline.store.count(pipeline.projections[0].collection)
+        points = pipeline.store.count(pipeline.projection("turns").collection)
         result = {
             "events": len(events), "handled": handled, "seconds": round(seconds, 4),
             "cpu_seconds": round(cpu, 4), "events_per_s": round(len(events) / seconds, 1),
@@ -280,7 +280,7 @@ def _freshness_run(root: Path, url: str, prefix: str, embedder: str, pairs: list
     done = threading.Event()
     try:
         pipeline.start()
-        collection = pipeline.projections[0].collection
+        collection = pipeline.projection("turns").collection
         time.sleep(0.5)  # let the consumers reach their blocking reads
 
         def produce() -> None:

@@ -1,10 +1,11 @@
 """projections: the read models rebuilt from the log, one module each (turns, memories,
-facts with its table, sessions), what they share (base, vector, counters, tombstones,
+facts with its table, sessions) and their table (``registry``: names, versions, consumer
+groups), what they share (base, vector, counters, tombstones,
 sparse vectors) and where they keep their data: the vector stores (``stores/``) and the
 embedders (``embedders/``). Store backends are imported on first use (``open_store``):
 qdrant-client alone takes about a second to import."""
 
-from memstream.projections.base import Delivery, Projection
+from memstream.projections.base import Delivery, Projection, group_name
 from memstream.projections.counters import Counters
 from memstream.projections.embedders.base import EmbedderError, EmbedderUnavailable
 from memstream.projections.embedders.cache import CachedEmbedder
@@ -16,6 +17,15 @@ from memstream.projections.embedders.port import (
 from memstream.projections.facts import FactsProjection
 from memstream.projections.facts_table import PROBED_FACTS, Fact, FactsTable, fact_id, fact_ids
 from memstream.projections.memories import MemoriesProjection
+from memstream.projections.registry import (
+    PROJECTIONS,
+    Registered,
+    build_projections,
+    group_names,
+    group_of,
+    memory_write_groups,
+    registered,
+)
 from memstream.projections.sessions import SessionsIndex, SessionsProjection
 from memstream.projections.sparse import sparse_vector, tokenize
 from memstream.projections.stores.port import (
@@ -42,6 +52,7 @@ __all__ = [
     "EdgeStore",
     "EmbedderError",
     "EmbedderUnavailable",
+    "build_projections",
     "Fact",
     "fact_id",
     "fact_ids",
@@ -49,14 +60,21 @@ __all__ = [
     "FactsTable",
     "Filter",
     "get_embedder",
+    "group_name",
+    "group_names",
+    "group_of",
     "Hit",
     "MemoriesProjection",
+    "memory_write_groups",
     "open_store",
     "Point",
     "point_id",
     "POINT_NAMESPACE",
     "PROBED_FACTS",
     "Projection",
+    "PROJECTIONS",
+    "registered",
+    "Registered",
     "SessionsIndex",
     "SessionsProjection",
     "sparse_vector",

@@ -8,7 +8,7 @@ with the event id as its key, because a crash between applying and acking redeli
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 from memstream.producers import Event
 
@@ -28,3 +28,8 @@ class Projection(Protocol):
 
     def apply(self, batch: Sequence[Delivery]) -> None:
         """Apply events idempotently (event id = idempotency key), in order."""
+
+
+def group_name(projection: Projection | type[Any]) -> str:
+    """The consumer group of ``projection`` (an instance or its class): ``{name}.v{version}``."""
+    return f"{projection.name}.v{projection.version}"

@@ -16,7 +16,7 @@ from memstream.producers import (
     MemoryWritten,
     TurnRecorded,
 )
-from memstream.projections.base import Delivery
+from memstream.projections.base import Delivery, group_name
 from memstream.projections.counters import Counters
 from memstream.projections.facts_table import Fact, FactsTable, fact_id
 from memstream.projections.memories import match_entry
@@ -34,7 +34,7 @@ class FactsProjection:
         self.client = client
         self.prefix = prefix
         self.table = FactsTable(client, prefix)
-        self.counters = Counters(client, prefix, f"{self.name}.v{self.version}")
+        self.counters = Counters(client, prefix, group_name(self))
         self.min_confidence = min_confidence
         self._boilerplate = BoilerplateFilter()
         self.tombstones = Tombstones(client, prefix)

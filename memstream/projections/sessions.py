@@ -24,7 +24,7 @@ import redis
 
 from memstream.core import as_str, keys
 from memstream.producers import MemoryForgotten, TurnRecorded
-from memstream.projections.base import Delivery
+from memstream.projections.base import Delivery, group_name
 from memstream.projections.counters import Counters
 from memstream.projections.tombstones import Tombstones
 from memstream.text import BoilerplateFilter, redact
@@ -137,7 +137,7 @@ class SessionsProjection:
 
     def __init__(self, client: redis.Redis, prefix: str):
         self.index = SessionsIndex(client, prefix)
-        self.counters = Counters(client, prefix, f"{self.name}.v{self.version}")
+        self.counters = Counters(client, prefix, group_name(self))
         self._boilerplate = BoilerplateFilter()
         self.tombstones = Tombstones(client, prefix)
 

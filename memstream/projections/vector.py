@@ -10,6 +10,7 @@ from __future__ import annotations
 import redis
 
 from memstream.producers import MemoryForgotten
+from memstream.projections.base import group_name
 from memstream.projections.counters import Counters
 from memstream.projections.sparse import VERSION as SPARSE_VERSION
 from memstream.projections.sparse import sparse_vector
@@ -39,7 +40,7 @@ class VectorProjection:
         self.collection = store.ensure_collection(self.name, self.version, embedder.dim)
         if store.active_version(self.name) is None:
             store.set_active_version(self.name, self.version)
-        self.counters = Counters(client, prefix, f"{self.name}.v{self.version}")
+        self.counters = Counters(client, prefix, group_name(self))
         self.tombstones = Tombstones(client, prefix)
 
     def _points(self, docs: list[tuple[str, str, dict]]) -> list[Point]:

@@ -46,7 +46,7 @@ from memstream.core import (
     shown,
 )
 from memstream.producers import EventLog, parse_entry_id
-from memstream.projections import Delivery, Projection
+from memstream.projections import Delivery, Projection, group_name
 from memstream.workers.admission import admit
 from memstream.workers.deadletters import DeadLetters
 from memstream.workers.health import Health
@@ -90,7 +90,7 @@ class Consumer:
         self.log = eventlog
         self.client = eventlog.client
         self.projection = projection
-        self.group = f"{projection.name}.v{projection.version}"
+        self.group = group_name(projection)
         self.name = name
         self.batch = batch
         self.block_ms = block_ms

@@ -1,5 +1,6 @@
-"""The projection pipeline as a unit: store, embedder, the four projections (turns, memories, facts, sessions) and their
-consumers, run as threads (``memstream up`` in embedded mode, ``memstream worker``).
+"""The projection pipeline as a unit: store, embedder, the projections of
+``memstream.projections.registry`` (turns, memories, facts, sessions) and their consumers,
+run as threads (``memstream up`` in embedded mode, ``memstream worker``).
 
 The embedded store (qdrant-edge under ``$MEMSTREAM_HOME/data/qdrant``) can be opened by
 one process only, so in embedded mode the service process owns it; with
@@ -25,13 +26,12 @@ from memstream.core import Settings, backoff_delay
 from memstream.producers import EventLog
 from memstream.projections import (
     CachedEmbedder,
-    FactsProjection,
     FactsTable,
-    MemoriesProjection,
-    SessionsProjection,
-    TurnsProjection,
+    build_projections,
     configured_embedder,
+    group_name,
     open_store,
+    registered,
 )
 from memstream.query import QueryServer, ReadOps, Searcher
 from memstream.workers.consumer import Consumer
@@ -70,12 +70,7 @@ class Pipeline:
                          if getattr(inner, "worth_caching", True) else inner)
         client, prefix = eventlog.client, eventlog.prefix
         self.facts = FactsTable(client, prefix)
-        self.projections = [
-            TurnsProjection(self.store, self.embedder, client, prefix),
-            MemoriesProjection(self.store, self.embedder, client, prefix),
-            FactsProjection(client, prefix),
-            SessionsProjection(client, prefix),
-        ]
+        self.projections = build_projections(self.store, self.embedder, client, prefix)  # projections/registry.py
         name = self.config.consumer or f"{socket.gethostname()}-{settings.worker_index}"
         self.consumers = [
             Consumer(eventlog, p, name, batch=self.config.batch, max_deliveries=self.config.max_deliveries,
@@ -83,7 +78,7 @@ class Pipeline:
             for p in self.projections
         ]
         self.searcher = Searcher(self.store, self.embedder, self.facts)
-        self.reads = ReadOps(self.store, self.searcher, self.facts, self.projections[3].index)
+        self.reads = ReadOps(self.store, self.searcher, self.facts, self.projection("sessions").index)
         self.queries = QueryServer(client, prefix, {**self.reads.handlers(), "count": self._count})
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
@@ -92,10 +87,17 @@ class Pipeline:
     SUPERVISE_EVERY = 0.25  # seconds between the supervisor's looks at the threads
     QUICK_DEATH_S = 30.0  # a thread that dies sooner after its start backs its restart off further
 
+    def projection(self, name: str):
+        """The running projection called ``name`` (``KeyError`` for none)."""
+        for p in self.projections:
+            if p.name == name:
+                return p
+        raise KeyError(name)
+
     def _count(self, request: dict) -> dict:
         """Points in each vector projection's store (``memstream stats``: items)."""
-        return {"items": {f"{p.name}.v{p.version}": self.store.count(p.collection)
-                          for p in self.projections if hasattr(p, "collection")}}
+        return {"items": {group_name(p): self.store.count(p.collection)
+                          for p in self.projections if registered(p.name).vectors}}
 
     def drain(self) -> int:
         """Burst mode: apply everything in the log now (tests, replays, benchmarks).

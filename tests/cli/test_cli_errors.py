@@ -15,6 +15,8 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 from fuzzing import examples
 
 from memstream import cli
+from memstream.cli import commands, output
+from memstream.ops import CommandError
 from memstream.producers.stream import EventLog
 from memstream.core.settings import Settings
 
@@ -150,21 +152,21 @@ def test_settings_public_masks_qdrant_credentials(monkeypatch):
 @pytest.mark.parametrize("raised, code, says", [
     (ValueError("odd\nvalue"), 1, "memstream stats: error: unexpected ValueError: odd value (MEMSTREAM_DEBUG=1 shows the traceback)"),
     (redis.ResponseError("ERR bad"), 1, "memstream stats: error: Redis: ResponseError: ERR bad"),
-    (cli.CommandError("do this instead"), 1, "memstream stats: error: do this instead"),
+    (CommandError("do this instead"), 1, "memstream stats: error: do this instead"),
     (KeyboardInterrupt(), 130, ""),
 ])
 def test_every_failure_is_one_line_and_an_exit_code(capsys, monkeypatch, raised, code, says):
     def fail(args, settings):
         raise raised
 
-    monkeypatch.setattr(cli, "cmd_stats", fail)
+    monkeypatch.setattr(commands, "cmd_stats", fail)
     got, out, err = run(capsys, "stats")
     assert got == code
     assert err.strip() == says
 
 
 def test_memstream_debug_shows_the_traceback(capsys, monkeypatch):
-    monkeypatch.setattr(cli, "cmd_stats", lambda args, settings: 1 / 0)
+    monkeypatch.setattr(commands, "cmd_stats", lambda args, settings: 1 / 0)
     monkeypatch.setenv("MEMSTREAM_DEBUG", "1")
     code, out, err = run(capsys, "stats", "--json")
     assert code == 1 and "Traceback" in err and "ZeroDivisionError" in err
@@ -173,10 +175,10 @@ def test_memstream_debug_shows_the_traceback(capsys, monkeypatch):
 
 
 def test_terminal_text_is_cut_with_a_note_and_loses_control_characters():
-    assert cli._cut("short") == "short"
-    cut = cli._cut("x" * 1000)
-    assert cut.startswith("x" * cli.TEXT_CUT + "…") and "700 more characters" in cut
-    assert cli._cut("a\x1b[2Jb\nc") == "a [2Jb c"
+    assert output.cut("short") == "short"
+    cut = output.cut("x" * 1000)
+    assert cut.startswith("x" * output.TEXT_CUT + "…") and "700 more characters" in cut
+    assert output.cut("a\x1b[2Jb\nc") == "a [2Jb c"
 
 
 # -- search against a live service: long items cut, a closed stdout quiet ---------------
@@ -216,7 +218,7 @@ def test_search_cuts_a_long_item_for_the_terminal_and_json_carries_it_whole(live
 # -- property: no argv makes main() raise or print a traceback -------------------------
 def _choices() -> dict[str, list[str]]:
     """Each subcommand with its option strings, from the real parser."""
-    parser = cli.build_parser()
+    parser = commands.build_parser()
     sub = next(a for a in parser._actions if a.choices and isinstance(a.choices, dict))
     return {name: [s for a in p._actions for s in a.option_strings] for name, p in sub.choices.items()}
 
@@ -252,12 +254,12 @@ def _side_effect_free(monkeypatch, outcome):
         return outcome
 
     for name in ("cmd_up", "cmd_bench", "cmd_install_hermes"):
-        monkeypatch.setattr(cli, name, command)
+        monkeypatch.setattr(commands, name, command)
 
 
 @hsettings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(argv=argvs(), stdin=st.binary(max_size=64),
-       outcome=st.sampled_from([0, 1, cli.CommandError("no"), redis.ConnectionError("down"),
+       outcome=st.sampled_from([0, 1, CommandError("no"), redis.ConnectionError("down"),
                                 ValueError("bad"), OSError(5, "io"), KeyboardInterrupt()]))
 def test_main_never_raises_and_never_prints_a_traceback(capsys, monkeypatch, argv, stdin, outcome):
     monkeypatch.setenv("MEMSTREAM_SHUTDOWN_TIMEOUT", "0")  # add: no waiting for a log that is not there

@@ -12,7 +12,7 @@ from memstream.core.settings import OPTIONS, OTHER_VARIABLES, Settings
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "memstream"
 # the settings themselves and the entry points, which read the environment and pass values on
-MAY_READ = ("core/settings.py", "cli.py", "service/", "bench/", "hermes/")
+MAY_READ = ("core/settings.py", "cli/", "service/", "bench/", "hermes/")
 ROW = re.compile(r"^\| `(MEMSTREAM_[A-Z0-9_]+)` \| `([^`]*)` \| (.*) \|$")
 
 

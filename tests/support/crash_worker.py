@@ -31,7 +31,7 @@ def main() -> None:
     log = EventLog(client, "memstream")
     pipeline = make_pipeline(Path(home), log, consumer="worker-1", batch=50)
     if mode == "stall":
-        turns = pipeline.projections[0]
+        turns = pipeline.projection("turns")
         store_upsert = pipeline.store.upsert
         written = 0
 

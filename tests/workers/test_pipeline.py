@@ -28,6 +28,7 @@ from memstream.workers.consumer import Consumer
 from memstream.workers.deadletters import DeadLetters
 from memstream.projections.counters import Counters
 from memstream.projections.facts_table import FactsTable
+from memstream.projections.registry import PROJECTIONS, group_names
 from memstream.projections.turns import TurnsProjection
 
 
@@ -70,6 +71,17 @@ def test_every_substantive_event_is_projected_exactly_once_and_boilerplate_is_on
     assert counters["points"] == len(substantive) + len(delegated)
     assert event_log.client.xlen(event_log.stream_keys[0]) == len(events)  # the log keeps them all
     assert all_applied(event_log)
+
+
+def test_the_pipeline_consumes_exactly_the_registered_groups(pipeline, event_log):
+    assert [p.name for p in pipeline.projections] == [row.name for row in PROJECTIONS]
+    assert [c.group for c in pipeline.consumers] == list(group_names())
+    event_log.append([turn("The staging database runs Postgres 16"), memory("add", "Deploys go out on Tuesdays")])
+    pipeline.drain()
+    created = {g["name"].decode() for key in event_log.stream_keys for g in event_log.client.xinfo_groups(key)}
+    assert created == set(group_names())
+    assert set(pipeline._count({})["items"]) == {row.group for row in PROJECTIONS if row.vectors}
+    assert pipeline.reads.sessions is pipeline.projection("sessions").index
 
 
 def test_redelivering_the_whole_log_changes_no_projection(pipeline, event_log):

@@ -39,7 +39,7 @@ def assert_projected_everywhere(pipeline: Pipeline, t: TurnRecorded, m: MemoryWr
     assert m.id in {p.payload["event_id"] for p in points(pipeline.store, "memories", "t1")}
     fact_events = {e for f in FactsTable(client, prefix).query("t1", history=True) for e in f.event_ids}
     assert t.id in fact_events
-    sessions = pipeline.projections[3].index.recent("t1")
+    sessions = pipeline.projection("sessions").index.recent("t1")
     assert t.id in {s["last"]["id"] for s in sessions}
 
 
@@ -150,7 +150,7 @@ def test_memstream_dlq_list_shows_entries_that_are_not_utf8(tmp_path, valkey_ser
     monkeypatch.setenv("MEMSTREAM_REDIS_URL", valkey_server.url)
     log = EventLog(client, "memstream")
     log.client.xadd(log.stream_keys[0], {b"\xff": b"\xfe", "type": b"\x80", "data": b"\x81"})
-    consumer = Consumer(log, make_pipeline(tmp_path / "h", log).projections[2], "w1")
+    consumer = Consumer(log, make_pipeline(tmp_path / "h", log).projection("facts"), "w1")
     consumer.drain()
 
     assert main(["dlq", "list"]) == 0

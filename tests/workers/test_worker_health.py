@@ -167,7 +167,7 @@ def test_a_consumer_thread_killed_anyway_is_restarted_by_the_supervisor(tmp_path
     client = _valkey(valkey_server)
     log = EventLog(client, "memstream")
     pipeline = make_pipeline(tmp_path / "home", log)
-    facts = pipeline.projections[2]
+    facts = pipeline.projection("facts")
     real_apply = facts.apply
     kills = [Killed("killed mid-batch")]
 
@@ -243,7 +243,7 @@ def test_doctor_and_stats_report_a_stalled_projection_with_its_group_and_last_er
     monkeypatch.setenv("MEMSTREAM_STALL_AFTER_S", "0.5")
     log = EventLog(client, "memstream")
     pipeline = make_pipeline(tmp_path / "home", log)
-    facts = pipeline.projections[2]
+    facts = pipeline.projection("facts")
     real_apply = facts.apply
     broken = [True]
 

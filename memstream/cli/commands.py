@@ -1,0 +1,372 @@
+"""The ``memstream`` command: the parser, ``main`` and one function per command. Every
+subcommand takes ``--json``. A command function parses nothing more, calls
+``memstream.ops`` (or the service, bench and hermes packages) and prints
+(``memstream.cli.output``).
+
+Guarantee: ``main()`` returns an exit code (``memstream.cli.output``) and lets no
+exception out. A failure is one line on stderr, ``memstream CMD: error: ...`` (and
+``{"ok": false, "error": ...}`` on stdout with ``--json``); an unexpected exception is one
+line naming its type, with the traceback only when ``MEMSTREAM_DEBUG=1``. A closed stdout
+(``memstream search ... | head``) ends the command quietly. Memory text printed for a
+person is cut to ``TEXT_CUT`` characters with a note of how much was cut; ``--json`` and
+``export`` carry it whole.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import redis
+
+from memstream import __version__, ops
+from memstream.cli.args import (
+    COUNT_MAX,
+    K_MAX,
+    QUERY_MAX,
+    ascending_counts,
+    entry_id,
+    int_between,
+    minutes,
+    printable,
+    seconds,
+)
+from memstream.cli.output import (
+    FAILED,
+    INTERRUPTED,
+    OK,
+    USAGE,
+    dead_letter_line,
+    doctor_text,
+    fail,
+    one_line,
+    print_result,
+    search_line,
+    stats_text,
+    stdout_to_devnull,
+)
+from memstream.core import Settings, configure
+from memstream.ops import CommandError
+
+__all__ = ["build_parser", "main"]
+
+
+# -- up / down / worker --------------------------------------------------------------------
+def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
+    if args.detach:
+        info = ops.up_detached(settings)
+        print_result(args, info, None if args.quiet else
+                     f"memstream service {'already ' if info.get('already_running') else ''}running "
+                     f"(pid {info['pid']}) at {info['url']}")
+        return OK
+    configure("INFO")
+    service, info = ops.start_service(settings)
+    if service is None:
+        print_result(args, info, f"memstream service already running (pid {info.get('pid')}) at {info.get('url')}")
+        return OK
+    service.handle_signals()  # before saying so: from here a Ctrl-C stops it cleanly
+    if not args.quiet:
+        print_result(args, info, f"memstream service running at {info['url']} (home {settings.home}); "
+                                 "Ctrl-C stops it")
+        sys.stdout.flush()
+    service.serve()
+    return OK
+
+
+def cmd_down(args: argparse.Namespace, settings: Settings) -> int:
+    result, ok = ops.stop_service(settings)
+    print_result(args, result, "stopped" if result.get("stopped") else result.get("reason", "not stopped"))
+    return OK if ok else FAILED
+
+
+def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
+    import signal
+    import threading
+
+    ops.check_worker(settings, args.embedded_store)
+    configure("INFO")
+    pipeline = ops.start_worker(settings, args.name)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    pipeline.stop()  # each consumer finishes its batch
+    return OK
+
+
+# -- doctor / stats / export ---------------------------------------------------------------
+def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.hermes import check as hermes_check
+
+    result = ops.doctor(settings, hermes=lambda: hermes_check(None))
+    print_result(args, result, doctor_text(result))
+    return OK if result["ok"] else FAILED
+
+
+def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
+    result = ops.stats(settings)
+    print_result(args, result, stats_text(result))
+    return OK
+
+
+def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
+    bad = 0
+    count = 0
+    for item in ops.export(settings, args.since):
+        if isinstance(item, ops.Undecodable):
+            bad += 1
+            print(f"memstream export: entry {item.entry_id} of {item.stream} is not a valid event: {item.error}",
+                  file=sys.stderr)
+            continue
+        sys.stdout.write(json.dumps(item, ensure_ascii=False) + "\n")
+        count += 1
+    print(f"memstream export: {count} events" + (f", {bad} undecodable (skipped)" if bad else ""), file=sys.stderr)
+    return OK
+
+
+# -- add / search / dlq --------------------------------------------------------------------
+def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
+    raw, where, more = ops.source_text(settings.max_text_bytes, text=args.text, file=args.file,
+                                       stdin=getattr(sys.stdin, "buffer", None))
+    event, clipped = ops.memory_event(settings, raw, where, more, tenant=args.tenant, agent=args.agent,
+                                      session=args.session, target=args.target)
+    if clipped:
+        print(f"memstream add: the text ({where}) is over MEMSTREAM_MAX_TEXT_BYTES="
+              f"{settings.max_text_bytes} bytes: stored clipped to that bound, flagged clipped", file=sys.stderr)
+    if args.sync:
+        result = ops.add_logged(settings, event, args.timeout)
+        print_result(args, result, f"added {result['id']} (log entry {result['entry_id']}, {result['state']})")
+        return OK if result["state"] == "searchable" else FAILED
+    result = ops.add_spooled(settings, event)
+    print_result(args, result, f"added {result['id']}" + (
+        "" if result["state"] == "logged" else " (spooled: it ships when the log is reachable)"))
+    return OK
+
+
+def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
+    results = ops.search(settings, args.query, tenant=args.tenant, agent=args.agent, scope=args.scope, k=args.k,
+                         timeout=args.timeout)
+    lines = [search_line(r) for r in results if isinstance(r, dict)]
+    print_result(args, {"results": results}, "\n".join(lines) or "no results")
+    return OK
+
+
+def cmd_dlq(args: argparse.Namespace, settings: Settings) -> int:
+    if args.action == "list":
+        items = ops.dead_letters(settings, args.count, args.group)
+        print_result(args, {"dead_letters": items}, "\n".join(dead_letter_line(i) for i in items) or "no dead letters")
+        return OK
+    done = ops.settle(settings, args.action, args.ids)
+    print_result(args, {args.action: done}, "\n".join(f"{k}: {v}" for k, v in done.items()))
+    return OK if all(done.values()) else FAILED
+
+
+# -- tenants -------------------------------------------------------------------------------
+def cmd_tenant(args: argparse.Namespace, settings: Settings) -> int:
+    """Register tenants: an ACL user each, whose credentials an agent host of that tenant
+    uses (see producers/tenants.py). Needs the operator's credentials."""
+    if args.action == "list":
+        rows = ops.tenants(settings)
+        print_result(args, {"tenants": rows}, "\n".join(f"{r['tenant']} (user {r['user']})" for r in rows)
+                     or "no tenants registered: every host with the Redis credentials may write for any tenant")
+        return OK
+    if args.action == "remove":
+        removed = ops.remove_tenant(settings, args.name)
+        print_result(args, {"removed": removed, "tenant": args.name},
+                     f"tenant {args.name} {'removed' if removed else 'was not registered'}")
+        return OK if removed else FAILED
+    added = ops.add_tenant(settings, args.name, rotate=args.rotate)
+    print_result(args, added,
+                 f"tenant {added['tenant']}: its agent hosts set\n"
+                 f"  MEMSTREAM_TENANT={added['tenant']}\n  MEMSTREAM_REDIS_URL={added['redis_url']}\n"
+                 "The password is shown once (Redis keeps only its hash); `--rotate` issues a new one.")
+    return OK
+
+
+# -- install-hermes / bench ----------------------------------------------------------------
+def cmd_install_hermes(args: argparse.Namespace, settings: Settings) -> int:
+    from pathlib import Path
+
+    from memstream.hermes import install
+
+    result = install(Path(args.home).expanduser() if args.home else None)
+    print_result(args, result, f"installed the memstream plugin into {result.get('plugin_dir')} "
+                               f"and selected it (memory.provider: memstream in {result.get('config')})")
+    return OK
+
+
+def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.bench import hotpath as bench
+
+    if args.which == "hotpath":
+        result = bench.hotpath(calls=args.calls)
+        print_result(args, result, bench.format_hotpath(result))
+        return OK
+    if args.which == "ingest":
+        from memstream.bench import ingest as bench_ingest
+
+        result = bench_ingest.ingest(events=args.events, as_json=args.json, data=args.data or None,
+                                     runs=args.runs or 4)
+        print_result(args, result, bench_ingest.format_ingest(result))
+        return OK
+    if args.which == "prefetch":
+        from memstream.bench import prefetch as bench_prefetch
+
+        result = bench_prefetch.prefetch_bench(sizes=args.sizes or (10000, 100000), queries=args.queries,
+                                               embedder=args.embedder or "hash")
+        print_result(args, result, bench_prefetch.format_prefetch(result))
+        return OK
+    if args.which == "locomo":
+        from memstream.bench import locomo as bench_locomo
+
+        if not args.data:
+            raise CommandError("bench locomo needs --data DIR (the LoCoMo directory: locomo10_turns.jsonl, "
+                               "locomo10_qrels.jsonl)")
+        try:
+            result = bench_locomo.locomo(args.data, split=args.split, embedder=args.embedder or "onnx-minilm")
+        except bench_locomo.BenchDataError as exc:
+            raise CommandError(str(exc)) from exc
+        print_result(args, result, bench_locomo.format_locomo(result))
+        return OK
+    if args.which == "chaos":
+        from memstream.bench import chaos as bench_chaos
+
+        result = bench_chaos.chaos_bench(minutes=args.minutes, agents=args.agents, seed=args.seed)
+        print_result(args, result, bench_chaos.format_chaos(result))
+        return OK
+    if args.which == "queries":
+        from memstream.bench import queries as bench_queries
+
+        result = bench_queries.queries_bench(queries=args.queries, rounds=args.runs or 4)
+        print_result(args, result, bench_queries.format_queries(result))
+        return OK
+    if args.which == "text":
+        from memstream.bench import text as bench_text
+
+        result = bench_text.text_bench(sizes_kib=args.sizes or (16, 64, 256), runs=args.runs or 5)
+        print_result(args, result, bench_text.format_text(result))
+        return OK
+    raise CommandError(f"unknown benchmark {args.which!r}")
+
+
+# -- the parser and main ---------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memstream", description="Event-sourced memory for Hermes agents.")
+    parser.add_argument("--version", action="version", version=f"memstream {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def add(name: str, func, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help)
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+        p.set_defaults(func=func)
+        return p
+
+    p = add("up", cmd_up, "run the memstream service (embedded Valkey unless MEMSTREAM_REDIS_URL is set)")
+    p.add_argument("--detach", action="store_true", help="run it in the background")
+    p.add_argument("--quiet", action="store_true", help="print nothing on success")
+    add("down", cmd_down, "stop the background memstream service")
+    add("doctor", cmd_doctor, "check configuration, Redis, streams, spool and the Hermes plugin")
+    add("stats", cmd_stats, "per-stream length, first/last id, events per type, spool size")
+    p = add("export", cmd_export, "every event in the log as JSON lines, oldest first")
+    p.add_argument("--since", type=entry_id, help="only entries after this stream entry id")
+    p = add("add", cmd_add, "append a memory write by hand")
+    p.add_argument("--sync", action="store_true", help="append directly and fail if the log is unreachable")
+    p.add_argument("--tenant", type=printable("tenant"), help="tenant (default: MEMSTREAM_TENANT)")
+    p.add_argument("--agent", default="default", type=printable("agent"), help="agent identity")
+    p.add_argument("--session", type=printable("session"), help="session id")
+    p.add_argument("--target", choices=["memory", "user"], default="memory")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("text", nargs="?", help="the memory to add; - reads it from stdin")
+    source.add_argument("--file", metavar="PATH", help="read the memory from this UTF-8 file")
+    p.add_argument("--timeout", type=seconds, default=10.0, help="--sync: seconds to wait for the projections")
+    p = add("search", cmd_search, "search the projections (turns, memories, facts)")
+    p.add_argument("--tenant", type=printable("tenant"), help="tenant (default: MEMSTREAM_TENANT)")
+    p.add_argument("--agent", default="default", type=printable("agent"), help="the asking agent")
+    p.add_argument("--scope", default="current", type=printable("scope"), help="current | all | AGENT")
+    p.add_argument("-k", type=int_between(1, K_MAX), default=10, help=f"results (1 to {K_MAX})")
+    p.add_argument("--timeout", type=seconds, default=10.0, help="seconds to wait for the answer")
+    p.add_argument("query", type=printable("query", QUERY_MAX))
+    p = add("dlq", cmd_dlq, "inspect and replay dead letters")
+    p.add_argument("action", choices=["list", "retry", "drop"])
+    p.add_argument("ids", nargs="*", type=entry_id, help="DLQ ids (retry/drop)")
+    p.add_argument("--group", type=printable("group"), help="only this projection group (list)")
+    p.add_argument("--count", type=int_between(1, COUNT_MAX), default=100,
+                   help=f"at most this many (1 to {COUNT_MAX})")
+    p = add("worker", cmd_worker, "run projection workers against a shared Redis and Qdrant")
+    p.add_argument("--embedded-store", action="store_true",
+                   help="no Qdrant server: one worker owning the embedded store under MEMSTREAM_HOME")
+    p.add_argument("--name", type=printable("name"), help="stable consumer name (default: host name)")
+    p = add("tenant", cmd_tenant, "register tenants: a Redis user each, limited to its own data")
+    p.add_argument("action", choices=["add", "list", "remove"])
+    p.add_argument("name", nargs="?", default="", help="tenant name (add, remove)")
+    p.add_argument("--rotate", action="store_true", help="add: issue a new password for an existing tenant")
+    p = add("install-hermes", cmd_install_hermes, "install the memstream plugin into a Hermes home and select it")
+    p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
+    p = add("bench", cmd_bench, "benchmarks")
+    p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos", "text"])
+    p.add_argument("--minutes", type=minutes, default=2.0, help="chaos: how long things break")
+    p.add_argument("--agents", type=int_between(1, 64), default=4, help="chaos: agent processes")
+    p.add_argument("--seed", type=int_between(0, 2**32 - 1), default=0, help="chaos: the random choices")
+    p.add_argument("--calls", type=int_between(1, 10_000_000), default=2000, help="hotpath: hook calls per burst")
+    p.add_argument("--events", type=int_between(1, 10_000_000), default=1000,
+                   help="ingest: events per pipeline drain")
+    p.add_argument("--data", default="", help="ingest: LoCoMo turns JSONL (default: generated text if absent); "
+                   "locomo: the LoCoMo directory")
+    p.add_argument("--split", default="dev", choices=["dev", "test", "all"], help="locomo: conversations to run")
+    p.add_argument("--runs", type=int_between(1, 1000), default=None,
+                   help="ingest: runs per measurement (pipeline and raw alternate which goes first; default 4); "
+                   "text: runs per median (default 5); queries: rounds (default 4)")
+    p.add_argument("--sizes", type=ascending_counts, default=None,
+                   help="prefetch: memory counts to measure at, ascending (default 10000,100000); "
+                   "text: sizes in KiB (default 16,64,256)")
+    p.add_argument("--queries", type=int_between(1, 1_000_000), default=200,
+                   help="prefetch: questions per size; queries: round trips per round")
+    p.add_argument("--embedder", default="",
+                   help="embedder of the benchmark's pipeline (prefetch: default hash; locomo: onnx-minilm)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; its exit code (see the module docstring). Never raises."""
+    args: argparse.Namespace | None = None
+    prog = "memstream"
+    for stream in (sys.stdout, sys.stderr):  # an argument from undecodable bytes must not crash a print
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):
+                pass
+    try:
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit as exc:  # usage errors (2), --help and --version (0)
+            sys.stdout.flush()
+            return exc.code if isinstance(exc.code, int) else (OK if exc.code is None else USAGE)
+        prog = f"memstream {args.command}"
+        configure("WARNING")
+        settings = Settings.load()
+        if args.command != "doctor":  # doctor reports them as its config check
+            for problem in settings.problems:
+                print(f"{prog}: warning: {one_line(problem)}", file=sys.stderr)
+        code = int(args.func(args, settings) or OK)
+        sys.stdout.flush()  # here, not at exit: a closed stdout is handled below
+        return code
+    except BrokenPipeError:  # stdout closed by the reader (`| head`): nothing left to say
+        stdout_to_devnull()
+        return FAILED
+    except KeyboardInterrupt:
+        return INTERRUPTED
+    except CommandError as exc:
+        return fail(args, prog, str(exc))
+    except redis.RedisError as exc:
+        return fail(args, prog, f"Redis: {type(exc).__name__}: {exc}")
+    except Exception as exc:
+        if os.environ.get("MEMSTREAM_DEBUG", "") not in ("", "0"):
+            import traceback
+
+            traceback.print_exc()
+        return fail(args, prog, f"unexpected {type(exc).__name__}: {exc} "
+                                "(MEMSTREAM_DEBUG=1 shows the traceback)")

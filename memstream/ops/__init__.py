@@ -1,0 +1,47 @@
+"""ops: what the ``memstream`` commands do, as functions over the settings that return plain
+data (``doctor``, ``stats``, ``search``, the read-your-writes wait of ``add --sync``, the
+dead letters, tenants, workers and the service). A failure the user can act on is a
+``CommandError`` whose message says what to do. Nothing here prints or reads the
+environment: the command line (``memstream.cli``) parses, calls and prints.
+
+Light to import: the stores, the workers and the query server are imported by the
+operations that use them, when they run.
+"""
+
+from memstream.ops.add import add_logged, add_spooled, memory_event, source_text
+from memstream.ops.connect import connect
+from memstream.ops.dlq import dead_letters, settle
+from memstream.ops.doctor import doctor
+from memstream.ops.errors import CommandError
+from memstream.ops.export import Undecodable, export
+from memstream.ops.search import search
+from memstream.ops.service import start_service, stop_service, up_detached
+from memstream.ops.stats import stats
+from memstream.ops.sync import wait_projected
+from memstream.ops.tenants import add_tenant, remove_tenant, tenants
+from memstream.ops.worker import check_worker, start_worker
+
+__all__ = [
+    "add_logged",
+    "add_spooled",
+    "add_tenant",
+    "check_worker",
+    "CommandError",
+    "connect",
+    "dead_letters",
+    "doctor",
+    "export",
+    "memory_event",
+    "remove_tenant",
+    "search",
+    "settle",
+    "source_text",
+    "start_service",
+    "start_worker",
+    "stats",
+    "stop_service",
+    "tenants",
+    "Undecodable",
+    "up_detached",
+    "wait_projected",
+]

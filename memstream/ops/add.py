@@ -1,0 +1,105 @@
+"""``memstream add``: a memory write by hand, from its text to the log (or the spool).
+
+The text is bounded as the writer bounds it: at most ``MEMSTREAM_MAX_TEXT_BYTES`` UTF-8
+bytes are read, and a longer text is stored clipped to that bound, flagged ``clipped``,
+exactly as if it had been read whole.
+"""
+
+from __future__ import annotations
+
+from typing import BinaryIO, Literal
+
+from memstream.core import Settings, new_event_id
+from memstream.ops.connect import connect
+from memstream.ops.errors import CommandError
+from memstream.ops.sync import wait_projected
+from memstream.producers import MemoryWritten, Scope, Writer, utcnow
+from memstream.text import clean_text
+
+__all__ = ["add_logged", "add_spooled", "memory_event", "read_bounded", "source_text"]
+
+
+def read_bounded(source: BinaryIO, name: str, limit: int) -> tuple[str, bool]:
+    """(text, more): at most ``limit`` UTF-8 bytes of the binary stream ``source`` decoded
+    (strictly: invalid UTF-8 is an error), ``more`` when the input goes on past them."""
+    data = source.read(limit + 1)
+    more = len(data) > limit
+    data = data[:limit]
+    try:
+        return data.decode("utf-8"), more
+    except UnicodeDecodeError as exc:
+        if more and exc.start >= len(data) - 3 and exc.reason == "unexpected end of data":
+            return data[: exc.start].decode("utf-8"), more  # a character cut by the bound
+        raise CommandError(f"{name} is not UTF-8 text (invalid byte at offset {exc.start})") from None
+
+
+def source_text(limit: int, *, text: str | None, file: str | None,
+                stdin: BinaryIO | None) -> tuple[str, str, bool]:
+    """(text, where it came from, more than ``limit`` bytes): ``file`` when given, else
+    ``stdin`` when ``text`` is ``-``, else ``text`` itself (``TEXT``)."""
+    if file is not None:
+        try:
+            with open(file, "rb") as source:
+                read, more = read_bounded(source, file, limit)
+        except FileNotFoundError:
+            raise CommandError(f"--file {file}: no such file") from None
+        except IsADirectoryError:
+            raise CommandError(f"--file {file}: is a directory, not a file") from None
+        except OSError as exc:
+            raise CommandError(f"--file {file}: cannot read it ({exc.strerror or exc})") from None
+        except ValueError:  # a NUL in the path
+            raise CommandError(f"--file {file!r} is not a valid path") from None
+        return read, file, more
+    if text == "-":
+        if stdin is None:
+            raise CommandError("`add -` reads the text from stdin, and there is no stdin")
+        read, more = read_bounded(stdin, "stdin", limit)
+        return read, "stdin", more
+    if text is None:
+        raise CommandError("nothing to add: give TEXT, `-` to read stdin, or --file PATH")
+    return text, "TEXT", len(text.encode("utf-8", "replace")) > limit
+
+
+def memory_event(settings: Settings, raw: str, where: str, more: bool, *, tenant: str | None, agent: str,
+                 session: str | None, target: Literal["memory", "user"]) -> tuple[MemoryWritten, bool]:
+    """(the memory write of ``raw``, whether its text was clipped to ``settings.max_text_bytes``).
+
+    ``raw`` came from ``where`` (``source_text``); read from a file or stdin and whole,
+    its final newline is not part of the memory. Empty text is a ``CommandError``."""
+    if where != "TEXT" and not more:
+        raw = raw.removesuffix("\n").removesuffix("\r")  # the file's (or echo's) final newline
+    text, problems = clean_text(raw, settings.max_text_bytes)
+    if more and "clipped" not in problems:
+        # only the bound's worth was read: one more character makes clean_text clip it
+        # exactly as the writer clips the whole text (the same prefix, the same mark)
+        text, problems = clean_text(raw + " ", settings.max_text_bytes)
+    if not text.strip():
+        raise CommandError(f"nothing to add: the text ({where}) is empty")
+    clipped = "clipped" in problems
+    event = MemoryWritten(
+        id=new_event_id(), occurred_at=utcnow(),
+        scope=Scope(tenant=tenant or settings.tenant, app=settings.app, agent=agent,
+                    session_id=session or "", platform="cli"),
+        clipped=["content"] if clipped else [],
+        action="add", target=target, content=text, origin="memstream-cli")
+    return event, clipped
+
+
+def add_logged(settings: Settings, event: MemoryWritten, timeout: float) -> dict:
+    """Append ``event`` to the log now (``CommandError`` when unreachable) and wait up to
+    ``timeout`` seconds until it is searchable: ``{"id", "entry_id", "state"}``, ``state``
+    as ``memstream.ops.sync.wait_projected`` says."""
+    eventlog = connect(settings)
+    entry = eventlog.append([event])[0]
+    return {"id": event.id, "entry_id": entry, "state": wait_projected(eventlog, event, entry, timeout)}
+
+
+def add_spooled(settings: Settings, event: MemoryWritten) -> dict:
+    """Hand ``event`` to this host's writer and wait up to ``settings.shutdown_timeout``
+    for it to ship: ``{"id", "state"}``, ``state`` ``logged`` or ``spooled`` (it ships when
+    the log is reachable)."""
+    writer = Writer.shared(settings)
+    writer.emit(event)
+    shipped = writer.flush(settings.shutdown_timeout)
+    writer.release(0.5)
+    return {"id": event.id, "state": "logged" if shipped else "spooled"}

@@ -1,0 +1,171 @@
+"""``memstream doctor``: every check, as data.
+
+Each check is a dict with ``ok`` and what it found; a failed one says why in ``error``.
+Informational checks (queries, tenants) never fail: workers may live on other hosts.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import redis
+
+from memstream import __version__
+from memstream.core import Settings, mask_url
+from memstream.ops.stats import group_health, streams
+from memstream.producers import EventLog, LogLocator, spool_usage
+
+__all__ = [
+    "check_config", "check_embedder", "check_projections", "check_queries", "check_redis", "check_spool",
+    "check_tenants", "doctor",
+]
+
+
+def doctor(settings: Settings, hermes: Callable[[], dict] | None = None) -> dict:
+    """``{"ok": every check ok, "version", "checks": {name: check}}``: config, embedder,
+    redis, streams, then (when the log answers) queries, tenants and projections, then
+    spool and, when given, ``hermes`` (its caller's check; an exception from it is a
+    failed check)."""
+    checks: dict[str, dict] = {}
+    checks["config"] = check_config(settings)
+    checks["embedder"] = check_embedder(settings)
+    checks["redis"], eventlog = check_redis(settings)
+    if eventlog is not None:
+        try:
+            checks["streams"] = {"ok": True, "streams": streams(eventlog)}
+        except redis.exceptions.NoPermissionError:
+            checks["streams"] = {"ok": True,
+                                 "note": "a tenant's credentials append to the streams but may not read them"}
+        checks["queries"] = check_queries(eventlog, settings.tenant)
+        checks["tenants"] = check_tenants(eventlog)
+        try:
+            checks["projections"] = check_projections(eventlog, settings.stall_after_s)
+        except redis.exceptions.NoPermissionError:
+            checks["projections"] = {"ok": True, "note": "a tenant's credentials may not read the projections' "
+                                                         "positions: run doctor with the operator's to check them"}
+    else:
+        checks["streams"] = {"ok": False, "error": "log unreachable"}
+    checks["spool"] = check_spool(settings)
+    if hermes is not None:
+        try:
+            checks["hermes"] = hermes()
+        except Exception as exc:
+            checks["hermes"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    ok = all(c.get("ok") for c in checks.values())
+    return {"ok": ok, "version": __version__, "checks": checks}
+
+
+def check_config(settings: Settings) -> dict:
+    """Every setting in effect (secrets masked); fails on a problem (a bad value, a name that is no setting)."""
+    check = {"ok": not settings.problems, "problems": list(settings.problems), "settings": settings.public()}
+    if settings.problems:
+        check["error"] = "; ".join(settings.problems)
+    return check
+
+
+def check_embedder(settings: Settings) -> dict:
+    """The embedder the projections would use, as configured (nothing loaded, nothing asked):
+    its spec, URL (masked) and model, vector size (None: learnt from its first answer) and
+    threads; fails when the spec names no embedder or a remote one lacks its model."""
+    from memstream.projections import EmbedderError, describe_embedder
+
+    try:
+        return {"ok": True, **describe_embedder(settings)}
+    except EmbedderError as exc:
+        return {"ok": False, "embedder": settings.embedder, "error": str(exc)}
+
+
+def check_redis(settings: Settings) -> tuple[dict, EventLog | None]:
+    """The log's server: reachable, and Redis 7.0+ or Valkey; with the log when it answers."""
+    locator = LogLocator(settings, autostart=False)
+    url = locator.url()
+    mode = "external" if settings.redis_url else "embedded"
+    if url is None:
+        return {"ok": False, "mode": mode,
+                "error": "no memstream service is running; start it with `memstream up --detach`"}, None
+    try:
+        eventlog = locator()
+        try:
+            server = eventlog.client.info("server")
+        except redis.exceptions.NoPermissionError:  # a tenant's credentials: PING only
+            return {"ok": True, "mode": mode, "url": mask_url(url),
+                    "redis_version": "not shown to a tenant's credentials"}, eventlog
+    except redis.RedisError as exc:
+        return {"ok": False, "mode": mode, "url": mask_url(url),
+                "error": f"{type(exc).__name__}: {exc}"}, None
+    version = str(server.get("redis_version", "0"))
+    major = int(version.split(".")[0] or 0)
+    check = {"ok": major >= 7, "mode": mode, "url": mask_url(url),
+             "redis_version": version}
+    if server.get("valkey_version"):
+        check["valkey_version"] = server["valkey_version"]
+    if major < 7:
+        check["error"] = "memstream needs Redis 7.0+ or Valkey"
+    return check, eventlog
+
+
+def check_tenants(eventlog: EventLog) -> dict:
+    """Whether tenants are separated (see Security in the README): informational."""
+    from memstream.producers import TenantRegistry
+
+    try:
+        tenants = TenantRegistry(eventlog.client, eventlog.prefix).all(fresh=True)
+    except redis.exceptions.NoPermissionError:
+        return {"ok": True, "credentials": "a tenant's (append, own queries only)"}
+    if not tenants:
+        return {"ok": True, "registered": 0,
+                "note": "no tenant registered: any holder of these Redis credentials writes and reads for any tenant"}
+    return {"ok": True, "registered": len(tenants), "credentials": "the operator's",
+            "enforced": "events must be signed by their registered tenant"}
+
+
+def check_queries(eventlog: EventLog, tenant: str) -> dict:
+    """Whether a query server (the service or a worker) answers: recall and tools need one.
+    Informational: workers may live on other hosts and be restarting; events still spool.
+    Asks as the agents do (``exists`` in this tenant), so it works with a tenant's
+    credentials too."""
+    from memstream.query import QueryRefused, QueryTimeout, ask
+
+    started = time.perf_counter()
+    try:
+        answer = ask(eventlog.client, eventlog.prefix, {"op": "exists", "tenant": tenant, "id": "doctor-check"},
+                     timeout=2.0)
+    except (QueryTimeout, QueryRefused, redis.RedisError) as exc:
+        return {"ok": True, "answering": False,
+                "warning": f"no query server answered ({type(exc).__name__}): start `memstream up` or a "
+                           "`memstream worker`; until then prefetch injects nothing and tools return errors"}
+    return {"ok": True, "answering": "error" not in answer,
+            "round_trip_ms": round((time.perf_counter() - started) * 1000, 1)}
+
+
+def check_projections(eventlog: EventLog, stall_after_s: float) -> dict:
+    """Fails when a projection has entries waiting and made no progress for
+    ``stall_after_s`` (``MEMSTREAM_STALL_AFTER_S``): its group, for how long, its last error."""
+    from memstream.projections import group_names
+
+    health = {g: group_health(eventlog, g, stall_after_s) for g in group_names()}
+    stalled = {g: h for g, h in health.items() if not h["ok"]}
+    check: dict = {"ok": not stalled, "status": ", ".join(f"{g} {h['status']}" for g, h in health.items()),
+                   "stall_after_s": next(iter(health.values()))["threshold_s"],
+                   "groups": {g: {k: h[k] for k in ("status", "waiting", "last_progress_at", "stalled_for_s",
+                                                    "last_error", "restarts")} for g, h in health.items()}}
+    if stalled:
+        check["error"] = "; ".join(
+            f"{g} not advancing: {h['waiting']} entries waiting, no progress for {h['stalled_for_s']}s"
+            + ("" if h["exists"] else " (no worker has read the log)")
+            + (f", last error: {h['last_error'][:200]}" if h["last_error"] else "")
+            + (f", {h['restarts']} restarts" if h["restarts"] else "")
+            for g, h in stalled.items())
+    return check
+
+
+def check_spool(settings: Settings) -> dict:
+    """This host's spool: fails at its bound (new events are refused until it ships)."""
+    usage = spool_usage(settings.spool_dir) if settings.spool_dir.exists() else {
+        "dir": str(settings.spool_dir), "segments": 0, "bytes": 0, "unshipped_bytes": 0, "quarantined": 0}
+    spool_ok = usage["unshipped_bytes"] < settings.spool_max_bytes
+    check = {"ok": spool_ok, **usage, "max_bytes": settings.spool_max_bytes}
+    if not spool_ok:
+        check["error"] = "the spool is at its bound: new events are refused until it ships"
+    return check

@@ -1,0 +1,28 @@
+"""``memstream search``: one question to the query server, as the agents ask it."""
+
+from __future__ import annotations
+
+from memstream.core import Settings
+from memstream.ops.connect import connect
+from memstream.ops.errors import CommandError
+
+__all__ = ["search"]
+
+
+def search(settings: Settings, query: str, *, tenant: str | None, agent: str, scope: str, k: int,
+           timeout: float) -> list:
+    """The results of searching for ``query`` (``tenant`` None: the configured one), as the
+    query server gives them; ``CommandError`` when none answers within ``timeout`` seconds,
+    the request is refused, or the search failed."""
+    from memstream.query import QueryRefused, QueryTimeout, ask
+
+    eventlog = connect(settings)
+    request = {"op": "search", "query": query, "tenant": tenant or settings.tenant,
+               "agent": agent, "scope": scope, "k": k}
+    try:
+        answer = ask(eventlog.client, eventlog.prefix, request, timeout=timeout)
+    except (QueryTimeout, QueryRefused) as exc:
+        raise CommandError(str(exc)) from exc
+    if "error" in answer:
+        raise CommandError(f"search failed: {answer['error']}")
+    return answer.get("results", [])

@@ -1,0 +1,49 @@
+"""``memstream up`` and ``down``: the service of ``MEMSTREAM_HOME``, in the foreground or
+the background. What they return shows the log's URL with its password masked (the run
+file keeps it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memstream.core import Settings, mask_url
+
+__all__ = ["start_service", "stop_service", "up_detached"]
+
+
+def _masked(info: dict) -> dict:
+    return {**info, "url": mask_url(str(info.get("url", "")))}
+
+
+def up_detached(settings: Settings) -> dict:
+    """Start the service in the background and return its run-file info once it serves
+    (``already_running`` when one served already)."""
+    from memstream.service import detach
+
+    return _masked(detach(settings))
+
+
+def start_service(settings: Settings) -> tuple[Any, dict]:
+    """(the started ``memstream.service.Service``, its run-file info) for its caller to
+    serve; (None, the running one's info with ``already_running``) when another service
+    holds this home. A Ctrl-C while starting stops what did start, then goes on up."""
+    from memstream.service import AlreadyRunning, Service
+
+    service = Service(settings)
+    try:
+        info = service.start()
+    except AlreadyRunning as exc:
+        return None, {**_masked(exc.info), "already_running": True}
+    except KeyboardInterrupt:
+        service.close()
+        raise
+    return service, _masked(info)
+
+
+def stop_service(settings: Settings) -> tuple[dict, bool]:
+    """Stop the background service: (what ``memstream.service.stop_service`` says, whether
+    the command succeeded: it stopped, or none was running)."""
+    from memstream.service import stop_service as stop
+
+    result = stop(settings)
+    return result, bool(result.get("stopped")) or "no memstream service" in result.get("reason", "")

@@ -1,0 +1,107 @@
+"""``memstream stats``: the streams, events per type, the spool, and each projection's
+position, lag, pending entries, dead letters, freshness, items and health."""
+
+from __future__ import annotations
+
+import time
+
+import redis
+
+from memstream.core import Settings, keys
+from memstream.ops.connect import connect
+from memstream.producers import EventLog, spool_usage
+
+__all__ = ["group_health", "projection_stats", "stats", "streams"]
+
+
+def streams(eventlog: EventLog) -> list[dict]:
+    """Each event stream: length, first and last id, and its consumer groups as Redis
+    reports them (text; a group anyone created on the stream may have any name)."""
+    out = []
+    for info in eventlog.stream_info():
+        try:
+            groups = eventlog.client.xinfo_groups(info["stream"]) if info["length"] else []
+        except redis.ResponseError:
+            groups = []
+        # a group anyone created on the stream may have any name: never fail to show it
+        info["groups"] = [{k if isinstance(k, str) else k.decode("utf-8", "backslashreplace"):
+                           (v.decode("utf-8", "backslashreplace") if isinstance(v, bytes) else v)
+                           for k, v in g.items()} for g in groups]
+        out.append(info)
+    return out
+
+
+def group_health(eventlog: EventLog, group: str, stall_after_s: float) -> dict:
+    """``memstream.workers.projection_health`` of ``group`` (positions as progress too)."""
+    from memstream.workers import Positions, projection_health
+
+    pos = Positions(eventlog.client, eventlog.prefix).get(group)
+    applied = max((p["applied_at"] for p in pos.values()), default=0.0)
+    return projection_health(eventlog.client, eventlog.prefix, eventlog.stream_keys, group,
+                             threshold=stall_after_s, applied_at=applied)
+
+
+def projection_stats(eventlog: EventLog, stall_after_s: float) -> dict:
+    """Per projection group: position, lag, pending, dead letters, freshness, items."""
+
+    from memstream.projections import Counters, FactsTable, group_names, group_of
+    from memstream.workers import DeadLetters, Positions
+
+    dlq = DeadLetters(eventlog.client, eventlog.prefix)
+    dead: dict = {}
+    for item in dlq.list(count=100000):
+        dead[item.get("group")] = dead.get(item.get("group"), 0) + 1
+    positions = Positions(eventlog.client, eventlog.prefix)
+    # points in the stores, counted by the process that holds them (the service or a worker)
+    try:
+        from memstream.query import QueryTimeout, ask
+
+        stored = ask(eventlog.client, eventlog.prefix, {"op": "count"}, timeout=1.0).get("items") or {}
+    except (QueryTimeout, redis.RedisError, ValueError):
+        stored = {}
+    out: dict[str, dict] = {}
+    for group in group_names():
+        lag: int | None = 0
+        pending, known = 0, False
+        for key in eventlog.stream_keys:
+            try:
+                infos = eventlog.client.xinfo_groups(key)
+            except redis.ResponseError:
+                continue
+            for g in infos:
+                name = g["name"].decode("utf-8", "backslashreplace") if isinstance(g["name"], bytes) else g["name"]
+                if name == group:
+                    known = True
+                    pending += int(g.get("pending", 0))
+                    lag = None if lag is None or g.get("lag") is None else lag + int(g["lag"])
+        pos = positions.get(group)
+        applied = max((p["applied_at"] for p in pos.values()), default=0.0)
+        counters = Counters(eventlog.client, eventlog.prefix, group).get()
+        if group == group_of("facts"):
+            items, source = FactsTable(eventlog.client, eventlog.prefix).count(), "facts table"
+        elif group == group_of("sessions"):
+            items, source = counters.get("turns", 0), "turns recorded"
+        elif group in stored:
+            items, source = int(stored[group]), "store"
+        else:  # no service or worker answered: the projection's count of points written
+            items, source = counters.get("points", 0), "points written (no worker answered)"
+        out[group] = {
+            "exists": known, "positions": {k: v["position"] for k, v in pos.items()},
+            "lag": lag if known else None, "pending": pending, "dead_letters": dead.get(group, 0),
+            "last_applied_at": applied or None,
+            "freshness_s": round(time.time() - applied, 3) if applied else None,
+            "items": items, "items_source": source, "counters": counters,
+            "health": group_health(eventlog, group, stall_after_s),
+        }
+    return out
+
+
+def stats(settings: Settings) -> dict:
+    """``streams``, ``types`` (events per type), ``spool`` (this host's, {} without one),
+    ``spool_losses`` (reported by every host's shipper) and ``projections``."""
+    eventlog = connect(settings)
+    usage = spool_usage(settings.spool_dir) if settings.spool_dir.exists() else {}
+    losses = {(k.decode() if isinstance(k, bytes) else k): int(v)
+              for k, v in eventlog.client.hgetall(keys.spool_counters(eventlog.prefix)).items()}
+    return {"streams": streams(eventlog), "types": eventlog.type_counts(), "spool": usage,
+            "spool_losses": losses, "projections": projection_stats(eventlog, settings.stall_after_s)}

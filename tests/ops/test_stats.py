@@ -1,0 +1,27 @@
+"""``stats`` per projection: every registered group, with where its item count comes from."""
+
+from __future__ import annotations
+
+from pipeline_support import make_pipeline, memory, turn
+
+from memstream.ops.stats import projection_stats
+from memstream.projections import group_names, group_of
+
+
+def test_every_registered_group_has_its_position_lag_and_items(tmp_path, event_log):
+    pipeline = make_pipeline(tmp_path / "pipe-home", event_log)
+    try:
+        event_log.append([turn("The staging database runs Postgres 16"), memory("add", "Deploys go out on Tuesdays")])
+        pipeline.drain()
+        stats = projection_stats(event_log, 60.0)
+    finally:
+        pipeline.stop()
+    assert list(stats) == list(group_names())
+    for group, p in stats.items():
+        assert p["exists"] and p["pending"] == 0 and p["dead_letters"] == 0, group
+        assert p["last_applied_at"] and p["health"]["status"] in ("idle", "ok"), group
+    sources = {group: p["items_source"] for group, p in stats.items()}
+    assert sources == {group_of("turns"): "points written (no worker answered)",
+                       group_of("memories"): "points written (no worker answered)",
+                       group_of("facts"): "facts table", group_of("sessions"): "turns recorded"}
+    assert stats[group_of("sessions")]["items"] == 1 and stats[group_of("memories")]["items"] == 1
