@@ -37,7 +37,7 @@ class HermesInstallError(PermanentError, RuntimeError):
     """The Hermes home cannot be updated safely (message says why and what to do)."""
 
 
-def hermes_home(home: str | os.PathLike | None = None) -> Path:
+def hermes_home(home: str | os.PathLike[str] | None = None) -> Path:
     """``home``, else ``$HERMES_HOME``, else ``~/.hermes`` (what Hermes itself uses)."""
     if home:
         return Path(home).expanduser()

@@ -60,7 +60,7 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
 class ValkeyProcess:
     """One Valkey server on 127.0.0.1 with its data (AOF on) in ``data_dir``."""
 
-    def __init__(self, data_dir: str | os.PathLike, port: int | None = None,
+    def __init__(self, data_dir: str | os.PathLike[str], port: int | None = None,
                  appendfsync: str = "everysec", tie_to_parent: bool = True,
                  password: str | None = None):
         self.data_dir = Path(data_dir)
