@@ -23,7 +23,7 @@ from memstream.producers.events import (
 )
 from memstream.producers.shipper import Shipper
 from memstream.producers.spool import Segment, Spool, spool_usage
-from memstream.producers.stream import EventLog, parse_entry_id
+from memstream.producers.stream import EntryFields, EventLog, parse_entry_id
 from memstream.producers.tenants import (
     TenantError,
     TenantRegistry,
@@ -36,6 +36,7 @@ __all__ = [
     "decode",
     "DelegationCompleted",
     "encode",
+    "EntryFields",
     "Event",
     "event_log",
     "EVENT_TYPES",
