@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, Literal, Union, get_args
+from typing import Annotated, Any, Callable, Literal, Union, get_args
 
 import msgspec
 
@@ -80,6 +80,9 @@ Request = Union[RecallRequest, SearchRequest, ContextRequest, RecentRequest, Fac
 
 
 OPS: tuple[str, ...] = tuple(cls.__struct_config__.tag for cls in get_args(Request))
+
+# What answers one op on the server: the request as a dict in, the answer as a dict out.
+Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class Envelope(msgspec.Struct, forbid_unknown_fields=True):
