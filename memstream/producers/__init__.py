@@ -23,7 +23,7 @@ from memstream.producers.events import (
 )
 from memstream.producers.shipper import Shipper
 from memstream.producers.spool import Segment, Spool, spool_usage
-from memstream.producers.stream import EntryFields, EventLog, parse_entry_id
+from memstream.producers.stream import EntryFields, EventLog, parse_entry_id, xrange_entry
 from memstream.producers.tenants import (
     TenantError,
     TenantRegistry,
@@ -63,4 +63,5 @@ __all__ = [
     "utcnow",
     "verify",
     "Writer",
+    "xrange_entry",
 ]

@@ -29,7 +29,7 @@ from memstream.producers.events import Event, decode, encode
 if TYPE_CHECKING:
     from redis.typing import StreamEntry
 
-__all__ = ["EventLog", "Record", "shard_of", "parse_entry_id", "EntryDecodeError", "EntryFields"]
+__all__ = ["EventLog", "Record", "shard_of", "parse_entry_id", "EntryDecodeError", "EntryFields", "xrange_entry"]
 
 # A stream entry's fields as redis-py reads them: bytes (text from a client that decodes).
 EntryFields = dict[bytes | str, bytes | str]
@@ -246,7 +246,7 @@ class EventLog:
             cursor = start
             while batch := self.client.xrange(key, min=cursor, max="+", count=count):
                 for entry in batch:
-                    entry_id, fields = _ranged(entry)
+                    entry_id, fields = xrange_entry(entry)
                     yield key, entry_id, fields
                 cursor = "(" + entry_id
 
@@ -273,8 +273,8 @@ class EventLog:
             out.append({
                 "stream": key,
                 "length": length,
-                "first_id": _ranged(first[0])[0] if first else None,
-                "last_id": _ranged(last[0])[0] if last else None,
+                "first_id": xrange_entry(first[0])[0] if first else None,
+                "last_id": xrange_entry(last[0])[0] if last else None,
             })
         return out
 
@@ -287,9 +287,10 @@ def _id(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _ranged(entry: StreamEntry) -> tuple[str, EntryFields]:
+def xrange_entry(entry: StreamEntry) -> tuple[str, EntryFields]:
     """An entry XRANGE or XREVRANGE returned, as (id, fields). redis-py types both as
-    optional for every stream reply; these two commands always give both."""
+    optional for every stream reply (XREADGROUP and XAUTOCLAIM give no fields for an entry
+    deleted while pending); these two commands always give both."""
     entry_id, fields = entry
     assert entry_id is not None and fields is not None
     return _id(entry_id), fields
