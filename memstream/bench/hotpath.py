@@ -41,7 +41,7 @@ from memstream.bench.stats import machine as machine_info
 from memstream.bench.stats import percentile
 
 from memstream.core import Settings, keys
-from memstream.producers import Segment, encode, redis_client
+from memstream.producers import Segment, encode, redis_client, xrange_entry
 from memstream.provider import MemstreamProvider
 from memstream.service import ValkeyProcess, free_port
 
@@ -84,7 +84,7 @@ def _turn_messages(i: int, session: str) -> tuple[str, str, list[dict]]:
               "ceiling of 30 s and a circuit breaker that opens after five consecutive failures. "
               "Three modules changed since yesterday (module_03, module_11 and module_17); the "
               "diff is mostly renamed helpers and one new test. Want me to open any of them?")
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": user},
         {"role": "assistant", "content": "",
          "tool_calls": [{"id": call_id, "type": "function",
@@ -204,17 +204,20 @@ def _log_ids(client: redis.Redis, stream: str, after: str = "-") -> list[bytes]:
         batch = client.xrange(stream, min=cursor, max="+", count=5000)
         if not batch:
             return ids
-        ids.extend(fields[b"id"] for _, fields in batch)
-        last = batch[-1][0]
-        cursor = "(" + (last.decode() if isinstance(last, bytes) else last)
+        entries = [xrange_entry(entry) for entry in batch]
+        ids.extend(_bytes(fields[b"id"]) for _, fields in entries)
+        cursor = "(" + entries[-1][0]
 
 
 def _last_entry(client: redis.Redis, stream: str) -> str:
     last = client.xrevrange(stream, count=1)
     if not last:
         return "-"
-    entry = last[0][0]
-    return entry.decode() if isinstance(entry, bytes) else entry
+    return xrange_entry(last[0])[0]
+
+
+def _bytes(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()
 
 
 def _spool_records(spool_dir: Path, quarantine: Path) -> int:
@@ -238,6 +241,7 @@ def _run_up(root: Path, url: str, calls: int, warmup: int, session: str, inputs:
     stream = keys.events(STREAM_PREFIX, 0)
     provider = _provider(_settings(root / "home-up", url), session)
     writer = provider.writer
+    assert writer is not None  # an initialized provider has its writer
     try:
         transcript: list[dict] = [{"role": "system", "content": "You are Hermes, a helpful agent."}]
         _burst(provider, inputs, 0, warmup, transcript)
@@ -303,6 +307,7 @@ def _run_down(root: Path, calls: int, warmup: int, session: str, inputs: _Inputs
     settings = _settings(root / "home-down", url)
     provider = _provider(settings, session)
     writer = provider.writer
+    assert writer is not None  # an initialized provider has its writer
     server: ValkeyProcess | None = None
     try:
         transcript: list[dict] = [{"role": "system", "content": "You are Hermes, a helpful agent."}]

@@ -36,7 +36,6 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from memstream.core import Settings, new_event_id
@@ -166,12 +165,14 @@ def _settings(root: Path, url: str, prefix: str, embedder: str) -> Settings:
 
 
 def _pipeline(root: Path, url: str, prefix: str, embedder: str):
+    from memstream.projections import TurnsProjection
     from memstream.workers import Pipeline, PipelineConfig
 
     settings = _settings(root, url, prefix, embedder)
     eventlog = EventLog(redis_client(url), prefix, settings.shards)
     pipeline = Pipeline(settings, eventlog, PipelineConfig(embedder=embedder))
     turns = pipeline.projections[0]
+    assert isinstance(turns, TurnsProjection)  # the pipeline's first projection
     recorder = _Recorder(turns.embedder)
     turns.embedder = recorder
     return pipeline, eventlog, recorder
@@ -258,7 +259,7 @@ def _median(values: list[float]) -> float:
 def _substantive(event: TurnRecorded, boilerplate) -> bool:
     from memstream.projections import TurnsProjection
 
-    text, reason = TurnsProjection._turn_text(SimpleNamespace(boilerplate=boilerplate), event)
+    text, reason = TurnsProjection.turn_text(boilerplate, event)
     return reason is None and bool(text)
 
 
@@ -407,8 +408,8 @@ def ingest(events: int = 1000, as_json: bool = False, data: str | None = None, *
                 # side always runs second on a warmer or busier machine; the raw run
                 # embeds the calls the pipeline made (the same for every run: same texts,
                 # same batches)
-                raw_first = bool(r % 2 and calls)
-                raw = _raw_run(calls, _warm_texts(texts)) if raw_first else None
+                raw = _raw_run(calls, _warm_texts(texts)) if r % 2 and calls else None
+                raw_first = raw is not None
                 home, prefix = fresh("onnx")
                 run = _drain_run(home, url, prefix, "onnx-minilm", texts, profile=profile and r == runs - 1)
                 calls = run.pop("_calls")

@@ -114,11 +114,11 @@ class BM25:
 
 def _metrics(rows: list[tuple[dict, list[str]]]) -> dict[str, Any]:
     """Recall_any/all@5/@10, NDCG@10 per category and for 1-4 and 1-5 (in %)."""
-    def score(subset):
+    def score(subset: list[tuple[dict[str, Any], list[str]]]) -> dict[str, float]:
         n = len(subset)
         if not n:
             return {"n": 0}
-        out = {"n": n}
+        out: dict[str, float] = {"n": n}
         for k in (5, 10):
             out[f"any@{k}"] = round(100 * sum(bool(set(q["gold_dia_ids"]) & set(got[:k])) for q, got in subset) / n, 1)
             out[f"all@{k}"] = round(100 * sum(set(q["gold_dia_ids"]) <= set(got[:k]) for q, got in subset) / n, 1)
@@ -131,7 +131,7 @@ def _metrics(rows: list[tuple[dict, list[str]]]) -> dict[str, Any]:
         out["ndcg@10"] = round(100 * ndcg / n, 1)
         return out
 
-    result = {"cats_1_4": score([r for r in rows if r[0]["category"] != 5]), "cats_1_5": score(rows)}
+    result: dict[str, Any] = {"cats_1_4": score([r for r in rows if r[0]["category"] != 5]), "cats_1_5": score(rows)}
     result["per_category"] = {f"{c} {name}": score([r for r in rows if r[0]["category"] == c])
                               for c, name in CATEGORIES.items()}
     return result

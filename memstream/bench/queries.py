@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -63,6 +64,7 @@ def _rq(client: redis.Redis, n: int) -> list[float]:
         t = time.perf_counter()
         job = queue.enqueue(echo, {"op": "count", "asked_at": time.time()}, ttl=5, result_ttl=60)
         got = client.xread({Result.get_key(job.id): "0-0"}, block=5000)
+        assert isinstance(got, list)  # RESP2: [[stream, entries]]
         result_id, payload = got[0][1][-1]
         result = Result.restore(job.id, result_id.decode(), payload, connection=client, serializer=JSONSerializer)
         assert result.type == Result.Type.SUCCESSFUL, result.exc_string
@@ -108,8 +110,8 @@ def queries_bench(queries: int = 500, rounds: int = 4) -> dict:
                 per[name].append({"p50": statistics.median(ms), "p95": percentile(ms, 0.95)})
         lists_server.stop()
         rq_thread.join(5.0)
-        out = {name: {k: round(statistics.median(r[k] for r in runs), 3) for k in ("p50", "p95")}
-               for name, runs in per.items()}
+        out: dict[str, Any] = {name: {k: round(statistics.median(r[k] for r in runs), 3) for k in ("p50", "p95")}
+                               for name, runs in per.items()}
         out["ratio_rq_over_lists_p50"] = round(out["rq"]["p50"] / out["lists"]["p50"], 2)
         out["ratio_rq_over_lists_p95"] = round(out["rq"]["p95"] / out["lists"]["p95"], 2)
         out["queries"], out["rounds"] = queries, rounds

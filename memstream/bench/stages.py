@@ -121,7 +121,7 @@ def stages_throughput(turns: list[dict[str, Any]]) -> dict[str, Any]:
     ]:
         seconds, results = _time(fn, texts)
         stage_mb = user_mb if name == "boilerplate" else mb  # the filter reads the user's text only
-        stage = {
+        stage: dict[str, Any] = {
             "seconds": round(seconds, 3),
             "turns_per_s": round(len(turns) / seconds),
             "mb_per_s": round(stage_mb / seconds, 1),

@@ -83,10 +83,12 @@ class TurnsProjection(VectorProjection):
         self.boilerplate = boilerplate or BoilerplateFilter()
         self.max_tokens = max_tokens
 
-    def _turn_text(self, event: TurnRecorded) -> tuple[str, str | None]:
-        user = self.boilerplate.clean(event.user_text)
-        user_reason = self.boilerplate.reason(event.user_text)
-        assistant_reason = self.boilerplate.reason(event.assistant_text)
+    @staticmethod
+    def turn_text(boilerplate: BoilerplateFilter, event: TurnRecorded) -> tuple[str, str | None]:
+        """What of ``event`` is indexed, and why nothing is (the filter's reason, else None)."""
+        user = boilerplate.clean(event.user_text)
+        user_reason = boilerplate.reason(event.user_text)
+        assistant_reason = boilerplate.reason(event.assistant_text)
         if user_reason is not None and assistant_reason is not None:
             return "", user_reason
         parts = []
@@ -170,7 +172,7 @@ class TurnsProjection(VectorProjection):
                 self._forget(event)
                 continue
             if isinstance(event, TurnRecorded):
-                text, reason = self._turn_text(event)
+                text, reason = self.turn_text(self.boilerplate, event)
                 if reason is not None or not text:
                     skipped += 1
                     continue
