@@ -345,7 +345,7 @@ def _profile_top(profiler, limit: int = 25) -> list[dict]:
 
     stats = pstats.Stats(profiler)
     rows = []
-    for (file, line, func), (cc, nc, tt, ct, _) in stats.stats.items():  # type: ignore[attr-defined]
+    for (file, line, func), (cc, nc, tt, ct, _) in stats.stats.items():  # type: ignore[attr-defined]  # pstats keeps its table there, untyped
         rows.append({"function": f"{Path(file).name}:{line}:{func}", "calls": nc,
                      "tottime": round(tt, 4), "cumtime": round(ct, 4)})
     rows.sort(key=lambda r: -r["tottime"])

@@ -316,7 +316,7 @@ def _did_you_mean(name: str, where: str) -> str:
 
 def _fsync_interval(spool_fsync: object) -> float | None:
     try:
-        seconds = float(spool_fsync)  # type: ignore[arg-type]
+        seconds = float(spool_fsync)  # type: ignore[arg-type]  # any value: float() refuses with TypeError
     except (TypeError, ValueError):
         return None
     return seconds if 0 < seconds < math.inf else None

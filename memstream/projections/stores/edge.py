@@ -81,7 +81,7 @@ from memstream.projections.stores.port import (
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX: rely on the engine's WAL lock
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # no module here: None says so
 
 __all__ = ["EdgeStore"]
 
