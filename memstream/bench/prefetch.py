@@ -85,7 +85,7 @@ def _append(log: EventLog, tenant: str, agent: str, count: int, rng: random.Rand
         log.append(batch)
 
 
-def _onnx_query_embed_ms(questions: list[str]) -> dict | None:
+def _onnx_query_embed_ms(questions: list[str]) -> dict[str, Any] | None:
     try:
         from memstream.projections import configured_embedder
 

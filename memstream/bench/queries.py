@@ -36,7 +36,7 @@ __all__ = ["queries_bench", "format_queries"]
 _PREFIX = "benchq"
 
 
-def echo(request: dict) -> dict:
+def echo(request: dict[str, Any]) -> dict[str, Any]:
     """The rq job function of the rq transport (memstream's own, not a name from Redis)."""
     return {"items": {}, "op": request.get("op")}
 
@@ -72,7 +72,7 @@ def _rq(client: redis.Redis, n: int) -> list[float]:
     return out
 
 
-def queries_bench(queries: int = 500, rounds: int = 4) -> dict:
+def queries_bench(queries: int = 500, rounds: int = 4) -> dict[str, Any]:
     from rq import Queue, SimpleWorker
     from rq.serializers import JSONSerializer
     from rq.timeouts import TimerDeathPenalty
@@ -102,7 +102,7 @@ def queries_bench(queries: int = 500, rounds: int = 4) -> dict:
                                      kwargs={"max_jobs": warm + rounds * queries, "logging_level": "WARNING"})
         rq_thread.start()
         _lists(client, warm), _rq(client, warm)  # warm both
-        per: dict[str, list[dict]] = {"lists": [], "rq": []}
+        per: dict[str, list[dict[str, Any]]] = {"lists": [], "rq": []}
         for r in range(rounds):
             order = ("lists", "rq") if r % 2 == 0 else ("rq", "lists")
             for name in order:
@@ -121,7 +121,7 @@ def queries_bench(queries: int = 500, rounds: int = 4) -> dict:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def format_queries(result: dict) -> str:
+def format_queries(result: dict[str, Any]) -> str:
     lines = [f"query round trip, {result['queries']} queries x {result['rounds']} rounds (median of rounds):",
              f"  lists (memstream): p50 {result['lists']['p50']:.3f} ms, p95 {result['lists']['p95']:.3f} ms",
              f"  rq jobs:           p50 {result['rq']['p50']:.3f} ms, p95 {result['rq']['p95']:.3f} ms",
