@@ -41,7 +41,7 @@ from memstream.bench.stats import machine as machine_info
 from memstream.bench.stats import percentile
 
 from memstream.core import Settings, keys
-from memstream.producers import Segment, encode, redis_client
+from memstream.producers import Event, Segment, encode, redis_client, xrange_entry
 from memstream.provider import MemstreamProvider
 from memstream.service import ValkeyProcess, free_port
 
@@ -73,7 +73,7 @@ _TOOL_RESULT = (
 )  # ~1.4 KB, an `ls -la`-like tool output (the event keeps a 1,000-char brief)
 
 
-def _turn_messages(i: int, session: str) -> tuple[str, str, list[dict]]:
+def _turn_messages(i: int, session: str) -> tuple[str, str, list[dict[str, Any]]]:
     """User text, final answer and the 4 messages Hermes appends for one tool-using turn."""
     user = (f"Turn {i}: can you check which modules in the project directory changed since "
             f"yesterday and summarise what the largest one does? Keep it short, please.")
@@ -84,7 +84,7 @@ def _turn_messages(i: int, session: str) -> tuple[str, str, list[dict]]:
               "ceiling of 30 s and a circuit breaker that opens after five consecutive failures. "
               "Three modules changed since yesterday (module_03, module_11 and module_17); the "
               "diff is mostly renamed helpers and one new test. Want me to open any of them?")
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": user},
         {"role": "assistant", "content": "",
          "tool_calls": [{"id": call_id, "type": "function",
@@ -95,7 +95,7 @@ def _turn_messages(i: int, session: str) -> tuple[str, str, list[dict]]:
     return user, answer, messages
 
 
-def _memory_write(i: int, session: str) -> tuple[str, str, str, dict]:
+def _memory_write(i: int, session: str) -> tuple[str, str, str, dict[str, Any]]:
     """(action, target, content, metadata) as Hermes's memory tool bridge passes them."""
     metadata = {
         "write_origin": "assistant_tool",
@@ -130,13 +130,13 @@ class _NaiveWriter:
     def __init__(self, url: str):
         self.client = redis_client(url)
 
-    def emit(self, event) -> bool:
+    def emit(self, event: Event) -> bool:
         data = encode(event)
-        self.client.xadd(NAIVE_STREAM, {"id": event.id, "type": type(event).__struct_config__.tag,
+        self.client.xadd(NAIVE_STREAM, {"id": event.id, "type": str(type(event).__struct_config__.tag),
                                         "data": data})
         return True
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         return {}
 
     def release(self, timeout: float | None = None) -> bool:
@@ -160,7 +160,7 @@ def _provider(settings: Settings, session: str, writer: Any = None) -> Memstream
 
 # -- the timed loop ----------------------------------------------------------------------
 def _burst(provider: MemstreamProvider, inputs: _Inputs, start: int, n: int,
-           transcript: list[dict]) -> tuple[dict[str, list[int]], float]:
+           transcript: list[dict[str, Any]]) -> tuple[dict[str, list[int]], float]:
     """``n`` turns: on_memory_write then sync_turn, back to back. (ns per call, wall s)."""
     timings: dict[str, list[int]] = {h: [0] * n for h in HOOKS}
     t_sync, t_write = timings["sync_turn"], timings["on_memory_write"]
@@ -190,7 +190,7 @@ def _burst(provider: MemstreamProvider, inputs: _Inputs, start: int, n: int,
     return timings, wall
 
 
-def _summary(ns: list[int]) -> dict:
+def _summary(ns: list[int]) -> dict[str, Any]:
     s = sorted(ns)
     return {"n": len(s), "p50_us": round(percentile(s, 0.50) / 1000.0, 1), "p99_us": round(percentile(s, 0.99) / 1000.0, 1),
             "max_us": round(s[-1] / 1000.0, 1), "mean_us": round(sum(s) / len(s) / 1000.0, 1)}
@@ -204,17 +204,20 @@ def _log_ids(client: redis.Redis, stream: str, after: str = "-") -> list[bytes]:
         batch = client.xrange(stream, min=cursor, max="+", count=5000)
         if not batch:
             return ids
-        ids.extend(fields[b"id"] for _, fields in batch)
-        last = batch[-1][0]
-        cursor = "(" + (last.decode() if isinstance(last, bytes) else last)
+        entries = [xrange_entry(entry) for entry in batch]
+        ids.extend(_bytes(fields[b"id"]) for _, fields in entries)
+        cursor = "(" + entries[-1][0]
 
 
 def _last_entry(client: redis.Redis, stream: str) -> str:
     last = client.xrevrange(stream, count=1)
     if not last:
         return "-"
-    entry = last[0][0]
-    return entry.decode() if isinstance(entry, bytes) else entry
+    return xrange_entry(last[0])[0]
+
+
+def _bytes(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()
 
 
 def _spool_records(spool_dir: Path, quarantine: Path) -> int:
@@ -233,13 +236,14 @@ def _spool_records(spool_dir: Path, quarantine: Path) -> int:
 
 
 # -- conditions ------------------------------------------------------------------------
-def _run_up(root: Path, url: str, calls: int, warmup: int, session: str, inputs: _Inputs) -> dict:
+def _run_up(root: Path, url: str, calls: int, warmup: int, session: str, inputs: _Inputs) -> dict[str, Any]:
     client = redis_client(url)
     stream = keys.events(STREAM_PREFIX, 0)
     provider = _provider(_settings(root / "home-up", url), session)
     writer = provider.writer
+    assert writer is not None  # an initialized provider has its writer
     try:
-        transcript: list[dict] = [{"role": "system", "content": "You are Hermes, a helpful agent."}]
+        transcript: list[dict[str, Any]] = [{"role": "system", "content": "You are Hermes, a helpful agent."}]
         _burst(provider, inputs, 0, warmup, transcript)
         if not writer.flush(30.0):
             raise RuntimeError("warm-up events did not reach the log within 30 s")
@@ -272,12 +276,12 @@ def _run_up(root: Path, url: str, calls: int, warmup: int, session: str, inputs:
         client.close()
 
 
-def _run_naive(root: Path, url: str, calls: int, warmup: int, session: str, inputs: _Inputs) -> dict:
+def _run_naive(root: Path, url: str, calls: int, warmup: int, session: str, inputs: _Inputs) -> dict[str, Any]:
     client = redis_client(url)
     naive = _NaiveWriter(url)
     provider = _provider(_settings(root / "home-naive", url), session, writer=naive)
     try:
-        transcript: list[dict] = [{"role": "system", "content": "You are Hermes, a helpful agent."}]
+        transcript: list[dict[str, Any]] = [{"role": "system", "content": "You are Hermes, a helpful agent."}]
         _burst(provider, inputs, 0, warmup, transcript)
         before = _last_entry(client, NAIVE_STREAM)
         timings, wall = _burst(provider, inputs, warmup, calls, transcript)
@@ -297,15 +301,16 @@ def _run_naive(root: Path, url: str, calls: int, warmup: int, session: str, inpu
         client.close()
 
 
-def _run_down(root: Path, calls: int, warmup: int, session: str, inputs: _Inputs) -> dict:
+def _run_down(root: Path, calls: int, warmup: int, session: str, inputs: _Inputs) -> dict[str, Any]:
     port = free_port()  # nothing listens there until the Valkey below starts
     url = f"redis://127.0.0.1:{port}/0"
     settings = _settings(root / "home-down", url)
     provider = _provider(settings, session)
     writer = provider.writer
+    assert writer is not None  # an initialized provider has its writer
     server: ValkeyProcess | None = None
     try:
-        transcript: list[dict] = [{"role": "system", "content": "You are Hermes, a helpful agent."}]
+        transcript: list[dict[str, Any]] = [{"role": "system", "content": "You are Hermes, a helpful agent."}]
         _burst(provider, inputs, 0, warmup, transcript)
         appended0 = writer.spool.appended
         timings, wall = _burst(provider, inputs, warmup, calls, transcript)
@@ -347,7 +352,7 @@ def _run_down(root: Path, calls: int, warmup: int, session: str, inputs: _Inputs
             server.stop()
 
 
-def _one_run(calls: int, warmup: int, index: int) -> dict:
+def _one_run(calls: int, warmup: int, index: int) -> dict[str, Any]:
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-"))
     session = f"20260515_101112_bench{index:02d}"
     inputs = _Inputs(warmup + calls, session)
@@ -365,27 +370,28 @@ def _one_run(calls: int, warmup: int, index: int) -> dict:
     return {"redis_up": up, "redis_down": down, "naive_xadd": naive, "floor": floor}
 
 
-def _lossless(run: dict) -> bool:
+def _lossless(run: dict[str, Any]) -> bool:
     up, down = run["redis_up"], run["redis_down"]
-    return (up["hook_errors"] == down["hook_errors"] == up["refused"] == down["refused"] == 0 and up["appended"] == up["events"] and up["distinct_in_log"] == up["in_log"] == up["events"]
-            and down["appended"] == down["events"] and down["in_spool"] == down["backlog"]
-            and down["distinct_in_log"] == down["in_log_after_restart"] == down["backlog"])
+    return bool(up["hook_errors"] == down["hook_errors"] == up["refused"] == down["refused"] == 0
+                and up["appended"] == up["events"] and up["distinct_in_log"] == up["in_log"] == up["events"]
+                and down["appended"] == down["events"] and down["in_spool"] == down["backlog"]
+                and down["distinct_in_log"] == down["in_log_after_restart"] == down["backlog"])
 
 
-def _median_of(summaries: list[dict]) -> dict:
+def _median_of(summaries: list[dict[str, Any]]) -> dict[str, Any]:
     """The summary with the median p99."""
     ordered = sorted(summaries, key=lambda s: s["p99_us"])
     return ordered[(len(ordered) - 1) // 2]
 
 
-def _median_run(runs: list[dict], condition: str) -> dict:
+def _median_run(runs: list[dict[str, Any]], condition: str) -> dict[str, Any]:
     key = [max(r[condition][h]["p99_us"] for h in HOOKS) for r in runs]
     order = sorted(range(len(runs)), key=lambda i: key[i])
     chosen = order[(len(order) - 1) // 2]
     return {**runs[chosen][condition], "run": chosen + 1}
 
 
-def _floor(root: Path, n: int = 4000) -> dict:
+def _floor(root: Path, n: int = 4000) -> dict[str, Any]:
     """The machine's own noise: a fixed pure-Python workload and a bare 2 KB write(),
     timed like the hooks (same timer, gc disabled)."""
     clock = time.perf_counter_ns
@@ -415,7 +421,7 @@ def _floor(root: Path, n: int = 4000) -> dict:
     return {"python_work": _summary(py), "write_2kb": _summary(wr)}
 
 
-def hotpath(calls: int = 2000, as_json: bool = False, *, runs: int = 3, warmup: int = 200) -> dict:
+def hotpath(calls: int = 2000, as_json: bool = False, *, runs: int = 3, warmup: int = 200) -> dict[str, Any]:
     """Run the hot-path benchmark and return its results (JSON-ready either way).
 
     ``as_json`` is accepted for the CLI; the dict is the same (``format_hotpath``
@@ -465,7 +471,7 @@ def hotpath(calls: int = 2000, as_json: bool = False, *, runs: int = 3, warmup: 
     }
 
 
-def format_hotpath(result: dict) -> str:
+def format_hotpath(result: dict[str, Any]) -> str:
     """A human table of ``hotpath``'s result."""
     c = result["conditions"]
     up, down, naive = c["redis_up"], c["redis_down"], c["naive_xadd"]

@@ -36,14 +36,23 @@ import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from memstream.core import Settings, new_event_id
 from memstream.producers import EventLog, Scope, TurnRecorded, redis_client, utcnow
 from memstream.bench.stats import machine as machine_info
 from memstream.bench.stats import percentile
 from memstream.service import ValkeyProcess
+
+if TYPE_CHECKING:
+    import cProfile
+
+    import numpy as np
+
+    from memstream.projections import TurnsProjection
+    from memstream.projections.embedders.port import Embedder
+    from memstream.text import BoilerplateFilter
+    from memstream.workers import Pipeline
 
 __all__ = ["ingest", "format_ingest", "DEFAULT_DATA", "TARGETS"]
 
@@ -122,12 +131,12 @@ def _maxrss_mb() -> float:
 class _Phase:
     """Peak RSS (MB) of one phase: VmHWM after a reset, else ru_maxrss (lifetime)."""
 
-    def __enter__(self):
+    def __enter__(self) -> _Phase:
         gc.collect()
         self.reset = _reset_hwm()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         hwm = _status_kb("VmHWM") if self.reset else None
         self.peak_mb = round(hwm / 1024, 1) if hwm else _maxrss_mb()
         self.kind = "VmHWM" if hwm else "ru_maxrss"
@@ -137,7 +146,7 @@ class _Phase:
 class _Recorder:
     """Wraps the turns projection's embedder: records each ``embed`` call and its time."""
 
-    def __init__(self, inner):
+    def __init__(self, inner: Embedder) -> None:
         self.inner = inner
         self.calls: list[list[str]] = []
         self.seconds = 0.0
@@ -149,7 +158,7 @@ class _Recorder:
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
 
-    def embed(self, texts):
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
         items = list(texts)
         started = time.perf_counter()
         out = self.inner.embed(items)
@@ -165,20 +174,28 @@ def _settings(root: Path, url: str, prefix: str, embedder: str) -> Settings:
                     embed_threads=Settings.load().embed_threads).validated()
 
 
-def _pipeline(root: Path, url: str, prefix: str, embedder: str):
+def _turns(pipeline: Pipeline) -> TurnsProjection:
+    from memstream.projections import TurnsProjection
+
+    turns = pipeline.projection("turns")
+    assert isinstance(turns, TurnsProjection)
+    return turns
+
+
+def _pipeline(root: Path, url: str, prefix: str, embedder: str) -> tuple[Pipeline, EventLog, _Recorder]:
     from memstream.workers import Pipeline, PipelineConfig
 
     settings = _settings(root, url, prefix, embedder)
     eventlog = EventLog(redis_client(url), prefix, settings.shards)
     pipeline = Pipeline(settings, eventlog, PipelineConfig(embedder=embedder))
-    turns = pipeline.projection("turns")
+    turns = _turns(pipeline)
     recorder = _Recorder(turns.embedder)
     turns.embedder = recorder
     return pipeline, eventlog, recorder
 
 
 def _drain_run(root: Path, url: str, prefix: str, embedder: str, pairs: list[tuple[str, str]],
-               profile: bool = False) -> dict:
+               profile: bool = False) -> dict[str, Any]:
     pipeline, eventlog, recorder = _pipeline(root, url, prefix, embedder)
     try:
         events = _events(pairs)
@@ -191,12 +208,12 @@ def _drain_run(root: Path, url: str, prefix: str, embedder: str, pairs: list[tup
         getattr(pipeline.embedder, "inner", pipeline.embedder).embed(_warm_texts(pairs))
         per_consumer: dict[str, float] = {}
         for c in pipeline.consumers:  # time each consumer inside Pipeline.drain()
-            def timed(inner=c.drain, group=c.group):
+            def timed(inner: Callable[[], int] = c.drain, group: str = c.group) -> int:
                 t = time.perf_counter()
                 n = inner()
                 per_consumer[group] = round(time.perf_counter() - t, 4)
                 return n
-            c.drain = timed
+            c.drain = timed  # type: ignore[method-assign, assignment]  # timed: wraps the drain
         profiler = None
         if profile:
             import cProfile
@@ -211,7 +228,7 @@ def _drain_run(root: Path, url: str, prefix: str, embedder: str, pairs: list[tup
         if profiler is not None:
             profiler.disable()
         texts = sum(len(c) for c in recorder.calls)
-        points = pipeline.store.count(pipeline.projection("turns").collection)
+        points = pipeline.store.count(_turns(pipeline).collection)
         result = {
             "events": len(events), "handled": handled, "seconds": round(seconds, 4),
             "cpu_seconds": round(cpu, 4), "events_per_s": round(len(events) / seconds, 1),
@@ -233,7 +250,7 @@ def _warm_texts(pairs: list[tuple[str, str]]) -> list[str]:
     return [f"User: {u}\nAssistant: {a}" for u, a in pairs[:32]]
 
 
-def _raw_run(calls: list[list[str]], warm: list[str]) -> dict:
+def _raw_run(calls: list[list[str]], warm: list[str]) -> dict[str, Any]:
     from memstream.projections import configured_embedder
 
     embedder = configured_embedder(Settings.load(), "onnx-minilm")
@@ -255,15 +272,15 @@ def _median(values: list[float]) -> float:
 
 
 # -- freshness ------------------------------------------------------------------------------
-def _substantive(event: TurnRecorded, boilerplate) -> bool:
+def _substantive(event: TurnRecorded, boilerplate: BoilerplateFilter) -> bool:
     from memstream.projections import TurnsProjection
 
-    text, reason = TurnsProjection._turn_text(SimpleNamespace(boilerplate=boilerplate), event)
+    text, reason = TurnsProjection.turn_text(boilerplate, event)
     return reason is None and bool(text)
 
 
 def _freshness_run(root: Path, url: str, prefix: str, embedder: str, pairs: list[tuple[str, str]],
-                   rate: float, seconds: float, every: int = 10, settle: float = 30.0) -> dict:
+                   rate: float, seconds: float, every: int = 10, settle: float = 30.0) -> dict[str, Any]:
     from memstream.projections import point_id
     from memstream.text import BoilerplateFilter
 
@@ -280,7 +297,7 @@ def _freshness_run(root: Path, url: str, prefix: str, embedder: str, pairs: list
     done = threading.Event()
     try:
         pipeline.start()
-        collection = pipeline.projection("turns").collection
+        collection = _turns(pipeline).collection
         time.sleep(0.5)  # let the consumers reach their blocking reads
 
         def produce() -> None:
@@ -339,12 +356,12 @@ def _freshness_run(root: Path, url: str, prefix: str, embedder: str, pairs: list
 
 
 # -- the benchmark ---------------------------------------------------------------------------------
-def _profile_top(profiler, limit: int = 25) -> list[dict]:
+def _profile_top(profiler: cProfile.Profile, limit: int = 25) -> list[dict[str, Any]]:
     import pstats
 
     stats = pstats.Stats(profiler)
     rows = []
-    for (file, line, func), (cc, nc, tt, ct, _) in stats.stats.items():  # type: ignore[attr-defined]
+    for (file, line, func), (cc, nc, tt, ct, _) in stats.stats.items():  # type: ignore[attr-defined]  # pstats keeps its table there, untyped
         rows.append({"function": f"{Path(file).name}:{line}:{func}", "calls": nc,
                      "tottime": round(tt, 4), "cumtime": round(ct, 4)})
     rows.sort(key=lambda r: -r["tottime"])
@@ -354,7 +371,7 @@ def _profile_top(profiler, limit: int = 25) -> list[dict]:
 def ingest(events: int = 1000, as_json: bool = False, data: str | None = None, *, runs: int = 3,
            hash_events: int | None = None, rate: float = 100.0, seconds: float = 15.0,
            onnx_seconds: float = 10.0, onnx_rate: float = 20.0, freshness_onnx: bool = True,
-           profile: bool = False) -> dict:
+           profile: bool = False) -> dict[str, Any]:
     """Run the ingest benchmark and return its results (JSON-ready either way)."""
     pairs, source = _load_pairs(data)
     machine = machine_info()
@@ -407,8 +424,8 @@ def ingest(events: int = 1000, as_json: bool = False, data: str | None = None, *
                 # side always runs second on a warmer or busier machine; the raw run
                 # embeds the calls the pipeline made (the same for every run: same texts,
                 # same batches)
-                raw_first = bool(r % 2 and calls)
-                raw = _raw_run(calls, _warm_texts(texts)) if raw_first else None
+                raw = _raw_run(calls, _warm_texts(texts)) if r % 2 and calls else None
+                raw_first = raw is not None
                 home, prefix = fresh("onnx")
                 run = _drain_run(home, url, prefix, "onnx-minilm", texts, profile=profile and r == runs - 1)
                 calls = run.pop("_calls")
@@ -484,7 +501,7 @@ def ingest(events: int = 1000, as_json: bool = False, data: str | None = None, *
     return result
 
 
-def format_ingest(result: dict) -> str:
+def format_ingest(result: dict[str, Any]) -> str:
     m = result["machine"]
     o, raw, h = result["onnx"], result["raw"], result["hash"]
     ok = lambda key: "met" if result["met"].get(key) else "MISSED"  # noqa: E731

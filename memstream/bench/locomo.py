@@ -59,7 +59,7 @@ def _when(text: str) -> datetime:
     return datetime.strptime(" ".join(text.split()), "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
 
 
-def load(data: Path, split: str) -> tuple[list[dict], list[dict]]:
+def load(data: Path, split: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Turns and questions of the split (BenchDataError if the files are not LoCoMo's)."""
     turns_file, qrels_file = data / "locomo10_turns.jsonl", data / "locomo10_qrels.jsonl"
     for f in (turns_file, qrels_file):
@@ -78,7 +78,7 @@ def load(data: Path, split: str) -> tuple[list[dict], list[dict]]:
     return turns, qs
 
 
-def unit_text(t: dict) -> str:
+def unit_text(t: dict[str, Any]) -> str:
     caption = t.get("blip_caption")
     return f"{t['speaker']}: {t['text']}" + (f" [shares {caption}]" if caption else "")
 
@@ -112,13 +112,13 @@ class BM25:
         return [self.ids[i] for _, i in scores[:k]]
 
 
-def _metrics(rows: list[tuple[dict, list[str]]]) -> dict[str, Any]:
+def _metrics(rows: list[tuple[dict[str, Any], list[str]]]) -> dict[str, Any]:
     """Recall_any/all@5/@10, NDCG@10 per category and for 1-4 and 1-5 (in %)."""
-    def score(subset):
+    def score(subset: list[tuple[dict[str, Any], list[str]]]) -> dict[str, float]:
         n = len(subset)
         if not n:
             return {"n": 0}
-        out = {"n": n}
+        out: dict[str, float] = {"n": n}
         for k in (5, 10):
             out[f"any@{k}"] = round(100 * sum(bool(set(q["gold_dia_ids"]) & set(got[:k])) for q, got in subset) / n, 1)
             out[f"all@{k}"] = round(100 * sum(set(q["gold_dia_ids"]) <= set(got[:k]) for q, got in subset) / n, 1)
@@ -131,7 +131,7 @@ def _metrics(rows: list[tuple[dict, list[str]]]) -> dict[str, Any]:
         out["ndcg@10"] = round(100 * ndcg / n, 1)
         return out
 
-    result = {"cats_1_4": score([r for r in rows if r[0]["category"] != 5]), "cats_1_5": score(rows)}
+    result: dict[str, Any] = {"cats_1_4": score([r for r in rows if r[0]["category"] != 5]), "cats_1_5": score(rows)}
     result["per_category"] = {f"{c} {name}": score([r for r in rows if r[0]["category"] == c])
                               for c, name in CATEGORIES.items()}
     return result
@@ -169,7 +169,7 @@ def locomo(data: str | Path, split: str = "dev", embedder: str = "onnx-minilm", 
         pipeline.queries.start()
         event_to_dia: dict[str, str] = {}
         events = []
-        seq: Counter = Counter()
+        seq: Counter[tuple[Any, Any]] = Counter()
         for t in turns:
             key = (t["sample_id"], t["session"])
             seq[key] += 1
@@ -187,7 +187,7 @@ def locomo(data: str | Path, split: str = "dev", embedder: str = "onnx-minilm", 
         out["index"] = {"turns": len(events), "points": pipeline.store.count("turns"),
                         "build_s": round(time.perf_counter() - started, 1)}
 
-        def memstream_top(q: dict) -> tuple[list[str], list[str], float]:
+        def memstream_top(q: dict[str, Any]) -> tuple[list[str], list[str], float]:
             request = {"op": "search", "tenant": "bench", "agent": q["sample_id"], "scope": "current",
                        "query": q["question"], "k": k, "kind": "turns"}
             t0 = time.perf_counter()
@@ -218,20 +218,20 @@ def locomo(data: str | Path, split: str = "dev", embedder: str = "onnx-minilm", 
 
         # baselines: the same questions, the plain unit texts, one index per conversation
         model = configured_embedder(settings, embedder)
-        by_conv: dict[str, list[dict]] = {}
+        by_conv: dict[str, list[dict[str, Any]]] = {}
         for t in turns:
             by_conv.setdefault(t["sample_id"], []).append(t)
         bm25 = {c: BM25([(t["dia_id"], unit_text(t)) for t in ts]) for c, ts in by_conv.items()}
         vectors = {c: (np.asarray(model.embed([unit_text(t) for t in ts]), dtype=np.float32), [t["dia_id"] for t in ts])
                    for c, ts in by_conv.items()}
 
-        def dense_top(q: dict) -> list[str]:
+        def dense_top(q: dict[str, Any]) -> list[str]:
             matrix, ids = vectors[q["sample_id"]]
             v = np.asarray(model.embed([q["question"]])[0], dtype=np.float32)
             sims = matrix @ v / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(v) + 1e-9)
             return [ids[i] for i in np.argsort(-sims)[:k]]
 
-        baselines: dict[str, Callable[[dict], list[str]]] = {
+        baselines: dict[str, Callable[[dict[str, Any]], list[str]]] = {
             "bm25": lambda q: bm25[q["sample_id"]].top(q["question"], k), "dense": dense_top}
         out["baselines"] = {name: _metrics([(q, fn(q)) for q in questions]) for name, fn in baselines.items()}
         ours = out["memstream"]["cats_1_4"]
@@ -249,7 +249,7 @@ def locomo(data: str | Path, split: str = "dev", embedder: str = "onnx-minilm", 
 
 
 def format_locomo(r: dict[str, Any]) -> str:
-    def row(name: str, m: dict) -> str:
+    def row(name: str, m: dict[str, Any]) -> str:
         return (f"  {name:<24} n={m['n']:>5}  any@5 {m['any@5']:>5}  any@10 {m['any@10']:>5}  "
                 f"all@5 {m['all@5']:>5}  all@10 {m['all@10']:>5}  ndcg@10 {m['ndcg@10']:>5}")
 

@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -35,7 +36,7 @@ __all__ = ["queries_bench", "format_queries"]
 _PREFIX = "benchq"
 
 
-def echo(request: dict) -> dict:
+def echo(request: dict[str, Any]) -> dict[str, Any]:
     """The rq job function of the rq transport (memstream's own, not a name from Redis)."""
     return {"items": {}, "op": request.get("op")}
 
@@ -63,6 +64,7 @@ def _rq(client: redis.Redis, n: int) -> list[float]:
         t = time.perf_counter()
         job = queue.enqueue(echo, {"op": "count", "asked_at": time.time()}, ttl=5, result_ttl=60)
         got = client.xread({Result.get_key(job.id): "0-0"}, block=5000)
+        assert isinstance(got, list)  # RESP2: [[stream, entries]]
         result_id, payload = got[0][1][-1]
         result = Result.restore(job.id, result_id.decode(), payload, connection=client, serializer=JSONSerializer)
         assert result.type == Result.Type.SUCCESSFUL, result.exc_string
@@ -70,7 +72,7 @@ def _rq(client: redis.Redis, n: int) -> list[float]:
     return out
 
 
-def queries_bench(queries: int = 500, rounds: int = 4) -> dict:
+def queries_bench(queries: int = 500, rounds: int = 4) -> dict[str, Any]:
     from rq import Queue, SimpleWorker
     from rq.serializers import JSONSerializer
     from rq.timeouts import TimerDeathPenalty
@@ -100,7 +102,7 @@ def queries_bench(queries: int = 500, rounds: int = 4) -> dict:
                                      kwargs={"max_jobs": warm + rounds * queries, "logging_level": "WARNING"})
         rq_thread.start()
         _lists(client, warm), _rq(client, warm)  # warm both
-        per: dict[str, list[dict]] = {"lists": [], "rq": []}
+        per: dict[str, list[dict[str, Any]]] = {"lists": [], "rq": []}
         for r in range(rounds):
             order = ("lists", "rq") if r % 2 == 0 else ("rq", "lists")
             for name in order:
@@ -108,8 +110,8 @@ def queries_bench(queries: int = 500, rounds: int = 4) -> dict:
                 per[name].append({"p50": statistics.median(ms), "p95": percentile(ms, 0.95)})
         lists_server.stop()
         rq_thread.join(5.0)
-        out = {name: {k: round(statistics.median(r[k] for r in runs), 3) for k in ("p50", "p95")}
-               for name, runs in per.items()}
+        out: dict[str, Any] = {name: {k: round(statistics.median(r[k] for r in runs), 3) for k in ("p50", "p95")}
+                               for name, runs in per.items()}
         out["ratio_rq_over_lists_p50"] = round(out["rq"]["p50"] / out["lists"]["p50"], 2)
         out["ratio_rq_over_lists_p95"] = round(out["rq"]["p95"] / out["lists"]["p95"], 2)
         out["queries"], out["rounds"] = queries, rounds
@@ -119,7 +121,7 @@ def queries_bench(queries: int = 500, rounds: int = 4) -> dict:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def format_queries(result: dict) -> str:
+def format_queries(result: dict[str, Any]) -> str:
     lines = [f"query round trip, {result['queries']} queries x {result['rounds']} rounds (median of rounds):",
              f"  lists (memstream): p50 {result['lists']['p50']:.3f} ms, p95 {result['lists']['p95']:.3f} ms",
              f"  rq jobs:           p50 {result['rq']['p50']:.3f} ms, p95 {result['rq']['p95']:.3f} ms",

@@ -19,7 +19,7 @@ import json
 import random
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from memstream.text import BoilerplateFilter, chunk, extract_facts, redact
 
@@ -96,7 +96,7 @@ def locomo_turns(directory: Path) -> list[dict[str, Any]]:
     return [{"user": t, "assistant": "", "tools": []} for t in texts]
 
 
-def _time(fn, items) -> tuple[float, list]:
+def _time(fn: Callable[[Any], Any], items: Sequence[Any]) -> tuple[float, list[Any]]:
     start = time.perf_counter()
     results = [fn(x) for x in items]
     return time.perf_counter() - start, results
@@ -110,7 +110,7 @@ def stages_throughput(turns: list[dict[str, Any]]) -> dict[str, Any]:
     f = BoilerplateFilter()
     report: dict[str, Any] = {"turns": len(turns), "megabytes": round(mb, 2)}
 
-    def per_turn(fn):
+    def per_turn(fn: Callable[[str], Any]) -> Callable[[list[str]], list[Any]]:
         return lambda ts: [fn(s) for s in ts]
 
     for name, fn in [
@@ -121,7 +121,7 @@ def stages_throughput(turns: list[dict[str, Any]]) -> dict[str, Any]:
     ]:
         seconds, results = _time(fn, texts)
         stage_mb = user_mb if name == "boilerplate" else mb  # the filter reads the user's text only
-        stage = {
+        stage: dict[str, Any] = {
             "seconds": round(seconds, 3),
             "turns_per_s": round(len(turns) / seconds),
             "mb_per_s": round(stage_mb / seconds, 1),

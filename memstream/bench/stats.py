@@ -12,7 +12,7 @@ import math
 import os
 import platform
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 __all__ = ["percentile", "latency_summary", "machine"]
 
@@ -36,7 +36,7 @@ def latency_summary(values: Sequence[float], digits: int = 3) -> dict[str, float
             "max": round(max(values), digits)}
 
 
-def machine() -> dict:
+def machine() -> dict[str, Any]:
     """CPUs, CPU model, Python, platform and the load average when the benchmark starts."""
     model = ""
     try:

@@ -129,26 +129,32 @@ def search_latency(
     return result
 
 
-def _queries(vectors, payloads, texts, distribution, queries, seed):
+Queries = tuple[Filter, np.ndarray, list[tuple[np.ndarray, tuple[list[int], list[float]]]]]
+
+
+def _queries(vectors: np.ndarray, payloads: list[dict[str, Any]], texts: list[str], distribution: str,
+             queries: int, seed: int) -> Queries:
     """(filter, indices in scope, [(dense, sparse)]) for one tenant+agent scope."""
     rng = np.random.default_rng(seed + 1)
     tenant, agent = "t0", "a0"
     scope = np.flatnonzero([p["tenant"] == tenant and p["agent"] == agent for p in payloads])
     out = []
+    dim = int(vectors.shape[1])
     for _ in range(queries):
         # near an existing point of the scope (random data: a fresh random vector)
         src = int(rng.choice(scope))
         if distribution == "random":
-            q = rng.standard_normal(vectors.shape[1]).astype(np.float32)
+            q = rng.standard_normal(dim).astype(np.float32)
         else:
-            q = vectors[src] + rng.standard_normal(vectors.shape[1]).astype(np.float32) * 0.03
+            q = vectors[src] + rng.standard_normal(dim).astype(np.float32) * 0.03
         q /= np.linalg.norm(q)
         words = texts[src].split()
         out.append((q, sparse_vector(" ".join(rng.choice(words, size=3, replace=False)))))
     return Filter(tenant, agent=agent), scope, out
 
 
-def _measure(store, collection, vectors, ids, queries_, limit) -> dict[str, Any]:
+def _measure(store: VectorStore, collection: str, vectors: np.ndarray, ids: list[str], queries_: Queries,
+             limit: int) -> dict[str, Any]:
     """Latency per mode. Every query runs once in every mode first (warm caches: the
     vectors are memory-mapped), then the modes are interleaved query by query so that
     other load on the machine hits them alike."""

@@ -19,7 +19,7 @@ __all__ = ["private_dir", "write_private", "open_private", "tighten", "PRIVATE_U
 PRIVATE_UMASK = 0o077  # what the service runs under: Valkey and the stores create files 0600
 
 
-def private_dir(path: str | os.PathLike) -> Path:
+def private_dir(path: str | os.PathLike[str]) -> Path:
     """``path`` as an existing directory of mode 0700 (created with its missing parents)."""
     path = Path(path)
     missing = []
@@ -38,7 +38,7 @@ def private_dir(path: str | os.PathLike) -> Path:
     return path
 
 
-def open_private(path: str | os.PathLike, flags: int = os.O_WRONLY | os.O_CREAT | os.O_APPEND) -> int:
+def open_private(path: str | os.PathLike[str], flags: int = os.O_WRONLY | os.O_CREAT | os.O_APPEND) -> int:
     """``os.open`` of ``path`` with mode 0600 (an existing file is tightened too)."""
     fd = os.open(path, flags, 0o600)
     if stat.S_IMODE(os.fstat(fd).st_mode) & 0o077:
@@ -46,7 +46,7 @@ def open_private(path: str | os.PathLike, flags: int = os.O_WRONLY | os.O_CREAT 
     return fd
 
 
-def write_private(path: str | os.PathLike, text: str) -> None:
+def write_private(path: str | os.PathLike[str], text: str) -> None:
     """Replace ``path`` atomically with ``text``, mode 0600."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
@@ -56,7 +56,7 @@ def write_private(path: str | os.PathLike, text: str) -> None:
     os.replace(tmp, path)
 
 
-def tighten(root: str | os.PathLike) -> int:
+def tighten(root: str | os.PathLike[str]) -> int:
     """Take group and other permissions off ``root`` and everything below it (symbolic
     links are not followed). Returns how many modes changed."""
     changed = 0

@@ -12,19 +12,22 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+from typing import TextIO
 
 import structlog
+from structlog.typing import Processor
 
 __all__ = ["configure", "configure_in_host"]
 
 _host_lock = threading.Lock()
 
 
-def configure(level: str = "WARNING", json: bool | None = None, stream=None) -> None:
+def configure(level: str = "WARNING", json: bool | None = None, stream: TextIO | None = None) -> None:
     stream = stream or sys.stderr
     use_json = (not stream.isatty()) if json is None else json
-    renderer = structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer(colors=False)
-    shared = [
+    renderer: Processor = (structlog.processors.JSONRenderer() if use_json
+                           else structlog.dev.ConsoleRenderer(colors=False))
+    shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),

@@ -20,18 +20,16 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memstream.core.files import open_private, private_dir
 
 if TYPE_CHECKING:
     from memstream.core.settings import Settings
 
-__all__ = ["SERVICE_LOG", "pid_alive", "read_run_file", "start_service"]
+__all__ = ["SERVICE_LOG", "pid_alive", "process_start", "read_run_file", "start_service"]
 
 SERVICE_LOG = "service.log"  # beside the run file: what the background service prints
-
-__all__ = ["pid_alive", "process_start", "read_run_file"]
 
 _PROC = Path("/proc")
 
@@ -72,7 +70,7 @@ def _is_that_process(pid: int, started: object, owner: int) -> bool:
     return started is None or process_start(pid) == started
 
 
-def read_run_file(path: Path) -> dict | None:
+def read_run_file(path: Path) -> dict[str, Any] | None:
     """The running service's run file, or None if absent, unreadable or stale."""
     try:
         info = json.loads(path.read_text())
@@ -80,12 +78,12 @@ def read_run_file(path: Path) -> dict | None:
         pid = int(info.get("pid", 0)) if isinstance(info, dict) else 0
     except (OSError, ValueError, TypeError):
         return None
-    if not pid_alive(pid) or not _is_that_process(pid, info.get("pid_start"), owner):
+    if not isinstance(info, dict) or not pid_alive(pid) or not _is_that_process(pid, info.get("pid_start"), owner):
         return None
     return info
 
 
-def start_service(settings: Settings, wait: float | None = 20.0) -> dict:
+def start_service(settings: Settings, wait: float | None = 20.0) -> dict[str, Any]:
     """Start the service (``python -m memstream up``) of ``settings.home`` in the background,
     unless one serves already.
 
@@ -131,6 +129,6 @@ def start_service(settings: Settings, wait: float | None = 20.0) -> dict:
     raise RuntimeError(f"the service did not start within {wait}s; see {log_path}")
 
 
-def _reap(proc: subprocess.Popen) -> None:
+def _reap(proc: subprocess.Popen[bytes]) -> None:
     """Collect ``proc``'s exit whenever it comes, from a daemon thread."""
     threading.Thread(target=proc.wait, name="memstream-service-reaper", daemon=True).start()

@@ -113,7 +113,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     problems: tuple[str, ...] = ()
 
     @classmethod
-    def load(cls, hermes_home: str | os.PathLike | None = None, **overrides: object) -> "Settings":
+    def load(cls, hermes_home: str | os.PathLike[str] | None = None, **overrides: object) -> "Settings":
         """Defaults < ``$HERMES_HOME/memstream.json`` < environment < ``overrides``.
 
         ``overrides`` are field names (None: not given); any other name is a TypeError (a
@@ -308,7 +308,7 @@ def _did_you_mean(name: str, where: str) -> str:
         known = list(_BY_ENV) + list(OTHER_VARIABLES)
         match = difflib.get_close_matches(name.upper(), known, n=1, cutoff=0.6)
     else:
-        key = name.lower().removeprefix(ENV_PREFIX.lower()) if isinstance(name, str) else ""
+        key = name.lower().removeprefix(ENV_PREFIX.lower())
         match = [key] if key in _SPECS else difflib.get_close_matches(key, list(_SPECS), n=1, cutoff=0.6)
         match = [repr(m) for m in match]
     return f" (did you mean {match[0]}?)" if match else ""
@@ -316,7 +316,7 @@ def _did_you_mean(name: str, where: str) -> str:
 
 def _fsync_interval(spool_fsync: object) -> float | None:
     try:
-        seconds = float(spool_fsync)  # type: ignore[arg-type]
+        seconds = float(spool_fsync)  # type: ignore[arg-type]  # any value: float() refuses with TypeError
     except (TypeError, ValueError):
         return None
     return seconds if 0 < seconds < math.inf else None
@@ -368,7 +368,7 @@ def _url_problem(attr: str, env: str, url: str) -> str | None:
         return None
     if attr == "redis_url":
         expected = "redis://[[user]:password@]host[:port][/db], rediss://... or unix:///path"
-        schemes = ("redis", "rediss", "unix")
+        schemes: tuple[str, ...] = ("redis", "rediss", "unix")
     else:
         expected = "http(s)://host[:port]"
         schemes = ("http", "https")
@@ -400,7 +400,7 @@ def _url_problem(attr: str, env: str, url: str) -> str | None:
     return f"{env}={_brief(mask_url(url))} {why}; expected {expected}"
 
 
-def config_file_for(hermes_home: str | os.PathLike | None) -> Path | None:
+def config_file_for(hermes_home: str | os.PathLike[str] | None) -> Path | None:
     """Where ``save_config`` keeps non-secret settings inside a Hermes home."""
     if not hermes_home:
         return None

@@ -37,7 +37,7 @@ class HermesInstallError(PermanentError, RuntimeError):
     """The Hermes home cannot be updated safely (message says why and what to do)."""
 
 
-def hermes_home(home: str | os.PathLike | None = None) -> Path:
+def hermes_home(home: str | os.PathLike[str] | None = None) -> Path:
     """``home``, else ``$HERMES_HOME``, else ``~/.hermes`` (what Hermes itself uses)."""
     if home:
         return Path(home).expanduser()
@@ -69,7 +69,7 @@ def _write_atomic(path: Path, data: bytes, mode_from: Path | None = None) -> Non
         raise
 
 
-def _load_config(path: Path) -> dict:
+def _load_config(path: Path) -> dict[str, Any]:
     if not path.exists():
         return {}
     try:
@@ -83,7 +83,7 @@ def _load_config(path: Path) -> dict:
     return data
 
 
-def _selected_provider(config: dict) -> str:
+def _selected_provider(config: dict[str, Any]) -> str:
     memory = config.get("memory")
     if isinstance(memory, dict):
         value = memory.get("provider")
@@ -181,7 +181,7 @@ def _install_hint(python: str | None) -> str:
             f"{python or '/path/to/hermes-venv/bin/python'} -m pip install memstream")
 
 
-def install(home: Path | str | None = None) -> dict:
+def install(home: Path | str | None = None) -> dict[str, Any]:
     """Copy the plugin into ``HOME/plugins/memstream/`` and select it in ``HOME/config.yaml``.
 
     Idempotent. ``config.yaml`` is rewritten only when the selection changes (PyYAML: other
@@ -247,7 +247,7 @@ def install(home: Path | str | None = None) -> dict:
     return result
 
 
-def check(home: Path | str | None = None) -> dict:
+def check(home: Path | str | None = None) -> dict[str, Any]:
     """The Hermes side of ``memstream doctor``.
 
     ``ok`` is True when no Hermes home exists (``skipped``), else when the plugin is

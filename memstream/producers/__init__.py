@@ -8,12 +8,15 @@ from memstream.producers.events import (
     EVENT_TYPES,
     DelegationCompleted,
     Event,
+    MemoryAction,
     MemoryForgotten,
     MemoryRemembered,
+    MemoryTarget,
     MemoryWritten,
     Scope,
     SessionEnded,
     SessionSwitched,
+    SwitchReason,
     ToolCall,
     TurnRecorded,
     decode,
@@ -23,7 +26,7 @@ from memstream.producers.events import (
 )
 from memstream.producers.shipper import Shipper
 from memstream.producers.spool import Segment, Spool, spool_usage
-from memstream.producers.stream import EventLog, parse_entry_id
+from memstream.producers.stream import EntryFields, EventLog, parse_entry_id, xrange_entry
 from memstream.producers.tenants import (
     TenantError,
     TenantRegistry,
@@ -36,13 +39,16 @@ __all__ = [
     "decode",
     "DelegationCompleted",
     "encode",
+    "EntryFields",
     "Event",
     "event_log",
     "EVENT_TYPES",
     "EventLog",
     "LogLocator",
+    "MemoryAction",
     "MemoryForgotten",
     "MemoryRemembered",
+    "MemoryTarget",
     "MemoryWritten",
     "parse_entry_id",
     "redis_client",
@@ -53,6 +59,7 @@ __all__ = [
     "Shipper",
     "Spool",
     "spool_usage",
+    "SwitchReason",
     "tenant_space",
     "TenantError",
     "TenantRegistry",
@@ -62,4 +69,5 @@ __all__ = [
     "utcnow",
     "verify",
     "Writer",
+    "xrange_entry",
 ]

@@ -18,7 +18,7 @@ from memstream.core import Settings, mask_url, read_run_file, start_service
 from memstream.producers.stream import EventLog
 from memstream.producers.tenants import Signer, password_of
 
-__all__ = ["LogLocator", "read_run_file", "pid_alive", "redis_client", "event_log"]
+__all__ = ["LogLocator", "read_run_file", "redis_client", "event_log"]
 
 log = structlog.get_logger("memstream.connect")
 

@@ -12,7 +12,7 @@ Every event carries ``id`` (UUIDv7, time-ordered, the idempotency key), ``occurr
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Literal, Union
+from typing import Any, Literal, Union, get_args
 
 import msgspec
 
@@ -21,6 +21,9 @@ __all__ = [
     "Scope",
     "ToolCall",
     "TurnRecorded",
+    "MemoryAction",
+    "MemoryTarget",
+    "SwitchReason",
     "MemoryWritten",
     "SessionEnded",
     "SessionSwitched",
@@ -46,7 +49,7 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class Scope(msgspec.Struct, frozen=True, kw_only=True):
+class Scope(msgspec.Struct, frozen=True):
     """Who and where an event belongs to. ``agent`` is the agent identity ("theme").
 
     Resolution rules (see README): tenant from configuration; agent from
@@ -63,7 +66,7 @@ class Scope(msgspec.Struct, frozen=True, kw_only=True):
     platform: str = ""
 
 
-class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
+class ToolCall(msgspec.Struct, frozen=True):
     """One tool call of a turn, in brief (arguments and result are clipped)."""
 
     name: str
@@ -81,7 +84,7 @@ class _Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
     clipped: list[str] = []
 
 
-class TurnRecorded(_Event, tag="turn.recorded"):
+class TurnRecorded(_Event, tag="turn.recorded", frozen=True):
     """A completed user turn: what the user said, the final answer, the tools used."""
 
     turn_index: int
@@ -91,7 +94,7 @@ class TurnRecorded(_Event, tag="turn.recorded"):
     author: str = ""
 
 
-class MemoryWritten(_Event, tag="memory.written"):
+class MemoryWritten(_Event, tag="memory.written", frozen=True):
     """A committed write of Hermes's built-in memory tool (MEMORY.md / USER.md).
 
     ``replace`` and ``remove`` match an entry by the unique substring ``old_text``;
@@ -106,14 +109,14 @@ class MemoryWritten(_Event, tag="memory.written"):
     origin: str = ""
 
 
-class SessionEnded(_Event, tag="session.ended"):
+class SessionEnded(_Event, tag="session.ended", frozen=True):
     """A session boundary (exit, /new, compression). Emitted once per distinct state."""
 
     turn_count: int = 0
     message_count: int = 0
 
 
-class SessionSwitched(_Event, tag="session.switched"):
+class SessionSwitched(_Event, tag="session.switched", frozen=True):
     """The session id rotated (scope.session_id is the new one)."""
 
     reason: SwitchReason
@@ -122,7 +125,7 @@ class SessionSwitched(_Event, tag="session.switched"):
     rewound: bool = False
 
 
-class DelegationCompleted(_Event, tag="delegation.completed"):
+class DelegationCompleted(_Event, tag="delegation.completed", frozen=True):
     """A subagent finished a delegated task for this agent."""
 
     task: str
@@ -130,14 +133,14 @@ class DelegationCompleted(_Event, tag="delegation.completed"):
     child_session_id: str = ""
 
 
-class MemoryRemembered(_Event, tag="memory.remembered"):
+class MemoryRemembered(_Event, tag="memory.remembered", frozen=True):
     """An explicit memory the agent asked to keep (memstream_remember)."""
 
     content: str
     target: MemoryTarget = "memory"
 
 
-class MemoryForgotten(_Event, tag="memory.forgotten"):
+class MemoryForgotten(_Event, tag="memory.forgotten", frozen=True):
     """A tombstone: every projection removes the item ``forgotten_id`` names."""
 
     forgotten_id: str
@@ -154,13 +157,10 @@ Event = Union[
     MemoryForgotten,
 ]
 
-EVENT_TYPES: dict[str, type] = {
-    cls.__struct_config__.tag: cls  # type: ignore[attr-defined]
-    for cls in Event.__args__  # type: ignore[attr-defined]
-}
+EVENT_TYPES: dict[str, type[Event]] = {cls.__struct_config__.tag: cls for cls in get_args(Event)}
 
 _encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(Event)
+_decoder: msgspec.msgpack.Decoder[Event] = msgspec.msgpack.Decoder(Event)
 
 
 def encode(event: Event) -> bytes:
@@ -173,6 +173,7 @@ def decode(data: bytes) -> Event:
     return _decoder.decode(data)
 
 
-def to_builtins(event: Event) -> dict:
+def to_builtins(event: Event) -> dict[str, Any]:
     """A JSON-ready dict of the event, tag included."""
-    return msgspec.to_builtins(event)
+    built: dict[str, Any] = msgspec.to_builtins(event)
+    return built

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import redis
 import structlog
@@ -270,7 +270,7 @@ class Shipper:
             self.spool.remove(seg)
         return shipped
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         return {
             "connected": self.connected,
             "shipped": self.shipped,

@@ -26,6 +26,7 @@ import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -161,7 +162,7 @@ class _Window:
 class Spool:
     """The spool directory of this process: one active segment plus adopted ones."""
 
-    def __init__(self, directory: str | os.PathLike, max_bytes: int = 1 << 30,
+    def __init__(self, directory: str | os.PathLike[str], max_bytes: int = 1 << 30,
                  fsync: str = "1.0", rotate_bytes: int = 16 << 20):
         self.dir = Path(directory)
         self.quarantine = self.dir / "quarantine"
@@ -357,7 +358,7 @@ class Spool:
         self._active = None
 
 
-def spool_usage(directory: str | os.PathLike) -> dict:
+def spool_usage(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """Segments, bytes on disk and unshipped bytes of a spool directory (any owner)."""
     d = Path(directory)
     segments = 0

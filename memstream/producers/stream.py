@@ -19,14 +19,20 @@ from __future__ import annotations
 import heapq
 import zlib
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import redis
 
 from memstream.core import PermanentError, keys
 from memstream.producers.events import Event, decode, encode
 
-__all__ = ["EventLog", "Record", "shard_of", "parse_entry_id", "EntryDecodeError"]
+if TYPE_CHECKING:
+    from redis.typing import StreamEntry
+
+__all__ = ["EventLog", "Record", "shard_of", "parse_entry_id", "EntryDecodeError", "EntryFields", "xrange_entry"]
+
+# A stream entry's fields as redis-py reads them: bytes (text from a client that decodes).
+EntryFields = dict[bytes | str, bytes | str]
 
 _SHIP_SCRIPT = """
 -- KEYS: the tenant's dedup hash, the type counters. ARGV: segment id, record count, then
@@ -132,7 +138,7 @@ class Record:
         return cls(
             seq=seq,
             event_id=event.id,
-            type=type(event).__struct_config__.tag,  # type: ignore[attr-defined]
+            type=str(type(event).__struct_config__.tag),  # every event's tag is a str
             tenant=event.scope.tenant,
             agent=event.scope.agent,
             data=encode(event) if data is None else data,
@@ -197,7 +203,7 @@ class EventLog:
         tenant = records[0].tenant
         declared = [self.shipped_key(tenant), self.types_key]
         index: dict[str, int] = {}
-        argv: list[object] = [segment, len(records)]
+        argv: list[bytes | str | int] = [segment, len(records)]
         for rec in records:
             key = self.stream_for(rec.tenant, rec.agent)
             if key not in index:
@@ -230,23 +236,24 @@ class EventLog:
             pass  # a tenant's user: the former shared hash is not its to clean
 
     # read
-    def entries(self, since: str = "-", count: int = 1000) -> Iterator[tuple[str, str, dict]]:
+    def entries(self, since: str = "-", count: int = 1000) -> Iterator[tuple[str, str, EntryFields]]:
         """Every entry of every stream after ``since`` (exclusive; "-" for all), merged
         oldest first by entry id (equal ids in stream order). Yields (stream key, entry
         id, raw fields); reads each stream ``count`` entries at a time, as the merge needs."""
         start = "-" if since in ("-", "0", "") else f"({since}"
 
-        def stream(key: str) -> Iterator[tuple[str, str, dict]]:
+        def stream(key: str) -> Iterator[tuple[str, str, EntryFields]]:
             cursor = start
             while batch := self.client.xrange(key, min=cursor, max="+", count=count):
-                for entry_id, fields in batch:
-                    yield key, _id(entry_id), fields
-                cursor = "(" + _id(batch[-1][0])
+                for entry in batch:
+                    entry_id, fields = xrange_entry(entry)
+                    yield key, entry_id, fields
+                cursor = "(" + entry_id
 
         return heapq.merge(*map(stream, self.stream_keys), key=lambda entry: parse_entry_id(entry[1]))
 
     @staticmethod
-    def decode_entry(fields: dict) -> Event:
+    def decode_entry(fields: EntryFields) -> Event:
         """The event of one stream entry; raises ``EntryDecodeError`` if malformed."""
         data = fields.get(b"data", fields.get("data"))
         if data is None:
@@ -256,9 +263,9 @@ class EventLog:
         except Exception as exc:  # msgspec.DecodeError / ValidationError
             raise EntryDecodeError(str(exc)) from exc
 
-    def stream_info(self) -> list[dict]:
+    def stream_info(self) -> list[dict[str, Any]]:
         """Per stream: key, length, first and last entry ids (None when empty)."""
-        out = []
+        out: list[dict[str, Any]] = []
         for key in self.stream_keys:
             length = self.client.xlen(key)
             first = self.client.xrange(key, count=1)
@@ -266,8 +273,8 @@ class EventLog:
             out.append({
                 "stream": key,
                 "length": length,
-                "first_id": _id(first[0][0]) if first else None,
-                "last_id": _id(last[0][0]) if last else None,
+                "first_id": xrange_entry(first[0])[0] if first else None,
+                "last_id": xrange_entry(last[0])[0] if last else None,
             })
         return out
 
@@ -278,3 +285,12 @@ class EventLog:
 
 def _id(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+def xrange_entry(entry: StreamEntry) -> tuple[str, EntryFields]:
+    """An entry XRANGE or XREVRANGE returned, as (id, fields). redis-py types both as
+    optional for every stream reply (XREADGROUP and XAUTOCLAIM give no fields for an entry
+    deleted while pending); these two commands always give both."""
+    entry_id, fields = entry
+    assert entry_id is not None and fields is not None
+    return _id(entry_id), fields

@@ -51,7 +51,7 @@ class TenantError(PermanentError, ValueError):
     """A tenant name or registry operation that cannot be done as asked."""
 
 
-def check_name(tenant: str) -> str:
+def check_name(tenant: object) -> str:
     if not isinstance(tenant, str) or not TENANT_NAME.match(tenant):
         raise TenantError(f"tenant name {tenant!r} is not allowed: 1-64 characters of "
                           "letters, digits, '_', '.', '-', starting with a letter or digit")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import threading
+from typing import Any
 
 import structlog
 
@@ -95,7 +96,7 @@ class Writer:
                         action="left in the spool; the next process or `memstream up` ships it")
         return drained
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         return {**self.shipper.stats(), "encode_errors": self.encode_errors}
 
 

@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
-from memstream.producers import Event
+from memstream.producers import EntryFields, Event
 
 
 @dataclass(slots=True)
 class Delivery:
     stream: str
     entry_id: str
-    fields: dict
+    fields: EntryFields
     event: Event
     deliveries: int = 1
 

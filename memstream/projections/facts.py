@@ -11,9 +11,11 @@ import redis
 
 from memstream.core import as_str, keys
 from memstream.producers import (
+    Event,
     MemoryForgotten,
     MemoryRemembered,
     MemoryWritten,
+    Scope,
     TurnRecorded,
 )
 from memstream.projections.base import Delivery, group_name
@@ -30,7 +32,7 @@ class FactsProjection:
     name = "facts"
     version = FactsTable.version  # the table's keys carry it: a new version builds beside the live one
 
-    def __init__(self, client: redis.Redis, prefix: str, min_confidence: float = 0.6):
+    def __init__(self, client: redis.Redis, prefix: str, min_confidence: float = 0.6) -> None:
         self.client = client
         self.prefix = prefix
         self.table = FactsTable(client, prefix)
@@ -42,10 +44,10 @@ class FactsProjection:
     # Which memory entry each fact came from, per agent and target (MEMORY.md / USER.md):
     # ``P:fact_sources:v1:{tenant}:{agent}:{target}`` hash event id -> JSON [text, time].
     # A memory-tool remove or replace retracts the facts of the entry it removes.
-    def _sources_key(self, scope, target: str) -> str:
+    def _sources_key(self, scope: Scope, target: str) -> str:
         return keys.fact_sources(self.prefix, self.version, scope.tenant, scope.agent, target)
 
-    def _track_entry(self, event) -> None:
+    def _track_entry(self, event: MemoryRemembered | MemoryWritten) -> None:
         text, _ = redact(event.content)
         self.client.hset(self._sources_key(event.scope, event.target), event.id,
                          json.dumps([text, event.occurred_at.timestamp()]))
@@ -65,7 +67,7 @@ class FactsProjection:
         for target in ("memory", "user"):
             self.client.hdel(self._sources_key(event.scope, target), event.forgotten_id)
 
-    def _sources(self, event) -> list[tuple[str, str]]:
+    def _sources(self, event: Event) -> list[tuple[str, str]]:
         if isinstance(event, TurnRecorded):
             return [(self._boilerplate.clean(event.user_text), "user"), (event.assistant_text, "assistant")]
         if isinstance(event, MemoryWritten) and event.action != "remove":

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Iterable
+from typing import Any, Iterable
 
 import msgspec
 import redis
@@ -154,9 +154,14 @@ class FactsTable:
             pipe.multi()
             return self._plan(pipe, facts_key, current_key, slot, fact, cur)
 
-        return self.client.transaction(attempt, facts_key, current_key, value_from_callable=True)
+        # with value_from_callable the transaction returns what ``attempt`` returns (str);
+        # redis-py's types say the callable returns None
+        outcome = self.client.transaction(attempt, facts_key, current_key,  # type: ignore[arg-type]  # typed as returning None
+                                          value_from_callable=True)
+        assert isinstance(outcome, str)
+        return outcome
 
-    def _plan(self, pipe, facts_key: str, current_key: str, slot: str, fact: Fact,
+    def _plan(self, pipe: redis.client.Pipeline, facts_key: str, current_key: str, slot: str, fact: Fact,
               cur: Fact | None) -> str:
         if cur is None:
             pipe.hset(facts_key, fact.id, _enc.encode(fact))
@@ -253,6 +258,7 @@ class FactsTable:
         return total
 
     @staticmethod
-    def to_dict(fact: Fact) -> dict:
-        return json.loads(_enc.encode(fact))
+    def to_dict(fact: Fact) -> dict[str, Any]:
+        built: dict[str, Any] = json.loads(_enc.encode(fact))
+        return built
 

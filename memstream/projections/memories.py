@@ -34,9 +34,10 @@ class MemoriesProjection(VectorProjection):
 
     name = "memories"
 
-    def _entries(self, event) -> list[Point]:
+    def _entries(self, event: MemoryWritten) -> list[Point]:
         f = Filter(tenant=event.scope.tenant, agent=event.scope.agent, kind=event.target)
-        out, offset = [], None
+        out: list[Point] = []
+        offset: str | None = None
         while True:
             page, offset = self.store.scroll(self.collection, f, limit=256, offset=offset)
             out.extend(page)
@@ -53,7 +54,7 @@ class MemoriesProjection(VectorProjection):
             elif isinstance(event, MemoryWritten):
                 self._write(event)
 
-    def _add(self, event, content: str, source: str) -> None:
+    def _add(self, event: MemoryRemembered | MemoryWritten, content: str, source: str) -> None:
         text, n = redact(content)
         if not text.strip():
             return

@@ -18,7 +18,7 @@ leaves its bookend slot marked forgotten, without text.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import redis
 
@@ -110,7 +110,7 @@ class SessionsIndex:
         """Blank the bookend text of a forgotten turn; the number of bookends blanked."""
         return int(self._forget(keys=[self._bookends(tenant)], args=[event_id, self._hash(tenant, "")]))
 
-    def recent(self, tenant: str, agent: str | None = None, limit: int = 10) -> list[dict]:
+    def recent(self, tenant: str, agent: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
         """Newest sessions first (``agent`` None: every agent of the tenant)."""
         sessions = [as_str(x) for x in self.client.zrevrange(self._zset(tenant, agent), 0, max(0, limit - 1))]
         pipe = self.client.pipeline(transaction=False)

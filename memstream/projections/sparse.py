@@ -163,4 +163,5 @@ def stem(word: str) -> str:
     stemmer = getattr(_stemmers, "english", None)
     if stemmer is None:
         stemmer = _stemmers.english = Stemmer.Stemmer("english", 0)
-    return stemmer.stemWord(word)
+    stemmed: str = stemmer.stemWord(word)
+    return stemmed

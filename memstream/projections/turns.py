@@ -13,19 +13,20 @@ tombstone may be applied before the event it names (they can sit in different st
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Sequence
+from typing import Any, Sequence
 
+import redis
 import structlog
 
 from memstream.core import as_str, keys
 from memstream.producers import DelegationCompleted, MemoryForgotten, TurnRecorded
 from memstream.projections.base import Delivery
-from memstream.projections.stores.port import Filter, Point, point_id
+from memstream.projections.embedders.port import Embedder
+from memstream.projections.stores.port import Filter, Point, VectorStore, point_id
 from memstream.projections.vector import VectorProjection, item_payload
 from memstream.text import BoilerplateFilter, chunk, redact
 
-__all__ = ["TurnsProjection", "MemoriesProjection", "FactsProjection", "Counters", "Tombstones",
-           "match_entry"]
+__all__ = ["TurnsProjection", "turn_unit", "unit_date"]
 
 
 
@@ -48,13 +49,13 @@ _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "Augu
            "September", "October", "November", "December")
 
 
-def unit_date(when) -> str:
+def unit_date(when: datetime) -> str:
     """The date a unit's indexed text starts with: "[8 May 2023]" (questions name dates),
     in English whatever the locale."""
     return f"[{when.day} {_MONTHS[when.month - 1]} {when.year}]"
 
 
-def turn_unit(when, piece: str, previous: str) -> str:
+def turn_unit(when: datetime, piece: str, previous: str) -> str:
     """What a turn's chunk is indexed as: its date, its text, the start of the turn before."""
     return f"{unit_date(when)} {piece}" + (f"\n(previous: {previous})" if previous else "")
 
@@ -76,15 +77,18 @@ class TurnsProjection(VectorProjection):
     CONTEXT_CHARS = 300
     CONTEXT_TTL_S = 30 * 86400
 
-    def __init__(self, *args, boilerplate: BoilerplateFilter | None = None, max_tokens: int = 200, **kw):
-        super().__init__(*args, **kw)
+    def __init__(self, store: VectorStore, embedder: Embedder, client: redis.Redis, prefix: str, *,
+                 boilerplate: BoilerplateFilter | None = None, max_tokens: int = 200) -> None:
+        super().__init__(store, embedder, client, prefix)
         self.boilerplate = boilerplate or BoilerplateFilter()
         self.max_tokens = max_tokens
 
-    def _turn_text(self, event: TurnRecorded) -> tuple[str, str | None]:
-        user = self.boilerplate.clean(event.user_text)
-        user_reason = self.boilerplate.reason(event.user_text)
-        assistant_reason = self.boilerplate.reason(event.assistant_text)
+    @staticmethod
+    def turn_text(boilerplate: BoilerplateFilter, event: TurnRecorded) -> tuple[str, str | None]:
+        """What of ``event`` is indexed, and why nothing is (the filter's reason, else None)."""
+        user = boilerplate.clean(event.user_text)
+        user_reason = boilerplate.reason(event.user_text)
+        assistant_reason = boilerplate.reason(event.assistant_text)
         if user_reason is not None and assistant_reason is not None:
             return "", user_reason
         parts = []
@@ -126,13 +130,13 @@ class TurnsProjection(VectorProjection):
 
     CONTEXT_SEP = "\x1f"
 
-    def _context_entry(self, raw) -> tuple[str, str]:
+    def _context_entry(self, raw: object) -> tuple[str, str]:
         """(event id, text) of a stored context entry ("" id for entries without one)."""
         value = as_str(raw)
         event_id, sep, text = value.partition(self.CONTEXT_SEP)
         return (event_id, text) if sep else ("", value)
 
-    def _forget(self, event: MemoryForgotten) -> dict | None:
+    def _forget(self, event: MemoryForgotten) -> dict[str, Any] | None:
         """Besides deleting the turn: drop it from the session's context and re-index the
         turn after it, whose unit quoted it."""
         head = super()._forget(event)
@@ -158,16 +162,17 @@ class TurnsProjection(VectorProjection):
         return head
 
     def apply(self, batch: Sequence[Delivery]) -> None:
-        docs: list[tuple[str, str, dict]] = []
+        docs: list[tuple[str, str, dict[str, Any]]] = []
         skipped = redactions = 0
-        units: list[tuple[Delivery, str, str, dict]] = []  # delivery, kind, redacted text, extra
+        units: list[tuple[Delivery, str, str, dict[str, Any]]] = []  # delivery, kind, redacted text, extra
+        extra: dict[str, Any]
         for d in batch:
             event = d.event
             if isinstance(event, MemoryForgotten):
                 self._forget(event)
                 continue
             if isinstance(event, TurnRecorded):
-                text, reason = self._turn_text(event)
+                text, reason = self.turn_text(self.boilerplate, event)
                 if reason is not None or not text:
                     skipped += 1
                     continue
@@ -182,7 +187,7 @@ class TurnsProjection(VectorProjection):
             text, n = redact(text)
             redactions += n
             units.append((d, kind, text, extra))
-        turns = [(u[0].event, u[2]) for u in units if u[1] == "turn"]
+        turns = [(d.event, text) for d, _, text, _ in units if isinstance(d.event, TurnRecorded)]
         previous = iter(self._previous(turns)) if turns else iter(())
         for d, kind, text, extra in units:
             event = d.event

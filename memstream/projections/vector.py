@@ -7,9 +7,11 @@ Every point's payload records ``sparse_version``: the ``memstream.projections.sp
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import redis
 
-from memstream.producers import MemoryForgotten
+from memstream.producers import Event, MemoryForgotten
 from memstream.projections.base import group_name
 from memstream.projections.counters import Counters
 from memstream.projections.sparse import VERSION as SPARSE_VERSION
@@ -17,8 +19,11 @@ from memstream.projections.sparse import sparse_vector
 from memstream.projections.stores.port import Point, VectorStore, point_id
 from memstream.projections.tombstones import Tombstones
 
+if TYPE_CHECKING:
+    from memstream.projections.embedders.port import Embedder
 
-def item_payload(event, kind: str, text: str, **extra) -> dict:
+
+def item_payload(event: Event, kind: str, text: str, **extra: Any) -> dict[str, Any]:
     scope = event.scope
     return {
         "tenant": scope.tenant, "agent": scope.agent, "session_id": scope.session_id,
@@ -32,7 +37,7 @@ class VectorProjection:
     name = ""
     version = 1
 
-    def __init__(self, store: VectorStore, embedder, client: redis.Redis, prefix: str):
+    def __init__(self, store: VectorStore, embedder: Embedder, client: redis.Redis, prefix: str) -> None:
         self.store = store
         self.embedder = embedder
         self.client = client
@@ -43,7 +48,7 @@ class VectorProjection:
         self.counters = Counters(client, prefix, group_name(self))
         self.tombstones = Tombstones(client, prefix)
 
-    def _points(self, docs: list[tuple[str, str, dict]]) -> list[Point]:
+    def _points(self, docs: list[tuple[str, str, dict[str, Any]]]) -> list[Point]:
         """(point id, text, payload) -> points, embedded in one batch; a forgotten event's
         documents are left out."""
         if not docs:
@@ -59,7 +64,7 @@ class VectorProjection:
                       payload={**payload, "sparse_version": SPARSE_VERSION})
                 for i, (pid, text, payload) in enumerate(docs)]
 
-    def _forget(self, event: MemoryForgotten) -> dict | None:
+    def _forget(self, event: MemoryForgotten) -> dict[str, Any] | None:
         """Record the tombstone and delete the item's points; returns the payload of the
         item's first point when this projection held it (None otherwise)."""
         self.tombstones.add(event.scope.tenant, event.forgotten_id)

@@ -11,12 +11,12 @@ from abc import ABC, abstractmethod
 from typing import Any, Dict, List
 
 try:  # pragma: no cover - depends on the interpreter
-    from agent.memory_provider import MemoryProvider  # type: ignore[import-not-found]
+    from agent.memory_provider import MemoryProvider  # type: ignore[import-not-found]  # only inside Hermes
     IN_HERMES = True
 except Exception:  # ImportError, or a broken Hermes install
     IN_HERMES = False
 
-    class MemoryProvider(ABC):  # type: ignore[no-redef]
+    class MemoryProvider(ABC):  # type: ignore[no-redef]  # the stand-in outside Hermes
         """Stand-in with the abstract members of Hermes 0.19's MemoryProvider."""
 
         @property

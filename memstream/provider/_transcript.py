@@ -14,7 +14,7 @@ __all__ = ["message_text", "find_turn", "tool_calls_of"]
 BRIEF_CHARS = 1000
 
 
-def message_text(message: dict) -> str:
+def message_text(message: dict[str, Any]) -> str:
     """The text of a message; multimodal content parts are flattened."""
     content = message.get("content")
     if isinstance(content, str):
@@ -24,7 +24,7 @@ def message_text(message: dict) -> str:
     return "" if content is None else str(content)
 
 
-def find_turn(messages: list, watermark: int, user_text: str) -> tuple[int, int] | None:
+def find_turn(messages: list[Any], watermark: int, user_text: str) -> tuple[int, int] | None:
     """(start, end) of the turn whose user message is ``user_text``.
 
     With a known ``watermark`` (the end of the previous turn), the turn is the first
@@ -77,7 +77,7 @@ def _clip(value: Any) -> str:
     return text
 
 
-def tool_calls_of(messages: list) -> list[tuple[str, str, str, str]]:
+def tool_calls_of(messages: list[Any]) -> list[tuple[str, str, str, str]]:
     """(name, arguments, result, call_id) of every tool call in ``messages``, clipped."""
     calls: list[list[str]] = []
     by_id: dict[str, list[str]] = {}
@@ -95,7 +95,7 @@ def tool_calls_of(messages: list) -> list[tuple[str, str, str, str]]:
                 if entry[3]:
                     by_id[entry[3]] = entry
         elif m.get("role") == "tool":
-            entry = by_id.get(str(m.get("tool_call_id") or ""))
-            if entry is not None:
-                entry[2] = _clip(message_text(m))
-    return [tuple(c) for c in calls]  # type: ignore[misc]
+            answered = by_id.get(str(m.get("tool_call_id") or ""))
+            if answered is not None:
+                answered[2] = _clip(message_text(m))
+    return [(c[0], c[1], c[2], c[3]) for c in calls]

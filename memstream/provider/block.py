@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from memstream.text import CHARS_PER_TOKEN, prompt_tokens
 
@@ -81,7 +81,7 @@ def _clean_chars(text: str) -> str:
     return "".join(out)
 
 
-def _rewrite(text: str, pattern: re.Pattern, replace: Callable[[re.Match], str | None]) -> str:
+def _rewrite(text: str, pattern: re.Pattern[str], replace: Callable[[re.Match[str]], str | None]) -> str:
     """Apply ``replace`` to the matches of ``pattern`` in the look-alike skeleton of ``text``,
     at the same places in ``text`` (``None``: keep the original span)."""
     skeleton = text.translate(_SKELETON)
@@ -98,7 +98,7 @@ def _rewrite(text: str, pattern: re.Pattern, replace: Callable[[re.Match], str |
     return "".join(out)
 
 
-def _tag(m: re.Match) -> str | None:
+def _tag(m: re.Match[str]) -> str | None:
     return "(tag removed)" if "memorycontext" in re.sub(r"[^a-z]", "", m.group().lower()) else None
 
 
@@ -125,7 +125,7 @@ def neutralise(value: Any, limit: int | None = None) -> str:
 _CUT = ("date", "valid_to", "session")  # cut to their head (a date's day, an id's start), no "…"
 
 
-def _field(item: dict, key: str, name: str, default: str) -> str:
+def _field(item: dict[str, Any], key: str, name: str, default: str) -> str:
     value, limit = item.get(key), LIMITS[name]
     if name in _CUT:  # quoted whole (a cut could split a tag and hide it), then cut
         text = neutralise(_as_text(value)[: 8 * limit + 64])[:limit].rstrip()
@@ -134,7 +134,7 @@ def _field(item: dict, key: str, name: str, default: str) -> str:
     return text.replace("·", ".") or default
 
 
-def _prefix(item: dict) -> str:
+def _prefix(item: dict[str, Any]) -> str:
     """The frame of an item's line, ``- [date · kind · agent A, session S]``: every field
     neutralised and bounded."""
     kind = item.get("kind")
@@ -148,7 +148,7 @@ def _prefix(item: dict) -> str:
     return f"- [{date} · {label} · {source}]"
 
 
-def _line(item: dict) -> str:
+def _line(item: dict[str, Any]) -> str:
     return f"{_prefix(item)} {neutralise(item.get('text'), _TEXT_LIMIT)}"
 
 
@@ -161,7 +161,7 @@ def _item_id(item: Any) -> str:
     return str(iid)
 
 
-def format_block(items: list[dict], budget_tokens: int, seen: set[str]) -> tuple[str, list[str]]:
+def format_block(items: Sequence[object] | None, budget_tokens: int, seen: set[str]) -> tuple[str, list[str]]:
     """The block to inject and the ids it holds: facts first, then the rest in order,
     skipping ids in ``seen`` (and entries that are not dicts with a str/int id), clipping
     the text of the last line that fits and stopping at the budget.
@@ -170,8 +170,8 @@ def format_block(items: list[dict], budget_tokens: int, seen: set[str]) -> tuple
     line per returned id, each ``- [<frame>] <text>`` with every field neutralised
     (``neutralise``), so nothing in an item can end the ``<memory-context>`` block, start
     a line or pose as a role."""
-    items = [i for i in (items or []) if isinstance(i, dict)]
-    ordered = [i for i in items if i.get("kind") == "fact"] + [i for i in items if i.get("kind") != "fact"]
+    dicts = [i for i in (items or []) if isinstance(i, dict)]
+    ordered = [i for i in dicts if i.get("kind") == "fact"] + [i for i in dicts if i.get("kind") != "fact"]
     used = prompt_tokens(HEADER)
     lines: list[str] = []
     ids: list[str] = []

@@ -50,7 +50,7 @@ class ToolHandlers:
             p._warn("provider.tool_failed", tool=name, error=clip(f"{type(exc).__name__}: {exc}"))
             return json.dumps({"error": clip(f"memstream {name} failed: {type(exc).__name__}: {exc}")})
 
-    def _tool(self, name: Any, args: Any) -> dict:
+    def _tool(self, name: Any, args: Any) -> dict[str, Any]:
         p = self.p
         if not isinstance(name, str) or name not in TOOL_NAMES:
             raise ToolError(f"memstream has no tool named {clip(repr(name), 60)}; it has {', '.join(TOOL_NAMES)}")
@@ -76,7 +76,7 @@ class ToolHandlers:
         answer.pop("queued_ms", None)
         return answer
 
-    def remember(self, args: Any) -> dict:
+    def remember(self, args: Any) -> dict[str, Any]:
         p = self.p
         content, target = remember_args(args)
         if not p.initialized or p.settings is None:
@@ -94,7 +94,7 @@ class ToolHandlers:
             answer["clipped"] = f"content was longer than {p._max_bytes()} bytes: only its start was kept"
         return answer
 
-    def forget(self, args: Any) -> dict:
+    def forget(self, args: Any) -> dict[str, Any]:
         p = self.p
         item_id, reason = forget_args(args)
         if not p.initialized or p.settings is None:

@@ -16,17 +16,20 @@ import json
 import threading
 import time
 from collections import deque
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Concatenate, Dict, List, Optional, ParamSpec, TypeVar
 
 import structlog
 
 from memstream.core import OPTIONS, Settings, config_file_for, configure_in_host, new_event_id
 from memstream.producers import (
     DelegationCompleted,
+    Event,
+    MemoryAction,
     MemoryWritten,
     Scope,
     SessionEnded,
     SessionSwitched,
+    SwitchReason,
     ToolCall,
     TurnRecorded,
     Writer,
@@ -37,17 +40,21 @@ from memstream.provider._transcript import find_turn, tool_calls_of
 from memstream.provider.handlers import ToolHandlers
 from memstream.provider.prefetch import Prefetcher
 from memstream.provider.recall import Recall
-from memstream.provider.tools import TARGETS, TOOL_SCHEMAS
+from memstream.provider.tools import TARGETS, TOOL_SCHEMAS, one_of
 from memstream.text import clean_text
 
 __all__ = ["MemstreamProvider", "register", "resolve_agent"]
 
 log = structlog.get_logger("memstream.provider")
 
-_ACTIONS = ("add", "replace", "remove")
+_ACTIONS: tuple[MemoryAction, ...] = ("add", "replace", "remove")
 _TARGETS = TARGETS
 
-_REASONS = ("new_session", "resume", "branch", "compression", "rewind")
+_REASONS: tuple[SwitchReason, ...] = ("new_session", "resume", "branch", "compression", "rewind")
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_Hook = Callable[Concatenate["MemstreamProvider", _P], _R]
 
 SYSTEM_PROMPT_BLOCK = (
     "## memstream\n"
@@ -61,7 +68,7 @@ SYSTEM_PROMPT_BLOCK = (
 )
 
 
-def resolve_agent(kwargs: dict) -> str:
+def resolve_agent(kwargs: dict[str, Any]) -> str:
     """Agent identity ("theme"): gateway_session_key > agent_identity > agent_workspace > "default"."""
     for key in ("gateway_session_key", "agent_identity", "agent_workspace"):
         value = kwargs.get(key)
@@ -70,19 +77,21 @@ def resolve_agent(kwargs: dict) -> str:
     return "default"
 
 
-def _guard(default: Any = None):
-    """Hook wrapper: nothing raises into the agent loop; failures are counted and logged."""
+def _guard(default: Any = None) -> Callable[[_Hook[_P, _R]], _Hook[_P, _R]]:
+    """Hook wrapper: nothing raises into the agent loop; failures are counted and logged,
+    and the hook returns ``default`` (a value of the hook's return type)."""
 
-    def wrap(fn):
+    def wrap(fn: _Hook[_P, _R]) -> _Hook[_P, _R]:
         name = fn.__name__
 
-        def hook(self, *args, **kwargs):
+        def hook(self: MemstreamProvider, *args: _P.args, **kwargs: _P.kwargs) -> _R:
             try:
                 return fn(self, *args, **kwargs)
             except Exception as exc:
                 self._count("hook_errors")
                 self._warn("provider.hook_failed", hook=name, error=f"{type(exc).__name__}: {exc}")
-                return default
+                fallback: _R = default
+                return fallback
 
         hook.__name__ = name
         hook.__doc__ = fn.__doc__
@@ -94,7 +103,7 @@ def _guard(default: Any = None):
 class MemstreamProvider(MemoryProvider):
     """The Hermes memory provider ``memstream`` (see the module docstring)."""
 
-    def __init__(self, settings: Settings | None = None):
+    def __init__(self, settings: Settings | None = None) -> None:
         self._settings_override = settings
         self.settings: Settings | None = settings
         self.writer: Writer | None = None
@@ -167,7 +176,7 @@ class MemstreamProvider(MemoryProvider):
 
     # -- hooks that append ----------------------------------------------------------
     @_guard()
-    def on_turn_start(self, turn_number: int, message: str = "", **kwargs: Any) -> None:
+    def on_turn_start(self, turn_number: int, message: object = "", **kwargs: Any) -> None:
         """Remember the turn number for the sync that follows (no event), and start the
         recall of the new message (handed to the recall thread: no network here)."""
         entry = (int(turn_number), message if isinstance(message, str) else "")
@@ -180,7 +189,7 @@ class MemstreamProvider(MemoryProvider):
 
     @_guard()
     def sync_turn(self, user_content: str, assistant_content: str, *, session_id: str = "",
-                  messages: Optional[List[Dict]] = None, **kwargs: Any) -> None:
+                  messages: Optional[List[Dict[str, Any]]] = None, **kwargs: Any) -> None:
         """Append ``TurnRecorded`` with this turn's tool calls (derived from ``messages``)."""
         max_bytes = self._max_bytes()
         user_text, p1 = clean_text(user_content, max_bytes)
@@ -203,10 +212,10 @@ class MemstreamProvider(MemoryProvider):
 
     @_guard()
     def on_memory_write(self, action: str, target: str, content: str,
-                        metadata: Optional[Dict] = None, **kwargs: Any) -> None:
+                        metadata: Optional[Dict[str, Any]] = None, **kwargs: Any) -> None:
         """Mirror a committed built-in memory write (add / replace / remove)."""
         metadata = metadata if isinstance(metadata, dict) else {}
-        if action not in _ACTIONS or target not in _TARGETS:
+        if not one_of(action, _ACTIONS) or not one_of(target, _TARGETS):
             self._count("rejected")
             self._warn("provider.memory_write_rejected", action=str(action)[:40], target=str(target)[:40],
                        error="unknown action or target: expected add|replace|remove and memory|user")
@@ -224,7 +233,7 @@ class MemstreamProvider(MemoryProvider):
             origin=str(metadata.get("write_origin") or "")))
 
     @_guard()
-    def on_session_end(self, messages: Optional[List[Dict]] = None, **kwargs: Any) -> None:
+    def on_session_end(self, messages: Optional[List[Dict[str, Any]]] = None, **kwargs: Any) -> None:
         """Append ``SessionEnded`` once per distinct state (Hermes calls this repeatedly)."""
         count = len(messages) if isinstance(messages, list) else 0
         with self._lock:
@@ -239,9 +248,8 @@ class MemstreamProvider(MemoryProvider):
     def on_session_switch(self, new_session_id: str, *, parent_session_id: str = "",
                           reset: bool = False, rewound: bool = False, **kwargs: Any) -> None:
         """Append ``SessionSwitched``; reset the transcript watermark (and turn count on /new)."""
-        reason = kwargs.get("reason") or ("new_session" if reset else "rewind" if rewound else "")
-        if reason not in _REASONS:
-            reason = "other"
+        given = kwargs.get("reason") or ("new_session" if reset else "rewind" if rewound else "")
+        reason: SwitchReason = given if one_of(given, _REASONS) else "other"
         with self._lock:
             self._session = str(new_session_id or self._session)
             self._watermark = -1  # the transcript was replaced or rewritten
@@ -270,7 +278,7 @@ class MemstreamProvider(MemoryProvider):
         return SYSTEM_PROMPT_BLOCK
 
     @_guard("")
-    def prefetch(self, query: str, *, session_id: str = "", **kwargs: Any) -> str:
+    def prefetch(self, query: object, *, session_id: str = "", **kwargs: Any) -> str:
         """The recalled block for this turn: waits at most ``prefetch_budget_ms`` for the
         recall of ``query`` (started by ``on_turn_start``), else the freshest block already
         computed for the session, else nothing. Never repeats an item of the session, nor
@@ -281,7 +289,7 @@ class MemstreamProvider(MemoryProvider):
         return self.prefetcher.block(recall, settings, query, session_id or self._session)
 
     @_guard(None)
-    def queue_prefetch(self, query: str, *, session_id: str = "", **kwargs: Any) -> None:
+    def queue_prefetch(self, query: object, *, session_id: str = "", **kwargs: Any) -> None:
         """After a turn: recall for it in the background (the next prefetch's fallback)."""
         if self.recall is not None and isinstance(query, str) and query.strip():
             self.prefetcher.warm(self.recall, query, session_id or self._session)
@@ -294,7 +302,7 @@ class MemstreamProvider(MemoryProvider):
         string, errors as ``{"error": ...}``; never raises."""
         return self.tools.handle(tool_name, args)
 
-    def _request_base(self) -> dict:
+    def _request_base(self) -> dict[str, Any]:
         settings = self.settings or Settings()
         return {"tenant": settings.tenant, "agent": self._base.get("agent", "default")}
 
@@ -323,7 +331,7 @@ class MemstreamProvider(MemoryProvider):
         path = config_file_for(hermes_home)
         if path is None:
             return
-        current: dict = {}
+        current: dict[str, Any] = {}
         if path.exists():
             try:
                 current = json.loads(path.read_text()) or {}
@@ -341,8 +349,8 @@ class MemstreamProvider(MemoryProvider):
         return [str(p) for p in (settings.spool_dir, settings.data_dir) if p.exists()]
 
     # -- introspection ----------------------------------------------------------------
-    def stats(self) -> dict:
-        out = dict(self._counters)
+    def stats(self) -> dict[str, Any]:
+        out: dict[str, Any] = dict(self._counters)
         if self.writer is not None:
             out.update(self.writer.stats())
         if self.recall is not None:
@@ -351,7 +359,7 @@ class MemstreamProvider(MemoryProvider):
         return out
 
     # -- internals ----------------------------------------------------------------------
-    def _emit(self, event) -> bool:
+    def _emit(self, event: Event) -> bool:
         writer = self.writer
         if writer is None:
             self._count("not_initialized")

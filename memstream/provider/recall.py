@@ -44,7 +44,7 @@ class Query:
     session: str
     submitted: float = field(default_factory=time.monotonic)
     done: threading.Event = field(default_factory=threading.Event)
-    items: list[dict] | None = None
+    items: list[object] | None = None  # as the service sent them (JSON objects, unless malformed)
     error: str = ""
     warm: bool = False  # a warm-up for the next turn (queue_prefetch), not a turn's own query
 
@@ -82,12 +82,12 @@ class Recall:
 
     MAX_PENDING = 4
 
-    def __init__(self, settings: Settings, request_base: Callable[[], dict]):
+    def __init__(self, settings: Settings, request_base: Callable[[], dict[str, Any]]) -> None:
         self.settings = settings
         self.request_base = request_base
         self._locator = LogLocator(settings, autostart=False)
         self._cv = threading.Condition()
-        self._pending: deque[tuple[Query, dict]] = deque()
+        self._pending: deque[tuple[Query, dict[str, Any]]] = deque()
         self._latest: dict[str, Query] = {}  # session -> newest answered prefetch query
         self._thread: threading.Thread | None = None
         self._stop = False
@@ -123,7 +123,7 @@ class Recall:
         query.done.set()
         self._count("superseded")
 
-    def _next(self) -> tuple[Query, dict]:  # under self._cv, with something pending
+    def _next(self) -> tuple[Query, dict[str, Any]]:  # under self._cv, with something pending
         """The newest turn query if any (older queries of either kind are stale then),
         else the newest warm-up (older warm-ups are stale)."""
         pending = list(self._pending)
@@ -201,7 +201,7 @@ class Recall:
             self._client_url = url
         return self._client
 
-    def ask(self, request: dict, timeout: float) -> dict:
+    def ask(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         """One query, answered or failed within ``timeout`` s (plus a Redis round trip)."""
         from memstream.query import ask  # imported on first use only
 

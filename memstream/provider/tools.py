@@ -14,13 +14,16 @@ can choose the tenant.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard, TypeVar
 
 from memstream.core import PermanentError
+from memstream.producers import MemoryTarget
 from memstream.text import FACT_KINDS
 
+_T = TypeVar("_T")
+
 __all__ = ["TOOL_SCHEMAS", "TOOL_NAMES", "ToolError", "tool_request", "check_args", "remember_args",
-           "forget_args", "finite", "SEARCH_KINDS", "TARGETS", "MAX_CHARS"]
+           "forget_args", "finite", "one_of", "SEARCH_KINDS", "TARGETS", "MAX_CHARS"]
 
 
 class ToolError(PermanentError, ValueError):
@@ -28,7 +31,7 @@ class ToolError(PermanentError, ValueError):
 
 
 SEARCH_KINDS: tuple[str, ...] = ("all", "turns", "memories", "facts")
-TARGETS: tuple[str, ...] = ("memory", "user")
+TARGETS: tuple[MemoryTarget, ...] = ("memory", "user")
 # the longest string each argument may be (characters); content is clipped to the
 # configured max_text_bytes instead (and the answer says so)
 MAX_CHARS = {"query": 2000, "scope": 200, "id": 200, "subject": 200, "reason": 500}
@@ -143,7 +146,12 @@ def _show(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def check_args(name: str, args: Any) -> dict:
+def one_of(value: object, choices: tuple[_T, ...]) -> TypeGuard[_T]:
+    """Whether ``value`` is one of ``choices`` (and so of their type)."""
+    return value in choices
+
+
+def check_args(name: str, args: Any) -> dict[str, Any]:
     """The arguments of tool ``name`` if they are a JSON object with only the schema's
     keys; else ``ToolError`` naming what is wrong and what the tool takes (an unknown key
     is an error, not ignored: ``tenant`` for one, which comes from configuration only)."""
@@ -157,7 +165,7 @@ def check_args(name: str, args: Any) -> dict:
     return args
 
 
-def _int(args: dict, key: str, default: int, low: int, high: int) -> int:
+def _int(args: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
     value = args.get(key)
     if value is None:
         return default
@@ -173,7 +181,7 @@ def _int(args: dict, key: str, default: int, low: int, high: int) -> int:
     return value
 
 
-def _str(args: dict, key: str, required: bool = False) -> str | None:
+def _str(args: dict[str, Any], key: str, required: bool = False) -> str | None:
     """A string argument, stripped; ``None`` if absent, null or blank (not required)."""
     value = args.get(key)
     if value is None or (isinstance(value, str) and not value.strip() and not required):
@@ -189,16 +197,16 @@ def _str(args: dict, key: str, required: bool = False) -> str | None:
     return value
 
 
-def _choice(args: dict, key: str, choices: tuple[str, ...], default: str | None) -> str | None:
+def _choice(args: dict[str, Any], key: str, choices: tuple[_T, ...], default: _T | None) -> _T | None:
     value = _str(args, key)
     if value is None:
         return default
-    if value not in choices:
-        raise ToolError(f"{key} must be one of {', '.join(choices)}; got {_show(value)}")
+    if not one_of(value, choices):
+        raise ToolError(f"{key} must be one of {', '.join(map(str, choices))}; got {_show(value)}")
     return value
 
 
-def _bool(args: dict, key: str, default: bool) -> bool:
+def _bool(args: dict[str, Any], key: str, default: bool) -> bool:
     value = args.get(key)
     if value is None:
         return default
@@ -207,7 +215,7 @@ def _bool(args: dict, key: str, default: bool) -> bool:
     return value
 
 
-def tool_request(name: str, args: Any) -> dict:
+def tool_request(name: str, args: Any) -> dict[str, Any]:
     """The service request of a query tool (without tenant/agent/session); ``ToolError``
     for arguments that are not the schema's (unknown key, wrong type, out of range,
     not one of an enum's values, too long)."""
@@ -238,7 +246,7 @@ def tool_request(name: str, args: Any) -> dict:
     return request
 
 
-def remember_args(args: Any) -> tuple[str, str]:
+def remember_args(args: Any) -> tuple[str, MemoryTarget]:
     """``(content, target)`` of ``memstream_remember``; content unstripped (cleaned and
     clipped by the writer), target ``memory`` unless given."""
     args = check_args("memstream_remember", args)

@@ -6,6 +6,8 @@ server side (``server``: the threads answering the channels, ``ops``: the read
 operations, ``ranking``: hybrid retrieval) is imported on first use of its names.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from memstream.query.client import (
     ANSWER_TTL,
     QueryTimeout,
@@ -24,6 +26,11 @@ from memstream.query.protocol import (
     decode_envelope,
 )
 
+if TYPE_CHECKING:
+    from memstream.query.ops import ReadOps
+    from memstream.query.ranking import Searcher
+    from memstream.query.server import QueryServer
+
 __all__ = [
     "ANSWER_TTL", "QueryTimeout", "ask", "operator_channel", "reply_key", "tenant_channel",
     "MAX_ENVELOPE_BYTES", "MAX_QUERY_CHARS", "OPS", "Envelope", "QueryRefused", "Request",
@@ -37,7 +44,7 @@ _LAZY = {  # the server side: stores, embedders, ranking
 }
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 

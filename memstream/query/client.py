@@ -12,6 +12,7 @@ import math
 import time
 import uuid
 import weakref
+from typing import Any
 
 import msgspec
 import redis
@@ -56,13 +57,13 @@ _channels: "weakref.WeakKeyDictionary[redis.ConnectionPool, str]" = weakref.Weak
 
 
 # -- the caller's side -------------------------------------------------------------------
-def ask(client: redis.Redis, prefix: str, request: dict, timeout: float = 10.0) -> dict:
+def ask(client: redis.Redis, prefix: str, request: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
     """Send ``request`` (a dict with ``op``) and wait for its answer.
 
     Raises QueryTimeout when nobody answers within ``timeout`` s, QueryRefused when the
     request is not one the protocol accepts (checked here before sending, so a caller
     learns at once), and ``redis.RedisError`` when Redis cannot be reached."""
-    if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
+    if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):  # type: ignore[redundant-expr]  # for untyped callers
         raise QueryRefused(f"timeout must be a positive number of seconds, got {timeout!r}")
     body = dict(request)
     if isinstance(body.get("query"), str):

@@ -11,7 +11,7 @@ dicts; a bad request is ``{"error": ...}``.
 from __future__ import annotations
 
 import re
-from typing import Callable
+from typing import Any, Mapping
 
 from memstream.core import PermanentError
 from memstream.projections import (
@@ -22,6 +22,7 @@ from memstream.projections import (
     VectorStore,
     point_id,
 )
+from memstream.query.protocol import Handler
 from memstream.query.ranking import Searcher, fact_item
 
 __all__ = ["ReadOps", "asks_about_history", "BadRequest"]
@@ -46,18 +47,18 @@ def asks_about_history(query: str) -> bool:
 
 
 class ReadOps:
-    def __init__(self, store: VectorStore, searcher: Searcher, facts: FactsTable, sessions: SessionsIndex):
+    def __init__(self, store: VectorStore, searcher: Searcher, facts: FactsTable, sessions: SessionsIndex) -> None:
         self.store = store
         self.searcher = searcher
         self.facts = facts
         self.sessions = sessions
 
-    def handlers(self) -> dict[str, Callable[[dict], dict]]:
+    def handlers(self) -> dict[str, Handler]:
         ops = {"recall": self.recall, "search": self.search, "context": self.context,
                "recent": self.recent, "facts": self.facts_op, "exists": self.exists}
 
-        def checked(fn):
-            def run(request: dict) -> dict:
+        def checked(fn: Handler) -> Handler:
+            def run(request: dict[str, Any]) -> dict[str, Any]:
                 try:
                     return fn(request)
                 except BadRequest as exc:
@@ -68,14 +69,14 @@ class ReadOps:
 
     # -- request fields ---------------------------------------------------------------
     @staticmethod
-    def _tenant(request: dict) -> str:
+    def _tenant(request: dict[str, Any]) -> str:
         tenant = request.get("tenant")
         if not isinstance(tenant, str) or not tenant:
             raise BadRequest("the request has no tenant")
         return tenant
 
     @staticmethod
-    def _limit(request: dict, key: str, default: int, top: int = MAX_LIMIT) -> int:
+    def _limit(request: dict[str, Any], key: str, default: int, top: int = MAX_LIMIT) -> int:
         value = request.get(key, default)
         if value is None:
             return default
@@ -86,14 +87,14 @@ class ReadOps:
         return int(value)
 
     @staticmethod
-    def _scope(request: dict) -> tuple[str, str]:
+    def _scope(request: dict[str, Any]) -> tuple[str, str]:
         scope = request.get("scope") or "current"
         if not isinstance(scope, str):
             raise BadRequest(f"scope must be a string, got {scope!r}")
         agent = str(request.get("agent") or "default")
         return scope, agent
 
-    def _agents(self, request: dict) -> list[str] | None:
+    def _agents(self, request: dict[str, Any]) -> list[str] | None:
         scope, agent = self._scope(request)
         if scope == "all":
             return None
@@ -102,7 +103,7 @@ class ReadOps:
         return [scope]
 
     # -- ops ------------------------------------------------------------------------------
-    def search(self, request: dict) -> dict:
+    def search(self, request: dict[str, Any]) -> dict[str, Any]:
         tenant = self._tenant(request)
         query = request.get("query")
         if not isinstance(query, str) or not query.strip():
@@ -119,7 +120,7 @@ class ReadOps:
             history=bool(request.get("history")) or asks_about_history(query))
         return {"results": results}
 
-    def recall(self, request: dict) -> dict:
+    def recall(self, request: dict[str, Any]) -> dict[str, Any]:
         """Prefetch: the turn's best items, current facts first (superseded ones only when
         the message asks about the past)."""
         answer = self.search({**request, "kind": "all", "kinds": None})
@@ -127,7 +128,7 @@ class ReadOps:
         facts = [i for i in items if i.get("kind") == "fact"]
         return {"items": facts + [i for i in items if i.get("kind") != "fact"]}
 
-    def context(self, request: dict) -> dict:
+    def context(self, request: dict[str, Any]) -> dict[str, Any]:
         """The turns around a hit in its session: ``before`` earlier, ``after`` later."""
         tenant = self._tenant(request)
         item_id = request.get("id")
@@ -156,7 +157,7 @@ class ReadOps:
                            "agent": anchor.get("agent"), "text": anchor.get("text", "")},
                 "turns": window}
 
-    def exists(self, request: dict) -> dict:
+    def exists(self, request: dict[str, Any]) -> dict[str, Any]:
         """Whether ``id`` names a turn, memory or fact of the request's tenant (what
         ``memstream_forget`` checks before it writes a tombstone)."""
         tenant = self._tenant(request)
@@ -168,7 +169,7 @@ class ReadOps:
             return {"exists": False}
         return {"exists": True, "kind": anchor.get("kind"), "agent": anchor.get("agent")}
 
-    def _anchor(self, tenant: str, item_id: str) -> dict | None:
+    def _anchor(self, tenant: str, item_id: str) -> dict[str, Any] | None:
         for name in ("turns", "memories"):
             try:
                 collection = self.store.collection_for_read(name)
@@ -184,13 +185,13 @@ class ReadOps:
                     "agent": fact.agent, "session_id": fact.session_id or anchor.get("session_id")}
         return None
 
-    def _session_turns(self, tenant: str, session: str) -> list[dict]:
+    def _session_turns(self, tenant: str, session: str) -> list[dict[str, Any]]:
         try:
             collection = self.store.collection_for_read("turns")
         except CollectionNotFound:
             return []
-        chunks: dict[str, list] = {}
-        offset = None
+        chunks: dict[str, list[Mapping[str, Any]]] = {}
+        offset: str | None = None
         while True:
             page, offset = self.store.scroll(collection, Filter(tenant=tenant, session_id=session),
                                              limit=256, offset=offset)
@@ -210,7 +211,7 @@ class ReadOps:
         turns.sort(key=lambda t: (t["_ts"], t["turn_index"] or 0))
         return turns
 
-    def recent(self, request: dict) -> dict:
+    def recent(self, request: dict[str, Any]) -> dict[str, Any]:
         tenant = self._tenant(request)
         limit = self._limit(request, "limit", 5) or 5
         scope, agent = self._scope(request)
@@ -219,7 +220,7 @@ class ReadOps:
         who = None if scope == "all" else (agent if scope == "current" else scope)
         return {"sessions": self.sessions.recent(tenant, who, limit)}
 
-    def facts_op(self, request: dict) -> dict:
+    def facts_op(self, request: dict[str, Any]) -> dict[str, Any]:
         tenant = self._tenant(request)
         subject = request.get("subject") or None
         kind = request.get("kind") or None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Callable, Literal, Union, get_args
 
 import msgspec
 
@@ -79,7 +79,10 @@ Request = Union[RecallRequest, SearchRequest, ContextRequest, RecentRequest, Fac
                 ExistsRequest, CountRequest]
 
 
-OPS: tuple[str, ...] = tuple(cls.__struct_config__.tag for cls in Request.__args__)  # type: ignore[attr-defined]
+OPS: tuple[str, ...] = tuple(cls.__struct_config__.tag for cls in get_args(Request))
+
+# What answers one op on the server: the request as a dict in, the answer as a dict out.
+Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class Envelope(msgspec.Struct, forbid_unknown_fields=True):
@@ -133,4 +136,4 @@ def _id_of(raw: bytes) -> str:
         rid = _loose.decode(raw).id
     except (msgspec.DecodeError, msgspec.ValidationError):
         return ""
-    return rid if isinstance(rid, str) and len(rid) == 32 and all(c in "0123456789abcdef" for c in rid) else ""
+    return rid if len(rid) == 32 and all(c in "0123456789abcdef" for c in rid) else ""

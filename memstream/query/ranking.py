@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
 
 from memstream.projections import (
     CollectionNotFound,
@@ -42,6 +43,11 @@ from memstream.projections import (
     VectorStore,
     sparse_vector,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from memstream.projections.embedders.port import Embedder
 
 __all__ = ["Searcher", "asks_about_time", "fact_item"]
 
@@ -81,14 +87,14 @@ def _minmax(hits: list[Hit]) -> dict[str, tuple[float, Hit]]:
 
 
 class Searcher:
-    def __init__(self, store: VectorStore, embedder, facts: FactsTable):
+    def __init__(self, store: VectorStore, embedder: Embedder, facts: FactsTable) -> None:
         self.store = store
         self.embedder = embedder
         self.facts = facts
 
     def search(self, query: str, *, tenant: str, agent: str = "default", scope: str = "current",
                k: int = 10, kinds: tuple[str, ...] = ("turns", "memories", "facts"),
-               session: str = "", history: bool = False) -> list[dict]:
+               session: str = "", history: bool = False) -> list[dict[str, Any]]:
         """Top ``k`` results, best first: {id, kind, text, score, agent, session,
         occurred_at, event_ids} (facts also valid_to, superseded_by)."""
         if scope == "session":
@@ -98,8 +104,8 @@ class Searcher:
         dense = self.embedder.embed([query])[0]
         sparse = sparse_vector(query)
         timely = asks_about_time(query)
-        scored: list[tuple[float, dict]] = []
-        sources: list[dict] = []  # the hits whose facts are wanted
+        scored: list[tuple[float, dict[str, Any]]] = []
+        sources: list[dict[str, Any]] = []  # the hits whose facts are wanted
         for name in ("turns", "memories"):
             if name not in kinds and not (name == "turns" and "facts" in kinds):
                 continue
@@ -115,7 +121,7 @@ class Searcher:
         if "facts" in kinds:
             scored.extend(self._facts(tenant, sources, history, k))
         scored.sort(key=lambda x: -x[0])
-        out: list[dict] = []
+        out: list[dict[str, Any]] = []
         seen_ids: set[str] = set()
         seen_texts: set[str] = set()
         for score, item in scored:
@@ -131,8 +137,8 @@ class Searcher:
         return out
 
     # -- turns and memories -------------------------------------------------------------
-    def _rank(self, collection: str, dense, sparse, f: Filter, timely: bool, query: str,
-              neighbours: bool) -> list[tuple[float, dict]]:
+    def _rank(self, collection: str, dense: np.ndarray, sparse: tuple[list[int], list[float]], f: Filter,
+              timely: bool, query: str, neighbours: bool) -> list[tuple[float, dict[str, Any]]]:
         d = _minmax(self.store.search(collection, dense=dense, filter=f, limit=CANDIDATES))
         s = _minmax(self.store.search(collection, sparse=sparse, filter=f, limit=CANDIDATES)) if sparse[0] else {}
         fused: dict[str, tuple[float, Hit]] = {}
@@ -178,7 +184,8 @@ class Searcher:
         return out
 
     # -- facts, through the provenance of the hits -------------------------------------------
-    def _facts(self, tenant: str, hits: list[dict], history: bool, k: int) -> list[tuple[float, dict]]:
+    def _facts(self, tenant: str, hits: list[dict[str, Any]], history: bool,
+               k: int) -> list[tuple[float, dict[str, Any]]]:
         by_event: dict[str, float] = {}
         # the facts of the best hits only: a fact scores as its hit, so a later one cannot rank
         top = sorted(hits, key=lambda h: -float(h.get("_score", 0.0)))[:max(FACT_SOURCES, 2 * k)]
@@ -214,7 +221,7 @@ def _iso(ts: float | None) -> str | None:
     return None if ts is None else datetime.fromtimestamp(ts, timezone.utc).isoformat()
 
 
-def fact_item(fact: Fact) -> dict:
+def fact_item(fact: Fact) -> dict[str, Any]:
     return {"id": fact.id, "kind": "fact", "text": f"{fact.subject} {fact.key.replace('_', ' ')}: {fact.value}",
             "subject": fact.subject, "key": fact.key, "value": fact.value, "fact_kind": fact.kind,
             "agent": fact.agent, "session": fact.session_id, "occurred_at": _iso(fact.valid_from),

@@ -27,7 +27,7 @@ import math
 import random
 import threading
 import time
-from typing import Callable
+from typing import Any
 
 import msgspec
 import redis
@@ -41,16 +41,12 @@ from memstream.query.client import (
     reply_key,
     tenant_channel,
 )
-from memstream.query.protocol import OPS, QueryRefused, decode_envelope
+from memstream.query.protocol import OPS, Handler, QueryRefused, decode_envelope
 
-__all__ = [
-    "QueryServer", "ask", "QueryTimeout", "QueryRefused", "Request", "OPS", "decode_envelope",
-    "operator_channel", "tenant_channel", "MAX_ENVELOPE_BYTES",
-]
+__all__ = ["QueryServer", "QueryRefused", "OPS", "decode_envelope", "operator_channel", "tenant_channel"]
 
 log = structlog.get_logger("memstream.queries")
 
-Handler = Callable[[dict], dict]
 
 
 
@@ -109,7 +105,7 @@ class QueryServer:
 
     TENANTS_EVERY = 5.0  # seconds between re-reads of the tenant registry
 
-    def __init__(self, client: redis.Redis, prefix: str, handlers: dict[str, Handler], threads: int = 2):
+    def __init__(self, client: redis.Redis, prefix: str, handlers: dict[str, Handler], threads: int = 2) -> None:
         unknown = set(handlers) - set(OPS)
         if unknown:
             raise ValueError(f"handlers for ops the protocol does not have: {sorted(unknown)}")
@@ -139,7 +135,7 @@ class QueryServer:
                 log.warning("queries.tenants_unreadable", error=f"{type(exc).__name__}: {exc}")
         return self._channels
 
-    def _count(self, pipe_or_client, what: str) -> None:
+    def _count(self, pipe_or_client: redis.Redis, what: str) -> None:
         with self._lock:
             self.counts[what] = self.counts.get(what, 0) + 1
         try:
@@ -147,7 +143,7 @@ class QueryServer:
         except redis.RedisError:
             pass
 
-    def handle(self, client: redis.Redis, channel: str, raw: bytes) -> dict | None:
+    def handle(self, client: redis.Redis, channel: str, raw: bytes) -> dict[str, Any] | None:
         """Answer one raw envelope from ``channel``; returns the answer sent (None: none)."""
         started = time.perf_counter()
         channels = self.channels()
@@ -163,7 +159,8 @@ class QueryServer:
         if env.deadline < time.time():
             self._count(client, "expired")
             return None
-        request = msgspec.to_builtins(env.req)
+        request: dict[str, Any] = msgspec.to_builtins(env.req)
+        out: dict[str, Any]
         if tenant:  # a tenant's channel: its tenant, whatever the request says
             request["tenant"] = tenant
         op = request["op"]
@@ -193,7 +190,7 @@ class QueryServer:
         self._count(client, "answered")
         return out
 
-    def _reply(self, client: redis.Redis, channel: str, request_id: str, answer: dict) -> None:
+    def _reply(self, client: redis.Redis, channel: str, request_id: str, answer: dict[str, Any]) -> None:
         key = reply_key(channel, request_id)
         pipe = client.pipeline(transaction=True)
         pipe.rpush(key, json.dumps(answer, default=str))
@@ -207,7 +204,7 @@ class QueryServer:
             got = self.client.blpop(list(self.channels()), timeout=timeout)
             if not got:
                 return ran
-            self.handle(self.client, got[0].decode() if isinstance(got[0], bytes) else got[0], got[1])
+            self.handle(self.client, *_popped(got))
             ran = True
 
     def _loop(self) -> None:
@@ -223,8 +220,7 @@ class QueryServer:
                 got = conn.blpop(channels, timeout=1)
                 failures = 0
                 if got:
-                    channel = got[0].decode() if isinstance(got[0], bytes) else got[0]
-                    self.handle(conn, channel, got[1])
+                    self.handle(conn, *_popped(got))
             except Exception as exc:  # Redis gone or refusing: come back, never die
                 failures += 1
                 delay = backoff_delay(failures, 0.2, 5.0)
@@ -244,3 +240,11 @@ class QueryServer:
         for t in self._threads:
             t.join(timeout)
         self._threads.clear()
+
+
+def _popped(got: tuple[bytes | str, bytes | str] | list[bytes | str]) -> tuple[str, bytes]:
+    """The (channel, envelope) BLPOP returned. memstream's clients read bytes; redis-py
+    types either, and a client that decodes gives text (the envelope is UTF-8 JSON)."""
+    channel, raw = got[0], got[1]
+    return (channel.decode() if isinstance(channel, bytes) else channel,
+            raw.encode() if isinstance(raw, str) else raw)

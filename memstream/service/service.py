@@ -19,6 +19,7 @@ import signal
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -39,6 +40,9 @@ from memstream.core import (
 from memstream.producers import EventLog, Shipper, Spool, event_log, redis_client
 from memstream.service.valkey import ValkeyProcess
 
+if TYPE_CHECKING:
+    from memstream.workers import Pipeline
+
 __all__ = ["Service", "AlreadyRunning", "detach", "stop_service"]
 
 log = structlog.get_logger("memstream.service")
@@ -47,7 +51,7 @@ log = structlog.get_logger("memstream.service")
 class AlreadyRunning(PermanentError, RuntimeError):
     """Another memstream service holds this ``MEMSTREAM_HOME`` (``info``: its run file)."""
 
-    def __init__(self, info: dict | None):
+    def __init__(self, info: dict[str, Any] | None) -> None:
         super().__init__("a memstream service is already running for this MEMSTREAM_HOME")
         self.info = info or {}
 
@@ -61,14 +65,14 @@ class Service:
         self._stop = threading.Event()
         self.shipper: Shipper | None = None
         self.spool: Spool | None = None
-        self.pipeline = None
+        self.pipeline: Pipeline | None = None
         self.pipeline_error = ""
 
     @property
     def lock_path(self) -> Path:
         return self.settings.run_file.parent / "service.lock"
 
-    def start(self) -> dict:
+    def start(self) -> dict[str, Any]:
         """Take the lock, start Valkey if embedded, write the run file. Raises AlreadyRunning.
 
         Everything under ``MEMSTREAM_HOME`` is owner-only: the process runs under umask 077
@@ -182,13 +186,13 @@ class Service:
         log.info("service.stopped")
 
 
-def detach(settings: Settings, timeout: float = 20.0) -> dict:
+def detach(settings: Settings, timeout: float = 20.0) -> dict[str, Any]:
     """Start the service in the background; return its run-file info once it serves
     (``already_running`` when one served already). See ``memstream.core.start_service``."""
     return start_service(settings, wait=timeout)
 
 
-def stop_service(settings: Settings, timeout: float = 15.0) -> dict:
+def stop_service(settings: Settings, timeout: float = 15.0) -> dict[str, Any]:
     """SIGTERM the running service and wait for it to exit."""
     info = read_run_file(settings.run_file)
     if not info:

@@ -46,7 +46,8 @@ def binary_path() -> Path:
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child
@@ -60,7 +61,7 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
 class ValkeyProcess:
     """One Valkey server on 127.0.0.1 with its data (AOF on) in ``data_dir``."""
 
-    def __init__(self, data_dir: str | os.PathLike, port: int | None = None,
+    def __init__(self, data_dir: str | os.PathLike[str], port: int | None = None,
                  appendfsync: str = "everysec", tie_to_parent: bool = True,
                  password: str | None = None):
         self.data_dir = Path(data_dir)
@@ -68,7 +69,7 @@ class ValkeyProcess:
         self.password = password
         self.appendfsync = appendfsync
         self.tie_to_parent = tie_to_parent
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:

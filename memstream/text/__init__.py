@@ -6,7 +6,7 @@ The stages compile their patterns when first used by name (``memstream.text.reda
 ...): the agent's process imports ``clean_text`` and ``FACT_KINDS`` without paying for
 the others."""
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memstream.text.clean import clean_text
 from memstream.text.facts.kinds import FACT_KINDS
@@ -46,7 +46,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from memstream.producers import EVENT_TYPES, Event, decode
+from memstream.producers import EVENT_TYPES, EntryFields, Event, decode
 from memstream.text import clean_text
 
 # -- admission: one check of every entry, for every projection alike ------------------------
@@ -46,7 +46,7 @@ def _dead(reason: str) -> Admission:
     return Admission("dead", reason)
 
 
-def admit(fields: dict, group: str, max_text_bytes: int) -> Admission:
+def admit(fields: EntryFields, group: str, max_text_bytes: int) -> Admission:
     """Check one entry's raw fields (names and values bytes or str). Never raises."""
     try:
         return _admit(fields, group, max_text_bytes)
@@ -54,7 +54,7 @@ def admit(fields: dict, group: str, max_text_bytes: int) -> Admission:
         return _dead(f"malformed: the entry could not be checked ({type(exc).__name__}: {exc})"[:2000])
 
 
-def _admit(fields: dict, group: str, max_text_bytes: int) -> Admission:
+def _admit(fields: EntryFields, group: str, max_text_bytes: int) -> Admission:
     # first: a dead-letter retry meant for another group is none of this group's business,
     # however malformed the rest (each group dead-letters its own copy once)
     only = fields.get(b"only_group", fields.get("only_group"))
@@ -73,15 +73,15 @@ def _admit(fields: dict, group: str, max_text_bytes: int) -> Admission:
         values[str(k)] = v
     text: dict[str, str] = {}
     for name in _TEXT_FIELDS:
-        v = values.get(name)
-        if v is None:
+        value = values.get(name)
+        if value is None:
             continue
-        if isinstance(v, bytes):
+        if isinstance(value, bytes):
             try:
-                v = v.decode("utf-8")
+                value = value.decode("utf-8")
             except UnicodeDecodeError:
                 return _dead(f"malformed: field {name!r} is not UTF-8")
-        text[name] = str(v)
+        text[name] = str(value)
     etype = text.get("type", "")
     if not etype:
         return _dead("malformed: entry has no 'type' field")
@@ -96,7 +96,7 @@ def _admit(fields: dict, group: str, max_text_bytes: int) -> Admission:
         event = decode(data)
     except Exception as exc:  # msgspec.DecodeError / ValidationError
         return _dead(f"malformed: {exc}"[:2000])
-    tag = type(event).__struct_config__.tag  # type: ignore[attr-defined]
+    tag = type(event).__struct_config__.tag
     if tag != etype:
         return _dead(f"rejected: type field {etype[:60]!r} does not match the event body {tag!r}")
     if "id" in text and text["id"] != event.id:

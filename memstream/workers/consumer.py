@@ -30,8 +30,10 @@ dead-lettered.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import redis
 import structlog
@@ -53,10 +55,15 @@ from memstream.workers.health import Health
 from memstream.workers.positions import Positions
 from memstream.workers.tenancy import TenantGate
 
+if TYPE_CHECKING:
+    from redis.typing import KeyT, StreamIdT, StreamRangeResponse
+
+    # per stream read: its key and its entries (fields None or empty: deleted while pending)
+    Read = list[tuple[str, StreamRangeResponse]]
+
 __all__ = [
-    "Delivery", "Projection", "Consumer", "TransientError", "PermanentError",
-    "Positions", "DeadLetters", "is_applied", "is_transient", "admit", "Admission", "backoff_delay",
-    "MAX_ID_BYTES",
+    "Delivery", "Projection", "Consumer", "ConsumerStats", "TransientError", "PermanentError",
+    "Positions", "DeadLetters", "is_transient", "admit", "backoff_delay",
 ]
 
 log = structlog.get_logger("memstream.consumer")
@@ -75,7 +82,7 @@ class ConsumerStats:
     restarts: int = 0  # threads restarted by the pipeline's supervisor
     clipped: int = 0  # events with a text field clipped here
     last_error: str = ""
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Consumer:
@@ -86,7 +93,7 @@ class Consumer:
                  batch: int = 128, block_ms: int = 500, claim_idle_ms: int = 60_000,
                  claim_every: float = 5.0, max_deliveries: int = 5,
                  max_text_bytes: int = Settings().max_text_bytes, backoff_base: float = 0.2,
-                 backoff_cap: float = 30.0, transient_cap: float = 5.0):
+                 backoff_cap: float = 30.0, transient_cap: float = 5.0) -> None:
         self.log = eventlog
         self.client = eventlog.client
         self.projection = projection
@@ -145,7 +152,7 @@ class Consumer:
         self.health.beat(self.stats)
         return handled
 
-    def run(self, stop) -> None:
+    def run(self, stop: threading.Event) -> None:
         """Loop until ``stop`` (a threading.Event) is set; finishes the batch in hand.
 
         Never returns otherwise: an error of a step is logged and counted (transient:
@@ -191,12 +198,13 @@ class Consumer:
         return total
 
     # -- internals ------------------------------------------------------------------
-    def _read(self, start: str, block: bool) -> list:
-        streams = {key: start for key in self.log.stream_keys}
-        kwargs = {"count": self.batch}
+    def _read(self, start: str, block: bool) -> Read:
+        streams: dict[KeyT, StreamIdT] = {key: start for key in self.log.stream_keys}
+        kwargs: dict[str, Any] = {"count": self.batch}
         if block and start == ">":
             kwargs["block"] = self.block_ms
         got = self.client.xreadgroup(self.group, self.name, streams, **kwargs) or []
+        assert isinstance(got, list)  # RESP2, as memstream's clients speak: [stream, entries] pairs
         return [(as_str(stream), entries) for stream, entries in got]
 
     def _reclaim(self) -> int:
@@ -228,12 +236,12 @@ class Consumer:
                                           count=len(ids) + 10, consumername=self.name)
         return {as_str(r["message_id"]): int(r["times_delivered"]) for r in rows}
 
-    def _handle(self, got: list, pending: bool) -> int:
+    def _handle(self, got: Read, pending: bool) -> int:
         handled = 0
-        for stream, entries in got:
-            if not entries:
+        for stream, read in got:
+            if not read:
                 continue
-            entries = [(as_str(i), f) for i, f in entries if f]  # deleted entries come back empty
+            entries = [(as_str(i), f) for i, f in read if f]  # deleted entries come back empty
             counts = self._delivery_counts(stream, [i for i, _ in entries]) if pending else {}
             batch: list[Delivery] = []
             skip: list[str] = []
@@ -256,6 +264,7 @@ class Consumer:
                                 entry=entry_id, reason=verdict.reason[:200])
                     continue
                 event = verdict.event
+                assert event is not None  # an "apply" verdict carries its event
                 if verdict.clipped:
                     self.stats.clipped += 1
                     log.warning("consumer.clipped", group=self.group, stream=stream, entry=entry_id,

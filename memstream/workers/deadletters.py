@@ -4,10 +4,15 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import redis
 
 from memstream.core import as_str, keys, lossless, shown
+from memstream.producers import EntryFields, xrange_entry
+
+if TYPE_CHECKING:
+    from redis.typing import EncodableT, FieldT
 
 
 class DeadLetters:
@@ -20,14 +25,14 @@ class DeadLetters:
     the original bytes.
     """
 
-    def __init__(self, client: redis.Redis, prefix: str):
+    def __init__(self, client: redis.Redis, prefix: str) -> None:
         self.client = client
         self.key = keys.dlq(prefix)
 
-    def add(self, group: str, stream: str, entry_id: str, fields: dict, error: str,
+    def add(self, group: str, stream: str, entry_id: str, fields: EntryFields, error: str,
             deliveries: int) -> None:
         """Dead-letter one entry and ack it in its group, atomically (MULTI)."""
-        record = {
+        record: dict[FieldT, EncodableT] = {
             "group": group, "stream": stream, "entry_id": entry_id, "error": error[:2000],
             "deliveries": deliveries, "dead_at": repr(time.time()),
         }
@@ -38,9 +43,10 @@ class DeadLetters:
         pipe.xack(stream, group, entry_id)
         pipe.execute()
 
-    def list(self, count: int = 100, group: str | None = None) -> list[dict]:
+    def list(self, count: int = 100, group: str | None = None) -> list[dict[str, str]]:
         out = []
-        for dlq_id, record in self.client.xrange(self.key, count=count):
+        for entry in self.client.xrange(self.key, count=count) or []:
+            dlq_id, record = xrange_entry(entry)
             item = {"dlq_id": shown(dlq_id)}
             for k, v in record.items():
                 key = shown(k)
@@ -53,16 +59,16 @@ class DeadLetters:
                 out.append(item)
         return out
 
-    def take(self, dlq_id: str) -> dict | None:
+    def take(self, dlq_id: str) -> dict[str, bytes | str] | None:
         got = self.client.xrange(self.key, min=dlq_id, max=dlq_id)
-        return {lossless(k): v for k, v in got[0][1].items()} if got else None
+        return {lossless(k): v for k, v in xrange_entry(got[0])[1].items()} if got else None
 
     def retry(self, dlq_id: str) -> str | None:
         """Re-append a dead letter to its stream for its group only; drop it from the DLQ."""
         record = self.take(dlq_id)
         if record is None:
             return None
-        fields = {k[2:].encode("utf-8", "surrogateescape"): v for k, v in record.items()
+        fields: dict[FieldT, EncodableT] = {k[2:].encode("utf-8", "surrogateescape"): v for k, v in record.items()
                   if k.startswith("f:") and k not in ("f:only_group", "f:retry_of")}
         fields[b"only_group"] = record.get("group", b"")
         fields[b"retry_of"] = record.get("entry_id", b"")

@@ -21,12 +21,16 @@ import json
 import os
 import socket
 import time
+from typing import TYPE_CHECKING, Any
 
 import redis
 import structlog
 
 from memstream.core import keys, shown
-from memstream.producers import parse_entry_id
+from memstream.producers import parse_entry_id, xrange_entry
+
+if TYPE_CHECKING:
+    from memstream.workers.consumer import ConsumerStats
 
 __all__ = ["Health", "read_health", "projection_health"]
 
@@ -65,7 +69,7 @@ class Health:
         self.last_error_at = time.time()
         self.state = state
 
-    def record(self, stats) -> dict:
+    def record(self, stats: ConsumerStats) -> dict[str, Any]:
         return {
             "group": self.group, "consumer": self.consumer, "host": socket.gethostname(),
             "pid": os.getpid(), "state": self.state, "started_at": self.started_at,
@@ -77,7 +81,7 @@ class Health:
             "last_error_at": self.last_error_at or None, "updated_at": time.time(),
         }
 
-    def beat(self, stats, force: bool = False) -> bool:
+    def beat(self, stats: ConsumerStats, force: bool = False) -> bool:
         """Write the record if ``every`` seconds passed since the last write (or ``force``).
         Returns whether it was written; never raises."""
         now = time.monotonic()
@@ -95,9 +99,9 @@ class Health:
             return False
 
 
-def read_health(client: redis.Redis, prefix: str, group: str) -> dict[str, dict]:
+def read_health(client: redis.Redis, prefix: str, group: str) -> dict[str, dict[str, Any]]:
     """Consumer name -> its last record (malformed records are left out)."""
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
     for name, raw in (client.hgetall(keys.health(prefix, group)) or {}).items():
         try:
             record = json.loads(raw)
@@ -108,14 +112,14 @@ def read_health(client: redis.Redis, prefix: str, group: str) -> dict[str, dict]
     return out
 
 
-def _num(value) -> float:
+def _num(value: Any) -> float:
     try:
         return float(value or 0)
     except (TypeError, ValueError):
         return 0.0
 
 
-def _entry_time(entry_id) -> float:
+def _entry_time(entry_id: str | bytes) -> float:
     try:
         return parse_entry_id(entry_id)[0] / 1000.0
     except (ValueError, UnicodeDecodeError):
@@ -123,7 +127,7 @@ def _entry_time(entry_id) -> float:
 
 
 def projection_health(client: redis.Redis, prefix: str, stream_keys: list[str], group: str, *,
-                      threshold: float, applied_at: float = 0.0, now: float | None = None) -> dict:
+                      threshold: float, applied_at: float = 0.0, now: float | None = None) -> dict[str, Any]:
     """Whether ``group`` advances: its waiting entries (undelivered ``lag`` + ``pending``),
     since when the oldest waits, its last progress (health records, or ``applied_at``: the
     newest position recorded), its consumers' errors and restarts, and a ``status``:
@@ -142,7 +146,7 @@ def projection_health(client: redis.Redis, prefix: str, stream_keys: list[str], 
             first = client.xrange(key, count=1)
             if first:
                 waiting += int(client.xlen(key))
-                t = _entry_time(first[0][0])
+                t = _entry_time(xrange_entry(first[0])[0])
                 since = t if since is None else min(since, t)
             continue
         exists = True
@@ -154,7 +158,7 @@ def projection_health(client: redis.Redis, prefix: str, stream_keys: list[str], 
             lag = 1 if nxt else 0
         if int(lag) and nxt:
             waiting += int(lag)
-            t = _entry_time(nxt[0][0])
+            t = _entry_time(xrange_entry(nxt[0])[0])
             since = t if since is None else min(since, t)
         pending = int(g.get("pending", 0) or 0)
         if pending:

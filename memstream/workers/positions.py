@@ -6,6 +6,7 @@ Guarantee: a position only ever moves forward (entry ids compared as (ms, seq)).
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import redis
 
@@ -49,7 +50,7 @@ class Positions:
         self._script(keys=self._keys(group), args=[stream, entry_id, repr(at or time.time())],
                      client=pipe)
 
-    def get(self, group: str) -> dict[str, dict]:
+    def get(self, group: str) -> dict[str, dict[str, Any]]:
         pos_key, at_key = self._keys(group)
         positions = self.client.hgetall(pos_key)
         applied = self.client.hgetall(at_key)

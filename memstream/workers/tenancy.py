@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import redis
 
-from memstream.producers import Event, TenantRegistry, verify
+from memstream.producers import EntryFields, Event, TenantRegistry, verify
 
 __all__ = ["TenantGate"]
 
@@ -23,7 +23,7 @@ class TenantGate:
     def __init__(self, client: redis.Redis, prefix: str):
         self.registry = TenantRegistry(client, prefix)
 
-    def refusal(self, event: Event, fields: dict) -> str | None:
+    def refusal(self, event: Event, fields: EntryFields) -> str | None:
         tenants = self.registry.all()
         if not tenants:
             return None

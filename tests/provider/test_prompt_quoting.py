@@ -184,3 +184,30 @@ def test_neutralise_of_anything_is_one_inert_line(value, limit):
     out = neutralise(value, limit)
     assert limit is None or len(out) <= limit
     check_block(f"{HEADER}\n- [d · k · agent a] {out}", 1)
+
+
+def test_a_recall_answer_with_an_item_that_is_not_an_object_still_gives_the_others():
+    """The service's items are untrusted JSON: one that is not an object is left out of the
+    block, and the session's own turns are still left out, instead of losing the block."""
+    from memstream.core import Settings
+    from memstream.provider.prefetch import Prefetcher
+    from memstream.provider.recall import Query
+
+    answered = Query(text="tea?", session="s1", items=[
+        "not an object", 7, None,
+        {"id": "own-turn", "kind": "turn", "session": "s1", "text": "this session's turn"},
+        {"id": "m1", "kind": "memory", "session": "s0", "text": "likes green tea"},
+    ])
+    answered.done.set()
+
+    class AnsweringRecall:
+        def submit(self, text, session, k=12, *, warm=False):
+            return answered
+
+        def latest(self, session):
+            return None
+
+    counted: list[str] = []
+    block = Prefetcher(counted.append).block(AnsweringRecall(), Settings(), "tea?", "s1")
+    assert "likes green tea" in block and "this session's turn" not in block
+    assert counted == ["prefetch_fresh"]

@@ -107,6 +107,20 @@ def test_an_oversized_request_is_refused_with_its_reason(redis_client):
     assert "limit" in json.loads(redis_client.lpop(f"{PREFIX}:reply:{rid}"))["error"]
 
 
+def test_a_server_on_a_client_that_decodes_replies_refuses_an_oversized_request_by_its_id():
+    """A client made with decode_responses pops text: the envelope is read as its UTF-8
+    bytes, so an oversized one is refused with its id like any other."""
+    client = fakeredis.FakeRedis(decode_responses=True)
+    server, seen = recording_server(client)
+    rid = uuid.uuid4().hex
+    client.rpush(operator_channel(PREFIX), json.dumps(
+        {"id": rid, "deadline": time.time() + 5,
+         "req": {"op": "search", "tenant": "t", "query": "x" * MAX_ENVELOPE_BYTES}}))
+    assert server.serve_once()
+    assert not seen
+    assert "limit" in json.loads(client.lpop(f"{PREFIX}:reply:{rid}"))["error"]
+
+
 def test_a_failing_handler_answers_an_error_and_the_server_goes_on(redis_client):
     def boom(request):
         raise RuntimeError("store on fire")

@@ -36,7 +36,8 @@ def l2_normalize(vectors: np.ndarray) -> np.ndarray:
     v = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(v, axis=1, keepdims=True)
     np.maximum(norms, np.float32(1e-12), out=norms)
-    return (v / norms).astype(np.float32, copy=False)
+    out: np.ndarray = (v / norms).astype(np.float32, copy=False)
+    return out
 
 
 def as_text_list(texts: Sequence[str]) -> list[str]:

@@ -24,12 +24,15 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 import structlog
 
 from memstream.projections.embedders.base import as_text_list
+
+if TYPE_CHECKING:
+    from memstream.projections.embedders.port import Embedder
 
 __all__ = ["EmbeddingCache", "CachedEmbedder", "text_key"]
 
@@ -52,7 +55,7 @@ class EmbeddingCache:
     Thread-safe; several processes may share one file (WAL, ``busy_timeout``).
     """
 
-    def __init__(self, path: str | os.PathLike, *, memory_items: int = 8192, busy_timeout: float = 5.0) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, memory_items: int = 8192, busy_timeout: float = 5.0) -> None:
         self.path = os.fspath(path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -128,8 +131,9 @@ class EmbeddingCache:
         """Vectors stored in the file (for one embedder, or all)."""
         with self._lock:
             if embedder is None:
-                return self._db.execute("SELECT count(*) FROM embeddings").fetchone()[0]
-            return self._db.execute("SELECT count(*) FROM embeddings WHERE embedder = ?", (embedder,)).fetchone()[0]
+                return int(self._db.execute("SELECT count(*) FROM embeddings").fetchone()[0])
+            row = self._db.execute("SELECT count(*) FROM embeddings WHERE embedder = ?", (embedder,)).fetchone()
+            return int(row[0])
 
     def clear_memory(self) -> None:
         """Forget the in-memory LRU (the file keeps everything)."""
@@ -170,7 +174,7 @@ class CachedEmbedder:
     Thread-safe when ``inner`` is.
     """
 
-    def __init__(self, inner, cache: EmbeddingCache | str | os.PathLike) -> None:
+    def __init__(self, inner: Embedder, cache: EmbeddingCache | str | os.PathLike[str]) -> None:
         self.inner = inner
         self._owns_cache = not isinstance(cache, EmbeddingCache)
         self.cache = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache)

@@ -104,10 +104,10 @@ class OnnxMiniLMEmbedder:
         max_length: int = MAX_LENGTH,
         sort_by_length: bool = True,
         spin: bool = False,
-        model_path: str | os.PathLike | None = None,
+        model_path: str | os.PathLike[str] | None = None,
         model_sha256: str | None = MODEL_SHA256,
         model_id: str = MODEL_ID,
-        tokenizer_path: str | os.PathLike | None = None,
+        tokenizer_path: str | os.PathLike[str] | None = None,
         tokenizer_sha256: str | None = TOKENIZER_SHA256,
     ) -> None:
         if batch_size < 1:

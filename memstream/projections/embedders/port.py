@@ -68,9 +68,21 @@ SPECS = ("onnx-minilm", "hash", "openai", "ollama")
 class Embedder(Protocol):
     """Turns texts into unit vectors of one size."""
 
-    name: str  # model id and every setting that changes the vectors, e.g. "onnx-minilm:all-MiniLM-L6-v2-onnx-int8"
-    dim: int
-    max_tokens: int  # longer texts are truncated
+    @property
+    def name(self) -> str:
+        """The model id and every setting that changes the vectors, e.g.
+        "onnx-minilm:all-MiniLM-L6-v2-onnx-int8"."""
+        ...
+
+    @property
+    def dim(self) -> int:
+        """The size of every vector."""
+        ...
+
+    @property
+    def max_tokens(self) -> int:
+        """Longer texts are truncated."""
+        ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """float32, shape ``(len(texts), dim)``, rows of L2 norm 1, in input order."""

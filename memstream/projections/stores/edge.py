@@ -49,7 +49,7 @@ import shutil
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Iterator, Literal, Mapping, Sequence
+from typing import Any, Iterator, Literal, Mapping, Sequence, TextIO
 
 import qdrant_edge as qe
 
@@ -81,7 +81,7 @@ from memstream.projections.stores.port import (
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX: rely on the engine's WAL lock
-    fcntl = None  # type: ignore[assignment]
+    fcntl = None  # type: ignore[assignment]  # no module here: None says so
 
 __all__ = ["EdgeStore"]
 
@@ -186,11 +186,11 @@ class EdgeStore:
                 return collection
             tmp = self._base / f".tmp-{collection}-{uuid.uuid4().hex[:8]}"
             with _translated(collection):
-                shard = qe.EdgeShard.create(str(tmp), self._config(dim))
+                created = qe.EdgeShard.create(str(tmp), self._config(dim))
                 try:
-                    self._ensure_indexes(shard)
+                    self._ensure_indexes(created)
                 finally:
-                    shard.close()
+                    created.close()
             os.rename(tmp, directory)
             _fsync_dir(self._base)
             self._open(collection)
@@ -304,7 +304,7 @@ class EdgeStore:
         if not ids:
             return
         shard = self._shard(collection)
-        self._write(shard, qe.UpdateOperation.delete_points(uuid_ids(ids)), len(ids))
+        self._write(shard, qe.UpdateOperation.delete_points(_ids(ids)), len(ids))
 
     def delete_where(self, collection: str, filter: Filter) -> None:
         shard = self._shard(collection)
@@ -348,7 +348,7 @@ class EdgeStore:
             n = prefetch_limit(limit)
             request = qe.QueryRequest(
                 limit=limit,
-                query=qe.Fusion.Rrf(k=RRF_K) if fusion == "rrf" else qe.Fusion.Dbsf(),
+                query=qe.Fusion.Rrf(k=RRF_K) if fusion == "rrf" else qe.Fusion.Dbsf(),  # type: ignore[arg-type]  # the stub omits that Fusion.Rrf and .Dbsf subclass Fusion
                 prefetches=[
                     qe.Prefetch(limit=n, query=dense_q, filter=qfilter, params=params),
                     qe.Prefetch(limit=n, query=sparse_q, filter=qfilter),
@@ -393,14 +393,14 @@ class EdgeStore:
             return []
         shard = self._shard(collection)
         with shard.gate.use(shard.name), _translated(shard.name):
-            records = shard.shard.retrieve(uuid_ids(ids), True, with_vectors)
+            records = shard.shard.retrieve(_ids(ids), True, with_vectors)
         out = []
         for r in records:
             dense = sparse = None
             if with_vectors and isinstance(r.vector, dict):
                 dense = r.vector.get(DENSE)
                 sv = r.vector.get(SPARSE)
-                if sv is not None:
+                if isinstance(sv, qe.SparseVector):
                     sparse = (list(sv.indices), list(sv.values))
             out.append(Point(id=str(r.id), dense=dense, sparse=sparse, payload=r.payload or {}))
         return out
@@ -497,7 +497,7 @@ class EdgeStore:
         if self._closed:
             raise StoreError("the store is closed")
 
-    def _acquire_process_lock(self):
+    def _acquire_process_lock(self) -> TextIO | None:
         if fcntl is None:
             return None
         fh = open(self._base / ".lock", "a+")
@@ -528,6 +528,11 @@ def _translated(collection: str) -> Iterator[None]:
         if "No space left" in message or "Too many open files" in message:
             raise StoreUnavailable(f"{collection}: {message}") from exc
         raise StoreError(f"{collection}: {message}") from exc
+
+
+def _ids(ids: Sequence[str]) -> list[qe.PointId]:
+    """``uuid_ids(ids)`` as the list type qdrant-edge's calls take."""
+    return list(uuid_ids(ids))
 
 
 def _stored_dim(directory: Path) -> int:

@@ -97,7 +97,7 @@ def point_id(*parts: str | int) -> str:
     if not parts:
         raise ValueError("point_id needs at least one part")
     for part in parts:
-        if not isinstance(part, (str, int)) or isinstance(part, bool):
+        if isinstance(part, bool) or not isinstance(part, (str, int)):
             raise ValueError(f"point_id parts are str or int, got {type(part).__name__}")
     key = json.dumps(list(parts), ensure_ascii=False, separators=(",", ":"))
     return str(uuid.uuid5(POINT_NAMESPACE, key))
@@ -109,7 +109,7 @@ def physical_name(name: str, version: int) -> str:
         raise ValueError(
             f"collection name {name!r}: use [a-z][a-z0-9_]*, not ending in _v<number>"
         )
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:  # type: ignore[redundant-expr]  # for untyped callers
         raise ValueError(f"collection version must be an int >= 1, got {version!r}")
     return f"{name}_v{version}"
 
@@ -164,7 +164,7 @@ class Filter:
     exclude_ids: Sequence[str] = ()
 
     def __post_init__(self) -> None:
-        if not isinstance(self.tenant, str) or not self.tenant:
+        if not self.tenant or not isinstance(self.tenant, str):
             raise ValueError("Filter.tenant is required (a non-empty str)")
         for name in ("agent", "session_id", "kind"):
             value = getattr(self, name)
@@ -292,7 +292,8 @@ def dense_list(dense: Sequence[float] | Any) -> list[float]:
     if isinstance(dense, np.ndarray):
         if dense.size == 0 or not np.isfinite(dense).all():
             raise ValueError("dense vector must be non-empty and finite")
-        return dense.tolist()
+        listed: list[float] = dense.tolist()
+        return listed
     values = [float(x) for x in dense]
     if not values or not all(math.isfinite(x) for x in values):
         raise ValueError("dense vector must be non-empty and finite")
@@ -336,7 +337,7 @@ def uuid_ids(ids: Sequence[str]) -> list[str]:
     return out
 
 
-def check_search(dense, sparse, limit: int, fusion: str) -> None:
+def check_search(dense: Sequence[float] | Any | None, sparse: SparseVector | None, limit: int, fusion: str) -> None:
     if dense is None and sparse is None:
         raise ValueError("search needs a dense or a sparse query vector (or both)")
     if limit < 1:

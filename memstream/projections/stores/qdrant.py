@@ -82,7 +82,7 @@ class QdrantStore:
                 raise StoreLocked(f"{path}: {exc}") from exc
         self._client = client
         # local mode (no url) is plain Python structures: one caller at a time
-        self._lock: contextlib.AbstractContextManager = (
+        self._lock: contextlib.AbstractContextManager[Any] = (
             threading.RLock() if url is None else contextlib.nullcontext()
         )
         self.exact = exact
@@ -194,7 +194,7 @@ class QdrantStore:
         if not ids:
             return
         with self._call(collection):
-            self._client.delete(collection, models.PointIdsList(points=uuid_ids(ids)), wait=True)
+            self._client.delete(collection, models.PointIdsList(points=_ids(ids)), wait=True)
 
     def delete_where(self, collection: str, filter: Filter) -> None:
         with self._call(collection):
@@ -206,7 +206,7 @@ class QdrantStore:
         if "tenant" in payload and (not isinstance(payload["tenant"], str) or not payload["tenant"]):
             raise ValueError("payload['tenant'] must stay a non-empty str")
         # a filter selector ignores ids that do not exist (a list of ids fails on a server)
-        selector = models.Filter(must=[models.HasIdCondition(has_id=uuid_ids(ids))])
+        selector = models.Filter(must=[models.HasIdCondition(has_id=_ids(ids))])
         with self._call(collection):
             self._client.set_payload(collection, dict(payload), points=selector, wait=True)
 
@@ -286,7 +286,7 @@ class QdrantStore:
             if with_vectors and isinstance(r.vector, dict):
                 dense = r.vector.get(DENSE)
                 sv = r.vector.get(SPARSE)
-                if sv is not None:
+                if isinstance(sv, models.SparseVector):
                     sparse = (list(sv.indices), list(sv.values))
             out.append(Point(id=str(r.id), dense=dense, sparse=sparse, payload=r.payload or {}))
         return out
@@ -312,7 +312,7 @@ class QdrantStore:
             detail = exc.content.decode("utf-8", "replace")[:300] if exc.content else ""
             if exc.status_code == 404:
                 raise _not_found(collection, detail) from exc
-            if exc.status_code in (408, 429) or exc.status_code >= 500:
+            if exc.status_code is not None and (exc.status_code in (408, 429) or exc.status_code >= 500):
                 raise StoreUnavailable(f"qdrant {exc.status_code} on {collection}: {detail}") from exc
             raise StoreError(f"qdrant {exc.status_code} on {collection}: {detail}") from exc
         except (ResponseHandlingException, ConnectionError, TimeoutError) as exc:
@@ -323,6 +323,11 @@ class QdrantStore:
             raise StoreError(f"{collection}: {exc}") from exc
         except KeyError as exc:  # local mode, e.g. an unknown alias
             raise _not_found(collection, str(exc)) from exc
+
+
+def _ids(ids: Sequence[str]) -> list[models.ExtendedPointId]:
+    """``uuid_ids(ids)`` as the list type qdrant-client's models take."""
+    return list(uuid_ids(ids))
 
 
 def _not_found(collection: str, detail: str) -> CollectionNotFound:
@@ -347,5 +352,5 @@ def _filter(f: Filter) -> models.Filter:
         ))
     must_not: list[Any] = []
     if f.exclude_ids:
-        must_not.append(models.HasIdCondition(has_id=uuid_ids(f.exclude_ids)))
+        must_not.append(models.HasIdCondition(has_id=_ids(f.exclude_ids)))
     return models.Filter(must=must, must_not=must_not or None)

@@ -7,7 +7,7 @@ its kind (``FACT_KINDS``), subject, key, value and confidence.
 first use of its names, so the agent's process describes the ``memstream_facts`` tool
 without it."""
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memstream.text.facts.kinds import FACT_KINDS
 
@@ -19,7 +19,7 @@ __all__ = ["FACT_KINDS", "FactCandidate", "extract_facts", "is_single_valued"]
 _LAZY = {name: "memstream.text.facts.extract" for name in ("FactCandidate", "extract_facts", "is_single_valued")}
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 

@@ -457,3 +457,19 @@ def test_the_embedded_store_translates_engine_errors_once_and_passes_its_own_thr
     with pytest.raises(StoreUnavailable):
         with _translated("turns_v1"):
             raise Exception("No space left on device (os error 28)")
+
+
+def test_a_server_answer_without_a_status_code_is_a_permanent_store_error():
+    """qdrant-client types the status of an unexpected answer as optional: one without a
+    status is refused as a store error, never a TypeError from comparing None."""
+    import httpx
+    from qdrant_client.http.exceptions import UnexpectedResponse
+
+    store = QdrantStore()
+    try:
+        with pytest.raises(StoreError) as got:
+            with store._call("turns_v1"):
+                raise UnexpectedResponse(None, "", b"", httpx.Headers())
+        assert not isinstance(got.value, StoreUnavailable)
+    finally:
+        store.close()

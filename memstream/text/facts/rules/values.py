@@ -141,7 +141,7 @@ def values(sentence: str, add: Add) -> None:
 
 def _version_thing(prefix: str) -> str:
     """What a "v2.3.1" belongs to: the nearest word before it, skipping to/from/at/is."""
-    words = re.findall(r"[A-Za-z][\w+#.\-]*", prefix)
+    words: list[str] = re.findall(r"[A-Za-z][\w+#.\-]*", prefix)
     for w in reversed(words[-3:]):
         low = w.lower()
         if low in ("to", "from", "at", "is", "version", "on", "of", "was", "now"):
