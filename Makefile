@@ -1,6 +1,7 @@
 # Two commands do all set-up on a fresh machine:
 #   make run   - create .venv, install memstream, start the embedded memory service
-#   make test  - create .venv, install memstream with its test extras, pass the suite
+#   make test  - create .venv, install memstream with its test extras, lint (ruff), type-check (mypy),
+#                check the import layers (lint-imports), pass the suite
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -19,6 +20,9 @@ run: $(STAMP)
 	$(BIN)/memstream up
 
 test: $(STAMP)
+	$(BIN)/ruff check memstream tests
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
 # the property-based tests at 50x their CI examples (MEMSTREAM_FUZZ_SCALE), minutes not seconds

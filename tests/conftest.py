@@ -9,9 +9,9 @@ import pytest
 import redis
 import structlog
 
-from memstream.service.valkey import ValkeyProcess
-from memstream.producers.stream import EventLog
 from memstream.core.settings import Settings
+from memstream.producers.stream import EventLog
+from memstream.service.valkey import ValkeyProcess
 
 
 def pytest_collection_modifyitems(config, items):

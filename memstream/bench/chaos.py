@@ -43,11 +43,12 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any, Iterable
 
 import redis
 
 from memstream.bench.stats import percentile
-from memstream.core import keys
+from memstream.core import as_str, keys
 from memstream.service import ValkeyProcess
 
 __all__ = ["chaos_bench", "format_chaos", "POISON"]
@@ -55,7 +56,7 @@ __all__ = ["chaos_bench", "format_chaos", "POISON"]
 PREFIX = "memstream"
 
 
-def _poison_entries() -> list[tuple[str, dict]]:
+def _poison_entries() -> list[tuple[str, dict[Any, Any]]]:
     """(name, fields) of entries every projection must dead-letter."""
     from memstream.core import new_event_id
     from memstream.producers import (
@@ -136,8 +137,8 @@ class _Chaos:
         self.rate = rate
         self.valkey = ValkeyProcess(root / "valkey", appendfsync="always", tie_to_parent=True)
         self.url = ""
-        self.worker: subprocess.Popen | None = None
-        self.agents: dict[str, subprocess.Popen | None] = {f"agent-{i}": None for i in range(agents)}
+        self.worker: subprocess.Popen[bytes] | None = None
+        self.agents: dict[str, subprocess.Popen[bytes] | None] = {f"agent-{i}": None for i in range(agents)}
         self.generation: dict[str, int] = {name: 0 for name in self.agents}
         self.actions: dict[str, int] = {}
         self.poisoned: dict[str, str] = {}  # entry id in the log -> poison kind
@@ -145,7 +146,7 @@ class _Chaos:
         self.marker = root / "pwned"
         self.redis_down_s: list[float] = []
 
-    def env(self, home: Path) -> dict:
+    def env(self, home: Path) -> dict[str, str]:
         env = dict(os.environ, MEMSTREAM_HOME=str(home), MEMSTREAM_REDIS_URL=self.url,
                    MEMSTREAM_EMBEDDER="hash", MEMSTREAM_AUTOSTART="0", MEMSTREAM_STREAM_PREFIX=PREFIX)
         env.pop("MEMSTREAM_QDRANT_URL", None)
@@ -209,7 +210,7 @@ class _Chaos:
         name, fields = self.rng.choice(_poison_entries())
         try:
             entry = self.client().xadd(keys.events(PREFIX, 0), fields)
-            self.poisoned[entry.decode()] = name
+            self.poisoned[as_str(entry)] = name
             big = MemoryRemembered(id=new_event_id(), occurred_at=utcnow(), scope=Scope(tenant="default"),
                                    content="oversized " + "x" * (8 << 20))
             if self.rng.random() < 0.3:
@@ -235,7 +236,7 @@ class _Chaos:
             pass
 
 
-def _ledger(root: Path, names) -> list[str]:
+def _ledger(root: Path, names: Iterable[str]) -> list[str]:
     out = []
     for name in names:
         path = root / name / "ledger.txt"
@@ -244,7 +245,7 @@ def _ledger(root: Path, names) -> list[str]:
     return out
 
 
-def _hook_times(root: Path, names) -> list[float]:
+def _hook_times(root: Path, names: Iterable[str]) -> list[float]:
     out: list[float] = []
     for name in names:
         for path in (root / name).glob("stats-*.json"):
@@ -264,7 +265,7 @@ def _settled(client: redis.Redis) -> bool:
 
 
 def chaos_bench(minutes: float = 2.0, agents: int = 4, rate: float = 20.0, seed: int = 0,
-                settle_timeout: float = 180.0) -> dict:
+                settle_timeout: float = 180.0) -> dict[str, Any]:
     from memstream.core import Settings
     from memstream.producers import EventLog, TurnRecorded, Writer
     from memstream.projections import group_names, group_of
@@ -327,10 +328,10 @@ def chaos_bench(minutes: float = 2.0, agents: int = 4, rate: float = 20.0, seed:
         duplicated = sum(n - 1 for n in ids.values() if n > 1) + sum(n - 1 for n in markers.values() if n > 1)
         # poison: dead-lettered by every projection, each with a reason
         dead = DeadLetters(client, PREFIX).list(count=1_000_000)
-        groups_per_entry: dict[str, set] = {}
+        groups_per_entry: dict[str, set[str]] = {}
         reasons_ok = True
         for d in dead:
-            groups_per_entry.setdefault(d.get("entry_id", ""), set()).add(d.get("group"))
+            groups_per_entry.setdefault(d.get("entry_id", ""), set()).add(str(d.get("group")))
             if d.get("entry_id") in chaos.poisoned and not d.get("error"):
                 reasons_ok = False
         n_groups = len(group_names())
@@ -365,7 +366,7 @@ def chaos_bench(minutes: float = 2.0, agents: int = 4, rate: float = 20.0, seed:
             shutil.rmtree(root, ignore_errors=True)
 
 
-def format_chaos(r: dict) -> str:
+def format_chaos(r: dict[str, Any]) -> str:
     ok = (r["lost"] == 0 and r["duplicated"] == 0 and not r["hostile_jobs_ran"]
           and r["poison_dead_lettered_by_every_projection"] == r["poison_injected"] and r["settled"])
     return "\n".join([

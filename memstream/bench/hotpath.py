@@ -31,7 +31,7 @@ import shutil
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,6 @@ import redis
 
 from memstream.bench.stats import machine as machine_info
 from memstream.bench.stats import percentile
-
 from memstream.core import Settings, keys
 from memstream.producers import Event, Segment, encode, redis_client, xrange_entry
 from memstream.provider import MemstreamProvider
@@ -430,7 +429,7 @@ def hotpath(calls: int = 2000, as_json: bool = False, *, runs: int = 3, warmup: 
     """
     calls = max(1, int(calls))
     runs = max(1, int(runs))
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     machine = machine_info()
     all_runs = [_one_run(calls, warmup, i) for i in range(runs)]
     conditions = {c: _median_run(all_runs, c) for c in CONDITIONS}

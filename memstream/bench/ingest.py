@@ -34,14 +34,14 @@ import statistics
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from memstream.core import Settings, new_event_id
-from memstream.producers import EventLog, Scope, TurnRecorded, redis_client, utcnow
 from memstream.bench.stats import machine as machine_info
 from memstream.bench.stats import percentile
+from memstream.core import Settings, new_event_id
+from memstream.producers import EventLog, Scope, TurnRecorded, redis_client, utcnow
 from memstream.service import ValkeyProcess
 
 if TYPE_CHECKING:
@@ -361,7 +361,7 @@ def _profile_top(profiler: cProfile.Profile, limit: int = 25) -> list[dict[str, 
 
     stats = pstats.Stats(profiler)
     rows = []
-    for (file, line, func), (cc, nc, tt, ct, _) in stats.stats.items():  # type: ignore[attr-defined]  # pstats keeps its table there, untyped
+    for (file, line, func), (_cc, nc, tt, ct, _) in stats.stats.items():  # type: ignore[attr-defined]  # pstats keeps its table there, untyped
         rows.append({"function": f"{Path(file).name}:{line}:{func}", "calls": nc,
                      "tottime": round(tt, 4), "cumtime": round(ct, 4)})
     rows.sort(key=lambda r: -r["tottime"])
@@ -378,7 +378,7 @@ def ingest(events: int = 1000, as_json: bool = False, data: str | None = None, *
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-ingest-"))
     server = ValkeyProcess(root / "valkey").start()
     result: dict[str, Any] = {
-        "benchmark": "ingest", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "benchmark": "ingest", "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine, "data": source, "events": events, "runs": runs, "targets": TARGETS,
     }
     try:
@@ -514,7 +514,7 @@ def format_ingest(result: dict[str, Any]) -> str:
         f"pipeline drain, onnx-minilm: {o['events']} events in {o['seconds']} s = {o['events_per_s']} events/s "
         f"({o['texts_embedded']} texts embedded in {o['embed_calls']} calls, {o['turn_points']} turn points; "
         f"{o['texts_per_s']:.1f} texts/s)",
-        f"  per consumer (s): " + ", ".join(f"{g} {s}" for g, s in o["consumer_seconds"].items())
+        "  per consumer (s): " + ", ".join(f"{g} {s}" for g, s in o["consumer_seconds"].items())
         + f"; inside embed: {o['embed_seconds_in_pipeline']} s",
         f"raw embedder, same texts and calls: {raw['texts_per_s']} texts/s ({raw['seconds']} s; "
         f"{raw['threads']} threads, model batch {raw['batch_size']})",
@@ -525,7 +525,7 @@ def format_ingest(result: dict[str, Any]) -> str:
         f"pipeline drain, hash embedder: {h['events']} events = {h['events_per_s']} events/s "
         f"(runs {h['per_run_events_per_s']}; target ≥ {TARGETS['hash_events_per_s']:.0f}: "
         f"{ok('hash_events_per_s')})",
-        f"  per consumer (s): " + ", ".join(f"{g} {s}" for g, s in h["consumer_seconds"].items()),
+        "  per consumer (s): " + ", ".join(f"{g} {s}" for g, s in h["consumer_seconds"].items()),
         "",
     ]
     for key, label in (("freshness_hash", "hash"), ("freshness_onnx", "onnx-minilm"),

@@ -31,13 +31,13 @@ import statistics
 import tempfile
 import time
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable
 
+from memstream.bench.stats import percentile
 from memstream.core import PermanentError, Settings, new_event_id
 from memstream.producers import EventLog, Scope, TurnRecorded, redis_client
-from memstream.bench.stats import percentile
 from memstream.service import ValkeyProcess
 
 __all__ = ["locomo", "format_locomo", "SPLITS", "TARGETS"]
@@ -56,7 +56,7 @@ class BenchDataError(PermanentError, ValueError):
 
 
 def _when(text: str) -> datetime:
-    return datetime.strptime(" ".join(text.split()), "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
+    return datetime.strptime(" ".join(text.split()), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
 
 
 def load(data: Path, split: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -157,7 +157,7 @@ def locomo(data: str | Path, split: str = "dev", embedder: str = "onnx-minilm", 
     server = ValkeyProcess(root / "valkey").start()
     out: dict[str, Any] = {
         "benchmark": "locomo", "split": split, "conversations": list(SPLITS[split]), "embedder": embedder,
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
         "unit": "dialog turn; indexed text: '[date] User: <speaker>: <text>' + the start of the previous turn",
         "query": "question verbatim", "targets": TARGETS}

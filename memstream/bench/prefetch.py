@@ -38,13 +38,13 @@ import shutil
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memstream.bench.stats import latency_summary, machine
 from memstream.core import Settings, new_event_id
 from memstream.producers import EventLog, MemoryRemembered, Scope, redis_client, utcnow
-from memstream.bench.stats import latency_summary, machine
 from memstream.service import ValkeyProcess
 
 __all__ = ["prefetch_bench", "format_prefetch", "TARGETS"]
@@ -111,7 +111,7 @@ def prefetch_bench(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 20
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-prefetch-"))
     server = ValkeyProcess(root / "valkey").start()
     out: dict[str, Any] = {
-        "benchmark": "prefetch", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "benchmark": "prefetch", "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(),
         "embedder": embedder, "budget_ms": budget_ms, "queries": queries, "sizes": [], "targets": TARGETS}
     try:

@@ -10,7 +10,6 @@ the adapter that calls the library (``raise ... from``); Redis's own are judged 
 
 from __future__ import annotations
 
-
 __all__ = ["MemstreamError", "TransientError", "PermanentError", "is_transient"]
 
 

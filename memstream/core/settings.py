@@ -113,7 +113,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     problems: tuple[str, ...] = ()
 
     @classmethod
-    def load(cls, hermes_home: str | os.PathLike[str] | None = None, **overrides: object) -> "Settings":
+    def load(cls, hermes_home: str | os.PathLike[str] | None = None, **overrides: object) -> Settings:
         """Defaults < ``$HERMES_HOME/memstream.json`` < environment < ``overrides``.
 
         ``overrides`` are field names (None: not given); any other name is a TypeError (a
@@ -162,7 +162,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             home = Path(home_text)
         return cls(home=home, problems=tuple(problems), **kwargs).validated()
 
-    def validated(self) -> "Settings":
+    def validated(self) -> Settings:
         """A copy with every value out of its bounds replaced by its default, each
         replacement (and each malformed URL, kept as given) a problem."""
         problems = list(self.problems)

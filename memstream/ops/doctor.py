@@ -164,7 +164,7 @@ def check_spool(settings: Settings) -> dict:
     """This host's spool: fails at its bound (new events are refused until it ships)."""
     usage = spool_usage(settings.spool_dir) if settings.spool_dir.exists() else {
         "dir": str(settings.spool_dir), "segments": 0, "bytes": 0, "unshipped_bytes": 0, "quarantined": 0}
-    spool_ok = usage["unshipped_bytes"] < settings.spool_max_bytes
+    spool_ok = int(str(usage["unshipped_bytes"])) < settings.spool_max_bytes
     check = {"ok": spool_ok, **usage, "max_bytes": settings.spool_max_bytes}
     if not spool_ok:
         check["error"] = "the spool is at its bound: new events are refused until it ships"

@@ -7,7 +7,7 @@ import time
 
 import redis
 
-from memstream.core import Settings, keys
+from memstream.core import Settings, keys, shown
 from memstream.ops.connect import connect
 from memstream.producers import EventLog, spool_usage
 
@@ -24,9 +24,8 @@ def streams(eventlog: EventLog) -> list[dict]:
         except redis.ResponseError:
             groups = []
         # a group anyone created on the stream may have any name: never fail to show it
-        info["groups"] = [{k if isinstance(k, str) else k.decode("utf-8", "backslashreplace"):
-                           (v.decode("utf-8", "backslashreplace") if isinstance(v, bytes) else v)
-                           for k, v in g.items()} for g in groups]
+        info["groups"] = [{shown(k): (shown(v) if isinstance(v, bytes) else v) for k, v in g.items()}
+                          for g in groups]
         out.append(info)
     return out
 

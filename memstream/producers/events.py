@@ -11,7 +11,7 @@ Every event carries ``id`` (UUIDv7, time-ordered, the idempotency key), ``occurr
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal, Union, get_args
 
 import msgspec
@@ -46,7 +46,7 @@ SwitchReason = Literal["new_session", "resume", "branch", "compression", "rewind
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Scope(msgspec.Struct, frozen=True):

@@ -73,7 +73,7 @@ class Shipper:
         self.connected = False
 
     # -- lifecycle ------------------------------------------------------------------
-    def start(self) -> "Shipper":
+    def start(self) -> Shipper:
         if self._thread is None or not self._thread.is_alive():
             self._stop.clear()
             self._exited = False

@@ -115,7 +115,7 @@ class Segment:
             out.append(SpoolRecord(seq=seq, payload=payload, end=pos))
         return out, pos
 
-    def _skip(self, reader: "_Window", quarantine: Path, start: int, stop: int) -> int:
+    def _skip(self, reader: _Window, quarantine: Path, start: int, stop: int) -> int:
         self._quarantine(quarantine, start, reader.get(start, stop - start))
         return stop
 
@@ -201,7 +201,8 @@ class Spool:
                     self._warned_full = now
                     log.error("spool.full", refused=self.refused, unshipped=self._unshipped,
                               max_bytes=self.max_bytes,
-                              action="events are being refused: start Redis/the memstream service or raise MEMSTREAM_SPOOL_MAX_BYTES")
+                              action="events are being refused: start Redis/the memstream service "
+                                     "or raise MEMSTREAM_SPOOL_MAX_BYTES")
                 return False
             seq = self._seq + 1
             sb = seq.to_bytes(8, "big")

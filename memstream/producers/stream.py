@@ -133,7 +133,7 @@ class Record:
     data: bytes
 
     @classmethod
-    def of(cls, event: Event, seq: int = 0, data: bytes | None = None) -> "Record":
+    def of(cls, event: Event, seq: int = 0, data: bytes | None = None) -> Record:
         """The record of ``event``; ``data`` is its encoding when already at hand."""
         return cls(
             seq=seq,

@@ -27,7 +27,7 @@ __all__ = ["Writer"]
 
 log = structlog.get_logger("memstream.writer")
 
-_registry: dict[str, "Writer"] = {}
+_registry: dict[str, Writer] = {}
 _registry_lock = threading.Lock()
 
 
@@ -44,7 +44,7 @@ class Writer:
         self._closed = False
 
     @classmethod
-    def shared(cls, settings: Settings) -> "Writer":
+    def shared(cls, settings: Settings) -> Writer:
         """The process-wide writer for these settings' spool; call ``release`` when done."""
         # resolve() whether or not the directory exists yet: the first call creates it,
         # and a symlinked or relative home must map to the same key on every call

@@ -5,6 +5,8 @@ sparse vectors) and where they keep their data: the vector stores (``stores/``) 
 embedders (``embedders/``). Store backends are imported on first use (``open_store``):
 qdrant-client alone takes about a second to import."""
 
+from typing import TYPE_CHECKING, Any
+
 from memstream.projections.base import Delivery, Projection, group_name
 from memstream.projections.counters import Counters
 from memstream.projections.embedders.base import EmbedderError, EmbedderUnavailable
@@ -41,6 +43,9 @@ from memstream.projections.stores.port import (
     point_id,
 )
 from memstream.projections.turns import TurnsProjection
+
+if TYPE_CHECKING:
+    from memstream.projections.stores.edge import EdgeStore
 
 __all__ = [
     "CachedEmbedder",
@@ -90,7 +95,7 @@ _LAZY = {  # heavy backends, imported on first use
 }
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 

@@ -22,14 +22,19 @@ class Delivery:
     deliveries: int = 1
 
 
-class Projection(Protocol):
+class Versioned(Protocol):
+    """Anything with a projection's name and version (a projection, or what builds one)."""
+
     name: str
     version: int
+
+
+class Projection(Versioned, Protocol):
 
     def apply(self, batch: Sequence[Delivery]) -> None:
         """Apply events idempotently (event id = idempotency key), in order."""
 
 
-def group_name(projection: Projection | type[Any]) -> str:
+def group_name(projection: Versioned | type[Any]) -> str:
     """The consumer group of ``projection`` (an instance or its class): ``{name}.v{version}``."""
     return f"{projection.name}.v{projection.version}"

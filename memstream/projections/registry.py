@@ -46,11 +46,11 @@ class Registered:
 
     @property
     def name(self) -> str:
-        return self.cls.name
+        return str(self.cls.name)
 
     @property
     def version(self) -> int:
-        return self.cls.version
+        return int(self.cls.version)
 
     @property
     def group(self) -> str:

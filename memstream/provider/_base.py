@@ -8,7 +8,7 @@ abstract members so the provider can be built and exercised without Hermes.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Dict, List
+from typing import Any
 
 try:  # pragma: no cover - depends on the interpreter
     from agent.memory_provider import MemoryProvider  # type: ignore[import-not-found]  # only inside Hermes
@@ -30,6 +30,6 @@ except Exception:  # ImportError, or a broken Hermes install
         def initialize(self, session_id: str, **kwargs: Any) -> None: ...
 
         @abstractmethod
-        def get_tool_schemas(self) -> List[Dict[str, Any]]: ...
+        def get_tool_schemas(self) -> list[dict[str, Any]]: ...
 
 __all__ = ["MemoryProvider", "IN_HERMES"]

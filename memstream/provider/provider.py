@@ -16,7 +16,7 @@ import json
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Concatenate, Dict, List, Optional, ParamSpec, TypeVar
+from typing import Any, Callable, Concatenate, ParamSpec, TypeVar
 
 import structlog
 
@@ -189,7 +189,7 @@ class MemstreamProvider(MemoryProvider):
 
     @_guard()
     def sync_turn(self, user_content: str, assistant_content: str, *, session_id: str = "",
-                  messages: Optional[List[Dict[str, Any]]] = None, **kwargs: Any) -> None:
+                  messages: list[dict[str, Any]] | None = None, **kwargs: Any) -> None:
         """Append ``TurnRecorded`` with this turn's tool calls (derived from ``messages``)."""
         max_bytes = self._max_bytes()
         user_text, p1 = clean_text(user_content, max_bytes)
@@ -212,7 +212,7 @@ class MemstreamProvider(MemoryProvider):
 
     @_guard()
     def on_memory_write(self, action: str, target: str, content: str,
-                        metadata: Optional[Dict[str, Any]] = None, **kwargs: Any) -> None:
+                        metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
         """Mirror a committed built-in memory write (add / replace / remove)."""
         metadata = metadata if isinstance(metadata, dict) else {}
         if not one_of(action, _ACTIONS) or not one_of(target, _TARGETS):
@@ -233,7 +233,7 @@ class MemstreamProvider(MemoryProvider):
             origin=str(metadata.get("write_origin") or "")))
 
     @_guard()
-    def on_session_end(self, messages: Optional[List[Dict[str, Any]]] = None, **kwargs: Any) -> None:
+    def on_session_end(self, messages: list[dict[str, Any]] | None = None, **kwargs: Any) -> None:
         """Append ``SessionEnded`` once per distinct state (Hermes calls this repeatedly)."""
         count = len(messages) if isinstance(messages, list) else 0
         with self._lock:
@@ -294,10 +294,10 @@ class MemstreamProvider(MemoryProvider):
         if self.recall is not None and isinstance(query, str) and query.strip():
             self.prefetcher.warm(self.recall, query, session_id or self._session)
 
-    def get_tool_schemas(self) -> List[Dict[str, Any]]:
+    def get_tool_schemas(self) -> list[dict[str, Any]]:
         return [dict(schema) for schema in TOOL_SCHEMAS]
 
-    def handle_tool_call(self, tool_name: str, args: Dict[str, Any], **kwargs: Any) -> str:
+    def handle_tool_call(self, tool_name: str, args: dict[str, Any], **kwargs: Any) -> str:
         """Run one memstream tool (``memstream.provider.handlers``): always a strict JSON
         string, errors as ``{"error": ...}``; never raises."""
         return self.tools.handle(tool_name, args)
@@ -307,13 +307,13 @@ class MemstreamProvider(MemoryProvider):
         return {"tenant": settings.tenant, "agent": self._base.get("agent", "default")}
 
     # -- configuration ----------------------------------------------------------------
-    def get_config_schema(self) -> List[Dict[str, Any]]:
+    def get_config_schema(self) -> list[dict[str, Any]]:
         """What ``hermes memory setup`` asks; defaults and variables are the settings' own."""
         options = {o.attribute: o for o in OPTIONS}
 
-        def field(key: str, description: str, secret: bool = False) -> Dict[str, Any]:
+        def field(key: str, description: str, secret: bool = False) -> dict[str, Any]:
             option = options[key]
-            out: Dict[str, Any] = {"key": key, "description": description, "secret": secret, "required": False}
+            out: dict[str, Any] = {"key": key, "description": description, "secret": secret, "required": False}
             if option.default != "":
                 out["default"] = str(option.default)
             out["env_var"] = option.env
@@ -326,7 +326,7 @@ class MemstreamProvider(MemoryProvider):
         ]
 
     @_guard(None)
-    def save_config(self, values: Dict[str, Any], hermes_home: str, **kwargs: Any) -> None:
+    def save_config(self, values: dict[str, Any], hermes_home: str, **kwargs: Any) -> None:
         """Merge the given values into ``$HERMES_HOME/memstream.json``."""
         path = config_file_for(hermes_home)
         if path is None:
@@ -343,7 +343,7 @@ class MemstreamProvider(MemoryProvider):
         path.write_text(json.dumps(current, indent=2) + "\n")
 
     @_guard([])
-    def backup_paths(self, **kwargs: Any) -> List[str]:
+    def backup_paths(self, **kwargs: Any) -> list[str]:
         """The spool and the embedded service's data (under ``MEMSTREAM_HOME``)."""
         settings = self.settings or Settings.load()
         return [str(p) for p in (settings.spool_dir, settings.data_dir) if p.exists()]

@@ -53,7 +53,7 @@ def reply_key(channel: str, request_id: str) -> str:
 
 # Per client (connection pool): the channel it asks on. The operator's credentials may
 # write P:queries; a tenant's may not (NOPERM) and use their own channel from then on.
-_channels: "weakref.WeakKeyDictionary[redis.ConnectionPool, str]" = weakref.WeakKeyDictionary()
+_channels: weakref.WeakKeyDictionary[redis.ConnectionPool, str] = weakref.WeakKeyDictionary()
 
 
 # -- the caller's side -------------------------------------------------------------------

@@ -31,7 +31,7 @@ Ranking (each step measured on the LoCoMo dev split, see BENCHMARKS.md):
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from memstream.projections import (
@@ -218,7 +218,7 @@ class Searcher:
 
 
 def _iso(ts: float | None) -> str | None:
-    return None if ts is None else datetime.fromtimestamp(ts, timezone.utc).isoformat()
+    return None if ts is None else datetime.fromtimestamp(ts, UTC).isoformat()
 
 
 def fact_item(fact: Fact) -> dict[str, Any]:

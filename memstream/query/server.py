@@ -228,7 +228,7 @@ class QueryServer:
                 self._stop.wait(delay)
         conn.close()
 
-    def start(self) -> "QueryServer":
+    def start(self) -> QueryServer:
         for i in range(self.threads):
             t = threading.Thread(target=self._loop, name=f"memstream-queries-{i}", daemon=True)
             t.start()

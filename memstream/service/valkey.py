@@ -84,7 +84,7 @@ class ValkeyProcess:
     def log_path(self) -> Path:
         return self.data_dir / "valkey.log"
 
-    def start(self, timeout: float = 10.0) -> "ValkeyProcess":
+    def start(self, timeout: float = 10.0) -> ValkeyProcess:
         private_dir(self.data_dir)
         args = [str(binary_path())]
         if self.password:
@@ -156,7 +156,7 @@ class ValkeyProcess:
         except OSError:
             return "(no log)"
 
-    def __enter__(self) -> "ValkeyProcess":
+    def __enter__(self) -> ValkeyProcess:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

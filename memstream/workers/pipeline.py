@@ -18,6 +18,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 import structlog
@@ -51,8 +52,8 @@ class PipelineConfig:
     claim_idle_ms: int = 60_000
 
     @classmethod
-    def of(cls, settings: Settings, **overrides) -> "PipelineConfig":
-        values = {"embedder": settings.embedder, "qdrant_url": settings.qdrant_url}
+    def of(cls, settings: Settings, **overrides: Any) -> PipelineConfig:
+        values: dict[str, Any] = {"embedder": settings.embedder, "qdrant_url": settings.qdrant_url}
         values.update({k: v for k, v in overrides.items() if v not in (None, "")})
         return cls(**values)
 
@@ -82,19 +83,20 @@ class Pipeline:
         self.queries = QueryServer(client, prefix, {**self.reads.handlers(), "count": self._count})
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
+        self._started: dict[str, float] = {}  # group -> when its thread last started
         self._supervisor: threading.Thread | None = None
 
     SUPERVISE_EVERY = 0.25  # seconds between the supervisor's looks at the threads
     QUICK_DEATH_S = 30.0  # a thread that dies sooner after its start backs its restart off further
 
-    def projection(self, name: str):
+    def projection(self, name: str) -> Any:
         """The running projection called ``name`` (``KeyError`` for none)."""
         for p in self.projections:
             if p.name == name:
                 return p
         raise KeyError(name)
 
-    def _count(self, request: dict) -> dict:
+    def _count(self, request: dict[str, Any]) -> dict[str, Any]:
         """Points in each vector projection's store (``memstream stats``: items)."""
         return {"items": {group_name(p): self.store.count(p.collection)
                           for p in self.projections if registered(p.name).vectors}}
@@ -123,7 +125,7 @@ class Pipeline:
             raise errors[0]
         return sum(counts)
 
-    def start(self) -> "Pipeline":
+    def start(self) -> Pipeline:
         for c in self.consumers:
             try:
                 c.ensure_groups()
@@ -139,7 +141,7 @@ class Pipeline:
 
     def _spawn(self, consumer: Consumer) -> threading.Thread:
         t = threading.Thread(target=self._run, args=(consumer,), name=f"memstream-{consumer.group}", daemon=True)
-        t.started_at = time.monotonic()  # type: ignore[attr-defined]
+        self._started[consumer.group] = time.monotonic()
         t.start()
         return t
 
@@ -166,11 +168,12 @@ class Pipeline:
                 if thread.is_alive():
                     continue
                 now = time.monotonic()
-                if due[i] is None:
-                    lived = now - getattr(thread, "started_at", now)
+                restart_at = due[i]
+                if restart_at is None:
+                    lived = now - self._started.get(consumer.group, now)
                     quick[i] = quick[i] + 1 if lived < self.QUICK_DEATH_S else 1
-                    due[i] = now + backoff_delay(quick[i], 0.2, 30.0)
-                if now < due[i] or self._stop.is_set():
+                    restart_at = due[i] = now + backoff_delay(quick[i], 0.2, 30.0)
+                if now < restart_at or self._stop.is_set():
                     continue
                 due[i] = None
                 consumer.stats.restarts += 1
@@ -180,10 +183,11 @@ class Pipeline:
                 log.error("pipeline.consumer_restarted", group=consumer.group, restarts=consumer.stats.restarts)
                 self._threads[i] = self._spawn(consumer)
 
-    def health(self) -> dict[str, dict]:
+    def health(self) -> dict[str, dict[str, Any]]:
         """Per group: whether its thread is alive, and its consumer's counters."""
         out = {}
-        for c, t in zip(self.consumers, self._threads or [None] * len(self.consumers)):
+        threads: list[threading.Thread | None] = list(self._threads) or [None] * len(self.consumers)
+        for c, t in zip(self.consumers, threads):
             s = c.stats
             out[c.group] = {"alive": bool(t and t.is_alive()), "state": c.health.state,
                             "applied": s.applied, "dead_lettered": s.dead_lettered, "errors": s.errors,

@@ -11,14 +11,16 @@ import sys
 
 import pytest
 import redis
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 from fuzzing import examples
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from memstream import cli
 from memstream.cli import commands, output
+from memstream.core.settings import Settings
 from memstream.ops import CommandError
 from memstream.producers.stream import EventLog
-from memstream.core.settings import Settings
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -104,7 +106,7 @@ def logged_contents(client) -> list[str]:
 
 @pytest.mark.valkey
 def test_add_dash_reads_the_text_from_stdin(log_server, capsys, monkeypatch):
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("a memory from a pipe\nline two\n".encode())))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"a memory from a pipe\nline two\n")))
     code, out, err = run(capsys, "add", "--json", "-")
     assert code == 0, err
     assert logged_contents(log_server) == ["a memory from a pipe\nline two"]

@@ -12,8 +12,8 @@ import redis
 from pipeline_support import wait_for
 
 from memstream.cli import main
-from memstream.core.settings import Settings
 from memstream.core.runfile import read_run_file
+from memstream.core.settings import Settings
 from memstream.workers.positions import is_applied
 
 GROUPS = ("turns.v1", "memories.v1", "facts.v1", "sessions.v1")

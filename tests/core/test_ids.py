@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from memstream.core.ids import event_id_time_ms, new_event_id
 from memstream.core import ids as ids_module
+from memstream.core.ids import event_id_time_ms, new_event_id
 
 
 @pytest.fixture

@@ -8,11 +8,12 @@ import math
 from urllib.parse import quote
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings as hsettings, strategies as st
 from fuzzing import examples
+from hypothesis import HealthCheck, assume, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
-from memstream.core.settings import OPTIONS, OTHER_VARIABLES, Settings
-from memstream.core.settings import mask_url
+from memstream.core.settings import OPTIONS, OTHER_VARIABLES, Settings, mask_url
 
 ENVS = [env for _, env, _, _ in OPTIONS]
 ENV_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)

@@ -149,7 +149,7 @@ class FakeLLM:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def start(self) -> "FakeLLM":
+    def start(self) -> FakeLLM:
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-llm", daemon=True)
         self._thread.start()
         return self

@@ -23,14 +23,27 @@ from types import SimpleNamespace
 import pytest
 import redis
 import yaml
+from hermes_harness import (  # noqa: F401  (hermes_venv is a fixture)
+    AGENT_PROMPTS,
+    CLI_PROMPTS,
+    GATEWAY_KEY,
+    HERE,
+    HERMES_VERSION,
+    ROOT,
+    TENANT,
+    VENV_PY,
+    _clean_env,
+    _driver_result,
+    _last_json,
+    _run,
+    _tail,
+    fake_llm,
+    hermes_venv,
+)
 
 from memstream.producers.events import MemoryWritten, SessionEnded, SessionSwitched, TurnRecorded
 from memstream.producers.stream import EventLog
 from memstream.service.valkey import ValkeyProcess
-
-from hermes_harness import (  # noqa: F401  (hermes_venv is a fixture)
-    AGENT_PROMPTS, CLI_PROMPTS, GATEWAY_KEY, HERE, HERMES_VERSION, ROOT, TENANT, VENV_PY, _clean_env, _driver_result, _last_json,
-    _run, _tail, fake_llm, hermes_venv)
 
 pytestmark = pytest.mark.hermes
 

@@ -34,24 +34,22 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 import redis
 import yaml
+from hermes_harness import HERE, VENV_PY, _clean_env, _driver_result, _run, _tail, fake_llm, hermes_venv  # noqa: F401  (hermes_venv is a fixture)
 
-from memstream.service.valkey import ValkeyProcess
-from memstream.producers.stream import EventLog
 from memstream.producers.events import (
     MemoryForgotten,
     MemoryRemembered,
     MemoryWritten,
     TurnRecorded,
 )
+from memstream.producers.stream import EventLog
 from memstream.query.client import QueryTimeout, ask
-
-from hermes_harness import (  # noqa: F401  (hermes_venv is a fixture)
-    HERE, VENV_PY, _clean_env, _driver_result, _run, _tail, fake_llm, hermes_venv)
+from memstream.service.valkey import ValkeyProcess
 
 pytestmark = pytest.mark.hermes
 
@@ -73,7 +71,7 @@ class Worker:
         self.proc: subprocess.Popen | None = None
         self.log = work / "worker.log"
 
-    def start(self) -> "Worker":
+    def start(self) -> Worker:
         with open(self.log, "a") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "memstream", "worker", "--embedded-store",
                                           "--name", "e2e"], env=self.env, stdin=subprocess.DEVNULL,
@@ -92,7 +90,7 @@ class Worker:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
-                raise AssertionError(f"the worker ignored SIGTERM for 30 s:\n{self.log.read_text()[-3000:]}")
+                raise AssertionError(f"the worker ignored SIGTERM for 30 s:\n{self.log.read_text()[-3000:]}") from None
         assert proc.returncode == 0, f"the worker exited {proc.returncode}:\n{self.log.read_text()[-3000:]}"
 
 
@@ -285,7 +283,7 @@ def test_a_new_process_recalls_the_memory_of_the_last_session_within_the_budget(
     lines = [line for block in blocks for line in block.splitlines() if line.startswith("- [")]
     tea = [line for line in lines if fake_llm.REMEMBER_CONTENT in line]
     assert tea and tea[0] in blocks[0], blocks  # the memory, for the question it answers
-    today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    today = datetime.now(UTC).strftime("%Y-%m-%d")
     assert tea[0].startswith(f"- [{today} · ") and "agent agent:solo" in tea[0], tea
     assert any("Helix" in line for line in lines), blocks  # the stated fact, by one of the turns
     assert len(lines) == len(set(lines)), blocks  # nothing injected twice in the session

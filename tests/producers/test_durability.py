@@ -9,15 +9,14 @@ from collections import defaultdict
 
 import pytest
 import redis
-
-from memstream.service.valkey import ValkeyProcess, free_port
-from memstream.producers.stream import EventLog
-from memstream.core.settings import Settings
-from memstream.producers.writer import Writer
-from memstream.producers import writer as writer_module
-from memstream.provider.provider import MemstreamProvider
-
 from writepath import logged_contents, logged_events, start_child, wait_for
+
+from memstream.core.settings import Settings
+from memstream.producers import writer as writer_module
+from memstream.producers.stream import EventLog
+from memstream.producers.writer import Writer
+from memstream.provider.provider import MemstreamProvider
+from memstream.service.valkey import ValkeyProcess, free_port
 
 
 @pytest.fixture

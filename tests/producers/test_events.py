@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
 import pytest
 
+from memstream.core.ids import new_event_id
 from memstream.producers.events import (
     EVENT_TYPES,
     SCHEMA_VERSION,
@@ -22,12 +23,11 @@ from memstream.producers.events import (
     to_builtins,
     utcnow,
 )
-from memstream.core.ids import new_event_id
 
 SAMPLES = Path(__file__).parent / "samples" / "events_v1.jsonl"
 
 # Written by hand, independent of the sample file: what the frozen bytes must decode to.
-AT = datetime(2026, 11, 22, 5, 3, 4, 567000, tzinfo=timezone.utc)
+AT = datetime(2026, 11, 22, 5, 3, 4, 567000, tzinfo=UTC)
 SCOPE = Scope(tenant="acme", app="hermes", agent="agent:main:telegram:dm:42", user_id="u-123",
               session_id="20261122_050250_57e41d", run_id="019a8b7c-0000-7000-8000-000000000001",
               platform="telegram")

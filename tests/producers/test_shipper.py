@@ -9,17 +9,16 @@ import threading
 import msgspec
 import pytest
 import redis
+from writepath import Switchable, logged_contents, remembered, wait_for
 
-from memstream.service.valkey import free_port
-from memstream.producers.stream import EventLog
-from memstream.producers.connect import LogLocator
 from memstream.core.settings import Settings
+from memstream.producers.connect import LogLocator
+from memstream.producers.events import encode
 from memstream.producers.shipper import Shipper
 from memstream.producers.spool import Spool
+from memstream.producers.stream import EventLog
 from memstream.producers.writer import Writer
-from memstream.producers.events import encode
-
-from writepath import Switchable, logged_contents, remembered, wait_for
+from memstream.service.valkey import free_port
 
 
 @pytest.fixture

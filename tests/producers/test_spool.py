@@ -8,14 +8,12 @@ import signal
 import struct
 
 import pytest
-
-from memstream.producers.stream import EventLog
-from memstream.producers.shipper import Shipper
-from memstream.producers.spool import Spool, spool_usage
-from memstream.producers.events import encode
-from memstream.producers.spool import HEADER, MAGIC
-
 from writepath import Switchable, logged_contents, remembered, start_child
+
+from memstream.producers.events import encode
+from memstream.producers.shipper import Shipper
+from memstream.producers.spool import HEADER, MAGIC, Spool, spool_usage
+from memstream.producers.stream import EventLog
 
 
 @pytest.fixture
@@ -45,7 +43,7 @@ def offsets(path) -> list[tuple[int, int]]:
     return out
 
 
-def write_and_leave(spool_dir, labels) -> "os.PathLike":
+def write_and_leave(spool_dir, labels) -> os.PathLike:
     """Spool records as a process that then dies would: the segment stays, unlocked."""
     s = Spool(spool_dir)
     for label in labels:

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import pytest
 import redis
-
-from memstream.producers.stream import EventLog, Record, shard_of
-from memstream.producers.events import SessionEnded, Scope, utcnow
-from memstream.core.ids import new_event_id
-from memstream.producers.stream import EntryDecodeError, parse_entry_id
-
 from writepath import logged_contents, logged_events, remembered
+
+from memstream.core.ids import new_event_id
+from memstream.producers.events import Scope, SessionEnded, utcnow
+from memstream.producers.stream import EntryDecodeError, EventLog, Record, parse_entry_id, shard_of
 
 
 def records(*contents: str, start: int = 1, **scope) -> list[Record]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from memstream.core import keys
-
 from memstream.projections import PROBED_FACTS, Fact, FactsTable, fact_id, fact_ids, point_id
 
 EVENT = "01a206c3-66eb-715d-a5e8-90c910201b07"

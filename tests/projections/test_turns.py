@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import locale
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from memstream.projections.turns import turn_unit, unit_date
 
-MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
+MAY_8 = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 
 
 def _a_non_english_time_locale() -> str | None:

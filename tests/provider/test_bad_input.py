@@ -4,12 +4,10 @@ and nothing else is lost."""
 from __future__ import annotations
 
 import pytest
+from provider_support import harness  # noqa: F401  (fixture)
 
 from memstream.producers.events import MemoryWritten, TurnRecorded
-from memstream.text.clean import clean_text
-from memstream.text.clean import CLIPPED_MARK
-
-from provider_support import harness  # noqa: F401  (fixture)
+from memstream.text.clean import CLIPPED_MARK, clean_text
 
 TEN_MB = 10 * 1024 * 1024
 
@@ -188,10 +186,10 @@ def test_odd_arguments_to_session_hooks_are_tolerated(harness):
 
 
 def test_a_full_spool_refuses_events_counts_them_and_no_hook_raises(monkeypatch, event_log):
+    from writepath import Switchable, logged_contents
+
     from memstream.producers import writer as writer_module
     from memstream.provider.provider import MemstreamProvider
-
-    from writepath import Switchable, logged_contents
 
     link = Switchable(event_log, down=True)
     monkeypatch.setattr(writer_module, "LogLocator", lambda settings: link)

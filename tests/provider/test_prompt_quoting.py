@@ -8,8 +8,8 @@ import re
 import unicodedata
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 from fuzzing import examples
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memstream.provider.block import HEADER, LIMITS, format_block, neutralise

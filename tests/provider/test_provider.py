@@ -8,6 +8,7 @@ import threading
 import uuid
 
 import pytest
+from provider_support import harness  # noqa: F401  (fixture)
 
 from memstream.producers.events import (
     DelegationCompleted,
@@ -16,10 +17,8 @@ from memstream.producers.events import (
     SessionSwitched,
     TurnRecorded,
 )
-from memstream.provider.provider import MemstreamProvider, resolve_agent
 from memstream.provider import provider as provider_module
-
-from provider_support import harness  # noqa: F401  (fixture)
+from memstream.provider.provider import MemstreamProvider, resolve_agent
 
 
 def of(kind, events):

@@ -8,9 +8,10 @@ import json
 import math
 
 import pytest
-from hypothesis import HealthCheck, given, settings
 from fuzzing import examples
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from provider_support import harness  # noqa: F401  (fixture)
 
 from memstream.producers.events import (
     MemoryForgotten,
@@ -18,7 +19,6 @@ from memstream.producers.events import (
     MemoryWritten,
     TurnRecorded,
 )
-from memstream.text.facts.kinds import FACT_KINDS
 from memstream.provider.provider import MemstreamProvider
 from memstream.provider.tools import (
     TOOL_NAMES,
@@ -27,8 +27,7 @@ from memstream.provider.tools import (
     remember_args,
     tool_request,
 )
-
-from provider_support import harness  # noqa: F401  (fixture)
+from memstream.text.facts.kinds import FACT_KINDS
 
 
 def strict(text: str):
@@ -230,9 +229,9 @@ def test_any_tool_call_answers_strict_json_from_a_running_service(tmp_path, valk
     """The same with the service answering (real Valkey, the pipeline's query server)."""
     import redis
 
-    from memstream.producers.stream import EventLog
     from memstream.core.settings import Settings
     from memstream.producers import writer as writer_module
+    from memstream.producers.stream import EventLog
     from memstream.workers.pipeline import Pipeline, PipelineConfig
 
     client = redis.Redis.from_url(valkey_server.url)

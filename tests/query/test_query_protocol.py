@@ -13,12 +13,13 @@ import fakeredis
 import msgspec
 import pytest
 import redis
-from hypothesis import HealthCheck, given, settings, strategies as st
 from fuzzing import examples
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from memstream.query.client import ask, operator_channel
 from memstream.query.protocol import MAX_ENVELOPE_BYTES, OPS, QueryRefused, decode_envelope
 from memstream.query.server import QueryServer
-from memstream.query.client import ask, operator_channel
 
 PREFIX = "ms"
 

@@ -9,16 +9,15 @@ import time
 
 import pytest
 import redis
+from pipeline_support import all_applied, wait_for
 
-from memstream.producers.stream import EventLog
 from memstream.core.settings import Settings
 from memstream.producers import writer as writer_module
-from memstream.provider.provider import MemstreamProvider
+from memstream.producers.stream import EventLog
 from memstream.provider.block import HEADER, format_block, neutralise
+from memstream.provider.provider import MemstreamProvider
 from memstream.provider.tools import TOOL_NAMES, ToolError, tool_request
 from memstream.text import FACT_KINDS, prompt_tokens
-
-from pipeline_support import all_applied, wait_for
 
 pytestmark = pytest.mark.valkey
 

@@ -13,9 +13,9 @@ import time
 import pytest
 import redis
 
-from memstream.producers.stream import EventLog
 from memstream.core.runfile import read_run_file, start_service
 from memstream.core.settings import Settings
+from memstream.producers.stream import EventLog
 from memstream.service import stop_service
 
 pytestmark = pytest.mark.valkey

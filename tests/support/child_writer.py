@@ -15,9 +15,9 @@ from __future__ import annotations
 import sys
 import threading
 
+from memstream.core.ids import new_event_id
 from memstream.producers.events import MemoryRemembered, Scope, encode, utcnow
 from memstream.producers.spool import Spool
-from memstream.core.ids import new_event_id
 
 
 def _park(mode: str) -> None:

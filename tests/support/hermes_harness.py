@@ -19,8 +19,6 @@ from pathlib import Path
 
 import pytest
 
-
-
 HERE = Path(__file__).resolve().parents[1] / "hermes"  # the driver scripts and the fake model
 ROOT = HERE.parents[1]  # the checkout: tests/hermes/ -> tests/ -> root
 HERMES_VERSION = "0.19.0"

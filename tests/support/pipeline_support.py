@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from memstream.core.ids import new_event_id
+from memstream.core.settings import Settings
 from memstream.producers.events import (
     DelegationCompleted,
     MemoryForgotten,
@@ -16,14 +18,11 @@ from memstream.producers.events import (
     TurnRecorded,
 )
 from memstream.producers.stream import EventLog
-from memstream.core.settings import Settings
-from memstream.core.ids import new_event_id
 from memstream.projections.stores.port import Filter, Point
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # the write-path helpers, also for crash_worker.py
-from writepath import wait_for  # noqa: E402  (one poller for every test)
 
-T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
 
 def at(minutes: float) -> datetime:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
-from memstream.producers.stream import EventLog
-from memstream.producers import writer as writer_module
-from memstream.provider.provider import MemstreamProvider
-
 from writepath import logged_events
+
+from memstream.producers import writer as writer_module
+from memstream.producers.stream import EventLog
+from memstream.provider.provider import MemstreamProvider
 
 
 class Harness:

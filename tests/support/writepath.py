@@ -7,9 +7,9 @@ from typing import Callable
 
 import redis
 
-from memstream.producers.stream import EventLog
-from memstream.producers.events import MemoryRemembered, Scope, utcnow
 from memstream.core.ids import new_event_id
+from memstream.producers.events import MemoryRemembered, Scope, utcnow
+from memstream.producers.stream import EventLog
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = 15.0, what: str = "condition"):

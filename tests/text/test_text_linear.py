@@ -15,8 +15,8 @@ from __future__ import annotations
 import time
 
 import pytest
-from hypothesis import given, settings
 from fuzzing import examples
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memstream.bench.text import ADVERSARIAL, _stages, adversarial

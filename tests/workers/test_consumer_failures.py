@@ -16,12 +16,12 @@ import redis
 from pipeline_support import all_applied, memory, points, turn, wait_for
 
 from memstream.producers.stream import EventLog
-from memstream.projections.stores.edge import EdgeStore
 from memstream.projections.embedders.port import get_embedder
+from memstream.projections.stores.edge import EdgeStore
+from memstream.projections.turns import TurnsProjection
 from memstream.workers.consumer import Consumer
 from memstream.workers.deadletters import DeadLetters
 from memstream.workers.positions import is_applied
-from memstream.projections.turns import TurnsProjection
 
 HERE = Path(__file__).parent
 

@@ -24,12 +24,12 @@ from pipeline_support import (
 
 from memstream.core import keys
 from memstream.producers.stream import EventLog
-from memstream.workers.consumer import Consumer
-from memstream.workers.deadletters import DeadLetters
 from memstream.projections.counters import Counters
 from memstream.projections.facts_table import FactsTable
 from memstream.projections.registry import PROJECTIONS, group_names
 from memstream.projections.turns import TurnsProjection
+from memstream.workers.consumer import Consumer
+from memstream.workers.deadletters import DeadLetters
 
 
 @pytest.fixture

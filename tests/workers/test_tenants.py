@@ -11,16 +11,15 @@ import uuid
 
 import pytest
 import redis
-
-from memstream.producers.stream import EventLog, Record
-from memstream.core.settings import Settings
-from memstream.producers.writer import Writer
-from memstream.producers.connect import event_log
-from memstream.producers.tenants import TenantError, TenantRegistry
-from memstream.query.protocol import QueryRefused
-from memstream.query.client import ask, tenant_channel
-
 from pipeline_support import remembered, wait_for
+
+from memstream.core.settings import Settings
+from memstream.producers.connect import event_log
+from memstream.producers.stream import EventLog, Record
+from memstream.producers.tenants import TenantError, TenantRegistry
+from memstream.producers.writer import Writer
+from memstream.query.client import ask, tenant_channel
+from memstream.query.protocol import QueryRefused
 
 pytestmark = pytest.mark.valkey
 
@@ -283,7 +282,6 @@ def test_a_hostile_host_with_tenant_credentials_stalls_nothing(fleet, tmp_path):
     """Undecodable, oversized and forged entries from a tenant's host: each dead-lettered
     with its reason or clipped, and the next good event of another tenant is projected."""
     from memstream.producers.events import encode
-
     from memstream.workers.deadletters import DeadLetters
 
     admin, pipeline, creds, hosts = fleet

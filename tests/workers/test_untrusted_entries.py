@@ -9,19 +9,20 @@ import json
 import hypothesis.strategies as st
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings as hyp_settings
 from fuzzing import examples
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hyp_settings
 from pipeline_support import make_pipeline, memory, points, scope, turn, wait_for
 
 from memstream.cli import main
-from memstream.producers.stream import EventLog
-from memstream.producers.events import MemoryWritten, Scope, TurnRecorded, encode
 from memstream.core.ids import new_event_id
-from memstream.text.clean import CLIPPED_MARK
+from memstream.producers.events import MemoryWritten, Scope, TurnRecorded, encode
+from memstream.producers.stream import EventLog
 from memstream.projections.facts_table import FactsTable
+from memstream.text.clean import CLIPPED_MARK
+from memstream.workers.admission import admit
 from memstream.workers.consumer import Consumer
 from memstream.workers.deadletters import DeadLetters
-from memstream.workers.admission import admit
 from memstream.workers.pipeline import Pipeline
 
 GROUPS = ("turns.v1", "memories.v1", "facts.v1", "sessions.v1")

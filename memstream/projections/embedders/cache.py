@@ -149,7 +149,7 @@ class EmbeddingCache:
             except sqlite3.Error:
                 pass
 
-    def __enter__(self) -> "EmbeddingCache":
+    def __enter__(self) -> EmbeddingCache:
         return self
 
     def __exit__(self, *exc: object) -> None:

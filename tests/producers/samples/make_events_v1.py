@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import msgspec
@@ -38,7 +38,7 @@ OUT = Path(__file__).with_name("events_v1.jsonl")
 SCOPE = Scope(tenant="acme", app="hermes", agent="agent:main:telegram:dm:42",
               user_id="u-123", session_id="20261122_050250_57e41d",
               run_id="019a8b7c-0000-7000-8000-000000000001", platform="telegram")
-AT = datetime(2026, 11, 22, 5, 3, 4, 567000, tzinfo=timezone.utc)
+AT = datetime(2026, 11, 22, 5, 3, 4, 567000, tzinfo=UTC)
 
 
 def samples() -> list:

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from memstream.core import Settings
+from memstream.projections.embedders.base import EmbedderError
+from memstream.projections.embedders.hashing import HashEmbedder
 from memstream.projections.embedders.onnx import DIM, MODEL_ID, default_threads
 from memstream.projections.embedders.port import (
     Embedder,
@@ -19,8 +21,6 @@ from memstream.projections.embedders.port import (
     get_embedder,
     measure,
 )
-from memstream.projections.embedders.base import EmbedderError
-from memstream.projections.embedders.hashing import HashEmbedder
 from memstream.projections.embedders.remote import OllamaEmbedder, OpenAIEmbedder
 
 

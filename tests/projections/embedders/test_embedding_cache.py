@@ -8,12 +8,12 @@ import threading
 import numpy as np
 import pytest
 
-from memstream.projections.embedders.hashing import HashEmbedder
 from memstream.projections.embedders.cache import (
     CachedEmbedder,
     EmbeddingCache,
     text_key,
 )
+from memstream.projections.embedders.hashing import HashEmbedder
 
 
 class CountingEmbedder(HashEmbedder):

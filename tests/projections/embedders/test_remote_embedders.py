@@ -10,11 +10,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import numpy as np
 import pytest
 
+from memstream.core import Settings
 from memstream.projections.embedders.base import EmbedderError, EmbedderUnavailable
 from memstream.projections.embedders.hashing import HashEmbedder
-from memstream.projections.embedders.remote import OllamaEmbedder, OpenAIEmbedder
-from memstream.core import Settings
 from memstream.projections.embedders.port import check_dim, configured_embedder, describe_embedder, get_embedder
+from memstream.projections.embedders.remote import OllamaEmbedder, OpenAIEmbedder
 
 
 class FakeEmbeddingServer:

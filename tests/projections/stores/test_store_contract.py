@@ -13,9 +13,8 @@ import zlib
 import numpy as np
 import pytest
 
-from memstream.projections.stores.edge import EdgeStore
-from memstream.projections.stores.qdrant import QdrantStore
 from memstream.projections.sparse import sparse_vector
+from memstream.projections.stores.edge import EdgeStore
 from memstream.projections.stores.port import (
     CollectionNotFound,
     DimensionMismatch,
@@ -28,6 +27,7 @@ from memstream.projections.stores.port import (
     open_store,
     point_id,
 )
+from memstream.projections.stores.qdrant import QdrantStore
 
 DIM = 8
 SERVER_URL = os.environ.get("MEMSTREAM_QDRANT_URL", "")
