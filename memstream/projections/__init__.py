@@ -5,8 +5,9 @@ sparse vectors) and where they keep their data: the vector stores (``stores/``) 
 embedders (``embedders/``). Store backends are imported on first use (``open_store``):
 qdrant-client alone takes about a second to import."""
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from memstream.core.lazy import lazy_exports
 from memstream.projections.base import Delivery, Projection, group_name
 from memstream.projections.counters import Counters
 from memstream.projections.embedders.base import EmbedderError, EmbedderUnavailable
@@ -94,10 +95,4 @@ _LAZY = {  # heavy backends, imported on first use
     "EdgeStore": "memstream.projections.stores.edge",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)

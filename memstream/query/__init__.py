@@ -6,8 +6,9 @@ server side (``server``: the threads answering the channels, ``ops``: the read
 operations, ``ranking``: hybrid retrieval) is imported on first use of its names.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from memstream.core.lazy import lazy_exports
 from memstream.query.client import (
     ANSWER_TTL,
     QueryTimeout,
@@ -43,10 +44,4 @@ _LAZY = {  # the server side: stores, embedders, ranking
     "Searcher": "memstream.query.ranking",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)

@@ -6,8 +6,9 @@ The stages compile their patterns when first used by name (``memstream.text.reda
 ...): the agent's process imports ``clean_text`` and ``FACT_KINDS`` without paying for
 the others."""
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from memstream.core.lazy import lazy_exports
 from memstream.text.clean import clean_text
 from memstream.text.facts.kinds import FACT_KINDS
 
@@ -45,10 +46,4 @@ _LAZY = {
     "redact": "memstream.text.redaction",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)

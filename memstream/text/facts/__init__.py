@@ -7,8 +7,9 @@ its kind (``FACT_KINDS``), subject, key, value and confidence.
 first use of its names, so the agent's process describes the ``memstream_facts`` tool
 without it."""
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from memstream.core.lazy import lazy_exports
 from memstream.text.facts.kinds import FACT_KINDS
 
 if TYPE_CHECKING:
@@ -18,10 +19,4 @@ __all__ = ["FACT_KINDS", "FactCandidate", "extract_facts", "is_single_valued"]
 
 _LAZY = {name: "memstream.text.facts.extract" for name in ("FactCandidate", "extract_facts", "is_single_valued")}
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _LAZY)
