@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+from writepath import wait_for  # noqa: F401  (re-exported: one poller for every test)
 
 from memstream.core.ids import new_event_id
 from memstream.core.settings import Settings
@@ -19,8 +20,6 @@ from memstream.producers.events import (
 )
 from memstream.producers.stream import EventLog
 from memstream.projections.stores.port import Filter, Point
-
-sys.path.insert(0, str(Path(__file__).parents[1]))  # the write-path helpers, also for crash_worker.py
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 
