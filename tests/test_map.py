@@ -35,3 +35,24 @@ def test_every_package_has_its_layer_in_the_import_contract():
 def test_tests_mirror_the_packages():
     for name in _packages():
         assert (ROOT / "tests" / name).is_dir(), f"no tests/{name}/ beside memstream/{name}/"
+
+
+def test_across_packages_imports_go_through_the_package():
+    """``from memstream.projections import X``, never ``from memstream.projections.turns import X``
+    from another package: a package's __init__ is its public surface."""
+    import ast
+
+    deep = []
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).parts
+        if "plugin" in rel:  # copied into a Hermes home: it imports what Hermes loads
+            continue
+        own = rel[0] if len(rel) > 1 else path.stem
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "memstream" and len(parts) > 2 and parts[1] != own:
+                    deep.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}")
+    assert not deep, deep

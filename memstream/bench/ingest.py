@@ -49,8 +49,7 @@ if TYPE_CHECKING:
 
     import numpy as np
 
-    from memstream.projections import TurnsProjection
-    from memstream.projections.embedders.port import Embedder
+    from memstream.projections import Embedder, TurnsProjection
     from memstream.text import BoilerplateFilter
     from memstream.workers import Pipeline
 

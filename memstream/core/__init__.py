@@ -19,6 +19,7 @@ from memstream.core.files import (
     write_private,
 )
 from memstream.core.ids import new_event_id
+from memstream.core.lazy import lazy_exports
 from memstream.core.logs import configure, configure_in_host
 from memstream.core.runfile import pid_alive, process_start, read_run_file, start_service
 from memstream.core.settings import OPTIONS, Settings, config_file_for, mask_url
@@ -30,6 +31,7 @@ __all__ = [
     "configure",
     "is_transient",
     "keys",
+    "lazy_exports",
     "configure_in_host",
     "lossless",
     "mask_url",

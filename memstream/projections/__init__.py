@@ -7,12 +7,13 @@ qdrant-client alone takes about a second to import."""
 
 from typing import TYPE_CHECKING
 
-from memstream.core.lazy import lazy_exports
+from memstream.core import lazy_exports
 from memstream.projections.base import Delivery, Projection, group_name
 from memstream.projections.counters import Counters
 from memstream.projections.embedders.base import EmbedderError, EmbedderUnavailable
 from memstream.projections.embedders.cache import CachedEmbedder
 from memstream.projections.embedders.port import (
+    Embedder,
     configured_embedder,
     describe_embedder,
     get_embedder,
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from memstream.projections.stores.edge import EdgeStore
 
 __all__ = [
+    "Embedder",
     "CachedEmbedder",
     "CollectionNotFound",
     "configured_embedder",

@@ -153,9 +153,7 @@ class Recall:
     # -- the background thread -------------------------------------------------------------
     def _run(self) -> None:
         try:
-            import memstream.query.server  # noqa: F401  (its imports are paid here, not in a turn)
-
-            self._connection().ping()
+            self._connection().ping()  # connect here, not in a turn
         except Exception:  # no service yet: the first query says so
             pass
         while True:

@@ -8,7 +8,7 @@ operations, ``ranking``: hybrid retrieval) is imported on first use of its names
 
 from typing import TYPE_CHECKING
 
-from memstream.core.lazy import lazy_exports
+from memstream.core import lazy_exports
 from memstream.query.client import (
     ANSWER_TTL,
     QueryTimeout,

@@ -47,7 +47,7 @@ from memstream.projections import (
 if TYPE_CHECKING:
     import numpy as np
 
-    from memstream.projections.embedders.port import Embedder
+    from memstream.projections import Embedder
 
 __all__ = ["Searcher", "asks_about_time", "fact_item"]
 

@@ -8,7 +8,7 @@ the others."""
 
 from typing import TYPE_CHECKING
 
-from memstream.core.lazy import lazy_exports
+from memstream.core import lazy_exports
 from memstream.text.clean import clean_text
 from memstream.text.facts.kinds import FACT_KINDS
 

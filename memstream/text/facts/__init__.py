@@ -9,7 +9,7 @@ without it."""
 
 from typing import TYPE_CHECKING
 
-from memstream.core.lazy import lazy_exports
+from memstream.core import lazy_exports
 from memstream.text.facts.kinds import FACT_KINDS
 
 if TYPE_CHECKING:
