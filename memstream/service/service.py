@@ -28,6 +28,7 @@ from memstream.core import (
     PRIVATE_UMASK,
     PermanentError,
     Settings,
+    mask_url,
     open_private,
     pid_alive,
     private_dir,
@@ -121,7 +122,7 @@ class Service:
         self.shipper = Shipper(self.spool, connect, batch=self.settings.ship_batch,
                                name="memstream-adopter").start()
         self._start_pipeline(connect())
-        log.info("service.started", url=self.url, embedded=info["embedded"], home=str(self.settings.home))
+        log.info("service.started", url=mask_url(self.url), embedded=info["embedded"], home=str(self.settings.home))
         return info
 
     def _start_pipeline(self, eventlog: EventLog) -> None:

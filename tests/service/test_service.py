@@ -260,6 +260,9 @@ def test_the_embedded_service_keeps_its_home_owner_only_and_its_valkey_behind_a_
     for args in (("doctor", "--json"), ("stats", "--json"), ("up", "--detach", "--json")):
         shown = ms(home, *args, check=False)
         assert password not in shown.stdout + shown.stderr, args
+    # nor in what the service itself logs (its output, kept in run/service.log when detached)
+    service_log = (home / "run" / "service.log").read_text()
+    assert "service.started" in service_log and password not in service_log
 
 
 def test_looser_modes_left_in_the_home_are_tightened_at_start(tmp_path):
