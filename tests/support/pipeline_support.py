@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -90,9 +93,13 @@ def texts(store, collection: str, tenant: str, **narrow) -> set[str]:
 
 
 
-def all_applied(eventlog: EventLog, groups=("turns.v1", "memories.v1", "facts.v1", "sessions.v1")) -> bool:
-    """Every group has read every entry of every stream and holds none pending."""
+def all_applied(eventlog: EventLog, groups: Iterable[str] | None = None) -> bool:
+    """Every group (default: every registered projection's) has read every entry of every
+    stream and holds none pending."""
+    from memstream.projections import group_names
     from memstream.workers.positions import is_applied
+
+    groups = group_names() if groups is None else tuple(groups)
 
     for key in eventlog.stream_keys:
         last = eventlog.client.xrevrange(key, count=1)
@@ -105,3 +112,16 @@ def all_applied(eventlog: EventLog, groups=("turns.v1", "memories.v1", "facts.v1
             if eventlog.client.xpending(key, g)["pending"]:
                 return False
     return True
+
+
+@contextmanager
+def running(consumer) -> Iterator[threading.Thread]:
+    """``consumer.run`` on its own thread for the ``with`` block; stopped and joined after it."""
+    stop = threading.Event()
+    thread = threading.Thread(target=consumer.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        stop.set()
+        thread.join(10)

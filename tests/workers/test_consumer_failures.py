@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from pipeline_support import all_applied, memory, points, turn, wait_for
+from pipeline_support import all_applied, memory, points, running, turn, wait_for
 
 from memstream.producers.stream import EventLog
 from memstream.projections.embedders.port import get_embedder
@@ -207,14 +207,8 @@ def test_a_store_or_embedder_outage_backs_off_and_dead_letters_nothing(event_log
 
     projection = Flaky()
     consumer = Consumer(event_log, projection, "c1", batch=10, max_deliveries=2, claim_every=3600)
-    stop = threading.Event()
-    thread = threading.Thread(target=consumer.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    with running(consumer):
         wait_for(lambda: len(projection.applied) == len(events), 20, "the consumer to recover")
-    finally:
-        stop.set()
-        thread.join(10)
     assert consumer.stats.transient_failures == 3
     assert consumer.stats.dead_lettered == 0 and consumer.dlq.count() == 0
     assert max(projection.applied.values()) == 1
@@ -242,14 +236,8 @@ def test_any_transient_error_spends_no_delivery_not_only_the_adapters_it_knows(e
     projection = Flaky()
     consumer = Consumer(event_log, projection, "c1", batch=10, max_deliveries=1, claim_every=3600,
                         backoff_base=0.01, transient_cap=0.05)
-    stop = threading.Event()
-    thread = threading.Thread(target=consumer.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    with running(consumer):
         wait_for(lambda: len(projection.applied) == len(events), 20, "the consumer to recover")
-    finally:
-        stop.set()
-        thread.join(10)
     assert consumer.stats.transient_failures == 2
     assert consumer.stats.dead_lettered == 0 and consumer.dlq.count() == 0
 

@@ -4,11 +4,10 @@ anyway; and health that other processes read (``memstream doctor`` / ``stats``).
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 import redis
-from pipeline_support import all_applied, make_pipeline, memory, turn, wait_for
+from pipeline_support import all_applied, make_pipeline, memory, running, turn, wait_for
 
 from memstream.cli import main
 from memstream.core import backoff_delay
@@ -80,17 +79,11 @@ def test_run_survives_any_error_of_a_step_counts_it_and_resumes(event_log):
         return real_read(start, block)
 
     consumer._read = flaky_read
-    stop = threading.Event()
-    thread = threading.Thread(target=consumer.run, args=(stop,), daemon=True)
-    thread.start()
-    try:
+    with running(consumer) as thread:
         wait_for(lambda: len(recorder.applied) == 1, 20, "the consumer to resume")
         assert thread.is_alive()
         event_log.append([turn("The freeze ends Friday")])
         wait_for(lambda: len(recorder.applied) == 2, 20, "the next event")
-    finally:
-        stop.set()
-        thread.join(10)
     assert not thread.is_alive()
     assert consumer.stats.errors == 3 and consumer.stats.transient_failures == 0
     assert "RuntimeError: a bug" == consumer.stats.last_error
