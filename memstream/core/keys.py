@@ -17,7 +17,8 @@ __all__ = [
     "queries", "tenant_queries", "reply", "query_counters",
     "counters", "positions", "applied_at", "health", "dlq",
     "tombstones", "facts", "facts_current", "facts_pattern", "fact_sources", "turn_context",
-    "sessions", "session", "session_bookends",
+    "sessions", "session", "session_bookends", "version_pattern",
+    "catalog", "catalog_pattern",
 ]
 
 
@@ -165,3 +166,26 @@ def session(prefix: str, version: int, tenant: str, session: str) -> str:
 def session_bookends(prefix: str, version: int, tenant: str) -> str:
     """``P:session_bookends:v{version}:T``: hash, event id of a current first or last turn -> its session."""
     return f"{prefix}:session_bookends:v{version}:{tenant}"
+
+
+# Every family of keys that carries a projection's version (``P:{family}:v{N}:...``): what
+# dropping a version deletes, with the projection's vector collection and group records.
+VERSIONED_FAMILIES = ("facts", "fact_sources", "turn_context", "sessions", "session", "session_bookends")
+
+
+def version_pattern(prefix: str, family: str, version: int) -> str:
+    """``P:{family}:v{version}:*``: glob pattern of one versioned family's keys (``VERSIONED_FAMILIES``)."""
+    if family not in VERSIONED_FAMILIES:
+        raise ValueError(f"{family!r} is no versioned key family (known: {', '.join(VERSIONED_FAMILIES)})")
+    return f"{prefix}:{family}:v{version}:*"
+
+
+# -- projection versions -----------------------------------------------------------------
+def catalog(prefix: str, name: str) -> str:
+    """``P:projections:{name}``: hash, ``v{N}`` -> JSON record of version N, ``active`` -> the version readers use."""
+    return f"{prefix}:projections:{name}"
+
+
+def catalog_pattern(prefix: str) -> str:
+    """``P:projections:*``: glob pattern of every projection's catalog."""
+    return f"{prefix}:projections:*"

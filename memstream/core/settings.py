@@ -107,6 +107,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     stall_after_s: Annotated[float, Meta(ge=0.1, le=86_400.0, description=(
         "Seconds without progress, with entries waiting as long, before `memstream doctor` fails a "
         "projection and `memstream stats` calls it stalled."))] = 60.0
+    projections: Annotated[str, Meta(description=(
+        "Projections of your own, besides those installed through the `memstream.projections` entry "
+        "point: comma-separated `module:Class` (see README, Your own projection)."))] = ""
     worker_index: Annotated[_Name, Meta(description=(
         "Suffix of a worker's consumer name, `HOST-INDEX`, when `memstream worker --name` gives none: "
         "give each worker process on a host its own."))] = "0"

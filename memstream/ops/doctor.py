@@ -142,9 +142,10 @@ def check_queries(eventlog: EventLog, tenant: str) -> dict:
 def check_projections(eventlog: EventLog, stall_after_s: float) -> dict:
     """Fails when a projection has entries waiting and made no progress for
     ``stall_after_s`` (``MEMSTREAM_STALL_AFTER_S``): its group, for how long, its last error."""
-    from memstream.projections import group_names
+    from memstream.projections import running_versions
 
-    health = {g: group_health(eventlog, g, stall_after_s) for g in group_names()}
+    health = {g: group_health(eventlog, g, stall_after_s)
+              for _, _, g in running_versions(eventlog.client, eventlog.prefix)}
     stalled = {g: h for g, h in health.items() if not h["ok"]}
     check: dict = {"ok": not stalled, "status": ", ".join(f"{g} {h['status']}" for g, h in health.items()),
                    "stall_after_s": next(iter(health.values()))["threshold_s"],

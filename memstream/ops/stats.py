@@ -43,7 +43,7 @@ def group_health(eventlog: EventLog, group: str, stall_after_s: float) -> dict:
 def projection_stats(eventlog: EventLog, stall_after_s: float) -> dict:
     """Per projection group: position, lag, pending, dead letters, freshness, items."""
 
-    from memstream.projections import Counters, FactsTable, group_names, group_of
+    from memstream.projections import Counters, FactsTable, running_versions
     from memstream.workers import DeadLetters, Positions
 
     dlq = DeadLetters(eventlog.client, eventlog.prefix)
@@ -59,7 +59,7 @@ def projection_stats(eventlog: EventLog, stall_after_s: float) -> dict:
     except (QueryTimeout, redis.RedisError, ValueError):
         stored = {}
     out: dict[str, dict] = {}
-    for group in group_names():
+    for row, version, group in running_versions(eventlog.client, eventlog.prefix):
         lag: int | None = 0
         pending, known = 0, False
         for key in eventlog.stream_keys:
@@ -76,9 +76,9 @@ def projection_stats(eventlog: EventLog, stall_after_s: float) -> dict:
         pos = positions.get(group)
         applied = max((p["applied_at"] for p in pos.values()), default=0.0)
         counters = Counters(eventlog.client, eventlog.prefix, group).get()
-        if group == group_of("facts"):
-            items, source = FactsTable(eventlog.client, eventlog.prefix).count(), "facts table"
-        elif group == group_of("sessions"):
+        if row.name == "facts":
+            items, source = FactsTable(eventlog.client, eventlog.prefix, version=version).count(), "facts table"
+        elif row.name == "sessions":
             items, source = counters.get("turns", 0), "turns recorded"
         elif group in stored:
             items, source = int(stored[group]), "store"

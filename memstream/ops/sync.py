@@ -16,11 +16,13 @@ def wait_projected(eventlog: EventLog, event: Event, entry: str, timeout: float)
     when one of them gave up on it; or, at the deadline, a ``"logged (not yet projected ...)"``
     state naming the likely cause."""
 
-    from memstream.projections import memory_write_groups
+    from memstream.projections import PROJECTIONS, active_group
     from memstream.workers import DeadLetters, is_applied
 
     stream = eventlog.stream_for(event.scope.tenant, event.scope.agent)
-    groups = memory_write_groups()
+    # the versions readers use (a replay's build is not searched until it is active)
+    groups = tuple(active_group(eventlog.client, eventlog.prefix, row.name) for row in PROJECTIONS
+                   if row.memory_writes)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if all(is_applied(eventlog.client, stream, g, entry) for g in groups):

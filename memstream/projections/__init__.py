@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from memstream.core import lazy_exports
 from memstream.projections.base import Delivery, Projection, group_name
+from memstream.projections.catalog import STATES, Catalog, CatalogError, Version
 from memstream.projections.counters import Counters
 from memstream.projections.embedders.base import EmbedderError, EmbedderUnavailable
 from memstream.projections.embedders.cache import CachedEmbedder
@@ -23,12 +24,18 @@ from memstream.projections.facts_table import PROBED_FACTS, Fact, FactsTable, fa
 from memstream.projections.memories import MemoriesProjection
 from memstream.projections.registry import (
     PROJECTIONS,
+    PluginError,
     Registered,
+    active_group,
+    all_registered,
     build_projections,
+    drop_version,
     group_names,
     group_of,
     memory_write_groups,
+    plugins,
     registered,
+    running_versions,
 )
 from memstream.projections.sessions import SessionsIndex, SessionsProjection
 from memstream.projections.sparse import sparse_vector, tokenize
@@ -42,6 +49,7 @@ from memstream.projections.stores.port import (
     StoreUnavailable,
     VectorStore,
     open_store,
+    physical_name,
     point_id,
 )
 from memstream.projections.turns import TurnsProjection
@@ -50,6 +58,17 @@ if TYPE_CHECKING:
     from memstream.projections.stores.edge import EdgeStore
 
 __all__ = [
+    "Catalog",
+    "CatalogError",
+    "STATES",
+    "Version",
+    "PluginError",
+    "active_group",
+    "all_registered",
+    "drop_version",
+    "plugins",
+    "running_versions",
+    "physical_name",
     "Embedder",
     "CachedEmbedder",
     "CollectionNotFound",

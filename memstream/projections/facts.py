@@ -30,12 +30,16 @@ class FactsProjection:
     """Rule-extracted facts with supersession and provenance, in the facts table."""
 
     name = "facts"
+    FAMILIES = ("facts", "fact_sources")  # its versioned Redis keys (core.keys.VERSIONED_FAMILIES)
     version = FactsTable.version  # the table's keys carry it: a new version builds beside the live one
 
-    def __init__(self, client: redis.Redis, prefix: str, min_confidence: float = 0.6) -> None:
+    def __init__(self, client: redis.Redis, prefix: str, min_confidence: float = 0.6, *,
+                 version: int | None = None) -> None:
+        if version is not None:
+            self.version = version
         self.client = client
         self.prefix = prefix
-        self.table = FactsTable(client, prefix)
+        self.table = FactsTable(client, prefix, version=self.version)
         self.counters = Counters(client, prefix, group_name(self))
         self.min_confidence = min_confidence
         self._boilerplate = BoilerplateFilter()

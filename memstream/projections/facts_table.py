@@ -91,7 +91,9 @@ class FactsTable:
 
     version = 1
 
-    def __init__(self, client: redis.Redis, prefix: str = "memstream"):
+    def __init__(self, client: redis.Redis, prefix: str = "memstream", *, version: int | None = None):
+        if version is not None:
+            self.version = version
         self.client = client
         self.prefix = prefix
 

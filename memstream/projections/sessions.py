@@ -81,7 +81,9 @@ class SessionsIndex:
 
     version = 1
 
-    def __init__(self, client: redis.Redis, prefix: str):
+    def __init__(self, client: redis.Redis, prefix: str, *, version: int | None = None):
+        if version is not None:
+            self.version = version
         self.client = client
         self.prefix = prefix
         self._update = client.register_script(_UPDATE)
@@ -133,10 +135,13 @@ class SessionsProjection:
     """Applies turns (and tombstones) to the ``SessionsIndex``; needs only Redis."""
 
     name = "sessions"
+    FAMILIES = ("sessions", "session", "session_bookends")  # its versioned Redis keys
     version = SessionsIndex.version
 
-    def __init__(self, client: redis.Redis, prefix: str):
-        self.index = SessionsIndex(client, prefix)
+    def __init__(self, client: redis.Redis, prefix: str, *, version: int | None = None):
+        if version is not None:
+            self.version = version
+        self.index = SessionsIndex(client, prefix, version=self.version)
         self.counters = Counters(client, prefix, group_name(self))
         self._boilerplate = BoilerplateFilter()
         self.tombstones = Tombstones(client, prefix)

@@ -74,12 +74,14 @@ class TurnsProjection(VectorProjection):
     """
 
     name = "turns"
+    FAMILIES = ("turn_context",)  # its versioned Redis keys (core.keys.VERSIONED_FAMILIES)
     CONTEXT_CHARS = 300
     CONTEXT_TTL_S = 30 * 86400
 
     def __init__(self, store: VectorStore, embedder: Embedder, client: redis.Redis, prefix: str, *,
-                 boilerplate: BoilerplateFilter | None = None, max_tokens: int = 200) -> None:
-        super().__init__(store, embedder, client, prefix)
+                 version: int | None = None, boilerplate: BoilerplateFilter | None = None,
+                 max_tokens: int = 200) -> None:
+        super().__init__(store, embedder, client, prefix, version=version)
         self.boilerplate = boilerplate or BoilerplateFilter()
         self.max_tokens = max_tokens
 

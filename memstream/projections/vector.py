@@ -37,7 +37,10 @@ class VectorProjection:
     name = ""
     version = 1
 
-    def __init__(self, store: VectorStore, embedder: Embedder, client: redis.Redis, prefix: str) -> None:
+    def __init__(self, store: VectorStore, embedder: Embedder, client: redis.Redis, prefix: str, *,
+                 version: int | None = None) -> None:
+        if version is not None:
+            self.version = version  # a replayed version: its collection and keys carry it
         self.store = store
         self.embedder = embedder
         self.client = client

@@ -24,6 +24,7 @@ from memstream.projections import (
 )
 from memstream.query.protocol import Handler
 from memstream.query.ranking import Searcher, fact_item
+from memstream.query.versions import FixedVersions, Versions
 
 __all__ = ["ReadOps", "asks_about_history", "BadRequest"]
 
@@ -47,11 +48,19 @@ def asks_about_history(query: str) -> bool:
 
 
 class ReadOps:
-    def __init__(self, store: VectorStore, searcher: Searcher, facts: FactsTable, sessions: SessionsIndex) -> None:
+    def __init__(self, store: VectorStore, searcher: Searcher, facts: FactsTable, sessions: SessionsIndex,
+                 versions: Versions | None = None) -> None:
         self.store = store
         self.searcher = searcher
-        self.facts = facts
-        self.sessions = sessions
+        self.versions: Versions = versions or FixedVersions(store, searcher.embedder, facts, sessions)
+
+    @property
+    def facts(self) -> FactsTable:
+        return self.versions.facts()
+
+    @property
+    def sessions(self) -> SessionsIndex:
+        return self.versions.sessions()
 
     def handlers(self) -> dict[str, Handler]:
         ops = {"recall": self.recall, "search": self.search, "context": self.context,
@@ -172,7 +181,7 @@ class ReadOps:
     def _anchor(self, tenant: str, item_id: str) -> dict[str, Any] | None:
         for name in ("turns", "memories"):
             try:
-                collection = self.store.collection_for_read(name)
+                collection = self.versions.collection(name)
                 found = self.store.retrieve(collection, [point_id(item_id, 0)])
             except (CollectionNotFound, ValueError):
                 continue
@@ -187,7 +196,7 @@ class ReadOps:
 
     def _session_turns(self, tenant: str, session: str) -> list[dict[str, Any]]:
         try:
-            collection = self.store.collection_for_read("turns")
+            collection = self.versions.collection("turns")
         except CollectionNotFound:
             return []
         chunks: dict[str, list[Mapping[str, Any]]] = {}

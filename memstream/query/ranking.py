@@ -43,6 +43,7 @@ from memstream.projections import (
     VectorStore,
     sparse_vector,
 )
+from memstream.query.versions import FixedVersions, Versions
 
 if TYPE_CHECKING:
     import numpy as np
@@ -87,10 +88,18 @@ def _minmax(hits: list[Hit]) -> dict[str, tuple[float, Hit]]:
 
 
 class Searcher:
-    def __init__(self, store: VectorStore, embedder: Embedder, facts: FactsTable) -> None:
+    """Hybrid search over the versions ``versions`` resolves (the active ones, from the
+    catalog; by default the store's own pointer, ``embedder`` and ``facts``)."""
+
+    def __init__(self, store: VectorStore, embedder: Embedder, facts: FactsTable,
+                 versions: Versions | None = None) -> None:
         self.store = store
         self.embedder = embedder
-        self.facts = facts
+        self.versions: Versions = versions or FixedVersions(store, embedder, facts)
+
+    @property
+    def facts(self) -> FactsTable:
+        return self.versions.facts()
 
     def search(self, query: str, *, tenant: str, agent: str = "default", scope: str = "current",
                k: int = 10, kinds: tuple[str, ...] = ("turns", "memories", "facts"),
@@ -101,7 +110,7 @@ class Searcher:
             f = Filter(tenant=tenant, session_id=session or "\x00none")
         else:
             f = Filter(tenant=tenant, agent=None if scope == "all" else (agent if scope == "current" else scope))
-        dense = self.embedder.embed([query])[0]
+        dense_of: dict[int, np.ndarray] = {}  # per embedder: a version queries with its own
         sparse = sparse_vector(query)
         timely = asks_about_time(query)
         scored: list[tuple[float, dict[str, Any]]] = []
@@ -110,9 +119,13 @@ class Searcher:
             if name not in kinds and not (name == "turns" and "facts" in kinds):
                 continue
             try:
-                collection = self.store.collection_for_read(name)
+                collection = self.versions.collection(name)
             except CollectionNotFound:
                 continue
+            embedder = self.versions.embedder(name)
+            dense = dense_of.get(id(embedder))
+            if dense is None:
+                dense = dense_of[id(embedder)] = embedder.embed([query])[0]
             for score, item in self._rank(collection, dense, sparse, f, timely, query, neighbours=name == "turns"):
                 if name in kinds:
                     scored.append((score, item))

@@ -47,12 +47,13 @@ from memstream.core import (
     is_transient,
     shown,
 )
-from memstream.producers import EventLog, parse_entry_id
+from memstream.producers import EntryFields, EventLog, parse_entry_id
 from memstream.projections import Delivery, Projection, group_name
 from memstream.workers.admission import admit
 from memstream.workers.deadletters import DeadLetters
 from memstream.workers.health import Health
 from memstream.workers.positions import Positions
+from memstream.workers.priority import LOW_BATCH, Priority
 from memstream.workers.tenancy import TenantGate
 
 if TYPE_CHECKING:
@@ -93,7 +94,9 @@ class Consumer:
                  batch: int = 128, block_ms: int = 500, claim_idle_ms: int = 60_000,
                  claim_every: float = 5.0, max_deliveries: int = 5,
                  max_text_bytes: int = Settings().max_text_bytes, backoff_base: float = 0.2,
-                 backoff_cap: float = 30.0, transient_cap: float = 5.0) -> None:
+                 backoff_cap: float = 30.0, transient_cap: float = 5.0,
+                 priority: Priority | None = None, low: bool = False,
+                 start_at: dict[str, str] | None = None) -> None:
         self.log = eventlog
         self.client = eventlog.client
         self.projection = projection
@@ -113,16 +116,21 @@ class Consumer:
         self.dlq = DeadLetters(self.client, eventlog.prefix)
         self.gate = TenantGate(self.client, eventlog.prefix)
         self.stats = ConsumerStats()
+        # a replay or a retired version (``low``) yields to the live versions (priority.py)
+        self.priority = priority
+        self.low = low
+        self.start_at = dict(start_at or {})  # stream -> id its group starts after ("0": the start)
         self._pending_done = False
         self._last_claim = 0.0
         self._groups_ready = False
 
     # -- set-up ---------------------------------------------------------------------
     def ensure_groups(self) -> None:
-        """Create the group on every stream (from the start of the log), idempotently."""
+        """Create the group on every stream (from the start of the log, or after
+        ``start_at[stream]``: what a replay read from the archive), idempotently."""
         for key in self.log.stream_keys:
             try:
-                self.client.xgroup_create(key, self.group, id="0", mkstream=True)
+                self.client.xgroup_create(key, self.group, id=self.start_at.get(key, "0"), mkstream=True)
             except redis.ResponseError as exc:
                 if "BUSYGROUP" not in str(exc):
                     raise
@@ -200,7 +208,9 @@ class Consumer:
     # -- internals ------------------------------------------------------------------
     def _read(self, start: str, block: bool) -> Read:
         streams: dict[KeyT, StreamIdT] = {key: start for key in self.log.stream_keys}
-        kwargs: dict[str, Any] = {"count": self.batch}
+        if self.low and self.priority is not None:
+            self.priority.wait_turn()
+        kwargs: dict[str, Any] = {"count": min(self.batch, LOW_BATCH) if self.low else self.batch}
         if block and start == ">":
             kwargs["block"] = self.block_ms
         got = self.client.xreadgroup(self.group, self.name, streams, **kwargs) or []
@@ -243,40 +253,7 @@ class Consumer:
                 continue
             entries = [(as_str(i), f) for i, f in read if f]  # deleted entries come back empty
             counts = self._delivery_counts(stream, [i for i, _ in entries]) if pending else {}
-            batch: list[Delivery] = []
-            skip: list[str] = []
-            for entry_id, fields in entries:
-                verdict = admit(fields, self.group, self.max_text_bytes)
-                if verdict.action == "skip":
-                    if verdict.reason == "unknown event type":
-                        self.stats.skipped_unknown += 1
-                        etype = fields.get(b"type", fields.get("type", b""))
-                        log.warning("consumer.unknown_event_type", group=self.group, stream=stream,
-                                    entry=entry_id, event_type=shown(etype)[:60],
-                                    action="skipped: a newer producer is ahead of this worker")
-                    skip.append(entry_id)
-                    continue
-                if verdict.action == "dead":
-                    self.dlq.add(self.group, stream, entry_id, fields, verdict.reason,
-                                 counts.get(entry_id, 1))
-                    self.stats.dead_lettered += 1
-                    log.warning("consumer.dead_lettered", group=self.group, stream=stream,
-                                entry=entry_id, reason=verdict.reason[:200])
-                    continue
-                event = verdict.event
-                assert event is not None  # an "apply" verdict carries its event
-                if verdict.clipped:
-                    self.stats.clipped += 1
-                    log.warning("consumer.clipped", group=self.group, stream=stream, entry=entry_id,
-                                fields=list(verdict.clipped), max_bytes=self.max_text_bytes)
-                refusal = self.gate.refusal(event, fields)
-                if refusal is not None:
-                    self.dlq.add(self.group, stream, entry_id, fields, refusal, counts.get(entry_id, 1))
-                    self.stats.dead_lettered += 1
-                    log.warning("consumer.dead_lettered", group=self.group, stream=stream,
-                                entry=entry_id, reason="forged")
-                    continue
-                batch.append(Delivery(stream, entry_id, fields, event, counts.get(entry_id, 1)))
+            batch, skip = self._admitted(stream, entries, counts)
             if skip:
                 self.client.xack(stream, self.group, *skip)
             handled += len(entries)
@@ -293,8 +270,69 @@ class Consumer:
         self.stats.batches += 1
         return handled
 
+    def backfill(self, entries: list[tuple[str, str, EntryFields]]) -> int:
+        """Apply entries read elsewhere (the archive, for a replay) as if this group had
+        read them: the same admission, dead letters and apply, without acks (they are in no
+        group). An entry that keeps failing is dead-lettered at once. Returns entries applied."""
+        applied = 0
+        by_stream: dict[str, list[tuple[str, EntryFields]]] = {}
+        for stream, entry_id, fields in entries:
+            by_stream.setdefault(stream, []).append((entry_id, fields))
+        for stream, items in by_stream.items():
+            batch, _ = self._admitted(stream, items, {i: self.max_deliveries for i, _ in items})
+            ok = self._apply(stream, batch) if batch else []
+            applied += len(ok)
+            self.stats.applied += len(ok)
+        return applied
+
+    def _admitted(self, stream: str, entries: list[tuple[str, EntryFields]],
+                  counts: dict[str, int]) -> tuple[list[Delivery], list[str]]:
+        """What of ``entries`` to apply and what to skip; the rest is dead-lettered here."""
+        batch: list[Delivery] = []
+        skip: list[str] = []
+        for entry_id, fields in entries:
+            verdict = admit(fields, self.group, self.max_text_bytes)
+            if verdict.action == "skip":
+                if verdict.reason == "unknown event type":
+                    self.stats.skipped_unknown += 1
+                    etype = fields.get(b"type", fields.get("type", b""))
+                    log.warning("consumer.unknown_event_type", group=self.group, stream=stream,
+                                entry=entry_id, event_type=shown(etype)[:60],
+                                action="skipped: a newer producer is ahead of this worker")
+                skip.append(entry_id)
+                continue
+            if verdict.action == "dead":
+                self.dlq.add(self.group, stream, entry_id, fields, verdict.reason,
+                             counts.get(entry_id, 1))
+                self.stats.dead_lettered += 1
+                log.warning("consumer.dead_lettered", group=self.group, stream=stream,
+                            entry=entry_id, reason=verdict.reason[:200])
+                continue
+            event = verdict.event
+            assert event is not None  # an "apply" verdict carries its event
+            if verdict.clipped:
+                self.stats.clipped += 1
+                log.warning("consumer.clipped", group=self.group, stream=stream, entry=entry_id,
+                            fields=list(verdict.clipped), max_bytes=self.max_text_bytes)
+            refusal = self.gate.refusal(event, fields)
+            if refusal is not None:
+                self.dlq.add(self.group, stream, entry_id, fields, refusal, counts.get(entry_id, 1))
+                self.stats.dead_lettered += 1
+                log.warning("consumer.dead_lettered", group=self.group, stream=stream,
+                            entry=entry_id, reason="forged")
+                continue
+            batch.append(Delivery(stream, entry_id, fields, event, counts.get(entry_id, 1)))
+        return batch, skip
+
     def _apply(self, stream: str, batch: list[Delivery]) -> list[str]:
-        """Apply ``batch`` (a poison entry isolated one by one); the entry ids to ack."""
+        """Apply ``batch`` (a poison entry isolated one by one); the entry ids to ack. A live
+        consumer holds its priority meanwhile (a replay starts no batch then)."""
+        if self.priority is not None and not self.low:
+            with self.priority.live():
+                return self._apply_batch(stream, batch)
+        return self._apply_batch(stream, batch)
+
+    def _apply_batch(self, stream: str, batch: list[Delivery]) -> list[str]:
         started = time.perf_counter()
         try:
             self.projection.apply(batch)

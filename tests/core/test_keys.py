@@ -19,11 +19,12 @@ SOURCE = Path(keys.__file__).resolve().parents[1]  # the memstream package
 
 # an argument for every parameter name a key function takes
 ARGS = {"prefix": PREFIX, "shard": 2, "tenant": "acme", "group": "facts.v1", "version": 7,
-        "agent": "a1", "session": "s1", "target": "memory", "request_id": "0" * 32}
+        "agent": "a1", "session": "s1", "target": "memory", "request_id": "0" * 32,
+        "family": "facts", "name": "turns"}
 
 # the keys a projection owns: each carries the projection's version
 PROJECTION_KEYS = ("facts", "facts_current", "facts_pattern", "fact_sources", "turn_context",
-                   "sessions", "session", "session_bookends")
+                   "sessions", "session", "session_bookends", "version_pattern")
 
 
 def _build(name: str, **overrides) -> str:

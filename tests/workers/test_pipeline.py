@@ -81,7 +81,9 @@ def test_the_pipeline_consumes_exactly_the_registered_groups(pipeline, event_log
     created = {g["name"].decode() for key in event_log.stream_keys for g in event_log.client.xinfo_groups(key)}
     assert created == set(group_names())
     assert set(pipeline._count({})["items"]) == {row.group for row in PROJECTIONS if row.vectors}
-    assert pipeline.reads.sessions is pipeline.projection("sessions").index
+    # readers use the active version's tables: the ones its projection writes
+    assert pipeline.reads.sessions.version == pipeline.projection("sessions").index.version == 1
+    assert pipeline.reads.facts.version == pipeline.projection("facts").table.version == 1
 
 
 def test_redelivering_the_whole_log_changes_no_projection(pipeline, event_log):
