@@ -43,6 +43,7 @@ from memstream.cli.output import (
     fail,
     one_line,
     print_result,
+    projections_text,
     search_line,
     stats_text,
     stdout_to_devnull,
@@ -161,6 +162,99 @@ def cmd_dlq(args: argparse.Namespace, settings: Settings) -> int:
     done = ops.settle(settings, args.action, args.ids)
     print_result(args, {args.action: done}, "\n".join(f"{k}: {v}" for k, v in done.items()))
     return OK if all(done.values()) else FAILED
+
+
+# -- replay / projections ------------------------------------------------------------------
+def _options(pairs: list[str] | None) -> dict[str, object]:
+    """``--option NAME=VALUE`` pairs; a value is read as JSON when it parses (numbers, true)."""
+    out: dict[str, object] = {}
+    for pair in pairs or []:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise CommandError(f"--option {pair!r}: use NAME=VALUE")
+        try:
+            out[name] = json.loads(value)
+        except ValueError:
+            out[name] = value
+    return out
+
+
+def _watch(args: argparse.Namespace, settings: Settings, groups: list[str]) -> int:
+    """Show the builds' progress until they finish; Ctrl-C detaches and leaves them running."""
+    from memstream.cli.progress import Progress
+
+    rates: dict[str, tuple[float, int]] = {}
+    try:
+        with Progress(json_lines=args.json) as progress:
+            def report(rows: list[dict]) -> None:
+                import time
+
+                for r in rows:
+                    done = r["done"]
+                    first = rates.setdefault(r["group"], (time.monotonic(), done or 0))
+                    elapsed = time.monotonic() - first[0]
+                    rate = (done - first[1]) / elapsed if done is not None and elapsed > 0.5 else None
+                    progress.update(r["group"], done or 0, r["total"], state=r["state"], lag=r["lag"],
+                                    **({"rate": round(rate, 1)} if rate is not None else {}))
+
+            rows = ops.wait_replay(settings, groups, report)
+    except KeyboardInterrupt:
+        print("memstream replay: detached; the build goes on (`memstream replay --status` re-attaches)",
+              file=sys.stderr)
+        return OK
+    states = {r["group"]: r["state"] for r in rows}
+    print_result(args, {"versions": rows}, "\n".join(
+        f"{g}: {s}" + (" (activate it with `memstream projections activate`)" if s == "building" else "")
+        for g, s in states.items()) or "nothing is building")
+    return OK
+
+
+def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
+    if args.cancel:
+        result = ops.cancel_replay(settings, args.cancel)
+        print_result(args, result, f"cancelled {result['group']}" + (
+            "; its data is removed" if result.get("removed") else f"; {result.get('note', '')}"))
+        return OK
+    if args.status:
+        rows = ops.replay_status(settings, args.projections or None)
+        if not rows:
+            print_result(args, {"versions": []}, "nothing is building")
+            return OK
+        if args.detach:
+            print_result(args, {"versions": rows}, "\n".join(
+                f"{r['group']}: {r['state']}, {r['done']} of {r['total']} events, lag {r['lag']}" for r in rows))
+            return OK
+        return _watch(args, settings, [r["group"] for r in rows if r["state"] == "building"])
+    if not args.projections:
+        raise CommandError("name the projections to replay (turns, memories, facts, sessions, or yours), "
+                           "or use --status / --cancel NAME")
+    started = ops.start_replay(settings, args.projections, embedder=args.embedder or None, activate=args.activate,
+                               options=_options(args.option))
+    if not args.json:
+        for v in started:
+            print(f"building {v['group']}" + (f" with {v['embedder']} ({v['dim']}-d)" if v.get("embedder") else "")
+                  + f"; activation {v['activate']}", file=sys.stderr)
+    if args.detach:
+        print_result(args, {"versions": started}, "\n".join(f"building {v['group']}" for v in started))
+        return OK
+    return _watch(args, settings, [v["group"] for v in started])
+
+
+def cmd_projections(args: argparse.Namespace, settings: Settings) -> int:
+    if args.action in ("activate", "drop"):
+        if not args.name or args.version is None:
+            raise CommandError(f"usage: memstream projections {args.action} NAME VERSION")
+        if args.action == "activate":
+            result = ops.activate_version(settings, args.name, args.version)
+            print_result(args, result, f"{result['group']} is active: queries read it")
+        else:
+            result = ops.drop_version(settings, args.name, args.version)
+            print_result(args, result, f"dropping {result['group']}" + (
+                ": its data is removed" if result.get("removed") else f": {result.get('note', '')}"))
+        return OK
+    rows = ops.projection_versions(settings)
+    print_result(args, {"projections": rows}, projections_text(rows))
+    return OK
 
 
 # -- tenants -------------------------------------------------------------------------------
@@ -298,6 +392,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--embedded-store", action="store_true",
                    help="no Qdrant server: one worker owning the embedded store under MEMSTREAM_HOME")
     p.add_argument("--name", type=printable("name"), help="stable consumer name (default: host name)")
+    p = add("replay", cmd_replay, "rebuild projections from the log as new versions, beside the live ones")
+    p.add_argument("projections", nargs="*", type=printable("projection"), help="turns, memories, facts, sessions or yours")
+    p.add_argument("--embedder", type=printable("embedder"), help="the new versions' embedder (default: the active one's)")
+    p.add_argument("--activate", choices=["auto", "manual"], default="auto",
+                   help="switch readers when caught up (auto) or with `memstream projections activate` (manual)")
+    p.add_argument("--option", action="append", type=printable("option"), metavar="NAME=VALUE",
+                   help="an option of the projection for the new version (repeatable)")
+    p.add_argument("--status", action="store_true", help="show (and follow) the running builds")
+    p.add_argument("--cancel", metavar="NAME", type=printable("projection"), help="stop NAME's build, drop its version")
+    p.add_argument("--detach", action="store_true", help="start (or show) and return at once")
+    p = add("projections", cmd_projections, "list projection versions; activate or drop one")
+    p.add_argument("action", nargs="?", choices=["list", "activate", "drop"], default="list")
+    p.add_argument("name", nargs="?", type=printable("projection"), help="activate/drop: the projection")
+    p.add_argument("version", nargs="?", type=int_between(1, 1_000_000), help="activate/drop: its version")
     p = add("tenant", cmd_tenant, "register tenants: a Redis user each, limited to its own data")
     p.add_argument("action", choices=["add", "list", "remove"])
     p.add_argument("name", nargs="?", default="", help="tenant name (add, remove)")

@@ -17,7 +17,7 @@ from typing import Any
 
 __all__ = [
     "ERROR_CUT", "FAILED", "INTERRUPTED", "OK", "TEXT_CUT", "USAGE",
-    "cut", "dead_letter_line", "doctor_text", "fail", "one_line", "print_result", "search_line",
+    "cut", "dead_letter_line", "doctor_text", "fail", "one_line", "print_result", "projections_text", "search_line",
     "stats_text", "stdout_to_devnull",
 ]
 
@@ -122,3 +122,32 @@ def dead_letter_line(item: dict) -> str:
     """One dead letter: its ids, group, type, deliveries and error, cut."""
     return (" ".join(cut(item.get(k, "?"), 80) for k in ("dlq_id", "group", "stream", "entry_id", "type"))
             + f" deliveries={cut(item.get('deliveries'), 20)}: {cut(item.get('error'), ERROR_CUT)}")
+
+
+def _ago(ts: float | None) -> str:
+    if not ts:
+        return "-"
+    import time
+
+    s = max(0.0, time.time() - float(ts))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s / size:.0f}{unit} ago"
+    return f"{s:.0f}s ago"
+
+
+def projections_text(rows: list[dict]) -> str:
+    """``memstream projections`` for people: one line per version."""
+    lines = [f"{'version':<16} {'state':<11} {'embedder':<22} {'items':>8} {'lag':>8}  {'built':<10} activated"]
+    for r in rows:
+        model = r.get("model") or r.get("embedder") or "-"
+        embedder = f"{cut(model, 16)} {r['dim']}d" if r.get("dim") else cut(model, 22)
+        items = "-" if r.get("items") is None else str(r["items"])
+        lag = "unknown" if r.get("lag") is None and r.get("state") not in (None, "not started") else str(r.get("lag", "-"))
+        state = str(r.get("state"))
+        if state == "building" and r.get("total"):
+            state += f" {100 * (r.get('done') or 0) // max(1, r['total'])}%"
+        lines.append(f"{cut(r['group'], 16):<16} {state:<11} {embedder:<22} {items:>8} {lag:>8}  "
+                     f"{_ago(r.get('created_at')):<10} {_ago(r.get('activated_at'))}"
+                     + (f"  error: {cut(r['error'], 120)}" if r.get("error") else ""))
+    return "\n".join(lines)

@@ -14,6 +14,15 @@ from memstream.ops.dlq import dead_letters, settle
 from memstream.ops.doctor import doctor
 from memstream.ops.errors import CommandError
 from memstream.ops.export import Undecodable, export
+from memstream.ops.replay import (
+    activate_version,
+    cancel_replay,
+    drop_version,
+    projection_versions,
+    replay_status,
+    start_replay,
+    wait_replay,
+)
 from memstream.ops.search import search
 from memstream.ops.service import start_service, stop_service, up_detached
 from memstream.ops.stats import stats
@@ -22,6 +31,13 @@ from memstream.ops.tenants import add_tenant, remove_tenant, tenants
 from memstream.ops.worker import check_worker, start_worker
 
 __all__ = [
+    "activate_version",
+    "cancel_replay",
+    "drop_version",
+    "projection_versions",
+    "replay_status",
+    "start_replay",
+    "wait_replay",
     "add_logged",
     "add_spooled",
     "add_tenant",

@@ -104,19 +104,24 @@ class TurnsProjection(VectorProjection):
         return keys.turn_context(self.prefix, self.version, tenant, session)
 
     def _previous(self, turns: list[tuple[TurnRecorded, str]]) -> list[str]:
-        """The previous turn's text for each turn: from this batch, else from Redis; never a
-        forgotten turn's. Records each remaining turn's text for the turns after it."""
+        """The previous turn's text for each turn: from the turns before it in this batch,
+        else from Redis (as earlier batches left it); never a forgotten turn's. Records each
+        remaining turn's text for the turns after it. A turn sees only what came before it
+        in the log, so how the log is cut into batches (live, or a replay) changes nothing."""
         gone = self.tombstones.among([(event.scope.tenant, event.id) for event, _ in turns])
         local: dict[tuple[str, int], tuple[str, str]] = {}  # (key, index) -> (event id, text)
+        found: list[tuple[str, str] | None] = []  # per turn: from an earlier turn of the batch
         wanted: list[tuple[str, int]] = []
         tenant_of: dict[str, str] = {}
         for event, text in turns:
             key = self._context_key(event.scope.tenant, event.scope.session_id)
             tenant_of[key] = event.scope.tenant
-            wanted.append((key, event.turn_index - 1))
+            want = (key, event.turn_index - 1)
+            wanted.append(want)
+            found.append(local.get(want))
             if event.id not in gone:
                 local[(key, event.turn_index)] = (event.id, text[: self.CONTEXT_CHARS])
-        missing = [w for w in dict.fromkeys(wanted) if w not in local]
+        missing = list(dict.fromkeys(w for w, f in zip(wanted, found) if f is None))
         pipe = self.client.pipeline(transaction=False)
         for key, index in missing:
             pipe.hget(key, str(index))
@@ -127,8 +132,12 @@ class TurnsProjection(VectorProjection):
             pipe.hset(key, str(index), f"{event_id}{self.CONTEXT_SEP}{text}")
             pipe.expire(key, self.CONTEXT_TTL_S)
         pipe.execute()
-        known = {**{w: e for w, e in fetched.items() if e[0] not in dead}, **local}
-        return [known[w][1] if w in known else "" for w in wanted]
+        known = {w: e for w, e in fetched.items() if e[0] not in dead}
+        out = []
+        for want, earlier in zip(wanted, found):
+            entry = earlier if earlier is not None else known.get(want)
+            out.append(entry[1] if entry is not None else "")
+        return out
 
     CONTEXT_SEP = "\x1f"
 

@@ -1,14 +1,19 @@
 """workers: the machinery that feeds the projections from the log: the consumer-group loop,
-the admission of every entry, positions, dead letters, health, the tenant gate, and the
-``Pipeline`` that runs every projection's consumer and the query server as threads."""
+the admission of every entry, positions, dead letters, health, the tenant gate, replay
+progress, the priority of live versions over replays, and the ``Pipeline`` that runs every
+projection version's consumer and the query server as threads."""
 
 from memstream.workers.deadletters import DeadLetters
 from memstream.workers.health import projection_health
 from memstream.workers.pipeline import Pipeline, PipelineConfig
 from memstream.workers.positions import Positions, is_applied
+from memstream.workers.replay import GroupProgress, caught_up, group_progress
 
 __all__ = [
+    "caught_up",
     "DeadLetters",
+    "group_progress",
+    "GroupProgress",
     "is_applied",
     "Pipeline",
     "PipelineConfig",

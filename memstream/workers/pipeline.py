@@ -360,6 +360,11 @@ class Pipeline:
                         self._start_run(r)
                 r.version = v
                 r.consumer.low = v.state != "active"
+                if v.state == "active" and row.vectors and self.store.active_version(row.name) != v.version:
+                    # activated elsewhere (`memstream projections activate`): the store's own
+                    # pointer follows the catalog, for tools that read the store directly
+                    self.store.set_active_version(row.name, v.version)
+                    self.versions.refresh()
                 if v.state == "building":
                     self._maybe_activate(row, v, r)
 
