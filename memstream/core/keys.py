@@ -18,7 +18,7 @@ __all__ = [
     "counters", "positions", "applied_at", "health", "dlq",
     "tombstones", "facts", "facts_current", "facts_pattern", "fact_sources", "turn_context",
     "sessions", "session", "session_bookends", "version_pattern",
-    "catalog", "catalog_pattern",
+    "catalog", "catalog_pattern", "own", "own_pattern",
 ]
 
 
@@ -189,3 +189,14 @@ def catalog(prefix: str, name: str) -> str:
 def catalog_pattern(prefix: str) -> str:
     """``P:projections:*``: glob pattern of every projection's catalog."""
     return f"{prefix}:projections:*"
+
+
+# -- projections of your own ---------------------------------------------------------------
+def own(prefix: str, name: str, version: int, *parts: str) -> str:
+    """``P:own:{name}:v{version}[:part...]``: any type, a key of your own projection (dropped with its version)."""
+    return ":".join((f"{prefix}:own:{name}:v{version}", *parts))
+
+
+def own_pattern(prefix: str, name: str, version: int) -> str:
+    """``P:own:{name}:v{version}:*``: glob pattern of every key of one version of your own projection."""
+    return f"{prefix}:own:{name}:v{version}:*"

@@ -144,14 +144,20 @@ class Catalog:
         return {f"v{v.version}": _encoder.encode(v)}
 
     def ensure(self, name: str, version: int, *, embedder: str = "", model: str = "", dim: int = 0,
-               options: dict[str, Any] | None = None) -> Version:
+               options: dict[str, Any] | None = None, build: bool = False) -> Version:
         """The active version of ``name``; when the projection has none yet, ``version`` is
-        recorded as active (a first start, or a log kept from before versions were recorded)."""
+        recorded as active (a first start, or a log kept from before versions were
+        recorded), or with ``build`` as building (a projection new to a log that has a
+        history: it is activated once it has caught up)."""
 
         def fn(versions: list[Version]) -> dict[str, Any]:
             for v in versions:
-                if v.state == "active":
+                if v.state in ("active", "building"):
                     return {"result": v}
+            if build and not versions:
+                v = Version(name=name, version=version, state="building", embedder=embedder, model=model,
+                            dim=dim, options=dict(options or {}), created_at=time.time())
+                return {"set": self._field(v), "result": v}
             known = next((v for v in versions if v.version == version), None)
             v = known or Version(name=name, version=version, state="active", embedder=embedder, model=model,
                                  dim=dim, options=dict(options or {}), created_at=time.time())

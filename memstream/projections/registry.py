@@ -99,7 +99,8 @@ def plugins(spec: str = "") -> tuple[Registered, ...]:
     ``MEMSTREAM_PROJECTIONS`` setting: comma-separated ``module:Class``). Each class needs
     ``name`` (not one of memstream's own), ``version`` and ``apply(batch)``, and is built as
     ``cls(client, prefix, version=N)`` (with ``VECTORS = True``: ``cls(store, embedder,
-    client, prefix, version=N)``)."""
+    client, prefix, version=N)``) and keeps its Redis data under ``core.keys.own(prefix,
+    name, version, ...)``, which dropping a version deletes."""
     found: list[tuple[str, Any]] = []
     for ep in entry_points(group="memstream.projections"):
         try:
@@ -175,9 +176,11 @@ def drop_version(row: Registered, store: Any, client: redis.Redis, prefix: str, 
     group = f"{row.name}.v{version}"
     if row.vectors and store is not None:
         store.drop_collection(row.name, version)
-    for family in getattr(row.cls, "FAMILIES", ()):
+    patterns = [keys.version_pattern(prefix, family, version) for family in getattr(row.cls, "FAMILIES", ())]
+    patterns.append(keys.own_pattern(prefix, row.name, version))
+    for pattern in patterns:
         batch: list[Any] = []
-        for key in client.scan_iter(match=keys.version_pattern(prefix, family, version), count=500):
+        for key in client.scan_iter(match=pattern, count=500):
             batch.append(key)
             if len(batch) >= 500:
                 client.delete(*batch)

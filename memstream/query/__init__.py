@@ -31,17 +31,20 @@ if TYPE_CHECKING:
     from memstream.query.ops import ReadOps
     from memstream.query.ranking import Searcher
     from memstream.query.server import QueryServer
+    from memstream.query.versions import ActiveVersions, FixedVersions
 
 __all__ = [
     "ANSWER_TTL", "QueryTimeout", "ask", "operator_channel", "reply_key", "tenant_channel",
     "MAX_ENVELOPE_BYTES", "MAX_QUERY_CHARS", "OPS", "Envelope", "QueryRefused", "Request",
-    "decode_envelope", "QueryServer", "ReadOps", "Searcher",
+    "decode_envelope", "QueryServer", "ReadOps", "Searcher", "ActiveVersions", "FixedVersions",
 ]
 
 _LAZY = {  # the server side: stores, embedders, ranking
     "QueryServer": "memstream.query.server",
     "ReadOps": "memstream.query.ops",
     "Searcher": "memstream.query.ranking",
+    "ActiveVersions": "memstream.query.versions",
+    "FixedVersions": "memstream.query.versions",
 }
 
 __getattr__ = lazy_exports(__name__, _LAZY)

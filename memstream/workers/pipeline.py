@@ -35,6 +35,7 @@ import structlog
 from memstream.core import PermanentError, Settings, backoff_delay
 from memstream.producers import EventLog
 from memstream.projections import (
+    PROJECTIONS,
     CachedEmbedder,
     Catalog,
     Embedder,
@@ -47,8 +48,7 @@ from memstream.projections import (
     group_name,
     open_store,
 )
-from memstream.query import QueryServer, ReadOps, Searcher
-from memstream.query.versions import ActiveVersions
+from memstream.query import ActiveVersions, QueryServer, ReadOps, Searcher
 from memstream.workers.consumer import Consumer
 from memstream.workers.priority import Priority
 from memstream.workers.replay import Archived, caught_up
@@ -117,8 +117,12 @@ class Pipeline:
         self.consumer_name = self.config.consumer or f"{socket.gethostname()}-{settings.worker_index}"
         self.runs: dict[str, Run] = {}  # group -> its run
         self._lock = threading.RLock()
+        history = any(client.xlen(key) for key in eventlog.stream_keys)
+        own = {r.name for r in self.rows[len(PROJECTIONS):]}
         for row in self.rows:
-            active = self.catalog.ensure(row.name, row.version, **self._built_with(row))
+            # a projection of your own, new to a log with a history, builds before readers see it
+            active = self.catalog.ensure(row.name, row.version, build=history and row.name in own,
+                                         **self._built_with(row))
             for v in self.catalog.versions(row.name):
                 if v.state in ("dropping", "failed") and v.version != active.version:
                     continue

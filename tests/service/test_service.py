@@ -12,6 +12,7 @@ import time
 
 import pytest
 import redis
+from service_support import ms
 
 from memstream.core.runfile import read_run_file, start_service
 from memstream.core.settings import Settings
@@ -19,16 +20,6 @@ from memstream.producers.stream import EventLog
 from memstream.service import stop_service
 
 pytestmark = pytest.mark.valkey
-
-
-def ms(home, *args, check=True, env=None, timeout=60):
-    full_env = dict(os.environ, MEMSTREAM_HOME=str(home), MEMSTREAM_AUTOSTART="0",
-                    MEMSTREAM_EMBEDDER="hash", **(env or {}))
-    proc = subprocess.run([sys.executable, "-m", "memstream", *args], env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"memstream {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
-    return proc
 
 
 @pytest.fixture

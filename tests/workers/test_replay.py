@@ -17,7 +17,7 @@ from pipeline_support import (
 
 from memstream.core import as_str, keys
 from memstream.projections import Catalog, CatalogError, Point, physical_name
-from memstream.query.versions import ActiveVersions
+from memstream.query import ActiveVersions
 from memstream.workers import caught_up, group_progress
 
 NAMES = ("turns", "memories", "facts", "sessions")
