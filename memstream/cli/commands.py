@@ -336,6 +336,13 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         result = bench_queries.queries_bench(queries=args.queries, rounds=args.runs or 4)
         print_result(args, result, bench_queries.format_queries(result))
         return OK
+    if args.which == "replay":
+        from memstream.bench import replay as bench_replay
+
+        result = bench_replay.replay_bench(events=args.events, as_json=args.json, data=args.data or None,
+                                           onnx_events=0 if args.embedder == "hash" else 1000)
+        print_result(args, result, bench_replay.format_replay(result))
+        return OK
     if args.which == "text":
         from memstream.bench import text as bench_text
 
@@ -413,13 +420,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("install-hermes", cmd_install_hermes, "install the memstream plugin into a Hermes home and select it")
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")
-    p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos", "text"])
+    p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos", "text",
+                                       "replay"])
     p.add_argument("--minutes", type=minutes, default=2.0, help="chaos: how long things break")
     p.add_argument("--agents", type=int_between(1, 64), default=4, help="chaos: agent processes")
     p.add_argument("--seed", type=int_between(0, 2**32 - 1), default=0, help="chaos: the random choices")
     p.add_argument("--calls", type=int_between(1, 10_000_000), default=2000, help="hotpath: hook calls per burst")
     p.add_argument("--events", type=int_between(1, 10_000_000), default=1000,
-                   help="ingest: events per pipeline drain")
+                   help="ingest: events per pipeline drain; replay: events in the log")
     p.add_argument("--data", default="", help="ingest: LoCoMo turns JSONL (default: generated text if absent); "
                    "locomo: the LoCoMo directory")
     p.add_argument("--split", default="dev", choices=["dev", "test", "all"], help="locomo: conversations to run")

@@ -210,7 +210,8 @@ class Consumer:
         streams: dict[KeyT, StreamIdT] = {key: start for key in self.log.stream_keys}
         if self.low and self.priority is not None:
             self.priority.wait_turn()
-        kwargs: dict[str, Any] = {"count": min(self.batch, LOW_BATCH) if self.low else self.batch}
+        small = self.low and self.priority is not None and self.priority.live_recently()
+        kwargs: dict[str, Any] = {"count": min(self.batch, LOW_BATCH) if small else self.batch}
         if block and start == ">":
             kwargs["block"] = self.block_ms
         got = self.client.xreadgroup(self.group, self.name, streams, **kwargs) or []
@@ -327,8 +328,8 @@ class Consumer:
     def _apply(self, stream: str, batch: list[Delivery]) -> list[str]:
         """Apply ``batch`` (a poison entry isolated one by one); the entry ids to ack. A live
         consumer holds its priority meanwhile (a replay starts no batch then)."""
-        if self.priority is not None and not self.low:
-            with self.priority.live():
+        if self.priority is not None:
+            with self.priority.low() if self.low else self.priority.live():
                 return self._apply_batch(stream, batch)
         return self._apply_batch(stream, batch)
 
