@@ -2,12 +2,14 @@
 the admission of every entry, positions, dead letters, health, the tenant gate, and the
 ``Pipeline`` that runs every projection's consumer and the query server as threads."""
 
+from memstream.workers.consumer import Consumer
 from memstream.workers.deadletters import DeadLetters
 from memstream.workers.health import projection_health
 from memstream.workers.pipeline import Pipeline, PipelineConfig
 from memstream.workers.positions import Positions, is_applied
 
 __all__ = [
+    "Consumer",
     "DeadLetters",
     "is_applied",
     "Pipeline",
