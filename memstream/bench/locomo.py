@@ -35,12 +35,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable
 
-from memstream.bench.stats import percentile
+from memstream.bench.stats import percentile, sign_test
 from memstream.core import PermanentError, Settings, new_event_id
 from memstream.producers import EventLog, Scope, TurnRecorded, redis_client
 from memstream.service import ValkeyProcess
 
-__all__ = ["locomo", "format_locomo", "SPLITS", "TARGETS"]
+__all__ = ["locomo", "format_locomo", "format_compare", "paired", "parse_options", "SPLITS", "TARGETS"]
 
 SPLITS = {
     "dev": ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44", "conv-47"),
@@ -143,12 +143,68 @@ def _tokens(texts: list[str]) -> int:
     return sum(prompt_tokens(t) for t in texts)
 
 
-def locomo(data: str | Path, split: str = "dev", embedder: str = "onnx-minilm", k: int = 10) -> dict[str, Any]:
+def parse_options(text: str) -> dict[str, Any]:
+    """``"a=1,b=true"`` -> ``{"a": 1, "b": True}`` (ints, ``true``/``false``, else text);
+    ``BenchDataError`` for an item without ``=``. The projection validates the names."""
+    out: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise BenchDataError(f"--compare takes OPTION=VALUE[,...], got {item!r}")
+        v: Any = value.strip()
+        if v.lower() in ("true", "false"):
+            v = v.lower() == "true"
+        else:
+            try:
+                v = int(v)
+            except ValueError:
+                pass
+        out[name.strip()] = v
+    return out
+
+
+def paired(rows_a: list[tuple[dict[str, Any], list[str]]], rows_b: list[tuple[dict[str, Any], list[str]]],
+           k: int = 10) -> dict[str, Any]:
+    """Per question, b against a: questions b gets and a misses (wins), the reverse
+    (losses), and the two-sided sign test's p, for any@k and all@k, on categories 1-4 and
+    per category."""
+    def hit(q: dict[str, Any], got: list[str], metric: str) -> bool:
+        gold = set(q["gold_dia_ids"])
+        return bool(gold & set(got[:k])) if metric == "any" else gold <= set(got[:k])
+
+    groups = {"cats_1_4": lambda c: c != 5, **{f"{c} {n}": (lambda c0: lambda c: c == c0)(c)
+                                              for c, n in CATEGORIES.items()}}
+    out: dict[str, Any] = {}
+    for group, keep in groups.items():
+        for metric in ("any", "all"):
+            wins = losses = 0
+            for (q, a), (_, b) in zip(rows_a, rows_b):
+                if keep(q["category"]):
+                    ha, hb = hit(q, a, metric), hit(q, b, metric)
+                    wins += hb and not ha
+                    losses += ha and not hb
+            out.setdefault(group, {})[f"{metric}@{k}"] = {"wins": wins, "losses": losses,
+                                                          "p": round(sign_test(wins, losses), 4)}
+    return out
+
+
+def locomo(data: str | Path, split: str = "dev", embedder: str = "onnx-minilm", k: int = 10,
+           compare: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The benchmark. With ``compare`` (turns projection options), a second version of the
+    turns projection (v2, with those options) is rebuilt from the same events beside v1
+    (the default options) by its own consumer group, readers are switched to it, and the
+    same questions are asked again: both are reported, and compared per question."""
     import numpy as np
 
-    from memstream.projections import configured_embedder
+    from memstream.projections import TurnsProjection, configured_embedder
     from memstream.query import ask
-    from memstream.workers import Pipeline, PipelineConfig
+    from memstream.workers import Consumer, Pipeline, PipelineConfig
+
+    if compare is not None:
+        try:
+            TurnsProjection.validate_options(compare)
+        except ValueError as exc:
+            raise BenchDataError(str(exc)) from exc
 
     if split not in SPLITS:
         raise BenchDataError(f"split must be one of {sorted(SPLITS)}, got {split!r}")
@@ -198,21 +254,42 @@ def locomo(data: str | Path, split: str = "dev", embedder: str = "onnx-minilm", 
             results = answer["results"]
             return [event_to_dia.get(r["id"], "?") for r in results], [r["text"] for r in results], took
 
-        for q in questions[:10]:  # warm the path
-            memstream_top(q)
-        rows, latencies, tokens5, tokens10 = [], [], [], []
-        for q in questions:
-            dia, texts, took = memstream_top(q)
-            rows.append((q, dia))
-            latencies.append(took)
-            tokens5.append(_tokens(texts[:5]))
-            tokens10.append(_tokens(texts[:10]))
-        lat = sorted(latencies)
-        out["memstream"] = _metrics(rows)
-        out["latency_ms"] = {"p50": round(statistics.median(lat), 1), "p95": round(percentile(lat, 0.95), 1),
-                             "n": len(lat)}
-        out["injected_tokens"] = {"at_5_mean": round(statistics.mean(tokens5), 1),
-                                  "at_10_mean": round(statistics.mean(tokens10), 1)}
+        def run_questions() -> tuple[list[tuple[dict[str, Any], list[str]]], dict[str, Any]]:
+            for q in questions[:10]:  # warm the path
+                memstream_top(q)
+            rows, latencies, tokens5, tokens10 = [], [], [], []
+            for q in questions:
+                dia, texts, took = memstream_top(q)
+                rows.append((q, dia))
+                latencies.append(took)
+                tokens5.append(_tokens(texts[:5]))
+                tokens10.append(_tokens(texts[:10]))
+            lat = sorted(latencies)
+            return rows, {"metrics": _metrics(rows),
+                          "latency_ms": {"p50": round(statistics.median(lat), 1),
+                                         "p95": round(percentile(lat, 0.95), 1), "n": len(lat)},
+                          "injected_tokens": {"at_5_mean": round(statistics.mean(tokens5), 1),
+                                              "at_10_mean": round(statistics.mean(tokens10), 1)}}
+
+        rows, v1 = run_questions()
+        out["memstream"] = v1["metrics"]
+        out["latency_ms"] = v1["latency_ms"]
+        out["injected_tokens"] = v1["injected_tokens"]
+        if compare is not None:
+            v2 = TurnsProjection(pipeline.store, pipeline.embedder, client, settings.stream_prefix,
+                                 options=compare, version=TurnsProjection.version + 1)
+            started = time.perf_counter()
+            Consumer(log, v2, "bench", max_text_bytes=settings.max_text_bytes).drain()
+            build_s = round(time.perf_counter() - started, 1)
+            pipeline.store.set_active_version("turns", v2.version)  # readers switch to v2
+            rows2, second = run_questions()
+            out["compare"] = {
+                "v1": {"version": TurnsProjection.version, "options": dict(TurnsProjection.OPTIONS),
+                       "collection": pipeline.projection("turns").collection, "build_s": out["index"]["build_s"],
+                       "points": pipeline.store.count(pipeline.projection("turns").collection), **v1},
+                "v2": {"version": v2.version, "options": v2.options, "collection": v2.collection,
+                       "build_s": build_s, "points": pipeline.store.count(v2.collection), **second},
+                "paired": paired(rows, rows2, k)}
         pipeline.queries.stop()
         pipeline.stop()
 
@@ -265,8 +342,35 @@ def format_locomo(r: dict[str, Any]) -> str:
         lines.append(f"  ratio to {name}: " + ", ".join(f"{m} {v}" for m, v in ratio.items()))
     lines.append(f"  query latency p50 {r['latency_ms']['p50']} ms p95 {r['latency_ms']['p95']} ms; "
                  f"injected tokens at 5: {r['injected_tokens']['at_5_mean']}, at 10: {r['injected_tokens']['at_10_mean']}")
+    if "compare" in r:
+        lines += format_compare(r["compare"])
     v = r["verdict"]
     lines.append("  targets (test split: any@10 >= 85, all@10 >= 70, p95 <= 50 ms): "
                  + ", ".join(f"{m} {'met' if ok else 'MISSED'}" for m, ok in v.items() if m != "note")
                  + (f" ({v['note']})" if v["note"] else ""))
     return "\n".join(lines)
+
+
+def format_compare(c: dict[str, Any]) -> list[str]:
+    """v1 and v2 of the turns projection side by side, and their per-question comparison."""
+    lines = ["", "turns projection, v1 against v2 rebuilt from the same events (readers switched to v2):"]
+    for v in ("v1", "v2"):
+        options = ", ".join(f"{k}={val}" for k, val in c[v]["options"].items())
+        lines.append(f"  {v} ({c[v]['collection']}, {c[v]['points']} points, built in {c[v]['build_s']} s): {options}")
+    metrics = ("any@10", "all@10", "ndcg@10")
+    lines.append(f"  {'':<22}" + "".join(f"{v + ' ' + m:>14}" for m in metrics for v in ("v1", "v2"))
+                 + f"{'all@10 +/-  p':>18}")
+    groups = ["cats_1_4", "cats_1_5"] + list(c["v1"]["metrics"]["per_category"])
+    for g in groups:
+        m1 = c["v1"]["metrics"].get(g) or c["v1"]["metrics"]["per_category"][g]
+        m2 = c["v2"]["metrics"].get(g) or c["v2"]["metrics"]["per_category"][g]
+        if not m1.get("n"):
+            continue
+        test = c["paired"].get(g, {}).get("all@10")
+        sign = f"+{test['wins']} -{test['losses']}  {test['p']:.3f}" if test else ""
+        lines.append(f"  {g + ' (n=' + str(m1['n']) + ')':<22}"
+                     + "".join(f"{mm[m]:>14}" for m in metrics for mm in (m1, m2)) + f"{sign:>18}")
+    for v in ("v1", "v2"):
+        lat, tok = c[v]["latency_ms"], c[v]["injected_tokens"]
+        lines.append(f"  {v}: query p50 {lat['p50']} ms, p95 {lat['p95']} ms; injected tokens at 10: {tok['at_10_mean']}")
+    return lines

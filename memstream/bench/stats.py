@@ -14,7 +14,7 @@ import platform
 from pathlib import Path
 from typing import Any, Sequence
 
-__all__ = ["percentile", "latency_summary", "machine"]
+__all__ = ["percentile", "latency_summary", "machine", "sign_test"]
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -53,3 +53,15 @@ def machine() -> dict[str, Any]:
     return {"cpus": os.cpu_count(), "cpu_model": model or platform.processor(),
             "python": platform.python_version(), "platform": platform.platform(),
             "loadavg_at_start": load}
+
+
+def sign_test(wins: int, losses: int) -> float:
+    """Two-sided exact sign test of paired outcomes: the probability, with no difference
+    between the two systems, of a split of the ``wins + losses`` discordant pairs at least
+    as uneven as this one (ties are left out before). 1.0 with no discordant pair."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    k = min(wins, losses)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / float(2 ** n)
+    return min(1.0, 2 * tail)

@@ -319,7 +319,9 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
             raise CommandError("bench locomo needs --data DIR (the LoCoMo directory: locomo10_turns.jsonl, "
                                "locomo10_qrels.jsonl)")
         try:
-            result = bench_locomo.locomo(args.data, split=args.split, embedder=args.embedder or "onnx-minilm")
+            compare = bench_locomo.parse_options(args.compare) if args.compare is not None else None
+            result = bench_locomo.locomo(args.data, split=args.split, embedder=args.embedder or "onnx-minilm",
+                                         compare=compare)
         except bench_locomo.BenchDataError as exc:
             raise CommandError(str(exc)) from exc
         print_result(args, result, bench_locomo.format_locomo(result))
@@ -441,6 +443,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="prefetch: questions per size; queries: round trips per round")
     p.add_argument("--embedder", default="",
                    help="embedder of the benchmark's pipeline (prefetch: default hash; locomo: onnx-minilm)")
+    p.add_argument("--compare", default=None, metavar="OPTION=VALUE[,...]",
+                   help="locomo: also rebuild the turns projection as v2 with these options from the same "
+                   "events and report v1 and v2 side by side (an empty value: v2 with the defaults)")
     return parser
 
 

@@ -193,7 +193,7 @@ def catalog_pattern(prefix: str) -> str:
 
 # -- projections of your own ---------------------------------------------------------------
 def own(prefix: str, name: str, version: int, *parts: str) -> str:
-    """``P:own:{name}:v{version}[:part...]``: not a key itself but the key of your own projection it names (any type; dropped with its version)."""
+    """``P:own:{name}:v{version}[:part...]``: not a key itself but names one of your projection (any type; dropped with it)."""
     return ":".join((f"{prefix}:own:{name}:v{version}", *parts))
 
 

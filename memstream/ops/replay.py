@@ -74,6 +74,14 @@ def start_replay(settings: Settings, names: list[str], *, embedder: str | None =
                 built = {"embedder": active.embedder, "model": active.model, "dim": active.dim}
             else:
                 built = _embedder_spec(settings, row, settings.embedder)
+        if options:
+            validate = getattr(row.cls, "validate_options", None)
+            if validate is None:
+                raise CommandError(f"{name} takes no options")
+            try:
+                validate(options)
+            except ValueError as exc:
+                raise CommandError(str(exc)) from exc
         running = [v for v in catalog.versions(name) if v.state == "building"]
         if running:
             raise CommandError(f"{name} is already building version {running[0].version} (group "

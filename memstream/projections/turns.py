@@ -13,7 +13,7 @@ tombstone may be applied before the event it names (they can sit in different st
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, ClassVar, Mapping, Sequence
 
 import redis
 import structlog
@@ -28,20 +28,7 @@ from memstream.text import BoilerplateFilter, chunk, redact
 
 __all__ = ["TurnsProjection", "turn_unit", "unit_date"]
 
-
-
 log = structlog.get_logger("memstream.projection")
-
-
-
-
-
-
-
-
-
-
-
 
 # English month names, fixed: the indexed text (and so a replay) never depends on the
 # locale of the host that builds it (strftime's %B follows LC_TIME).
@@ -55,9 +42,12 @@ def unit_date(when: datetime) -> str:
     return f"[{when.day} {_MONTHS[when.month - 1]} {when.year}]"
 
 
-def turn_unit(when: datetime, piece: str, previous: str) -> str:
-    """What a turn's chunk is indexed as: its date, its text, the start of the turn before."""
-    return f"{unit_date(when)} {piece}" + (f"\n(previous: {previous})" if previous else "")
+def turn_unit(when: datetime, piece: str, previous: str, *earlier: str, date: bool = True) -> str:
+    """What a turn's chunk is indexed as: its date, its text, the start of the turn before
+    (and of the turns before that, nearest first, when given); empty ones are left out."""
+    head = f"{unit_date(when)} {piece}" if date else piece
+    quoted = "".join(f"\n(previous: {t})" for t in (previous,) if t)
+    return head + quoted + "".join(f"\n(before that: {t})" for t in earlier if t)
 
 
 class TurnsProjection(VectorProjection):
@@ -71,19 +61,75 @@ class TurnsProjection(VectorProjection):
     is never anyone's context: forgetting it removes its entry and re-indexes the turn
     after it without it, and a tombstoned entry is never used. Measured on LoCoMo dev, Recall_any@10:
     +2.2 points from the date, +2.2 more from the previous turn (BENCHMARKS.md).
+
+    What is indexed is chosen by ``options`` (``OPTIONS`` holds the names and the defaults,
+    which are the behaviour above), so that a version rebuilt from the log can index
+    otherwise beside the live one; the version (``version``, default the class's) names the
+    consumer group, the collection and the context hash. Options:
+
+    - ``context_turns``: earlier turns of the session quoted in the unit (0: none);
+    - ``context_chars``: characters kept of each quoted turn;
+    - ``keyword_context_turns``: turns before those that the keyword (sparse) side alone
+      also sees: their words match, the dense vector is not diluted by them;
+    - ``date``: whether the unit starts with the session's date.
+
+    None of them changes the payload (the turn's own text) or what the read side must do:
+    the ranking reads every version's collection the same way.
     """
 
     name = "turns"
     FAMILIES = ("turn_context",)  # its versioned Redis keys (core.keys.VERSIONED_FAMILIES)
-    CONTEXT_CHARS = 300
+    OPTIONS: ClassVar[dict[str, Any]] = {
+        "context_turns": 1, "context_chars": 300, "keyword_context_turns": 0, "date": True}
+    OPTION_BOUNDS: ClassVar[dict[str, tuple[int, int]]] = {
+        "context_turns": (0, 8), "context_chars": (1, 4000), "keyword_context_turns": (0, 8)}
+    CONTEXT_CHARS = OPTIONS["context_chars"]
     CONTEXT_TTL_S = 30 * 86400
 
     def __init__(self, store: VectorStore, embedder: Embedder, client: redis.Redis, prefix: str, *,
-                 version: int | None = None, boilerplate: BoilerplateFilter | None = None,
-                 max_tokens: int = 200) -> None:
-        super().__init__(store, embedder, client, prefix, version=version)
+                 boilerplate: BoilerplateFilter | None = None, max_tokens: int = 200,
+                 options: Mapping[str, Any] | None = None, version: int | None = None) -> None:
+        self.options = self.validate_options(options)
+        if version is not None:
+            if isinstance(version, bool) or not isinstance(version, int) or version < 1:  # type: ignore[redundant-expr]  # for untyped callers
+                raise ValueError(f"version must be an int >= 1, got {version!r}")
+            self.version = version
+        super().__init__(store, embedder, client, prefix)
         self.boilerplate = boilerplate or BoilerplateFilter()
         self.max_tokens = max_tokens
+        self.context_chars = int(self.options["context_chars"])
+        self.context_turns = int(self.options["context_turns"])
+        self.keyword_turns = int(self.options["keyword_context_turns"])
+        self.depth = self.context_turns + self.keyword_turns  # earlier turns a unit reads
+
+    @classmethod
+    def validate_options(cls, options: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``OPTIONS`` with ``options`` over them; ``ValueError`` naming the option for an
+        unknown name, a wrong type (a bool is not an int) or a value out of bounds."""
+        merged = dict(cls.OPTIONS)
+        for name, value in (options or {}).items():
+            if name not in cls.OPTIONS:
+                raise ValueError(f"unknown option {name!r} of the {cls.name} projection "
+                                 f"(known: {', '.join(sorted(cls.OPTIONS))})")
+            default = cls.OPTIONS[name]
+            if type(value) is not type(default):
+                raise ValueError(f"option {name!r} of the {cls.name} projection must be "
+                                 f"{type(default).__name__}, got {type(value).__name__} {value!r}")
+            if name in cls.OPTION_BOUNDS:
+                lo, hi = cls.OPTION_BOUNDS[name]
+                if not lo <= value <= hi:
+                    raise ValueError(f"option {name!r} of the {cls.name} projection must be "
+                                     f"between {lo} and {hi}, got {value!r}")
+            merged[name] = value
+        return merged
+
+    def _unit(self, when: datetime, piece: str, earlier: Sequence[str]) -> tuple[str, str]:
+        """(the unit, the keyword side's text) of a chunk, ``earlier`` the texts of the
+        turns before it, nearest first."""
+        quoted = list(earlier[:self.context_turns]) or [""]
+        unit = turn_unit(when, piece, quoted[0], *quoted[1:], date=bool(self.options["date"]))
+        extra = [t for t in earlier[self.context_turns:self.depth] if t]
+        return unit, unit + "".join(f"\n{t}" for t in extra)
 
     @staticmethod
     def turn_text(boilerplate: BoilerplateFilter, event: TurnRecorded) -> tuple[str, str | None]:
@@ -103,41 +149,51 @@ class TurnsProjection(VectorProjection):
     def _context_key(self, tenant: str, session: str) -> str:
         return keys.turn_context(self.prefix, self.version, tenant, session)
 
-    def _previous(self, turns: list[tuple[TurnRecorded, str]]) -> list[str]:
-        """The previous turn's text for each turn: from the turns before it in this batch,
-        else from Redis (as earlier batches left it); never a forgotten turn's. Records each
-        remaining turn's text for the turns after it. A turn sees only what came before it
-        in the log, so how the log is cut into batches (live, or a replay) changes nothing."""
+    def _earlier(self, turns: list[tuple[TurnRecorded, str]]) -> list[list[str]]:
+        """The texts of the ``depth`` turns before each turn, nearest first ("" where there
+        is none): from the turns before it in this batch, else from Redis (as earlier
+        batches left it); never a forgotten turn's. Records each remaining turn's text for
+        the turns after it. A turn sees only what came before it in the log, so how the log
+        is cut into batches (live ingest, or a replay) changes nothing."""
+        if not self.depth:
+            return [[] for _ in turns]
         gone = self.tombstones.among([(event.scope.tenant, event.id) for event, _ in turns])
         local: dict[tuple[str, int], tuple[str, str]] = {}  # (key, index) -> (event id, text)
-        found: list[tuple[str, str] | None] = []  # per turn: from an earlier turn of the batch
-        wanted: list[tuple[str, int]] = []
+        wanted: list[list[tuple[str, int]]] = []
+        before: list[dict[tuple[str, int], tuple[str, str]]] = []  # per turn: from earlier turns of the batch
         tenant_of: dict[str, str] = {}
         for event, text in turns:
             key = self._context_key(event.scope.tenant, event.scope.session_id)
             tenant_of[key] = event.scope.tenant
-            want = (key, event.turn_index - 1)
-            wanted.append(want)
-            found.append(local.get(want))
+            ws = [(key, event.turn_index - j) for j in range(1, self.depth + 1)]
+            wanted.append(ws)
+            before.append({w: local[w] for w in ws if w in local})
             if event.id not in gone:
-                local[(key, event.turn_index)] = (event.id, text[: self.CONTEXT_CHARS])
-        missing = list(dict.fromkeys(w for w, f in zip(wanted, found) if f is None))
-        pipe = self.client.pipeline(transaction=False)
-        for key, index in missing:
-            pipe.hget(key, str(index))
-        fetched = {w: self._context_entry(v) for w, v in zip(missing, pipe.execute()) if v is not None}
-        dead = self.tombstones.among([(tenant_of[w[0]], eid) for w, (eid, _) in fetched.items() if eid])
+                local[(key, event.turn_index)] = (event.id, text[: self.context_chars])
+        missing = list(dict.fromkeys(w for ws, b in zip(wanted, before) for w in ws if w not in b))
+        stored = self._lookup(missing, tenant_of)
         pipe = self.client.pipeline(transaction=False)
         for (key, index), (event_id, text) in local.items():
             pipe.hset(key, str(index), f"{event_id}{self.CONTEXT_SEP}{text}")
             pipe.expire(key, self.CONTEXT_TTL_S)
         pipe.execute()
-        known = {w: e for w, e in fetched.items() if e[0] not in dead}
         out = []
-        for want, earlier in zip(wanted, found):
-            entry = earlier if earlier is not None else known.get(want)
-            out.append(entry[1] if entry is not None else "")
+        for ws, b in zip(wanted, before):
+            entries = [b.get(w) or stored.get(w) for w in ws]
+            out.append([e[1] if e is not None else "" for e in entries])
         return out
+
+    def _lookup(self, wanted: list[tuple[str, int]], tenant_of: dict[str, str]) -> dict[tuple[str, int], tuple[str, str]]:
+        """The stored context entries (key, index) -> (event id, text) among ``wanted``,
+        a tombstoned event's left out."""
+        if not wanted:
+            return {}
+        pipe = self.client.pipeline(transaction=False)
+        for key, index in wanted:
+            pipe.hget(key, str(index))
+        fetched = {w: self._context_entry(v) for w, v in zip(wanted, pipe.execute()) if v is not None}
+        dead = self.tombstones.among([(tenant_of[w[0]], eid) for w, (eid, _) in fetched.items() if eid])
+        return {w: e for w, e in fetched.items() if e[0] not in dead}
 
     CONTEXT_SEP = "\x1f"
 
@@ -149,24 +205,35 @@ class TurnsProjection(VectorProjection):
 
     def _forget(self, event: MemoryForgotten) -> dict[str, Any] | None:
         """Besides deleting the turn: drop it from the session's context and re-index the
-        turn after it, whose unit quoted it."""
+        turns after it whose units quoted it."""
         head = super()._forget(event)
         index = head.get("turn_index") if head else None
         if head is None or head.get("kind") != "turn" or not isinstance(index, int):
             return head
         tenant, session = head["tenant"], str(head.get("session_id") or "")
-        self.client.hdel(self._context_key(tenant, session), str(index))
+        key = self._context_key(tenant, session)
+        self.client.hdel(key, str(index))
+        if not self.depth:
+            return head
         after: list[Point] = []
         offset = None
+        targets = range(index + 1, index + self.depth + 1)
         while True:  # a session's turns: a forget is rare and sessions are small
             page, offset = self.store.scroll(self.collection, Filter(tenant=tenant, session_id=session, kind="turn"),
                                              limit=256, offset=offset)
-            after += [p for p in page if p.payload.get("turn_index") == index + 1]
+            after += [p for p in page if p.payload.get("turn_index") in targets]
             if offset is None:
                 break
-        docs = [(p.id, turn_unit(datetime.fromisoformat(p.payload["occurred_at"]), str(p.payload.get("text", "")), ""),
-                 dict(p.payload)) for p in after]
-        points = self._points(docs)
+        context = self._lookup([(key, i) for i in range(index + 1 - self.depth, index + self.depth)], {key: tenant})
+        docs, keywords = [], {}
+        for p in after:
+            at = int(p.payload["turn_index"])
+            earlier = [context[(key, at - j)][1] if (key, at - j) in context else "" for j in range(1, self.depth + 1)]
+            unit, words = self._unit(datetime.fromisoformat(p.payload["occurred_at"]), str(p.payload.get("text", "")),
+                                     earlier)
+            docs.append((p.id, unit, dict(p.payload)))
+            keywords[p.id] = words
+        points = self._points(docs, keywords)
         if points:
             self.store.upsert(self.collection, points)
             self.counters.add(reindexed=len(points))
@@ -199,17 +266,20 @@ class TurnsProjection(VectorProjection):
             redactions += n
             units.append((d, kind, text, extra))
         turns = [(d.event, text) for d, _, text, _ in units if isinstance(d.event, TurnRecorded)]
-        previous = iter(self._previous(turns)) if turns else iter(())
+        previous = iter(self._earlier(turns)) if turns else iter(())
+        keywords: dict[str, str] = {}
         for d, kind, text, extra in units:
             event = d.event
-            before = next(previous) if kind == "turn" else ""
+            before = next(previous) if kind == "turn" else []
             pieces = chunk(text, max_tokens=self.max_tokens, count_tokens=self.embedder.count_tokens) or [text]
             for i, piece in enumerate(pieces):
                 payload = item_payload(event, kind, piece, chunk=i, entry_id=d.entry_id, **extra)
                 if i == 0:
                     payload["chunks"] = len(pieces)
-                docs.append((point_id(event.id, i), turn_unit(event.occurred_at, piece, before), payload))
-        points = self._points(docs)
+                pid = point_id(event.id, i)
+                unit, keywords[pid] = self._unit(event.occurred_at, piece, before)
+                docs.append((pid, unit, payload))
+        points = self._points(docs, keywords)
         if points:
             self.store.upsert(self.collection, points)
         self.counters.add(points=len(points), skipped_boilerplate=skipped, redactions=redactions)

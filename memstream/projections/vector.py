@@ -51,9 +51,11 @@ class VectorProjection:
         self.counters = Counters(client, prefix, group_name(self))
         self.tombstones = Tombstones(client, prefix)
 
-    def _points(self, docs: list[tuple[str, str, dict[str, Any]]]) -> list[Point]:
+    def _points(self, docs: list[tuple[str, str, dict[str, Any]]],
+                keywords: dict[str, str] | None = None) -> list[Point]:
         """(point id, text, payload) -> points, embedded in one batch; a forgotten event's
-        documents are left out."""
+        documents are left out. The keyword (sparse) vector is made from the same text,
+        or from ``keywords[point id]`` when given."""
         if not docs:
             return []
         gone = self.tombstones.among([(d[2]["tenant"], d[2]["event_id"]) for d in docs])
@@ -63,7 +65,8 @@ class VectorProjection:
             if not docs:
                 return []
         vectors = self.embedder.embed([text for _, text, _ in docs])
-        return [Point(id=pid, dense=vectors[i], sparse=sparse_vector(text),
+        keywords = keywords or {}
+        return [Point(id=pid, dense=vectors[i], sparse=sparse_vector(keywords.get(pid, text)),
                       payload={**payload, "sparse_version": SPARSE_VERSION})
                 for i, (pid, text, payload) in enumerate(docs)]
 

@@ -3,6 +3,7 @@ the admission of every entry, positions, dead letters, health, the tenant gate, 
 progress, the priority of live versions over replays, and the ``Pipeline`` that runs every
 projection version's consumer and the query server as threads."""
 
+from memstream.workers.consumer import Consumer
 from memstream.workers.deadletters import DeadLetters
 from memstream.workers.health import projection_health
 from memstream.workers.pipeline import Pipeline, PipelineConfig
@@ -11,6 +12,7 @@ from memstream.workers.replay import GroupProgress, caught_up, group_progress
 
 __all__ = [
     "caught_up",
+    "Consumer",
     "DeadLetters",
     "group_progress",
     "GroupProgress",

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from memstream.bench.locomo import BM25, BenchDataError, format_locomo, locomo
+from memstream.bench.locomo import BM25, BenchDataError, format_locomo, locomo, paired, parse_options
 
 pytestmark = pytest.mark.valkey
 
@@ -69,3 +69,37 @@ def test_bm25_ranks_the_rare_term_first():
     index = BM25([("a", "the cat sat"), ("b", "the dog ran far"), ("c", "cats and dogs")])
     assert index.top("dogs ran", 2) == ["b", "c"]  # stemmed: "dogs" meets "dog"
     assert index.top("zebra", 5) == []
+
+
+def test_bench_locomo_compare_rebuilds_v2_from_the_same_events_and_reports_both(tmp_path):
+    _write(tmp_path)
+    result = locomo(tmp_path, split="dev", embedder="hash", compare={"keyword_context_turns": 1})
+    c = result["compare"]
+    assert (c["v1"]["collection"], c["v2"]["collection"]) == ("turns_v1", "turns_v2")
+    assert c["v1"]["points"] == c["v2"]["points"] == 48
+    assert c["v1"]["options"]["keyword_context_turns"] == 0 and c["v2"]["options"]["keyword_context_turns"] == 1
+    assert c["v1"]["metrics"] == result["memstream"]
+    assert c["v2"]["metrics"]["cats_1_5"]["n"] == 12 and c["v2"]["latency_ms"]["n"] == 12
+    assert set(c["paired"]["cats_1_4"]) == {"any@10", "all@10"}
+    text = format_locomo(result)
+    assert "v1 against v2" in text and "turns_v2" in text
+
+
+def test_compare_options_are_parsed_and_checked_before_anything_runs(tmp_path):
+    assert parse_options("context_turns=2, date=false,x=a b") == {"context_turns": 2, "date": False, "x": "a b"}
+    assert parse_options("") == {}
+    with pytest.raises(BenchDataError, match="OPTION=VALUE"):
+        parse_options("context_turns")
+    with pytest.raises(BenchDataError, match="colour"):
+        locomo(tmp_path, split="dev", embedder="hash", compare={"colour": 1})
+
+
+def test_paired_counts_the_questions_each_version_alone_gets():
+    qs = [{"gold_dia_ids": ["a", "b"], "category": 1}, {"gold_dia_ids": ["c"], "category": 4},
+          {"gold_dia_ids": ["d"], "category": 4}]
+    v1 = [(qs[0], ["a"]), (qs[1], ["c"]), (qs[2], ["x"])]
+    v2 = [(qs[0], ["a", "b"]), (qs[1], ["x"]), (qs[2], ["x"])]
+    result = paired(v1, v2)
+    assert result["cats_1_4"]["all@10"] == {"wins": 1, "losses": 1, "p": 1.0}
+    assert result["cats_1_4"]["any@10"] == {"wins": 0, "losses": 1, "p": 1.0}
+    assert result["1 multi-hop"]["all@10"]["wins"] == 1 and result["4 single-hop"]["all@10"]["losses"] == 1
