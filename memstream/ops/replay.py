@@ -114,7 +114,7 @@ def _has_archive(settings: Settings) -> bool:
 def _record(v: Any) -> dict[str, Any]:
     import msgspec
 
-    return {"group": v.group, **msgspec.to_builtins(v)}
+    return {"group": v.group, **msgspec.to_builtins(msgspec.structs.asdict(v))}
 
 
 def _progress(eventlog: EventLog, v: Any, archived_total: int) -> dict[str, Any]:
