@@ -12,7 +12,7 @@ carries none. A tenant's Redis user may touch only the keys under ``tenant_space
 from __future__ import annotations
 
 __all__ = [
-    "events", "events_pattern", "types", "shipped", "legacy_shipped", "spool_counters",
+    "events", "events_pattern", "archived", "types", "shipped", "legacy_shipped", "spool_counters",
     "tenant_space", "tenant_pattern", "tenants",
     "queries", "tenant_queries", "reply", "query_counters",
     "counters", "positions", "applied_at", "health", "dlq",
@@ -23,13 +23,18 @@ __all__ = [
 
 # -- the log -----------------------------------------------------------------------------
 def events(prefix: str, shard: int) -> str:
-    """``P:events:{shard}``: stream, the events of one shard (never trimmed by length)."""
+    """``P:events:{shard}``: stream, the events of one shard (never trimmed by length; archived entries trimmed by id)."""
     return f"{prefix}:events:{shard}"
 
 
 def events_pattern(prefix: str) -> str:
     """``P:events:*``: glob pattern of every event stream (ACL rules, scans)."""
     return f"{prefix}:events:*"
+
+
+def archived(prefix: str) -> str:
+    """``P:archived``: hash, stream key -> last entry id written to the archive (the stream may be trimmed up to it)."""
+    return f"{prefix}:archived"
 
 
 def types(prefix: str) -> str:
