@@ -26,6 +26,7 @@ from memstream.cli.args import (
     COUNT_MAX,
     K_MAX,
     QUERY_MAX,
+    archive_point,
     ascending_counts,
     entry_id,
     int_between,
@@ -38,12 +39,14 @@ from memstream.cli.output import (
     INTERRUPTED,
     OK,
     USAGE,
+    archive_text,
     dead_letter_line,
     doctor_text,
     fail,
     one_line,
     print_result,
     search_line,
+    size,
     stats_text,
     stdout_to_devnull,
 )
@@ -123,6 +126,21 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
         sys.stdout.write(json.dumps(item, ensure_ascii=False) + "\n")
         count += 1
     print(f"memstream export: {count} events" + (f", {bad} undecodable (skipped)" if bad else ""), file=sys.stderr)
+    return OK
+
+
+# -- archive -------------------------------------------------------------------------------
+def cmd_archive(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.cli.progress import Progress
+
+    if args.verify:
+        result = ops.verify_archive(settings, args.to)
+        print_result(args, result, f"archive {result['directory']}: {result['segments']} segments, "
+                                   f"{result['events']} events, {size(result['bytes'])}; every file matches its sha256")
+        return OK
+    with Progress(json_lines=args.json) as progress:
+        result = ops.archive(settings, args.before, args.to, progress=progress.update)
+    print_result(args, result, archive_text(result))
     return OK
 
 
@@ -271,6 +289,14 @@ def build_parser() -> argparse.ArgumentParser:
     add("stats", cmd_stats, "per-stream length, first/last id, events per type, spool size")
     p = add("export", cmd_export, "every event in the log as JSON lines, oldest first")
     p.add_argument("--since", type=entry_id, help="only entries after this stream entry id")
+    p = add("archive", cmd_archive, "move the log's oldest events into compressed files and out of Redis")
+    p.add_argument("--before", type=archive_point, metavar="DATE|ID",
+                   help="archive the entries below this entry id, date or time (UTC unless it names a zone; "
+                   "default: everything every projection group has applied)")
+    p.add_argument("--to", metavar="DIR", help="the archive directory (default: MEMSTREAM_ARCHIVE_DIR, "
+                   "else $MEMSTREAM_HOME/archive)")
+    p.add_argument("--verify", action="store_true", help="archive nothing: check every segment file against "
+                   "the manifest (size, sha256)")
     p = add("add", cmd_add, "append a memory write by hand")
     p.add_argument("--sync", action="store_true", help="append directly and fail if the log is unreachable")
     p.add_argument("--tenant", type=printable("tenant"), help="tenant (default: MEMSTREAM_TENANT)")
