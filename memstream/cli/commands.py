@@ -225,9 +225,15 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     if args.which == "ingest":
         from memstream.bench import ingest as bench_ingest
 
-        result = bench_ingest.ingest(events=args.events, as_json=args.json, data=args.data or None,
+        result = bench_ingest.ingest(events=args.events or 1000, as_json=args.json, data=args.data or None,
                                      runs=args.runs or 4)
         print_result(args, result, bench_ingest.format_ingest(result))
+        return OK
+    if args.which == "archive":
+        from memstream.bench import archive as bench_archive
+
+        result = bench_archive.archive_bench(events=args.events or 100_000, data=args.data or None)
+        print_result(args, result, bench_archive.format_archive(result))
         return OK
     if args.which == "prefetch":
         from memstream.bench import prefetch as bench_prefetch
@@ -331,15 +337,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("install-hermes", cmd_install_hermes, "install the memstream plugin into a Hermes home and select it")
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")
-    p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos", "text"])
+    p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos", "text", "archive"])
     p.add_argument("--minutes", type=minutes, default=2.0, help="chaos: how long things break")
     p.add_argument("--agents", type=int_between(1, 64), default=4, help="chaos: agent processes")
     p.add_argument("--seed", type=int_between(0, 2**32 - 1), default=0, help="chaos: the random choices")
     p.add_argument("--calls", type=int_between(1, 10_000_000), default=2000, help="hotpath: hook calls per burst")
-    p.add_argument("--events", type=int_between(1, 10_000_000), default=1000,
-                   help="ingest: events per pipeline drain")
-    p.add_argument("--data", default="", help="ingest: LoCoMo turns JSONL (default: generated text if absent); "
-                   "locomo: the LoCoMo directory")
+    p.add_argument("--events", type=int_between(1, 10_000_000), default=None,
+                   help="ingest: events per pipeline drain (default 1000); archive: events appended, archived and "
+                   "read back (default 100000)")
+    p.add_argument("--data", default="", help="ingest, archive: LoCoMo turns JSONL (default: generated text if "
+                   "absent); locomo: the LoCoMo directory")
     p.add_argument("--split", default="dev", choices=["dev", "test", "all"], help="locomo: conversations to run")
     p.add_argument("--runs", type=int_between(1, 1000), default=None,
                    help="ingest: runs per measurement (pipeline and raw alternate which goes first; default 4); "

@@ -38,7 +38,7 @@ from memstream.producers.events import (
 )
 from memstream.producers.shipper import Shipper
 from memstream.producers.spool import Segment, Spool, spool_usage
-from memstream.producers.stream import EntryFields, EventLog, parse_entry_id, xrange_entry
+from memstream.producers.stream import EntryFields, EventLog, Record, parse_entry_id, xrange_entry
 from memstream.producers.tenants import (
     TenantError,
     TenantRegistry,
@@ -73,6 +73,7 @@ __all__ = [
     "MemoryWritten",
     "parse_entry_id",
     "point_id",
+    "Record",
     "redis_client",
     "Scope",
     "Segment",
