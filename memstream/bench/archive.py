@@ -10,7 +10,9 @@ of the log (so every group has applied everything). Then, in order:
 
 * ``stream_read``: the log read from Redis (``EventLog.entries``), events/s: the baseline.
 * ``used_memory`` (``INFO memory``) and the stream's ``MEMORY USAGE`` before and after
-  ``archive`` (everything every group applied: the default of ``memstream archive``).
+  ``archive`` (everything every group applied: the default of ``memstream archive``), and
+  the server's RSS. The allocator keeps freed pages for reuse, so RSS does not shrink:
+  ``refill`` appends as many events again and reports what the server then takes.
 * ``archive``: seconds (the write: read from Redis, compress, fsync, manifest; and the
   trim), events/s, the bytes on disk (segments and manifest), bytes per event, and the
   fields' raw bytes over the segments' bytes.
@@ -81,6 +83,13 @@ def archive_bench(events: int = 100_000, data: str | None = None) -> dict[str, A
         started = time.perf_counter()
         ids = [entry_id for _, entry_id, _ in history(eventlog, store)]
         history_s = time.perf_counter() - started
+
+        # as many events again: they take the memory the archive freed (the allocator keeps
+        # freed pages for reuse rather than give them back at once)
+        more = [Record.of(e) for e in _events(_texts(pairs, events, salt="again"))]
+        for start in range(0, len(more), _BATCH):
+            eventlog.append_batch(more[start:start + _BATCH])
+        refill = _memory(client, key)
         return {
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
             "machine": {**machine, "loadavg_at_end": machine_info()["loadavg_at_start"]},
@@ -91,8 +100,10 @@ def archive_bench(events: int = 100_000, data: str | None = None) -> dict[str, A
                       "used_memory_freed": before["used_memory"] - after["used_memory"],
                       "used_memory_rss_before": before["used_memory_rss"],
                       "used_memory_rss_after": after["used_memory_rss"],
+                      "used_memory_rss_after_refill": refill["used_memory_rss"],
+                      "used_memory_after_refill": refill["used_memory"], "allocator": before["allocator"],
                       "stream_before": before["stream"], "stream_after": after["stream"],
-                      "stream_length_after": client.xlen(key)},
+                      "stream_length_after": after["length"]},
             "archive": {"events": result["archived"], "trimmed": result["trimmed"], "segments": len(segments),
                         "seconds": round(archive_s, 3), "write_seconds": result["seconds"]["write"],
                         "trim_seconds": result["seconds"]["trim"],
@@ -109,10 +120,11 @@ def archive_bench(events: int = 100_000, data: str | None = None) -> dict[str, A
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _memory(client: Any, key: str) -> dict[str, int]:
+def _memory(client: Any, key: str) -> dict[str, Any]:
     info = client.info("memory")
     return {"used_memory": int(info["used_memory"]), "used_memory_rss": int(info["used_memory_rss"]),
-            "stream": int(client.memory_usage(key, samples=0) or 0)}
+            "allocator": info.get("mem_allocator"), "stream": int(client.memory_usage(key, samples=0) or 0),
+            "length": int(client.xlen(key))}
 
 
 def _mib(n: int) -> str:
@@ -131,8 +143,10 @@ def format_archive(result: dict[str, Any]) -> str:
         f"{result['stream_read']['events_per_s']:,.0f} events/s",
         f"Redis used_memory: {_mib(r['used_memory_before'])} before, {_mib(r['used_memory_after'])} after "
         f"({_mib(r['used_memory_freed'])} freed; RSS {_mib(r['used_memory_rss_before'])} -> "
-        f"{_mib(r['used_memory_rss_after'])}); the stream {_mib(r['stream_before'])} -> {r['stream_after']} bytes "
-        f"({r['stream_length_after']} entries kept)",
+        f"{_mib(r['used_memory_rss_after'])}, allocator {r['allocator']}); the stream {_mib(r['stream_before'])} -> "
+        f"{r['stream_after']} bytes ({r['stream_length_after']} entries kept)",
+        f"as many events again after the archive: used_memory {_mib(r['used_memory_after_refill'])}, RSS "
+        f"{_mib(r['used_memory_rss_after_refill'])} (the freed memory reused)",
         f"archive: {a['events']} events in {a['seconds']} s = {a['events_per_s']:,.0f} events/s (write "
         f"{a['write_seconds']} s, trim {a['trim_seconds']} s); {a['segments']} segments, {_mib(a['disk_bytes'])} on "
         f"disk, {a['bytes_per_event']} bytes/event, {a['ratio']}x smaller than the fields",
