@@ -327,7 +327,7 @@ class Archive:
     @contextmanager
     def writing(self) -> Iterator[_Writer]:
         """The archive's lock (``ArchiveBusy`` when another archiver holds it) and a writer;
-        files of a run that died before its manifest named them are removed first."""
+        files half written by a run that died are removed first."""
         private_dir(self.segments_dir)
         fd = open_private(self.lock_path, os.O_RDWR | os.O_CREAT)
         try:
@@ -350,10 +350,10 @@ class _Writer:
     def __init__(self, archive: Archive) -> None:
         self.archive = archive
         self.segments = archive.segments()
-        named = {seg.file for seg in self.segments}
-        for path in archive.segments_dir.iterdir():
-            if f"segments/{path.name}" not in named:
-                path.unlink(missing_ok=True)  # a run that died before its manifest named it
+        for path in archive.segments_dir.glob("*.tmp"):
+            path.unlink(missing_ok=True)  # half written by a run that died
+        # a whole file the manifest does not name is left alone: the same run again rewrites it
+        # under its name (named by its first entry), and it may hold entries a restored manifest forgot
 
     def watermark(self) -> dict[str, str]:
         return {seg.stream: seg.last_id for seg in self.segments}

@@ -273,14 +273,21 @@ def test_one_archiver_at_a_time(log, tmp_path):
     assert archive(log, store, FAR)["archived"] == 3
 
 
-def test_files_of_a_run_that_died_before_its_manifest_named_them_are_removed(log, tmp_path):
+def test_files_half_written_by_a_run_that_died_are_removed_and_whole_ones_rewritten(log, tmp_path, monkeypatch):
     original = fill(log, 5)
     store = Archive(tmp_path / "archive")
     archive(log, store, original[2][1])
     stray = store.segments_dir / "ms_events_0-00000000.1-0.xz.tmp"
     stray.write_bytes(b"half a segment")
+    writer = sys.modules["memstream.producers.archive"]._Writer
+    monkeypatch.setattr(writer, "add", lambda self, seg: None)  # died after each file, before the manifest
+    archive(log, store, FAR, trim=False)
+    monkeypatch.undo()
+    unnamed = {p.name for p in store.segments_dir.iterdir()} - {s.file.split("/")[1] for s in store.segments()}
+    assert unnamed and not stray.exists()
     archive(log, store, FAR)
     assert not stray.exists()
+    assert {p.name for p in store.segments_dir.iterdir()} == {s.file.split("/")[1] for s in store.segments()}
     assert list(history(log, store)) == original
 
 
