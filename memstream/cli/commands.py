@@ -26,6 +26,7 @@ from memstream.cli.args import (
     COUNT_MAX,
     K_MAX,
     QUERY_MAX,
+    archive_point,
     ascending_counts,
     entry_id,
     int_between,
@@ -38,6 +39,7 @@ from memstream.cli.output import (
     INTERRUPTED,
     OK,
     USAGE,
+    archive_text,
     dead_letter_line,
     doctor_text,
     fail,
@@ -45,6 +47,7 @@ from memstream.cli.output import (
     print_result,
     projections_text,
     search_line,
+    size,
     stats_text,
     stdout_to_devnull,
 )
@@ -124,6 +127,21 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
         sys.stdout.write(json.dumps(item, ensure_ascii=False) + "\n")
         count += 1
     print(f"memstream export: {count} events" + (f", {bad} undecodable (skipped)" if bad else ""), file=sys.stderr)
+    return OK
+
+
+# -- archive -------------------------------------------------------------------------------
+def cmd_archive(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.cli.progress import Progress
+
+    if args.verify:
+        result = ops.verify_archive(settings, args.to)
+        print_result(args, result, f"archive {result['directory']}: {result['segments']} segments, "
+                                   f"{result['events']} events, {size(result['bytes'])}; every file matches its sha256")
+        return OK
+    with Progress(json_lines=args.json) as progress:
+        result = ops.archive(settings, args.before, args.to, progress=progress.update)
+    print_result(args, result, archive_text(result))
     return OK
 
 
@@ -301,9 +319,15 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     if args.which == "ingest":
         from memstream.bench import ingest as bench_ingest
 
-        result = bench_ingest.ingest(events=args.events, as_json=args.json, data=args.data or None,
+        result = bench_ingest.ingest(events=args.events or 1000, as_json=args.json, data=args.data or None,
                                      runs=args.runs or 4)
         print_result(args, result, bench_ingest.format_ingest(result))
+        return OK
+    if args.which == "archive":
+        from memstream.bench import archive as bench_archive
+
+        result = bench_archive.archive_bench(events=args.events or 100_000, data=args.data or None)
+        print_result(args, result, bench_archive.format_archive(result))
         return OK
     if args.which == "prefetch":
         from memstream.bench import prefetch as bench_prefetch
@@ -341,7 +365,7 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     if args.which == "replay":
         from memstream.bench import replay as bench_replay
 
-        result = bench_replay.replay_bench(events=args.events, as_json=args.json, data=args.data or None,
+        result = bench_replay.replay_bench(events=args.events or 100_000, as_json=args.json, data=args.data or None,
                                            onnx_events=0 if args.embedder == "hash" else 1000)
         print_result(args, result, bench_replay.format_replay(result))
         return OK
@@ -374,6 +398,14 @@ def build_parser() -> argparse.ArgumentParser:
     add("stats", cmd_stats, "per-stream length, first/last id, events per type, spool size")
     p = add("export", cmd_export, "every event in the log as JSON lines, oldest first")
     p.add_argument("--since", type=entry_id, help="only entries after this stream entry id")
+    p = add("archive", cmd_archive, "move the log's oldest events into compressed files and out of Redis")
+    p.add_argument("--before", type=archive_point, metavar="DATE|ID",
+                   help="archive the entries below this entry id, date or time (UTC unless it names a zone; "
+                   "default: everything every projection group has applied)")
+    p.add_argument("--to", metavar="DIR", help="the archive directory (default: MEMSTREAM_ARCHIVE_DIR, "
+                   "else $MEMSTREAM_HOME/archive)")
+    p.add_argument("--verify", action="store_true", help="archive nothing: check every segment file against "
+                   "the manifest (size, sha256)")
     p = add("add", cmd_add, "append a memory write by hand")
     p.add_argument("--sync", action="store_true", help="append directly and fail if the log is unreachable")
     p.add_argument("--tenant", type=printable("tenant"), help="tenant (default: MEMSTREAM_TENANT)")
@@ -423,15 +455,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")
     p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos", "text",
-                                       "replay"])
+                                       "archive", "replay"])
     p.add_argument("--minutes", type=minutes, default=2.0, help="chaos: how long things break")
     p.add_argument("--agents", type=int_between(1, 64), default=4, help="chaos: agent processes")
     p.add_argument("--seed", type=int_between(0, 2**32 - 1), default=0, help="chaos: the random choices")
     p.add_argument("--calls", type=int_between(1, 10_000_000), default=2000, help="hotpath: hook calls per burst")
-    p.add_argument("--events", type=int_between(1, 10_000_000), default=1000,
-                   help="ingest: events per pipeline drain; replay: events in the log")
-    p.add_argument("--data", default="", help="ingest: LoCoMo turns JSONL (default: generated text if absent); "
-                   "locomo: the LoCoMo directory")
+    p.add_argument("--events", type=int_between(1, 10_000_000), default=None,
+                   help="ingest: events per pipeline drain (default 1000); archive: events appended, archived and "
+                   "read back (default 100000); replay: events in the log (default 100000)")
+    p.add_argument("--data", default="", help="ingest, archive, replay: LoCoMo turns JSONL (default: generated text "
+                   "if absent); locomo: the LoCoMo directory")
     p.add_argument("--split", default="dev", choices=["dev", "test", "all"], help="locomo: conversations to run")
     p.add_argument("--runs", type=int_between(1, 1000), default=None,
                    help="ingest: runs per measurement (pipeline and raw alternate which goes first; default 4); "

@@ -13,6 +13,7 @@ from memstream.core.errors import (
 )
 from memstream.core.files import (
     PRIVATE_UMASK,
+    fsync_dir,
     open_private,
     private_dir,
     tighten,
@@ -33,6 +34,7 @@ __all__ = [
     "keys",
     "lazy_exports",
     "configure_in_host",
+    "fsync_dir",
     "lossless",
     "mask_url",
     "MemstreamError",

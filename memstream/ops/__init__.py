@@ -1,6 +1,6 @@
 """ops: what the ``memstream`` commands do, as functions over the settings that return plain
 data (``doctor``, ``stats``, ``search``, the read-your-writes wait of ``add --sync``, the
-dead letters, tenants, workers and the service). A failure the user can act on is a
+dead letters, the archive, tenants, workers and the service). A failure the user can act on is a
 ``CommandError`` whose message says what to do. Nothing here prints or reads the
 environment: the command line (``memstream.cli``) parses, calls and prints.
 
@@ -9,6 +9,7 @@ operations that use them, when they run.
 """
 
 from memstream.ops.add import add_logged, add_spooled, memory_event, source_text
+from memstream.ops.archive import archive, verify_archive
 from memstream.ops.connect import connect
 from memstream.ops.dlq import dead_letters, settle
 from memstream.ops.doctor import doctor
@@ -41,6 +42,7 @@ __all__ = [
     "add_logged",
     "add_spooled",
     "add_tenant",
+    "archive",
     "check_worker",
     "CommandError",
     "connect",
@@ -59,5 +61,6 @@ __all__ = [
     "tenants",
     "Undecodable",
     "up_detached",
+    "verify_archive",
     "wait_projected",
 ]

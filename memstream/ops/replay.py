@@ -102,7 +102,13 @@ def start_replay(settings: Settings, names: list[str], *, embedder: str | None =
 
 def _archive(settings: Settings) -> Any | None:
     """The log's archive, when it has one (a replay reads it first)."""
-    return None
+    from memstream.producers import Archive, ArchiveError
+
+    archive = Archive(settings.archive_path)
+    try:
+        return archive if archive.segments() else None
+    except ArchiveError as exc:
+        raise CommandError(f"the archive is unreadable, so a replay could not read the whole log: {exc}") from exc
 
 
 def _has_archive(settings: Settings) -> bool:

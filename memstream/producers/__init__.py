@@ -1,8 +1,20 @@
-"""producers: the event contract and the append side of the log.
+"""producers: the event contract, the append side of the log, and its archive.
 
 Imports none of memstream's other packages.
 """
 
+from memstream.producers.archive import (
+    Archive,
+    ArchiveBusy,
+    ArchiveError,
+    ArchiveGap,
+    ArchiveSegment,
+    CorruptSegment,
+    GroupBehind,
+    archive,
+    history,
+    point_id,
+)
 from memstream.producers.connect import LogLocator, event_log, redis_client
 from memstream.producers.events import (
     EVENT_TYPES,
@@ -26,7 +38,7 @@ from memstream.producers.events import (
 )
 from memstream.producers.shipper import Shipper
 from memstream.producers.spool import Segment, Spool, spool_usage
-from memstream.producers.stream import EntryFields, EventLog, parse_entry_id, xrange_entry
+from memstream.producers.stream import EntryFields, EventLog, Record, parse_entry_id, xrange_entry
 from memstream.producers.tenants import (
     TenantError,
     TenantRegistry,
@@ -36,6 +48,13 @@ from memstream.producers.tenants import (
 from memstream.producers.writer import Writer
 
 __all__ = [
+    "archive",
+    "Archive",
+    "ArchiveBusy",
+    "ArchiveError",
+    "ArchiveGap",
+    "ArchiveSegment",
+    "CorruptSegment",
     "decode",
     "DelegationCompleted",
     "encode",
@@ -44,6 +63,8 @@ __all__ = [
     "event_log",
     "EVENT_TYPES",
     "EventLog",
+    "GroupBehind",
+    "history",
     "LogLocator",
     "MemoryAction",
     "MemoryForgotten",
@@ -51,6 +72,8 @@ __all__ = [
     "MemoryTarget",
     "MemoryWritten",
     "parse_entry_id",
+    "point_id",
+    "Record",
     "redis_client",
     "Scope",
     "Segment",
