@@ -117,7 +117,7 @@ class Pipeline:
         self.consumer_name = self.config.consumer or f"{socket.gethostname()}-{settings.worker_index}"
         self.runs: dict[str, Run] = {}  # group -> its run
         self._lock = threading.RLock()
-        history = any(client.xlen(key) for key in eventlog.stream_keys)
+        history = any(client.xlen(key) for key in eventlog.stream_keys) or self._archived()
         own = {r.name for r in self.rows[len(PROJECTIONS):]}
         for row in self.rows:
             # a projection of your own, new to a log with a history, builds before readers see it
@@ -187,8 +187,11 @@ class Pipeline:
         projection = row.build(self.store, embedder, self.log.client, self.log.prefix, version=v.version,
                                options=v.options or None)
         low = v.state != "active"
-        archive = None if v.archive_done else self.archive()
-        start_at = archive.watermark() if archive is not None else {}
+        try:
+            archive = None if v.archive_done else self.archive()
+            start_at = archive.watermark() if archive is not None else {}
+        except ArchiveError:  # the build's backfill fails it, saying why
+            start_at = {}
         consumer = Consumer(self.log, projection, self.consumer_name, batch=self.config.batch,
                             max_deliveries=self.config.max_deliveries, claim_idle_ms=self.config.claim_idle_ms,
                             max_text_bytes=self.settings.max_text_bytes, priority=self.priority, low=low,
@@ -261,6 +264,12 @@ class Pipeline:
             return self._archive_given
         archive = Archive(self.settings.archive_path)
         return archive if archive.segments() else None
+
+    def _archived(self) -> bool:
+        try:
+            return self.archive() is not None
+        except ArchiveError:
+            return True  # something is there, unreadable: a build will say so
 
     BACKFILL_LOCK_S = 60  # a backfilling worker renews its claim each batch; a dead one's expires
 
