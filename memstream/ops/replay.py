@@ -37,7 +37,7 @@ def _row(settings: Settings, name: str) -> Any:
 def _embedder_spec(settings: Settings, row: Any, spec: str | None) -> dict[str, Any]:
     """What a new version of ``row`` is built with: the embedder ``spec`` (default: the
     active version's, else the configured one), checked here before anything is written."""
-    from memstream.projections import configured_embedder
+    from memstream.projections import configured_embedder, how_to_load
 
     if not row.vectors:
         if spec:
@@ -48,8 +48,8 @@ def _embedder_spec(settings: Settings, row: Any, spec: str | None) -> dict[str, 
     try:
         embedder = configured_embedder(settings, spec)
     except Exception as exc:
-        raise CommandError(f"embedder {spec!r} cannot be loaded ({type(exc).__name__}: {exc}); install or "
-                           "configure it first (README, Embedders)") from exc
+        raise CommandError(f"embedder {spec!r} cannot be loaded ({type(exc).__name__}: {exc}); "
+                           f"{how_to_load(spec)}") from exc
     return {"embedder": spec, "model": embedder.name, "dim": embedder.dim}
 
 

