@@ -41,6 +41,7 @@ from memstream.cli.output import (
     dead_letter_line,
     doctor_text,
     fail,
+    import_text,
     one_line,
     print_result,
     projections_text,
@@ -124,6 +125,26 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
         sys.stdout.write(json.dumps(item, ensure_ascii=False) + "\n")
         count += 1
     print(f"memstream export: {count} events" + (f", {bad} undecodable (skipped)" if bad else ""), file=sys.stderr)
+    return OK
+
+
+def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.cli.progress import Progress
+
+    with Progress(json_lines=args.json) as bar:
+        def progress(done: int, total: int) -> None:
+            bar.update(f"import {args.source}", done, total)
+
+        if args.source == "hermes":
+            from memstream.hermes import hermes_home
+
+            result = ops.import_hermes(settings, hermes_home(args.home or None), agent=args.agent,
+                                       tenant=args.tenant, dry_run=args.dry_run, progress=progress)
+        else:
+            from pathlib import Path
+
+            result = ops.import_jsonl(settings, Path(args.file), dry_run=args.dry_run, progress=progress)
+    print_result(args, result, import_text(result))
     return OK
 
 
@@ -374,6 +395,24 @@ def build_parser() -> argparse.ArgumentParser:
     add("stats", cmd_stats, "per-stream length, first/last id, events per type, spool size")
     p = add("export", cmd_export, "every event in the log as JSON lines, oldest first")
     p.add_argument("--since", type=entry_id, help="only entries after this stream entry id")
+    p = sub.add_parser("import", help="bring history into the log: Hermes's own, or a `memstream export` file",
+                       description="Bring history into the log. Events already in it (by id) are skipped.")
+    p.set_defaults(func=cmd_import)
+    sources = p.add_subparsers(dest="source", required=True)
+    p = sources.add_parser("hermes", help="Hermes's sessions (state.db) and memory files (MEMORY.md, USER.md)",
+                           description="Import Hermes's sessions and messages (state.db) and its memory files "
+                           "(memories/MEMORY.md, USER.md) with their original times.")
+    p.add_argument("--json", action="store_true", help="machine-readable output (progress as JSON lines)")
+    p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
+    p.add_argument("--agent", type=printable("agent"),
+                   help="agent of every event (default: each session's gateway key or profile, else default)")
+    p.add_argument("--tenant", type=printable("tenant"), help="tenant (default: MEMSTREAM_TENANT)")
+    p.add_argument("--dry-run", action="store_true", help="read, check and count; append nothing")
+    p = sources.add_parser("jsonl", help="the events of a `memstream export` file (ids kept)",
+                           description="Append the events of a `memstream export` file, ids kept, in its order.")
+    p.add_argument("--json", action="store_true", help="machine-readable output (progress as JSON lines)")
+    p.add_argument("--dry-run", action="store_true", help="read, check and count; append nothing")
+    p.add_argument("file", metavar="FILE", help="a JSON lines file written by `memstream export`")
     p = add("add", cmd_add, "append a memory write by hand")
     p.add_argument("--sync", action="store_true", help="append directly and fail if the log is unreachable")
     p.add_argument("--tenant", type=printable("tenant"), help="tenant (default: MEMSTREAM_TENANT)")
