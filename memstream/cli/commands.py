@@ -366,6 +366,12 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
                                            onnx_events=0 if args.embedder == "hash" else 1000)
         print_result(args, result, bench_replay.format_replay(result))
         return OK
+    if args.which == "import":
+        from memstream.bench import imports as bench_import
+
+        result = bench_import.import_bench(messages=args.messages, runs=args.runs or 5)
+        print_result(args, result, bench_import.format_import(result))
+        return OK
     if args.which == "text":
         from memstream.bench import text as bench_text
 
@@ -462,7 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")
     p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos", "text",
-                                       "replay"])
+                                       "replay", "import"])
     p.add_argument("--minutes", type=minutes, default=2.0, help="chaos: how long things break")
     p.add_argument("--agents", type=int_between(1, 64), default=4, help="chaos: agent processes")
     p.add_argument("--seed", type=int_between(0, 2**32 - 1), default=0, help="chaos: the random choices")
@@ -474,7 +480,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="dev", choices=["dev", "test", "all"], help="locomo: conversations to run")
     p.add_argument("--runs", type=int_between(1, 1000), default=None,
                    help="ingest: runs per measurement (pipeline and raw alternate which goes first; default 4); "
-                   "text: runs per median (default 5); queries: rounds (default 4)")
+                   "text, import: runs per median (default 5); queries: rounds (default 4)")
+    p.add_argument("--messages", type=int_between(1, 10_000_000), default=10_000,
+                   help="import: messages of the synthetic Hermes state.db")
     p.add_argument("--sizes", type=ascending_counts, default=None,
                    help="prefetch: memory counts to measure at, ascending (default 10000,100000); "
                    "text: sizes in KiB (default 16,64,256)")
