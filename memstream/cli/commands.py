@@ -129,11 +129,16 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
+    import time
+
     from memstream.cli.progress import Progress
 
+    started = time.monotonic()
     with Progress(json_lines=args.json) as bar:
         def progress(done: int, total: int) -> None:
-            bar.update(f"import {args.source}", done, total)
+            elapsed = time.monotonic() - started
+            bar.update(f"import {args.source}", done, total,
+                       **({"rate": round(done / elapsed, 1)} if done and elapsed > 0 else {}))
 
         if args.source == "hermes":
             from memstream.hermes import hermes_home
