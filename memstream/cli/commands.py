@@ -43,6 +43,7 @@ from memstream.cli.output import (
     dead_letter_line,
     doctor_text,
     fail,
+    import_text,
     one_line,
     print_result,
     projections_text,
@@ -142,6 +143,32 @@ def cmd_archive(args: argparse.Namespace, settings: Settings) -> int:
     with Progress(json_lines=args.json) as progress:
         result = ops.archive(settings, args.before, args.to, progress=progress.update)
     print_result(args, result, archive_text(result))
+    return OK
+
+
+# -- import --------------------------------------------------------------------------------
+def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
+    import time
+
+    from memstream.cli.progress import Progress
+
+    started = time.monotonic()
+    with Progress(json_lines=args.json) as bar:
+        def progress(done: int, total: int) -> None:
+            elapsed = time.monotonic() - started
+            bar.update(f"import {args.source}", done, total,
+                       **({"rate": round(done / elapsed, 1)} if done and elapsed > 0 else {}))
+
+        if args.source == "hermes":
+            from memstream.hermes import hermes_home
+
+            result = ops.import_hermes(settings, hermes_home(args.home or None), agent=args.agent,
+                                       tenant=args.tenant, dry_run=args.dry_run, progress=progress)
+        else:
+            from pathlib import Path
+
+            result = ops.import_jsonl(settings, Path(args.file), dry_run=args.dry_run, progress=progress)
+    print_result(args, result, import_text(result))
     return OK
 
 
@@ -369,6 +396,12 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
                                            onnx_events=0 if args.embedder == "hash" else 1000)
         print_result(args, result, bench_replay.format_replay(result))
         return OK
+    if args.which == "import":
+        from memstream.bench import imports as bench_import
+
+        result = bench_import.import_bench(messages=args.messages, runs=args.runs or 5)
+        print_result(args, result, bench_import.format_import(result))
+        return OK
     if args.which == "text":
         from memstream.bench import text as bench_text
 
@@ -406,6 +439,24 @@ def build_parser() -> argparse.ArgumentParser:
                    "else $MEMSTREAM_HOME/archive)")
     p.add_argument("--verify", action="store_true", help="archive nothing: check every segment file against "
                    "the manifest (size, sha256)")
+    p = sub.add_parser("import", help="bring history into the log: Hermes's own, or a `memstream export` file",
+                       description="Bring history into the log. Events already in it (by id) are skipped.")
+    p.set_defaults(func=cmd_import)
+    sources = p.add_subparsers(dest="source", required=True)
+    p = sources.add_parser("hermes", help="Hermes's sessions (state.db) and memory files (MEMORY.md, USER.md)",
+                           description="Import Hermes's sessions and messages (state.db) and its memory files "
+                           "(memories/MEMORY.md, USER.md) with their original times.")
+    p.add_argument("--json", action="store_true", help="machine-readable output (progress as JSON lines)")
+    p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
+    p.add_argument("--agent", type=printable("agent"),
+                   help="agent of every event (default: each session's gateway key or profile, else default)")
+    p.add_argument("--tenant", type=printable("tenant"), help="tenant (default: MEMSTREAM_TENANT)")
+    p.add_argument("--dry-run", action="store_true", help="read, check and count; append nothing")
+    p = sources.add_parser("jsonl", help="the events of a `memstream export` file (ids kept)",
+                           description="Append the events of a `memstream export` file, ids kept, in its order.")
+    p.add_argument("--json", action="store_true", help="machine-readable output (progress as JSON lines)")
+    p.add_argument("--dry-run", action="store_true", help="read, check and count; append nothing")
+    p.add_argument("file", metavar="FILE", help="a JSON lines file written by `memstream export`")
     p = add("add", cmd_add, "append a memory write by hand")
     p.add_argument("--sync", action="store_true", help="append directly and fail if the log is unreachable")
     p.add_argument("--tenant", type=printable("tenant"), help="tenant (default: MEMSTREAM_TENANT)")
@@ -455,7 +506,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")
     p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos", "text",
-                                       "archive", "replay"])
+                                       "archive", "replay", "import"])
     p.add_argument("--minutes", type=minutes, default=2.0, help="chaos: how long things break")
     p.add_argument("--agents", type=int_between(1, 64), default=4, help="chaos: agent processes")
     p.add_argument("--seed", type=int_between(0, 2**32 - 1), default=0, help="chaos: the random choices")
@@ -468,7 +519,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", default="dev", choices=["dev", "test", "all"], help="locomo: conversations to run")
     p.add_argument("--runs", type=int_between(1, 1000), default=None,
                    help="ingest: runs per measurement (pipeline and raw alternate which goes first; default 4); "
-                   "text: runs per median (default 5); queries: rounds (default 4)")
+                   "text, import: runs per median (default 5); queries: rounds (default 4)")
+    p.add_argument("--messages", type=int_between(1, 10_000_000), default=10_000,
+                   help="import: messages of the synthetic Hermes state.db")
     p.add_argument("--sizes", type=ascending_counts, default=None,
                    help="prefetch: memory counts to measure at, ascending (default 10000,100000); "
                    "text: sizes in KiB (default 16,64,256)")

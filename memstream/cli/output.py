@@ -17,7 +17,7 @@ from typing import Any
 
 __all__ = [
     "ERROR_CUT", "FAILED", "INTERRUPTED", "OK", "TEXT_CUT", "USAGE",
-    "archive_text", "cut", "dead_letter_line", "doctor_text", "fail", "one_line", "print_result",
+    "archive_text", "cut", "dead_letter_line", "doctor_text", "fail", "import_text", "one_line", "print_result",
     "projections_text", "search_line", "size", "stats_text", "stdout_to_devnull",
 ]
 
@@ -188,3 +188,17 @@ def projections_text(rows: list[dict]) -> str:
                      f"{_ago(r.get('created_at')):<10} {_ago(r.get('activated_at'))}"
                      + (f"  error: {cut(r['error'], 120)}" if r.get("error") else ""))
     return "\n".join(lines)
+
+
+def import_text(result: dict) -> str:
+    """What an import read, appended (or would append: dry run) and skipped, and why."""
+    if result["source"] == "hermes":
+        read = (f"{result['home']}: {result['sessions']} sessions, {result['turns']} turns, "
+                f"{result['memories']} memories, {result['session_ends']} session ends, "
+                f"{result['session_switches']} session switches: {result['events']} events")
+    else:
+        read = f"{result['file']}: {result['events']} events"
+    done = (f"would append {result['new']}" if result["dry_run"] else f"appended {result['appended']}")
+    skipped = ", ".join(f"{n} {reason}" for reason, n in result["skipped"].items())
+    return f"{read}; {done}" + (f"; skipped {skipped}" if skipped else "") + (
+        " (dry run: nothing written)" if result["dry_run"] else "")

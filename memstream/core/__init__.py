@@ -19,7 +19,7 @@ from memstream.core.files import (
     tighten,
     write_private,
 )
-from memstream.core.ids import new_event_id
+from memstream.core.ids import MAX_ID_BYTES, derived_event_id, new_event_id
 from memstream.core.lazy import lazy_exports
 from memstream.core.logs import configure, configure_in_host
 from memstream.core.runfile import pid_alive, process_start, read_run_file, start_service
@@ -30,6 +30,7 @@ __all__ = [
     "backoff_delay",
     "config_file_for",
     "configure",
+    "derived_event_id",
     "is_transient",
     "keys",
     "lazy_exports",
@@ -39,6 +40,7 @@ __all__ = [
     "mask_url",
     "MemstreamError",
     "new_event_id",
+    "MAX_ID_BYTES",
     "open_private",
     "OPTIONS",
     "PermanentError",
