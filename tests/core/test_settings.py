@@ -257,3 +257,17 @@ def test_public_hides_the_api_key_and_shows_every_other_setting(monkeypatch):
 def test_an_override_that_is_no_setting_is_a_mistake_in_the_code():
     with pytest.raises(TypeError, match="tenent"):
         Settings.load(tenent="x")
+
+
+def test_sources_name_where_each_value_came_from_and_never_the_value(tmp_path, monkeypatch):
+    (tmp_path / "memstream.json").write_text(json.dumps({"app": "bench", "tenant": "from-file", "shards": 0}))
+    monkeypatch.delenv("MEMSTREAM_AUTOSTART")
+    monkeypatch.setenv("MEMSTREAM_TENANT", "from-env")
+    monkeypatch.setenv("MEMSTREAM_EMBED_API_KEY", "sk-planted-key")
+    monkeypatch.setenv("MEMSTREAM_EMBED_DIM", "wide")  # not a number: the default is used
+    loaded = Settings.load(hermes_home=tmp_path, home=str(tmp_path / "h"))
+    path = str(tmp_path / "memstream.json")
+    assert dict(loaded.sources) == {"home": "given", "app": path, "tenant": "MEMSTREAM_TENANT",
+                                    "embed_api_key": "MEMSTREAM_EMBED_API_KEY"}  # shards=0: out of bounds
+    assert "sk-planted-key" not in repr(loaded.sources) and loaded.tenant == "from-env"
+    assert "sources" not in {o.attribute for o in OPTIONS} and "sources" not in loaded.public()
