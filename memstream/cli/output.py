@@ -300,8 +300,8 @@ def projections_text(rows: list[dict]) -> str:
     """``memstream projections`` for people: one line per version."""
     lines = [f"{'version':<16} {'state':<11} {'embedder':<22} {'items':>8} {'lag':>8}  {'built':<10} activated"]
     for r in rows:
-        model = r.get("model") or r.get("embedder") or "-"
-        embedder = f"{cut(model, 16)} {r['dim']}d" if r.get("dim") else cut(model, 22)
+        spec = _CONTROL.sub(" ", str(r.get("embedder") or r.get("model") or "-"))
+        embedder = f"{spec[:16]} {r['dim']}d" if r.get("dim") else spec[:22]
         items = "-" if r.get("items") is None else str(r["items"])
         lag = "unknown" if r.get("lag") is None and r.get("state") not in (None, "not started") else str(r.get("lag", "-"))
         state = str(r.get("state"))

@@ -110,3 +110,23 @@ def test_every_doctor_line_says_what_the_check_found():
                         "from /hh/memstream.json: tenant; the rest are defaults")
     assert lines[1] == "  [ok] streams: 1 stream, 3 events, first appended 2h ago, last 2m ago"
     assert lines[2] == "  [ok] spool: 2.0 KiB unshipped of 1.0 GiB allowed, 2 segments, 0 quarantined, in /h/spool"
+
+
+def test_projections_text_is_one_aligned_line_per_version_with_the_embedder_spec_and_its_size():
+    import time
+
+    from memstream.cli.output import projections_text
+
+    now = time.time()
+    rows = [{"group": "turns.v1", "state": "retired", "embedder": "onnx-minilm", "model": "all-MiniLM-L6-v2-onnx-int8",
+             "dim": 384, "items": 12, "lag": 0, "created_at": now - 7200, "activated_at": now - 7200},
+            {"group": "turns.v2", "state": "building", "embedder": "hash\x1b[31m", "dim": 384, "items": 3,
+             "lag": None, "done": 3, "total": 12, "created_at": now - 5},
+            {"group": "facts.v1", "state": "active", "embedder": "", "items": 4, "lag": 0, "created_at": now - 60,
+             "activated_at": now - 60}]
+    lines = projections_text(rows).splitlines()
+    assert len(lines) == 4
+    assert lines[1].split()[:5] == ["turns.v1", "retired", "onnx-minilm", "384d", "12"] and "2h ago" in lines[1]
+    assert lines[2].split()[:4] == ["turns.v2", "building", "25%", "hash"] and "unknown" in lines[2]
+    assert "\x1b" not in lines[2]  # text from the shared Redis never drives the terminal
+    assert lines[3].split()[:3] == ["facts.v1", "active", "-"]
