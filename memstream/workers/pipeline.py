@@ -401,9 +401,24 @@ class Pipeline:
     # -- the catalog -----------------------------------------------------------------------
     def sync_catalog(self) -> None:
         """Follow the catalog once: start new versions, activate caught-up builds, drop the
-        versions asked to go, and give each running version its priority."""
+        versions asked to go, stop those another worker dropped, and give each running
+        version its priority."""
         for row in self.rows:
-            for v in self.catalog.versions(row.name):
+            versions = self.catalog.versions(row.name)
+            active = next((v for v in versions if v.state == "active"), None)
+            if active is not None and row.vectors and self.store.active_version(row.name) != active.version:
+                # activated elsewhere (`memstream projections activate`): the store's own
+                # pointer follows the catalog (tools that read the store directly), before
+                # any drop, which the store refuses for the version its pointer names
+                self.store.set_active_version(row.name, active.version)
+                self.versions.refresh()
+            known = {v.group for v in versions}
+            for group, gone in [(g, r) for g, r in self.runs.items() if r.row.name == row.name and g not in known]:
+                gone.stop.set()  # dropped by another worker: its data is gone already
+                with self._lock:
+                    self.runs.pop(group, None)
+                log.info("pipeline.version_gone", group=group)
+            for v in versions:
                 group = v.group
                 r = self.runs.get(group)
                 if v.state == "dropping":
@@ -423,11 +438,6 @@ class Pipeline:
                         self._start_run(r)
                 r.version = v
                 r.consumer.low = v.state != "active"
-                if v.state == "active" and row.vectors and self.store.active_version(row.name) != v.version:
-                    # activated elsewhere (`memstream projections activate`): the store's own
-                    # pointer follows the catalog, for tools that read the store directly
-                    self.store.set_active_version(row.name, v.version)
-                    self.versions.refresh()
                 if v.state == "building":
                     self._maybe_activate(row, v, r)
 

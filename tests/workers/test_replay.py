@@ -299,3 +299,27 @@ def test_an_unreadable_archive_fails_the_build_saying_why_and_the_live_version_s
     v2 = catalog.get("sessions", 2)
     assert v2.state == "failed" and "the archive cannot be read" in v2.error and segment.name in v2.error
     assert catalog.active("sessions").version == 1
+
+
+def test_an_activation_and_a_drop_from_elsewhere_in_one_look_switch_then_drop(tmp_path, event_log):
+    pipeline = make_pipeline(tmp_path / "home", event_log)
+    event_log.append(history())
+    pipeline.drain()
+    replay(pipeline, "turns", activate="manual")
+    pipeline.drain()
+    catalog = Catalog(event_log.client, event_log.prefix)
+    catalog.activate("turns", 2)  # `memstream projections activate`, from another process
+    catalog.drop("turns", 1)  # then `drop`, before the service looked
+    pipeline.sync_catalog()
+    assert pipeline.store.active_version("turns") == 2 and 1 not in pipeline.store.versions("turns")
+    assert catalog.get("turns", 1) is None and pipeline.versions.collection("turns") == "turns_v2"
+
+
+def test_a_version_another_worker_dropped_stops_running_here(tmp_path, event_log):
+    pipeline = make_pipeline(tmp_path / "home", event_log)
+    replay(pipeline, "sessions", activate="manual")
+    assert "sessions.v2" in pipeline.runs
+    run = pipeline.runs["sessions.v2"]
+    Catalog(event_log.client, event_log.prefix).forget("sessions", 2)  # another worker finished its drop
+    pipeline.sync_catalog()
+    assert "sessions.v2" not in pipeline.runs and run.stop.is_set()
