@@ -88,12 +88,12 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
     ops.check_worker(settings, args.embedded_store)
     configure("INFO")
-    pipeline = ops.start_worker(settings, args.name)
+    worker = ops.start_worker(settings, args.name)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     stop.wait()
-    pipeline.stop()  # each consumer finishes its batch
+    worker.stop()  # each consumer finishes its batch
     return OK
 
 

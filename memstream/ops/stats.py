@@ -46,10 +46,7 @@ def projection_stats(eventlog: EventLog, stall_after_s: float) -> dict:
     from memstream.projections import Counters, FactsTable, running_versions
     from memstream.workers import DeadLetters, Positions
 
-    dlq = DeadLetters(eventlog.client, eventlog.prefix)
-    dead: dict = {}
-    for item in dlq.list(count=100000):
-        dead[item.get("group")] = dead.get(item.get("group"), 0) + 1
+    dead = DeadLetters(eventlog.client, eventlog.prefix).count_by_group()
     positions = Positions(eventlog.client, eventlog.prefix)
     # points in the stores, counted by the process that holds them (the service or a worker)
     try:

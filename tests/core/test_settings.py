@@ -257,3 +257,22 @@ def test_public_hides_the_api_key_and_shows_every_other_setting(monkeypatch):
 def test_an_override_that_is_no_setting_is_a_mistake_in_the_code():
     with pytest.raises(TypeError, match="tenent"):
         Settings.load(tenent="x")
+
+
+@pytest.mark.parametrize("text, address", [
+    ("127.0.0.1:9464", ("127.0.0.1", 9464)), ("[::1]:9464", ("::1", 9464)), ("localhost:0", ("localhost", 0)),
+    ("10.0.0.5:9100", ("10.0.0.5", 9100)), ("", None), ("  ", None),
+])
+def test_the_metrics_address_is_host_and_port_or_empty_for_none(monkeypatch, text, address):
+    monkeypatch.setenv("MEMSTREAM_METRICS_ADDR", text)
+    loaded = Settings.load()
+    assert loaded.problems == () and loaded.metrics_address == address
+
+
+@pytest.mark.parametrize("text", [":9464", "9464", "host:70000", "host:-1", "host:９", "::1:9464", "a b:1",
+                                  "host:port", "http://host:1"])
+def test_a_malformed_metrics_address_is_a_problem_and_the_default_is_used(monkeypatch, text):
+    monkeypatch.setenv("MEMSTREAM_METRICS_ADDR", text)
+    loaded = Settings.load()
+    assert any(p.startswith("MEMSTREAM_METRICS_ADDR=") and "is not HOST:PORT" in p for p in loaded.problems)
+    assert loaded.metrics_address == ("127.0.0.1", 9464)
