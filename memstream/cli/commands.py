@@ -88,10 +88,10 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
     ops.check_worker(settings, args.embedded_store)
     configure("INFO")
-    worker = ops.start_worker(settings, args.name)
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # from the start: a SIGTERM while starting stops it cleanly
+    worker = ops.start_worker(settings, args.name)
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
     stop.wait()
     worker.stop()  # each consumer finishes its batch
     return OK
