@@ -301,7 +301,7 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     if args.which == "ingest":
         from memstream.bench import ingest as bench_ingest
 
-        result = bench_ingest.ingest(events=args.events, as_json=args.json, data=args.data or None,
+        result = bench_ingest.ingest(events=args.events or 1000, as_json=args.json, data=args.data or None,
                                      runs=args.runs or 4)
         print_result(args, result, bench_ingest.format_ingest(result))
         return OK
@@ -341,9 +341,17 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     if args.which == "replay":
         from memstream.bench import replay as bench_replay
 
-        result = bench_replay.replay_bench(events=args.events, as_json=args.json, data=args.data or None,
+        result = bench_replay.replay_bench(events=args.events or 1000, as_json=args.json, data=args.data or None,
                                            onnx_events=0 if args.embedder == "hash" else 1000)
         print_result(args, result, bench_replay.format_replay(result))
+        return OK
+    if args.which == "metrics":
+        from memstream.bench import metrics as bench_metrics
+
+        result = bench_metrics.metrics_bench(events=args.events or 3000,
+                                             runs=args.runs or 5, data=args.data or None,
+                                             embedder=args.embedder or "hash")
+        print_result(args, result, bench_metrics.format_metrics(result))
         return OK
     if args.which == "text":
         from memstream.bench import text as bench_text
@@ -423,19 +431,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")
     p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos", "text",
-                                       "replay"])
+                                       "replay", "metrics"])
     p.add_argument("--minutes", type=minutes, default=2.0, help="chaos: how long things break")
     p.add_argument("--agents", type=int_between(1, 64), default=4, help="chaos: agent processes")
     p.add_argument("--seed", type=int_between(0, 2**32 - 1), default=0, help="chaos: the random choices")
     p.add_argument("--calls", type=int_between(1, 10_000_000), default=2000, help="hotpath: hook calls per burst")
-    p.add_argument("--events", type=int_between(1, 10_000_000), default=1000,
-                   help="ingest: events per pipeline drain; replay: events in the log")
+    p.add_argument("--events", type=int_between(1, 10_000_000), default=None,
+                   help="ingest: events per pipeline drain (default 1000); replay: events in the log (default "
+                   "1000); metrics: events per drain, with metrics on and off (default 3000)")
     p.add_argument("--data", default="", help="ingest: LoCoMo turns JSONL (default: generated text if absent); "
                    "locomo: the LoCoMo directory")
     p.add_argument("--split", default="dev", choices=["dev", "test", "all"], help="locomo: conversations to run")
     p.add_argument("--runs", type=int_between(1, 1000), default=None,
                    help="ingest: runs per measurement (pipeline and raw alternate which goes first; default 4); "
-                   "text: runs per median (default 5); queries: rounds (default 4)")
+                   "text: runs per median (default 5); queries: rounds (default 4); metrics: pairs of drains, "
+                   "on and off (default 5)")
     p.add_argument("--sizes", type=ascending_counts, default=None,
                    help="prefetch: memory counts to measure at, ascending (default 10000,100000); "
                    "text: sizes in KiB (default 16,64,256)")

@@ -28,7 +28,9 @@ counts as ``other``), query outcomes and operations by the protocol, channels to
 
 from __future__ import annotations
 
+import bisect
 import ipaddress
+import math
 import os
 import threading
 import time
@@ -44,8 +46,9 @@ from prometheus_client import (
     disable_created_metrics,
     start_http_server,
 )
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from memstream import __version__
 from memstream.core import Settings, as_str, keys, observe
@@ -142,11 +145,11 @@ FAMILIES: tuple[Family, ...] = (
 )
 _BY_NAME = {f.name: f for f in FAMILIES}
 
-FRESHNESS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
-                     1800.0, 3600.0)
-STAGE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-QUERY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+# bucket bounds, few enough to keep a scrape small (a stage histogram per stage and version)
+FRESHNESS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)
+STAGE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
+QUERY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
+BATCH_BUCKETS = (1, 4, 16, 64, 128, 256, 1024)
 
 
 def _group_labels(group: str) -> tuple[str, str, str]:
@@ -320,6 +323,48 @@ class LogCollector(Collector):
             f["memstream_queries_total"].add_metric([outcome], outcomes.get(outcome, 0))
 
 
+class BatchHistogram(Collector):
+    """A histogram fed a batch of values at a time: one lock and one bucket search (bisect)
+    per value, instead of prometheus_client's lock per bucket and sum per value; collected
+    as a ``HistogramMetricFamily`` (the same exposition as a ``Histogram``'s)."""
+
+    def __init__(self, family: Family, bounds: Sequence[float]) -> None:
+        self.family = family
+        self.bounds = tuple(float(b) for b in bounds)
+        self.les = [floatToGoString(b) for b in self.bounds] + ["+Inf"]
+        self._lock = threading.Lock()
+        self._series: dict[tuple[str, ...], list[float]] = {}  # labels -> count per bucket, then the sum
+
+    def observe(self, labels: tuple[str, ...], values: Sequence[float]) -> None:
+        where = [bisect.bisect_left(self.bounds, v) for v in values]  # bounds[i-1] < v <= bounds[i]
+        total = math.fsum(values)
+        with self._lock:
+            row = self._series.get(labels)
+            if row is None:
+                row = self._series[labels] = [0.0] * (len(self.bounds) + 2)
+            for i in where:
+                row[i] += 1
+            row[-1] += total
+
+    def _empty(self) -> HistogramMetricFamily:
+        return HistogramMetricFamily(self.family.name, self.family.help, labels=self.family.labels)
+
+    def describe(self) -> Iterator[Metric]:
+        yield self._empty()
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            series = {labels: list(row) for labels, row in self._series.items()}
+        out = self._empty()
+        for labels, row in series.items():
+            cumulative, buckets = 0.0, []
+            for le, n in zip(self.les, row[:-1]):
+                cumulative += n
+                buckets.append((le, cumulative))
+            out.add_metric(list(labels), buckets, row[-1])
+        yield out
+
+
 class Metrics:
     """The metrics of one process: its registry (``LogCollector``, the histograms, the
     process collector), the observer its consumers and query server report to, and the
@@ -338,8 +383,8 @@ class Metrics:
         self.registry.register(self.collector)
         ProcessCollector(registry=self.registry)
         r = self.registry
-        self.freshness = Histogram("memstream_projection_freshness_seconds", _BY_NAME[
-            "memstream_projection_freshness_seconds"].help, GROUP, registry=r, buckets=FRESHNESS_BUCKETS)
+        self.freshness = BatchHistogram(_BY_NAME["memstream_projection_freshness_seconds"], FRESHNESS_BUCKETS)
+        r.register(self.freshness)
         self.stages = Histogram("memstream_projection_stage_seconds", _BY_NAME[
             "memstream_projection_stage_seconds"].help, GROUP + ("stage",), registry=r, buckets=STAGE_BUCKETS)
         self.embed_batch = Histogram("memstream_projection_embed_batch_texts", _BY_NAME[
@@ -364,9 +409,9 @@ class Metrics:
         for stage, seconds in stages.items():
             self._child(self.stages, group, stage).observe(seconds)
         if applied:
-            fresh = self._child(self.freshness, group)
-            for entry_id in applied:
-                fresh.observe(max(0.0, at - int(entry_id.partition("-")[0]) / 1000.0))
+            now_ms = at * 1000.0
+            self.freshness.observe(_group_labels(group), [
+                max(0.0, now_ms - int(entry_id[:entry_id.find("-")])) / 1000.0 for entry_id in applied])
 
     def embedded(self, group: str, texts: int, seconds: float) -> None:
         self._child(self.stages, group, "embed").observe(seconds)

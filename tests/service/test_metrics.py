@@ -244,4 +244,25 @@ def test_port_zero_serves_on_a_free_port_and_stopping_frees_it_and_the_observer(
         metrics.stop()
         assert observe.current() is None and metrics.url is None
     with socket.socket() as again:
-        again.bind((host, port))  # free again
+        again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past the scrape's TIME_WAIT, not a listener
+        again.bind((host, port))
+        again.listen()  # free again
+
+
+def test_a_batch_histogram_exposes_what_a_prometheus_histogram_does_for_the_same_values():
+    from prometheus_client import CollectorRegistry, Histogram, generate_latest
+
+    from memstream.service.metrics import FRESHNESS_BUCKETS, BatchHistogram
+
+    family = next(f for f in FAMILIES if f.name == "memstream_projection_freshness_seconds")
+    values = [0.0, 0.01, 0.010001, 0.3, 1.0, 2.5, 7.0, 3600.0, 3600.5, 1e9] * 3
+    ours, theirs = CollectorRegistry(), CollectorRegistry()
+    batched = BatchHistogram(family, FRESHNESS_BUCKETS)
+    ours.register(batched)
+    reference = Histogram(family.name, family.help, family.labels, registry=theirs, buckets=FRESHNESS_BUCKETS)
+    for start in range(0, len(values), 7):  # batches of any size
+        batched.observe(("g.v1", "g", "1"), values[start:start + 7])
+    for v in values:
+        reference.labels("g.v1", "g", "1").observe(v)
+    created = re.compile(r".*_created.*\n")
+    assert generate_latest(ours).decode() == created.sub("", generate_latest(theirs).decode())
