@@ -207,7 +207,7 @@ class LogCollector(Collector):
         try:
             self._read(read, time.time())
             up = 1
-        except (redis.RedisError, OSError) as exc:
+        except (redis.RedisError, OSError, ValueError) as exc:  # ValueError: a count that is no number
             log.warning("metrics.redis_unreadable", error=f"{type(exc).__name__}: {exc}"[:300],
                         action="the scrape reports memstream_redis_up 0 and no figure read from Redis")
             read = {name: _family(name) for name in read}
@@ -258,6 +258,7 @@ class LogCollector(Collector):
         for etype, n in sorted(types.items()):
             f["memstream_events_appended_total"].add_metric([etype], n)
         catalog = Catalog(c, self.prefix)
+        groups: list[str] = []
         for name, first in self.projections:
             versions = catalog.versions(name)
             for v in versions:
@@ -267,6 +268,7 @@ class LogCollector(Collector):
             running: list[tuple[str, str]] = [(v.group, v.state) for v in versions
                                               if v.state not in ("dropping", "failed")]
             for group, state in running or [(first, "")]:  # no catalog yet: its first version
+                groups.append(group)
                 labels = list(_group_labels(group))
                 progress = group_progress(c, streams, group)
                 if progress.lag is not None:
@@ -283,8 +285,10 @@ class LogCollector(Collector):
                     if progress.done is not None:
                         f["memstream_replay_applied_entries"].add_metric(labels, progress.done)
                     f["memstream_replay_log_entries"].add_metric(labels, progress.length)
-        dead = f["memstream_projection_dead_letters"]
-        for group, n in self._dead_letters().items():
+        dead, counted = f["memstream_projection_dead_letters"], self._dead_letters()
+        for group in groups:  # a running version without dead letters has 0, known
+            counted.setdefault(group, 0)
+        for group, n in counted.items():
             dead.add_metric(list(_group_labels(group)), n)
         self._queues(f)
 

@@ -181,6 +181,7 @@ def test_dead_letters_are_counted_per_group_and_recounted_when_the_stream_change
     text = scrape(metrics)
     assert value(text, "memstream_projection_dead_letters", group=turns, projection="turns") == 2
     assert value(text, "memstream_projection_dead_letters", group=facts) == 1
+    assert value(text, "memstream_projection_dead_letters", group=group_of("sessions")) == 0  # known: none
     dlq.drop(dlq.list()[0]["dlq_id"])
     text = scrape(metrics)
     assert value(text, "memstream_projection_dead_letters", group=turns) == 1
@@ -192,6 +193,12 @@ def test_an_event_type_outside_the_contract_counts_as_other(tmp_path, event_log)
     text = scrape(Metrics(event_log, pipeline_settings(tmp_path / "home")))
     assert {s.labels["type"]: s.value for s in samples(text, "memstream_events_appended_total")} == \
         {"other": 3, "turn.recorded": 2}
+
+
+def test_a_count_in_redis_that_is_no_number_fails_the_redis_figures_not_the_scrape(tmp_path, event_log):
+    event_log.client.hset(keys.types(event_log.prefix), "turn.recorded", "many")
+    text = scrape(Metrics(event_log, pipeline_settings(tmp_path / "home")))
+    assert value(text, "memstream_redis_up") == 0 and samples(text, "memstream_stream_entries") == []
 
 
 def test_with_redis_unreadable_a_scrape_says_so_and_reports_no_redis_figure(tmp_path):
