@@ -9,7 +9,7 @@ import re
 
 __all__ = [
     "COUNT_MAX", "K_MAX", "NAME_MAX", "QUERY_MAX", "TIMEOUT_MAX",
-    "ascending_counts", "entry_id", "int_between", "minutes", "printable", "seconds",
+    "archive_point", "ascending_counts", "entry_id", "int_between", "minutes", "printable", "seconds",
 ]
 
 NAME_MAX = 256  # tenant, agent, session, scope, group, worker name: characters
@@ -94,3 +94,14 @@ def ascending_counts(text: str) -> tuple[int, ...]:
     if not sizes or min(sizes) < 1 or max(sizes) > 10_000_000 or list(sizes) != sorted(sizes):
         raise argparse.ArgumentTypeError(f"ascending positive counts, e.g. 10000,100000 (got {_shown(text)})")
     return sizes
+
+
+def archive_point(text: str) -> str:
+    """Where an archive stops: a log entry id ``MS[-SEQ]`` or a date or time (ISO, UTC when
+    it names no zone), as the entry id ``MS-SEQ`` it means."""
+    from memstream.producers import point_id
+
+    try:
+        return point_id(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -26,6 +26,7 @@ from memstream.cli.args import (
     COUNT_MAX,
     K_MAX,
     QUERY_MAX,
+    archive_point,
     ascending_counts,
     entry_id,
     int_between,
@@ -38,13 +39,16 @@ from memstream.cli.output import (
     INTERRUPTED,
     OK,
     USAGE,
+    archive_text,
     dead_letter_line,
     doctor_text,
     fail,
+    import_text,
     one_line,
     print_result,
     projections_text,
     search_line,
+    size,
     stats_text,
     stdout_to_devnull,
 )
@@ -124,6 +128,47 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
         sys.stdout.write(json.dumps(item, ensure_ascii=False) + "\n")
         count += 1
     print(f"memstream export: {count} events" + (f", {bad} undecodable (skipped)" if bad else ""), file=sys.stderr)
+    return OK
+
+
+# -- archive -------------------------------------------------------------------------------
+def cmd_archive(args: argparse.Namespace, settings: Settings) -> int:
+    from memstream.cli.progress import Progress
+
+    if args.verify:
+        result = ops.verify_archive(settings, args.to)
+        print_result(args, result, f"archive {result['directory']}: {result['segments']} segments, "
+                                   f"{result['events']} events, {size(result['bytes'])}; every file matches its sha256")
+        return OK
+    with Progress(json_lines=args.json) as progress:
+        result = ops.archive(settings, args.before, args.to, progress=progress.update)
+    print_result(args, result, archive_text(result))
+    return OK
+
+
+# -- import --------------------------------------------------------------------------------
+def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
+    import time
+
+    from memstream.cli.progress import Progress
+
+    started = time.monotonic()
+    with Progress(json_lines=args.json) as bar:
+        def progress(done: int, total: int) -> None:
+            elapsed = time.monotonic() - started
+            bar.update(f"import {args.source}", done, total,
+                       **({"rate": round(done / elapsed, 1)} if done and elapsed > 0 else {}))
+
+        if args.source == "hermes":
+            from memstream.hermes import hermes_home
+
+            result = ops.import_hermes(settings, hermes_home(args.home or None), agent=args.agent,
+                                       tenant=args.tenant, dry_run=args.dry_run, progress=progress)
+        else:
+            from pathlib import Path
+
+            result = ops.import_jsonl(settings, Path(args.file), dry_run=args.dry_run, progress=progress)
+    print_result(args, result, import_text(result))
     return OK
 
 
@@ -305,6 +350,12 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
                                      runs=args.runs or 4)
         print_result(args, result, bench_ingest.format_ingest(result))
         return OK
+    if args.which == "archive":
+        from memstream.bench import archive as bench_archive
+
+        result = bench_archive.archive_bench(events=args.events or 100_000, data=args.data or None)
+        print_result(args, result, bench_archive.format_archive(result))
+        return OK
     if args.which == "prefetch":
         from memstream.bench import prefetch as bench_prefetch
 
@@ -341,9 +392,15 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     if args.which == "replay":
         from memstream.bench import replay as bench_replay
 
-        result = bench_replay.replay_bench(events=args.events or 1000, as_json=args.json, data=args.data or None,
+        result = bench_replay.replay_bench(events=args.events or 100_000, as_json=args.json, data=args.data or None,
                                            onnx_events=0 if args.embedder == "hash" else 1000)
         print_result(args, result, bench_replay.format_replay(result))
+        return OK
+    if args.which == "import":
+        from memstream.bench import imports as bench_import
+
+        result = bench_import.import_bench(messages=args.messages, runs=args.runs or 5)
+        print_result(args, result, bench_import.format_import(result))
         return OK
     if args.which == "metrics":
         from memstream.bench import metrics as bench_metrics
@@ -382,6 +439,32 @@ def build_parser() -> argparse.ArgumentParser:
     add("stats", cmd_stats, "per-stream length, first/last id, events per type, spool size")
     p = add("export", cmd_export, "every event in the log as JSON lines, oldest first")
     p.add_argument("--since", type=entry_id, help="only entries after this stream entry id")
+    p = add("archive", cmd_archive, "move the log's oldest events into compressed files and out of Redis")
+    p.add_argument("--before", type=archive_point, metavar="DATE|ID",
+                   help="archive the entries below this entry id, date or time (UTC unless it names a zone; "
+                   "default: everything every projection group has applied)")
+    p.add_argument("--to", metavar="DIR", help="the archive directory (default: MEMSTREAM_ARCHIVE_DIR, "
+                   "else $MEMSTREAM_HOME/archive)")
+    p.add_argument("--verify", action="store_true", help="archive nothing: check every segment file against "
+                   "the manifest (size, sha256)")
+    p = sub.add_parser("import", help="bring history into the log: Hermes's own, or a `memstream export` file",
+                       description="Bring history into the log. Events already in it (by id) are skipped.")
+    p.set_defaults(func=cmd_import)
+    sources = p.add_subparsers(dest="source", required=True)
+    p = sources.add_parser("hermes", help="Hermes's sessions (state.db) and memory files (MEMORY.md, USER.md)",
+                           description="Import Hermes's sessions and messages (state.db) and its memory files "
+                           "(memories/MEMORY.md, USER.md) with their original times.")
+    p.add_argument("--json", action="store_true", help="machine-readable output (progress as JSON lines)")
+    p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
+    p.add_argument("--agent", type=printable("agent"),
+                   help="agent of every event (default: each session's gateway key or profile, else default)")
+    p.add_argument("--tenant", type=printable("tenant"), help="tenant (default: MEMSTREAM_TENANT)")
+    p.add_argument("--dry-run", action="store_true", help="read, check and count; append nothing")
+    p = sources.add_parser("jsonl", help="the events of a `memstream export` file (ids kept)",
+                           description="Append the events of a `memstream export` file, ids kept, in its order.")
+    p.add_argument("--json", action="store_true", help="machine-readable output (progress as JSON lines)")
+    p.add_argument("--dry-run", action="store_true", help="read, check and count; append nothing")
+    p.add_argument("file", metavar="FILE", help="a JSON lines file written by `memstream export`")
     p = add("add", cmd_add, "append a memory write by hand")
     p.add_argument("--sync", action="store_true", help="append directly and fail if the log is unreachable")
     p.add_argument("--tenant", type=printable("tenant"), help="tenant (default: MEMSTREAM_TENANT)")
@@ -431,21 +514,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")
     p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos", "text",
-                                       "replay", "metrics"])
+                                       "archive", "replay", "import", "metrics"])
     p.add_argument("--minutes", type=minutes, default=2.0, help="chaos: how long things break")
     p.add_argument("--agents", type=int_between(1, 64), default=4, help="chaos: agent processes")
     p.add_argument("--seed", type=int_between(0, 2**32 - 1), default=0, help="chaos: the random choices")
     p.add_argument("--calls", type=int_between(1, 10_000_000), default=2000, help="hotpath: hook calls per burst")
     p.add_argument("--events", type=int_between(1, 10_000_000), default=None,
-                   help="ingest: events per pipeline drain (default 1000); replay: events in the log (default "
-                   "1000); metrics: events per drain, with metrics on and off (default 3000)")
-    p.add_argument("--data", default="", help="ingest: LoCoMo turns JSONL (default: generated text if absent); "
-                   "locomo: the LoCoMo directory")
+                   help="ingest: events per pipeline drain (default 1000); archive: events appended, archived and "
+                   "read back (default 100000); replay: events in the log (default 100000); metrics: events per "
+                   "drain, with metrics on and off (default 3000)")
+    p.add_argument("--data", default="", help="ingest, archive, replay, metrics: LoCoMo turns JSONL (default: "
+                   "generated text if absent); locomo: the LoCoMo directory")
     p.add_argument("--split", default="dev", choices=["dev", "test", "all"], help="locomo: conversations to run")
     p.add_argument("--runs", type=int_between(1, 1000), default=None,
                    help="ingest: runs per measurement (pipeline and raw alternate which goes first; default 4); "
-                   "text: runs per median (default 5); queries: rounds (default 4); metrics: pairs of drains, "
-                   "on and off (default 5)")
+                   "text, import: runs per median (default 5); queries: rounds (default 4); metrics: pairs of "
+                   "drains, on and off (default 5)")
+    p.add_argument("--messages", type=int_between(1, 10_000_000), default=10_000,
+                   help="import: messages of the synthetic Hermes state.db")
     p.add_argument("--sizes", type=ascending_counts, default=None,
                    help="prefetch: memory counts to measure at, ascending (default 10000,100000); "
                    "text: sizes in KiB (default 16,64,256)")

@@ -17,8 +17,8 @@ from typing import Any
 
 __all__ = [
     "ERROR_CUT", "FAILED", "INTERRUPTED", "OK", "TEXT_CUT", "USAGE",
-    "cut", "dead_letter_line", "doctor_text", "fail", "one_line", "print_result", "projections_text", "search_line",
-    "stats_text", "stdout_to_devnull",
+    "archive_text", "cut", "dead_letter_line", "doctor_text", "fail", "import_text", "one_line", "print_result",
+    "projections_text", "search_line", "size", "stats_text", "stdout_to_devnull",
 ]
 
 OK, FAILED, USAGE, INTERRUPTED = 0, 1, 2, 130
@@ -88,10 +88,34 @@ def doctor_text(result: dict) -> str:
     return "\n".join(lines)
 
 
+def size(n: object) -> str:
+    """A number of bytes for people: ``512 B``, ``1.5 KiB``, ``12.3 MiB``, ``1.1 GiB``; ``?`` when unknown."""
+    if not isinstance(n, int):
+        return "?"
+    if n < 1024:
+        return f"{n} B"
+    value = n / 1024
+    for unit in ("KiB", "MiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
+
 def stats_text(result: dict) -> str:
-    """A line per stream and per event type, per projection, the spool and its losses."""
-    lines = [f"{s['stream']}: {s['length']} events, first {s['first_id']}, last {s['last_id']}"
-             for s in result["streams"]]
+    """A line per stream (with its bytes in Redis and in the archive) and per event type,
+    per projection, the spool and its losses."""
+    lines = []
+    for s in result["streams"]:
+        line = (f"{s['stream']}: {s['length']} events, first {s['first_id']}, last {s['last_id']}, "
+                f"{size(s.get('memory_bytes'))} in Redis")
+        archived = s.get("archive") or {}
+        if archived.get("events"):
+            line += (f"; archived {archived['events']} events, {size(archived['bytes'])} in "
+                     f"{archived['segments']} segments (up to {archived['last_id']})")
+        lines.append(line)
+    if (result.get("archive") or {}).get("error"):
+        lines.append(f"archive {result['archive']['directory']}: {cut(result['archive']['error'], ERROR_CUT)}")
     lines += [f"  {t}: {n}" for t, n in result["types"].items()]
     for group, p in result["projections"].items():
         h = p["health"]
@@ -107,6 +131,19 @@ def stats_text(result: dict) -> str:
     if losses:
         lines.append("spool losses reported by agents (all hosts): "
                      + ", ".join(f"{k} {v}" for k, v in sorted(losses.items())))
+    return "\n".join(lines)
+
+
+def archive_text(result: dict) -> str:
+    """What ``memstream archive`` did: the totals, then a line per stream."""
+    seconds = result.get("seconds") or {}
+    lines = [f"archived {result['archived']} events into {result['segments']} new segments "
+             f"({size(result['bytes'])}) in {result['directory']}; trimmed {result['trimmed']} entries from Redis"
+             + (f" ({seconds.get('write', 0) + seconds.get('trim', 0):.1f}s)" if seconds else "")]
+    for key, row in result["streams"].items():
+        kept = f", trimmed {row['trimmed']} below {row['trimmed_below']}" if row.get("trimmed_below") else ""
+        lines.append(f"  {key}: {row['archived']} archived below {row['before']}, archive up to "
+                     f"{row['watermark'] or 'nothing'}{kept}")
     return "\n".join(lines)
 
 
@@ -151,3 +188,17 @@ def projections_text(rows: list[dict]) -> str:
                      f"{_ago(r.get('created_at')):<10} {_ago(r.get('activated_at'))}"
                      + (f"  error: {cut(r['error'], 120)}" if r.get("error") else ""))
     return "\n".join(lines)
+
+
+def import_text(result: dict) -> str:
+    """What an import read, appended (or would append: dry run) and skipped, and why."""
+    if result["source"] == "hermes":
+        read = (f"{result['home']}: {result['sessions']} sessions, {result['turns']} turns, "
+                f"{result['memories']} memories, {result['session_ends']} session ends, "
+                f"{result['session_switches']} session switches: {result['events']} events")
+    else:
+        read = f"{result['file']}: {result['events']} events"
+    done = (f"would append {result['new']}" if result["dry_run"] else f"appended {result['appended']}")
+    skipped = ", ".join(f"{n} {reason}" for reason, n in result["skipped"].items())
+    return f"{read}; {done}" + (f"; skipped {skipped}" if skipped else "") + (
+        " (dry run: nothing written)" if result["dry_run"] else "")

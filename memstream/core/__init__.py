@@ -13,12 +13,13 @@ from memstream.core.errors import (
 )
 from memstream.core.files import (
     PRIVATE_UMASK,
+    fsync_dir,
     open_private,
     private_dir,
     tighten,
     write_private,
 )
-from memstream.core.ids import new_event_id
+from memstream.core.ids import MAX_ID_BYTES, derived_event_id, new_event_id
 from memstream.core.lazy import lazy_exports
 from memstream.core.logs import configure, configure_in_host
 from memstream.core.runfile import pid_alive, process_start, read_run_file, start_service
@@ -29,14 +30,17 @@ __all__ = [
     "backoff_delay",
     "config_file_for",
     "configure",
+    "derived_event_id",
     "is_transient",
     "keys",
     "lazy_exports",
     "configure_in_host",
+    "fsync_dir",
     "lossless",
     "mask_url",
     "MemstreamError",
     "new_event_id",
+    "MAX_ID_BYTES",
     "observe",
     "open_private",
     "OPTIONS",

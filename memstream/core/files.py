@@ -4,7 +4,9 @@ The home holds every turn an agent recorded (the spool, the embedded Valkey's AO
 vector store, the embedding cache) and the embedded Valkey's password (the run file), so
 nothing in it may be readable by another local user. Guarantees: ``private_dir`` leaves
 the directory and the parents it creates mode 0700; ``write_private`` replaces a file
-atomically with one of mode 0600; ``tighten`` takes group and other bits off everything
+atomically with one of mode 0600 (with ``fsync``, durably: the file's data is on disk before
+the rename, and the rename before it returns); ``fsync_dir`` makes a directory's entries
+durable; ``tighten`` takes group and other bits off everything
 below a directory (never following a symbolic link) and says how many it changed.
 """
 
@@ -14,7 +16,7 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["private_dir", "write_private", "open_private", "tighten", "PRIVATE_UMASK"]
+__all__ = ["private_dir", "write_private", "open_private", "fsync_dir", "tighten", "PRIVATE_UMASK"]
 
 PRIVATE_UMASK = 0o077  # what the service runs under: Valkey and the stores create files 0600
 
@@ -46,14 +48,30 @@ def open_private(path: str | os.PathLike[str], flags: int = os.O_WRONLY | os.O_C
     return fd
 
 
-def write_private(path: str | os.PathLike[str], text: str) -> None:
-    """Replace ``path`` atomically with ``text``, mode 0600."""
+def write_private(path: str | os.PathLike[str], text: str | bytes, *, fsync: bool = False) -> None:
+    """Replace ``path`` atomically with ``text`` (or bytes), mode 0600. With ``fsync`` the
+    new content survives a power loss once this returns: the temporary file is fsynced
+    before the rename, and the directory after it."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    with os.fdopen(fd, "w") as f:
+    with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as f:
         f.write(text)
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
+    if fsync:
+        fsync_dir(path.parent)
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """Make the entries of directory ``path`` (a rename, a new or removed file) durable."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def tighten(root: str | os.PathLike[str]) -> int:

@@ -1,21 +1,32 @@
-"""Time-ordered unique event ids (UUIDv7, RFC 9562).
+"""Time-ordered unique event ids (UUIDv7, RFC 9562), and the ids of imported events.
 
 Guarantee: ids made by one process are strictly increasing as strings and as
 integers, even within one millisecond or if the wall clock steps back; ids made by
 different processes are unique (74 random bits) and ordered to the millisecond.
 The id is the idempotency key of every consumer and maps directly to a Qdrant
 point id (a UUID).
+
+``derived_event_id`` makes the id of an event brought in from elsewhere (``memstream
+import``): a UUIDv7 whose time is the item's own and whose 74 other bits are a hash of
+what identifies the item, so importing the same item again gives the same id and the
+log's dedup by id appends it once.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import random
 import threading
 import time
 import uuid
 
-__all__ = ["new_event_id", "event_id_time_ms"]
+__all__ = ["new_event_id", "derived_event_id", "event_id_time_ms", "MAX_ID_BYTES"]
+
+# The most UTF-8 bytes of an event id and of each scope identifier: they become Redis keys,
+# point payloads and filters. Admission dead-letters an entry over it; importers refuse one.
+MAX_ID_BYTES = 1024
 
 _lock = threading.Lock()
 # Not a secret, only unique: a per-process generator seeded from the OS (os.urandom is a
@@ -48,6 +59,23 @@ def new_event_id() -> str:
     # hook path): 48 bits unix_ts_ms | version 7 + 12-bit rand_a (a per-process counter
     # within the millisecond) | RFC 4122 variant 0b10 + 62 random bits.
     h = "%012x%04x%016x" % (ms & _MS_MASK, 0x7000 | seq, _VARIANT | ((rand >> 16) & _RAND_B_MASK))
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def derived_event_id(at_ms: int, *key: str | int) -> str:
+    """The UUIDv7 string of an imported item: time ``at_ms`` (unix milliseconds, clamped to
+    0 .. 2**48 - 1) and 74 bits of the SHA-256 of ``key`` (typed, ordered: ``1`` and ``"1"``
+    differ). The same arguments give the same id in every process and release; different
+    keys collide with the odds of random ids."""
+    if not key:
+        raise ValueError("derived_event_id needs at least one key part")
+    for part in key:
+        if isinstance(part, bool) or not isinstance(part, (str, int)):
+            raise ValueError(f"derived_event_id key parts are str or int, got {type(part).__name__}")
+    text = json.dumps(["memstream.event", *key], ensure_ascii=False, separators=(",", ":"))
+    bits = int.from_bytes(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:10], "big")
+    ms = min(max(int(at_ms), 0), _MS_MASK)
+    h = "%012x%04x%016x" % (ms, 0x7000 | (bits >> 68), _VARIANT | (bits & _RAND_B_MASK))
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 

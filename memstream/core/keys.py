@@ -12,25 +12,30 @@ carries none. A tenant's Redis user may touch only the keys under ``tenant_space
 from __future__ import annotations
 
 __all__ = [
-    "events", "events_pattern", "types", "shipped", "legacy_shipped", "spool_counters",
+    "events", "events_pattern", "archived", "types", "shipped", "legacy_shipped", "spool_counters",
     "tenant_space", "tenant_pattern", "tenants",
     "queries", "tenant_queries", "reply", "query_counters",
     "counters", "positions", "applied_at", "health", "dlq",
     "tombstones", "facts", "facts_current", "facts_pattern", "fact_sources", "turn_context",
     "sessions", "session", "session_bookends", "version_pattern",
-    "catalog", "catalog_pattern", "own", "own_pattern",
+    "catalog", "catalog_pattern", "backfill_lock", "own", "own_pattern",
 ]
 
 
 # -- the log -----------------------------------------------------------------------------
 def events(prefix: str, shard: int) -> str:
-    """``P:events:{shard}``: stream, the events of one shard (never trimmed by length)."""
+    """``P:events:{shard}``: stream, the events of one shard (never trimmed by length; archived entries trimmed by id)."""
     return f"{prefix}:events:{shard}"
 
 
 def events_pattern(prefix: str) -> str:
     """``P:events:*``: glob pattern of every event stream (ACL rules, scans)."""
     return f"{prefix}:events:*"
+
+
+def archived(prefix: str) -> str:
+    """``P:archived``: hash, stream key -> last entry id written to the archive (the stream may be trimmed up to it)."""
+    return f"{prefix}:archived"
 
 
 def types(prefix: str) -> str:
@@ -189,6 +194,11 @@ def catalog(prefix: str, name: str) -> str:
 def catalog_pattern(prefix: str) -> str:
     """``P:projections:*``: glob pattern of every projection's catalog."""
     return f"{prefix}:projections:*"
+
+
+def backfill_lock(prefix: str, group: str) -> str:
+    """``P:backfill:{group}``: string, the worker reading the archive into a build (expires unless renewed)."""
+    return f"{prefix}:backfill:{group}"
 
 
 # -- projections of your own ---------------------------------------------------------------

@@ -52,6 +52,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         "Tenant every event of this installation belongs to."))] = "default"
     home: Annotated[Path, Meta(description=(
         "Data directory: spool, embedded Valkey data, run file."))] = Path("~/.memstream")
+    archive_dir: Annotated[str, Meta(description=(
+        "Directory of the archive, the event log's cold part in compressed files (`memstream archive`); "
+        "any host may mount it to read the whole log. Empty: `$MEMSTREAM_HOME/archive`."))] = ""
     app: Annotated[_Name, Meta(description=(
         "Application name recorded in every event's scope."))] = "hermes"
     stream_prefix: Annotated[_Name, Meta(description=(
@@ -220,6 +223,16 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def data_dir(self) -> Path:
         return self.home / "data"
+
+    @property
+    def archive_path(self) -> Path:
+        """``archive_dir`` (``~`` expanded), or ``home/archive`` when it is empty."""
+        if not self.archive_dir:
+            return self.home / "archive"
+        try:
+            return Path(self.archive_dir).expanduser()
+        except RuntimeError:  # ~user of no known user: as given
+            return Path(self.archive_dir)
 
     def public(self) -> dict[str, object]:
         """Settings as JSON-ready values, safe to show: every URL through ``mask_url``, a

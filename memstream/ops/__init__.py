@@ -1,6 +1,6 @@
 """ops: what the ``memstream`` commands do, as functions over the settings that return plain
 data (``doctor``, ``stats``, ``search``, the read-your-writes wait of ``add --sync``, the
-dead letters, tenants, workers and the service). A failure the user can act on is a
+dead letters, the archive, tenants, workers, the service and ``import``). A failure the user can act on is a
 ``CommandError`` whose message says what to do. Nothing here prints or reads the
 environment: the command line (``memstream.cli``) parses, calls and prints.
 
@@ -9,11 +9,13 @@ operations that use them, when they run.
 """
 
 from memstream.ops.add import add_logged, add_spooled, memory_event, source_text
+from memstream.ops.archive import archive, verify_archive
 from memstream.ops.connect import connect
 from memstream.ops.dlq import dead_letters, settle
 from memstream.ops.doctor import doctor
 from memstream.ops.errors import CommandError
 from memstream.ops.export import Undecodable, export
+from memstream.ops.imports import import_hermes, import_jsonl
 from memstream.ops.replay import (
     activate_version,
     cancel_replay,
@@ -41,12 +43,15 @@ __all__ = [
     "add_logged",
     "add_spooled",
     "add_tenant",
+    "archive",
     "check_worker",
     "CommandError",
     "connect",
     "dead_letters",
     "doctor",
     "export",
+    "import_hermes",
+    "import_jsonl",
     "memory_event",
     "remove_tenant",
     "search",
@@ -59,5 +64,6 @@ __all__ = [
     "tenants",
     "Undecodable",
     "up_detached",
+    "verify_archive",
     "wait_projected",
 ]

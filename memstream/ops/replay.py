@@ -37,7 +37,7 @@ def _row(settings: Settings, name: str) -> Any:
 def _embedder_spec(settings: Settings, row: Any, spec: str | None) -> dict[str, Any]:
     """What a new version of ``row`` is built with: the embedder ``spec`` (default: the
     active version's, else the configured one), checked here before anything is written."""
-    from memstream.projections import configured_embedder
+    from memstream.projections import configured_embedder, how_to_load
 
     if not row.vectors:
         if spec:
@@ -48,8 +48,8 @@ def _embedder_spec(settings: Settings, row: Any, spec: str | None) -> dict[str, 
     try:
         embedder = configured_embedder(settings, spec)
     except Exception as exc:
-        raise CommandError(f"embedder {spec!r} cannot be loaded ({type(exc).__name__}: {exc}); install or "
-                           "configure it first (README, Embedders)") from exc
+        raise CommandError(f"embedder {spec!r} cannot be loaded ({type(exc).__name__}: {exc}); "
+                           f"{how_to_load(spec)}") from exc
     return {"embedder": spec, "model": embedder.name, "dim": embedder.dim}
 
 
@@ -102,7 +102,13 @@ def start_replay(settings: Settings, names: list[str], *, embedder: str | None =
 
 def _archive(settings: Settings) -> Any | None:
     """The log's archive, when it has one (a replay reads it first)."""
-    return None
+    from memstream.producers import Archive, ArchiveError
+
+    archive = Archive(settings.archive_path)
+    try:
+        return archive if archive.segments() else None
+    except ArchiveError as exc:
+        raise CommandError(f"the archive is unreadable, so a replay could not read the whole log: {exc}") from exc
 
 
 def _has_archive(settings: Settings) -> bool:
@@ -114,7 +120,7 @@ def _has_archive(settings: Settings) -> bool:
 def _record(v: Any) -> dict[str, Any]:
     import msgspec
 
-    return {"group": v.group, **msgspec.to_builtins(v)}
+    return {"group": v.group, **msgspec.to_builtins(msgspec.structs.asdict(v))}
 
 
 def _progress(eventlog: EventLog, v: Any, archived_total: int) -> dict[str, Any]:

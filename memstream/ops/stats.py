@@ -1,17 +1,19 @@
-"""``memstream stats``: the streams, events per type, the spool, and each projection's
-position, lag, pending entries, dead letters, freshness, items and health."""
+"""``memstream stats``: the streams (with their bytes in Redis and in the archive), events
+per type, the spool, and each projection's position, lag, pending entries, dead letters,
+freshness, items and health."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import redis
 
 from memstream.core import Settings, keys, shown
 from memstream.ops.connect import connect
-from memstream.producers import EventLog, spool_usage
+from memstream.producers import Archive, ArchiveError, EventLog, spool_usage
 
-__all__ = ["group_health", "projection_stats", "stats", "streams"]
+__all__ = ["archive_stats", "group_health", "memory_bytes", "projection_stats", "stats", "streams"]
 
 
 def streams(eventlog: EventLog) -> list[dict]:
@@ -27,6 +29,31 @@ def streams(eventlog: EventLog) -> list[dict]:
         info["groups"] = [{shown(k): (shown(v) if isinstance(v, bytes) else v) for k, v in g.items()}
                           for g in groups]
         out.append(info)
+    return out
+
+
+def memory_bytes(eventlog: EventLog, key: str) -> int | None:
+    """What ``key`` takes of Redis's memory (``MEMORY USAGE``, every node counted), or None
+    when the server does not say."""
+    try:
+        used = eventlog.client.memory_usage(key, samples=0)
+    except redis.ResponseError:
+        return None
+    return None if used is None else int(used)
+
+
+def archive_stats(directory: Path) -> dict:
+    """The archive in ``directory``: its totals and, per stream, ``events``, ``bytes``,
+    ``segments`` and ``last_id``; an ``error`` instead when its manifest is unreadable."""
+    out: dict = {"directory": str(directory), "events": 0, "bytes": 0, "segments": 0, "streams": {}}
+    try:
+        usage = Archive(directory).usage()
+    except ArchiveError as exc:
+        return {**out, "error": str(exc)}
+    out["streams"] = usage
+    for row in usage.values():
+        for k in ("events", "bytes", "segments"):
+            out[k] += row[k]
     return out
 
 
@@ -93,11 +120,19 @@ def projection_stats(eventlog: EventLog, stall_after_s: float) -> dict:
 
 
 def stats(settings: Settings) -> dict:
-    """``streams``, ``types`` (events per type), ``spool`` (this host's, {} without one),
-    ``spool_losses`` (reported by every host's shipper) and ``projections``."""
+    """``streams`` (each with its ``memory_bytes`` in Redis and what of it is in the
+    ``archive``), ``archive`` (its directory and totals), ``types`` (events per type),
+    ``spool`` (this host's, {} without one), ``spool_losses`` (reported by every host's
+    shipper) and ``projections``."""
     eventlog = connect(settings)
     usage = spool_usage(settings.spool_dir) if settings.spool_dir.exists() else {}
     losses = {(k.decode() if isinstance(k, bytes) else k): int(v)
               for k, v in eventlog.client.hgetall(keys.spool_counters(eventlog.prefix)).items()}
-    return {"streams": streams(eventlog), "types": eventlog.type_counts(), "spool": usage,
+    archived = archive_stats(settings.archive_path)
+    infos = streams(eventlog)
+    for info in infos:
+        info["memory_bytes"] = memory_bytes(eventlog, info["stream"])
+        info["archive"] = archived["streams"].get(info["stream"]) or {"events": 0, "bytes": 0, "segments": 0,
+                                                                       "last_id": None}
+    return {"streams": infos, "archive": archived, "types": eventlog.type_counts(), "spool": usage,
             "spool_losses": losses, "projections": projection_stats(eventlog, settings.stall_after_s)}

@@ -1,8 +1,25 @@
-"""producers: the event contract and the append side of the log.
+"""producers: the event contract, the append side of the log, its archive, and the importers
+of history from elsewhere (``importers``: imported on first use of their names, so the agent's
+process does not load them).
 
 Imports none of memstream's other packages.
 """
 
+from typing import TYPE_CHECKING
+
+from memstream.core import lazy_exports
+from memstream.producers.archive import (
+    Archive,
+    ArchiveBusy,
+    ArchiveError,
+    ArchiveGap,
+    ArchiveSegment,
+    CorruptSegment,
+    GroupBehind,
+    archive,
+    history,
+    point_id,
+)
 from memstream.producers.connect import LogLocator, event_log, redis_client
 from memstream.producers.events import (
     EVENT_TYPES,
@@ -26,31 +43,70 @@ from memstream.producers.events import (
 )
 from memstream.producers.shipper import Shipper
 from memstream.producers.spool import Segment, Spool, spool_usage
-from memstream.producers.stream import EntryFields, EventLog, parse_entry_id, xrange_entry
+from memstream.producers.stream import EntryFields, EventLog, Record, parse_entry_id, xrange_entry
 from memstream.producers.tenants import (
     TenantError,
     TenantRegistry,
     tenant_space,
     verify,
 )
+from memstream.producers.transcript import BRIEF_CHARS, message_text, tool_calls_of
 from memstream.producers.writer import Writer
 
+if TYPE_CHECKING:
+    from memstream.producers.importers import (
+        HERMES_SCHEMA_SQL,
+        HERMES_SCHEMA_VERSION,
+        HERMES_SCHEMA_VERSIONS,
+        STATE_DB,
+        HermesHistory,
+        ImportFileError,
+        append_events,
+        existing_ids,
+        new_events,
+        read_hermes,
+        read_jsonl,
+    )
+
 __all__ = [
+    "archive",
+    "Archive",
+    "ArchiveBusy",
+    "ArchiveError",
+    "ArchiveGap",
+    "ArchiveSegment",
+    "CorruptSegment",
+    "append_events",
+    "BRIEF_CHARS",
     "decode",
     "DelegationCompleted",
     "encode",
     "EntryFields",
     "Event",
     "event_log",
+    "existing_ids",
     "EVENT_TYPES",
     "EventLog",
+    "GroupBehind",
+    "history",
+    "HERMES_SCHEMA_SQL",
+    "HERMES_SCHEMA_VERSION",
+    "HERMES_SCHEMA_VERSIONS",
+    "HermesHistory",
+    "ImportFileError",
     "LogLocator",
     "MemoryAction",
     "MemoryForgotten",
     "MemoryRemembered",
     "MemoryTarget",
     "MemoryWritten",
+    "message_text",
+    "new_events",
     "parse_entry_id",
+    "point_id",
+    "Record",
+    "read_hermes",
+    "read_jsonl",
     "redis_client",
     "Scope",
     "Segment",
@@ -59,11 +115,13 @@ __all__ = [
     "Shipper",
     "Spool",
     "spool_usage",
+    "STATE_DB",
     "SwitchReason",
     "tenant_space",
     "TenantError",
     "TenantRegistry",
     "to_builtins",
+    "tool_calls_of",
     "ToolCall",
     "TurnRecorded",
     "utcnow",
@@ -71,3 +129,9 @@ __all__ = [
     "Writer",
     "xrange_entry",
 ]
+
+_LAZY = {name: "memstream.producers.importers" for name in (
+    "append_events", "existing_ids", "HERMES_SCHEMA_SQL", "HERMES_SCHEMA_VERSION", "HERMES_SCHEMA_VERSIONS",
+    "HermesHistory", "ImportFileError", "new_events", "read_hermes", "read_jsonl", "STATE_DB")}
+
+__getattr__ = lazy_exports(__name__, _LAZY)

