@@ -35,6 +35,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import redis
@@ -59,6 +60,7 @@ from memstream.query import OPS, operator_channel, tenant_channel
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
+    from memstream.projections import Version
     from memstream.workers import Consumer
 
 __all__ = ["FAMILIES", "Family", "LogCollector", "Metrics", "start_metrics"]
@@ -117,9 +119,9 @@ FAMILIES: tuple[Family, ...] = (
            "wrote their health record within MEMSTREAM_STALL_AFTER_S and are neither stopped nor dead",
            "redis"),
     Family("memstream_replay_applied_entries", "gauge", GROUP, "entries", "A building version: entries of "
-           "the streams it has applied (absent when unknown)", "redis"),
+           "the log (the archive's and the streams') it has applied (absent when unknown)", "redis"),
     Family("memstream_replay_log_entries", "gauge", GROUP, "entries", "A building version: entries of the "
-           "streams it has to apply (with the previous one: its progress)", "redis"),
+           "log (the archive's and the streams') it has to apply (with the previous one: its progress)", "redis"),
     Family("memstream_projection_applied_total", "counter", GROUP, "events", "Events this process's "
            "consumer of the version applied", "process"),
     Family("memstream_projection_dead_lettered_total", "counter", GROUP, "entries", "Entries this process's "
@@ -180,8 +182,9 @@ class LogCollector(Collector):
 
     def __init__(self, eventlog: EventLog, projections: Sequence[tuple[str, str]], *,
                  consumers: Callable[[], Iterable[Consumer]] = lambda: (), role: str = "service",
-                 alive_within: float = 60.0) -> None:
+                 alive_within: float = 60.0, archived: Callable[[], int | None] = lambda: 0) -> None:
         self.log = eventlog
+        self.archived = archived  # entries in the log's archive (None: unreadable)
         self.client = eventlog.client
         self.prefix = eventlog.prefix
         self.projections = list(projections)  # (name, group of its first version) of every registered projection
@@ -235,7 +238,7 @@ class LogCollector(Collector):
     # -- reading Redis ---------------------------------------------------------------------
     def _read(self, f: dict[str, GaugeMetricFamily | CounterMetricFamily], now: float) -> None:
         from memstream.projections import Catalog
-        from memstream.workers import consuming, group_progress, read_health, waiting
+        from memstream.workers import build_progress, consuming, group_progress, read_health, waiting
 
         c, streams = self.client, self.log.stream_keys
         for info in self.log.stream_info():
@@ -259,15 +262,16 @@ class LogCollector(Collector):
             f["memstream_events_appended_total"].add_metric([etype], n)
         catalog = Catalog(c, self.prefix)
         groups: list[str] = []
+        archived: int | None = None  # entries in the archive, read once a scrape, for builds only
         for name, first in self.projections:
             versions = catalog.versions(name)
             for v in versions:
                 for state in STATES:
                     f["memstream_projection_state"].add_metric([v.group, name, str(v.version), state],
                                                                1 if v.state == state else 0)
-            running: list[tuple[str, str]] = [(v.group, v.state) for v in versions
-                                              if v.state not in ("dropping", "failed")]
-            for group, state in running or [(first, "")]:  # no catalog yet: its first version
+            running: list[tuple[str, Version | None]] = [(v.group, v) for v in versions
+                                                         if v.state not in ("dropping", "failed")]
+            for group, built in running or [(first, None)]:  # no catalog yet: its first version
                 groups.append(group)
                 labels = list(_group_labels(group))
                 progress = group_progress(c, streams, group)
@@ -281,10 +285,16 @@ class LogCollector(Collector):
                     f["memstream_projection_lag_seconds"].add_metric(labels, max(0.0, now - left.since))
                 alive = consuming(read_health(c, self.prefix, group), now, self.alive_within)
                 f["memstream_projection_consumers"].add_metric(labels, alive)
-                if state == "building":
-                    if progress.done is not None:
-                        f["memstream_replay_applied_entries"].add_metric(labels, progress.done)
-                    f["memstream_replay_log_entries"].add_metric(labels, progress.length)
+                if built is not None and built.state == "building":
+                    if archived is None:
+                        archived = self.archived()
+                    if archived is not None:  # an unreadable archive: the build's progress is unknown
+                        done, total = build_progress(progress, archived_total=archived,
+                                                     archive_done=built.archive_done,
+                                                     archive_applied=built.archive_applied)
+                        if done is not None:
+                            f["memstream_replay_applied_entries"].add_metric(labels, done)
+                        f["memstream_replay_log_entries"].add_metric(labels, total)
         dead, counted = f["memstream_projection_dead_letters"], self._dead_letters()
         for group in groups:  # a running version without dead letters has 0, known
             counted.setdefault(group, 0)
@@ -383,7 +393,8 @@ class Metrics:
         if projections is None:
             projections = _registered(settings)
         self.collector = LogCollector(eventlog, projections, consumers=consumers, role=role,
-                                      alive_within=settings.stall_after_s)
+                                      alive_within=settings.stall_after_s,
+                                      archived=lambda: _archived(settings.archive_path))
         self.registry.register(self.collector)
         ProcessCollector(registry=self.registry)
         r = self.registry
@@ -456,6 +467,17 @@ class Metrics:
             self._thread.join(5.0)
             self._thread = None
         self.address = None
+
+
+def _archived(path: Path) -> int | None:
+    """Entries in the archive at ``path`` (0 without one; None when it is unreadable)."""
+    from memstream.producers import Archive, ArchiveError
+
+    try:
+        return sum(int(seg.count) for seg in Archive(path).segments())
+    except ArchiveError as exc:
+        log.warning("metrics.archive_unreadable", error=str(exc)[:300])
+        return None
 
 
 def _registered(settings: Settings) -> list[tuple[str, str]]:

@@ -8,9 +8,10 @@ from memstream.workers.deadletters import DeadLetters
 from memstream.workers.health import Waiting, consuming, projection_health, read_health, waiting
 from memstream.workers.pipeline import Pipeline, PipelineConfig
 from memstream.workers.positions import Positions, is_applied
-from memstream.workers.replay import GroupProgress, caught_up, group_progress
+from memstream.workers.replay import GroupProgress, build_progress, caught_up, group_progress
 
 __all__ = [
+    "build_progress",
     "caught_up",
     "consuming",
     "Consumer",

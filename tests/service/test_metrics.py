@@ -172,6 +172,19 @@ def test_a_building_version_shows_its_replay_progress(tmp_path, event_log):
     pipeline.stop()
 
 
+def test_a_builds_progress_is_absent_while_the_archive_cannot_be_read(tmp_path, event_log):
+    event_log.append([remembered("note")])
+    settings = pipeline_settings(tmp_path / "home")
+    built = Catalog(event_log.client, event_log.prefix).add_build("turns")
+    settings.archive_path.mkdir(parents=True)
+    (settings.archive_path / "manifest.json").write_text("{not json")
+    text = scrape(Metrics(event_log, settings))
+    assert value(text, "memstream_projection_state", group=built.group, state="building") == 1
+    assert value(text, "memstream_replay_log_entries", group=built.group) is None
+    assert value(text, "memstream_replay_applied_entries", group=built.group) is None
+    assert value(text, "memstream_redis_up") == 1
+
+
 def test_dead_letters_are_counted_per_group_and_recounted_when_the_stream_changes(tmp_path, event_log):
     dlq = DeadLetters(event_log.client, event_log.prefix)
     turns, facts = group_of("turns"), group_of("facts")
