@@ -39,6 +39,7 @@ from memstream.cli.output import (
     INTERRUPTED,
     OK,
     USAGE,
+    ago,
     archive_text,
     dead_letter_line,
     doctor_text,
@@ -59,17 +60,25 @@ __all__ = ["build_parser", "main"]
 
 
 # -- up / down / worker --------------------------------------------------------------------
+def _logs(args: argparse.Namespace, level: str) -> None:
+    """Log lines on stderr: JSON with ``--json`` or when stderr is no terminal, else
+    structlog's console lines."""
+    configure(level, json=True if getattr(args, "json", False) else None)
+
+
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     if args.detach:
         info = ops.up_detached(settings)
-        print_result(args, info, None if args.quiet else
-                     f"memstream service {'already ' if info.get('already_running') else ''}running "
-                     f"(pid {info['pid']}) at {info['url']}")
+        if not args.quiet:
+            print_result(args, info, f"memstream service {'already ' if info.get('already_running') else ''}running "
+                                     f"(pid {info['pid']}) at {info['url']}; `memstream down` stops it")
         return OK
-    configure("INFO")
+    _logs(args, "INFO")
     service, info = ops.start_service(settings)
     if service is None:
-        print_result(args, info, f"memstream service already running (pid {info.get('pid')}) at {info.get('url')}")
+        if not args.quiet:
+            print_result(args, info, f"memstream service already running (pid {info.get('pid')}) "
+                                     f"at {info.get('url')}")
         return OK
     service.handle_signals()  # before saying so: from here a Ctrl-C stops it cleanly
     if not args.quiet:
@@ -91,7 +100,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     import threading
 
     ops.check_worker(settings, args.embedded_store)
-    configure("INFO")
+    _logs(args, "INFO")
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # from the start: a SIGTERM while starting stops it cleanly
     worker = ops.start_worker(settings, args.name)
@@ -308,7 +317,9 @@ def cmd_tenant(args: argparse.Namespace, settings: Settings) -> int:
     uses (see producers/tenants.py). Needs the operator's credentials."""
     if args.action == "list":
         rows = ops.tenants(settings)
-        print_result(args, {"tenants": rows}, "\n".join(f"{r['tenant']} (user {r['user']})" for r in rows)
+        print_result(args, {"tenants": rows}, "\n".join(f"{r['tenant']} (user {r['user']}, registered "
+                                                        f"{ago(r.get('created_at'), never='at an unknown time')})"
+                                                        for r in rows)
                      or "no tenants registered: every host with the Redis credentials may write for any tenant")
         return OK
     if args.action == "remove":
@@ -482,8 +493,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", type=int_between(1, K_MAX), default=10, help=f"results (1 to {K_MAX})")
     p.add_argument("--timeout", type=seconds, default=10.0, help="seconds to wait for the answer")
     p.add_argument("query", type=printable("query", QUERY_MAX))
-    p = add("dlq", cmd_dlq, "inspect and replay dead letters")
-    p.add_argument("action", choices=["list", "retry", "drop"])
+    p = add("dlq", cmd_dlq, "list (the default), retry or drop dead letters")
+    p.add_argument("action", nargs="?", choices=["list", "retry", "drop"], default="list")
     p.add_argument("ids", nargs="*", type=entry_id, help="DLQ ids (retry/drop)")
     p.add_argument("--group", type=printable("group"), help="only this projection group (list)")
     p.add_argument("--count", type=int_between(1, COUNT_MAX), default=100,
@@ -563,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.flush()
             return exc.code if isinstance(exc.code, int) else (OK if exc.code is None else USAGE)
         prog = f"memstream {args.command}"
-        configure("WARNING")
+        _logs(args, "WARNING")
         settings = Settings.load()
         if args.command != "doctor":  # doctor reports them as its config check
             for problem in settings.problems:

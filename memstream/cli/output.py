@@ -1,6 +1,8 @@
 """What the command line prints: a result for people or as one JSON line (``--json``),
 memory text cut for the terminal, and a failure as one line with its exit code.
 
+Times for people are relative (``ago``: "12s ago", "3h ago"); ``--json`` keeps the numbers.
+
 Exit codes: ``OK`` 0 success; ``FAILED`` 1 the command ran but the answer is "not ok"
 (doctor), the log is unreachable, or the command failed; ``USAGE`` 2 usage errors
 (argparse); ``INTERRUPTED`` 130 (Ctrl-C).
@@ -10,15 +12,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
+import time
+from datetime import datetime
 from typing import Any
 
 __all__ = [
     "ERROR_CUT", "FAILED", "INTERRUPTED", "OK", "TEXT_CUT", "USAGE",
-    "archive_text", "cut", "dead_letter_line", "doctor_text", "fail", "import_text", "one_line", "print_result",
-    "projections_text", "search_line", "size", "stats_text", "stdout_to_devnull",
+    "ago", "archive_text", "cut", "dead_letter_line", "doctor_text", "fail", "import_text", "one_line",
+    "print_result", "projections_text", "search_line", "size", "span", "stats_text", "stdout_to_devnull",
 ]
 
 OK, FAILED, USAGE, INTERRUPTED = 0, 1, 2, 130
@@ -76,56 +81,185 @@ def fail(args: argparse.Namespace | None, prog: str, message: str) -> int:
     return FAILED
 
 
-# -- each command's text for people --------------------------------------------------------
-def doctor_text(result: dict) -> str:
-    """The verdict, then a line per check: its details, or its error when it failed."""
-    lines = [f"memstream {result['version']}: {'ok' if result['ok'] else 'NOT OK'}"]
-    for name, c in result["checks"].items():
-        detail = c.get("error") or ", ".join(f"{k}={'unknown' if v is None else v}" for k, v in c.items()
-                                             if k not in ("ok", "settings", "streams", "problems")
-                                             and not isinstance(v, (dict, list)))
-        lines.append(f"  [{'ok' if c.get('ok') else 'FAIL'}] {name}: {detail}")
-    return "\n".join(lines)
+# -- times and sizes for people -----------------------------------------------------------
+def span(seconds: float) -> str:
+    """A duration in its largest whole unit: ``45s``, ``12m``, ``3h``, ``2d``, ``1y`` (365 days)."""
+    s = max(0.0, float(seconds))
+    if not math.isfinite(s):
+        return "?"
+    for unit, length in (("y", 365 * 86400), ("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= length:
+            return f"{int(s // length)}{unit}"
+    return f"{int(s)}s"
+
+
+def ago(when: object, now: float | None = None, never: str = "-") -> str:
+    """How long ago ``when`` was, for people: ``12s ago``, ``3h ago``. ``when`` is seconds
+    since the epoch (a number or its text) or an ISO 8601 time; ``never`` when it is empty,
+    zero or unreadable. A time ahead of ``now`` (another host's clock) is ``0s ago``."""
+    if isinstance(when, bool) or not isinstance(when, (int, float, str)):
+        return never
+    try:
+        ts = float(when)
+    except ValueError:  # not a number: an ISO time, or nothing readable
+        try:
+            ts = datetime.fromisoformat(str(when)).timestamp()
+        except ValueError:
+            return never
+    if not ts or not math.isfinite(ts):
+        return never
+    return f"{span((time.time() if now is None else now) - ts)} ago"
 
 
 def size(n: object) -> str:
-    """A number of bytes for people: ``512 B``, ``1.5 KiB``, ``12.3 MiB``, ``1.1 GiB``; ``?`` when unknown."""
-    if not isinstance(n, int):
-        return "?"
-    if n < 1024:
-        return f"{n} B"
-    value = n / 1024
-    for unit in ("KiB", "MiB"):
-        if value < 1024:
-            return f"{value:.1f} {unit}"
+    """A byte count for people: ``512 B``, ``1.5 KiB``, ``1.0 GiB``."""
+    if isinstance(n, bool) or not isinstance(n, (int, float)):
+        return str(n)
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
-    return f"{value:.1f} GiB"
+    return str(n)  # not reached
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+# -- each command's text for people --------------------------------------------------------
+_MARK = {"ok": "[ok]", "warning": "[warn]", "failed": "[FAIL]"}
+_VERDICT = {"ok": "ok", "warning": "ok, with warnings", "failed": "NOT OK"}
+
+
+def doctor_text(result: dict) -> str:
+    """The verdict, then a line per check: ``[ok]``, ``[warn]`` or ``[FAIL]``, its name and
+    what it found, its warning, or why it failed."""
+    state = result.get("state") or ("ok" if result["ok"] else "failed")
+    lines = [f"memstream {result['version']}: {_VERDICT.get(state, state)}"]
+    for name, c in result["checks"].items():
+        c_state = c.get("state") or ("ok" if c.get("ok") else "failed")
+        if c_state == "failed":
+            detail = str(c.get("error") or _check_summary(name, c))
+        else:
+            summary, warning = _check_summary(name, c), str(c.get("warning") or "")
+            detail = "; ".join(part for part in (summary, warning) if part)
+        lines.append(f"  {_MARK.get(c_state, c_state)} {name}: {one_line(detail)}")
+    return "\n".join(lines)
+
+
+def _check_summary(name: str, c: dict) -> str:
+    """What the check found, as a phrase; its fields as ``key=value`` for a check without one."""
+    if name in _SUMMARIES:
+        try:
+            return _SUMMARIES[name](c)
+        except (KeyError, TypeError, ValueError):  # shaped otherwise (a caller's check): its fields
+            pass
+    return ", ".join(f"{k}={'unknown' if v is None else v}" for k, v in c.items()
+                     if k not in ("ok", "state", "warning", "error", "settings", "streams", "problems", "sources")
+                     and not isinstance(v, (dict, list)))
+
+
+def _config_summary(c: dict) -> str:
+    by_source: dict[str, list[str]] = {}
+    for setting, source in (c.get("sources") or {}).items():
+        if source.startswith("MEMSTREAM_"):
+            by_source.setdefault("the environment", []).append(source)
+        elif source == "given":
+            by_source.setdefault("the caller", []).append(setting)
+        else:
+            by_source.setdefault(source, []).append(setting)
+    parts = [f"home {c['home']}"]
+    parts += [f"from {where}: {', '.join(names)}" for where, names in by_source.items()]
+    parts.append("the rest are defaults" if by_source else "every setting at its default")
+    return "; ".join(parts)
+
+
+def _redis_summary(c: dict) -> str:
+    server = (f"Valkey {c['valkey_version']} (Redis {c['redis_version']})" if c.get("valkey_version")
+              else f"Redis {c['redis_version']}")
+    return f"{c['mode']} {server} at {c['url']}"
+
+
+def _streams_summary(c: dict) -> str:
+    if c.get("note"):
+        return str(c["note"])
+    streams = _plural(int(c["count"]), "stream")
+    if not c["events"]:
+        return f"{streams}, no events yet"
+    return (f"{streams}, {_plural(int(c['events']), 'event')}, first appended {ago(c['first_at'])}, "
+            f"last {ago(c['last_at'])}")
+
+
+def _queries_summary(c: dict) -> str:
+    if not c.get("answering"):
+        return ""
+    return f"a query server answers ({c['round_trip_ms']} ms round trip)"
+
+
+def _tenants_summary(c: dict) -> str:
+    if "registered" not in c:
+        return f"{c['credentials']} credentials"
+    if not c["registered"]:
+        return str(c.get("note") or "no tenant registered")
+    return f"{c['registered']} registered, {c['credentials']} credentials: {c['enforced']}"
+
+
+def _projections_summary(c: dict) -> str:
+    if c.get("note"):
+        return str(c["note"])
+    progress = max((float(g.get("last_progress_at") or 0) for g in c["groups"].values()), default=0.0)
+    return (f"{c['status']} (last progress {ago(progress, never='never')}; stalled after "
+            f"{span(c['stall_after_s'])} without progress)")
+
+
+def _spool_summary(c: dict) -> str:
+    return (f"{size(c['unshipped_bytes'])} unshipped of {size(c['max_bytes'])} allowed, "
+            f"{_plural(int(c['segments']), 'segment')}, {c['quarantined']} quarantined, in {c['dir']}")
+
+
+def _hermes_summary(c: dict) -> str:
+    if c.get("skipped"):
+        return f"not checked: {c.get('reason') or 'skipped'}"
+    provider = c.get("memory_provider") or "unset"
+    return (f"plugin {'installed' if c.get('plugin_installed') else 'not installed'} in {c['plugin_dir']}, "
+            f"memory.provider: {provider}")
+
+
+_SUMMARIES = {"config": _config_summary, "redis": _redis_summary, "streams": _streams_summary,
+              "queries": _queries_summary, "tenants": _tenants_summary, "projections": _projections_summary,
+              "spool": _spool_summary, "hermes": _hermes_summary}
 
 
 def stats_text(result: dict) -> str:
-    """A line per stream (with its bytes in Redis and in the archive) and per event type,
-    per projection, the spool and its losses."""
+    """A line per stream (how long ago its first and last entries were appended, its bytes in
+    Redis and in the archive) and per event type, per projection, the spool and its losses."""
     lines = []
     for s in result["streams"]:
-        line = (f"{s['stream']}: {s['length']} events, first {s['first_id']}, last {s['last_id']}, "
-                f"{size(s.get('memory_bytes'))} in Redis")
+        line = f"{s['stream']}: {_plural(int(s['length']), 'event')}"
+        if s["length"]:
+            line += (f", first {s['first_id']} ({ago(s.get('first_at'))}), last {s['last_id']} "
+                     f"({ago(s.get('last_at'))})")
+        memory = s.get("memory_bytes")
+        line += f", {size(memory) if isinstance(memory, int) else '?'} in Redis"
         archived = s.get("archive") or {}
         if archived.get("events"):
-            line += (f"; archived {archived['events']} events, {size(archived['bytes'])} in "
-                     f"{archived['segments']} segments (up to {archived['last_id']})")
+            line += (f"; archived {_plural(int(archived['events']), 'event')}, {size(archived['bytes'])} in "
+                     f"{_plural(int(archived['segments']), 'segment')} (up to {archived['last_id']})")
         lines.append(line)
     if (result.get("archive") or {}).get("error"):
         lines.append(f"archive {result['archive']['directory']}: {cut(result['archive']['error'], ERROR_CUT)}")
     lines += [f"  {t}: {n}" for t, n in result["types"].items()]
     for group, p in result["projections"].items():
         h = p["health"]
-        lines.append(f"{group}: lag {p['lag']}, pending {p['pending']}, dead letters {p['dead_letters']}, "
-                     f"items {p['items']}, last applied {p['last_applied_at']}, {h['status']}"
-                     + (f" for {h['stalled_for_s']}s (last error: {h['last_error'][:200] or 'none'})"
+        lines.append(f"{group}: lag {'unknown' if p['lag'] is None else p['lag']}, pending {p['pending']}, "
+                     f"dead letters {p['dead_letters']}, items {p['items']}, "
+                     f"last applied {ago(p['last_applied_at'], never='never')}, {h['status']}"
+                     + (f" for {span(h['stalled_for_s'] or 0)} (last error: {h['last_error'][:200] or 'none'})"
                         if h["status"] == "stalled" else ""))
     usage = result["spool"]
     if usage:
-        lines.append(f"spool: {usage['segments']} segments, {usage['unshipped_bytes']} bytes unshipped, "
+        lines.append(f"spool: {_plural(int(usage['segments']), 'segment')}, {size(usage['unshipped_bytes'])} unshipped, "
                      f"{usage['quarantined']} quarantined")
     losses = result["spool_losses"]
     if losses:
@@ -148,29 +282,18 @@ def archive_text(result: dict) -> str:
 
 
 def search_line(result: dict) -> str:
-    """One search result: score, kind, agent, time and its text, cut."""
+    """One search result: score, kind, agent, how long ago it happened and its text, cut."""
     score = result.get("score")
     shown = f"{score:.3f}" if isinstance(score, (int, float)) else "?"
     return (f"{shown} [{cut(result.get('kind'), 40)}] {cut(result.get('agent'), 80)} "
-            f"{cut(result.get('occurred_at'), 40)}: {cut(result.get('text', ''))}")
+            f"{ago(result.get('occurred_at'), never='?')}: {cut(result.get('text', ''))}")
 
 
 def dead_letter_line(item: dict) -> str:
-    """One dead letter: its ids, group, type, deliveries and error, cut."""
+    """One dead letter: its ids, group, type, deliveries, when it died and its error, cut."""
     return (" ".join(cut(item.get(k, "?"), 80) for k in ("dlq_id", "group", "stream", "entry_id", "type"))
-            + f" deliveries={cut(item.get('deliveries'), 20)}: {cut(item.get('error'), ERROR_CUT)}")
-
-
-def _ago(ts: float | None) -> str:
-    if not ts:
-        return "-"
-    import time
-
-    s = max(0.0, time.time() - float(ts))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if s >= size:
-            return f"{s / size:.0f}{unit} ago"
-    return f"{s:.0f}s ago"
+            + f" deliveries={cut(item.get('deliveries'), 20)} dead {ago(item.get('dead_at'), never='?')}: "
+            f"{cut(item.get('error'), ERROR_CUT)}")
 
 
 def projections_text(rows: list[dict]) -> str:
@@ -185,7 +308,7 @@ def projections_text(rows: list[dict]) -> str:
         if state == "building" and r.get("total"):
             state += f" {100 * (r.get('done') or 0) // max(1, r['total'])}%"
         lines.append(f"{cut(r['group'], 16):<16} {state:<11} {embedder:<22} {items:>8} {lag:>8}  "
-                     f"{_ago(r.get('created_at')):<10} {_ago(r.get('activated_at'))}"
+                     f"{ago(r.get('created_at')):<10} {ago(r.get('activated_at'))}"
                      + (f"  error: {cut(r['error'], 120)}" if r.get("error") else ""))
     return "\n".join(lines)
 

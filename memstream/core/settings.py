@@ -18,7 +18,8 @@ kept as given (falling back to the embedded service would silently split the log
 connecting to it fails with a clear error; a malformed ``metrics_addr`` is reported and
 the default used. ``Settings.public()`` and every problem message
 show URLs through ``mask_url`` (no password or query-string token is shown) and a secret
-setting (``embed_api_key``) as ``***``.
+setting (``embed_api_key``) as ``***``. ``Settings.sources`` says where each value that is
+not a default came from (a variable's name, the file's path, or ``given``), never the value.
 """
 
 from __future__ import annotations
@@ -123,6 +124,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         "service's run file. A port another process holds: a warning, and the process runs without "
         "metrics. Keep it on the loopback (see README, Metrics)."))] = "127.0.0.1:9464"
     problems: tuple[str, ...] = ()
+    # (setting, where its value came from: the environment variable's name, the file's path,
+    # or "given" by the caller) for each setting not left at its default; not a setting
+    sources: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def load(cls, hermes_home: str | os.PathLike[str] | None = None, **overrides: object) -> Settings:
@@ -134,6 +138,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         if unknown:
             raise TypeError(f"Settings.load() got settings that do not exist: {', '.join(unknown)}")
         values: dict[str, object] = {}
+        origins: dict[str, str] = {}
         problems: list[str] = []
         path = config_file_for(hermes_home or os.environ.get("HERMES_HOME"))
         if path is not None and path.exists():
@@ -147,6 +152,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
                 for key, value in loaded.items():
                     if key in _SPECS:
                         values[key] = value
+                        origins[key] = str(path)
                     else:
                         problems.append(f"{path}: {_brief(key)} is not a setting{_did_you_mean(key, 'file')}; ignored")
         for name, value in os.environ.items():
@@ -155,9 +161,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             attr = _BY_ENV.get(name)
             if attr is not None:
                 values[attr] = value
+                origins[attr] = name
             elif name not in OTHER_VARIABLES:
                 problems.append(f"{_clip(name, 80)} is not a setting{_did_you_mean(name, 'env')}; ignored")
         values.update({k: v for k, v in overrides.items() if v is not None})
+        origins.update({k: "given" for k, v in overrides.items() if v is not None})
         kwargs: dict[str, Any] = {}
         for attr, value in values.items():
             spec = _SPECS[attr]
@@ -166,13 +174,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             except ValueError as exc:
                 problems.append(f"{spec.env}={_brief(spec.shown(value))} is not a valid {spec.kind} "
                                 f"({_clip(str(exc), 60)}); using {spec.default!r}")
+        sources = tuple((attr, origins[attr]) for attr in _SPECS if attr in kwargs)  # a bad value: default
         home_text = str(kwargs.pop("home", _SPECS["home"].default))
         try:
             home = Path(home_text).expanduser()
         except RuntimeError:  # ~user of no known user, or no home directory at all
             problems.append(f"{ENV_PREFIX}HOME={_brief(home_text)}: cannot expand '~'; using it as given")
             home = Path(home_text)
-        return cls(home=home, problems=tuple(problems), **kwargs).validated()
+        return cls(home=home, problems=tuple(problems), sources=sources, **kwargs).validated()
 
     def validated(self) -> Settings:
         """A copy with every value out of its bounds replaced by its default, each
@@ -199,7 +208,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             default = _SPECS["spool_fsync"].default
             problems.append(f"spool_fsync={_brief(fsync)} is not never|always|SECONDS; using {default}")
             fixed["spool_fsync"] = default
-        return msgspec.structs.replace(self, **fixed, problems=tuple(problems))
+        return msgspec.structs.replace(self, **fixed, problems=tuple(problems),
+                                       sources=tuple((a, o) for a, o in self.sources if a not in fixed))
 
     @property
     def fsync_interval(self) -> float | None:
@@ -330,7 +340,7 @@ class _Spec:
 
 
 _SPECS: dict[str, _Spec] = {f.name: _Spec(f.name, f.type, f.default)
-                            for f in msgspec.structs.fields(Settings) if f.name != "problems"}
+                            for f in msgspec.structs.fields(Settings) if f.name not in ("problems", "sources")}
 _BY_ENV = {spec.env: name for name, spec in _SPECS.items()}
 OPTIONS: tuple[Option, ...] = tuple(Option(s.attribute, s.env, s.default, s.meaning) for s in _SPECS.values())
 

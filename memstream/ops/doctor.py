@@ -1,13 +1,15 @@
 """``memstream doctor``: every check, as data.
 
-Each check is a dict with ``ok`` and what it found; a failed one says why in ``error``.
-Informational checks (queries, tenants) never fail: workers may live on other hosts.
+Each check is a dict with ``ok``, its ``state`` and what it found. ``state`` is ``ok``,
+``warning`` (``ok`` stays True: nothing is broken, but something needs a look, said in
+``warning``) or ``failed`` (``ok`` False, why in ``error``). Informational checks (queries,
+tenants) never fail: workers may live on other hosts; no query server answering is a warning.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import redis
 
@@ -17,23 +19,25 @@ from memstream.ops.stats import group_health, streams
 from memstream.producers import EventLog, LogLocator, spool_usage
 
 __all__ = [
-    "check_config", "check_embedder", "check_projections", "check_queries", "check_redis", "check_spool",
-    "check_tenants", "doctor",
+    "STATES", "check_config", "check_embedder", "check_projections", "check_queries", "check_redis", "check_spool",
+    "check_streams", "check_tenants", "doctor", "state_of",
 ]
+
+STATES = ("ok", "warning", "failed")  # a check's state, best first; the report's is its worst check's
 
 
 def doctor(settings: Settings, hermes: Callable[[], dict] | None = None) -> dict:
-    """``{"ok": every check ok, "version", "checks": {name: check}}``: config, embedder,
-    redis, streams, then (when the log answers) queries, tenants and projections, then
-    spool and, when given, ``hermes`` (its caller's check; an exception from it is a
-    failed check)."""
+    """``{"ok": no check failed, "state": the worst check's, "version", "checks": {name:
+    check}}``: config, embedder, redis, streams, then (when the log answers) queries,
+    tenants and projections, then spool and, when given, ``hermes`` (its caller's check; an
+    exception from it is a failed check). Each check carries ``ok`` and ``state`` first."""
     checks: dict[str, dict] = {}
     checks["config"] = check_config(settings)
     checks["embedder"] = check_embedder(settings)
     checks["redis"], eventlog = check_redis(settings)
     if eventlog is not None:
         try:
-            checks["streams"] = {"ok": True, "streams": streams(eventlog)}
+            checks["streams"] = check_streams(eventlog)
         except redis.exceptions.NoPermissionError:
             checks["streams"] = {"ok": True,
                                  "note": "a tenant's credentials append to the streams but may not read them"}
@@ -52,13 +56,25 @@ def doctor(settings: Settings, hermes: Callable[[], dict] | None = None) -> dict
             checks["hermes"] = hermes()
         except Exception as exc:
             checks["hermes"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-    ok = all(c.get("ok") for c in checks.values())
-    return {"ok": ok, "version": __version__, "checks": checks}
+    checks = {name: {"ok": bool(c.get("ok")), "state": state_of(c),
+                     **{k: v for k, v in c.items() if k not in ("ok", "state")}} for name, c in checks.items()}
+    worst = max((STATES.index(c["state"]) for c in checks.values()), default=0)
+    return {"ok": STATES[worst] != "failed", "state": STATES[worst], "version": __version__, "checks": checks}
+
+
+def state_of(check: dict) -> str:
+    """``failed`` when not ``ok``, ``warning`` when it says one, else ``ok``."""
+    if not check.get("ok"):
+        return "failed"
+    return "warning" if check.get("warning") else "ok"
 
 
 def check_config(settings: Settings) -> dict:
-    """Every setting in effect (secrets masked); fails on a problem (a bad value, a name that is no setting)."""
-    check = {"ok": not settings.problems, "problems": list(settings.problems), "settings": settings.public()}
+    """Every setting in effect (secrets masked), the home, and where each value that is no
+    default came from (``sources``: setting -> variable name, file path or ``given``);
+    fails on a problem (a bad value, a name that is no setting)."""
+    check = {"ok": not settings.problems, "home": str(settings.home), "sources": dict(settings.sources),
+             "problems": list(settings.problems), "settings": settings.public()}
     if settings.problems:
         check["error"] = "; ".join(settings.problems)
     return check
@@ -105,6 +121,17 @@ def check_redis(settings: Settings) -> tuple[dict, EventLog | None]:
     return check, eventlog
 
 
+def check_streams(eventlog: EventLog) -> dict:
+    """The event streams: how many, their events, when the oldest and the newest entry
+    were appended (``first_at``, ``last_at``: seconds since the epoch, None when empty) and
+    each stream as ``memstream.ops.stats.streams`` gives it."""
+    found = streams(eventlog)
+    firsts = [s["first_at"] for s in found if s["first_at"] is not None]
+    lasts = [s["last_at"] for s in found if s["last_at"] is not None]
+    return {"ok": True, "count": len(found), "events": sum(int(s["length"]) for s in found),
+            "first_at": min(firsts, default=None), "last_at": max(lasts, default=None), "streams": found}
+
+
 def check_tenants(eventlog: EventLog) -> dict:
     """Whether tenants are separated (see Security in the README): informational."""
     from memstream.producers import TenantRegistry
@@ -122,7 +149,8 @@ def check_tenants(eventlog: EventLog) -> dict:
 
 def check_queries(eventlog: EventLog, tenant: str) -> dict:
     """Whether a query server (the service or a worker) answers: recall and tools need one.
-    Informational: workers may live on other hosts and be restarting; events still spool.
+    Never fails: workers may live on other hosts and be restarting; events still spool. A
+    warning when none answers or one answers with an error.
     Asks as the agents do (``exists`` in this tenant), so it works with a tenant's
     credentials too."""
     from memstream.query import QueryRefused, QueryTimeout, ask
@@ -135,8 +163,11 @@ def check_queries(eventlog: EventLog, tenant: str) -> dict:
         return {"ok": True, "answering": False,
                 "warning": f"no query server answered ({type(exc).__name__}): start `memstream up` or a "
                            "`memstream worker`; until then prefetch injects nothing and tools return errors"}
-    return {"ok": True, "answering": "error" not in answer,
-            "round_trip_ms": round((time.perf_counter() - started) * 1000, 1)}
+    check: dict[str, Any] = {"ok": True, "answering": "error" not in answer,
+                             "round_trip_ms": round((time.perf_counter() - started) * 1000, 1)}
+    if "error" in answer:
+        check["warning"] = f"a query server answered with an error: {str(answer['error'])[:200]}"
+    return check
 
 
 def check_projections(eventlog: EventLog, stall_after_s: float) -> dict:
@@ -162,11 +193,15 @@ def check_projections(eventlog: EventLog, stall_after_s: float) -> dict:
 
 
 def check_spool(settings: Settings) -> dict:
-    """This host's spool: fails at its bound (new events are refused until it ships)."""
+    """This host's spool: fails at its bound (new events are refused until it ships); a
+    warning when corrupt regions were quarantined."""
     usage = spool_usage(settings.spool_dir) if settings.spool_dir.exists() else {
         "dir": str(settings.spool_dir), "segments": 0, "bytes": 0, "unshipped_bytes": 0, "quarantined": 0}
     spool_ok = int(str(usage["unshipped_bytes"])) < settings.spool_max_bytes
     check = {"ok": spool_ok, **usage, "max_bytes": settings.spool_max_bytes}
     if not spool_ok:
         check["error"] = "the spool is at its bound: new events are refused until it ships"
+    elif usage["quarantined"]:
+        check["warning"] = (f"corrupt spool regions set aside in {usage['dir']}/quarantine: "
+                            f"{usage['quarantined']} (the events in them could not be read)")
     return check

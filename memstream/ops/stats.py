@@ -11,16 +11,20 @@ import redis
 
 from memstream.core import Settings, keys, shown
 from memstream.ops.connect import connect
-from memstream.producers import Archive, ArchiveError, EventLog, spool_usage
+from memstream.producers import Archive, ArchiveError, EventLog, parse_entry_id, spool_usage
 
 __all__ = ["archive_stats", "group_health", "memory_bytes", "projection_stats", "stats", "streams"]
 
 
 def streams(eventlog: EventLog) -> list[dict]:
-    """Each event stream: length, first and last id, and its consumer groups as Redis
-    reports them (text; a group anyone created on the stream may have any name)."""
+    """Each event stream: length, first and last id, when they were appended (``first_at``,
+    ``last_at``: seconds since the epoch, from the ids; None when empty) and its consumer
+    groups as Redis reports them (text; a group anyone created on the stream may have any
+    name)."""
     out = []
     for info in eventlog.stream_info():
+        info["first_at"], info["last_at"] = (None if i is None else parse_entry_id(i)[0] / 1000.0
+                                             for i in (info["first_id"], info["last_id"]))
         try:
             groups = eventlog.client.xinfo_groups(info["stream"]) if info["length"] else []
         except redis.ResponseError:

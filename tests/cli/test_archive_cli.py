@@ -52,7 +52,7 @@ def test_archive_reports_progress_and_what_it_did_and_export_reads_the_same_log(
     assert run(capsys, "export")[1] == before
     code, out, _ = run(capsys, "stats")
     assert code == 0
-    assert f"{log.stream_keys[0]}: 1 events" in out and "in Redis; archived 20 events" in out and "in 1 segments" in out
+    assert f"{log.stream_keys[0]}: 1 event, " in out and "in Redis; archived 20 events" in out and "in 1 segment (" in out
     code, out, _ = run(capsys, "archive", "--verify")
     assert code == 0 and "1 segments, 20 events" in out and "every file matches its sha256" in out
 

@@ -37,7 +37,8 @@ def test_doctor_json_carries_every_setting_with_the_key_masked(capsys, monkeypat
     shown = report["checks"]["config"]["settings"]
     assert shown["embed_api_key"] == "***" and shown["embed_url"] == "https://ops:***@llm.example/v1"
     assert (shown["embed_dim"], shown["embed_threads"], shown["stall_after_s"]) == (768, 0, 60.0)
-    assert report["checks"]["embedder"] == {"ok": True, "embedder": "openai", "url": "https://ops:***@llm.example/v1",
+    assert report["checks"]["embedder"] == {"ok": True, "state": "ok", "embedder": "openai",
+                                            "url": "https://ops:***@llm.example/v1",
                                             "model": "text-embedding-3-small", "dim": 768}
     assert "pw-planted" not in out and "sk-planted-key" not in out
 

@@ -259,6 +259,21 @@ def test_an_override_that_is_no_setting_is_a_mistake_in_the_code():
         Settings.load(tenent="x")
 
 
+def test_sources_name_where_each_value_came_from_and_never_the_value(tmp_path, monkeypatch):
+    (tmp_path / "memstream.json").write_text(json.dumps({"app": "bench", "tenant": "from-file", "shards": 0}))
+    monkeypatch.delenv("MEMSTREAM_AUTOSTART")
+    monkeypatch.delenv("MEMSTREAM_METRICS_ADDR")  # set for every test by conftest
+    monkeypatch.setenv("MEMSTREAM_TENANT", "from-env")
+    monkeypatch.setenv("MEMSTREAM_EMBED_API_KEY", "sk-planted-key")
+    monkeypatch.setenv("MEMSTREAM_EMBED_DIM", "wide")  # not a number: the default is used
+    loaded = Settings.load(hermes_home=tmp_path, home=str(tmp_path / "h"))
+    path = str(tmp_path / "memstream.json")
+    assert dict(loaded.sources) == {"home": "given", "app": path, "tenant": "MEMSTREAM_TENANT",
+                                    "embed_api_key": "MEMSTREAM_EMBED_API_KEY"}  # shards=0: out of bounds
+    assert "sk-planted-key" not in repr(loaded.sources) and loaded.tenant == "from-env"
+    assert "sources" not in {o.attribute for o in OPTIONS} and "sources" not in loaded.public()
+
+
 @pytest.mark.parametrize("text, address", [
     ("127.0.0.1:9464", ("127.0.0.1", 9464)), ("[::1]:9464", ("::1", 9464)), ("localhost:0", ("localhost", 0)),
     ("10.0.0.5:9100", ("10.0.0.5", 9100)), ("", None), ("  ", None),

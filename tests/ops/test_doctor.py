@@ -1,12 +1,15 @@
-"""``doctor`` as data: every check in order, each with ``ok`` and, when failed, why."""
+"""``doctor`` as data: every check in order, each with ``ok``, its state and, when failed, why."""
 
 from __future__ import annotations
 
 import pytest
 import redis
+from pipeline_support import memory, turn
 
 from memstream.core import Settings
 from memstream.ops import doctor
+from memstream.ops.doctor import check_spool, check_streams
+from memstream.producers import parse_entry_id
 from memstream.projections import group_names
 
 
@@ -17,7 +20,8 @@ def test_an_unreachable_log_fails_redis_and_streams_and_skips_what_needs_the_log
     assert report["ok"] is False
     assert report["checks"]["redis"]["error"] == ("no memstream service is running; start it with "
                                                   "`memstream up --detach`")
-    assert report["checks"]["streams"] == {"ok": False, "error": "log unreachable"}
+    assert report["checks"]["streams"] == {"ok": False, "state": "failed", "error": "log unreachable"}
+    assert report["state"] == "failed" and report["checks"]["redis"]["state"] == "failed"
     assert report["checks"]["spool"]["ok"] is True and report["checks"]["spool"]["segments"] == 0
 
 
@@ -29,7 +33,7 @@ def test_the_callers_check_comes_last_and_its_exception_is_a_failed_check(tmp_pa
 
     report = doctor(settings, hermes=hermes)
     assert list(report["checks"])[-1] == "hermes"
-    assert report["checks"]["hermes"] == {"ok": False, "error": "RuntimeError: config.yaml unreadable"}
+    assert report["checks"]["hermes"] == {"ok": False, "state": "failed", "error": "RuntimeError: config.yaml unreadable"}
 
 
 @pytest.mark.valkey
@@ -43,3 +47,54 @@ def test_a_reachable_log_without_workers_checks_every_registered_projection(valk
     assert report["ok"] is True  # nothing waits: no projection is behind
     assert checks["redis"]["redis_version"] and checks["queries"]["answering"] is False
     assert list(checks["projections"]["groups"]) == list(group_names())
+
+
+@pytest.mark.valkey
+def test_no_query_server_answering_is_a_warning_that_keeps_the_report_ok(valkey_server, tmp_path):
+    redis.Redis.from_url(valkey_server.url).flushall()
+    settings = Settings.load(home=str(tmp_path / "ms-home"), autostart=False, redis_url=valkey_server.url)
+    report = doctor(settings, hermes=lambda: {"ok": True, "skipped": True})
+    queries = report["checks"]["queries"]
+    assert (queries["ok"], queries["state"]) == (True, "warning")
+    assert queries["warning"].startswith("no query server answered")
+    assert report["ok"] is True and report["state"] == "warning"
+    others = {name: c["state"] for name, c in report["checks"].items() if name != "queries"}
+    assert set(others.values()) == {"ok"}, others
+    assert all(list(c)[:2] == ["ok", "state"] for c in report["checks"].values())
+
+
+def test_a_failure_outranks_a_warning_in_the_reports_state(tmp_path):
+    settings = Settings.load(home=str(tmp_path / "ms-home"), autostart=False)
+    report = doctor(settings, hermes=lambda: {"ok": True, "warning": "the installed plugin files differ"})
+    assert report["checks"]["hermes"]["state"] == "warning" and report["checks"]["hermes"]["ok"] is True
+    assert report["state"] == "failed" and report["ok"] is False  # the log is unreachable
+
+
+def test_corrupt_regions_set_aside_in_the_spool_are_a_warning(tmp_path):
+    settings = Settings.load(home=str(tmp_path / "ms-home"), autostart=False)
+    assert "warning" not in check_spool(settings)
+    (settings.spool_dir / "quarantine").mkdir(parents=True)
+    (settings.spool_dir / "quarantine" / "seg-1-0.bad").write_bytes(b"\x00garbage")
+    check = check_spool(settings)
+    assert check["ok"] is True and check["quarantined"] == 1
+    assert check["warning"] == (f"corrupt spool regions set aside in {settings.spool_dir}/quarantine: 1 "
+                                "(the events in them could not be read)")
+
+
+def test_the_config_check_says_where_each_value_came_from(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMSTREAM_EMBEDDER", "hash")
+    settings = Settings.load(home=str(tmp_path / "ms-home"))
+    config = doctor(settings)["checks"]["config"]
+    assert config["home"] == str(tmp_path / "ms-home")
+    assert config["sources"] == {"home": "given", "embedder": "MEMSTREAM_EMBEDDER",
+                                 "autostart": "MEMSTREAM_AUTOSTART"}
+
+
+def test_the_streams_check_counts_streams_and_events_and_when_they_were_appended(event_log):
+    assert {k: v for k, v in check_streams(event_log).items() if k != "streams"} == {
+        "ok": True, "count": 1, "events": 0, "first_at": None, "last_at": None}
+    first, _, last = event_log.append([turn("one"), memory("add", "two"), turn("three")])
+    check = check_streams(event_log)
+    assert (check["count"], check["events"]) == (1, 3)
+    assert check["first_at"] == parse_entry_id(first)[0] / 1000 and check["last_at"] == parse_entry_id(last)[0] / 1000
+    assert check["streams"][0]["first_id"] == first
