@@ -1,7 +1,8 @@
 # Two commands do all set-up on a fresh machine:
 #   make run   - create .venv, install memstream, start the embedded memory service
 #   make test  - create .venv, install memstream with its test extras, lint (ruff), type-check (mypy),
-#                check the import layers (lint-imports), pass the suite
+#                check the import layers (lint-imports), pass the suite; its summary lists every
+#                skipped test with the reason (-rs: e.g. no prometheus binary, which .ci/run installs)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -23,7 +24,7 @@ test: $(STAMP)
 	$(BIN)/ruff check memstream tests
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -rs
 
 # the property-based tests at 50x their CI examples (MEMSTREAM_FUZZ_SCALE), minutes not seconds
 fuzz: $(STAMP)

@@ -26,6 +26,8 @@ def _isolated_env(tmp_path, monkeypatch):
     """No test reads the developer's ~/.memstream or starts a service by surprise."""
     monkeypatch.setenv("MEMSTREAM_HOME", str(tmp_path / "ms-home"))
     monkeypatch.setenv("MEMSTREAM_AUTOSTART", "0")
+    # every service or worker a test starts serves its metrics on a free loopback port
+    monkeypatch.setenv("MEMSTREAM_METRICS_ADDR", "127.0.0.1:0")
     monkeypatch.delenv("MEMSTREAM_REDIS_URL", raising=False)
     monkeypatch.delenv("MEMSTREAM_TENANT", raising=False)
     # a Hermes home that does not exist: doctor must not judge the developer's ~/.hermes

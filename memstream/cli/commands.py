@@ -101,12 +101,12 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
 
     ops.check_worker(settings, args.embedded_store)
     _logs(args, "INFO")
-    pipeline = ops.start_worker(settings, args.name)
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # from the start: a SIGTERM while starting stops it cleanly
+    worker = ops.start_worker(settings, args.name)
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
     stop.wait()
-    pipeline.stop()  # each consumer finishes its batch
+    worker.stop()  # each consumer finishes its batch
     return OK
 
 
@@ -413,6 +413,14 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         result = bench_import.import_bench(messages=args.messages, runs=args.runs or 5)
         print_result(args, result, bench_import.format_import(result))
         return OK
+    if args.which == "metrics":
+        from memstream.bench import metrics as bench_metrics
+
+        result = bench_metrics.metrics_bench(events=args.events or 3000,
+                                             runs=args.runs or 5, data=args.data or None,
+                                             embedder=args.embedder or "hash")
+        print_result(args, result, bench_metrics.format_metrics(result))
+        return OK
     if args.which == "text":
         from memstream.bench import text as bench_text
 
@@ -517,20 +525,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")
     p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos", "text",
-                                       "archive", "replay", "import"])
+                                       "archive", "replay", "import", "metrics"])
     p.add_argument("--minutes", type=minutes, default=2.0, help="chaos: how long things break")
     p.add_argument("--agents", type=int_between(1, 64), default=4, help="chaos: agent processes")
     p.add_argument("--seed", type=int_between(0, 2**32 - 1), default=0, help="chaos: the random choices")
     p.add_argument("--calls", type=int_between(1, 10_000_000), default=2000, help="hotpath: hook calls per burst")
     p.add_argument("--events", type=int_between(1, 10_000_000), default=None,
                    help="ingest: events per pipeline drain (default 1000); archive: events appended, archived and "
-                   "read back (default 100000); replay: events in the log (default 100000)")
-    p.add_argument("--data", default="", help="ingest, archive, replay: LoCoMo turns JSONL (default: generated text "
-                   "if absent); locomo: the LoCoMo directory")
+                   "read back (default 100000); replay: events in the log (default 100000); metrics: events per "
+                   "drain, with metrics on and off (default 3000)")
+    p.add_argument("--data", default="", help="ingest, archive, replay, metrics: LoCoMo turns JSONL (default: "
+                   "generated text if absent); locomo: the LoCoMo directory")
     p.add_argument("--split", default="dev", choices=["dev", "test", "all"], help="locomo: conversations to run")
     p.add_argument("--runs", type=int_between(1, 1000), default=None,
                    help="ingest: runs per measurement (pipeline and raw alternate which goes first; default 4); "
-                   "text, import: runs per median (default 5); queries: rounds (default 4)")
+                   "text, import: runs per median (default 5); queries: rounds (default 4); metrics: pairs of "
+                   "drains, on and off (default 5)")
     p.add_argument("--messages", type=int_between(1, 10_000_000), default=10_000,
                    help="import: messages of the synthetic Hermes state.db")
     p.add_argument("--sizes", type=ascending_counts, default=None,

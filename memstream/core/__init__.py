@@ -2,7 +2,7 @@
 the run file, how bytes from Redis become text, the Redis keys (``keys``), the errors and
 whether retrying helps (``errors``), logging set-up. Imports no other memstream package."""
 
-from memstream.core import keys
+from memstream.core import keys, observe
 from memstream.core.backoff import backoff_delay
 from memstream.core.codec import as_str, lossless, shown
 from memstream.core.errors import (
@@ -41,6 +41,7 @@ __all__ = [
     "MemstreamError",
     "new_event_id",
     "MAX_ID_BYTES",
+    "observe",
     "open_private",
     "OPTIONS",
     "PermanentError",

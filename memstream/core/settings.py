@@ -15,7 +15,8 @@ default is used. A key of the file or a ``MEMSTREAM_*`` variable that names no s
 is reported there too, with the closest setting's name (its value is never shown). A
 malformed URL setting (``redis_url``, ``qdrant_url``, ``embed_url``) is reported there and
 kept as given (falling back to the embedded service would silently split the log);
-connecting to it fails with a clear error. ``Settings.public()`` and every problem message
+connecting to it fails with a clear error; a malformed ``metrics_addr`` is reported and
+the default used. ``Settings.public()`` and every problem message
 show URLs through ``mask_url`` (no password or query-string token is shown) and a secret
 setting (``embed_api_key``) as ``***``. ``Settings.sources`` says where each value that is
 not a default came from (a variable's name, the file's path, or ``given``), never the value.
@@ -29,7 +30,7 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, NamedTuple, get_args, get_origin
+from typing import Annotated, Any, Literal, NamedTuple, get_args, get_origin
 
 import msgspec
 from msgspec import Meta
@@ -117,6 +118,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     worker_index: Annotated[_Name, Meta(description=(
         "Suffix of a worker's consumer name, `HOST-INDEX`, when `memstream worker --name` gives none: "
         "give each worker process on a host its own."))] = "0"
+    metrics_addr: Annotated[str, Meta(description=(
+        "Where `memstream up` and each `memstream worker` serve Prometheus metrics (`/metrics`), "
+        "`HOST:PORT` (`[IPv6]:PORT`). Empty: no metrics. Port `0`: a free port, logged and named in the "
+        "service's run file. A port another process holds: a warning, and the process runs without "
+        "metrics. Keep it on the loopback (see README, Metrics)."))] = "127.0.0.1:9464"
     problems: tuple[str, ...] = ()
     # (setting, where its value came from: the environment variable's name, the file's path,
     # or "given" by the caller) for each setting not left at its default; not a setting
@@ -192,6 +198,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
                 problem = _url_problem(spec.attribute, spec.env, value)
                 if problem:
                     problems.append(problem)
+        if _address(self.metrics_addr) is False:
+            default = _SPECS["metrics_addr"].default
+            problems.append(f"{ENV_PREFIX}METRICS_ADDR={_brief(self.metrics_addr)} is not HOST:PORT "
+                            f"(a port 0 to 65535, [IPv6]:PORT) nor empty; using {default}")
+            fixed["metrics_addr"] = default
         fsync = fixed.get("spool_fsync", self.spool_fsync)
         if _fsync_interval(fsync) is None and fsync not in ("never", "always"):
             default = _SPECS["spool_fsync"].default
@@ -204,6 +215,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     def fsync_interval(self) -> float | None:
         """Seconds between background fsyncs, or None for never/always."""
         return _fsync_interval(self.spool_fsync)
+
+    @property
+    def metrics_address(self) -> tuple[str, int] | None:
+        """``metrics_addr`` as (host, port); None when metrics are off (or it is malformed)."""
+        found = _address(self.metrics_addr)
+        return found or None
 
     @property
     def spool_dir(self) -> Path:
@@ -346,6 +363,22 @@ def _fsync_interval(spool_fsync: object) -> float | None:
     except (TypeError, ValueError):
         return None
     return seconds if 0 < seconds < math.inf else None
+
+
+def _address(text: str) -> tuple[str, int] | None | Literal[False]:
+    """``HOST:PORT`` (``[IPv6]:PORT``) as (host, port); None for empty text; False when
+    malformed (no host, a port that is not 0 to 65535, spaces or control characters)."""
+    text = text.strip()
+    if not text:
+        return None
+    host, colon, port = text.rpartition(":")
+    bracketed = host.startswith("[") and host.endswith("]")
+    host = host[1:-1] if bracketed else host
+    if not (colon and host and port.isascii() and port.isdigit() and int(port) <= 65535):
+        return False
+    if (":" in host and not bracketed) or any(c.isspace() or c in "[]/" or not c.isprintable() for c in host):
+        return False
+    return host, int(port)
 
 
 def _brief(value: object, limit: int = 80) -> str:

@@ -124,11 +124,11 @@ def _record(v: Any) -> dict[str, Any]:
 
 
 def _progress(eventlog: EventLog, v: Any, archived_total: int) -> dict[str, Any]:
-    from memstream.workers import group_progress
+    from memstream.workers import build_progress, group_progress
 
     p = group_progress(eventlog.client, eventlog.stream_keys, v.group)
-    total = p.length + archived_total
-    done = None if p.done is None else p.done + (v.archive_applied if not v.archive_done else archived_total)
+    done, total = build_progress(p, archived_total=archived_total, archive_done=v.archive_done,
+                                 archive_applied=v.archive_applied)
     return {"group": v.group, "state": v.state, "done": done, "total": total, "lag": p.lag,
             "pending": p.pending, "position": p.position, "archive_done": v.archive_done,
             "archive_applied": v.archive_applied}

@@ -13,7 +13,7 @@ from memstream.core import Settings, keys, shown
 from memstream.ops.connect import connect
 from memstream.producers import Archive, ArchiveError, EventLog, parse_entry_id, spool_usage
 
-__all__ = ["archive_stats", "group_health", "memory_bytes", "projection_stats", "stats", "streams"]
+__all__ = ["archive_stats", "group_health", "projection_stats", "stats", "streams"]
 
 
 def streams(eventlog: EventLog) -> list[dict]:
@@ -34,16 +34,6 @@ def streams(eventlog: EventLog) -> list[dict]:
                           for g in groups]
         out.append(info)
     return out
-
-
-def memory_bytes(eventlog: EventLog, key: str) -> int | None:
-    """What ``key`` takes of Redis's memory (``MEMORY USAGE``, every node counted), or None
-    when the server does not say."""
-    try:
-        used = eventlog.client.memory_usage(key, samples=0)
-    except redis.ResponseError:
-        return None
-    return None if used is None else int(used)
 
 
 def archive_stats(directory: Path) -> dict:
@@ -77,10 +67,7 @@ def projection_stats(eventlog: EventLog, stall_after_s: float) -> dict:
     from memstream.projections import Counters, FactsTable, running_versions
     from memstream.workers import DeadLetters, Positions
 
-    dlq = DeadLetters(eventlog.client, eventlog.prefix)
-    dead: dict = {}
-    for item in dlq.list(count=100000):
-        dead[item.get("group")] = dead.get(item.get("group"), 0) + 1
+    dead = DeadLetters(eventlog.client, eventlog.prefix).count_by_group()
     positions = Positions(eventlog.client, eventlog.prefix)
     # points in the stores, counted by the process that holds them (the service or a worker)
     try:
@@ -138,7 +125,7 @@ def stats(settings: Settings) -> dict:
     archived = archive_stats(settings.archive_path)
     infos = streams(eventlog)
     for info in infos:
-        info["memory_bytes"] = memory_bytes(eventlog, info["stream"])
+        info["memory_bytes"] = eventlog.memory_bytes(info["stream"])  # every node counted
         info["archive"] = archived["streams"].get(info["stream"]) or {"events": 0, "bytes": 0, "segments": 0,
                                                                        "last_id": None}
     return {"streams": infos, "archive": archived, "types": eventlog.type_counts(), "spool": usage,

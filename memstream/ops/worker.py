@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from memstream.core import PRIVATE_UMASK, Settings, private_dir
 from memstream.ops.connect import connect
 from memstream.ops.errors import CommandError
 
-__all__ = ["check_worker", "start_worker"]
+__all__ = ["check_worker", "start_worker", "Worker"]
 
 
 def check_worker(settings: Settings, embedded_store: bool) -> None:
@@ -25,16 +26,38 @@ def check_worker(settings: Settings, embedded_store: bool) -> None:
                            "--embedded-store runs a single worker on this host's embedded store")
 
 
-def start_worker(settings: Settings, name: str | None = None) -> Any:
-    """The started ``memstream.workers.Pipeline`` (consumer ``name``, default the host's),
-    its files owner-only; ``CommandError`` when the log or the store cannot be opened
-    (another process holds the embedded store). The caller stops it."""
+@dataclass
+class Worker:
+    """A running worker: its pipeline and its metrics (None: not served)."""
+
+    pipeline: Any
+    metrics: Any = None
+
+    def stop(self) -> None:
+        """Stop serving metrics, then let every consumer finish its batch."""
+        if self.metrics is not None:
+            self.metrics.stop()
+        self.pipeline.stop()
+
+
+def start_worker(settings: Settings, name: str | None = None) -> Worker:
+    """The started worker: a ``memstream.workers.Pipeline`` (consumer ``name``, default
+    the host's), its files owner-only, and its metrics on ``MEMSTREAM_METRICS_ADDR`` (none
+    when it is empty or taken: a warning says so). ``CommandError`` when the log or the
+    store cannot be opened (another process holds the embedded store). The caller stops it."""
     from memstream.projections import StoreError, StoreUnavailable
+    from memstream.service import start_metrics
     from memstream.workers import Pipeline, PipelineConfig
 
     os.umask(PRIVATE_UMASK)  # the embedded store and the embedding cache: owner-only
     private_dir(settings.home)
     try:
-        return Pipeline(settings, connect(settings), PipelineConfig.of(settings, consumer=name or "")).start()
+        pipeline = Pipeline(settings, connect(settings), PipelineConfig.of(settings, consumer=name or "")).start()
     except (StoreError, StoreUnavailable) as exc:  # StoreLocked: another process holds it
         raise CommandError(f"cannot open the projections' store: {exc}") from None
+    try:
+        metrics = start_metrics(settings, connect(settings), consumers=lambda: pipeline.consumers, role="worker")
+    except BaseException:
+        pipeline.stop()
+        raise
+    return Worker(pipeline, metrics)

@@ -278,6 +278,16 @@ class EventLog:
             })
         return out
 
+    def memory_bytes(self, key: str, samples: int = 0) -> int | None:
+        """What ``key`` takes of Redis's memory (``MEMORY USAGE``: every node counted with
+        ``samples`` 0, an estimate from that many otherwise), or None when the server does
+        not say."""
+        try:
+            used = self.client.memory_usage(key, samples=samples)
+        except redis.ResponseError:
+            return None
+        return None if used is None else int(used)
+
     def type_counts(self) -> dict[str, int]:
         raw = self.client.hgetall(self.types_key)
         return {_id(k): int(v) for k, v in sorted(raw.items())}

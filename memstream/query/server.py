@@ -17,7 +17,8 @@ The protocol, in full (``P`` = the configured prefix):
 
 Guarantees: ``ask`` returns the answer or raises ``QueryTimeout`` within ``timeout``
 seconds (plus one Redis round trip); a failing handler answers ``{"error": ...}``, never
-kills a server thread; answers expire after ``ANSWER_TTL`` s if nobody takes them.
+kills a server thread; answers expire after ``ANSWER_TTL`` s if nobody takes them. The
+seconds each handler took are reported to the process's observer (``memstream.core.observe``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import msgspec
 import redis
 import structlog
 
-from memstream.core import backoff_delay, keys
+from memstream.core import backoff_delay, keys, observe
 from memstream.producers import TenantRegistry
 from memstream.query.client import (
     ANSWER_TTL,
@@ -175,6 +176,7 @@ class QueryServer:
             out = {"error": "the request has no tenant"}
             self._count(client, "refused")
         else:
+            handling = time.perf_counter()
             try:
                 out = handler(request)
                 if not isinstance(out, dict):
@@ -183,6 +185,7 @@ class QueryServer:
                 out = {"error": f"{type(exc).__name__}: {exc}"}
                 log.warning("queries.failed", op=op, error=out["error"][:300])
                 self._count(client, "failed")
+            observe.answered(op, time.perf_counter() - handling)
         out["took_ms"] = round((time.perf_counter() - started) * 1000, 2)
         if env.asked_at and math.isfinite(env.asked_at):
             out["queued_ms"] = round(max(0.0, time.time() - env.asked_at) * 1000 - out["took_ms"], 2)

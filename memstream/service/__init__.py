@@ -1,14 +1,27 @@
 """service: ``memstream up``, the embedded Valkey and the projection workers and query
-server in one process; ``--detach`` and ``memstream down``."""
+server in one process; ``--detach`` and ``memstream down``; the Prometheus metrics of the
+service and of every worker (``metrics``, imported on first use)."""
 
+from typing import TYPE_CHECKING
+
+from memstream.core import lazy_exports
 from memstream.service.service import AlreadyRunning, Service, detach, stop_service
 from memstream.service.valkey import ValkeyProcess, free_port
+
+if TYPE_CHECKING:
+    from memstream.service.metrics import Metrics, start_metrics
 
 __all__ = [
     "AlreadyRunning",
     "detach",
     "free_port",
+    "Metrics",
     "Service",
+    "start_metrics",
     "stop_service",
     "ValkeyProcess",
 ]
+
+_LAZY = {"Metrics": "memstream.service.metrics", "start_metrics": "memstream.service.metrics"}
+
+__getattr__ = lazy_exports(__name__, _LAZY)

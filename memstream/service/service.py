@@ -4,7 +4,8 @@ the background; ``memstream down`` stops it.
 
 Guarantees: at most one service per ``MEMSTREAM_HOME`` (an flock held for its lifetime);
 the run file (``$MEMSTREAM_HOME/run/service.json``) exists only while it serves and
-names its URL; the embedded Valkey keeps an append-only file under
+names its URL (and where its metrics are served: ``metrics``, None when they are not);
+the embedded Valkey keeps an append-only file under
 ``$MEMSTREAM_HOME/data/valkey`` and dies with the service. The service adopts and ships
 spool segments left by dead agent processes.
 """
@@ -42,6 +43,7 @@ from memstream.producers import EventLog, Shipper, Spool, event_log, redis_clien
 from memstream.service.valkey import ValkeyProcess
 
 if TYPE_CHECKING:
+    from memstream.service.metrics import Metrics
     from memstream.workers import Pipeline
 
 __all__ = ["Service", "AlreadyRunning", "detach", "stop_service"]
@@ -68,6 +70,7 @@ class Service:
         self.spool: Spool | None = None
         self.pipeline: Pipeline | None = None
         self.pipeline_error = ""
+        self.metrics: Metrics | None = None
 
     @property
     def lock_path(self) -> Path:
@@ -109,8 +112,6 @@ class Service:
             "version": __version__,
             "home": str(self.settings.home),
         }
-        write_private(self.settings.run_file, json.dumps(info, indent=2) + "\n")
-        # ship spool segments that dead agent processes left behind
         url = self.url
 
         def connect() -> EventLog:
@@ -118,6 +119,10 @@ class Service:
             client.ping()
             return event_log(client, url, self.settings)
 
+        self._start_metrics(connect())
+        info["metrics"] = self.metrics.url if self.metrics is not None else None
+        write_private(self.settings.run_file, json.dumps(info, indent=2) + "\n")
+        # ship spool segments that dead agent processes left behind
         self.spool = Spool(self.settings.spool_dir, max_bytes=self.settings.spool_max_bytes)
         self.shipper = Shipper(self.spool, connect, batch=self.settings.ship_batch,
                                name="memstream-adopter").start()
@@ -136,6 +141,19 @@ class Service:
             self.pipeline_error = f"{type(exc).__name__}: {exc}"
             log.error("service.pipeline_failed", error=self.pipeline_error,
                       action="the log keeps serving; fix the error and restart `memstream up`")
+
+    def _start_metrics(self, eventlog: EventLog) -> None:
+        """``/metrics`` on ``MEMSTREAM_METRICS_ADDR`` (service/metrics.py), its own Redis
+        connection; the pipeline's consumers once it runs. A failure leaves the service
+        serving without metrics."""
+        from memstream.service.metrics import start_metrics
+
+        try:
+            self.metrics = start_metrics(self.settings, eventlog, role="service",
+                                         consumers=lambda: self.pipeline.consumers if self.pipeline else ())
+        except Exception as exc:  # noqa: BLE001  metrics never stop the service
+            log.error("service.metrics_failed", error=f"{type(exc).__name__}: {exc}"[:500],
+                      action="the service runs without metrics")
 
     def handle_signals(self) -> None:
         """SIGTERM and SIGINT stop the service (from the main thread only)."""
@@ -164,6 +182,9 @@ class Service:
         self._stop.set()
 
     def close(self) -> None:
+        if self.metrics is not None:
+            self.metrics.stop()
+            self.metrics = None
         if self.pipeline is not None:
             self.pipeline.stop()
             self.pipeline = None

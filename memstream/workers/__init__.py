@@ -5,13 +5,15 @@ projection version's consumer and the query server as threads."""
 
 from memstream.workers.consumer import Consumer
 from memstream.workers.deadletters import DeadLetters
-from memstream.workers.health import projection_health
+from memstream.workers.health import Waiting, consuming, projection_health, read_health, waiting
 from memstream.workers.pipeline import Pipeline, PipelineConfig
 from memstream.workers.positions import Positions, is_applied
-from memstream.workers.replay import GroupProgress, caught_up, group_progress
+from memstream.workers.replay import GroupProgress, build_progress, caught_up, group_progress
 
 __all__ = [
+    "build_progress",
     "caught_up",
+    "consuming",
     "Consumer",
     "DeadLetters",
     "group_progress",
@@ -21,4 +23,7 @@ __all__ = [
     "PipelineConfig",
     "Positions",
     "projection_health",
+    "read_health",
+    "waiting",
+    "Waiting",
 ]

@@ -81,6 +81,23 @@ class DeadLetters:
     def drop(self, dlq_id: str) -> bool:
         return bool(self.client.xdel(self.key, dlq_id))
 
+    def count_by_group(self, limit: int = 100_000, page: int = 500) -> dict[str, int]:
+        """Group -> its dead letters, over the oldest ``limit`` records (read ``page`` at a
+        time); a record without a readable group counts under ``""``."""
+        counts: dict[str, int] = {}
+        cursor, seen = "-", 0
+        while seen < limit:
+            got = self.client.xrange(self.key, min=cursor, count=min(page, limit - seen)) or []
+            for entry in got:
+                dlq_id, record = xrange_entry(entry)
+                group = shown(record.get(b"group", record.get("group", b"")))
+                counts[group] = counts.get(group, 0) + 1
+                cursor = f"({dlq_id}"
+            seen += len(got)
+            if len(got) < page:
+                break
+        return counts
+
     def count(self, group: str | None = None) -> int:
         if group is None:
             return int(self.client.xlen(self.key))

@@ -11,6 +11,9 @@ threshold (``MEMSTREAM_STALL_AFTER_S``, passed by the caller) while the oldest w
 is at least that old: ``memstream doctor`` fails then, and ``memstream stats`` says so per
 projection.
 
+``waiting`` says what waits for a group and since when (the projection's lag in entries
+and in seconds); ``consuming`` how many of its consumers wrote their record lately.
+
 Guarantees: ``Health.beat`` never raises (a Redis error only delays the record); the
 readers never raise on a malformed record (it is ignored).
 """
@@ -21,6 +24,7 @@ import json
 import os
 import socket
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import redis
@@ -32,7 +36,7 @@ from memstream.producers import parse_entry_id, xrange_entry
 if TYPE_CHECKING:
     from memstream.workers.consumer import ConsumerStats
 
-__all__ = ["Health", "read_health", "projection_health"]
+__all__ = ["Health", "Waiting", "consuming", "projection_health", "read_health", "waiting"]
 
 log = structlog.get_logger("memstream.health")
 
@@ -126,16 +130,22 @@ def _entry_time(entry_id: str | bytes) -> float:
         return 0.0
 
 
-def projection_health(client: redis.Redis, prefix: str, stream_keys: list[str], group: str, *,
-                      threshold: float, applied_at: float = 0.0, now: float | None = None) -> dict[str, Any]:
-    """Whether ``group`` advances: its waiting entries (undelivered ``lag`` + ``pending``),
-    since when the oldest waits, its last progress (health records, or ``applied_at``: the
-    newest position recorded), its consumers' errors and restarts, and a ``status``:
-    ``ok``, ``idle`` (nothing waits), ``stalled`` (entries waited ``threshold`` seconds
-    with no progress) or ``not started`` (no group yet; stalled too once its entries waited
-    ``threshold`` seconds). ``ok`` is False when stalled."""
-    now = time.time() if now is None else now
-    waiting, since, exists = 0, None, False
+@dataclass(frozen=True)
+class Waiting:
+    """What waits for a group on the streams: ``entries`` (undelivered, a lower bound when
+    the server cannot count them, plus pending), ``since`` (unix time the oldest of them was
+    appended: None when none waits) and whether the group ``exists`` on any stream."""
+
+    entries: int
+    since: float | None
+    exists: bool
+
+
+def waiting(client: redis.Redis, stream_keys: list[str], group: str) -> Waiting:
+    """The entries of ``stream_keys`` that ``group`` has not applied yet (``Waiting``): on
+    a stream without the group, every entry; else those after its last delivered one and
+    those it holds pending."""
+    entries, since, exists = 0, None, False
     for key in stream_keys:
         try:
             infos = client.xinfo_groups(key)
@@ -145,7 +155,7 @@ def projection_health(client: redis.Redis, prefix: str, stream_keys: list[str], 
         if not mine:
             first = client.xrange(key, count=1)
             if first:
-                waiting += int(client.xlen(key))
+                entries += int(client.xlen(key))
                 t = _entry_time(xrange_entry(first[0])[0])
                 since = t if since is None else min(since, t)
             continue
@@ -157,30 +167,51 @@ def projection_health(client: redis.Redis, prefix: str, stream_keys: list[str], 
         if lag is None:  # servers or versions that cannot tell: what follows the last delivered
             lag = 1 if nxt else 0
         if int(lag) and nxt:
-            waiting += int(lag)
+            entries += int(lag)
             t = _entry_time(xrange_entry(nxt[0])[0])
             since = t if since is None else min(since, t)
         pending = int(g.get("pending", 0) or 0)
         if pending:
-            waiting += pending
+            entries += pending
             lowest = client.xpending(key, group).get("min")
             if lowest:
                 t = _entry_time(lowest)
                 since = t if since is None else min(since, t)
+    return Waiting(entries=entries, since=since, exists=exists)
+
+
+def consuming(records: dict[str, dict[str, Any]], now: float, within: float) -> int:
+    """How many consumers of ``records`` (``read_health``) wrote their record in the last
+    ``within`` seconds before ``now`` and are neither stopped nor dead."""
+    return sum(1 for r in records.values()
+               if now - _num(r.get("updated_at")) <= within and r.get("state") not in ("stopped", "dead"))
+
+
+def projection_health(client: redis.Redis, prefix: str, stream_keys: list[str], group: str, *,
+                      threshold: float, applied_at: float = 0.0, now: float | None = None) -> dict[str, Any]:
+    """Whether ``group`` advances: its waiting entries (undelivered ``lag`` + ``pending``),
+    since when the oldest waits, its last progress (health records, or ``applied_at``: the
+    newest position recorded), its consumers' errors and restarts, and a ``status``:
+    ``ok``, ``idle`` (nothing waits), ``stalled`` (entries waited ``threshold`` seconds
+    with no progress) or ``not started`` (no group yet; stalled too once its entries waited
+    ``threshold`` seconds). ``ok`` is False when stalled."""
+    now = time.time() if now is None else now
+    found = waiting(client, stream_keys, group)
+    waiting_entries, since, exists = found.entries, found.since, found.exists
     consumers = read_health(client, prefix, group)
     progress = max([_num(r.get("last_progress_at")) for r in consumers.values()] + [applied_at or 0.0])
     errored = sorted(consumers.values(), key=lambda r: _num(r.get("last_error_at")))
     last_error = next((str(r.get("last_error")) for r in reversed(errored) if r.get("last_error")), "")
     restarts = sum(int(_num(r.get("restarts"))) for r in consumers.values())
     waited = now - max(progress, since or now)
-    if not waiting:
+    if not waiting_entries:
         status = "idle" if exists else "not started"
     elif waited > threshold:
         status = "stalled"
     else:
         status = "ok" if exists else "not started"
     return {
-        "ok": status != "stalled", "status": status, "exists": exists, "waiting": waiting,
+        "ok": status != "stalled", "status": status, "exists": exists, "waiting": waiting_entries,
         "waiting_since": since, "last_progress_at": progress or None,
         "stalled_for_s": round(waited, 1) if status == "stalled" else 0.0,
         "threshold_s": threshold, "last_error": last_error, "restarts": restarts,

@@ -51,6 +51,7 @@ from memstream.projections import (
 )
 from memstream.query import ActiveVersions, QueryServer, ReadOps, Searcher
 from memstream.workers.consumer import Consumer
+from memstream.workers.observed import ObservedEmbedder
 from memstream.workers.priority import Priority
 from memstream.workers.replay import Archived, caught_up
 
@@ -183,6 +184,8 @@ class Pipeline:
                         built_with=embedder.name, configured=self.embedder.name,
                         action=f"queries and new points keep using {embedder.name}; to change the model, "
                                f"`memstream replay {row.name} --embedder {self.spec}`")
+        if embedder is not None:  # the metrics time each embedding call of this version (observed.py)
+            embedder = ObservedEmbedder(embedder, v.group)
         projection = row.build(self.store, embedder, self.log.client, self.log.prefix, version=v.version,
                                options=v.options or None)
         low = v.state != "active"

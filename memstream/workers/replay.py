@@ -21,7 +21,7 @@ import redis
 from memstream.core import as_str
 from memstream.producers import EntryFields, parse_entry_id
 
-__all__ = ["Archived", "GroupProgress", "caught_up", "group_progress"]
+__all__ = ["Archived", "GroupProgress", "build_progress", "caught_up", "group_progress"]
 
 
 class Archived(Protocol):
@@ -92,6 +92,17 @@ def group_progress(client: redis.Redis, streams: list[str], group: str) -> Group
             continue
         known = False
     return GroupProgress(length=length, lag=lag_total if known else None, pending=pending, position=position)
+
+
+def build_progress(progress: GroupProgress, *, archived_total: int, archive_done: bool,
+                   archive_applied: int) -> tuple[int | None, int]:
+    """A build's (done, total) over the whole log: the archive's ``archived_total`` entries
+    (all of them applied once it has read the archive, else ``archive_applied``) and the
+    streams' (``progress``); done is None while the streams' part is unknown."""
+    total = progress.length + archived_total
+    if progress.done is None:
+        return None, total
+    return progress.done + (archived_total if archive_done else archive_applied), total
 
 
 def caught_up(client: redis.Redis, streams: list[str], group: str) -> bool:

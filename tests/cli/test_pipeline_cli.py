@@ -82,8 +82,9 @@ def test_add_sync_is_searchable_at_once_and_dlq_list_retry_drop_work_on_a_live_s
 # -- memstream worker ------------------------------------------------------------------------------
 def _worker_env(tmp_path, url: str, **extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTREAM_")}
-    return dict(env, MEMSTREAM_REDIS_URL=url, MEMSTREAM_HOME=str(tmp_path / "worker-home"),
-                MEMSTREAM_EMBEDDER="hash", MEMSTREAM_AUTOSTART="0", **extra)
+    return dict(env, **{"MEMSTREAM_REDIS_URL": url, "MEMSTREAM_HOME": str(tmp_path / "worker-home"),
+                        "MEMSTREAM_EMBEDDER": "hash", "MEMSTREAM_AUTOSTART": "0",
+                        "MEMSTREAM_METRICS_ADDR": "127.0.0.1:0", **extra})
 
 
 @pytest.mark.valkey
@@ -146,3 +147,45 @@ def test_a_worker_projects_answers_search_and_exits_cleanly_on_sigterm(tmp_path,
                 worker.kill()
         client.close()
     assert code == 0, worker.stderr.read()[-2000:]
+
+
+@pytest.mark.valkey
+def test_a_worker_serves_its_metrics_and_a_second_one_on_the_same_port_runs_without(tmp_path, valkey_server):
+    import signal
+    import urllib.request
+
+    from metrics_support import value
+
+    from memstream.service import free_port
+
+    client = redis.Redis.from_url(valkey_server.url)
+    client.flushall()
+    address = f"127.0.0.1:{free_port()}"
+    workers = []
+    try:
+        for name in ("w1", "w2"):  # each its own home, hence its own embedded store
+            env = _worker_env(tmp_path / name, valkey_server.url, MEMSTREAM_METRICS_ADDR=address)
+            workers.append(subprocess.Popen([sys.executable, "-m", "memstream", "worker", "--embedded-store",
+                                             "--name", name], env=env, stdout=subprocess.PIPE,
+                                            stderr=subprocess.PIPE, text=True))
+            if name == "w1":
+                def served() -> str | None:
+                    try:
+                        with urllib.request.urlopen(f"http://{address}/metrics", timeout=5) as reply:
+                            return reply.read().decode()
+                    except OSError:
+                        return None
+
+                text = wait_for(served, timeout=60, what="the first worker's metrics")
+                assert value(text, "memstream_info", role="worker") == 1
+        wait_for(lambda: len(client.xinfo_consumers("memstream:events:0", GROUPS[0])) == 2, timeout=60,
+                 what="the second worker to consume")
+        assert workers[1].poll() is None  # no metrics, and running all the same
+    finally:
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        codes = [worker.wait(30) for worker in workers]
+        client.close()
+    second = workers[1].stderr.read()
+    assert codes == [0, 0], second[-2000:]
+    assert "metrics.not_served" in second and "metrics.serving" in workers[0].stderr.read()

@@ -262,6 +262,7 @@ def test_an_override_that_is_no_setting_is_a_mistake_in_the_code():
 def test_sources_name_where_each_value_came_from_and_never_the_value(tmp_path, monkeypatch):
     (tmp_path / "memstream.json").write_text(json.dumps({"app": "bench", "tenant": "from-file", "shards": 0}))
     monkeypatch.delenv("MEMSTREAM_AUTOSTART")
+    monkeypatch.delenv("MEMSTREAM_METRICS_ADDR")  # set for every test by conftest
     monkeypatch.setenv("MEMSTREAM_TENANT", "from-env")
     monkeypatch.setenv("MEMSTREAM_EMBED_API_KEY", "sk-planted-key")
     monkeypatch.setenv("MEMSTREAM_EMBED_DIM", "wide")  # not a number: the default is used
@@ -271,3 +272,22 @@ def test_sources_name_where_each_value_came_from_and_never_the_value(tmp_path, m
                                     "embed_api_key": "MEMSTREAM_EMBED_API_KEY"}  # shards=0: out of bounds
     assert "sk-planted-key" not in repr(loaded.sources) and loaded.tenant == "from-env"
     assert "sources" not in {o.attribute for o in OPTIONS} and "sources" not in loaded.public()
+
+
+@pytest.mark.parametrize("text, address", [
+    ("127.0.0.1:9464", ("127.0.0.1", 9464)), ("[::1]:9464", ("::1", 9464)), ("localhost:0", ("localhost", 0)),
+    ("10.0.0.5:9100", ("10.0.0.5", 9100)), ("", None), ("  ", None),
+])
+def test_the_metrics_address_is_host_and_port_or_empty_for_none(monkeypatch, text, address):
+    monkeypatch.setenv("MEMSTREAM_METRICS_ADDR", text)
+    loaded = Settings.load()
+    assert loaded.problems == () and loaded.metrics_address == address
+
+
+@pytest.mark.parametrize("text", [":9464", "9464", "host:70000", "host:-1", "host:９", "::1:9464", "a b:1",
+                                  "host:port", "http://host:1"])
+def test_a_malformed_metrics_address_is_a_problem_and_the_default_is_used(monkeypatch, text):
+    monkeypatch.setenv("MEMSTREAM_METRICS_ADDR", text)
+    loaded = Settings.load()
+    assert any(p.startswith("MEMSTREAM_METRICS_ADDR=") and "is not HOST:PORT" in p for p in loaded.problems)
+    assert loaded.metrics_address == ("127.0.0.1", 9464)

@@ -83,6 +83,7 @@ def test_corrupt_regions_set_aside_in_the_spool_are_a_warning(tmp_path):
 
 def test_the_config_check_says_where_each_value_came_from(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMSTREAM_EMBEDDER", "hash")
+    monkeypatch.delenv("MEMSTREAM_METRICS_ADDR")  # set for every test by conftest
     settings = Settings.load(home=str(tmp_path / "ms-home"))
     config = doctor(settings)["checks"]["config"]
     assert config["home"] == str(tmp_path / "ms-home")

@@ -260,3 +260,14 @@ def test_entries_reads_each_stream_a_page_at_a_time_as_the_merge_needs(redis_cli
     assert next(entries)[1] == "4-0"
     assert calls == ["-", "-", "(3-0"]  # the odd stream's next page, once its first was used up
     assert [i for _, i, _ in entries] == [f"{i}-0" for i in range(5, 11)]
+
+
+def test_memory_bytes_is_what_the_server_says_and_none_from_a_server_that_does_not_say(event_log):
+    event_log.append([remembered("a note that takes some room")])
+    key = event_log.stream_keys[0]
+    used = event_log.memory_bytes(key)
+    if event_log.client.connection_url is None:  # fakeredis: no MEMORY USAGE
+        assert used is None
+    else:
+        assert isinstance(used, int) and used > 0 and event_log.memory_bytes(key, samples=5) > 0
+        assert event_log.memory_bytes(f"{key}:none") is None

@@ -135,6 +135,23 @@ def test_a_failing_handler_answers_an_error_and_the_server_goes_on(redis_client)
         assert ("error" in answer) == (op == "count")
 
 
+def test_the_server_reports_the_seconds_of_each_handler_by_operation_and_nothing_for_a_refusal(redis_client):
+    from metrics_support import Recorder, observing
+
+    def boom(request):
+        raise RuntimeError("store on fire")
+
+    server = QueryServer(redis_client, PREFIX, {"count": boom, "search": lambda r: {"results": []}})
+    with observing(Recorder()) as seen:
+        for op, body in (("count", {}), ("search", {"tenant": "t", "query": "q"}), ("search", {"query": "q"})):
+            server.handle(redis_client, operator_channel(PREFIX),
+                          json.dumps({"id": uuid.uuid4().hex, "deadline": time.time() + 5,
+                                      "req": {"op": op, **body}}).encode())
+        server.handle(redis_client, operator_channel(PREFIX), b"not json")
+    assert [op for op, _ in seen.answers] == ["count", "search"]  # a failing handler too; no tenant: refused
+    assert all(seconds >= 0 for _, seconds in seen.answers)
+
+
 def test_a_server_cannot_be_given_a_handler_for_an_op_outside_the_protocol(redis_client):
     with pytest.raises(ValueError):
         QueryServer(redis_client, PREFIX, {"os.system": lambda r: {}})

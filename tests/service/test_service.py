@@ -42,6 +42,20 @@ def wait_for(predicate, timeout=20.0):
     raise AssertionError("condition not met within deadline")
 
 
+def test_the_service_serves_its_metrics_where_its_run_file_says(service):
+    import urllib.request
+
+    from metrics_support import value
+
+    home, info = service
+    assert info["metrics"].startswith("http://127.0.0.1:") and info["metrics"].endswith("/metrics")
+    with urllib.request.urlopen(info["metrics"], timeout=10) as reply:
+        text = reply.read().decode()
+    assert value(text, "memstream_info", role="service") == 1
+    assert value(text, "memstream_redis_up") == 1
+    assert value(text, "memstream_stream_entries", stream="memstream:events:0") == 0
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="process identity comes from /proc")
 def test_the_run_file_records_when_the_service_process_started(service):
     from memstream.core.runfile import process_start

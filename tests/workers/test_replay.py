@@ -18,7 +18,7 @@ from pipeline_support import (
 from memstream.core import as_str, keys
 from memstream.projections import Catalog, CatalogError, Point, physical_name
 from memstream.query import ActiveVersions
-from memstream.workers import caught_up, group_progress
+from memstream.workers import GroupProgress, build_progress, caught_up, group_progress
 
 NAMES = ("turns", "memories", "facts", "sessions")
 
@@ -323,3 +323,11 @@ def test_a_version_another_worker_dropped_stops_running_here(tmp_path, event_log
     Catalog(event_log.client, event_log.prefix).forget("sessions", 2)  # another worker finished its drop
     pipeline.sync_catalog()
     assert "sessions.v2" not in pipeline.runs and run.stop.is_set()
+
+
+def test_a_builds_progress_counts_the_archive_whole_once_read_and_what_it_applied_of_it_before():
+    streams = GroupProgress(length=10, lag=4, pending=1, position="")
+    assert build_progress(streams, archived_total=100, archive_done=False, archive_applied=30) == (35, 110)
+    assert build_progress(streams, archived_total=100, archive_done=True, archive_applied=30) == (105, 110)
+    unknown = GroupProgress(length=10, lag=None, pending=0, position="")
+    assert build_progress(unknown, archived_total=5, archive_done=True, archive_applied=0) == (None, 15)

@@ -1,0 +1,230 @@
+"""``memstream bench metrics``: what serving Prometheus metrics costs the write path, and
+what a scrape costs.
+
+* ``ingest``: the pipeline drains ``events`` TurnRecorded events (the ingest benchmark's
+  texts, a real Valkey in a temp dir, the hash embedder by default: the fastest pipeline,
+  where the metrics' share shows most) with metrics on and off, in pairs whose order
+  alternates (on first, then off first, ...). With metrics on, this process serves
+  ``/metrics`` (``memstream.service.start_metrics``: the observer records every batch,
+  freshness per entry, every embedding call) and a thread scrapes it every
+  ``scrape_every`` seconds while the pipeline drains. ``ratio`` = median over the pairs of
+  on events/s / off events/s (target >= 0.98); ``cpu_ratio`` the same by CPU seconds.
+* ``scrape``: on the last log (every projection applied, each with its histograms filled),
+  ``scrapes`` scrapes over HTTP: seconds (p50, p95, max), bytes of the exposition (plain
+  and gzip, as Prometheus asks for it) and the Redis commands one scrape sends; the share
+  of a CPU that scraping takes at 1, 15 and 60 s intervals.
+* ``observer_us_per_entry``: the cost of recording one applied entry, measured alone (a
+  128-entry batch reported over and over), and its share of the pipeline's time per event
+  when every version's consumer records it: a figure the noise of a shared machine does
+  not blur, unlike the ratio of two drains.
+
+``metrics_bench`` returns a JSON-ready dict; ``format_metrics`` renders it.
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from memstream.bench.ingest import _events, _load_pairs, _settings, _texts
+from memstream.bench.stats import machine as machine_info
+from memstream.bench.stats import percentile
+from memstream.core import observe
+from memstream.producers import EventLog, redis_client
+from memstream.service import Metrics, ValkeyProcess, start_metrics
+
+__all__ = ["metrics_bench", "format_metrics", "TARGETS"]
+
+TARGETS = {"ratio": 0.98}
+
+
+def _fetch(url: str, compressed: bool = False) -> bytes:
+    request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"} if compressed else {})
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        body: bytes = reply.read()
+    return body
+
+
+def _scraping(metrics: Metrics, every: float, stop: threading.Event, counts: list[int]) -> threading.Thread:
+    def run() -> None:
+        assert metrics.url is not None
+        while not stop.wait(every):
+            _fetch(metrics.url)
+            counts[0] += 1
+
+    thread = threading.Thread(target=run, name="memstream-bench-scraper", daemon=True)
+    thread.start()
+    return thread
+
+
+def _drain(root: Path, url: str, prefix: str, embedder: str, pairs: list[tuple[str, str]], on: bool,
+           scrape_every: float) -> dict[str, Any]:
+    from memstream.workers import Pipeline, PipelineConfig
+
+    addr = "127.0.0.1:0" if on else ""
+    settings = msgspec.structs.replace(_settings(root, url, prefix, embedder), metrics_addr=addr)
+    eventlog = EventLog(redis_client(url), prefix, settings.shards)
+    events = _events(pairs)
+    for start in range(0, len(events), 500):
+        eventlog.append(events[start:start + 500])
+    pipeline = Pipeline(settings, eventlog, PipelineConfig(embedder=embedder))
+    metrics = start_metrics(settings, EventLog(redis_client(url), prefix, settings.shards),
+                            consumers=lambda: pipeline.consumers, role="worker") if on else None
+    assert (metrics is not None) == on and (observe.current() is not None) == on
+    stop, scrapes = threading.Event(), [0]
+    try:
+        for c in pipeline.consumers:
+            c.ensure_groups()
+        scraper = _scraping(metrics, scrape_every, stop, scrapes) if metrics is not None else None
+        gc.collect()
+        started, cpu_started = time.perf_counter(), time.process_time()
+        pipeline.drain()
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+        stop.set()
+        if scraper is not None:
+            scraper.join(30)
+        return {"metrics": on, "events": len(events), "seconds": round(seconds, 4), "cpu_seconds": round(cpu, 4),
+                "events_per_s": round(len(events) / seconds, 1), "scrapes_during": scrapes[0],
+                "_pipeline": pipeline, "_metrics": metrics, "_eventlog": eventlog}
+    except BaseException:
+        stop.set()
+        if metrics is not None:
+            metrics.stop()
+        pipeline.stop()
+        raise
+
+
+def _close(run: dict[str, Any]) -> None:
+    if run.get("_metrics") is not None:
+        run["_metrics"].stop()
+    run["_pipeline"].stop()
+    run["_eventlog"].client.close()
+    for key in ("_pipeline", "_metrics", "_eventlog"):
+        run.pop(key, None)
+
+
+def _scrape_costs(metrics: Metrics, eventlog: EventLog, scrapes: int) -> dict[str, Any]:
+    assert metrics.url is not None
+    _fetch(metrics.url)  # the first scrape counts the dead letters and warms the connections
+    client = eventlog.client
+    before = int(client.info("stats")["total_commands_processed"])
+    _fetch(metrics.url)
+    commands = int(client.info("stats")["total_commands_processed"]) - before - 1  # less the first INFO
+    seconds = []
+    for _ in range(scrapes):
+        started = time.perf_counter()
+        body = _fetch(metrics.url)
+        seconds.append(time.perf_counter() - started)
+    packed = _fetch(metrics.url, compressed=True)
+    return {
+        "scrapes": scrapes, "p50_ms": round(percentile(seconds, 0.5) * 1000, 2),
+        "p95_ms": round(percentile(seconds, 0.95) * 1000, 2), "max_ms": round(max(seconds) * 1000, 2),
+        "bytes": len(body), "gzip_bytes": len(packed if packed[:2] == b"\x1f\x8b" else gzip.compress(packed)),
+        "samples": sum(1 for line in body.decode().splitlines() if line and not line.startswith("#")),
+        "redis_commands": commands, "groups": len({c.group for c in metrics.collector.consumers()}),
+    }
+
+
+def _observer_cost(metrics: Metrics, group: str, entry_ids: list[str], repeats: int = 200) -> float:
+    """Microseconds ``metrics`` spends recording one applied entry (a batch of ``entry_ids``
+    reported ``repeats`` times, as a consumer reports it)."""
+    stages = {"admit": 0.001, "apply": 0.01, "commit": 0.001}
+    started = time.perf_counter()
+    for _ in range(repeats):
+        metrics.batch(group, stages, entry_ids, time.time())
+    return (time.perf_counter() - started) / (repeats * len(entry_ids)) * 1e6
+
+
+def metrics_bench(events: int = 3000, runs: int = 5, data: str | None = None, embedder: str = "hash",
+                  scrape_every: float = 1.0, scrapes: int = 50) -> dict[str, Any]:
+    """Run the benchmark (see the module doc); JSON-ready results."""
+    pairs, source = _load_pairs(data)
+    root = Path(tempfile.mkdtemp(prefix="memstream-bench-metrics-"))
+    server = ValkeyProcess(root / "valkey").start()
+    result: dict[str, Any] = {
+        "benchmark": "metrics", "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine_info(), "data": source, "events": events, "runs": runs, "embedder": embedder,
+        "scrape_every_s": scrape_every, "targets": TARGETS,
+    }
+    former = observe.install(None)
+    try:
+        pairs_done: list[dict[str, Any]] = []
+        k = 0
+        for r in range(runs):
+            order = (True, False) if r % 2 == 0 else (False, True)
+            pair: dict[bool, dict[str, Any]] = {}
+            for on in order:
+                k += 1
+                run = _drain(root / f"run-{k}", server.url, f"b{k}", embedder,
+                             _texts(pairs, events, f"m{k}"), on, scrape_every)
+                try:
+                    if on and r == runs - 1:  # the scrape costs, on the last log with metrics
+                        result["scrape"] = _scrape_costs(run["_metrics"], run["_eventlog"], scrapes)
+                        ids = [entry_id for entry_id, _ in run["_eventlog"].client.xrange(
+                            run["_eventlog"].stream_keys[0], count=128)]
+                        result["observer_us_per_entry"] = round(_observer_cost(
+                            run["_metrics"], "bench.v1", [i.decode() for i in ids]), 3)
+                finally:
+                    _close(run)
+                pair[on] = run
+            pairs_done.append({
+                "order": "on first" if order[0] else "off first",
+                "on_events_per_s": pair[True]["events_per_s"], "off_events_per_s": pair[False]["events_per_s"],
+                "ratio": round(pair[True]["events_per_s"] / pair[False]["events_per_s"], 4),
+                "cpu_ratio": round(pair[False]["cpu_seconds"] / pair[True]["cpu_seconds"], 4),
+                "scrapes_during": pair[True]["scrapes_during"],
+            })
+        result["pairs"] = pairs_done
+        result["on_events_per_s"] = statistics.median(p["on_events_per_s"] for p in pairs_done)
+        result["off_events_per_s"] = statistics.median(p["off_events_per_s"] for p in pairs_done)
+        result["ratio"] = statistics.median(p["ratio"] for p in pairs_done)
+        result["cpu_ratio"] = statistics.median(p["cpu_ratio"] for p in pairs_done)
+        # what recording costs against what the pipeline spends on an event (every version records it)
+        per_event_us = 1e6 / result["off_events_per_s"]
+        groups = result["scrape"]["groups"]
+        result["observer_share"] = round(groups * result["observer_us_per_entry"] / per_event_us, 5)
+        result["scrape_share_at"] = {f"{every}s": round(result["scrape"]["p50_ms"] / 1000 / every, 5)
+                                     for every in (1, 15, 60)}
+    finally:
+        observe.install(former)
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    result["met"] = {"ratio": result["ratio"] >= TARGETS["ratio"]}
+    return result
+
+
+def format_metrics(result: dict[str, Any]) -> str:
+    m, s = result["machine"], result["scrape"]
+    lines = [
+        f"memstream bench metrics — {result['date']}",
+        f"machine: {m.get('cpus')} CPUs {m.get('cpu_model', '')}, Python {m.get('python')}; load average "
+        f"{m.get('loadavg_at_start')} at start",
+        f"data: {result['data']}; {result['events']} events a drain, {result['embedder']} embedder, "
+        f"{result['runs']} pairs (order alternating), a scrape every {result['scrape_every_s']} s while on",
+        "",
+        f"ingest with metrics on: {result['on_events_per_s']} events/s; off: {result['off_events_per_s']} events/s "
+        f"(medians)",
+        f"ratio on/off: {result['ratio']} (pairs {[p['ratio'] for p in result['pairs']]}; target ≥ "
+        f"{TARGETS['ratio']}: {'met' if result['met']['ratio'] else 'MISSED'}); by CPU seconds {result['cpu_ratio']}",
+        "",
+        f"recording one applied entry: {result['observer_us_per_entry']} µs; for every version's consumer, "
+        f"{result['observer_share'] * 100:.2f}% of the pipeline's time per event "
+        f"({1e6 / result['off_events_per_s']:.0f} µs)",
+        "",
+        f"/metrics with {s['groups']} projection versions: p50 {s['p50_ms']} ms, p95 {s['p95_ms']} ms, "
+        f"max {s['max_ms']} ms over {s['scrapes']} scrapes; {s['bytes']} bytes ({s['gzip_bytes']} gzip), "
+        f"{s['samples']} samples; {s['redis_commands']} Redis commands a scrape; a scrape's share of one CPU at "
+        + ", ".join(f"{k} intervals {v * 100:.2f}%" for k, v in result["scrape_share_at"].items()),
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,523 @@
+"""Prometheus metrics of ``memstream up`` and of every ``memstream worker``: ``/metrics``
+on ``MEMSTREAM_METRICS_ADDR`` (README, Metrics, has the table of every metric).
+
+Two kinds of figures, told apart in ``FAMILIES`` by their ``source``:
+
+- ``redis``: read from the shared Redis at each scrape (``LogCollector``): the streams, the
+  events appended per type, each projection version's state, lag, pending entries, dead
+  letters, consumers alive and a build's progress, the query lists and their outcomes.
+  Every process that serves metrics reports the same figures: aggregate them with ``max``.
+- ``process``: this process's own: the histograms its consumers and query server report
+  (``Metrics`` is the process's ``memstream.core.observe`` observer: freshness, the
+  seconds of each stage of a batch, embedding batches, query handler seconds) and the
+  counters of its consumers (applied, dead-lettered, redelivered). Sum them across
+  processes.
+
+Served by prometheus_client's own threaded WSGI server (``start_http_server``): one
+daemon thread per scrape, nothing but the exposition to serve, no other dependency.
+
+Guarantees: a scrape never fails because Redis does: ``memstream_redis_up`` is 0 then and
+no Redis figure is reported (never a stale or partial one). A figure that is not known is
+absent, never 0 (a lag the server cannot count, the age of an entry it cannot read).
+Every label's values are bounded: streams by ``MEMSTREAM_SHARDS``, groups by the catalog's
+versions of the registered projections (dead letters of other groups count under
+``other`` past ``MAX_DLQ_GROUPS``), event types by the event contract (any other type
+counts as ``other``), query outcomes and operations by the protocol, channels to
+``operator`` and ``tenants``; no label names an agent, a session or a tenant.
+"""
+
+from __future__ import annotations
+
+import bisect
+import ipaddress
+import math
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+
+import redis
+import structlog
+from prometheus_client import (
+    CollectorRegistry,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+    start_http_server,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
+
+from memstream import __version__
+from memstream.core import Settings, as_str, keys, observe
+from memstream.producers import EVENT_TYPES, EventLog, TenantRegistry, parse_entry_id
+from memstream.projections import STATES
+from memstream.query import OPS, operator_channel, tenant_channel
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    from memstream.projections import Version
+    from memstream.workers import Consumer
+
+__all__ = ["FAMILIES", "Family", "LogCollector", "Metrics", "start_metrics"]
+
+log = structlog.get_logger("memstream.metrics")
+
+GROUP = ("group", "projection", "version")  # the labels of a projection version's figures
+QUERY_OUTCOMES = ("answered", "refused", "expired", "failed", "unsupported")  # query.server's counters
+MAX_DLQ_GROUPS = 64
+SAMPLES = 5  # MEMORY USAGE's estimate from 5 nodes (Redis's default): every node counted is O(N) a scrape
+
+
+@dataclass(frozen=True)
+class Family:
+    """One metric: its name (a counter's with ``_total``), type, labels, unit, meaning and
+    where its figures come from (``redis`` or ``process``)."""
+
+    name: str
+    type: str
+    labels: tuple[str, ...]
+    unit: str
+    help: str
+    source: str
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family("memstream_info", "gauge", ("version", "role"), "", "1, labelled with memstream's version and "
+           "the process's role (service or worker)", "process"),
+    Family("memstream_redis_up", "gauge", (), "", "1 when this scrape read Redis, 0 when it could not "
+           "(then no figure read from Redis is reported)", "process"),
+    Family("memstream_redis_read_seconds", "gauge", (), "seconds", "How long this scrape took to read Redis",
+           "process"),
+    # the log
+    Family("memstream_stream_entries", "gauge", ("stream",), "entries", "Entries in the event stream (XLEN)",
+           "redis"),
+    Family("memstream_stream_bytes", "gauge", ("stream",), "bytes", "Memory the event stream takes in Redis "
+           "(MEMORY USAGE, Redis's estimate from 5 sampled nodes)", "redis"),
+    Family("memstream_stream_first_entry_age_seconds", "gauge", ("stream",), "seconds",
+           "Age of the stream's oldest entry (absent when empty)", "redis"),
+    Family("memstream_stream_last_entry_age_seconds", "gauge", ("stream",), "seconds",
+           "Age of the stream's newest entry (absent when empty)", "redis"),
+    Family("memstream_events_appended_total", "counter", ("type",), "events", "Events appended to the log, "
+           "by event type (a type outside the event contract counts as `other`)", "redis"),
+    # the projections
+    Family("memstream_projection_state", "gauge", GROUP + ("state",), "", "1 for the version's state in "
+           "the catalog (building, active, retired, failed, dropping), 0 for the others", "redis"),
+    Family("memstream_projection_lag_entries", "gauge", GROUP, "entries", "Entries of the log not yet "
+           "delivered to the version's group (absent when the server cannot count them)", "redis"),
+    Family("memstream_projection_lag_seconds", "gauge", GROUP, "seconds", "Age of the oldest entry the "
+           "version has not applied (undelivered or pending); 0 when none waits, absent when unknown",
+           "redis"),
+    Family("memstream_projection_pending_entries", "gauge", GROUP, "entries", "Entries delivered to the "
+           "version's consumers and not yet acknowledged", "redis"),
+    Family("memstream_projection_dead_letters", "gauge", GROUP, "entries", "Dead letters of the version in "
+           "the dead-letter stream now (`memstream dlq list`)", "redis"),
+    Family("memstream_projection_consumers", "gauge", GROUP, "consumers", "Consumers of the version that "
+           "wrote their health record within MEMSTREAM_STALL_AFTER_S and are neither stopped nor dead",
+           "redis"),
+    Family("memstream_replay_applied_entries", "gauge", GROUP, "entries", "A building version: entries of "
+           "the log (the archive's and the streams') it has applied (absent when unknown)", "redis"),
+    Family("memstream_replay_log_entries", "gauge", GROUP, "entries", "A building version: entries of the "
+           "log (the archive's and the streams') it has to apply (with the previous one: its progress)", "redis"),
+    Family("memstream_projection_applied_total", "counter", GROUP, "events", "Events this process's "
+           "consumer of the version applied", "process"),
+    Family("memstream_projection_dead_lettered_total", "counter", GROUP, "entries", "Entries this process's "
+           "consumer of the version dead-lettered", "process"),
+    Family("memstream_projection_redelivered_total", "counter", GROUP, "entries", "Entries this process's "
+           "consumer of the version handled again after an earlier delivery (its own pending ones after a "
+           "failure or restart, or reclaimed from a dead consumer)", "process"),
+    Family("memstream_projection_freshness_seconds", "histogram", GROUP, "seconds", "From an entry's "
+           "append to the log to its batch committed by this process's consumer of the version", "process"),
+    Family("memstream_projection_stage_seconds", "histogram", GROUP + ("stage",), "seconds", "Seconds of "
+           "each stage of a batch in this process: admit, apply, commit; embed (each embedding call, "
+           "inside apply)", "process"),
+    Family("memstream_projection_embed_batch_texts", "histogram", GROUP, "texts", "Texts per embedding call "
+           "of the version's projection in this process", "process"),
+    # the read path
+    Family("memstream_query_queue_length", "gauge", ("channel",), "requests", "Query requests waiting in "
+           "the lists (LLEN): the operator's channel, and every registered tenant's summed", "redis"),
+    Family("memstream_queries_total", "counter", ("outcome",), "requests", "Query requests by outcome: "
+           "answered, refused, expired (nobody waited any more: the caller timed out), failed, unsupported",
+           "redis"),
+    Family("memstream_query_seconds", "histogram", ("op",), "seconds", "Seconds a query handler of this "
+           "process took, by operation", "process"),
+)
+_BY_NAME = {f.name: f for f in FAMILIES}
+
+# bucket bounds, few enough to keep a scrape small (a stage histogram per stage and version)
+FRESHNESS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)
+STAGE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
+QUERY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
+BATCH_BUCKETS = (1, 4, 16, 64, 128, 256, 1024)
+
+
+def _group_labels(group: str) -> tuple[str, str, str]:
+    """(group, projection, version) of a group named ``NAME.vN``."""
+    name, dot_v, version = group.rpartition(".v")
+    return (group, name, version) if dot_v and version.isdigit() else (group, group, "")
+
+
+def _family(name: str) -> GaugeMetricFamily | CounterMetricFamily:
+    f = _BY_NAME[name]
+    if f.type == "counter":
+        return CounterMetricFamily(f.name, f.help, labels=f.labels, unit="")
+    return GaugeMetricFamily(f.name, f.help, labels=f.labels, unit="")
+
+
+def _age(entry_id: str | None, now: float) -> float | None:
+    if not entry_id:
+        return None
+    try:
+        return max(0.0, now - parse_entry_id(entry_id)[0] / 1000.0)
+    except ValueError:
+        return None
+
+
+class LogCollector(Collector):
+    """The figures read from Redis at scrape time, and the counters of ``consumers()``
+    (this process's consumers)."""
+
+    def __init__(self, eventlog: EventLog, projections: Sequence[tuple[str, str]], *,
+                 consumers: Callable[[], Iterable[Consumer]] = lambda: (), role: str = "service",
+                 alive_within: float = 60.0, archived: Callable[[], int | None] = lambda: 0) -> None:
+        self.log = eventlog
+        self.archived = archived  # entries in the log's archive (None: unreadable)
+        self.client = eventlog.client
+        self.prefix = eventlog.prefix
+        self.projections = list(projections)  # (name, group of its first version) of every registered projection
+        self.consumers = consumers
+        self.role = role
+        self.alive_within = alive_within
+        self.registry = TenantRegistry(self.client, self.prefix)
+        self._dlq_lock = threading.Lock()
+        self._dlq_state: tuple[int, str] | None = None
+        self._dlq_counts: dict[str, int] = {}
+
+    def describe(self) -> Iterator[Metric]:
+        for f in FAMILIES:
+            if f.type != "histogram":
+                yield _family(f.name)
+
+    def collect(self) -> Iterator[Metric]:
+        info = _family("memstream_info")
+        info.add_metric([__version__, self.role], 1)
+        yield info
+        read = {f.name: _family(f.name) for f in FAMILIES if f.source == "redis"}
+        started = time.perf_counter()
+        try:
+            self._read(read, time.time())
+            up = 1
+        except (redis.RedisError, OSError, ValueError) as exc:  # ValueError: a count that is no number
+            log.warning("metrics.redis_unreadable", error=f"{type(exc).__name__}: {exc}"[:300],
+                        action="the scrape reports memstream_redis_up 0 and no figure read from Redis")
+            read = {name: _family(name) for name in read}
+            up = 0
+        seconds = _family("memstream_redis_read_seconds")
+        seconds.add_metric([], time.perf_counter() - started)
+        redis_up = _family("memstream_redis_up")
+        redis_up.add_metric([], up)
+        yield redis_up
+        yield seconds
+        yield from read.values()
+        yield from self._consumer_counters()
+
+    def _consumer_counters(self) -> Iterator[Metric]:
+        applied = _family("memstream_projection_applied_total")
+        dead = _family("memstream_projection_dead_lettered_total")
+        again = _family("memstream_projection_redelivered_total")
+        for c in list(self.consumers()):
+            labels = list(_group_labels(c.group))
+            applied.add_metric(labels, c.stats.applied)
+            dead.add_metric(labels, c.stats.dead_lettered)
+            again.add_metric(labels, c.stats.redelivered)
+        yield from (applied, dead, again)
+
+    # -- reading Redis ---------------------------------------------------------------------
+    def _read(self, f: dict[str, GaugeMetricFamily | CounterMetricFamily], now: float) -> None:
+        from memstream.projections import Catalog
+        from memstream.workers import build_progress, consuming, group_progress, read_health, waiting
+
+        c, streams = self.client, self.log.stream_keys
+        for info in self.log.stream_info():
+            stream = info["stream"]
+            f["memstream_stream_entries"].add_metric([stream], int(info["length"]))
+            used = self.log.memory_bytes(stream, samples=SAMPLES)
+            if used is not None:  # None: a server without MEMORY USAGE
+                f["memstream_stream_bytes"].add_metric([stream], used)
+            for which in ("first", "last"):
+                age = _age(info[f"{which}_id"], now)
+                if age is not None:
+                    f[f"memstream_stream_{which}_entry_age_seconds"].add_metric([stream], age)
+        types: dict[str, int] = {}
+        for etype, n in self.log.type_counts().items():
+            label = etype if etype in EVENT_TYPES else "other"
+            types[label] = types.get(label, 0) + n
+        for etype, n in sorted(types.items()):
+            f["memstream_events_appended_total"].add_metric([etype], n)
+        catalog = Catalog(c, self.prefix)
+        groups: list[str] = []
+        archived: int | None = None  # entries in the archive, read once a scrape, for builds only
+        for name, first in self.projections:
+            versions = catalog.versions(name)
+            for v in versions:
+                for state in STATES:
+                    f["memstream_projection_state"].add_metric([v.group, name, str(v.version), state],
+                                                               1 if v.state == state else 0)
+            running: list[tuple[str, Version | None]] = [(v.group, v) for v in versions
+                                                         if v.state not in ("dropping", "failed")]
+            for group, built in running or [(first, None)]:  # no catalog yet: its first version
+                groups.append(group)
+                labels = list(_group_labels(group))
+                progress = group_progress(c, streams, group)
+                if progress.lag is not None:
+                    f["memstream_projection_lag_entries"].add_metric(labels, progress.lag)
+                f["memstream_projection_pending_entries"].add_metric(labels, progress.pending)
+                left = waiting(c, streams, group)
+                if not left.entries:
+                    f["memstream_projection_lag_seconds"].add_metric(labels, 0.0)
+                elif left.since:  # unknown (unreadable entry ids): absent, never 0
+                    f["memstream_projection_lag_seconds"].add_metric(labels, max(0.0, now - left.since))
+                alive = consuming(read_health(c, self.prefix, group), now, self.alive_within)
+                f["memstream_projection_consumers"].add_metric(labels, alive)
+                if built is not None and built.state == "building":
+                    if archived is None:
+                        archived = self.archived()
+                    if archived is not None:  # an unreadable archive: the build's progress is unknown
+                        done, total = build_progress(progress, archived_total=archived,
+                                                     archive_done=built.archive_done,
+                                                     archive_applied=built.archive_applied)
+                        if done is not None:
+                            f["memstream_replay_applied_entries"].add_metric(labels, done)
+                        f["memstream_replay_log_entries"].add_metric(labels, total)
+        dead, counted = f["memstream_projection_dead_letters"], self._dead_letters()
+        for group in groups:  # a running version without dead letters has 0, known
+            counted.setdefault(group, 0)
+        for group, n in counted.items():
+            dead.add_metric(list(_group_labels(group)), n)
+        self._queues(f)
+
+    def _dead_letters(self) -> dict[str, int]:
+        """Group -> dead letters, recounted only when the dead-letter stream changed (its
+        length or its newest id) since the last scrape."""
+        from memstream.workers import DeadLetters
+
+        key = keys.dlq(self.prefix)
+        length = int(self.client.xlen(key))
+        newest = self.client.xrevrange(key, count=1)
+        state = (length, as_str(newest[0][0]) if newest else "")
+        with self._dlq_lock:
+            if state != self._dlq_state:
+                counts = DeadLetters(self.client, self.prefix).count_by_group() if length else {}
+                kept = dict(sorted(counts.items(), key=lambda kv: -kv[1])[:MAX_DLQ_GROUPS])
+                rest = sum(counts.values()) - sum(kept.values())
+                if rest:
+                    kept["other"] = kept.get("other", 0) + rest
+                self._dlq_state, self._dlq_counts = state, kept
+            return dict(self._dlq_counts)
+
+    def _queues(self, f: dict[str, GaugeMetricFamily | CounterMetricFamily]) -> None:
+        c = self.client
+        tenants = list(self.registry.all())
+        pipe = c.pipeline(transaction=False)
+        pipe.llen(operator_channel(self.prefix))
+        for tenant in tenants:
+            pipe.llen(tenant_channel(self.prefix, tenant))
+        pipe.hgetall(keys.query_counters(self.prefix))
+        *lengths, counters = pipe.execute()
+        f["memstream_query_queue_length"].add_metric(["operator"], int(lengths[0]))
+        f["memstream_query_queue_length"].add_metric(["tenants"], sum(int(n) for n in lengths[1:]))
+        outcomes = {as_str(k): int(v) for k, v in (counters or {}).items()}
+        for outcome in QUERY_OUTCOMES:
+            f["memstream_queries_total"].add_metric([outcome], outcomes.get(outcome, 0))
+
+
+class BatchHistogram(Collector):
+    """A histogram fed a batch of values at a time: one lock and one bucket search (bisect)
+    per value, instead of prometheus_client's lock per bucket and sum per value; collected
+    as a ``HistogramMetricFamily`` (the same exposition as a ``Histogram``'s)."""
+
+    def __init__(self, family: Family, bounds: Sequence[float]) -> None:
+        self.family = family
+        self.bounds = tuple(float(b) for b in bounds)
+        self.les = [floatToGoString(b) for b in self.bounds] + ["+Inf"]
+        self._lock = threading.Lock()
+        self._series: dict[tuple[str, ...], list[float]] = {}  # labels -> count per bucket, then the sum
+
+    def observe(self, labels: tuple[str, ...], values: Sequence[float]) -> None:
+        where = [bisect.bisect_left(self.bounds, v) for v in values]  # bounds[i-1] < v <= bounds[i]
+        total = math.fsum(values)
+        with self._lock:
+            row = self._series.get(labels)
+            if row is None:
+                row = self._series[labels] = [0.0] * (len(self.bounds) + 2)
+            for i in where:
+                row[i] += 1
+            row[-1] += total
+
+    def _empty(self) -> HistogramMetricFamily:
+        return HistogramMetricFamily(self.family.name, self.family.help, labels=self.family.labels)
+
+    def describe(self) -> Iterator[Metric]:
+        yield self._empty()
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            series = {labels: list(row) for labels, row in self._series.items()}
+        out = self._empty()
+        for labels, row in series.items():
+            cumulative, buckets = 0.0, []
+            for le, n in zip(self.les, row[:-1]):
+                cumulative += n
+                buckets.append((le, cumulative))
+            out.add_metric(list(labels), buckets, row[-1])
+        yield out
+
+
+class Metrics:
+    """The metrics of one process: its registry (``LogCollector``, the histograms, the
+    process collector), the observer its consumers and query server report to, and the
+    HTTP server (``start``/``stop``)."""
+
+    def __init__(self, eventlog: EventLog, settings: Settings, *,
+                 consumers: Callable[[], Iterable[Consumer]] = lambda: (), role: str = "service",
+                 projections: Sequence[tuple[str, str]] | None = None) -> None:
+        self.settings = settings
+        disable_created_metrics()  # no `_created` series: a third of a scrape, and no rule needs them
+        self.registry = CollectorRegistry()
+        if projections is None:
+            projections = _registered(settings)
+        self.collector = LogCollector(eventlog, projections, consumers=consumers, role=role,
+                                      alive_within=settings.stall_after_s,
+                                      archived=lambda: _archived(settings.archive_path))
+        self.registry.register(self.collector)
+        ProcessCollector(registry=self.registry)
+        r = self.registry
+        self.freshness = BatchHistogram(_BY_NAME["memstream_projection_freshness_seconds"], FRESHNESS_BUCKETS)
+        r.register(self.freshness)
+        self.stages = Histogram("memstream_projection_stage_seconds", _BY_NAME[
+            "memstream_projection_stage_seconds"].help, GROUP + ("stage",), registry=r, buckets=STAGE_BUCKETS)
+        self.embed_batch = Histogram("memstream_projection_embed_batch_texts", _BY_NAME[
+            "memstream_projection_embed_batch_texts"].help, GROUP, registry=r, buckets=BATCH_BUCKETS)
+        self.queries = Histogram("memstream_query_seconds", _BY_NAME["memstream_query_seconds"].help,
+                                 ("op",), registry=r, buckets=QUERY_BUCKETS)
+        self._children: dict[tuple[int, str, str], Any] = {}  # (histogram, group, stage) -> its child
+        self._server: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
+        self.address: tuple[str, int] | None = None
+
+    # -- the observer (memstream.core.observe) -------------------------------------------
+    def _child(self, histogram: Histogram, group: str, stage: str = "") -> Any:
+        key = (id(histogram), group, stage)
+        child = self._children.get(key)
+        if child is None:
+            labels = _group_labels(group) + ((stage,) if stage else ())
+            child = self._children[key] = histogram.labels(*labels)
+        return child
+
+    def batch(self, group: str, stages: dict[str, float], applied: list[str], at: float) -> None:
+        for stage, seconds in stages.items():
+            self._child(self.stages, group, stage).observe(seconds)
+        if applied:
+            now_ms = at * 1000.0
+            self.freshness.observe(_group_labels(group), [
+                max(0.0, now_ms - int(entry_id[:entry_id.find("-")])) / 1000.0 for entry_id in applied])
+
+    def embedded(self, group: str, texts: int, seconds: float) -> None:
+        self._child(self.stages, group, "embed").observe(seconds)
+        self._child(self.embed_batch, group).observe(texts)
+
+    def answered(self, op: str, seconds: float) -> None:
+        if op in OPS:
+            self.queries.labels(op).observe(seconds)
+
+    # -- serving ---------------------------------------------------------------------------
+    @property
+    def url(self) -> str | None:
+        """``http://HOST:PORT/metrics`` while serving, else None."""
+        if self.address is None:
+            return None
+        host, port = self.address
+        return f"http://{'[' + host + ']' if ':' in host else host}:{port}/metrics"
+
+    def start(self, host: str, port: int) -> Metrics:
+        """Serve on ``host:port`` (port 0: a free one; ``address`` says which) and become
+        the process's observer. Raises OSError when the address cannot be bound."""
+        self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
+        self._thread.name = "memstream-metrics"
+        bound = self._server.server_address
+        self.address = (str(bound[0]), int(bound[1]))
+        observe.install(self)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving; the process has no observer any more (unless another replaced this one)."""
+        if observe.current() is self:
+            observe.install(None)
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(5.0)
+            self._thread = None
+        self.address = None
+
+
+def _archived(path: Path) -> int | None:
+    """Entries in the archive at ``path`` (0 without one; None when it is unreadable)."""
+    from memstream.producers import Archive, ArchiveError
+
+    try:
+        return sum(int(seg.count) for seg in Archive(path).segments())
+    except ArchiveError as exc:
+        log.warning("metrics.archive_unreadable", error=str(exc)[:300])
+        return None
+
+
+def _registered(settings: Settings) -> list[tuple[str, str]]:
+    from memstream.projections import PROJECTIONS, all_registered
+
+    try:
+        rows = all_registered(settings.projections)
+    except Exception as exc:  # noqa: BLE001  a projection of your own that cannot load: the built-in ones
+        log.warning("metrics.projections_unloadable", error=f"{type(exc).__name__}: {exc}"[:300])
+        rows = PROJECTIONS
+    return [(row.name, row.group) for row in rows]
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def start_metrics(settings: Settings, eventlog: EventLog, *,
+                  consumers: Callable[[], Iterable[Consumer]] = lambda: (), role: str = "service") -> Metrics | None:
+    """This process's metrics, served on ``MEMSTREAM_METRICS_ADDR``; None when it is empty,
+    or when the address cannot be bound (a port another process holds: a warning says so,
+    and the process goes on without metrics)."""
+    address = settings.metrics_address
+    if address is None:
+        return None
+    host, port = address
+    metrics = Metrics(eventlog, settings, consumers=consumers, role=role)
+    try:
+        metrics.start(host, port)
+    except OSError as exc:
+        log.warning("metrics.not_served", address=settings.metrics_addr, pid=os.getpid(),
+                    error=f"{type(exc).__name__}: {exc}"[:300],
+                    action="this process runs without metrics; give it its own MEMSTREAM_METRICS_ADDR "
+                           "(HOST:0 picks a free port) or empty it to turn metrics off")
+        return None
+    assert metrics.address is not None
+    if not _loopback(metrics.address[0]):
+        log.warning("metrics.not_loopback", url=metrics.url,
+                    action="keep /metrics off public interfaces: a firewall or a reverse proxy in front "
+                           "(README, Metrics)")
+    log.info("metrics.serving", url=metrics.url, role=role)
+    return metrics
