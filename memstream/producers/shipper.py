@@ -42,7 +42,7 @@ class Shipper:
     #   a waiting agent thread gets the interpreter within one batch's work (a sleep, not
     #   a bare release: the thread would take the lock straight back).
     POLL = 0.05
-    MAX_DEFER = 1.0
+    MAX_DEFER = 0.25
     IDLE_WAKE = 1.0  # a parked thread still wakes this often (fsync, adoption of orphans)
     YIELD = 0.0001
     # retries after failures in a row: from RETRY_BASE s, doubling, at most RETRY_CAP s (jittered)
@@ -240,6 +240,7 @@ class Shipper:
                 self._parked = False
                 if not woken:
                     return self.spool.appended  # periodic pass: fsync, adoption
+                self._wake.clear()  # a hook's wake-up: wait for the pause (flush and stop are seen above)
                 continue
             if not first_new:
                 first_new = now

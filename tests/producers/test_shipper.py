@@ -449,3 +449,16 @@ def test_what_a_detached_writer_could_not_ship_is_shipped_by_the_services_adopte
     adopter.ship_once()
     assert logged_contents(event_log) == labels
     adopter.stop(1.0, close_spool=True)
+
+
+def test_a_parked_shipper_woken_by_a_hook_waits_for_the_hooks_to_pause_before_shipping(writers, settings, event_log):
+    w = make_writer(writers, settings, lambda: event_log)
+    w.shipper.POLL, w.shipper.MAX_DEFER = 1.0, 30.0  # generous: a loaded machine cannot fake a pause
+    wait_for(lambda: w.shipper._parked, what="the shipper parked")
+    labels = []
+    for i in range(30):  # a burst of hooks, 10 ms apart
+        labels.append(f"b{i}")
+        assert w.emit(remembered(labels[-1]))
+        threading.Event().wait(0.01)
+        assert w.shipper.shipped == 0  # nothing shipped in the middle of the burst
+    wait_for(lambda: logged_contents(event_log) == labels, what="the burst shipped after the pause")
