@@ -19,7 +19,8 @@ flushed, so its shipping does not land in the next condition's chunk. A turn is 
 ``on_turn_start``, ``on_memory_write`` (Hermes-like metadata), ``sync_turn`` with the WHOLE
 growing transcript; each hook is timed on its own with ``time.perf_counter_ns``, the garbage
 collector disabled during a chunk (collected before). A floor (fixed Python work timed the
-same way) runs in every round.
+same way) runs in every round, and in the 20 ms conditions right after the work, before
+the hooks (a CPU just busy with other work runs the same code slower).
 
 Per hook and condition: p50/p99/p99.9/max and the ratios against ``redis_up`` at the same
 work. A condition is reported as a ``REGRESSION`` against ``redis_up`` when its p99 is above
@@ -181,6 +182,7 @@ class _Condition:
         {"role": "system", "content": "You are Hermes, a helpful agent."}])
     turns: int = 0  # turns run so far (the warm-up included)
     timings: dict[str, list[int]] = field(default_factory=lambda: {h: [] for h in HOOKS})
+    floor: list[int] = field(default_factory=list)  # the fixed work, timed right after the agent's work
     rounds: list[dict[str, float]] = field(default_factory=list)  # per round: hook -> p99 µs
 
     @property
@@ -227,6 +229,9 @@ def _chunk(cond: _Condition, inputs: _Inputs, n: int, timed: bool = True) -> dic
             action, target, content, metadata = inputs.writes[i]
             if timed and cond.work_ms:
                 _work(cond.work_ms)
+                f0 = clock()
+                _fixed_work()  # the floor where the hooks run: right after the agent's work
+                cond.floor.append(clock() - f0)
             t0 = clock()
             on_turn_start(i + 1, user)
             t1 = clock()
@@ -281,16 +286,19 @@ def _in_log(url: str, stream: str) -> tuple[int, int]:
     return len(ids), len(set(ids))
 
 
+def _fixed_work() -> int:
+    """The floor's fixed pure-Python workload (about as long as a cheap hook)."""
+    s = 0
+    for i in range(250):
+        s += i * i
+    return s
+
+
 def _floor(root: Path, n: int = 4000) -> dict[str, Any]:
     """The machine's own noise: a fixed pure-Python workload and a bare 2 KB write(),
     timed like the hooks (same timer, gc disabled)."""
     clock = time.perf_counter_ns
-
-    def work() -> int:
-        s = 0
-        for i in range(250):
-            s += i * i
-        return s
+    work = _fixed_work
 
     py, wr = [0] * n, [0] * n
     fd = os.open(root / "floor.bin", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -501,6 +509,7 @@ def hotpath(calls: int = 2000, as_json: bool = False, *, rounds: int = 20, cycle
                                     for h in HOOKS)
         results[cond.name] = entry
     floor = {k: _median_floor([f[k] for f in floors]) for k in ("python_work", "write_2kb")}
+    floor["python_work_after_20ms"] = _summary([x for c in conds if c.work_ms for x in c.floor])
     return {
         "benchmark": "hotpath",
         "date": started.isoformat(timespec="seconds"),
@@ -566,6 +575,10 @@ def format_hotpath(result: dict[str, Any]) -> str:
                          f"{s['max_us']:>9.1f}{ratio}")
     lines.append(f"{'floor: fixed Python work':<41}{f['python_work']['n']:>6}{f['python_work']['p50_us']:>8.1f}"
                  f"{f['python_work']['p99_us']:>8.1f}{f['python_work']['p999_us']:>9.1f}{f['python_work']['max_us']:>9.1f}")
+    fa = f.get("python_work_after_20ms")
+    if fa and fa["n"]:
+        lines.append(f"{'floor: the same, after 20 ms of work':<41}{fa['n']:>6}{fa['p50_us']:>8.1f}{fa['p99_us']:>8.1f}"
+                     f"{fa['p999_us']:>9.1f}{fa['max_us']:>9.1f}")
     lines.append(f"{'floor: write() of 2 KB':<41}{f['write_2kb']['n']:>6}{f['write_2kb']['p50_us']:>8.1f}"
                  f"{f['write_2kb']['p99_us']:>8.1f}{f['write_2kb']['p999_us']:>9.1f}{f['write_2kb']['max_us']:>9.1f}")
     lines += ["", "(x: ratio to redis_up at the same work)",
