@@ -459,7 +459,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--minutes", type=minutes, default=2.0, help="chaos: how long things break")
     p.add_argument("--agents", type=int_between(1, 64), default=4, help="chaos: agent processes")
     p.add_argument("--seed", type=int_between(0, 2**32 - 1), default=0, help="chaos: the random choices")
-    p.add_argument("--calls", type=int_between(1, 10_000_000), default=2000, help="hotpath: turns of each back-to-back condition, over all rounds")
+    p.add_argument("--calls", type=int_between(1, 10_000_000), default=2000,
+                   help="hotpath: turns of each back-to-back condition, over all rounds")
     p.add_argument("--events", type=int_between(1, 10_000_000), default=None,
                    help="ingest: events per pipeline drain (default 1000); archive: events appended, archived and "
                    "read back (default 100000); replay: events in the log (default 100000)")
