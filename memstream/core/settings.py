@@ -73,9 +73,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     max_text_bytes: Annotated[int, Meta(ge=64, le=1 << 30, description=(  # 64: room for the clip mark
         "Text fields longer than this (UTF-8 bytes) are clipped, counted and flagged in the event."))] = 256 * 1024
     ship_batch: Annotated[int, Meta(ge=1, le=100_000, description=(
-        "Events per shipped batch (one atomic script call)."))] = 500
+        "Events per shipped batch (one atomic script call). The shipper hands the interpreter back to "
+        "the agent's threads between batches: a batch's work is what a hook may wait for."))] = 32
     shutdown_timeout: Annotated[float, Meta(ge=0.0, le=3600.0, description=(
-        "Seconds `shutdown()` spends shipping; the rest stays in the spool for the next start."))] = 2.0
+        "Seconds the shipper goes on in the background after the last `shutdown()` of the process "
+        "(`shutdown()` itself waits for nothing); what it could not ship stays in the spool for the next "
+        "start."))] = 2.0
     qdrant_url: Annotated[str, Meta(description=(
         "Qdrant server for the projections. Empty: the embedded store (qdrant-edge) owned by "
         "`memstream up`."))] = ""

@@ -9,6 +9,7 @@ run twice (it holds a lock for its lifetime).
 
 from __future__ import annotations
 
+import threading
 import time
 
 import redis
@@ -48,6 +49,9 @@ class LogLocator:
         self.settings = settings
         self.autostart = settings.autostart if autostart is None else autostart
         self._spawned_at = 0.0
+        self._lock = threading.Lock()
+        self._url = ""
+        self._client: redis.Redis | None = None
 
     def url(self) -> str | None:
         if self.settings.redis_url:
@@ -62,13 +66,31 @@ class LogLocator:
             raise redis.ConnectionError(
                 f"no memstream service is running (no live run file at {self.settings.run_file}); "
                 + ("starting one" if self.autostart else "run `memstream up` or set MEMSTREAM_REDIS_URL"))
-        try:
-            client = redis_client(url)
-        except ValueError as exc:  # a malformed URL: Settings.problems says why
-            raise redis.ConnectionError(f"the Redis URL {mask_url(url)!r} is not valid ({type(exc).__name__}); "
-                                        "`memstream doctor` says why") from None
+        with self._lock:
+            client = self._client
+            if client is None or url != self._url:
+                try:
+                    client = redis_client(url)
+                except ValueError as exc:  # a malformed URL: Settings.problems says why
+                    raise redis.ConnectionError(f"the Redis URL {mask_url(url)!r} is not valid "
+                                                f"({type(exc).__name__}); `memstream doctor` says why") from None
+                self._close_client()
+                self._client, self._url = client, url
         client.ping()
         return event_log(client, url, self.settings)
+
+    def close(self) -> None:
+        """Close the client kept for the next call (its connections); a later call opens another."""
+        with self._lock:
+            self._close_client()
+            self._client, self._url = None, ""
+
+    def _close_client(self) -> None:  # under self._lock
+        if self._client is not None:
+            try:
+                self._client.close()
+            except Exception:  # closing a broken connection must not fail the caller
+                pass
 
     def _maybe_start_service(self) -> None:
         if not self.autostart or self.settings.redis_url:

@@ -31,11 +31,20 @@ class Shipper:
     """Ships one ``Spool`` to the log returned by ``connect`` (called on every retry)."""
 
     ADOPT_EVERY = 5.0
-    # Ship once the hooks pause for QUIET s, so a burst of back-to-back hooks is not
-    # interrupted by a shipping pass (it holds the GIL for milliseconds), but never
-    # later than MAX_DEFER s after being woken. flush() and stop() skip the wait.
-    QUIET = 0.002
-    MAX_DEFER = 1.0
+    # The thread shares the interpreter lock with the agent's threads: every time it wakes
+    # while the agent runs, the agent stops for a hand-over (tens of µs on a loaded
+    # machine, up to the 5 ms switch interval when the thread holds the lock). So:
+    # * a hook wakes the thread only when it is parked (nothing appended for POLL s);
+    #   otherwise the thread looks for new records every POLL s on its own;
+    # * it ships once the hooks pause for a POLL (a burst is not interrupted), but never
+    #   later than MAX_DEFER s after the first new record; flush() and stop() skip the wait;
+    # * a pass sleeps YIELD s between batches (``ship_batch`` records, one script call), so
+    #   a waiting agent thread gets the interpreter within one batch's work (a sleep, not
+    #   a bare release: the thread would take the lock straight back).
+    POLL = 0.05
+    MAX_DEFER = 0.25
+    IDLE_WAKE = 1.0  # a parked thread still wakes this often (fsync, adoption of orphans)
+    YIELD = 0.0001
     # retries after failures in a row: from RETRY_BASE s, doubling, at most RETRY_CAP s (jittered)
     RETRY_BASE = 0.1
     RETRY_CAP = 5.0
@@ -59,6 +68,11 @@ class Shipper:
         self._failures_in_row = 0
         self._flushing = 0  # flush() calls in progress (they skip the quiet wait)
         self._flushing_lock = threading.Lock()
+        self._parked = False  # waiting for a hook's notify (nothing new for POLL s)
+        # winding down (``wind_down``): ship at once, and stop when this returns True
+        self._finish: Callable[[], bool] | None = None
+        self._wind_down_by = 0.0
+        self.on_exit: Callable[[], None] | None = None  # called by the thread as it ends
         self._last_adopt = 0.0
         self._last_sync = time.monotonic()
         # counters
@@ -82,14 +96,28 @@ class Shipper:
         return self
 
     def notify(self) -> None:
-        """Tell the thread new records are there (cheap; called by hooks).
+        """Tell a parked thread new records are there (cheap; called by hooks).
 
-        A no-op while the thread is already woken (``Event.set`` takes a lock and
-        notifies on every call) or backing off after a failure: hooks must not turn the
-        back-off into a reconnect per event. ``flush``/``stop`` still wake it at once.
+        A no-op unless the thread is parked: an active thread finds new records on its own
+        within ``POLL`` s, and a thread backing off after a failure must not be turned into
+        a reconnect per event. ``flush``/``stop`` still wake it at once.
         """
-        if not self._backoff and not self._wake.is_set():
+        if self._parked and not self._wake.is_set():
             self._wake.set()
+
+    def wind_down(self, finished: Callable[[], bool], within: float) -> None:
+        """Ship what is spooled now, without waiting for a pause of the hooks, then end the
+        thread and close the spool once ``finished()`` (called on the thread) says so,
+        which it is asked again ``within`` s from now at the latest. The caller does not
+        wait. ``keep_on`` undoes it."""
+        self._wind_down_by = time.monotonic() + within
+        self._finish = finished
+        self._wake.set()
+
+    def keep_on(self) -> None:
+        """Cancel ``wind_down``: the thread goes on shipping for new hooks."""
+        self._finish = None
+        self._wake.set()
 
     def flush(self, timeout: float, wait_while_down: bool = True) -> bool:
         """Wait up to ``timeout`` s until everything spooled so far is shipped.
@@ -154,13 +182,33 @@ class Shipper:
                 close, self._close_spool_at_exit = self._close_spool_at_exit, False
             if close:
                 self.spool.close()
+            if self.on_exit is not None:
+                try:
+                    self.on_exit()
+                except Exception:  # the thread is ending anyway
+                    pass
 
     def _loop(self) -> None:
+        seen = -1
         while not self._stop.is_set():
-            self._wake.wait(timeout=self._backoff or 0.25)
-            if not self._backoff:
-                self._wait_for_quiet()
+            finish = self._finish
+            if finish is not None and finish():
+                with self._exit_lock:
+                    self._close_spool_at_exit = True
+                return
+            if self._backoff:
+                wait = self._backoff
+                if finish is not None:  # ask ``finish`` again when the wind-down time is up
+                    wait = min(wait, max(0.0, self._wind_down_by - time.monotonic()) + 0.01)
+                self._wake.wait(wait)
+            elif finish is None:
+                seen = self._wait_for_work(seen)
+            elif self._drained():  # wound down: wait for the end of it (or keep_on, flush, stop)
+                self._wake.wait(max(0.0, self._wind_down_by - time.monotonic()) + 0.01)
             self._wake.clear()
+            if self._stop.is_set():
+                break
+            seen = self.spool.appended  # what this pass may ship; later records are new
             try:
                 self.ship_once()
             except Exception as exc:  # never let the thread die
@@ -171,14 +219,36 @@ class Shipper:
             with self._idle:
                 self._idle.notify_all()
 
-    def _wait_for_quiet(self) -> None:
-        """Wait until no append for ``QUIET`` s, at most ``MAX_DEFER`` s (none while flushing)."""
-        deadline = time.monotonic() + self.MAX_DEFER
-        seen = self.spool.appended
-        while not self._flushing and time.monotonic() < deadline:
-            if self._stop.wait(self.QUIET) or self.spool.appended == seen:
-                return
-            seen = self.spool.appended
+    def _wait_for_work(self, seen: int) -> int:
+        """Wait until there is something to ship and the hooks paused for ``POLL`` s (at
+        most ``MAX_DEFER`` s after it appeared), or a flush/stop, or a parked thread's
+        periodic wake. Returns the append count it saw last."""
+        first_new = 0.0
+        while not self._stop.is_set():
+            if self._flushing or self._wake.is_set() and not self._parked:
+                return self.spool.appended
+            appended = self.spool.appended
+            now = time.monotonic()
+            if appended == seen:
+                if first_new:  # new records, then a pause of POLL s: ship them
+                    return appended
+                self._parked = True  # from here on the next hook wakes the thread
+                if self.spool.appended != seen:  # a hook appended just before: not woken
+                    self._parked = False
+                    continue
+                woken = self._wake.wait(self.IDLE_WAKE)
+                self._parked = False
+                if not woken:
+                    return self.spool.appended  # periodic pass: fsync, adoption
+                self._wake.clear()  # a hook's wake-up: wait for the pause (flush and stop are seen above)
+                continue
+            if not first_new:
+                first_new = now
+            elif now - first_new >= self.MAX_DEFER:
+                return appended
+            seen = appended
+            self._wake.wait(self.POLL)
+        return self.spool.appended
 
     def ship_once(self) -> int:
         """One pass: adopt orphans, ship every segment as far as possible. Returns count."""
@@ -191,6 +261,14 @@ class Shipper:
             self.spool.adopt_orphans()
         self.spool.rotate_if_large()
         total = 0
+        if self._log is None and not self._drained():
+            # connect before reading anything: while the log is down a retry costs one
+            # refused connection, not a re-read and re-decode of a batch of the spool
+            try:
+                self._eventlog()
+            except redis.RedisError as exc:
+                self._on_failure(exc)
+                return total
         for seg in self.spool.ship_order():
             try:
                 total += self._ship_segment(seg)
@@ -265,6 +343,7 @@ class Shipper:
             if end == seg.offset:
                 break
             self.spool.shipped(seg, end, last_seq)
+            time.sleep(self.YIELD)  # hand the interpreter to a waiting agent thread
         if self.spool.finished(seg):
             self._eventlog().forget_segment(seg.id, self._segment_tenants.pop(seg.id, ()))
             self.spool.remove(seg)

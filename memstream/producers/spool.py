@@ -133,7 +133,7 @@ class Segment:
 class _Window:
     """Buffered positional reads of one file up to a byte limit."""
 
-    CHUNK = 1 << 20
+    CHUNK = 1 << 16  # a batch of records is tens of KB: no need to copy a megabyte per read
 
     def __init__(self, fd: int, limit: int):
         self.fd, self.limit = fd, limit

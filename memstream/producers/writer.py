@@ -3,6 +3,12 @@
 One ``Writer`` per spool directory per process, shared by every caller (the Hermes
 gateway builds many provider instances in one process) and reference-counted: the last
 ``release`` ships what it can within ``shutdown_timeout`` and leaves the rest spooled.
+``detach`` (the provider's ``shutdown``) drops a reference without waiting: after the
+last one the shipper thread goes on shipping in the background for ``shutdown_timeout``
+s, then ends and closes the spool; what it leaves there (the log was unreachable) is
+shipped by the next writer of the process, another process that adopts the segment, or
+``memstream up``. A ``shared`` call meanwhile takes the same writer back (a gateway
+builds a provider per message: one thread and one segment for all of them).
 
 Guarantee: ``emit`` never raises and never touches the network; it returns True once
 the event is in the kernel (safe from a crash of this process), False if it was
@@ -13,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import threading
+import time
 from typing import Any
 
 import structlog
@@ -39,9 +46,12 @@ class Writer:
         self.locator = locator or LogLocator(settings)
         self.shipper = Shipper(self.spool, self.locator, batch=settings.ship_batch,
                                fsync_interval=settings.fsync_interval)
+        self.shipper.on_exit = getattr(self.locator, "close", None)  # its Redis client
         self.encode_errors = 0
         self._refs = 0
         self._closed = False
+        self._key = ""
+        self._detached_at: float | None = None  # the last reference was detached then
 
     @classmethod
     def shared(cls, settings: Settings) -> Writer:
@@ -53,9 +63,13 @@ class Writer:
             writer = _registry.get(key)
             if writer is None or writer._closed:
                 writer = cls(settings)
+                writer._key = key
                 writer.shipper.start()
                 _registry[key] = writer
             writer._refs += 1
+            if writer._detached_at is not None:  # winding down: it goes on instead
+                writer._detached_at = None
+                writer.shipper.keep_on()
             return writer
 
     def emit(self, event: Event) -> bool:
@@ -84,6 +98,34 @@ class Writer:
                 if value is self:
                     del _registry[key]
         return self.close(timeout)
+
+    def detach(self) -> None:
+        """Drop one reference without waiting (see the module docstring). Never touches
+        the network and never blocks on the shipper."""
+        with _registry_lock:
+            self._refs -= 1
+            if self._refs > 0 or self._closed:
+                return
+            self._detached_at = time.monotonic()
+        self.shipper.wind_down(self._finished, self.settings.shutdown_timeout)
+
+    def _finished(self) -> bool:
+        """On the shipper thread while winding down: True (and out of the registry) once
+        ``shutdown_timeout`` s have passed since the last ``detach``; False if a ``shared``
+        call took the writer back meanwhile."""
+        with _registry_lock:
+            detached = self._detached_at
+            if detached is None or self._refs > 0:
+                return False
+            if time.monotonic() - detached < self.settings.shutdown_timeout:
+                return False
+            if _registry.get(self._key) is self:
+                del _registry[self._key]
+            self._closed = True
+        if not self.spool.drained():
+            log.warning("writer.closed_with_backlog", unshipped_bytes=self.spool.unshipped_bytes,
+                        action="left in the spool; the next writer, another process or `memstream up` ships it")
+        return True
 
     def close(self, timeout: float | None = None) -> bool:
         if self._closed:

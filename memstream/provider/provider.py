@@ -2,7 +2,8 @@
 results computed elsewhere.
 
 Every writing hook builds one event, spools it with one write (``producers.Writer.emit``)
-and returns; a shipper thread moves it to Redis. Recall (``on_turn_start`` /
+and returns; a shipper thread moves it to Redis. ``shutdown`` waits for neither the
+shipper nor Redis (see ``producers.writer``). Recall (``on_turn_start`` /
 ``prefetch`` / ``queue_prefetch``) and the ``memstream_*`` tools ask the service, which
 holds the store and the embedder (``memstream.provider.recall``); ``prefetch`` waits at most its
 budget. No hook touches the network on the agent thread except a tool call (bounded by
@@ -166,13 +167,16 @@ class MemstreamProvider(MemoryProvider):
 
     @_guard()
     def shutdown(self) -> None:
-        """Ship what can be shipped within ``shutdown_timeout``; the rest stays spooled."""
+        """Detach from the process's writer and stop the recall thread, waiting for
+        neither (no network here): the shipper goes on in the background and ships what
+        is spooled within ``shutdown_timeout``; what it cannot ship stays in the spool for
+        the next provider of the process, another process or ``memstream up``."""
         recall, self.recall = self.recall, None
         if recall is not None:
             recall.close()
         writer, self.writer = self.writer, None
         if writer is not None:
-            writer.release()
+            writer.detach()
 
     # -- hooks that append ----------------------------------------------------------
     @_guard()

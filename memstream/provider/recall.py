@@ -7,6 +7,11 @@ list (``memstream.query``) answered by the process that holds the store (``memst
 waits on an in-process event for at most its budget. Tool calls ask synchronously with
 a bounded timeout (they are part of the agent's tool loop anyway).
 
+While Redis cannot be reached the thread retries on a jittered back-off
+(``memstream.core.backoff``) and fails the queries submitted meanwhile at once, without
+touching the network: a connection attempt per turn would take the interpreter from the
+agent's thread for about a millisecond each time.
+
 Guarantees: ``submit`` never touches the network and never blocks; ``wait_fresh``
 returns within its timeout whatever Redis or the service do; ``format_block`` keeps the
 injected text within a token budget, never repeats an item already injected in the
@@ -25,7 +30,7 @@ from typing import Any, Callable
 import redis
 import structlog
 
-from memstream.core import Settings, TransientError
+from memstream.core import Settings, TransientError, backoff_delay
 from memstream.producers import LogLocator, redis_client
 
 __all__ = ["Recall", "Query", "RecallUnavailable"]
@@ -81,6 +86,9 @@ class Recall:
     the tenant always comes from configuration, never from a tool's arguments."""
 
     MAX_PENDING = 4
+    # while Redis is unreachable: retry after RETRY_BASE s, doubling, at most RETRY_CAP s (jittered)
+    RETRY_BASE = 0.5
+    RETRY_CAP = 10.0
 
     def __init__(self, settings: Settings, request_base: Callable[[], dict[str, Any]]) -> None:
         self.settings = settings
@@ -93,6 +101,9 @@ class Recall:
         self._stop = False
         self._client: redis.Redis | None = None
         self._client_url = ""
+        self._down_until = 0.0  # monotonic time before which the thread does not try Redis
+        self._failures_in_row = 0
+        self._down_reason = ""
         self.counters: dict[str, int] = {}
 
     # -- the agent thread's side (no network) ----------------------------------------
@@ -105,6 +116,11 @@ class Recall:
         supersedes one. Hermes may deliver a turn's ``queue_prefetch`` after the next
         turn's ``on_turn_start``; that late warm-up must not cancel the fresh query."""
         query = Query(text=text, session=session, warm=warm)
+        if time.monotonic() < self._down_until:  # Redis unreachable: fail now, wake nobody
+            query.error = self._down_reason
+            query.done.set()
+            self._count("recall_errors")
+            return query
         request = {"op": "recall", **self.request_base(), "session": session, "query": text, "k": k}
         with self._cv:
             self._pending.append((query, request))
@@ -153,8 +169,16 @@ class Recall:
     # -- the background thread -------------------------------------------------------------
     def _run(self) -> None:
         try:
+            self._thread_loop()
+        finally:
+            self._close_client()
+
+    def _thread_loop(self) -> None:
+        try:
+            import memstream.query  # noqa: F401  # the import too is done here, not in a turn
+
             self._connection().ping()  # connect here, not in a turn
-        except Exception:  # no service yet: the first query says so
+        except Exception:  # no service yet: the first query says so (and starts the back-off)
             pass
         while True:
             with self._cv:
@@ -164,7 +188,14 @@ class Recall:
                     return
                 query, request = self._next()
             try:
-                answer = self.ask(request, timeout=5.0)
+                if time.monotonic() < self._down_until:  # backing off: no connection attempt
+                    raise RecallUnavailable(self._down_reason)
+                try:
+                    answer = self.ask(request, timeout=5.0)
+                except RecallUnavailable as exc:
+                    self._unreachable(exc)
+                    raise
+                self._reachable()
                 if "error" in answer:
                     query.error = str(answer["error"])
                     self._count("recall_errors")
@@ -181,12 +212,29 @@ class Recall:
             finally:
                 query.done.set()
 
+    def _unreachable(self, exc: Exception) -> None:
+        self._failures_in_row += 1
+        self._down_until = time.monotonic() + backoff_delay(self._failures_in_row, self.RETRY_BASE, self.RETRY_CAP)
+        self._down_reason = str(exc) if isinstance(exc, RecallUnavailable) else f"{type(exc).__name__}: {exc}"
+
+    def _reachable(self) -> None:
+        self._failures_in_row = 0
+        self._down_until = 0.0
+
     def close(self) -> None:
+        """Stop the thread without waiting for it (it may be inside a call to Redis for
+        seconds): it ends, closing its connection, as soon as that call returns."""
         with self._cv:
             self._stop = True
             self._cv.notify_all()
-        if self._thread is not None:
-            self._thread.join(0.1)  # a daemon; it may be blocked in a read for seconds
+
+    def _close_client(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.close()
+            except Exception:  # closing a broken connection must not fail the thread
+                pass
 
     # -- asking ------------------------------------------------------------------------------
     def _connection(self) -> redis.Redis:
@@ -205,8 +253,7 @@ class Recall:
 
         try:
             return ask(self._connection(), self.settings.stream_prefix, request, timeout=timeout)
-        except redis.RedisError as exc:
-            self._client = None
+        except redis.RedisError as exc:  # the client is kept: its pool reconnects on the next call
             raise RecallUnavailable(f"Redis unreachable: {type(exc).__name__}: {exc}") from exc
 
     def _count(self, key: str, n: int = 1) -> None:

@@ -91,7 +91,7 @@ def test_events_appended_while_valkey_stops_and_restarts_arrive_once_in_order_pe
     stats = providers[0].stats()
     for p in providers:
         p.shutdown()
-    assert writer._closed
+    wait_for(lambda: writer._closed, what="the writer closed in the background after the last shutdown")
 
     logged = [(e.scope.agent, e.id) for e in logged_events(log)]
     assert len(logged) == len(set(logged)) == len(emitted)  # exactly once

@@ -301,3 +301,164 @@ def test_two_shippers_that_lose_the_log_together_retry_on_different_schedules(tm
     finally:
         for s in spools:
             s.close()
+
+
+def test_a_locator_retrying_while_redis_is_down_keeps_one_client(settings, monkeypatch):
+    # building a redis-py client holds the interpreter for about a millisecond: a retry
+    # loop that built one per attempt took that from the agent's thread every time
+    from memstream.producers import connect as connect_module
+
+    built = []
+    real = connect_module.redis_client
+    monkeypatch.setattr(connect_module, "redis_client", lambda url, *a, **k: built.append(url) or real(url, *a, **k))
+    down = msgspec.structs.replace(settings, redis_url=f"redis://127.0.0.1:{free_port()}/0")
+    locator = LogLocator(down)
+    for _ in range(5):
+        with pytest.raises(redis.ConnectionError):
+            locator()
+    assert len(built) == 1
+    locator.close()
+
+
+def test_a_retry_while_the_log_is_down_reads_nothing_from_the_spool(tmp_path, event_log, monkeypatch):
+    spool = Spool(tmp_path / "spool")
+    for i in range(100):
+        assert spool.append(encode(remembered(f"e{i}")))
+    connect = Switchable(event_log, down=True)
+    shipper = Shipper(spool, connect, batch=32)
+    reads = []
+    real_read = spool.segments[0].read
+    monkeypatch.setattr(spool.segments[0], "read", lambda *a, **k: reads.append(1) or real_read(*a, **k))
+    for _ in range(3):
+        assert shipper.ship_once() == 0
+    assert connect.calls == 3 and reads == []
+    connect.down = False
+    assert shipper.ship_once() == 100
+    assert logged_contents(event_log) == [f"e{i}" for i in range(100)]
+    spool.close()
+
+
+def test_a_pass_sleeps_between_batches_so_a_waiting_agent_thread_gets_the_interpreter(tmp_path, event_log,
+                                                                                      monkeypatch):
+    from memstream.producers import shipper as shipper_module
+
+    spool = Spool(tmp_path / "spool")
+    for i in range(100):
+        assert spool.append(encode(remembered(f"e{i}")))
+    sleeps: list[float] = []
+    monkeypatch.setattr(shipper_module.time, "sleep", sleeps.append)
+    shipper = Shipper(spool, lambda: event_log, batch=32)
+    assert shipper.ship_once() == 100
+    assert len(sleeps) >= 3 and all(0 < s for s in sleeps)  # 4 batches of at most 32
+    spool.close()
+
+
+def test_a_hook_wakes_the_shipper_only_when_it_is_parked(tmp_path, event_log):
+    # an active shipper finds new records on its own; a wake-up per burst of hooks made
+    # the thread ask for the interpreter in the middle of the agent's hooks
+    spool = Spool(tmp_path / "spool")
+    shipper = Shipper(spool, lambda: event_log)
+    shipper.notify()
+    assert not shipper._wake.is_set()
+    shipper._parked = True
+    shipper.notify()
+    assert shipper._wake.is_set()
+    spool.close()
+
+
+def test_records_appended_while_the_shipper_runs_are_shipped_without_a_flush(writers, settings, event_log):
+    w = make_writer(writers, settings, lambda: event_log)
+    labels = []
+    for round_ in range(5):
+        for i in range(20):
+            labels.append(f"r{round_}-{i}")
+            assert w.emit(remembered(labels[-1]))
+        wait_for(lambda: logged_contents(event_log) == labels, what=f"round {round_} shipped on its own")
+
+
+def test_detach_returns_at_once_and_the_shipper_ships_everything_then_ends(settings, event_log):
+    gate = threading.Event()
+    entered = threading.Event()
+
+    def slow_log():  # the log answers only once the test opens the gate
+        entered.set()
+        gate.wait(30)
+        return event_log
+
+    w = Writer.shared(settings)
+    w.locator = slow_log
+    w.shipper._connect = slow_log
+    labels = [f"e{i}" for i in range(70)]
+    assert all(w.emit(remembered(x)) for x in labels)
+    w.shipper.flush(0.0)  # wake it: it is now inside the call to the log
+    entered.wait(10)
+    w.detach()  # must not wait for the log: the gate is still closed
+    assert logged_contents(event_log) == [] and not w._closed
+    gate.set()
+    wait_for(lambda: w._closed and not w.shipper._thread.is_alive(), what="the shipper ended")
+    assert logged_contents(event_log) == labels
+    assert list(settings.spool_dir.glob("*.seg")) == []  # shipped segments removed
+
+
+def test_a_writer_taken_back_while_winding_down_keeps_shipping(settings, event_log):
+    connect = Switchable(event_log, down=True)  # down: the wind-down cannot finish yet
+    w = Writer.shared(settings)
+    w.locator = w.shipper._connect = connect
+    assert w.emit(remembered("before"))
+    w.detach()
+    again = Writer.shared(settings)  # a gateway's next agent
+    try:
+        assert again is w and not w._closed
+        assert again.emit(remembered("after"))
+        connect.down = False
+        assert again.flush(15)
+        assert logged_contents(event_log) == ["before", "after"]
+        assert w.shipper._thread.is_alive() and not w._closed
+    finally:
+        again.close(timeout=0.5)
+
+
+def test_what_a_detached_writer_could_not_ship_is_shipped_by_the_next_writer_of_the_process(settings, event_log):
+    quick = msgspec.structs.replace(settings, shutdown_timeout=0.2)
+    connect = Switchable(event_log, down=True)
+    w = Writer.shared(quick)
+    w.locator = w.shipper._connect = connect
+    labels = [f"e{i}" for i in range(40)]
+    assert all(w.emit(remembered(x)) for x in labels)
+    w.detach()
+    wait_for(lambda: w._closed and not w.shipper._thread.is_alive(), what="the writer gave up")
+    assert logged_contents(event_log) == [] and list(quick.spool_dir.glob("*.seg"))
+    nxt = Writer.shared(quick)
+    assert nxt is not w
+    nxt.locator = nxt.shipper._connect = lambda: event_log
+    try:
+        wait_for(lambda: logged_contents(event_log) == labels, what="the next writer shipped the leftovers")
+    finally:
+        nxt.close(timeout=0.5)
+
+
+def test_what_a_detached_writer_could_not_ship_is_shipped_by_the_services_adopter(settings, event_log):
+    quick = msgspec.structs.replace(settings, shutdown_timeout=0.2)
+    w = Writer.shared(quick)
+    w.locator = w.shipper._connect = Switchable(event_log, down=True)
+    labels = [f"e{i}" for i in range(40)]
+    assert all(w.emit(remembered(x)) for x in labels)
+    w.detach()
+    wait_for(lambda: w._closed and not w.shipper._thread.is_alive(), what="the writer gave up")
+    adopter = Shipper(Spool(quick.spool_dir), lambda: event_log, name="memstream-adopter")  # as `memstream up`
+    adopter.ship_once()
+    assert logged_contents(event_log) == labels
+    adopter.stop(1.0, close_spool=True)
+
+
+def test_a_parked_shipper_woken_by_a_hook_waits_for_the_hooks_to_pause_before_shipping(writers, settings, event_log):
+    w = make_writer(writers, settings, lambda: event_log)
+    w.shipper.POLL, w.shipper.MAX_DEFER = 1.0, 30.0  # generous: a loaded machine cannot fake a pause
+    wait_for(lambda: w.shipper._parked, what="the shipper parked")
+    labels = []
+    for i in range(30):  # a burst of hooks, 10 ms apart
+        labels.append(f"b{i}")
+        assert w.emit(remembered(labels[-1]))
+        threading.Event().wait(0.01)
+        assert w.shipper.shipped == 0  # nothing shipped in the middle of the burst
+    wait_for(lambda: logged_contents(event_log) == labels, what="the burst shipped after the pause")

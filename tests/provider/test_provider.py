@@ -346,7 +346,7 @@ def test_initialize_that_fails_does_not_raise_and_later_hooks_are_dropped_quietl
 
 def test_shutdown_that_fails_does_not_raise(harness, monkeypatch):
     p = harness.provider()
-    monkeypatch.setattr(p.writer, "release", _boom)
+    monkeypatch.setattr(p.writer, "detach", _boom)
     p.shutdown()
     assert p.stats()["hook_errors"] == 1
 
