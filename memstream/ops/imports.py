@@ -77,9 +77,8 @@ def import_jsonl(settings: Settings, path: Path, *, dry_run: bool = False,
 
 def _archive(settings: Settings) -> Archive | None:
     """The log's archive when it holds anything: its events count as in the log."""
-    archive = Archive(settings.archive_path)
     try:
-        return archive if archive.segments() else None
+        return Archive.holding(settings.archive_path)
     except ArchiveError as exc:
         raise CommandError(f"the archive is unreadable, so the events already in the log are unknown: {exc}; "
                            "nothing was imported") from exc

@@ -89,7 +89,7 @@ def start_replay(settings: Settings, names: list[str], *, embedder: str | None =
                                f"`memstream replay --cancel {name}` stops it")
         planned.append((row, built, active))
     out = []
-    archived = _has_archive(settings)
+    archived = _archive(settings) is not None  # a replay reads it first
     for row, built, active in planned:
         try:
             v = catalog.add_build(row.name, activate=activate, options=options, archive=archived,
@@ -104,17 +104,10 @@ def _archive(settings: Settings) -> Any | None:
     """The log's archive, when it has one (a replay reads it first)."""
     from memstream.producers import Archive, ArchiveError
 
-    archive = Archive(settings.archive_path)
     try:
-        return archive if archive.segments() else None
+        return Archive.holding(settings.archive_path)
     except ArchiveError as exc:
         raise CommandError(f"the archive is unreadable, so a replay could not read the whole log: {exc}") from exc
-
-
-def _has_archive(settings: Settings) -> bool:
-    """Whether the log has an archived part a replay must read first."""
-    archive = _archive(settings)
-    return archive is not None and bool(archive.segments())
 
 
 def _record(v: Any) -> dict[str, Any]:
@@ -136,7 +129,7 @@ def _progress(eventlog: EventLog, v: Any, archived_total: int) -> dict[str, Any]
 
 def _archived_total(settings: Settings) -> int:
     archive = _archive(settings)
-    return 0 if archive is None else sum(int(seg.count) for seg in archive.segments())
+    return 0 if archive is None else archive.count()
 
 
 def replay_status(settings: Settings, names: list[str] | None = None) -> list[dict[str, Any]]:

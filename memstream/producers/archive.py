@@ -233,6 +233,17 @@ class Archive:
             previous = seg
         return segments
 
+    @classmethod
+    def holding(cls, directory: str | os.PathLike[str]) -> Archive | None:
+        """The archive in ``directory`` when its manifest lists any segment, else None.
+        ``ArchiveError`` when the manifest is unreadable or invalid."""
+        archive = cls(directory)
+        return archive if archive.segments() else None
+
+    def count(self) -> int:
+        """Entries in the archive, every stream's."""
+        return sum(seg.count for seg in self.segments())
+
     def watermark(self) -> dict[str, str]:
         """Per stream key: the last archived entry id."""
         return {seg.stream: seg.last_id for seg in self.segments()}  # in id order: the last wins

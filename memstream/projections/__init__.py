@@ -12,6 +12,7 @@ from memstream.projections.base import Delivery, Projection, group_name
 from memstream.projections.catalog import STATES, Catalog, CatalogError, Version
 from memstream.projections.counters import Counters
 from memstream.projections.embedders.base import EmbedderError, EmbedderUnavailable
+from memstream.projections.embedders.base import Wrapper as EmbedderWrapper
 from memstream.projections.embedders.cache import CachedEmbedder
 from memstream.projections.embedders.port import (
     Embedder,
@@ -80,6 +81,7 @@ __all__ = [
     "EdgeStore",
     "EmbedderError",
     "EmbedderUnavailable",
+    "EmbedderWrapper",
     "build_projections",
     "Fact",
     "fact_id",

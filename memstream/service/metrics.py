@@ -472,7 +472,7 @@ def _archived(path: Path) -> int | None:
     from memstream.producers import Archive, ArchiveError
 
     try:
-        return sum(int(seg.count) for seg in Archive(path).segments())
+        return Archive(path).count()
     except ArchiveError as exc:
         log.warning("metrics.archive_unreadable", error=str(exc)[:300])
         return None

@@ -16,6 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any, Sequence
 
 from memstream.core import observe
+from memstream.projections import EmbedderWrapper
 
 if TYPE_CHECKING:
     import numpy as np
@@ -25,30 +26,15 @@ if TYPE_CHECKING:
 __all__ = ["ObservedEmbedder"]
 
 
-class ObservedEmbedder:
+class ObservedEmbedder(EmbedderWrapper):
     """``inner``, its ``embed`` calls reported for ``group``."""
 
     def __init__(self, inner: Embedder, group: str) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.group = group
 
     def __repr__(self) -> str:
         return f"ObservedEmbedder({self.inner!r}, {self.group!r})"
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    @property
-    def max_tokens(self) -> int:
-        return self.inner.max_tokens
-
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         started = time.perf_counter()

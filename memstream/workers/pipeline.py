@@ -264,8 +264,7 @@ class Pipeline:
         """The log's archive when it holds anything (``MEMSTREAM_ARCHIVE_DIR``), else None."""
         if self._archive_given is not None:
             return self._archive_given
-        archive = Archive(self.settings.archive_path)
-        return archive if archive.segments() else None
+        return Archive.holding(self.settings.archive_path)
 
     def _archived(self) -> bool:
         try:

@@ -1,17 +1,44 @@
-"""What every embedder shares: its errors, L2 normalisation, input checks.
+"""What every embedder shares: its errors, L2 normalisation, input checks, and the base of
+an embedder that wraps another (``Wrapper``).
 
 Private: import these names from ``memstream.projections.embedders.port``.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from memstream.core import PermanentError, TransientError
 
-__all__ = ["EmbedderError", "EmbedderUnavailable", "l2_normalize", "as_text_list"]
+if TYPE_CHECKING:
+    from memstream.projections.embedders.port import Embedder
+
+__all__ = ["EmbedderError", "EmbedderUnavailable", "l2_normalize", "as_text_list", "Wrapper"]
+
+
+class Wrapper:
+    """An embedder around ``inner``: the same ``name``, ``dim``, ``max_tokens`` and
+    ``count_tokens``; a subclass adds what it does around ``embed``."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    @property
+    def max_tokens(self) -> int:
+        return self.inner.max_tokens
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
 
 
 class EmbedderError(PermanentError):

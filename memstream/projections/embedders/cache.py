@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import numpy as np
 import structlog
 
-from memstream.projections.embedders.base import as_text_list
+from memstream.projections.embedders.base import Wrapper, as_text_list
 
 if TYPE_CHECKING:
     from memstream.projections.embedders.port import Embedder
@@ -164,7 +164,7 @@ class EmbeddingCache:
             self._lru.popitem(last=False)
 
 
-class CachedEmbedder:
+class CachedEmbedder(Wrapper):
     """An embedder that asks ``cache`` first and embeds only what it has never seen.
 
     Same ``name``, ``dim``, ``max_tokens`` and ``count_tokens`` as ``inner``, same
@@ -175,7 +175,7 @@ class CachedEmbedder:
     """
 
     def __init__(self, inner: Embedder, cache: EmbeddingCache | str | os.PathLike[str]) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._owns_cache = not isinstance(cache, EmbeddingCache)
         self.cache = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache)
         self._counts = {"hits": 0, "misses": 0, "memory_hits": 0, "disk_hits": 0, "errors": 0}
@@ -183,21 +183,6 @@ class CachedEmbedder:
 
     def __repr__(self) -> str:
         return f"CachedEmbedder({self.inner!r}, {self.cache!r})"
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    @property
-    def max_tokens(self) -> int:
-        return self.inner.max_tokens
-
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit float32 vectors in input order; each distinct new text embedded once."""
