@@ -144,8 +144,10 @@ def replay_status(settings: Settings, names: list[str] | None = None) -> list[di
     for row in all_registered(settings.projections):
         if names and row.name not in names:
             continue
-        for v in catalog.versions(row.name):
-            if v.state == "building" or (names and v.version == max(x.version for x in catalog.versions(row.name))):
+        versions = catalog.versions(row.name)
+        newest = max((v.version for v in versions), default=0)
+        for v in versions:
+            if v.state == "building" or (names and v.version == newest):
                 out.append({"projection": row.name, "version": v.version, **_progress(eventlog, v, archived)})
     return out
 
