@@ -16,13 +16,11 @@ def wait_projected(eventlog: EventLog, event: Event, entry: str, timeout: float)
     when one of them gave up on it; or, at the deadline, a ``"logged (not yet projected ...)"``
     state naming the likely cause."""
 
-    from memstream.projections import PROJECTIONS, active_group
+    from memstream.projections import memory_write_groups
     from memstream.workers import DeadLetters, is_applied
 
     stream = eventlog.stream_for(event.scope.tenant, event.scope.agent)
-    # the versions readers use (a replay's build is not searched until it is active)
-    groups = tuple(active_group(eventlog.client, eventlog.prefix, row.name) for row in PROJECTIONS
-                   if row.memory_writes)
+    groups = memory_write_groups(eventlog.client, eventlog.prefix)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if all(is_applied(eventlog.client, stream, g, entry) for g in groups):

@@ -36,7 +36,6 @@ __all__ = [
     "drop_version",
     "plugins",
     "running_versions",
-    "build_projections",
     "group_names",
     "group_of",
     "memory_write_groups",
@@ -206,11 +205,7 @@ def group_of(name: str) -> str:
     return registered(name).group
 
 
-def memory_write_groups() -> tuple[str, ...]:
-    """The groups that must apply a memory write before search finds it."""
-    return tuple(row.group for row in PROJECTIONS if row.memory_writes)
-
-
-def build_projections(store: Any, embedder: Any, client: redis.Redis, prefix: str) -> list[Any]:
-    """One of each projection, in the table's order."""
-    return [row.build(store, embedder, client, prefix) for row in PROJECTIONS]
+def memory_write_groups(client: redis.Redis, prefix: str) -> tuple[str, ...]:
+    """The groups that must apply a memory write before search finds it: those of the
+    versions readers use (a build is not searched until it is active)."""
+    return tuple(active_group(client, prefix, row.name) for row in PROJECTIONS if row.memory_writes)

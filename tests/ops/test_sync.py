@@ -28,9 +28,9 @@ def test_a_memory_write_is_searchable_once_the_memory_write_groups_applied_it_wh
     event = memory("add", "Deploys go out on Tuesdays")
     entry = event_log.append([event])[0]
     for consumer in pipeline.consumers:
-        if consumer.group in memory_write_groups():
+        if consumer.group in memory_write_groups(event_log.client, event_log.prefix):
             consumer.drain()
-    assert group_of("turns") not in memory_write_groups()  # turns and sessions never saw it
+    assert group_of("turns") not in memory_write_groups(event_log.client, event_log.prefix)  # never saw it
     assert wait_projected(event_log, event, entry, 5.0) == "searchable"
 
 

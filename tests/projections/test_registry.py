@@ -39,7 +39,18 @@ def test_the_vector_projections_are_the_ones_that_need_the_store_and_the_embedde
 
 
 def test_a_memory_write_is_searchable_once_the_memories_and_facts_projections_applied_it():
-    assert memory_write_groups() == (group_of("memories"), group_of("facts"))
+    import fakeredis
+
+    from memstream.projections import Catalog
+
+    client = fakeredis.FakeRedis()
+    assert memory_write_groups(client, "p") == (group_of("memories"), group_of("facts"))
+    catalog = Catalog(client, "p")
+    catalog.ensure("memories", 1)
+    catalog.add_build("memories")
+    assert memory_write_groups(client, "p")[0] == "memories.v1"  # a build is not searched yet
+    catalog.activate("memories", 2)
+    assert memory_write_groups(client, "p") == ("memories.v2", group_of("facts"))
 
 
 def test_an_unknown_projection_is_an_error_naming_the_known_ones():
