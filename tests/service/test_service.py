@@ -232,12 +232,16 @@ def test_service_adopts_a_spool_left_by_a_dead_process(tmp_path):
 
 
 def _modes(root) -> dict[str, int]:
-    """Mode bits of ``root`` and everything below it (links not followed)."""
+    """Mode bits of ``root`` and everything below it (links not followed). A running service
+    writes its store meanwhile: a file gone between the listing and its look has no mode."""
     out = {}
     for dirpath, dirnames, filenames in os.walk(root):
         for name in [None, *dirnames, *filenames]:
             path = dirpath if name is None else os.path.join(dirpath, name)
-            st = os.lstat(path)
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
             if not stat.S_ISLNK(st.st_mode):
                 out[os.path.relpath(path, root)] = stat.S_IMODE(st.st_mode)
     return out
