@@ -110,7 +110,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     return OK
 
 
-# -- doctor / stats / export ---------------------------------------------------------------
+# -- doctor / stats / top / export ---------------------------------------------------------
 def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     from memstream.hermes import check as hermes_check
 
@@ -122,6 +122,40 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
     result = ops.stats(settings)
     print_result(args, result, stats_text(result))
+    return OK
+
+
+def cmd_top(args: argparse.Namespace, settings: Settings) -> int:
+    import time
+
+    from rich.console import Console
+
+    from memstream.cli.top import frame, watch
+
+    base = ops.dashboard_url(settings, args.url)
+    every = 2.0
+    try:
+        summary = ops.fetch_summary(base)
+        if args.json:
+            while True:  # one JSON line a refresh
+                print(json.dumps(summary), flush=True)
+                if args.once:
+                    return OK
+                time.sleep(every)
+                summary = ops.fetch_summary(base)
+        console = Console()
+        if not console.is_terminal and "COLUMNS" not in os.environ:
+            console = Console(width=160)  # a pipe or a file: the projections' table on one line each
+        if args.once or not console.is_terminal:
+            while True:  # on a terminal with --once, or not on a terminal: one frame a refresh, printed
+                console.print(frame(summary, base, width=console.width))
+                if args.once:
+                    return OK
+                time.sleep(every)
+                summary = ops.fetch_summary(base)
+        watch(lambda: ops.fetch_summary(base), base, console, every)
+    except KeyboardInterrupt:  # Ctrl-C is how top ends
+        return OK
     return OK
 
 
@@ -421,6 +455,15 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
                                              embedder=args.embedder or "hash")
         print_result(args, result, bench_metrics.format_metrics(result))
         return OK
+    if args.which == "dashboard":
+        from memstream.bench import dashboard as bench_dashboard
+
+        try:
+            result = bench_dashboard.dashboard_bench(loads=args.runs or 7)
+        except (bench_dashboard.BrowserError, RuntimeError) as exc:
+            raise CommandError(str(exc)) from exc
+        print_result(args, result, bench_dashboard.format_dashboard(result))
+        return OK
     if args.which == "text":
         from memstream.bench import text as bench_text
 
@@ -448,6 +491,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("down", cmd_down, "stop the background memstream service")
     add("doctor", cmd_doctor, "check configuration, Redis, streams, spool and the Hermes plugin")
     add("stats", cmd_stats, "per-stream length, first/last id, events per type, spool size")
+    p = add("top", cmd_top, "the dashboard's numbers, live in the terminal (the service's, or a worker's with --url)")
+    p.add_argument("--url", type=printable("url", 2048), metavar="URL",
+                   help="http://HOST:PORT a service or worker serves its metrics and dashboard on "
+                   "(default: the running service's, from its run file)")
+    p.add_argument("--once", action="store_true", help="print one frame and exit")
     p = add("export", cmd_export, "every event in the log as JSON lines, oldest first")
     p.add_argument("--since", type=entry_id, help="only entries after this stream entry id")
     p = add("archive", cmd_archive, "move the log's oldest events into compressed files and out of Redis")
@@ -525,7 +573,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")
     p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos", "text",
-                                       "archive", "replay", "import", "metrics"])
+                                       "archive", "replay", "import", "metrics", "dashboard"])
     p.add_argument("--minutes", type=minutes, default=2.0, help="chaos: how long things break")
     p.add_argument("--agents", type=int_between(1, 64), default=4, help="chaos: agent processes")
     p.add_argument("--seed", type=int_between(0, 2**32 - 1), default=0, help="chaos: the random choices")
@@ -541,7 +589,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int_between(1, 1000), default=None,
                    help="ingest: runs per measurement (pipeline and raw alternate which goes first; default 4); "
                    "text, import: runs per median (default 5); queries: rounds (default 4); metrics: pairs of "
-                   "drains, on and off (default 5); hotpath: interleaved rounds (default 20)")
+                   "drains, on and off (default 5); hotpath: interleaved rounds (default 20); dashboard: page "
+                   "loads in headless Chromium (default 7)")
     p.add_argument("--messages", type=int_between(1, 10_000_000), default=10_000,
                    help="import: messages of the synthetic Hermes state.db")
     p.add_argument("--sizes", type=ascending_counts, default=None,

@@ -75,6 +75,9 @@ VALUES = frozenset({
     "memstream_agents_active", "memstream_agent_spool_backlog_events", "memstream_agent_spool_refusals_total",
     "memstream_prefetch_total",
 })
+# counters read from Redis: absent while Redis cannot be read (the fleet's too, to be safe)
+REDIS_COUNTERS = frozenset({"memstream_events_appended_total", "memstream_queries_total",
+                            "memstream_agent_spool_refusals_total", "memstream_prefetch_total"})
 GROUP_FIGURES = ("lag_entries", "lag_seconds", "pending", "dead_letters", "consumers")
 _GROUP_SAMPLES = {"lag_entries": "memstream_projection_lag_entries", "lag_seconds": "memstream_projection_lag_seconds",
                   "pending": "memstream_projection_pending_entries", "dead_letters": "memstream_projection_dead_letters",
@@ -177,13 +180,17 @@ def _increase(new: float, old: float) -> float:
 
 
 def _rate(new: Snapshot, old: Snapshot | None, name: str, label: str) -> dict[str, float | None]:
-    """Per second, between ``old`` and ``new``, of each series of counter ``name`` by ``label``."""
+    """Per second, between ``old`` and ``new``, of each series of counter ``name`` by ``label``.
+    A series ``old`` lacks counted 0 there when ``old`` read it (a process's counter is made at
+    0; a Redis one is absent until counted, when Redis was read), else it has no rate."""
     now = new.by(name, label)
     if old is None or new.at <= old.at:
         return {k: None for k in now}
     before = old.by(name, label)
+    read = name in old.families and (name not in REDIS_COUNTERS or old.one("memstream_redis_up") == 1)
     span = new.at - old.at
-    return {k: (_increase(v, before[k]) / span if k in before else None) for k, v in now.items()}
+    return {k: (_increase(v, before[k]) / span if k in before else (v / span if read else None))
+            for k, v in now.items()}
 
 
 def _total(rates: dict[str, float | None]) -> float | None:
@@ -433,8 +440,9 @@ def _columns(points: list[dict[str, Any]]) -> dict[str, Any]:
 
 class Sampler:
     """A daemon thread that records ``collect()`` into ``history`` every ``interval``
-    seconds, the first at once; ``stop()`` ends it. A failed collection is logged and
-    skipped (the next one tries again)."""
+    seconds; ``start()`` records the first before it returns, so a summary always has a
+    sample; ``stop()`` ends it. A failed collection is logged and skipped (the next one
+    tries again)."""
 
     def __init__(self, collect: Callable[[], Iterable[Metric]], history: History,
                  interval: float = INTERVAL) -> None:
@@ -443,6 +451,7 @@ class Sampler:
         self._thread = threading.Thread(target=self._run, name="memstream-dashboard-sampler", daemon=True)
 
     def start(self) -> Sampler:
+        self.sample()
         self._thread.start()
         return self
 
@@ -453,11 +462,10 @@ class Sampler:
             log.warning("dashboard.sample_failed", error=f"{type(exc).__name__}: {exc}"[:300])
 
     def _run(self) -> None:
-        while True:
+        started = time.monotonic()
+        while not self._stop.wait(max(0.0, self.interval - (time.monotonic() - started))):
             started = time.monotonic()
             self.sample()
-            if self._stop.wait(max(0.0, self.interval - (time.monotonic() - started))):
-                return
 
     def stop(self) -> None:
         self._stop.set()

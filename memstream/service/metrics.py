@@ -478,10 +478,16 @@ class Metrics:
         history = History()
         server = HttpServer(lambda executor: dashboard_app(self.registry, history, executor), host, port,
                             name="memstream-metrics")
-        self._server = server.start()
+        self._sampler = Sampler(self.sample, history).start()
+        try:
+            self._server = server.start()
+        except BaseException:
+            self._sampler.stop()
+            self._sampler = None
+            server.stop()
+            raise
         self.address = server.address
         self.history = history
-        self._sampler = Sampler(self.sample, history).start()
         observe.install(self)
         return self
 

@@ -195,6 +195,22 @@ def test_rates_come_from_counters_between_samples_and_a_counter_that_went_down_r
     assert history.summary()["history"]["events_in"][-1] == pytest.approx((30 + 2) / 2)
 
 
+def test_a_series_new_since_the_last_sample_counts_from_zero_unless_redis_was_unreadable_then():
+    def redis_up(up: float) -> GaugeMetricFamily:
+        return _gauge("memstream_redis_up", (), {(): up})
+
+    history = History()
+    history.record([redis_up(1), _counter("memstream_events_appended_total", "type", {"turn.recorded": 10})], at=0.0)
+    history.record([redis_up(1), _counter("memstream_events_appended_total", "type",
+                                          {"turn.recorded": 10, "memory.remembered": 4})], at=2.0)
+    assert history.summary()["events_in"]["by_type"]["memory.remembered"]["per_s"] == 2.0  # a type first appended
+    history.record([redis_up(0), CounterMetricFamily("memstream_events_appended_total", "help", labels=["type"])],
+                   at=4.0)
+    history.record([redis_up(1), _counter("memstream_events_appended_total", "type",
+                                          {"turn.recorded": 12, "memory.remembered": 4})], at=6.0)
+    assert history.summary()["history"]["events_in"] == [None, 2.0, None, None]  # no spike after an outage
+
+
 def test_percentiles_come_from_the_buckets_filled_in_the_last_window():
     history = History(interval=2.0, window=60.0)
     name = "memstream_projection_freshness_seconds"

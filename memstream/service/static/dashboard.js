@@ -34,7 +34,7 @@
   function rate(v) {
     if (!known(v)) return "—";
     if (v === 0) return "0 /s";
-    if (Math.abs(v) < 10) return v.toFixed(1) + " /s";
+    if (Math.abs(v) < 10) return (Number.isInteger(v) ? String(v) : v.toFixed(1)) + " /s";
     return compact(v) + " /s";
   }
   function seconds(v) {
@@ -119,15 +119,19 @@
   }
 
   // -- charts ----------------------------------------------------------------------------------
-  function niceMax(v) {
-    if (!(v > 0)) return 1;
-    const p = Math.pow(10, Math.floor(Math.log10(v)));
-    for (const m of [1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10]) if (m * p >= v) return m * p;
-    return 10 * p;
+  // a round step for about four gridlines up to v (whole numbers for counts)
+  function niceStep(v, whole) {
+    const raw = v > 0 ? v / 4 : 0.25;
+    const p = Math.pow(10, Math.floor(Math.log10(raw)));
+    let step = 10 * p;
+    for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= raw) { step = m * p; break; }
+    return whole ? Math.max(1, Math.round(step)) : step;
   }
 
-  // series: [{key, label, colour, values, dash, group, metric, last}]
-  function chart(id, times, series, fmt, empty) {
+  // series: [{key, label, colour, values, dash, bold, group, metric, last, hideLegend}]
+  // opts: {whole: counts on the y axis, empty: the text shown instead of the chart}
+  function chart(id, times, series, fmt, opts) {
+    const empty = opts && opts.empty;
     const fig = document.getElementById(id);
     const box = fig.querySelector("svg");
     const legend = fig.querySelector(".legend");
@@ -149,20 +153,21 @@
     fig.classList.toggle("quiet", false);
     const t1 = times[times.length - 1];
     const t0 = Math.min(times[0], t1 - 60);
-    const top = niceMax(Math.max(...values));
+    const highest = Math.max(...values);
+    const step = niceStep(highest, opts && opts.whole);
+    const top = Math.max(step, Math.ceil(highest / step - 1e-9) * step);
     const x = (t) => m.l + ((t - t0) / Math.max(1, t1 - t0)) * (width - m.l - m.r);
     const y = (v) => m.t + (1 - v / top) * (height - m.t - m.b);
-    for (let i = 0; i <= 4; i += 1) {
-      const v = (top * i) / 4;
+    for (let v = 0, i = 0; v <= top + step / 1e6; v = step * ++i) {
       nodes.push(svg("line", { x1: m.l, x2: width - m.r, y1: y(v), y2: y(v), class: i ? "grid" : "axis" }));
       nodes.push(Object.assign(svg("text", { x: m.l - 6, y: y(v) + 4, "text-anchor": "end", class: "tick" }), { textContent: fmt(v) }));
     }
     for (let i = 0; i <= 3; i += 1) {
       const t = t0 + ((t1 - t0) * i) / 3;
       nodes.push(Object.assign(svg("text", { x: x(t), y: height - 6, "text-anchor": i === 0 ? "start" : (i === 3 ? "end" : "middle"), class: "tick" }),
-        { textContent: clock(t).slice(0, 5) + (i === 3 ? ":" + clock(t).slice(6) : "") }));
+        { textContent: clock(t) }));
     }
-    for (const s of series) {
+    for (const s of series.slice().sort((a, b) => (a.bold ? 1 : 0) - (b.bold ? 1 : 0))) {  // bold lines on top
       let d = "";
       let pen = false;
       s.values.forEach((v, i) => {
@@ -198,24 +203,24 @@
       { key: "in", label: "in", colour: "#111827", values: h.events_in, bold: true, metric: "chart:events_in", last: lastOf(h.events_in) },
       ...byGroup("events_out").map((x) => Object.assign(x, { label: x.label + " out" })),
     ], rate);
-    chart("chart-lag-entries", times, byGroup("lag_entries"), compact);
+    chart("chart-lag-entries", times, byGroup("lag_entries"), compact, { whole: true });
     chart("chart-lag-seconds", times, byGroup("lag_seconds"), seconds);
     chart("chart-freshness", times, [
       ...byGroup("freshness_p95").map((x) => Object.assign(x, { label: x.label + " p95" })),
       ...byGroup("freshness_p50", { dash: true, hideLegend: true }),
     ], seconds);
-    chart("chart-dead", times, byGroup("dead_letters"), compact);
+    chart("chart-dead", times, byGroup("dead_letters"), compact, { whole: true });
     chart("chart-queries", times, [
       { key: "p95", label: "p95", colour: "#7c3aed", values: h.query_p95, metric: "chart:query_p95", last: lastOf(h.query_p95) },
       { key: "p50", label: "p50", colour: "#7c3aed", values: h.query_p50, dash: true, metric: "chart:query_p50", last: lastOf(h.query_p50) },
-    ], seconds, s.queries && Object.keys(s.queries.latency || {}).length ? null : "no queries answered yet");
+    ], seconds, { empty: s.queries && Object.keys(s.queries.latency || {}).length ? null : "no queries answered yet" });
     const noFleet = s.fleet ? null : "no agent reports yet";
     chart("chart-agents", times, [
       { key: "agents", label: "active", colour: "#059669", values: h.agents_active, metric: "chart:agents_active", last: lastOf(h.agents_active) },
-    ], compact, noFleet);
+    ], compact, { whole: true, empty: noFleet });
     chart("chart-backlog", times, [
       { key: "backlog", label: "all agents", colour: "#d97706", values: h.spool_backlog, metric: "chart:spool_backlog", last: lastOf(h.spool_backlog) },
-    ], compact, noFleet);
+    ], compact, { whole: true, empty: noFleet });
   }
 
   // -- headline tiles ----------------------------------------------------------------------------
@@ -236,15 +241,17 @@
     const out = rows.map((r) => r.applied_per_s).filter(known);
     const lag = worst(live, "lag_entries");
     const age = worst(live, "lag_seconds");
-    const fresh = worst(live, "freshness_p95");
+    const fresh = worst(rows.filter((r) => r.state === "active"), "freshness_p95");  // a build replays old entries
     const dead = rows.reduce((a, r) => a + (known(r.dead_letters) ? r.dead_letters : 0), 0);
     const queue = Object.values((s.queries || {}).queue || {}).reduce((a, v) => a + (v || 0), 0);
+    const applied = out.length ? out.reduce((a, v) => a + v, 0) : null;
     const tiles = [
       tile("Events in", "events_in_per_s", s.events_in.per_s, rate(s.events_in.per_s), count(s.events_in.total) + " in the log"),
-      tile("Events applied", "events_out_per_s", out.length ? out.reduce((a, v) => a + v, 0) : null,
-        rate(out.length ? out.reduce((a, v) => a + v, 0) : null), "all versions, this process"),
-      tile("Largest lag", "max_lag_entries", lag ? lag.lag_entries : null, lag ? compact(lag.lag_entries) + " entries" : "—", lag ? lag.group : "", lag && lag.lag_entries > 1000),
-      tile("Oldest waiting", "max_lag_seconds", age ? age.lag_seconds : null, seconds(age ? age.lag_seconds : null), age ? age.group : "", age && age.lag_seconds > 60),
+      tile("Events applied", "events_out_per_s", applied, rate(applied), `${out.length} versions, this process`),
+      tile("Largest lag", "max_lag_entries", lag ? lag.lag_entries : null, lag ? compact(lag.lag_entries) + (lag.lag_entries === 1 ? " entry" : " entries") : "—",
+        lag ? (lag.lag_entries ? lag.group : "all caught up") : "unknown", lag && lag.lag_entries > 1000),
+      tile("Oldest waiting", "max_lag_seconds", age ? age.lag_seconds : null, seconds(age ? age.lag_seconds : null),
+        age ? (age.lag_seconds ? age.group : "nothing waits") : "unknown", age && age.lag_seconds > 60),
       tile("Freshness p95", "max_freshness_p95", fresh ? fresh.freshness_p95 : null, seconds(fresh ? fresh.freshness_p95 : null), fresh ? fresh.group + ", last 60 s" : "nothing applied in 60 s", fresh && fresh.freshness_p95 > 5),
       tile("Dead letters", "dead_letters_total", dead, count(dead), "memstream dlq list", dead > 0),
       tile("Query p95", "query_p95", s.queries.p95, seconds(s.queries.p95), count(queue) + " waiting"),
