@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memstream.core import PermanentError
+
 __all__ = ["BrowserError", "Chromium", "Tab", "find_chromium"]
 
 NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -53,7 +55,7 @@ def _above(fd: int, floor: int) -> int:
     return moved
 
 
-class BrowserError(RuntimeError):
+class BrowserError(PermanentError, RuntimeError):
     """The browser did not start, answered an error, or did not answer in time."""
 
 
@@ -214,14 +216,19 @@ class Tab:
         return reply.get("result", {}).get("value")
 
     def wait_for(self, expression: str, timeout: float = 30.0, every: float = 0.02) -> Any:
-        """The expression's first truthy value, polled every ``every`` s; ``BrowserError`` past ``timeout``."""
+        """The expression's first truthy value, polled every ``every`` s (one that throws, as
+        it may while a page loads, counts as not yet); ``BrowserError`` past ``timeout``."""
         deadline = time.monotonic() + timeout
+        last = ""
         while True:
-            found = self.evaluate(expression)
+            try:
+                found = self.evaluate(expression)
+            except BrowserError as exc:
+                found, last = None, f" (last: {exc})"
             if found:
                 return found
             if time.monotonic() > deadline:
-                raise BrowserError(f"{expression[:80]} was not true within {timeout} s")
+                raise BrowserError(f"{expression[:80]} was not true within {timeout} s{last}")
             time.sleep(every)
 
     def screenshot(self, path: Path, full_page: bool = True) -> Path:

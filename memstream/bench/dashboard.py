@@ -18,11 +18,8 @@ load fetches (its whole history).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -33,10 +30,12 @@ from typing import Any
 
 from memstream.bench.browser import BrowserError, Chromium, find_chromium
 from memstream.bench.stats import machine as machine_info
-from memstream.core import Settings, new_event_id, read_run_file
+from memstream.core import Settings, new_event_id, start_service
 from memstream.producers import LogLocator, Scope, TurnRecorded, Writer, utcnow
+from memstream.service import stop_service
 
-__all__ = ["BrowserError", "Traffic", "dashboard_bench", "format_dashboard", "load_page", "RENDERED"]
+__all__ = ["BrowserError", "RENDERED", "SERVICE_ENV", "Traffic", "dashboard_bench", "format_dashboard", "load_page",
+           "start"]
 
 RENDERED = "document.body && document.body.dataset.rendered"  # the page's first-full-render marker
 
@@ -103,13 +102,19 @@ def load_page(tab: Any, url: str, timeout: float = 30.0) -> float:
     return float(tab.wait_for(f"location.href === {json.dumps(url)} && {RENDERED}", timeout=timeout))
 
 
-def _service(home: Path, env: dict[str, str]) -> dict[str, Any]:
-    subprocess.run([sys.executable, "-m", "memstream", "up", "--detach", "--quiet"], env=env, check=True,
-                   capture_output=True, timeout=120)
-    info = read_run_file(home / "run" / "service.json")
-    if not info or not info.get("metrics"):
+# the benchmark's service: the hash embedder, its own Valkey, metrics on a free loopback port
+SERVICE_ENV = {"MEMSTREAM_EMBEDDER": "hash", "MEMSTREAM_AUTOSTART": "0", "MEMSTREAM_METRICS_ADDR": "127.0.0.1:0",
+               "MEMSTREAM_REDIS_URL": ""}
+
+
+def start(home: Path) -> tuple[Settings, dict[str, Any]]:
+    """A service on ``home`` in the background (``SERVICE_ENV``): the settings to reach it
+    and its run file. The caller stops it (``memstream.service.stop_service``)."""
+    settings = Settings.load(home=str(home), autostart=False, embedder="hash", redis_url="")
+    info = start_service(settings, wait=120.0, env=SERVICE_ENV)
+    if not info.get("metrics"):
         raise RuntimeError(f"the service did not serve its metrics; see {home / 'run' / 'service.log'}")
-    return info
+    return settings, info
 
 
 def dashboard_bench(loads: int = 7, rate: float = 20.0, warmup: float = 20.0,
@@ -119,17 +124,13 @@ def dashboard_bench(loads: int = 7, rate: float = 20.0, warmup: float = 20.0,
     if binary is None:
         raise RuntimeError("bench dashboard needs chromium (Debian: apt-get install chromium)")
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-dashboard-"))
-    home = root / "home"
-    env = dict(os.environ, MEMSTREAM_HOME=str(home), MEMSTREAM_EMBEDDER="hash", MEMSTREAM_AUTOSTART="0",
-               MEMSTREAM_METRICS_ADDR="127.0.0.1:0")
-    env.pop("MEMSTREAM_REDIS_URL", None)
+    settings: Settings | None = None
     result: dict[str, Any] = {"benchmark": "dashboard", "date": datetime.now(UTC).isoformat(timespec="seconds"),
                               "machine": machine_info(), "loads": loads, "rate": rate, "warmup_s": warmup}
     traffic: Traffic | None = None
     try:
-        info = _service(home, env)
+        settings, info = start(root / "home")
         base = info["metrics"][:-len("/metrics")]
-        settings = Settings.load(home=str(home), autostart=False, embedder="hash", redis_url="")
         traffic = Traffic(settings, rate=rate).start()
         time.sleep(warmup)
         with urllib.request.urlopen(base + "/api/summary", timeout=30) as reply:
@@ -153,7 +154,8 @@ def dashboard_bench(loads: int = 7, rate: float = 20.0, warmup: float = 20.0,
     finally:
         if traffic is not None:
             traffic.stop(5.0)
-        subprocess.run([sys.executable, "-m", "memstream", "down"], env=env, capture_output=True, timeout=60)
+        if settings is not None:
+            stop_service(settings)
         shutil.rmtree(root, ignore_errors=True)
     return result
 
