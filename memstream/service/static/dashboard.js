@@ -178,6 +178,10 @@
       if (d) {
         nodes.push(svg("path", { d, stroke: s.colour, class: "line" + (s.dash ? " dash" : "") + (s.bold ? " bold" : "") }));
       }
+      const points = s.values.map((v, i) => [v, i]).filter(([v]) => known(v));
+      if (points.length === 1) {  // one sample so far: a dot, as a line needs two
+        nodes.push(svg("circle", { cx: x(times[points[0][1]]), cy: y(points[0][0]), r: 2.5, fill: s.colour }));
+      }
     }
     box.replaceChildren(...nodes);
     legend.replaceChildren(...series.filter((s) => !s.hideLegend).map((s) => {
