@@ -425,7 +425,7 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     if args.which == "chaos":
         from memstream.bench import chaos as bench_chaos
 
-        result = bench_chaos.chaos_bench(minutes=args.minutes, agents=args.agents, seed=args.seed)
+        result = bench_chaos.chaos_bench(minutes=args.minutes or 2.0, agents=args.agents, seed=args.seed)
         print_result(args, result, bench_chaos.format_chaos(result))
         return OK
     if args.which == "queries":
@@ -459,7 +459,8 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         from memstream.bench import dashboard as bench_dashboard
 
         try:
-            result = bench_dashboard.dashboard_bench(loads=args.runs or 7)
+            result = bench_dashboard.dashboard_bench(loads=args.runs or 7,
+                                                     warmup=args.minutes * 60 if args.minutes else 20.0)
         except (bench_dashboard.BrowserError, RuntimeError) as exc:
             raise CommandError(str(exc)) from exc
         print_result(args, result, bench_dashboard.format_dashboard(result))
@@ -574,7 +575,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("bench", cmd_bench, "benchmarks")
     p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos", "text",
                                        "archive", "replay", "import", "metrics", "dashboard"])
-    p.add_argument("--minutes", type=minutes, default=2.0, help="chaos: how long things break")
+    p.add_argument("--minutes", type=minutes, default=None, help="chaos: how long things break (default 2); "
+                   "dashboard: minutes of traffic before the first load, hence of history the page draws "
+                   "(default 1/3; 10 fills it)")
     p.add_argument("--agents", type=int_between(1, 64), default=4, help="chaos: agent processes")
     p.add_argument("--seed", type=int_between(0, 2**32 - 1), default=0, help="chaos: the random choices")
     p.add_argument("--calls", type=int_between(1, 10_000_000), default=2000,
