@@ -102,9 +102,16 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     ops.check_worker(settings, args.embedded_store)
     _logs(args, "INFO")
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # from the start: a SIGTERM while starting stops it cleanly
+
+    def stopping(signum: int, frame: object) -> None:
+        if signum == signal.SIGINT and stop.is_set():
+            raise KeyboardInterrupt  # a second Ctrl-C: at once
+        stop.set()
+
+    # from the start: a SIGTERM or a Ctrl-C while starting stops it cleanly once started
+    signal.signal(signal.SIGTERM, stopping)
+    signal.signal(signal.SIGINT, stopping)
     worker = ops.start_worker(settings, args.name)
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
     stop.wait()
     worker.stop()  # each consumer finishes its batch
     return OK

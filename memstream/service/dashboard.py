@@ -57,6 +57,7 @@ INTERVAL = 2.0  # seconds between two samples of the registry
 KEEP = 600.0  # seconds of history kept (300 samples)
 WINDOW = 60.0  # seconds of histogram observations a percentile is computed over
 RATE_WINDOW = 10.0  # seconds a current rate is computed over
+FIRST_SAMPLE_WAIT = 5.0  # seconds a summary waits for the first sample of a process that has just started
 TOP_AGENTS = 5  # agents shown by name in the fleet's spool backlog and refusals; the rest as `other`
 
 # the fleet's families: another process's reports, shown when the registry has them
@@ -242,6 +243,7 @@ class History:
         self._lock = threading.Lock()
         self._points: deque[dict[str, Any]] = deque(maxlen=max(2, int(keep / interval)))
         self._snaps: deque[Snapshot] = deque()
+        self._first = threading.Event()  # set by the first sample
 
     def __len__(self) -> int:
         with self._lock:
@@ -267,7 +269,12 @@ class History:
             horizon = snap.at - max(self.window, self.rate_window)
             while len(self._snaps) > 1 and self._snaps[1].at <= horizon:
                 self._snaps.popleft()
+        self._first.set()
         return snap
+
+    def wait(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` s) for a first sample; whether there is one."""
+        return self._first.wait(timeout)
 
     @staticmethod
     def _point(snap: Snapshot, prev: Snapshot | None, base: Snapshot | None) -> dict[str, Any]:
@@ -440,9 +447,8 @@ def _columns(points: list[dict[str, Any]]) -> dict[str, Any]:
 
 class Sampler:
     """A daemon thread that records ``collect()`` into ``history`` every ``interval``
-    seconds; ``start()`` records the first before it returns, so a summary always has a
-    sample; ``stop()`` ends it. A failed collection is logged and skipped (the next one
-    tries again)."""
+    seconds, the first at once; ``stop()`` ends it. A failed collection is logged and
+    skipped (the next one tries again)."""
 
     def __init__(self, collect: Callable[[], Iterable[Metric]], history: History,
                  interval: float = INTERVAL) -> None:
@@ -451,7 +457,6 @@ class Sampler:
         self._thread = threading.Thread(target=self._run, name="memstream-dashboard-sampler", daemon=True)
 
     def start(self) -> Sampler:
-        self.sample()
         self._thread.start()
         return self
 
@@ -462,10 +467,11 @@ class Sampler:
             log.warning("dashboard.sample_failed", error=f"{type(exc).__name__}: {exc}"[:300])
 
     def _run(self) -> None:
-        started = time.monotonic()
-        while not self._stop.wait(max(0.0, self.interval - (time.monotonic() - started))):
+        while True:
             started = time.monotonic()
             self.sample()
+            if self._stop.wait(max(0.0, self.interval - (time.monotonic() - started))):
+                return
 
     def stop(self) -> None:
         self._stop.set()
@@ -520,6 +526,7 @@ def dashboard_app(registry: CollectorRegistry, history: History, executor: Execu
             since = None
 
         def render() -> Response:
+            history.wait(FIRST_SAMPLE_WAIT)  # a process that has just started: its first sample
             body = json.dumps(history.summary(since), separators=(",", ":"), allow_nan=False).encode()
             return Response(body, media_type="application/json", headers=HEADERS)
 

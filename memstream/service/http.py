@@ -15,11 +15,11 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
 import uvicorn
+import uvicorn.protocols.http.h11_impl  # noqa: F401  the protocol it serves with, imported with this module
 from starlette.types import ASGIApp
 
 __all__ = ["HttpServer"]
@@ -59,24 +59,19 @@ class HttpServer:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
-    def start(self, timeout: float = 10.0) -> HttpServer:
-        """Serve on a daemon thread; returns once the server accepts connections. Raises
-        OSError (and leaves nothing running) when it does not start within ``timeout`` s."""
+    def start(self) -> HttpServer:
+        """Serve on a daemon thread; returns at once (the socket listens already: a
+        connection made before the server's loop runs waits in its backlog)."""
         # uvicorn's loggers (uvicorn.error, uvicorn.access) at WARNING: no line per start or request
         config = uvicorn.Config(self._app, lifespan="off", loop="asyncio", http="h11", ws="none",
                                 log_config=None, log_level=logging.WARNING, access_log=False,
                                 server_header=False, timeout_graceful_shutdown=GRACE)
+        config.load()  # its imports and set-up here, in the caller's thread
         server = uvicorn.Server(config)
         self._server = server
         self._thread = threading.Thread(target=server.run, kwargs={"sockets": [self._socket]},
                                         name=self.name, daemon=True)
         self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not server.started and self._thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.005)
-        if not server.started:
-            self.stop()
-            raise OSError(f"the HTTP server on {self.address[0]}:{self.address[1]} did not start")
         return self
 
     def stop(self) -> None:

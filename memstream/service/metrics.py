@@ -57,11 +57,11 @@ from memstream.core import Settings, as_str, keys, observe
 from memstream.producers import EVENT_TYPES, EventLog, TenantRegistry, parse_entry_id
 from memstream.projections import STATES
 from memstream.query import OPS, operator_channel, tenant_channel
+from memstream.service.dashboard import History, Sampler, dashboard_app
+from memstream.service.http import HttpServer
 
 if TYPE_CHECKING:
     from memstream.projections import Version
-    from memstream.service.dashboard import History, Sampler
-    from memstream.service.http import HttpServer
     from memstream.workers import Consumer
 
 __all__ = ["FAMILIES", "Family", "LogCollector", "Metrics", "start_metrics"]
@@ -472,22 +472,13 @@ class Metrics:
         """Serve ``/metrics`` and the dashboard on ``host:port`` (port 0: a free one;
         ``address`` says which), sample the registry for the dashboard, and become the
         process's observer. Raises OSError when the address cannot be bound."""
-        from memstream.service.dashboard import History, Sampler, dashboard_app
-        from memstream.service.http import HttpServer
-
         history = History()
         server = HttpServer(lambda executor: dashboard_app(self.registry, history, executor), host, port,
                             name="memstream-metrics")
-        self._sampler = Sampler(self.sample, history).start()
-        try:
-            self._server = server.start()
-        except BaseException:
-            self._sampler.stop()
-            self._sampler = None
-            server.stop()
-            raise
+        self._server = server.start()
         self.address = server.address
         self.history = history
+        self._sampler = Sampler(self.sample, history).start()
         observe.install(self)
         return self
 
