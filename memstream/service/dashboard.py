@@ -117,6 +117,7 @@ class Snapshot:
 def snapshot(metrics: Iterable[Metric], at: float) -> Snapshot:
     """The figures of a registry's collected ``metrics`` that the summary reads."""
     snap = Snapshot(at)
+    counts: dict[tuple[str, str], dict[float, float]] = {}  # (histogram, series) -> bound -> count
     for family in metrics:
         name = family.name + "_total" if family.type == "counter" else family.name
         snap.families.add(name)
@@ -125,7 +126,9 @@ def snapshot(metrics: Iterable[Metric], at: float) -> Snapshot:
             for s in family.samples:
                 if s.name == family.name + "_bucket":
                     key = (family.name, s.labels.get(label, ""))
-                    snap.buckets.setdefault(key, []).append((float(s.labels.get("le", "+Inf")), s.value))
+                    le = float(s.labels.get("le", "+Inf"))
+                    row = counts.setdefault(key, {})
+                    row[le] = row.get(le, 0.0) + s.value  # series told apart by other labels: added up
                     if key not in snap.labels:
                         snap.labels[key] = {k: v for k, v in s.labels.items() if k != "le"}
             continue
@@ -134,8 +137,7 @@ def snapshot(metrics: Iterable[Metric], at: float) -> Snapshot:
         for s in family.samples:
             if s.name in VALUES and math.isfinite(s.value):  # a figure that is no number: unknown
                 snap.values.setdefault(s.name, []).append((s.labels, s.value))
-    for row in snap.buckets.values():
-        row.sort()
+    snap.buckets = {key: sorted(row.items()) for key, row in counts.items()}
     return snap
 
 

@@ -235,6 +235,16 @@ def test_percentiles_come_from_the_buckets_filled_in_the_last_window():
     assert quiet["history"]["freshness_p95"]["turns.v1"][-1] is None
 
 
+def test_histogram_series_told_apart_by_other_labels_are_added_up():
+    family = HistogramMetricFamily("memstream_hook_seconds", "help", labels=["hook", "host"])
+    family.add_metric(["sync_turn", "a"], [("0.1", 1.0), ("1.0", 1.0), ("+Inf", 1.0)], sum_value=0.0)
+    family.add_metric(["sync_turn", "b"], [("0.1", 0.0), ("1.0", 3.0), ("+Inf", 3.0)], sum_value=0.0)
+    history = History()
+    history.record([family], at=0.0)
+    hook = history.summary()["fleet"]["hooks"]["sync_turn"]
+    assert hook["count"] == 4 and hook["p50"] == pytest.approx(0.1 + 0.9 * (2 - 1) / 3)
+
+
 @pytest.mark.parametrize(("q", "buckets", "expected"), [
     (0.5, [(1.0, 10), (2.0, 20), (float("inf"), 20)], 1.0),
     (0.75, [(1.0, 10), (2.0, 20), (float("inf"), 20)], 1.5),
