@@ -394,6 +394,14 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         result = bench_chaos.chaos_bench(minutes=args.minutes, agents=args.agents, seed=args.seed)
         print_result(args, result, bench_chaos.format_chaos(result))
         return OK
+    if args.which == "reads":
+        from memstream.bench import reads as bench_reads
+
+        result = bench_reads.reads_bench(memories=args.events or 10_000, threads=args.threads or (1, 2, 4, 8),
+                                         clients=args.clients, rounds=args.runs or 3,
+                                         embedder=args.embedder or "hash")
+        print_result(args, result, bench_reads.format_reads(result))
+        return OK
     if args.which == "queries":
         from memstream.bench import queries as bench_queries
 
@@ -525,7 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")
     p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos", "text",
-                                       "archive", "replay", "import", "metrics"])
+                                       "archive", "replay", "import", "metrics", "reads"])
     p.add_argument("--minutes", type=minutes, default=2.0, help="chaos: how long things break")
     p.add_argument("--agents", type=int_between(1, 64), default=4, help="chaos: agent processes")
     p.add_argument("--seed", type=int_between(0, 2**32 - 1), default=0, help="chaos: the random choices")
@@ -534,14 +542,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--events", type=int_between(1, 10_000_000), default=None,
                    help="ingest: events per pipeline drain (default 1000); archive: events appended, archived and "
                    "read back (default 100000); replay: events in the log (default 100000); metrics: events per "
-                   "drain, with metrics on and off (default 3000)")
+                   "drain, with metrics on and off (default 3000); reads: memories the query server holds (default 10000)")
     p.add_argument("--data", default="", help="ingest, archive, replay, metrics: LoCoMo turns JSONL (default: "
                    "generated text if absent); locomo: the LoCoMo directory")
     p.add_argument("--split", default="dev", choices=["dev", "test", "all"], help="locomo: conversations to run")
     p.add_argument("--runs", type=int_between(1, 1000), default=None,
                    help="ingest: runs per measurement (pipeline and raw alternate which goes first; default 4); "
                    "text, import: runs per median (default 5); queries: rounds (default 4); metrics: pairs of "
-                   "drains, on and off (default 5); hotpath: interleaved rounds (default 20)")
+                   "drains, on and off (default 5); hotpath: interleaved rounds (default 20); "
+                   "reads: rounds over the thread counts (default 3)")
     p.add_argument("--messages", type=int_between(1, 10_000_000), default=10_000,
                    help="import: messages of the synthetic Hermes state.db")
     p.add_argument("--sizes", type=ascending_counts, default=None,
@@ -549,6 +558,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "text: sizes in KiB (default 16,64,256)")
     p.add_argument("--queries", type=int_between(1, 1_000_000), default=200,
                    help="prefetch: questions per size; queries: round trips per round")
+    p.add_argument("--threads", type=ascending_counts, default=None,
+                   help="reads: query server thread counts to measure, ascending (default 1,2,4,8)")
+    p.add_argument("--clients", type=int_between(1, 4096), default=16,
+                   help="reads: callers sending recall back to back, spread over two processes")
     p.add_argument("--embedder", default="",
                    help="embedder of the benchmark's pipeline (prefetch: default hash; locomo: onnx-minilm)")
     p.add_argument("--compare", default=None, metavar="OPTION=VALUE[,...]",

@@ -139,7 +139,8 @@ class Pipeline:
         self.searcher = Searcher(self.store, self.embedder, self.facts, versions=self.versions)
         self.reads = ReadOps(self.store, self.searcher, self.facts, self.projection("sessions").index,
                              versions=self.versions)
-        self.queries = QueryServer(client, prefix, {**self.reads.handlers(), "count": self._count})
+        self.queries = QueryServer(client, prefix, {**self.reads.handlers(), "count": self._count},
+                                   threads=settings.query_server_threads)
         self._stop = threading.Event()
         self._supervisor: threading.Thread | None = None
         self._last_catalog = 0.0
