@@ -28,10 +28,15 @@ Per level of N agents (default 50, 200, 500, 1,000), everything real and on this
 * **Append to searchable**: about ``probes_per_s`` turns a second (over the whole fleet)
   carry a unique token; the agent process reports when their ``sync_turn`` started, and the
   bench process searches for the token with the query client (``memstream.query.ask``,
-  op ``search``, kind ``turns``, the agent's scope) every ``PROBE_POLL_S`` until a turn
-  holding it comes back: seconds from the ``sync_turn`` call to that answer (an upper
-  bound by at most one poll and one round trip). Probes not found within ``settle`` s of
-  the level's end count as infinitely late.
+  op ``search``, kind ``turns``, the agent's scope; ``PROBE_THREADS`` searches at a time,
+  each probe again ``PROBE_POLL_S`` after its last answer) until a turn holding it comes
+  back: seconds from the ``sync_turn`` call to that answer (an upper bound by at most one
+  poll and one round trip, so a slow read path shows here too). To tell the write path
+  from the read path, the same turns are followed without the query server: when their
+  event reached the log (its entry id's time, found by event id) and when the turns
+  projection's position passed it (``workers.Positions``: the time that position was
+  recorded, seen within ``WATCH_EVERY``). Probes that did not get there within ``settle``
+  s of the level's end count as infinitely late.
 * **Sampled every second** by the bench process, from the server and ``/proc``: every
   projection group's waiting entries and how long the oldest waited
   (``memstream.workers.waiting``: the worker lag), the query list's backlog, Valkey's
@@ -74,7 +79,7 @@ from typing import IO, Any, Iterable
 from memstream.bench.prefetch import _memory, _question
 from memstream.bench.stats import latency_summary, machine, percentile
 from memstream.core import Settings, keys
-from memstream.producers import Event
+from memstream.producers import Event, TurnRecorded
 from memstream.provider import MemstreamProvider
 
 __all__ = ["fleet_bench", "format_fleet", "knee", "main", "LEVELS", "TARGETS", "HOOKS"]
@@ -147,11 +152,14 @@ class _RecordedProvider(MemstreamProvider):
     def __init__(self) -> None:
         super().__init__()
         self.emitted: list[str] = []
+        self.last_turn = ""  # the id of the last TurnRecorded accepted (sync_turn's thread sets it)
 
     def _emit(self, event: Event) -> bool:
         accepted = super()._emit(event)
         if accepted:
             self.emitted.append(event.id)
+            if isinstance(event, TurnRecorded):
+                self.last_turn = event.id
         return accepted
 
 
@@ -277,9 +285,11 @@ class _Agent:
     def _sync(self, user: str, answer: str, token: str, first_null: bool) -> None:
         """Hermes's mem-sync worker: sync_turn, then queue_prefetch."""
         started = time.monotonic()  # the probe's clock: CLOCK_MONOTONIC, shared by every process
+        wall = time.time()
         self._pair("sync_turn", first_null, user, answer, session_id=self.session, messages=self.transcript)
         if token:
-            self.say({"probe": token, "agent": self.name, "t": started})
+            self.say({"probe": token, "agent": self.name, "t": started, "wall": wall,
+                      "event_id": self.provider.last_turn})
         self._pair("queue_prefetch", first_null, user, session_id=self.session)
 
     def finish(self) -> dict[str, Any]:
@@ -509,72 +519,160 @@ class _Child:
 class _Probe:
     token: str
     agent: str
-    t: float
+    t: float  # monotonic (CLOCK_MONOTONIC, the same in every process) when sync_turn was called
+    wall: float  # unix time of the same moment
+    event_id: str
+    entry: tuple[str, str] | None = None  # (stream, entry id) once the turn is in the log
+    logged_s: float | None = None
+    applied_s: float | None = None
+    found_s: float | None = None
     next_poll: float = 0.0
-    polls: int = 0
+    busy: bool = False
 
 
-@dataclass
 class _Prober:
-    """Searches for each probe's token until a turn holding it comes back."""
+    """Follows every probed turn: into the log and through the turns projection (one
+    watcher thread, reading the streams and the group's position), and until a search finds
+    it (``PROBE_THREADS`` threads, so that a slow answer delays no other probe)."""
 
-    url: str
-    prefix: str
-    incoming: queue.Queue[_Probe] = field(default_factory=queue.Queue)
-    found: list[float] = field(default_factory=list)  # seconds from sync_turn to the answer
-    round_trips_ms: list[float] = field(default_factory=list)
-    errors: int = 0
-    pending: list[_Probe] = field(default_factory=list)
-    stop_at: float | None = None  # monotonic: stop, whatever is pending
-    sampled: int = 0
+    PROBE_THREADS = 8
+    WATCH_EVERY = 0.02
+
+    def __init__(self, url: str, prefix: str, shards: int, group: str) -> None:
+        self.url, self.prefix, self.group = url, prefix, group
+        self.streams = [keys.events(prefix, s) for s in range(shards)]
+        self.lock = threading.Lock()
+        self.probes: list[_Probe] = []
+        self.round_trips_ms: list[float] = []
+        self.errors = 0
+        self.stop_at: float | None = None  # monotonic: stop then, whatever is pending
+        self.threads: list[threading.Thread] = []
 
     def add(self, message: dict[str, Any]) -> bool:
         if "probe" not in message:
             return False
-        self.incoming.put(_Probe(str(message["probe"]), str(message["agent"]), float(message["t"])))
+        probe = _Probe(str(message["probe"]), str(message["agent"]), float(message["t"]), float(message["wall"]),
+                       str(message.get("event_id") or ""))
+        with self.lock:
+            self.probes.append(probe)
         return True
 
-    def run(self) -> None:
+    def start(self) -> None:
+        self.threads = [threading.Thread(target=self._search, name=f"fleet-prober-{i}", daemon=True)
+                        for i in range(self.PROBE_THREADS)]
+        self.threads.append(threading.Thread(target=self._watch, name="fleet-watcher", daemon=True))
+        for t in self.threads:
+            t.start()
+
+    def join(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for t in self.threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+
+    def _over(self, done: Any) -> bool:
+        """True once told to stop and nothing is left, or past the stop time."""
+        if self.stop_at is None:
+            return False
+        if time.monotonic() >= self.stop_at:
+            return True
+        with self.lock:
+            return all(done(p) for p in self.probes)
+
+    def _search(self) -> None:
         from memstream.producers import redis_client
         from memstream.query import ask
 
         client = redis_client(self.url, timeout=15)
         try:
-            while self.stop_at is None or time.monotonic() < self.stop_at:
-                while True:
-                    try:
-                        probe = self.incoming.get_nowait()
-                    except queue.Empty:
-                        break
-                    self.pending.append(probe)
-                    self.sampled += 1
+            while not self._over(lambda p: p.found_s is not None):
                 now = time.monotonic()
-                due = [p for p in self.pending if p.next_poll <= now]
-                if not due:
-                    if self.stop_at is not None and not self.pending and self.incoming.empty():
-                        return
+                with self.lock:
+                    due = [p for p in self.probes if p.found_s is None and not p.busy and p.next_poll <= now]
+                    probe = min(due, key=lambda p: p.t) if due else None
+                    if probe is not None:
+                        probe.busy = True
+                if probe is None:
                     time.sleep(0.005)
                     continue
-                probe = min(due, key=lambda p: p.t)
                 request = {"op": "search", "tenant": TENANT, "agent": probe.agent, "query": probe.token,
                            "kind": "turns", "k": 3}
                 sent = time.monotonic()
                 try:
                     answer = ask(client, self.prefix, request, timeout=10.0)
                 except Exception:  # noqa: BLE001 - counted; the probe is asked again
-                    self.errors += 1
                     answer = {}
+                    with self.lock:
+                        self.errors += 1
                 got = time.monotonic()
-                self.round_trips_ms.append((got - sent) * 1000)
-                probe.polls += 1
                 items = answer.get("results") or []
-                if any(isinstance(i, dict) and probe.token in str(i.get("text", "")) for i in items):
-                    self.found.append(got - probe.t)
-                    self.pending.remove(probe)
-                else:
+                hit = any(isinstance(i, dict) and probe.token in str(i.get("text", "")) for i in items)
+                with self.lock:
+                    self.round_trips_ms.append((got - sent) * 1000)
+                    if hit:
+                        probe.found_s = got - probe.t
                     probe.next_poll = got + PROBE_POLL_S
+                    probe.busy = False
         finally:
             client.close()
+
+    def _watch(self) -> None:
+        """Where each probed turn is in the log (its entry, found by event id) and when the
+        turns projection's position passed it (the time its position was recorded)."""
+        from memstream.core import as_str
+        from memstream.producers import parse_entry_id, redis_client, xrange_entry
+        from memstream.workers import Positions
+
+        client = redis_client(self.url, timeout=15)
+        positions = Positions(client, self.prefix)
+        seen: dict[str, tuple[str, str]] = {}  # event id -> (stream, entry id), everything read so far
+        cursor = {stream: "-" for stream in self.streams}
+        try:
+            while not self._over(lambda p: p.applied_s is not None):
+                for stream in self.streams:
+                    while True:
+                        start = cursor[stream] if cursor[stream] == "-" else f"({cursor[stream]}"
+                        batch = [xrange_entry(e) for e in client.xrange(stream, min=start, max="+", count=2000) or ()]
+                        for entry_id, fields in batch:
+                            raw = fields.get(b"id")
+                            if raw is not None:
+                                seen[as_str(raw)] = (stream, entry_id)
+                        if batch:
+                            cursor[stream] = batch[-1][0]
+                        if len(batch) < 2000:
+                            break
+                with self.lock:
+                    waiting = [p for p in self.probes if p.applied_s is None]
+                if waiting:
+                    applied = positions.get(self.group)
+                    for probe in waiting:
+                        if probe.entry is None and probe.event_id in seen:
+                            probe.entry = seen[probe.event_id]
+                            probe.logged_s = parse_entry_id(probe.entry[1])[0] / 1000.0 - probe.wall
+                        if probe.entry is None:
+                            continue
+                        mine = applied.get(probe.entry[0])
+                        if mine and parse_entry_id(mine["position"]) >= parse_entry_id(probe.entry[1]):
+                            probe.applied_s = min(time.time(), mine["applied_at"] or time.time()) - probe.wall
+                time.sleep(self.WATCH_EVERY)
+        finally:
+            client.close()
+
+    def figures(self) -> dict[str, Any]:
+        """Per stage, seconds from the sync_turn call (p50, p95; a probe that never got there
+        counts as infinitely late)."""
+        with self.lock:
+            probes = list(self.probes)
+        out: dict[str, Any] = {"sampled": len(probes)}
+        for key, attr in (("searchable", "found_s"), ("in_log", "logged_s"), ("applied", "applied_s")):
+            got = [getattr(p, attr) for p in probes if getattr(p, attr) is not None]
+            values = sorted(got) + [float("inf")] * (len(probes) - len(got))
+            p50, p95 = percentile(values, 0.5), percentile(values, 0.95)
+            out[key] = {"n": len(got), "p50": round(p50, 3) if got and p50 != float("inf") else None,
+                        "p95": round(p95, 3) if got and p95 != float("inf") else None,
+                        "max": round(max(got), 3) if got else None}
+        out["probe_round_trip_ms"] = latency_summary(self.round_trips_ms, digits=2)
+        out["probe_errors"] = self.errors
+        return out
 
 
 @dataclass
@@ -608,6 +706,7 @@ class _Sampler:
             lag[group] = (w.entries, round(max(0.0, now - w.since), 3) if w.since is not None else 0.0)
         out["lag"] = lag
         out["query_backlog"] = int(client.llen(keys.queries(self.prefix)))
+        out["queries_answered"] = int(client.hget(keys.query_counters(self.prefix), "answered") or 0)
         info = client.info()
         out["redis_cpu_s"] = float(info.get("used_cpu_sys", 0)) + float(info.get("used_cpu_user", 0))
         out["used_memory"] = int(info.get("used_memory", 0))
@@ -711,7 +810,9 @@ def _level(root: Path, n: int, processes: int, rate: float, seconds: float, embe
     url = str(info["url"])
     client = redis_client(url, timeout=10)
     clients_before = int(client.info("clients").get("connected_clients", 0))
-    prober = _Prober(url, prefix)
+    from memstream.projections import active_group
+
+    prober = _Prober(url, prefix, shards, active_group(client, prefix, "turns"))
     per_process = [p for p in _spread(n, processes) if p]
     probe_p = min(1.0, probes_per_s / (n * rate))
     agents: list[_Child] = []
@@ -736,13 +837,12 @@ def _level(root: Path, n: int, processes: int, rate: float, seconds: float, embe
     pids.update({f"agents-{p}": a.proc.pid for p, a in enumerate(agents)})
     sampler = _Sampler(url, prefix, shards, pids)
     sampler_thread = threading.Thread(target=sampler.run, name="fleet-sampler", daemon=True)
-    prober_thread = threading.Thread(target=prober.run, name="fleet-prober", daemon=True)
     start = time.monotonic() + 1.0
     end = start + seconds
     for a in agents:
         a.send(f"go {start} {end}")
     sampler_thread.start()
-    prober_thread.start()
+    prober.start()
     try:
         done = [a.expect("done", end + max(60.0, settle) + 0.1 * n) for a in agents]
         ended = time.monotonic()
@@ -757,7 +857,7 @@ def _level(root: Path, n: int, processes: int, rate: float, seconds: float, embe
                 caught_up_s = round(sampler.samples[-1]["t"] - ended, 1)
                 break
             time.sleep(0.2)
-        prober_thread.join(max(0.0, prober.stop_at - time.monotonic()) + 15)
+        prober.join(max(0.0, prober.stop_at - time.monotonic()) + 15)
     finally:
         prober.stop_at = time.monotonic()
         sampler.stop.set()
@@ -789,10 +889,6 @@ def _level(root: Path, n: int, processes: int, rate: float, seconds: float, embe
             stats[key] = max(stats.get(key, 0), value) if key == "prefetch_ms_max" else stats.get(key, 0) + value
     outcomes = {k: int(stats.get(k, 0)) for k in ("prefetch_fresh", "prefetch_stale", "prefetch_empty")}
     prefetches = sum(outcomes.values())
-    sampled = prober.sampled
-    unfound = sampled - len(prober.found)
-    a2s = sorted(prober.found) + [float("inf")] * unfound
-    a2s_p95 = percentile(a2s, 0.95) if a2s else float("nan")
     turns = sum(r["turns"] for r in results)
     lag_entries = [max((e for e, _ in s["lag"].values()), default=0) for s in run]
     lag_seconds = [max((w for _, w in s["lag"].values()), default=0.0) for s in run]
@@ -813,17 +909,16 @@ def _level(root: Path, n: int, processes: int, rate: float, seconds: float, embe
                      "outcomes": outcomes, "ms": _ms(mem["prefetch"]),
                      "budget_ms": settings.prefetch_budget_ms},
         "query_ms": {**_ms(mem["handle_tool_call"]), "tool_errors": sum(r["tool_errors"] for r in results)},
-        "append_to_searchable_s": {
-            "sampled": sampled, "found": len(prober.found),
-            "p50": round(percentile(a2s, 0.5), 3) if a2s else None,
-            "p95": round(a2s_p95, 3) if a2s and a2s_p95 != float("inf") else None,
-            "max_found": round(max(prober.found), 3) if prober.found else None,
-            "probe_round_trip_ms": latency_summary(prober.round_trips_ms, digits=2),
-            "probe_errors": prober.errors},
+        "append_to_searchable_s": prober.figures(),
         "worker_lag": {"max_entries": max(lag_entries, default=0), "max_s": max(lag_seconds, default=0.0),
                        "series_entries": lag_entries, "series_s": lag_seconds, "groups": per_group,
                        "caught_up_after_end_s": caught_up_s},
         "query_backlog_max": max((s["query_backlog"] for s in run), default=0),
+        "queries_per_s": {
+            # asked: each turn's recall (on_turn_start) and warm-up (queue_prefetch), and the tool searches
+            "asked": round((2 * turns + len(mem["handle_tool_call"])) / seconds, 1),
+            "answered": {k: None if v is None else round(v, 1)
+                         for k, v in zip(("mean", "max"), _rate_between(run, lambda s: s["queries_answered"]))}},
         "query_counters": query_counters,
         "redis": {"cpu_pct": _pct(_rate_between(run, lambda s: s["redis_cpu_s"])),
                   "used_memory_mb_max": round(max((s["used_memory"] for s in run), default=0) / 2**20, 1),
@@ -865,8 +960,8 @@ def knee(levels: list[dict[str, Any]]) -> int | None:
     whose append-to-searchable p95 was at most 1 s (None: no level)."""
     good = [lv["agents"] for lv in levels
             if (lv["prefetch"]["fresh_fraction"] or 0.0) >= TARGETS["fresh_fraction"]
-            and lv["append_to_searchable_s"]["p95"] is not None
-            and lv["append_to_searchable_s"]["p95"] <= TARGETS["append_to_searchable_p95_s"]]
+            and lv["append_to_searchable_s"]["searchable"]["p95"] is not None
+            and lv["append_to_searchable_s"]["searchable"]["p95"] <= TARGETS["append_to_searchable_p95_s"]]
     return max(good, default=None)
 
 
@@ -951,12 +1046,19 @@ def format_fleet(r: dict[str, Any]) -> str:
                                 for lv in levels))
     row("query (tool search) ms p50/p95", (f"{_f(lv['query_ms'].get('p50'))}/{_f(lv['query_ms'].get('p95'))}"
                                            for lv in levels))
-    row("append→searchable s p50/p95", (f"{_f(lv['append_to_searchable_s']['p50'], 2)}/"
-                                        f"{_f(lv['append_to_searchable_s']['p95'], 2)}" for lv in levels))
-    row("  probes found/sampled", (f"{lv['append_to_searchable_s']['found']}/{lv['append_to_searchable_s']['sampled']}"
-                                   for lv in levels))
+    for key, label in (("searchable", "append→searchable s p50/p95"), ("in_log", "  → in the log"),
+                       ("applied", "  → applied (turns)")):
+        row(label, (f"{_f(lv['append_to_searchable_s'][key]['p50'], 2)}/{_f(lv['append_to_searchable_s'][key]['p95'], 2)}"
+                    for lv in levels))
+    row("  probes found/sampled", (f"{lv['append_to_searchable_s']['searchable']['n']}/"
+                                   f"{lv['append_to_searchable_s']['sampled']}" for lv in levels))
+    row("  probe search ms p50/p95", (f"{_f(lv['append_to_searchable_s']['probe_round_trip_ms'].get('p50'))}/"
+                                      f"{_f(lv['append_to_searchable_s']['probe_round_trip_ms'].get('p95'))}"
+                                      for lv in levels))
     row("worker lag max entries / s", (f"{_f(lv['worker_lag']['max_entries'])} / {_f(lv['worker_lag']['max_s'])}"
                                        for lv in levels))
+    row("queries/s: agents ask, all answered", (f"{_f(lv['queries_per_s']['asked'])}, "
+                                                f"{_f(lv['queries_per_s']['answered']['mean'])}" for lv in levels))
     row("query backlog max", (_f(lv["query_backlog_max"]) for lv in levels))
     row("Redis CPU % mean/max", (f"{_f(lv['redis']['cpu_pct']['mean'])}/{_f(lv['redis']['cpu_pct']['max'])}"
                                  for lv in levels))
