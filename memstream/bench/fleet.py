@@ -406,7 +406,17 @@ def service_process() -> int:
         sys.stdin.read()
         service.stop()
 
+    def name_threads() -> None:  # which thread is which, for the bench's CPU figures per thread
+        shown: dict[int, str] = {}
+        while True:
+            now = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
+            if now != shown:
+                say({"threads": now})
+                shown = now
+            time.sleep(2.0)
+
     threading.Thread(target=watch, name="fleet-stdin", daemon=True).start()
+    threading.Thread(target=name_threads, name="fleet-threads", daemon=True).start()
     service.serve()
     return 0
 
@@ -422,6 +432,33 @@ def _cpu_seconds(pid: int | None) -> float | None:
         return None
     fields = text.rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+
+
+def _thread_kind(name: str | None) -> str:
+    """What a thread of the service does, by its name (None: no Python thread: the store's
+    or a library's native threads)."""
+    if name is None:
+        return "native"
+    if name.startswith("memstream-queries"):
+        return "queries"
+    if name.startswith("memstream-") and name not in ("memstream-supervisor", "memstream-adopter"):
+        return "projections"  # the consumers of the projection versions
+    return "other"
+
+
+def _threads_cpu(pid: int | None, names: dict[int, str]) -> dict[str, float]:
+    """CPU seconds so far of process ``pid``'s threads, summed by ``_thread_kind``."""
+    out: dict[str, float] = {}
+    if not pid:
+        return out
+    for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        kind = _thread_kind(names.get(int(stat.parent.name)))
+        out[kind] = out.get(kind, 0.0) + (int(fields[11]) + int(fields[12])) / _CLK_TCK
+    return out
 
 
 def _machine_jiffies() -> tuple[int, int] | None:
@@ -683,6 +720,7 @@ class _Sampler:
     prefix: str
     shards: int
     pids: dict[str, int | None]
+    service_threads: dict[int, str] = field(default_factory=dict)  # native id -> name, as the service says
     samples: list[dict[str, Any]] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
     errors: int = 0
@@ -712,6 +750,7 @@ class _Sampler:
         out["used_memory"] = int(info.get("used_memory", 0))
         out["clients"] = int(info.get("connected_clients", 0))
         out["cpu_s"] = {name: _cpu_seconds(pid) for name, pid in self.pids.items()}
+        out["service_threads_cpu_s"] = _threads_cpu(self.pids.get("service"), dict(self.service_threads))
         out["machine"] = _machine_jiffies()
         return out
 
@@ -800,9 +839,17 @@ def _level(root: Path, n: int, processes: int, rate: float, seconds: float, embe
     root.mkdir(parents=True)
     level_started = time.monotonic()
     loadavg_start = [round(x, 2) for x in os.getloadavg()]
+    service_threads: dict[int, str] = {}
+
+    def thread_names(message: dict[str, Any]) -> bool:
+        if "threads" not in message:
+            return False
+        service_threads.update({int(k): str(v) for k, v in message["threads"].items()})
+        return True
+
     service = _Child([sys.executable, "-m", "memstream.bench.fleet", "--service-process"],
                      _env(root / "service", MEMSTREAM_EMBEDDER=embedder, MEMSTREAM_METRICS_ADDR="127.0.0.1:0"),
-                     root / "service.log")
+                     root / "service.log", on_line=thread_names)
     children.append(service)
     info = service.expect("url", time.monotonic() + 120)
     if info.get("pipeline_error"):
@@ -835,7 +882,7 @@ def _level(root: Path, n: int, processes: int, rate: float, seconds: float, embe
     pids: dict[str, int | None] = {"service": service.proc.pid, "valkey": info.get("valkey_pid"),
                                    "bench": os.getpid()}
     pids.update({f"agents-{p}": a.proc.pid for p, a in enumerate(agents)})
-    sampler = _Sampler(url, prefix, shards, pids)
+    sampler = _Sampler(url, prefix, shards, pids, service_threads)
     sampler_thread = threading.Thread(target=sampler.run, name="fleet-sampler", daemon=True)
     start = time.monotonic() + 1.0
     end = start + seconds
@@ -926,6 +973,13 @@ def _level(root: Path, n: int, processes: int, rate: float, seconds: float, embe
                   "clients_max": clients_max,
                   "clients_per_agent": round((clients_max - clients_before) / n, 2)},
         "cpu_pct": {"service": _pct(_rate_between(run, lambda s: s["cpu_s"].get("service"))),
+                    "service_threads": {kind: _pct(_rate_between(run, lambda s, kind=kind: s["service_threads_cpu_s"]
+                                                                   .get(kind)))
+                                        for kind in ("queries", "projections", "native", "other")},
+                    # threads that ended between two samples took their CPU seconds with them
+                    "service_exited_threads": _pct(_rate_between(run, lambda s: (
+                        s["cpu_s"]["service"] - sum(s["service_threads_cpu_s"].values())
+                        if s["cpu_s"].get("service") is not None else None))),
                     "valkey": _pct(_rate_between(run, lambda s: s["cpu_s"].get("valkey"))),
                     "bench": _pct(_rate_between(run, lambda s: s["cpu_s"].get("bench"))),
                     "agent_processes": agents_cpu,
@@ -1067,6 +1121,9 @@ def format_fleet(r: dict[str, Any]) -> str:
                                       for lv in levels))
     row("service CPU % mean/max", (f"{_f(lv['cpu_pct']['service']['mean'])}/{_f(lv['cpu_pct']['service']['max'])}"
                                    for lv in levels))
+    row("  threads: queries/projections/native/other/ended",
+        ("/".join([_f(lv["cpu_pct"]["service_threads"][k]["mean"], 0) for k in ("queries", "projections", "native", "other")]
+                  + [_f(lv["cpu_pct"]["service_exited_threads"]["mean"], 0)]) for lv in levels))
     row("agent procs CPU % (sum)", (_f(lv["cpu_pct"]["agent_processes_sum_mean"]) for lv in levels))
     row("machine busy % mean/max", (f"{_f(lv['cpu_pct']['machine_busy']['mean'])}/"
                                     f"{_f(lv['cpu_pct']['machine_busy']['max'])}" for lv in levels))
