@@ -40,8 +40,10 @@ Per level of N agents (default 50, 200, 500, 1,000), everything real and on this
 * **Sampled every second** by the bench process, from the server and ``/proc``: every
   projection group's waiting entries and how long the oldest waited
   (``memstream.workers.waiting``: the worker lag), the query list's backlog, Valkey's
-  ``INFO`` (CPU seconds, ``used_memory``, ``connected_clients``), the CPU seconds of the
-  service, Valkey and every agent process, and the machine's busy share (``/proc/stat``).
+  ``INFO`` (CPU seconds, ``used_memory``, ``connected_clients``), the queries answered,
+  the CPU seconds of the service (and of its threads by kind: query server, projection
+  consumers, native threads, others, from ``/proc/PID/task`` and the names the service
+  reports), Valkey and every agent process, and the machine's busy share (``/proc/stat``).
 * **After the level**: every event id the agents' providers emitted (accepted by the
   spool) must be in the log exactly once (the streams are read whole): ``lost`` and
   ``duplicated`` must be 0 and 0.
