@@ -3,7 +3,9 @@
 
 Each implements ``memstream.workers.consumer.Projection``: ``apply(batch)`` is idempotent (point
 ids and fact ids derive from the event id), so a redelivery after a crash changes
-nothing. Text is cleaned and redacted before anything is embedded or stored.
+nothing. Text is cleaned and redacted before anything is embedded or stored. A turn's
+points are written with their keywords at once and get their dense vectors from the
+version's dense stage when the embedder is a model (``memstream.projections.vector``).
 
 Tombstones (``MemoryForgotten``) are also recorded in ``P:tombstones:{tenant}``, and
 nothing named there is ever projected again: with several shards, or in a replay, the

@@ -212,7 +212,7 @@ class Pipeline:
                             start_at=start_at)
         embedding = None
         if row.vectors and callable(getattr(projection, "embed_backlog", None)):
-            embedding = EmbedConsumer(self.log.client, projection, self.consumer_name,
+            embedding = EmbedConsumer(self.log.client, projection, self.consumer_name, batch=self.config.batch,
                                       max_deliveries=self.config.max_deliveries,
                                       claim_idle_ms=self.config.claim_idle_ms, priority=self.priority, low=low)
         run = Run(row, v, projection, consumer, embedding=embedding)
