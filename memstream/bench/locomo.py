@@ -10,8 +10,8 @@ What runs: a real Valkey and the real pipeline (turns projection, the configured
 embedder, the embedded store) in a temp home. Every turn goes in as a ``TurnRecorded``
 event (``occurred_at`` = its session's date-time, a second per turn), through
 ``EventLog.append`` and ``Pipeline.drain``; every question goes through the query path
-prefetch and ``memstream_search`` use: an rq job (``memstream.query.server.ask``, op ``search``,
-kind ``turns``, scope ``current``) answered by the pipeline's query server. Latency is
+prefetch and ``memstream_search`` use: a request on the query list (``memstream.query.ask``, op
+``search``, kind ``turns``, scope ``current``) answered by the pipeline's query server. Latency is
 measured around ``ask`` (warm, one client).
 
 Baselines on the same questions, in the same run: BM25 (Porter-stemmed, stop words out:

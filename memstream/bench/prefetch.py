@@ -3,14 +3,14 @@
 One run, on this machine and in this process (the bench process is also the service):
 
 * A real Valkey (``ValkeyProcess``, temp dir) and the real pipeline with its query server
-  (rq worker threads), the embedded store (qdrant-edge) in a temp ``MEMSTREAM_HOME``.
+  (its server threads), the embedded store (qdrant-edge) in a temp ``MEMSTREAM_HOME``.
 * For each size (default 10,000 then 100,000): memories are appended as
   ``MemoryRemembered`` events (generated, varied sentences; one agent holds them all, a
   second agent and a second tenant hold noise) and projected (``Pipeline.drain``).
   Then, for ``queries`` questions about those memories:
 
-  - ``fresh_query``: the recall query as the provider sends it (an rq job, op
-    ``recall``, ``memstream.query.server.ask``), round trip p50/p95: enqueue -> answer read;
+  - ``fresh_query``: the recall query as the provider sends it (a request on the query
+    list, op ``recall``, ``memstream.query.ask``), round trip p50/p95: push -> answer read;
   - ``prefetch``: a real ``MemstreamProvider`` does what Hermes does per turn,
     ``on_turn_start(message)`` then ``prefetch(message)`` with the default budget:
     the call's duration p50/p99 and the fraction of turns that got the fresh result

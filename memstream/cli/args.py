@@ -9,7 +9,7 @@ import re
 
 __all__ = [
     "COUNT_MAX", "K_MAX", "NAME_MAX", "QUERY_MAX", "TIMEOUT_MAX",
-    "archive_point", "ascending_counts", "entry_id", "int_between", "minutes", "printable", "seconds",
+    "archive_point", "ascending_counts", "entry_id", "int_between", "minutes", "per_second", "printable", "seconds",
 ]
 
 NAME_MAX = 256  # tenant, agent, session, scope, group, worker name: characters
@@ -45,6 +45,17 @@ def minutes(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{_shown(text)} is not a number of minutes") from None
     if not (math.isfinite(value) and 0 < value <= 24 * 60):
         raise argparse.ArgumentTypeError(f"minutes must be above 0 and at most a day (got {_shown(text)})")
+    return value
+
+
+def per_second(text: str) -> float:
+    """A finite rate above 0 and at most 1,000 a second."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is not a number per second") from None
+    if not (math.isfinite(value) and 0 < value <= 1000):
+        raise argparse.ArgumentTypeError(f"a rate must be above 0 and at most 1000 a second (got {_shown(text)})")
     return value
 
 

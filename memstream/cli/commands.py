@@ -31,6 +31,7 @@ from memstream.cli.args import (
     entry_id,
     int_between,
     minutes,
+    per_second,
     printable,
     seconds,
 )
@@ -432,8 +433,28 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     if args.which == "chaos":
         from memstream.bench import chaos as bench_chaos
 
-        result = bench_chaos.chaos_bench(minutes=args.minutes or 2.0, agents=args.agents, seed=args.seed)
+        agents = args.agents or (4,)
+        if len(agents) != 1 or agents[0] > 64:
+            raise CommandError(f"bench chaos takes one --agents count from 1 to 64 (got {','.join(map(str, agents))})")
+        result = bench_chaos.chaos_bench(minutes=args.minutes or 2.0, agents=agents[0], seed=args.seed)
         print_result(args, result, bench_chaos.format_chaos(result))
+        return OK
+    if args.which == "reads":
+        from memstream.bench import reads as bench_reads
+
+        result = bench_reads.reads_bench(memories=args.events or 10_000, threads=args.threads or (1, 2, 4, 8),
+                                         clients=args.clients, rounds=args.runs or 3,
+                                         embedder=args.embedder or "hash")
+        print_result(args, result, bench_reads.format_reads(result))
+        return OK
+    if args.which == "fleet":
+        from memstream.bench import fleet as bench_fleet
+
+        result = bench_fleet.fleet_bench(levels=args.agents or bench_fleet.LEVELS, rate=args.rate or bench_fleet.RATE,
+                                         seconds=args.seconds or bench_fleet.SECONDS,
+                                         processes=args.processes or bench_fleet.PROCESSES,
+                                         embedder=args.embedder or "hash")
+        print_result(args, result, bench_fleet.format_fleet(result))
         return OK
     if args.which == "queries":
         from memstream.bench import queries as bench_queries
@@ -581,26 +602,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")
     p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos", "text",
-                                       "archive", "replay", "import", "metrics", "dashboard"])
+                                       "archive", "replay", "import", "metrics", "reads", "fleet", "dashboard"])
     p.add_argument("--minutes", type=minutes, default=None, help="chaos: how long things break (default 2); "
                    "dashboard: minutes of traffic before the first load, hence of history the page draws "
                    "(default 1/3; 10 fills it)")
-    p.add_argument("--agents", type=int_between(1, 64), default=4, help="chaos: agent processes")
+    p.add_argument("--agents", type=ascending_counts, default=None,
+                   help="chaos: agent processes (one count, 1 to 64; default 4); fleet: agents at each level, "
+                   "ascending (default 50,200,500,1000)")
+    p.add_argument("--rate", type=per_second, default=None,
+                   help="fleet: turns per second of each agent (default 0.2: a turn every 5 s)")
+    p.add_argument("--seconds", type=seconds, default=None, help="fleet: seconds of turns per level (default 60)")
+    p.add_argument("--processes", type=int_between(1, 256), default=None,
+                   help="fleet: agent processes the agents are spread over (default 4)")
     p.add_argument("--seed", type=int_between(0, 2**32 - 1), default=0, help="chaos: the random choices")
     p.add_argument("--calls", type=int_between(1, 10_000_000), default=2000,
                    help="hotpath: turns of each back-to-back condition, over all rounds")
     p.add_argument("--events", type=int_between(1, 10_000_000), default=None,
                    help="ingest: events per pipeline drain (default 1000); archive: events appended, archived and "
                    "read back (default 100000); replay: events in the log (default 100000); metrics: events per "
-                   "drain, with metrics on and off (default 3000)")
+                   "drain, with metrics on and off (default 3000); reads: memories the query server holds (default 10000)")
     p.add_argument("--data", default="", help="ingest, archive, replay, metrics: LoCoMo turns JSONL (default: "
                    "generated text if absent); locomo: the LoCoMo directory")
     p.add_argument("--split", default="dev", choices=["dev", "test", "all"], help="locomo: conversations to run")
     p.add_argument("--runs", type=int_between(1, 1000), default=None,
                    help="ingest: runs per measurement (pipeline and raw alternate which goes first; default 4); "
                    "text, import: runs per median (default 5); queries: rounds (default 4); metrics: pairs of "
-                   "drains, on and off (default 5); hotpath: interleaved rounds (default 20); dashboard: page "
-                   "loads in headless Chromium (default 7)")
+                   "drains, on and off (default 5); hotpath: interleaved rounds (default 20); "
+                   "reads: rounds over the thread counts (default 3); dashboard: page loads in headless Chromium "
+                   "(default 7)")
     p.add_argument("--messages", type=int_between(1, 10_000_000), default=10_000,
                    help="import: messages of the synthetic Hermes state.db")
     p.add_argument("--sizes", type=ascending_counts, default=None,
@@ -608,8 +637,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "text: sizes in KiB (default 16,64,256)")
     p.add_argument("--queries", type=int_between(1, 1_000_000), default=200,
                    help="prefetch: questions per size; queries: round trips per round")
+    p.add_argument("--threads", type=ascending_counts, default=None,
+                   help="reads: query server thread counts to measure, ascending (default 1,2,4,8)")
+    p.add_argument("--clients", type=int_between(1, 4096), default=16,
+                   help="reads: callers sending recall back to back, spread over two processes")
     p.add_argument("--embedder", default="",
-                   help="embedder of the benchmark's pipeline (prefetch: default hash; locomo: onnx-minilm)")
+                   help="embedder of the benchmark's pipeline (prefetch, fleet: default hash; locomo: onnx-minilm)")
     p.add_argument("--compare", default=None, metavar="OPTION=VALUE[,...]",
                    help="locomo: also rebuild the turns projection as v2 with these options from the same "
                    "events and report v1 and v2 side by side (an empty value: v2 with the defaults)")

@@ -277,11 +277,15 @@ def stats_text(result: dict) -> str:
     lines += [f"  {t}: {n}" for t, n in result["types"].items()]
     for group, p in result["projections"].items():
         h = p["health"]
+        e = p.get("embedding") or {}
         lines.append(f"{group}: lag {'unknown' if p['lag'] is None else p['lag']}, pending {p['pending']}, "
                      f"dead letters {p['dead_letters']}, items {p['items']}, "
                      f"last applied {ago(p['last_applied_at'], never='never')}, {h['status']}"
                      + (f" for {span(h['stalled_for_s'] or 0)} (last error: {h['last_error'][:200] or 'none'})"
-                        if h["status"] == "stalled" else ""))
+                        if h["status"] == "stalled" else "")
+                     + (f"; {_plural(int(e['waiting']), 'point')} wait for their dense vector"
+                        + (f" (oldest {span(e['oldest_s'])})" if e.get("oldest_s") is not None else "")
+                        if e.get("waiting") else ""))
     usage = result["spool"]
     if usage:
         lines.append(f"spool: {_plural(int(usage['segments']), 'segment')}, {size(usage['unshipped_bytes'])} unshipped, "

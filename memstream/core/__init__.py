@@ -23,7 +23,7 @@ from memstream.core.ids import MAX_ID_BYTES, derived_event_id, new_event_id
 from memstream.core.lazy import lazy_exports
 from memstream.core.logs import configure, configure_in_host
 from memstream.core.runfile import pid_alive, process_start, read_run_file, start_service
-from memstream.core.settings import OPTIONS, Settings, config_file_for, mask_url
+from memstream.core.settings import OPTIONS, Settings, config_file_for, mask_url, usable_cpus
 
 __all__ = [
     "as_str",
@@ -55,5 +55,6 @@ __all__ = [
     "start_service",
     "tighten",
     "TransientError",
+    "usable_cpus",
     "write_private",
 ]

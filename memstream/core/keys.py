@@ -15,7 +15,7 @@ __all__ = [
     "events", "events_pattern", "archived", "types", "shipped", "legacy_shipped", "spool_counters",
     "tenant_space", "tenant_pattern", "tenants",
     "queries", "tenant_queries", "reply", "query_counters",
-    "counters", "positions", "applied_at", "health", "dlq",
+    "counters", "positions", "applied_at", "health", "dlq", "embed_backlog",
     "tombstones", "facts", "facts_current", "facts_pattern", "fact_sources", "turn_context",
     "sessions", "session", "session_bookends", "version_pattern",
     "catalog", "catalog_pattern", "backfill_lock", "own", "own_pattern",
@@ -119,6 +119,11 @@ def health(prefix: str, group: str) -> str:
 def dlq(prefix: str) -> str:
     """``P:dlq``: stream, entries no projection could apply, with their group, error and raw fields."""
     return f"{prefix}:dlq"
+
+
+def embed_backlog(prefix: str, group: str) -> str:
+    """``P:embed:{group}``: stream, one entry per point the version wrote without its dense vector yet (deleted once set)."""
+    return f"{prefix}:embed:{group}"
 
 
 # -- the projections ---------------------------------------------------------------------

@@ -35,7 +35,8 @@ from typing import Annotated, Any, Literal, NamedTuple, get_args, get_origin
 import msgspec
 from msgspec import Meta
 
-__all__ = ["Settings", "OPTIONS", "Option", "OTHER_VARIABLES", "ENV_PREFIX", "config_file_for", "mask_url"]
+__all__ = ["Settings", "OPTIONS", "Option", "OTHER_VARIABLES", "ENV_PREFIX", "config_file_for", "mask_url",
+           "usable_cpus"]
 
 ENV_PREFIX = "MEMSTREAM_"
 _NAME_MAX = 256  # tenant, app, stream prefix, worker index: characters
@@ -99,6 +100,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     embed_threads: Annotated[int, Meta(ge=0, le=1024, description=(
         "onnxruntime threads of the `onnx-minilm` embedder. 0: the CPUs this process may use, at "
         "most 8."))] = 0
+    query_threads: Annotated[int, Meta(ge=0, le=256, description=(
+        "Threads of a query server (`memstream up`, each `memstream worker`) answering recall, search and "
+        "the agent's tools. 0: the CPUs this process may use, at least 2 (one answers while another "
+        "waits on Redis) and at most 8. A handler mostly holds the interpreter, so threads past the CPUs "
+        "only queue: more answers a second need more processes (BENCHMARKS.md, reads)."))] = 0
     autostart: Annotated[bool, Meta(description=(
         "Start the embedded service (`memstream up --detach`) when none is running and no Redis URL "
         "is set."))] = True
@@ -226,6 +232,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         return found or None
 
     @property
+    def query_server_threads(self) -> int:
+        """``query_threads``, or when it is 0 ``usable_cpus()``, at least 2 and at most 8."""
+        return self.query_threads or max(2, min(usable_cpus(), 8))
+
+    @property
     def spool_dir(self) -> Path:
         return self.home / "spool"
 
@@ -346,6 +357,14 @@ _SPECS: dict[str, _Spec] = {f.name: _Spec(f.name, f.type, f.default)
                             for f in msgspec.structs.fields(Settings) if f.name not in ("problems", "sources")}
 _BY_ENV = {spec.env: name for name, spec in _SPECS.items()}
 OPTIONS: tuple[Option, ...] = tuple(Option(s.attribute, s.env, s.default, s.meaning) for s in _SPECS.values())
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may use (its affinity where the system has one), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _did_you_mean(name: str, where: str) -> str:

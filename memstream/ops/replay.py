@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import redis
 
-from memstream.core import Settings
+from memstream.core import Settings, keys
 from memstream.ops.connect import connect
 from memstream.ops.errors import CommandError
 from memstream.producers import EventLog
@@ -240,14 +240,16 @@ def activate_version(settings: Settings, name: str, version: int) -> dict[str, A
     from memstream.projections import Catalog, CatalogError
     from memstream.workers import caught_up
 
-    _row(settings, name)
+    row = _row(settings, name)
     eventlog = connect(settings)
     catalog = Catalog(eventlog.client, eventlog.prefix)
     v = catalog.get(name, version)
     if v is None:
         known = ", ".join(str(x.version) for x in catalog.versions(name)) or "none"
         raise CommandError(f"{name} has no version {version} (known: {known})")
-    if v.state == "building" and not (v.archive_done and caught_up(eventlog.client, eventlog.stream_keys, v.group)):
+    backlog = keys.embed_backlog(eventlog.prefix, v.group) if row.vectors else None
+    if v.state == "building" and not (v.archive_done and caught_up(eventlog.client, eventlog.stream_keys, v.group,
+                                                                   backlog)):
         p = _progress(eventlog, v, _archived_total(settings))
         raise CommandError(f"{name} version {version} is still building ({p['done']} of {p['total']} events): "
                            "it is activated when it has caught up, or activate it then")

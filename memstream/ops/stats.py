@@ -62,10 +62,12 @@ def group_health(eventlog: EventLog, group: str, stall_after_s: float) -> dict:
 
 
 def projection_stats(eventlog: EventLog, stall_after_s: float) -> dict:
-    """Per projection group: position, lag, pending, dead letters, freshness, items."""
+    """Per projection group: position, lag, pending, dead letters, freshness, items; for a
+    vector projection also ``embedding``: the points waiting for their dense vector (found
+    by keywords meanwhile) and the age of the oldest (seconds; None when none waits)."""
 
     from memstream.projections import Counters, FactsTable, running_versions
-    from memstream.workers import DeadLetters, Positions
+    from memstream.workers import DeadLetters, Positions, embed_waiting
 
     dead = DeadLetters(eventlog.client, eventlog.prefix).count_by_group()
     positions = Positions(eventlog.client, eventlog.prefix)
@@ -110,6 +112,10 @@ def projection_stats(eventlog: EventLog, stall_after_s: float) -> dict:
             "items": items, "items_source": source, "counters": counters,
             "health": group_health(eventlog, group, stall_after_s),
         }
+        if row.vectors:
+            w = embed_waiting(eventlog.client, eventlog.prefix, group)
+            out[group]["embedding"] = {"waiting": w.entries,
+                                       "oldest_s": round(time.time() - w.since, 3) if w.since else None}
     return out
 
 

@@ -14,7 +14,8 @@ def wait_projected(eventlog: EventLog, event: Event, entry: str, timeout: float)
     searchable (``memstream.projections.memory_write_groups``) has applied log entry
     ``entry`` (``event``'s). Returns ``"searchable"``; ``"dead-lettered in GROUP: ERROR"``
     when one of them gave up on it; or, at the deadline, a ``"logged (not yet projected ...)"``
-    state naming the likely cause."""
+    state naming the likely cause. Searchable means by its keywords: with a model embedder
+    its dense vector follows from the memories' dense stage (``projections.vector``)."""
 
     from memstream.projections import memory_write_groups
     from memstream.workers import DeadLetters, is_applied

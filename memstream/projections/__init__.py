@@ -54,11 +54,15 @@ from memstream.projections.stores.port import (
     point_id,
 )
 from memstream.projections.turns import TurnsProjection
+from memstream.projections.vector import BacklogEntry, backlog_entry, embeds_inline
 
 if TYPE_CHECKING:
     from memstream.projections.stores.edge import EdgeStore
 
 __all__ = [
+    "BacklogEntry",
+    "backlog_entry",
+    "embeds_inline",
     "Catalog",
     "CatalogError",
     "STATES",

@@ -25,14 +25,13 @@ history, never the current fact.
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Any, Iterable
 
 import msgspec
 import redis
 
 from memstream.core import keys
-from memstream.projections.stores.port import POINT_NAMESPACE
+from memstream.projections.stores.port import named_uuid
 
 __all__ = ["Fact", "FactsTable", "PROBED_FACTS", "fact_id", "fact_ids"]
 
@@ -45,7 +44,7 @@ def fact_ids(event_id: str, first: int, last: int) -> list[str]:
     """``fact_id(event_id, n)`` for n in ``first..last``, computed together (a search
     asks for the ids of every hit: the JSON encoding of the event id is done once)."""
     head = '["fact",' + json.dumps(event_id, ensure_ascii=False, separators=(",", ":")) + ","
-    return [str(uuid.uuid5(POINT_NAMESPACE, f"{head}{n}]")) for n in range(first, last + 1)]
+    return [named_uuid(f"{head}{n}]") for n in range(first, last + 1)]
 
 
 def fact_id(event_id: str, n: int) -> str:

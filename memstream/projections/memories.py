@@ -59,7 +59,7 @@ class MemoriesProjection(VectorProjection):
         if not text.strip():
             return
         payload = item_payload(event, event.target, text, source=source, target=event.target, chunks=1)
-        self.store.upsert(self.collection, self._points([(point_id(event.id, 0), text, payload)]))
+        self._index([(point_id(event.id, 0), text, payload)])
         self.counters.add(points=1, redactions=n)
 
     def _write(self, event: MemoryWritten) -> None:

@@ -171,7 +171,7 @@ def drop_version(row: Registered, store: Any, client: redis.Redis, prefix: str, 
                  streams: list[str]) -> None:
     """Remove everything version ``version`` of ``row`` wrote: its collection (vectors),
     its versioned keys (the class's ``FAMILIES``), its group on every stream and the group's
-    own records. The dead letters stay: they are the log's history."""
+    own records (its dense stage's backlog too). The dead letters stay: they are the log's history."""
     group = f"{row.name}.v{version}"
     if row.vectors and store is not None:
         store.drop_collection(row.name, version)
@@ -192,7 +192,7 @@ def drop_version(row: Registered, store: Any, client: redis.Redis, prefix: str, 
         except redis.ResponseError:
             pass  # no such stream or group
     client.delete(keys.positions(prefix, group), keys.applied_at(prefix, group),
-                  keys.counters(prefix, group), keys.health(prefix, group))
+                  keys.counters(prefix, group), keys.health(prefix, group), keys.embed_backlog(prefix, group))
 
 
 def group_names() -> tuple[str, ...]:

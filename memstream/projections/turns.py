@@ -3,7 +3,9 @@
 
 Each implements ``memstream.workers.consumer.Projection``: ``apply(batch)`` is idempotent (point
 ids and fact ids derive from the event id), so a redelivery after a crash changes
-nothing. Text is cleaned and redacted before anything is embedded or stored.
+nothing. Text is cleaned and redacted before anything is embedded or stored. A turn's
+points are written with their keywords at once and get their dense vectors from the
+version's dense stage when the embedder is a model (``memstream.projections.vector``).
 
 Tombstones (``MemoryForgotten``) are also recorded in ``P:tombstones:{tenant}``, and
 nothing named there is ever projected again: with several shards, or in a replay, the
@@ -88,13 +90,14 @@ class TurnsProjection(VectorProjection):
 
     def __init__(self, store: VectorStore, embedder: Embedder, client: redis.Redis, prefix: str, *,
                  boilerplate: BoilerplateFilter | None = None, max_tokens: int = 200,
-                 options: Mapping[str, Any] | None = None, version: int | None = None) -> None:
+                 options: Mapping[str, Any] | None = None, version: int | None = None,
+                 inline: bool | None = None) -> None:
         self.options = self.validate_options(options)
         if version is not None:
             if isinstance(version, bool) or not isinstance(version, int) or version < 1:  # type: ignore[redundant-expr]  # for untyped callers
                 raise ValueError(f"version must be an int >= 1, got {version!r}")
             self.version = version
-        super().__init__(store, embedder, client, prefix)
+        super().__init__(store, embedder, client, prefix, inline=inline)
         self.boilerplate = boilerplate or BoilerplateFilter()
         self.max_tokens = max_tokens
         self.context_chars = int(self.options["context_chars"])
@@ -233,10 +236,9 @@ class TurnsProjection(VectorProjection):
                                      earlier)
             docs.append((p.id, unit, dict(p.payload)))
             keywords[p.id] = words
-        points = self._points(docs, keywords)
-        if points:
-            self.store.upsert(self.collection, points)
-            self.counters.add(reindexed=len(points))
+        reindexed = self._index(docs, keywords)
+        if reindexed:
+            self.counters.add(reindexed=reindexed)
         return head
 
     def apply(self, batch: Sequence[Delivery]) -> None:
@@ -279,10 +281,8 @@ class TurnsProjection(VectorProjection):
                 pid = point_id(event.id, i)
                 unit, keywords[pid] = self._unit(event.occurred_at, piece, before)
                 docs.append((pid, unit, payload))
-        points = self._points(docs, keywords)
-        if points:
-            self.store.upsert(self.collection, points)
-        self.counters.add(points=len(points), skipped_boilerplate=skipped, redactions=redactions)
+        written = self._index(docs, keywords)
+        self.counters.add(points=written, skipped_boilerplate=skipped, redactions=redactions)
 
 
 

@@ -1,5 +1,31 @@
-"""What the projections into the vector store share: their collection, the points of a
-batch (embedded in one call, a forgotten event's left out) and forgetting an item.
+"""What the projections into the vector store share: their collection, indexing a batch's
+points (a forgotten event's left out), the stage that gives them their dense vectors, and
+forgetting an item.
+
+Two stages. Keywords first: ``apply`` writes each point at once with its payload and its
+keyword (sparse) vector, so keyword search finds a turn or a memory as soon as its event
+is applied, whatever the rate. Meaning second: the dense vector is made by the embedder
+and set on the point later (``embed_backlog``), in the order the points were written.
+Between the two, the dense work waits in the version's backlog, ``P:embed:{group}``
+(``core.keys.embed_backlog``, a stream: one entry per point, its id, its ``dense_key``,
+tenant, event id and the text to embed). ``apply`` adds the entries after the upsert and
+before it returns, so before its events are acknowledged: a crash between the stages loses
+nothing (the redelivered batch writes the points and their entries again). The workers
+(``memstream.workers.embedding``) read the backlog through a consumer group and delete
+each entry once its vector is set.
+
+Exactly once in effect: every point's payload carries ``dense_key`` (``stores.port.dense_key``:
+a digest of its id and the text its dense vector is made from), and ``VectorStore.set_dense``
+sets a vector only on a point that exists with that key, in one conditional update of the
+engine. An entry applied twice sets the same vector twice; an entry for a point forgotten
+since (a tombstone applied between the stages: the point is deleted) or re-indexed since
+(a newer text: a newer key and a newer entry) changes nothing, so the dense stage never
+undoes a forget and never puts an older text's vector on a newer point, in whatever order
+several workers apply the entries.
+
+An embedder cheaper than a cache lookup (feature hashing: ``worth_caching`` False) keeps
+up with any rate: with it, ``apply`` writes the dense vector in the same upsert and adds no
+backlog entry (``inline``), as fast as one stage.
 
 Every point's payload records ``sparse_version``: the ``memstream.projections.sparse``
 ``VERSION`` that made its keyword vector.
@@ -7,20 +33,51 @@ Every point's payload records ``sparse_version``: the ``memstream.projections.sp
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import uuid
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import redis
 
+from memstream.core import as_str, keys
 from memstream.producers import Event, MemoryForgotten
 from memstream.projections.base import group_name
 from memstream.projections.counters import Counters
 from memstream.projections.sparse import VERSION as SPARSE_VERSION
 from memstream.projections.sparse import sparse_vector
-from memstream.projections.stores.port import Point, VectorStore, point_id
+from memstream.projections.stores.port import DENSE_KEY, Point, VectorStore, dense_key, point_id
 from memstream.projections.tombstones import Tombstones
 
 if TYPE_CHECKING:
     from memstream.projections.embedders.port import Embedder
+
+
+def embeds_inline(embedder: Any) -> bool:
+    """Whether a projection on ``embedder`` sets dense vectors in the same write as the
+    keywords: an embedder cheaper than a cache lookup (``worth_caching`` False)."""
+    return not getattr(embedder, "worth_caching", True)
+
+
+# A backlog entry: what the dense stage needs of one point (fields of ``P:embed:{group}``).
+BacklogEntry = tuple[str, str, str, str, str]  # point id, dense key, tenant, event id, text
+_FIELDS = ("id", "key", "tenant", "event", "text")
+
+
+def backlog_entry(fields: Mapping[Any, Any]) -> BacklogEntry | None:
+    """A backlog entry's fields (bytes or str, as read from Redis) as a ``BacklogEntry``;
+    None for one that is not (a missing field, an id that is no UUID): read from the shared
+    Redis, never trusted."""
+    try:
+        raw = [fields.get(f.encode(), fields.get(f)) for f in _FIELDS]
+        if any(v is None for v in raw):
+            return None
+        values = [as_str(v) for v in raw]
+        uuid.UUID(values[0])
+    except (TypeError, ValueError, AttributeError):
+        return None
+    if not all(values[:4]):
+        return None
+    pid, key, tenant, event, text = values
+    return pid, key, tenant, event, text
 
 
 def item_payload(event: Event, kind: str, text: str, **extra: Any) -> dict[str, Any]:
@@ -38,37 +95,71 @@ class VectorProjection:
     version = 1
 
     def __init__(self, store: VectorStore, embedder: Embedder, client: redis.Redis, prefix: str, *,
-                 version: int | None = None) -> None:
+                 version: int | None = None, inline: bool | None = None) -> None:
         if version is not None:
             self.version = version  # a replayed version: its collection and keys carry it
         self.store = store
         self.embedder = embedder
         self.client = client
         self.prefix = prefix
+        # whether apply sets dense vectors itself (None: as the embedder's cost says)
+        self.inline = embeds_inline(embedder) if inline is None else inline
+        self.backlog = keys.embed_backlog(prefix, group_name(self))
         self.collection = store.ensure_collection(self.name, self.version, embedder.dim)
         if store.active_version(self.name) is None:
             store.set_active_version(self.name, self.version)
         self.counters = Counters(client, prefix, group_name(self))
         self.tombstones = Tombstones(client, prefix)
 
-    def _points(self, docs: list[tuple[str, str, dict[str, Any]]],
-                keywords: dict[str, str] | None = None) -> list[Point]:
-        """(point id, text, payload) -> points, embedded in one batch; a forgotten event's
-        documents are left out. The keyword (sparse) vector is made from the same text,
-        or from ``keywords[point id]`` when given."""
+    def _index(self, docs: list[tuple[str, str, dict[str, Any]]],
+               keywords: dict[str, str] | None = None) -> int:
+        """Write (point id, text, payload) documents as points, a forgotten event's left out;
+        returns how many were written. Each point gets its payload and its keyword
+        (sparse) vector, made from the same text or from ``keywords[point id]`` when given,
+        and ``dense_key`` of the text. Its dense vector is written with it (``inline``),
+        or else the point is written without it and a backlog entry per point is added
+        after the upsert (see the module docstring): before ``apply`` returns, so before
+        its events are acknowledged."""
         if not docs:
-            return []
+            return 0
         gone = self.tombstones.among([(d[2]["tenant"], d[2]["event_id"]) for d in docs])
         if gone:
             docs = [d for d in docs if d[2]["event_id"] not in gone]
             self.counters.add(tombstoned=len(gone))
             if not docs:
-                return []
-        vectors = self.embedder.embed([text for _, text, _ in docs])
+                return 0
+        vectors = self.embedder.embed([text for _, text, _ in docs]) if self.inline else None
         keywords = keywords or {}
-        return [Point(id=pid, dense=vectors[i], sparse=sparse_vector(keywords.get(pid, text)),
-                      payload={**payload, "sparse_version": SPARSE_VERSION})
-                for i, (pid, text, payload) in enumerate(docs)]
+        dense_keys = [dense_key(pid, text) for pid, text, _ in docs]
+        points = [Point(id=pid, dense=vectors[i] if vectors is not None else None,
+                        sparse=sparse_vector(keywords.get(pid, text)),
+                        payload={**payload, "sparse_version": SPARSE_VERSION, DENSE_KEY: dense_keys[i]})
+                  for i, (pid, text, payload) in enumerate(docs)]
+        self.store.upsert(self.collection, points)
+        if vectors is None:
+            pipe = self.client.pipeline(transaction=False)
+            for (pid, text, payload), key in zip(docs, dense_keys):
+                pipe.xadd(self.backlog, {"id": pid, "key": key, "tenant": payload["tenant"],
+                                         "event": payload["event_id"], "text": text})
+            pipe.execute()
+        return len(points)
+
+    def embed_backlog(self, entries: Sequence[BacklogEntry]) -> int:
+        """The dense stage: embed the texts of backlog ``entries`` (oldest first) and set
+        each vector on its point (``VectorStore.set_dense``: only on a point that still
+        exists with the entry's ``dense_key``, so of the texts a point was given the one it
+        holds now wins, in whatever order they come). A forgotten event's entries are not
+        embedded, and an entry given twice is embedded once. Idempotent. Returns how many
+        points got their vector."""
+        distinct = list({(e[0], e[1]): e for e in entries}.values())
+        gone = self.tombstones.among([(e[2], e[3]) for e in distinct])
+        items = [e for e in distinct if e[3] not in gone]
+        done = 0
+        if items:
+            vectors = self.embedder.embed([e[4] for e in items])
+            done = self.store.set_dense(self.collection, [(e[0], vectors[i], e[1]) for i, e in enumerate(items)])
+        self.counters.add(embedded=done, embed_skipped=len(entries) - done)
+        return done
 
     def _forget(self, event: MemoryForgotten) -> dict[str, Any] | None:
         """Record the tombstone and delete the item's points; returns the payload of the

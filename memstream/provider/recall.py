@@ -38,7 +38,6 @@ __all__ = ["Recall", "Query", "RecallUnavailable"]
 log = structlog.get_logger("memstream.recall")
 
 
-
 class RecallUnavailable(TransientError):
     """No service to ask: none is running, or Redis cannot be reached. Retry later."""
 
@@ -54,38 +53,18 @@ class Query:
     warm: bool = False  # a warm-up for the next turn (queue_prefetch), not a turn's own query
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 class Recall:
     """The provider's way to the query servers: a background thread for prefetch, a bounded
     synchronous call for tools. ``request_base`` gives the tenant/agent/session of a query:
     the tenant always comes from configuration, never from a tool's arguments."""
 
     MAX_PENDING = 4
+    # A warm-up of the text this session's turn query recalled less than WARM_REUSE_S ago is
+    # not sent (unless that query failed): Hermes warms with the turn's own message, which
+    # on_turn_start has just recalled, so the answer would differ only by what the turn
+    # itself wrote, and the next turn's own recall finds that. Those warm-ups were half the
+    # queries a fleet sent (BENCHMARKS.md, fleet).
+    WARM_REUSE_S = 30.0
     # while Redis is unreachable: retry after RETRY_BASE s, doubling, at most RETRY_CAP s (jittered)
     RETRY_BASE = 0.5
     RETRY_CAP = 10.0
@@ -97,6 +76,7 @@ class Recall:
         self._cv = threading.Condition()
         self._pending: deque[tuple[Query, dict[str, Any]]] = deque()
         self._latest: dict[str, Query] = {}  # session -> newest answered prefetch query
+        self._turns: dict[str, Query] = {}  # session -> newest turn query submitted (not a warm-up)
         self._thread: threading.Thread | None = None
         self._stop = False
         self._client: redis.Redis | None = None
@@ -113,8 +93,10 @@ class Recall:
         A turn's own query (``warm=False``, from ``on_turn_start``/``prefetch``) supersedes
         older pending ones. A warm-up (``warm=True``, from ``queue_prefetch`` after a turn)
         only refreshes the fallback: it runs when no turn's query is waiting and never
-        supersedes one. Hermes may deliver a turn's ``queue_prefetch`` after the next
-        turn's ``on_turn_start``; that late warm-up must not cancel the fresh query."""
+        supersedes one, and it is not sent at all when the session's turn query of the
+        same text was submitted less than ``WARM_REUSE_S`` ago and has not failed. Hermes
+        may deliver a turn's ``queue_prefetch`` after the next turn's ``on_turn_start``;
+        that late warm-up must not cancel the fresh query."""
         query = Query(text=text, session=session, warm=warm)
         if time.monotonic() < self._down_until:  # Redis unreachable: fail now, wake nobody
             query.error = self._down_reason
@@ -123,6 +105,18 @@ class Recall:
             return query
         request = {"op": "recall", **self.request_base(), "session": session, "query": text, "k": k}
         with self._cv:
+            if warm:
+                turn = self._turns.get(session)
+                if (turn is not None and turn.text == text and not turn.error
+                        and query.submitted - turn.submitted < self.WARM_REUSE_S):
+                    query.error = "the turn's own recall of this text stands"
+                    query.done.set()
+                    self._count("warm_skipped")
+                    return query
+            else:
+                self._turns[session] = query
+                if len(self._turns) > 64:
+                    self._turns.pop(next(iter(self._turns)))
             self._pending.append((query, request))
             while len(self._pending) > self.MAX_PENDING:
                 # drop the oldest warm-up first, else the oldest query
@@ -191,7 +185,7 @@ class Recall:
                 if time.monotonic() < self._down_until:  # backing off: no connection attempt
                     raise RecallUnavailable(self._down_reason)
                 try:
-                    answer = self.ask(request, timeout=5.0)
+                    answer = self.ask(request, timeout=self.deadline_s)
                 except RecallUnavailable as exc:
                     self._unreachable(exc)
                     raise
@@ -211,6 +205,15 @@ class Recall:
                 self._count("recall_errors")
             finally:
                 query.done.set()
+
+    @property
+    def deadline_s(self) -> float:
+        """How long a prefetch recall may wait for its answer: four prefetch budgets, at
+        least 1 s (an answer past the budget still serves as the next turn's fallback) and
+        at most 5 s. The server drops a request whose deadline has passed without running
+        it, so when queries come faster than the service answers, stale ones cost nothing
+        and the queue stays short (BENCHMARKS.md, fleet)."""
+        return min(5.0, max(1.0, 4 * self.settings.prefetch_budget_ms / 1000))
 
     def _unreachable(self, exc: Exception) -> None:
         self._failures_in_row += 1

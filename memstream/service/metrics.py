@@ -113,6 +113,11 @@ FAMILIES: tuple[Family, ...] = (
     Family("memstream_projection_lag_seconds", "gauge", GROUP, "seconds", "Age of the oldest entry the "
            "version has not applied (undelivered or pending); 0 when none waits, absent when unknown",
            "redis"),
+    Family("memstream_projection_embed_waiting_points", "gauge", GROUP, "points", "A vector projection's version: "
+           "points written with their keywords that wait for their dense vector (its dense stage's lag; absent "
+           "without a backlog)", "redis"),
+    Family("memstream_projection_embed_waiting_seconds", "gauge", GROUP, "seconds", "A vector projection's "
+           "version: age of the oldest point waiting for its dense vector; 0 when none waits", "redis"),
     Family("memstream_projection_pending_entries", "gauge", GROUP, "entries", "Entries delivered to the "
            "version's consumers and not yet acknowledged", "redis"),
     Family("memstream_projection_dead_letters", "gauge", GROUP, "entries", "Dead letters of the version in "
@@ -252,7 +257,7 @@ class LogCollector(Collector):
     # -- reading Redis ---------------------------------------------------------------------
     def _read(self, f: dict[str, GaugeMetricFamily | CounterMetricFamily], now: float) -> None:
         from memstream.projections import Catalog
-        from memstream.workers import build_progress, consuming, group_progress, read_health, waiting
+        from memstream.workers import build_progress, consuming, embed_waiting, group_progress, read_health, waiting
 
         c, streams = self.client, self.log.stream_keys
         for info in self.log.stream_info():
@@ -294,6 +299,11 @@ class LogCollector(Collector):
                     f["memstream_projection_lag_seconds"].add_metric(labels, 0.0)
                 elif left.since:  # unknown (unreadable entry ids): absent, never 0
                     f["memstream_projection_lag_seconds"].add_metric(labels, max(0.0, now - left.since))
+                dense = embed_waiting(c, self.prefix, group)
+                if dense.exists:
+                    f["memstream_projection_embed_waiting_points"].add_metric(labels, dense.entries)
+                    f["memstream_projection_embed_waiting_seconds"].add_metric(
+                        labels, max(0.0, now - dense.since) if dense.since else 0.0)
                 alive = consuming(read_health(c, self.prefix, group), now, self.alive_within)
                 f["memstream_projection_consumers"].add_metric(labels, alive)
                 if built is not None and built.state == "building":

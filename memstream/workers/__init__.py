@@ -1,10 +1,12 @@
 """workers: the machinery that feeds the projections from the log: the consumer-group loop,
-the admission of every entry, positions, dead letters, health, the tenant gate, replay
-progress, the priority of live versions over replays, and the ``Pipeline`` that runs every
-projection version's consumer and the query server as threads."""
+the dense stage of the vector projections (``embedding``), the admission of every entry,
+positions, dead letters, health, the tenant gate, replay progress, the priority of live
+versions over replays, and the ``Pipeline`` that runs every projection version's consumer
+and the query server as threads."""
 
 from memstream.workers.consumer import Consumer
 from memstream.workers.deadletters import DeadLetters
+from memstream.workers.embedding import EmbedConsumer, embed_waiting
 from memstream.workers.health import Waiting, consuming, projection_health, read_health, waiting
 from memstream.workers.pipeline import Pipeline, PipelineConfig
 from memstream.workers.positions import Positions, is_applied
@@ -16,6 +18,8 @@ __all__ = [
     "consuming",
     "Consumer",
     "DeadLetters",
+    "EmbedConsumer",
+    "embed_waiting",
     "group_progress",
     "GroupProgress",
     "is_applied",

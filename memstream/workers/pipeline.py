@@ -13,6 +13,13 @@ here: the active one, and below it in priority (``workers.priority``) a building
 version records the embedder it was built with; its consumer embeds with that one, and
 the query server queries each version with its own (``query.versions``).
 
+A vector projection's version also runs its dense stage on a thread of its own
+(``workers.embedding``): its ``Consumer`` writes each point with its keywords at once, and
+the ``EmbedConsumer`` adds the dense vectors from the version's backlog as fast as the
+embedder goes (``projections.vector``). A building version is activated once both have
+caught up (``caught_up`` with its backlog), so readers never switch to a version that
+finds by keywords only.
+
 A supervisor thread watches the consumer threads: one that died anyway (``Consumer.run``
 survives every ``Exception``; this is for anything else) is restarted after a jittered
 backoff and counted in its consumer's ``stats.restarts`` and health record. Every
@@ -51,6 +58,7 @@ from memstream.projections import (
 )
 from memstream.query import ActiveVersions, QueryServer, ReadOps, Searcher
 from memstream.workers.consumer import Consumer
+from memstream.workers.embedding import EmbedConsumer
 from memstream.workers.observed import ObservedEmbedder
 from memstream.workers.priority import Priority
 from memstream.workers.replay import Archived, caught_up
@@ -93,6 +101,9 @@ class Run:
     started: float = 0.0
     quick: int = 0  # deaths in a row soon after a start
     restart_at: float | None = None
+    embedding: EmbedConsumer | None = None  # a vector projection's dense stage
+    embed_thread: threading.Thread | None = None
+    embed_restart_at: float | None = None
 
     @property
     def group(self) -> str:
@@ -139,7 +150,8 @@ class Pipeline:
         self.searcher = Searcher(self.store, self.embedder, self.facts, versions=self.versions)
         self.reads = ReadOps(self.store, self.searcher, self.facts, self.projection("sessions").index,
                              versions=self.versions)
-        self.queries = QueryServer(client, prefix, {**self.reads.handlers(), "count": self._count})
+        self.queries = QueryServer(client, prefix, {**self.reads.handlers(), "count": self._count},
+                                   threads=settings.query_server_threads)
         self._stop = threading.Event()
         self._supervisor: threading.Thread | None = None
         self._last_catalog = 0.0
@@ -198,7 +210,12 @@ class Pipeline:
                             max_deliveries=self.config.max_deliveries, claim_idle_ms=self.config.claim_idle_ms,
                             max_text_bytes=self.settings.max_text_bytes, priority=self.priority, low=low,
                             start_at=start_at)
-        run = Run(row, v, projection, consumer)
+        embedding = None
+        if row.vectors and callable(getattr(projection, "embed_backlog", None)):
+            embedding = EmbedConsumer(self.log.client, projection, self.consumer_name, batch=self.config.batch,
+                                      max_deliveries=self.config.max_deliveries,
+                                      claim_idle_ms=self.config.claim_idle_ms, priority=self.priority, low=low)
+        run = Run(row, v, projection, consumer, embedding=embedding)
         with self._lock:
             self.runs[consumer.group] = run
         return run
@@ -218,8 +235,17 @@ class Pipeline:
         return [r.consumer for r in runs if not r.consumer.low] + [r.consumer for r in runs if r.consumer.low]
 
     @property
+    def embedders(self) -> list[EmbedConsumer]:
+        """Every running vector version's dense stage (active ones first)."""
+        runs = list(self.runs.values())
+        return [r.embedding for r in runs if r.embedding is not None and not r.embedding.low] + \
+            [r.embedding for r in runs if r.embedding is not None and r.embedding.low]
+
+    @property
     def _threads(self) -> list[threading.Thread]:
-        return [r.thread for r in self.runs.values() if r.thread is not None]
+        runs = list(self.runs.values())
+        return [r.thread for r in runs if r.thread is not None] + \
+            [r.embed_thread for r in runs if r.embed_thread is not None]
 
     def projection(self, name: str) -> Any:
         """The active version of the projection called ``name`` (``KeyError`` for none)."""
@@ -235,7 +261,8 @@ class Pipeline:
 
     def drain(self) -> int:
         """Burst mode: apply everything in the log now (tests, replays, benchmarks), every
-        running version (a replay reads the archive first).
+        running version (a replay reads the archive first), dense stages included; returns
+        the log entries handled.
 
         The projections drain concurrently, one thread each, as ``start()`` runs them:
         one's store, socket or model time overlaps the others' Python work."""
@@ -246,6 +273,8 @@ class Pipeline:
         def run(i: int, r: Run) -> None:
             try:
                 counts[i] = self._backfill(r) + r.consumer.drain()
+                if r.embedding is not None:
+                    r.embedding.drain()
             except BaseException as exc:  # re-raised in the caller below
                 errors.append(exc)
 
@@ -351,6 +380,25 @@ class Pipeline:
             log.warning("pipeline.groups_not_ready", group=r.group, error=f"{type(exc).__name__}: {exc}",
                         action="the consumer creates them once the server takes writes")
         self._spawn(r)
+        if r.embedding is not None:
+            self._spawn_embedding(r)
+
+    def _spawn_embedding(self, r: Run) -> None:
+        assert r.embedding is not None
+        r.embed_thread = threading.Thread(target=self._run_embedding, args=(r,),
+                                          name=f"memstream-{r.group}-embed", daemon=True)
+        r.embed_thread.start()
+
+    def _run_embedding(self, r: Run) -> None:
+        assert r.embedding is not None
+        try:
+            r.embedding.run(r.stop)
+        except BaseException as exc:  # noqa: BLE001  the supervisor restarts the thread
+            if r.stop.is_set():
+                return
+            r.embedding.stats.last_error = f"{type(exc).__name__}: {exc}"
+            log.error("pipeline.embedding_died", group=r.embedding.group, error=r.embedding.stats.last_error[:500],
+                      action="the supervisor restarts it", exc_info=True)
 
     def _spawn(self, r: Run) -> None:
         r.thread = threading.Thread(target=self._run, args=(r,), name=f"memstream-{r.group}", daemon=True)
@@ -393,6 +441,21 @@ class Pipeline:
                 consumer.health.beat(consumer.stats, force=True)
                 log.error("pipeline.consumer_restarted", group=consumer.group, restarts=consumer.stats.restarts)
                 self._spawn(r)
+            for r in list(self.runs.values()):
+                t, e = r.embed_thread, r.embedding
+                if t is None or e is None or t.is_alive() or r.stop.is_set() or self._stop.is_set():
+                    continue
+                now = time.monotonic()
+                if r.embed_restart_at is None:
+                    r.embed_restart_at = now + backoff_delay(e.stats.restarts + 1, 0.2, 30.0)
+                if now < r.embed_restart_at:
+                    continue
+                r.embed_restart_at = None
+                e.stats.restarts += 1
+                e._pending_done = False
+                e._ready = False
+                log.error("pipeline.embedding_restarted", group=e.group, restarts=e.stats.restarts)
+                self._spawn_embedding(r)
             if time.monotonic() - self._last_catalog >= self.CATALOG_EVERY:
                 self._last_catalog = time.monotonic()
                 try:
@@ -440,11 +503,14 @@ class Pipeline:
                         self._start_run(r)
                 r.version = v
                 r.consumer.low = v.state != "active"
+                if r.embedding is not None:
+                    r.embedding.low = r.consumer.low
                 if v.state == "building":
                     self._maybe_activate(row, v, r)
 
     def _maybe_activate(self, row: Registered, v: Version, r: Run) -> None:
-        if not v.archive_done or not caught_up(self.log.client, self.log.stream_keys, v.group):
+        backlog = r.projection.backlog if r.embedding is not None else None
+        if not v.archive_done or not caught_up(self.log.client, self.log.stream_keys, v.group, backlog):
             return
         if v.activate == "manual":
             if not v.caught_up_at:
@@ -463,14 +529,17 @@ class Pipeline:
         for r in self.runs.values():
             if r.row.name == name:
                 r.consumer.low = r.version.version != version
+                if r.embedding is not None:
+                    r.embedding.low = r.consumer.low
         log.info("pipeline.version_activated", projection=name, version=version)
         return new
 
     def _drop(self, row: Registered, v: Version, r: Run | None) -> None:
         if r is not None:
             r.stop.set()
-            if r.thread is not None:
-                r.thread.join(10.0)
+            for t in (r.thread, r.embed_thread):
+                if t is not None:
+                    t.join(10.0)
             with self._lock:
                 self.runs.pop(r.group, None)
         drop_version(row, self.store, self.log.client, self.log.prefix, v.version, self.log.stream_keys)
@@ -486,6 +555,12 @@ class Pipeline:
                             "applied": s.applied, "dead_lettered": s.dead_lettered, "errors": s.errors,
                             "transient_failures": s.transient_failures, "restarts": s.restarts,
                             "last_error": s.last_error}
+            if r.embedding is not None:
+                e, et = r.embedding.stats, r.embed_thread
+                out[r.embedding.group] = {"alive": bool(et and et.is_alive()), "applied": e.applied,
+                                          "embedded": e.embedded, "dropped": e.dropped, "errors": e.errors,
+                                          "transient_failures": e.transient_failures, "restarts": e.restarts,
+                                          "last_error": e.last_error}
         return out
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -499,6 +574,7 @@ class Pipeline:
             self._supervisor.join(timeout)
             self._supervisor = None
         for r in self.runs.values():
-            if r.thread is not None:
-                r.thread.join(timeout)
+            for t in (r.thread, r.embed_thread):
+                if t is not None:
+                    t.join(timeout)
         self.store.close()

@@ -8,7 +8,9 @@ kept by a process that may have died.
 
 Guarantee: ``caught_up`` is True only when, on every stream, the group has been delivered
 the stream's last entry and holds none pending: every event in the log then has been
-applied (or dead-lettered) by it.
+applied (or dead-lettered) by it; and, given a vector projection's ``backlog``
+(``P:embed:{group}``), when that holds nothing either: every point it wrote has its dense
+vector, so activating it never hands readers a version that finds by keywords only.
 """
 
 from __future__ import annotations
@@ -105,8 +107,9 @@ def build_progress(progress: GroupProgress, *, archived_total: int, archive_done
     return progress.done + (archived_total if archive_done else archive_applied), total
 
 
-def caught_up(client: redis.Redis, streams: list[str], group: str) -> bool:
-    """Whether ``group`` has applied every entry now in ``streams`` (see the module doc)."""
+def caught_up(client: redis.Redis, streams: list[str], group: str, backlog: str | None = None) -> bool:
+    """Whether ``group`` has applied every entry now in ``streams``, and its dense stage
+    every entry of ``backlog`` when given (see the module doc)."""
     for stream in streams:
         info = _info(client, stream, group)
         last = _last_id(client, stream)
@@ -118,4 +121,5 @@ def caught_up(client: redis.Redis, streams: list[str], group: str) -> bool:
             return False
         if last is not None and parse_entry_id(as_str(info.get("last-delivered-id") or "0-0")) < parse_entry_id(last):
             return False
-    return True
+    # read after the streams: a batch's backlog entries are added before its events are acked
+    return backlog is None or not int(client.xlen(backlog))

@@ -55,12 +55,23 @@ def closed_pipe_run(*args: str, env=None) -> subprocess.CompletedProcess:
     (["dlq", "drop", "1-99999999999999999999"], "is not a log entry id"),
     (["add", "--agent", "", "x"], "agent must be 1 to 256 printable characters"),
     (["add", "--timeout", "inf", "--sync", "x"], "argument --timeout"),
+    (["bench", "fleet", "--rate", "0"], "argument --rate: a rate must be above 0"),
+    (["bench", "fleet", "--agents", "200,50"], "argument --agents: ascending positive counts"),
+    (["bench", "fleet", "--processes", "0"], "argument --processes: must be between 1 and 256"),
+    (["bench", "fleet", "--seconds", "nan"], "argument --seconds: seconds must be a finite number"),
 ])
 def test_bad_arguments_are_usage_errors_naming_the_argument(capsys, argv, says):
     code, out, err = run(capsys, *argv)
     assert code == 2
     assert says in err and "Traceback" not in err
     assert "service" not in err  # not blamed on a missing service: nothing was contacted
+
+
+@pytest.mark.parametrize("agents", ["4,8", "65"])
+def test_bench_chaos_takes_one_agents_count_up_to_64(capsys, agents):
+    code, out, err = run(capsys, "bench", "chaos", "--agents", agents)
+    assert code == 1
+    assert "bench chaos takes one --agents count from 1 to 64" in err and "Traceback" not in err
 
 
 def test_a_closed_stdout_ends_the_command_quietly():

@@ -130,3 +130,12 @@ def test_projections_text_is_one_aligned_line_per_version_with_the_embedder_spec
     assert lines[2].split()[:4] == ["turns.v2", "building", "25%", "hash"] and "unknown" in lines[2]
     assert "\x1b" not in lines[2]  # text from the shared Redis never drives the terminal
     assert lines[3].split()[:3] == ["facts.v1", "active", "-"]
+
+
+def test_stats_says_how_many_points_wait_for_their_dense_vector_and_since_when():
+    result = _stats(NOW)
+    result["projections"]["memories.v1"]["embedding"] = {"waiting": 1200, "oldest_s": 95.0}
+    assert "memories.v1: lag 0, pending 0, dead letters 0, items 2, last applied " in output.stats_text(result)
+    assert "; 1200 points wait for their dense vector (oldest 1m)" in output.stats_text(result)
+    result["projections"]["memories.v1"]["embedding"] = {"waiting": 0, "oldest_s": None}
+    assert "dense vector" not in output.stats_text(result)

@@ -291,3 +291,14 @@ def test_a_malformed_metrics_address_is_a_problem_and_the_default_is_used(monkey
     loaded = Settings.load()
     assert any(p.startswith("MEMSTREAM_METRICS_ADDR=") and "is not HOST:PORT" in p for p in loaded.problems)
     assert loaded.metrics_address == ("127.0.0.1", 9464)
+
+
+def test_query_threads_default_to_the_usable_cpus_within_two_and_eight(monkeypatch):
+    import memstream.core.settings as settings_module
+
+    for cpus, threads in ((1, 2), (2, 2), (6, 6), (64, 8)):
+        monkeypatch.setattr(settings_module, "usable_cpus", lambda cpus=cpus: cpus)
+        assert Settings.load(query_threads=0).query_server_threads == threads
+    assert Settings.load(query_threads=3).query_server_threads == 3
+    monkeypatch.setenv("MEMSTREAM_QUERY_THREADS", "5")
+    assert Settings.load().query_server_threads == 5

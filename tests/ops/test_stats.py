@@ -25,3 +25,19 @@ def test_every_registered_group_has_its_position_lag_and_items(tmp_path, event_l
                        group_of("memories"): "points written (no worker answered)",
                        group_of("facts"): "facts table", group_of("sessions"): "turns recorded"}
     assert stats[group_of("sessions")]["items"] == 1 and stats[group_of("memories")]["items"] == 1
+    assert stats[group_of("turns")]["embedding"] == {"waiting": 0, "oldest_s": None}
+    assert "embedding" not in stats[group_of("facts")]
+
+
+def test_stats_show_the_points_that_wait_for_their_dense_vector(tmp_path, event_log, monkeypatch):
+    monkeypatch.setattr("memstream.projections.vector.embeds_inline", lambda embedder: False)
+    pipeline = make_pipeline(tmp_path / "pipe-home", event_log)
+    try:
+        event_log.append([turn("The staging database runs Postgres 16"), turn("Deploys go out on Tuesdays")])
+        pipeline.runs[group_of("turns")].consumer.drain()  # keywords only: the model has not caught up
+        waiting = projection_stats(event_log, 60.0)[group_of("turns")]["embedding"]
+        assert waiting["waiting"] == 2 and waiting["oldest_s"] is not None and waiting["oldest_s"] >= 0
+        pipeline.drain()
+        assert projection_stats(event_log, 60.0)[group_of("turns")]["embedding"]["waiting"] == 0
+    finally:
+        pipeline.stop()

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import re
 import unicodedata
+import uuid
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memstream.projections.sparse import VERSION, sparse_vector, stem, token_index, tokenize
-from memstream.projections.stores.port import point_id
+from memstream.projections.stores.port import POINT_NAMESPACE, named_uuid, point_id
 from memstream.text.scripts import CJK_RE, HAN_KANA_RANGES, HANGUL_RANGES
 
 # Porter's own examples (1980 paper and his C implementation's vocabulary), as Snowball's
@@ -131,3 +134,15 @@ def test_point_ids_are_deterministic_typed_uuid5s():
     assert point_id(1) != point_id("1")
     with pytest.raises(ValueError):
         point_id()
+
+
+@given(st.text(max_size=200))
+@settings(max_examples=300)
+def test_named_uuid_is_the_standard_uuid5_of_the_point_namespace(name: str) -> None:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: no UTF-8, and no id (uuid5 raises the same)
+        with pytest.raises(UnicodeEncodeError):
+            named_uuid(name)
+        return
+    assert named_uuid(name) == str(uuid.uuid5(POINT_NAMESPACE, name))

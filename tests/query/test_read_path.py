@@ -1,6 +1,6 @@
 """The read path end to end in one process: providers write through their spool, the
-pipeline projects, queries go as rq jobs to the pipeline's query server, and the provider
-reads prefetch blocks and tool results. Real Valkey (rq needs blocking reads)."""
+pipeline projects, queries go as requests on Redis lists to the pipeline's query server, and
+the provider reads prefetch blocks and tool results. Real Valkey."""
 
 from __future__ import annotations
 

@@ -286,3 +286,26 @@ def test_a_batch_histogram_exposes_what_a_prometheus_histogram_does_for_the_same
         reference.labels("g.v1", "g", "1").observe(v)
     created = re.compile(r".*_created.*\n")
     assert generate_latest(ours).decode() == created.sub("", generate_latest(theirs).decode())
+
+
+def test_the_points_waiting_for_their_dense_vector_are_the_dense_stages_lag(tmp_path, event_log, monkeypatch):
+    monkeypatch.setattr("memstream.projections.vector.embeds_inline", lambda embedder: False)
+    pipeline = make_pipeline(tmp_path / "home", event_log)
+    try:
+        metrics = Metrics(event_log, pipeline_settings(tmp_path / "home", stream_prefix=event_log.prefix,
+                                                      shards=event_log.shards))
+        group = group_of("turns")
+        assert value(scrape(metrics), "memstream_projection_embed_waiting_points", group=group) is None  # no backlog
+        event_log.append([turn(f"Build {i} shipped with flag O{i}", index=i) for i in range(3)])
+        pipeline.runs[group].consumer.drain()  # keywords only: the model has not caught up
+        text = scrape(metrics)
+        assert value(text, "memstream_projection_embed_waiting_points", group=group) == 3
+        assert value(text, "memstream_projection_embed_waiting_seconds", group=group) >= 0
+        assert value(text, "memstream_projection_lag_entries", group=group) == 0  # the log's part is done
+        pipeline.drain()
+        text = scrape(metrics)
+        assert value(text, "memstream_projection_embed_waiting_points", group=group) == 0
+        assert value(text, "memstream_projection_embed_waiting_seconds", group=group) == 0
+        assert value(text, "memstream_projection_embed_waiting_points", group=group_of("facts")) is None
+    finally:
+        pipeline.stop()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -146,6 +147,67 @@ def test_prometheus_scrapes_a_running_pipeline_and_its_queries_return_what_redis
             wait_for(alerts, timeout=60, what="the alert on the dead letter, alone")
         except AssertionError:
             raise AssertionError(f"the alerts Prometheus last showed: {seen[-1]}") from None
+    finally:
+        if metrics is not None:
+            metrics.stop()
+        pipeline.stop()
+        client.close()
+
+
+def _evaluate(base: str, promql: str) -> tuple[str | None, list]:
+    """(Prometheus's error or None, the result) of the instant query ``promql``."""
+    try:
+        reply = _get(base, "/api/v1/query", query=promql)
+    except urllib.error.HTTPError as exc:  # 400 and 422 carry Prometheus's error in JSON
+        body = json.loads(exc.read() or b"{}")
+        return f"{exc.code} {body.get('errorType')}: {body.get('error')}", []
+    return (reply.get("error") if reply["status"] != "success" else None), reply["data"]["result"]
+
+
+@needs_prometheus
+@pytest.mark.valkey
+def test_every_expression_of_the_grafana_dashboard_evaluates_in_prometheus_and_returns_what_is_reported(
+        tmp_path, valkey_server, prometheus):
+    from dashboard_support import concrete, dashboard, expressions, scan
+
+    from memstream.query import ask
+
+    client = redis.Redis.from_url(valkey_server.url)
+    client.flushall()
+    log = EventLog(client, "memstream")
+    log.append([turn(f"Release {i} ships the parser fix number {i}", index=i) for i in range(4)])
+    pipeline = make_pipeline(tmp_path / "home", log)
+    metrics = start_metrics(pipeline_settings(tmp_path / "home", metrics_addr="127.0.0.1:0"),
+                            EventLog(redis.Redis.from_url(valkey_server.url), "memstream"),
+                            consumers=lambda: pipeline.consumers)
+    try:
+        assert metrics is not None and metrics.address is not None
+        pipeline.start()
+        wait_for(lambda: all_applied(log), what="the pipeline to apply the log")
+        ask(client, "memstream", {"op": "count"}, timeout=10)  # a query handler's seconds
+        base = prometheus(f"127.0.0.1:{metrics.address[1]}")
+        wait_for(lambda: _query(base, "memstream_query_seconds_count"), timeout=60,
+                 what="Prometheus to scrape memstream")
+        board = expressions(dashboard())
+        errors = {where: error for where, expr in board if (error := _evaluate(base, concrete(expr))[0])}
+        assert not errors, errors
+        # an expression over figures this process reports returns series once they are scraped
+        # twice (the rates); the others (a build's progress, the agents' figures) may be empty
+        reported = {name for where, expr in board for name in scan(expr).metrics
+                    if _evaluate(base, f"count({name})")[1]}
+        expected = [(where, concrete(expr)) for where, expr in board
+                    if all(n.startswith("memstream_") and n in reported for n in scan(expr).metrics)]
+        assert len(expected) >= 15, expected
+        empty: list[str] = []
+
+        def answered() -> bool:
+            empty[:] = [where for where, expr in expected if not _evaluate(base, expr)[1]]
+            return not empty
+
+        try:
+            wait_for(answered, timeout=60, what="every expression over reported figures to return series")
+        except AssertionError:
+            raise AssertionError(f"expressions that returned nothing: {empty}") from None
     finally:
         if metrics is not None:
             metrics.stop()

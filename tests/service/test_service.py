@@ -151,6 +151,40 @@ def test_doctor_is_ok_with_a_running_service_and_fails_without(service, tmp_path
     assert json.loads(down.stdout)["checks"]["redis"]["ok"] is False
 
 
+def test_rq_info_shows_no_queue_and_no_worker_of_a_running_service_and_the_readme_names_its_own_lists(service):
+    """README, Metrics (Queues): memstream's work is in its streams and request lists, not in
+    rq queues; rq's own CLI, run against the service's Redis, says so."""
+    from pathlib import Path
+
+    from rq import Queue
+
+    from memstream.core import keys
+
+    home, info = service
+    rq = Path(sys.executable).with_name("rq")
+
+    def rq_info() -> str:
+        shown = subprocess.run([str(rq), "info", "--url", info["url"]], capture_output=True, text=True,
+                               timeout=60)
+        assert shown.returncode == 0, shown.stderr
+        return shown.stdout
+
+    ms(home, "search", "anything")  # a query, answered by the service (exit 0)
+    listed = rq_info()
+    assert "0 queues" in listed and "0 workers" in listed, listed
+    client = redis.Redis.from_url(info["url"])
+    try:
+        Queue("memstream", connection=client).enqueue("os.getpid")
+        listed = rq_info()
+        assert "1 queues, 1 jobs total" in listed and "0 workers" in listed, listed  # it runs nowhere
+    finally:
+        client.close()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    queues = readme[readme.index("**Queues.**"):].split("\n\n", 1)[0]
+    assert f"`{keys.queries('memstream')}`" in queues
+    assert f"`{keys.tenant_queries('memstream', 'TENANT')}`" in queues
+
+
 def test_add_sync_fails_clearly_when_the_log_is_unreachable(tmp_path):
     proc = ms(tmp_path / "nohome", "add", "--sync", "x", check=False,
               env={"MEMSTREAM_REDIS_URL": "redis://127.0.0.1:9/0"})

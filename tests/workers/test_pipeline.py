@@ -480,3 +480,20 @@ def test_only_a_name_that_singles_someone_out_counts():
     assert named_authors("did Ada and Bob agree?", {"Ada", "Bob"}) == set()
     assert named_authors("what did Ada say?", {"", "Bob"}) == set()
     assert named_authors("what did adam say?", {"Ada", "Bob"}) == set()  # whole words only
+
+
+def test_the_query_server_runs_as_many_threads_as_the_settings_say(tmp_path, event_log):
+    from pipeline_support import pipeline_settings
+
+    from memstream.workers.pipeline import Pipeline, PipelineConfig
+
+    settings = pipeline_settings(tmp_path / "home", stream_prefix=event_log.prefix, shards=event_log.shards,
+                                 query_threads=3)
+    p = Pipeline(settings, event_log, PipelineConfig(embedder="hash", consumer="w1"))
+    try:
+        p.queries.start()
+        assert p.queries.threads == 3
+        assert len([t for t in p.queries._threads if t.is_alive()]) == 3
+    finally:
+        p.queries.stop()
+        p.stop()

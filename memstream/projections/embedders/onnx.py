@@ -24,6 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
+from memstream.core import usable_cpus
 from memstream.projections.embedders.base import (
     EmbedderError,
     as_text_list,
@@ -77,11 +78,7 @@ def _read_verified(path: Path, expected_sha256: str | None, what: str) -> bytes:
 
 def default_threads() -> int:
     """onnxruntime threads when none are given: the CPUs this process may use, at most 8."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, 8))
+    return min(usable_cpus(), 8)
 
 
 class OnnxMiniLMEmbedder:

@@ -55,8 +55,10 @@ import qdrant_edge as qe
 
 from memstream.projections.stores.port import (
     DENSE,
+    DENSE_KEY,
     INDEXED_FIELDS,
     RRF_K,
+    SET_DENSE_ATTEMPTS,
     SPARSE,
     CollectionNotFound,
     DimensionMismatch,
@@ -71,6 +73,7 @@ from memstream.projections.stores.port import (
     check_point,
     check_search,
     dense_list,
+    dense_matches,
     physical_name,
     prefetch_limit,
     sparse_lists,
@@ -299,6 +302,31 @@ class EdgeStore:
                 vector[SPARSE] = qe.SparseVector(indices, values)
             edge_points.append(qe.Point(str(uuid.UUID(p.id)), vector, dict(p.payload)))
         self._write(shard, qe.UpdateOperation.upsert_points(edge_points), len(edge_points))
+
+    def set_dense(self, collection: str, vectors: Sequence[tuple[str, Sequence[float] | Any, str]]) -> int:
+        if not vectors:
+            return 0
+        shard = self._shard(collection)
+        for attempt in range(SET_DENSE_ATTEMPTS):
+            matched = dense_matches(self.retrieve(collection, [v[0] for v in vectors]), vectors)
+            if not matched:
+                return 0
+            updates = []
+            for pid, dense, _ in matched:
+                values = dense_list(dense)
+                if len(values) != shard.dim:
+                    raise ValueError(f"point {pid}: dense has {len(values)} dims, expected {shard.dim}")
+                updates.append(qe.PointVectors(str(uuid.UUID(pid)), {DENSE: values}))
+            # the key is checked again by the engine as it writes: a point re-indexed since
+            # the look above keeps its new key and no vector
+            condition = qe.Filter(must=[qe.FieldCondition(DENSE_KEY, match=qe.MatchAny([k for _, _, k in matched]))])
+            try:
+                self._write(shard, qe.UpdateOperation.update_vectors(updates, condition), len(updates))
+                return len(matched)
+            except StoreError as exc:  # a point deleted since the look: look again
+                if "No point with id" not in str(exc) or attempt == SET_DENSE_ATTEMPTS - 1:
+                    raise
+        return 0  # pragma: no cover - the loop returns or raises
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         if not ids:

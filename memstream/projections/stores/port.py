@@ -22,6 +22,7 @@ a malformed point or filter raises ``ValueError`` before the store is touched.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -37,11 +38,13 @@ __all__ = [
     "VectorStore", "Point", "Hit", "Filter", "SparseVector", "Fusion",
     "StoreError", "StoreUnavailable", "StoreLocked", "CollectionNotFound",
     "DimensionMismatch", "point_id", "physical_name", "split_physical", "INDEXED_FIELDS",
-    "DENSE", "SPARSE", "open_store",
+    "DENSE", "SPARSE", "DENSE_KEY", "dense_key", "open_store",
 ]
 
 DENSE = "dense"  # name of the dense vector (cosine)
 SPARSE = "sparse"  # name of the sparse vector (IDF modifier)
+# Payload field naming the text a point's dense vector is (to be) made from: ``dense_key``.
+DENSE_KEY = "dense_key"
 
 # Payload fields every collection indexes; ``tenant`` is the tenant key.
 INDEXED_FIELDS: Mapping[str, Literal["keyword", "float"]] = {
@@ -100,7 +103,27 @@ def point_id(*parts: str | int) -> str:
         if isinstance(part, bool) or not isinstance(part, (str, int)):
             raise ValueError(f"point_id parts are str or int, got {type(part).__name__}")
     key = json.dumps(list(parts), ensure_ascii=False, separators=(",", ":"))
-    return str(uuid.uuid5(POINT_NAMESPACE, key))
+    return named_uuid(key)
+
+
+_NAMESPACE_BYTES = POINT_NAMESPACE.bytes
+
+
+def dense_key(pid: str, text: str) -> str:
+    """What names the dense vector a point should carry: a digest of the point's id and
+    the text embedded for it (``set_dense`` sets a vector only on a point whose payload
+    ``DENSE_KEY`` still equals it). Two points never share a key."""
+    return hashlib.sha1(f"{pid}\x1f{text}".encode(), usedforsecurity=False).hexdigest()[:24]
+
+
+def named_uuid(name: str) -> str:
+    """``str(uuid.uuid5(POINT_NAMESPACE, name))``, without the UUID objects: a search
+    computes a dozen fact ids for each of its hits, and the objects were most of it."""
+    digest = bytearray(hashlib.sha1(_NAMESPACE_BYTES + name.encode("utf-8"), usedforsecurity=False).digest()[:16])
+    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
+    digest[8] = (digest[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    h = digest.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def physical_name(name: str, version: int) -> str:
@@ -122,7 +145,10 @@ def split_physical(collection: str) -> tuple[str, int] | None:
 
 @dataclass(frozen=True, slots=True)
 class Point:
-    """One point: a UUID id, a dense vector, an optional sparse vector and a payload.
+    """One point: a UUID id, an optional dense vector, an optional sparse vector and a payload.
+
+    A point may be written without its dense vector (keyword search finds it at once) and
+    be given one later with ``set_dense``; a dense search does not see it until then.
 
     ``payload["tenant"]`` (a non-empty str) is required on upsert. Search and scroll
     results come back as ``Point``/``Hit`` without vectors unless asked for.
@@ -207,6 +233,15 @@ class VectorStore(Protocol):
     def upsert(self, collection: str, points: Sequence[Point]) -> None:
         """Insert or replace whole points (vectors and payload), applied when it returns.
         Idempotent: the same points twice leave the same state."""
+        ...
+
+    def set_dense(self, collection: str, vectors: Sequence[tuple[str, Sequence[float] | Any, str]]) -> int:
+        """For each ``(id, dense, key)``: set the point's dense vector, if the point exists
+        and its payload ``DENSE_KEY`` equals ``key`` (keys name their point: ``dense_key``);
+        else nothing (a point deleted or re-indexed since is left as it is). The check and
+        the write are one conditional update in the engine, so a concurrent delete or
+        re-index is never undone. Never creates a point; payload and sparse vector are
+        kept. Idempotent. Returns how many points matched."""
         ...
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
@@ -335,6 +370,21 @@ def uuid_ids(ids: Sequence[str]) -> list[str]:
         except ValueError:
             raise ValueError(f"point id {i!r} is not a UUID: use point_id(...)") from None
     return out
+
+
+def dense_matches(points: Sequence[Point], vectors: Sequence[tuple[str, Any, str]]) -> list[tuple[str, Any, str]]:
+    """The ``(id, dense, key)`` of ``vectors`` whose point is among ``points`` (retrieved
+    with payload) with that ``DENSE_KEY``: at most one per point, whatever the order."""
+    current = {p.id: p.payload.get(DENSE_KEY) for p in points}
+    chosen: dict[str, tuple[str, Any, str]] = {}
+    for pid, dense, key in vectors:
+        canonical = str(uuid.UUID(pid))
+        if current.get(canonical) == key:
+            chosen[canonical] = (pid, dense, key)
+    return list(chosen.values())
+
+
+SET_DENSE_ATTEMPTS = 5  # a point deleted between the look and the write: look again
 
 
 def check_search(dense: Sequence[float] | Any | None, sparse: SparseVector | None, limit: int, fusion: str) -> None:

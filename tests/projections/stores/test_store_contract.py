@@ -16,6 +16,7 @@ import pytest
 from memstream.projections.sparse import sparse_vector
 from memstream.projections.stores.edge import EdgeStore
 from memstream.projections.stores.port import (
+    DENSE_KEY,
     CollectionNotFound,
     DimensionMismatch,
     Filter,
@@ -24,6 +25,7 @@ from memstream.projections.stores.port import (
     StoreLocked,
     StoreUnavailable,
     VectorStore,
+    dense_key,
     open_store,
     point_id,
 )
@@ -263,6 +265,76 @@ def test_set_payload_merges_keys_and_ignores_unknown_ids(backend, store):
     assert got["a"]["agent"] == "a1"  # other keys kept
     assert got["b"]["kind"] == "memory" and "reason" not in got["b"]
     assert store.count(c, Filter("t1", kind="memory")) == 1
+
+
+def keyword_only(key: str, text: str, **extra) -> Point:
+    """A point written without its dense vector, its payload naming the text to embed."""
+    p = pt(key, text=text, **extra)
+    return Point(id=p.id, dense=None, sparse=p.sparse, payload={**p.payload, DENSE_KEY: dense_key(p.id, text)})
+
+
+def test_a_point_without_its_dense_vector_is_found_by_keywords_and_not_by_meaning(backend, store):
+    c = store.ensure_collection(backend.name("turns"), 1, DIM)
+    late = keyword_only("late", "the billing deployment failed")
+    store.upsert(c, [late, pt("full", dense=unit(0), text="billing invoices are due")])
+    assert [h.payload["key"] for h in store.search(c, dense=unit(1), filter=Filter("t1"), limit=10)] == ["full"]
+    found = store.search(c, sparse=sparse_vector("deployment"), filter=Filter("t1"), limit=10)
+    assert [h.payload["key"] for h in found] == ["late"]
+    fused = store.search(c, dense=unit(0), sparse=sparse_vector("deployment"), filter=Filter("t1"), limit=10)
+    assert {h.payload["key"] for h in fused} == {"late", "full"}
+
+
+def test_set_dense_gives_a_point_its_vector_and_keeps_its_payload_and_keywords(backend, store):
+    c = store.ensure_collection(backend.name("turns"), 1, DIM)
+    p = keyword_only("late", "the billing deployment failed")
+    store.upsert(c, [p])
+    assert store.set_dense(c, [(p.id, unit(2), p.payload[DENSE_KEY])]) == 1
+    assert store.set_dense(c, [(p.id, unit(2), p.payload[DENSE_KEY])]) == 1  # again: the same state
+    (full,) = store.retrieve(c, [p.id], with_vectors=True)
+    assert np.allclose(full.dense, unit(2)) and sorted(full.sparse[0]) == sorted(p.sparse[0])
+    assert full.payload == p.payload
+    hits = store.search(c, dense=unit(2), filter=Filter("t1"), limit=5)
+    assert [h.payload["key"] for h in hits] == ["late"]
+
+
+def test_set_dense_never_creates_a_deleted_point_nor_dresses_a_reindexed_one(backend, store):
+    c = store.ensure_collection(backend.name("turns"), 1, DIM)
+    gone, changed, kept = (keyword_only(k, f"text of {k}") for k in ("gone", "changed", "kept"))
+    store.upsert(c, [gone, changed, kept])
+    store.delete(c, [gone.id])
+    newer = keyword_only("changed", "the newer text of changed")
+    store.upsert(c, [newer])
+    assert store.set_dense(c, [(gone.id, unit(1), gone.payload[DENSE_KEY]),
+                               (changed.id, unit(1), changed.payload[DENSE_KEY]),
+                               (kept.id, unit(1), kept.payload[DENSE_KEY])]) == 1
+    assert store.count(c) == 2
+    got = {p.payload["key"]: p for p in store.retrieve(c, [gone.id, changed.id, kept.id], with_vectors=True)}
+    assert set(got) == {"changed", "kept"}
+    assert got["changed"].dense is None and np.allclose(got["kept"].dense, unit(1))
+    assert store.set_dense(c, []) == 0
+
+
+def test_set_dense_looks_again_when_a_point_is_deleted_between_its_look_and_its_write(
+    backend, store, monkeypatch
+):
+    c = store.ensure_collection(backend.name("turns"), 1, DIM)
+    a, b = keyword_only("a", "text of a"), keyword_only("b", "text of b")
+    store.upsert(c, [a, b])
+    real, looks = store.retrieve, []
+
+    def retrieve(collection, ids, **kwargs):
+        found = real(collection, ids, **kwargs)
+        if not looks:
+            store.delete(c, [a.id])  # a forget applied meanwhile
+        looks.append(ids)
+        return found
+
+    monkeypatch.setattr(store, "retrieve", retrieve)
+    assert store.set_dense(c, [(a.id, unit(1), a.payload[DENSE_KEY]), (b.id, unit(2), b.payload[DENSE_KEY])]) == 1
+    assert len(looks) == 2
+    monkeypatch.undo()
+    (only,) = store.retrieve(c, [a.id, b.id], with_vectors=True)
+    assert only.id == b.id and np.allclose(only.dense, unit(2))
 
 
 def test_retrieve_returns_existing_points_with_vectors_when_asked(backend, store):

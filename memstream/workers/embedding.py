@@ -1,0 +1,252 @@
+"""The dense stage of a vector projection's version: the loop that gives the points its
+``apply`` wrote without a dense vector that vector (``memstream.projections.vector``).
+
+Each version of a vector projection has a backlog, ``P:embed:{group}`` (a stream, one
+entry per point), read here through the consumer group ``embed``: one ``EmbedConsumer``
+per version and worker process, beside the version's ``Consumer``. The entries are read
+oldest first in batches (one embedding call each), own pending entries first; entries
+idle too long on a dead consumer are reclaimed with XAUTOCLAIM.
+
+Guarantees: an entry is acknowledged and deleted (in one MULTI) only after the projection
+set its vector (``embed_backlog``), or found that its point no longer wants it (deleted,
+forgotten or re-indexed since); a crash before that means a redelivery, harmless because
+setting a vector is idempotent and conditional on the point's ``dense_key``. So the
+stream's length is what waits for the dense stage (``embed_waiting``: its lag in points,
+and the age of the oldest). ``run`` returns only when told to stop: an error is logged,
+counted and retried after a jittered backoff, transient ones (the store or a remote
+embedder unreachable) without spending a delivery; an entry that failed otherwise
+``max_deliveries`` times is dropped (logged and counted as ``dropped``): its point stays
+findable by its keywords. A malformed entry (the backlog is in the shared Redis) is
+dropped at once.
+
+A building or retired version's dense stage yields to the live versions as its
+``Consumer`` does (``workers.priority``); the live version's holds ``live()`` while it
+applies a batch.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import redis
+import structlog
+
+from memstream.core import as_str, backoff_delay, is_transient, keys
+from memstream.projections import backlog_entry, group_name
+from memstream.workers.health import Waiting, _entry_time
+from memstream.workers.priority import LOW_BATCH, Priority
+
+if TYPE_CHECKING:
+    from memstream.projections import BacklogEntry
+
+__all__ = ["EMBED_GROUP", "EmbedConsumer", "EmbedStats", "embed_waiting"]
+
+log = structlog.get_logger("memstream.embedding")
+
+EMBED_GROUP = "embed"  # the consumer group on every backlog stream
+
+
+@dataclass
+class EmbedStats:
+    applied: int = 0  # entries done with: vectors set, or not wanted any more
+    embedded: int = 0  # vectors set
+    dropped: int = 0  # malformed entries, and entries that failed max_deliveries times
+    batches: int = 0
+    reclaimed: int = 0
+    transient_failures: int = 0
+    errors: int = 0
+    restarts: int = 0
+    last_error: str = ""
+
+
+def embed_waiting(client: redis.Redis, prefix: str, group: str) -> Waiting:
+    """What waits for ``group``'s dense stage: the points of its backlog (undelivered or
+    pending: applied entries are deleted), since when the oldest waits, and whether the
+    backlog exists."""
+    key = keys.embed_backlog(prefix, group)
+    n = int(client.xlen(key))
+    if not n:
+        return Waiting(entries=0, since=None, exists=bool(client.exists(key)))
+    first = client.xrange(key, count=1)
+    return Waiting(entries=n, since=_entry_time(as_str(first[0][0])) if first else None, exists=True)
+
+
+class EmbedConsumer:
+    """Feeds ``projection.embed_backlog`` from its backlog (see the module docstring)."""
+
+    def __init__(self, client: redis.Redis, projection: Any, name: str, *, batch: int = 64,
+                 block_ms: int = 500, claim_idle_ms: int = 60_000, claim_every: float = 5.0,
+                 max_deliveries: int = 5, backoff_base: float = 0.2, backoff_cap: float = 30.0,
+                 transient_cap: float = 5.0, priority: Priority | None = None, low: bool = False) -> None:
+        self.client = client
+        self.projection = projection
+        self.stream: str = projection.backlog
+        self.group = f"{group_name(projection)}:{EMBED_GROUP}"  # for logs and health: the version's stage
+        self.name = name
+        self.batch = batch
+        self.block_ms = block_ms
+        self.claim_idle_ms = claim_idle_ms
+        self.claim_every = claim_every
+        self.max_deliveries = max_deliveries
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.transient_cap = transient_cap
+        self.priority = priority
+        self.low = low
+        self.stats = EmbedStats()
+        self._ready = False
+        self._pending_done = False
+        self._last_claim = 0.0
+        self._spared: dict[str, int] = {}  # entry id -> its deliveries that failed transiently
+
+    def ensure_group(self) -> None:
+        """The group ``embed`` on the backlog, from its start (idempotent)."""
+        try:
+            self.client.xgroup_create(self.stream, EMBED_GROUP, id="0", mkstream=True)
+        except redis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+        self._ready = True
+
+    # -- steps ----------------------------------------------------------------------------
+    def step(self, block: bool = True) -> int:
+        """Read one batch (reclaimed, own pending, else new), embed it, delete it. Returns
+        entries handled."""
+        if not self._ready:
+            self.ensure_group()
+        now = time.monotonic()
+        handled = 0
+        if now - self._last_claim >= self.claim_every:
+            self._last_claim = now
+            handled += self._reclaim()
+        if not self._pending_done:
+            got = self._read("0", block=False)
+            if got:
+                return handled + self._handle(got, pending=True)
+            self._pending_done = True
+        return handled + self._handle(self._read(">", block=block), pending=False)
+
+    def drain(self, max_steps: int = 100_000) -> int:
+        """Burst mode (tests, replays, benchmarks): step until the backlog is empty."""
+        total = 0
+        for _ in range(max_steps):
+            n = self.step(block=False)
+            total += n
+            if n == 0 and self._pending_done:
+                break
+        return total
+
+    def run(self, stop: threading.Event) -> None:
+        """Loop until ``stop`` is set; never returns otherwise (see the module docstring)."""
+        failures = 0
+        while not stop.is_set():
+            try:
+                self.step(block=True)
+                failures = 0
+            except Exception as exc:
+                failures += 1
+                error = f"{type(exc).__name__}: {exc}"
+                self.stats.last_error = error
+                transient = is_transient(exc)
+                delay = backoff_delay(failures, self.backoff_base,
+                                      self.transient_cap if transient else self.backoff_cap)
+                if transient:
+                    self.stats.transient_failures += 1
+                    log.warning("embedding.transient_failure", group=self.group, error=error[:500],
+                                retry_in=round(delay, 2))
+                else:
+                    self.stats.errors += 1
+                    log.error("embedding.step_failed", group=self.group, error=error[:500],
+                              failures=failures, retry_in=round(delay, 2), exc_info=True)
+                    self._ready = False  # e.g. the backlog was deleted with its version (NOGROUP)
+                self._pending_done = False  # re-read what we hold
+                stop.wait(delay)
+
+    # -- internals ------------------------------------------------------------------------
+    def _read(self, start: str, block: bool) -> list[tuple[str, Any]]:
+        if self.low and self.priority is not None:
+            self.priority.wait_turn()
+        small = self.low and self.priority is not None and self.priority.live_recently()
+        kwargs: dict[str, Any] = {"count": min(self.batch, LOW_BATCH) if small else self.batch}
+        if block and start == ">":
+            kwargs["block"] = self.block_ms
+        got = self.client.xreadgroup(EMBED_GROUP, self.name, {self.stream: start}, **kwargs) or []
+        assert isinstance(got, list)  # RESP2: [stream, entries] pairs
+        return [(as_str(i), f) for _, entries in got for i, f in entries]
+
+    def _reclaim(self) -> int:
+        handled, cursor = 0, "0-0"
+        while True:
+            res = self.client.xautoclaim(self.stream, EMBED_GROUP, self.name, self.claim_idle_ms, cursor,
+                                         count=self.batch)
+            cursor = as_str(res[0])
+            deleted = res[2] if len(res) > 2 else []
+            if deleted:
+                self.client.xack(self.stream, EMBED_GROUP, *deleted)
+            claimed = [(as_str(i), f) for i, f in res[1] if f]
+            if claimed:
+                self.stats.reclaimed += len(claimed)
+                log.info("embedding.reclaimed", group=self.group, entries=len(claimed))
+                handled += self._handle(claimed, pending=True)
+            if cursor in ("0-0", "0"):
+                return handled
+
+    def _handle(self, read: list[tuple[str, Any]], pending: bool) -> int:
+        if not read:
+            return 0
+        ids = [i for i, _ in read]
+        entries: list[BacklogEntry] = []
+        malformed: list[str] = []
+        for entry_id, fields in read:
+            entry = backlog_entry(fields) if fields else None
+            if entry is None:
+                malformed.append(entry_id)
+            else:
+                entries.append(entry)
+        if malformed:
+            self.stats.dropped += len(malformed)
+            log.warning("embedding.malformed_entries", group=self.group, entries=len(malformed),
+                        action="dropped: their points stay findable by keywords")
+        try:
+            embedded = self._apply(entries) if entries else 0
+        except Exception as exc:
+            if is_transient(exc):  # spends no delivery: re-reading counts one, given back here
+                for i in ids:
+                    self._spared[i] = self._spared.get(i, 0) + 1
+                raise
+            if not pending:
+                raise
+            over = self._over_delivered(ids)
+            if len(over) < len(ids):
+                raise  # left pending: read again after the backoff
+            self.stats.dropped += len(ids)
+            log.error("embedding.dropped", group=self.group, entries=len(ids), error=f"{type(exc).__name__}: {exc}",
+                      deliveries=self.max_deliveries, action="their points stay findable by keywords only")
+            embedded = 0
+        pipe = self.client.pipeline(transaction=True)
+        pipe.xack(self.stream, EMBED_GROUP, *ids)
+        pipe.xdel(self.stream, *ids)
+        pipe.execute()
+        for i in ids:
+            self._spared.pop(i, None)
+        self.stats.applied += len(ids)
+        self.stats.embedded += embedded
+        self.stats.batches += 1
+        return len(ids)
+
+    def _apply(self, entries: list[BacklogEntry]) -> int:
+        if self.priority is not None:
+            with self.priority.low() if self.low else self.priority.live():
+                return int(self.projection.embed_backlog(entries))
+        return int(self.projection.embed_backlog(entries))
+
+    def _over_delivered(self, ids: list[str]) -> list[str]:
+        """The entries among ``ids`` (this consumer's pending ones) delivered
+        ``max_deliveries`` times or more."""
+        rows = self.client.xpending_range(self.stream, EMBED_GROUP, min=ids[0], max=ids[-1],
+                                          count=len(ids) + 10, consumername=self.name)
+        counts = {as_str(r["message_id"]): int(r["times_delivered"]) for r in rows}
+        return [i for i in ids if counts.get(i, 1) - self._spared.get(i, 0) >= self.max_deliveries]

@@ -1,0 +1,108 @@
+"""``memstream bench fleet`` at a tiny size: every level is reported with every figure, no
+event is lost or duplicated, every probed turn becomes searchable, and nothing the bench
+started outlives it (a run, or a run interrupted as Ctrl-C interrupts it). Timings are
+never asserted here."""
+
+from __future__ import annotations
+
+import _thread
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from memstream.bench.fleet import HOOKS, fleet_bench, format_fleet, knee, main
+
+pytestmark = pytest.mark.valkey
+
+
+def _children_of_this_process() -> list[str]:
+    """Command lines of the bench's child processes still alive."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == os.getpid() and "memstream.bench.fleet" in cmdline:
+            found.append(cmdline)
+    return found
+
+
+def _fleet_dirs() -> set[str]:
+    import tempfile
+
+    return {p.name for p in Path(tempfile.gettempdir()).glob("memstream-bench-fleet-*")}
+
+
+def test_bench_fleet_reports_every_level_and_loses_or_duplicates_no_event():
+    before = _fleet_dirs()
+    result = fleet_bench(levels=(2, 4), rate=2.0, seconds=3.0, processes=2, probes_per_s=100.0, settle=30.0,
+                         memory_every=2, search_every=2)
+    assert [lv["agents"] for lv in result["levels"]] == [2, 4]
+    for lv in result["levels"]:
+        assert lv["processes"] == 2 and sum(lv["agents_per_process"]) == lv["agents"]
+        events = lv["events"]
+        assert events["lost"] == 0 and events["duplicated"] == 0 and events["unexpected"] == 0, events
+        assert events["emitted"] == events["in_log"] > 0
+        assert all(p["flushed"] for p in lv["agent_processes"])
+        for hook in HOOKS:  # every hook ran, on memstream and on the do-nothing provider alike
+            entry = lv["hooks"][hook]
+            assert entry["memstream_us"]["n"] == entry["floor_us"]["n"] > 0, hook
+            assert entry["p99_ratio"] is not None and entry["p99_ratio"] > 0
+        # a turn: on_turn_start, prefetch, sync_turn, queue_prefetch, each once
+        turns = lv["turns"]
+        assert turns > 0
+        for hook in ("on_turn_start", "prefetch", "sync_turn", "queue_prefetch"):
+            assert lv["hooks"][hook]["memstream_us"]["n"] == turns
+        assert sum(lv["prefetch"]["outcomes"].values()) == turns
+        assert 0.0 <= lv["prefetch"]["fresh_fraction"] <= 1.0
+        assert lv["query_ms"]["n"] == lv["hooks"]["handle_tool_call"]["memstream_us"]["n"]
+        probes = lv["append_to_searchable_s"]
+        assert probes["sampled"] == turns  # every turn probed at this rate
+        for stage in ("in_log", "applied", "searchable"):  # and every one got through every stage
+            assert probes[stage]["n"] == turns and probes[stage]["p95"] is not None, (stage, probes)
+        for key in ("max_entries", "max_s", "series_entries", "groups"):
+            assert key in lv["worker_lag"]
+        assert lv["worker_lag"]["groups"]  # the projections' groups were sampled
+        assert lv["redis"]["clients_per_agent"] > 0 and lv["redis"]["used_memory_mb_max"] > 0
+        assert lv["redis"]["cpu_pct"]["mean"] is not None
+        assert set(lv["cpu_pct"]["agent_processes"]) == {"agents-0", "agents-1"}
+        assert len(lv["loadavg_at_start"]) == 3
+    assert result["lossless"] is True
+    assert result["knee"] in (None, 2, 4)
+    assert result["machine"]["cpus"] and len(result["machine"]["loadavg_at_start"]) == 3
+    text = format_fleet(result)
+    assert "knee" in text and "lost / duplicated" in text
+    assert _children_of_this_process() == []
+    assert _fleet_dirs() <= before  # its temp dir is gone
+
+
+def test_bench_fleet_interrupted_stops_every_process_it_started():
+    before = _fleet_dirs()
+    timer = threading.Timer(6.0, _thread.interrupt_main)  # Ctrl-C, while the agents run
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            fleet_bench(levels=(4,), rate=2.0, seconds=60.0, processes=2, settle=5.0)
+    finally:
+        timer.cancel()
+    assert _children_of_this_process() == []
+    assert _fleet_dirs() <= before
+
+
+def test_knee_is_the_largest_level_fresh_within_budget_and_searchable_within_a_second():
+    def level(n: int, fresh: float | None, p95: float | None) -> dict:
+        return {"agents": n, "prefetch": {"fresh_fraction": fresh},
+                "append_to_searchable_s": {"searchable": {"p95": p95}}}
+
+    assert knee([level(50, 0.99, 0.2), level(200, 0.96, 0.9), level(500, 0.94, 0.5), level(1000, 0.5, 3.0)]) == 200
+    assert knee([level(50, 0.99, 1.2), level(200, None, None)]) is None
+    assert knee([]) is None
+
+
+def test_the_child_entry_point_refuses_anything_but_its_two_roles(capsys):
+    assert main(["--bogus"]) == 2
+    assert "memstream bench fleet" in capsys.readouterr().err
