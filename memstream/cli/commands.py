@@ -103,15 +103,22 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     ops.check_worker(settings, args.embedded_store)
     _logs(args, "INFO")
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # from the start: a SIGTERM while starting stops it cleanly
+
+    def stopping(signum: int, frame: object) -> None:
+        if signum == signal.SIGINT and stop.is_set():
+            raise KeyboardInterrupt  # a second Ctrl-C: at once
+        stop.set()
+
+    # from the start: a SIGTERM or a Ctrl-C while starting stops it cleanly once started
+    signal.signal(signal.SIGTERM, stopping)
+    signal.signal(signal.SIGINT, stopping)
     worker = ops.start_worker(settings, args.name)
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
     stop.wait()
     worker.stop()  # each consumer finishes its batch
     return OK
 
 
-# -- doctor / stats / export ---------------------------------------------------------------
+# -- doctor / stats / top / export ---------------------------------------------------------
 def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
     from memstream.hermes import check as hermes_check
 
@@ -123,6 +130,40 @@ def cmd_doctor(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
     result = ops.stats(settings)
     print_result(args, result, stats_text(result))
+    return OK
+
+
+def cmd_top(args: argparse.Namespace, settings: Settings) -> int:
+    import time
+
+    from rich.console import Console
+
+    from memstream.cli.top import frame, watch
+
+    base = ops.dashboard_url(settings, args.url)
+    every = 2.0
+    try:
+        summary = ops.fetch_summary(base)
+        if args.json:
+            while True:  # one JSON line a refresh
+                print(json.dumps(summary), flush=True)
+                if args.once:
+                    return OK
+                time.sleep(every)
+                summary = ops.fetch_summary(base)
+        console = Console()
+        if not console.is_terminal and "COLUMNS" not in os.environ:
+            console = Console(width=160)  # a pipe or a file: the projections' table on one line each
+        if args.once or not console.is_terminal:
+            while True:  # on a terminal with --once, or not on a terminal: one frame a refresh, printed
+                console.print(frame(summary, base, width=console.width))
+                if args.once:
+                    return OK
+                time.sleep(every)
+                summary = ops.fetch_summary(base)
+        watch(lambda: ops.fetch_summary(base), base, console, every)
+    except KeyboardInterrupt:  # Ctrl-C is how top ends
+        return OK
     return OK
 
 
@@ -395,7 +436,7 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         agents = args.agents or (4,)
         if len(agents) != 1 or agents[0] > 64:
             raise CommandError(f"bench chaos takes one --agents count from 1 to 64 (got {','.join(map(str, agents))})")
-        result = bench_chaos.chaos_bench(minutes=args.minutes, agents=agents[0], seed=args.seed)
+        result = bench_chaos.chaos_bench(minutes=args.minutes or 2.0, agents=agents[0], seed=args.seed)
         print_result(args, result, bench_chaos.format_chaos(result))
         return OK
     if args.which == "reads":
@@ -442,6 +483,16 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
                                              embedder=args.embedder or "hash")
         print_result(args, result, bench_metrics.format_metrics(result))
         return OK
+    if args.which == "dashboard":
+        from memstream.bench import dashboard as bench_dashboard
+
+        try:
+            result = bench_dashboard.dashboard_bench(loads=args.runs or 7,
+                                                     warmup=args.minutes * 60 if args.minutes else 20.0)
+        except (bench_dashboard.BrowserError, RuntimeError) as exc:
+            raise CommandError(str(exc)) from exc
+        print_result(args, result, bench_dashboard.format_dashboard(result))
+        return OK
     if args.which == "text":
         from memstream.bench import text as bench_text
 
@@ -469,6 +520,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("down", cmd_down, "stop the background memstream service")
     add("doctor", cmd_doctor, "check configuration, Redis, streams, spool and the Hermes plugin")
     add("stats", cmd_stats, "per-stream length, first/last id, events per type, spool size")
+    p = add("top", cmd_top, "the dashboard's numbers, live in the terminal (the service's, or a worker's with --url)")
+    p.add_argument("--url", type=printable("url", 2048), metavar="URL",
+                   help="http://HOST:PORT a service or worker serves its metrics and dashboard on "
+                   "(default: the running service's, from its run file)")
+    p.add_argument("--once", action="store_true", help="print one frame and exit")
     p = add("export", cmd_export, "every event in the log as JSON lines, oldest first")
     p.add_argument("--since", type=entry_id, help="only entries after this stream entry id")
     p = add("archive", cmd_archive, "move the log's oldest events into compressed files and out of Redis")
@@ -546,8 +602,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")
     p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos", "text",
-                                       "archive", "replay", "import", "metrics", "reads", "fleet"])
-    p.add_argument("--minutes", type=minutes, default=2.0, help="chaos: how long things break")
+                                       "archive", "replay", "import", "metrics", "reads", "fleet", "dashboard"])
+    p.add_argument("--minutes", type=minutes, default=None, help="chaos: how long things break (default 2); "
+                   "dashboard: minutes of traffic before the first load, hence of history the page draws "
+                   "(default 1/3; 10 fills it)")
     p.add_argument("--agents", type=ascending_counts, default=None,
                    help="chaos: agent processes (one count, 1 to 64; default 4); fleet: agents at each level, "
                    "ascending (default 50,200,500,1000)")
@@ -570,7 +628,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ingest: runs per measurement (pipeline and raw alternate which goes first; default 4); "
                    "text, import: runs per median (default 5); queries: rounds (default 4); metrics: pairs of "
                    "drains, on and off (default 5); hotpath: interleaved rounds (default 20); "
-                   "reads: rounds over the thread counts (default 3)")
+                   "reads: rounds over the thread counts (default 3); dashboard: page loads in headless Chromium "
+                   "(default 7)")
     p.add_argument("--messages", type=int_between(1, 10_000_000), default=10_000,
                    help="import: messages of the synthetic Hermes state.db")
     p.add_argument("--sizes", type=ascending_counts, default=None,

@@ -23,7 +23,8 @@ from typing import Any
 __all__ = [
     "ERROR_CUT", "FAILED", "INTERRUPTED", "OK", "TEXT_CUT", "USAGE",
     "ago", "archive_text", "cut", "dead_letter_line", "doctor_text", "fail", "import_text", "one_line",
-    "print_result", "projections_text", "search_line", "size", "span", "stats_text", "stdout_to_devnull",
+    "print_result", "projections_text", "rate_text", "search_line", "seconds_text", "size", "span", "stats_text",
+    "stdout_to_devnull",
 ]
 
 OK, FAILED, USAGE, INTERRUPTED = 0, 1, 2, 130
@@ -121,6 +122,30 @@ def size(n: object) -> str:
             return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return str(n)  # not reached
+
+
+def seconds_text(seconds: object, unknown: str = "-") -> str:
+    """A short duration for people, to the millisecond: ``0.4 ms``, ``230 ms``, ``4.2 s``,
+    then ``span``'s units (``12m``); ``unknown`` when it is no number."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+        return unknown
+    s = max(0.0, float(seconds))
+    if s == 0:
+        return "0 s"
+    if s < 0.001:
+        return f"{s * 1000:.2f} ms"
+    if s < 1:
+        return f"{s * 1000:.0f} ms"
+    if s < 60:
+        return f"{s:.1f} s"
+    return span(s)
+
+
+def rate_text(per_second: object, unknown: str = "-") -> str:
+    """Events (or requests) a second for people: ``0.4/s``, ``12/s``, ``1,250/s``."""
+    if isinstance(per_second, bool) or not isinstance(per_second, (int, float)) or not math.isfinite(per_second):
+        return unknown
+    return f"{per_second:.1f}/s" if abs(per_second) < 10 and per_second != int(per_second) else f"{per_second:,.0f}/s"
 
 
 def _plural(n: int, word: str) -> str:

@@ -83,14 +83,15 @@ def read_run_file(path: Path) -> dict[str, Any] | None:
     return info
 
 
-def start_service(settings: Settings, wait: float | None = 20.0) -> dict[str, Any]:
+def start_service(settings: Settings, wait: float | None = 20.0, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Start the service (``python -m memstream up``) of ``settings.home`` in the background,
     unless one serves already.
 
     The service runs in its own session (it outlives the process that starts it and
     ignores its terminal's Ctrl-C), reads nothing, and appends its output to
     ``service.log`` (mode 0600) in the run file's directory (mode 0700); its environment
-    is this process's with ``MEMSTREAM_HOME`` set to ``settings.home``. Its exit is always
+    is this process's with ``MEMSTREAM_HOME`` set to ``settings.home`` (and ``env``'s
+    variables, when given, over it). Its exit is always
     collected, so a service that dies leaves no zombie that ``pid_alive`` takes for alive.
 
     Returns the run file's info with ``already_running`` True when a service serves already.
@@ -107,7 +108,7 @@ def start_service(settings: Settings, wait: float | None = 20.0) -> dict[str, An
     log_path = run_dir / SERVICE_LOG
     with os.fdopen(open_private(log_path), "ab") as out:
         proc = subprocess.Popen([sys.executable, "-m", "memstream", "up"],
-                                env=dict(os.environ, MEMSTREAM_HOME=str(settings.home)),
+                                env=dict(dict(os.environ, **(env or {})), MEMSTREAM_HOME=str(settings.home)),
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                 start_new_session=True, close_fds=True)
     if wait is None:

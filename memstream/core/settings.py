@@ -128,8 +128,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         "Suffix of a worker's consumer name, `HOST-INDEX`, when `memstream worker --name` gives none: "
         "give each worker process on a host its own."))] = "0"
     metrics_addr: Annotated[str, Meta(description=(
-        "Where `memstream up` and each `memstream worker` serve Prometheus metrics (`/metrics`), "
-        "`HOST:PORT` (`[IPv6]:PORT`). Empty: no metrics. Port `0`: a free port, logged and named in the "
+        "Where `memstream up` and each `memstream worker` serve Prometheus metrics (`/metrics`) and the "
+        "dashboard (`/`), `HOST:PORT` (`[IPv6]:PORT`). Empty: neither. Port `0`: a free port, logged and named in the "
         "service's run file. A port another process holds: a warning, and the process runs without "
         "metrics. Keep it on the loopback (see README, Metrics)."))] = "127.0.0.1:9464"
     problems: tuple[str, ...] = ()

@@ -1,8 +1,9 @@
 """ops: what the ``memstream`` commands do, as functions over the settings that return plain
 data (``doctor``, ``stats``, ``search``, the read-your-writes wait of ``add --sync``, the
-dead letters, the archive, tenants, workers, the service and ``import``). A failure the user can act on is a
-``CommandError`` whose message says what to do. Nothing here prints or reads the
-environment: the command line (``memstream.cli``) parses, calls and prints.
+dead letters, the archive, tenants, workers, the service, ``import`` and ``top``). A
+failure the user can act on is a ``CommandError`` whose message says what to do. Nothing
+here prints or reads the environment: the command line (``memstream.cli``) parses, calls
+and prints.
 
 Light to import: the stores, the workers and the query server are imported by the
 operations that use them, when they run.
@@ -30,6 +31,7 @@ from memstream.ops.service import start_service, stop_service, up_detached
 from memstream.ops.stats import stats
 from memstream.ops.sync import wait_projected
 from memstream.ops.tenants import add_tenant, remove_tenant, tenants
+from memstream.ops.top import dashboard_url, fetch_summary
 from memstream.ops.worker import check_worker, start_worker
 
 __all__ = [
@@ -47,9 +49,11 @@ __all__ = [
     "check_worker",
     "CommandError",
     "connect",
+    "dashboard_url",
     "dead_letters",
     "doctor",
     "export",
+    "fetch_summary",
     "import_hermes",
     "import_jsonl",
     "memory_event",

@@ -1,6 +1,7 @@
 """service: ``memstream up``, the embedded Valkey and the projection workers and query
 server in one process; ``--detach`` and ``memstream down``; the Prometheus metrics of the
-service and of every worker (``metrics``, imported on first use)."""
+service and of every worker, and the dashboard served beside them (``metrics``,
+``dashboard``, ``http``: imported on first use)."""
 
 from typing import TYPE_CHECKING
 

@@ -13,8 +13,9 @@ Two kinds of figures, told apart in ``FAMILIES`` by their ``source``:
   counters of its consumers (applied, dead-lettered, redelivered). Sum them across
   processes.
 
-Served by prometheus_client's own threaded WSGI server (``start_http_server``): one
-daemon thread per scrape, nothing but the exposition to serve, no other dependency.
+Served by uvicorn on a daemon thread (``memstream.service.http``) with the dashboard
+(``memstream.service.dashboard``: ``/``, ``/api/summary``), whose numbers are samples of
+this same registry; a scrape runs on a worker thread, never on the server's loop.
 
 Guarantees: a scrape never fails because Redis does: ``memstream_redis_up`` is 0 then and
 no Redis figure is reported (never a stale or partial one). A figure that is not known is
@@ -34,6 +35,7 @@ import math
 import os
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
@@ -45,7 +47,6 @@ from prometheus_client import (
     Histogram,
     ProcessCollector,
     disable_created_metrics,
-    start_http_server,
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -56,10 +57,10 @@ from memstream.core import Settings, as_str, keys, observe
 from memstream.producers import EVENT_TYPES, EventLog, TenantRegistry, parse_entry_id
 from memstream.projections import STATES
 from memstream.query import OPS, operator_channel, tenant_channel
+from memstream.service.dashboard import History, Sampler, dashboard_app
+from memstream.service.http import HttpServer
 
 if TYPE_CHECKING:
-    from wsgiref.simple_server import WSGIServer
-
     from memstream.projections import Version
     from memstream.workers import Consumer
 
@@ -201,6 +202,17 @@ class LogCollector(Collector):
         self._dlq_lock = threading.Lock()
         self._dlq_state: tuple[int, str] | None = None
         self._dlq_counts: dict[str, int] = {}
+        self._local = threading.local()  # quiet: this thread's collections log nothing
+
+    @contextmanager
+    def quietly(self) -> Iterator[None]:
+        """This thread's collections in the block log no warning (the dashboard's sampler,
+        every few seconds: it shows Redis down on the page; a scrape still logs it)."""
+        self._local.quiet = True
+        try:
+            yield
+        finally:
+            self._local.quiet = False
 
     def describe(self) -> Iterator[Metric]:
         for f in FAMILIES:
@@ -217,8 +229,9 @@ class LogCollector(Collector):
             self._read(read, time.time())
             up = 1
         except (redis.RedisError, OSError, ValueError) as exc:  # ValueError: a count that is no number
-            log.warning("metrics.redis_unreadable", error=f"{type(exc).__name__}: {exc}"[:300],
-                        action="the scrape reports memstream_redis_up 0 and no figure read from Redis")
+            if not getattr(self._local, "quiet", False):
+                log.warning("metrics.redis_unreadable", error=f"{type(exc).__name__}: {exc}"[:300],
+                            action="the scrape reports memstream_redis_up 0 and no figure read from Redis")
             read = {name: _family(name) for name in read}
             up = 0
         seconds = _family("memstream_redis_read_seconds")
@@ -390,7 +403,7 @@ class BatchHistogram(Collector):
 class Metrics:
     """The metrics of one process: its registry (``LogCollector``, the histograms, the
     process collector), the observer its consumers and query server report to, and the
-    HTTP server (``start``/``stop``)."""
+    HTTP server of ``/metrics`` and the dashboard with its sampler (``start``/``stop``)."""
 
     def __init__(self, eventlog: EventLog, settings: Settings, *,
                  consumers: Callable[[], Iterable[Consumer]] = lambda: (), role: str = "service",
@@ -415,8 +428,9 @@ class Metrics:
         self.queries = Histogram("memstream_query_seconds", _BY_NAME["memstream_query_seconds"].help,
                                  ("op",), registry=r, buckets=QUERY_BUCKETS)
         self._children: dict[tuple[int, str, str], Any] = {}  # (histogram, group, stage) -> its child
-        self._server: WSGIServer | None = None
-        self._thread: threading.Thread | None = None
+        self._server: HttpServer | None = None
+        self._sampler: Sampler | None = None
+        self.history: History | None = None  # the dashboard's samples while serving
         self.address: tuple[str, int] | None = None
 
     # -- the observer (memstream.core.observe) -------------------------------------------
@@ -453,27 +467,43 @@ class Metrics:
         host, port = self.address
         return f"http://{'[' + host + ']' if ':' in host else host}:{port}/metrics"
 
+    @property
+    def base_url(self) -> str | None:
+        """``http://HOST:PORT`` (the dashboard's address) while serving, else None."""
+        url = self.url
+        return url[:-len("/metrics")] if url is not None else None
+
+    def sample(self) -> Iterator[Metric]:
+        """The registry's figures, collected for the dashboard (quietly: see ``LogCollector.quietly``)."""
+        with self.collector.quietly():
+            yield from self.registry.collect()
+
     def start(self, host: str, port: int) -> Metrics:
-        """Serve on ``host:port`` (port 0: a free one; ``address`` says which) and become
-        the process's observer. Raises OSError when the address cannot be bound."""
-        self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
-        self._thread.name = "memstream-metrics"
-        bound = self._server.server_address
-        self.address = (str(bound[0]), int(bound[1]))
+        """Serve ``/metrics`` and the dashboard on ``host:port`` (port 0: a free one;
+        ``address`` says which), sample the registry for the dashboard, and become the
+        process's observer. Raises OSError when the address cannot be bound."""
+        history = History()
+        server = HttpServer(lambda executor: dashboard_app(self.registry, history, executor), host, port,
+                            name="memstream-metrics")
+        self._server = server.start()
+        self.address = server.address
+        self.history = history
+        self._sampler = Sampler(self.sample, history).start()
         observe.install(self)
         return self
 
     def stop(self) -> None:
-        """Stop serving; the process has no observer any more (unless another replaced this one)."""
+        """Stop serving and sampling; the process has no observer any more (unless another
+        replaced this one). Leaves no thread and no socket of its own."""
         if observe.current() is self:
             observe.install(None)
+        if self._sampler is not None:
+            self._sampler.stop()
+            self._sampler = None
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()
             self._server = None
-        if self._thread is not None:
-            self._thread.join(5.0)
-            self._thread = None
+        self.history = None
         self.address = None
 
 
@@ -527,7 +557,7 @@ def start_metrics(settings: Settings, eventlog: EventLog, *,
     assert metrics.address is not None
     if not _loopback(metrics.address[0]):
         log.warning("metrics.not_loopback", url=metrics.url,
-                    action="keep /metrics off public interfaces: a firewall or a reverse proxy in front "
+                    action="keep /metrics and the dashboard off public interfaces: a firewall or a reverse proxy in front "
                            "(README, Metrics)")
     log.info("metrics.serving", url=metrics.url, role=role)
     return metrics

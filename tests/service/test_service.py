@@ -236,6 +236,17 @@ def test_the_background_start_returns_at_once_and_collects_the_service_exit(tmp_
     assert stopped["stopped"], stopped  # its exit was collected: no zombie passes for alive
 
 
+def test_a_background_start_sets_the_variables_it_is_given_over_this_processs(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMSTREAM_METRICS_ADDR", "127.0.0.1:0")
+    settings = Settings.load(home=str(tmp_path / "bg"))
+    info = start_service(settings, wait=60.0, env={"MEMSTREAM_EMBEDDER": "hash", "MEMSTREAM_METRICS_ADDR": ""})
+    try:
+        assert info["already_running"] is False
+        assert info["metrics"] is None  # the given empty address, not this process's 127.0.0.1:0
+    finally:
+        assert stop_service(settings)["stopped"]
+
+
 def test_service_adopts_a_spool_left_by_a_dead_process(tmp_path):
     home = tmp_path / "adopt"
     script = (

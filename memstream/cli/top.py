@@ -1,0 +1,205 @@
+"""``memstream top``: the dashboard's numbers in the terminal (rich), for a person on a host
+with no browser. One frame is drawn from one ``/api/summary`` (``memstream.ops.top``): a
+status line, the headline figures, the projection versions, the streams, the query path
+and the agents' reports. Nothing here computes a figure; it only lays out the summary.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from memstream.cli.output import rate_text, seconds_text, size
+
+__all__ = ["frame", "watch"]
+
+BAR = 12  # characters of a replay's progress bar
+WIDE = 140  # columns from which the streams, queries and agents stand side by side
+
+
+def _table(title: str) -> Table:
+    return Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False,
+                 padding=(0, 1), collapse_padding=True, show_edge=False)
+
+
+def _n(v: object) -> str:
+    """A count for people (``12,345``); ``-`` when unknown."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return "-"
+    return f"{v:,.0f}"
+
+
+def _bar(fraction: float | None) -> str:
+    if fraction is None:
+        return "?"
+    done = round(max(0.0, min(1.0, fraction)) * BAR)
+    return "█" * done + "░" * (BAR - done) + f" {fraction * 100:3.0f}%"
+
+
+def _status(summary: dict[str, Any], base: str, error: str | None, now: float) -> Text:
+    up = summary.get("redis_up")
+    line = Text()
+    line.append("memstream top", style="bold")
+    line.append(f"  {base}  ")
+    line.append("Redis up" if up else ("Redis down" if up is False else "Redis unknown"),
+                style="bold green" if up else "bold red")
+    process = summary.get("process") or {}
+    if process.get("role"):
+        line.append(f"  {process['role']} {process.get('version') or ''}".rstrip())
+    sampled = summary.get("sampled_at")
+    if sampled:
+        line.append(f"  {time.strftime('%H:%M:%S', time.localtime(sampled))}"
+                    + (f" ({now - sampled:.0f} s ago)" if now - sampled >= 5 else ""))
+    if error:
+        line.append(f"\n{error}", style="bold red")
+    return line
+
+
+def _headline(summary: dict[str, Any]) -> Text:
+    rows = summary.get("projections") or []
+    applied = [r["applied_per_s"] for r in rows if r.get("applied_per_s") is not None]
+    dead = sum(r.get("dead_letters") or 0 for r in rows)
+    queries = summary.get("queries") or {}
+    waiting = sum((queries.get("queue") or {}).values())
+    events = summary.get("events_in") or {}
+    fleet = summary.get("fleet")
+    parts = [
+        f"events in {rate_text(events.get('per_s'))} ({_n(events.get('total'))} in the log)",
+        f"applied {rate_text(sum(applied)) if applied else '-'} (this process)",
+        f"dead letters {_n(dead)}",
+        f"queries waiting {_n(waiting)}, p95 {seconds_text(queries.get('p95'))}",
+        f"agents {_n(fleet.get('agents_active'))} active" if fleet else "agents: no reports yet",
+    ]
+    text = Text(" · ".join(parts))
+    if dead:
+        text.highlight_words([f"dead letters {_n(dead)}"], style="bold red")
+    return text
+
+
+def _replay(replay: dict[str, Any]) -> str:
+    return f"{_bar(replay.get('fraction'))} {_n(replay.get('applied'))} of {_n(replay.get('total'))}"
+
+
+def _projections(summary: dict[str, Any], width: int) -> RenderableType:
+    table = _table("Projections")
+    table.add_column("version", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    for name in ("lag", "age", "pend.", "dead", "cons.", "applied", "p50", "p95"):
+        table.add_column(name, justify="right", no_wrap=True)
+    rows = summary.get("projections") or []
+    builds = [r for r in rows if r.get("replay")]
+    inline = bool(builds) and width >= WIDE  # else the builds' progress below, one line each
+    if inline:
+        table.add_column("replay", no_wrap=True)
+    for r in rows:
+        replay = r.get("replay")
+        state = r.get("state") or "-"
+        table.add_row(
+            r["group"], Text(state, style={"active": "green", "building": "blue", "failed": "red",
+                                          "dropping": "red", "retired": "dim"}.get(state, "")),
+            _n(r.get("lag_entries")), seconds_text(r.get("lag_seconds")), _n(r.get("pending")),
+            Text(_n(r.get("dead_letters")), style="bold red" if r.get("dead_letters") else ""),
+            Text(_n(r.get("consumers")), style="bold red" if r.get("consumers") == 0 and state in (
+                "active", "building") else ""),
+            rate_text(r.get("applied_per_s")), seconds_text(r.get("freshness_p50")),
+            seconds_text(r.get("freshness_p95")),
+            *([_replay(replay) if replay else ""] if inline else []),
+            style="dim" if state == "retired" else None)
+    table.caption = "lag: entries not delivered · age: of the oldest waiting · p50, p95: freshness, last minute"
+    table.caption_justify = "left"
+    if inline or not builds:
+        return table
+    return Group(table, *(Text(f"replay {r['group']}: {_replay(r['replay'])}") for r in builds))
+
+
+def _log(summary: dict[str, Any]) -> Table:
+    table = _table("Streams")
+    table.add_column("stream")
+    table.add_column("entries", justify="right")
+    table.add_column("memory", justify="right")
+    for s in summary.get("streams") or []:
+        table.add_row(s["stream"], _n(s.get("entries")), size(s["bytes"]) if s.get("bytes") is not None else "-")
+    for etype, figures in ((summary.get("events_in") or {}).get("by_type") or {}).items():
+        table.add_row(Text(f"  {etype}", style="dim"), _n(figures.get("total")), rate_text(figures.get("per_s")))
+    return table
+
+
+def _queries(summary: dict[str, Any]) -> Table:
+    q = summary.get("queries") or {}
+    table = _table("Queries")
+    table.add_column("")
+    table.add_column("total", justify="right")
+    table.add_column("now / p50", justify="right")
+    table.add_column("p95", justify="right")
+    for channel, n in (q.get("queue") or {}).items():
+        table.add_row(f"waiting: {channel}", _n(n), "", "")
+    for outcome, figures in (q.get("outcomes") or {}).items():
+        table.add_row(outcome, _n(figures.get("total")), rate_text(figures.get("per_s")), "")
+    for op, figures in (q.get("latency") or {}).items():
+        table.add_row(f"op {op}", _n(figures.get("count")), seconds_text(figures.get("p50")),
+                      seconds_text(figures.get("p95")))
+    return table
+
+
+def _fleet(summary: dict[str, Any]) -> RenderableType:
+    fleet = summary.get("fleet")
+    if not fleet:
+        return Text("Agents: no agent reports yet", style="dim")
+    table = _table("Agents")
+    table.add_column("")
+    table.add_column("figure", justify="right")
+    table.add_column("p95 / now", justify="right")
+    table.add_row("active", _n(fleet.get("agents_active")), "")
+    for a in (fleet.get("spool_backlog") or {}).get("agents") or []:
+        table.add_row(f"backlog: {a['agent']}", _n(a.get("events")), "")
+    refusals = fleet.get("refusals") or {}
+    table.add_row("spool refusals", _n(refusals.get("total")), rate_text(refusals.get("per_s")))
+    for hook, figures in (fleet.get("hooks") or {}).items():
+        table.add_row(f"hook {hook} p50", seconds_text(figures.get("p50")), seconds_text(figures.get("p95")))
+    for outcome, figures in (fleet.get("prefetch") or {}).items():
+        table.add_row(f"prefetch {outcome}", _n(figures.get("total")), rate_text(figures.get("per_s")))
+    return table
+
+
+def frame(summary: dict[str, Any], base: str, error: str | None = None, now: float | None = None,
+          width: int = WIDE) -> RenderableType:
+    """One screen of ``memstream top`` from one summary (``error``: why it is not a newer
+    one), laid out for a terminal ``width`` columns wide."""
+    now = time.time() if now is None else now
+    if not summary.get("sampled_at"):
+        return Group(_status(summary, base, error, now), Text("waiting for the first sample", style="dim"))
+    parts: list[RenderableType] = [_log(summary), _queries(summary), _fleet(summary)]
+    if width >= WIDE:
+        side = Table.grid(padding=(0, 4))
+        side.add_row(*parts)
+        parts = [side]
+    else:
+        parts = [p for part in parts for p in (Text(""), part)][1:]
+    return Group(_status(summary, base, error, now), _headline(summary), Text(""), _projections(summary, width),
+                 Text(""), *parts)
+
+
+def watch(fetch: Callable[[], dict[str, Any]], base: str, console: Console, every: float = 2.0) -> None:
+    """Draw a frame every ``every`` seconds until Ctrl-C (KeyboardInterrupt, left to the
+    caller). A failed fetch keeps the last frame with the error, and tries again."""
+    from rich.live import Live
+
+    from memstream.ops import CommandError
+
+    summary = fetch()
+    failing: str | None = None
+    # the terminal's own screen while it runs (as top does): a frame taller than it is cut at the bottom
+    with Live(frame(summary, base, width=console.width), console=console, auto_refresh=False, screen=True,
+              vertical_overflow="crop") as live:
+        while True:
+            time.sleep(every)
+            try:
+                summary, failing = fetch(), None
+            except CommandError as exc:
+                failing = f"{exc} (retrying every {every:g} s; Ctrl-C quits)"
+            live.update(frame(summary, base, failing, width=console.width), refresh=True)
