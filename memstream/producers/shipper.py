@@ -6,6 +6,11 @@ advances the checkpoint. When Redis is unreachable or slow it backs off and the 
 simply grows (jittered, ``memstream.core.backoff``: a fleet's shippers do
 not all come back at once when Redis restarts); segments of dead processes are adopted and shipped first. The agent's
 threads never wait for it, except ``flush`` / ``stop``, which are bounded.
+
+With a ``reporter`` (``memstream.producers.report``) it also writes the process's fleet
+report after a pass when one is due (none while the log is down: the latest is written
+once it is back), and a last one as the thread ends; a report's failure never changes the
+shipping.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import structlog
 
 from memstream.core import backoff_delay, keys
 from memstream.producers.events import decode
+from memstream.producers.report import Reporter
 from memstream.producers.spool import Segment, Spool
 from memstream.producers.stream import EventLog, Record
 
@@ -73,6 +79,7 @@ class Shipper:
         self._finish: Callable[[], bool] | None = None
         self._wind_down_by = 0.0
         self.on_exit: Callable[[], None] | None = None  # called by the thread as it ends
+        self.reporter: Reporter | None = None  # the fleet report (memstream.producers.report)
         self._last_adopt = 0.0
         self._last_sync = time.monotonic()
         # counters
@@ -177,6 +184,7 @@ class Shipper:
         try:
             self._loop()
         finally:
+            self._report(last=True)  # before the spool closes: its backlog is in it
             with self._exit_lock:
                 self._exited = True
                 close, self._close_spool_at_exit = self._close_spool_at_exit, False
@@ -216,6 +224,7 @@ class Shipper:
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("shipper.unexpected_error")
                 self._backoff = 1.0
+            self._report()
             with self._idle:
                 self._idle.notify_all()
 
@@ -283,6 +292,24 @@ class Shipper:
         self._backoff = 0.0
         self._failures_in_row = 0
         return total
+
+    def _report(self, last: bool = False) -> None:
+        """The fleet report when one is due (``last``: now, if the log is connected), with
+        the log's connection; an idle thread connects for it, unless it is retrying after a
+        failure (the log is down: the report waits until it is back). Never raises."""
+        reporter = self.reporter
+        if reporter is None or not (last or reporter.due()):
+            return
+        eventlog = self._log
+        if eventlog is None:
+            if last or self._backoff:
+                return
+            try:
+                eventlog = self._eventlog()
+            except Exception:  # noqa: BLE001  down: no report now, and nothing changes for the shipping
+                reporter.postpone()
+                return
+        reporter.send(eventlog.client, eventlog.prefix)
 
     def _report_losses(self) -> None:
         """Add what this process refused or quarantined since the last report to
@@ -362,4 +389,6 @@ class Shipper:
             "spool_errors": self.spool.errors,
             "spool_unshipped_bytes": self.spool.unshipped_bytes,
             "spool_corrupt": self.spool.corrupt,
+            **({"reports_sent": self.reporter.sent, "report_failures": self.reporter.failures}
+               if self.reporter is not None else {}),
         }
