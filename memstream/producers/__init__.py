@@ -55,6 +55,8 @@ from memstream.producers.report import (
     Tally,
     decode_report,
     encode_report,
+    pack_row,
+    unpack_row,
 )
 from memstream.producers.shipper import Shipper
 from memstream.producers.spool import Segment, Spool, spool_usage
@@ -97,6 +99,8 @@ __all__ = [
     "Tally",
     "decode_report",
     "encode_report",
+    "pack_row",
+    "unpack_row",
     "archive",
     "Archive",
     "ArchiveBusy",

@@ -389,6 +389,6 @@ class Shipper:
             "spool_errors": self.spool.errors,
             "spool_unshipped_bytes": self.spool.unshipped_bytes,
             "spool_corrupt": self.spool.corrupt,
-            **({"reports_sent": self.reporter.sent, "report_failures": self.reporter.failures}
-               if self.reporter is not None else {}),
+            **({"reports_sent": self.reporter.sent, "reports_skipped": self.reporter.skipped,
+                "report_failures": self.reporter.failures} if self.reporter is not None else {}),
         }

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import operator
 import threading
 import time
 from dataclasses import dataclass, field
@@ -47,6 +46,7 @@ from memstream.producers import (
     AgentReport,
     ReportError,
     decode_report,
+    unpack_row,
 )
 
 __all__ = ["Fleet", "FleetReader", "SKIP_REASONS", "MAX_REPORTS", "KEEP_S", "MAX_AHEAD_S", "OTHER"]
@@ -112,7 +112,7 @@ class Fleet:
     active: int = 0
     backlog: list[tuple[str, int]] = field(default_factory=list)  # top agents, then ("other", rest)
     refusals: list[tuple[str, int]] = field(default_factory=list)  # top agents, then ("other", rest + retired)
-    hooks: dict[str, list[int]] = field(default_factory=dict)  # hook (or "other") -> ROW
+    hooks: dict[str, list[float]] = field(default_factory=dict)  # hook (or "other") -> ROW, summed
     prefetch: dict[str, int] = field(default_factory=dict)  # outcome -> count
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> records
     removed: int = 0
@@ -129,12 +129,25 @@ def _fold(report: AgentReport) -> list[Any]:
     out: dict[str, int] = {"refusals": report.refused + report.invalid}
     for outcome in PREFETCH_OUTCOMES:
         out[f"prefetch:{outcome}"] = getattr(report.prefetch, outcome)
-    for hook, row in report.hooks.items():
+    for hook, packed in report.hooks.items():
         label = hook if hook in HOOKS else OTHER
-        for i, n in enumerate(row):
+        for i, n in enumerate(unpack_row(packed)):
             name = f"hook:{label}:{i if i < ROW - 1 else 'sum'}"
             out[name] = out.get(name, 0) + n
     return [x for name, n in out.items() if n for x in (name, n)]
+
+
+def _sum_rows(rows: dict[str, list[bytes]]) -> dict[str, list[float]]:
+    """Each label's packed rows (``ROW`` unsigned 64-bit integers each) summed column by
+    column, as floats (what the exposition shows; exact up to 2**53, and no sum overflows)."""
+    import numpy as np
+
+    out: dict[str, list[float]] = {}
+    for label, packed in rows.items():
+        if packed:
+            table = np.frombuffer(b"".join(packed), dtype="<u8").reshape(len(packed), ROW)
+            out[label] = table.sum(axis=0, dtype=np.float64).tolist()
+    return out
 
 
 class FleetReader:
@@ -218,23 +231,22 @@ class FleetReader:
         fleet.refusals = _top([(agent, r.refused + r.invalid) for agent, (r, _) in records.items()], self.top,
                               rest=retired.get("refusals", 0))
         prefetch = [retired.get(f"prefetch:{o}", 0) for o in PREFETCH_OUTCOMES]
-        hooks: dict[str, list[int]] = {}
-        add = operator.add
+        rows: dict[str, list[bytes]] = {label: [] for label in _HOOK_LABELS}  # packed rows, summed below
+        others = rows[OTHER]
         for report, _ in records.values():
             p = report.prefetch
             prefetch[0] += p.fresh
             prefetch[1] += p.cached
             prefetch[2] += p.empty
-            for hook, row in report.hooks.items():
-                label = hook if hook in HOOKS else OTHER
-                acc = hooks.get(label)
-                hooks[label] = list(row) if acc is None else list(map(add, acc, row))
-        for label in _HOOK_LABELS:
+            for hook, packed in report.hooks.items():
+                rows.get(hook, others).append(packed)
+        fleet.hooks = _sum_rows(rows)
+        for label in _HOOK_LABELS:  # what removed reports counted
             before = [retired.get(f"hook:{label}:{i}", 0) for i in range(ROW - 1)] + [retired.get(f"hook:{label}:sum", 0)]
             if any(before):
-                acc = hooks.get(label)
-                hooks[label] = before if acc is None else list(map(add, acc, before))
-        fleet.hooks = hooks
+                now_sum = fleet.hooks.get(label)
+                fleet.hooks[label] = [float(b) for b in before] if now_sum is None else [
+                    a + b for a, b in zip(now_sum, before)]
         fleet.prefetch = dict(zip(PREFETCH_OUTCOMES, prefetch))
 
     # -- removing --------------------------------------------------------------------------

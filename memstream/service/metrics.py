@@ -361,13 +361,13 @@ class LogCollector(Collector):
             f["memstream_agent_reports_skipped"].add_metric([reason], n)
         hooks = histograms["memstream_hook_seconds"]
         les = [floatToGoString(b) for b in HOOK_BUCKETS] + ["+Inf"]
-        empty = [0] * ROW
+        empty = [0.0] * ROW
         for hook in (*HOOKS, *(["other"] if "other" in fleet.hooks else [])):
             row = fleet.hooks.get(hook, empty)
-            buckets, cumulative = [], 0
-            for le, n in zip(les, row[:-1]):
-                cumulative += n
-                buckets.append((le, float(cumulative)))
+            buckets, cumulative = [], 0.0
+            for le, calls in zip(les, row[:-1]):
+                cumulative += calls
+                buckets.append((le, cumulative))
             hooks.add_metric([hook], buckets, row[-1] / 1e9)
 
     def _dead_letters(self) -> dict[str, int]:

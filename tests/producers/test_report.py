@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import time
 
+import fakeredis
 import msgspec
 import pytest
 import redis
@@ -20,7 +21,7 @@ from provider_support import harness  # noqa: F401  (fixture)
 from structlog.testing import capture_logs
 from writepath import Switchable, logged_contents, remembered, wait_for
 
-from memstream.core import keys
+from memstream.core import Settings, keys
 from memstream.producers.report import (
     BUCKETS_NS,
     HOOKS,
@@ -28,6 +29,7 @@ from memstream.producers.report import (
     MAX_REPORT_BYTES,
     REPORTER_NAME,
     ROW,
+    ROW_BYTES,
     AgentReport,
     Figures,
     Prefetch,
@@ -36,7 +38,9 @@ from memstream.producers.report import (
     Tally,
     decode_report,
     encode_report,
+    pack_row,
     reporter_name,
+    unpack_row,
 )
 from memstream.producers.stream import EventLog
 from memstream.producers.writer import Writer
@@ -46,6 +50,12 @@ def reports(log: EventLog) -> dict[str, AgentReport]:
     """Every report in the log's Redis, decoded, by its reporter's name."""
     raw = log.client.hgetall(keys.agent_reports(log.prefix))
     return dict(decode_report(name, data) for name, data in raw.items())
+
+
+def calls(report: AgentReport, hook: str) -> int:
+    """How many calls of ``hook`` the report counts (0: none, or left out)."""
+    packed = report.hooks.get(hook)
+    return sum(unpack_row(packed)[:-1]) if packed else 0
 
 
 @pytest.fixture
@@ -76,8 +86,7 @@ def test_a_providers_shipper_writes_its_report_with_its_hooks_and_prefetch_outco
 
     def reported():
         found = reports(harness.log)
-        return found if any(r.hooks.get("sync_turn", [0])[:-1] and sum(r.hooks["sync_turn"][:-1]) == 3
-                            and r.backlog == 0 for r in found.values()) else None
+        return found if any(calls(r, "sync_turn") == 3 and r.backlog == 0 for r in found.values()) else None
 
     found = wait_for(reported, what="a report after the three turns shipped")
     assert len(found) == 1
@@ -89,9 +98,9 @@ def test_a_providers_shipper_writes_its_report_with_its_hooks_and_prefetch_outco
     assert report.prefetch == Prefetch(fresh=0, cached=0, empty=3)
     assert {"initialize", "on_turn_start", "prefetch", "sync_turn", "handle_tool_call"} <= set(report.hooks)
     for hook in ("on_turn_start", "prefetch", "sync_turn"):
-        row = report.hooks[hook]
+        row = unpack_row(report.hooks[hook])
         assert len(row) == ROW and sum(row[:-1]) == 3 and row[-1] > 0
-    assert sum(report.hooks["handle_tool_call"][:-1]) == sum(report.hooks["initialize"][:-1]) == 1
+    assert calls(report, "handle_tool_call") == calls(report, "initialize") == 1
     assert "on_memory_write" not in report.hooks  # a hook that never ran is left out
     assert time.time() - report.at < 60 and report.started <= report.at
     assert harness.log.client.ttl(keys.agent_reports(harness.log.prefix)) > 3600
@@ -112,8 +121,8 @@ def test_a_gateways_providers_share_one_report_and_a_provider_gone_keeps_its_cou
         return found if found and found[0].agents == ["agent:main:telegram:dm:2"] else None
 
     (report,) = wait_for(after, what="a report after one provider left")
-    assert sum(report.hooks["on_turn_start"][:-1]) == 2  # cumulative: the gone provider's turn stays
-    assert sum(report.hooks["initialize"][:-1]) == 2 and sum(report.hooks["shutdown"][:-1]) == 1
+    assert calls(report, "on_turn_start") == 2  # cumulative: the gone provider's turn stays
+    assert calls(report, "initialize") == 2 and calls(report, "shutdown") == 1
 
 
 def test_with_reports_off_nothing_is_written_and_no_hook_is_timed(harness, monkeypatch):
@@ -170,20 +179,22 @@ def test_while_the_log_is_down_no_report_is_tried_and_the_latest_goes_once_it_is
 
 
 class _NoReports:
-    """A client whose pipelines fail (the fleet report's only command); the rest works."""
+    """A client whose pipelines (the fleet report's only use of one) fail with ``error``; the
+    rest works."""
 
-    def __init__(self, client):
-        self._client = client
+    def __init__(self, client, error: Exception):
+        self._client, self._error = client, error
 
     def pipeline(self, *args, **kwargs):
-        raise redis.ConnectionError("reports refused (test)")
+        raise self._error
 
     def __getattr__(self, name):
         return getattr(self._client, name)
 
 
 def test_a_failing_report_never_stops_the_shipping_and_is_logged_once(writers, settings, event_log):
-    failing = EventLog(_NoReports(event_log.client), event_log.prefix, event_log.shards)
+    refused = redis.exceptions.NoPermissionError("NOPERM no permissions to access the 'agents' key (test)")
+    failing = EventLog(_NoReports(event_log.client, refused), event_log.prefix, event_log.shards)
     with capture_logs() as logs:
         w = make_writer(writers, settings, lambda: failing)
         w.attach_agent("agent-1")
@@ -201,10 +212,24 @@ def test_a_failing_report_never_stops_the_shipping_and_is_logged_once(writers, s
     assert [e["event"] for e in logs].count("report.failed") == 1
 
 
+def test_redis_gone_when_a_report_is_due_skips_it_silently_and_ships_as_before(writers, settings, event_log):
+    gone = redis.ConnectionError("Error 111 connecting (test)")
+    failing = EventLog(_NoReports(event_log.client, gone), event_log.prefix, event_log.shards)
+    with capture_logs() as logs:
+        w = make_writer(writers, settings, lambda: failing)
+        w.attach_agent("agent-1")
+        assert w.emit(remembered("still shipped"))
+        wait_for(lambda: w.shipper.reporter.skipped >= 3, what="several skipped reports")
+        assert w.flush(15)
+        w.close(timeout=5)  # the last report: skipped too, nothing raised
+    assert logged_contents(event_log) == ["still shipped"]
+    stats = w.stats()
+    assert (stats["report_failures"], stats["reports_sent"], stats["failures"]) == (0, 0, 0)
+    assert "report.failed" not in [e["event"] for e in logs]
+
+
 # -- a new name after a long silence --------------------------------------------------------------
 def _reporter(tally: Tally, refused: list[int]) -> Reporter:
-    from memstream.core import Settings
-
     return Reporter(Settings(report_every_s=5.0), tally,
                     lambda: Figures(backlog=0, backlog_bytes=0, refused=refused[0], invalid=0, agents=["a"],
                                     served=True))
@@ -226,7 +251,7 @@ def test_a_process_silent_for_half_an_hour_reports_under_a_new_name_from_its_las
     raw = redis_client.hgetall(keys.agent_reports("p"))
     found = dict(decode_report(n, d) for n, d in raw.items())
     old, new = found[first], found[reporter.name]
-    assert (new.refused, new.prefetch.fresh, new.hooks["sync_turn"][3]) == (1, 1, 1)  # since the last written
+    assert (new.refused, new.prefetch.fresh, unpack_row(new.hooks["sync_turn"])[3]) == (1, 1, 1)  # since the last
     assert (old.refused + new.refused, old.prefetch.fresh + new.prefetch.fresh) == (3, 5)
     assert new.started >= old.started
 
@@ -241,7 +266,8 @@ def test_a_reporters_name_is_one_a_label_may_carry_whatever_the_host_is_called()
 
 # -- the decoder of what is read from Redis -------------------------------------------------------
 _count = st.integers(min_value=0, max_value=(1 << 63) - 1)
-_rows = st.lists(_count, min_size=ROW, max_size=ROW)
+_rows = st.one_of(st.lists(_count, min_size=ROW, max_size=ROW).map(pack_row),
+                  st.binary(min_size=ROW_BYTES, max_size=ROW_BYTES))
 valid_reports = st.builds(
     AgentReport,
     at=st.floats(min_value=0, max_value=1e11), started=st.floats(min_value=0, max_value=1e11),
@@ -258,7 +284,7 @@ _names = st.one_of(st.binary(max_size=140), st.from_regex(REPORTER_NAME, fullmat
 
 
 def _mutated(report: AgentReport, field: str, value) -> bytes:
-    raw = msgspec.to_builtins(report)
+    raw = msgspec.to_builtins(report, builtin_types=(bytes,))
     raw[field] = value
     return msgspec.msgpack.encode(raw)
 
@@ -277,9 +303,9 @@ def test_any_bytes_read_from_redis_decode_to_a_report_within_its_bounds_or_a_rep
         return
     assert REPORTER_NAME.fullmatch(agent) and len(data) <= MAX_REPORT_BYTES
     assert math.isfinite(report.at) and 0 <= report.at <= 1e11
-    assert len(report.agents) <= MAX_AGENTS and len(report.hooks) <= 24
-    for row in report.hooks.values():
-        assert len(row) == ROW and all(0 <= n < 1 << 63 for n in row)
+    assert len(report.agents) <= MAX_AGENTS and len(report.hooks) <= 16
+    for packed in report.hooks.values():
+        assert len(unpack_row(packed)) == ROW
     assert min(report.backlog, report.refused, report.invalid, report.prefetch.fresh) >= 0
 
 
@@ -292,10 +318,11 @@ def test_a_report_within_its_bounds_reads_back_as_written(report):
 
 
 def test_reports_of_another_shape_are_refused():
-    good = AgentReport(at=time.time(), started=time.time(), hooks={"sync_turn": [0] * ROW})
+    good = AgentReport(at=time.time(), started=time.time(), hooks={"sync_turn": pack_row([0] * ROW)})
     assert decode_report("h:1:aa", encode_report(good))[1] == good
-    for data in (_mutated(good, "hooks", {"sync_turn": [0] * (ROW - 1)}),  # the bucket count differs
-                 _mutated(good, "hooks", {"sync_turn": [-1] * ROW}),
+    for data in (_mutated(good, "hooks", {"sync_turn": b"\0" * (ROW_BYTES - 8)}),  # the bucket count differs
+                 _mutated(good, "hooks", {"sync_turn": [0] * ROW}),  # not packed
+                 _mutated(good, "hooks", {f"hook{i}": b"\0" * ROW_BYTES for i in range(17)}),
                  _mutated(good, "kind", "agent.v2"),
                  _mutated(good, "at", float("nan")),
                  _mutated(good, "agents", ["a"] * (MAX_AGENTS + 1)),
@@ -311,3 +338,23 @@ def test_reports_of_another_shape_are_refused():
 def test_the_buckets_run_from_ten_microseconds_to_a_second_log_spaced():
     assert BUCKETS_NS[0] == 10_000 and BUCKETS_NS[-1] == 1_000_000_000
     assert all(1.9 < b / a < 2.6 for a, b in zip(BUCKETS_NS, BUCKETS_NS[1:]))
+
+
+def test_a_mutated_field_within_its_bounds_still_reads_back():
+    good = AgentReport(at=time.time(), started=time.time(), hooks={"sync_turn": pack_row([1] * ROW)})
+    assert decode_report("h:1:aa", _mutated(good, "backlog", 12))[1].backlog == 12  # the mutation keeps the rows
+
+
+def test_a_record_over_its_bound_drops_its_list_of_agents_and_keeps_the_rest():
+    tally = Tally()
+    for hook in HOOKS:
+        tally.hooks[hook] = [(1 << 64) - 1] * ROW  # the widest rows there are
+    wide = ["\U0001f600" * 64 + str(i) for i in range(MAX_AGENTS)]
+    reporter = Reporter(Settings(tenant="t" * 256), tally,
+                        lambda: Figures(backlog=1, backlog_bytes=1, refused=0, invalid=0, agents=wide, served=True))
+    client = fakeredis.FakeRedis()
+    assert reporter.send(client, "p")
+    (data,) = client.hvals(keys.agent_reports("p"))
+    _, report = decode_report(reporter.name, data)
+    assert len(data) <= MAX_REPORT_BYTES and report.agents == [] and report.agents_total == MAX_AGENTS
+    assert set(report.hooks) == set(HOOKS)

@@ -24,6 +24,7 @@ from memstream.producers.report import (
     Tally,
     decode_report,
     encode_report,
+    pack_row,
 )
 from memstream.producers.stream import EventLog
 from memstream.service.fleet import KEEP_S, OTHER, FleetReader
@@ -32,13 +33,13 @@ from memstream.service.metrics import Metrics
 PREFIX = "memstream"
 
 
-def row(**buckets: int) -> list[int]:
-    """A hook's row: ``b3=2`` is 2 calls in bucket 3; the sum is 1 µs a call."""
+def row(**buckets: int) -> bytes:
+    """A hook's row as a report carries it: ``b3=2`` is 2 calls in bucket 3; the sum is 1 µs a call."""
     out = [0] * ROW
     for name, n in buckets.items():
         out[int(name[1:])] += n
     out[-1] = sum(out[:-1]) * 1000
-    return out
+    return pack_row(out)
 
 
 def put(client, name: str, report: AgentReport | bytes) -> None:
@@ -123,14 +124,14 @@ def test_with_many_agents_only_the_top_n_are_named_and_the_rest_is_summed_as_oth
 def test_malformed_oversized_and_hostile_records_are_counted_and_skipped_never_failing_the_scrape(redis_client, tmp_path):
     good = report(backlog=4, hooks={"sync_turn": row(b1=2), "hook_of_tomorrow": row(b0=1)})
     put(redis_client, "good:1:aaaaaa", good)
-    wrong_rows = msgspec.to_builtins(report(hooks={"sync_turn": [1] * ROW}))
-    wrong_rows["hooks"]["sync_turn"] = [1] * (ROW + 1)  # another bucket count
+    wrong_rows = msgspec.to_builtins(report(hooks={"sync_turn": row(b1=1)}), builtin_types=(bytes,))
+    wrong_rows["hooks"]["sync_turn"] = pack_row([1] * ROW) + pack_row([1] * ROW)[:8]  # another bucket count
     hostile = {
         "garbage:1:aaaaaa": b"\xde\xad\xbe\xef",
         "json:1:aaaaaa": b'{"kind": "agent.v1", "at": 1}',
-        "other-version:1:aaaaaa": msgspec.msgpack.encode({**msgspec.to_builtins(good), "kind": "agent.v9"}),
+        "other-version:1:aaaaaa": msgspec.msgpack.encode({**msgspec.to_builtins(good, builtin_types=(bytes,)), "kind": "agent.v9"}),
         "rows:1:aaaaaa": msgspec.msgpack.encode(wrong_rows),
-        "negative:1:aaaaaa": msgspec.msgpack.encode({**msgspec.to_builtins(good), "backlog": -5}),
+        "negative:1:aaaaaa": msgspec.msgpack.encode({**msgspec.to_builtins(good, builtin_types=(bytes,)), "backlog": -5}),
         'label"}injection': encode_report(good),
         "new\nline:1:a": encode_report(good),
         "x" * 300: encode_report(good),
