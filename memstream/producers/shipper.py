@@ -80,6 +80,7 @@ class Shipper:
         self._wind_down_by = 0.0
         self.on_exit: Callable[[], None] | None = None  # called by the thread as it ends
         self.reporter: Reporter | None = None  # the fleet report (memstream.producers.report)
+        self._gave_up = False  # stop() returned before the thread ended: no last report then
         self._last_adopt = 0.0
         self._last_sync = time.monotonic()
         # counters
@@ -98,6 +99,7 @@ class Shipper:
         if self._thread is None or not self._thread.is_alive():
             self._stop.clear()
             self._exited = False
+            self._gave_up = False
             self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
             self._thread.start()
         return self
@@ -160,6 +162,9 @@ class Shipper:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=max(0.1, timeout))
+            # the caller goes on (and may close the client the thread uses): a thread still
+            # in a call to the log ends without its last report
+            self._gave_up = self._thread.is_alive()
         if close_spool:
             with self._exit_lock:
                 deferred = not self._exited
@@ -298,7 +303,7 @@ class Shipper:
         the log's connection; an idle thread connects for it, unless it is retrying after a
         failure (the log is down: the report waits until it is back). Never raises."""
         reporter = self.reporter
-        if reporter is None or not (last or reporter.due()):
+        if reporter is None or not (last or reporter.due()) or (last and self._gave_up):
             return
         eventlog = self._log
         if eventlog is None:

@@ -160,6 +160,33 @@ def test_the_last_report_is_written_as_the_writer_closes(writers, settings, even
     assert report.agents == ["short-lived"] and report.backlog == 0
 
 
+class _SlowLog:
+    """The log, but an append takes ``seconds`` (a call stuck in a slow server)."""
+
+    def __init__(self, log: EventLog, seconds: float):
+        self._log, self.seconds = log, seconds
+
+    def append_batch(self, *args, **kwargs):
+        time.sleep(self.seconds)
+        return self._log.append_batch(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._log, name)
+
+
+def test_a_writer_whose_close_stopped_waiting_ends_without_a_last_report(writers, settings, event_log):
+    """Its caller may close the client the thread uses: a report then would open a
+    connection nobody closes."""
+    w = make_writer(writers, settings, lambda: _SlowLog(event_log, 1.0), every=3600)
+    w.attach_agent("slow")
+    assert w.emit(remembered("slow to ship"))
+    wait_for(lambda: w.shipper.connected, what="the thread inside its slow append")
+    w.close(timeout=0.1)
+    wait_for(lambda: not w.shipper._thread.is_alive(), what="the thread to end")
+    assert w.shipper.reporter.sent == 0
+    assert not event_log.client.exists(keys.agent_reports(event_log.prefix))
+
+
 # -- Redis down, a failing report ----------------------------------------------------------------
 def test_while_the_log_is_down_no_report_is_tried_and_the_latest_goes_once_it_is_back(writers, settings, event_log):
     link = Switchable(event_log, down=True)
