@@ -9,8 +9,9 @@ threads never wait for it, except ``flush`` / ``stop``, which are bounded.
 
 With a ``reporter`` (``memstream.producers.report``) it also writes the process's fleet
 report after a pass when one is due (none while the log is down: the latest is written
-once it is back), and a last one as the thread ends; a report's failure never changes the
-shipping.
+once it is back), and a last one when ``stop`` waits for the thread to end; none while it
+winds down (its last user left: the process's next writer goes on with the same report).
+A report's failure never changes the shipping.
 """
 
 from __future__ import annotations
@@ -189,7 +190,8 @@ class Shipper:
         try:
             self._loop()
         finally:
-            self._report(last=True)  # before the spool closes: its backlog is in it
+            if self._stop.is_set():  # stop(), not the end of a wind-down
+                self._report(last=True)  # before the spool closes: its backlog is in it
             with self._exit_lock:
                 self._exited = True
                 close, self._close_spool_at_exit = self._close_spool_at_exit, False
@@ -301,9 +303,10 @@ class Shipper:
     def _report(self, last: bool = False) -> None:
         """The fleet report when one is due (``last``: now, if the log is connected), with
         the log's connection; an idle thread connects for it, unless it is retrying after a
-        failure (the log is down: the report waits until it is back). Never raises."""
+        failure (the log is down: the report waits until it is back). None while winding
+        down. Never raises."""
         reporter = self.reporter
-        if reporter is None or not (last or reporter.due()) or (last and self._gave_up):
+        if reporter is None or not (last or (self._finish is None and reporter.due())) or (last and self._gave_up):
             return
         eventlog = self._log
         if eventlog is None:

@@ -41,6 +41,10 @@ log = structlog.get_logger("memstream.writer")
 
 _registry: dict[str, Writer] = {}
 _registry_lock = threading.Lock()
+# spool key -> the process's tally and reporter, kept from one shared writer to the next: a
+# gateway's writer ends when no provider used it for shutdown_timeout s, and the next one
+# reports under the same name with the same cumulative counts
+_reports: dict[str, tuple[Tally, Reporter]] = {}
 
 
 class Writer:
@@ -76,6 +80,7 @@ class Writer:
             if writer is None or writer._closed:
                 writer = cls(settings)
                 writer._key = key
+                writer._keep_reports(key)
                 writer.shipper.start()
                 _registry[key] = writer
             writer._refs += 1
@@ -83,6 +88,20 @@ class Writer:
                 writer._detached_at = None
                 writer.shipper.keep_on()
             return writer
+
+    def _keep_reports(self, key: str) -> None:
+        """Report with the tally and reporter of the process's earlier writer of this spool
+        (under ``_registry_lock``, before the shipper starts)."""
+        reporter = self.shipper.reporter
+        if self.tally is None or reporter is None:
+            return
+        kept = _reports.get(key)
+        if kept is None:
+            _reports[key] = (self.tally, reporter)
+            return
+        self.tally, reporter = kept
+        reporter.figures = self._figures
+        self.shipper.reporter = reporter
 
     def attach_agent(self, agent: str) -> None:
         """A provider of scope agent ``agent`` uses this writer (its report lists the agents)."""

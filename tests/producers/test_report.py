@@ -60,6 +60,8 @@ def calls(report: AgentReport, hook: str) -> int:
 
 @pytest.fixture
 def writers():
+    """Writers made by a test, closed at teardown: name it after ``event_log``, so that they
+    are closed (and their last report written) before its client is."""
     made: list[Writer] = []
     yield made
     for w in made:
@@ -125,6 +127,32 @@ def test_a_gateways_providers_share_one_report_and_a_provider_gone_keeps_its_cou
     assert calls(report, "initialize") == 2 and calls(report, "shutdown") == 1
 
 
+def test_a_gateways_writers_one_after_another_report_under_one_name_with_cumulative_counts(harness, monkeypatch):
+    """Hermes's gateway builds a provider per message; the shared writer ends when none used
+    it for shutdown_timeout s (without a report: no call to the log once its last user left),
+    and the next message's writer goes on with the same report and counts."""
+    monkeypatch.setenv("MEMSTREAM_REPORT_EVERY_S", "0.05")
+    monkeypatch.setenv("MEMSTREAM_SHUTDOWN_TIMEOUT", "0.05")
+    names = set()
+    for i in range(3):
+        p = harness.provider(f"sess-{i}", gateway_session_key=f"agent:main:telegram:dm:{i}")
+        writer = p.writer
+        p.on_turn_start(1, f"message {i}")
+        wait_for(lambda i=i: any(calls(r, "on_turn_start") == i + 1 for r in reports(harness.log).values()),
+                 what=f"a report of message {i}")
+        p.shutdown()
+        wait_for(lambda writer=writer: writer._closed and not writer.shipper._thread.is_alive(),
+                 what="the writer to end after its wind-down")
+        names.add(writer.shipper.reporter.name)
+    assert len(names) == 1
+    (report,) = reports(harness.log).values()
+    assert calls(report, "initialize") == 3 and report.agents_total == 1
+    last = harness.provider("sess-last")
+    wait_for(lambda: any(calls(r, "shutdown") == 3 for r in reports(harness.log).values()),
+             what="the next writer's report, with the shutdowns of the earlier providers")
+    assert last.writer.shipper.reporter.name in names
+
+
 def test_with_reports_off_nothing_is_written_and_no_hook_is_timed(harness, monkeypatch):
     monkeypatch.setenv("MEMSTREAM_REPORT_EVERY_S", "0")
     p = harness.provider(agent_identity="quiet")
@@ -139,7 +167,7 @@ def test_with_reports_off_nothing_is_written_and_no_hook_is_timed(harness, monke
     assert not harness.log.client.exists(keys.agent_reports(harness.log.prefix))
 
 
-def test_a_writer_that_served_no_provider_reports_nothing(writers, settings, event_log):
+def test_a_writer_that_served_no_provider_reports_nothing(settings, event_log, writers):
     w = make_writer(writers, settings, lambda: event_log)
     assert w.emit(remembered("written by hand"))
     assert w.flush(10)
@@ -149,7 +177,7 @@ def test_a_writer_that_served_no_provider_reports_nothing(writers, settings, eve
     assert not event_log.client.exists(keys.agent_reports(event_log.prefix))
 
 
-def test_the_last_report_is_written_as_the_writer_closes(writers, settings, event_log):
+def test_the_last_report_is_written_as_the_writer_closes(settings, event_log, writers):
     w = make_writer(writers, settings, lambda: event_log, every=3600)
     w.attach_agent("short-lived")
     assert w.emit(remembered("one"))
@@ -174,7 +202,7 @@ class _SlowLog:
         return getattr(self._log, name)
 
 
-def test_a_writer_whose_close_stopped_waiting_ends_without_a_last_report(writers, settings, event_log):
+def test_a_writer_whose_close_stopped_waiting_ends_without_a_last_report(settings, event_log, writers):
     """Its caller may close the client the thread uses: a report then would open a
     connection nobody closes."""
     w = make_writer(writers, settings, lambda: _SlowLog(event_log, 1.0), every=3600)
@@ -188,7 +216,7 @@ def test_a_writer_whose_close_stopped_waiting_ends_without_a_last_report(writers
 
 
 # -- Redis down, a failing report ----------------------------------------------------------------
-def test_while_the_log_is_down_no_report_is_tried_and_the_latest_goes_once_it_is_back(writers, settings, event_log):
+def test_while_the_log_is_down_no_report_is_tried_and_the_latest_goes_once_it_is_back(settings, event_log, writers):
     link = Switchable(event_log, down=True)
     w = make_writer(writers, settings, link)
     w.attach_agent("agent-1")
@@ -219,7 +247,7 @@ class _NoReports:
         return getattr(self._client, name)
 
 
-def test_a_failing_report_never_stops_the_shipping_and_is_logged_once(writers, settings, event_log):
+def test_a_failing_report_never_stops_the_shipping_and_is_logged_once(settings, event_log, writers):
     refused = redis.exceptions.NoPermissionError("NOPERM no permissions to access the 'agents' key (test)")
     failing = EventLog(_NoReports(event_log.client, refused), event_log.prefix, event_log.shards)
     with capture_logs() as logs:
@@ -239,7 +267,7 @@ def test_a_failing_report_never_stops_the_shipping_and_is_logged_once(writers, s
     assert [e["event"] for e in logs].count("report.failed") == 1
 
 
-def test_redis_gone_when_a_report_is_due_skips_it_silently_and_ships_as_before(writers, settings, event_log):
+def test_redis_gone_when_a_report_is_due_skips_it_silently_and_ships_as_before(settings, event_log, writers):
     gone = redis.ConnectionError("Error 111 connecting (test)")
     failing = EventLog(_NoReports(event_log.client, gone), event_log.prefix, event_log.shards)
     with capture_logs() as logs:
