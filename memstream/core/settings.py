@@ -132,6 +132,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         "dashboard (`/`), `HOST:PORT` (`[IPv6]:PORT`). Empty: neither. Port `0`: a free port, logged and named in the "
         "service's run file. A port another process holds: a warning, and the process runs without "
         "metrics. Keep it on the loopback (see README, Metrics)."))] = "127.0.0.1:9464"
+    report_every_s: Annotated[float, Meta(ge=0.0, le=3600.0, description=(
+        "Seconds between an agent process's reports for the fleet's metrics (its spool backlog and "
+        "refusals, its hooks' durations, its prefetch outcomes), written by its shipper thread to one "
+        "field of one Redis hash (see README, Metrics); 0: no reports. The processes that serve metrics "
+        "count an agent active while its last report is at most 3 of their own intervals old."))] = 5.0
+    metrics_top_agents: Annotated[int, Meta(ge=0, le=200, description=(
+        "Agent processes the per-agent metrics name (spool backlog, refusals): the largest this many, the "
+        "rest summed as `other`. At most 200: every name is a series of every scrape, and each process "
+        "that enters the list is one more series for Prometheus to keep."))] = 20
     problems: tuple[str, ...] = ()
     # (setting, where its value came from: the environment variable's name, the file's path,
     # or "given" by the caller) for each setting not left at its default; not a setting

@@ -41,6 +41,23 @@ from memstream.producers.events import (
     to_builtins,
     utcnow,
 )
+from memstream.producers.report import (
+    BUCKETS_NS,
+    HOOKS,
+    MAX_REPORT_BYTES,
+    PREFETCH_OUTCOMES,
+    ROW,
+    AgentReport,
+    Figures,
+    Prefetch,
+    Reporter,
+    ReportError,
+    Tally,
+    decode_report,
+    encode_report,
+    pack_row,
+    unpack_row,
+)
 from memstream.producers.shipper import Shipper
 from memstream.producers.spool import Segment, Spool, spool_usage
 from memstream.producers.stream import EntryFields, EventLog, Record, parse_entry_id, xrange_entry
@@ -69,6 +86,21 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "BUCKETS_NS",
+    "HOOKS",
+    "MAX_REPORT_BYTES",
+    "PREFETCH_OUTCOMES",
+    "ROW",
+    "AgentReport",
+    "Figures",
+    "Prefetch",
+    "Reporter",
+    "ReportError",
+    "Tally",
+    "decode_report",
+    "encode_report",
+    "pack_row",
+    "unpack_row",
     "archive",
     "Archive",
     "ArchiveBusy",

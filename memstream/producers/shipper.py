@@ -6,6 +6,12 @@ advances the checkpoint. When Redis is unreachable or slow it backs off and the 
 simply grows (jittered, ``memstream.core.backoff``: a fleet's shippers do
 not all come back at once when Redis restarts); segments of dead processes are adopted and shipped first. The agent's
 threads never wait for it, except ``flush`` / ``stop``, which are bounded.
+
+With a ``reporter`` (``memstream.producers.report``) it also writes the process's fleet
+report after a pass when one is due (none while the log is down: the latest is written
+once it is back), and a last one when ``stop`` waits for the thread to end; none while it
+winds down (its last user left: the process's next writer goes on with the same report).
+A report's failure never changes the shipping.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import structlog
 
 from memstream.core import backoff_delay, keys
 from memstream.producers.events import decode
+from memstream.producers.report import Reporter
 from memstream.producers.spool import Segment, Spool
 from memstream.producers.stream import EventLog, Record
 
@@ -73,6 +80,8 @@ class Shipper:
         self._finish: Callable[[], bool] | None = None
         self._wind_down_by = 0.0
         self.on_exit: Callable[[], None] | None = None  # called by the thread as it ends
+        self.reporter: Reporter | None = None  # the fleet report (memstream.producers.report)
+        self._gave_up = False  # stop() returned before the thread ended: no last report then
         self._last_adopt = 0.0
         self._last_sync = time.monotonic()
         # counters
@@ -91,6 +100,7 @@ class Shipper:
         if self._thread is None or not self._thread.is_alive():
             self._stop.clear()
             self._exited = False
+            self._gave_up = False
             self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
             self._thread.start()
         return self
@@ -153,6 +163,9 @@ class Shipper:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=max(0.1, timeout))
+            # the caller goes on (and may close the client the thread uses): a thread still
+            # in a call to the log ends without its last report
+            self._gave_up = self._thread.is_alive()
         if close_spool:
             with self._exit_lock:
                 deferred = not self._exited
@@ -177,6 +190,8 @@ class Shipper:
         try:
             self._loop()
         finally:
+            if self._stop.is_set():  # stop(), not the end of a wind-down
+                self._report(last=True)  # before the spool closes: its backlog is in it
             with self._exit_lock:
                 self._exited = True
                 close, self._close_spool_at_exit = self._close_spool_at_exit, False
@@ -216,6 +231,7 @@ class Shipper:
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("shipper.unexpected_error")
                 self._backoff = 1.0
+            self._report()
             with self._idle:
                 self._idle.notify_all()
 
@@ -283,6 +299,25 @@ class Shipper:
         self._backoff = 0.0
         self._failures_in_row = 0
         return total
+
+    def _report(self, last: bool = False) -> None:
+        """The fleet report when one is due (``last``: now, if the log is connected), with
+        the log's connection; an idle thread connects for it, unless it is retrying after a
+        failure (the log is down: the report waits until it is back). None while winding
+        down. Never raises."""
+        reporter = self.reporter
+        if reporter is None or not (last or (self._finish is None and reporter.due())) or (last and self._gave_up):
+            return
+        eventlog = self._log
+        if eventlog is None:
+            if last or self._backoff:
+                return
+            try:
+                eventlog = self._eventlog()
+            except Exception:  # noqa: BLE001  down: no report now, and nothing changes for the shipping
+                reporter.postpone()
+                return
+        reporter.send(eventlog.client, eventlog.prefix)
 
     def _report_losses(self) -> None:
         """Add what this process refused or quarantined since the last report to
@@ -362,4 +397,6 @@ class Shipper:
             "spool_errors": self.spool.errors,
             "spool_unshipped_bytes": self.spool.unshipped_bytes,
             "spool_corrupt": self.spool.corrupt,
+            **({"reports_sent": self.reporter.sent, "reports_skipped": self.reporter.skipped,
+                "report_failures": self.reporter.failures} if self.reporter is not None else {}),
         }

@@ -60,6 +60,9 @@ class Segment:
     closed: bool = False  # no more appends (rotated, or adopted from a dead process)
     limit: int | None = None  # bytes written, once a segment of ours is rotated
     corrupt: int = 0
+    # sequence number of its last record: ours once rotated (the active one's is the spool's),
+    # an adopted one's found at its end (None: not found there)
+    written_seq: int | None = None
 
     @property
     def id(self) -> str:
@@ -249,6 +252,7 @@ class Spool:
             if self._active is not None:
                 self._active.closed = True
                 self._active.limit = self._written
+                self._active.written_seq = self._seq
             self._open_segment()
 
     def limit_of(self, seg: Segment) -> int:
@@ -314,6 +318,7 @@ class Spool:
                 continue
             seg = Segment(path=path, fd=fd, owned=False, closed=True)
             seg.load_checkpoint()
+            seg.written_seq = _last_seq(fd, seg.offset, os.fstat(fd).st_size)
             new.append(seg)
             log.info("spool.adopted", segment=seg.id, bytes=os.fstat(fd).st_size - seg.offset)
         with self._lock:
@@ -343,6 +348,20 @@ class Spool:
     def unshipped_bytes(self) -> int:
         return self._unshipped
 
+    @property
+    def unshipped_events(self) -> int:
+        """Records not yet shipped, in this process's segments and the adopted ones: the
+        sequence numbers between each segment's checkpoint and its last record (an adopted
+        segment whose last record was not found within its last ``TAIL`` bytes counts 1)."""
+        with self._lock:
+            total = 0
+            for seg in self.ship_order():
+                if seg.offset >= self.limit_of(seg):
+                    continue
+                last = self._seq if seg is self._active else seg.written_seq
+                total += 1 if last is None else max(0, last - seg.last_seq)
+            return total
+
     def close(self) -> None:
         """Release the locks; unshipped records stay on disk for the next process."""
         with self._lock:
@@ -357,6 +376,27 @@ class Spool:
         self.segments.clear()
         self.adopted.clear()
         self._active = None
+
+
+TAIL = 1 << 20  # how far from its end an adopted segment's last record is looked for
+
+
+def _last_seq(fd: int, start: int, size: int) -> int | None:
+    """The sequence number of the last whole record (magic, length and checksum right) in
+    the file's last ``TAIL`` bytes after ``start``; None when there is none."""
+    low = max(start, size - TAIL)
+    try:
+        data = os.pread(fd, size - low, low)
+    except OSError:
+        return None
+    pos = len(data)
+    while (pos := data.rfind(MAGIC, 0, pos)) >= 0:
+        if pos + HEADER.size <= len(data):
+            _, length, seq, crc = HEADER.unpack_from(data, pos)
+            end = pos + HEADER.size + length
+            if end <= len(data) and zlib.crc32(data[pos + HEADER.size:end], zlib.crc32(struct.pack(">Q", seq))) == crc:
+                return int(seq)
+    return None
 
 
 def spool_usage(directory: str | os.PathLike[str]) -> dict[str, Any]:

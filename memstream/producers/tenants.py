@@ -67,8 +67,8 @@ def acl_user(prefix: str, tenant: str) -> str:
 
 
 def acl_rules(prefix: str, tenant: str, password: str) -> list[str]:
-    """ACL SETUSER rules of a tenant's agent hosts: append events, ship the spool, ask
-    queries on its own channel; nothing else."""
+    """ACL SETUSER rules of a tenant's agent hosts: append events, ship the spool, write
+    their fleet reports, ask queries on its own channel; nothing else."""
     return [
         "reset", "on", f">{password}",
         # append only: XADD needs write; reading the shared streams is refused
@@ -77,6 +77,8 @@ def acl_rules(prefix: str, tenant: str, password: str) -> list[str]:
         "~" + keys.tenant_pattern(prefix, tenant),
         # counters a shipper adds to (refusals, event types): numbers, no content
         "~" + keys.types(prefix), "~" + keys.spool_counters(prefix),
+        # the fleet's reports: written (HSET, EXPIRE), never read (they name other hosts)
+        "%W~" + keys.agent_reports(prefix),
         "resetchannels",
         "-@all",
         "+ping", "+hello", "+auth", "+client|setname", "+client|setinfo", "+select",

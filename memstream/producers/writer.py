@@ -13,6 +13,10 @@ builds a provider per message: one thread and one segment for all of them).
 Guarantee: ``emit`` never raises and never touches the network; it returns True once
 the event is in the kernel (safe from a crash of this process), False if it was
 refused (counted and logged).
+
+With ``MEMSTREAM_REPORT_EVERY_S`` above 0 the writer holds the process's ``tally`` (what
+its providers' hooks record) and its shipper writes the process's fleet report
+(``memstream.producers.report``) once a provider has used it (``attach_agent``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import structlog
 from memstream.core import Settings
 from memstream.producers.connect import LogLocator
 from memstream.producers.events import Event, encode
+from memstream.producers.report import Figures, Reporter, Tally
 from memstream.producers.shipper import Shipper
 from memstream.producers.spool import Spool
 
@@ -36,6 +41,10 @@ log = structlog.get_logger("memstream.writer")
 
 _registry: dict[str, Writer] = {}
 _registry_lock = threading.Lock()
+# spool key -> the process's tally and reporter, kept from one shared writer to the next: a
+# gateway's writer ends when no provider used it for shutdown_timeout s, and the next one
+# reports under the same name with the same cumulative counts
+_reports: dict[str, tuple[Tally, Reporter]] = {}
 
 
 class Writer:
@@ -48,6 +57,13 @@ class Writer:
                                fsync_interval=settings.fsync_interval)
         self.shipper.on_exit = getattr(self.locator, "close", None)  # its Redis client
         self.encode_errors = 0
+        self._agents: dict[str, int] = {}  # scope agent -> providers of it using this writer
+        self._agents_lock = threading.Lock()
+        self._served = False
+        self.tally: Tally | None = None  # what the hooks record for the fleet report (None: reports off)
+        if settings.report_every_s > 0:
+            self.tally = Tally()
+            self.shipper.reporter = Reporter(settings, self.tally, self._figures)
         self._refs = 0
         self._closed = False
         self._key = ""
@@ -64,6 +80,7 @@ class Writer:
             if writer is None or writer._closed:
                 writer = cls(settings)
                 writer._key = key
+                writer._keep_reports(key)
                 writer.shipper.start()
                 _registry[key] = writer
             writer._refs += 1
@@ -71,6 +88,43 @@ class Writer:
                 writer._detached_at = None
                 writer.shipper.keep_on()
             return writer
+
+    def _keep_reports(self, key: str) -> None:
+        """Report with the tally and reporter of the process's earlier writer of this spool
+        (under ``_registry_lock``, before the shipper starts)."""
+        reporter = self.shipper.reporter
+        if self.tally is None or reporter is None:
+            return
+        kept = _reports.get(key)
+        if kept is None:
+            _reports[key] = (self.tally, reporter)
+            return
+        self.tally, reporter = kept
+        reporter.figures = self._figures
+        self.shipper.reporter = reporter
+
+    def attach_agent(self, agent: str) -> None:
+        """A provider of scope agent ``agent`` uses this writer (its report lists the agents)."""
+        with self._agents_lock:
+            self._agents[agent] = self._agents.get(agent, 0) + 1
+            self._served = True
+
+    def detach_agent(self, agent: str) -> None:
+        """That provider no longer does."""
+        with self._agents_lock:
+            left = self._agents.get(agent, 0) - 1
+            if left > 0:
+                self._agents[agent] = left
+            else:
+                self._agents.pop(agent, None)
+
+    def _figures(self) -> Figures:
+        """This writer's figures for its report (on the shipper thread)."""
+        with self._agents_lock:
+            agents, served = sorted(self._agents), self._served
+        spool = self.spool
+        return Figures(backlog=spool.unshipped_events, backlog_bytes=spool.unshipped_bytes,
+                       refused=spool.refused, invalid=self.encode_errors, agents=agents, served=served)
 
     def emit(self, event: Event) -> bool:
         """Spool one event (one write) and wake the shipper. Never raises."""

@@ -9,6 +9,11 @@ holds the store and the embedder (``memstream.provider.recall``); ``prefetch`` w
 budget. No hook touches the network on the agent thread except a tool call (bounded by
 ``tool_timeout``), and no hook raises into the agent loop: errors are caught, counted
 (``stats()``) and logged.
+
+Each of the Hermes methods in ``producers.report.HOOKS`` records its duration in the
+writer's ``Tally`` (one ``perf_counter_ns`` pair, one bisect, two increments; nothing with
+``MEMSTREAM_REPORT_EVERY_S`` 0), as ``prefetch`` records its outcome: the shipper thread
+reports them for the fleet's metrics.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from bisect import bisect_left
 from collections import deque
 from typing import Any, Callable, Concatenate, ParamSpec, TypeVar
 
@@ -23,6 +29,8 @@ import structlog
 
 from memstream.core import OPTIONS, Settings, config_file_for, configure_in_host, new_event_id
 from memstream.producers import (
+    BUCKETS_NS,
+    HOOKS,
     DelegationCompleted,
     Event,
     MemoryAction,
@@ -31,6 +39,7 @@ from memstream.producers import (
     SessionEnded,
     SessionSwitched,
     SwitchReason,
+    Tally,
     ToolCall,
     TurnRecorded,
     Writer,
@@ -52,6 +61,10 @@ _ACTIONS: tuple[MemoryAction, ...] = ("add", "replace", "remove")
 _TARGETS = TARGETS
 
 _REASONS: tuple[SwitchReason, ...] = ("new_session", "resume", "branch", "compression", "rewind")
+
+# the provider's prefetch counters -> the fleet report's outcomes
+_OUTCOMES = {"prefetch_fresh": "fresh", "prefetch_stale": "cached", "prefetch_empty": "empty"}
+_clock = time.perf_counter_ns
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -80,12 +93,15 @@ def resolve_agent(kwargs: dict[str, Any]) -> str:
 
 def _guard(default: Any = None) -> Callable[[_Hook[_P, _R]], _Hook[_P, _R]]:
     """Hook wrapper: nothing raises into the agent loop; failures are counted and logged,
-    and the hook returns ``default`` (a value of the hook's return type)."""
+    and the hook returns ``default`` (a value of the hook's return type). A hook of
+    ``HOOKS`` records its duration in the writer's tally (see the module docstring)."""
 
     def wrap(fn: _Hook[_P, _R]) -> _Hook[_P, _R]:
         name = fn.__name__
+        timed = name in HOOKS
 
         def hook(self: MemstreamProvider, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+            started = _clock()
             try:
                 return fn(self, *args, **kwargs)
             except Exception as exc:
@@ -93,12 +109,40 @@ def _guard(default: Any = None) -> Callable[[_Hook[_P, _R]], _Hook[_P, _R]]:
                 self._warn("provider.hook_failed", hook=name, error=f"{type(exc).__name__}: {exc}")
                 fallback: _R = default
                 return fallback
+            finally:
+                tally = self._tally
+                if tally is not None and timed:
+                    took = _clock() - started
+                    row = tally.hooks[name]
+                    row[bisect_left(BUCKETS_NS, took)] += 1
+                    row[-1] += took
 
         hook.__name__ = name
         hook.__doc__ = fn.__doc__
         return hook
 
     return wrap
+
+
+def _timed(fn: _Hook[_P, _R]) -> _Hook[_P, _R]:
+    """The duration part of ``_guard``, for a hook that never raises on its own."""
+    name = fn.__name__
+
+    def hook(self: MemstreamProvider, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        started = _clock()
+        try:
+            return fn(self, *args, **kwargs)
+        finally:
+            tally = self._tally
+            if tally is not None:
+                took = _clock() - started
+                row = tally.hooks[name]
+                row[bisect_left(BUCKETS_NS, took)] += 1
+                row[-1] += took
+
+    hook.__name__ = name
+    hook.__doc__ = fn.__doc__
+    return hook
 
 
 class MemstreamProvider(MemoryProvider):
@@ -108,6 +152,8 @@ class MemstreamProvider(MemoryProvider):
         self._settings_override = settings
         self.settings: Settings | None = settings
         self.writer: Writer | None = None
+        self._tally: Tally | None = None  # the writer's, while reports are on (kept after shutdown)
+        self._attached = ""  # the scope agent this provider named to its writer
         self._lock = threading.Lock()
         self._scopes: dict[str, Scope] = {}
         self._base: dict[str, str] = {}
@@ -158,6 +204,9 @@ class MemstreamProvider(MemoryProvider):
         self._session = str(session_id or "")
         if self.writer is None:
             self.writer = Writer.shared(settings)
+            self._attached = self._base["agent"]
+            self.writer.attach_agent(self._attached)
+            self._tally = self.writer.tally
         if self.recall is None:
             self.recall = Recall(settings, self._request_base)
             self.recall.start()
@@ -176,6 +225,7 @@ class MemstreamProvider(MemoryProvider):
             recall.close()
         writer, self.writer = self.writer, None
         if writer is not None:
+            writer.detach_agent(self._attached)
             writer.detach()
 
     # -- hooks that append ----------------------------------------------------------
@@ -301,6 +351,7 @@ class MemstreamProvider(MemoryProvider):
     def get_tool_schemas(self) -> list[dict[str, Any]]:
         return [dict(schema) for schema in TOOL_SCHEMAS]
 
+    @_timed
     def handle_tool_call(self, tool_name: str, args: dict[str, Any], **kwargs: Any) -> str:
         """Run one memstream tool (``memstream.provider.handlers``): always a strict JSON
         string, errors as ``{"error": ...}``; never raises."""
@@ -413,6 +464,9 @@ class MemstreamProvider(MemoryProvider):
 
     def _count(self, key: str) -> None:
         self._counters[key] = self._counters.get(key, 0) + 1
+        tally = self._tally
+        if tally is not None and key in _OUTCOMES:
+            tally.prefetch[_OUTCOMES[key]] += 1
 
     def _warn(self, event: str, **kw: Any) -> None:
         now = time.monotonic()

@@ -408,6 +408,13 @@ class History:
             return None
         refusals = _rate(snap, recent, "memstream_agent_spool_refusals_total", "agent")
         prefetch = _rate(snap, recent, "memstream_prefetch_total", "outcome")
+        if not (snap.one("memstream_agents_active") or any(snap.by("memstream_agent_spool_backlog_events", "agent")
+                                                                .values())
+                or any(snap.by("memstream_agent_spool_refusals_total", "agent").values())
+                or any(snap.by("memstream_prefetch_total", "outcome").values())
+                or any(row and row[-1][1] for (name, _), row in snap.buckets.items()
+                       if name == "memstream_hook_seconds")):
+            return None  # no agent has reported (or every report has been retired): "no agent reports yet"
         return {
             "agents_active": _count(snap.one("memstream_agents_active")),
             "spool_backlog": _top(snap.by("memstream_agent_spool_backlog_events", "agent")),

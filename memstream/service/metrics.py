@@ -24,7 +24,11 @@ Every label's values are bounded: streams by ``MEMSTREAM_SHARDS``, groups by the
 versions of the registered projections (dead letters of other groups count under
 ``other`` past ``MAX_DLQ_GROUPS``), event types by the event contract (any other type
 counts as ``other``), query outcomes and operations by the protocol, channels to
-``operator`` and ``tenants``; no label names an agent, a session or a tenant.
+``operator`` and ``tenants``, hooks by the provider's (``producers.report.HOOKS``, any other
+counts as ``other``); ``agent`` names at most ``MEMSTREAM_METRICS_TOP_AGENTS`` reporting
+processes (``HOST:PID:NONCE``, checked before it becomes a value) and ``other``; no label
+names a session or a tenant. The fleet's figures (the ``agent`` families, hooks, prefetch)
+are summed from the agents' reports (``memstream.service.fleet``).
 """
 
 from __future__ import annotations
@@ -54,10 +58,11 @@ from prometheus_client.utils import floatToGoString
 
 from memstream import __version__
 from memstream.core import Settings, as_str, keys, observe
-from memstream.producers import EVENT_TYPES, EventLog, TenantRegistry, parse_entry_id
+from memstream.producers import BUCKETS_NS, EVENT_TYPES, HOOKS, ROW, EventLog, TenantRegistry, parse_entry_id
 from memstream.projections import STATES
 from memstream.query import OPS, operator_channel, tenant_channel
 from memstream.service.dashboard import History, Sampler, dashboard_app
+from memstream.service.fleet import FleetReader
 from memstream.service.http import HttpServer
 
 if TYPE_CHECKING:
@@ -71,6 +76,7 @@ log = structlog.get_logger("memstream.metrics")
 GROUP = ("group", "projection", "version")  # the labels of a projection version's figures
 QUERY_OUTCOMES = ("answered", "refused", "expired", "failed", "unsupported")  # query.server's counters
 MAX_DLQ_GROUPS = 64
+REPORT_EVERY_OFF = Settings().report_every_s  # the agents' interval when this process's is 0 (the default)
 SAMPLES = 5  # MEMORY USAGE's estimate from 5 nodes (Redis's default): every node counted is O(N) a scrape
 
 
@@ -151,6 +157,29 @@ FAMILIES: tuple[Family, ...] = (
            "redis"),
     Family("memstream_query_seconds", "histogram", ("op",), "seconds", "Seconds a query handler of this "
            "process took, by operation", "process"),
+    # the agents' reports (memstream.service.fleet)
+    Family("memstream_agents_active", "gauge", (), "agents", "Agent processes whose last report is at most "
+           "3 times this process's MEMSTREAM_REPORT_EVERY_S old (5 s when it is 0), by this process's clock",
+           "redis"),
+    Family("memstream_agent_spool_backlog_events", "gauge", ("agent",), "events", "Events spooled by an "
+           "active agent process and not yet shipped, as of its last report: the MEMSTREAM_METRICS_TOP_AGENTS "
+           "largest by name (`HOST:PID:NONCE`), the other active ones summed as `other`", "redis"),
+    Family("memstream_agent_spool_refusals_total", "counter", ("agent",), "events", "Events an agent "
+           "process could not keep (its spool full or failing, or not encodable) since it took its name: the "
+           "MEMSTREAM_METRICS_TOP_AGENTS reports with the most, the others and the removed ones summed as "
+           "`other`; the sum over `agent` never decreases, `other` decreases when an agent enters the top",
+           "redis"),
+    Family("memstream_hook_seconds", "histogram", ("hook",), "seconds", "Seconds the provider's hooks took "
+           "in the agent processes, by hook (a name the provider does not have counts as `other`): every "
+           "report in Redis and every removed one summed, so it never decreases (an agent that stopped "
+           "reporting adds nothing to a rate)", "redis"),
+    Family("memstream_prefetch_total", "counter", ("outcome",), "prefetches", "Prefetches of the agent "
+           "processes by outcome: fresh (this turn's recall in time), cached (an earlier recall of the "
+           "session), empty (none in time); every report in Redis and every removed one summed", "redis"),
+    Family("memstream_agent_reports_skipped", "gauge", ("reason",), "reports", "Records of the agents' "
+           "reports hash this scrape left out: malformed (not a report, out of its bounds, a name that is "
+           "no `HOST:PID:NONCE`), oversized (over 4 KiB), ahead (a report time more than 5 minutes ahead of "
+           "this clock), unread (past the 10,000 a scrape reads)", "redis"),
 )
 _BY_NAME = {f.name: f for f in FAMILIES}
 
@@ -174,6 +203,15 @@ def _family(name: str) -> GaugeMetricFamily | CounterMetricFamily:
     return GaugeMetricFamily(f.name, f.help, labels=f.labels, unit="")
 
 
+def _histogram(name: str) -> HistogramMetricFamily:
+    f = _BY_NAME[name]
+    return HistogramMetricFamily(f.name, f.help, labels=f.labels, unit="")
+
+
+_READ_HISTOGRAMS = tuple(f.name for f in FAMILIES if f.source == "redis" and f.type == "histogram")
+HOOK_BUCKETS = tuple(b / 1e9 for b in BUCKETS_NS)  # the reports' bucket bounds, seconds
+
+
 def _age(entry_id: str | None, now: float) -> float | None:
     if not entry_id:
         return None
@@ -189,7 +227,8 @@ class LogCollector(Collector):
 
     def __init__(self, eventlog: EventLog, projections: Sequence[tuple[str, str]], *,
                  consumers: Callable[[], Iterable[Consumer]] = lambda: (), role: str = "service",
-                 alive_within: float = 60.0, archived: Callable[[], int | None] = lambda: 0) -> None:
+                 alive_within: float = 60.0, archived: Callable[[], int | None] = lambda: 0,
+                 top_agents: int = 20, agents_active_within: float = 15.0) -> None:
         self.log = eventlog
         self.archived = archived  # entries in the log's archive (None: unreadable)
         self.client = eventlog.client
@@ -199,6 +238,7 @@ class LogCollector(Collector):
         self.role = role
         self.alive_within = alive_within
         self.registry = TenantRegistry(self.client, self.prefix)
+        self.fleet = FleetReader(self.client, self.prefix, top=top_agents, active_within=agents_active_within)
         self._dlq_lock = threading.Lock()
         self._dlq_state: tuple[int, str] | None = None
         self._dlq_counts: dict[str, int] = {}
@@ -218,21 +258,26 @@ class LogCollector(Collector):
         for f in FAMILIES:
             if f.type != "histogram":
                 yield _family(f.name)
+        for name in _READ_HISTOGRAMS:
+            yield _histogram(name)
 
     def collect(self) -> Iterator[Metric]:
         info = _family("memstream_info")
         info.add_metric([__version__, self.role], 1)
         yield info
-        read = {f.name: _family(f.name) for f in FAMILIES if f.source == "redis"}
+        read = {f.name: _family(f.name) for f in FAMILIES if f.source == "redis" and f.type != "histogram"}
+        histograms = {name: _histogram(name) for name in _READ_HISTOGRAMS}
         started = time.perf_counter()
         try:
             self._read(read, time.time())
+            self._fleet(read, histograms, time.time())
             up = 1
         except (redis.RedisError, OSError, ValueError) as exc:  # ValueError: a count that is no number
             if not getattr(self._local, "quiet", False):
                 log.warning("metrics.redis_unreadable", error=f"{type(exc).__name__}: {exc}"[:300],
                             action="the scrape reports memstream_redis_up 0 and no figure read from Redis")
             read = {name: _family(name) for name in read}
+            histograms = {name: _histogram(name) for name in histograms}
             up = 0
         seconds = _family("memstream_redis_read_seconds")
         seconds.add_metric([], time.perf_counter() - started)
@@ -241,6 +286,7 @@ class LogCollector(Collector):
         yield redis_up
         yield seconds
         yield from read.values()
+        yield from histograms.values()
         yield from self._consumer_counters()
 
     def _consumer_counters(self) -> Iterator[Metric]:
@@ -322,6 +368,30 @@ class LogCollector(Collector):
         for group, n in counted.items():
             dead.add_metric(list(_group_labels(group)), n)
         self._queues(f)
+
+    def _fleet(self, f: dict[str, GaugeMetricFamily | CounterMetricFamily],
+               histograms: dict[str, HistogramMetricFamily], now: float) -> None:
+        """The agents' reports, summed (``memstream.service.fleet``)."""
+        fleet = self.fleet.read(now)
+        f["memstream_agents_active"].add_metric([], fleet.active)
+        for agent, n in fleet.backlog:
+            f["memstream_agent_spool_backlog_events"].add_metric([agent], n)
+        for agent, n in fleet.refusals:
+            f["memstream_agent_spool_refusals_total"].add_metric([agent], n)
+        for outcome, n in fleet.prefetch.items():
+            f["memstream_prefetch_total"].add_metric([outcome], n)
+        for reason, n in fleet.skipped.items():
+            f["memstream_agent_reports_skipped"].add_metric([reason], n)
+        hooks = histograms["memstream_hook_seconds"]
+        les = [floatToGoString(b) for b in HOOK_BUCKETS] + ["+Inf"]
+        empty = [0.0] * ROW
+        for hook in (*HOOKS, *(["other"] if "other" in fleet.hooks else [])):
+            row = fleet.hooks.get(hook, empty)
+            buckets, cumulative = [], 0.0
+            for le, calls in zip(les, row[:-1]):
+                cumulative += calls
+                buckets.append((le, cumulative))
+            hooks.add_metric([hook], buckets, row[-1] / 1e9)
 
     def _dead_letters(self) -> dict[str, int]:
         """Group -> dead letters, recounted only when the dead-letter stream changed (its
@@ -415,7 +485,9 @@ class Metrics:
             projections = _registered(settings)
         self.collector = LogCollector(eventlog, projections, consumers=consumers, role=role,
                                       alive_within=settings.stall_after_s,
-                                      archived=lambda: _archived(settings.archive_path))
+                                      archived=lambda: _archived(settings.archive_path),
+                                      top_agents=settings.metrics_top_agents,
+                                      agents_active_within=3 * (settings.report_every_s or REPORT_EVERY_OFF))
         self.registry.register(self.collector)
         ProcessCollector(registry=self.registry)
         r = self.registry

@@ -11,9 +11,10 @@ from memstream.bench.hotpath import HOOKS, compare, format_hotpath, hotpath
 
 @pytest.mark.valkey
 def test_bench_hotpath_measures_every_condition_interleaved_and_loses_nothing():
-    result = hotpath(calls=8, rounds=2, cycles=3, slow_chunk=2, warmup=5)
-    assert set(result["conditions"]) == {"redis_up/0ms", "down_mid/0ms", "down_init/0ms", "redis_up/20ms",
-                                         "down_mid/20ms", "down_init/20ms", "naive_xadd"}
+    result = hotpath(calls=8, rounds=2, cycles=3, slow_chunk=2, warmup=5, report_every=0.05)
+    assert set(result["conditions"]) == {"redis_up/0ms", "down_mid/0ms", "down_init/0ms", "report_off/0ms",
+                                         "redis_up/20ms", "down_mid/20ms", "down_init/20ms", "report_off/20ms",
+                                         "naive_xadd"}
     for name, entry in result["conditions"].items():
         for hook in HOOKS:
             assert entry[hook]["n"] == (8 if name.endswith("0ms") and "20ms" not in name or name == "naive_xadd" else 4)
@@ -21,11 +22,16 @@ def test_bench_hotpath_measures_every_condition_interleaved_and_loses_nothing():
         if name.startswith(("down_mid", "down_init")):
             assert set(entry["vs_redis_up"]) == set(HOOKS)
     assert result["lossless"], result["delivery"]
+    # the fleet report: on (redis_up) against off (report_off), and what recording a duration costs
+    assert set(result["reporting"]) == {"0ms", "20ms"}
+    assert all(set(by_hook) == set(HOOKS) for by_hook in result["reporting"].values())
+    assert result["reports_sent"]["redis_up/20ms"] >= 1 and result["reports_sent"]["report_off/20ms"] == 0
+    assert result["tally_ns_per_hook"]["on_ns"] > 0 and result["tally_ns_per_hook"]["off_ns"] > 0
     gateway = result["gateway_cycle"]
     assert gateway["redis_up"]["initialize"]["n"] == gateway["redis_down"]["shutdown"]["n"] == 3
     assert gateway["redis_up"]["events_in_log"] == gateway["redis_up"]["events_expected"] == 6
     text = format_hotpath(result)
-    assert "down_init/20ms" in text and "gateway cycle" in text
+    assert "down_init/20ms" in text and "gateway cycle" in text and "fleet report every 0.05 s" in text
 
 
 def test_a_condition_worse_in_every_round_beyond_the_noise_is_a_regression():

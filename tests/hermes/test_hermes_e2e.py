@@ -41,7 +41,9 @@ from hermes_harness import (  # noqa: F401  (hermes_venv is a fixture)
     hermes_venv,
 )
 
+from memstream.core import keys
 from memstream.producers.events import MemoryWritten, SessionEnded, SessionSwitched, TurnRecorded
+from memstream.producers.report import decode_report, unpack_row
 from memstream.producers.stream import EventLog
 from memstream.service.valkey import ValkeyProcess
 
@@ -82,11 +84,12 @@ def world(hermes_venv, tmp_path_factory):
         client = redis.Redis.from_url(valkey.url)
         eventlog = EventLog(client)
         events = [eventlog.decode_entry(fields) for _, _, fields in eventlog.entries()]
+        reports = dict(decode_report(name, data) for name, data in client.hgetall(keys.agent_reports("memstream")).items())
         client.close()
         log_path = work / "provider-log.jsonl"
         provider_log = [json.loads(line) for line in log_path.read_text().splitlines()] if log_path.exists() else []
         yield SimpleNamespace(home=home, work=work, env=env, llm=llm, valkey=valkey, installed=installed,
-                              agent=agent, cli=cli, doctor=doctor, events=events, bin=bin_dir,
+                              agent=agent, cli=cli, doctor=doctor, events=events, reports=reports, bin=bin_dir,
                               provider_log=provider_log)
     finally:
         valkey.stop()
@@ -125,6 +128,20 @@ def test_memstream_really_is_the_active_initialized_provider(world):
     assert "memory" in world.agent["tools"]
     assert world.events, "Hermes ran but nothing reached the log"
     assert all(e.scope.tenant == TENANT for e in world.events)
+
+
+def test_each_hermes_process_left_its_fleet_report_of_the_hooks_hermes_called(world):
+    def calls(report, hook: str) -> int:
+        return sum(unpack_row(report.hooks[hook])[:-1]) if hook in report.hooks else 0
+
+    assert len(world.reports) == 2, world.reports  # the AIAgent's process and the CLI's, each at its exit
+    cli, agent = sorted(world.reports.values(), key=lambda r: calls(r, "on_turn_start"))
+    assert calls(agent, "on_turn_start") == calls(agent, "sync_turn") == len(AGENT_PROMPTS)
+    assert calls(agent, "on_memory_write") == calls(agent, "initialize") == calls(agent, "shutdown") == 1
+    assert 1 <= agent.prefetch.fresh + agent.prefetch.cached + agent.prefetch.empty <= calls(agent, "prefetch")
+    assert calls(cli, "on_turn_start") == len(CLI_PROMPTS) and calls(cli, "on_session_switch") >= 1
+    for report in (agent, cli):
+        assert (report.tenant, report.backlog, report.refused, report.invalid) == (TENANT, 0, 0, 0)
 
 
 def test_every_turn_is_recorded_with_its_text_index_and_tool_calls(world):

@@ -353,3 +353,55 @@ def test_close_deletes_fully_shipped_segments_and_keeps_the_rest(spool_dir, even
     assert kept.exists()
     usage = spool_usage(spool_dir)
     assert (usage["segments"], usage["unshipped_bytes"]) == (1, kept.stat().st_size)
+
+
+# -- the backlog in events (the fleet report's) --------------------------------------------
+
+def test_the_backlog_counts_the_events_of_own_rotated_and_adopted_segments_until_they_ship(spool_dir, event_log):
+    write_and_leave(spool_dir, ["dead 0", "dead 1", "dead 2"])  # a dead process's backlog
+    s = Spool(spool_dir, rotate_bytes=400)
+    link = Switchable(event_log, down=True)
+    shipper = Shipper(s, link)
+    try:
+        assert s.unshipped_events == 0
+        for round_ in range(3):  # the log is down: own segments rotate and pile up
+            for i in range(5):
+                assert s.append(payload(f"{round_}.{i}"))
+            shipper.ship_once()
+        s.adopt_orphans()
+        assert len(s.segments) >= 3 and len(s.adopted) == 1
+        assert s.unshipped_events == 15 + 3
+        link.down = False
+        shipper.ship_once()
+        assert s.unshipped_events == 0 and len(logged_contents(event_log)) == 18
+    finally:
+        s.close()
+
+
+def test_an_adopted_segment_shipped_in_part_counts_only_what_is_left_behind_its_checkpoint(spool_dir, event_log):
+    s = Spool(spool_dir)
+    Shipper(s, lambda: event_log).ship_once()
+    for i in range(4):
+        s.append(payload(str(i)))
+    Shipper(s, lambda: event_log).ship_once()
+    for i in range(4, 9):
+        s.append(payload(str(i)))
+    s.close()  # dies before shipping 4..8
+    s2 = Spool(spool_dir)
+    try:
+        s2.adopt_orphans()
+        assert s2.unshipped_events == 5
+    finally:
+        s2.close()
+
+
+def test_a_torn_last_record_of_a_dead_writer_is_not_counted_in_the_backlog(spool_dir):
+    path = write_and_leave(spool_dir, ["0", "1", "2"])
+    with open(path, "ab") as f:  # the header of a fourth record, and half its payload
+        f.write(HEADER.pack(MAGIC, 100, 4, 0) + b"x" * 50)
+    s = Spool(spool_dir)
+    try:
+        s.adopt_orphans()
+        assert s.unshipped_events == 3
+    finally:
+        s.close()

@@ -28,7 +28,7 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
 ALERTS = {"MemstreamLagGrowing", "MemstreamDeadLetters", "MemstreamFreshnessSlow", "MemstreamNoConsumer",
-          "MemstreamMetricsAbsent", "MemstreamRedisUnreadable"}
+          "MemstreamMetricsAbsent", "MemstreamRedisUnreadable", "MemstreamSpoolBackingUp"}
 
 pytestmark = pytest.mark.prometheus
 needs_prometheus = pytest.mark.skipif(

@@ -9,14 +9,18 @@ import json
 import time
 import uuid
 
+import msgspec
 import pytest
 import redis
 from pipeline_support import remembered, wait_for
+from structlog.testing import capture_logs
 
+from memstream.core import keys
 from memstream.core.settings import Settings
 from memstream.producers.connect import event_log
+from memstream.producers.report import decode_report
 from memstream.producers.stream import EventLog, Record
-from memstream.producers.tenants import TenantError, TenantRegistry
+from memstream.producers.tenants import TenantError, TenantRegistry, acl_rules
 from memstream.producers.writer import Writer
 from memstream.query.client import ask, tenant_channel
 from memstream.query.protocol import QueryRefused
@@ -129,6 +133,11 @@ ATTEMPTS = [
     ("EVAL", "return redis.call('XRANGE', KEYS[1], '-', '+')", "1", f"{PREFIX}:events:0"),
     ("EVAL", "return redis.call('XRANGE', ARGV[1], '-', '+')", "0", f"{PREFIX}:events:0"),
     ("HSET", f"{PREFIX}:t:globex:shipped", "seg", "999999"),
+    ("HGETALL", f"{PREFIX}:agents"),
+    ("HSCAN", f"{PREFIX}:agents", "0"),
+    ("HGET", f"{PREFIX}:agents", "any"),
+    ("HGETALL", f"{PREFIX}:agents:retired"),
+    ("HINCRBY", f"{PREFIX}:agents:retired", "refusals", "-100"),
 ]
 
 
@@ -312,3 +321,50 @@ def test_a_hostile_host_with_tenant_credentials_stalls_nothing(fleet, tmp_path):
     huge = [r for r in search(hosts["acme"], "acme", "oversized", k=5)["results"] if r["id"] == big.id]
     assert huge and len(huge[0]["text"].encode()) <= pipeline.settings.max_text_bytes
     assert all(t.is_alive() for t in pipeline._threads)
+
+
+def _reporting_writer(settings: Settings) -> Writer:
+    writer = Writer(msgspec.structs.replace(settings, report_every_s=0.05))
+    writer.attach_agent("ops-bot")
+    writer.shipper.start()
+    return writer
+
+
+def test_a_host_writes_its_fleet_report_with_tenant_credentials_and_cannot_read_anyones(fleet, tmp_path):
+    admin, pipeline, creds, hosts = fleet
+    settings = Settings.load(home=str(tmp_path / "agent"), redis_url=creds["acme"], tenant="acme", autostart=False)
+    writer = _reporting_writer(settings)
+    try:
+        assert writer.emit(remembered("acme note about reports", tenant="acme"))
+        assert writer.flush(10.0), writer.stats()
+        name = writer.shipper.reporter.name
+        wait_for(lambda: admin.hexists(f"{PREFIX}:agents", name), what="the host's report")
+    finally:
+        writer.close()
+    _, report = decode_report(name, admin.hget(f"{PREFIX}:agents", name))
+    assert report.tenant == "acme" and report.agents == ["ops-bot"]
+    assert writer.stats()["report_failures"] == 0
+    with pytest.raises(redis.ResponseError, match="(?i)no permissions"):
+        hosts["acme"].hget(f"{PREFIX}:agents", name)
+
+
+def test_a_tenant_registered_before_fleet_reports_ships_as_before_and_logs_the_refused_report_once(fleet, tmp_path):
+    admin, pipeline, creds, hosts = fleet
+    user = f"{PREFIX}-acme"
+    older = [r for r in acl_rules(PREFIX, "acme", "unused") if r.startswith(("~", "%"))
+             and r != "%W~" + keys.agent_reports(PREFIX)]
+    admin.execute_command("ACL", "SETUSER", user, "resetkeys", *older)
+    settings = Settings.load(home=str(tmp_path / "agent"), redis_url=creds["acme"], tenant="acme", autostart=False)
+    with capture_logs() as logs:
+        writer = _reporting_writer(settings)
+        try:
+            for i in range(5):
+                assert writer.emit(remembered(f"acme note {i} before reports", tenant="acme"))
+            wait_for(lambda: writer.shipper.reporter.failures >= 2, what="refused reports")
+            assert writer.flush(10.0), writer.stats()
+        finally:
+            writer.close()
+    stats = writer.stats()
+    assert stats["shipped"] == 5 and stats["failures"] == 0 and stats["reports_sent"] == 0
+    assert [e["event"] for e in logs].count("report.failed") == 1
+    assert not admin.exists(f"{PREFIX}:agents")

@@ -1,0 +1,289 @@
+"""The fleet's figures, summed at scrape time from the agents' reports
+(``memstream.producers.report``): how many agent processes report, their spool backlogs
+and refusals, their hooks' durations, their prefetch outcomes.
+
+``FleetReader.read`` reads the reports hash with one script call: at most ``MAX_REPORTS``
+fields, each at most ``MAX_REPORT_BYTES`` (a larger one is counted by its length, never
+transferred), and the sums of removed reports (``keys.agent_reports_retired``). Every
+record is untrusted: decoded by ``decode_report`` within the contract's bounds, a record
+that is not is counted in ``skipped`` by its reason and left out; nothing read can fail
+the read but Redis itself.
+
+**Active** agents reported within ``active_within`` s of this process's clock (3 report
+intervals). **Removal**: every process that reads removes, at most ``MAX_REMOVALS`` a read,
+the reports whose time is more than ``KEEP_S`` (an hour) old, and the skipped records it has
+seen unchanged for as long, each with one compare-and-delete script that adds the removed
+report's counts to the retired sums in the same step (two readers never remove one twice,
+and a report written anew meanwhile is kept). So the summed counters never go down: what
+a removed report counted is in the retired sums from then on, and ``RENAME_AFTER_S`` keeps a
+process that comes back after an hour from counting it again.
+
+Per-agent figures are bounded by ``top``: the backlog of the ``top`` active agents with the
+largest, the rest summed as ``other``; refusals of the ``top`` reports (active or not yet
+removed) with the most, the rest and the retired ones summed as ``other`` (ranked by
+refusals: a cumulative count, so the list changes only when an agent's refusals pass
+another's, unlike a backlog's ranking, which changes at every report).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+import structlog
+
+from memstream.core import keys
+from memstream.producers import (
+    HOOKS,
+    MAX_REPORT_BYTES,
+    PREFETCH_OUTCOMES,
+    ROW,
+    AgentReport,
+    ReportError,
+    decode_report,
+    unpack_row,
+)
+
+__all__ = ["Fleet", "FleetReader", "SKIP_REASONS", "MAX_REPORTS", "KEEP_S", "MAX_AHEAD_S", "OTHER"]
+
+log = structlog.get_logger("memstream.fleet")
+
+MAX_REPORTS = 10_000  # fields read a scrape: 10 times a fleet of 1,000, 40 MB at worst (4 KB each)
+MAX_RETIRED_FIELDS = 4096  # the retired sums have 2 + 3 + 13 * 18 fields of ours
+MAX_REMOVALS = 100  # removals a read
+KEEP_S = 3600.0  # a report older than this is removed (its counts retired)
+MAX_AHEAD_S = 300.0  # a report time further ahead of this clock is skipped (`ahead`)
+OTHER = "other"
+SKIP_REASONS = ("malformed", "oversized", "ahead", "unread")
+_HOOK_LABELS = (*HOOKS, OTHER)
+_RETIRED = frozenset(["refusals", *(f"prefetch:{o}" for o in PREFETCH_OUTCOMES),
+                      *(f"hook:{h}:{i}" for h in _HOOK_LABELS for i in (*range(ROW - 1), "sum"))])
+
+# KEYS: the reports, the retired sums. ARGV: most fields, most bytes a field, most retired fields.
+# Returns {fields in the hash, retired sums (field, value, ...), field, value or its length, ...};
+# {-1} when the reports key holds no hash. A key of another type holds nothing read here.
+_SCAN = """
+local function kind(key) local t = redis.call('TYPE', key) return t['ok'] or t end
+local k = kind(KEYS[1])
+if k ~= 'hash' and k ~= 'none' then return {-1} end
+local most, biggest = tonumber(ARGV[1]), tonumber(ARGV[2])
+local out = {redis.call('HLEN', KEYS[1]), {}}
+if kind(KEYS[2]) == 'hash' and redis.call('HLEN', KEYS[2]) <= tonumber(ARGV[3]) then
+  out[2] = redis.call('HGETALL', KEYS[2])
+end
+local cursor, n = '0', 0
+repeat
+  local page = redis.call('HSCAN', KEYS[1], cursor, 'COUNT', 256)
+  cursor = page[1]
+  local items = page[2]
+  for i = 1, #items, 2 do
+    if n < most then
+      n = n + 1
+      local value = items[i + 1]
+      out[#out + 1] = items[i]
+      if #value > biggest then out[#out + 1] = #value else out[#out + 1] = value end
+    end
+  end
+until cursor == '0' or n >= most
+return out
+"""
+
+# KEYS: the reports, the retired sums. ARGV: field, its length, its value ('' : any of that
+# length), then (retired field, increment) pairs. Deletes the field only if it still holds
+# what was read, and adds the increments then; returns 1 if it did.
+_REMOVE = """
+if redis.call('HSTRLEN', KEYS[1], ARGV[1]) ~= tonumber(ARGV[2]) then return 0 end
+if ARGV[3] ~= '' and redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[3] then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1])
+for i = 4, #ARGV, 2 do redis.pcall('HINCRBY', KEYS[2], ARGV[i], ARGV[i + 1]) end
+return 1
+"""
+
+
+@dataclass
+class Fleet:
+    """One read of the reports (see the module doc)."""
+
+    active: int = 0
+    backlog: list[tuple[str, int]] = field(default_factory=list)  # top agents, then ("other", rest)
+    refusals: list[tuple[str, int]] = field(default_factory=list)  # top agents, then ("other", rest + retired)
+    hooks: dict[str, list[float]] = field(default_factory=dict)  # hook (or "other") -> ROW, summed
+    prefetch: dict[str, int] = field(default_factory=dict)  # outcome -> count
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> records
+    removed: int = 0
+
+
+def _top(values: list[tuple[str, int]], top: int, rest: int = 0) -> list[tuple[str, int]]:
+    """The ``top`` largest (ties by name), then ``other`` with the rest summed (plus ``rest``)."""
+    kept = heapq.nsmallest(top, values, key=lambda kv: (-kv[1], kv[0])) if top else []
+    return kept + [(OTHER, sum(v for _, v in values) - sum(v for _, v in kept) + rest)]
+
+
+def _fold(report: AgentReport) -> list[Any]:
+    """(retired field, increment) pairs, flat, of a removed report's counts."""
+    out: dict[str, int] = {"refusals": report.refused + report.invalid}
+    for outcome in PREFETCH_OUTCOMES:
+        out[f"prefetch:{outcome}"] = getattr(report.prefetch, outcome)
+    for hook, packed in report.hooks.items():
+        label = hook if hook in HOOKS else OTHER
+        for i, n in enumerate(unpack_row(packed)):
+            name = f"hook:{label}:{i if i < ROW - 1 else 'sum'}"
+            out[name] = out.get(name, 0) + n
+    return [x for name, n in out.items() if n for x in (name, n)]
+
+
+def _sum_rows(rows: dict[str, list[bytes]]) -> dict[str, list[float]]:
+    """Each label's packed rows (``ROW`` unsigned 64-bit integers each) summed column by
+    column, as floats (what the exposition shows; exact up to 2**53, and no sum overflows)."""
+    import numpy as np
+
+    out: dict[str, list[float]] = {}
+    for label, packed in rows.items():
+        if packed:
+            table = np.frombuffer(b"".join(packed), dtype="<u8").reshape(len(packed), ROW)
+            out[label] = table.sum(axis=0, dtype=np.float64).tolist()
+    return out
+
+
+class FleetReader:
+    """Reads the fleet's figures from one Redis (see the module doc); thread-safe."""
+
+    def __init__(self, client: redis.Redis, prefix: str, *, top: int, active_within: float,
+                 keep: float = KEEP_S, max_reports: int = MAX_REPORTS) -> None:
+        self.client = client
+        self.keys = [keys.agent_reports(prefix), keys.agent_reports_retired(prefix)]
+        self.top = top
+        self.active_within = active_within
+        self.keep = keep
+        self.max_reports = max_reports
+        self._scan = client.register_script(_SCAN)
+        self._remove = client.register_script(_REMOVE)
+        self._lock = threading.Lock()
+        # skipped records: field -> (what it held, monotonic time it was first seen holding it)
+        self._unchanged: dict[bytes, tuple[bytes | int, float]] = {}
+        self._warned = False
+
+    def read(self, now: float | None = None) -> Fleet:
+        """The fleet's figures now; removes what is due (see the module doc). Raises only
+        what Redis raises for the read itself."""
+        now = time.time() if now is None else now
+        reply = self._scan(keys=self.keys, args=[self.max_reports, MAX_REPORT_BYTES, MAX_RETIRED_FIELDS])
+        fleet = Fleet(skipped=dict.fromkeys(SKIP_REASONS, 0))
+        if not reply or reply[0] == -1:
+            fleet.skipped["malformed"] += 1  # the key holds no hash: one malformed record
+            reply = [0, []]
+        total, retired_flat, pairs = int(reply[0]), reply[1], reply[2:]
+        records: dict[str, tuple[AgentReport, bytes]] = {}
+        skipped: dict[bytes, bytes | int] = {}  # field -> what it held
+        seen: set[bytes] = set()
+        for i in range(0, len(pairs) - 1, 2):
+            name, value = pairs[i], pairs[i + 1]
+            if not isinstance(name, bytes) or name in seen:
+                continue
+            seen.add(name)
+            if isinstance(value, int):
+                fleet.skipped["oversized"] += 1
+                skipped[name] = value
+                continue
+            try:
+                agent, report = decode_report(name, value)
+            except ReportError:
+                fleet.skipped["malformed"] += 1
+                skipped[name] = value
+                continue
+            if report.at > now + MAX_AHEAD_S:
+                fleet.skipped["ahead"] += 1
+                skipped[name] = value
+                continue
+            records[agent] = (report, value)
+        fleet.skipped["unread"] = max(0, total - len(seen))
+        retired = self._retired(retired_flat)
+        self._sum(fleet, records, retired, now)
+        fleet.removed = self._remove_due(records, skipped, now, complete=total <= len(seen))
+        return fleet
+
+    # -- summing ---------------------------------------------------------------------------
+    def _retired(self, flat: list[Any]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for i in range(0, len(flat) - 1, 2):
+            try:
+                name, value = flat[i].decode("ascii"), int(flat[i + 1])
+            except (AttributeError, UnicodeDecodeError, ValueError):
+                continue
+            if name in _RETIRED and 0 <= value < 1 << 63:
+                out[name] = value
+            elif not self._warned:
+                self._warned = True
+                log.warning("fleet.retired_unreadable", field=name[:80],
+                            action="left out of the sums; the retired sums are written by the readers only")
+        return out
+
+    def _sum(self, fleet: Fleet, records: dict[str, tuple[AgentReport, bytes]], retired: dict[str, int],
+             now: float) -> None:
+        active = [(agent, report) for agent, (report, _) in records.items() if now - report.at <= self.active_within]
+        fleet.active = len(active)
+        fleet.backlog = _top([(agent, r.backlog) for agent, r in active], self.top)
+        fleet.refusals = _top([(agent, r.refused + r.invalid) for agent, (r, _) in records.items()], self.top,
+                              rest=retired.get("refusals", 0))
+        prefetch = [retired.get(f"prefetch:{o}", 0) for o in PREFETCH_OUTCOMES]
+        rows: dict[str, list[bytes]] = {label: [] for label in _HOOK_LABELS}  # packed rows, summed below
+        others = rows[OTHER]
+        for report, _ in records.values():
+            p = report.prefetch
+            prefetch[0] += p.fresh
+            prefetch[1] += p.cached
+            prefetch[2] += p.empty
+            for hook, packed in report.hooks.items():
+                rows.get(hook, others).append(packed)
+        fleet.hooks = _sum_rows(rows)
+        for label in _HOOK_LABELS:  # what removed reports counted
+            before = [retired.get(f"hook:{label}:{i}", 0) for i in range(ROW - 1)] + [retired.get(f"hook:{label}:sum", 0)]
+            if any(before):
+                now_sum = fleet.hooks.get(label)
+                fleet.hooks[label] = [float(b) for b in before] if now_sum is None else [
+                    a + b for a, b in zip(now_sum, before)]
+        fleet.prefetch = dict(zip(PREFETCH_OUTCOMES, prefetch))
+
+    # -- removing --------------------------------------------------------------------------
+    def _remove_due(self, records: dict[str, tuple[AgentReport, bytes]], skipped: dict[bytes, bytes | int],
+                    now: float, complete: bool) -> int:
+        """Remove (at most MAX_REMOVALS) reports older than ``keep`` and skipped records held
+        unchanged for as long; returns how many this read removed."""
+        due: list[tuple[bytes, bytes | int, list[Any]]] = []
+        for agent, (report, data) in records.items():
+            if now - report.at > self.keep and len(due) < MAX_REMOVALS:
+                due.append((agent.encode("ascii"), data, _fold(report)))
+        mono = time.monotonic()
+        with self._lock:
+            if complete:  # every field was read: forget the ones that are gone
+                for name in [n for n in self._unchanged if n not in skipped]:
+                    del self._unchanged[name]
+            for name, value in skipped.items():
+                mark = value if isinstance(value, int) else hashlib.blake2b(value, digest_size=16).digest()
+                held = self._unchanged.get(name)
+                if held is None or held[0] != mark:
+                    self._unchanged[name] = (mark, mono)
+                elif mono - held[1] > self.keep and len(due) < MAX_REMOVALS:
+                    due.append((name, value, []))
+        if not due:
+            return 0
+        pipe = self.client.pipeline(transaction=False)
+        for name, held_value, increments in due:
+            length, expected = (held_value, b"") if isinstance(held_value, int) else (len(held_value), held_value)
+            self._remove(keys=self.keys, args=[name, length, expected, *increments], client=pipe)
+        try:
+            done = pipe.execute(raise_on_error=False)
+        except redis.RedisError as exc:
+            log.warning("fleet.remove_failed", error=f"{type(exc).__name__}: {exc}"[:300],
+                        action="the figures of this scrape stand; the next one tries again")
+            return 0
+        with self._lock:
+            for (name, _, _), ok in zip(due, done):
+                if ok == 1:
+                    self._unchanged.pop(name, None)
+        return sum(1 for ok in done if ok == 1)
