@@ -58,7 +58,7 @@ def test_a_retracted_event_leaves_neither_its_facts_nor_its_count(redis_client):
     assert not redis_client.exists(events_key)
 
 
-# -- one atomic read-plan-write per fact, retried when another writer won ---------------
+# -- one atomic read-plan-write, retried when another writer won ----------------------------
 def _located(fid: str, value: str, at: float) -> Fact:
     return Fact(id=fid, tenant="t1", agent="a", subject="user", kind="identity", key="location",
                 value=value, text=f"I live in {value}", confidence=0.9, valid_from=at, event_ids=[f"e-{fid}"])
@@ -82,13 +82,13 @@ def test_a_write_that_lands_between_the_read_and_the_commit_makes_the_assert_sta
     plans = []
     real_plan = FactsTable._plan
 
-    def plan_with_a_rival(self, pipe, *args):
-        plans.append(args[-1].value if args[-1] else None)  # the current fact this attempt read
+    def plan_with_a_rival(self, fact, cur):
+        plans.append(cur.value if cur else None)  # the current fact this attempt read
         if len(plans) == 1:  # another worker commits a newer value under our WATCH
             monkeypatch.setattr(FactsTable, "_plan", real_plan)
             rival.assert_fact(_located("f3", "Rome", 3.0), single=True)
             monkeypatch.setattr(FactsTable, "_plan", plan_with_a_rival)
-        return real_plan(self, pipe, *args)
+        return real_plan(self, fact, cur)
 
     monkeypatch.setattr(FactsTable, "_plan", plan_with_a_rival)
     outcome = table.assert_fact(_located("f2", "Berlin", 2.0), single=True)
@@ -96,6 +96,29 @@ def test_a_write_that_lands_between_the_read_and_the_commit_makes_the_assert_sta
     assert outcome == "history"  # Berlin (t=2) is older than Rome (t=3): never the current fact
     assert [f.value for f in table.query("t1")] == ["Rome"]
     assert {f.id: f.superseded_by for f in table.query("t1", history=True)} == {"f1": "f3", "f2": "f3", "f3": ""}
+
+
+def test_a_write_that_lands_while_a_batch_is_planned_makes_the_whole_batch_start_over(redis_client, monkeypatch):
+    table = FactsTable(redis_client, "p")
+    table.assert_fact(_located("f1", "Paris", 1.0), single=True)
+    rival = FactsTable(redis_client, "p")
+    real_plan = FactsTable._plan
+    rivals = []
+
+    def plan_with_a_rival(self, fact, cur):
+        if not rivals:  # before the first fact of the first attempt is planned
+            rivals.append(True)
+            monkeypatch.setattr(FactsTable, "_plan", real_plan)
+            rival.assert_fact(_located("f3", "Rome", 3.0), single=True)
+            monkeypatch.setattr(FactsTable, "_plan", plan_with_a_rival)
+        return real_plan(self, fact, cur)
+
+    monkeypatch.setattr(FactsTable, "_plan", plan_with_a_rival)
+    outcomes = table.assert_facts([(_located("f2", "Berlin", 2.0), True), (_located("f4", "Oslo", 4.0), True)])
+
+    assert outcomes == ["history", "superseded"]  # planned again over Rome: Berlin older, Oslo newer
+    assert {f.id: f.superseded_by for f in table.query("t1", history=True)} == {
+        "f1": "f3", "f2": "f3", "f3": "f4", "f4": ""}
 
 
 # -- a batch of asserts: one transaction, the outcomes of one assert after the other -------------
