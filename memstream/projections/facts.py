@@ -20,10 +20,10 @@ from memstream.producers import (
 )
 from memstream.projections.base import Delivery, group_name
 from memstream.projections.counters import Counters
-from memstream.projections.facts_table import Fact, FactsTable, fact_id
+from memstream.projections.facts_table import Fact, FactsTable, fact_ids
 from memstream.projections.memories import match_entry
 from memstream.projections.tombstones import Tombstones
-from memstream.text import BoilerplateFilter, extract_facts, is_single_valued, redact
+from memstream.text import BoilerplateFilter, FactCandidate, extract_facts, is_single_valued, redact
 
 
 class FactsProjection:
@@ -81,15 +81,19 @@ class FactsProjection:
         return []
 
     def apply(self, batch: Sequence[Delivery]) -> None:
+        """Apply the batch in order. The facts of consecutive events are asserted together
+        (``FactsTable.assert_facts``: one transaction); a forgotten event or a memory entry
+        removed or replaced first asserts the facts before it, then retracts."""
         outcomes: dict[str, int] = {}
         gone = self.tombstones.of_batch(batch, (TurnRecorded, MemoryWritten, MemoryRemembered))
-        forgotten: dict[str, bool] = {}  # tenant -> has any tombstone (fact ids are checked then)
+        extracted: list[tuple[Event, list[FactCandidate]]] = []  # facts waiting to be asserted, in order
         for d in batch:
             event = d.event
             if event.id in gone:
                 outcomes["tombstoned"] = outcomes.get("tombstoned", 0) + 1
                 continue
             if isinstance(event, MemoryForgotten):
+                self._assert(extracted, outcomes)
                 self.tombstones.add(event.scope.tenant, event.forgotten_id)
                 removed = self.table.retract_event(event.scope.tenant, event.forgotten_id)
                 removed += self.table.forget_fact(event.scope.tenant, event.forgotten_id)  # a fact's own id
@@ -97,6 +101,7 @@ class FactsProjection:
                 outcomes["forgotten"] = outcomes.get("forgotten", 0) + removed
                 continue
             if isinstance(event, MemoryWritten) and event.action in ("replace", "remove"):
+                self._assert(extracted, outcomes)
                 self._retract_entry(event)
             if isinstance(event, MemoryRemembered) or (isinstance(event, MemoryWritten)
                                                         and event.action != "remove"):
@@ -106,20 +111,33 @@ class FactsProjection:
             candidates = [cand for text, speaker in self._sources(event)
                           for cand in extract_facts(redact(text)[0], speaker=speaker)]
             if candidates:
-                self.table.note_extracted(event.scope.tenant, event.id, len(candidates))
-            for index, cand in enumerate(candidates, 1):
-                if cand.confidence < self.min_confidence:
-                    continue
-                fid = fact_id(event.id, index)
-                if self.tombstones.has(event.scope.tenant, fid, forgotten):
-                    outcomes["tombstoned"] = outcomes.get("tombstoned", 0) + 1
-                    continue
-                fact = Fact(
-                    id=fid, tenant=event.scope.tenant,
-                    agent=event.scope.agent, subject=cand.subject, kind=cand.kind, key=cand.key,
-                    value=cand.value, text=cand.text, confidence=cand.confidence,
-                    valid_from=event.occurred_at.timestamp(), event_ids=[event.id],
-                    session_id=event.scope.session_id)
-                outcome = self.table.assert_fact(fact, is_single_valued(cand.key))
-                outcomes[outcome] = outcomes.get(outcome, 0) + 1
+                extracted.append((event, candidates))
+        self._assert(extracted, outcomes)
         self.counters.add(**outcomes)
+
+    def _assert(self, extracted: list[tuple[Event, list[FactCandidate]]], outcomes: dict[str, int]) -> None:
+        """Assert the facts of ``extracted`` (events and their candidates, in order) that
+        are confident enough and not forgotten, noting each event's count first, in one
+        transaction; count the outcomes; empty ``extracted``."""
+        if not extracted:
+            return
+        kept: list[tuple[Event, str, FactCandidate]] = []
+        for event, candidates in extracted:
+            ids = fact_ids(event.id, 1, len(candidates))
+            kept += [(event, fid, cand) for fid, cand in zip(ids, candidates) if cand.confidence >= self.min_confidence]
+        forgotten = self.tombstones.among([(event.scope.tenant, fid) for event, fid, _ in kept]) if kept else set()
+        facts = []
+        for event, fid, cand in kept:
+            if fid in forgotten:
+                outcomes["tombstoned"] = outcomes.get("tombstoned", 0) + 1
+                continue
+            facts.append((Fact(
+                id=fid, tenant=event.scope.tenant,
+                agent=event.scope.agent, subject=cand.subject, kind=cand.kind, key=cand.key,
+                value=cand.value, text=cand.text, confidence=cand.confidence,
+                valid_from=event.occurred_at.timestamp(), event_ids=[event.id],
+                session_id=event.scope.session_id), is_single_valued(cand.key)))
+        notes = [(event.scope.tenant, event.id, len(candidates)) for event, candidates in extracted]
+        for outcome in self.table.assert_facts(facts, notes):
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        extracted.clear()

@@ -19,18 +19,23 @@ Guarantees: ``assert_fact`` is idempotent (the fact id derives from the event id
 the fact's index in it) and atomic per tenant (WATCH/MULTI, retried); a new value in a
 slot supersedes the old fact, which gets ``valid_to`` and stays as history; the same
 value again only adds provenance; an older event replayed after a newer one becomes
-history, never the current fact.
+history, never the current fact. ``assert_facts`` asserts a batch with the outcome and the
+effect of ``assert_fact`` on each fact in turn (two facts of one slot in a batch
+included), in one transaction for the batch: one read of what the batch needs, one
+write, the whole batch planned again when another writer changed a table it touches.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import msgspec
 import redis
+from redis.exceptions import NoScriptError
 
-from memstream.core import keys
+from memstream.core import as_str, keys
 from memstream.projections.stores.port import named_uuid
 
 __all__ = ["Fact", "FactsTable", "PROBED_FACTS", "fact_id", "fact_ids"]
@@ -85,6 +90,48 @@ def _norm(value: str) -> str:
     return " ".join(value.casefold().split())
 
 
+# What a batch of asserts reads, in one round trip: KEYS are each tenant's facts hash and
+# current hash, in pairs; ARGV per tenant: n, n fact ids, m, m slots. Per tenant it returns
+# {whether each fact id is stored (1/0), each slot's current fact id, that fact}.
+_LOOKUP = """
+local out, a = {}, 1
+for t = 1, #KEYS, 2 do
+  local n = tonumber(ARGV[a]); a = a + 1
+  local stored = {}
+  for i = 1, n do stored[i] = redis.call('HEXISTS', KEYS[t], ARGV[a]); a = a + 1 end
+  local m = tonumber(ARGV[a]); a = a + 1
+  local ids, facts = {}, {}
+  for i = 1, m do
+    local id = redis.call('HGET', KEYS[t + 1], ARGV[a]); a = a + 1
+    ids[i] = id
+    facts[i] = id and redis.call('HGET', KEYS[t], id)
+  end
+  out[#out + 1] = {stored, ids, facts}
+end
+return out
+"""
+_LOOKUP_SHA = hashlib.sha1(_LOOKUP.encode()).hexdigest()
+
+
+class _TenantPlan:
+    """One tenant's share of a batch of asserts: what was read, and what planning changed
+    (facts by id, slots), for the facts that come after it in the batch and for the write."""
+
+    __slots__ = ("facts_key", "current_key", "stored", "current", "facts", "written", "moved")
+
+    def __init__(self, facts_key: str, current_key: str) -> None:
+        self.facts_key, self.current_key = facts_key, current_key
+        self.stored: set[str] = set()  # fact ids in the table (read, or written by this batch)
+        self.current: dict[str, str] = {}  # slot -> its current fact id
+        self.facts: dict[str, Fact] = {}  # id -> fact, for the current facts of the slots read
+        self.written: dict[str, Fact] = {}  # id -> fact to write
+        self.moved: dict[str, str] = {}  # slot -> the fact id that becomes its current one
+
+
+def _copy(fact: Fact) -> Fact:
+    return msgspec.structs.replace(fact, event_ids=list(fact.event_ids))
+
+
 class FactsTable:
     """The facts of the facts projection's version ``version``, every tenant's."""
 
@@ -107,7 +154,7 @@ class FactsTable:
         """Record that ``count`` facts were extracted from ``event_id`` (their ids are
         ``fact_id(event_id, 1..count)``), when that is more than ``PROBED_FACTS``. Called
         before the facts are asserted: a reader may look up an id not stored yet, never
-        miss one that is."""
+        miss one that is (``assert_facts`` writes it with the facts, atomically)."""
         if count > PROBED_FACTS:
             self.client.hset(self._events_key(tenant), event_id, count)
 
@@ -139,52 +186,115 @@ class FactsTable:
 
     def assert_fact(self, fact: Fact, single: bool) -> str:
         """Record ``fact``; returns "new", "superseded", "history", "confirmed" or "duplicate"."""
-        facts_key, current_key = self._keys(fact.tenant)
-        slot = self.slot(fact.agent, fact.subject, fact.key, fact.value, single)
+        return self.assert_facts([(fact, single)])[0]
 
-        def attempt(pipe: redis.client.Pipeline) -> str:
-            # runs with both keys WATCHed; redis-py re-runs it when either changed before EXEC
-            if pipe.hexists(facts_key, fact.id):
-                pipe.unwatch()
-                return "duplicate"
-            cur_id = pipe.hget(current_key, slot)
-            cur = None
-            if cur_id is not None:
-                raw = pipe.hget(facts_key, cur_id)
-                cur = _dec.decode(raw) if raw else None
+    def assert_facts(self, facts: Sequence[tuple[Fact, bool]],
+                     extracted: Sequence[tuple[str, str, int]] = ()) -> list[str]:
+        """Record each ``(fact, single)`` in order, as ``assert_fact`` one after the other
+        would (a fact sees those before it in the batch), and note each ``(tenant, event
+        id, count)`` of ``extracted`` as ``note_extracted`` does, in the same transaction,
+        ahead of the facts. Returns each fact's outcome, in order.
+
+        One transaction for the batch: its tenants' tables are WATCHed, read in one round
+        trip, planned here and written in one MULTI/EXEC; when another writer changed one
+        of them in between, the batch is read and planned again (redis-py's
+        ``transaction``). The facts given are never changed (planning works on copies)."""
+        notes = [(tenant, eid, count) for tenant, eid, count in extracted if count > PROBED_FACTS]
+        if not facts:
+            if notes:
+                with self.client.pipeline(transaction=True) as pipe:
+                    for tenant, eid, count in notes:
+                        pipe.hset(self._events_key(tenant), eid, count)
+                    pipe.execute()
+            return []
+        slots = [self.slot(f.agent, f.subject, f.key, f.value, single) for f, single in facts]
+        tenants: dict[str, tuple[list[str], dict[str, None]]] = {}  # tenant -> its fact ids, its slots
+        for (fact, _), slot in zip(facts, slots):
+            ids, wanted = tenants.setdefault(fact.tenant, ([], {}))
+            ids.append(fact.id)
+            wanted[slot] = None
+        watched = [key for tenant in tenants for key in self._keys(tenant)]
+
+        def attempt(pipe: redis.client.Pipeline) -> list[str]:
+            # runs with every table WATCHed; redis-py re-runs it when one changed before EXEC
+            tables = self._lookup(pipe, tenants)
+            outcomes = [self._assert_in(tables[fact.tenant], _copy(fact), slot)
+                        for (fact, _), slot in zip(facts, slots)]
             pipe.multi()
-            return self._plan(pipe, facts_key, current_key, slot, fact, cur)
+            for tenant, eid, count in notes:
+                pipe.hset(self._events_key(tenant), eid, count)
+            for table in tables.values():
+                if table.written:
+                    pipe.hset(table.facts_key, mapping={fid: _enc.encode(f) for fid, f in table.written.items()})
+                if table.moved:
+                    pipe.hset(table.current_key, mapping={slot: fid for slot, fid in table.moved.items()})
+            return outcomes
 
-        # with value_from_callable the transaction returns what ``attempt`` returns (str);
+        # with value_from_callable the transaction returns what ``attempt`` returns;
         # redis-py's types say the callable returns None
-        outcome = self.client.transaction(attempt, facts_key, current_key,  # type: ignore[arg-type]  # typed as returning None
-                                          value_from_callable=True)
-        assert isinstance(outcome, str)
+        outcomes = self.client.transaction(attempt, *watched,  # type: ignore[arg-type]  # typed as returning None
+                                           value_from_callable=True)
+        assert isinstance(outcomes, list)
+        return outcomes
+
+    def _lookup(self, pipe: redis.client.Pipeline,
+                tenants: dict[str, tuple[list[str], dict[str, None]]]) -> dict[str, _TenantPlan]:
+        """What the batch needs of each tenant's table, read in one round trip (``_LOOKUP``)."""
+        script_keys: list[str] = []
+        args: list[str | int] = []
+        for tenant, (ids, wanted) in tenants.items():
+            script_keys += self._keys(tenant)
+            args += [len(ids), *ids, len(wanted), *wanted]
+        try:
+            replies = pipe.evalsha(_LOOKUP_SHA, len(script_keys), *script_keys, *args)
+        except NoScriptError:  # the server's script cache was flushed (or never had it)
+            replies = pipe.eval(_LOOKUP, len(script_keys), *script_keys, *args)
+        tables = {}
+        for (tenant, (ids, wanted)), (stored, current, raws) in zip(tenants.items(), replies):
+            table = _TenantPlan(*self._keys(tenant))
+            table.stored = {fid for fid, flag in zip(ids, stored) if flag}
+            for slot, fid, raw in zip(wanted, current, raws):
+                if fid is None:
+                    continue
+                table.current[slot] = as_str(fid)
+                if raw:
+                    table.facts[as_str(fid)] = _dec.decode(raw)
+            tables[tenant] = table
+        return tables
+
+    def _assert_in(self, table: _TenantPlan, fact: Fact, slot: str) -> str:
+        """Plan ``fact`` into ``table`` as it stands after the facts before it; its outcome."""
+        if fact.id in table.stored:
+            return "duplicate"
+        cur_id = table.current.get(slot)
+        cur = table.facts.get(cur_id) if cur_id is not None else None
+        outcome, changed, becomes_current = self._plan(fact, cur)
+        for f in changed:
+            table.facts[f.id] = table.written[f.id] = f
+            table.stored.add(f.id)
+        if becomes_current:
+            table.current[slot] = table.moved[slot] = fact.id
         return outcome
 
-    def _plan(self, pipe: redis.client.Pipeline, facts_key: str, current_key: str, slot: str, fact: Fact,
-              cur: Fact | None) -> str:
+    def _plan(self, fact: Fact, cur: Fact | None) -> tuple[str, tuple[Fact, ...], bool]:
+        """What asserting ``fact`` into a slot whose current fact is ``cur`` does: its
+        outcome, the facts to write (changed in place), and whether ``fact`` becomes the
+        slot's current fact."""
         if cur is None:
-            pipe.hset(facts_key, fact.id, _enc.encode(fact))
-            pipe.hset(current_key, slot, fact.id)
-            return "new"
+            return "new", (fact,), True
         if _norm(cur.value) == _norm(fact.value):
+            known = len(cur.event_ids)
             for eid in fact.event_ids:
                 if eid not in cur.event_ids:
                     cur.event_ids.append(eid)
-            pipe.hset(facts_key, cur.id, _enc.encode(cur))
-            return "confirmed"
+            return "confirmed", ((cur,) if len(cur.event_ids) > known else ()), False
         if fact.valid_from < cur.valid_from:  # an older statement, replayed late
             fact.valid_to = cur.valid_from
             fact.superseded_by = cur.id
-            pipe.hset(facts_key, fact.id, _enc.encode(fact))
-            return "history"
+            return "history", (fact,), False
         cur.valid_to = fact.valid_from
         cur.superseded_by = fact.id
-        pipe.hset(facts_key, cur.id, _enc.encode(cur))
-        pipe.hset(facts_key, fact.id, _enc.encode(fact))
-        pipe.hset(current_key, slot, fact.id)
-        return "superseded"
+        return "superseded", (cur, fact), True
 
     def retract_event(self, tenant: str, event_id: str) -> int:
         """Remove every fact whose only source is ``event_id`` (a forgotten event)."""

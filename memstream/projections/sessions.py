@@ -98,19 +98,24 @@ class SessionsIndex:
     def _bookends(self, tenant: str) -> str:
         return keys.session_bookends(self.prefix, self.version, tenant)
 
-    def record(self, event: TurnRecorded, text: str) -> int:
+    def record(self, event: TurnRecorded, text: str, pipe: redis.client.Pipeline | None = None) -> int:
+        """Record a turn of a session (with ``pipe``: queued there, the reply is the
+        pipeline's; returns 0)."""
         s = event.scope
         ts = event.occurred_at.timestamp()
         key = f"{ts:018.6f}|{event.id}"
-        return int(self._update(
+        reply = self._update(
             keys=[self._hash(s.tenant, s.session_id), self._zset(s.tenant), self._zset(s.tenant, s.agent),
                   self._bookends(s.tenant)],
             args=[key, event.id, text, event.occurred_at.isoformat(), ts, s.agent, s.session_id,
-                  max(0, int(event.turn_index))]))
+                  max(0, int(event.turn_index))], client=pipe)
+        return 0 if pipe is not None else int(reply)
 
-    def forget(self, tenant: str, event_id: str) -> int:
-        """Blank the bookend text of a forgotten turn; the number of bookends blanked."""
-        return int(self._forget(keys=[self._bookends(tenant)], args=[event_id, self._hash(tenant, "")]))
+    def forget(self, tenant: str, event_id: str, pipe: redis.client.Pipeline | None = None) -> int:
+        """Blank the bookend text of a forgotten turn; the number of bookends blanked (with
+        ``pipe``: queued there, that number is its reply in the pipeline's; returns 0)."""
+        reply = self._forget(keys=[self._bookends(tenant)], args=[event_id, self._hash(tenant, "")], client=pipe)
+        return 0 if pipe is not None else int(reply)
 
     def recent(self, tenant: str, agent: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
         """Newest sessions first (``agent`` None: every agent of the tenant)."""
@@ -147,8 +152,12 @@ class SessionsProjection:
         self.tombstones = Tombstones(client, prefix)
 
     def apply(self, batch: Sequence[Delivery]) -> None:
-        recorded = forgotten = 0
+        """Apply the batch in one pipeline (one round trip, and one to check the scripts
+        are loaded), its scripts in the order of the log."""
+        recorded = 0
         gone = self.tombstones.of_batch(batch, (TurnRecorded,))
+        pipe = self.index.client.pipeline(transaction=False)
+        forgets: list[int] = []  # where the replies of the forget scripts are
         for d in batch:
             event = d.event
             if event.id in gone:
@@ -157,9 +166,11 @@ class SessionsProjection:
                 text, _ = redact(self._boilerplate.clean(event.user_text).strip())
                 if len(text) > _TEXT_CHARS:
                     text = text[: _TEXT_CHARS - 1].rstrip() + "…"
-                self.index.record(event, text)
+                self.index.record(event, text, pipe)
                 recorded += 1
             elif isinstance(event, MemoryForgotten):
-                self.tombstones.add(event.scope.tenant, event.forgotten_id)
-                forgotten += self.index.forget(event.scope.tenant, event.forgotten_id)
-        self.counters.add(turns=recorded, forgotten=forgotten)
+                self.tombstones.add(event.scope.tenant, event.forgotten_id, pipe)
+                forgets.append(len(pipe))
+                self.index.forget(event.scope.tenant, event.forgotten_id, pipe)
+        replies = pipe.execute() if len(pipe) else []
+        self.counters.add(turns=recorded, forgotten=sum(int(replies[i]) for i in forgets))

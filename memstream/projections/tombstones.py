@@ -27,8 +27,9 @@ class Tombstones:
     def _key(self, tenant: str) -> str:
         return keys.tombstones(self.prefix, tenant)
 
-    def add(self, tenant: str, item_id: str) -> None:
-        self.client.sadd(self._key(tenant), item_id)
+    def add(self, tenant: str, item_id: str, pipe: redis.client.Pipeline | None = None) -> None:
+        """Record that ``item_id`` was forgotten (with ``pipe``: queued there)."""
+        (pipe if pipe is not None else self.client).sadd(self._key(tenant), item_id)
 
     def has(self, tenant: str, item_id: str, any_cache: dict[str, bool]) -> bool:
         """Whether ``item_id`` was forgotten; skips the lookup for a tenant without tombstones

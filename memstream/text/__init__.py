@@ -15,7 +15,7 @@ from memstream.text.facts.kinds import FACT_KINDS
 if TYPE_CHECKING:
     from memstream.text.boilerplate import BoilerplateFilter
     from memstream.text.chunking import chunk
-    from memstream.text.facts import extract_facts, is_single_valued
+    from memstream.text.facts import FactCandidate, extract_facts, is_single_valued
     from memstream.text.redaction import redact
     from memstream.text.scripts import CJK
     from memstream.text.tokens import CHARS_PER_TOKEN, estimate_tokens, prompt_tokens
@@ -29,6 +29,7 @@ __all__ = [
     "estimate_tokens",
     "extract_facts",
     "FACT_KINDS",
+    "FactCandidate",
     "is_single_valued",
     "prompt_tokens",
     "redact",
@@ -41,6 +42,7 @@ _LAZY = {
     "CJK": "memstream.text.scripts",
     "estimate_tokens": "memstream.text.tokens",
     "extract_facts": "memstream.text.facts",
+    "FactCandidate": "memstream.text.facts",
     "is_single_valued": "memstream.text.facts",
     "prompt_tokens": "memstream.text.tokens",
     "redact": "memstream.text.redaction",

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 import pytest
 from fact_cases import DEV_CASES, HELD_OUT_CASES
+from fuzzing import examples
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from memstream.text.facts import FACT_KINDS, FactCandidate, extract_facts, is_single_valued
+from memstream.text.facts.patterns import gate_fold
 
 # Known misses, kept in the matrix so the precision/recall figures stay honest.
 KNOWN_WRONG = {
@@ -218,3 +225,66 @@ def test_the_agents_process_describes_the_facts_tool_without_loading_the_extract
              "print(sorted(m for m in sys.modules if m.startswith('memstream.text.facts.')))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['memstream.text.facts.kinds']"
+
+
+# -- gates: the words a gated pattern needs, looked for before it scans ----------------------
+def _gated():
+    from memstream.text.facts import patterns
+
+    found = []
+    for name, value in vars(patterns).items():
+        items = value if isinstance(value, list) else [value]
+        for i, item in enumerate(items):
+            item = item[0] if isinstance(item, tuple) else item
+            if isinstance(item, patterns.Gated):
+                found.append(pytest.param(item, id=f"{name}[{i}]" if isinstance(value, list) else name))
+    return found
+
+
+# the letters a case-insensitive pattern also matches with a character that is not ASCII
+_EXOTIC = {"i": "\u0130\u0131", "I": "\u0130\u0131", "s": "\u017f", "S": "\u017f", "k": "\u212a", "K": "\u212a"}
+
+
+@pytest.mark.parametrize("gated", _gated())
+@hsettings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_every_text_a_gated_pattern_matches_contains_one_of_its_words(gated, data):
+    text = data.draw(st.from_regex(gated.rx))
+    swaps = data.draw(st.lists(st.integers(0, max(0, len(text) - 1)), max_size=4))
+    for i in swaps:  # a letter swapped for one the pattern matches it to, where there is one
+        if text and text[i] in _EXOTIC:
+            text = text[:i] + data.draw(st.sampled_from(_EXOTIC[text[i]])) + text[i + 1:]
+    if gated.rx.search(text):
+        assert gated.may_match(gate_fold(text))
+        assert gated.search(text, gate_fold(text)) is not None
+
+
+def test_the_gate_fold_knows_every_letter_a_case_insensitive_pattern_takes_for_an_ascii_one():
+    letter = re.compile("[a-z]", re.I)
+    others = {chr(c) for c in range(128, 0x110000) if letter.fullmatch(chr(c))}
+    assert others == set("\u0130\u0131\u017f\u212a")
+    for ch in others:
+        folded = gate_fold(ch)
+        assert len(folded) == 1 and re.fullmatch(folded, ch, re.I)
+    assert gate_fold("I LIVE IN Paris, İstanbul ſide") == "i live in paris, istanbul side"
+
+
+_ODD_TEXTS = ["I\u2019m Ada", "I\u2019m from İzmir", "MY NAME IS ADA", "my name is ada", "I ЛЮБЛЮ Rust, I love Go",
+              "I live in Kraków", "I LIVE IN KRAKÓW", "I work at Ünicorn GmbH", "I use Rust 🦀 daily",
+              "We uſe Zig for the build", "I\u02bcm ba\u017fed in O\u017flo", "I\u2019ve been living in Lyon",
+              "my favourite editor is Helix", "My e-mail is ada@example.com", "Je m\u2019appelle Zoé",
+              "Ich wohne jetzt in Köln", "I'm a data engineer at Acme", "I joined Globex last year"]
+
+
+def test_the_gates_change_no_fact_that_the_patterns_alone_give(monkeypatch):
+    from memstream.text.facts.patterns import Gated
+
+    texts = [text for text, _, _ in DEV_CASES + HELD_OUT_CASES] + _ODD_TEXTS
+    gated = [[(f.kind, f.subject, f.key, f.value) for f in extract_facts(t, speaker=sp)]
+             for t in texts for sp in ("user", "assistant")]
+    monkeypatch.setattr(Gated, "search", lambda self, text, folded: self.rx.search(text))
+    monkeypatch.setattr(Gated, "finditer", lambda self, text, folded: self.rx.finditer(text))
+
+    assert gated == [[(f.kind, f.subject, f.key, f.value) for f in extract_facts(t, speaker=sp)]
+                     for t in texts for sp in ("user", "assistant")]
+    assert any(gated)

@@ -143,7 +143,8 @@ def extract_facts(text: str, *, speaker: str = "user") -> list[FactCandidate]:
         return []
     out = _Out()
     user = speaker == "user"
-    text = text.translate(APOSTROPHES)
+    if not text.isascii():  # the apostrophes it maps are not ASCII: an ASCII text has none
+        text = text.translate(APOSTROPHES)
     prose: list[str] = []
     for line in text.splitlines():
         m = TERSE.match(line)
@@ -166,8 +167,10 @@ def extract_facts(text: str, *, speaker: str = "user") -> list[FactCandidate]:
             constraints(body, sentence, out.add)
             notes(body, sentence, out.add)
         lowered = body.lower()
-        if any(w in lowered for w in _DECISION_WORDS):
-            decisions(body, sentence, out.add, user)
+        for word in _DECISION_WORDS:  # a loop, not any(): this runs for every sentence
+            if word in lowered:
+                decisions(body, sentence, out.add, user)
+                break
         if _MAY_BE_VALUE.search(sentence):
             values(sentence, out.add)
     return out.facts

@@ -4,14 +4,18 @@ value (where it ends, whether it is a pronoun, how a list splits), identity ("my
 forms), preferences, tools, decisions, constraints, notes, and values (URLs, hosts,
 paths, ports, versions, and what a value belongs to).
 
-Each pattern is compiled once, when ``memstream.text.facts`` is first imported."""
+Each pattern is compiled once, when ``memstream.text.facts`` is first imported. The
+patterns a clause is read with by the dozen (identity, preferences, tools) are ``Gated``:
+each with words one of which a text must contain for it to match, looked for before the
+pattern scans (an exact shortcut: a text without them cannot match)."""
 
 from __future__ import annotations
 
 import re
+from typing import Iterator
 
 __all__ = [
-    "TERSE", "DETERMINERS", "TRAILING_PUNCT", "VALUE_STOP", "PRONOUN_VALUE", "LIST_SPLIT",
+    "Gated", "gate_fold", "TERSE", "DETERMINERS", "TRAILING_PUNCT", "VALUE_STOP", "PRONOUN_VALUE", "LIST_SPLIT",
     "LEADING_ADVERB", "NAME_WORD", "NAME_EXPLICIT", "NAME_IM", "ROLE", "ROLE_END", "ROLE_STOP",
     "EMPLOYER", "LOCATION", "ORIGIN", "MY_ATTR", "PREFERENCE", "DISLIKE_VERBS", "FAVORITE",
     "I_LEAD", "TOOL_USER", "TOOL_PROJECT", "TOOL_TRIM", "DECISION", "DECISION_STOP", "TOPIC",
@@ -19,6 +23,43 @@ __all__ = [
     "NAMED_PORT", "VERSION_V", "NUMBER", "VERSION_THING", "UNIT_AFTER", "OWNER_VERB",
     "THING_WORD",
 ]
+
+# The characters other than A-Z and a-z that a case-insensitive pattern (re.IGNORECASE)
+# matches to an ASCII letter: "İ", "ı" (i), "ſ" (s) and the Kelvin sign (k).
+_GATE_FOLD = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+
+
+def gate_fold(text: str) -> str:
+    """``text`` as ``Gated`` words are looked for in: lower case, the letters in
+    ``_GATE_FOLD`` mapped to the ASCII letters a case-insensitive pattern matches them to."""
+    return text.lower() if text.isascii() else text.translate(_GATE_FOLD).lower()
+
+
+class Gated:
+    """A pattern and its gate: words (lower case, ASCII, no spaces) one of which every
+    text the pattern matches contains. ``search`` and ``finditer`` look for the words in
+    the text's ``gate_fold`` first and scan with the pattern only when one is there."""
+
+    __slots__ = ("rx", "words")
+
+    def __init__(self, rx: re.Pattern[str], *words: str) -> None:
+        self.rx, self.words = rx, words
+
+    def may_match(self, folded: str) -> bool:
+        for w in self.words:  # a loop, not any(): this runs a few dozen times a clause
+            if w in folded:
+                return True
+        return False
+
+    def search(self, text: str, folded: str) -> re.Match[str] | None:
+        for w in self.words:
+            if w in folded:
+                return self.rx.search(text)
+        return None
+
+    def finditer(self, text: str, folded: str) -> Iterator[re.Match[str]]:
+        return self.rx.finditer(text) if self.may_match(folded) else iter(())
+
 
 # The terse notation: ``<mark>[<target>]: <text>``, one fact per line.
 TERSE = re.compile(
@@ -60,17 +101,19 @@ NAME_WORD = r"[^\W\d_][\w'\-]*"
 # (pattern, whether a lower-case name is accepted): "my name is alice" yes, "call me
 # later" no.
 NAME_EXPLICIT = [
-    (re.compile(_W + r"my\s+(?:full\s+|first\s+|real\s+)?name(?:\s+is|'s)\s+(?P<v>.+)", re.I), True),
-    (re.compile(_W + r"call\s+me\s+(?P<v>.+)", re.I), False),
-    (re.compile(_W + r"(?:mein\s+name\s+ist|ich\s+hei(?:ß|ss)e)\s+(?P<v>.+)", re.I), True),
-    (re.compile(_W + r"(?:je\s+m'appelle|mon\s+nom\s+est|mon\s+pr[ée]nom\s+est)\s+(?P<v>.+)", re.I), True),
-    (re.compile(_W + r"(?:me\s+llamo|mi\s+nombre\s+es)\s+(?P<v>.+)", re.I), True),
-    (re.compile(_W + r"(?:meu\s+nome\s+[ée]|mi\s+chiamo|il\s+mio\s+nome\s+[èe])\s+(?P<v>.+)", re.I), True),
+    (Gated(re.compile(_W + r"my\s+(?:full\s+|first\s+|real\s+)?name(?:\s+is|'s)\s+(?P<v>.+)", re.I), "name"), True),
+    (Gated(re.compile(_W + r"call\s+me\s+(?P<v>.+)", re.I), "call"), False),
+    (Gated(re.compile(_W + r"(?:mein\s+name\s+ist|ich\s+hei(?:ß|ss)e)\s+(?P<v>.+)", re.I), "mein", "ich"), True),
+    (Gated(re.compile(_W + r"(?:je\s+m'appelle|mon\s+nom\s+est|mon\s+pr[ée]nom\s+est)\s+(?P<v>.+)", re.I),
+           "appelle", "mon"), True),
+    (Gated(re.compile(_W + r"(?:me\s+llamo|mi\s+nombre\s+es)\s+(?P<v>.+)", re.I), "llamo", "nombre"), True),
+    (Gated(re.compile(_W + r"(?:meu\s+nome\s+[ée]|mi\s+chiamo|il\s+mio\s+nome\s+[èe])\s+(?P<v>.+)", re.I),
+           "nome", "chiamo"), True),
 ]
-NAME_IM = re.compile(_I + r"(?:'m|\s+am)\s+(?P<v>.+)")
+NAME_IM = Gated(re.compile(_I + r"(?:'m|\s+am)\s+(?P<v>.+)"), "'m", "am")
 ROLE = [
-    re.compile(_I + r"(?:'m|\s+am)\s+(?:now\s+|currently\s+)?(?:a|an)\s+(?P<v>.+)"),
-    re.compile(_I + r"\s+(?:currently\s+|now\s+)?work\s+as\s+(?:a|an)?\s*(?P<v>.+)", re.I),
+    Gated(re.compile(_I + r"(?:'m|\s+am)\s+(?:now\s+|currently\s+)?(?:a|an)\s+(?P<v>.+)"), "'m", "am"),
+    Gated(re.compile(_I + r"\s+(?:currently\s+|now\s+)?work\s+as\s+(?:a|an)?\s*(?P<v>.+)", re.I), "work"),
 ]
 ROLE_END = re.compile(
     r"\s+(?:at|for|in|with|from|who|and|on|by|since|based|living|located|working|currently|"
@@ -82,43 +125,48 @@ ROLE_STOP = re.compile(
     re.I,
 )
 EMPLOYER = [
-    re.compile(_I + r"\s+(?:currently\s+|now\s+|still\s+)?work\s+(?:at|for)\s+(?P<v>.+)"),
-    re.compile(_I + r"(?:'m|\s+am)\s+(?:currently\s+|now\s+)?(?:working|employed)\s+(?:at|for|by)\s+(?P<v>.+)"),
-    re.compile(_I + r"\s+(?:just\s+)?joined\s+(?P<v>[A-Z].+)"),
+    Gated(re.compile(_I + r"\s+(?:currently\s+|now\s+|still\s+)?work\s+(?:at|for)\s+(?P<v>.+)"), "work"),
+    Gated(re.compile(_I + r"(?:'m|\s+am)\s+(?:currently\s+|now\s+)?(?:working|employed)\s+(?:at|for|by)\s+(?P<v>.+)"),
+          "working", "employed"),
+    Gated(re.compile(_I + r"\s+(?:just\s+)?joined\s+(?P<v>[A-Z].+)"), "joined"),
 ]
 LOCATION = [
-    re.compile(_I + r"\s+(?:now\s+|currently\s+|still\s+)?(?:live|reside)\s+in\s+(?P<v>.+)", re.I),
-    re.compile(_I + r"(?:'m|\s+am)\s+(?:now\s+|currently\s+)?(?:based|living|located)\s+in\s+(?P<v>.+)", re.I),
-    re.compile(_I + r"(?:'ve|\s+have)\s+been\s+(?:living|based)\s+in\s+(?P<v>.+)", re.I),
-    re.compile(_I + r"(?:'m|\s+am)\s+(?:a|an)\s+[^,.;!?]{1,60}?\s+(?:based|living|located)\s+in\s+(?P<v>.+)", re.I),
-    re.compile(
+    Gated(re.compile(_I + r"\s+(?:now\s+|currently\s+|still\s+)?(?:live|reside)\s+in\s+(?P<v>.+)", re.I),
+          "live", "reside"),
+    Gated(re.compile(_I + r"(?:'m|\s+am)\s+(?:now\s+|currently\s+)?(?:based|living|located)\s+in\s+(?P<v>.+)", re.I),
+          "based", "living", "located"),
+    Gated(re.compile(_I + r"(?:'ve|\s+have)\s+been\s+(?:living|based)\s+in\s+(?P<v>.+)", re.I), "living", "based"),
+    Gated(re.compile(_I + r"(?:'m|\s+am)\s+(?:a|an)\s+[^,.;!?]{1,60}?\s+(?:based|living|located)\s+in\s+(?P<v>.+)",
+                     re.I), "based", "living", "located"),
+    Gated(re.compile(
         _I + r"(?:\s+have|'ve)?\s+(?:just\s+|recently\s+|finally\s+)?(?:moved|relocated)\s+to\s+(?P<v>.+)", re.I
-    ),
-    re.compile(r"(?<![\w'])ich\s+(?:wohne|lebe)\s+(?:jetzt\s+)?in\s+(?P<v>.+)", re.I),
-    re.compile(r"(?<![\w'])(?:j'habite|je\s+vis|je\s+r[ée]side)\s+(?:à|a|en|au)\s+(?P<v>.+)", re.I),
-    re.compile(r"(?<![\w'])(?:vivo|resido)\s+en\s+(?P<v>.+)", re.I),
-    re.compile(r"(?<![\w'])(?:moro|vivo)\s+(?:em|no|na|a|in)\s+(?P<v>.+)", re.I),
+    ), "moved", "relocated"),
+    Gated(re.compile(r"(?<![\w'])ich\s+(?:wohne|lebe)\s+(?:jetzt\s+)?in\s+(?P<v>.+)", re.I), "wohne", "lebe"),
+    Gated(re.compile(r"(?<![\w'])(?:j'habite|je\s+vis|je\s+r[ée]side)\s+(?:à|a|en|au)\s+(?P<v>.+)", re.I),
+          "habite", "vis", "side"),
+    Gated(re.compile(r"(?<![\w'])(?:vivo|resido)\s+en\s+(?P<v>.+)", re.I), "vivo", "resido"),
+    Gated(re.compile(r"(?<![\w'])(?:moro|vivo)\s+(?:em|no|na|a|in)\s+(?P<v>.+)", re.I), "moro", "vivo"),
 ]
-ORIGIN = re.compile(_I + r"(?:'m|\s+am|\s+come)\s+(?:originally\s+)?from\s+(?P<v>.+)", re.I)
-MY_ATTR = re.compile(
+ORIGIN = Gated(re.compile(_I + r"(?:'m|\s+am|\s+come)\s+(?:originally\s+)?from\s+(?P<v>.+)", re.I), "from")
+MY_ATTR = Gated(re.compile(
     r"(?<![\w'])my\s+(?P<attr>e-?mail(?:\s+address)?|phone(?:\s+number)?|time\s*zone|pronouns|"
     r"user\s*name|github(?:\s+(?:handle|username))?|handle|website|birthday)\s+(?:is|are)\s+(?P<v>\S+)",
     re.I,
-)
+), "mail", "phone", "zone", "pronouns", "name", "github", "handle", "website", "birthday")
 
 # Preferences.
-PREFERENCE = re.compile(
+PREFERENCE = Gated(re.compile(
     r"(?:^|(?<![\w']))(?:(?P<i>I)(?:\s+|(?=')))?" + _ADV
     + r"(?P<verb>love|like|prefer|enjoy|adore|dislike|hate|detest|loathe|can't\s+stand|cannot\s+stand|"
     r"can\s+not\s+stand|don't\s+(?:really\s+)?like|do\s+not\s+(?:really\s+)?like|don't\s+enjoy|"
     r"(?:'m|am)\s+not\s+(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of|(?:'m|am)\s+(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of)"
     r"\s+(?P<v>.+)"
-)
+), "love", "like", "prefer", "enjoy", "adore", "hate", "detest", "loathe", "stand", "fan")
 DISLIKE_VERBS = re.compile(r"^(?:dislike|hate|detest|loathe|can|cannot|don't|do\s+not|'m\s+not|am\s+not)", re.I)
-FAVORITE = re.compile(
+FAVORITE = Gated(re.compile(
     r"(?<![\w'])my\s+(?:all[- ]time\s+)?favou?rite\s+(?P<thing>[\w\- ]{2,30}?)\s+(?:is|are|has\s+to\s+be)\s+(?P<v>.+)",
     re.I,
-)
+), "favorite", "favourite")
 I_LEAD = re.compile(
     r"(?:^|[,;:!\-—–]\s*|\b(?:and|but|so|because|cause|since|honestly|personally|also|really|"
     r"yeah|yes|oh|well|still|now|lol|though|although)\s+)$",
@@ -126,26 +174,26 @@ I_LEAD = re.compile(
 )
 
 # Tools.
-TOOL_USER = re.compile(
+TOOL_USER = Gated(re.compile(
     _I + r"(?:'m|\s+am)?\s+" + _ADV + r"(?:use|using|work\s+with|code\s+in|write)\s+(?P<v>.+)"
-)
+), "use", "using", "work", "code", "write")
 TOOL_PROJECT = [
-    re.compile(
+    Gated(re.compile(
         _W + r"we(?:'re|\s+are)?\s+" + _ADV
         + r"(?:use|using|rely\s+on|build\s+(?:on|with)|built\s+on)\s+(?P<v>.+)",
         re.I,
-    ),
-    re.compile(_W + r"our\s+(?:tech\s+)?stack\s*(?:is|includes|consists\s+of|:)\s*(?P<v>.+)", re.I),
-    re.compile(
+    ), "use", "using", "rely", "build", "built"),
+    Gated(re.compile(_W + r"our\s+(?:tech\s+)?stack\s*(?:is|includes|consists\s+of|:)\s*(?P<v>.+)", re.I), "stack"),
+    Gated(re.compile(
         _W + r"(?:is|are|was|were|gets?|get|it's|we're|we|be)\s+(?:now\s+)?(?:deployed|hosted)\s+(?:on|to)\s+(?P<v>.+)",
         re.I,
-    ),
-    re.compile(_W + r"we\s+(?:deploy|host)\s+(?:\w+\s+)?(?:on|to)\s+(?P<v>.+)", re.I),
-    re.compile(
+    ), "deployed", "hosted"),
+    Gated(re.compile(_W + r"we\s+(?:deploy|host)\s+(?:\w+\s+)?(?:on|to)\s+(?P<v>.+)", re.I), "deploy", "host"),
+    Gated(re.compile(
         _W + r"(?:our|the)\s+[\w\-]+(?:\s+[\w\-]+)?\s+(?:runs|is\s+running|is\s+built|is\s+written)"
         r"\s+(?:on|in|with)\s+(?P<v>.+)",
         re.I,
-    ),
+    ), "runs", "running", "built", "written"),
 ]
 TOOL_TRIM = re.compile(
     r"\s+(?:for|to|in|on|at|as|with|from|via|because|since|internally|everywhere|daily|"

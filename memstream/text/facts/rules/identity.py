@@ -20,6 +20,7 @@ from memstream.text.facts.patterns import (
     ROLE_END,
     ROLE_STOP,
     TRAILING_PUNCT,
+    gate_fold,
 )
 from memstream.text.facts.phrases import cut_value, list_items
 from memstream.text.facts.rules import Add
@@ -90,13 +91,14 @@ def _name_value(raw: str, explicit: bool) -> str:
 def identity(clauses: list[str], sentence: str, add: Add) -> None:
     lowercase_ok = sentence == sentence.lower()
     for clause in clauses:
+        folded = gate_fold(clause)
         for rx, lowercase_name in NAME_EXPLICIT:
-            m = rx.search(clause)
+            m = rx.search(clause, folded)
             if m and _speaker_owns(clause, m.start()):
                 v = _name_value(m.group("v"), explicit=lowercase_name)
                 if v:
                     add("identity", "user", "name", v, sentence, CONFIDENCE["name_explicit"])
-        m = NAME_IM.search(clause)
+        m = NAME_IM.search(clause, folded)
         if m:
             raw = m.group("v")
             first = raw.split()[0].strip(TRAILING_PUNCT).lower() if raw.split() else ""
@@ -107,7 +109,7 @@ def identity(clauses: list[str], sentence: str, add: Add) -> None:
                 if v:
                     add("identity", "user", "name", v, sentence, CONFIDENCE["name_im"])
         for rx in ROLE:
-            m = rx.search(clause)
+            m = rx.search(clause, folded)
             if m:
                 raw = m.group("v")
                 role = ROLE_END.split(raw, maxsplit=1)[0].strip()
@@ -124,7 +126,7 @@ def identity(clauses: list[str], sentence: str, add: Add) -> None:
                     for item in list_items(cut_value(fan.group("v"))):
                         add("preference", "user", "likes", item, sentence, CONFIDENCE["preference"])
         for rx in EMPLOYER:
-            m = rx.search(clause)
+            m = rx.search(clause, folded)
             if m:
                 org = _place_or_org(m.group("v"), lowercase_ok)
                 if org:
@@ -135,17 +137,17 @@ def identity(clauses: list[str], sentence: str, add: Add) -> None:
                     if role and not ROLE_STOP.match(role) and len(role.split()) <= 4:
                         add("identity", "user", "role", role, sentence, CONFIDENCE["role"])
         for rx in LOCATION:
-            m = rx.search(clause)
+            m = rx.search(clause, folded)
             if m:
                 place = _place_or_org(m.group("v"), lowercase_ok)
                 if place:
                     add("identity", "user", "location", place, sentence, CONFIDENCE["identity"])
-        m = ORIGIN.search(clause)
+        m = ORIGIN.search(clause, folded)
         if m:
             place = _place_or_org(m.group("v"), lowercase_ok)
             if place:
                 add("identity", "user", "origin", place, sentence, CONFIDENCE["identity"])
-        for m in MY_ATTR.finditer(clause):
+        for m in MY_ATTR.finditer(clause, folded):
             attr = re.sub(r"\s+", "", m.group("attr").lower()).replace("address", "").replace("number", "")
             attr = re.sub(r"(?:handle|username)$", "", attr) if attr.startswith("github") else attr
             key = ATTR_KEY.get(attr, attr)

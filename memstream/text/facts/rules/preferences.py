@@ -11,6 +11,7 @@ from memstream.text.facts.patterns import (
     I_LEAD,
     PREFERENCE,
     PRONOUN_VALUE,
+    gate_fold,
 )
 from memstream.text.facts.phrases import cut_value, list_items, norm_subject
 from memstream.text.facts.rules import Add
@@ -22,14 +23,15 @@ _MAX_ITEM_WORDS = 6
 
 def preferences(clauses: list[str], sentence: str, add: Add) -> None:
     for clause in clauses:
-        m = FAVORITE.search(clause)
+        folded = gate_fold(clause)
+        m = FAVORITE.search(clause, folded)
         if m:
             thing = norm_subject(m.group("thing"))
             value = cut_value(m.group("v"))
             if thing and value and not PRONOUN_VALUE.match(value):
                 add("preference", "user", f"favorite:{thing}", value, sentence, CONFIDENCE["favorite"])
             continue
-        m = PREFERENCE.search(clause)
+        m = PREFERENCE.search(clause, folded)
         if not m or not m.group("i") or not I_LEAD.search(clause[: m.start("i")]):
             continue  # no "I", or "the things I love ..." (a relative clause)
         verb = " ".join(m.group("verb").split()).lower()

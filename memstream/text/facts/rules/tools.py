@@ -11,6 +11,7 @@ from memstream.text.facts.patterns import (
     TOOL_PROJECT,
     TOOL_TRIM,
     TOOL_USER,
+    gate_fold,
 )
 from memstream.text.facts.phrases import cut_value, list_items
 from memstream.text.facts.rules import Add
@@ -21,11 +22,12 @@ __all__ = ["tools"]
 
 def tools(clauses: list[str], sentence: str, add: Add) -> None:
     for clause in clauses:
-        m = TOOL_USER.search(clause)
+        folded = gate_fold(clause)
+        m = TOOL_USER.search(clause, folded)
         if m:
             _add_tools("user", m.group("v"), sentence, add)
         for rx in TOOL_PROJECT:
-            m = rx.search(clause)
+            m = rx.search(clause, folded)
             if m:
                 _add_tools("project", m.group("v"), sentence, add)
                 break
