@@ -121,8 +121,9 @@ class Fleet:
 
 def _top(values: list[tuple[str, int]], top: int, rest: int = 0) -> list[tuple[str, int]]:
     """The ``top`` largest (ties by name), then ``other`` with the rest summed (plus ``rest``)."""
-    kept = heapq.nsmallest(top, values, key=lambda kv: (-kv[1], kv[0])) if top else []
-    return kept + [(OTHER, sum(v for _, v in values) - sum(v for _, v in kept) + rest)]
+    ranked = heapq.nsmallest(top, [(-v, name) for name, v in values]) if top else []
+    kept = [(name, -v) for v, name in ranked]
+    return kept + [(OTHER, sum(v for _, v in values) + sum(v for v, _ in ranked) + rest)]
 
 
 def _fold(report: AgentReport) -> list[Any]:
@@ -184,9 +185,8 @@ class FleetReader:
         records: dict[str, tuple[AgentReport, bytes]] = {}
         skipped: dict[bytes, bytes | int] = {}  # field -> what it held
         seen: set[bytes] = set()
-        for i in range(0, len(pairs) - 1, 2):
-            name, value = pairs[i], pairs[i + 1]
-            if not isinstance(name, bytes) or name in seen:
+        for name, value in zip(pairs[::2], pairs[1::2]):
+            if name in seen:  # a scan may return a field twice
                 continue
             seen.add(name)
             if isinstance(value, int):
