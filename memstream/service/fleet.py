@@ -61,6 +61,7 @@ MAX_AHEAD_S = 300.0  # a report time further ahead of this clock is skipped (`ah
 OTHER = "other"
 SKIP_REASONS = ("malformed", "oversized", "ahead", "unread")
 _HOOK_LABELS = (*HOOKS, OTHER)
+_HOOK_SET = frozenset(HOOKS)
 _RETIRED = frozenset(["refusals", *(f"prefetch:{o}" for o in PREFETCH_OUTCOMES),
                       *(f"hook:{h}:{i}" for h in _HOOK_LABELS for i in (*range(ROW - 1), "sum"))])
 
@@ -120,8 +121,9 @@ class Fleet:
 
 def _top(values: list[tuple[str, int]], top: int, rest: int = 0) -> list[tuple[str, int]]:
     """The ``top`` largest (ties by name), then ``other`` with the rest summed (plus ``rest``)."""
-    kept = heapq.nsmallest(top, values, key=lambda kv: (-kv[1], kv[0])) if top else []
-    return kept + [(OTHER, sum(v for _, v in values) - sum(v for _, v in kept) + rest)]
+    ranked = heapq.nsmallest(top, [(-v, name) for name, v in values]) if top else []
+    kept = [(name, -v) for v, name in ranked]
+    return kept + [(OTHER, sum(v for _, v in values) + sum(v for v, _ in ranked) + rest)]
 
 
 def _fold(report: AgentReport) -> list[Any]:
@@ -137,17 +139,19 @@ def _fold(report: AgentReport) -> list[Any]:
     return [x for name, n in out.items() if n for x in (name, n)]
 
 
-def _sum_rows(rows: dict[str, list[bytes]]) -> dict[str, list[float]]:
-    """Each label's packed rows (``ROW`` unsigned 64-bit integers each) summed column by
-    column, as floats (what the exposition shows; exact up to 2**53, and no sum overflows)."""
+def _sum_rows(groups: dict[tuple[str, ...], list[bytes]]) -> dict[str, list[float]]:
+    """Hook label -> its rows summed column by column, from groups of reports that carry the
+    same hooks (each report's rows joined: ``ROW`` unsigned 64-bit integers a hook), as floats
+    (what the exposition shows; exact up to 2**53, and no sum overflows)."""
     import numpy as np
 
-    out: dict[str, list[float]] = {}
-    for label, packed in rows.items():
-        if packed:
-            table = np.frombuffer(b"".join(packed), dtype="<u8").reshape(len(packed), ROW)
-            out[label] = table.sum(axis=0, dtype=np.float64).tolist()
-    return out
+    out: dict[str, Any] = {}
+    for names, blobs in groups.items():
+        table = np.frombuffer(b"".join(blobs), dtype="<u8").reshape(len(blobs), len(names), ROW)
+        for name, summed in zip(names, table.sum(axis=0, dtype=np.float64)):
+            label = name if name in _HOOK_SET else OTHER
+            out[label] = summed if label not in out else out[label] + summed
+    return {label: summed.tolist() for label, summed in out.items()}
 
 
 class FleetReader:
@@ -181,9 +185,8 @@ class FleetReader:
         records: dict[str, tuple[AgentReport, bytes]] = {}
         skipped: dict[bytes, bytes | int] = {}  # field -> what it held
         seen: set[bytes] = set()
-        for i in range(0, len(pairs) - 1, 2):
-            name, value = pairs[i], pairs[i + 1]
-            if not isinstance(name, bytes) or name in seen:
+        for name, value in zip(pairs[::2], pairs[1::2]):
+            if name in seen:  # a scan may return a field twice
                 continue
             seen.add(name)
             if isinstance(value, int):
@@ -231,16 +234,21 @@ class FleetReader:
         fleet.refusals = _top([(agent, r.refused + r.invalid) for agent, (r, _) in records.items()], self.top,
                               rest=retired.get("refusals", 0))
         prefetch = [retired.get(f"prefetch:{o}", 0) for o in PREFETCH_OUTCOMES]
-        rows: dict[str, list[bytes]] = {label: [] for label in _HOOK_LABELS}  # packed rows, summed below
-        others = rows[OTHER]
+        # the reports' rows grouped by the hooks they carry, in order: one join a report, one
+        # array sum a group (agents of one version running alike carry the same hooks)
+        groups: dict[tuple[str, ...], list[bytes]] = {}
         for report, _ in records.values():
             p = report.prefetch
             prefetch[0] += p.fresh
             prefetch[1] += p.cached
             prefetch[2] += p.empty
-            for hook, packed in report.hooks.items():
-                rows.get(hook, others).append(packed)
-        fleet.hooks = _sum_rows(rows)
+            if report.hooks:
+                names = tuple(report.hooks)
+                blobs = groups.get(names)
+                if blobs is None:
+                    blobs = groups[names] = []
+                blobs.append(b"".join(report.hooks.values()))
+        fleet.hooks = _sum_rows(groups)
         for label in _HOOK_LABELS:  # what removed reports counted
             before = [retired.get(f"hook:{label}:{i}", 0) for i in range(ROW - 1)] + [retired.get(f"hook:{label}:sum", 0)]
             if any(before):
