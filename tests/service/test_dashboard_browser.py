@@ -212,3 +212,21 @@ def test_the_dashboard_shows_in_a_browser_the_numbers_the_service_reports(servic
         target.mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, target / "dashboard.png")
 
+
+
+FORMATTED = [  # (formatter, value, what a person reads)
+    ("seconds", 0, "0 s"), ("seconds", 0.0005, "0.5 ms"), ("seconds", 0.0025, "2.5 ms"), ("seconds", 0.005, "5 ms"),
+    ("seconds", 0.0075, "7.5 ms"), ("seconds", 0.045, "45 ms"), ("seconds", 2.5, "2.5 s"), ("seconds", 5, "5 s"),
+    ("seconds", 200, "3 min 20 s"), ("seconds", None, "—"),
+    ("rate", 0, "0 /s"), ("rate", 2.5, "2.5 /s"), ("rate", 5, "5 /s"), ("rate", 22.4, "22 /s"), ("rate", 12500, "12.5k /s"),
+    ("count", 1234567, "1,234,567"), ("bytes", 1536, "1.5 KiB"), ("percent", 0.5, "50%"),
+]
+
+
+def test_the_page_formats_numbers_for_people(service):
+    _, info = service
+    with Chromium(CHROMIUM) as browser:
+        tab = browser.open(info["metrics"][:-len("/metrics")] + "/")
+        tab.wait_for("window.memstreamFormat", timeout=30)
+        shown = tab.evaluate(f"{json.dumps(FORMATTED)}.map(([f, v]) => window.memstreamFormat[f](v))")
+    assert shown == [text for _, _, text in FORMATTED]

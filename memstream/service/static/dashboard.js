@@ -37,12 +37,13 @@
     if (Math.abs(v) < 10) return (Number.isInteger(v) ? String(v) : v.toFixed(1)) + " /s";
     return compact(v) + " /s";
   }
+  const trim = (text) => (text.includes(".") ? text.replace(/\.?0+$/, "") : text);  // 2.50 -> 2.5, 5.0 -> 5
   function seconds(v) {
     if (!known(v)) return "—";
     if (v === 0) return "0 s";
-    if (v < 0.001) return (v * 1000).toFixed(2) + " ms";
+    if (v < 0.01) return trim((v * 1000).toFixed(v < 0.001 ? 2 : 1)) + " ms";  // an axis's 2.5 ms, not 3 ms
     if (v < 1) return Math.round(v * 1000) + " ms";
-    if (v < 60) return v.toFixed(v < 10 ? 1 : 0) + " s";
+    if (v < 60) return trim(v.toFixed(v < 10 ? 1 : 0)) + " s";
     if (v < 3600) return Math.floor(v / 60) + " min " + Math.round(v % 60) + " s";
     if (v < 86400) return Math.floor(v / 3600) + " h " + Math.round((v % 3600) / 60) + " min";
     return Math.floor(v / 86400) + " d " + Math.round((v % 86400) / 3600) + " h";
@@ -57,6 +58,8 @@
   function percent(v) {
     return known(v) ? (v * 100).toFixed(v < 0.1 ? 1 : 0) + "%" : "—";
   }
+  window.memstreamFormat = { count, compact, rate, seconds, bytes, percent };  // for the page's tests
+
   function clock(t) {
     const d = new Date(t * 1000);
     return d.toLocaleTimeString("en-GB", { hour12: false });
