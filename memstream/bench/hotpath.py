@@ -173,6 +173,9 @@ class _NaiveWriter:
         self.client.close()
         return True
 
+    def detach_agent(self, agent: str) -> None:
+        """No fleet report to leave: the naive transport reports nothing."""
+
     def detach(self) -> None:
         self.client.close()
 
@@ -529,6 +532,7 @@ def hotpath(calls: int = 2000, as_json: bool = False, *, rounds: int = 20, cycle
                     cond.server.stop()
         up.stop()
         shutil.rmtree(root, ignore_errors=True)
+    hook_errors = {c.name: c.provider.stats().get("hook_errors", 0) for c in conds}  # shutdown's included
     by_name = {c.name: c for c in conds}
     results: dict[str, Any] = {}
     regressions: list[str] = []
@@ -592,6 +596,7 @@ def hotpath(calls: int = 2000, as_json: bool = False, *, rounds: int = 20, cycle
         "reporting": reporting,
         "tally_ns_per_hook": tally,
         "reports_sent": reports_sent,
+        "hook_errors": hook_errors,
         "floor": floor,
         "rounds_s": round(rounds_s, 1),
         "target": {"p99_us": TARGET_P99_US, "p999_us": TARGET_P999_US},

@@ -12,6 +12,7 @@ from memstream.bench.hotpath import HOOKS, compare, format_hotpath, hotpath
 @pytest.mark.valkey
 def test_bench_hotpath_measures_every_condition_interleaved_and_loses_nothing():
     result = hotpath(calls=8, rounds=2, cycles=3, slow_chunk=2, warmup=5, report_every=0.05)
+    assert result["hook_errors"] == {name: 0 for name in result["conditions"]}  # shutdown's too
     assert set(result["conditions"]) == {"redis_up/0ms", "down_mid/0ms", "down_init/0ms", "report_off/0ms",
                                          "redis_up/20ms", "down_mid/20ms", "down_init/20ms", "report_off/20ms",
                                          "naive_xadd"}
