@@ -35,7 +35,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import redis
 import structlog
@@ -89,6 +89,36 @@ class ConsumerStats:
     last_error: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
+
+
+def retry_steps(step: Callable[[], object], stop: threading.Event, stats: Any,
+                failed: Callable[[bool, str, int], None], *, log: Any, event: str, group: str,
+                base: float, cap: float, transient_cap: float) -> None:
+    """Call ``step`` until ``stop`` is set. A step that raises is logged and counted in
+    ``stats`` (transient: ``transient_failures`` and ``EVENT.transient_failure``; any other:
+    ``errors`` and ``EVENT.step_failed``), ``failed(transient, error, failures in a row)``
+    is told, and the next step waits ``backoff_delay`` (capped at ``transient_cap`` or
+    ``cap``)."""
+    failures = 0
+    while not stop.is_set():
+        try:
+            step()
+            failures = 0
+        except Exception as exc:
+            failures += 1
+            error = f"{type(exc).__name__}: {exc}"
+            stats.last_error = error
+            transient = is_transient(exc)
+            delay = backoff_delay(failures, base, transient_cap if transient else cap)
+            if transient:
+                stats.transient_failures += 1
+                log.warning(f"{event}.transient_failure", group=group, error=error[:500], retry_in=round(delay, 2))
+            else:
+                stats.errors += 1
+                log.error(f"{event}.step_failed", group=group, error=error[:500], failures=failures,
+                          retry_in=round(delay, 2), exc_info=True)
+            failed(transient, error, failures)
+            stop.wait(delay)
 
 class Consumer:
     """Feeds ``projection`` from every stream of ``eventlog`` through its group, and
@@ -171,31 +201,15 @@ class Consumer:
         ``transient_failures``; any other: ``errors``), then the step is retried after
         ``backoff_delay`` (capped at ``transient_cap`` or ``backoff_cap``), re-reading the
         entries this consumer holds."""
-        failures = 0
-        while not stop.is_set():
-            try:
-                self.step(block=True)
-                failures = 0
-            except Exception as exc:
-                failures += 1
-                error = f"{type(exc).__name__}: {exc}"
-                self.stats.last_error = error
-                transient = is_transient(exc)
-                delay = backoff_delay(failures, self.backoff_base,
-                                      self.transient_cap if transient else self.backoff_cap)
-                if transient:
-                    self.stats.transient_failures += 1
-                    log.warning("consumer.transient_failure", group=self.group, error=error[:500],
-                                retry_in=round(delay, 2))
-                else:
-                    self.stats.errors += 1
-                    log.error("consumer.step_failed", group=self.group, error=error[:500],
-                              failures=failures, retry_in=round(delay, 2), exc_info=True)
-                    self._groups_ready = False  # e.g. the stream or group was deleted (NOGROUP)
-                self._pending_done = False  # re-read what we hold
-                self.health.error(error)
-                self.health.beat(self.stats, force=failures == 1)
-                stop.wait(delay)
+        def failed(transient: bool, error: str, failures: int) -> None:
+            if not transient:
+                self._groups_ready = False  # e.g. the stream or group was deleted (NOGROUP)
+            self._pending_done = False  # re-read what we hold
+            self.health.error(error)
+            self.health.beat(self.stats, force=failures == 1)
+
+        retry_steps(lambda: self.step(block=True), stop, self.stats, failed, log=log, event="consumer",
+                    group=self.group, base=self.backoff_base, cap=self.backoff_cap, transient_cap=self.transient_cap)
         self.health.state = "stopped"
         self.health.beat(self.stats, force=True)
 

@@ -34,8 +34,9 @@ from typing import TYPE_CHECKING, Any
 import redis
 import structlog
 
-from memstream.core import as_str, backoff_delay, is_transient, keys
+from memstream.core import as_str, is_transient, keys
 from memstream.projections import backlog_entry, group_name
+from memstream.workers.consumer import retry_steps
 from memstream.workers.health import Waiting, _entry_time
 from memstream.workers.priority import LOW_BATCH, Priority
 
@@ -141,29 +142,13 @@ class EmbedConsumer:
 
     def run(self, stop: threading.Event) -> None:
         """Loop until ``stop`` is set; never returns otherwise (see the module docstring)."""
-        failures = 0
-        while not stop.is_set():
-            try:
-                self.step(block=True)
-                failures = 0
-            except Exception as exc:
-                failures += 1
-                error = f"{type(exc).__name__}: {exc}"
-                self.stats.last_error = error
-                transient = is_transient(exc)
-                delay = backoff_delay(failures, self.backoff_base,
-                                      self.transient_cap if transient else self.backoff_cap)
-                if transient:
-                    self.stats.transient_failures += 1
-                    log.warning("embedding.transient_failure", group=self.group, error=error[:500],
-                                retry_in=round(delay, 2))
-                else:
-                    self.stats.errors += 1
-                    log.error("embedding.step_failed", group=self.group, error=error[:500],
-                              failures=failures, retry_in=round(delay, 2), exc_info=True)
-                    self._ready = False  # e.g. the backlog was deleted with its version (NOGROUP)
-                self._pending_done = False  # re-read what we hold
-                stop.wait(delay)
+        def failed(transient: bool, error: str, failures: int) -> None:
+            if not transient:
+                self._ready = False  # e.g. the backlog was deleted with its version (NOGROUP)
+            self._pending_done = False  # re-read what we hold
+
+        retry_steps(lambda: self.step(block=True), stop, self.stats, failed, log=log, event="embedding",
+                    group=self.group, base=self.backoff_base, cap=self.backoff_cap, transient_cap=self.transient_cap)
 
     # -- internals ------------------------------------------------------------------------
     def _read(self, start: str, block: bool) -> list[tuple[str, Any]]:
