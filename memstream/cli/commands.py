@@ -67,12 +67,21 @@ def _logs(args: argparse.Namespace, level: str) -> None:
     configure(level, json=True if getattr(args, "json", False) else None)
 
 
+def _dashboard(info: dict[str, object]) -> str:
+    """``, dashboard at http://HOST:PORT/`` when the service serves its metrics, else nothing."""
+    metrics = info.get("metrics")
+    if not isinstance(metrics, str) or not metrics.endswith("/metrics"):
+        return ""
+    return f", dashboard at {metrics[:-len('metrics')]}"
+
+
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     if args.detach:
         info = ops.up_detached(settings)
         if not args.quiet:
             print_result(args, info, f"memstream service {'already ' if info.get('already_running') else ''}running "
-                                     f"(pid {info['pid']}) at {info['url']}; `memstream down` stops it")
+                                     f"(pid {info['pid']}) at {info['url']}{_dashboard(info)}; "
+                                     "`memstream down` stops it")
         return OK
     _logs(args, "INFO")
     service, info = ops.start_service(settings)
@@ -83,8 +92,8 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
         return OK
     service.handle_signals()  # before saying so: from here a Ctrl-C stops it cleanly
     if not args.quiet:
-        print_result(args, info, f"memstream service running at {info['url']} (home {settings.home}); "
-                                 "Ctrl-C stops it")
+        print_result(args, info, f"memstream service running at {info['url']}{_dashboard(info)} "
+                                 f"(home {settings.home}); Ctrl-C stops it")
         sys.stdout.flush()
     service.serve()
     return OK

@@ -51,16 +51,20 @@ def test_up_piped_logs_json_lines_with_the_url_masked(tmp_path):
     logged = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
     started = next(line for line in logged if line.get("event") == "service.started")
     assert started["url"].startswith("redis://:***@127.0.0.1:") and not UNMASKED.search(text), text
+    serving = next(line for line in logged if line.get("event") == "metrics.serving")
+    dashboard = serving["url"].removesuffix("metrics")  # http://127.0.0.1:PORT/
     assert [line for line in text.splitlines() if not line.startswith("{")] == [
-        f"memstream service running at {started['url']} (home {tmp_path / 'home'}); Ctrl-C stops it"]
+        f"memstream service running at {started['url']}, dashboard at {dashboard} (home {tmp_path / 'home'}); "
+        "Ctrl-C stops it"]
 
 
 def test_up_detach_says_where_it_runs_and_quiet_prints_nothing(tmp_path):
     home = tmp_path / "home"
     try:
         started = ms(home, "up", "--detach")
-        assert re.fullmatch(r"memstream service running \(pid \d+\) at redis://:\*\*\*@127\.0\.0\.1:\d+/0; "
-                            r"`memstream down` stops it\n", started.stdout), started.stdout
+        assert re.fullmatch(r"memstream service running \(pid \d+\) at redis://:\*\*\*@127\.0\.0\.1:\d+/0, "
+                            r"dashboard at http://127\.0\.0\.1:\d+/; `memstream down` stops it\n",
+                            started.stdout), started.stdout
         quiet = ms(home, "up", "--detach", "--quiet")  # already running: still a success
         assert (quiet.stdout, quiet.stderr) == ("", "")
         shown = json.loads(ms(home, "up", "--detach", "--json").stdout)
