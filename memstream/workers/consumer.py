@@ -91,6 +91,18 @@ class ConsumerStats:
 
 
 
+def drain_steps(step: Callable[[], int], pending_done: Callable[[], bool], max_steps: int) -> int:
+    """Call ``step`` (a non-blocking step returning what it handled) until one handles
+    nothing once its pending entries are done, or ``max_steps`` times; the total handled."""
+    total = 0
+    for _ in range(max_steps):
+        n = step()
+        total += n
+        if n == 0 and pending_done():
+            break
+    return total
+
+
 def retry_steps(step: Callable[[], object], stop: threading.Event, stats: Any,
                 failed: Callable[[bool, str, int], None], *, log: Any, event: str, group: str,
                 base: float, cap: float, transient_cap: float) -> None:
@@ -215,13 +227,7 @@ class Consumer:
 
     def drain(self, max_steps: int = 10_000) -> int:
         """Burst mode (tests, replays): step without blocking until nothing is left."""
-        total = 0
-        for _ in range(max_steps):
-            n = self.step(block=False)
-            total += n
-            if n == 0 and self._pending_done:
-                break
-        return total
+        return drain_steps(lambda: self.step(block=False), lambda: self._pending_done, max_steps)
 
     # -- internals ------------------------------------------------------------------
     def _read(self, start: str, block: bool) -> Read:

@@ -36,7 +36,7 @@ import structlog
 
 from memstream.core import as_str, is_transient, keys
 from memstream.projections import backlog_entry, group_name
-from memstream.workers.consumer import retry_steps
+from memstream.workers.consumer import drain_steps, retry_steps
 from memstream.workers.health import Waiting, _entry_time
 from memstream.workers.priority import LOW_BATCH, Priority
 
@@ -132,13 +132,7 @@ class EmbedConsumer:
 
     def drain(self, max_steps: int = 100_000) -> int:
         """Burst mode (tests, replays, benchmarks): step until the backlog is empty."""
-        total = 0
-        for _ in range(max_steps):
-            n = self.step(block=False)
-            total += n
-            if n == 0 and self._pending_done:
-                break
-        return total
+        return drain_steps(lambda: self.step(block=False), lambda: self._pending_done, max_steps)
 
     def run(self, stop: threading.Event) -> None:
         """Loop until ``stop`` is set; never returns otherwise (see the module docstring)."""
