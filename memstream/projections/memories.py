@@ -53,6 +53,7 @@ class MemoriesProjection(VectorProjection):
                 self._add(event, event.content, "remembered")
             elif isinstance(event, MemoryWritten):
                 self._write(event)
+        self._compact_if_due()
 
     def _add(self, event: MemoryRemembered | MemoryWritten, content: str, source: str) -> None:
         text, n = redact(content)

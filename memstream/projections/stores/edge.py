@@ -167,6 +167,11 @@ class EdgeStore:
                 shutil.rmtree(stale, ignore_errors=True)
             else:
                 stale.unlink(missing_ok=True)
+        for fresh in self._base.glob("*.compact"):  # a compaction a crash stopped before its swap
+            if (self._base / fresh.name[: -len(".compact")]).exists():
+                shutil.rmtree(fresh, ignore_errors=True)  # not swapped: the old one is whole
+            else:
+                self._swap_in(fresh.name[: -len(".compact")])
 
     # --- collections and versions -------------------------------------------------
 
@@ -262,6 +267,64 @@ class EdgeStore:
         with shard.gate.use(shard.name), shard.write_lock, _translated(shard.name):
             shard.writes_since_optimize = 0
             return shard.shard.optimize()
+
+    def compact(self, collection: str) -> int:
+        """Rewrite a collection into a fresh shard holding only its live points, so that no
+        deleted point's payload is left in the engine's write-ahead log or segments (a
+        delete only marks a point; ``optimize`` keeps the log): ``memstream forget``'s last
+        step on disk. Writers of the collection wait meanwhile; a reader caught by the swap
+        gets ``CollectionNotFound`` once. Returns the points kept. Crash-safe: the new shard
+        is whole under ``NAME.compact`` before the old one moves away, and a store opened
+        after a crash between the two renames finishes the swap."""
+        shard = self._shard(collection)
+        name = shard.name
+        with shard.write_lock:
+            records: list[Any] = []
+            offset = None
+            with shard.gate.use(name), _translated(name):
+                while True:
+                    page, offset = shard.shard.scroll(qe.ScrollRequest(offset=offset, limit=1024, with_payload=True,
+                                                                       with_vector=True))
+                    records += page
+                    if offset is None:
+                        break
+            fresh = self._base / f"{name}.compact"
+            if fresh.exists():
+                shutil.rmtree(fresh)
+            tmp = self._base / f".tmp-{name}-{uuid.uuid4().hex[:8]}"
+            with _translated(name):
+                created = qe.EdgeShard.create(str(tmp), self._config(shard.dim))
+                try:
+                    self._ensure_indexes(created)
+                    for start in range(0, len(records), 1024):
+                        created.update(qe.UpdateOperation.upsert_points(
+                            [qe.Point(r.id, r.vector, r.payload or {}) for r in records[start:start + 1024]]))
+                    created.flush()
+                finally:
+                    created.close()
+            os.rename(tmp, fresh)
+            _fsync_dir(self._base)
+            with self._lock:
+                self._shards.pop(name, None)
+                shard.gate.close()
+                with _translated(name):
+                    shard.shard.close()
+                self._swap_in(name)
+                self._open(name)
+        return len(records)
+
+    def _swap_in(self, name: str) -> None:
+        """Put ``NAME.compact`` in the place of ``NAME`` (the old one deleted)."""
+        fresh, directory = self._base / f"{name}.compact", self._base / name
+        if directory.exists():
+            doomed = self._base / f".tmp-drop-{name}-{uuid.uuid4().hex[:8]}"
+            os.rename(directory, doomed)
+            os.rename(fresh, directory)
+            _fsync_dir(self._base)
+            shutil.rmtree(doomed, ignore_errors=True)
+        else:
+            os.rename(fresh, directory)
+            _fsync_dir(self._base)
 
     def flush(self) -> None:
         """Write every collection's pending changes to disk (power-loss durability)."""

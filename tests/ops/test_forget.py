@@ -1,0 +1,148 @@
+"""``memstream forget`` on fakeredis and on a real Valkey: a unique token planted in a
+turn, a memory, a fact, a dead letter, the archive, the embedding cache, the dense
+backlog and the spool is, after forget, in no command's output, no projection, no
+replayed history, and (on Valkey) in no file of the server's directory."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pipeline_support import make_pipeline, memory, remembered, turn
+
+from memstream import ops
+from memstream.core import as_str, keys
+from memstream.producers import Archive, Record, Spool, history
+from memstream.projections import EmbeddingCache, FactsTable, group_of, text_key
+from memstream.workers import DeadLetters
+
+
+@pytest.fixture
+def reach(event_log, monkeypatch):
+    for module in ("memstream.ops.forget", "memstream.ops.export", "memstream.ops.archive"):
+        monkeypatch.setattr(sys.modules[module], "connect", lambda settings: event_log)
+    return event_log
+
+
+def everything_in_redis(client) -> str:
+    """Every key and value the server holds, as one text (streams, hashes, sets, ...)."""
+    out = []
+    for key in client.scan_iter(count=1000):
+        kind = as_str(client.type(key))
+        value: object
+        if kind == "string":
+            value = client.get(key)
+        elif kind == "hash":
+            value = client.hgetall(key)
+        elif kind == "set":
+            value = client.smembers(key)
+        elif kind == "zset":
+            value = client.zrange(key, 0, -1)
+        elif kind == "list":
+            value = client.lrange(key, 0, -1)
+        elif kind == "stream":
+            value = client.xrange(key)
+        else:
+            value = kind
+        out.append(f"{as_str(key)}={value!r}")
+    return "\n".join(out)
+
+
+def files_holding(directory: Path, token: bytes) -> list[str]:
+    return [str(p) for p in directory.rglob("*") if p.is_file() and token in p.read_bytes()]
+
+
+def test_forget_match_removes_the_text_from_every_place(tmp_path, reach, settings, redis_client):
+    token = f"Qz{uuid.uuid4().hex[:12]}"
+    log = reach
+    pipeline = make_pipeline(tmp_path / "pipe-home", log)
+    try:
+        kept = turn("Deploys go out on Tuesdays", index=0)
+        archived_memory = memory("add", f"The vault phrase is {token}")
+        log.append([kept, archived_memory])
+        pipeline.drain()
+        assert ops.archive(settings)["archived"] == 2  # both: below every group's position
+        fact_turn = turn(f"I live in {token} City", index=1)
+        said = turn(f"the code word is {token}", "Understood.", index=2)
+        kept_too = remembered("Prefers green tea")
+        log.append([fact_turn, said, kept_too])
+        pipeline.drain()
+        facts = FactsTable(log.client, log.prefix)
+        assert any(token in f.value for f in facts.query("t1", history=True))
+        # copies: a dead letter of the raw entry, a backlog entry, a cache row, a spool record
+        raw = log.client.xrange(log.stream_keys[0])[-2]
+        DeadLetters(log.client, log.prefix).add("facts.v1", log.stream_keys[0], as_str(raw[0]), raw[1], "boom", 5)
+        backlog = keys.embed_backlog(log.prefix, group_of("turns"))
+        log.client.xadd(backlog, {"id": "p1", "key": "k", "tenant": "t1", "event": said.id,
+                                  "text": f"unit: {said.user_text}"})
+        cache_path = settings.data_dir / "embeddings.sqlite3"
+        with EmbeddingCache(cache_path) as cache:
+            cache.put_many("hash", {text_key(said.user_text): np.ones(4, dtype="<f4"),
+                                    text_key(f"unit: {said.user_text}"): np.ones(4, dtype="<f4"),
+                                    text_key("Prefers green tea"): np.ones(4, dtype="<f4")})
+        spooled = remembered(f"spooled {token}")
+        spool = Spool(settings.spool_dir)
+        spool.append(Record.of(spooled).data)
+        spool.append(Record.of(remembered("spooled, harmless")).data)
+        spool.close()
+        assert token.encode() in b"".join(p.read_bytes() for p in settings.spool_dir.glob("*.seg"))
+
+        if redis_client.connection_url:  # the server wrote it to its append-only file
+            directory = Path(as_str(log.client.config_get("dir")["dir"]))
+            assert files_holding(directory, token.encode())
+        assert files_holding(tmp_path / "pipe-home", token.encode())  # the store's write-ahead log has it
+        plan = ops.forget(settings, ops.Selector(match=token), dry_run=True)
+        assert set(plan["events"]) == {archived_memory.id, fact_turn.id, said.id}
+        assert plan["removed"] == {"stream_entries": 2, "archive_entries": 1, "dead_letters": 1, "embed_backlog": 1,
+                                   "embedding_cache": 0, "spool_records": 1}
+        assert token in json.dumps(list(ops.export(settings)))  # a dry run removes nothing
+
+        done = ops.forget(settings, ops.Selector(match=token), wait=0)
+        assert done["tombstones"] == 3 and done["removed"]["archive_entries"] == 1
+        assert done["removed"]["embedding_cache"] == 2 and done["removed"]["spool_records"] == 1
+        pipeline.drain()  # the workers apply the tombstones
+
+        exported = json.dumps(list(ops.export(settings)))
+        assert token not in exported and kept.id in exported and kept_too.id in exported
+        assert token not in repr(list(history(log, Archive(settings.archive_path))))
+        assert Archive(settings.archive_path).verify()["events"] == 1  # the kept turn; the segment rewritten
+        assert all(token not in f.value and token not in f.text for f in facts.query("t1", history=True))
+        store = pipeline.store
+        for name in ("turns", "memories"):
+            found, offset = [], None
+            while True:
+                page, offset = store.scroll(store.collection_for_read(name), _all(), limit=256, offset=offset)
+                found += page
+                if offset is None:
+                    break
+            assert found and token not in repr([p.payload for p in found])
+        for words in (token, f"code word {token}", f"vault phrase {token}", f"live in {token} City"):
+            hits = pipeline.searcher.search(words, tenant="t1", agent="a1", scope="all", history=True)
+            assert token not in repr(hits)
+        assert token not in everything_in_redis(log.client)
+        assert DeadLetters(log.client, log.prefix).count() == 0
+        with EmbeddingCache(cache_path) as cache:
+            assert cache.count() == 1
+        spool_bytes = b"".join(p.read_bytes() for p in settings.spool_dir.glob("*.seg"))
+        assert token.encode() not in spool_bytes and b"spooled, harmless" in spool_bytes
+
+        again = ops.forget(settings, ops.Selector(match=token), wait=0)
+        assert again["events"] == [] and again["tombstones"] == 0 and not any(again["removed"].values())
+        assert files_holding(tmp_path / "pipe-home", token.encode()) == []  # the embedded store's files
+        if redis_client.connection_url:  # the server's files: the append-only file was rewritten
+            assert again["aof"]["state"] == "rewritten"
+            directory = Path(as_str(log.client.config_get("dir")["dir"]))
+            assert files_holding(directory, token.encode()) == []
+    finally:
+        pipeline.stop()
+
+
+def _all():
+    from memstream.projections.stores.port import Filter
+
+    return Filter(tenant="t1")
+
