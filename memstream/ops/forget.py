@@ -157,8 +157,8 @@ def forget(settings: Settings, selector: Selector, *, dry_run: bool = False, wai
     eventlog = connect(settings)
     client = eventlog.client
     archive = Archive(settings.archive_path)
-    tombstoned = _tombstoned(client, eventlog.prefix) if selector.tombstoned else set()
     try:
+        tombstoned = _tombstoned(client, eventlog.prefix) | _named(eventlog, archive) if selector.tombstoned else set()
         found = _scan(eventlog, archive, selector, tombstoned)
     except ArchiveError as exc:
         raise CommandError(str(exc)) from exc
@@ -247,6 +247,23 @@ def _scan(eventlog: EventLog, archive: Archive, selector: Selector, tombstoned: 
         if selector.selects(event, tombstoned):
             found.add(stream, entry_id, event, in_archive)
     return found
+
+
+def _named(eventlog: EventLog, archive: Archive) -> set[tuple[str, str]]:
+    """(tenant, id) of every item a tombstone in the log names (the forget tool's, before
+    the projections applied it)."""
+    out: set[tuple[str, str]] = set()
+    for _, _, fields in history(eventlog, archive):
+        if _field(fields, "type") != b"memory.forgotten":
+            continue
+        data = _field(fields, "data")
+        try:
+            event = decode(data) if data is not None else None
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            continue
+        if isinstance(event, MemoryForgotten):
+            out.add((event.scope.tenant, event.forgotten_id))
+    return out
 
 
 def _field(fields: EntryFields, name: str) -> bytes | None:

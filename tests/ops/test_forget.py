@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from pipeline_support import make_pipeline, memory, remembered, turn
+from pipeline_support import forgotten, make_pipeline, memory, remembered, turn
 
 from memstream import ops
 from memstream.core import as_str, keys
@@ -146,3 +146,49 @@ def _all():
 
     return Filter(tenant="t1")
 
+
+
+def test_tombstoned_erases_what_the_forget_tool_and_memory_remove_forgot(tmp_path, reach, settings):
+    token = f"Qz{uuid.uuid4().hex[:12]}"
+    log = reach
+    pipeline = make_pipeline(tmp_path / "pipe-home", log)
+    try:
+        by_tool = remembered(f"the locker code is {token}")
+        by_remove = memory("add", f"my spare key hides under {token}")
+        kept = memory("add", "Prefers green tea")
+        log.append([by_tool, by_remove, kept])
+        pipeline.drain()
+        log.append([forgotten(by_tool.id), memory("remove", old_text="spare key hides")])  # the tool; Hermes
+        pipeline.drain()
+        assert token in json.dumps(list(ops.export(settings)))  # the tombstones hid it, the log still has it
+
+        plan = ops.forget(settings, ops.Selector(tombstoned=True), dry_run=True)
+        assert set(plan["events"]) == {by_tool.id, by_remove.id}
+        done = ops.forget(settings, ops.Selector(tombstoned=True), wait=5)
+        assert done["tombstones"] == 1  # the tool's tombstone is in the log already: only the removed entry's
+        assert done["projections"]["applied"] is False  # no worker runs here
+        pipeline.drain()
+        exported = json.dumps(list(ops.export(settings)))
+        assert token not in exported and kept.id in exported
+        assert token not in everything_in_redis(log.client)
+        assert ops.forget(settings, ops.Selector(tombstoned=True), wait=0)["events"] == []
+    finally:
+        pipeline.stop()
+
+
+def test_selectors_combine_and_every_other_event_is_kept(tmp_path, reach, settings):
+    log = reach
+    ours = turn("alpha one", tenant="t1", agent="a1")
+    other_agent = turn("alpha two", tenant="t1", agent="a2")
+    other_tenant = turn("alpha three", tenant="t2", agent="a1")
+    log.append([ours, other_agent, other_tenant])
+    plan = ops.forget(settings, ops.Selector(tenant="t1", agent="a1", match="ALPHA"), dry_run=True)
+    assert plan["events"] == [ours.id]
+    later = turn("alpha four", tenant="t1", agent="a1")  # matches the text, appended after the run: kept
+    found = ops.forget(settings, ops.Selector(events=(ours.id,)), wait=0)
+    log.append([later])
+    assert found["events"] == [ours.id]
+    exported = {e["id"] for e in ops.export(settings)}
+    assert ours.id not in exported and {other_agent.id, other_tenant.id, later.id} <= exported
+    with pytest.raises(ops.CommandError, match="needs a selector"):
+        ops.Selector()
