@@ -192,3 +192,39 @@ def test_selectors_combine_and_every_other_event_is_kept(tmp_path, reach, settin
     assert ours.id not in exported and {other_agent.id, other_tenant.id, later.id} <= exported
     with pytest.raises(ops.CommandError, match="needs a selector"):
         ops.Selector()
+
+
+def test_a_replay_after_forget_builds_versions_without_the_text(tmp_path, reach):
+    from memstream.projections import Catalog
+
+    token = f"Qz{uuid.uuid4().hex[:12]}"
+    log = reach
+    pipeline = make_pipeline(tmp_path / "pipe-home", log)
+    own = pipeline.settings  # the pipeline's archive, spool and cache
+    try:
+        log.append([turn(f"I live in {token} City", index=0), memory("add", f"vault phrase {token}"),
+                    turn("I work at Acme Corp", index=1)])
+        pipeline.drain()
+        assert ops.archive(own)["archived"] >= 2
+        log.append([turn(f"the code word is {token}", index=2), remembered("Prefers green tea")])
+        pipeline.drain()
+        done = ops.forget(own, ops.Selector(match=token), wait=0)
+        assert len(done["events"]) == 3 and done["removed"]["archive_entries"] == 2
+        pipeline.drain()
+        assert ops.archive(own)["archived"] >= 1  # the archiver carries on after the rewrite
+        assert Archive(own.archive_path).verify()["events"] >= 2
+
+        catalog = Catalog(log.client, log.prefix)
+        for name in ("turns", "memories", "facts", "sessions"):
+            catalog.add_build(name, archive=True)
+        pipeline.sync_catalog()
+        pipeline.drain()
+        assert all(catalog.active(n).version == 2 for n in ("turns", "memories", "facts", "sessions"))
+        assert FactsTable(log.client, log.prefix, version=2).query("t1", history=True)  # built, from the rest
+        assert token not in everything_in_redis(log.client)
+        for name in ("turns", "memories"):
+            page, _ = pipeline.store.scroll(pipeline.store.collection_for_read(name), _all(), limit=1000)
+            assert page and token not in repr([p.payload for p in page])
+        assert files_holding(tmp_path / "pipe-home", token.encode()) == []
+    finally:
+        pipeline.stop()
