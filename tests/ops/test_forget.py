@@ -23,7 +23,7 @@ from memstream.workers import DeadLetters
 
 @pytest.fixture
 def reach(event_log, monkeypatch):
-    for module in ("memstream.ops.forget", "memstream.ops.export", "memstream.ops.archive"):
+    for module in ("memstream.ops.forget", "memstream.ops.export", "memstream.ops.archive", "memstream.ops.stats"):
         monkeypatch.setattr(sys.modules[module], "connect", lambda settings: event_log)
     return event_log
 
@@ -130,6 +130,9 @@ def test_forget_match_removes_the_text_from_every_place(tmp_path, reach, setting
         spool_bytes = b"".join(p.read_bytes() for p in settings.spool_dir.glob("*.seg"))
         assert token.encode() not in spool_bytes and b"spooled, harmless" in spool_bytes
 
+        stats = ops.stats(settings)  # the log's holes (XDEL) leave the figures whole
+        rows = list(stats["projections"].values())
+        assert rows and all(r["lag"] == 0 and r["pending"] == 0 for r in rows), rows
         again = ops.forget(settings, ops.Selector(match=token), wait=0)
         assert again["events"] == [] and again["tombstones"] == 0 and not any(again["removed"].values())
         assert files_holding(tmp_path / "pipe-home", token.encode()) == []  # the embedded store's files
@@ -228,3 +231,32 @@ def test_a_replay_after_forget_builds_versions_without_the_text(tmp_path, reach)
         assert files_holding(tmp_path / "pipe-home", token.encode()) == []
     finally:
         pipeline.stop()
+
+
+def test_events_appended_while_forget_runs_are_never_removed_unless_it_read_them(tmp_path, reach, settings):
+    import threading
+
+    log = reach
+    log.append([turn(f"alpha {i}", index=i) for i in range(200)])
+    appended: list[str] = []
+    stop = threading.Event()
+
+    def append() -> None:
+        i = 0
+        while not stop.is_set() or i < 20:
+            event = turn(f"alpha late {i}" if i % 2 else f"beta late {i}", index=1000 + i)
+            log.append([event])
+            appended.append(event.id)
+            i += 1
+
+    writer = threading.Thread(target=append)
+    writer.start()
+    try:
+        done = ops.forget(settings, ops.Selector(match="alpha"), wait=0)
+    finally:
+        stop.set()
+        writer.join()
+    removed = set(done["events"])
+    left = {e["id"] for e in ops.export(settings) if e["type"] == "turn.recorded"}
+    assert len(removed) >= 200 and not removed & left  # what it read and matched is gone
+    assert set(appended) - removed <= left  # everything else appended meanwhile is there
