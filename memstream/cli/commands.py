@@ -511,6 +511,12 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
             raise CommandError(str(exc)) from exc
         print_result(args, result, bench_dashboard.format_dashboard(result))
         return OK
+    if args.which == "crypto":
+        from memstream.bench import crypto as bench_crypto
+
+        result = bench_crypto.crypto_bench(events=args.events or 2000, rounds=args.runs or 15, data=args.data or None)
+        print_result(args, result, bench_crypto.format_crypto(result))
+        return OK
     if args.which == "text":
         from memstream.bench import text as bench_text
 
@@ -634,7 +640,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")
     p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos", "text",
-                                       "archive", "replay", "import", "metrics", "reads", "fleet", "dashboard"])
+                                       "archive", "replay", "import", "metrics", "reads", "fleet", "dashboard",
+                                       "crypto"])
     p.add_argument("--minutes", type=minutes, default=None, help="chaos: how long things break (default 2); "
                    "dashboard: minutes of traffic before the first load, hence of history the page draws "
                    "(default 1/3; 10 fills it)")
