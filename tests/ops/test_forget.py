@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -16,7 +17,8 @@ from pipeline_support import forgotten, make_pipeline, memory, remembered, turn
 
 from memstream import ops
 from memstream.core import as_str, keys
-from memstream.producers import Archive, Record, Spool, history
+from memstream.ops.forget import _wait_rewrite
+from memstream.producers import Archive, EventLog, Record, Spool, history
 from memstream.projections import EmbeddingCache, FactsTable, group_of, text_key
 from memstream.workers import DeadLetters
 
@@ -136,6 +138,7 @@ def test_forget_match_removes_the_text_from_every_place(tmp_path, reach, setting
         again = ops.forget(settings, ops.Selector(match=token), wait=0)
         assert again["events"] == [] and again["tombstones"] == 0 and not any(again["removed"].values())
         assert files_holding(tmp_path / "pipe-home", token.encode()) == []  # the embedded store's files
+        assert files_holding(tmp_path / "pipe-home", b"Prefers green tea")  # which show what they hold
         if redis_client.connection_url:  # the server's files: the append-only file was rewritten
             assert again["aof"]["state"] == "rewritten"
             directory = Path(as_str(log.client.config_get("dir")["dir"]))
@@ -260,3 +263,29 @@ def test_events_appended_while_forget_runs_are_never_removed_unless_it_read_them
     left = {e["id"] for e in ops.export(settings) if e["type"] == "turn.recorded"}
     assert len(removed) >= 200 and not removed & left  # what it read and matched is gone
     assert set(appended) - removed <= left  # everything else appended meanwhile is there
+
+
+@pytest.mark.valkey
+def test_a_later_rewrite_of_the_append_only_file_brings_no_forgotten_entry_back(valkey_server, settings, monkeypatch):
+    """A deleted stream entry's bytes stay in the stream's node in memory; an RDB preamble
+    would copy them to disk at Valkey's next rewrite. The embedded server writes commands."""
+    import redis
+
+    client = redis.Redis.from_url(valkey_server.url)
+    client.flushall()
+    log = EventLog(client, settings.stream_prefix, settings.shards)
+    monkeypatch.setattr(sys.modules["memstream.ops.forget"], "connect", lambda settings: log)
+    token = f"Qz{uuid.uuid4().hex[:12]}"
+    log.append([remembered(f"note {i}" if i != 10 else f"the pin is {token}") for i in range(20)])
+    assert ops.forget(settings, ops.Selector(match=token), wait=0)["aof"]["state"] == "rewritten"
+    directory = Path(as_str(client.config_get("dir")["dir"]))
+    assert files_holding(directory, token.encode()) == []
+    client.config_set("rdbcompression", "no")  # an RDB's strings uncompressed: what grep sees is all there is
+    try:
+        client.bgrewriteaof()  # as Valkey does by itself when the file has grown
+        time.sleep(0.05)
+        _wait_rewrite(client, 60)
+        assert files_holding(directory, token.encode()) == []
+    finally:
+        client.config_set("rdbcompression", "yes")
+        client.close()

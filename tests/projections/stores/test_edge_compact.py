@@ -38,6 +38,7 @@ def test_after_compact_no_file_holds_a_deleted_points_payload_and_the_live_point
                               filter=Filter(tenant="t1"), limit=3)
         assert store.compact(collection) == 11
         assert files_holding(tmp_path / "store", token.encode()) == []
+        assert files_holding(tmp_path / "store", b"deploy number 5")  # payloads are greppable: the test can fail
         assert store.count(collection) == 11
         after = store.search(collection, dense=[0.1, 0.2, 0.3, 5.0], sparse=sparse_vector("deploy number 5"),
                              filter=Filter(tenant="t1"), limit=3)
