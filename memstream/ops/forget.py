@@ -165,7 +165,7 @@ def forget(settings: Settings, selector: Selector, *, dry_run: bool = False, wai
     ids = set(found.events)
     doomed_entries = {(s, e) for s, es in found.entries.items() for e in es}
     dlq_ids = _dead_letters(client, eventlog.prefix, selector, ids, doomed_entries, tombstoned)
-    backlog, backlog_texts = _backlog(client, eventlog.prefix, ids)
+    backlog, backlog_texts = _backlog(client, eventlog.prefix, ids, selector.match)
     texts = {t for e in found.events.values() for t in texts_of(e) if t} | backlog_texts
     spool = Path(spool_dir) if spool_dir is not None else settings.spool_dir
     spool_counts = erase_records(spool, lambda data: _payload_doomed(data, selector, ids, tombstoned), dry_run=True)
@@ -230,6 +230,7 @@ def _scan(eventlog: EventLog, archive: Archive, selector: Selector, tombstoned: 
     from memstream.producers import parse_entry_id
 
     marks = {k: parse_entry_id(v) for k, v in watermark.items()}
+    removes: list[tuple[str, str, MemoryWritten, bool]] = []  # memory-tool removes, for --tombstoned
     for stream, entry_id, fields in history(eventlog, archive):
         in_archive = stream in marks and parse_entry_id(entry_id) <= marks[stream]
         data = _field(fields, "data")
@@ -246,6 +247,16 @@ def _scan(eventlog: EventLog, archive: Archive, selector: Selector, tombstoned: 
             continue
         if selector.selects(event, tombstoned):
             found.add(stream, entry_id, event, in_archive)
+        elif selector.tombstoned and isinstance(event, MemoryWritten) and event.action == "remove" \
+                and event.old_text:
+            removes.append((stream, entry_id, event, in_archive))
+    # Hermes's memory remove quotes the entry it removes (old_text): it goes with the entry
+    for stream, entry_id, remove, in_archive in removes:
+        scope = remove.scope
+        if any(isinstance(e, (MemoryWritten, MemoryRemembered)) and e.target == remove.target
+               and (e.scope.tenant, e.scope.agent) == (scope.tenant, scope.agent) and remove.old_text in e.content
+               for e in found.events.values()):
+            found.add(stream, entry_id, remove, in_archive)
     return found
 
 
@@ -311,11 +322,15 @@ def _dead_letters(client: redis.Redis, prefix: str, selector: Selector, ids: set
     return out
 
 
-def _backlog(client: redis.Redis, prefix: str, ids: set[str]) -> tuple[dict[str, set[str]], set[str]]:
-    """Per dense backlog: the entries of forgotten events; and their texts."""
+def _backlog(client: redis.Redis, prefix: str, ids: set[str],
+             match: str | None) -> tuple[dict[str, set[str]], set[str]]:
+    """Per dense backlog: the entries of forgotten events, and those whose text holds
+    ``match`` (a later turn's unit quoting a forgotten one: its point is re-indexed without
+    it, so the entry was stale anyway); and their texts."""
     out: dict[str, set[str]] = {}
     texts: set[str] = set()
-    if not ids:
+    needle = match.casefold() if match else None
+    if not ids and needle is None:
         return out, texts
     for raw_key in client.scan_iter(match=keys.embed_backlog_pattern(prefix), count=500):
         key = as_str(raw_key)
@@ -324,9 +339,10 @@ def _backlog(client: redis.Redis, prefix: str, ids: set[str]) -> tuple[dict[str,
             for entry in batch:
                 entry_id, record = xrange_entry(entry)
                 fields = {as_str(k): v for k, v in record.items()}
-                if as_str(fields.get("event", b"")) in ids:
+                text = as_str(fields.get("text", b""))
+                if as_str(fields.get("event", b"")) in ids or (needle is not None and needle in text.casefold()):
                     out.setdefault(key, set()).add(entry_id)
-                    texts.add(as_str(fields.get("text", b"")))
+                    texts.add(text)
             cursor = "(" + entry_id
     return out, texts
 

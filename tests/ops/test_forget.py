@@ -81,6 +81,9 @@ def test_forget_match_removes_the_text_from_every_place(tmp_path, reach, setting
         backlog = keys.embed_backlog(log.prefix, group_of("turns"))
         log.client.xadd(backlog, {"id": "p1", "key": "k", "tenant": "t1", "event": said.id,
                                   "text": f"unit: {said.user_text}"})
+        log.client.xadd(backlog, {"id": "p2", "key": "k", "tenant": "t1", "event": kept.id,  # a later unit quoting it
+                                  "text": f"earlier: {said.user_text}\nnow: {kept.user_text}"})
+        log.client.xadd(backlog, {"id": "p3", "key": "k", "tenant": "t1", "event": kept.id, "text": kept.user_text})
         cache_path = settings.data_dir / "embeddings.sqlite3"
         with EmbeddingCache(cache_path) as cache:
             cache.put_many("hash", {text_key(said.user_text): np.ones(4, dtype="<f4"),
@@ -99,13 +102,14 @@ def test_forget_match_removes_the_text_from_every_place(tmp_path, reach, setting
         assert files_holding(tmp_path / "pipe-home", token.encode())  # the store's write-ahead log has it
         plan = ops.forget(settings, ops.Selector(match=token), dry_run=True)
         assert set(plan["events"]) == {archived_memory.id, fact_turn.id, said.id}
-        assert plan["removed"] == {"stream_entries": 2, "archive_entries": 1, "dead_letters": 1, "embed_backlog": 1,
+        assert plan["removed"] == {"stream_entries": 2, "archive_entries": 1, "dead_letters": 1, "embed_backlog": 2,
                                    "embedding_cache": 0, "spool_records": 1}
         assert token in json.dumps(list(ops.export(settings)))  # a dry run removes nothing
 
         done = ops.forget(settings, ops.Selector(match=token), wait=0)
         assert done["tombstones"] == 3 and done["removed"]["archive_entries"] == 1
         assert done["removed"]["embedding_cache"] == 2 and done["removed"]["spool_records"] == 1
+        assert [as_str(e[1][b"id"]) for e in log.client.xrange(backlog)] == ["p3"]  # it never quoted the text
         pipeline.drain()  # the workers apply the tombstones
 
         exported = json.dumps(list(ops.export(settings)))
@@ -164,14 +168,15 @@ def test_tombstoned_erases_what_the_forget_tool_and_memory_remove_forgot(tmp_pat
         kept = memory("add", "Prefers green tea")
         log.append([by_tool, by_remove, kept])
         pipeline.drain()
-        log.append([forgotten(by_tool.id), memory("remove", old_text="spare key hides")])  # the tool; Hermes
+        remove = memory("remove", old_text=f"key hides under {token}")
+        log.append([forgotten(by_tool.id), remove])  # the forget tool; Hermes's memory remove
         pipeline.drain()
         assert token in json.dumps(list(ops.export(settings)))  # the tombstones hid it, the log still has it
 
         plan = ops.forget(settings, ops.Selector(tombstoned=True), dry_run=True)
-        assert set(plan["events"]) == {by_tool.id, by_remove.id}
+        assert set(plan["events"]) == {by_tool.id, by_remove.id, remove.id}  # the remove quotes the entry
         done = ops.forget(settings, ops.Selector(tombstoned=True), wait=5)
-        assert done["tombstones"] == 1  # the tool's tombstone is in the log already: only the removed entry's
+        assert done["tombstones"] == 2  # the tool's tombstone is in the log already
         assert done["projections"]["applied"] is False  # no worker runs here
         pipeline.drain()
         exported = json.dumps(list(ops.export(settings)))
