@@ -31,6 +31,7 @@ from memstream.ops.connect import connect
 from memstream.ops.errors import CommandError
 from memstream.producers import (
     Archive,
+    ArchiveBusy,
     ArchiveError,
     DelegationCompleted,
     EntryFields,
@@ -196,8 +197,10 @@ def forget(settings: Settings, selector: Selector, *, dry_run: bool = False, wai
         for chunk in _chunks(sorted(entry_ids)):
             client.xdel(stream, *chunk)
     try:
-        erased = erase(archive, found.archived)
-    except ArchiveError as exc:
+        # every matched entry, not only those read from the archive: an archiver may have
+        # copied some from the streams since they were read (it cannot after the XDEL)
+        erased = erase(archive, found.entries)
+    except (ArchiveError, ArchiveBusy) as exc:
         raise CommandError(f"the stream entries are deleted and tombstoned, but the archive could not be "
                            f"rewritten: {exc}; run forget again") from exc
     removed["archive_segments"] = erased["segments"]

@@ -689,8 +689,8 @@ def erase(archive: Archive, doomed: dict[str, set[str]]) -> dict[str, int]:
     Idempotent: entries already gone are not counted. Returns the segments rewritten and
     the entries removed."""
     out = {"segments": 0, "entries": 0}
-    if not any(doomed.values()):
-        return out
+    if not any(doomed.values()) or not archive.segments():
+        return out  # nothing to erase: no directory or lock is made
     with archive.writing() as writer:
         for seg in list(writer.segments):
             ids = doomed.get(seg.stream)

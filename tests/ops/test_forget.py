@@ -294,3 +294,22 @@ def test_a_later_rewrite_of_the_append_only_file_brings_no_forgotten_entry_back(
     finally:
         client.config_set("rdbcompression", "yes")
         client.close()
+
+
+def test_an_archiver_at_work_makes_forget_say_run_again_and_the_second_run_finishes(reach, settings):
+    from memstream.producers import archive
+
+    log = reach
+    secret, other = remembered("the alarm code is 5512"), remembered("prefers tea")
+    log.append([secret, other])
+    store = Archive(settings.archive_path)
+    archive(log, store, "99999999999999-0", trim=False)  # archived, and still in the stream
+    with store.writing():  # an archiver holds the lock
+        with pytest.raises(ops.CommandError, match="run forget again"):
+            ops.forget(settings, ops.Selector(match="alarm code"), wait=0)
+    assert "5512" not in repr(log.client.xrange(log.stream_keys[0]))  # the streams are done already
+    assert "5512" in repr(list(store.entries()))
+    again = ops.forget(settings, ops.Selector(match="alarm code"), wait=0)
+    assert again["events"] == [secret.id] and again["tombstones"] == 0  # tombstoned by the first run
+    assert again["removed"]["archive_entries"] == 1 and "5512" not in repr(list(store.entries()))
+    assert [e["id"] for e in ops.export(settings) if e["type"] != "memory.forgotten"] == [other.id]
