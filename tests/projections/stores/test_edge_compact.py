@@ -78,3 +78,50 @@ def test_a_compaction_a_crash_stopped_is_finished_or_dropped_when_the_store_open
         assert not (base / f"{collection}.compact").exists()
     finally:
         store.close()
+
+
+def test_readers_and_writers_during_a_compaction_see_no_error(tmp_path):
+    import threading
+
+    store = EdgeStore(tmp_path / "store")
+    errors: list[BaseException] = []
+    written: list[str] = []
+    stop = threading.Event()
+    try:
+        collection = fill(store, "plain")
+
+        def read() -> None:
+            while not stop.is_set():
+                try:
+                    store.search(collection, sparse=sparse_vector("deploy number 5"), filter=Filter(tenant="t1"),
+                                 limit=3)
+                    store.count(collection)
+                except BaseException as exc:  # noqa: BLE001 - any error is the failure
+                    errors.append(exc)
+
+        def write() -> None:
+            i = 100
+            while not stop.is_set():
+                try:
+                    store.upsert(collection, [Point(id=point_id(f"w{i}", 0), dense=[0.5, 0.5, 0.5, 0.5],
+                                                    payload={"tenant": "t1", "text": f"written {i}"})])
+                    written.append(point_id(f"w{i}", 0))
+                    i += 1
+                except BaseException as exc:  # noqa: BLE001
+                    errors.append(exc)
+
+        threads = [threading.Thread(target=read), threading.Thread(target=read), threading.Thread(target=write)]
+        for t in threads:
+            t.start()
+        try:
+            for _ in range(3):
+                store.compact(collection)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        assert errors == [] and written
+        assert len(store.retrieve(collection, written)) == len(written)  # no write lost across the swaps
+        assert store.count(collection) == 12 + len(written)
+    finally:
+        store.close()
