@@ -75,6 +75,10 @@ def test_forget_match_removes_the_text_from_every_place(tmp_path, reach, setting
         pipeline.drain()
         facts = FactsTable(log.client, log.prefix)
         assert any(token in f.value for f in facts.query("t1", history=True))
+        handlers = pipeline.reads.handlers()  # what the query server answers the tools and commands with
+        assert token in repr(handlers["search"]({"op": "search", "tenant": "t1", "agent": "a1", "scope": "all",
+                                                 "query": f"code word {token}"}))
+        assert handlers["exists"]({"op": "exists", "tenant": "t1", "id": said.id}).get("exists") is True
         # copies: a dead letter of the raw entry, a backlog entry, a cache row, a spool record
         raw = log.client.xrange(log.stream_keys[0])[-2]
         DeadLetters(log.client, log.prefix).add("facts.v1", log.stream_keys[0], as_str(raw[0]), raw[1], "boom", 5)
@@ -129,6 +133,14 @@ def test_forget_match_removes_the_text_from_every_place(tmp_path, reach, setting
         for words in (token, f"code word {token}", f"vault phrase {token}", f"live in {token} City"):
             hits = pipeline.searcher.search(words, tenant="t1", agent="a1", scope="all", history=True)
             assert token not in repr(hits)
+            for op in ("search", "recall"):
+                answer = handlers[op]({"op": op, "tenant": "t1", "agent": "a1", "scope": "all", "query": words})
+                assert "error" not in answer and token not in repr(answer)
+        for op in ("facts", "recent"):
+            answer = handlers[op]({"op": op, "tenant": "t1", "agent": "a1", "scope": "all", "history": True})
+            assert "error" not in answer and token not in repr(answer)
+        for item in plan["events"]:
+            assert handlers["exists"]({"op": "exists", "tenant": "t1", "id": item}).get("exists") is False
         assert token not in everything_in_redis(log.client)
         assert DeadLetters(log.client, log.prefix).count() == 0
         with EmbeddingCache(cache_path) as cache:
