@@ -213,6 +213,15 @@ def test_selectors_combine_and_every_other_event_is_kept(tmp_path, reach, settin
     assert found["events"] == [ours.id]
     exported = {e["id"] for e in ops.export(settings)}
     assert ours.id not in exported and {other_agent.id, other_tenant.id, later.id} <= exported
+    from memstream.producers import Scope, SessionEnded, utcnow
+
+    elsewhere = SessionEnded(id="0190aaaa-0000-7000-8000-00000000000a", occurred_at=utcnow(),
+                             scope=Scope(tenant="t1", agent="a1", session_id="s2"))
+    log.append([elsewhere])
+    by_session = ops.forget(settings, ops.Selector(session="s1", tenant="t1"), dry_run=True)["events"]
+    assert other_agent.id in by_session and later.id in by_session and elsewhere.id not in by_session
+    assert ops.forget(settings, ops.Selector(session="s2"), dry_run=True)["events"] == [elsewhere.id]
+    assert ops.forget(settings, ops.Selector(agent="a2"), dry_run=True)["events"] == [other_agent.id]
     with pytest.raises(ops.CommandError, match="needs a selector"):
         ops.Selector()
 
