@@ -241,8 +241,10 @@ def _scan(eventlog: EventLog, archive: Archive, selector: Selector, tombstoned: 
             event = decode(data) if data is not None else None
         except (msgspec.DecodeError, msgspec.ValidationError):
             event = None
-        if event is None:
-            if data is not None and selector.selects_raw(data):
+        if event is None:  # no valid event: named by its id field, or by the text in its bytes
+            raw_id = _field(fields, "id")
+            if (data is not None and selector.selects_raw(data)) \
+                    or (raw_id is not None and raw_id.decode("utf-8", "replace") in selector.events):
                 found.add(stream, entry_id, None, in_archive)
             continue
         if isinstance(event, MemoryForgotten):

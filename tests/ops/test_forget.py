@@ -334,3 +334,16 @@ def test_an_archiver_at_work_makes_forget_say_run_again_and_the_second_run_finis
     assert again["events"] == [secret.id] and again["tombstones"] == 0  # tombstoned by the first run
     assert again["removed"]["archive_entries"] == 1 and "5512" not in repr(list(store.entries()))
     assert [e["id"] for e in ops.export(settings) if e["type"] != "memory.forgotten"] == [other.id]
+
+
+def test_an_entry_that_is_no_valid_event_goes_by_its_id_field_or_by_match(reach, settings):
+    log = reach
+    key = log.stream_keys[0]
+    log.client.xadd(key, {"id": "bad-1", "type": "turn.recorded", "data": b"\xc1 not msgpack, pin 8812"})
+    log.client.xadd(key, {"id": "bad-2", "type": "turn.recorded", "data": b"\xc1 not msgpack either"})
+    ok = remembered("prefers tea")
+    log.append([ok])
+    assert ops.forget(settings, ops.Selector(match="PIN 8812"), wait=0)["removed"]["stream_entries"] == 1
+    assert ops.forget(settings, ops.Selector(events=("bad-2",)), wait=0)["removed"]["stream_entries"] == 1
+    left = log.client.xrange(key)
+    assert len(left) == 1 and b"8812" not in repr(left).encode()
