@@ -93,6 +93,7 @@ class MemoriesProjection(VectorProjection):
             removed = next((str(p.payload.get("event_id", "")) for p in points if p.id == match), "")
             if removed:
                 self.tombstones.add(event.scope.tenant, removed)
+            self._compact_due = True  # and its text leaves the store's files
         if event.action == "replace":
             self._add(event, event.content, "memory_tool")
         self.counters.add(**{f"{event.action}d": 1})

@@ -180,10 +180,15 @@ def test_tombstoned_erases_what_the_forget_tool_and_memory_remove_forgot(tmp_pat
         kept = memory("add", "Prefers green tea")
         log.append([by_tool, by_remove, kept])
         pipeline.drain()
+        assert files_holding(tmp_path / "pipe-home", b"spare key hides")
         remove = memory("remove", old_text=f"key hides under {token}")
-        log.append([forgotten(by_tool.id), remove])  # the forget tool; Hermes's memory remove
+        log.append([remove])  # Hermes's memory remove
+        pipeline.drain()
+        assert files_holding(tmp_path / "pipe-home", b"spare key hides") == []  # the store compacted after it
+        log.append([forgotten(by_tool.id)])  # the forget tool
         pipeline.drain()
         assert token in json.dumps(list(ops.export(settings)))  # the tombstones hid it, the log still has it
+        assert files_holding(tmp_path / "pipe-home", token.encode()) == []  # and after the tombstone
 
         plan = ops.forget(settings, ops.Selector(tombstoned=True), dry_run=True)
         assert set(plan["events"]) == {by_tool.id, by_remove.id, remove.id}  # the remove quotes the entry
