@@ -193,9 +193,11 @@ def forget(settings: Settings, selector: Selector, *, dry_run: bool = False, wai
     last = _tombstone(eventlog, new)
     result["tombstones"] = len(new)
     # 2. the log: the streams (XDEL, by the ids matched: never an entry appended since), the archive
+    deleted = 0
     for stream, entry_ids in found.entries.items():
         for chunk in _chunks(sorted(entry_ids)):
-            client.xdel(stream, *chunk)
+            deleted += int(client.xdel(stream, *chunk))
+    removed["stream_entries"] = deleted  # what the streams still held (the rest was archived and trimmed)
     try:
         # every matched entry, not only those read from the archive: an archiver may have
         # copied some from the streams since they were read (it cannot after the XDEL)
