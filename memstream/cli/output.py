@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 __all__ = [
+    "forget_text",
     "ERROR_CUT", "FAILED", "INTERRUPTED", "OK", "TEXT_CUT", "USAGE",
     "ago", "archive_text", "cut", "dead_letter_line", "doctor_text", "fail", "import_text", "one_line",
     "print_result", "projections_text", "rate_text", "search_line", "seconds_text", "size", "span", "stats_text",
@@ -294,6 +295,20 @@ def stats_text(result: dict) -> str:
     if losses:
         lines.append("spool losses reported by agents (all hosts): "
                      + ", ".join(f"{k} {v}" for k, v in sorted(losses.items())))
+    return "\n".join(lines)
+
+
+def forget_text(result: dict) -> str:
+    removed = result["removed"]
+    verb = "would remove" if result["dry_run"] else "removed"
+    lines = [f"{len(result['events'])} events {'match' if result['dry_run'] else 'forgotten'}"
+             + ("" if result["dry_run"] else f"; {result['tombstones']} tombstones appended")]
+    lines += [f"  {verb} {n} {place.replace('_', ' ')}" for place, n in removed.items()]
+    if result["dry_run"]:
+        lines += [f"  event {event_id}" for event_id in result["events"]]
+    else:
+        lines.append(f"  append-only file: {result['aof']['state']}")
+    lines += [f"note: {note}" for note in result["notes"]]
     return "\n".join(lines)
 
 

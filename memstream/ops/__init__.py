@@ -16,6 +16,7 @@ from memstream.ops.dlq import dead_letters, settle
 from memstream.ops.doctor import doctor
 from memstream.ops.errors import CommandError
 from memstream.ops.export import Undecodable, export
+from memstream.ops.forget import Selector, forget
 from memstream.ops.imports import import_hermes, import_jsonl
 from memstream.ops.replay import (
     activate_version,
@@ -54,11 +55,13 @@ __all__ = [
     "doctor",
     "export",
     "fetch_summary",
+    "forget",
     "import_hermes",
     "import_jsonl",
     "memory_event",
     "remove_tenant",
     "search",
+    "Selector",
     "settle",
     "source_text",
     "start_service",

@@ -13,7 +13,7 @@ from memstream.projections.catalog import STATES, Catalog, CatalogError, Version
 from memstream.projections.counters import Counters
 from memstream.projections.embedders.base import EmbedderError, EmbedderUnavailable
 from memstream.projections.embedders.base import Wrapper as EmbedderWrapper
-from memstream.projections.embedders.cache import CachedEmbedder
+from memstream.projections.embedders.cache import CachedEmbedder, EmbeddingCache, text_key
 from memstream.projections.embedders.port import (
     Embedder,
     configured_embedder,
@@ -60,6 +60,8 @@ if TYPE_CHECKING:
     from memstream.projections.stores.edge import EdgeStore
 
 __all__ = [
+    "EmbeddingCache",
+    "text_key",
     "BacklogEntry",
     "backlog_entry",
     "embeds_inline",

@@ -172,4 +172,20 @@ class VectorProjection:
             return None  # never across tenants
         self.store.delete(self.collection, ids)
         self.counters.add(forgotten=1 if head else 0)
+        self._compact_due = self._compact_due or bool(head)
         return dict(head[0].payload) if head else None
+
+    _compact_due = False
+
+    def _compact_if_due(self) -> None:
+        """After a batch that deleted a forgotten item's points: rewrite the collection
+        without them when the store can (the embedded one: ``EdgeStore.compact``), so the
+        text is left in none of its files. Once per batch; a Qdrant server keeps its own
+        write-ahead log (see the README's Forgetting)."""
+        if not self._compact_due:
+            return
+        compact = getattr(self.store, "compact", None)
+        if compact is not None:
+            compact(self.collection)
+            self.counters.add(compacted=1)
+        self._compact_due = False

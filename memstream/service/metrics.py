@@ -75,6 +75,9 @@ log = structlog.get_logger("memstream.metrics")
 
 GROUP = ("group", "projection", "version")  # the labels of a projection version's figures
 QUERY_OUTCOMES = ("answered", "refused", "expired", "failed", "unsupported")  # query.server's counters
+# the places ``memstream forget`` (ops.forget) counts what it removed from, and its tombstones
+FORGOTTEN_PLACES = ("stream_entries", "archive_entries", "dead_letters", "embed_backlog", "embedding_cache",
+                    "spool_records", "tombstones")
 MAX_DLQ_GROUPS = 64
 REPORT_EVERY_OFF = Settings().report_every_s  # the agents' interval when this process's is 0 (the default)
 SAMPLES = 5  # MEMORY USAGE's estimate from 5 nodes (Redis's default): every node counted is O(N) a scrape
@@ -155,6 +158,8 @@ FAMILIES: tuple[Family, ...] = (
     Family("memstream_queries_total", "counter", ("outcome",), "requests", "Query requests by outcome: "
            "answered, refused, expired (nobody waited any more: the caller timed out), failed, unsupported",
            "redis"),
+    Family("memstream_forgotten_total", "counter", ("place",), "items", "Items `memstream forget` removed, by "
+           "place: " + ", ".join(FORGOTTEN_PLACES), "redis"),
     Family("memstream_query_seconds", "histogram", ("op",), "seconds", "Seconds a query handler of this "
            "process took, by operation", "process"),
     # the agents' reports (memstream.service.fleet)
@@ -420,12 +425,16 @@ class LogCollector(Collector):
         for tenant in tenants:
             pipe.llen(tenant_channel(self.prefix, tenant))
         pipe.hgetall(keys.query_counters(self.prefix))
-        *lengths, counters = pipe.execute()
+        pipe.hgetall(keys.forget_counters(self.prefix))
+        *lengths, counters, forgotten = pipe.execute()
         f["memstream_query_queue_length"].add_metric(["operator"], int(lengths[0]))
         f["memstream_query_queue_length"].add_metric(["tenants"], sum(int(n) for n in lengths[1:]))
         outcomes = {as_str(k): int(v) for k, v in (counters or {}).items()}
         for outcome in QUERY_OUTCOMES:
             f["memstream_queries_total"].add_metric([outcome], outcomes.get(outcome, 0))
+        removed = {as_str(k): int(v) for k, v in (forgotten or {}).items()}
+        for place in FORGOTTEN_PLACES:
+            f["memstream_forgotten_total"].add_metric([place], removed.get(place, 0))
 
 
 class BatchHistogram(Collector):
