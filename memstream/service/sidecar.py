@@ -37,8 +37,10 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+import msgspec
 import structlog
 
 from memstream.core import Settings, backoff_delay, observe
@@ -93,12 +95,13 @@ class Sidecar:
     ``start()`` returns at once; ``stop()`` stops the child cleanly and waits for it."""
 
     def __init__(self, settings: Settings, url: str, names: tuple[str, ...], consumer: str = "",
-                 python: str = sys.executable) -> None:
+                 python: str = sys.executable, log_level: str = "INFO") -> None:
         self.settings = settings
         self.url = url
         self.names = names
         self.consumer = consumer
         self.python = python
+        self.log_level = log_level
         self.restarts = 0  # children started again after one exited
         self.last_exit: int | None = None
         self._consumers: dict[str, RemoteConsumer] = {}
@@ -134,7 +137,8 @@ class Sidecar:
         proc = subprocess.Popen([self.python, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 close_fds=True)
         assert proc.stdin is not None
-        config = {"url": self.url, "projections": list(self.names), "consumer": self.consumer}
+        config = {"url": self.url, "projections": list(self.names), "consumer": self.consumer,
+                  "settings": settings_of(self.settings), "log_level": self.log_level}
         try:
             proc.stdin.write((json.dumps(config) + "\n").encode())
             proc.stdin.flush()
@@ -232,6 +236,26 @@ class Sidecar:
             proc.stdout.close()
 
 
+def settings_of(settings: Settings) -> dict[str, Any]:
+    """``settings`` as the child's config line carries them (JSON values; it has the parent's
+    settings, whatever the environment holds; the pipe is private to the two processes)."""
+    out: dict[str, Any] = {}
+    for name in msgspec.structs.fields(Settings):
+        if name.name in ("problems", "sources"):
+            continue
+        value = getattr(settings, name.name)
+        out[name.name] = str(value) if isinstance(value, Path) else value
+    return out
+
+
+def settings_from(fields: dict[str, Any], url: str) -> Settings:
+    """The settings of the child: the parent's (``settings_of``), on the log at ``url``, serving no metrics."""
+    base = Settings()
+    known = {f.name for f in msgspec.structs.fields(Settings)} - {"problems", "sources"}
+    given = {k: (Path(v) if isinstance(getattr(base, k), Path) else v) for k, v in fields.items() if k in known}
+    return msgspec.structs.replace(base, **{**given, "redis_url": url, "metrics_addr": ""})
+
+
 # -- the child ---------------------------------------------------------------------------------
 class _Reports:
     """The child's ``core.observe`` observer: it queues what its consumers report, and a
@@ -304,15 +328,12 @@ def main() -> None:  # pragma: no cover - runs in the child (tests/service/test_
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C reaches the parent, which stops this
     out = os.fdopen(os.dup(1), "wb")  # the reports' channel; anything printed goes to stderr
     os.dup2(2, 1)
-    configure("INFO")
     line = sys.stdin.buffer.readline()
     if not line:
         return
     config = json.loads(line)
-    settings = Settings.load()
-    import msgspec
-
-    settings = msgspec.structs.replace(settings, redis_url=str(config["url"]), metrics_addr="")
+    configure(str(config.get("log_level") or "INFO"))
+    settings = settings_from(config.get("settings") or {}, str(config["url"]))
     client = redis_client(settings.redis_url)
     eventlog = event_log(client, settings.redis_url, settings)
     names = tuple(str(n) for n in config.get("projections") or ())
