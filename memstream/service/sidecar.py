@@ -43,7 +43,7 @@ from typing import IO, TYPE_CHECKING, Any
 import msgspec
 import structlog
 
-from memstream.core import Settings, backoff_delay, observe
+from memstream.core import Settings, backoff_delay, logs_json, observe
 
 if TYPE_CHECKING:
     from memstream.workers import Pipeline
@@ -138,7 +138,8 @@ class Sidecar:
                                 close_fds=True)
         assert proc.stdin is not None
         config = {"url": self.url, "projections": list(self.names), "consumer": self.consumer,
-                  "settings": settings_of(self.settings), "log_level": self.log_level}
+                  "settings": settings_of(self.settings), "log_level": self.log_level,
+                  "log_json": logs_json()}  # the child's lines look like the parent's
         try:
             proc.stdin.write((json.dumps(config) + "\n").encode())
             proc.stdin.flush()
@@ -332,7 +333,8 @@ def main() -> None:  # pragma: no cover - runs in the child (tests/service/test_
     if not line:
         return
     config = json.loads(line)
-    configure(str(config.get("log_level") or "INFO"))
+    json_lines = config.get("log_json")
+    configure(str(config.get("log_level") or "INFO"), json=json_lines if isinstance(json_lines, bool) else None)
     settings = settings_from(config.get("settings") or {}, str(config["url"]))
     client = redis_client(settings.redis_url)
     eventlog = event_log(client, settings.redis_url, settings)
