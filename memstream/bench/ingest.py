@@ -51,7 +51,7 @@ from memstream.bench.stats import machine as machine_info
 from memstream.bench.stats import percentile
 from memstream.core import Settings, new_event_id
 from memstream.producers import EventLog, Scope, TurnRecorded, redis_client, utcnow
-from memstream.service import ValkeyProcess
+from memstream.service import SidecarDrain, ValkeyProcess
 
 if TYPE_CHECKING:
     import cProfile
@@ -214,52 +214,10 @@ def _pipeline(root: Path, url: str, prefix: str, embedder: str,
     return pipeline, eventlog, recorder
 
 
-class _ChildDrain:
-    """The projections without vectors, drained in a child process (``service.sidecar``'s
-    burst mode): ready (imports done, groups made) before ``go``, then timed there."""
-
-    def __init__(self, settings: Settings, url: str) -> None:
-        import subprocess
-        import sys
-
-        from memstream.service.sidecar import CHILD, settings_of
-
-        self.proc = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        config = {"url": url, "projections": list(_apart()[1]), "settings": settings_of(settings), "mode": "drain",
-                  "log_level": "WARNING"}
-        self.proc.stdin.write((json.dumps(config) + "\n").encode())
-        self.proc.stdin.flush()
-        self._until("ready")
-
-    def _until(self, key: str) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            report = json.loads(line)
-            if key in report:
-                return dict(report)
-        raise RuntimeError(f"the drain's child process exited ({self.proc.wait()}) before it said {key!r}")
-
-    def go(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(b"go\n")
-        self.proc.stdin.flush()
-
-    def done(self) -> dict[str, Any]:
-        return self._until("drained")
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        self.proc.wait(30)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-
-
 def _drain_run(root: Path, url: str, prefix: str, embedder: str, pairs: list[tuple[str, str]],
                profile: bool = False, apart: bool = False) -> dict[str, Any]:
     pipeline, eventlog, recorder = _pipeline(root, url, prefix, embedder, apart)
-    child: _ChildDrain | None = None
+    child: SidecarDrain | None = None
     try:
         events = _events(pairs)
         for start in range(0, len(events), 500):
@@ -267,7 +225,7 @@ def _drain_run(root: Path, url: str, prefix: str, embedder: str, pairs: list[tup
         for c in pipeline.consumers:
             c.ensure_groups()
         if apart:
-            child = _ChildDrain(pipeline.settings, url)
+            child = SidecarDrain(pipeline.settings, url, _apart()[1], log_level="WARNING")
         # the model's first calls are slow (session and arena warm-up): warm it as the raw run
         # is warmed, through the inner embedder so the cache does not learn these texts
         getattr(pipeline.embedder, "inner", pipeline.embedder).embed(_warm_texts(pairs))

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from memstream.core import lazy_exports
 from memstream.service.service import AlreadyRunning, Service, detach, stop_service
-from memstream.service.sidecar import Sidecar
+from memstream.service.sidecar import Sidecar, SidecarDrain
 from memstream.service.valkey import ValkeyProcess, free_port
 
 if TYPE_CHECKING:
@@ -21,6 +21,7 @@ __all__ = [
     "Metrics",
     "Service",
     "Sidecar",
+    "SidecarDrain",
     "start_metrics",
     "stop_service",
     "ValkeyProcess",
