@@ -410,7 +410,8 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         from memstream.bench import ingest as bench_ingest
 
         result = bench_ingest.ingest(events=args.events or 1000, as_json=args.json, data=args.data or None,
-                                     runs=args.runs or 4, onnx=args.embedder != "hash")
+                                     runs=args.runs or 4, onnx=args.embedder != "hash",
+                                     freshness_runs=max(1, (args.runs or 4) // 2) if args.embedder == "hash" else 1)
         print_result(args, result, bench_ingest.format_ingest(result))
         return OK
     if args.which == "archive":
@@ -656,7 +657,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="reads: callers sending recall back to back, spread over two processes")
     p.add_argument("--embedder", default="",
                    help="embedder of the benchmark's pipeline (prefetch, fleet: default hash; locomo: onnx-minilm; "
-                        "ingest: hash runs its hash phases only)")
+                        "ingest: hash runs its hash phases only, the freshness pairs --runs/2 times)")
     p.add_argument("--compare", default=None, metavar="OPTION=VALUE[,...]",
                    help="locomo: also rebuild the turns projection as v2 with these options from the same "
                    "events and report v1 and v2 side by side (an empty value: v2 with the defaults)")

@@ -35,7 +35,9 @@ def test_bench_ingest_runs_every_phase_on_a_tiny_workload():
 
 @pytest.mark.valkey
 def test_bench_ingest_with_the_hash_embedder_only_skips_the_model():
-    result = ingest(events=40, runs=1, hash_events=40, rate=20.0, seconds=1.0, onnx=False)
+    result = ingest(events=40, runs=1, hash_events=40, rate=20.0, seconds=1.0, onnx=False, freshness_runs=2)
     assert "onnx" not in result and "ratio" not in result["met"]
+    for phase in ("freshness_hash", "freshness_hash_apart"):  # two runs each, alternated: medians
+        assert result[phase]["runs"] == 2 and len(result[phase]["per_run_keyword_p95_s"]) == 2
     assert result["hash_apart"]["applied"]["facts.v1"] == 40
     assert "facts and sessions apart" in format_ingest(result)
