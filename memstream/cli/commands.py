@@ -110,7 +110,8 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     import signal
     import threading
 
-    ops.check_worker(settings, args.embedded_store)
+    projections = ops.worker_projections(settings, args.projections)
+    ops.check_worker(settings, args.embedded_store, projections)
     _logs(args, "INFO")
     stop = threading.Event()
 
@@ -122,7 +123,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     # from the start: a SIGTERM or a Ctrl-C while starting stops it cleanly once started
     signal.signal(signal.SIGTERM, stopping)
     signal.signal(signal.SIGINT, stopping)
-    worker = ops.start_worker(settings, args.name)
+    worker = ops.start_worker(settings, args.name, projections)
     stop.wait()
     worker.stop()  # each consumer finishes its batch
     return OK
@@ -418,7 +419,8 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         from memstream.bench import ingest as bench_ingest
 
         result = bench_ingest.ingest(events=args.events or 1000, as_json=args.json, data=args.data or None,
-                                     runs=args.runs or 4)
+                                     runs=args.runs or 4, onnx=args.embedder != "hash",
+                                     freshness_runs=max(1, (args.runs or 4) // 2) if args.embedder == "hash" else 1)
         print_result(args, result, bench_ingest.format_ingest(result))
         return OK
     if args.which == "archive":
@@ -618,6 +620,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--embedded-store", action="store_true",
                    help="no Qdrant server: one worker owning the embedded store under MEMSTREAM_HOME")
     p.add_argument("--name", type=printable("name"), help="stable consumer name (default: host name)")
+    p.add_argument("--projections", type=printable("projections"), metavar="NAME,...",
+                   help="run only these projections (default: MEMSTREAM_WORKER_PROJECTIONS, else all); "
+                        "facts,sessions need no Qdrant")
     p = add("replay", cmd_replay, "rebuild projections from the log as new versions, beside the live ones")
     p.add_argument("projections", nargs="*", type=printable("projection"), help="turns, memories, facts, sessions or yours")
     p.add_argument("--embedder", type=printable("embedder"), help="the new versions' embedder (default: the active one's)")
@@ -681,7 +686,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--clients", type=int_between(1, 4096), default=16,
                    help="reads: callers sending recall back to back, spread over two processes")
     p.add_argument("--embedder", default="",
-                   help="embedder of the benchmark's pipeline (prefetch, fleet: default hash; locomo: onnx-minilm)")
+                   help="embedder of the benchmark's pipeline (prefetch, fleet: default hash; locomo: onnx-minilm; "
+                        "ingest: hash runs its hash phases only, the freshness pairs --runs/2 times)")
     p.add_argument("--compare", default=None, metavar="OPTION=VALUE[,...]",
                    help="locomo: also rebuild the turns projection as v2 with these options from the same "
                    "events and report v1 and v2 side by side (an empty value: v2 with the defaults)")

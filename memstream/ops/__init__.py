@@ -33,7 +33,7 @@ from memstream.ops.stats import stats
 from memstream.ops.sync import wait_projected
 from memstream.ops.tenants import add_tenant, remove_tenant, tenants
 from memstream.ops.top import dashboard_url, fetch_summary
-from memstream.ops.worker import check_worker, start_worker
+from memstream.ops.worker import check_worker, start_worker, worker_projections
 
 __all__ = [
     "activate_version",
@@ -66,6 +66,7 @@ __all__ = [
     "source_text",
     "start_service",
     "start_worker",
+    "worker_projections",
     "stats",
     "stop_service",
     "tenants",

@@ -37,6 +37,7 @@ from memstream.projections.registry import (
     plugins,
     registered,
     running_versions,
+    select,
 )
 from memstream.projections.sessions import SessionsIndex, SessionsProjection
 from memstream.projections.sparse import sparse_vector, tokenize
@@ -109,6 +110,7 @@ __all__ = [
     "Projection",
     "PROJECTIONS",
     "registered",
+    "select",
     "Registered",
     "SessionsIndex",
     "SessionsProjection",
