@@ -238,6 +238,23 @@ def _projections_summary(c: dict) -> str:
             f"{span(c['stall_after_s'])} without progress)")
 
 
+def _dense_summary(c: dict) -> str:
+    if c.get("note"):
+        return str(c["note"])
+    if not c["groups"]:
+        return "no backlog: dense vectors are written with the keywords (or nothing was written yet)"
+    parts = []
+    for group, g in c["groups"].items():
+        part = f"{group} {_plural(int(g['waiting']), 'point')} waiting"
+        if g.get("oldest_s") is not None:
+            part += f" (oldest {span(float(g['oldest_s']))})"
+        part += f", {_plural(int(g['readers']), 'dense stage')} reading"
+        if g.get("dead_letters"):
+            part += f", {g['dead_letters']} dead letters"
+        parts.append(part)
+    return "; ".join(parts)
+
+
 def _spool_summary(c: dict) -> str:
     return (f"{size(c['unshipped_bytes'])} unshipped of {size(c['max_bytes'])} allowed, "
             f"{_plural(int(c['segments']), 'segment')}, {c['quarantined']} quarantined, in {c['dir']}")
@@ -253,7 +270,7 @@ def _hermes_summary(c: dict) -> str:
 
 _SUMMARIES = {"config": _config_summary, "redis": _redis_summary, "streams": _streams_summary,
               "queries": _queries_summary, "tenants": _tenants_summary, "projections": _projections_summary,
-              "spool": _spool_summary, "hermes": _hermes_summary}
+              "dense": _dense_summary, "spool": _spool_summary, "hermes": _hermes_summary}
 
 
 def stats_text(result: dict) -> str:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import redis
 import structlog
 
-from memstream.core import as_str, is_transient, keys, observe
+from memstream.core import as_str, is_transient, keys, observe, shown
 from memstream.projections import backlog_entry, group_name
 from memstream.workers.consumer import drain_steps, retry_steps
 from memstream.workers.deadletters import DeadLetters
@@ -49,7 +49,7 @@ from memstream.workers.priority import LOW_BATCH, Priority
 if TYPE_CHECKING:
     from memstream.projections import BacklogEntry
 
-__all__ = ["EMBED_GROUP", "EmbedConsumer", "EmbedStats", "embed_waiting"]
+__all__ = ["EMBED_GROUP", "EmbedConsumer", "EmbedStats", "embed_readers", "embed_waiting"]
 
 log = structlog.get_logger("memstream.embedding")
 
@@ -79,6 +79,25 @@ def embed_waiting(client: redis.Redis, prefix: str, group: str) -> Waiting:
         return Waiting(entries=0, since=None, exists=bool(client.exists(key)))
     first = client.xrange(key, count=1)
     return Waiting(entries=n, since=_entry_time(as_str(first[0][0])) if first else None, exists=True)
+
+
+def embed_readers(client: redis.Redis, prefix: str, group: str) -> dict[str, dict[str, float]]:
+    """The dense stages that read ``group``'s backlog, as the server knows them (its
+    consumer group ``embed``): consumer name -> ``pending`` (entries it holds) and
+    ``idle_s`` (seconds since it last read; a running stage reads at least every
+    ``block_ms``, or after its backoff). Empty when none ever read it or no backlog exists."""
+    try:
+        rows = client.xinfo_consumers(keys.embed_backlog(prefix, group), EMBED_GROUP)
+    except redis.ResponseError:  # no backlog, or no group on it yet
+        return {}
+    out: dict[str, dict[str, float]] = {}
+    for row in rows or []:
+        try:
+            out[shown(row["name"])] = {"pending": int(row.get("pending") or 0),
+                                       "idle_s": round(int(row.get("idle") or 0) / 1000.0, 3)}
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
 
 
 class EmbedConsumer:
