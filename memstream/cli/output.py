@@ -302,7 +302,9 @@ def stats_text(result: dict) -> str:
                         if h["status"] == "stalled" else "")
                      + (f"; {_plural(int(e['waiting']), 'point')} wait for their dense vector"
                         + (f" (oldest {span(e['oldest_s'])})" if e.get("oldest_s") is not None else "")
-                        if e.get("waiting") else ""))
+                        if e.get("waiting") else "")
+                     + (f"; {_plural(int(e['dead_letters']), 'point')} dead-lettered by its dense stage "
+                        "(keywords only until `memstream dlq retry`)" if e.get("dead_letters") else ""))
     usage = result["spool"]
     if usage:
         lines.append(f"spool: {_plural(int(usage['segments']), 'segment')}, {size(usage['unshipped_bytes'])} unshipped, "

@@ -153,4 +153,7 @@ def test_stats_says_how_many_points_wait_for_their_dense_vector_and_since_when()
     assert "memories.v1: lag 0, pending 0, dead letters 0, items 2, last applied " in output.stats_text(result)
     assert "; 1200 points wait for their dense vector (oldest 1m)" in output.stats_text(result)
     result["projections"]["memories.v1"]["embedding"] = {"waiting": 0, "oldest_s": None}
-    assert "dense vector" not in output.stats_text(result)
+    assert "dense vector" not in output.stats_text(result) and "dense stage" not in output.stats_text(result)
+    result["projections"]["memories.v1"]["embedding"] = {"waiting": 0, "oldest_s": None, "dead_letters": 2}
+    assert "; 2 points dead-lettered by its dense stage (keywords only until `memstream dlq retry`)" in \
+        output.stats_text(result)
