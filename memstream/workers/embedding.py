@@ -58,7 +58,7 @@ EMBED_GROUP = "embed"  # the consumer group on every backlog stream
 
 @dataclass
 class EmbedStats:
-    applied: int = 0  # entries done with: vectors set, or not wanted any more
+    applied: int = 0  # entries done with: vectors set, or not wanted any more (dead letters not included)
     embedded: int = 0  # vectors set
     dead_lettered: int = 0  # malformed entries, and entries that failed alone max_deliveries times
     batches: int = 0
@@ -204,7 +204,7 @@ class EmbedConsumer:
         if not read:
             return 0
         ids = [i for i, _ in read]
-        entries: list[tuple[str, BacklogEntry]] = []
+        entries: list[tuple[str, BacklogEntry, Any]] = []  # with the fields as read (dead letters keep them)
         malformed: list[tuple[str, Any]] = []
         gone: list[str] = []  # deleted from the backlog while pending: nothing to do
         for entry_id, fields in read:
@@ -214,35 +214,34 @@ class EmbedConsumer:
             elif entry is None:
                 malformed.append((entry_id, fields))
             else:
-                entries.append((entry_id, entry))
+                entries.append((entry_id, entry, fields))
         if malformed:
             self._dead_letter(malformed, "malformed backlog entry: a field missing or empty, or a point id "
                                          "that is no UUID", {})
         done = gone
         embedded = 0
         try:
-            embedded = self._apply([e for _, e in entries]) if entries else 0
-            done = done + [i for i, _ in entries]
+            embedded = self._apply([e for _, e, _ in entries]) if entries else 0
+            done = done + [i for i, _, _ in entries]
         except Exception as exc:
             if is_transient(exc):  # spends no delivery: re-reading counts one, given back here
-                for i, _ in entries:
+                for i, _, _ in entries:
                     self._spared[i] = self._spared.get(i, 0) + 1
                 raise
             if not pending:
                 raise
-            deliveries = self._deliveries([i for i, _ in entries])
+            deliveries = self._deliveries([i for i, _, _ in entries])
             if not any(n >= self.max_deliveries for n in deliveries.values()):
                 raise  # left pending: read again after the backoff
-            ok, left = self._one_by_one(entries, deliveries)
+            ok, embedded, left = self._one_by_one(entries, deliveries)
             done = done + ok
-            embedded = len(ok)
             if left:
-                self._commit(done, len(ids) - len(left), embedded)
+                self._commit(done, embedded)
                 raise  # the others stay pending: read again after the backoff
-        self._commit(done, len(ids), embedded)
+        self._commit(done, embedded)
         return len(ids)
 
-    def _commit(self, done: list[str], handled: int, embedded: int) -> None:
+    def _commit(self, done: list[str], embedded: int) -> None:
         if done:
             pipe = self.client.pipeline(transaction=True)
             pipe.xack(self.stream, EMBED_GROUP, *done)
@@ -250,33 +249,34 @@ class EmbedConsumer:
             pipe.execute()
         for i in done:
             self._spared.pop(i, None)
-        self.stats.applied += handled
+        self.stats.applied += len(done)
         self.stats.embedded += embedded
         self.stats.batches += 1
 
-    def _one_by_one(self, entries: list[tuple[str, BacklogEntry]],
-                    deliveries: dict[str, int]) -> tuple[list[str], list[str]]:
-        """Apply a failing batch's entries alone: (the ids applied, the ids left pending);
+    def _one_by_one(self, entries: list[tuple[str, BacklogEntry, Any]],
+                    deliveries: dict[str, int]) -> tuple[list[str], int, list[str]]:
+        """Apply a failing batch's entries alone: (the ids applied, the vectors set, the ids
+        left pending);
         one that fails alone is dead-lettered once delivered ``max_deliveries`` times. A
         transient failure is raised (spending no delivery of the entries not applied)."""
         ok: list[str] = []
         left: list[str] = []
-        for n, (entry_id, entry) in enumerate(entries):
+        embedded = 0
+        for n, (entry_id, entry, fields) in enumerate(entries):
             try:
-                self._apply([entry])
+                embedded += self._apply([entry])
                 ok.append(entry_id)
             except Exception as exc:
                 if is_transient(exc):
-                    for i, _ in entries[n:]:
+                    for i, _, _ in entries[n:]:
                         self._spared[i] = self._spared.get(i, 0) + 1
-                    self._commit(ok, len(ok), len(ok))
+                    self._commit(ok, embedded)
                     raise
                 if deliveries.get(entry_id, 1) < self.max_deliveries:
                     left.append(entry_id)
                     continue
-                fields = {"id": entry[0], "key": entry[1], "tenant": entry[2], "event": entry[3], "text": entry[4]}
                 self._dead_letter([(entry_id, fields)], f"{type(exc).__name__}: {exc}", deliveries)
-        return ok, left
+        return ok, embedded, left
 
     def _dead_letter(self, entries: list[tuple[str, Any]], error: str, deliveries: dict[str, int]) -> None:
         """File ``entries`` in the dead-letter stream, acknowledged and deleted from the
