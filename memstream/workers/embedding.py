@@ -12,7 +12,8 @@ set its vector (``embed_backlog``), or found that its point no longer wants it (
 forgotten or re-indexed since); a crash before that means a redelivery, harmless because
 setting a vector is idempotent and conditional on the point's ``dense_key``. So the
 stream's length is what waits for the dense stage (``embed_waiting``: its lag in points,
-and the age of the oldest). ``run`` returns only when told to stop: an error is logged,
+and the age of the oldest); ``embed_readers`` says which dense stages read it lately, as
+the server saw them (``memstream doctor``'s ``dense`` check). ``run`` returns only when told to stop: an error is logged,
 counted and retried after a jittered backoff, transient ones (the store or a remote
 embedder unreachable) without spending a delivery. Once entries of a failing batch were
 delivered ``max_deliveries`` times, the batch is applied one entry at a time: an entry
