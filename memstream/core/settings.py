@@ -126,8 +126,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         "warns (they are found by keywords meanwhile)."))] = 100_000
     embed_warn_s: Annotated[float, Meta(ge=0.1, le=86_400.0, description=(
         "Seconds the oldest point of a version's backlog may wait for its dense vector before "
-        "`memstream doctor` warns; it fails when, besides, no dense stage read the backlog for "
-        "`MEMSTREAM_STALL_AFTER_S`."))] = 600.0
+        "`memstream doctor` warns (a dense stage behind or failing; with none reading the backlog it "
+        "fails after `MEMSTREAM_STALL_AFTER_S`)."))] = 600.0
     projections: Annotated[str, Meta(description=(
         "Projections of your own, besides those installed through the `memstream.projections` entry "
         "point: comma-separated `module:Class` (see README, Your own projection)."))] = ""

@@ -19,8 +19,8 @@ from memstream.ops.stats import group_health, streams
 from memstream.producers import EventLog, LogLocator, spool_usage
 
 __all__ = [
-    "STATES", "check_config", "check_dense", "check_embedder", "check_projections", "check_queries", "check_redis", "check_spool",
-    "check_streams", "check_tenants", "doctor", "state_of",
+    "STATES", "check_config", "check_dense", "check_embedder", "check_projections", "check_queries", "check_redis",
+    "check_spool", "check_streams", "check_tenants", "doctor", "state_of",
 ]
 
 STATES = ("ok", "warning", "failed")  # a check's state, best first; the report's is its worst check's
@@ -203,12 +203,12 @@ def check_dense(eventlog: EventLog, settings: Settings, now: float | None = None
     their dense vector, the age of the oldest, the dense stages reading the backlog (seen
     within ``MEMSTREAM_STALL_AFTER_S``) and its dead letters (``memstream dlq list``).
 
-    Fails when points waited longer than ``MEMSTREAM_EMBED_WARN_S`` and
-    ``MEMSTREAM_STALL_AFTER_S`` while no dense stage read the backlog within
-    ``MEMSTREAM_STALL_AFTER_S`` (none runs: the backlog only grows; its points stay
-    keyword-only). Warns when more than ``MEMSTREAM_EMBED_WARN_POINTS`` wait, when the
-    oldest waited longer than ``MEMSTREAM_EMBED_WARN_S`` (a stage that runs but does not
-    keep up, or fails and retries: its last error is in its logs), or when the dense stage
+    Fails when points waited longer than ``MEMSTREAM_STALL_AFTER_S`` while no dense stage
+    read the backlog within it (none runs: the backlog only grows, its points stay
+    keyword-only), as ``check_projections`` fails a projection that does not advance.
+    Warns when more than ``MEMSTREAM_EMBED_WARN_POINTS`` wait, when the oldest waited
+    longer than ``MEMSTREAM_EMBED_WARN_S`` (a stage that runs but does not keep up, or
+    fails and retries: its last error is in its logs), or when the dense stage
     dead-lettered entries (their points stay keyword-only until ``memstream dlq retry``)."""
     from memstream.projections import running_versions
     from memstream.workers import DeadLetters, embed_readers, embed_waiting
@@ -232,8 +232,7 @@ def check_dense(eventlog: EventLog, settings: Settings, now: float | None = None
         groups[group] = {"waiting": w.entries, "oldest_s": oldest_s, "readers": len(alive),
                          "last_read_s": min((r["idle_s"] for r in readers.values()), default=None),
                          "dead_letters": letters}
-        old = oldest_s is not None and oldest_s > settings.embed_warn_s
-        if old and oldest_s is not None and oldest_s > settings.stall_after_s and not alive:
+        if oldest_s is not None and oldest_s > settings.stall_after_s and not alive:
             failed.append(f"{group}: {w.entries} points waited up to {oldest_s:.0f} s for their dense vector and "
                           + ("no dense stage ever read the backlog" if not readers else
                              f"no dense stage read it for {groups[group]['last_read_s']:.0f} s")
@@ -242,7 +241,7 @@ def check_dense(eventlog: EventLog, settings: Settings, now: float | None = None
         if w.entries > settings.embed_warn_points:
             warned.append(f"{group}: {w.entries} points wait for their dense vector "
                           f"(more than {settings.embed_warn_points})")
-        elif old:
+        elif oldest_s is not None and oldest_s > settings.embed_warn_s:
             warned.append(f"{group}: the oldest point waited {oldest_s or 0.0:.0f} s for its dense vector "
                           f"(more than {settings.embed_warn_s:.0f} s): the dense stage is behind or failing")
         if letters:

@@ -139,12 +139,12 @@ def test_the_dense_check_is_ok_without_a_backlog_and_while_a_stage_keeps_up(even
     assert check["groups"]["turns.v1"]["waiting"] == 0 and check["groups"]["turns.v1"]["readers"] == 1
 
 
-def test_a_backlog_no_dense_stage_reads_fails_once_its_oldest_point_waited_too_long(event_log, tmp_path):
+def test_a_backlog_no_dense_stage_reads_fails_once_its_oldest_point_waited_past_the_stall_threshold(event_log, tmp_path):
     turns = _deferred_turns(event_log)
     _write(turns, turn("The deploy key rotates every Monday"))
     settings = _dense_settings(tmp_path, embed_warn_s=600.0, stall_after_s=60.0)
     assert check_dense(event_log, settings)["ok"]  # young: a stage may be starting
-    later = time.time() + 3600
+    later = time.time() + 120  # past MEMSTREAM_STALL_AFTER_S, before MEMSTREAM_EMBED_WARN_S: none reads
     check = check_dense(event_log, settings, now=later)
     assert (check["ok"], state_of(check)) == (False, "failed")
     assert "turns.v1: 1 points waited" in check["error"] and "no dense stage ever read the backlog" in check["error"]
