@@ -122,9 +122,10 @@ class VectorProjection:
         returns how many were written. Each point gets its payload and its keyword
         (sparse) vector, made from the same text or from ``keywords[point id]`` when given,
         and ``dense_key`` of the text. Its dense vector is written with it (``inline``),
-        or else the point is written without it and a backlog entry per point is added
-        after the upsert (see the module docstring): before ``apply`` returns, so before
-        its events are acknowledged."""
+        or the one the point holds for the same text is kept (``_kept_vectors``), or else
+        the point is written without it and a backlog entry for it is added after the
+        upsert (see the module docstring): before ``apply`` returns, so before its events
+        are acknowledged."""
         if not docs:
             return 0
         gone = self.tombstones.among([(d[2]["tenant"], d[2]["event_id"]) for d in docs])
