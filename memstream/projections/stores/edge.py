@@ -58,7 +58,6 @@ from memstream.projections.stores.port import (
     DENSE_KEY,
     INDEXED_FIELDS,
     RRF_K,
-    SET_DENSE_ATTEMPTS,
     SPARSE,
     CollectionNotFound,
     DimensionMismatch,
@@ -66,6 +65,7 @@ from memstream.projections.stores.port import (
     Fusion,
     Hit,
     Point,
+    PointGone,
     SparseVector,
     StoreError,
     StoreLocked,
@@ -73,9 +73,9 @@ from memstream.projections.stores.port import (
     check_point,
     check_search,
     dense_list,
-    dense_matches,
     physical_name,
     prefetch_limit,
+    set_dense_looking,
     sparse_lists,
     split_physical,
     uuid_ids,
@@ -383,26 +383,20 @@ class EdgeStore:
         if not vectors:
             return 0
         shard = self._shard(collection)
-        for attempt in range(SET_DENSE_ATTEMPTS):
-            matched = dense_matches(self.retrieve(collection, [v[0] for v in vectors]), vectors)
-            if not matched:
-                return 0
-            updates = []
-            for pid, dense, _ in matched:
-                values = dense_list(dense)
-                if len(values) != shard.dim:
-                    raise ValueError(f"point {pid}: dense has {len(values)} dims, expected {shard.dim}")
-                updates.append(qe.PointVectors(str(uuid.UUID(pid)), {DENSE: values}))
+
+        def write(matched: list[tuple[str, list[float], str]]) -> None:
+            updates = [qe.PointVectors(str(uuid.UUID(pid)), {DENSE: values}) for pid, values, _ in matched]
             # the key is checked again by the engine as it writes: a point re-indexed since
-            # the look above keeps its new key and no vector
+            # the look keeps its new key and no vector
             condition = qe.Filter(must=[qe.FieldCondition(DENSE_KEY, match=qe.MatchAny([k for _, _, k in matched]))])
             try:
                 self._write(shard, qe.UpdateOperation.update_vectors(updates, condition), len(updates))
-                return len(matched)
-            except StoreError as exc:  # a point deleted since the look: look again
-                if "No point with id" not in str(exc) or attempt == SET_DENSE_ATTEMPTS - 1:
-                    raise
-        return 0  # pragma: no cover - the loop returns or raises
+            except StoreError as exc:
+                if "No point with id" in str(exc):
+                    raise PointGone(str(exc)) from exc
+                raise
+
+        return set_dense_looking(lambda ids: self.retrieve(collection, ids), vectors, write, dim=shard.dim)
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         if not ids:
