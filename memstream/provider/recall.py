@@ -5,7 +5,10 @@ list (``memstream.query``) answered by the process that holds the store (``memst
 ``memstream worker``). Prefetch queries are sent and awaited by one background thread
 (``memstream-recall``): the agent thread only hands over the text and, in ``prefetch``,
 waits on an in-process event for at most its budget. Tool calls ask synchronously with
-a bounded timeout (they are part of the agent's tool loop anyway).
+a bounded timeout (they are part of the agent's tool loop anyway). Both ask through the
+process's ``Asker`` for the URL (``memstream.query``): every provider of a gateway process
+shares its few request connections and its one reader of answers, so the connections a
+process holds do not grow with its agents.
 
 While Redis cannot be reached the thread retries on a jittered back-off
 (``memstream.core.backoff``) and fails the queries submitted meanwhile at once, without
