@@ -496,7 +496,7 @@ _CODE = [
 
 def _stdlib_docs() -> list[str]:
     """Paragraphs of the standard library's docstrings (technical English that uses key,
-    token, secret, password and hash innocently), as found at generation time."""
+    token, secret, password and hash innocently): each module's and its exported names'."""
     import importlib
 
     mods = ["secrets", "hashlib", "hmac", "getpass", "tokenize", "ssl", "json", "base64", "uuid", "collections",
@@ -510,7 +510,8 @@ def _stdlib_docs() -> list[str]:
         except ImportError:
             continue
         docs = [mod.__doc__ or ""]
-        for attr in sorted(dir(mod)):
+        # the names a module exports (not dir(): that changes with what else was imported)
+        for attr in sorted(getattr(mod, "__all__", ())):
             obj = getattr(mod, attr, None)
             doc = getattr(obj, "__doc__", None) if callable(obj) else None
             if isinstance(doc, str):

@@ -229,6 +229,8 @@ class _Context:
                 continue
             weak = m.group("weak") is not None or m.group("gkey") is not None
             loose = m.group("space") is not None
+            if loose and m.group("strong") is not None and m.group("strong").lower() == "pass":
+                continue  # "pass it on", "pass stdout=PIPE": the verb, unless "pass: …" / "pass is …"
             if m.group("far") is not None:  # words between the name and ":": only a random value
                 q = _QUOTED.match(text, start)
                 end = _next(_VALUE_END, text, start, end_memo) if q is None or not q.group(1) else q.end(2)
@@ -260,6 +262,8 @@ class _Context:
             if (_NOT_A_VALUE.match(value) or _IDENTIFIER.fullmatch(value) or text.startswith(("(", "["), end)
                     or (value.endswith("=") and text.startswith(("\"", "'"), end))):  # value="…": a name
                 continue
+            if loose and "=" in value.rstrip("="):
+                continue  # "token name=value": another assignment, not this name's value
             if weak or loose:
                 if not _high_entropy(value) and not (loose and not weak and _strong_value(value)
                                                      and any(c.isalpha() for c in value)
