@@ -147,14 +147,32 @@ def _speed(turns: list[str], rounds: int) -> dict[str, Any]:
     }
 
 
-def redaction_bench(data: str | Path | None = None, rounds: int = 5, detect_secrets: bool = True) -> dict[str, Any]:
-    """Quality of each detector on the corpus (and LoCoMo with ``data``), and the speed of
-    memstream's redaction and of the shipper's step. A JSON-ready dict."""
+def _baseline(path: str | Path) -> Redactor:
+    """The ``redact`` of another version of memstream/text/redaction.py (a file), e.g.
+    ``git show main:memstream/text/redaction.py > /tmp/before.py``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("memstream_bench_baseline_redaction", path)
+    if spec is None or spec.loader is None:
+        raise OSError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    redact = module.redact
+    return lambda texts: [redact(t)[0] for t in texts]
+
+
+def redaction_bench(data: str | Path | None = None, rounds: int = 5, detect_secrets: bool = True,
+                    baseline: str | Path | None = None) -> dict[str, Any]:
+    """Quality of each detector on the corpus (and LoCoMo with ``data``; ``baseline``: the
+    redaction.py of another version, scored too), and the speed of memstream's redaction
+    and of the shipper's step. A JSON-ready dict."""
     corpus: dict[str, Any] = {part: secrets(part) for part in PARTS}
     corpus["ordinary"] = ordinary()
     if data is not None:
         corpus["locomo"] = _locomo(data)
     detectors: dict[str, Any] = {"memstream": _quality(_memstream, corpus)}
+    if baseline is not None:
+        detectors[f"baseline {Path(baseline).name}"] = _quality(_baseline(baseline), corpus)
     ds = _detect_secrets() if detect_secrets else None
     if ds is not None:
         detectors["detect-secrets (defaults)"] = _quality(ds, corpus)

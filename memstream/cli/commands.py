@@ -512,7 +512,8 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         from memstream.bench import redaction as bench_redaction
 
         try:
-            result = bench_redaction.redaction_bench(data=args.data or None, rounds=args.runs or 5)
+            result = bench_redaction.redaction_bench(data=args.data or None, rounds=args.runs or 5,
+                                                     baseline=args.baseline or None)
         except OSError as exc:
             raise CommandError(f"bench redaction: {exc} (--data is the LoCoMo directory or its turns JSONL)") \
                 from exc
@@ -644,6 +645,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", default="", help="ingest, archive, replay, metrics: LoCoMo turns JSONL (default: "
                    "generated text if absent); locomo: the LoCoMo directory; redaction: either (LoCoMo turns "
                    "changed)")
+    p.add_argument("--baseline", default="", help="redaction: another version's memstream/text/redaction.py "
+                   "(a file), scored on the same corpus")
     p.add_argument("--split", default="dev", choices=["dev", "test", "all"], help="locomo: conversations to run")
     p.add_argument("--runs", type=int_between(1, 1000), default=None,
                    help="ingest: runs per measurement (pipeline and raw alternate which goes first; default 4); "

@@ -30,3 +30,10 @@ def test_detect_secrets_is_scored_as_a_line_redactor():
     assert ds is not None
     out = ds(['hello\napi_key = "3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c"\nbye', "nothing here"])
     assert out == ["hello\n[REDACTED]\nbye", "nothing here"]
+
+
+def test_a_baseline_redaction_file_is_scored_on_the_same_corpus():
+    import memstream.text.redaction as current
+
+    r = redaction_bench(rounds=1, detect_secrets=False, baseline=current.__file__)
+    assert r["detectors"]["baseline redaction.py"] == r["detectors"]["memstream"]
