@@ -40,7 +40,7 @@ from typing import Any, Callable
 
 import structlog
 
-from memstream.core import private_dir
+from memstream.core import private_dir, write_private
 
 __all__ = ["Spool", "Segment", "SpoolRecord", "MAGIC", "HEADER", "erase_records"]
 
@@ -167,7 +167,7 @@ class Segment:
         self.corrupt += 1
         try:
             private_dir(directory)
-            (directory / f"{self.id}.{offset}.bad").write_bytes(data)
+            write_private(directory / f"{self.id}.{offset}.bad", data)  # raw text: owner only
         except OSError:
             pass
         log.warning("spool.corrupt_record", segment=self.id, offset=offset, bytes=len(data),
