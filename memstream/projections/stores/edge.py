@@ -387,6 +387,7 @@ class EdgeStore:
                 self._swap_in(name)
                 shard.shard = qe.EdgeShard.load(str(self._base / name), self._config(shard.dim))
                 shard.writes_since_optimize = 0
+                shard.payloads.forget(None)  # the engine was swapped: nothing read before it is kept
         return len(records)
 
     def _swap_in(self, name: str) -> None:
