@@ -31,6 +31,16 @@ def _children_of_this_process() -> list[str]:
     return found
 
 
+@pytest.fixture(autouse=True)
+def _own_tempdir(tmp_path, monkeypatch):
+    """The bench's temp dirs go under this test's own directory, so another run of the bench
+    on the machine (a benchmark, a second checkout's tests) cannot leave one in the way."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+
+
 def _fleet_dirs() -> set[str]:
     import tempfile
 

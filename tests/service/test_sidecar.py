@@ -52,10 +52,10 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def _turns(n: int, salt: str = "") -> list:
+def _turns(n: int, salt: str = "", first: int = 0) -> list:
     cities = ["Paris", "Lisbon", "Osaka", "Lima", "Oslo"]
     return [turn(f"My name is Ann{salt}{i} and I live in {cities[i % 5]}. I work at Acme{i}.",
-                 "Noted.", agent=f"a{i % 3}", index=i) for i in range(n)]
+                 "Noted.", agent=f"a{i % 3}", index=i) for i in range(first, first + n)]
 
 
 @pytest.fixture
@@ -169,6 +169,9 @@ def test_a_killed_child_is_started_again_and_loses_nothing(log_on_valkey):
         wait_for(lambda: sidecar.pid not in (None, first) and sidecar.wait_ready(0), 60, "a new child")
         pids.append(sidecar.pid)
         assert sidecar.restarts == 1 and sidecar.last_exit == -signal.SIGKILL
+        later = _turns(100, salt="after", first=600)  # work only the new child can do (the first may have done all)
+        eventlog.append(later)
+        events += later
         wait_for(lambda: _caught_up(eventlog), 90, "caught up after the restart")
         # the counters keep what the first child reported (what it applied after its last
         # report is not counted: a kill loses it; an entry it held and did not ack counts twice)
