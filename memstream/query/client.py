@@ -233,9 +233,7 @@ class Asker:
             try:
                 pipe = self.client.pipeline(transaction=False)
                 pipe.rpush(channel, raw)
-                if wake is not None:
-                    pipe.rpush(wake, b"")
-                    pipe.expire(wake, self.WAKE_TTL)
+                self._wake(pipe, wake)
                 pipe.execute()
             except BaseException:
                 self._unregister(key)
@@ -249,8 +247,7 @@ class Asker:
             if wake is not None:
                 try:
                     pipe = self.client.pipeline(transaction=False)
-                    pipe.rpush(wake, b"")
-                    pipe.expire(wake, self.WAKE_TTL)
+                    self._wake(pipe, wake)
                     pipe.execute()
                 except BaseException:
                     self._unregister(key)
@@ -265,6 +262,12 @@ class Asker:
             raise redis.ConnectionError(waiter.error or "no answer")
         self.counters["answered"] += 1
         return _answer(waiter.answer)
+
+    def _wake(self, pipe: Any, wake: bytes | None) -> None:
+        """Queue on ``pipe`` the element that wakes the blocked reader (``wake`` from ``_register``)."""
+        if wake is not None:
+            pipe.rpush(wake, b"")
+            pipe.expire(wake, self.WAKE_TTL)
 
     def _register(self, key: bytes, waiter: _Waiter, channel: str) -> bytes | None:
         """Add a pending request; returns the wake key to push on if the reader must re-read

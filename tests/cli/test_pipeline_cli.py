@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -47,6 +48,16 @@ def service(monkeypatch):
 
 
 @pytest.mark.valkey
+def _stop(worker: subprocess.Popen) -> int:
+    """SIGTERM, as a supervisor stops a worker; its exit code (killed if it does not exit in 30 s)."""
+    worker.send_signal(signal.SIGTERM)
+    try:
+        return worker.wait(30)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+
+
 def test_add_sync_is_searchable_at_once_and_dlq_list_retry_drop_work_on_a_live_service(service, capsys):
     code, added = _run(capsys, "add", "--sync", "--json", "The release train leaves every second Thursday")
     assert code == 0 and added["state"] == "searchable"
@@ -118,8 +129,6 @@ def test_a_worker_on_an_embedded_store_another_process_holds_is_one_clear_error(
 
 @pytest.mark.valkey
 def test_a_worker_projects_answers_search_and_exits_cleanly_on_sigterm(tmp_path, valkey_server):
-    import signal
-
     client = redis.Redis.from_url(valkey_server.url)
     client.flushall()
     env = _worker_env(tmp_path, valkey_server.url)
@@ -139,13 +148,8 @@ def test_a_worker_projects_answers_search_and_exits_cleanly_on_sigterm(tmp_path,
         assert set(groups) == set(GROUPS)
         assert all(c["name"].decode() == "w1" for g in GROUPS for c in client.xinfo_consumers("memstream:events:0", g))
     finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            code = worker.wait(30)
-        finally:
-            if worker.poll() is None:
-                worker.kill()
         client.close()
+        code = _stop(worker)
     assert code == 0, worker.stderr.read()[-2000:]
 
 
@@ -193,8 +197,6 @@ def test_a_worker_serves_its_metrics_and_a_second_one_on_the_same_port_runs_with
 
 @pytest.mark.valkey
 def test_a_worker_of_the_projections_without_vectors_needs_no_qdrant_and_runs_only_those(tmp_path, valkey_server):
-    import signal
-
     client = redis.Redis.from_url(valkey_server.url)
     client.flushall()
     env = _worker_env(tmp_path, valkey_server.url)
@@ -221,11 +223,6 @@ def test_a_worker_of_the_projections_without_vectors_needs_no_qdrant_and_runs_on
                  and all(g["lag"] == 0 and g["pending"] == 0 for g in groups().values()), 60)
         assert not (tmp_path / "worker-home" / "data" / "qdrant").exists()  # it opened no store
     finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            code = worker.wait(30)
-        finally:
-            if worker.poll() is None:
-                worker.kill()
         client.close()
+        code = _stop(worker)
     assert code == 0, worker.stderr.read()[-2000:]
