@@ -20,7 +20,7 @@ from memstream.producers.archive import (
     history,
     point_id,
 )
-from memstream.producers.connect import LogLocator, event_log, redis_client
+from memstream.producers.connect import LogLocator, event_log, redis_client, tls_hint, tls_kwargs
 from memstream.producers.events import (
     EVENT_TYPES,
     DelegationCompleted,
@@ -140,6 +140,8 @@ __all__ = [
     "read_hermes",
     "read_jsonl",
     "redis_client",
+    "tls_hint",
+    "tls_kwargs",
     "Scope",
     "Segment",
     "SessionEnded",

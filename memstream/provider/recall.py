@@ -246,7 +246,8 @@ class Recall:
             raise RecallUnavailable("no memstream service is running (`memstream up`) and no MEMSTREAM_REDIS_URL")
         if self._client is None or url != self._client_url:
             # reads block on a result stream for up to the tool timeout: a longer socket timeout
-            self._client = redis_client(url, timeout=max(self.settings.tool_timeout, 5.0) + 2.0)
+            self._client = redis_client(url, timeout=max(self.settings.tool_timeout, 5.0) + 2.0,
+                                        settings=self.settings)
             self._client_url = url
         return self._client
 
