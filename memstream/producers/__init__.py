@@ -8,6 +8,9 @@ Imports none of memstream's other packages.
 from typing import TYPE_CHECKING
 
 from memstream.core import lazy_exports
+from memstream.producers.acl import ROLES as ACL_ROLES
+from memstream.producers.acl import role_rules as acl_role_rules
+from memstream.producers.acl import role_user as acl_role_user
 from memstream.producers.archive import (
     Archive,
     ArchiveBusy,
@@ -86,6 +89,9 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "ACL_ROLES",
+    "acl_role_rules",
+    "acl_role_user",
     "BUCKETS_NS",
     "HOOKS",
     "MAX_REPORT_BYTES",
