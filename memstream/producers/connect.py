@@ -63,6 +63,9 @@ def tls_hint(exc: BaseException, url: str, settings: Settings | None) -> str:
                 "to the CA that signed it")
     if "WRONG_VERSION_NUMBER" in text or "record layer failure" in text:
         return "; the server does not speak TLS on this port: use its TLS port, or redis://"
+    if isinstance(exc, redis.TimeoutError) and "connecting" in text:
+        # a server without TLS on this port reads the handshake as a command and waits for more
+        return "; no TLS handshake: is this the server's TLS port (tls-port), not a plain one (then redis://)?"
     # a server that asks for a client certificate (tls-auth-clients) ends the handshake,
     # which the client sees as an alert or as the connection closed under it
     closed = ("certificate required", "handshake failure", "EOF occurred", "closed by server",
@@ -124,11 +127,11 @@ class LogLocator:
                 self._client, self._url = client, url
         try:
             client.ping()
-        except redis.ConnectionError as exc:
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
             hint = tls_hint(exc, url, self.settings)
             if not hint:
                 raise
-            raise redis.ConnectionError(f"{exc}{hint}") from exc
+            raise type(exc)(f"{exc}{hint}") from exc
         return event_log(client, url, self.settings)
 
     def close(self) -> None:

@@ -162,3 +162,10 @@ def test_the_servers_host_name_is_checked(tmp_path, clean):
                             redis_tls_ca_file=str(server.certs.other_ca))
     with pytest.raises(redis.ConnectionError, match="MEMSTREAM_REDIS_TLS_CA_FILE"):
         LogLocator(unsigned, autostart=False)()
+
+
+@pytest.mark.valkey
+def test_rediss_to_a_plain_port_says_so(tmp_path, valkey_server):
+    url = valkey_server.url.replace("redis://", "rediss://")
+    with pytest.raises(redis.RedisError, match="TLS port"):
+        LogLocator(Settings.load(home=str(tmp_path), redis_url=url), autostart=False)()
