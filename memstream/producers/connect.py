@@ -9,6 +9,7 @@ run twice (it holds a lock for its lifetime).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -55,6 +56,15 @@ def tls_hint(exc: BaseException, url: str, settings: Settings | None) -> str:
     if not url.lower().startswith("rediss://"):
         return ""
     text = str(exc)
+    if settings is not None:
+        for env, name in (("MEMSTREAM_REDIS_TLS_CA_FILE", settings.redis_tls_ca_file),
+                          ("MEMSTREAM_REDIS_TLS_CERT_FILE", settings.redis_tls_cert_file),
+                          ("MEMSTREAM_REDIS_TLS_KEY_FILE", settings.redis_tls_key_file)):
+            if name and not os.access(Path(name).expanduser(), os.R_OK):
+                return f"; {env}={name!r} cannot be read"
+    if "PEM lib" in text or "KEY_VALUES_MISMATCH" in text:
+        return ("; a TLS file is not what it should be: MEMSTREAM_REDIS_TLS_CA_FILE and _CERT_FILE hold PEM "
+                "certificates, _KEY_FILE the certificate's own private key")
     if "CERTIFICATE_VERIFY_FAILED" in text:
         if "hostname" in text.lower() or "IP address mismatch" in text:
             return ("; the server's certificate does not name the URL's host: connect by a name it has, "

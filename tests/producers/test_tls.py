@@ -114,6 +114,8 @@ def test_every_component_works_over_tls_with_a_client_certificate(tmp_path, clea
         cli.main(["doctor", "--json"])
         report = json.loads(capsys.readouterr().out)
         assert report["checks"]["redis"]["ok"], report["checks"]["redis"]
+        assert report["checks"]["redis"]["tls"] == (f"verified against {server.certs.ca}, host name checked, "
+                                                    "client certificate sent")
         assert PASSWORD not in json.dumps(report)
         # every connection the server holds is a TLS one: it has no plain port
         clients = server.admin().client_list()
@@ -169,3 +171,17 @@ def test_rediss_to_a_plain_port_says_so(tmp_path, valkey_server):
     url = valkey_server.url.replace("redis://", "rediss://")
     with pytest.raises(redis.RedisError, match="TLS port"):
         LogLocator(Settings.load(home=str(tmp_path), redis_url=url), autostart=False)()
+
+
+def test_a_tls_file_that_cannot_be_used_is_named(tmp_path, clean):
+    server = clean
+    for setting, env in (("redis_tls_ca_file", "MEMSTREAM_REDIS_TLS_CA_FILE"),
+                         ("redis_tls_cert_file", "MEMSTREAM_REDIS_TLS_CERT_FILE"),
+                         ("redis_tls_key_file", "MEMSTREAM_REDIS_TLS_KEY_FILE")):
+        settings = tls_settings(tmp_path / "home", server, **{setting: str(tmp_path / "missing.pem")})
+        with pytest.raises(redis.ConnectionError, match=f"{env}=.*missing.pem.* cannot be read"):
+            LogLocator(settings, autostart=False)()
+    # a key that is not the certificate's (here: a certificate)
+    settings = tls_settings(tmp_path / "home", server, redis_tls_key_file=str(server.certs.ca))
+    with pytest.raises(redis.ConnectionError, match="_KEY_FILE the certificate's own private key"):
+        LogLocator(settings, autostart=False)()
