@@ -236,3 +236,22 @@ def test_an_agent_host_is_refused_other_tenants_data_by_redis(tmp_path, users):
                 host.execute_command(*attempt)
     finally:
         host.close()
+
+
+def test_the_service_on_a_shared_redis_runs_with_the_workers_user(tmp_path, users):
+    """``memstream up`` with MEMSTREAM_REDIS_URL (workers, query server, spool adoption,
+    metrics) under the worker's user; the operator's ``add --sync`` is projected by it."""
+    from service_support import ms
+
+    root, urls = users
+    home = tmp_path / "svc"
+    worker_env = {"MEMSTREAM_REDIS_URL": urls["worker"], "MEMSTREAM_TENANT": "t1"}
+    started = json.loads(ms(home, "up", "--detach", "--json", env=worker_env).stdout)
+    try:
+        assert started["url"].startswith("redis://memstream%2Bworker:***@")
+        added = json.loads(ms(home, "add", "--sync", "--json", "t1 note through the service",
+                              env={**worker_env, "MEMSTREAM_REDIS_URL": urls["admin"]}).stdout)
+        assert added["state"] == "searchable"
+    finally:
+        ms(home, "down", env=worker_env)
+    assert not (refused := refusals(root)), refused
