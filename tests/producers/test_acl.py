@@ -14,8 +14,8 @@ import shlex
 import pytest
 import redis
 from pipeline_support import forgotten, memory, remembered, session_ended, turn, wait_for
+from service_support import ms
 
-from memstream import cli
 from memstream.core import keys
 from memstream.core.settings import Settings
 from memstream.producers.acl import admin_rules, role_user, worker_rules
@@ -35,22 +35,21 @@ def _drop_users(client: redis.Redis) -> None:
 
 
 @pytest.fixture
-def users(valkey_server, monkeypatch, capsys):
-    """The recipe applied as printed; two tenants registered with the admin's URL."""
+def users(valkey_server, tmp_path):
+    """The recipe applied as printed; two tenants registered with the admin's URL. The
+    command line runs in child processes, as an operator runs it."""
     root = redis.Redis.from_url(valkey_server.url)
     root.flushall()
     _drop_users(root)
-    monkeypatch.setenv("MEMSTREAM_REDIS_URL", valkey_server.url)
-    assert cli.main(["acl", "recipe", "--json"]) == 0
-    recipe = {u["role"]: u for u in json.loads(capsys.readouterr().out)["users"]}
+    printed = ms(tmp_path / "operator", "acl", "recipe", "--json", env={"MEMSTREAM_REDIS_URL": valkey_server.url})
+    recipe = {u["role"]: u for u in json.loads(printed.stdout)["users"]}
     assert set(recipe) == {"worker", "admin"}
     for u in recipe.values():
         assert root.execute_command(*shlex.split(u["command"])) in (b"OK", "OK", True)
     urls = {role: u["redis_url"] for role, u in recipe.items()}
-    monkeypatch.setenv("MEMSTREAM_REDIS_URL", urls["admin"])
     for tenant in ("t1", "t2"):
-        assert cli.main(["tenant", "add", tenant, "--json"]) == 0
-        urls[tenant] = json.loads(capsys.readouterr().out)["redis_url"]
+        added = ms(tmp_path / "operator", "tenant", "add", tenant, "--json", env={"MEMSTREAM_REDIS_URL": urls["admin"]})
+        urls[tenant] = json.loads(added.stdout)["redis_url"]
     root.execute_command("ACL", "LOG", "RESET")
     try:
         yield root, urls
@@ -95,7 +94,7 @@ def test_the_recipe_names_users_no_tenant_can_take_and_bounds_keys_to_the_prefix
     assert not any(r.startswith("+acl") or r in ("+info", "+xtrim") for r in worker_rules("ms", "pw"))
 
 
-def test_each_role_works_with_exactly_its_rights(tmp_path, users, monkeypatch, capsys):
+def test_each_role_works_with_exactly_its_rights(tmp_path, users):
     """The provider (agent host), the workers with the query server, and the command line,
     each with its own user: everything they do is allowed, and nothing is refused."""
     from memstream.ops.worker import start_worker
@@ -146,19 +145,16 @@ def test_each_role_works_with_exactly_its_rights(tmp_path, users, monkeypatch, c
         root.xadd(keys.events(PREFIX, 0), {"id": forged.event_id, "type": forged.type, "data": forged.data})
 
         # the command line, as the admin
-        monkeypatch.setenv("MEMSTREAM_REDIS_URL", urls["admin"])
-        monkeypatch.setenv("MEMSTREAM_TENANT", "t1")
+        admin_env = {"MEMSTREAM_REDIS_URL": urls["admin"], "MEMSTREAM_TENANT": "t1"}
 
-        def run(*argv: str) -> dict:
-            code = cli.main([*argv, "--json"])
-            out = capsys.readouterr().out
-            assert code == 0, (argv, out)
-            lines = out.strip().splitlines()  # one JSON document, or JSON lines (replay's progress)
-            return json.loads(out) if len(lines) == 1 else json.loads(lines[-1]) if lines else {}
+        def run(*argv: str, codes: tuple[int, ...] = (0,)) -> dict:
+            done = ms(tmp_path / "operator", *argv, "--json", check=False, env=admin_env)
+            assert done.returncode in codes, (argv, done.stdout, done.stderr)
+            lines = done.stdout.strip().splitlines()  # one JSON document, or JSON lines (replay's progress)
+            return json.loads(done.stdout) if len(lines) == 1 else json.loads(lines[-1]) if lines else {}
 
         wait_for(lambda: run("dlq")["dead_letters"], what="the forged entry dead-lettered", timeout=30)
-        assert cli.main(["doctor", "--json"]) in (0, 1)
-        checks = json.loads(capsys.readouterr().out)["checks"]
+        checks = run("doctor", codes=(0, 1))["checks"]  # 1 when its only failure is the Hermes home
         assert {name for name, c in checks.items() if not c.get("ok")} <= {"hermes"}, checks
         run("stats")
         run("projections")
@@ -173,8 +169,7 @@ def test_each_role_works_with_exactly_its_rights(tmp_path, users, monkeypatch, c
 
         wait_for(rebuilt, timeout=60, what="memories v2 built and activated by the worker")
         run("projections", "drop", "memories", "1")
-        cli.main(["export"])
-        assert "kite in the shed" in capsys.readouterr().out
+        assert "kite in the shed" in ms(tmp_path / "operator", "export", env=admin_env).stdout
         run("archive")
         run("archive", "--verify")
         dead = run("dlq")["dead_letters"]
@@ -241,8 +236,6 @@ def test_an_agent_host_is_refused_other_tenants_data_by_redis(tmp_path, users):
 def test_the_service_on_a_shared_redis_runs_with_the_workers_user(tmp_path, users):
     """``memstream up`` with MEMSTREAM_REDIS_URL (workers, query server, spool adoption,
     metrics) under the worker's user; the operator's ``add --sync`` is projected by it."""
-    from service_support import ms
-
     root, urls = users
     home = tmp_path / "svc"
     worker_env = {"MEMSTREAM_REDIS_URL": urls["worker"], "MEMSTREAM_TENANT": "t1"}

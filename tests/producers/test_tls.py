@@ -12,6 +12,7 @@ import json
 import pytest
 import redis
 from pipeline_support import remembered, wait_for
+from service_support import ms
 from tls_support import TlsRedis, make_certs
 
 from memstream.core.settings import Settings
@@ -71,8 +72,7 @@ def test_tls_files_with_a_plain_url_are_a_configuration_problem(tmp_path, certs)
     assert any("KEY_FILE set without" in p for p in settings.problems), settings.problems
 
 
-def test_every_component_works_over_tls_with_a_client_certificate(tmp_path, clean, monkeypatch, capsys):
-    from memstream import cli
+def test_every_component_works_over_tls_with_a_client_certificate(tmp_path, clean):
     from memstream.ops.connect import connect
     from memstream.provider.recall import Recall
     from memstream.workers.pipeline import Pipeline, PipelineConfig
@@ -101,22 +101,19 @@ def test_every_component_works_over_tls_with_a_client_certificate(tmp_path, clea
             return any("heron" in r["text"] for r in answer.get("results", []))
 
         wait_for(found, what="the note answered over TLS")
-        # the command line, with the settings in its environment
-        for name, value in (("REDIS_URL", server.url), ("REDIS_TLS_CA_FILE", str(server.certs.ca)),
-                            ("REDIS_TLS_CERT_FILE", str(server.certs.client_cert)),
-                            ("REDIS_TLS_KEY_FILE", str(server.certs.client_key)), ("TENANT", "t1")):
-            monkeypatch.setenv(f"MEMSTREAM_{name}", value)
-        assert cli.main(["search", "--json", "--scope", "all", "heron"]) == 0
-        assert "heron" in capsys.readouterr().out
-        assert cli.main(["stats", "--json"]) == 0
-        stats = json.loads(capsys.readouterr().out)
-        assert PASSWORD not in json.dumps(stats)
-        cli.main(["doctor", "--json"])
-        report = json.loads(capsys.readouterr().out)
+        # the command line, with the settings in its environment (a child process, as a user runs it)
+        env = {"MEMSTREAM_REDIS_URL": server.url, "MEMSTREAM_REDIS_TLS_CA_FILE": str(server.certs.ca),
+               "MEMSTREAM_REDIS_TLS_CERT_FILE": str(server.certs.client_cert),
+               "MEMSTREAM_REDIS_TLS_KEY_FILE": str(server.certs.client_key), "MEMSTREAM_TENANT": "t1"}
+        assert "heron" in ms(tmp_path / "cli", "search", "--json", "--scope", "all", "heron", env=env).stdout
+        stats = ms(tmp_path / "cli", "stats", "--json", env=env).stdout
+        assert json.loads(stats)["streams"] and PASSWORD not in stats
+        doctor = ms(tmp_path / "cli", "doctor", "--json", check=False, env=env).stdout
+        report = json.loads(doctor)
         assert report["checks"]["redis"]["ok"], report["checks"]["redis"]
         assert report["checks"]["redis"]["tls"] == (f"verified against {server.certs.ca}, host name checked, "
                                                     "client certificate sent")
-        assert PASSWORD not in json.dumps(report)
+        assert PASSWORD not in doctor
         # every connection the server holds is a TLS one: it has no plain port
         clients = server.admin().client_list()
         assert len(clients) >= 2
