@@ -23,7 +23,7 @@ from memstream.producers.archive import (
     history,
     point_id,
 )
-from memstream.producers.connect import LogLocator, event_log, redis_client, tls_hint, tls_kwargs
+from memstream.producers.connect import LogLocator, event_log, redis_client, tls_kwargs
 from memstream.producers.events import (
     EVENT_TYPES,
     DelegationCompleted,
@@ -70,6 +70,7 @@ from memstream.producers.tenants import (
     tenant_space,
     verify,
 )
+from memstream.producers.tls import tls_hint
 from memstream.producers.transcript import BRIEF_CHARS, message_text, tool_calls_of
 from memstream.producers.writer import Writer
 
