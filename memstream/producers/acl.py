@@ -25,6 +25,7 @@ command line and an agent host under them on a real Valkey and fail on any refus
 
 from __future__ import annotations
 
+from memstream.core import keys
 from memstream.producers.tenants import acl_rules
 
 __all__ = ["ROLES", "worker_rules", "admin_rules", "role_user", "role_rules", "CONNECTION"]
@@ -62,7 +63,7 @@ def role_user(prefix: str, role: str) -> str:
 
 def worker_rules(prefix: str, password: str) -> list[str]:
     """ACL SETUSER rules of the workers and the query server."""
-    return ["reset", "on", f">{password}", f"~{prefix}:*", "resetchannels", "-@all", *CONNECTION,
+    return ["reset", "on", f">{password}", "~" + keys.all_pattern(prefix), "resetchannels", "-@all", *CONNECTION,
             *_WORKER_COMMANDS]
 
 
