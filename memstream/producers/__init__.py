@@ -20,6 +20,7 @@ from memstream.producers.archive import (
     CorruptSegment,
     GroupBehind,
     archive,
+    erase,
     history,
     point_id,
 )
@@ -62,7 +63,7 @@ from memstream.producers.report import (
     unpack_row,
 )
 from memstream.producers.shipper import Shipper
-from memstream.producers.spool import Segment, Spool, spool_usage
+from memstream.producers.spool import Segment, Spool, erase_records, spool_usage
 from memstream.producers.stream import EntryFields, EventLog, Record, parse_entry_id, xrange_entry
 from memstream.producers.tenants import (
     TenantError,
@@ -109,6 +110,8 @@ __all__ = [
     "pack_row",
     "unpack_row",
     "archive",
+    "erase",
+    "erase_records",
     "Archive",
     "ArchiveBusy",
     "ArchiveError",

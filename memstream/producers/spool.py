@@ -26,13 +26,13 @@ import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import structlog
 
 from memstream.core import private_dir
 
-__all__ = ["Spool", "Segment", "SpoolRecord", "MAGIC", "HEADER"]
+__all__ = ["Spool", "Segment", "SpoolRecord", "MAGIC", "HEADER", "erase_records"]
 
 log = structlog.get_logger("memstream.spool")
 
@@ -418,3 +418,84 @@ def spool_usage(directory: str | os.PathLike[str]) -> dict[str, Any]:
     quarantined = len(list((d / "quarantine").glob("*.bad"))) if (d / "quarantine").exists() else 0
     return {"dir": str(d), "segments": segments, "bytes": total, "unshipped_bytes": pending,
             "quarantined": quarantined}
+
+
+def erase_records(directory: str | os.PathLike[str], doomed: Callable[[bytes], bool],
+                  dry_run: bool = False) -> dict[str, int]:
+    """Remove from the spool in ``directory`` every record whose payload ``doomed`` names
+    (``memstream forget``), shipped or not, and every quarantined region it names.
+
+    A segment no live process holds (its ``flock`` is free: a dead process's, or a shipped
+    leftover) is rewritten without those records, its checkpoint moved back by the bytes
+    removed before it (sequence numbers are kept, so the log's dedup is unchanged); the
+    new file replaces the old one atomically. A segment a running process appends to is
+    only counted (``held``): stop that process, or let it ship, then run again.
+    Returns counts: ``records`` removed, ``segments`` rewritten, ``quarantined`` files
+    deleted, ``held`` records left in held segments."""
+    d = Path(directory)
+    out = {"records": 0, "segments": 0, "quarantined": 0, "held": 0}
+    if not d.is_dir():
+        return out
+    for path in sorted(d.glob("*.seg")):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held = False
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise
+                held = True
+            seg = Segment(path=path, fd=fd, owned=False, closed=not held)
+            seg.load_checkpoint()
+            checkpoint = seg.offset
+            seg.offset = 0
+            records, _ = seg.read(os.fstat(fd).st_size, 1 << 62, d / "quarantine")
+            gone = [r for r in records if doomed(r.payload)]
+            if not gone:
+                continue
+            if held or dry_run:
+                out["held" if held else "records"] += len(gone)
+                continue
+            _rewrite_segment(seg, records, {id(r) for r in gone}, checkpoint)
+            out["records"] += len(gone)
+            out["segments"] += 1
+        finally:
+            os.close(fd)  # releases the flock
+    quarantine = d / "quarantine"
+    if quarantine.is_dir():
+        for bad in sorted(quarantine.glob("*.bad")):
+            try:
+                data = bad.read_bytes()
+            except OSError:
+                continue
+            if doomed(data):
+                out["quarantined"] += 1
+                if not dry_run:
+                    bad.unlink(missing_ok=True)
+    return out
+
+
+def _rewrite_segment(seg: Segment, records: list[SpoolRecord], gone: set[int], checkpoint: int) -> None:
+    """Write ``seg``'s records but ``gone`` (by ``id``) to a new file that replaces it,
+    and its checkpoint moved back by the bytes removed before it."""
+    tmp = seg.path.with_name(seg.path.name + ".tmp")
+    offset = 0  # the kept bytes before the checkpoint (a corrupt region's are dropped: quarantined already)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for r in records:
+            if id(r) in gone:
+                continue
+            crc = zlib.crc32(r.payload, zlib.crc32(struct.pack(">Q", r.seq)))
+            os.write(fd, HEADER.pack(MAGIC, len(r.payload), r.seq, crc) + r.payload)
+            if r.end <= checkpoint:
+                offset += HEADER.size + len(r.payload)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, seg.path)
+    seg.offset = offset
+    seg.save_checkpoint()

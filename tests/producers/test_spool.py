@@ -405,3 +405,42 @@ def test_a_torn_last_record_of_a_dead_writer_is_not_counted_in_the_backlog(spool
         assert s.unshipped_events == 3
     finally:
         s.close()
+
+
+# -- erase_records: memstream forget on this host's spool --------------------------------------
+def test_erase_rewrites_a_left_segment_without_the_records_and_shipping_resumes_after_its_checkpoint(
+        spool_dir, event_log):
+    from memstream.producers.spool import Segment, erase_records
+
+    path = write_and_leave(spool_dir, ["a", "SECRET b", "c", "SECRET d", "e"])
+    sizes = [size for _, size in offsets(path)]
+    seg = Segment(path=path, fd=-1, owned=False)
+    seg.offset, seg.last_seq = sum(sizes[:3]), 3  # a, b and c were shipped
+    seg.save_checkpoint()
+    (spool_dir / "quarantine").mkdir()
+    (spool_dir / "quarantine" / "x.0.bad").write_bytes(b"torn SECRET bytes")
+    (spool_dir / "quarantine" / "y.0.bad").write_bytes(b"torn harmless bytes")
+
+    doomed = lambda data: b"SECRET" in data  # noqa: E731
+    assert erase_records(spool_dir, doomed, dry_run=True) == {"records": 2, "segments": 0, "quarantined": 1,
+                                                              "held": 0}
+    assert b"SECRET" in path.read_bytes()
+    assert erase_records(spool_dir, doomed) == {"records": 2, "segments": 1, "quarantined": 1, "held": 0}
+    assert b"SECRET" not in path.read_bytes() and len(offsets(path)) == 3
+    assert sorted(p.name for p in (spool_dir / "quarantine").iterdir()) == ["y.0.bad"]
+    seg.load_checkpoint()
+    assert (seg.offset, seg.last_seq) == (sizes[0] + sizes[2], 3)  # a and c before it: the shipped part
+    assert erase_records(spool_dir, doomed) == {"records": 0, "segments": 0, "quarantined": 0, "held": 0}
+    s, _ = ship_all(spool_dir, event_log)
+    s.close()
+    assert logged_contents(event_log) == ["e"]  # d is gone; a and c were shipped before
+
+
+def test_erase_only_counts_the_records_of_a_segment_a_live_process_holds(spool_dir, spool):
+    from memstream.producers.spool import erase_records
+
+    assert spool.append(payload("SECRET live"))
+    before = spool.segments[-1].path.read_bytes()
+    assert erase_records(spool_dir, lambda data: b"SECRET" in data) == {"records": 0, "segments": 0,
+                                                                       "quarantined": 0, "held": 1}
+    assert spool.segments[-1].path.read_bytes() == before

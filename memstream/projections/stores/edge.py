@@ -58,7 +58,6 @@ from memstream.projections.stores.port import (
     DENSE_KEY,
     INDEXED_FIELDS,
     RRF_K,
-    SET_DENSE_ATTEMPTS,
     SPARSE,
     CollectionNotFound,
     DimensionMismatch,
@@ -66,6 +65,7 @@ from memstream.projections.stores.port import (
     Fusion,
     Hit,
     Point,
+    PointGone,
     SparseVector,
     StoreError,
     StoreLocked,
@@ -73,9 +73,9 @@ from memstream.projections.stores.port import (
     check_point,
     check_search,
     dense_list,
-    dense_matches,
     physical_name,
     prefetch_limit,
+    set_dense_looking,
     sparse_lists,
     split_physical,
     uuid_ids,
@@ -100,16 +100,31 @@ MAX_SEGMENT_KB = 50_000
 
 
 class _Gate:
-    """Calls in flight on one shard; ``close`` waits for them and refuses new ones."""
+    """Calls in flight on one shard; ``close`` waits for them and refuses new ones;
+    ``exclusive`` waits for them and holds new ones back while it runs."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._active = 0
         self._closed = False
+        self._paused = False
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._paused = True
+            self._cond.wait_for(lambda: self._active == 0)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._paused = False
+                self._cond.notify_all()
 
     @contextlib.contextmanager
     def use(self, name: str) -> Iterator[None]:
         with self._cond:
+            self._cond.wait_for(lambda: not self._paused or self._closed)
             if self._closed:
                 raise CollectionNotFound(f"{name} was closed or dropped")
             self._active += 1
@@ -167,6 +182,11 @@ class EdgeStore:
                 shutil.rmtree(stale, ignore_errors=True)
             else:
                 stale.unlink(missing_ok=True)
+        for fresh in self._base.glob("*.compact"):  # a compaction a crash stopped before its swap
+            if (self._base / fresh.name[: -len(".compact")]).exists():
+                shutil.rmtree(fresh, ignore_errors=True)  # not swapped: the old one is whole
+            else:
+                self._swap_in(fresh.name[: -len(".compact")])
 
     # --- collections and versions -------------------------------------------------
 
@@ -259,9 +279,65 @@ class EdgeStore:
         the process (the GIL is held), for the duration. True if anything changed.
         """
         shard = self._shard(collection)
-        with shard.gate.use(shard.name), shard.write_lock, _translated(shard.name):
+        with shard.write_lock, shard.gate.use(shard.name), _translated(shard.name):
             shard.writes_since_optimize = 0
             return shard.shard.optimize()
+
+    def compact(self, collection: str) -> int:
+        """Rewrite a collection into a fresh shard holding only its live points, so that no
+        deleted point's payload is left in the engine's write-ahead log or segments (a
+        delete only marks a point; ``optimize`` keeps the log): ``memstream forget``'s last
+        step on disk. Writers of the collection wait meanwhile, readers only while the
+        engine is swapped (a close, two renames and a load). Returns the points kept.
+        Crash-safe: the new shard is whole under ``NAME.compact`` before the old one moves
+        away, and a store opened after a crash between the two renames finishes the swap."""
+        shard = self._shard(collection)
+        name = shard.name
+        with shard.write_lock:
+            records: list[Any] = []
+            offset = None
+            with shard.gate.use(name), _translated(name):
+                while True:
+                    page, offset = shard.shard.scroll(qe.ScrollRequest(offset=offset, limit=1024, with_payload=True,
+                                                                       with_vector=True))
+                    records += page
+                    if offset is None:
+                        break
+            fresh = self._base / f"{name}.compact"
+            if fresh.exists():
+                shutil.rmtree(fresh)
+            tmp = self._base / f".tmp-{name}-{uuid.uuid4().hex[:8]}"
+            with _translated(name):
+                created = qe.EdgeShard.create(str(tmp), self._config(shard.dim))
+                try:
+                    self._ensure_indexes(created)
+                    for start in range(0, len(records), 1024):
+                        created.update(qe.UpdateOperation.upsert_points(
+                            [qe.Point(r.id, r.vector, r.payload or {}) for r in records[start:start + 1024]]))
+                    created.flush()
+                finally:
+                    created.close()
+            os.rename(tmp, fresh)
+            _fsync_dir(self._base)
+            with shard.gate.exclusive(), _translated(name):
+                shard.shard.close()
+                self._swap_in(name)
+                shard.shard = qe.EdgeShard.load(str(self._base / name), self._config(shard.dim))
+                shard.writes_since_optimize = 0
+        return len(records)
+
+    def _swap_in(self, name: str) -> None:
+        """Put ``NAME.compact`` in the place of ``NAME`` (the old one deleted)."""
+        fresh, directory = self._base / f"{name}.compact", self._base / name
+        if directory.exists():
+            doomed = self._base / f".tmp-drop-{name}-{uuid.uuid4().hex[:8]}"
+            os.rename(directory, doomed)
+            os.rename(fresh, directory)
+            _fsync_dir(self._base)
+            shutil.rmtree(doomed, ignore_errors=True)
+        else:
+            os.rename(fresh, directory)
+            _fsync_dir(self._base)
 
     def flush(self) -> None:
         """Write every collection's pending changes to disk (power-loss durability)."""
@@ -307,26 +383,20 @@ class EdgeStore:
         if not vectors:
             return 0
         shard = self._shard(collection)
-        for attempt in range(SET_DENSE_ATTEMPTS):
-            matched = dense_matches(self.retrieve(collection, [v[0] for v in vectors]), vectors)
-            if not matched:
-                return 0
-            updates = []
-            for pid, dense, _ in matched:
-                values = dense_list(dense)
-                if len(values) != shard.dim:
-                    raise ValueError(f"point {pid}: dense has {len(values)} dims, expected {shard.dim}")
-                updates.append(qe.PointVectors(str(uuid.UUID(pid)), {DENSE: values}))
+
+        def write(matched: list[tuple[str, list[float], str]]) -> None:
+            updates = [qe.PointVectors(str(uuid.UUID(pid)), {DENSE: values}) for pid, values, _ in matched]
             # the key is checked again by the engine as it writes: a point re-indexed since
-            # the look above keeps its new key and no vector
+            # the look keeps its new key and no vector
             condition = qe.Filter(must=[qe.FieldCondition(DENSE_KEY, match=qe.MatchAny([k for _, _, k in matched]))])
             try:
                 self._write(shard, qe.UpdateOperation.update_vectors(updates, condition), len(updates))
-                return len(matched)
-            except StoreError as exc:  # a point deleted since the look: look again
-                if "No point with id" not in str(exc) or attempt == SET_DENSE_ATTEMPTS - 1:
-                    raise
-        return 0  # pragma: no cover - the loop returns or raises
+            except StoreError as exc:
+                if "No point with id" in str(exc):
+                    raise PointGone(str(exc)) from exc
+                raise
+
+        return set_dense_looking(lambda ids: self.retrieve(collection, ids), vectors, write, dim=shard.dim)
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         if not ids:
@@ -504,7 +574,8 @@ class EdgeStore:
         return shard
 
     def _write(self, shard: _Shard, operation: Any, n: int) -> None:
-        with shard.gate.use(shard.name), shard.write_lock, _translated(shard.name):
+        # the write lock first, then the gate (as ``compact``: it swaps the engine under both)
+        with shard.write_lock, shard.gate.use(shard.name), _translated(shard.name):
             shard.shard.update(operation)
             shard.writes_since_optimize += n
             if self._auto_optimize is not None and shard.writes_since_optimize >= self._auto_optimize:
