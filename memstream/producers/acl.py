@@ -11,9 +11,11 @@ Three roles share one Redis; each gets a user that can do what its programs do a
   sends; no key outside the prefix, no server administration (``CONFIG``, ``FLUSHALL``,
   ``KEYS``, ``SHUTDOWN``, ``MONITOR``, ``DEBUG``, ``CLIENT KILL``), no ``ACL``, no pub/sub.
 - **admin** (``admin_rules``): the command line of the operator. The worker's rights, plus
-  trimming archived entries (``XTRIM``), the server's version (``INFO``) and managing the
-  tenants' users (``ACL SETUSER|DELUSER``). A user that may run ``ACL SETUSER`` can grant
-  itself anything: keep the admin's credentials on the operator's machine, never on hosts.
+  trimming archived entries (``XTRIM``), the server's version (``INFO``), managing the
+  tenants' users (``ACL SETUSER|DELUSER``) and what ``memstream forget`` needs to rewrite
+  the append-only file (``CONFIG GET|SET``, ``BGREWRITEAOF``; without them it reports the
+  rewrite refused and what to do). A user that may run ``ACL SETUSER`` or ``CONFIG SET`` can
+  grant itself anything: keep the admin's credentials on the operator's machine, never on hosts.
 
 Redis checks the commands a Lua script runs against the caller's rules, so ``EVAL`` and
 ``EVALSHA`` widen nothing. Key patterns cannot carve a read-only key out of a wider pattern:
@@ -37,7 +39,7 @@ CONNECTION = ("+ping", "+hello", "+auth", "+client|setname", "+client|setinfo", 
 _WORKER_COMMANDS = (
     # streams: the consumer groups, dead letters, the dense stage's backlog, builds' progress
     "+xreadgroup", "+xack", "+xautoclaim", "+xpending", "+xrange", "+xrevrange", "+xlen", "+xadd", "+xdel",
-    "+xgroup|create", "+xgroup|destroy", "+xinfo|groups",
+    "+xgroup|create", "+xgroup|destroy", "+xinfo|groups", "+xinfo|consumers",
     # hashes: positions, health, counters, catalog, facts, sessions, fleet reports, the registry
     "+hget", "+hset", "+hdel", "+hgetall", "+hmget", "+hvals", "+hlen", "+hincrby", "+hexists", "+hscan",
     "+hstrlen",
@@ -51,8 +53,10 @@ _WORKER_COMMANDS = (
     "+multi", "+exec", "+discard", "+watch", "+unwatch", "+eval", "+evalsha", "+script|load", "+script|exists",
 )
 # the operator's command line, besides the worker's: archive (trim what is archived),
-# doctor (the server's version), tenants (their users)
-_ADMIN_COMMANDS = ("+xtrim", "+info", "+acl|setuser", "+acl|deluser")
+# doctor (the server's version), tenants (their users), forget (the tombstoned sets; the
+# rewrite of the append-only file, so that no forgotten text stays in Redis's files)
+_ADMIN_COMMANDS = ("+xtrim", "+info", "+acl|setuser", "+acl|deluser", "+sscan",
+                   "+config|get", "+config|set", "+bgrewriteaof")
 
 
 def role_user(prefix: str, role: str) -> str:

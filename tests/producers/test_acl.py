@@ -174,6 +174,10 @@ def test_each_role_works_with_exactly_its_rights(tmp_path, users):
         run("archive", "--verify")
         dead = run("dlq")["dead_letters"]
         run("dlq", "drop", dead[0]["dlq_id"])
+        # forget, the whole way: the log, the projections, Redis's append-only file
+        forgot = run("forget", "--match", "kite in the shed", "--tenant", "t1")
+        assert forgot["events"] and forgot["aof"]["state"] == "rewritten", forgot
+        assert "t1 keeps the kite in the shed" not in ms(tmp_path / "operator", "export", env=admin_env).stdout
         run("tenant", "remove", "t2")
         assert not (refused := refusals(root)), refused
     finally:
@@ -182,13 +186,13 @@ def test_each_role_works_with_exactly_its_rights(tmp_path, users):
 
 
 REFUSED_TO_ALL = [
-    ("FLUSHALL",), ("FLUSHDB",), ("CONFIG", "GET", "*"), ("CONFIG", "SET", "maxmemory", "1"), ("KEYS", "*"),
+    ("FLUSHALL",), ("FLUSHDB",), ("CONFIG", "RESETSTAT"), ("CONFIG", "REWRITE"), ("KEYS", "*"),
     ("SHUTDOWN", "NOSAVE"), ("CLIENT", "LIST"), ("CLIENT", "KILL", "ID", "1"),
     ("MONITOR",), ("SUBSCRIBE", "anything"), ("PUBLISH", "anything", "x"), ("ACL", "LIST"),
     ("SET", "other-app:key", "x"), ("GET", "other-app:key"), ("DEL", "other-app:key"),
     ("EVAL", "return redis.call('GET', KEYS[1])", "1", "other-app:key"),
     ("FUNCTION", "FLUSH"), ("SCRIPT", "FLUSH"), ("SLAVEOF", "NO", "ONE"), ("REPLICAOF", "NO", "ONE"),
-    ("BGREWRITEAOF",), ("SAVE",), ("MIGRATE", "127.0.0.1", "1", "memstream:x", "0", "10"),
+    ("SAVE",), ("BGSAVE",), ("MIGRATE", "127.0.0.1", "1", "memstream:x", "0", "10"),
 ]
 
 
@@ -203,7 +207,8 @@ def test_the_worker_and_the_admin_are_refused_what_is_not_theirs(users):
                     client.execute_command(*attempt)
         # only the admin manages users, trims the log, reads the server's facts
         for attempt in (("ACL", "SETUSER", "intruder", "on", ">x", "~*", "+@all"), ("ACL", "DELUSER", "memstream-t1"),
-                        ("XTRIM", f"{PREFIX}:events:0", "MAXLEN", "0"), ("INFO", "server")):
+                        ("XTRIM", f"{PREFIX}:events:0", "MAXLEN", "0"), ("INFO", "server"),
+                        ("CONFIG", "GET", "*"), ("CONFIG", "SET", "maxmemory", "1"), ("BGREWRITEAOF",)):
             with pytest.raises(redis.ResponseError, match="(?i)no permissions|permission"):
                 worker.execute_command(*attempt)
         assert admin.info("server")["redis_version"]
