@@ -182,3 +182,31 @@ def test_a_tls_file_that_cannot_be_used_is_named(tmp_path, clean):
     settings = tls_settings(tmp_path / "home", server, redis_tls_key_file=str(server.certs.ca))
     with pytest.raises(redis.ConnectionError, match="_KEY_FILE the certificate's own private key"):
         LogLocator(settings, autostart=False)()
+
+
+def test_the_service_and_its_projection_process_run_over_tls(tmp_path, clean):
+    """``memstream up`` on the shared Redis over TLS: its workers, its query server and the
+    child process of the projections without a store (facts, sessions) all connect with
+    the certificates; a memory added by the command line is projected and found."""
+    server = clean
+    env = {"MEMSTREAM_REDIS_URL": server.url, "MEMSTREAM_REDIS_TLS_CA_FILE": str(server.certs.ca),
+           "MEMSTREAM_REDIS_TLS_CERT_FILE": str(server.certs.client_cert),
+           "MEMSTREAM_REDIS_TLS_KEY_FILE": str(server.certs.client_key), "MEMSTREAM_TENANT": "t1",
+           "MEMSTREAM_PROJECTION_PROCESS": "1"}
+    home = tmp_path / "svc"
+    started = json.loads(ms(home, "up", "--detach", "--json", env=env).stdout)
+    try:
+        assert started["url"].startswith("rediss://:***@")
+        added = json.loads(ms(home, "add", "--sync", "--json", "the fact is that herons nest in reeds", env=env).stdout)
+        assert added["state"] == "searchable"
+        assert "herons" in ms(home, "search", "--json", "herons reeds", env=env).stdout
+
+        def sessions_and_facts_applied() -> bool:
+            stats = json.loads(ms(home, "stats", "--json", env=env).stdout)["projections"]
+            return all(v["lag"] == 0 and v["pending"] == 0 for v in stats.values())
+
+        wait_for(sessions_and_facts_applied, timeout=60, what="every projection applied over TLS")
+    finally:
+        ms(home, "down", env=env)
+    log = (home / "run" / "service.log").read_text() if (home / "run" / "service.log").exists() else ""
+    assert "CERTIFICATE_VERIFY_FAILED" not in log and PASSWORD not in log
