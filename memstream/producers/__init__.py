@@ -45,6 +45,7 @@ from memstream.producers.events import (
     to_builtins,
     utcnow,
 )
+from memstream.producers.redact import redact_event
 from memstream.producers.report import (
     BUCKETS_NS,
     HOOKS,
@@ -147,6 +148,7 @@ __all__ = [
     "parse_entry_id",
     "point_id",
     "Record",
+    "redact_event",
     "read_hermes",
     "read_jsonl",
     "redis_client",

@@ -572,6 +572,85 @@ def test_edge_optimizer_rewrites_segments_without_losing_or_leaking_points(tmp_p
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _hits(store, c, query_vector, words, f, limit=300):
+    """Every point in scope (no cut among equal scores), in a canonical order: the engine
+    may order equal scores either way."""
+    dense = store.search(c, dense=query_vector, filter=f, limit=limit)
+    sparse = store.search(c, sparse=sparse_vector(words), filter=f, limit=limit)
+    fused = store.search(c, dense=query_vector, sparse=sparse_vector(words), filter=f, limit=limit)
+    return [sorted((-h.score, h.id, sorted(h.payload.items())) for h in hits) for hits in (dense, sparse, fused)]
+
+
+def test_edge_search_answers_the_same_from_its_payload_cache_as_from_the_engine(tmp_path):
+    scratch = _scratch_dir(tmp_path)
+    try:
+        store = EdgeStore(scratch, payload_cache=0)  # every payload read from the engine
+        c = store.ensure_collection("turns", 1, DIM)
+        store.upsert(c, [pt(f"k{i}", agent=f"a{i % 3}", text=f"cache test {i % 7} words {i}",
+                            dense=[float((i * j) % 5) + 0.5 for j in range(DIM)]) for i in range(200)])
+        queries = [([float((q + j) % 4) + 0.1 for j in range(DIM)], f"cache words {q}") for q in range(8)]
+        scopes = [Filter("t1"), Filter("t1", agent="a1")]
+        engine = [_hits(store, c, v, w, f) for v, w in queries for f in scopes]
+        store.close()
+        store = EdgeStore(scratch, payload_cache=50)  # smaller than what the searches find
+        cold = [_hits(store, c, v, w, f) for v, w in queries for f in scopes]
+        warm = [_hits(store, c, v, w, f) for v, w in queries for f in scopes]
+        assert cold == warm == engine
+        assert len(store._shards[c].payloads._items) == 50
+        store.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test_edge_search_never_answers_a_payload_older_than_the_last_write_to_its_point(tmp_path):
+    scratch = _scratch_dir(tmp_path)
+    store = EdgeStore(scratch)
+    try:
+        c = store.ensure_collection("turns", 1, DIM)
+        points = [pt(f"k{i}", text=f"secret number {i}", dense=unit(0), note=f"v{i}") for i in range(6)]
+        store.upsert(c, points)
+        f = Filter("t1")
+
+        def notes() -> dict[str, str]:
+            found = {h.payload["key"]: h.payload["note"] for h in store.search(c, dense=unit(0), filter=f, limit=10)}
+            by_words = {h.payload["key"]: h.payload["note"] for h in
+                        store.search(c, sparse=sparse_vector("secret"), filter=f, limit=10)}
+            assert by_words == found
+            return found
+
+        assert notes() == {f"k{i}": f"v{i}" for i in range(6)}  # now in the cache
+        store.set_payload(c, [points[0].id], {"note": "redacted"})
+        store.upsert(c, [pt("k1", text="secret number 1", dense=unit(0), note="rewritten")])
+        store.delete(c, [points[2].id])
+        assert notes() == {"k0": "redacted", "k1": "rewritten", "k3": "v3", "k4": "v4", "k5": "v5"}
+        store.delete_where(c, Filter("t1", session_id="s1"))
+        assert notes() == {}
+        store.upsert(c, [pt("k9", text="secret again", dense=unit(0), note="v9")])
+        hits = store.search(c, dense=unit(0), filter=f, limit=10)
+        hits[0].payload["note"] = "changed by a caller"  # a hit's payload is the caller's own
+        assert notes() == {"k9": "v9"}
+    finally:
+        store.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test_edge_payload_cache_drops_what_it_read_before_a_write_came_in():
+    from memstream.projections.stores.edge import _Payloads
+
+    cache = _Payloads(size=3)
+    read_at = cache.generation
+    cache.forget(["a"])  # a write to "a" lands between a search's read and its keep
+    cache.keep({"a": {"v": "old"}}, read_at)
+    assert cache.get(["a"]) == {}
+    cache.keep({"a": {"v": 1}, "b": {"v": 2}}, cache.generation)
+    cache.keep({"c": {"v": 3}}, cache.generation)
+    assert cache.get(["a"]) == {"a": {"v": 1}}  # found: the most recently found now
+    cache.keep({"d": {"v": 4}}, cache.generation)
+    assert set(cache.get(["a", "b", "c", "d"])) == {"a", "c", "d"}  # b was the least recent
+    cache.forget(None)
+    assert cache.get(["a", "c", "d"]) == {}
+
+
 @pytest.mark.parametrize("raised", [StoreUnavailable("No space left on device"), StoreLocked("open elsewhere"),
                                     CollectionNotFound("turns_v1 was closed"), StoreError("closed")],
                          ids=lambda e: type(e).__name__)
