@@ -396,6 +396,19 @@ def cmd_tenant(args: argparse.Namespace, settings: Settings) -> int:
     return OK
 
 
+def cmd_acl(args: argparse.Namespace, settings: Settings) -> int:
+    """The ACL SETUSER commands of the worker's and the admin's Redis users (README, Security)."""
+    users = ops.acl_recipe(settings)
+    lines = [f"# memstream's Redis users for the key prefix {settings.stream_prefix!r} (Redis/Valkey 7+).",
+             "# Run these as the server's own admin (e.g. redis-cli), then ACL SAVE (with an aclfile) or",
+             "# CONFIG REWRITE so they outlive a restart. The passwords are new on every run, shown once.",
+             "# Each tenant's agent hosts get their user from `memstream tenant add NAME`, run with the admin's URL."]
+    for u in users:
+        lines += ["", f"# {u['role']}: {u['uses']}", f"#   MEMSTREAM_REDIS_URL={u['redis_url']}", u["command"]]
+    print_result(args, {"users": users}, "\n".join(lines))
+    return OK
+
+
 # -- install-hermes / bench ----------------------------------------------------------------
 def cmd_install_hermes(args: argparse.Namespace, settings: Settings) -> int:
     from pathlib import Path
@@ -652,6 +665,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["add", "list", "remove"])
     p.add_argument("name", nargs="?", default="", help="tenant name (add, remove)")
     p.add_argument("--rotate", action="store_true", help="add: issue a new password for an existing tenant")
+    p = add("acl", cmd_acl, "print the ACL SETUSER commands of least-privilege Redis users (worker, admin)")
+    p.add_argument("action", choices=["recipe"])
     p = add("install-hermes", cmd_install_hermes, "install the memstream plugin into a Hermes home and select it")
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")

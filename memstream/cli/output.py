@@ -204,7 +204,8 @@ def _config_summary(c: dict) -> str:
 def _redis_summary(c: dict) -> str:
     server = (f"Valkey {c['valkey_version']} (Redis {c['redis_version']})" if c.get("valkey_version")
               else f"Redis {c['redis_version']}")
-    return f"{c['mode']} {server} at {c['url']}"
+    tls = f"; TLS {c['tls']}" if str(c.get("tls", "")).startswith("verified") else ""
+    return f"{c['mode']} {server} at {c['url']}{tls}"
 
 
 def _streams_summary(c: dict) -> str:

@@ -19,8 +19,13 @@ __all__ = [
     "counters", "positions", "applied_at", "health", "dlq", "embed_backlog", "embed_backlog_pattern",
     "tombstones", "tombstones_pattern", "facts", "facts_current", "facts_pattern", "fact_sources", "turn_context",
     "sessions", "session", "session_bookends", "version_pattern",
-    "catalog", "catalog_pattern", "backfill_lock", "own", "own_pattern",
+    "catalog", "catalog_pattern", "backfill_lock", "own", "own_pattern", "all_pattern",
 ]
+
+
+def all_pattern(prefix: str) -> str:
+    """``P:*``: glob pattern of every key memstream uses (the worker's and the admin's ACL rules)."""
+    return f"{prefix}:*"
 
 
 # -- the log -----------------------------------------------------------------------------

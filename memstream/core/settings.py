@@ -16,7 +16,8 @@ is reported there too, with the closest setting's name (its value is never shown
 malformed URL setting (``redis_url``, ``qdrant_url``, ``embed_url``) is reported there and
 kept as given (falling back to the embedded service would silently split the log);
 connecting to it fails with a clear error; a malformed ``metrics_addr`` is reported and
-the default used. ``Settings.public()`` and every problem message
+the default used. TLS files set beside a URL that is not ``rediss://`` (where nothing
+would use them), or a key without its certificate, are reported too. ``Settings.public()`` and every problem message
 show URLs through ``mask_url`` (no password or query-string token is shown) and a secret
 setting (``embed_api_key``) as ``***``. ``Settings.sources`` says where each value that is
 not a default came from (a variable's name, the file's path, or ``given``), never the value.
@@ -50,6 +51,18 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 
     redis_url: Annotated[str, Meta(description=(
         "Redis/Valkey URL of a shared server. Empty: the embedded Valkey of `memstream up`."))] = ""
+    redis_tls_ca_file: Annotated[str, Meta(description=(
+        "PEM file of the CA(s) a `rediss://` server's certificate must chain to. Empty: the system's "
+        "trusted CAs."))] = ""
+    redis_tls_cert_file: Annotated[str, Meta(description=(
+        "PEM file of the client certificate presented to a `rediss://` server that asks for one "
+        "(`tls-auth-clients`); its key in `MEMSTREAM_REDIS_TLS_KEY_FILE`, or in the same file."))] = ""
+    redis_tls_key_file: Annotated[str, Meta(description=(
+        "PEM file of the client certificate's private key (owner-only). Empty: the key is in the "
+        "certificate's file."))] = ""
+    redis_tls_check_hostname: Annotated[bool, Meta(description=(
+        "Whether a `rediss://` server's certificate must name the URL's host. Off only for a server "
+        "reached by an address its certificate does not name (the CA is still checked)."))] = True
     tenant: Annotated[_Name, Meta(description=(
         "Tenant every event of this installation belongs to."))] = "default"
     home: Annotated[Path, Meta(description=(
@@ -239,6 +252,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             problems.append(f"{ENV_PREFIX}METRICS_ADDR={_brief(self.metrics_addr)} is not HOST:PORT "
                             f"(a port 0 to 65535, [IPv6]:PORT) nor empty; using {default}")
             fixed["metrics_addr"] = default
+        problems += _tls_problems(self)
         fsync = fixed.get("spool_fsync", self.spool_fsync)
         if _fsync_interval(fsync) is None and fsync not in ("never", "always"):
             default = _SPECS["spool_fsync"].default
@@ -511,6 +525,23 @@ def _url_problem(attr: str, env: str, url: str) -> str | None:
     if why is None:
         return None
     return f"{env}={_brief(mask_url(url))} {why}; expected {expected}"
+
+
+def _tls_problems(settings: Settings) -> list[str]:
+    """Why the TLS settings cannot apply as given (no file is opened: doctor and the
+    connection report a file that cannot be read)."""
+    tls = {"MEMSTREAM_REDIS_TLS_CA_FILE": settings.redis_tls_ca_file,
+           "MEMSTREAM_REDIS_TLS_CERT_FILE": settings.redis_tls_cert_file,
+           "MEMSTREAM_REDIS_TLS_KEY_FILE": settings.redis_tls_key_file}
+    given = [env for env, value in tls.items() if value]
+    problems = []
+    if given and not settings.redis_url.lower().startswith("rediss://"):
+        problems.append(f"{', '.join(given)} set but MEMSTREAM_REDIS_URL is not a rediss:// URL: "
+                        "no TLS, the files are not used")
+    if settings.redis_tls_key_file and not settings.redis_tls_cert_file:
+        problems.append("MEMSTREAM_REDIS_TLS_KEY_FILE set without MEMSTREAM_REDIS_TLS_CERT_FILE: "
+                        "the key is not used")
+    return problems
 
 
 def config_file_for(hermes_home: str | os.PathLike[str] | None) -> Path | None:

@@ -9,6 +9,7 @@ Light to import: the stores, the workers and the query server are imported by th
 operations that use them, when they run.
 """
 
+from memstream.ops.acl import acl_recipe
 from memstream.ops.add import add_logged, add_spooled, memory_event, source_text
 from memstream.ops.archive import archive, verify_archive
 from memstream.ops.connect import connect
@@ -36,6 +37,7 @@ from memstream.ops.top import dashboard_url, fetch_summary
 from memstream.ops.worker import check_worker, start_worker, worker_projections
 
 __all__ = [
+    "acl_recipe",
     "activate_version",
     "cancel_replay",
     "drop_version",

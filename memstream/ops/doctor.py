@@ -109,21 +109,31 @@ def check_redis(settings: Settings) -> tuple[dict, EventLog | None]:
         eventlog = locator()
         try:
             server = eventlog.client.info("server")
-        except redis.exceptions.NoPermissionError:  # a tenant's credentials: PING only
-            return {"ok": True, "mode": mode, "url": mask_url(url),
-                    "redis_version": "not shown to a tenant's credentials"}, eventlog
+        except redis.exceptions.NoPermissionError:  # a tenant's or the workers' credentials: no INFO
+            return {"ok": True, "mode": mode, "url": mask_url(url), "tls": _tls(url, settings),
+                    "redis_version": "not shown to these credentials"}, eventlog
     except redis.RedisError as exc:
         return {"ok": False, "mode": mode, "url": mask_url(url),
                 "error": f"{type(exc).__name__}: {exc}"}, None
     version = str(server.get("redis_version", "0"))
     major = int(version.split(".")[0] or 0)
-    check = {"ok": major >= 7, "mode": mode, "url": mask_url(url),
+    check = {"ok": major >= 7, "mode": mode, "url": mask_url(url), "tls": _tls(url, settings),
              "redis_version": version}
     if server.get("valkey_version"):
         check["valkey_version"] = server["valkey_version"]
     if major < 7:
         check["error"] = "memstream needs Redis 7.0+ or Valkey"
     return check, eventlog
+
+
+def _tls(url: str, settings: Settings) -> str:
+    """How the connection is protected, in words (``tls_kwargs`` decides)."""
+    if not url.lower().startswith("rediss://"):
+        return "none (redis://)"
+    ca = settings.redis_tls_ca_file or "the system's CAs"
+    host = "host name checked" if settings.redis_tls_check_hostname else "host name NOT checked"
+    client = "client certificate sent" if settings.redis_tls_cert_file else "no client certificate"
+    return f"verified against {ca}, {host}, {client}"
 
 
 def check_streams(eventlog: EventLog) -> dict:

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from typing import Iterator
-from urllib.parse import quote, urlsplit, urlunsplit
 
 import redis
 
 from memstream.core import Settings
-from memstream.ops.connect import connect
+from memstream.ops.connect import connect, user_url
 from memstream.ops.errors import CommandError
-from memstream.producers import LogLocator, TenantError, TenantRegistry
+from memstream.producers import TenantError, TenantRegistry
 
 __all__ = ["add_tenant", "remove_tenant", "tenants"]
 
@@ -51,8 +50,4 @@ def add_tenant(settings: Settings, name: str, rotate: bool = False) -> dict:
     (shown this once: Redis keeps only its hash)."""
     with _registry(settings, "add", name) as registry:
         tenant, password = registry.add(name, rotate=rotate)
-    base = urlsplit(LogLocator(settings, autostart=False).url() or "")
-    host = base.hostname or "127.0.0.1"
-    netloc = f"{quote(tenant.user, safe='')}:{quote(password, safe='')}@{host}" + (f":{base.port}" if base.port else "")
-    url = urlunsplit((base.scheme or "redis", netloc, base.path or "/0", "", ""))
-    return {"tenant": tenant.name, "user": tenant.user, "redis_url": url}
+    return {"tenant": tenant.name, "user": tenant.user, "redis_url": user_url(settings, tenant.user, password)}

@@ -8,6 +8,9 @@ Imports none of memstream's other packages.
 from typing import TYPE_CHECKING
 
 from memstream.core import lazy_exports
+from memstream.producers.acl import ROLES as ACL_ROLES
+from memstream.producers.acl import role_rules as acl_role_rules
+from memstream.producers.acl import role_user as acl_role_user
 from memstream.producers.archive import (
     Archive,
     ArchiveBusy,
@@ -21,7 +24,7 @@ from memstream.producers.archive import (
     history,
     point_id,
 )
-from memstream.producers.connect import LogLocator, event_log, redis_client
+from memstream.producers.connect import LogLocator, event_log, redis_client, tls_kwargs
 from memstream.producers.events import (
     EVENT_TYPES,
     DelegationCompleted,
@@ -69,6 +72,7 @@ from memstream.producers.tenants import (
     tenant_space,
     verify,
 )
+from memstream.producers.tls import tls_hint
 from memstream.producers.transcript import BRIEF_CHARS, message_text, tool_calls_of
 from memstream.producers.writer import Writer
 
@@ -88,6 +92,9 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "ACL_ROLES",
+    "acl_role_rules",
+    "acl_role_user",
     "BUCKETS_NS",
     "HOOKS",
     "MAX_REPORT_BYTES",
@@ -145,6 +152,8 @@ __all__ = [
     "read_hermes",
     "read_jsonl",
     "redis_client",
+    "tls_hint",
+    "tls_kwargs",
     "Scope",
     "Segment",
     "SessionEnded",

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 import redis
 import structlog
@@ -18,8 +20,9 @@ import structlog
 from memstream.core import Settings, mask_url, read_run_file, start_service
 from memstream.producers.stream import EventLog
 from memstream.producers.tenants import Signer, password_of
+from memstream.producers.tls import tls_hint
 
-__all__ = ["LogLocator", "read_run_file", "redis_client", "event_log"]
+__all__ = ["LogLocator", "read_run_file", "redis_client", "event_log", "tls_kwargs"]
 
 log = structlog.get_logger("memstream.connect")
 
@@ -28,9 +31,30 @@ log = structlog.get_logger("memstream.connect")
 
 
 
-def redis_client(url: str, timeout: float = 2.0) -> redis.Redis:
+def tls_kwargs(url: str, settings: Settings | None) -> dict[str, Any]:
+    """redis-py's TLS arguments for ``url``: none unless it is ``rediss://``; then the
+    server's certificate is always checked (against ``redis_tls_ca_file``, else the
+    system's CAs), its host name unless ``redis_tls_check_hostname`` is off, and the
+    client certificate of ``redis_tls_cert_file`` (key: ``redis_tls_key_file``) is sent."""
+    if not url.lower().startswith("rediss://"):
+        return {}
+    out: dict[str, Any] = {"ssl_cert_reqs": "required", "ssl_check_hostname": True}
+    if settings is None:
+        return out
+    out["ssl_check_hostname"] = settings.redis_tls_check_hostname
+    if settings.redis_tls_ca_file:
+        out["ssl_ca_certs"] = str(Path(settings.redis_tls_ca_file).expanduser())
+    if settings.redis_tls_cert_file:
+        out["ssl_certfile"] = str(Path(settings.redis_tls_cert_file).expanduser())
+        if settings.redis_tls_key_file:
+            out["ssl_keyfile"] = str(Path(settings.redis_tls_key_file).expanduser())
+    return out
+
+
+def redis_client(url: str, timeout: float = 2.0, settings: Settings | None = None) -> redis.Redis:
+    """A client of ``url`` with short timeouts and, for ``rediss://``, the TLS of ``settings``."""
     return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
-                                health_check_interval=30)
+                                health_check_interval=30, **tls_kwargs(url, settings))
 
 
 def event_log(client: redis.Redis, url: str, settings: Settings) -> EventLog:
@@ -70,13 +94,19 @@ class LogLocator:
             client = self._client
             if client is None or url != self._url:
                 try:
-                    client = redis_client(url)
+                    client = redis_client(url, settings=self.settings)
                 except ValueError as exc:  # a malformed URL: Settings.problems says why
                     raise redis.ConnectionError(f"the Redis URL {mask_url(url)!r} is not valid "
                                                 f"({type(exc).__name__}); `memstream doctor` says why") from None
                 self._close_client()
                 self._client, self._url = client, url
-        client.ping()
+        try:
+            client.ping()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            hint = tls_hint(exc, url, self.settings)
+            if not hint:
+                raise
+            raise type(exc)(f"{exc}{hint}") from exc
         return event_log(client, url, self.settings)
 
     def close(self) -> None:

@@ -34,7 +34,7 @@ import redis
 import structlog
 
 from memstream.core import Settings, TransientError, backoff_delay
-from memstream.producers import LogLocator
+from memstream.producers import LogLocator, tls_kwargs
 
 if TYPE_CHECKING:
     from memstream.query import Asker
@@ -256,7 +256,7 @@ class Recall:
         with self._asker_lock:
             asker = self._asker
             if asker is None or asker.url != url:
-                self._asker = Asker.shared(url)
+                self._asker = Asker.shared(url, tls=tls_kwargs(url, self.settings))
                 if asker is not None:
                     asker.release()
                 asker = self._asker

@@ -13,6 +13,7 @@ import threading
 import time
 import uuid
 import weakref
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -168,12 +169,15 @@ class Asker:
     _registry: dict[str, Asker] = {}
     _registry_lock = threading.Lock()
 
-    def __init__(self, url: str, timeout: float = 5.0) -> None:
+    def __init__(self, url: str, timeout: float = 5.0, tls: Mapping[str, Any] | None = None) -> None:
         self.url = url
         self.timeout = timeout
+        # tls: redis-py's TLS arguments for a rediss:// URL (``producers.tls_kwargs``)
+        self.tls = dict(tls or {})
         self.pool = redis.BlockingConnectionPool.from_url(
             url, max_connections=self.COMMANDS, timeout=timeout, socket_timeout=timeout,
-            socket_connect_timeout=min(timeout, 2.0), health_check_interval=30, client_name=self.ASKS)
+            socket_connect_timeout=min(timeout, 2.0), health_check_interval=30, client_name=self.ASKS,
+            **self.tls)
         self.client = redis.Redis(connection_pool=self.pool)
         self._cv = threading.Condition()
         self._waiting: dict[bytes, _Waiter] = {}
@@ -190,11 +194,12 @@ class Asker:
 
     # -- sharing ---------------------------------------------------------------------------
     @classmethod
-    def shared(cls, url: str, timeout: float = 5.0) -> Asker:
+    def shared(cls, url: str, timeout: float = 5.0, tls: Mapping[str, Any] | None = None) -> Asker:
+        """The process's asker for ``url`` (made with ``timeout`` and ``tls`` by its first caller)."""
         with cls._registry_lock:
             asker = cls._registry.get(url)
             if asker is None or asker._closed:
-                asker = cls._registry[url] = cls(url, timeout)
+                asker = cls._registry[url] = cls(url, timeout, tls)
             asker._refs += 1
             return asker
 
@@ -310,7 +315,8 @@ class Asker:
                     if conn is None:
                         conn = redis.Redis.from_url(self.url, socket_timeout=self.BLOCK_S + self.timeout,
                                                     socket_connect_timeout=min(self.timeout, 2.0),
-                                                    client_name=self.REPLIES, single_connection_client=True)
+                                                    client_name=self.REPLIES, single_connection_client=True,
+                                                    **self.tls)
                     got = conn.blpop(keys_now, timeout=self.BLOCK_S)
                 except redis.RedisError as exc:
                     _close(conn)

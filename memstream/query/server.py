@@ -217,7 +217,8 @@ class QueryServer:
             ran = True
 
     def _loop(self) -> None:
-        # its own connection: it blocks on the channels longer than the shared socket timeout
+        # its own connection: it blocks on the channels longer than the shared socket timeout;
+        # the same class and arguments (credentials, TLS: producers.connect built them)
         kwargs = {**self.client.connection_pool.connection_kwargs, "socket_timeout": None}
         conn = redis.Redis(connection_pool=redis.ConnectionPool(
             connection_class=self.client.connection_pool.connection_class, **kwargs))

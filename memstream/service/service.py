@@ -119,7 +119,7 @@ class Service:
         url = self.url
 
         def connect() -> EventLog:
-            client = redis_client(url)
+            client = redis_client(url, settings=self.settings)
             client.ping()
             return event_log(client, url, self.settings)
 

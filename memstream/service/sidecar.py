@@ -385,7 +385,7 @@ def main() -> None:  # pragma: no cover - runs in the child (tests/service/test_
     json_lines = config.get("log_json")
     configure(str(config.get("log_level") or "INFO"), json=json_lines if isinstance(json_lines, bool) else None)
     settings = settings_from(config.get("settings") or {}, str(config["url"]))
-    client = redis_client(settings.redis_url)
+    client = redis_client(settings.redis_url, settings=settings)
     eventlog = event_log(client, settings.redis_url, settings)
     names = tuple(str(n) for n in config.get("projections") or ())
     pipeline = Pipeline(settings, eventlog, PipelineConfig.of(settings, projections=names,

