@@ -7,12 +7,19 @@ and the query server as threads."""
 from memstream.workers.consumer import Consumer
 from memstream.workers.deadletters import DeadLetters
 from memstream.workers.embedding import EmbedConsumer, embed_readers, embed_waiting
+from memstream.workers.erasure import Doomed, ErasureError, Plan, count_removed, plan, rewrite_append_only_file
 from memstream.workers.health import Waiting, consuming, projection_health, read_health, waiting
 from memstream.workers.pipeline import Pipeline, PipelineConfig
 from memstream.workers.positions import Positions, is_applied
 from memstream.workers.replay import GroupProgress, build_progress, caught_up, group_progress
 
 __all__ = [
+    "count_removed",
+    "Doomed",
+    "ErasureError",
+    "Plan",
+    "plan",
+    "rewrite_append_only_file",
     "build_progress",
     "caught_up",
     "consuming",
