@@ -191,7 +191,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     hot_days: Annotated[float, Meta(ge=0.0, le=36_500.0, description=(
         "The hot tier: turns and delegations that happened in the last this many days, every memory "
         "and the current facts. Prefetch injects only from the hot tier (within `prefetch_tokens`); "
-        "search and the agent's tools reach every tier. 0: every turn is hot."))] = 30.0
+        "search and the agent's tools reach every tier. 0 (the default): every turn is hot, as before tiers "
+        "existed; a window is an operator's choice (an imported history is older than any window)."))] = 0.0
     problems: tuple[str, ...] = ()
     # (setting, where its value came from: the environment variable's name, the file's path,
     # or "given" by the caller) for each setting not left at its default; not a setting
