@@ -66,14 +66,12 @@ def forget_counters(prefix: str) -> str:
 
 
 def retention_counters(prefix: str) -> str:
-    """``P:counters:retention``: hash, kind (turns, memories, ...) -> events the retention job erased;
-    ``runs``, ``last_run`` (unix seconds) and the places (stream_entries, ...) it removed from."""
+    """``P:counters:retention``: hash, kind -> events the retention job erased; place:PLACE, runs, last_run."""
     return counters(prefix, "retention")
 
 
 def retention_cursors(prefix: str) -> str:
-    """``P:retention``: hash, ``STREAM|KIND`` -> the entry id up to which the retention job has
-    erased that kind's expired events in that stream (each run reads on from there)."""
+    """``P:retention``: hash, ``STREAM|KIND`` -> entry id up to which retention erased that kind there."""
     return f"{prefix}:retention"
 
 
