@@ -30,7 +30,6 @@ import threading
 from typing import Any, Callable
 
 import msgspec
-import redis
 import structlog
 
 from memstream.core import Settings, as_str, backoff_delay, keys
@@ -286,7 +285,7 @@ class RetentionJob:
                 self.failures = 0
                 if sum(self.last["erased"].values()):
                     log.info("retention.erased", erased=self.last["erased"], tombstones=self.last["tombstones"])
-            except (redis.RedisError, ErasureError, OSError) as exc:
+            except Exception as exc:  # noqa: BLE001  the job never stops the process: it tries again later
                 self.failures += 1
                 retention = None
                 delay = min(delay, backoff_delay(self.failures, base=5.0, cap=300.0))

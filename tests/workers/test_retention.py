@@ -166,3 +166,26 @@ def test_the_job_runs_in_its_thread_and_counts_what_it_erased(reach, settings):
         job.stop()
     assert job.last is not None and job.last["erased"] == {"turns": 1}
     assert int(log.client.hget(keys.retention_counters(log.prefix), "turns")) == 1
+
+
+def test_a_failed_run_is_retried_and_never_ends_the_job(reach, settings):
+    log = reach
+    log.append([turn("expires at once")])
+    settings = msgspec.structs.replace(settings, retention_turns_days=0.00001, retention_every_s=1.0)
+    calls = []
+
+    def connect():
+        calls.append(1)
+        if len(calls) == 1:
+            raise ConnectionError("the log is down")
+        return log
+
+    time.sleep(1.0)
+    job = RetentionJob(settings, connect).start()
+    try:
+        deadline = time.monotonic() + 30
+        while job.last is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        job.stop()
+    assert len(calls) == 2 and job.last is not None and job.last["erased"] == {"turns": 1}
