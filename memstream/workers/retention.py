@@ -169,21 +169,19 @@ class Retention:
                     self._erase_range(archive, watermark.get(stream), stream, kind, start, bound, out, wait)
                     self.client.hset(keys.retention_cursors(self.prefix), f"{stream}|{kind}", bound)
             if out["tombstones"] or sum(out["erased"].values()) or pending_aof:
+                # pending until a rewrite after every projection applied the tombstones succeeds
+                # (a rewrite that fails or times out is tried again by the next run)
+                self.client.hset(keys.retention_counters(self.prefix), "aof_pending", "1")
                 out["aof"] = rewrite_append_only_file(self.client) if rewrite_aof else {"state": "skipped"}
             counters = keys.retention_counters(self.prefix)
             pipe = self.client.pipeline(transaction=False)
-            for kind, n in out["erased"].items():
-                if n:
-                    pipe.hincrby(counters, kind, n)
             pipe.hincrby(counters, "runs", 1)
             pipe.hset(counters, "last_run", str(self.server_now_ms() / 1000))
             if out["aof"] is not None:
                 # projections that had not applied every tombstone held the text at the rewrite:
                 # the next run rewrites again
-                if out["waiting"] and out["aof"]["state"] == "rewritten":
-                    pipe.hset(counters, "aof_pending", "1")
-                else:
-                    pipe.hdel(counters, "aof_pending")
+                if not (out["waiting"] and out["aof"]["state"] == "rewritten"):
+                    pipe.hdel(counters, "aof_pending")  # done, or a server that cannot rewrite
             pipe.execute()
         finally:
             self.client.eval(_RELEASE, 1, lock, self.name)
@@ -241,13 +239,14 @@ class Retention:
         erasure = plan(self.log, doomed, payload_doomed=payload_doomed, match=None, spool=None)
         done = erasure.apply(self.log, Archive(self.settings.archive_path), self.settings.data_dir,
                              reason=REASON, wait=wait)
-        out["erased"][kind] += sum(len(v) for v in doomed.entries.values())
+        erased = sum(len(v) for v in doomed.entries.values())
+        out["erased"][kind] += erased
         out["tombstones"] += done["tombstones"]
         out["waiting"] = out["waiting"] or not done["projections"]["applied"]
         for place, n in done["removed"].items():
             out["removed"][place] = out["removed"].get(place, 0) + int(n)
-        count_removed(self.client, keys.retention_counters(self.prefix),
-                      {f"place:{p}": n for p, n in done["removed"].items()}, done["tombstones"])
+        count_removed(self.client, keys.retention_counters(self.prefix),  # each batch, as it is done
+                      {kind: erased, **{f"place:{p}": n for p, n in done["removed"].items()}}, done["tombstones"])
 
 
 class RetentionJob:
