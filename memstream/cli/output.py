@@ -307,6 +307,24 @@ def stats_text(result: dict) -> str:
                         if e.get("waiting") else "")
                      + (f"; {_plural(int(e['dead_letters']), 'point')} dead-lettered by its dense stage "
                         "(keywords only until `memstream dlq retry`)" if e.get("dead_letters") else ""))
+    tiers = result.get("tiers") or {}
+    if tiers:
+        hot = f"the last {tiers['hot_days']:g} days" if tiers["hot_days"] else "every turn"
+        line = f"tiers of tenant {tiers['tenant']} (hot: memories, facts and turns of {hot}; prefetch reads hot only)"
+        counts = ", ".join(f"{name} {row['hot']} hot / {row['cold']} cold" for name, row in tiers["tiers"].items())
+        lines.append(line + (f": {counts} points" if counts else ": no service answered"))
+    retention = result.get("retention") or {}
+    if retention:
+        parts = []
+        for kind, row in retention["kinds"].items():
+            if not row["days"]:
+                parts.append(f"{kind} forever")
+                continue
+            nxt = row["next_expiry"]
+            when = "none pending" if nxt is None else ("next now" if nxt <= time.time() else f"next in {span(nxt - time.time())}")
+            parts.append(f"{kind} {row['days']:g} days ({row['erased']} erased, {when})")
+        lines.append("retention: " + "; ".join(parts)
+                     + (f"; last run {ago(retention['last_run'])}" if retention.get("last_run") else ""))
     usage = result["spool"]
     if usage:
         lines.append(f"spool: {_plural(int(usage['segments']), 'segment')}, {size(usage['unshipped_bytes'])} unshipped, "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 __all__ = [
     "events", "events_pattern", "archived", "types", "shipped", "legacy_shipped", "spool_counters", "forget_counters",
+    "retention_counters", "retention_cursors", "retention_lock",
     "agent_reports", "agent_reports_retired",
     "tenant_space", "tenant_pattern", "tenants",
     "queries", "tenant_queries", "reply", "query_counters",
@@ -62,6 +63,21 @@ def legacy_shipped(prefix: str) -> str:
 def forget_counters(prefix: str) -> str:
     """``P:counters:forget``: hash, place (stream_entries, archive_entries, ...) -> items ``memstream forget`` removed."""
     return counters(prefix, "forget")
+
+
+def retention_counters(prefix: str) -> str:
+    """``P:counters:retention``: hash, kind -> events the retention job erased; place:PLACE, runs, last_run."""
+    return counters(prefix, "retention")
+
+
+def retention_cursors(prefix: str) -> str:
+    """``P:retention``: hash, ``STREAM|KIND`` -> entry id up to which retention erased that kind there."""
+    return f"{prefix}:retention"
+
+
+def retention_lock(prefix: str) -> str:
+    """``P:retention:lock``: string, the process running the retention job (expires unless renewed)."""
+    return f"{prefix}:retention:lock"
 
 
 def spool_counters(prefix: str) -> str:

@@ -172,6 +172,27 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         "Agent processes the per-agent metrics name (spool backlog, refusals): the largest this many, the "
         "rest summed as `other`. At most 200: every name is a series of every scrape, and each process "
         "that enters the list is one more series for Prometheus to keep."))] = 20
+    retention_turns_days: Annotated[float, Meta(ge=0.0, le=36_500.0, description=(
+        "Days a turn (`turn.recorded`) is kept, counted from when the log received it; then the "
+        "service's retention job erases it everywhere, as `memstream forget` does (see README, "
+        "Retention and tiers). 0: forever."))] = 0.0
+    retention_memories_days: Annotated[float, Meta(ge=0.0, le=36_500.0, description=(
+        "Days a memory (`memory.written`, `memory.remembered`) is kept; 0: forever."))] = 0.0
+    retention_delegations_days: Annotated[float, Meta(ge=0.0, le=36_500.0, description=(
+        "Days a delegation's task and result (`delegation.completed`) are kept; 0: forever."))] = 0.0
+    retention_sessions_days: Annotated[float, Meta(ge=0.0, le=36_500.0, description=(
+        "Days a session's bookends (`session.ended`, `session.switched`: its title and end reason) are "
+        "kept; 0: forever. Facts have no retention of their own: a fact goes with the turns and "
+        "memories it was extracted from."))] = 0.0
+    retention_every_s: Annotated[float, Meta(ge=1.0, le=86_400.0, description=(
+        "Seconds between runs of the retention job (in `memstream up` and each `memstream worker`; "
+        "one at a time across the fleet, the first at start). Each run reads only the log "
+        "entries that expired since the last one."))] = 3600.0
+    hot_days: Annotated[float, Meta(ge=0.0, le=36_500.0, description=(
+        "The hot tier: turns and delegations that happened in the last this many days, every memory "
+        "and the current facts. Prefetch injects only from the hot tier (within `prefetch_tokens`); "
+        "search and the agent's tools reach every tier. 0 (the default): every turn is hot, as before tiers "
+        "existed; a window is an operator's choice (an imported history is older than any window)."))] = 0.0
     problems: tuple[str, ...] = ()
     # (setting, where its value came from: the environment variable's name, the file's path,
     # or "given" by the caller) for each setting not left at its default; not a setting
@@ -281,6 +302,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     def projections_apart(self) -> bool:
         """``projection_process``, and at least 2 usable CPUs (``usable_cpus``)."""
         return self.projection_process and usable_cpus() >= 2
+
+    @property
+    def retention_days(self) -> dict[str, float]:
+        """Per kind of event (turns, memories, delegations, sessions): its retention in days
+        (0: forever)."""
+        return {"turns": self.retention_turns_days, "memories": self.retention_memories_days,
+                "delegations": self.retention_delegations_days, "sessions": self.retention_sessions_days}
 
     @property
     def spool_dir(self) -> Path:

@@ -30,7 +30,7 @@ from memstream.ops.replay import (
 )
 from memstream.ops.search import search
 from memstream.ops.service import start_service, stop_service, up_detached
-from memstream.ops.stats import stats
+from memstream.ops.stats import stats, tier_stats
 from memstream.ops.sync import wait_projected
 from memstream.ops.tenants import add_tenant, remove_tenant, tenants
 from memstream.ops.top import dashboard_url, fetch_summary
@@ -70,6 +70,7 @@ __all__ = [
     "start_worker",
     "worker_projections",
     "stats",
+    "tier_stats",
     "stop_service",
     "tenants",
     "Undecodable",

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import redis
 
-from memstream.core import Settings, keys, shown
+from memstream.core import Settings, as_str, keys, shown
 from memstream.ops.connect import connect
 from memstream.producers import Archive, ArchiveError, EventLog, parse_entry_id, spool_usage
 
-__all__ = ["archive_stats", "group_health", "projection_stats", "stats", "streams"]
+__all__ = ["archive_stats", "group_health", "projection_stats", "retention_stats", "stats", "streams", "tier_stats"]
 
 
 def streams(eventlog: EventLog) -> list[dict]:
@@ -123,11 +123,48 @@ def projection_stats(eventlog: EventLog, stall_after_s: float) -> dict:
     return out
 
 
+def retention_stats(settings: Settings, eventlog: EventLog) -> dict:
+    """The retention settings per kind (``days``, 0: forever), what the retention job erased
+    (``erased``), when each kind's next event expires (``next_expiry``, unix seconds; None:
+    none found or kept forever), the last run (``last_run``), the runs and the interval."""
+    from memstream.workers import Retention
+
+    counters = {as_str(k): as_str(v) for k, v in eventlog.client.hgetall(keys.retention_counters(eventlog.prefix)).items()}
+    try:
+        expiry = Retention(settings, eventlog).next_expiry()
+    except (redis.ResponseError, ArchiveError):
+        expiry = {}
+
+    def number(text: str | None) -> float:
+        try:
+            return float(text or 0)
+        except ValueError:
+            return 0.0
+
+    kinds = {kind: {"days": days, "erased": int(number(counters.get(kind))), "next_expiry": expiry.get(kind)}
+             for kind, days in settings.retention_days.items()}
+    last = number(counters.get("last_run"))
+    return {"kinds": kinds, "every_s": settings.retention_every_s, "runs": int(number(counters.get("runs"))),
+            "last_run": last or None}
+
+
+def tier_stats(settings: Settings, stored: dict) -> dict:
+    """The hot and cold tiers of this installation's tenant: ``hot_days`` and, per vector
+    projection (turns, memories), the points in each tier (``tiers``: as the process that
+    holds the store counted them; {} when none answered)."""
+    raw = stored.get("tiers")
+    tiers = {str(name): {t: int(row[t]) for t in ("hot", "cold")}
+             for name, row in (raw.items() if isinstance(raw, dict) else ())
+             if isinstance(row, dict) and all(isinstance(row.get(t), int) for t in ("hot", "cold"))}
+    return {"tenant": settings.tenant, "hot_days": settings.hot_days, "tiers": tiers}
+
+
 def stats(settings: Settings) -> dict:
     """``streams`` (each with its ``memory_bytes`` in Redis and what of it is in the
     ``archive``), ``archive`` (its directory and totals), ``types`` (events per type),
     ``spool`` (this host's, {} without one), ``spool_losses`` (reported by every host's
-    shipper) and ``projections``."""
+    shipper), ``projections``, ``tiers`` (``tier_stats``) and ``retention``
+    (``retention_stats``)."""
     eventlog = connect(settings)
     usage = spool_usage(settings.spool_dir) if settings.spool_dir.exists() else {}
     losses = {(k.decode() if isinstance(k, bytes) else k): int(v)
@@ -139,4 +176,17 @@ def stats(settings: Settings) -> dict:
         info["archive"] = archived["streams"].get(info["stream"]) or {"events": 0, "bytes": 0, "segments": 0,
                                                                        "last_id": None}
     return {"streams": infos, "archive": archived, "types": eventlog.type_counts(), "spool": usage,
-            "spool_losses": losses, "projections": projection_stats(eventlog, settings.stall_after_s)}
+            "spool_losses": losses, "projections": projection_stats(eventlog, settings.stall_after_s),
+            "tiers": tier_stats(settings, _count(eventlog, settings.tenant)),
+            "retention": retention_stats(settings, eventlog)}
+
+
+def _count(eventlog: EventLog, tenant: str) -> dict:
+    """The ``count`` answer of the process that holds the store ({} when none answered)."""
+    try:
+        from memstream.query import QueryTimeout, ask
+
+        answer = ask(eventlog.client, eventlog.prefix, {"op": "count", "tenant": tenant}, timeout=1.0)
+    except (QueryTimeout, redis.RedisError, ValueError):
+        return {}
+    return answer

@@ -50,9 +50,12 @@ class Worker:
 
     pipeline: Any
     metrics: Any = None
+    retention: Any = None
 
     def stop(self) -> None:
         """Stop serving metrics, then let every consumer finish its batch."""
+        if self.retention is not None:
+            self.retention.stop()
         if self.metrics is not None:
             self.metrics.stop()
         self.pipeline.stop()
@@ -65,7 +68,7 @@ def start_worker(settings: Settings, name: str | None = None, projections: tuple
     store cannot be opened (another process holds the embedded store). The caller stops it."""
     from memstream.projections import StoreError, StoreUnavailable
     from memstream.service import start_metrics
-    from memstream.workers import Pipeline, PipelineConfig
+    from memstream.workers import Pipeline, PipelineConfig, RetentionJob
 
     os.umask(PRIVATE_UMASK)  # the embedded store and the embedding cache: owner-only
     private_dir(settings.home)
@@ -79,4 +82,6 @@ def start_worker(settings: Settings, name: str | None = None, projections: tuple
     except BaseException:
         pipeline.stop()
         raise
-    return Worker(pipeline, metrics)
+    # the retention job (one at a time across the fleet: a lock in Redis)
+    retention = RetentionJob(settings, lambda: connect(settings)).start()
+    return Worker(pipeline, metrics, retention)

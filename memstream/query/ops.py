@@ -11,6 +11,7 @@ dicts; a bad request is ``{"error": ...}``.
 from __future__ import annotations
 
 import re
+import time
 from typing import Any, Mapping
 
 from memstream.core import PermanentError
@@ -49,8 +50,9 @@ def asks_about_history(query: str) -> bool:
 
 class ReadOps:
     def __init__(self, store: VectorStore, searcher: Searcher, facts: FactsTable, sessions: SessionsIndex,
-                 versions: Versions | None = None) -> None:
+                 versions: Versions | None = None, hot_days: float = 0.0) -> None:
         self.store = store
+        self.hot_days = hot_days  # prefetch (recall) reads the hot tier only; 0: every turn is hot
         self.searcher = searcher
         self.versions: Versions = versions or FixedVersions(store, searcher.embedder, facts, sessions)
 
@@ -112,7 +114,7 @@ class ReadOps:
         return [scope]
 
     # -- ops ------------------------------------------------------------------------------
-    def search(self, request: dict[str, Any]) -> dict[str, Any]:
+    def search(self, request: dict[str, Any], hot_since: float | None = None) -> dict[str, Any]:
         tenant = self._tenant(request)
         query = request.get("query")
         if not isinstance(query, str) or not query.strip():
@@ -126,13 +128,15 @@ class ReadOps:
         results = self.searcher.search(
             query, tenant=tenant, agent=agent, scope=scope, k=k, kinds=kinds,
             session=str(request.get("session") or ""),
-            history=bool(request.get("history")) or asks_about_history(query))
+            history=bool(request.get("history")) or asks_about_history(query), hot_since=hot_since)
         return {"results": results}
 
     def recall(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Prefetch: the turn's best items, current facts first (superseded ones only when
+        """Prefetch: the turn's best items of the hot tier (turns of the last ``hot_days``,
+        every memory, the facts of those), current facts first (superseded ones only when
         the message asks about the past)."""
-        answer = self.search({**request, "kind": "all", "kinds": None})
+        hot_since = time.time() - self.hot_days * 86_400 if self.hot_days > 0 else None
+        answer = self.search({**request, "kind": "all", "kinds": None}, hot_since=hot_since)
         items = answer["results"]
         facts = [i for i in items if i.get("kind") == "fact"]
         return {"items": facts + [i for i in items if i.get("kind") != "fact"]}
@@ -165,6 +169,22 @@ class ReadOps:
         return {"anchor": {"id": item_id, "kind": anchor.get("kind"), "session": anchor.get("session_id"),
                            "agent": anchor.get("agent"), "text": anchor.get("text", "")},
                 "turns": window}
+
+    def tiers(self, tenant: str) -> dict[str, dict[str, int]]:
+        """Points of the active turns and memories versions of ``tenant`` in each tier
+        (``memstream stats``): hot (what prefetch reads) and cold (only search and tools)."""
+        cutoff = time.time() - self.hot_days * 86_400 if self.hot_days > 0 else None
+        out: dict[str, dict[str, int]] = {}
+        for name in ("turns", "memories"):
+            try:
+                collection = self.versions.collection(name)
+            except CollectionNotFound:
+                continue
+            total = self.store.count(collection, Filter(tenant=tenant))
+            hot = total if name == "memories" or cutoff is None \
+                else self.store.count(collection, Filter(tenant=tenant, since_ts=cutoff))
+            out[name] = {"hot": hot, "cold": total - hot}
+        return out
 
     def exists(self, request: dict[str, Any]) -> dict[str, Any]:
         """Whether ``id`` names a turn, memory or fact of the request's tenant (what

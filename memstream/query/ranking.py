@@ -31,6 +31,7 @@ Ranking (each step measured on the LoCoMo dev split, see BENCHMARKS.md):
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -103,9 +104,11 @@ class Searcher:
 
     def search(self, query: str, *, tenant: str, agent: str = "default", scope: str = "current",
                k: int = 10, kinds: tuple[str, ...] = ("turns", "memories", "facts"),
-               session: str = "", history: bool = False) -> list[dict[str, Any]]:
+               session: str = "", history: bool = False, hot_since: float | None = None) -> list[dict[str, Any]]:
         """Top ``k`` results, best first: {id, kind, text, score, agent, session,
-        occurred_at, event_ids} (facts also valid_to, superseded_by)."""
+        occurred_at, event_ids} (facts also valid_to, superseded_by). ``hot_since`` (unix
+        seconds): only the hot tier, turns and delegations that happened since then (every
+        memory, and the facts of the hits)."""
         if scope == "session":
             f = Filter(tenant=tenant, session_id=session or "\x00none")
         else:
@@ -126,7 +129,9 @@ class Searcher:
             dense = dense_of.get(id(embedder))
             if dense is None:
                 dense = dense_of[id(embedder)] = embedder.embed([query])[0]
-            for score, item in self._rank(collection, dense, sparse, f, timely, query, neighbours=name == "turns"):
+            narrowed = replace(f, since_ts=hot_since) if name == "turns" and hot_since is not None else f
+            for score, item in self._rank(collection, dense, sparse, narrowed, timely, query,
+                                          neighbours=name == "turns"):
                 if name in kinds:
                     scored.append((score, item))
                 if "facts" in kinds:

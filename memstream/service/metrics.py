@@ -78,6 +78,7 @@ QUERY_OUTCOMES = ("answered", "refused", "expired", "failed", "unsupported")  # 
 # the places ``memstream forget`` (ops.forget) counts what it removed from, and its tombstones
 FORGOTTEN_PLACES = ("stream_entries", "archive_entries", "dead_letters", "embed_backlog", "embedding_cache",
                     "spool_records", "tombstones")
+RETENTION_KINDS = tuple(Settings().retention_days)  # the kinds of event a retention setting covers
 MAX_DLQ_GROUPS = 64
 REPORT_EVERY_OFF = Settings().report_every_s  # the agents' interval when this process's is 0 (the default)
 SAMPLES = 5  # MEMORY USAGE's estimate from 5 nodes (Redis's default): every node counted is O(N) a scrape
@@ -164,6 +165,11 @@ FAMILIES: tuple[Family, ...] = (
            "redis"),
     Family("memstream_forgotten_total", "counter", ("place",), "items", "Items `memstream forget` removed, by "
            "place: " + ", ".join(FORGOTTEN_PLACES), "redis"),
+    Family("memstream_retention_erased_total", "counter", ("kind",), "events", "Events the retention job "
+           "erased everywhere (as `memstream forget` does) once older than their kind's "
+           "MEMSTREAM_RETENTION_*_DAYS, by kind: " + ", ".join(RETENTION_KINDS), "redis"),
+    Family("memstream_retention_last_run_timestamp_seconds", "gauge", (), "seconds", "When the retention job "
+           "last finished a run, by the Redis server's clock (0 before the first run)", "redis"),
     Family("memstream_query_seconds", "histogram", ("op",), "seconds", "Seconds a query handler of this "
            "process took, by operation", "process"),
     # the agents' reports (memstream.service.fleet)
@@ -442,7 +448,8 @@ class LogCollector(Collector):
             pipe.llen(tenant_channel(self.prefix, tenant))
         pipe.hgetall(keys.query_counters(self.prefix))
         pipe.hgetall(keys.forget_counters(self.prefix))
-        *lengths, counters, forgotten = pipe.execute()
+        pipe.hgetall(keys.retention_counters(self.prefix))
+        *lengths, counters, forgotten, retained = pipe.execute()
         f["memstream_query_queue_length"].add_metric(["operator"], int(lengths[0]))
         f["memstream_query_queue_length"].add_metric(["tenants"], sum(int(n) for n in lengths[1:]))
         outcomes = {as_str(k): int(v) for k, v in (counters or {}).items()}
@@ -451,6 +458,10 @@ class LogCollector(Collector):
         removed = {as_str(k): int(v) for k, v in (forgotten or {}).items()}
         for place in FORGOTTEN_PLACES:
             f["memstream_forgotten_total"].add_metric([place], removed.get(place, 0))
+        retention = {as_str(k): as_str(v) for k, v in (retained or {}).items()}
+        for kind in RETENTION_KINDS:
+            f["memstream_retention_erased_total"].add_metric([kind], _number(retention.get(kind)))
+        f["memstream_retention_last_run_timestamp_seconds"].add_metric([], _number(retention.get("last_run")))
 
 
 class BatchHistogram(Collector):
@@ -661,3 +672,12 @@ def start_metrics(settings: Settings, eventlog: EventLog, *,
                            "(README, Metrics)")
     log.info("metrics.serving", url=metrics.url, role=role)
     return metrics
+
+
+def _number(text: str | None) -> float:
+    """A counter's text from Redis (untrusted) as a finite number; 0 when it is not one."""
+    try:
+        value = float(text or 0)
+    except ValueError:
+        return 0.0
+    return value if math.isfinite(value) and value >= 0 else 0.0

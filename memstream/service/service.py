@@ -47,7 +47,7 @@ from memstream.service.valkey import ValkeyProcess
 
 if TYPE_CHECKING:
     from memstream.service.metrics import Metrics
-    from memstream.workers import Pipeline
+    from memstream.workers import Pipeline, RetentionJob
 
 __all__ = ["Service", "AlreadyRunning", "detach", "stop_service"]
 
@@ -75,6 +75,7 @@ class Service:
         self.sidecar: Sidecar | None = None
         self.pipeline_error = ""
         self.metrics: Metrics | None = None
+        self.retention: RetentionJob | None = None
 
     @property
     def lock_path(self) -> Path:
@@ -131,6 +132,10 @@ class Service:
         self.shipper = Shipper(self.spool, connect, batch=self.settings.ship_batch,
                                name="memstream-adopter").start()
         self._start_pipeline(connect())
+        if self.pipeline is not None:  # retention erases through the projections' tombstones
+            from memstream.workers import RetentionJob
+
+            self.retention = RetentionJob(self.settings, connect).start()
         log.info("service.started", url=mask_url(self.url), embedded=info["embedded"], home=str(self.settings.home))
         return info
 
@@ -203,6 +208,9 @@ class Service:
         self._stop.set()
 
     def close(self) -> None:
+        if self.retention is not None:
+            self.retention.stop()
+            self.retention = None
         if self.metrics is not None:
             self.metrics.stop()
             self.metrics = None

@@ -163,7 +163,7 @@ class Pipeline:
         if self._store is not None:
             self.searcher = Searcher(self._store, self.embedder, self.facts, versions=self.versions)
             self.reads = ReadOps(self._store, self.searcher, self.facts, SessionsIndex(client, prefix),
-                                 versions=self.versions)
+                                 versions=self.versions, hot_days=settings.hot_days)
             self._queries = QueryServer(client, prefix, {**self.reads.handlers(), "count": self._count},
                                         threads=settings.query_server_threads)
         self._stop = threading.Event()
@@ -290,9 +290,14 @@ class Pipeline:
         raise KeyError(name)
 
     def _count(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Points in each vector projection's store, per running version (``memstream stats``: items)."""
-        return {"items": {group_name(r.projection): self.store.count(r.projection.collection)
-                          for r in list(self.runs.values()) if r.row.vectors}}
+        """Points in each vector projection's store, per running version (``memstream stats``: items);
+        with a ``tenant``, also its points per tier (``tiers``)."""
+        out: dict[str, Any] = {"items": {group_name(r.projection): self.store.count(r.projection.collection)
+                                         for r in list(self.runs.values()) if r.row.vectors}}
+        tenant = request.get("tenant")
+        if isinstance(tenant, str) and tenant:
+            out["tiers"] = self.reads.tiers(tenant)
+        return out
 
     def drain(self) -> int:
         """Burst mode: apply everything in the log now (tests, replays, benchmarks), every

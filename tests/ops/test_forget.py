@@ -17,10 +17,10 @@ from pipeline_support import forgotten, make_pipeline, memory, remembered, turn
 
 from memstream import ops
 from memstream.core import as_str, keys
-from memstream.ops.forget import _wait_rewrite
 from memstream.producers import Archive, EventLog, Record, Spool, history
 from memstream.projections import EmbeddingCache, FactsTable, group_of, text_key
 from memstream.workers import DeadLetters
+from memstream.workers.erasure import wait_rewrite as _wait_rewrite
 
 
 @pytest.fixture
