@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import cast
 
 import redis
 import structlog
 
 from memstream.core import Settings, mask_url, read_run_file, start_service
+from memstream.core.cluster_url import cluster_prefix, is_cluster_url, parse_cluster_url
 from memstream.producers.stream import EventLog
 from memstream.producers.tenants import Signer, password_of
 
-__all__ = ["LogLocator", "read_run_file", "redis_client", "event_log"]
+__all__ = ["LogLocator", "read_run_file", "redis_client", "cluster_client", "event_log"]
 
 log = structlog.get_logger("memstream.connect")
 
@@ -29,14 +31,31 @@ log = structlog.get_logger("memstream.connect")
 
 
 def redis_client(url: str, timeout: float = 2.0) -> redis.Redis:
+    if is_cluster_url(url):
+        return cluster_client(url, timeout)
     return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
                                 health_check_interval=30)
+
+
+def cluster_client(url: str, timeout: float = 2.0) -> redis.Redis:
+    """A client of the Redis Cluster whose seed nodes ``url`` names (``core.parse_cluster_url``):
+    redis-py's ``RedisCluster``, which follows the slot map (MOVED, ASK) and a failover of a
+    primary to its replica. Typed as ``redis.Redis``: it answers the same commands, each key
+    routed to its slot's primary; memstream keeps every multi-key command in one slot
+    (``core.keys``, the cluster layout)."""
+    from redis.cluster import ClusterNode, RedisCluster
+
+    target = parse_cluster_url(url)
+    client = RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in target.nodes],
+                          username=target.username, password=target.password, ssl=target.tls,
+                          socket_timeout=timeout, socket_connect_timeout=timeout, health_check_interval=30)
+    return cast(redis.Redis, client)
 
 
 def event_log(client: redis.Redis, url: str, settings: Settings) -> EventLog:
     """The log at ``url`` as ``settings`` configure it, signing what it appends (see
     ``memstream.producers.tenants``)."""
-    prefix = settings.stream_prefix
+    prefix = cluster_prefix(settings.stream_prefix) if is_cluster_url(url) else settings.stream_prefix
     return EventLog(client, prefix, settings.shards, signer=Signer(client, prefix, password_of(url)))
 
 
