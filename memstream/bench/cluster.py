@@ -112,7 +112,7 @@ def _writer(url: str, shards: int, batch: int, seconds: float, seed: int, out: A
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         records = []
-        for i in range(batch):
+        for _ in range(batch):
             seq += 1
             records.append(Record(seq=seq, event_id=f"{seed}-{seq}", type="turn.v1", tenant="t",
                                   agent=f"agent{(seed * 7919 + seq) % 997}", data=data))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import cast
+from typing import Any, cast
 
 import redis
 import structlog
@@ -43,13 +43,50 @@ def cluster_client(url: str, timeout: float = 2.0) -> redis.Redis:
     primary to its replica. Typed as ``redis.Redis``: it answers the same commands, each key
     routed to its slot's primary; memstream keeps every multi-key command in one slot
     (``core.keys``, the cluster layout)."""
-    from redis.cluster import ClusterNode, RedisCluster
+    from redis.cluster import ClusterNode
 
     target = parse_cluster_url(url)
-    client = RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in target.nodes],
+    client = _cluster_class()(startup_nodes=[ClusterNode(h, p) for h, p in target.nodes],
                           username=target.username, password=target.password, ssl=target.tls,
                           socket_timeout=timeout, socket_connect_timeout=timeout, health_check_interval=30)
     return cast(redis.Redis, client)
+
+
+_SCRIPTS: dict[str, str | bytes] = {}  # SHA1 -> text of every script a cluster client registered
+_CLUSTER_CLASS: type | None = None
+
+
+def _cluster_class() -> type:
+    """``RedisCluster`` whose pipelines run scripts. redis-py refuses EVALSHA in a cluster
+    pipeline (a node's script cache may lack it, and the pipeline cannot load it there):
+    a registered script queued in a pipeline or transaction goes as EVAL with its text,
+    routed like any command by its keys (one slot: ``core.keys``). An unregistered SHA
+    goes as EVALSHA (its caller handles NOSCRIPT)."""
+    global _CLUSTER_CLASS
+    if _CLUSTER_CLASS is not None:
+        return _CLUSTER_CLASS
+    from redis.cluster import ClusterPipeline, RedisCluster
+
+    class ScriptingClusterPipeline(ClusterPipeline):
+        def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
+            text = _SCRIPTS.get(sha)
+            if text is None:
+                return self.execute_command("EVALSHA", sha, numkeys, *keys_and_args)
+            return self.execute_command("EVAL", text, numkeys, *keys_and_args)
+
+    class ScriptingCluster(RedisCluster):
+        def register_script(self, script: Any) -> Any:
+            registered = super().register_script(script)
+            _SCRIPTS[registered.sha] = script
+            return registered
+
+        def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> Any:
+            pipe = super().pipeline(transaction, shard_hint)
+            pipe.__class__ = ScriptingClusterPipeline  # adds a method, no state
+            return pipe
+
+    _CLUSTER_CLASS = ScriptingCluster
+    return ScriptingCluster
 
 
 def event_log(client: redis.Redis, url: str, settings: Settings) -> EventLog:

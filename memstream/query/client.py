@@ -53,7 +53,7 @@ def reply_key(channel: str, request_id: str) -> str:
 
 # Per client (connection pool): the channel it asks on. The operator's credentials may
 # write P:queries; a tenant's may not (NOPERM) and use their own channel from then on.
-_channels: weakref.WeakKeyDictionary[redis.ConnectionPool, str] = weakref.WeakKeyDictionary()
+_channels: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()
 
 
 # -- the caller's side -------------------------------------------------------------------
@@ -78,7 +78,7 @@ def ask(client: redis.Redis, prefix: str, request: dict[str, Any], timeout: floa
     if len(raw) > MAX_ENVELOPE_BYTES:
         raise QueryRefused(f"request of {len(raw)} bytes is over the {MAX_ENVELOPE_BYTES}-byte limit")
     tenant = getattr(req, "tenant", "") or ""
-    pool = client.connection_pool
+    pool = getattr(client, "connection_pool", client)  # a cluster client has a pool per node: itself
     channel = _channels.get(pool, operator_channel(prefix))
     try:
         client.rpush(channel, raw)

