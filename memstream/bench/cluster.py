@@ -7,12 +7,13 @@ the nodes are introduced (``CLUSTER MEET``) and the cluster is ready when every 
 ``cluster_state:ok`` and knows every other. Its URL is the ``redis+cluster://`` form
 memstream reads (``core.cluster_url``). The tests use it too.
 
-The bench: for each size, ``writers`` processes append batches of ``batch`` events of many
-agents (so of every shard) through ``EventLog`` on the cluster client, as shippers do (one
-script call per shard of a batch, with its dedup record), for ``seconds``; the rate is the
-events in the streams (XLEN, read after) over the time. Both clusters run for the whole bench
-and are measured in alternating order, ``runs`` times each; the figures are the medians and
-the median of the per-run ratios 3 : 1.
+The bench: for one plain server (``redis://``, the single-server layout: the baseline) and
+each cluster size, ``writers`` processes append batches of ``batch`` events of one agent
+(the agent, so the shard, changes from batch to batch) through ``EventLog``, as shippers do
+(one script call a batch, with its dedup record), for ``seconds``; the rate is the events in
+the streams (XLEN, read after, checked against what the writers sent) over the time. Every
+configuration runs for the whole bench and is measured ``runs`` times, the order rotating;
+the figures are the medians and the median of the per-run ratios to the plain server.
 """
 
 from __future__ import annotations
@@ -101,36 +102,70 @@ class ValkeyCluster:
         self.stop()
 
 
-def _writer(url: str, shards: int, batch: int, seconds: float, seed: int, out: Any) -> None:
+def _writer(url: str, prefix: str, shards: int, batch: int, seconds: float, seed: int, out: Any) -> None:
     from memstream.producers import EventLog, Record, redis_client
 
     client = redis_client(url, timeout=10.0)
-    log = EventLog(client, PREFIX, shards)
+    log = EventLog(client, prefix, shards)
     data = b"x" * 200
-    sent, seq = 0, 0
+    sent, seq, batches = 0, 0, 0
     segment = f"bench-{seed}"
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
+        # one agent a batch, as a shipper's batch holds its process's agent: one script
+        # call a batch; the agents, and so the shards, change from batch to batch
+        agent = f"agent{seed}-{batches % 64}"
         records = []
         for _ in range(batch):
             seq += 1
-            records.append(Record(seq=seq, event_id=f"{seed}-{seq}", type="turn.v1", tenant="t",
-                                  agent=f"agent{(seed * 7919 + seq) % 997}", data=data))
+            records.append(Record(seq=seq, event_id=f"{seed}-{seq}", type="turn.v1", tenant="t", agent=agent,
+                                  data=data))
         log.append_batch(records, segment)
         sent += batch
+        batches += 1
     client.close()
     out.put(sent)
 
 
-def _measure(cluster: ValkeyCluster, writers: int, shards: int, batch: int, seconds: float) -> float:
+class _Target:
+    """What one configuration appends into: a plain server or a cluster."""
+
+    def __init__(self, name: str, base: Path):
+        self.name = name
+        self.cluster = ValkeyCluster(base / name, int(name)) if name != "server" else None
+        self.server = ValkeyProcess(base / name, appendfsync="everysec") if name == "server" else None
+
+    def start(self) -> None:
+        (self.cluster or self.server).start()  # type: ignore[union-attr]  # one of the two is set
+
+    def stop(self) -> None:
+        (self.cluster or self.server).stop()  # type: ignore[union-attr]  # one of the two is set
+
+    @property
+    def url(self) -> str:
+        return self.cluster.url if self.cluster else self.server.url  # type: ignore[union-attr]  # as above
+
+    @property
+    def prefix(self) -> str:
+        return PREFIX if self.cluster else PREFIX.strip("{}")
+
+    def flush(self) -> None:
+        if self.cluster:
+            for i in range(len(self.cluster.nodes)):
+                self.cluster.client(i).flushall()
+        else:
+            redis.Redis.from_url(self.url).flushall()
+
+
+def _measure(target: _Target, writers: int, shards: int, batch: int, seconds: float) -> float:
     from memstream.producers import redis_client
 
-    client = redis_client(cluster.url, timeout=10.0)
-    for i in range(len(cluster.nodes)):
-        cluster.client(i).flushall()
+    target.flush()
+    client = redis_client(target.url, timeout=10.0)
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=_writer, args=(cluster.url, shards, batch, seconds, w, queue)) for w in range(writers)]
+    procs = [ctx.Process(target=_writer, args=(target.url, target.prefix, shards, batch, seconds, w, queue))
+             for w in range(writers)]
     start = time.monotonic()
     for p in procs:
         p.start()
@@ -138,7 +173,7 @@ def _measure(cluster: ValkeyCluster, writers: int, shards: int, batch: int, seco
     for p in procs:
         p.join()
     elapsed = time.monotonic() - start
-    stored = sum(int(client.xlen(keys.events(PREFIX, s))) for s in range(shards))
+    stored = sum(int(client.xlen(keys.events(target.prefix, s))) for s in range(shards))
     client.close()
     if stored != sent:
         raise AssertionError(f"{sent} events appended but {stored} in the streams")
@@ -147,38 +182,39 @@ def _measure(cluster: ValkeyCluster, writers: int, shards: int, batch: int, seco
 
 def cluster_bench(sizes: tuple[int, ...] = (1, 3), runs: int = 5, writers: int = 4, shards: int = 12,
                   batch: int = 32, seconds: float = 5.0) -> dict[str, Any]:
-    """Appends/s per cluster size (see the module doc)."""
-    rates: dict[int, list[float]] = {n: [] for n in sizes}
+    """Appends/s of a plain server and of clusters of ``sizes`` primaries (see the module doc)."""
+    names = ["server", *map(str, sizes)]
+    rates: dict[str, list[float]] = {n: [] for n in names}
     with tempfile.TemporaryDirectory(prefix="memstream-bench-cluster-") as tmp:
-        clusters = {n: ValkeyCluster(Path(tmp) / f"c{n}", n) for n in sizes}
+        targets = {n: _Target(n, Path(tmp)) for n in names}
         try:
-            for c in clusters.values():
-                c.start()
+            for t in targets.values():
+                t.start()
             for r in range(runs):
-                order = list(sizes) if r % 2 == 0 else list(reversed(sizes))
+                order = names[r % len(names):] + names[:r % len(names)]  # each goes first in turn
                 for n in order:
-                    rates[n].append(_measure(clusters[n], writers, shards, batch, seconds))
+                    rates[n].append(_measure(targets[n], writers, shards, batch, seconds))
         finally:
-            for c in clusters.values():
-                c.stop()
-    base = sizes[0]
-    out: dict[str, Any] = {
+            for t in targets.values():
+                t.stop()
+    base = "server"
+    return {
         "bench": "cluster", "machine": machine_info(),
         "config": {"sizes": list(sizes), "runs": runs, "writers": writers, "shards": shards, "batch": batch,
                    "seconds": seconds},
-        "appends_per_s": {str(n): [round(x) for x in v] for n, v in rates.items()},
-        "median_appends_per_s": {str(n): round(statistics.median(v)) for n, v in rates.items()},
-        "ratio_to_first": {str(n): round(statistics.median(a / b for a, b in zip(rates[n], rates[base])), 3)
-                           for n in sizes},
+        "appends_per_s": {n: [round(x) for x in v] for n, v in rates.items()},
+        "median_appends_per_s": {n: round(statistics.median(v)) for n, v in rates.items()},
+        "ratio_to_server": {n: round(statistics.median(a / b for a, b in zip(rates[n], rates[base])), 3)
+                            for n in names},
     }
-    return out
 
 
 def format_cluster(result: dict[str, Any]) -> str:
     cfg = result["config"]
-    lines = [f"appends/s into a Redis Cluster ({cfg['writers']} writer processes, {cfg['shards']} shards, "
-             f"batches of {cfg['batch']}, {cfg['seconds']} s a run, {cfg['runs']} runs, alternating order)"]
-    for n in cfg["sizes"]:
-        lines.append(f"  {n} primar{'y' if n == 1 else 'ies'}: median {result['median_appends_per_s'][str(n)]:>8} "
-                     f"appends/s  ratio {result['ratio_to_first'][str(n)]}  runs {result['appends_per_s'][str(n)]}")
+    lines = [f"appends/s ({cfg['writers']} writer processes, {cfg['shards']} shards, batches of {cfg['batch']} "
+             f"events of one agent, {cfg['seconds']} s a run, {cfg['runs']} runs, the order rotating)"]
+    for n in result["median_appends_per_s"]:
+        what = "one server (redis://)" if n == "server" else f"cluster, {n} primar{'y' if n == '1' else 'ies'}"
+        lines.append(f"  {what:<26} median {result['median_appends_per_s'][n]:>8} appends/s  "
+                     f"ratio to the server {result['ratio_to_server'][n]}  runs {result['appends_per_s'][n]}")
     return "\n".join(lines)

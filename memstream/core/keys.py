@@ -28,7 +28,7 @@ __all__ = [
     "tombstones", "tombstones_pattern", "facts", "facts_current", "facts_pattern", "fact_sources", "turn_context",
     "sessions", "session", "session_bookends", "version_pattern",
     "catalog", "catalog_pattern", "backfill_lock", "own", "own_pattern",
-    "clustered", "shard_shipped", "shard_types",
+    "shard_shipped", "shard_types",
 ]
 
 
@@ -43,8 +43,7 @@ def _shard_tag(prefix: str, shard: int | str) -> str:
 
 # -- the log -----------------------------------------------------------------------------
 def events(prefix: str, shard: int) -> str:
-    """``P:events:{shard}``: stream, the events of one shard (never trimmed by length; archived entries trimmed by id).
-    On a cluster ``{P:events:S}``: a slot of its own."""
+    """``P:events:{shard}``: stream, one shard's events (trimmed only of archived ones); ``{P:events:S}`` on a cluster."""
     return _shard_tag(prefix, shard) if clustered(prefix) else f"{prefix}:events:{shard}"
 
 
@@ -54,8 +53,7 @@ def events_pattern(prefix: str) -> str:
 
 
 def shard_shipped(prefix: str, tenant: str, shard: int) -> str:
-    """``{P:events:S}:t:T:shipped``: on a cluster, hash, spool segment id -> last sequence number of
-    its records in shard S (T's dedup record, in its stream's slot)."""
+    """``{P:events:S}:t:T:shipped``: on a cluster, hash, spool segment id -> last sequence in shard S (T's dedup record)."""
     if not clustered(prefix):
         raise ValueError(f"per-shard dedup records are the cluster layout's; {prefix!r} is no hash tag")
     return f"{_shard_tag(prefix, shard)}:t:{tenant}:shipped"

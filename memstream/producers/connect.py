@@ -17,7 +17,6 @@ import redis
 import structlog
 
 from memstream.core import Settings, mask_url, read_run_file, start_service
-from memstream.core.cluster_url import cluster_prefix, is_cluster_url, parse_cluster_url
 from memstream.producers.stream import EventLog
 from memstream.producers.tenants import Signer, password_of
 
@@ -31,6 +30,8 @@ log = structlog.get_logger("memstream.connect")
 
 
 def redis_client(url: str, timeout: float = 2.0) -> redis.Redis:
+    from memstream.core import is_cluster_url
+
     if is_cluster_url(url):
         return cluster_client(url, timeout)
     return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
@@ -44,6 +45,8 @@ def cluster_client(url: str, timeout: float = 2.0) -> redis.Redis:
     routed to its slot's primary; memstream keeps every multi-key command in one slot
     (``core.keys``, the cluster layout)."""
     from redis.cluster import ClusterNode
+
+    from memstream.core import parse_cluster_url
 
     target = parse_cluster_url(url)
     client = _cluster_class()(startup_nodes=[ClusterNode(h, p) for h, p in target.nodes],
@@ -92,6 +95,8 @@ def _cluster_class() -> type:
 def event_log(client: redis.Redis, url: str, settings: Settings) -> EventLog:
     """The log at ``url`` as ``settings`` configure it, signing what it appends (see
     ``memstream.producers.tenants``)."""
+    from memstream.core import cluster_prefix, is_cluster_url
+
     prefix = cluster_prefix(settings.stream_prefix) if is_cluster_url(url) else settings.stream_prefix
     return EventLog(client, prefix, settings.shards, signer=Signer(client, prefix, password_of(url)))
 
