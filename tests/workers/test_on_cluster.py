@@ -11,7 +11,7 @@ import pytest
 from pipeline_support import all_applied, make_pipeline, points, turn, wait_for
 
 from memstream.bench.cluster import ValkeyCluster
-from memstream.core import Settings, keys
+from memstream.core import Settings, as_str, keys
 from memstream.producers import LogLocator, Record, Writer, redis_client
 from memstream.query.client import ask
 from memstream.query.server import QueryServer
@@ -140,3 +140,29 @@ def test_providers_append_the_worker_projects_and_search_finds_every_event_once(
             server.stop()
     finally:
         pipeline.stop()
+
+
+def test_the_archive_trims_the_shards_and_history_reads_it_all_once_and_forget_rewrites_every_aof(
+        flushed, tmp_path):
+    from memstream.ops.forget import rewrite_append_only_file
+    from memstream.producers import Archive, archive, history
+
+    log = LogLocator(_settings(flushed, tmp_path / "home"), autostart=False)()
+    first = [turn(f"I live in Berlin, note {i}", agent=f"agent{i}", index=i) for i in range(24)]
+    log.append(first)
+    pipeline = make_pipeline(tmp_path / "pipe-home", log)
+    try:
+        pipeline.drain()
+        assert all_applied(log)
+        # the facts table's transaction (WATCH, a script, MULTI) ran on the prefix's slot
+        assert "Berlin" in str(pipeline.reads.handlers()["facts"]({"op": "facts", "tenant": "t1", "scope": "all"}))
+    finally:
+        pipeline.stop()
+    store = Archive(tmp_path / "archive")
+    done = archive(log, store)
+    assert done["archived"] == 24 and done["trimmed"] > 0
+    later = [turn(f"later note {i}", agent=f"agent{i}", index=100 + i) for i in range(6)]
+    log.append(later)
+    read = [as_str(f[b"id"]) for _, _, f in history(log, store)]
+    assert sorted(read) == sorted(e.id for e in first + later)  # every event once, archive and streams
+    assert rewrite_append_only_file(log.client)["state"] == "rewritten"
