@@ -227,7 +227,23 @@ class QueryServer:
                 delay = backoff_delay(failures, 0.2, 5.0)
                 log.warning("queries.server_error", error=f"{type(exc).__name__}: {exc}", retry_in=round(delay, 2))
                 self._stop.wait(delay)
+                conn = self._reconnected(conn)
         conn.close()
+
+    def _reconnected(self, conn: redis.Redis) -> redis.Redis:
+        """After a failure, on a Redis Cluster: a connection to the channels' primary as the
+        slot map now says (a failover may have moved it); elsewhere ``conn`` (it reconnects)."""
+        from redis.cluster import RedisCluster
+
+        if not isinstance(self.client, RedisCluster):
+            return conn
+        try:
+            self.client.nodes_manager.initialize()
+            fresh = self._blocking_connection()
+        except Exception:  # noqa: BLE001  the cluster is still down: try again after the next failure
+            return conn
+        conn.close()
+        return fresh
 
     def _blocking_connection(self) -> redis.Redis:
         """A connection of its own without a socket timeout; on a Redis Cluster, to the primary

@@ -61,6 +61,15 @@ def test_a_cluster_url_tags_the_prefix_and_spreads_the_shards_over_the_primaries
                                               keys.positions(log.prefix, "turns.v1"))}) == 1
 
 
+def test_tenants_redis_users_are_refused_on_a_cluster_with_a_clear_error(flushed, tmp_path):
+    from memstream.producers.tenants import TenantError, TenantRegistry
+
+    log = LogLocator(_settings(flushed, tmp_path / "home"), autostart=False)()
+    with pytest.raises(TenantError, match="not supported on a Redis Cluster"):
+        TenantRegistry(log.client, log.prefix).add("acme")
+    assert TenantRegistry(log.client, log.prefix).all(fresh=True) == {}
+
+
 def test_a_batch_re_sent_whole_after_a_partial_append_lands_once(flushed, tmp_path):
     log = LogLocator(_settings(flushed, tmp_path / "home"), autostart=False)()
     records = [Record(seq=i, event_id=f"e{i}", type="turn.v1", tenant="t1", agent=f"agent{i}", data=b"x")
