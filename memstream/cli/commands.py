@@ -532,6 +532,17 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         result = bench_text.text_bench(sizes_kib=args.sizes or (16, 64, 256), runs=args.runs or 5)
         print_result(args, result, bench_text.format_text(result))
         return OK
+    if args.which == "redaction":
+        from memstream.bench import redaction as bench_redaction
+
+        try:
+            result = bench_redaction.redaction_bench(data=args.data or None, rounds=args.runs or 5,
+                                                     baseline=args.baseline or None)
+        except OSError as exc:
+            raise CommandError(f"bench redaction: {exc} (--data is the LoCoMo directory or its turns JSONL)") \
+                from exc
+        print_result(args, result, bench_redaction.format_redaction(result))
+        return OK
     raise CommandError(f"unknown benchmark {args.which!r}")
 
 
@@ -653,7 +664,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("bench", cmd_bench, "benchmarks")
     p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos", "text",
                                        "archive", "replay", "import", "metrics", "reads", "fleet", "dashboard",
-                                       "crypto", "cluster"])
+                                       "crypto", "redaction", "cluster"])
     p.add_argument("--minutes", type=minutes, default=None, help="chaos: how long things break (default 2); "
                    "dashboard: minutes of traffic before the first load, hence of history the page draws "
                    "(default 1/3; 10 fills it)")
@@ -675,14 +686,18 @@ def build_parser() -> argparse.ArgumentParser:
                    "read back (default 100000); replay: events in the log (default 100000); metrics: events per "
                    "drain, with metrics on and off (default 3000); reads: memories the query server holds (default 10000)")
     p.add_argument("--data", default="", help="ingest, archive, replay, metrics: LoCoMo turns JSONL (default: "
-                   "generated text if absent); locomo: the LoCoMo directory")
+                   "generated text if absent); locomo: the LoCoMo directory; redaction: either (LoCoMo turns "
+                   "changed)")
+    p.add_argument("--baseline", default="", help="redaction: another version's memstream/text/redaction.py "
+                   "(a file), scored on the same corpus")
     p.add_argument("--split", default="dev", choices=["dev", "test", "all"], help="locomo: conversations to run")
     p.add_argument("--runs", type=int_between(1, 1000), default=None,
                    help="ingest: runs per measurement (pipeline and raw alternate which goes first; default 4); "
                    "text, import: runs per median (default 5); queries: rounds (default 4); metrics: pairs of "
                    "drains, on and off (default 5); hotpath: interleaved rounds (default 20); "
                    "reads: rounds over the thread counts (default 3); dashboard: page loads in headless Chromium "
-                   "(default 7); cluster: runs per cluster size, alternating (default 5)")
+                   "(default 7); redaction: interleaved rounds of the speed measurement (default 5); "
+                   "cluster: runs per cluster size, the order rotating (default 5)")
     p.add_argument("--messages", type=int_between(1, 10_000_000), default=10_000,
                    help="import: messages of the synthetic Hermes state.db")
     p.add_argument("--sizes", type=ascending_counts, default=None,

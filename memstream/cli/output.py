@@ -239,6 +239,23 @@ def _projections_summary(c: dict) -> str:
             f"{span(c['stall_after_s'])} without progress)")
 
 
+def _dense_summary(c: dict) -> str:
+    if c.get("note"):
+        return str(c["note"])
+    if not c["groups"]:
+        return "no backlog: dense vectors are written with the keywords (or nothing was written yet)"
+    parts = []
+    for group, g in c["groups"].items():
+        part = f"{group} {_plural(int(g['waiting']), 'point')} waiting"
+        if g.get("oldest_s") is not None:
+            part += f" (oldest {span(float(g['oldest_s']))})"
+        part += f", {_plural(int(g['readers']), 'dense stage')} reading"
+        if g.get("dead_letters"):
+            part += f", {g['dead_letters']} dead letters"
+        parts.append(part)
+    return "; ".join(parts)
+
+
 def _spool_summary(c: dict) -> str:
     return (f"{size(c['unshipped_bytes'])} unshipped of {size(c['max_bytes'])} allowed, "
             f"{_plural(int(c['segments']), 'segment')}, {c['quarantined']} quarantined, in {c['dir']}")
@@ -254,7 +271,7 @@ def _hermes_summary(c: dict) -> str:
 
 _SUMMARIES = {"config": _config_summary, "redis": _redis_summary, "streams": _streams_summary,
               "queries": _queries_summary, "tenants": _tenants_summary, "projections": _projections_summary,
-              "spool": _spool_summary, "hermes": _hermes_summary}
+              "dense": _dense_summary, "spool": _spool_summary, "hermes": _hermes_summary}
 
 
 def stats_text(result: dict) -> str:
@@ -286,7 +303,9 @@ def stats_text(result: dict) -> str:
                         if h["status"] == "stalled" else "")
                      + (f"; {_plural(int(e['waiting']), 'point')} wait for their dense vector"
                         + (f" (oldest {span(e['oldest_s'])})" if e.get("oldest_s") is not None else "")
-                        if e.get("waiting") else ""))
+                        if e.get("waiting") else "")
+                     + (f"; {_plural(int(e['dead_letters']), 'point')} dead-lettered by its dense stage "
+                        "(keywords only until `memstream dlq retry`)" if e.get("dead_letters") else ""))
     usage = result["spool"]
     if usage:
         lines.append(f"spool: {_plural(int(usage['segments']), 'segment')}, {size(usage['unshipped_bytes'])} unshipped, "

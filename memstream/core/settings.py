@@ -124,6 +124,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     stall_after_s: Annotated[float, Meta(ge=0.1, le=86_400.0, description=(
         "Seconds without progress, with entries waiting as long, before `memstream doctor` fails a "
         "projection and `memstream stats` calls it stalled."))] = 60.0
+    embed_warn_points: Annotated[int, Meta(ge=1, le=1_000_000_000, description=(
+        "Points waiting for their dense vector in one version's backlog past which `memstream doctor` "
+        "warns (they are found by keywords meanwhile)."))] = 100_000
+    embed_warn_s: Annotated[float, Meta(ge=0.1, le=86_400.0, description=(
+        "Seconds the oldest point of a version's backlog may wait for its dense vector before "
+        "`memstream doctor` warns (a dense stage behind or failing; with none reading the backlog it "
+        "fails after `MEMSTREAM_STALL_AFTER_S`)."))] = 600.0
     projections: Annotated[str, Meta(description=(
         "Projections of your own, besides those installed through the `memstream.projections` entry "
         "point: comma-separated `module:Class` (see README, Your own projection)."))] = ""

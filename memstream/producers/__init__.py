@@ -21,7 +21,7 @@ from memstream.producers.archive import (
     history,
     point_id,
 )
-from memstream.producers.connect import LogLocator, event_log, redis_client
+from memstream.producers.connect import LogLocator, event_log, redis_client, slot_primary_url
 from memstream.producers.events import (
     EVENT_TYPES,
     DelegationCompleted,
@@ -42,6 +42,7 @@ from memstream.producers.events import (
     to_builtins,
     utcnow,
 )
+from memstream.producers.redact import redact_event
 from memstream.producers.report import (
     BUCKETS_NS,
     HOOKS,
@@ -140,9 +141,11 @@ __all__ = [
     "parse_entry_id",
     "point_id",
     "Record",
+    "redact_event",
     "read_hermes",
     "read_jsonl",
     "redis_client",
+    "slot_primary_url",
     "Scope",
     "Segment",
     "SessionEnded",

@@ -20,7 +20,7 @@ from memstream.core import Settings, mask_url, read_run_file, start_service
 from memstream.producers.stream import EventLog
 from memstream.producers.tenants import Signer, password_of
 
-__all__ = ["LogLocator", "read_run_file", "redis_client", "cluster_client", "event_log"]
+__all__ = ["LogLocator", "read_run_file", "redis_client", "cluster_client", "slot_primary_url", "event_log"]
 
 log = structlog.get_logger("memstream.connect")
 
@@ -53,6 +53,29 @@ def cluster_client(url: str, timeout: float = 2.0) -> redis.Redis:
                           username=target.username, password=target.password, ssl=target.tls,
                           socket_timeout=timeout, socket_connect_timeout=timeout, health_check_interval=30)
     return cast(redis.Redis, client)
+
+
+def slot_primary_url(url: str, key: str, timeout: float = 2.0) -> str:
+    """For a cluster URL, the ``redis://`` (``rediss://``) URL of the primary that serves
+    ``key``'s slot now, with the URL's credentials: for a client of one node (the query
+    path's, whose keys all carry the prefix's hash tag); any other URL as given."""
+    from urllib.parse import quote
+
+    from memstream.core import is_cluster_url, parse_cluster_url
+
+    if not is_cluster_url(url):
+        return url
+    target = parse_cluster_url(url)
+    client = cluster_client(url, timeout)
+    try:
+        node = client.get_node_from_key(key)  # type: ignore[attr-defined]  # a RedisCluster
+    finally:
+        client.close()
+    auth = ""
+    if target.username or target.password:
+        auth = f"{quote(target.username or '', safe='')}:{quote(target.password or '', safe='')}@"
+    host = f"[{node.host}]" if ":" in node.host else node.host
+    return f"{'rediss' if target.tls else 'redis'}://{auth}{host}:{node.port}/0"
 
 
 _SCRIPTS: dict[str, str | bytes] = {}  # SHA1 -> text of every script a cluster client registered

@@ -130,7 +130,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("memstream_projection_pending_entries", "gauge", GROUP, "entries", "Entries delivered to the "
            "version's consumers and not yet acknowledged", "redis"),
     Family("memstream_projection_dead_letters", "gauge", GROUP, "entries", "Dead letters of the version in "
-           "the dead-letter stream now (`memstream dlq list`)", "redis"),
+           "the dead-letter stream now (`memstream dlq list`), its dense stage's included", "redis"),
     Family("memstream_projection_consumers", "gauge", GROUP, "consumers", "Consumers of the version that "
            "wrote their health record within MEMSTREAM_STALL_AFTER_S and are neither stopped nor dead",
            "redis"),
@@ -142,6 +142,10 @@ FAMILIES: tuple[Family, ...] = (
            "consumer of the version applied", "process"),
     Family("memstream_projection_dead_lettered_total", "counter", GROUP, "entries", "Entries this process's "
            "consumer of the version dead-lettered", "process"),
+    Family("memstream_projection_embed_dead_lettered_total", "counter", GROUP, "points", "Backlog entries "
+           "this process's dense stage of the version dead-lettered (malformed, or failing alone on "
+           "their last delivery): their points stay findable by keywords only until "
+           "`memstream dlq retry`", "process"),
     Family("memstream_projection_redelivered_total", "counter", GROUP, "entries", "Entries this process's "
            "consumer of the version handled again after an earlier delivery (its own pending ones after a "
            "failure or restart, or reclaimed from a dead consumer)", "process"),
@@ -248,6 +252,13 @@ class LogCollector(Collector):
         self._dlq_state: tuple[int, str] | None = None
         self._dlq_counts: dict[str, int] = {}
         self._local = threading.local()  # quiet: this thread's collections log nothing
+        self._embed_dead: dict[str, int] = {}  # group -> backlog entries its dense stage here dead-lettered
+        self._embed_dead_lock = threading.Lock()
+
+    def count_embed_dead_lettered(self, group: str, entries: int) -> None:
+        """Count backlog entries of ``group`` that a dense stage of this process dead-lettered."""
+        with self._embed_dead_lock:
+            self._embed_dead[group] = self._embed_dead.get(group, 0) + entries
 
     @contextmanager
     def quietly(self) -> Iterator[None]:
@@ -303,7 +314,12 @@ class LogCollector(Collector):
             applied.add_metric(labels, c.stats.applied)
             dead.add_metric(labels, c.stats.dead_lettered)
             again.add_metric(labels, c.stats.redelivered)
-        yield from (applied, dead, again)
+        embed_dead = _family("memstream_projection_embed_dead_lettered_total")
+        with self._embed_dead_lock:
+            counted = sorted(self._embed_dead.items())
+        for group, n in counted:
+            embed_dead.add_metric(list(_group_labels(group)), n)
+        yield from (applied, dead, again, embed_dead)
 
     # -- reading Redis ---------------------------------------------------------------------
     def _read(self, f: dict[str, GaugeMetricFamily | CounterMetricFamily], now: float) -> None:
@@ -534,6 +550,9 @@ class Metrics:
     def embedded(self, group: str, texts: int, seconds: float) -> None:
         self._child(self.stages, group, "embed").observe(seconds)
         self._child(self.embed_batch, group).observe(texts)
+
+    def embed_dead_lettered(self, group: str, entries: int) -> None:
+        self.collector.count_embed_dead_lettered(group, entries)
 
     def answered(self, op: str, seconds: float) -> None:
         if op in OPS:

@@ -331,6 +331,9 @@ class _Reports:
     def answered(self, op: str, seconds: float) -> None:
         pass  # the child serves no queries
 
+    def embed_dead_lettered(self, group: str, entries: int) -> None:
+        pass  # the child runs no vector projection, hence no dense stage
+
     def write(self, report: dict[str, Any]) -> None:
         if self.gone.is_set():
             return

@@ -594,7 +594,7 @@ class Pipeline:
             if r.embedding is not None:
                 e, et = r.embedding.stats, r.embed_thread
                 out[r.embedding.group] = {"alive": bool(et and et.is_alive()), "applied": e.applied,
-                                          "embedded": e.embedded, "dropped": e.dropped, "errors": e.errors,
+                                          "embedded": e.embedded, "dead_lettered": e.dead_lettered, "errors": e.errors,
                                           "transient_failures": e.transient_failures, "restarts": e.restarts,
                                           "last_error": e.last_error}
         return out

@@ -116,6 +116,35 @@ def test_append_after_close_is_refused_and_counted_not_raised(spool_dir):
     assert s.refused == 1
 
 
+def test_the_records_are_the_same_whether_written_holding_the_interpreter_or_by_os_write(spool_dir, monkeypatch):
+    """The append's write keeps the interpreter lock (libc's write through ctypes); where
+    ctypes cannot load libc it falls back to os.write: the bytes on disk are the same."""
+    from memstream.producers import spool as spool_module
+
+    assert spool_module._c_write is not None  # Linux: the lock-holding write is in use
+    files = []
+    records = (payload("a"), b"", os.urandom(70_000), "é".encode() * 500)
+    for c_write in (spool_module._c_write, None):
+        monkeypatch.setattr(spool_module, "_c_write", c_write)
+        s = Spool(spool_dir / ("c" if c_write else "os"))
+        for data in records:
+            assert s.append(data)
+        files.append(s.segments[-1].path.read_bytes())
+        s.close()
+    assert files[0] == files[1] and len(files[0]) > 70_000
+
+
+def test_a_failed_write_is_refused_and_counted_not_raised(spool_dir):
+    s = Spool(spool_dir)
+    try:
+        os.close(s._wfd)  # the descriptor goes bad under the spool: EBADF
+        assert s.append(payload("lost")) is False
+        assert (s.refused, s.errors, s.appended) == (1, 1, 0)
+    finally:
+        s._wfd = -1
+        s.close()
+
+
 # -- the bound -------------------------------------------------------------------------
 
 def test_the_bound_refuses_and_counts_then_accepts_again_once_shipped(spool_dir, event_log):

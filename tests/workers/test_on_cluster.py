@@ -13,6 +13,7 @@ from pipeline_support import all_applied, make_pipeline, points, turn, wait_for
 from memstream.bench.cluster import ValkeyCluster
 from memstream.core import Settings, as_str, keys
 from memstream.producers import LogLocator, Record, Writer, redis_client
+from memstream.provider.recall import Recall
 from memstream.query.client import ask
 from memstream.query.server import QueryServer
 
@@ -145,6 +146,14 @@ def test_providers_append_the_worker_projects_and_search_finds_every_event_once(
             texts = [r.get("text", "") for r in answer["results"]]
             assert any("provider 2 note 7:" in t for t in texts), texts
             client.close()
+            # the agents' recall asks over one node's connections: the query keys' primary
+            recall = Recall(settings, lambda: {"tenant": "t1"})
+            try:
+                got = recall.ask({"op": "search", "tenant": "t1", "scope": "all",
+                                  "query": "provider 1 note 4 friday 1x4"}, timeout=10.0)
+                assert any("provider 1 note 4:" in r.get("text", "") for r in got["results"]), got
+            finally:
+                recall.close()
         finally:
             server.stop()
     finally:
