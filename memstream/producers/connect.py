@@ -100,8 +100,7 @@ def _cluster_class() -> type:
                 return self.execute_command("EVALSHA", sha, numkeys, *keys_and_args)
             return self.execute_command("EVAL", text, numkeys, *keys_and_args)
 
-        # ClusterPipeline's own eval() takes no script (it is not EVAL)
-        def eval(self, script: str | bytes, numkeys: int, *keys_and_args: Any) -> Any:  # type: ignore[override]
+        def eval(self, script: str | bytes, numkeys: int, *keys_and_args: Any) -> Any:  # type: ignore[override]  # ClusterPipeline.eval takes no script
             return self.execute_command("EVAL", script, numkeys, *keys_and_args)
 
     class ScriptingCluster(RedisCluster):
