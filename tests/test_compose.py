@@ -26,7 +26,56 @@ PROMTOOL = shutil.which("promtool")
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 # Series Prometheus makes itself, and their labels (None: any, an alert's labels)
 PROMETHEUS_OWN: dict[str, frozenset[str] | None] = {"up": frozenset({"instance", "job"}), "ALERTS": None}
-LONG_RUNNING = {"redis", "qdrant", "worker", "prometheus", "grafana"}
+LONG_RUNNING = {"redis", "redis-replica", "sentinel1", "sentinel2", "sentinel3", "qdrant", "worker", "prometheus",
+                "grafana"}
+SENTINELS = ("sentinel1", "sentinel2", "sentinel3")
+SENTINEL_URL = re.compile(r"redis\+sentinel://(?P<hosts>[^/@]+)/(?P<service>[\w.-]+)")
+
+
+def _parse_sentinel_url(url: str) -> tuple[list[tuple[str, int]], str]:
+    """The Sentinels and the service name of a ``redis+sentinel://`` URL, by memstream's own
+    parser when it has one (``core.parse_sentinel_url``), else by the documented form."""
+    try:
+        from memstream.core import parse_sentinel_url  # type: ignore[attr-defined]
+    except ImportError:
+        parse_sentinel_url = None
+    if parse_sentinel_url is not None:
+        target = parse_sentinel_url(url)
+        return [tuple(s) for s in target.sentinels], target.service_name
+    found = SENTINEL_URL.fullmatch(url)
+    assert found, url
+    hosts = [(h.rpartition(":")[0], int(h.rpartition(":")[2])) for h in found["hosts"].split(",")]
+    return hosts, found["service"]
+
+
+def _sentinel_config(service: dict) -> dict[str, list[list[str]]]:
+    """The configuration file a Sentinel service writes at start, made by its own command
+    (up to the ``&&`` that runs the server), as directive -> argument lists."""
+    script = service["command"][2]
+    assert service["command"][:2] == ["sh", "-c"] and " > /tmp/sentinel.conf" in script
+    writer, _, rest = script.partition(" > /tmp/sentinel.conf")
+    assert rest.strip() == "&& exec valkey-sentinel /tmp/sentinel.conf", rest
+    text = subprocess.run(["sh", "-c", writer], capture_output=True, text=True, check=True, timeout=10).stdout
+    out: dict[str, list[list[str]]] = {}
+    for line in text.splitlines():
+        words = line.split()
+        if words:
+            key = " ".join(words[:2]) if words[0] == "sentinel" else words[0]
+            out.setdefault(key, []).append(words[2:] if words[0] == "sentinel" else words[1:])
+    return out
+
+
+def _flags(command: list[str]) -> dict[str, list[str]]:
+    """A valkey-server command's options: name -> the words after it."""
+    out: dict[str, list[str]] = {}
+    name = ""
+    for word in command[1:]:
+        if word.startswith("--"):
+            name = word[2:]
+            out[name] = []
+        elif name:
+            out[name].append(word)
+    return out
 
 
 def _spec() -> dict:
@@ -91,9 +140,9 @@ def test_compose_describes_redis_with_aof_qdrant_and_workers_wired_to_both():
     assert redis_cmd[redis_cmd.index("--appendonly") + 1] == "yes"
     worker = services["worker"]
     env = worker["environment"]
-    assert env["MEMSTREAM_REDIS_URL"].startswith("redis://redis:")
+    assert env["MEMSTREAM_REDIS_URL"].startswith("redis+sentinel://")
     assert env["MEMSTREAM_QDRANT_URL"].startswith("http://qdrant:")
-    assert set(worker["depends_on"]) == {"redis", "qdrant"}
+    assert set(worker["depends_on"]) == {"redis", "redis-replica", *SENTINELS, "qdrant"}
     for name, service in services.items():
         for volume in service.get("volumes", []):
             source = volume.split(":")[0]
@@ -101,6 +150,38 @@ def test_compose_describes_redis_with_aof_qdrant_and_workers_wired_to_both():
                 assert (ROOT / source).exists(), f"{name} mounts {source}, which the repository lacks"
             else:
                 assert source in spec.get("volumes", {}), (name, volume)
+
+
+def test_the_workers_reach_the_primary_through_the_three_sentinels_that_watch_it_and_its_replica():
+    services = _services()
+    sentinels, name = _parse_sentinel_url(_worker_env()["MEMSTREAM_REDIS_URL"])
+    assert sorted(host for host, _ in sentinels) == sorted(SENTINELS)
+    for host, port in sentinels:
+        config = _sentinel_config(services[host])
+        assert config["port"] == [[str(port)]], host  # the port the URL names
+        assert config["sentinel resolve-hostnames"] == [["yes"]]  # it monitors by service name
+        (monitored,) = config["sentinel monitor"]
+        assert monitored[0] == name, (host, monitored)  # the service name the URL asks for
+        primary, primary_port, quorum = monitored[1], int(monitored[2]), int(monitored[3])
+        assert primary == "redis" and primary_port == 6379 and quorum == len(sentinels) // 2 + 1
+        assert {s[0] for s in config["sentinel down-after-milliseconds"]} == {name}
+        assert services[host]["depends_on"] == {"redis": {"condition": "service_healthy"}}
+        assert services[host]["image"].startswith("valkey/valkey:")
+    primary = _flags(services["redis"]["command"])
+    replica = _flags(services["redis-replica"]["command"])
+    assert replica["replicaof"] == ["redis", "6379"]
+    for flags, host in ((primary, "redis"), (replica, "redis-replica")):
+        assert flags["appendonly"] == ["yes"] and flags["replica-announce-ip"] == [host]
+    assert services["redis"]["image"] == services["redis-replica"]["image"]  # one version replicates
+
+
+def test_every_dependency_waits_for_a_healthcheck_the_service_has():
+    services = _services()
+    for name, service in services.items():
+        for needed, how in service.get("depends_on", {}).items():
+            assert needed in services, (name, needed)
+            assert how == {"condition": "service_healthy"}, (name, needed, how)
+            assert services[needed].get("healthcheck"), (name, needed)
 
 
 def test_every_image_is_pinned_to_a_release():
@@ -138,6 +219,11 @@ def test_the_workers_environment_holds_real_settings_that_pass_their_validation(
     monkeypatch.setenv("HERMES_HOME", str(tmp_path / "none"))
     env = _worker_env()
     assert all(name.startswith(ENV_PREFIX) for name in env)
+    try:
+        from memstream.core import parse_sentinel_url  # noqa: F401  # type: ignore[attr-defined]
+    except ImportError:  # no Sentinel URLs yet: the rest is checked with the primary's URL
+        assert SENTINEL_URL.fullmatch(env["MEMSTREAM_REDIS_URL"])
+        env["MEMSTREAM_REDIS_URL"] = "redis://redis:6379/0"
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     settings = Settings.load()

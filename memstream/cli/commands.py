@@ -532,6 +532,13 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         result = bench_crypto.crypto_bench(events=args.events or 2000, rounds=args.runs or 15, data=args.data or None)
         print_result(args, result, bench_crypto.format_crypto(result))
         return OK
+    if args.which == "cluster":
+        from memstream.bench import cluster as bench_cluster
+
+        result = bench_cluster.cluster_bench(sizes=args.sizes or (1, 3), runs=args.runs or 5,
+                                             writers=args.processes or 4, seconds=args.seconds or 5.0)
+        print_result(args, result, bench_cluster.format_cluster(result))
+        return OK
     if args.which == "text":
         from memstream.bench import text as bench_text
 
@@ -672,7 +679,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("bench", cmd_bench, "benchmarks")
     p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos", "text",
                                        "archive", "replay", "import", "metrics", "reads", "fleet", "dashboard",
-                                       "crypto", "redaction"])
+                                       "crypto", "redaction", "cluster"])
     p.add_argument("--minutes", type=minutes, default=None, help="chaos: how long things break (default 2); "
                    "dashboard: minutes of traffic before the first load, hence of history the page draws "
                    "(default 1/3; 10 fills it)")
@@ -681,9 +688,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "ascending (default 50,200,500,1000)")
     p.add_argument("--rate", type=per_second, default=None,
                    help="fleet: turns per second of each agent (default 0.2: a turn every 5 s)")
-    p.add_argument("--seconds", type=seconds, default=None, help="fleet: seconds of turns per level (default 60)")
+    p.add_argument("--seconds", type=seconds, default=None, help="fleet: seconds of turns per level (default 60); "
+                   "cluster: seconds a run (default 5)")
     p.add_argument("--processes", type=int_between(1, 256), default=None,
-                   help="fleet: agent processes the agents are spread over (default 4)")
+                   help="fleet: agent processes the agents are spread over (default 4); "
+                   "cluster: writer processes (default 4)")
     p.add_argument("--seed", type=int_between(0, 2**32 - 1), default=0, help="chaos: the random choices")
     p.add_argument("--calls", type=int_between(1, 10_000_000), default=2000,
                    help="hotpath: turns of each back-to-back condition, over all rounds")
@@ -702,12 +711,13 @@ def build_parser() -> argparse.ArgumentParser:
                    "text, import: runs per median (default 5); queries: rounds (default 4); metrics: pairs of "
                    "drains, on and off (default 5); hotpath: interleaved rounds (default 20); "
                    "reads: rounds over the thread counts (default 3); dashboard: page loads in headless Chromium "
-                   "(default 7); redaction: interleaved rounds of the speed measurement (default 5)")
+                   "(default 7); redaction: interleaved rounds of the speed measurement (default 5); "
+                   "cluster: runs per cluster size, the order rotating (default 5)")
     p.add_argument("--messages", type=int_between(1, 10_000_000), default=10_000,
                    help="import: messages of the synthetic Hermes state.db")
     p.add_argument("--sizes", type=ascending_counts, default=None,
                    help="prefetch: memory counts to measure at, ascending (default 10000,100000); "
-                   "text: sizes in KiB (default 16,64,256)")
+                   "text: sizes in KiB (default 16,64,256); cluster: primaries (default 1,3)")
     p.add_argument("--queries", type=int_between(1, 1_000_000), default=200,
                    help="prefetch: questions per size; queries: round trips per round")
     p.add_argument("--threads", type=ascending_counts, default=None,

@@ -4,6 +4,7 @@ whether retrying helps (``errors``), logging set-up. Imports no other memstream 
 
 from memstream.core import keys, observe
 from memstream.core.backoff import backoff_delay
+from memstream.core.cluster_url import cluster_prefix, is_cluster_url, parse_cluster_url
 from memstream.core.codec import as_str, lossless, shown
 from memstream.core.errors import (
     MemstreamError,
@@ -27,6 +28,9 @@ from memstream.core.settings import OPTIONS, Settings, config_file_for, mask_url
 
 __all__ = [
     "as_str",
+    "cluster_prefix",
+    "is_cluster_url",
+    "parse_cluster_url",
     "backoff_delay",
     "config_file_for",
     "configure",

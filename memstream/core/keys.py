@@ -7,6 +7,14 @@ writes into it. Tenant-level data shared by every projection and version (tombst
 carries none. A tenant's Redis user may touch only the keys under ``tenant_space``
 (``P:t:T:*``), append to the event streams, add to ``types`` and ``spool_counters``, and
 write (never read) the fleet's reports, ``agent_reports`` (``memstream.producers.tenants.acl_rules``).
+
+On a Redis Cluster (``redis+cluster://``) the prefix is a hash tag, ``{P}``
+(``memstream.core.cluster_url.cluster_prefix``): every key above lives in the one slot of
+``P``, so the projections' transactions, scripts and pipelines, the query channels and the
+reports work unchanged, on one primary. The log's shards are what spreads: shard S's stream
+and the state the append script touches with it (its dedup records and type counters) carry
+the tag ``{P:events:S}``, a slot of their own (``shard_shipped``, ``shard_types``). An untagged
+prefix (a single server, Sentinel) keeps the layout above unchanged.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ __all__ = [
     "tombstones", "tombstones_pattern", "facts", "facts_current", "facts_pattern", "fact_sources", "turn_context",
     "sessions", "session", "session_bookends", "version_pattern",
     "catalog", "catalog_pattern", "backfill_lock", "own", "own_pattern", "all_pattern",
+    "shard_shipped", "shard_types",
 ]
 
 
@@ -29,15 +38,38 @@ def all_pattern(prefix: str) -> str:
     return f"{prefix}:*"
 
 
+def clustered(prefix: str) -> bool:
+    """Whether ``prefix`` is a hash tag (``{P}``): the cluster layout (see the module doc)."""
+    return len(prefix) > 2 and prefix.startswith("{") and prefix.endswith("}") and "}" not in prefix[1:-1]
+
+
+def _shard_tag(prefix: str, shard: int | str) -> str:
+    return "{" + f"{prefix[1:-1]}:events:{shard}" + "}"
+
+
 # -- the log -----------------------------------------------------------------------------
 def events(prefix: str, shard: int) -> str:
-    """``P:events:{shard}``: stream, the events of one shard (never trimmed by length; archived entries trimmed by id)."""
-    return f"{prefix}:events:{shard}"
+    """``P:events:{shard}``: stream, one shard's events (trimmed only of archived ones); ``{P:events:S}`` on a cluster."""
+    return _shard_tag(prefix, shard) if clustered(prefix) else f"{prefix}:events:{shard}"
 
 
 def events_pattern(prefix: str) -> str:
-    """``P:events:*``: glob pattern of every event stream (ACL rules, scans)."""
-    return f"{prefix}:events:*"
+    """``P:events:*``: glob pattern of every event stream (ACL rules, scans); ``{P:events:*}`` on a cluster."""
+    return _shard_tag(prefix, "*") if clustered(prefix) else f"{prefix}:events:*"
+
+
+def shard_shipped(prefix: str, tenant: str, shard: int) -> str:
+    """``{P:events:S}:t:T:shipped``: on a cluster, hash, spool segment id -> last sequence in shard S (T's dedup record)."""
+    if not clustered(prefix):
+        raise ValueError(f"per-shard dedup records are the cluster layout's; {prefix!r} is no hash tag")
+    return f"{_shard_tag(prefix, shard)}:t:{tenant}:shipped"
+
+
+def shard_types(prefix: str, shard: int) -> str:
+    """``{P:events:S}:types``: on a cluster, hash, event type -> number of events appended to shard S."""
+    if not clustered(prefix):
+        raise ValueError(f"per-shard type counters are the cluster layout's; {prefix!r} is no hash tag")
+    return f"{_shard_tag(prefix, shard)}:types"
 
 
 def archived(prefix: str) -> str:

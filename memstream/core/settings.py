@@ -50,7 +50,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """Every setting of memstream; ``Settings.load()`` reads them (see the module doc)."""
 
     redis_url: Annotated[str, Meta(description=(
-        "Redis/Valkey URL of a shared server. Empty: the embedded Valkey of `memstream up`."))] = ""
+        "Redis/Valkey URL of a shared server, or `redis+cluster://[[user]:password@]host[:port][,host[:port]...]` "
+        "for a Redis Cluster (see README, High availability: the prefix becomes a hash tag). Empty: the "
+        "embedded Valkey of `memstream up`."))] = ""
     redis_tls_ca_file: Annotated[str, Meta(description=(
         "PEM file of the CA(s) a `rediss://` server's certificate must chain to. Empty: the system's "
         "trusted CAs."))] = ""
@@ -73,7 +75,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     app: Annotated[_Name, Meta(description=(
         "Application name recorded in every event's scope."))] = "hermes"
     stream_prefix: Annotated[_Name, Meta(description=(
-        "Prefix of every Redis key memstream uses."))] = "memstream"
+        "Prefix of every Redis key memstream uses. On a Redis Cluster it is used as a hash tag "
+        "(`{memstream}`)."))] = "memstream"
     shards: Annotated[int, Meta(ge=1, le=1024, description=(
         "Number of event streams; an agent's events always go to the same one. Fixed for the life "
         "of a log."))] = 1
@@ -279,7 +282,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             default = _SPECS["spool_fsync"].default
             problems.append(f"spool_fsync={_brief(fsync)} is not never|always|SECONDS; using {default}")
             fixed["spool_fsync"] = default
-        return msgspec.structs.replace(self, **fixed, problems=tuple(problems),
+        from memstream.core.cluster_url import cluster_prefix, is_cluster_url
+
+        tagged = {"stream_prefix": cluster_prefix(self.stream_prefix)} if is_cluster_url(self.redis_url) else {}
+        return msgspec.structs.replace(self, **fixed, **tagged, problems=tuple(problems),
                                        sources=tuple((a, o) for a, o in self.sources if a not in fixed))
 
     @property
@@ -524,6 +530,15 @@ def _url_problem(attr: str, env: str, url: str) -> str | None:
     if attr == "redis_url":
         expected = "redis://[[user]:password@]host[:port][/db], rediss://... or unix:///path"
         schemes: tuple[str, ...] = ("redis", "rediss", "unix")
+        from memstream.core.cluster_url import is_cluster_url, parse_cluster_url
+
+        if is_cluster_url(url) and not any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+            try:
+                parse_cluster_url(url)
+            except ValueError as exc:  # its message never shows a password
+                return (f"{env}={_brief(mask_url(url))} {exc}; expected "
+                        "redis+cluster://[[user]:password@]host[:port][,host[:port]...]")
+            return None
     else:
         expected = "http(s)://host[:port]"
         schemes = ("http", "https")

@@ -24,7 +24,7 @@ from memstream.producers.archive import (
     history,
     point_id,
 )
-from memstream.producers.connect import LogLocator, event_log, redis_client, tls_kwargs
+from memstream.producers.connect import LogLocator, event_log, redis_client, slot_primary_url, tls_kwargs
 from memstream.producers.events import (
     EVENT_TYPES,
     DelegationCompleted,
@@ -152,6 +152,7 @@ __all__ = [
     "read_hermes",
     "read_jsonl",
     "redis_client",
+    "slot_primary_url",
     "tls_hint",
     "tls_kwargs",
     "Scope",

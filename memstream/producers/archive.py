@@ -743,11 +743,22 @@ def _stream_history(eventlog: EventLog, archive: Archive, key: str, segments: li
     cursor = max(after or (0, 0), parse_entry_id(segments[-1].last_id)) if segments else after
     recorded_key = keys.archived(eventlog.prefix)
     while True:
-        pipe = eventlog.client.pipeline(transaction=True)  # one snapshot: the batch, the head, the watermark
-        pipe.xrange(key, min="-" if cursor is None else "(" + _fmt(cursor), max="+", count=count)
-        pipe.xrange(key, min="-", max="+", count=1)
-        pipe.hget(recorded_key, key)
-        batch, head, recorded = pipe.execute()
+        low = "-" if cursor is None else "(" + _fmt(cursor)
+        if eventlog.clustered:
+            # the watermark is in the prefix's slot, the stream in its shard's: no snapshot of
+            # the three (and redis-py's cluster transactions leave XRANGE's reply unparsed).
+            # Read in this order: the archiver records a watermark before it trims, so a
+            # trim that took entries from the batch shows in the head read after it, and its
+            # watermark in the one read last; the archive then gives them
+            batch = eventlog.client.xrange(key, min=low, max="+", count=count)
+            head = eventlog.client.xrange(key, min="-", max="+", count=1)
+            recorded = eventlog.client.hget(recorded_key, key)
+        else:
+            pipe = eventlog.client.pipeline(transaction=True)  # one snapshot: the batch, the head, the watermark
+            pipe.xrange(key, min=low, max="+", count=count)
+            pipe.xrange(key, min="-", max="+", count=1)
+            pipe.hget(recorded_key, key)
+            batch, head, recorded = pipe.execute()
         if recorded is not None and (cursor is None or parse_entry_id(recorded) > cursor) \
                 and (not head or cursor is None or parse_entry_id(xrange_entry(head[0])[0]) > cursor):
             # entries above the cursor were archived and may be trimmed: they come from the archive

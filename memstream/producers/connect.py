@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import redis
 import structlog
@@ -22,7 +22,8 @@ from memstream.producers.stream import EventLog
 from memstream.producers.tenants import Signer, password_of
 from memstream.producers.tls import tls_hint
 
-__all__ = ["LogLocator", "read_run_file", "redis_client", "event_log", "tls_kwargs"]
+__all__ = ["LogLocator", "read_run_file", "redis_client", "cluster_client", "slot_primary_url", "event_log",
+           "tls_kwargs"]
 
 log = structlog.get_logger("memstream.connect")
 
@@ -32,11 +33,12 @@ log = structlog.get_logger("memstream.connect")
 
 
 def tls_kwargs(url: str, settings: Settings | None) -> dict[str, Any]:
-    """redis-py's TLS arguments for ``url``: none unless it is ``rediss://``; then the
+    """redis-py's TLS arguments for ``url``: none unless it is ``rediss://`` (or
+    ``rediss+cluster://``); then the
     server's certificate is always checked (against ``redis_tls_ca_file``, else the
     system's CAs), its host name unless ``redis_tls_check_hostname`` is off, and the
     client certificate of ``redis_tls_cert_file`` (key: ``redis_tls_key_file``) is sent."""
-    if not url.lower().startswith("rediss://"):
+    if not url.lower().startswith(("rediss://", "rediss+cluster://")):
         return {}
     out: dict[str, Any] = {"ssl_cert_reqs": "required", "ssl_check_hostname": True}
     if settings is None:
@@ -52,15 +54,103 @@ def tls_kwargs(url: str, settings: Settings | None) -> dict[str, Any]:
 
 
 def redis_client(url: str, timeout: float = 2.0, settings: Settings | None = None) -> redis.Redis:
-    """A client of ``url`` with short timeouts and, for ``rediss://``, the TLS of ``settings``."""
+    """A client of ``url`` with short timeouts and, for ``rediss://``, the TLS of ``settings``;
+    a Redis Cluster's for a cluster URL."""
+    from memstream.core import is_cluster_url
+
+    if is_cluster_url(url):
+        return cluster_client(url, timeout, settings)
     return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
                                 health_check_interval=30, **tls_kwargs(url, settings))
+
+
+def cluster_client(url: str, timeout: float = 2.0, settings: Settings | None = None) -> redis.Redis:
+    """A client of the Redis Cluster whose seed nodes ``url`` names (``core.parse_cluster_url``):
+    redis-py's ``RedisCluster``, which follows the slot map (MOVED, ASK) and a failover of a
+    primary to its replica. Typed as ``redis.Redis``: it answers the same commands, each key
+    routed to its slot's primary; memstream keeps every multi-key command in one slot
+    (``core.keys``, the cluster layout)."""
+    from redis.cluster import ClusterNode
+
+    from memstream.core import parse_cluster_url
+
+    target = parse_cluster_url(url)
+    client = _cluster_class()(startup_nodes=[ClusterNode(h, p) for h, p in target.nodes],
+                          username=target.username, password=target.password, ssl=target.tls,
+                          socket_timeout=timeout, socket_connect_timeout=timeout, health_check_interval=30,
+                          **tls_kwargs(url, settings))
+    return cast(redis.Redis, client)
+
+
+def slot_primary_url(url: str, key: str, timeout: float = 2.0) -> str:
+    """For a cluster URL, the ``redis://`` (``rediss://``) URL of the primary that serves
+    ``key``'s slot now, with the URL's credentials: for a client of one node (the query
+    path's, whose keys all carry the prefix's hash tag); any other URL as given."""
+    from urllib.parse import quote
+
+    from memstream.core import is_cluster_url, parse_cluster_url
+
+    if not is_cluster_url(url):
+        return url
+    target = parse_cluster_url(url)
+    client = cluster_client(url, timeout)
+    try:
+        node = client.get_node_from_key(key)  # type: ignore[attr-defined]  # a RedisCluster
+    finally:
+        client.close()
+    auth = ""
+    if target.username or target.password:
+        auth = f"{quote(target.username or '', safe='')}:{quote(target.password or '', safe='')}@"
+    host = f"[{node.host}]" if ":" in node.host else node.host
+    return f"{'rediss' if target.tls else 'redis'}://{auth}{host}:{node.port}/0"
+
+
+_SCRIPTS: dict[str, str | bytes] = {}  # SHA1 -> text of every script a cluster client registered
+_CLUSTER_CLASS: type | None = None
+
+
+def _cluster_class() -> type:
+    """``RedisCluster`` whose pipelines run scripts. redis-py refuses EVALSHA in a cluster
+    pipeline (a node's script cache may lack it, and the pipeline cannot load it there):
+    a registered script queued in a pipeline or transaction goes as EVAL with its text,
+    routed like any command by its keys (one slot: ``core.keys``). An unregistered SHA
+    goes as EVALSHA (its caller handles NOSCRIPT)."""
+    global _CLUSTER_CLASS
+    if _CLUSTER_CLASS is not None:
+        return _CLUSTER_CLASS
+    from redis.cluster import ClusterPipeline, RedisCluster
+
+    class ScriptingClusterPipeline(ClusterPipeline):
+        def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
+            text = _SCRIPTS.get(sha)
+            if text is None:
+                return self.execute_command("EVALSHA", sha, numkeys, *keys_and_args)
+            return self.execute_command("EVAL", text, numkeys, *keys_and_args)
+
+        def eval(self, script: str | bytes, numkeys: int, *keys_and_args: Any) -> Any:  # type: ignore[override]  # ClusterPipeline.eval takes no script
+            return self.execute_command("EVAL", script, numkeys, *keys_and_args)
+
+    class ScriptingCluster(RedisCluster):
+        def register_script(self, script: Any) -> Any:
+            registered = super().register_script(script)
+            _SCRIPTS[registered.sha] = script
+            return registered
+
+        def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> Any:
+            pipe = super().pipeline(transaction, shard_hint)
+            pipe.__class__ = ScriptingClusterPipeline  # adds a method, no state
+            return pipe
+
+    _CLUSTER_CLASS = ScriptingCluster
+    return ScriptingCluster
 
 
 def event_log(client: redis.Redis, url: str, settings: Settings) -> EventLog:
     """The log at ``url`` as ``settings`` configure it, signing what it appends (see
     ``memstream.producers.tenants``)."""
-    prefix = settings.stream_prefix
+    from memstream.core import cluster_prefix, is_cluster_url
+
+    prefix = cluster_prefix(settings.stream_prefix) if is_cluster_url(url) else settings.stream_prefix
     return EventLog(client, prefix, settings.shards, signer=Signer(client, prefix, password_of(url)))
 
 

@@ -12,6 +12,13 @@ number, exactly-once: a record at or below the segment's recorded sequence is sk
 so a batch re-sent after a lost reply or a crash never duplicates an event. Events of
 one (tenant, agent) always go to the same stream, in the order given. With a ``signer``
 each entry carries ``sig``, the signature of its payload by its tenant's key.
+
+On a Redis Cluster (a hash-tagged prefix, ``keys.clustered``) a script may touch one slot
+only: a batch is appended by one script call per shard, each with its shard's dedup records
+(``keys.shard_shipped``) and type counters (``keys.shard_types``) in its stream's slot. Each
+shard's part is atomic and exactly-once on its own (a record is skipped at or below the
+segment's sequence recorded in its shard), so a batch cut short by a failure between two
+shards is re-sent whole and lands once.
 """
 
 from __future__ import annotations
@@ -155,6 +162,7 @@ class EventLog:
         self.shards = max(1, int(shards))
         self.signer = signer
         self._script = client.register_script(_SHIP_SCRIPT)
+        self.clustered = keys.clustered(prefix)
 
     # keys
     def stream_key(self, shard: int) -> str:
@@ -200,6 +208,8 @@ class EventLog:
         return out
 
     def _append_run(self, records: list[Record], segment: str) -> list[str | None]:
+        if self.clustered:
+            return self._append_sharded(records, segment)
         tenant = records[0].tenant
         declared = [self.shipped_key(tenant), self.types_key]
         index: dict[str, int] = {}
@@ -215,6 +225,27 @@ class EventLog:
         ids = self._script(keys=declared, args=argv)
         return [(i.decode() if isinstance(i, bytes) else i) or None for i in ids]
 
+    def _append_sharded(self, records: list[Record], segment: str) -> list[str | None]:
+        """``_append_run`` on a cluster: one script call per shard, in its stream's slot (the
+        stream is declared too: the cluster client routes by the declared keys)."""
+        tenant = records[0].tenant
+        by_shard: dict[int, list[int]] = {}
+        for i, rec in enumerate(records):
+            by_shard.setdefault(shard_of(rec.tenant, rec.agent, self.shards), []).append(i)
+        out: list[str | None] = [None] * len(records)
+        for shard, positions in by_shard.items():
+            stream, dedup = self.stream_key(shard), keys.shard_shipped(self.prefix, tenant, shard)
+            argv: list[bytes | str | int] = [segment, len(positions)]
+            for i in positions:
+                rec = records[i]
+                sig = self.signer(rec.tenant, rec.data) if self.signer is not None else ""
+                argv += [rec.seq, 0, rec.event_id, rec.type, rec.data, sig]
+            argv += [dedup, stream]  # no former shared hash on a cluster: the dedup hash stands in
+            ids = self._script(keys=[dedup, keys.shard_types(self.prefix, shard), stream], args=argv)
+            for i, got in zip(positions, ids):
+                out[i] = (got.decode() if isinstance(got, bytes) else got) or None
+        return out
+
     def append(self, events: Iterable[Event]) -> list[str]:
         """Append events directly (no spool), in order; returns their entry ids."""
         records = [Record.of(e) for e in events]
@@ -222,6 +253,9 @@ class EventLog:
 
     def last_shipped(self, segment: str, tenant: str) -> int:
         """The highest sequence of ``segment`` known to be in the log (-1: none)."""
+        if self.clustered:
+            found = [self.client.hget(keys.shard_shipped(self.prefix, tenant, s), segment) for s in range(self.shards)]
+            return max((int(v) for v in found if v is not None), default=-1)
         value = self.client.hget(self.shipped_key(tenant), segment)
         return int(value) if value is not None else -1
 
@@ -229,7 +263,13 @@ class EventLog:
         """Drop the dedup records of a segment whose file is gone, for ``tenants`` (the
         tenants of its records)."""
         for tenant in tenants:
+            if self.clustered:
+                for s in range(self.shards):
+                    self.client.hdel(keys.shard_shipped(self.prefix, tenant, s), segment)
+                continue
             self.client.hdel(self.shipped_key(tenant), segment)
+        if self.clustered:
+            return
         try:
             self.client.hdel(self.legacy_shipped_key, segment)
         except redis.exceptions.NoPermissionError:
@@ -289,8 +329,14 @@ class EventLog:
         return None if used is None else int(used)
 
     def type_counts(self) -> dict[str, int]:
-        raw = self.client.hgetall(self.types_key)
-        return {_id(k): int(v) for k, v in sorted(raw.items())}
+        if not self.clustered:
+            raw = self.client.hgetall(self.types_key)
+            return {_id(k): int(v) for k, v in sorted(raw.items())}
+        total: dict[str, int] = {}
+        for s in range(self.shards):
+            for k, v in self.client.hgetall(keys.shard_types(self.prefix, s)).items():
+                total[_id(k)] = total.get(_id(k), 0) + int(v)
+        return dict(sorted(total.items()))
 
 
 def _id(value: str | bytes) -> str:

@@ -132,6 +132,10 @@ class TenantRegistry:
             raise TenantError(f"tenant {tenant!r} exists; use --rotate to issue a new password")
         password = secrets.token_urlsafe(32)
         user = acl_user(self.prefix, tenant)
+        if keys.clustered(self.prefix):
+            # ACL users live on each node apart, and the shards' dedup records are outside P:t:T:*
+            raise TenantError("tenants' Redis users are not supported on a Redis Cluster: run one "
+                                  "cluster (or one prefix) per tenant, with the operator's credentials")
         self.client.execute_command("ACL", "SETUSER", user, *acl_rules(self.prefix, tenant, password))
         record = Tenant(tenant, user, sign_key_of(password), time.time())
         self.client.hset(self.key, tenant, json.dumps(

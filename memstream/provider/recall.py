@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import redis
 import structlog
 
-from memstream.core import Settings, TransientError, backoff_delay
-from memstream.producers import LogLocator, tls_kwargs
+from memstream.core import Settings, TransientError, backoff_delay, is_cluster_url, keys
+from memstream.producers import LogLocator, slot_primary_url, tls_kwargs
 
 if TYPE_CHECKING:
     from memstream.query import Asker
@@ -86,6 +86,7 @@ class Recall:
         self._thread: threading.Thread | None = None
         self._stop = False
         self._asker: Asker | None = None  # the process's query client for the URL (shared)
+        self._node_urls: dict[str, str] = {}  # cluster URL -> the URL of its query keys' primary
         self._asker_lock = threading.Lock()
         self._down_until = 0.0  # monotonic time before which the thread does not try Redis
         self._failures_in_row = 0
@@ -253,6 +254,11 @@ class Recall:
         url = self._locator.url()
         if not url:
             raise RecallUnavailable("no memstream service is running (`memstream up`) and no MEMSTREAM_REDIS_URL")
+        if is_cluster_url(url):  # the query keys' primary (one slot: the prefix's hash tag)
+            node = self._node_urls.get(url)
+            if node is None:
+                node = self._node_urls[url] = slot_primary_url(url, keys.queries(self.settings.stream_prefix))
+            url = node
         with self._asker_lock:
             asker = self._asker
             if asker is None or asker.url != url:
@@ -267,6 +273,7 @@ class Recall:
         try:
             return self._connection().ask(self.settings.stream_prefix, request, timeout=timeout)
         except redis.RedisError as exc:  # the client is kept: its pool reconnects on the next call
+            self._node_urls.clear()  # on a cluster: ask for the slot's primary again (a failover)
             raise RecallUnavailable(f"Redis unreachable: {type(exc).__name__}: {exc}") from exc
 
     def _count(self, key: str, n: int = 1) -> None:

@@ -55,7 +55,7 @@ def reply_key(channel: str, request_id: str) -> str:
 
 # Per client (connection pool): the channel it asks on. The operator's credentials may
 # write P:queries; a tenant's may not (NOPERM) and use their own channel from then on.
-_channels: weakref.WeakKeyDictionary[redis.ConnectionPool, str] = weakref.WeakKeyDictionary()
+_channels: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()
 
 
 # -- the caller's side -------------------------------------------------------------------
@@ -96,7 +96,7 @@ def _envelope(request: dict[str, Any], timeout: float) -> tuple[bytes, str, str]
 
 def _push(client: redis.Redis, prefix: str, raw: bytes, tenant: str) -> str:
     """Push the envelope on the channel this client may write; returns the channel."""
-    pool = client.connection_pool
+    pool = getattr(client, "connection_pool", client)  # a cluster client has a pool per node: itself
     channel = _channels.get(pool, operator_channel(prefix))
     try:
         client.rpush(channel, raw)

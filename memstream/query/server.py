@@ -219,9 +219,7 @@ class QueryServer:
     def _loop(self) -> None:
         # its own connection: it blocks on the channels longer than the shared socket timeout;
         # the same class and arguments (credentials, TLS: producers.connect built them)
-        kwargs = {**self.client.connection_pool.connection_kwargs, "socket_timeout": None}
-        conn = redis.Redis(connection_pool=redis.ConnectionPool(
-            connection_class=self.client.connection_pool.connection_class, **kwargs))
+        conn = self._blocking_connection()
         failures = 0
         while not self._stop.is_set():
             try:
@@ -236,7 +234,37 @@ class QueryServer:
                 delay = backoff_delay(failures, 0.2, 5.0)
                 log.warning("queries.server_error", error=f"{type(exc).__name__}: {exc}", retry_in=round(delay, 2))
                 self._stop.wait(delay)
+                conn = self._reconnected(conn)
         conn.close()
+
+    def _reconnected(self, conn: redis.Redis) -> redis.Redis:
+        """After a failure, on a Redis Cluster: a connection to the channels' primary as the
+        slot map now says (a failover may have moved it); elsewhere ``conn`` (it reconnects)."""
+        from redis.cluster import RedisCluster
+
+        if not isinstance(self.client, RedisCluster):
+            return conn
+        try:
+            self.client.nodes_manager.initialize()
+            fresh = self._blocking_connection()
+        except Exception:  # noqa: BLE001  the cluster is still down: try again after the next failure
+            return conn
+        conn.close()
+        return fresh
+
+    def _blocking_connection(self) -> redis.Redis:
+        """A connection of its own without a socket timeout; on a Redis Cluster, to the primary
+        of the channels' slot (every channel carries the prefix's hash tag: one slot)."""
+        from redis.cluster import RedisCluster
+
+        if isinstance(self.client, RedisCluster):
+            node = self.client.get_node_from_key(next(iter(self.channels())))
+            kwargs = {**self.client.nodes_manager.connection_kwargs, "socket_timeout": None}
+            kwargs.pop("host", None), kwargs.pop("port", None)
+            return redis.Redis(host=node.host, port=node.port, **kwargs)
+        kwargs = {**self.client.connection_pool.connection_kwargs, "socket_timeout": None}
+        return redis.Redis(connection_pool=redis.ConnectionPool(
+            connection_class=self.client.connection_pool.connection_class, **kwargs))
 
     def start(self) -> QueryServer:
         for i in range(self.threads):

@@ -64,8 +64,9 @@ class ValkeyProcess:
 
     def __init__(self, data_dir: str | os.PathLike[str], port: int | None = None,
                  appendfsync: str = "everysec", tie_to_parent: bool = True,
-                 password: str | None = None):
+                 password: str | None = None, extra_args: tuple[str, ...] = ()):
         self.data_dir = Path(data_dir)
+        self.extra_args = extra_args  # more server options (e.g. a cluster node's)
         self.port = port or free_port()
         self.password = password
         self.appendfsync = appendfsync
@@ -100,7 +101,7 @@ class ValkeyProcess:
             # nodes as they are in memory, bytes of entries `memstream forget` deleted included
             "--aof-use-rdb-preamble", "no",
             "--save", "", "--daemonize", "no", "--protected-mode", "yes",
-            "--logfile", str(self.log_path),
+            "--logfile", str(self.log_path), *self.extra_args,
         ]
         self.proc = subprocess.Popen(
             args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -144,6 +144,7 @@ class Consumer:
                  priority: Priority | None = None, low: bool = False,
                  start_at: dict[str, str] | None = None) -> None:
         self.log = eventlog
+        self._turn = -1  # on a cluster: the stream the last blocking read waited on
         self.client = eventlog.client
         self.projection = projection
         self.group = group_name(projection)
@@ -238,9 +239,36 @@ class Consumer:
         kwargs: dict[str, Any] = {"count": min(self.batch, LOW_BATCH) if small else self.batch}
         if block and start == ">":
             kwargs["block"] = self.block_ms
+        if self.log.clustered and len(streams) > 1:
+            return self._read_each(streams, kwargs)
         got = self.client.xreadgroup(self.group, self.name, streams, **kwargs) or []
         assert isinstance(got, list)  # RESP2, as memstream's clients speak: [stream, entries] pairs
         return [(as_str(stream), entries) for stream, entries in got]
+
+    def _read_each(self, streams: dict[KeyT, StreamIdT], kwargs: dict[str, Any]) -> Read:
+        """``_read`` on a cluster, where each shard's stream has a slot of its own and one
+        XREADGROUP may name one slot only: each stream in turn, without blocking, up to the
+        batch; when none had anything, a blocking read of one stream, a different one each
+        time, for the block time shared among them."""
+        block = kwargs.pop("block", None)
+        count = int(kwargs["count"])
+        out: Read = []
+        for key, start in streams.items():
+            got = self.client.xreadgroup(self.group, self.name, {key: start}, count=count) or []
+            assert isinstance(got, list)
+            out += [(as_str(stream), entries) for stream, entries in got if entries]
+            count -= sum(len(entries) for _, entries in got)
+            if count <= 0:
+                break
+        if out or block is None:
+            return out
+        keys_ = list(streams)
+        self._turn = (self._turn + 1) % len(keys_)
+        key = keys_[self._turn]
+        got = self.client.xreadgroup(self.group, self.name, {key: streams[key]}, count=int(kwargs["count"]),
+                                     block=max(1, int(block) // len(keys_))) or []
+        assert isinstance(got, list)
+        return [(as_str(stream), entries) for stream, entries in got if entries]
 
     def _reclaim(self) -> int:
         handled = 0
@@ -289,11 +317,19 @@ class Consumer:
             last = max((i for i, _ in entries), key=parse_entry_id)
             # the position and the acks commit together (MULTI), after the projection
             # applied the batch: a crash before this point means a harmless redelivery
-            pipe = self.client.pipeline(transaction=True)
-            self.positions.record(self.group, stream, last, pipe=pipe)
-            if ok:
-                pipe.xack(stream, self.group, *ok)
-            pipe.execute()
+            if self.log.clustered:
+                # the position (the prefix's slot) and the stream (its shard's) are in two
+                # slots: the position first, so a crash between leaves the entries pending,
+                # redelivered and applied again (idempotent), never acked behind the position
+                self.positions.record(self.group, stream, last)
+                if ok:
+                    self.client.xack(stream, self.group, *ok)
+            else:
+                pipe = self.client.pipeline(transaction=True)
+                self.positions.record(self.group, stream, last, pipe=pipe)
+                if ok:
+                    pipe.xack(stream, self.group, *ok)
+                pipe.execute()
             self.stats.applied += len(ok)
             if pending:  # entries read again: re-read after a failure, or reclaimed
                 self.stats.redelivered += len(entries)

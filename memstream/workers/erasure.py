@@ -262,7 +262,17 @@ def rewrite_append_only_file(client: redis.Redis, timeout: float = 120.0) -> dic
     entries and keys are not in it), in command form so that no deleted stream entry's
     bytes ride along in an RDB preamble, and wait for it. A server without an AOF, or that
     refuses (a managed Redis), is reported with what its operator must do. ``ErasureError``
-    when a rewrite does not finish within ``timeout`` seconds."""
+    when a rewrite does not finish within ``timeout`` seconds. On a Redis Cluster every
+    primary rewrites its own (one after the other); the state is the first that is not
+    ``rewritten``, naming its node."""
+    from redis.cluster import RedisCluster
+
+    if isinstance(client, RedisCluster):
+        for node in client.get_primaries():
+            done = rewrite_append_only_file(client.get_redis_connection(node), timeout)
+            if done["state"] != "rewritten":
+                return {**done, "state": f"{done['state']} on {node.host}:{node.port}"}
+        return {"state": "rewritten", "note": ""}
     note = ("Redis's files may still hold the text: on a server you run, rewrite its append-only file "
             "(BGREWRITEAOF with aof-use-rdb-preamble no), take a new RDB snapshot (BGSAVE) and delete older "
             "snapshots and backups; on a managed Redis, ask its operator")

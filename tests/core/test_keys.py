@@ -36,10 +36,21 @@ def _build(name: str, **overrides) -> str:
     return fn(**{p: args[p] for p in params if p in args})
 
 
+# the keys of the cluster layout only (a hash-tagged prefix: ``keys.clustered``)
+CLUSTER_KEYS = ("shard_shipped", "shard_types")
+
+
 @pytest.mark.parametrize("name", keys.__all__)
 def test_every_key_is_under_the_configured_prefix(name):
-    assert _build(name).startswith(PREFIX + ":")
-    assert _build(name, prefix="other").startswith("other:")
+    if name in CLUSTER_KEYS:
+        with pytest.raises(ValueError, match="cluster"):
+            _build(name)
+    else:
+        assert _build(name).startswith(PREFIX + ":")
+        assert _build(name, prefix="other").startswith("other:")
+    # on a cluster (the prefix a hash tag) every key starts with the tag or a tag made from it
+    built = _build(name, prefix="{" + PREFIX + "}")
+    assert built.startswith("{" + PREFIX + "}:") or built.startswith("{" + PREFIX + ":events:"), built
 
 
 def test_a_tenants_reply_and_query_channel_stay_in_the_space_its_redis_user_owns():
