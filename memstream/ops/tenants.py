@@ -9,7 +9,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import redis
 
-from memstream.core import Settings
+from memstream.core import Settings, is_sentinel_url
 from memstream.ops.connect import connect
 from memstream.ops.errors import CommandError
 from memstream.producers import LogLocator, TenantError, TenantRegistry
@@ -52,7 +52,13 @@ def add_tenant(settings: Settings, name: str, rotate: bool = False) -> dict:
     with _registry(settings, "add", name) as registry:
         tenant, password = registry.add(name, rotate=rotate)
     base = urlsplit(LogLocator(settings, autostart=False).url() or "")
-    host = base.hostname or "127.0.0.1"
-    netloc = f"{quote(tenant.user, safe='')}:{quote(password, safe='')}@{host}" + (f":{base.port}" if base.port else "")
-    url = urlunsplit((base.scheme or "redis", netloc, base.path or "/0", "", ""))
+    credentials = f"{quote(tenant.user, safe='')}:{quote(password, safe='')}@"
+    if is_sentinel_url(base.geturl()):
+        # the same Sentinels and service (their own credentials, in the query, kept)
+        netloc = credentials + base.netloc.rpartition("@")[2]
+        url = urlunsplit((base.scheme, netloc, base.path, base.query, ""))
+    else:
+        host = base.hostname or "127.0.0.1"
+        netloc = credentials + host + (f":{base.port}" if base.port else "")
+        url = urlunsplit((base.scheme or "redis", netloc, base.path or "/0", "", ""))
     return {"tenant": tenant.name, "user": tenant.user, "redis_url": url}

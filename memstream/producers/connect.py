@@ -15,11 +15,11 @@ import time
 import redis
 import structlog
 
-from memstream.core import Settings, mask_url, read_run_file, start_service
+from memstream.core import Settings, is_sentinel_url, mask_url, parse_sentinel_url, read_run_file, start_service
 from memstream.producers.stream import EventLog
 from memstream.producers.tenants import Signer, password_of
 
-__all__ = ["LogLocator", "read_run_file", "redis_client", "event_log"]
+__all__ = ["LogLocator", "read_run_file", "redis_client", "sentinel_client", "event_log"]
 
 log = structlog.get_logger("memstream.connect")
 
@@ -29,8 +29,36 @@ log = structlog.get_logger("memstream.connect")
 
 
 def redis_client(url: str, timeout: float = 2.0) -> redis.Redis:
+    """A client of the server ``url`` names: ``redis://``, ``rediss://``, ``unix://``, or the
+    primary the Sentinels of a ``redis+sentinel://`` URL name (``sentinel_client``).
+    Raises ``ValueError`` on a malformed URL (``Settings.problems`` says why)."""
+    if is_sentinel_url(url):
+        return sentinel_client(url, timeout)
     return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
                                 health_check_interval=30)
+
+
+def sentinel_client(url: str, timeout: float = 2.0) -> redis.Redis:
+    """A client of the primary the Sentinels of ``url`` watch (``core.parse_sentinel_url``).
+
+    redis-py's Sentinel pool asks the Sentinels for the primary's address whenever it opens
+    a connection, so after a failover the next connection goes to the promoted replica: a
+    command on a dead primary fails with ``ConnectionError`` (the caller's retry loop comes
+    back), and one on a primary demoted to a replica (READONLY) drops its connection and
+    fails the same way. Nothing is cached across a failover but the scripts' SHAs, which
+    ``Script`` reloads on NOSCRIPT.
+    """
+    from redis.sentinel import Sentinel
+
+    target = parse_sentinel_url(url)
+    common = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+    sentinels = Sentinel(
+        list(target.sentinels),
+        sentinel_kwargs={**common, "username": target.sentinel_username, "password": target.sentinel_password},
+        **common)
+    client: redis.Redis = sentinels.master_for(target.service_name, db=target.db, username=target.username,
+                                               password=target.password, health_check_interval=30)
+    return client
 
 
 def event_log(client: redis.Redis, url: str, settings: Settings) -> EventLog:
@@ -53,6 +81,12 @@ class LogLocator:
         self._url = ""
         self._client: redis.Redis | None = None
 
+    @property
+    def timeout(self) -> float:
+        """The client's socket timeout: 2 s, or longer than a shipped batch's WAIT may take."""
+        waits = self.settings.ship_replica_timeout_ms / 1000 + 1.0 if self.settings.ship_replicas else 0.0
+        return max(2.0, waits)
+
     def url(self) -> str | None:
         if self.settings.redis_url:
             return self.settings.redis_url
@@ -70,7 +104,7 @@ class LogLocator:
             client = self._client
             if client is None or url != self._url:
                 try:
-                    client = redis_client(url)
+                    client = redis_client(url, timeout=self.timeout)
                 except ValueError as exc:  # a malformed URL: Settings.problems says why
                     raise redis.ConnectionError(f"the Redis URL {mask_url(url)!r} is not valid "
                                                 f"({type(exc).__name__}); `memstream doctor` says why") from None

@@ -124,8 +124,9 @@ class Service:
         write_private(self.settings.run_file, json.dumps(info, indent=2) + "\n")
         # ship spool segments that dead agent processes left behind
         self.spool = Spool(self.settings.spool_dir, max_bytes=self.settings.spool_max_bytes)
-        self.shipper = Shipper(self.spool, connect, batch=self.settings.ship_batch,
-                               name="memstream-adopter").start()
+        self.shipper = Shipper(self.spool, connect, batch=self.settings.ship_batch, name="memstream-adopter",
+                               replicas=self.settings.ship_replicas,
+                               replica_timeout_ms=self.settings.ship_replica_timeout_ms).start()
         self._start_pipeline(connect())
         log.info("service.started", url=mask_url(self.url), embedded=info["embedded"], home=str(self.settings.home))
         return info
