@@ -138,7 +138,10 @@ class ReplicatedValkey:
         return True
 
     def primary_node(self) -> Node:
-        """The node the Sentinels name primary now (the first Sentinel that answers)."""
+        """The node the Sentinels name primary now (the first Sentinel that answers); the
+        first primary when there are no Sentinels."""
+        if not self.sentinels:
+            return self.primary
         for s in self.sentinels:
             try:
                 with s.client() as c:
