@@ -60,7 +60,7 @@ from memstream.producers.report import (
 )
 from memstream.producers.shipper import Shipper
 from memstream.producers.spool import Segment, Spool, spool_usage
-from memstream.producers.stream import EntryFields, EventLog, Record, parse_entry_id, xrange_entry
+from memstream.producers.stream import EntryFields, EventLog, NotReplicated, Record, parse_entry_id, xrange_entry
 from memstream.producers.tenants import (
     TenantError,
     TenantRegistry,
@@ -134,6 +134,7 @@ __all__ = [
     "MemoryWritten",
     "message_text",
     "new_events",
+    "NotReplicated",
     "parse_entry_id",
     "point_id",
     "Record",

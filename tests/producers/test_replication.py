@@ -7,9 +7,9 @@ from __future__ import annotations
 import msgspec
 import pytest
 import redis
-from sentinel_support import ReplicatedValkey
 from writepath import logged_contents, remembered
 
+from memstream.bench.failover import ReplicatedValkey
 from memstream.core import keys
 from memstream.producers.connect import LogLocator, redis_client
 from memstream.producers.events import encode
@@ -128,3 +128,55 @@ def test_a_sentinel_url_naming_no_running_sentinel_fails_as_a_connection_error(s
     locator = LogLocator(msgspec.structs.replace(settings, redis_url=f"redis+sentinel://127.0.0.1:{free_port()}/svc"))
     with pytest.raises(redis.ConnectionError):
         locator()
+
+
+def test_a_batch_the_replica_never_got_is_kept_and_shipped_once_to_the_promoted_replica(tmp_path):
+    """The loss WAIT prevents, step by step: the replica stalls (SIGSTOP) and its link is
+    cut, the primary appends a batch and dies (SIGKILL), the replica is promoted. With WAIT the batch is
+    still in the spool and lands once on the new primary; without, the spool had let it go."""
+    import signal
+
+    topology = ReplicatedValkey(tmp_path / "ha", replicas=1, sentinels=0).start()
+    old, new = topology.primary, topology.replicas[0]
+    try:
+        with old.client() as c:
+            first = EventLog(c, "memstream")
+            waiting = Shipper(Spool(tmp_path / "waits"), lambda: first, batch=8, replicas=1, replica_timeout_ms=100)
+            trusting = Shipper(Spool(tmp_path / "trusts"), lambda: first, batch=8)
+            for shipper, name in ((waiting, "kept"), (trusting, "lost")):
+                for i in range(4):
+                    assert shipper.spool.append(encode(remembered(f"{name}-early{i}")))
+                shipper.ship_once()
+                assert shipper.spool.drained()
+            c.wait(1, 5000)  # the early events are on the replica
+            assert new.proc is not None
+            new.proc.send_signal(signal.SIGSTOP)  # the replica stalls and cannot reconnect,
+            c.client_kill_filter(_type="replica")  # and its link is cut: nothing more reaches it
+            try:
+                for shipper, name in ((waiting, "kept"), (trusting, "lost")):
+                    for i in range(4):
+                        assert shipper.spool.append(encode(remembered(f"{name}-late{i}")))
+                    shipper.ship_once()
+                assert waiting.unreplicated == 1 and not waiting.spool.drained()
+                assert trusting.spool.drained()  # without WAIT the spool let them go
+                assert len(logged_contents(first)) == 16  # the primary had them all
+            finally:
+                old.kill()
+                new.proc.send_signal(signal.SIGCONT)
+        with new.client() as c:
+            c.replicaof("NO", "ONE")  # what a Sentinel does to the replica it promotes
+            promoted = EventLog(c, "memstream")
+            waiting._connect = lambda: promoted
+            waiting._log = None
+            waiting.replicas = 0  # the new primary has no replica of its own here
+            waiting.ship_once()
+            assert waiting.spool.drained()
+            contents = logged_contents(promoted)
+            assert sorted(x for x in contents if x.startswith("kept")) == sorted(
+                [f"kept-early{i}" for i in range(4)] + [f"kept-late{i}" for i in range(4)])
+            assert not any(x.startswith("lost-late") for x in contents)  # what no WAIT loses
+            assert waiting.duplicates == 0 and waiting.shipped == 8
+        for shipper in (waiting, trusting):
+            shipper.spool.close()
+    finally:
+        topology.stop()
