@@ -24,7 +24,9 @@ promote the replica. The writers go on, then stop and flush. Reported:
 ``wait_bench``: what ``WAIT 1`` costs the shipper per batch, on a primary with one replica:
 rounds of ``batches`` batches of ``batch`` records (``append_batch``, as the shipper sends
 them), WAIT off and WAIT on alternating which goes first; per round the appends/s and the
-batch latencies; reported as medians over the rounds and the ratio on/off.
+batch latencies; reported as medians over the rounds, their ratio on/off, and the median of
+each round's ratio (the two modes of a round ran back to back: the machine's load changes
+less between them than across rounds).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ import redis
 
 from memstream.bench.stats import latency_summary, percentile
 from memstream.bench.stats import machine as machine_info
-from memstream.core import Settings, new_event_id
+from memstream.core import Settings, as_str, new_event_id
 from memstream.producers import EventLog, MemoryRemembered, Record, Scope, Writer, redis_client, utcnow
 from memstream.service import binary_path, free_port
 
@@ -276,7 +278,7 @@ def _applied(eventlog: EventLog) -> bool:
         last = client.xrevrange(key, count=1)
         if not last:
             continue
-        entry = last[0][0].decode() if isinstance(last[0][0], bytes) else last[0][0]
+        entry = as_str(last[0][0])
         for group in group_names():
             if not is_applied(client, key, group, entry) or client.xpending(key, group)["pending"]:
                 return False
@@ -447,6 +449,11 @@ def wait_bench(rounds: int = 9, batches: int = 300, batch: int = 32, timeout_ms:
         return {"machine": machine, "rounds": rounds, "batches": batches, "batch": batch, "replicas": 1,
                 "medians": medians,
                 "ratio_on_off": {k: round(medians["on"][k] / medians["off"][k], 3) for k in medians["on"]},
+                # each round's on/off ratio (the two ran back to back, under the same load), median
+                "paired_ratio_on_off": {k: round(statistics.median(b / a for a, b in zip(per["off"][k], per["on"][k])), 3)
+                                        for k in per["on"]},
+                "paired_extra_batch_p50_ms": round(statistics.median(
+                    b - a for a, b in zip(per["off"]["batch_p50_ms"], per["on"]["batch_p50_ms"])), 3),
                 "rounds_each": {m: {k: [round(x, 3) for x in v] for k, v in figures.items()}
                                 for m, figures in per.items()}}
     finally:
@@ -461,7 +468,10 @@ def format_wait(r: dict[str, Any]) -> str:
     for mode in ("off", "on"):
         lines.append(f"  WAIT {mode:<3}: {m[mode]['appends_per_s']:>10.0f} appends/s, batch p50 "
                      f"{m[mode]['batch_p50_ms']:.3f} ms, p99 {m[mode]['batch_p99_ms']:.3f} ms")
-    lines.append(f"  on/off: appends/s x{ratio['appends_per_s']}, batch p50 x{ratio['batch_p50_ms']}, "
+    paired = r["paired_ratio_on_off"]
+    lines.append(f"  on/off of the medians: appends/s x{ratio['appends_per_s']}, batch p50 x{ratio['batch_p50_ms']}, "
                  f"p99 x{ratio['batch_p99_ms']}")
+    lines.append(f"  on/off per round, median: appends/s x{paired['appends_per_s']}, batch p50 "
+                 f"x{paired['batch_p50_ms']} (+{r['paired_extra_batch_p50_ms']} ms a batch), p99 x{paired['batch_p99_ms']}")
     lines.append(f"  machine: {r['machine']['cpus']} CPUs, load at start {r['machine']['loadavg_at_start']}")
     return "\n".join(lines)

@@ -290,10 +290,13 @@ def stats_text(result: dict) -> str:
     if usage:
         lines.append(f"spool: {_plural(int(usage['segments']), 'segment')}, {size(usage['unshipped_bytes'])} unshipped, "
                      f"{usage['quarantined']} quarantined")
-    losses = result["spool_losses"]
+    losses = dict(result["spool_losses"])
+    unreplicated = losses.pop("unreplicated", 0)  # no loss: those batches stayed in their spools
     if losses:
         lines.append("spool losses reported by agents (all hosts): "
                      + ", ".join(f"{k} {v}" for k, v in sorted(losses.items())))
+    if unreplicated:
+        lines.append(f"shipped batches too few replicas confirmed, kept and sent again (all hosts): {unreplicated}")
     return "\n".join(lines)
 
 

@@ -55,7 +55,8 @@ def legacy_shipped(prefix: str) -> str:
 
 
 def spool_counters(prefix: str) -> str:
-    """``P:counters:spool``: hash, loss (refused, write_errors, ...) -> count, added to by every host's shipper."""
+    """``P:counters:spool``: hash, loss (refused, write_errors, ...) -> count, added to by every host's shipper;
+    also ``unreplicated``, batches kept in their spools because too few replicas confirmed them (no loss)."""
     return counters(prefix, "spool")
 
 

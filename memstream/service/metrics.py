@@ -155,6 +155,9 @@ FAMILIES: tuple[Family, ...] = (
     Family("memstream_queries_total", "counter", ("outcome",), "requests", "Query requests by outcome: "
            "answered, refused, expired (nobody waited any more: the caller timed out), failed, unsupported",
            "redis"),
+    Family("memstream_spool_unreplicated_batches_total", "counter", (), "batches", "Shipped batches the "
+           "primary appended but fewer than MEMSTREAM_SHIP_REPLICAS replicas confirmed in time (WAIT): kept "
+           "in their spools and sent again later, over every host's shippers", "redis"),
     Family("memstream_query_seconds", "histogram", ("op",), "seconds", "Seconds a query handler of this "
            "process took, by operation", "process"),
     # the agents' reports (memstream.service.fleet)
@@ -420,7 +423,9 @@ class LogCollector(Collector):
         for tenant in tenants:
             pipe.llen(tenant_channel(self.prefix, tenant))
         pipe.hgetall(keys.query_counters(self.prefix))
-        *lengths, counters = pipe.execute()
+        pipe.hget(keys.spool_counters(self.prefix), "unreplicated")  # added to by every host's shipper
+        *lengths, counters, unreplicated = pipe.execute()
+        f["memstream_spool_unreplicated_batches_total"].add_metric([], int(unreplicated or 0))
         f["memstream_query_queue_length"].add_metric(["operator"], int(lengths[0]))
         f["memstream_query_queue_length"].add_metric(["tenants"], sum(int(n) for n in lengths[1:]))
         outcomes = {as_str(k): int(v) for k, v in (counters or {}).items()}
