@@ -9,12 +9,12 @@ replicas and its peers (a primary killed before that may never be failed over).
 ``failover_run``: on a primary with two replicas, a fleet of writers (``Writer``: its own spool and shipper thread each,
 ``MEMSTREAM_SHIP_REPLICAS=1``, connecting through the ``redis+sentinel://`` URL) emits
 memories at a steady pace while the projection workers and the query server (``Pipeline``,
-hash embedder) run on a Sentinel client too. The primary is SIGKILLed; the Sentinels
-promote the replica. The writers go on, then stop and flush. Reported:
+hash embedder) run on a Sentinel client too. The primary is SIGKILLed (or, ``how="switch"``,
+demoted by ``SENTINEL FAILOVER``); the Sentinels promote a replica. The writers go on, then stop and flush. Reported:
 
-* ``recover_s``: from the kill to the first write a Sentinel client gets through (a probe
-  writes every 20 ms); ``shipping_resumed_s``: from the kill until every writer's shipper
-  shipped again;
+* ``recover_s``: from the kill to the first write a Sentinel client gets through to the new
+  primary (a probe tries every 20 ms); ``shipping_resumed_s``: from the kill until every
+  writer's shipper shipped to it;
 * the hooks (``Writer.emit``, what a provider hook does): p50/p99 over the run, and every
   call that took longer than the p99 between the kill and the shipping's resumption;
 * ``log``: events emitted, entries in the log, events missing, events appended more than once;
@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from redis.sentinel import SentinelConnectionPool
 
 from memstream.bench.stats import latency_summary, percentile
 from memstream.bench.stats import machine as machine_info
@@ -206,11 +207,11 @@ class ReplicatedValkey:
 class _Fleet:
     """Writers emitting memories on threads, each call timed."""
 
-    def __init__(self, root: Path, url: str, writers: int, interval_s: float, timeout_ms: int):
+    def __init__(self, root: Path, url: str, writers: int, interval_s: float, replicas: int, timeout_ms: int):
         self.interval_s = interval_s
         self.writers = []
         for i in range(writers):
-            settings = Settings.load(home=str(root / f"agent{i}"), redis_url=url, ship_replicas=1,
+            settings = Settings.load(home=str(root / f"agent{i}"), redis_url=url, ship_replicas=replicas,
                                      ship_replica_timeout_ms=timeout_ms, autostart=False, report_every_s=0.0,
                                      tenant="t1")
             writer = Writer(settings)
@@ -299,8 +300,17 @@ def _projected(store: Any, tenant: str) -> Counter[str]:
 
 def failover_run(root: Path | None = None, writers: int = 4, before_s: float = 2.0, after_s: float = 4.0,
                  interval_s: float = 0.005, down_after_ms: int = 1000, timeout_ms: int = 500,
-                 settle_s: float = 60.0) -> dict[str, Any]:
-    """The scenario of the module doc; a JSON-ready dict."""
+                 settle_s: float = 60.0, how: str = "kill", ship_replicas: int | None = None) -> dict[str, Any]:
+    """The scenario of the module doc; a JSON-ready dict. ``how``: ``kill`` (SIGKILL the
+    primary) or ``switch`` (``SENTINEL FAILOVER``: the old primary lives on, demoted to a
+    replica, and its clients' next write is refused READONLY). ``ship_replicas``: the
+    writers' ``MEMSTREAM_SHIP_REPLICAS``; default 1 for ``kill`` (the other replica confirms
+    once it follows the promoted one) and 2, every replica, for ``switch``: until the
+    Sentinels demote it, the old primary takes writes, which the replica it still has
+    confirms and then discards as it follows the new primary; only the promoted replica's
+    confirmation keeps a batch, and WAIT for every replica includes it."""
+    if how not in ("kill", "switch"):
+        raise ValueError(f"how must be kill or switch, not {how!r}")
     from memstream.query import ask
     from memstream.workers import Pipeline, PipelineConfig
 
@@ -314,32 +324,44 @@ def failover_run(root: Path | None = None, writers: int = 4, before_s: float = 2
                                      metrics_addr="", tenant="t1")
     pipeline = Pipeline(workers_settings, EventLog(redis_client(url), PREFIX),
                         PipelineConfig(embedder="hash", consumer="failover-worker")).start()
-    fleet = _Fleet(root, url, writers, interval_s, timeout_ms)
+    if ship_replicas is None:
+        ship_replicas = 1 if how == "kill" else 2
+    fleet = _Fleet(root, url, writers, interval_s, ship_replicas, timeout_ms)
     probe = redis_client(url, timeout=0.5)
-    result: dict[str, Any] = {"machine": machine, "writers": writers, "interval_s": interval_s,
-                              "down_after_ms": down_after_ms, "ship_replicas": 1, "replica_timeout_ms": timeout_ms}
+    result: dict[str, Any] = {"machine": machine, "how": how, "writers": writers, "interval_s": interval_s,
+                              "down_after_ms": down_after_ms, "ship_replicas": ship_replicas,
+                              "replica_timeout_ms": timeout_ms}
     try:
         fleet.start()
         time.sleep(before_s)
-        shipped_at_kill = fleet.shipped()
         old_primary = topology.primary_node()
         killed = time.monotonic()
-        old_primary.kill()
+        if how == "kill":
+            old_primary.kill()
+        else:
+            with topology.sentinels[0].client() as sentinel:
+                sentinel.execute_command("SENTINEL", "FAILOVER", SERVICE)
         recovered = resumed = None
+        shipped_at_recovery: list[int] = []
         resumed_each: list[float | None] = [None] * writers
         deadline = killed + max(after_s, 30.0)
         while time.monotonic() < deadline and (recovered is None or None in resumed_each
                                                or time.monotonic() < killed + after_s):
-            now = time.monotonic()
             if recovered is None:
                 try:
-                    probe.set(f"{PREFIX}:bench:probe", now)
-                    recovered = time.monotonic() - killed
+                    # a write that lands on the primary the Sentinels name now, no longer the old one
+                    pool = probe.connection_pool
+                    assert isinstance(pool, SentinelConnectionPool)
+                    if pool.get_master_address()[1] != old_primary.port:
+                        probe.set(f"{PREFIX}:bench:probe", time.time())
+                        recovered = time.monotonic() - killed
+                        shipped_at_recovery = fleet.shipped()
                 except redis.RedisError:
                     pass
-            for i, (before, now_shipped) in enumerate(zip(shipped_at_kill, fleet.shipped())):
-                if resumed_each[i] is None and now_shipped > before and recovered is not None:
-                    resumed_each[i] = time.monotonic() - killed
+            else:
+                for i, (before, now_shipped) in enumerate(zip(shipped_at_recovery, fleet.shipped())):
+                    if resumed_each[i] is None and now_shipped > before:
+                        resumed_each[i] = time.monotonic() - killed
             time.sleep(0.02)
         if None not in resumed_each:
             resumed = max(x for x in resumed_each if x is not None)
@@ -398,9 +420,12 @@ def _round(x: float | None) -> float | None:
 def format_failover(r: dict[str, Any]) -> str:
     log, proj, hooks = r["log"], r["projected"], r["hooks"]
     lines = [
-        f"failover: {r['writers']} writers (an emit every {r['interval_s'] * 1000:g} ms each, WAIT 1 "
-        f"{r['replica_timeout_ms']} ms), primary SIGKILLed, Sentinels down-after {r['down_after_ms']} ms",
-        f"  recovered (a write through Sentinel) after {r['recover_s']} s; every shipper shipping again after "
+        f"failover: {r['writers']} writers (an emit every {r['interval_s'] * 1000:g} ms each, WAIT {r['ship_replicas']} "
+        f"{r['replica_timeout_ms']} ms), "
+        + ("primary SIGKILLed" if r["how"] == "kill" else "SENTINEL FAILOVER (the old primary demoted)")
+        + f", Sentinels down-after {r['down_after_ms']} ms",
+        f"  recovered (a write through Sentinel to the new primary) after {r['recover_s']} s; every shipper "
+        f"shipping to it after "
         f"{r['shipping_resumed_s']} s; promoted: {r['promoted']}; drained after the stop in {r['drained_s']} s",
         f"  log: {log['emitted']} emitted, {log['entries']} entries, {log['missing']} missing, {log['duplicated']} "
         f"duplicated, {log['unexpected']} unexpected; {log['unreplicated_batches']} batches confirmed short, "

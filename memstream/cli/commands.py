@@ -501,7 +501,7 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
                 print_result(args, result, bench_failover.format_wait(result))
             else:
                 result = bench_failover.failover_run(writers=args.agents[0] if args.agents else 4,
-                                                     after_s=args.seconds or 4.0)
+                                                     after_s=args.seconds or 4.0, how=args.how)
                 print_result(args, result, bench_failover.format_failover(result))
         except RuntimeError as exc:  # the replicas or Sentinels did not come up
             raise CommandError(str(exc)) from exc
@@ -640,6 +640,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--processes", type=int_between(1, 256), default=None,
                    help="fleet: agent processes the agents are spread over (default 4)")
     p.add_argument("--seed", type=int_between(0, 2**32 - 1), default=0, help="chaos: the random choices")
+    p.add_argument("--how", choices=["kill", "switch"], default="kill",
+                   help="failover: SIGKILL the primary (writers WAIT for 1 of its 2 replicas), or SENTINEL FAILOVER "
+                   "(the old primary demoted; writers WAIT for both replicas)")
     p.add_argument("--calls", type=int_between(1, 10_000_000), default=2000,
                    help="hotpath: turns of each back-to-back condition, over all rounds")
     p.add_argument("--events", type=int_between(1, 10_000_000), default=None,

@@ -13,8 +13,11 @@ from memstream.bench.failover import failover_run, format_failover, format_wait,
 pytestmark = pytest.mark.valkey
 
 
-def test_a_primary_killed_under_a_fleet_of_writers_loses_and_duplicates_nothing(tmp_path, capsys):
-    result = failover_run(tmp_path, writers=3, before_s=1.5, after_s=3.0, settle_s=60.0)
+@pytest.mark.parametrize("how", ["kill", "switch"])
+def test_a_primary_lost_under_a_fleet_of_writers_loses_and_duplicates_nothing(tmp_path, capsys, how):
+    """``kill``: SIGKILL; ``switch``: SENTINEL FAILOVER, the old primary lives on as a replica
+    and refuses writes (READONLY): the clients must leave it for the new one."""
+    result = failover_run(tmp_path, writers=3, before_s=1.5, after_s=3.0, settle_s=60.0, how=how)
     with capsys.disabled():
         print("\n" + format_failover(result))
     assert result["promoted"], "the Sentinels did not promote the replica"
