@@ -501,7 +501,8 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
                 print_result(args, result, bench_failover.format_wait(result))
             else:
                 result = bench_failover.failover_run(writers=args.agents[0] if args.agents else 4,
-                                                     after_s=args.seconds or 4.0, how=args.how)
+                                                     after_s=args.seconds or 4.0, how=args.how,
+                                                     ship_replicas=args.wait_replicas)
                 print_result(args, result, bench_failover.format_failover(result))
         except RuntimeError as exc:  # the replicas or Sentinels did not come up
             raise CommandError(str(exc)) from exc
@@ -643,6 +644,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--how", choices=["kill", "switch"], default="kill",
                    help="failover: SIGKILL the primary (writers WAIT for 1 of its 2 replicas), or SENTINEL FAILOVER "
                    "(the old primary demoted; writers WAIT for both replicas)")
+    p.add_argument("--wait-replicas", type=int_between(0, 2), default=None,
+                   help="failover: the writers' MEMSTREAM_SHIP_REPLICAS instead (0 to 2)")
     p.add_argument("--calls", type=int_between(1, 10_000_000), default=2000,
                    help="hotpath: turns of each back-to-back condition, over all rounds")
     p.add_argument("--events", type=int_between(1, 10_000_000), default=None,
