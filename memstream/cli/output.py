@@ -203,7 +203,8 @@ def _config_summary(c: dict) -> str:
 def _redis_summary(c: dict) -> str:
     server = (f"Valkey {c['valkey_version']} (Redis {c['redis_version']})" if c.get("valkey_version")
               else f"Redis {c['redis_version']}")
-    return f"{c['mode']} {server} at {c['url']}"
+    return (f"{c['mode']} {server} at {c['url']}" + (f", primary {c['primary']}" if c.get("primary") else "")
+            + (f", {_plural(int(c['replicas']), 'replica')} connected" if "replicas" in c else ""))
 
 
 def _streams_summary(c: dict) -> str:

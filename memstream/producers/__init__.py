@@ -20,7 +20,7 @@ from memstream.producers.archive import (
     history,
     point_id,
 )
-from memstream.producers.connect import LogLocator, event_log, redis_client
+from memstream.producers.connect import LogLocator, event_log, redis_client, shipping_timeout
 from memstream.producers.events import (
     EVENT_TYPES,
     DelegationCompleted,
@@ -146,6 +146,7 @@ __all__ = [
     "SessionEnded",
     "SessionSwitched",
     "Shipper",
+    "shipping_timeout",
     "Spool",
     "spool_usage",
     "STATE_DB",

@@ -19,7 +19,7 @@ from memstream.core import Settings, is_sentinel_url, mask_url, parse_sentinel_u
 from memstream.producers.stream import EventLog
 from memstream.producers.tenants import Signer, password_of
 
-__all__ = ["LogLocator", "read_run_file", "redis_client", "sentinel_client", "event_log"]
+__all__ = ["LogLocator", "read_run_file", "redis_client", "sentinel_client", "event_log", "shipping_timeout"]
 
 log = structlog.get_logger("memstream.connect")
 
@@ -61,6 +61,12 @@ def sentinel_client(url: str, timeout: float = 2.0) -> redis.Redis:
     return client
 
 
+def shipping_timeout(settings: Settings) -> float:
+    """The socket timeout of a shipper's client: 2 s, or longer than a batch's WAIT may take."""
+    waits = settings.ship_replica_timeout_ms / 1000 + 1.0 if settings.ship_replicas else 0.0
+    return max(2.0, waits)
+
+
 def event_log(client: redis.Redis, url: str, settings: Settings) -> EventLog:
     """The log at ``url`` as ``settings`` configure it, signing what it appends (see
     ``memstream.producers.tenants``)."""
@@ -83,9 +89,7 @@ class LogLocator:
 
     @property
     def timeout(self) -> float:
-        """The client's socket timeout: 2 s, or longer than a shipped batch's WAIT may take."""
-        waits = self.settings.ship_replica_timeout_ms / 1000 + 1.0 if self.settings.ship_replicas else 0.0
-        return max(2.0, waits)
+        return shipping_timeout(self.settings)
 
     def url(self) -> str | None:
         if self.settings.redis_url:

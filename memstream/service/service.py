@@ -39,7 +39,7 @@ from memstream.core import (
     tighten,
     write_private,
 )
-from memstream.producers import EventLog, Shipper, Spool, event_log, redis_client
+from memstream.producers import EventLog, Shipper, Spool, event_log, redis_client, shipping_timeout
 from memstream.service.valkey import ValkeyProcess
 
 if TYPE_CHECKING:
@@ -115,7 +115,7 @@ class Service:
         url = self.url
 
         def connect() -> EventLog:
-            client = redis_client(url)
+            client = redis_client(url, timeout=shipping_timeout(self.settings))
             client.ping()
             return event_log(client, url, self.settings)
 
