@@ -38,7 +38,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import redis
 from redis.sentinel import SentinelConnectionPool
@@ -51,6 +51,7 @@ from memstream.service import binary_path, free_port
 
 __all__ = ["Node", "ReplicatedValkey", "SERVICE", "failover_run", "format_failover", "wait_bench", "format_wait"]
 
+T = TypeVar("T")
 SERVICE = "memstream-primary"  # the name the Sentinels watch the primary under
 PREFIX = "memstream"
 
@@ -61,13 +62,23 @@ class Node:
     def __init__(self, directory: Path, args: list[str], config: str = ""):
         self.dir = directory
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
+        self.port = 0
         self.config = self.dir / "node.conf"  # a Sentinel rewrites its config: a file of its own
-        self.config.write_text(f"port {self.port}\nbind 127.0.0.1\ndir {self.dir}\n{config}")
+        self.extra = config
         self.args = args
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, timeout: float = 10.0) -> Node:
+    def start(self, timeout: float = 10.0, attempts: int = 3) -> Node:
+        """Start it on a free port; another port when another process took that one between
+        the choice and the bind (other servers start and stop on this machine)."""
+        for _ in range(attempts):
+            self.port = free_port()
+            self.config.write_text(f"port {self.port}\nbind 127.0.0.1\ndir {self.dir}\n{self.extra}")
+            if self._start(timeout):
+                return self
+        raise RuntimeError(f"valkey node in {self.dir} did not start: {self.log_tail()}")
+
+    def _start(self, timeout: float) -> bool:
         self.proc = subprocess.Popen(
             [str(binary_path()), str(self.config), *self.args, "--daemonize", "no",
              "--logfile", str(self.dir / "node.log")],
@@ -76,14 +87,18 @@ class Node:
         deadline = time.monotonic() + timeout
         with self.client(timeout=0.5) as client:
             while True:
+                if self.proc.poll() is not None:
+                    return False  # e.g. the port was taken meanwhile
                 try:
-                    client.ping()
-                    return self
+                    # the server answering is this process, not another one on the same port
+                    if int(client.info("server")["process_id"]) == self.proc.pid:
+                        return True
                 except redis.ConnectionError:
-                    if self.proc.poll() is not None or time.monotonic() > deadline:
-                        raise RuntimeError(f"valkey node on port {self.port} did not start: "
-                                           f"{self.log_tail()}") from None
-                    time.sleep(0.02)
+                    pass
+                if time.monotonic() > deadline:
+                    self.stop()
+                    return False
+                time.sleep(0.02)
 
     def client(self, timeout: float = 2.0) -> redis.Redis:
         return redis.Redis(port=self.port, socket_timeout=timeout, socket_connect_timeout=timeout)
@@ -123,15 +138,11 @@ class ReplicatedValkey:
 
     def __init__(self, directory: Path, replicas: int = 1, sentinels: int = 3, down_after_ms: int = 1000):
         self.dir = directory
-        server = ["--save", "", "--appendonly", "no"]
-        self.primary = Node(directory / "primary", server)
-        self.replicas = [Node(directory / f"replica{i}", [*server, "--replicaof", "127.0.0.1", str(self.primary.port)])
-                         for i in range(replicas)]
-        self.sentinels = [Node(directory / f"sentinel{i}", ["--sentinel"], config=(
-            f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary.port} 2\n"
-            f"sentinel down-after-milliseconds {SERVICE} {down_after_ms}\n"
-            f"sentinel failover-timeout {SERVICE} 10000\n"
-            f"sentinel parallel-syncs {SERVICE} 1\n")) for i in range(sentinels)]
+        self.down_after_ms = down_after_ms
+        self.server = ["--save", "", "--appendonly", "no"]
+        self.primary = Node(directory / "primary", self.server)
+        self.replicas = [Node(directory / f"replica{i}", self.server) for i in range(replicas)]
+        self.sentinels = [Node(directory / f"sentinel{i}", ["--sentinel"]) for i in range(sentinels)]
 
     @property
     def url(self) -> str:
@@ -139,8 +150,15 @@ class ReplicatedValkey:
 
     def start(self, timeout: float = 30.0) -> ReplicatedValkey:
         try:
-            self.primary.start()
-            for node in self.replicas + self.sentinels:
+            self.primary.start()  # its port is known from here on
+            for node in self.replicas:
+                node.args = [*self.server, "--replicaof", "127.0.0.1", str(self.primary.port)]
+                node.start()
+            for node in self.sentinels:
+                node.extra = (f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary.port} 2\n"
+                              f"sentinel down-after-milliseconds {SERVICE} {self.down_after_ms}\n"
+                              f"sentinel failover-timeout {SERVICE} 10000\n"
+                              f"sentinel parallel-syncs {SERVICE} 1\n")
                 node.start()
             self.wait_until_watched(timeout)
         except BaseException:
@@ -193,6 +211,16 @@ class ReplicatedValkey:
                 if node.port == int(port):
                     return node
         raise RuntimeError("no Sentinel names a primary")
+
+    def epoch(self) -> int:
+        """The Sentinels' configuration epoch of the primary: one more for each failover."""
+        for s in self.sentinels:
+            try:
+                with s.client() as c:
+                    return int(c.sentinel_master(SERVICE)["config-epoch"])
+            except (redis.RedisError, KeyError):
+                continue
+        raise redis.ConnectionError("no Sentinel answers")
 
     def live_replicas(self) -> list[Node]:
         primary = self.primary_node()
@@ -335,6 +363,7 @@ def failover_run(root: Path | None = None, writers: int = 4, before_s: float = 2
         fleet.start()
         time.sleep(before_s)
         old_primary = topology.primary_node()
+        epoch = topology.epoch()
         killed = time.monotonic()
         if how == "kill":
             old_primary.kill()
@@ -382,10 +411,11 @@ def failover_run(root: Path | None = None, writers: int = 4, before_s: float = 2
                            "slower_than_p99_during_failover": len(slow),
                            "slowest_during_failover": [{"at_s": round(a, 3), "ms": round(d * 1000, 3)}
                                                        for a, d in slow[:5]]}
-        # the log and the projection, read from the promoted primary
+        # the log and the projection, read from the promoted primary (again after a failover
+        # meanwhile: on a loaded machine the Sentinels may take a stall for a failure)
         eventlog = EventLog(redis_client(url, timeout=30), PREFIX)
         emitted = [e for per in fleet.emitted for e in per]
-        logged = _count_in_log(eventlog)
+        logged = _retrying(lambda: _count_in_log(eventlog), settle_s)
         result["log"] = {"emitted": len(emitted), "refused": fleet.refused, "entries": sum(logged.values()),
                          "missing": len(set(emitted) - set(logged)),
                          "duplicated": sum(1 for n in logged.values() if n > 1),
@@ -393,12 +423,16 @@ def failover_run(root: Path | None = None, writers: int = 4, before_s: float = 2
                          "unreplicated_batches": sum(w.shipper.unreplicated for w in fleet.writers),
                          "resent_skipped": sum(w.shipper.duplicates for w in fleet.writers)}
         applied_from = time.monotonic()
-        while not _applied(eventlog) and time.monotonic() - applied_from < settle_s:
+        while not _retrying(lambda: _applied(eventlog), settle_s) and time.monotonic() - applied_from < settle_s:
             time.sleep(0.05)
         projected = _projected(pipeline.store, "t1")
-        answer = ask(redis_client(url, timeout=10), PREFIX, {"op": "count"}, timeout=10)
+        asking = redis_client(url, timeout=10)
+        answer = _retrying(lambda: ask(asking, PREFIX, {"op": "count"}, timeout=10), settle_s)
+        asking.close()
         counted = {k: v for k, v in answer.get("items", {}).items() if k.startswith("memories")}
-        result["projected"] = {"applied": _applied(eventlog), "points": sum(projected.values()),
+        result["failovers"] = _retrying(lambda: topology.epoch(), settle_s) - epoch
+        result["projected"] = {"applied": _retrying(lambda: _applied(eventlog), settle_s),
+                               "points": sum(projected.values()),
                                "missing": len(set(emitted) - set(projected)),
                                "duplicated": sum(1 for n in projected.values() if n > 1),
                                "query_server_count": counted}
@@ -411,6 +445,18 @@ def failover_run(root: Path | None = None, writers: int = 4, before_s: float = 2
         pipeline.stop()
         topology.stop()
     return result
+
+
+def _retrying(read: Callable[[], T], within: float) -> T:
+    """``read()``, again while Redis is unreachable (a failover), for ``within`` s at most."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            return read()
+        except redis.ConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def _round(x: float | None) -> float | None:
@@ -429,7 +475,7 @@ def format_failover(r: dict[str, Any]) -> str:
         f"{r['shipping_resumed_s']} s; promoted: {r['promoted']}; drained after the stop in {r['drained_s']} s",
         f"  log: {log['emitted']} emitted, {log['entries']} entries, {log['missing']} missing, {log['duplicated']} "
         f"duplicated, {log['unexpected']} unexpected; {log['unreplicated_batches']} batches confirmed short, "
-        f"{log['resent_skipped']} re-sent events the log already had",
+        f"{log['resent_skipped']} re-sent events the log already had; failovers: {r['failovers']}",
         f"  projected (memories): {proj['points']} points, {proj['missing']} missing, {proj['duplicated']} "
         f"duplicated; query server count {proj['query_server_count']}",
         f"  hooks (emit): {hooks['ms']} ms; {hooks['slower_than_p99_during_failover']} calls slower than the p99 "

@@ -62,7 +62,7 @@ def test_fewer_confirmations_than_asked_raise_and_a_resend_appends_nothing_twice
     log = EventLog(primary, "memstream")
     with pytest.raises(NotReplicated) as raised:
         log.append_batch(_records(3), segment="seg-2", replicas=2, replica_timeout_ms=50)
-    assert (raised.value.confirmed, raised.value.wanted) == (1, 2)
+    assert raised.value.wanted == 2 and raised.value.confirmed < 2
     assert all(raised.value.ids)  # the primary appended them
     again = log.append_batch(_records(4), segment="seg-2", replicas=1, replica_timeout_ms=5000)
     assert again[:3] == [None] * 3 and again[3]  # only the record the primary lacked
@@ -89,7 +89,7 @@ def test_the_shipper_keeps_what_too_few_replicas_confirmed_counts_it_and_ships_i
     assert not spool.drained()  # kept: the only replica is not the two asked for
     assert logged_contents(log) == labels[:4]  # the primary has the first batch
     assert primary.hget(keys.spool_counters("memstream"), "unreplicated") == b"1"
-    shipper.replicas = 1  # as when the second replica is back
+    shipper.replicas, shipper.replica_timeout_ms = 1, 5000  # as when the second replica is back
     shipper.ship_once()
     assert spool.drained()
     assert logged_contents(log) == labels
@@ -141,7 +141,7 @@ def test_a_batch_the_replica_never_got_is_kept_and_shipped_once_to_the_promoted_
     try:
         with old.client() as c:
             first = EventLog(c, "memstream")
-            waiting = Shipper(Spool(tmp_path / "waits"), lambda: first, batch=8, replicas=1, replica_timeout_ms=100)
+            waiting = Shipper(Spool(tmp_path / "waits"), lambda: first, batch=8, replicas=1, replica_timeout_ms=5000)
             trusting = Shipper(Spool(tmp_path / "trusts"), lambda: first, batch=8)
             for shipper, name in ((waiting, "kept"), (trusting, "lost")):
                 for i in range(4):
@@ -152,6 +152,7 @@ def test_a_batch_the_replica_never_got_is_kept_and_shipped_once_to_the_promoted_
             assert new.proc is not None
             new.proc.send_signal(signal.SIGSTOP)  # the replica stalls and cannot reconnect,
             c.client_kill_filter(_type="replica")  # and its link is cut: nothing more reaches it
+            waiting.replica_timeout_ms = 100  # no confirmation can come now: do not wait long for it
             try:
                 for shipper, name in ((waiting, "kept"), (trusting, "lost")):
                     for i in range(4):
