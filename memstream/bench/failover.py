@@ -45,7 +45,7 @@ from redis.sentinel import SentinelConnectionPool
 
 from memstream.bench.stats import latency_summary, percentile
 from memstream.bench.stats import machine as machine_info
-from memstream.core import Settings, as_str, new_event_id
+from memstream.core import Settings, as_str, keys, new_event_id
 from memstream.producers import EventLog, MemoryRemembered, Record, Scope, Writer, redis_client, utcnow
 from memstream.service import binary_path, free_port
 
@@ -382,7 +382,7 @@ def failover_run(root: Path | None = None, writers: int = 4, before_s: float = 2
                     pool = probe.connection_pool
                     assert isinstance(pool, SentinelConnectionPool)
                     if pool.get_master_address()[1] != old_primary.port:
-                        probe.set(f"{PREFIX}:bench:probe", time.time())
+                        probe.set(keys.failover_probe(PREFIX), time.time())
                         recovered = time.monotonic() - killed
                         shipped_at_recovery = fleet.shipped()
                 except redis.RedisError:
