@@ -31,6 +31,7 @@ less between them than across rounds).
 
 from __future__ import annotations
 
+import shutil
 import statistics
 import subprocess
 import tempfile
@@ -343,6 +344,7 @@ def failover_run(root: Path | None = None, writers: int = 4, before_s: float = 2
     from memstream.workers import Pipeline, PipelineConfig
 
     machine = machine_info()
+    made = root is None  # a directory of its own: removed at the end
     root = root or Path(tempfile.mkdtemp(prefix="memstream-bench-failover-"))
     # two replicas: after the promotion of one, the Sentinels point the other at it, and WAIT 1 is
     # satisfied again (with one replica, nothing would confirm a batch until a replica is back)
@@ -444,6 +446,8 @@ def failover_run(root: Path | None = None, writers: int = 4, before_s: float = 2
         probe.close()
         pipeline.stop()
         topology.stop()
+        if made:
+            shutil.rmtree(root, ignore_errors=True)
     return result
 
 
@@ -530,6 +534,7 @@ def wait_bench(rounds: int = 9, batches: int = 300, batch: int = 32, timeout_ms:
     finally:
         client.close()
         topology.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def format_wait(r: dict[str, Any]) -> str:
