@@ -12,6 +12,11 @@ One run measures, on this machine and in this process (the bench process IS the 
   texts/s / raw texts/s; 1.0 means the pipeline costs nothing beyond the model).
   Per-consumer drain seconds and the seconds spent inside ``embed`` show where the rest goes.
 * ``hash``: the same with the hash embedder: the pipeline's own ceiling, events/s.
+* ``hash_apart``: the same, the projections without vectors (facts, sessions) drained in a
+  child process (``service.sidecar``, as ``memstream up`` runs them by default) while this
+  process drains the others; both started and warm before the clock starts, which stops
+  when both are done. Alternated with ``hash`` run by run (which goes first alternates
+  too); ``apart_ratio`` is the median of the per-pair ratios (apart events/s / one process).
 * ``freshness``: ``Pipeline.start()`` (consumer threads, blocking reads) while a producer
   thread appends ``rate`` turns/s for ``seconds``; every 10th substantive turn is polled in
   the turns collection (by its point id): append -> keyword-searchable (the point is there;
@@ -46,7 +51,7 @@ from memstream.bench.stats import machine as machine_info
 from memstream.bench.stats import percentile
 from memstream.core import Settings, new_event_id
 from memstream.producers import EventLog, Scope, TurnRecorded, redis_client, utcnow
-from memstream.service import ValkeyProcess
+from memstream.service import SidecarDrain, ValkeyProcess
 
 if TYPE_CHECKING:
     import cProfile
@@ -188,12 +193,21 @@ def _turns(pipeline: Pipeline) -> TurnsProjection:
     return turns
 
 
-def _pipeline(root: Path, url: str, prefix: str, embedder: str) -> tuple[Pipeline, EventLog, _Recorder]:
+def _apart() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the projections with vectors, those without): the split ``memstream up`` makes."""
+    from memstream.projections import PROJECTIONS
+
+    return (tuple(r.name for r in PROJECTIONS if r.vectors), tuple(r.name for r in PROJECTIONS if not r.vectors))
+
+
+def _pipeline(root: Path, url: str, prefix: str, embedder: str,
+              apart: bool = False) -> tuple[Pipeline, EventLog, _Recorder]:
     from memstream.workers import Pipeline, PipelineConfig
 
     settings = _settings(root, url, prefix, embedder)
     eventlog = EventLog(redis_client(url), prefix, settings.shards)
-    pipeline = Pipeline(settings, eventlog, PipelineConfig(embedder=embedder))
+    pipeline = Pipeline(settings, eventlog, PipelineConfig(embedder=embedder,
+                                                           projections=_apart()[0] if apart else ()))
     turns = _turns(pipeline)
     recorder = _Recorder(turns.embedder)
     turns.embedder = recorder
@@ -201,14 +215,17 @@ def _pipeline(root: Path, url: str, prefix: str, embedder: str) -> tuple[Pipelin
 
 
 def _drain_run(root: Path, url: str, prefix: str, embedder: str, pairs: list[tuple[str, str]],
-               profile: bool = False) -> dict[str, Any]:
-    pipeline, eventlog, recorder = _pipeline(root, url, prefix, embedder)
+               profile: bool = False, apart: bool = False) -> dict[str, Any]:
+    pipeline, eventlog, recorder = _pipeline(root, url, prefix, embedder, apart)
+    child: SidecarDrain | None = None
     try:
         events = _events(pairs)
         for start in range(0, len(events), 500):
             eventlog.append(events[start:start + 500])
         for c in pipeline.consumers:
             c.ensure_groups()
+        if apart:
+            child = SidecarDrain(pipeline.settings, url, _apart()[1], log_level="WARNING")
         # the model's first calls are slow (session and arena warm-up): warm it as the raw run
         # is warmed, through the inner embedder so the cache does not learn these texts
         getattr(pipeline.embedder, "inner", pipeline.embedder).embed(_warm_texts(pairs))
@@ -228,9 +245,18 @@ def _drain_run(root: Path, url: str, prefix: str, embedder: str, pairs: list[tup
             profiler.enable()
         gc.collect()
         started, cpu_started = time.perf_counter(), time.process_time()
+        if child is not None:
+            child.go()
         handled = pipeline.drain()
-        seconds = time.perf_counter() - started
         cpu = time.process_time() - cpu_started
+        applied = {c.group: c.stats.applied for c in pipeline.consumers}
+        if child is not None:
+            there = child.done()
+            handled += int(there["drained"])
+            cpu += float(there["cpu_seconds"])
+            applied.update(there["applied"])
+            per_consumer["apart"] = round(float(there["seconds"]), 4)
+        seconds = time.perf_counter() - started
         if profiler is not None:
             profiler.disable()
         texts = sum(len(c) for c in recorder.calls)
@@ -241,13 +267,15 @@ def _drain_run(root: Path, url: str, prefix: str, embedder: str, pairs: list[tup
             "texts_embedded": texts, "embed_calls": len(recorder.calls),
             "embed_seconds": round(recorder.seconds, 4), "turn_points": points,
             "consumer_seconds": per_consumer,
-            "applied": {c.group: c.stats.applied for c in pipeline.consumers},
+            "applied": applied,
         }
         result["_calls"] = recorder.calls
         if profiler is not None:
             result["_profile"] = profiler
         return result
     finally:
+        if child is not None:
+            child.close()
         pipeline.stop()
         eventlog.client.close()
 
@@ -286,7 +314,8 @@ def _substantive(event: TurnRecorded, boilerplate: BoilerplateFilter) -> bool:
 
 
 def _freshness_run(root: Path, url: str, prefix: str, embedder: str, pairs: list[tuple[str, str]],
-                   rate: float, seconds: float, every: int = 10, settle: float = 30.0) -> dict[str, Any]:
+                   rate: float, seconds: float, every: int = 10, settle: float = 30.0,
+                   apart: bool = False) -> dict[str, Any]:
     """Append ``rate`` turns/s for ``seconds`` to a started pipeline; every ``every``-th
     substantive turn is polled in the turns collection by its point id: keyword-searchable
     once the point is there (its keyword vector is written with it), vector-searchable once
@@ -300,7 +329,10 @@ def _freshness_run(root: Path, url: str, prefix: str, embedder: str, pairs: list
     bp = BoilerplateFilter()
     sampled = {i for i in range(n) if i % every == 0}
     sampled = {i for i in sampled if _substantive(events[i], bp)}
-    pipeline, eventlog, recorder = _pipeline(root, url, prefix, embedder)
+    from memstream.service import Sidecar
+
+    pipeline, eventlog, recorder = _pipeline(root, url, prefix, embedder, apart)
+    sidecar = Sidecar(pipeline.settings, url, _apart()[1], log_level="WARNING").start() if apart else None
     producer_log = EventLog(redis_client(url), prefix, eventlog.shards)
     appended_at: dict[int, float] = {}
     keyword_at: dict[int, float] = {}
@@ -309,6 +341,12 @@ def _freshness_run(root: Path, url: str, prefix: str, embedder: str, pairs: list
     done = threading.Event()
     try:
         pipeline.start()
+        if sidecar is not None and not sidecar.wait_ready(60.0):
+            raise RuntimeError("the projections' child process did not start")
+        groups = sum(map(len, _apart()))
+
+        def consumers() -> list[Any]:
+            return [*pipeline.consumers, *(sidecar.consumers if sidecar is not None else ())]
         turns = _turns(pipeline)
         collection, backlog = turns.collection, turns.backlog
         client = eventlog.client
@@ -363,7 +401,8 @@ def _freshness_run(root: Path, url: str, prefix: str, embedder: str, pairs: list
                 if deadline is None:
                     deadline = time.perf_counter() + settle
                     produced_at = time.perf_counter()
-                everything = all(c.stats.applied >= n for c in pipeline.consumers)
+                now_running = consumers()
+                everything = len(now_running) >= groups and all(c.stats.applied >= n for c in now_running)
                 if everything and backlog_empty_at is None and not int(client.xlen(backlog)):
                     backlog_empty_at = time.perf_counter()
                 if (len(vector_at) >= len(sampled) and backlog_empty_at is not None) or time.perf_counter() > deadline:
@@ -372,9 +411,9 @@ def _freshness_run(root: Path, url: str, prefix: str, embedder: str, pairs: list
         produced_s = produced_at - started
         keyword = [keyword_at[i] - appended_at[i] for i in keyword_at]
         vector = [vector_at[i] - appended_at[i] for i in vector_at]
-        lag_at_end = {c.group: c.stats.applied for c in pipeline.consumers}
+        lag_at_end = {c.group: c.stats.applied for c in consumers()}
         return {
-            "embedder": embedder, "rate_per_s": rate, "events": n, "inline": turns.inline,
+            "embedder": embedder, "apart": apart, "rate_per_s": rate, "events": n, "inline": turns.inline,
             "produced_seconds": round(produced_s, 2),
             "achieved_rate_per_s": round(n / produced_s, 1),
             "sampled": len(sampled), "visible": len(vector_at), "keyword_visible": len(keyword_at),
@@ -391,6 +430,8 @@ def _freshness_run(root: Path, url: str, prefix: str, embedder: str, pairs: list
         }
     finally:
         done.set()
+        if sidecar is not None:
+            sidecar.stop()
         pipeline.stop()
         producer_log.client.close()
         eventlog.client.close()
@@ -412,8 +453,10 @@ def _profile_top(profiler: cProfile.Profile, limit: int = 25) -> list[dict[str, 
 def ingest(events: int = 1000, as_json: bool = False, data: str | None = None, *, runs: int = 3,
            hash_events: int | None = None, rate: float = 100.0, seconds: float = 15.0,
            onnx_seconds: float = 10.0, onnx_rate: float = 20.0, onnx_high_rate: float = 300.0,
-           freshness_onnx: bool = True, profile: bool = False) -> dict[str, Any]:
-    """Run the ingest benchmark and return its results (JSON-ready either way)."""
+           freshness_onnx: bool = True, profile: bool = False, onnx: bool = True,
+           freshness_runs: int = 1) -> dict[str, Any]:
+    """Run the ingest benchmark and return its results (JSON-ready either way); ``onnx``
+    False: the hash embedder's phases only."""
     pairs, source = _load_pairs(data)
     machine = machine_info()
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-ingest-"))
@@ -434,26 +477,59 @@ def ingest(events: int = 1000, as_json: bool = False, data: str | None = None, *
         # 1. hash ceiling
         hash_n = hash_events or max(events, 2000)
         with _Phase() as phase:
-            hruns = []
+            hruns, aruns, ratios = [], [], []
             for r in range(runs):
-                home, prefix = fresh("hash")
-                run = _drain_run(home, url, prefix, "hash", _texts(pairs, hash_n, f"hash{r}"))
-                run.pop("_calls", None)
-                hruns.append(run)
+                # one process and apart alternate, and so does which of them goes first
+                pair: dict[bool, dict[str, Any]] = {}
+                for apart in ((False, True) if r % 2 == 0 else (True, False)):
+                    home, prefix = fresh("hash-apart" if apart else "hash")
+                    run = _drain_run(home, url, prefix, "hash", _texts(pairs, hash_n, f"hash{r}{apart}"),
+                                     apart=apart)
+                    run.pop("_calls", None)
+                    pair[apart] = run
+                hruns.append(pair[False])
+                aruns.append(pair[True])
+                ratios.append(pair[True]["events_per_s"] / pair[False]["events_per_s"])
+        result["hash_apart"] = {
+            "events": hash_n, "events_per_s": _median([r["events_per_s"] for r in aruns]),
+            "seconds": _median([r["seconds"] for r in aruns]),
+            "cpu_seconds": _median([r["cpu_seconds"] for r in aruns]),
+            "consumer_seconds": {g: _median([r["consumer_seconds"][g] for r in aruns])
+                                 for g in aruns[0]["consumer_seconds"]},
+            "per_run_events_per_s": [r["events_per_s"] for r in aruns],
+            "applied": aruns[0]["applied"],
+        }
+        result["apart_ratio"] = round(_median(ratios), 3)
+        result["per_run_apart_ratio"] = [round(x, 3) for x in ratios]
         result["hash"] = {
             "events": hash_n, "events_per_s": _median([r["events_per_s"] for r in hruns]),
             "seconds": _median([r["seconds"] for r in hruns]),
+            "cpu_seconds": _median([r["cpu_seconds"] for r in hruns]),
             "consumer_seconds": {g: _median([r["consumer_seconds"][g] for r in hruns])
                                  for g in hruns[0]["consumer_seconds"]},
             "per_run_events_per_s": [r["events_per_s"] for r in hruns],
             "peak_rss_mb": phase.peak_mb, "rss_kind": phase.kind,
         }
-        # 2. freshness, hash
-        with _Phase() as phase:
-            home, prefix = fresh("fresh-hash")
-            fh = _freshness_run(home, url, prefix, "hash", pairs, rate, seconds)
-        fh["peak_rss_mb"], fh["rss_kind"] = phase.peak_mb, phase.kind
-        result["freshness_hash"] = fh
+        # 2. freshness, hash: one process and apart, ``freshness_runs`` pairs, the order alternating
+        fruns: dict[str, list[dict[str, Any]]] = {"freshness_hash": [], "freshness_hash_apart": []}
+        for r in range(max(1, freshness_runs)):
+            order = (("freshness_hash", False), ("freshness_hash_apart", True))
+            for key, apart in (order if r % 2 == 0 else order[::-1]):
+                with _Phase() as phase:
+                    home, prefix = fresh(key.replace("_", "-"))
+                    fh = _freshness_run(home, url, prefix, "hash", pairs, rate, seconds, apart=apart)
+                fh["peak_rss_mb"], fh["rss_kind"] = phase.peak_mb, phase.kind
+                fruns[key].append(fh)
+        for key, done in fruns.items():
+            result[key] = dict(done[0])  # the first run's counts; its latencies: the medians of the runs
+            for figure in ("keyword_p50_s", "keyword_p95_s", "p50_s", "p95_s"):
+                result[key][figure] = round(_median([f[figure] for f in done]), 4)
+                result[key][f"per_run_{figure}"] = [f[figure] for f in done]
+            result[key]["max_s"] = max(f["max_s"] for f in done)
+            result[key]["keyword_max_s"] = max(f["keyword_max_s"] for f in done)
+            result[key]["runs"] = len(done)
+        if not onnx:
+            return _finish(result, server, root)
         # 3. onnx pipeline vs raw embedder, alternating
         with _Phase() as phase:
             oruns, rruns = [], []
@@ -524,21 +600,33 @@ def ingest(events: int = 1000, as_json: bool = False, data: str | None = None, *
                                         settle=max(90.0, 0.25 * extra_rate * onnx_seconds))  # the backlog's drain
                 fx["peak_rss_mb"], fx["rss_kind"] = phase.peak_mb, phase.kind
                 result[key] = fx
-        # the VmHWM resets also reset ru_maxrss: the process peak is the largest phase peak
-        peaks = [v["peak_rss_mb"] for v in result.values() if isinstance(v, dict) and "peak_rss_mb" in v]
-        result["ru_maxrss_mb"] = max(peaks + [_maxrss_mb()])
-        try:
-            result["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
-        except OSError:
-            pass
-    finally:
+    except BaseException:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
+        raise
+    return _finish(result, server, root)
+
+
+def _finish(result: dict[str, Any], server: ValkeyProcess, root: Path) -> dict[str, Any]:
+    """Stop the server, remove the run's files, and add the process peak, the load and
+    which targets were met."""
+    # the VmHWM resets also reset ru_maxrss: the process peak is the largest phase peak
+    peaks = [v["peak_rss_mb"] for v in result.values() if isinstance(v, dict) and "peak_rss_mb" in v]
+    result["ru_maxrss_mb"] = max(peaks + [_maxrss_mb()])
+    try:
+        result["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        pass
+    server.stop()
+    shutil.rmtree(root, ignore_errors=True)
     result["met"] = {
-        "ratio": result.get("ratio", 0) >= TARGETS["ratio"],
         "hash_events_per_s": result["hash"]["events_per_s"] >= TARGETS["hash_events_per_s"],
+        "hash_apart_events_per_s": result["hash_apart"]["events_per_s"] >= TARGETS["hash_events_per_s"],
         "freshness_hash_p95": result["freshness_hash"]["p95_s"] <= TARGETS["freshness_p95_s"],
+        "freshness_hash_apart_p95": result["freshness_hash_apart"]["p95_s"] <= TARGETS["freshness_p95_s"],
     }
+    if "ratio" in result:
+        result["met"]["ratio"] = result["ratio"] >= TARGETS["ratio"]
     for key in ("freshness_onnx", "freshness_onnx_low", "freshness_onnx_high"):
         if key in result:
             result["met"][f"{key}_p95"] = result[key]["p95_s"] <= TARGETS["freshness_p95_s"]
@@ -548,7 +636,7 @@ def ingest(events: int = 1000, as_json: bool = False, data: str | None = None, *
 
 def format_ingest(result: dict[str, Any]) -> str:
     m = result["machine"]
-    o, raw, h = result["onnx"], result["raw"], result["hash"]
+    h, a = result["hash"], result["hash_apart"]
     ok = lambda key: "met" if result["met"].get(key) else "MISSED"  # noqa: E731
     lines = [
         f"memstream bench ingest — {result['date']}",
@@ -556,24 +644,22 @@ def format_ingest(result: dict[str, Any]) -> str:
         f"{m.get('loadavg_at_start')} at start, {m.get('loadavg_at_end')} at end",
         f"data: {result['data']}; medians of {result['runs']} runs",
         "",
-        f"pipeline drain, onnx-minilm: {o['events']} events in {o['seconds']} s = {o['events_per_s']} events/s "
-        f"({o['texts_embedded']} texts embedded in {o['embed_calls']} calls, {o['turn_points']} turn points; "
-        f"{o['texts_per_s']:.1f} texts/s)",
-        "  per consumer (s): " + ", ".join(f"{g} {s}" for g, s in o["consumer_seconds"].items())
-        + f"; inside embed: {o['embed_seconds_in_pipeline']} s",
-        f"raw embedder, same texts and calls: {raw['texts_per_s']} texts/s ({raw['seconds']} s; "
-        f"{raw['threads']} threads, model batch {raw['batch_size']})",
-        f"ratio pipeline/raw: {result['ratio']} (runs {result['per_run_ratio']}; target ≥ "
-        f"{TARGETS['ratio']}: {ok('ratio')}); by CPU seconds {result.get('cpu_ratio')} "
-        f"(pipeline {o.get('cpu_seconds')} s, raw {raw.get('cpu_seconds')} s)",
-        "",
-        f"pipeline drain, hash embedder: {h['events']} events = {h['events_per_s']} events/s "
+    ]
+    if "onnx" in result:
+        lines += _format_onnx(result)
+    lines += [
+        f"pipeline drain, hash embedder, one process: {h['events']} events = {h['events_per_s']} events/s "
         f"(runs {h['per_run_events_per_s']}; target ≥ {TARGETS['hash_events_per_s']:.0f}: "
-        f"{ok('hash_events_per_s')})",
+        f"{ok('hash_events_per_s')}; {h['cpu_seconds']} CPU s)",
         "  per consumer (s): " + ", ".join(f"{g} {s}" for g, s in h["consumer_seconds"].items()),
+        f"pipeline drain, hash embedder, facts and sessions apart: {a['events_per_s']} events/s "
+        f"(runs {a['per_run_events_per_s']}; target: {ok('hash_apart_events_per_s')}; {a['cpu_seconds']} CPU s "
+        f"in both processes); ratio apart / one process {result['apart_ratio']} (runs {result['per_run_apart_ratio']})",
+        "  per consumer (s): " + ", ".join(f"{g} {s}" for g, s in a["consumer_seconds"].items()),
         "",
     ]
-    for key, label in (("freshness_hash", "hash"), ("freshness_onnx_low", "onnx-minilm"),
+    for key, label in (("freshness_hash", "hash"), ("freshness_hash_apart", "hash, apart"),
+                       ("freshness_onnx_low", "onnx-minilm"),
                        ("freshness_onnx", "onnx-minilm"), ("freshness_onnx_high", "onnx-minilm")):
         f = result.get(key)
         if not f:
@@ -590,10 +676,10 @@ def format_ingest(result: dict[str, Any]) -> str:
             f"mean embed batch {f['mean_embed_batch']})")
     lines += [
         "",
-        "peak RSS (MB): hash drains {}, freshness hash {}, onnx drains + raw {}{}; process peak {}".format(
-            h["peak_rss_mb"], result["freshness_hash"]["peak_rss_mb"], o["peak_rss_mb"],
+        "peak RSS (MB): hash drains {}, freshness hash {}{}; process peak {}".format(
+            h["peak_rss_mb"], result["freshness_hash"]["peak_rss_mb"],
             "".join(f", {k.replace('_', ' ')} {result[k]['peak_rss_mb']}"
-                    for k in ("freshness_onnx", "freshness_onnx_low", "freshness_onnx_high") if k in result),
+                    for k in ("onnx", "freshness_onnx", "freshness_onnx_low", "freshness_onnx_high") if k in result),
             result["ru_maxrss_mb"]),
     ]
     if result.get("profile_top_tottime"):
@@ -602,6 +688,24 @@ def format_ingest(result: dict[str, Any]) -> str:
         for r in result["profile_top_tottime"][:15]:
             lines.append(f"  {r['tottime']:8.3f} s own  {r['cumtime']:8.3f} s cum  {r['calls']:>8}  {r['function']}")
     return "\n".join(lines)
+
+
+def _format_onnx(result: dict[str, Any]) -> list[str]:
+    o, raw = result["onnx"], result["raw"]
+    ok = lambda key: "met" if result["met"].get(key) else "MISSED"  # noqa: E731
+    return [
+        f"pipeline drain, onnx-minilm: {o['events']} events in {o['seconds']} s = {o['events_per_s']} events/s "
+        f"({o['texts_embedded']} texts embedded in {o['embed_calls']} calls, {o['turn_points']} turn points; "
+        f"{o['texts_per_s']:.1f} texts/s)",
+        "  per consumer (s): " + ", ".join(f"{g} {s}" for g, s in o["consumer_seconds"].items())
+        + f"; inside embed: {o['embed_seconds_in_pipeline']} s",
+        f"raw embedder, same texts and calls: {raw['texts_per_s']} texts/s ({raw['seconds']} s; "
+        f"{raw['threads']} threads, model batch {raw['batch_size']})",
+        f"ratio pipeline/raw: {result['ratio']} (runs {result['per_run_ratio']}; target ≥ "
+        f"{TARGETS['ratio']}: {ok('ratio')}); by CPU seconds {result.get('cpu_ratio')} "
+        f"(pipeline {o.get('cpu_seconds')} s, raw {raw.get('cpu_seconds')} s)",
+        "",
+    ]
 
 
 if __name__ == "__main__":  # python -m memstream.bench.ingest

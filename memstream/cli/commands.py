@@ -45,6 +45,7 @@ from memstream.cli.output import (
     dead_letter_line,
     doctor_text,
     fail,
+    forget_text,
     import_text,
     one_line,
     print_result,
@@ -109,7 +110,8 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     import signal
     import threading
 
-    ops.check_worker(settings, args.embedded_store)
+    projections = ops.worker_projections(settings, args.projections)
+    ops.check_worker(settings, args.embedded_store, projections)
     _logs(args, "INFO")
     stop = threading.Event()
 
@@ -121,7 +123,7 @@ def cmd_worker(args: argparse.Namespace, settings: Settings) -> int:
     # from the start: a SIGTERM or a Ctrl-C while starting stops it cleanly once started
     signal.signal(signal.SIGTERM, stopping)
     signal.signal(signal.SIGINT, stopping)
-    worker = ops.start_worker(settings, args.name)
+    worker = ops.start_worker(settings, args.name, projections)
     stop.wait()
     worker.stop()  # each consumer finishes its batch
     return OK
@@ -269,6 +271,14 @@ def cmd_dlq(args: argparse.Namespace, settings: Settings) -> int:
     return OK if all(done.values()) else FAILED
 
 
+def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
+    selector = ops.Selector(events=tuple(args.event or ()), session=args.session, agent=args.agent,
+                            tenant=args.tenant, match=args.match, tombstoned=args.tombstoned)
+    result = ops.forget(settings, selector, dry_run=args.dry_run, wait=args.wait)
+    print_result(args, result, forget_text(result))
+    return OK
+
+
 # -- replay / projections ------------------------------------------------------------------
 def _options(pairs: list[str] | None) -> dict[str, object]:
     """``--option NAME=VALUE`` pairs; a value is read as JSON when it parses (numbers, true)."""
@@ -409,7 +419,8 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         from memstream.bench import ingest as bench_ingest
 
         result = bench_ingest.ingest(events=args.events or 1000, as_json=args.json, data=args.data or None,
-                                     runs=args.runs or 4)
+                                     runs=args.runs or 4, onnx=args.embedder != "hash",
+                                     freshness_runs=max(1, (args.runs or 4) // 2) if args.embedder == "hash" else 1)
         print_result(args, result, bench_ingest.format_ingest(result))
         return OK
     if args.which == "archive":
@@ -517,11 +528,28 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
             raise CommandError(str(exc)) from exc
         print_result(args, result, bench_dashboard.format_dashboard(result))
         return OK
+    if args.which == "crypto":
+        from memstream.bench import crypto as bench_crypto
+
+        result = bench_crypto.crypto_bench(events=args.events or 2000, rounds=args.runs or 15, data=args.data or None)
+        print_result(args, result, bench_crypto.format_crypto(result))
+        return OK
     if args.which == "text":
         from memstream.bench import text as bench_text
 
         result = bench_text.text_bench(sizes_kib=args.sizes or (16, 64, 256), runs=args.runs or 5)
         print_result(args, result, bench_text.format_text(result))
+        return OK
+    if args.which == "redaction":
+        from memstream.bench import redaction as bench_redaction
+
+        try:
+            result = bench_redaction.redaction_bench(data=args.data or None, rounds=args.runs or 5,
+                                                     baseline=args.baseline or None)
+        except OSError as exc:
+            raise CommandError(f"bench redaction: {exc} (--data is the LoCoMo directory or its turns JSONL)") \
+                from exc
+        print_result(args, result, bench_redaction.format_redaction(result))
         return OK
     raise CommandError(f"unknown benchmark {args.which!r}")
 
@@ -600,10 +628,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--group", type=printable("group"), help="only this projection group (list)")
     p.add_argument("--count", type=int_between(1, COUNT_MAX), default=100,
                    help=f"at most this many (1 to {COUNT_MAX})")
+    p = add("forget", cmd_forget, "remove events and everything made of them from the log, the archive, the "
+            "projections, the dead letters, the caches, this host's spool and Redis's files")
+    p.add_argument("--event", action="append", type=printable("event"), metavar="ID",
+                   help="this event (repeatable)")
+    p.add_argument("--session", type=printable("session"), metavar="ID", help="the events of this session")
+    p.add_argument("--agent", type=printable("agent"), metavar="NAME", help="the events of this agent")
+    p.add_argument("--tenant", type=printable("tenant"), metavar="NAME", help="the events of this tenant")
+    p.add_argument("--match", type=printable("match", QUERY_MAX), metavar="TEXT",
+                   help="the events holding this text (case-insensitive)")
+    p.add_argument("--tombstoned", action="store_true",
+                   help="the items already forgotten by the agents' forget tool or Hermes's memory remove")
+    p.add_argument("--dry-run", action="store_true", help="remove nothing: count per place and list the events")
+    p.add_argument("--wait", type=seconds, default=30.0,
+                   help="seconds to wait for the projections to apply the tombstones (default 30)")
     p = add("worker", cmd_worker, "run projection workers against a shared Redis and Qdrant")
     p.add_argument("--embedded-store", action="store_true",
                    help="no Qdrant server: one worker owning the embedded store under MEMSTREAM_HOME")
     p.add_argument("--name", type=printable("name"), help="stable consumer name (default: host name)")
+    p.add_argument("--projections", type=printable("projections"), metavar="NAME,...",
+                   help="run only these projections (default: MEMSTREAM_WORKER_PROJECTIONS, else all); "
+                        "facts,sessions need no Qdrant")
     p = add("replay", cmd_replay, "rebuild projections from the log as new versions, beside the live ones")
     p.add_argument("projections", nargs="*", type=printable("projection"), help="turns, memories, facts, sessions or yours")
     p.add_argument("--embedder", type=printable("embedder"), help="the new versions' embedder (default: the active one's)")
@@ -627,7 +672,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("bench", cmd_bench, "benchmarks")
     p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos", "text",
                                        "archive", "replay", "import", "metrics", "reads", "fleet", "dashboard",
-                                       "failover", "wait"])
+                                       "failover", "wait", "crypto", "redaction"])
     p.add_argument("--minutes", type=minutes, default=None, help="chaos: how long things break (default 2); "
                    "dashboard: minutes of traffic before the first load, hence of history the page draws "
                    "(default 1/3; 10 fills it)")
@@ -654,14 +699,18 @@ def build_parser() -> argparse.ArgumentParser:
                    "drain, with metrics on and off (default 3000); reads: memories the query server holds (default 10000); "
                    "wait: batches of 32 events per mode and round (default 300)")
     p.add_argument("--data", default="", help="ingest, archive, replay, metrics: LoCoMo turns JSONL (default: "
-                   "generated text if absent); locomo: the LoCoMo directory")
+                   "generated text if absent); locomo: the LoCoMo directory; redaction: either (LoCoMo turns "
+                   "changed)")
+    p.add_argument("--baseline", default="", help="redaction: another version's memstream/text/redaction.py "
+                   "(a file), scored on the same corpus")
     p.add_argument("--split", default="dev", choices=["dev", "test", "all"], help="locomo: conversations to run")
     p.add_argument("--runs", type=int_between(1, 1000), default=None,
                    help="ingest: runs per measurement (pipeline and raw alternate which goes first; default 4); "
                    "text, import: runs per median (default 5); queries: rounds (default 4); metrics: pairs of "
                    "drains, on and off (default 5); hotpath: interleaved rounds (default 20); "
                    "reads: rounds over the thread counts (default 3); dashboard: page loads in headless Chromium "
-                   "(default 7); wait: rounds, WAIT off and on alternating which goes first (default 9)")
+                   "(default 7); wait: rounds, WAIT off and on alternating which goes first (default 9); "
+                   "redaction: interleaved rounds of the speed measurement (default 5)")
     p.add_argument("--messages", type=int_between(1, 10_000_000), default=10_000,
                    help="import: messages of the synthetic Hermes state.db")
     p.add_argument("--sizes", type=ascending_counts, default=None,
@@ -674,7 +723,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--clients", type=int_between(1, 4096), default=16,
                    help="reads: callers sending recall back to back, spread over two processes")
     p.add_argument("--embedder", default="",
-                   help="embedder of the benchmark's pipeline (prefetch, fleet: default hash; locomo: onnx-minilm)")
+                   help="embedder of the benchmark's pipeline (prefetch, fleet: default hash; locomo: onnx-minilm; "
+                        "ingest: hash runs its hash phases only, the freshness pairs --runs/2 times)")
     p.add_argument("--compare", default=None, metavar="OPTION=VALUE[,...]",
                    help="locomo: also rebuild the turns projection as v2 with these options from the same "
                    "events and report v1 and v2 side by side (an empty value: v2 with the defaults)")

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 __all__ = [
+    "forget_text",
     "ERROR_CUT", "FAILED", "INTERRUPTED", "OK", "TEXT_CUT", "USAGE",
     "ago", "archive_text", "cut", "dead_letter_line", "doctor_text", "fail", "import_text", "one_line",
     "print_result", "projections_text", "rate_text", "search_line", "seconds_text", "size", "span", "stats_text",
@@ -239,6 +240,23 @@ def _projections_summary(c: dict) -> str:
             f"{span(c['stall_after_s'])} without progress)")
 
 
+def _dense_summary(c: dict) -> str:
+    if c.get("note"):
+        return str(c["note"])
+    if not c["groups"]:
+        return "no backlog: dense vectors are written with the keywords (or nothing was written yet)"
+    parts = []
+    for group, g in c["groups"].items():
+        part = f"{group} {_plural(int(g['waiting']), 'point')} waiting"
+        if g.get("oldest_s") is not None:
+            part += f" (oldest {span(float(g['oldest_s']))})"
+        part += f", {_plural(int(g['readers']), 'dense stage')} reading"
+        if g.get("dead_letters"):
+            part += f", {g['dead_letters']} dead letters"
+        parts.append(part)
+    return "; ".join(parts)
+
+
 def _spool_summary(c: dict) -> str:
     return (f"{size(c['unshipped_bytes'])} unshipped of {size(c['max_bytes'])} allowed, "
             f"{_plural(int(c['segments']), 'segment')}, {c['quarantined']} quarantined, in {c['dir']}")
@@ -254,7 +272,7 @@ def _hermes_summary(c: dict) -> str:
 
 _SUMMARIES = {"config": _config_summary, "redis": _redis_summary, "streams": _streams_summary,
               "queries": _queries_summary, "tenants": _tenants_summary, "projections": _projections_summary,
-              "spool": _spool_summary, "hermes": _hermes_summary}
+              "dense": _dense_summary, "spool": _spool_summary, "hermes": _hermes_summary}
 
 
 def stats_text(result: dict) -> str:
@@ -286,7 +304,9 @@ def stats_text(result: dict) -> str:
                         if h["status"] == "stalled" else "")
                      + (f"; {_plural(int(e['waiting']), 'point')} wait for their dense vector"
                         + (f" (oldest {span(e['oldest_s'])})" if e.get("oldest_s") is not None else "")
-                        if e.get("waiting") else ""))
+                        if e.get("waiting") else "")
+                     + (f"; {_plural(int(e['dead_letters']), 'point')} dead-lettered by its dense stage "
+                        "(keywords only until `memstream dlq retry`)" if e.get("dead_letters") else ""))
     usage = result["spool"]
     if usage:
         lines.append(f"spool: {_plural(int(usage['segments']), 'segment')}, {size(usage['unshipped_bytes'])} unshipped, "
@@ -298,6 +318,20 @@ def stats_text(result: dict) -> str:
                      + ", ".join(f"{k} {v}" for k, v in sorted(losses.items())))
     if unreplicated:
         lines.append(f"shipped batches too few replicas confirmed, kept and sent again (all hosts): {unreplicated}")
+    return "\n".join(lines)
+
+
+def forget_text(result: dict) -> str:
+    removed = result["removed"]
+    verb = "would remove" if result["dry_run"] else "removed"
+    lines = [f"{len(result['events'])} events {'match' if result['dry_run'] else 'forgotten'}"
+             + ("" if result["dry_run"] else f"; {result['tombstones']} tombstones appended")]
+    lines += [f"  {verb} {n} {place.replace('_', ' ')}" for place, n in removed.items()]
+    if result["dry_run"]:
+        lines += [f"  event {event_id}" for event_id in result["events"]]
+    else:
+        lines.append(f"  append-only file: {result['aof']['state']}")
+    lines += [f"note: {note}" for note in result["notes"]]
     return "\n".join(lines)
 
 

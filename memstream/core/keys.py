@@ -12,12 +12,12 @@ write (never read) the fleet's reports, ``agent_reports`` (``memstream.producers
 from __future__ import annotations
 
 __all__ = [
-    "events", "events_pattern", "archived", "types", "shipped", "legacy_shipped", "spool_counters",
+    "events", "events_pattern", "archived", "types", "shipped", "legacy_shipped", "spool_counters", "forget_counters",
     "agent_reports", "agent_reports_retired",
     "tenant_space", "tenant_pattern", "tenants",
     "queries", "tenant_queries", "reply", "query_counters",
-    "counters", "positions", "applied_at", "health", "dlq", "embed_backlog",
-    "tombstones", "facts", "facts_current", "facts_pattern", "fact_sources", "turn_context",
+    "counters", "positions", "applied_at", "health", "dlq", "embed_backlog", "embed_backlog_pattern",
+    "tombstones", "tombstones_pattern", "facts", "facts_current", "facts_pattern", "fact_sources", "turn_context",
     "sessions", "session", "session_bookends", "version_pattern",
     "catalog", "catalog_pattern", "backfill_lock", "own", "own_pattern", "failover_probe",
 ]
@@ -52,6 +52,11 @@ def shipped(prefix: str, tenant: str) -> str:
 def legacy_shipped(prefix: str) -> str:
     """``P:shipped``: hash, spool segment id -> last sequence, of every tenant alike (read as a fallback only)."""
     return f"{prefix}:shipped"
+
+
+def forget_counters(prefix: str) -> str:
+    """``P:counters:forget``: hash, place (stream_entries, archive_entries, ...) -> items ``memstream forget`` removed."""
+    return counters(prefix, "forget")
 
 
 def spool_counters(prefix: str) -> str:
@@ -138,10 +143,20 @@ def embed_backlog(prefix: str, group: str) -> str:
     return f"{prefix}:embed:{group}"
 
 
+def embed_backlog_pattern(prefix: str) -> str:
+    """``P:embed:*``: glob pattern of every version's dense backlog (``memstream forget`` scans them)."""
+    return f"{prefix}:embed:*"
+
+
 # -- the projections ---------------------------------------------------------------------
 def tombstones(prefix: str, tenant: str) -> str:
     """``P:tombstones:T``: set of ids forgotten in T; unversioned: tenant-level data shared by every projection and version."""
     return f"{prefix}:tombstones:{tenant}"
+
+
+def tombstones_pattern(prefix: str) -> str:
+    """``P:tombstones:*``: glob pattern of every tenant's tombstones (``memstream forget --tombstoned``)."""
+    return f"{prefix}:tombstones:*"
 
 
 def facts(prefix: str, version: int, tenant: str) -> str:

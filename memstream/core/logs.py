@@ -17,7 +17,7 @@ from typing import TextIO
 import structlog
 from structlog.typing import Processor
 
-__all__ = ["configure", "configure_in_host"]
+__all__ = ["configure", "configure_in_host", "logs_json"]
 
 _host_lock = threading.Lock()
 
@@ -43,6 +43,18 @@ def configure(level: str = "WARNING", json: bool | None = None, stream: TextIO |
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+def logs_json() -> bool | None:
+    """Whether ``configure`` made this process's lines JSON (True) or console lines (False);
+    None when it did not configure them (a child process then decides as ``configure`` does)."""
+    processors = structlog.get_config().get("processors") or []
+    last = processors[-1] if processors else None
+    if isinstance(last, structlog.processors.JSONRenderer):
+        return True
+    if isinstance(last, structlog.dev.ConsoleRenderer) and structlog.is_configured():
+        return False
+    return None
 
 
 def configure_in_host() -> bool:

@@ -6,7 +6,7 @@ installed ``Observer``: ``memstream.service.metrics`` installs one that records 
 Prometheus histograms. Without one, a report costs one global read.
 
 Guarantees: at most one observer per process (``install`` replaces the former one);
-a report (``batch``, ``embedded``, ``answered``) never raises: an observer's failure is
+a report (``batch``, ``embedded``, ``answered``, ``embed_dead_lettered``) never raises: an observer's failure is
 swallowed and never reaches the batch or the request it describes.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-__all__ = ["Observer", "answered", "batch", "current", "embedded", "install"]
+__all__ = ["Observer", "answered", "batch", "current", "embed_dead_lettered", "embedded", "install"]
 
 
 class Observer(Protocol):
@@ -29,6 +29,10 @@ class Observer(Protocol):
 
     def answered(self, op: str, seconds: float) -> None:
         """One query request of ``op`` answered by its handler in ``seconds``."""
+
+    def embed_dead_lettered(self, group: str, entries: int) -> None:
+        """``entries`` of ``group``'s dense-stage backlog dead-lettered (malformed, or
+        failing ``max_deliveries`` times)."""
 
 
 _observer: Observer | None = None
@@ -72,5 +76,16 @@ def answered(op: str, seconds: float) -> None:
     if observer is not None:
         try:
             observer.answered(op, seconds)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def embed_dead_lettered(group: str, entries: int) -> None:
+    """Report dense-stage backlog entries dead-lettered (``Observer.embed_dead_lettered``);
+    never raises."""
+    observer = _observer
+    if observer is not None:
+        try:
+            observer.embed_dead_lettered(group, entries)
         except Exception:  # noqa: BLE001
             pass

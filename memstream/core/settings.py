@@ -131,9 +131,27 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     stall_after_s: Annotated[float, Meta(ge=0.1, le=86_400.0, description=(
         "Seconds without progress, with entries waiting as long, before `memstream doctor` fails a "
         "projection and `memstream stats` calls it stalled."))] = 60.0
+    embed_warn_points: Annotated[int, Meta(ge=1, le=1_000_000_000, description=(
+        "Points waiting for their dense vector in one version's backlog past which `memstream doctor` "
+        "warns (they are found by keywords meanwhile)."))] = 100_000
+    embed_warn_s: Annotated[float, Meta(ge=0.1, le=86_400.0, description=(
+        "Seconds the oldest point of a version's backlog may wait for its dense vector before "
+        "`memstream doctor` warns (a dense stage behind or failing; with none reading the backlog it "
+        "fails after `MEMSTREAM_STALL_AFTER_S`)."))] = 600.0
     projections: Annotated[str, Meta(description=(
         "Projections of your own, besides those installed through the `memstream.projections` entry "
         "point: comma-separated `module:Class` (see README, Your own projection)."))] = ""
+    projection_process: Annotated[bool, Meta(description=(
+        "`memstream up` runs the projections that need no vector store (facts, sessions, yours without "
+        "`VECTORS`) in a child process of their own, beside the one that owns the store: supervised "
+        "(restarted with backoff when it dies), stopped with the service, and gone when the service is "
+        "(it watches a pipe from it); its figures are in the service's metrics. With one usable CPU they "
+        "stay threads of the service (a second process would only add its cost). `false`: always "
+        "threads."))] = True
+    worker_projections: Annotated[str, Meta(description=(
+        "The projections a `memstream worker` runs, comma-separated names (`memstream worker "
+        "--projections` overrides it); empty: all. A worker without a vector projection needs no "
+        "Qdrant server and opens no store."))] = ""
     worker_index: Annotated[_Name, Meta(description=(
         "Suffix of a worker's consumer name, `HOST-INDEX`, when `memstream worker --name` gives none: "
         "give each worker process on a host its own."))] = "0"
@@ -259,6 +277,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     def query_server_threads(self) -> int:
         """``query_threads``, or when it is 0 ``usable_cpus()``, at least 2 and at most 8."""
         return self.query_threads or max(2, min(usable_cpus(), 8))
+
+    @property
+    def projections_apart(self) -> bool:
+        """``projection_process``, and at least 2 usable CPUs (``usable_cpus``)."""
+        return self.projection_process and usable_cpus() >= 2
 
     @property
     def spool_dir(self) -> Path:

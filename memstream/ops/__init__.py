@@ -16,6 +16,7 @@ from memstream.ops.dlq import dead_letters, settle
 from memstream.ops.doctor import doctor
 from memstream.ops.errors import CommandError
 from memstream.ops.export import Undecodable, export
+from memstream.ops.forget import Selector, forget
 from memstream.ops.imports import import_hermes, import_jsonl
 from memstream.ops.replay import (
     activate_version,
@@ -32,7 +33,7 @@ from memstream.ops.stats import stats
 from memstream.ops.sync import wait_projected
 from memstream.ops.tenants import add_tenant, remove_tenant, tenants
 from memstream.ops.top import dashboard_url, fetch_summary
-from memstream.ops.worker import check_worker, start_worker
+from memstream.ops.worker import check_worker, start_worker, worker_projections
 
 __all__ = [
     "activate_version",
@@ -54,15 +55,18 @@ __all__ = [
     "doctor",
     "export",
     "fetch_summary",
+    "forget",
     "import_hermes",
     "import_jsonl",
     "memory_event",
     "remove_tenant",
     "search",
+    "Selector",
     "settle",
     "source_text",
     "start_service",
     "start_worker",
+    "worker_projections",
     "stats",
     "stop_service",
     "tenants",

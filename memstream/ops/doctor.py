@@ -15,13 +15,13 @@ import redis
 from redis.sentinel import SentinelConnectionPool
 
 from memstream import __version__
-from memstream.core import Settings, mask_url
+from memstream.core import Settings, keys, mask_url
 from memstream.ops.stats import group_health, streams
 from memstream.producers import EventLog, LogLocator, spool_usage
 
 __all__ = [
-    "STATES", "check_config", "check_embedder", "check_projections", "check_queries", "check_redis", "check_spool",
-    "check_streams", "check_tenants", "doctor", "state_of",
+    "STATES", "check_config", "check_dense", "check_embedder", "check_projections", "check_queries", "check_redis",
+    "check_spool", "check_streams", "check_tenants", "doctor", "state_of",
 ]
 
 STATES = ("ok", "warning", "failed")  # a check's state, best first; the report's is its worst check's
@@ -49,6 +49,11 @@ def doctor(settings: Settings, hermes: Callable[[], dict] | None = None) -> dict
         except redis.exceptions.NoPermissionError:
             checks["projections"] = {"ok": True, "note": "a tenant's credentials may not read the projections' "
                                                          "positions: run doctor with the operator's to check them"}
+        try:
+            checks["dense"] = check_dense(eventlog, settings)
+        except redis.exceptions.NoPermissionError:
+            checks["dense"] = {"ok": True, "note": "a tenant's credentials may not read the dense stages' backlogs: "
+                                                   "run doctor with the operator's to check them"}
     else:
         checks["streams"] = {"ok": False, "error": "log unreachable"}
     checks["spool"] = check_spool(settings)
@@ -205,6 +210,66 @@ def check_projections(eventlog: EventLog, stall_after_s: float) -> dict:
             + (f", last error: {h['last_error'][:200]}" if h["last_error"] else "")
             + (f", {h['restarts']} restarts" if h["restarts"] else "")
             for g, h in stalled.items())
+    return check
+
+
+def check_dense(eventlog: EventLog, settings: Settings, now: float | None = None) -> dict:
+    """The dense stage of each running version of a vector projection with a backlog
+    (``workers.embedding``; a version that embeds inline has none): the points waiting for
+    their dense vector, the age of the oldest, the dense stages reading the backlog (seen
+    within ``MEMSTREAM_STALL_AFTER_S``) and its dead letters (``memstream dlq list``).
+
+    Fails when points waited longer than ``MEMSTREAM_STALL_AFTER_S`` while no dense stage
+    read the backlog within it (none runs: the backlog only grows, its points stay
+    keyword-only), as ``check_projections`` fails a projection that does not advance.
+    Warns when more than ``MEMSTREAM_EMBED_WARN_POINTS`` wait, when the oldest waited
+    longer than ``MEMSTREAM_EMBED_WARN_S`` (a stage that runs but does not keep up, or
+    fails and retries: its last error is in its logs), or when the dense stage
+    dead-lettered entries (their points stay keyword-only until ``memstream dlq retry``)."""
+    from memstream.projections import running_versions
+    from memstream.workers import DeadLetters, embed_readers, embed_waiting
+
+    now = time.time() if now is None else now
+    client, prefix = eventlog.client, eventlog.prefix
+    versions = [group for row, _, group in running_versions(client, prefix) if row.vectors]
+    dead = DeadLetters(client, prefix).count_by("stream") if client.exists(keys.dlq(prefix)) else {}
+    groups: dict[str, dict[str, Any]] = {}
+    failed: list[str] = []
+    warned: list[str] = []
+    for group in versions:
+        backlog = keys.embed_backlog(prefix, group)
+        w = embed_waiting(client, prefix, group)
+        if not w.exists:
+            continue  # embeds inline, or never wrote a point
+        readers = embed_readers(client, prefix, group)
+        alive = [name for name, r in readers.items() if r["idle_s"] <= settings.stall_after_s]
+        oldest_s = round(max(0.0, now - w.since), 1) if w.since else None
+        letters = int(dead.get(backlog, 0))
+        groups[group] = {"waiting": w.entries, "oldest_s": oldest_s, "readers": len(alive),
+                         "last_read_s": min((r["idle_s"] for r in readers.values()), default=None),
+                         "dead_letters": letters}
+        if oldest_s is not None and oldest_s > settings.stall_after_s and not alive:
+            failed.append(f"{group}: {w.entries} points waited up to {oldest_s:.0f} s for their dense vector and "
+                          + ("no dense stage ever read the backlog" if not readers else
+                             f"no dense stage read it for {groups[group]['last_read_s']:.0f} s")
+                          + ": start `memstream up` or a `memstream worker` with this version's embedder")
+            continue
+        if w.entries > settings.embed_warn_points:
+            warned.append(f"{group}: {w.entries} points wait for their dense vector "
+                          f"(more than {settings.embed_warn_points})")
+        elif oldest_s is not None and oldest_s > settings.embed_warn_s:
+            warned.append(f"{group}: the oldest point waited {oldest_s or 0.0:.0f} s for its dense vector "
+                          f"(more than {settings.embed_warn_s:.0f} s): the dense stage is behind or failing")
+        if letters:
+            warned.append(f"{group}: {letters} backlog entries dead-lettered (`memstream dlq list --group {group}`, "
+                          "`memstream dlq retry`): their points are found by keywords only")
+    check: dict[str, Any] = {"ok": not failed, "warn_points": settings.embed_warn_points,
+                             "warn_s": settings.embed_warn_s, "stall_after_s": settings.stall_after_s,
+                             "groups": groups}
+    if failed:
+        check["error"] = "; ".join(failed + warned)
+    elif warned:
+        check["warning"] = "; ".join(warned)
     return check
 
 

@@ -64,12 +64,15 @@ def group_health(eventlog: EventLog, group: str, stall_after_s: float) -> dict:
 def projection_stats(eventlog: EventLog, stall_after_s: float) -> dict:
     """Per projection group: position, lag, pending, dead letters, freshness, items; for a
     vector projection also ``embedding``: the points waiting for their dense vector (found
-    by keywords meanwhile) and the age of the oldest (seconds; None when none waits)."""
+    by keywords meanwhile), the age of the oldest (seconds; None when none waits) and the
+    dead letters of its dense stage (counted in ``dead_letters`` too)."""
 
     from memstream.projections import Counters, FactsTable, running_versions
     from memstream.workers import DeadLetters, Positions, embed_waiting
 
-    dead = DeadLetters(eventlog.client, eventlog.prefix).count_by_group()
+    dlq = DeadLetters(eventlog.client, eventlog.prefix)
+    dead = dlq.count_by_group()
+    dead_by_stream = dlq.count_by("stream") if dead else {}
     positions = Positions(eventlog.client, eventlog.prefix)
     # points in the stores, counted by the process that holds them (the service or a worker)
     try:
@@ -115,7 +118,8 @@ def projection_stats(eventlog: EventLog, stall_after_s: float) -> dict:
         if row.vectors:
             w = embed_waiting(eventlog.client, eventlog.prefix, group)
             out[group]["embedding"] = {"waiting": w.entries,
-                                       "oldest_s": round(time.time() - w.since, 3) if w.since else None}
+                                       "oldest_s": round(time.time() - w.since, 3) if w.since else None,
+                                       "dead_letters": dead_by_stream.get(keys.embed_backlog(eventlog.prefix, group), 0)}
     return out
 
 

@@ -17,6 +17,7 @@ from memstream.producers.archive import (
     CorruptSegment,
     GroupBehind,
     archive,
+    erase,
     history,
     point_id,
 )
@@ -41,6 +42,7 @@ from memstream.producers.events import (
     to_builtins,
     utcnow,
 )
+from memstream.producers.redact import redact_event
 from memstream.producers.report import (
     BUCKETS_NS,
     HOOKS,
@@ -59,7 +61,7 @@ from memstream.producers.report import (
     unpack_row,
 )
 from memstream.producers.shipper import Shipper
-from memstream.producers.spool import Segment, Spool, spool_usage
+from memstream.producers.spool import Segment, Spool, erase_records, spool_usage
 from memstream.producers.stream import EntryFields, EventLog, NotReplicated, Record, parse_entry_id, xrange_entry
 from memstream.producers.tenants import (
     TenantError,
@@ -102,6 +104,8 @@ __all__ = [
     "pack_row",
     "unpack_row",
     "archive",
+    "erase",
+    "erase_records",
     "Archive",
     "ArchiveBusy",
     "ArchiveError",
@@ -138,6 +142,7 @@ __all__ = [
     "parse_entry_id",
     "point_id",
     "Record",
+    "redact_event",
     "read_hermes",
     "read_jsonl",
     "redis_client",

@@ -70,7 +70,7 @@ from memstream.producers.stream import EntryFields, EventLog, parse_entry_id, xr
 
 __all__ = [
     "Archive", "ArchiveBusy", "ArchiveError", "ArchiveGap", "ArchiveSegment", "CorruptSegment", "GroupBehind",
-    "archive", "history", "point_id",
+    "archive", "erase", "history", "point_id",
 ]
 
 FORMAT = 1
@@ -122,6 +122,9 @@ class ArchiveSegment(msgspec.Struct, frozen=True, kw_only=True):
     sha256: str
     codec: str
     created: str
+    # entries removed from the file by ``erase`` (``memstream forget``): first_id and
+    # last_id still bound the range of the log the segment covers, count is what it holds
+    erased: int = 0
 
 
 class _Manifest(msgspec.Struct, kw_only=True):
@@ -330,7 +333,8 @@ class Archive:
         except (ValueError, StopIteration, lzma.LZMAError, msgspec.DecodeError) as exc:
             raise CorruptSegment(f"archive segment {path} cannot be read although its sha256 is the manifest's "
                                  f"({type(exc).__name__}: {exc})") from exc
-        if count != seg.count or _fmt(last) != seg.last_id:
+        if count != seg.count or (_fmt(last) != seg.last_id if not seg.erased
+                                  else last > parse_entry_id(seg.last_id)):
             raise CorruptSegment(f"archive segment {path} holds {count} entries up to {_fmt(last)}, the manifest "
                                  f"says {seg.count} up to {seg.last_id}")
 
@@ -372,6 +376,14 @@ class _Writer:
     def add(self, seg: ArchiveSegment) -> None:
         """Name ``seg`` (its file durable already) in the manifest, durably."""
         self.segments.append(seg)
+        self._save()
+
+    def replace(self, old: ArchiveSegment, new: ArchiveSegment) -> None:
+        """Name ``new`` (its file durable already) in ``old``'s place, durably."""
+        self.segments[self.segments.index(old)] = new
+        self._save()
+
+    def _save(self) -> None:
         manifest = _Manifest(format=FORMAT, segments=self.segments)
         write_private(self.archive.manifest_path, msgspec.json.format(msgspec.json.encode(manifest), indent=1),
                       fsync=True)
@@ -380,10 +392,10 @@ class _Writer:
 class _SegmentFile:
     """One segment being written: a temporary file, renamed into place by ``close``."""
 
-    def __init__(self, archive: Archive, stream: str, first_id: str) -> None:
+    def __init__(self, archive: Archive, stream: str, first_id: str, tag: str = "") -> None:
         self.stream, self.first_id, self.last_id = stream, first_id, first_id
         safe = re.sub(r"[^A-Za-z0-9._-]", "_", stream)[:100]
-        name = f"{safe}-{hashlib.sha256(stream.encode('utf-8', 'surrogateescape')).hexdigest()[:8]}.{first_id}.xz"
+        name = f"{safe}-{hashlib.sha256(stream.encode('utf-8', 'surrogateescape')).hexdigest()[:8]}.{first_id}{tag}.xz"
         self.file = f"segments/{name}"
         self.path = archive.directory / self.file
         self.tmp = self.path.with_name(name + ".tmp")
@@ -458,7 +470,8 @@ def _invalid(seg: ArchiveSegment) -> str | None:
         return f"has codec {seg.codec[:40]!r}, not {CODEC!r}"
     if not (_ENTRY_ID.fullmatch(seg.first_id) and _ENTRY_ID.fullmatch(seg.last_id)):
         return "has an entry id that is not MS-SEQ"
-    if seg.count < 1 or parse_entry_id(seg.first_id) > parse_entry_id(seg.last_id):
+    if (seg.count < 1 and not seg.erased) or seg.count < 0 or seg.erased < 0 \
+            or parse_entry_id(seg.first_id) > parse_entry_id(seg.last_id):
         return "holds no entries"
     return None
 
@@ -662,6 +675,52 @@ def _trim(client: redis.Redis, key: str, mark: str | None, expected: list[str]) 
         return 0, None
     trimmed = client.xtrim(key, minid=_fmt(limit), approximate=False)
     return int(trimmed), _fmt(limit)
+
+
+# -- erase: the one change to a written segment ---------------------------------------------------
+def erase(archive: Archive, doomed: dict[str, set[str]]) -> dict[str, int]:
+    """Rewrite each segment that holds an entry of ``doomed`` (stream key -> entry ids)
+    without those entries, under the archive's lock (``ArchiveBusy`` while an archiver
+    writes): the new file is whole and durable before the manifest names it in place of
+    the old one (same ``first_id`` and ``last_id``: the range of the log it covers, so
+    watermarks and trims are unchanged; ``count`` what it holds, ``erased`` what was
+    removed), then the old file is deleted. A segment left empty stays listed. This is
+    ``memstream forget``'s, and the only change ever made to a written segment.
+    Idempotent: entries already gone are not counted. Returns the segments rewritten and
+    the entries removed."""
+    out = {"segments": 0, "entries": 0}
+    if not any(doomed.values()) or not archive.segments():
+        return out  # nothing to erase: no directory or lock is made
+    with archive.writing() as writer:
+        for seg in list(writer.segments):
+            ids = doomed.get(seg.stream)
+            if not ids:
+                continue
+            low, high = parse_entry_id(seg.first_id), parse_entry_id(seg.last_id)
+            if not any(low <= parse_entry_id(i) <= high for i in ids):
+                continue
+            entries = list(archive._read_segment(seg, None))
+            kept = [(entry_id, fields) for _, entry_id, fields in entries if entry_id not in ids]
+            if len(kept) == len(entries):
+                continue
+            tag = f".erased{int(time.time() * 1000)}"
+            new_file = _SegmentFile(archive, seg.stream, seg.first_id, tag)
+            try:
+                for entry_id, fields in kept:
+                    new_file.add(entry_id, [(_as_bytes(k), _as_bytes(v)) for k, v in fields.items()])
+                written = new_file.close()
+            except BaseException:
+                new_file.abort()
+                raise
+            removed = len(entries) - len(kept)
+            writer.replace(seg, msgspec.structs.replace(
+                written, first_id=seg.first_id, last_id=seg.last_id, erased=seg.erased + removed))
+            if seg.file != written.file:
+                (archive.directory / seg.file).unlink(missing_ok=True)
+                fsync_dir(archive.segments_dir)
+            out["segments"] += 1
+            out["entries"] += removed
+    return out
 
 
 # -- history: the archive, then the streams --------------------------------------------------------

@@ -12,6 +12,10 @@ report after a pass when one is due (none while the log is down: the latest is w
 once it is back), and a last one when ``stop`` waits for the thread to end; none while it
 winds down (its last user left: the process's next writer goes on with the same report).
 A report's failure never changes the shipping.
+
+Each record's text is redacted here, on this thread, before its batch is appended
+(``memstream.producers.redact``): the shared log never holds a secret that redaction
+recognises, and the agent's hooks never pay for it. The spool keeps the raw text.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import structlog
 
 from memstream.core import backoff_delay, keys
 from memstream.producers.events import decode
+from memstream.producers.redact import redact_event
 from memstream.producers.report import Reporter
 from memstream.producers.spool import Segment, Spool
 from memstream.producers.stream import EventLog, NotReplicated, Record
@@ -96,6 +101,7 @@ class Shipper:
         # segment id -> highest sequence appended but not confirmed by the replicas: the
         # re-send's skipped records up to it are shipped now, not duplicates
         self._unconfirmed: dict[str, int] = {}
+        self.redacted = 0  # secrets replaced by a mark before they left the host
         self._reported: dict[str, int] = {}  # losses already added to the shared counters
         # segment id -> tenants of the records shipped from it (whose dedup records to drop)
         self._segment_tenants: dict[str, set[str]] = {}
@@ -392,7 +398,10 @@ class Shipper:
             batch = []
             for rec in records:
                 try:
-                    batch.append(Record.of(decode(rec.payload), seq=rec.seq, data=rec.payload))
+                    # redacted before it leaves the host; re-encoded only when a secret was found
+                    event, found = redact_event(decode(rec.payload))
+                    batch.append(Record.of(event, seq=rec.seq, data=None if found else rec.payload))
+                    self.redacted += found
                 except Exception as exc:
                     self.malformed += 1
                     seg._quarantine(self.spool.quarantine, rec.end - len(rec.payload), rec.payload)
@@ -431,6 +440,7 @@ class Shipper:
             "shipped": self.shipped,
             "duplicates_skipped": self.duplicates,
             "malformed": self.malformed,
+            "redacted": self.redacted,
             "failures": self.failures,
             "unreplicated": self.unreplicated,
             "last_error": self.last_error,

@@ -9,6 +9,15 @@ crc32(seq + payload) u32 | payload. One record is written with one ``os.write`` 
 ``O_APPEND`` descriptor, so once ``append`` returns the record is in the kernel and
 survives a crash or SIGKILL of the process (not a power loss: see ``fsync``).
 
+The agent's thread appends while other threads of the process (the shipper, recall) may
+be waiting for the interpreter lock. ``os.write`` releases that lock for the system call,
+and a thread waiting for it then runs a whole stretch of its own work (a batch of the
+shipper's: 0.1–0.2 ms) before the hook can go on. So the record is written by libc's
+``write`` called with the lock held (``_write``, through ``ctypes.PyDLL``): the call takes
+a microsecond or two, and no other Python thread runs in the middle of a hook. The
+shipper side keeps system calls out of the spool's own lock for the same reason: an
+append never waits for a thread that is waiting on the kernel.
+
 Guarantees: ``append`` never raises and never blocks on the network; it returns False
 (and counts) when the record is refused (bound reached, disk error). Sequence numbers
 of one segment are strictly increasing in file order. The reader skips a corrupt region
@@ -17,6 +26,7 @@ to the next record, copies it to ``quarantine/`` and counts it; nothing after it
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
 import os
@@ -26,19 +36,50 @@ import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import structlog
 
-from memstream.core import private_dir
+from memstream.core import private_dir, write_private
 
-__all__ = ["Spool", "Segment", "SpoolRecord", "MAGIC", "HEADER"]
+__all__ = ["Spool", "Segment", "SpoolRecord", "MAGIC", "HEADER", "erase_records"]
 
 log = structlog.get_logger("memstream.spool")
 
 MAGIC = b"MSR1"
 HEADER = struct.Struct(">4sIQI")
 MAX_RECORD = 64 << 20  # a length above this is corruption, not a record
+
+
+def _libc_write() -> Any:
+    """libc's ``write`` called without releasing the interpreter lock; None if unavailable."""
+    try:
+        fn = ctypes.PyDLL(None, use_errno=True).write
+    except (OSError, AttributeError):
+        return None
+    # no argtypes: their checks cost 2.7k instructions a call (callgrind), twice the rest
+    # of the call; an int goes as a C int (libffi widens it; longer data take os.write)
+    # and bytes as a pointer to their buffer
+    fn.restype = ctypes.c_ssize_t
+    return fn
+
+
+_c_write = _libc_write()
+_C_INT_MAX = (1 << 31) - 1
+
+
+def _write(fd: int, data: bytes) -> int:
+    """``os.write`` without handing the interpreter to another thread (see the module
+    docstring): bytes written, or ``OSError`` as ``os.write`` raises it."""
+    if _c_write is None or len(data) > _C_INT_MAX:
+        return os.write(fd, data)
+    while True:
+        n = int(_c_write(fd, data, len(data)))
+        if n >= 0:
+            return n
+        err = ctypes.get_errno()
+        if err != errno.EINTR:
+            raise OSError(err, os.strerror(err))
 
 
 @dataclass(slots=True)
@@ -126,7 +167,7 @@ class Segment:
         self.corrupt += 1
         try:
             private_dir(directory)
-            (directory / f"{self.id}.{offset}.bad").write_bytes(data)
+            write_private(directory / f"{self.id}.{offset}.bad", data)  # raw text: owner only
         except OSError:
             pass
         log.warning("spool.corrupt_record", segment=self.id, offset=offset, bytes=len(data),
@@ -211,7 +252,7 @@ class Spool:
             sb = seq.to_bytes(8, "big")
             record = HEADER.pack(MAGIC, len(payload), seq, zlib.crc32(payload, zlib.crc32(sb))) + payload
             try:
-                written = os.write(self._wfd, record)
+                written = _write(self._wfd, record)
             except OSError as exc:
                 self.errors += 1
                 self.refused += 1
@@ -232,15 +273,21 @@ class Spool:
 
     # -- segment management (shipper thread) ----------------------------------------
     def _open_segment(self) -> None:
+        """Create a new active segment (the files are opened before the lock is taken)."""
         name = f"{time.time_ns() // 1_000_000:013d}-{os.getpid()}-{os.urandom(4).hex()}.seg"
         path = self.dir / name
         wfd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         fcntl.flock(wfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         rfd = os.open(path, os.O_RDONLY)
         seg = Segment(path=path, fd=rfd, owned=True)
-        old_wfd = self._wfd
-        self._wfd, self._active, self._written, self._seq = wfd, seg, 0, 0
-        self.segments.append(seg)
+        with self._lock:
+            old_wfd = self._wfd
+            if self._active is not None:  # rotated: its end is fixed from here on
+                self._active.closed = True
+                self._active.limit = self._written
+                self._active.written_seq = self._seq
+            self._wfd, self._active, self._written, self._seq = wfd, seg, 0, 0
+            self.segments.append(seg)
         if old_wfd >= 0:
             os.close(old_wfd)
 
@@ -248,15 +295,11 @@ class Spool:
         """Start a new segment once the active one is past the rotation size."""
         if self._active is None or self._written < self.rotate_bytes:
             return
-        with self._lock:
-            if self._active is not None:
-                self._active.closed = True
-                self._active.limit = self._written
-                self._active.written_seq = self._seq
-            self._open_segment()
+        self._open_segment()
 
     def limit_of(self, seg: Segment) -> int:
-        """How far a segment may be read: written bytes for ours, file size otherwise."""
+        """How far a segment may be read: written bytes for ours, the size found at
+        adoption for a dead process's (no system call: called under the lock)."""
         if seg is self._active:
             return self._written
         if seg.limit is not None:
@@ -285,15 +328,15 @@ class Spool:
                 p.unlink()
             except FileNotFoundError:
                 pass
-        with self._lock:  # ``drained`` (another thread) must not fstat a closed fd
+        with self._lock:  # out of ``drained``'s sight (another thread) before its fd closes
             seg.limit = seg.offset
-            os.close(seg.fd)
             if seg in self.segments or seg in self.adopted:
                 self._corrupt_removed += seg.corrupt
             if seg in self.segments:
                 self.segments.remove(seg)
             if seg in self.adopted:
                 self.adopted.remove(seg)
+        os.close(seg.fd)  # not under the lock: a system call there would make an append wait
 
     def adopt_orphans(self) -> list[Segment]:
         """Take over segments of dead processes (their flock is free). Oldest first."""
@@ -316,14 +359,17 @@ class Spool:
             if os.fstat(fd).st_nlink == 0:  # removed by its last adopter meanwhile
                 os.close(fd)
                 continue
-            seg = Segment(path=path, fd=fd, owned=False, closed=True)
+            # its writer is dead (we hold its flock): the size no longer changes
+            size = os.fstat(fd).st_size
+            seg = Segment(path=path, fd=fd, owned=False, closed=True, limit=size)
             seg.load_checkpoint()
-            seg.written_seq = _last_seq(fd, seg.offset, os.fstat(fd).st_size)
+            seg.written_seq = _last_seq(fd, seg.offset, size)
             new.append(seg)
-            log.info("spool.adopted", segment=seg.id, bytes=os.fstat(fd).st_size - seg.offset)
+            log.info("spool.adopted", segment=seg.id, bytes=size - seg.offset)
+        unshipped = sum(max(0, (seg.limit or 0) - seg.offset) for seg in new)
         with self._lock:
             self.adopted.extend(new)
-            self._unshipped += sum(max(0, os.fstat(seg.fd).st_size - seg.offset) for seg in new)
+            self._unshipped += unshipped
         return new
 
     def sync(self) -> None:
@@ -418,3 +464,84 @@ def spool_usage(directory: str | os.PathLike[str]) -> dict[str, Any]:
     quarantined = len(list((d / "quarantine").glob("*.bad"))) if (d / "quarantine").exists() else 0
     return {"dir": str(d), "segments": segments, "bytes": total, "unshipped_bytes": pending,
             "quarantined": quarantined}
+
+
+def erase_records(directory: str | os.PathLike[str], doomed: Callable[[bytes], bool],
+                  dry_run: bool = False) -> dict[str, int]:
+    """Remove from the spool in ``directory`` every record whose payload ``doomed`` names
+    (``memstream forget``), shipped or not, and every quarantined region it names.
+
+    A segment no live process holds (its ``flock`` is free: a dead process's, or a shipped
+    leftover) is rewritten without those records, its checkpoint moved back by the bytes
+    removed before it (sequence numbers are kept, so the log's dedup is unchanged); the
+    new file replaces the old one atomically. A segment a running process appends to is
+    only counted (``held``): stop that process, or let it ship, then run again.
+    Returns counts: ``records`` removed, ``segments`` rewritten, ``quarantined`` files
+    deleted, ``held`` records left in held segments."""
+    d = Path(directory)
+    out = {"records": 0, "segments": 0, "quarantined": 0, "held": 0}
+    if not d.is_dir():
+        return out
+    for path in sorted(d.glob("*.seg")):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held = False
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise
+                held = True
+            seg = Segment(path=path, fd=fd, owned=False, closed=not held)
+            seg.load_checkpoint()
+            checkpoint = seg.offset
+            seg.offset = 0
+            records, _ = seg.read(os.fstat(fd).st_size, 1 << 62, d / "quarantine")
+            gone = [r for r in records if doomed(r.payload)]
+            if not gone:
+                continue
+            if held or dry_run:
+                out["held" if held else "records"] += len(gone)
+                continue
+            _rewrite_segment(seg, records, {id(r) for r in gone}, checkpoint)
+            out["records"] += len(gone)
+            out["segments"] += 1
+        finally:
+            os.close(fd)  # releases the flock
+    quarantine = d / "quarantine"
+    if quarantine.is_dir():
+        for bad in sorted(quarantine.glob("*.bad")):
+            try:
+                data = bad.read_bytes()
+            except OSError:
+                continue
+            if doomed(data):
+                out["quarantined"] += 1
+                if not dry_run:
+                    bad.unlink(missing_ok=True)
+    return out
+
+
+def _rewrite_segment(seg: Segment, records: list[SpoolRecord], gone: set[int], checkpoint: int) -> None:
+    """Write ``seg``'s records but ``gone`` (by ``id``) to a new file that replaces it,
+    and its checkpoint moved back by the bytes removed before it."""
+    tmp = seg.path.with_name(seg.path.name + ".tmp")
+    offset = 0  # the kept bytes before the checkpoint (a corrupt region's are dropped: quarantined already)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for r in records:
+            if id(r) in gone:
+                continue
+            crc = zlib.crc32(r.payload, zlib.crc32(struct.pack(">Q", r.seq)))
+            os.write(fd, HEADER.pack(MAGIC, len(r.payload), r.seq, crc) + r.payload)
+            if r.end <= checkpoint:
+                offset += HEADER.size + len(r.payload)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, seg.path)
+    seg.offset = offset
+    seg.save_checkpoint()

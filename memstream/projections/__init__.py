@@ -13,7 +13,7 @@ from memstream.projections.catalog import STATES, Catalog, CatalogError, Version
 from memstream.projections.counters import Counters
 from memstream.projections.embedders.base import EmbedderError, EmbedderUnavailable
 from memstream.projections.embedders.base import Wrapper as EmbedderWrapper
-from memstream.projections.embedders.cache import CachedEmbedder
+from memstream.projections.embedders.cache import CachedEmbedder, EmbeddingCache, text_key
 from memstream.projections.embedders.port import (
     Embedder,
     configured_embedder,
@@ -37,6 +37,7 @@ from memstream.projections.registry import (
     plugins,
     registered,
     running_versions,
+    select,
 )
 from memstream.projections.sessions import SessionsIndex, SessionsProjection
 from memstream.projections.sparse import sparse_vector, tokenize
@@ -60,6 +61,8 @@ if TYPE_CHECKING:
     from memstream.projections.stores.edge import EdgeStore
 
 __all__ = [
+    "EmbeddingCache",
+    "text_key",
     "BacklogEntry",
     "backlog_entry",
     "embeds_inline",
@@ -107,6 +110,7 @@ __all__ = [
     "Projection",
     "PROJECTIONS",
     "registered",
+    "select",
     "Registered",
     "SessionsIndex",
     "SessionsProjection",

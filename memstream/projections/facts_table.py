@@ -27,6 +27,7 @@ write, the whole batch planned again when another writer changed a table it touc
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from typing import Any, Iterable, Sequence
@@ -50,6 +51,17 @@ def fact_ids(event_id: str, first: int, last: int) -> list[str]:
     asks for the ids of every hit: the JSON encoding of the event id is done once)."""
     head = '["fact",' + json.dumps(event_id, ensure_ascii=False, separators=(",", ":")) + ","
     return [named_uuid(f"{head}{n}]") for n in range(first, last + 1)]
+
+
+# The probed ids of this many events are kept (about 1 KB each): a query server looks up
+# the facts of every hit, two dozen events a search, and the same events come back across
+# searches (a recall at 10k memories spent 0.4 ms of its ~4 ms computing them).
+PROBED_CACHE = 4096
+
+
+@functools.lru_cache(maxsize=PROBED_CACHE)
+def _probed_ids(event_id: str) -> tuple[str, ...]:
+    return tuple(fact_ids(event_id, 1, PROBED_FACTS))
 
 
 def fact_id(event_id: str, n: int) -> str:
@@ -165,7 +177,7 @@ class FactsTable:
         if not event_ids:
             return []
         facts_key = self._keys(tenant)[0]
-        probed = [fact_ids(eid, 1, PROBED_FACTS) for eid in event_ids]
+        probed = [_probed_ids(eid) for eid in event_ids]
         with self.client.pipeline(transaction=False) as pipe:
             pipe.hmget(facts_key, [fid for ids in probed for fid in ids])
             pipe.hmget(self._events_key(tenant), event_ids)

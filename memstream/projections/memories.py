@@ -53,6 +53,7 @@ class MemoriesProjection(VectorProjection):
                 self._add(event, event.content, "remembered")
             elif isinstance(event, MemoryWritten):
                 self._write(event)
+        self._compact_if_due()
 
     def _add(self, event: MemoryRemembered | MemoryWritten, content: str, source: str) -> None:
         text, n = redact(content)
@@ -71,8 +72,9 @@ class MemoriesProjection(VectorProjection):
             self._add(event, event.content, "memory_tool")
             return
         old, _ = redact(event.old_text)
+        points = self._entries(event)
         entries = [(p.id, str(p.payload.get("text", "")), float(p.payload.get("occurred_at_ts", 0)))
-                   for p in self._entries(event)]
+                   for p in points]
         match, ambiguous = match_entry(entries, old)
         if ambiguous:
             self.counters.add(ambiguous_matches=1)  # Hermes rejects these; keep the oldest rule
@@ -84,6 +86,14 @@ class MemoriesProjection(VectorProjection):
                 self._add(event, event.content, "memory_tool")  # keep the new content
             return
         self.store.delete(self.collection, [match])
+        if event.action == "remove":
+            # Hermes's memory remove forgets as the forget tool does: the entry's event is
+            # tombstoned, so no version projects it again and `memstream forget --tombstoned`
+            # erases it from the log (the remove itself stays: the facts projection retracts by it)
+            removed = next((str(p.payload.get("event_id", "")) for p in points if p.id == match), "")
+            if removed:
+                self.tombstones.add(event.scope.tenant, removed)
+            self._compact_due = True  # and its text leaves the store's files
         if event.action == "replace":
             self._add(event, event.content, "memory_tool")
         self.counters.add(**{f"{event.action}d": 1})

@@ -40,6 +40,7 @@ __all__ = [
     "group_of",
     "memory_write_groups",
     "registered",
+    "select",
 ]
 
 
@@ -48,7 +49,10 @@ class Registered:
     """One projection of the table.
 
     ``vectors``: it is built on the vector store and the embedder (``cls(store, embedder,
-    client, prefix)``); otherwise on Redis alone (``cls(client, prefix)``).
+    client, prefix)``); otherwise on Redis alone (``cls(client, prefix)``), and so it may run
+    in any process, the embedded store's owner or not (``memstream up`` runs those in a
+    process of their own: ``service.sidecar``). A projection of your own says which with
+    ``VECTORS``.
     ``memory_writes``: it applies memory writes, and search finds what it applied: a memory
     write is searchable once every such projection applied it (``memstream add --sync``)."""
 
@@ -135,6 +139,19 @@ def plugins(spec: str = "") -> tuple[Registered, ...]:
 def all_registered(spec: str = "") -> tuple[Registered, ...]:
     """memstream's projections, then yours (``plugins``)."""
     return PROJECTIONS + plugins(spec)
+
+
+def select(rows: tuple[Registered, ...], names: str | tuple[str, ...] = "") -> tuple[Registered, ...]:
+    """The rows of ``rows`` named in ``names`` (comma-separated, or a tuple; empty: all), in
+    the table's order. ``PluginError`` naming the known ones for a name that is none of them."""
+    wanted = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
+    if not wanted:
+        return rows
+    known = {r.name for r in rows}
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        raise PluginError(f"no projection {', '.join(map(repr, unknown))} (known: {', '.join(r.name for r in rows)})")
+    return tuple(r for r in rows if r.name in wanted)
 
 
 def registered(name: str, spec: str = "") -> Registered:

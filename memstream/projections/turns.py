@@ -283,6 +283,7 @@ class TurnsProjection(VectorProjection):
                 docs.append((pid, unit, payload))
         written = self._index(docs, keywords)
         self.counters.add(points=written, skipped_boilerplate=skipped, redactions=redactions)
+        self._compact_if_due()
 
 
 

@@ -23,6 +23,11 @@ since (a tombstone applied between the stages: the point is deleted) or re-index
 undoes a forget and never puts an older text's vector on a newer point, in whatever order
 several workers apply the entries.
 
+Writing a point again (a redelivered batch, an event applied twice) keeps the dense
+vector it holds when its stored ``dense_key`` is the new one (the same text): the keyword
+stage reads the vector with the key and writes it back with the point, and adds no backlog
+entry for it; a new text drops the old vector and queues the new one.
+
 An embedder cheaper than a cache lookup (feature hashing: ``worth_caching`` False) keeps
 up with any rate: with it, ``apply`` writes the dense vector in the same upsert and adds no
 backlog entry (``inline``), as fast as one stage.
@@ -117,9 +122,10 @@ class VectorProjection:
         returns how many were written. Each point gets its payload and its keyword
         (sparse) vector, made from the same text or from ``keywords[point id]`` when given,
         and ``dense_key`` of the text. Its dense vector is written with it (``inline``),
-        or else the point is written without it and a backlog entry per point is added
-        after the upsert (see the module docstring): before ``apply`` returns, so before
-        its events are acknowledged."""
+        or the one the point holds for the same text is kept (``_kept_vectors``), or else
+        the point is written without it and a backlog entry for it is added after the
+        upsert (see the module docstring): before ``apply`` returns, so before its events
+        are acknowledged."""
         if not docs:
             return 0
         gone = self.tombstones.among([(d[2]["tenant"], d[2]["event_id"]) for d in docs])
@@ -128,21 +134,43 @@ class VectorProjection:
             self.counters.add(tombstoned=len(gone))
             if not docs:
                 return 0
-        vectors = self.embedder.embed([text for _, text, _ in docs]) if self.inline else None
         keywords = keywords or {}
         dense_keys = [dense_key(pid, text) for pid, text, _ in docs]
-        points = [Point(id=pid, dense=vectors[i] if vectors is not None else None,
-                        sparse=sparse_vector(keywords.get(pid, text)),
+        if self.inline:
+            vectors: list[Any] = list(self.embedder.embed([text for _, text, _ in docs]))
+        else:
+            kept = self._kept_vectors([pid for pid, _, _ in docs], dense_keys)
+            vectors = [kept.get(pid) for pid, _, _ in docs]
+        points = [Point(id=pid, dense=vectors[i], sparse=sparse_vector(keywords.get(pid, text)),
                         payload={**payload, "sparse_version": SPARSE_VERSION, DENSE_KEY: dense_keys[i]})
                   for i, (pid, text, payload) in enumerate(docs)]
         self.store.upsert(self.collection, points)
-        if vectors is None:
+        if not self.inline:
             pipe = self.client.pipeline(transaction=False)
-            for (pid, text, payload), key in zip(docs, dense_keys):
-                pipe.xadd(self.backlog, {"id": pid, "key": key, "tenant": payload["tenant"],
-                                         "event": payload["event_id"], "text": text})
+            for (pid, text, payload), key, dense in zip(docs, dense_keys, vectors):
+                if dense is None:
+                    pipe.xadd(self.backlog, {"id": pid, "key": key, "tenant": payload["tenant"],
+                                             "event": payload["event_id"], "text": text})
             pipe.execute()
+            self.counters.add(dense_kept=sum(1 for v in vectors if v is not None))
         return len(points)
+
+    def _kept_vectors(self, ids: list[str], keys: list[str]) -> dict[str, Any]:
+        """The dense vectors the points among ``ids`` hold now that were made from the text
+        they are written with again (their stored ``dense_key`` is the new one): point id ->
+        vector. The keyword stage writes them back with the point, so rewriting a point (a
+        redelivered batch, a replayed event) never hides the vector the dense stage gave it,
+        and needs no new backlog entry. The vector and the key are read together: a vector
+        is only ever kept on the text it was made from. A point whose key changed, or that
+        has no vector yet, is written without one and gets a backlog entry (a vector the
+        dense stage sets between this look and the write is set again from that entry)."""
+        wanted = {str(uuid.UUID(pid)): (pid, key) for pid, key in zip(ids, keys)}
+        kept: dict[str, Any] = {}
+        for p in self.store.retrieve(self.collection, ids, with_vectors=True):
+            pid, key = wanted.get(str(uuid.UUID(p.id)), ("", ""))
+            if pid and p.dense is not None and p.payload.get(DENSE_KEY) == key:
+                kept[pid] = p.dense
+        return kept
 
     def embed_backlog(self, entries: Sequence[BacklogEntry]) -> int:
         """The dense stage: embed the texts of backlog ``entries`` (oldest first) and set
@@ -172,4 +200,20 @@ class VectorProjection:
             return None  # never across tenants
         self.store.delete(self.collection, ids)
         self.counters.add(forgotten=1 if head else 0)
+        self._compact_due = self._compact_due or bool(head)
         return dict(head[0].payload) if head else None
+
+    _compact_due = False
+
+    def _compact_if_due(self) -> None:
+        """After a batch that deleted a forgotten item's points: rewrite the collection
+        without them when the store can (the embedded one: ``EdgeStore.compact``), so the
+        text is left in none of its files. Once per batch; a Qdrant server keeps its own
+        write-ahead log (see the README's Forgetting)."""
+        if not self._compact_due:
+            return
+        compact = getattr(self.store, "compact", None)
+        if compact is not None:
+            compact(self.collection)
+            self.counters.add(compacted=1)
+        self._compact_due = False

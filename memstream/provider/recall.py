@@ -5,7 +5,10 @@ list (``memstream.query``) answered by the process that holds the store (``memst
 ``memstream worker``). Prefetch queries are sent and awaited by one background thread
 (``memstream-recall``): the agent thread only hands over the text and, in ``prefetch``,
 waits on an in-process event for at most its budget. Tool calls ask synchronously with
-a bounded timeout (they are part of the agent's tool loop anyway).
+a bounded timeout (they are part of the agent's tool loop anyway). Both ask through the
+process's ``Asker`` for the URL (``memstream.query``): every provider of a gateway process
+shares its few request connections and its one reader of answers, so the connections a
+process holds do not grow with its agents.
 
 While Redis cannot be reached the thread retries on a jittered back-off
 (``memstream.core.backoff``) and fails the queries submitted meanwhile at once, without
@@ -25,13 +28,16 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import redis
 import structlog
 
 from memstream.core import Settings, TransientError, backoff_delay
-from memstream.producers import LogLocator, redis_client
+from memstream.producers import LogLocator
+
+if TYPE_CHECKING:
+    from memstream.query import Asker
 
 __all__ = ["Recall", "Query", "RecallUnavailable"]
 
@@ -79,8 +85,8 @@ class Recall:
         self._turns: dict[str, Query] = {}  # session -> newest turn query submitted (not a warm-up)
         self._thread: threading.Thread | None = None
         self._stop = False
-        self._client: redis.Redis | None = None
-        self._client_url = ""
+        self._asker: Asker | None = None  # the process's query client for the URL (shared)
+        self._asker_lock = threading.Lock()
         self._down_until = 0.0  # monotonic time before which the thread does not try Redis
         self._failures_in_row = 0
         self._down_reason = ""
@@ -165,7 +171,7 @@ class Recall:
         try:
             self._thread_loop()
         finally:
-            self._close_client()
+            self._release_asker()
 
     def _thread_loop(self) -> None:
         try:
@@ -231,31 +237,35 @@ class Recall:
             self._stop = True
             self._cv.notify_all()
 
-    def _close_client(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            try:
-                client.close()
-            except Exception:  # closing a broken connection must not fail the thread
-                pass
+    def _release_asker(self) -> None:
+        with self._asker_lock:
+            asker, self._asker = self._asker, None
+        if asker is not None:
+            asker.release()
 
     # -- asking ------------------------------------------------------------------------------
-    def _connection(self) -> redis.Redis:
+    def _connection(self) -> Asker:
+        """The process's query client for the current URL (``memstream.query.client.Asker``:
+        every provider of the process asks over the same few connections and one reader),
+        held until this recall's thread ends."""
+        from memstream.query import Asker  # imported on first use only
+
         url = self._locator.url()
         if not url:
             raise RecallUnavailable("no memstream service is running (`memstream up`) and no MEMSTREAM_REDIS_URL")
-        if self._client is None or url != self._client_url:
-            # reads block on a result stream for up to the tool timeout: a longer socket timeout
-            self._client = redis_client(url, timeout=max(self.settings.tool_timeout, 5.0) + 2.0)
-            self._client_url = url
-        return self._client
+        with self._asker_lock:
+            asker = self._asker
+            if asker is None or asker.url != url:
+                self._asker = Asker.shared(url)
+                if asker is not None:
+                    asker.release()
+                asker = self._asker
+            return asker
 
     def ask(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
         """One query, answered or failed within ``timeout`` s (plus a Redis round trip)."""
-        from memstream.query import ask  # imported on first use only
-
         try:
-            return ask(self._connection(), self.settings.stream_prefix, request, timeout=timeout)
+            return self._connection().ask(self.settings.stream_prefix, request, timeout=timeout)
         except redis.RedisError as exc:  # the client is kept: its pool reconnects on the next call
             raise RecallUnavailable(f"Redis unreachable: {type(exc).__name__}: {exc}") from exc
 

@@ -1,6 +1,7 @@
 """query: the read path, from the agent's question to the stores' answer.
 
-``protocol`` (typed requests and their envelope) and ``client`` (``ask``) are all a caller
+``protocol`` (typed requests and their envelope) and ``client`` (``ask``, and ``Asker``:
+every caller of a process over a bounded number of connections) are all a caller
 needs, and light: the provider imports them without loading a store or a model. The
 server side (``server``: the threads answering the channels, ``ops``: the read
 operations, ``ranking``: hybrid retrieval) is imported on first use of its names.
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING
 from memstream.core import lazy_exports
 from memstream.query.client import (
     ANSWER_TTL,
+    Asker,
     QueryTimeout,
     ask,
     operator_channel,
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
     from memstream.query.versions import ActiveVersions, FixedVersions
 
 __all__ = [
-    "ANSWER_TTL", "QueryTimeout", "ask", "operator_channel", "reply_key", "tenant_channel",
+    "ANSWER_TTL", "Asker", "QueryTimeout", "ask", "operator_channel", "reply_key", "tenant_channel",
     "MAX_ENVELOPE_BYTES", "MAX_QUERY_CHARS", "OPS", "Envelope", "QueryRefused", "Request",
     "decode_envelope", "QueryServer", "ReadOps", "Searcher", "ActiveVersions", "FixedVersions",
 ]

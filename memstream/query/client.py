@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 import uuid
 import weakref
@@ -63,6 +64,18 @@ def ask(client: redis.Redis, prefix: str, request: dict[str, Any], timeout: floa
     Raises QueryTimeout when nobody answers within ``timeout`` s, QueryRefused when the
     request is not one the protocol accepts (checked here before sending, so a caller
     learns at once), and ``redis.RedisError`` when Redis cannot be reached."""
+    raw, request_id, tenant = _envelope(request, timeout)
+    channel = _push(client, prefix, raw, tenant)
+    key = reply_key(channel, request_id)
+    got = client.blpop([key], timeout=max(0.001, timeout))
+    if not got:
+        _forget(client, key)
+        raise _timeout(timeout)
+    return _answer(got[1])
+
+
+def _envelope(request: dict[str, Any], timeout: float) -> tuple[bytes, str, str]:
+    """(the encoded envelope, its request id, the request's tenant); QueryRefused if bad."""
     if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):  # type: ignore[redundant-expr]  # for untyped callers
         raise QueryRefused(f"timeout must be a positive number of seconds, got {timeout!r}")
     body = dict(request)
@@ -77,7 +90,11 @@ def ask(client: redis.Redis, prefix: str, request: dict[str, Any], timeout: floa
     raw = _encoder.encode(env)
     if len(raw) > MAX_ENVELOPE_BYTES:
         raise QueryRefused(f"request of {len(raw)} bytes is over the {MAX_ENVELOPE_BYTES}-byte limit")
-    tenant = getattr(req, "tenant", "") or ""
+    return raw, env.id, getattr(req, "tenant", "") or ""
+
+
+def _push(client: redis.Redis, prefix: str, raw: bytes, tenant: str) -> str:
+    """Push the envelope on the channel this client may write; returns the channel."""
     pool = client.connection_pool
     channel = _channels.get(pool, operator_channel(prefix))
     try:
@@ -88,16 +105,252 @@ def ask(client: redis.Redis, prefix: str, request: dict[str, Any], timeout: floa
         channel = tenant_channel(prefix, tenant)
         client.rpush(channel, raw)
         _channels[pool] = channel
-    key = reply_key(channel, env.id)
-    got = client.blpop([key], timeout=max(0.001, timeout))
-    if not got:
-        try:
-            client.delete(key)  # an answer racing the timeout must not linger
-        except redis.RedisError:
-            pass
-        raise QueryTimeout(f"no answer within {timeout:g}s: is the memstream service (or a worker) running?")
+    return channel
+
+
+def _forget(client: redis.Redis, key: str) -> None:
     try:
-        answer = json.loads(got[1])
+        client.delete(key)  # an answer racing the timeout must not linger
+    except redis.RedisError:
+        pass
+
+
+def _timeout(timeout: float) -> QueryTimeout:
+    return QueryTimeout(f"no answer within {timeout:g}s: is the memstream service (or a worker) running?")
+
+
+def _answer(raw: bytes | str) -> dict[str, Any]:
+    """The answer the query server sent (untrusted: anything but a JSON object is an error)."""
+    try:
+        answer = json.loads(raw)
     except ValueError:
         return {"error": "the query server sent an answer that is not JSON"}
     return answer if isinstance(answer, dict) else {"error": "the query server sent an answer that is not an object"}
+
+
+# -- one process, many callers: a bounded number of connections ---------------------------
+class _Waiter:
+    __slots__ = ("done", "answer", "error")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.answer: bytes | str | None = None
+        self.error = ""
+
+
+class Asker:
+    """``ask`` for every caller of a process on one Redis URL, over a bounded number of
+    connections whatever the number of callers (a Hermes gateway runs hundreds of
+    providers in one process, each with its recall thread and its tool calls).
+
+    Requests go out on a pool of at most ``COMMANDS`` connections, each used for one
+    short command at a time. Every answer is awaited by ONE reader thread on ONE
+    connection: a ``BLPOP`` over the reply keys of all pending requests (Redis returns the
+    key with the value, so the answer goes to its caller). A request added while the reader
+    is blocked wakes it with one element pushed on the process's wake key (beside the
+    channel, in the same keyspace; it expires), sent in the request's round trip. A caller
+    that gives up deletes its reply key, as ``ask`` does (an answer arriving after that
+    expires after ``ANSWER_TTL`` s; one the reader took meanwhile is dropped). The reader waits on nothing while no request is
+    pending, and re-reads its keys every ``BLOCK_S`` s at the latest.
+
+    ``shared(url)`` returns the process's asker for ``url`` (reference-counted); the last
+    ``release`` ends the reader thread (after its current ``BLPOP``, at most ``BLOCK_S``
+    s) and closes every connection. Guarantees as ``ask``'s; while Redis is unreachable a
+    request fails with ``redis.ConnectionError`` at once, and pending ones when the reader
+    finds out."""
+
+    COMMANDS = 4
+    ASKS, REPLIES = "memstream-asks", "memstream-replies"  # the connections' names (CLIENT LIST)
+    BLOCK_S = 1.0
+    RETRY_S = 0.5  # the reader's pause after a failed read, while requests are pending
+    WAKE_TTL = 60
+
+    _registry: dict[str, Asker] = {}
+    _registry_lock = threading.Lock()
+
+    def __init__(self, url: str, timeout: float = 5.0) -> None:
+        self.url = url
+        self.timeout = timeout
+        self.pool = redis.BlockingConnectionPool.from_url(
+            url, max_connections=self.COMMANDS, timeout=timeout, socket_timeout=timeout,
+            socket_connect_timeout=min(timeout, 2.0), health_check_interval=30, client_name=self.ASKS)
+        self.client = redis.Redis(connection_pool=self.pool)
+        self._cv = threading.Condition()
+        self._waiting: dict[bytes, _Waiter] = {}
+        self._wake_keys: dict[str, bytes] = {}  # channel -> this process's wake key beside it
+        self._writable: set[str] = set()  # channels a push has succeeded on
+        self._blocking = False  # the reader is in a BLPOP over a snapshot of the keys
+        self._woken = False  # a wake element was pushed since that snapshot
+        self._reader: threading.Thread | None = None
+        self._refs = 0
+        self._closed = False
+        self._id = uuid.uuid4().hex
+        self.counters = {"asked": 0, "answered": 0, "timed_out": 0, "late_answers": 0, "wakes": 0,
+                         "read_failures": 0}
+
+    # -- sharing ---------------------------------------------------------------------------
+    @classmethod
+    def shared(cls, url: str, timeout: float = 5.0) -> Asker:
+        with cls._registry_lock:
+            asker = cls._registry.get(url)
+            if asker is None or asker._closed:
+                asker = cls._registry[url] = cls(url, timeout)
+            asker._refs += 1
+            return asker
+
+    def release(self) -> None:
+        """Drop one reference; the last one closes (without waiting for the reader)."""
+        with self._registry_lock:
+            self._refs -= 1
+            if self._refs > 0:
+                return
+            if self._registry.get(self.url) is self:
+                del self._registry[self.url]
+        self.close()
+
+    def close(self) -> None:
+        with self._cv:
+            self._closed = True
+            waiting, self._waiting = self._waiting, {}
+            self._cv.notify_all()
+        for waiter in waiting.values():
+            waiter.error = "the query client was closed"
+            waiter.done.set()
+        self.pool.disconnect()
+
+    # -- asking ----------------------------------------------------------------------------
+    def ping(self) -> bool:
+        return bool(self.client.ping())
+
+    def ask(self, prefix: str, request: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
+        """As ``ask``, over the process's connections (see the class docstring)."""
+        raw, request_id, tenant = _envelope(request, timeout)
+        channel = _channels.get(self.pool, operator_channel(prefix))
+        waiter = _Waiter()
+        if channel in self._writable:  # the usual case: one round trip for request and wake
+            key = reply_key(channel, request_id).encode()
+            wake = self._register(key, waiter, channel)
+            try:
+                pipe = self.client.pipeline(transaction=False)
+                pipe.rpush(channel, raw)
+                if wake is not None:
+                    pipe.rpush(wake, b"")
+                    pipe.expire(wake, self.WAKE_TTL)
+                pipe.execute()
+            except BaseException:
+                self._unregister(key)
+                raise
+        else:  # first push on this channel: it may be refused (NOPERM), so nothing is registered before
+            channel = _push(self.client, prefix, raw, tenant)
+            with self._cv:
+                self._writable.add(channel)
+            key = reply_key(channel, request_id).encode()
+            wake = self._register(key, waiter, channel)
+            if wake is not None:
+                try:
+                    pipe = self.client.pipeline(transaction=False)
+                    pipe.rpush(wake, b"")
+                    pipe.expire(wake, self.WAKE_TTL)
+                    pipe.execute()
+                except BaseException:
+                    self._unregister(key)
+                    raise
+        if not waiter.done.wait(timeout):
+            self._unregister(key)
+            if not waiter.done.is_set():
+                self.counters["timed_out"] += 1
+                _forget(self.client, key.decode())
+                raise _timeout(timeout)
+        if waiter.answer is None:
+            raise redis.ConnectionError(waiter.error or "no answer")
+        self.counters["answered"] += 1
+        return _answer(waiter.answer)
+
+    def _register(self, key: bytes, waiter: _Waiter, channel: str) -> bytes | None:
+        """Add a pending request; returns the wake key to push on if the reader must re-read
+        its keys (it is blocked on a snapshot without this one, and nobody woke it yet)."""
+        with self._cv:
+            if self._closed:
+                raise redis.ConnectionError("the query client was closed")
+            wake_key = self._wake_keys.get(channel)
+            if wake_key is None:
+                wake_key = self._wake_keys[channel] = reply_key(channel, f"wake-{self._id}").encode()
+            self._waiting[key] = waiter
+            self.counters["asked"] += 1
+            if self._reader is None or not self._reader.is_alive():
+                self._reader = threading.Thread(target=self._read, name="memstream-replies", daemon=True)
+                self._reader.start()
+            self._cv.notify()
+            if self._blocking and not self._woken:
+                self._woken = True
+                self.counters["wakes"] += 1
+                return wake_key
+            return None
+
+    def _unregister(self, key: bytes) -> None:
+        with self._cv:
+            self._waiting.pop(key, None)
+
+    # -- the reader thread -----------------------------------------------------------------
+    def _read(self) -> None:
+        conn: redis.Redis | None = None
+        try:
+            while True:
+                with self._cv:
+                    while not self._waiting and not self._closed:
+                        self._cv.wait()
+                    if self._closed:
+                        return
+                    keys_now = list(self._waiting) + list(self._wake_keys.values())
+                    self._blocking, self._woken = True, False
+                try:
+                    if conn is None:
+                        conn = redis.Redis.from_url(self.url, socket_timeout=self.BLOCK_S + self.timeout,
+                                                    socket_connect_timeout=min(self.timeout, 2.0),
+                                                    client_name=self.REPLIES, single_connection_client=True)
+                    got = conn.blpop(keys_now, timeout=self.BLOCK_S)
+                except redis.RedisError as exc:
+                    _close(conn)
+                    conn = None
+                    self._fail_pending(f"{type(exc).__name__}: {exc}")
+                    continue
+                finally:
+                    with self._cv:
+                        self._blocking = False
+                if got:
+                    self._deliver(got[0], got[1])
+        finally:
+            _close(conn)
+
+    def _deliver(self, key: bytes | str, value: bytes | str) -> None:
+        key = key if isinstance(key, bytes) else key.encode()
+        with self._cv:
+            waiter = self._waiting.pop(key, None)
+            is_wake = key in self._wake_keys.values()
+        if waiter is not None:
+            waiter.answer = value
+            waiter.done.set()
+        elif not is_wake:
+            self.counters["late_answers"] += 1
+
+    def _fail_pending(self, error: str) -> None:
+        """Redis failed the reader: every pending request fails now (their callers retry)."""
+        self.counters["read_failures"] += 1
+        with self._cv:
+            failed, self._waiting = self._waiting, {}
+            if not self._closed:
+                self._cv.wait(self.RETRY_S)  # no request pending now: wakes at the next one anyway
+        for waiter in failed.values():
+            waiter.error = f"Redis unreachable: {error}"
+            waiter.done.set()
+
+    def stats(self) -> dict[str, int]:
+        return dict(self.counters)
+
+
+def _close(conn: redis.Redis | None) -> None:
+    if conn is not None:
+        try:
+            conn.close()
+        except Exception:  # closing a broken connection must not fail the reader
+            pass

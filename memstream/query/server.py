@@ -189,16 +189,22 @@ class QueryServer:
         out["took_ms"] = round((time.perf_counter() - started) * 1000, 2)
         if env.asked_at and math.isfinite(env.asked_at):
             out["queued_ms"] = round(max(0.0, time.time() - env.asked_at) * 1000 - out["took_ms"], 2)
-        self._reply(client, channel, env.id, out)
-        self._count(client, "answered")
+        self._reply(client, channel, env.id, out, counted="answered")
         return out
 
-    def _reply(self, client: redis.Redis, channel: str, request_id: str, answer: dict[str, Any]) -> None:
+    def _reply(self, client: redis.Redis, channel: str, request_id: str, answer: dict[str, Any],
+               counted: str = "") -> None:
+        """Send ``answer``; with ``counted``, count it in the same round trip."""
         key = reply_key(channel, request_id)
         pipe = client.pipeline(transaction=True)
         pipe.rpush(key, json.dumps(answer, default=str))
         pipe.expire(key, ANSWER_TTL)
+        if counted:
+            pipe.hincrby(self.counters_key, counted, 1)
         pipe.execute()
+        if counted:
+            with self._lock:
+                self.counts[counted] = self.counts.get(counted, 0) + 1
 
     def serve_once(self, timeout: float = 0.01) -> bool:
         """Answer the queued requests, then return (tests, tools): whether any ran."""

@@ -1,5 +1,6 @@
 """service: ``memstream up``, the embedded Valkey and the projection workers and query
-server in one process; ``--detach`` and ``memstream down``; the Prometheus metrics of the
+server (the projections without vectors in a supervised child process, ``sidecar``);
+``--detach`` and ``memstream down``; the Prometheus metrics of the
 service and of every worker, and the dashboard served beside them (``metrics``,
 ``dashboard``, ``http``: imported on first use)."""
 
@@ -7,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from memstream.core import lazy_exports
 from memstream.service.service import AlreadyRunning, Service, detach, stop_service
+from memstream.service.sidecar import Sidecar, SidecarDrain
 from memstream.service.valkey import ValkeyProcess, binary_path, free_port
 
 if TYPE_CHECKING:
@@ -19,6 +21,8 @@ __all__ = [
     "free_port",
     "Metrics",
     "Service",
+    "Sidecar",
+    "SidecarDrain",
     "start_metrics",
     "stop_service",
     "ValkeyProcess",

@@ -75,6 +75,9 @@ log = structlog.get_logger("memstream.metrics")
 
 GROUP = ("group", "projection", "version")  # the labels of a projection version's figures
 QUERY_OUTCOMES = ("answered", "refused", "expired", "failed", "unsupported")  # query.server's counters
+# the places ``memstream forget`` (ops.forget) counts what it removed from, and its tombstones
+FORGOTTEN_PLACES = ("stream_entries", "archive_entries", "dead_letters", "embed_backlog", "embedding_cache",
+                    "spool_records", "tombstones")
 MAX_DLQ_GROUPS = 64
 REPORT_EVERY_OFF = Settings().report_every_s  # the agents' interval when this process's is 0 (the default)
 SAMPLES = 5  # MEMORY USAGE's estimate from 5 nodes (Redis's default): every node counted is O(N) a scrape
@@ -127,7 +130,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("memstream_projection_pending_entries", "gauge", GROUP, "entries", "Entries delivered to the "
            "version's consumers and not yet acknowledged", "redis"),
     Family("memstream_projection_dead_letters", "gauge", GROUP, "entries", "Dead letters of the version in "
-           "the dead-letter stream now (`memstream dlq list`)", "redis"),
+           "the dead-letter stream now (`memstream dlq list`), its dense stage's included", "redis"),
     Family("memstream_projection_consumers", "gauge", GROUP, "consumers", "Consumers of the version that "
            "wrote their health record within MEMSTREAM_STALL_AFTER_S and are neither stopped nor dead",
            "redis"),
@@ -139,6 +142,10 @@ FAMILIES: tuple[Family, ...] = (
            "consumer of the version applied", "process"),
     Family("memstream_projection_dead_lettered_total", "counter", GROUP, "entries", "Entries this process's "
            "consumer of the version dead-lettered", "process"),
+    Family("memstream_projection_embed_dead_lettered_total", "counter", GROUP, "points", "Backlog entries "
+           "this process's dense stage of the version dead-lettered (malformed, or failing alone on "
+           "their last delivery): their points stay findable by keywords only until "
+           "`memstream dlq retry`", "process"),
     Family("memstream_projection_redelivered_total", "counter", GROUP, "entries", "Entries this process's "
            "consumer of the version handled again after an earlier delivery (its own pending ones after a "
            "failure or restart, or reclaimed from a dead consumer)", "process"),
@@ -158,6 +165,8 @@ FAMILIES: tuple[Family, ...] = (
     Family("memstream_spool_unreplicated_batches_total", "counter", (), "batches", "Shipped batches the "
            "primary appended but fewer than MEMSTREAM_SHIP_REPLICAS replicas confirmed in time (WAIT): kept "
            "in their spools and sent again later, over every host's shippers", "redis"),
+    Family("memstream_forgotten_total", "counter", ("place",), "items", "Items `memstream forget` removed, by "
+           "place: " + ", ".join(FORGOTTEN_PLACES), "redis"),
     Family("memstream_query_seconds", "histogram", ("op",), "seconds", "Seconds a query handler of this "
            "process took, by operation", "process"),
     # the agents' reports (memstream.service.fleet)
@@ -246,6 +255,13 @@ class LogCollector(Collector):
         self._dlq_state: tuple[int, str] | None = None
         self._dlq_counts: dict[str, int] = {}
         self._local = threading.local()  # quiet: this thread's collections log nothing
+        self._embed_dead: dict[str, int] = {}  # group -> backlog entries its dense stage here dead-lettered
+        self._embed_dead_lock = threading.Lock()
+
+    def count_embed_dead_lettered(self, group: str, entries: int) -> None:
+        """Count backlog entries of ``group`` that a dense stage of this process dead-lettered."""
+        with self._embed_dead_lock:
+            self._embed_dead[group] = self._embed_dead.get(group, 0) + entries
 
     @contextmanager
     def quietly(self) -> Iterator[None]:
@@ -301,7 +317,12 @@ class LogCollector(Collector):
             applied.add_metric(labels, c.stats.applied)
             dead.add_metric(labels, c.stats.dead_lettered)
             again.add_metric(labels, c.stats.redelivered)
-        yield from (applied, dead, again)
+        embed_dead = _family("memstream_projection_embed_dead_lettered_total")
+        with self._embed_dead_lock:
+            counted = sorted(self._embed_dead.items())
+        for group, n in counted:
+            embed_dead.add_metric(list(_group_labels(group)), n)
+        yield from (applied, dead, again, embed_dead)
 
     # -- reading Redis ---------------------------------------------------------------------
     def _read(self, f: dict[str, GaugeMetricFamily | CounterMetricFamily], now: float) -> None:
@@ -423,14 +444,18 @@ class LogCollector(Collector):
         for tenant in tenants:
             pipe.llen(tenant_channel(self.prefix, tenant))
         pipe.hgetall(keys.query_counters(self.prefix))
+        pipe.hgetall(keys.forget_counters(self.prefix))
         pipe.hget(keys.spool_counters(self.prefix), "unreplicated")  # added to by every host's shipper
-        *lengths, counters, unreplicated = pipe.execute()
+        *lengths, counters, forgotten, unreplicated = pipe.execute()
         f["memstream_spool_unreplicated_batches_total"].add_metric([], int(unreplicated or 0))
         f["memstream_query_queue_length"].add_metric(["operator"], int(lengths[0]))
         f["memstream_query_queue_length"].add_metric(["tenants"], sum(int(n) for n in lengths[1:]))
         outcomes = {as_str(k): int(v) for k, v in (counters or {}).items()}
         for outcome in QUERY_OUTCOMES:
             f["memstream_queries_total"].add_metric([outcome], outcomes.get(outcome, 0))
+        removed = {as_str(k): int(v) for k, v in (forgotten or {}).items()}
+        for place in FORGOTTEN_PLACES:
+            f["memstream_forgotten_total"].add_metric([place], removed.get(place, 0))
 
 
 class BatchHistogram(Collector):
@@ -530,6 +555,9 @@ class Metrics:
     def embedded(self, group: str, texts: int, seconds: float) -> None:
         self._child(self.stages, group, "embed").observe(seconds)
         self._child(self.embed_batch, group).observe(texts)
+
+    def embed_dead_lettered(self, group: str, entries: int) -> None:
+        self.collector.count_embed_dead_lettered(group, entries)
 
     def answered(self, op: str, seconds: float) -> None:
         if op in OPS:

@@ -1,6 +1,8 @@
 """The memstream service: the embedded Valkey (when no Redis URL is set) plus the
-background services, in one process. ``memstream up`` runs it; ``--detach`` runs it in
-the background; ``memstream down`` stops it.
+background services, in one process, but for the projections that need no vector store:
+with ``MEMSTREAM_PROJECTION_PROCESS`` (the default on 2 CPUs or more) they run in a
+supervised child process (``service.sidecar``), whose figures the service's metrics show.
+``memstream up`` runs it; ``--detach`` runs it in the background; ``memstream down`` stops it.
 
 Guarantees: at most one service per ``MEMSTREAM_HOME`` (an flock held for its lifetime);
 the run file (``$MEMSTREAM_HOME/run/service.json``) exists only while it serves and
@@ -40,6 +42,7 @@ from memstream.core import (
     write_private,
 )
 from memstream.producers import EventLog, Shipper, Spool, event_log, redis_client, shipping_timeout
+from memstream.service.sidecar import Sidecar
 from memstream.service.valkey import ValkeyProcess
 
 if TYPE_CHECKING:
@@ -69,6 +72,7 @@ class Service:
         self.shipper: Shipper | None = None
         self.spool: Spool | None = None
         self.pipeline: Pipeline | None = None
+        self.sidecar: Sidecar | None = None
         self.pipeline_error = ""
         self.metrics: Metrics | None = None
 
@@ -133,11 +137,21 @@ class Service:
 
     def _start_pipeline(self, eventlog: EventLog) -> None:
         """The projection workers and the query server live in this process (the
-        embedded store admits one process). A failure here leaves the log serving."""
+        embedded store admits one process), those without vectors in the sidecar when it
+        is on. A failure here leaves the log serving."""
         try:
-            from memstream.workers import Pipeline
+            from memstream.projections import all_registered
+            from memstream.workers import Pipeline, PipelineConfig
 
-            self.pipeline = Pipeline(self.settings, eventlog).start()
+            config = PipelineConfig.of(self.settings)
+            if self.settings.projections_apart:
+                rows = all_registered(self.settings.projections)
+                apart = tuple(r.name for r in rows if not r.vectors)
+                if apart and len(apart) < len(rows):
+                    self.sidecar = Sidecar(self.settings, self.url, apart).start()
+                    config = PipelineConfig.of(self.settings,
+                                               projections=tuple(r.name for r in rows if r.vectors))
+            self.pipeline = Pipeline(self.settings, eventlog, config).start()
         except Exception as exc:
             self.pipeline_error = f"{type(exc).__name__}: {exc}"
             log.error("service.pipeline_failed", error=self.pipeline_error,
@@ -151,10 +165,17 @@ class Service:
 
         try:
             self.metrics = start_metrics(self.settings, eventlog, role="service",
-                                         consumers=lambda: self.pipeline.consumers if self.pipeline else ())
+                                         consumers=self._consumers)
         except Exception as exc:  # noqa: BLE001  metrics never stop the service
             log.error("service.metrics_failed", error=f"{type(exc).__name__}: {exc}"[:500],
                       action="the service runs without metrics")
+
+    def _consumers(self) -> list[Any]:
+        """The consumers whose counters the metrics show: the pipeline's and the sidecar's."""
+        out: list[Any] = list(self.pipeline.consumers) if self.pipeline is not None else []
+        if self.sidecar is not None:
+            out += self.sidecar.consumers
+        return out
 
     def handle_signals(self) -> None:
         """SIGTERM and SIGINT stop the service (from the main thread only)."""
@@ -189,6 +210,9 @@ class Service:
         if self.pipeline is not None:
             self.pipeline.stop()
             self.pipeline = None
+        if self.sidecar is not None:  # before Valkey: its consumers finish their batches
+            self.sidecar.stop()
+            self.sidecar = None
         if self.shipper is not None:
             # the spool closes when the shipper thread is gone, never under its feet
             self.shipper.stop(2.0, close_spool=True)

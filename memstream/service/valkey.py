@@ -95,6 +95,9 @@ class ValkeyProcess:
             "--port", str(self.port), "--bind", "127.0.0.1",
             "--dir", str(self.data_dir),
             "--appendonly", "yes", "--appendfsync", self.appendfsync,
+            # every rewrite in command form (a larger file): an RDB preamble copies a stream's
+            # nodes as they are in memory, bytes of entries `memstream forget` deleted included
+            "--aof-use-rdb-preamble", "no",
             "--save", "", "--daemonize", "no", "--protected-mode", "yes",
             "--logfile", str(self.log_path),
         ]

@@ -6,7 +6,7 @@ and the query server as threads."""
 
 from memstream.workers.consumer import Consumer
 from memstream.workers.deadletters import DeadLetters
-from memstream.workers.embedding import EmbedConsumer, embed_waiting
+from memstream.workers.embedding import EmbedConsumer, embed_readers, embed_waiting
 from memstream.workers.health import Waiting, consuming, projection_health, read_health, waiting
 from memstream.workers.pipeline import Pipeline, PipelineConfig
 from memstream.workers.positions import Positions, is_applied
@@ -19,6 +19,7 @@ __all__ = [
     "Consumer",
     "DeadLetters",
     "EmbedConsumer",
+    "embed_readers",
     "embed_waiting",
     "group_progress",
     "GroupProgress",

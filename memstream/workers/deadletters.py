@@ -32,15 +32,34 @@ class DeadLetters:
     def add(self, group: str, stream: str, entry_id: str, fields: EntryFields, error: str,
             deliveries: int) -> None:
         """Dead-letter one entry and ack it in its group, atomically (MULTI)."""
-        record: dict[FieldT, EncodableT] = {
-            "group": group, "stream": stream, "entry_id": entry_id, "error": error[:2000],
-            "deliveries": deliveries, "dead_at": repr(time.time()),
-        }
-        for k, v in fields.items():
-            record[b"f:" + k if isinstance(k, bytes) else f"f:{k}"] = v
+        self.add_entries(group, stream, [(entry_id, fields)], error, {entry_id: deliveries})
+
+    def add_entries(self, group: str, stream: str, entries: list[tuple[str, EntryFields]], error: str,
+                    deliveries: dict[str, int], *, ack_group: str | None = None, delete: bool = False,
+                    stage: str = "") -> None:
+        """Dead-letter ``entries`` of ``stream`` (each with its deliveries, 1 when not
+        given) and ack them in ``ack_group`` (``group`` when None), deleting them from the
+        stream too when ``delete`` (a backlog, whose length is what waits), atomically
+        (MULTI). ``stage`` names the stage that gave up on them (a version's dense stage:
+        ``dense``), recorded when given; ``retry`` re-appends them to ``stream``."""
+        if not entries:
+            return
         pipe = self.client.pipeline(transaction=True)
-        pipe.xadd(self.key, record)
-        pipe.xack(stream, group, entry_id)
+        dead_at = repr(time.time())
+        for entry_id, fields in entries:
+            record: dict[FieldT, EncodableT] = {
+                "group": group, "stream": stream, "entry_id": entry_id, "error": error[:2000],
+                "deliveries": deliveries.get(entry_id, 1), "dead_at": dead_at,
+            }
+            if stage:
+                record["stage"] = stage
+            for k, v in fields.items():
+                record[b"f:" + k if isinstance(k, bytes) else f"f:{k}"] = v
+            pipe.xadd(self.key, record)
+        ids = [entry_id for entry_id, _ in entries]
+        pipe.xack(stream, ack_group or group, *ids)
+        if delete:
+            pipe.xdel(stream, *ids)
         pipe.execute()
 
     def list(self, count: int = 100, group: str | None = None) -> list[dict[str, str]]:
@@ -84,14 +103,21 @@ class DeadLetters:
     def count_by_group(self, limit: int = 100_000, page: int = 500) -> dict[str, int]:
         """Group -> its dead letters, over the oldest ``limit`` records (read ``page`` at a
         time); a record without a readable group counts under ``""``."""
+        return self.count_by("group", limit, page)
+
+    def count_by(self, field: str, limit: int = 100_000, page: int = 500) -> dict[str, int]:
+        """Value of the records' ``field`` (``group``, ``stream``, ``stage``) -> how many
+        records hold it, over the oldest ``limit`` records (read ``page`` at a time); a
+        record without it, or with one that does not decode, counts under ``""``."""
         counts: dict[str, int] = {}
         cursor, seen = "-", 0
+        name = field.encode()
         while seen < limit:
             got = self.client.xrange(self.key, min=cursor, count=min(page, limit - seen)) or []
             for entry in got:
                 dlq_id, record = xrange_entry(entry)
-                group = shown(record.get(b"group", record.get("group", b"")))
-                counts[group] = counts.get(group, 0) + 1
+                value = shown(record.get(name, record.get(field, b"")))
+                counts[value] = counts.get(value, 0) + 1
                 cursor = f"({dlq_id}"
             seen += len(got)
             if len(got) < page:

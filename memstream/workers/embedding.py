@@ -12,12 +12,18 @@ set its vector (``embed_backlog``), or found that its point no longer wants it (
 forgotten or re-indexed since); a crash before that means a redelivery, harmless because
 setting a vector is idempotent and conditional on the point's ``dense_key``. So the
 stream's length is what waits for the dense stage (``embed_waiting``: its lag in points,
-and the age of the oldest). ``run`` returns only when told to stop: an error is logged,
+and the age of the oldest); ``embed_readers`` says which dense stages read it lately, as
+the server saw them (``memstream doctor``'s ``dense`` check). ``run`` returns only when told to stop: an error is logged,
 counted and retried after a jittered backoff, transient ones (the store or a remote
-embedder unreachable) without spending a delivery; an entry that failed otherwise
-``max_deliveries`` times is dropped (logged and counted as ``dropped``): its point stays
-findable by its keywords. A malformed entry (the backlog is in the shared Redis) is
-dropped at once.
+embedder unreachable) without spending a delivery. Once entries of a failing batch were
+delivered ``max_deliveries`` times, the batch is applied one entry at a time: an entry
+that fails alone then goes to the dead-letter stream (``workers.deadletters``, ``P:dlq``:
+its group the version's, its stream the backlog, its stage ``dense``), acknowledged and
+deleted from the backlog in the same MULTI, and counted (``dead_lettered``, and
+``core.observe.embed_dead_lettered`` for the metrics); the others are applied. A malformed
+entry (the backlog is in the shared Redis) is dead-lettered at once. A dead-lettered
+entry's point stays findable by its keywords; ``memstream dlq retry`` re-appends the entry
+to the backlog, and nothing else is lost.
 
 A building or retired version's dense stage yields to the live versions as its
 ``Consumer`` does (``workers.priority``); the live version's holds ``live()`` while it
@@ -34,16 +40,17 @@ from typing import TYPE_CHECKING, Any
 import redis
 import structlog
 
-from memstream.core import as_str, is_transient, keys
+from memstream.core import as_str, is_transient, keys, observe, shown
 from memstream.projections import backlog_entry, group_name
 from memstream.workers.consumer import drain_steps, retry_steps
+from memstream.workers.deadletters import DeadLetters
 from memstream.workers.health import Waiting, _entry_time
 from memstream.workers.priority import LOW_BATCH, Priority
 
 if TYPE_CHECKING:
     from memstream.projections import BacklogEntry
 
-__all__ = ["EMBED_GROUP", "EmbedConsumer", "EmbedStats", "embed_waiting"]
+__all__ = ["EMBED_GROUP", "EmbedConsumer", "EmbedStats", "embed_readers", "embed_waiting"]
 
 log = structlog.get_logger("memstream.embedding")
 
@@ -52,9 +59,9 @@ EMBED_GROUP = "embed"  # the consumer group on every backlog stream
 
 @dataclass
 class EmbedStats:
-    applied: int = 0  # entries done with: vectors set, or not wanted any more
+    applied: int = 0  # entries done with: vectors set, or not wanted any more (dead letters not included)
     embedded: int = 0  # vectors set
-    dropped: int = 0  # malformed entries, and entries that failed max_deliveries times
+    dead_lettered: int = 0  # malformed entries, and entries that failed alone max_deliveries times
     batches: int = 0
     reclaimed: int = 0
     transient_failures: int = 0
@@ -75,6 +82,25 @@ def embed_waiting(client: redis.Redis, prefix: str, group: str) -> Waiting:
     return Waiting(entries=n, since=_entry_time(as_str(first[0][0])) if first else None, exists=True)
 
 
+def embed_readers(client: redis.Redis, prefix: str, group: str) -> dict[str, dict[str, float]]:
+    """The dense stages that read ``group``'s backlog, as the server knows them (its
+    consumer group ``embed``): consumer name -> ``pending`` (entries it holds) and
+    ``idle_s`` (seconds since it last read; a running stage reads at least every
+    ``block_ms``, or after its backoff). Empty when none ever read it or no backlog exists."""
+    try:
+        rows = client.xinfo_consumers(keys.embed_backlog(prefix, group), EMBED_GROUP)
+    except redis.ResponseError:  # no backlog, or no group on it yet
+        return {}
+    out: dict[str, dict[str, float]] = {}
+    for row in rows or []:
+        try:
+            out[shown(row["name"])] = {"pending": int(row.get("pending") or 0),
+                                       "idle_s": round(int(row.get("idle") or 0) / 1000.0, 3)}
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
 class EmbedConsumer:
     """Feeds ``projection.embed_backlog`` from its backlog (see the module docstring)."""
 
@@ -85,7 +111,8 @@ class EmbedConsumer:
         self.client = client
         self.projection = projection
         self.stream: str = projection.backlog
-        self.group = f"{group_name(projection)}:{EMBED_GROUP}"  # for logs and health: the version's stage
+        self.version_group = group_name(projection)  # the version's group: its dead letters are filed under it
+        self.group = f"{self.version_group}:{EMBED_GROUP}"  # for logs: the version's stage
         self.name = name
         self.batch = batch
         self.block_ms = block_ms
@@ -98,6 +125,7 @@ class EmbedConsumer:
         self.priority = priority
         self.low = low
         self.stats = EmbedStats()
+        self.dlq = DeadLetters(client, projection.prefix)
         self._ready = False
         self._pending_done = False
         self._last_claim = 0.0
@@ -177,44 +205,92 @@ class EmbedConsumer:
         if not read:
             return 0
         ids = [i for i, _ in read]
-        entries: list[BacklogEntry] = []
-        malformed: list[str] = []
+        entries: list[tuple[str, BacklogEntry, Any]] = []  # with the fields as read (dead letters keep them)
+        malformed: list[tuple[str, Any]] = []
+        gone: list[str] = []  # deleted from the backlog while pending: nothing to do
         for entry_id, fields in read:
             entry = backlog_entry(fields) if fields else None
-            if entry is None:
-                malformed.append(entry_id)
+            if not fields:
+                gone.append(entry_id)
+            elif entry is None:
+                malformed.append((entry_id, fields))
             else:
-                entries.append(entry)
+                entries.append((entry_id, entry, fields))
         if malformed:
-            self.stats.dropped += len(malformed)
-            log.warning("embedding.malformed_entries", group=self.group, entries=len(malformed),
-                        action="dropped: their points stay findable by keywords")
+            self._dead_letter(malformed, "malformed backlog entry: a field missing or empty, or a point id "
+                                         "that is no UUID", {})
+        done = gone
+        embedded = 0
         try:
-            embedded = self._apply(entries) if entries else 0
+            embedded = self._apply([e for _, e, _ in entries]) if entries else 0
+            done = done + [i for i, _, _ in entries]
         except Exception as exc:
             if is_transient(exc):  # spends no delivery: re-reading counts one, given back here
-                for i in ids:
+                for i, _, _ in entries:
                     self._spared[i] = self._spared.get(i, 0) + 1
                 raise
             if not pending:
                 raise
-            over = self._over_delivered(ids)
-            if len(over) < len(ids):
+            deliveries = self._deliveries([i for i, _, _ in entries])
+            if not any(n >= self.max_deliveries for n in deliveries.values()):
                 raise  # left pending: read again after the backoff
-            self.stats.dropped += len(ids)
-            log.error("embedding.dropped", group=self.group, entries=len(ids), error=f"{type(exc).__name__}: {exc}",
-                      deliveries=self.max_deliveries, action="their points stay findable by keywords only")
-            embedded = 0
-        pipe = self.client.pipeline(transaction=True)
-        pipe.xack(self.stream, EMBED_GROUP, *ids)
-        pipe.xdel(self.stream, *ids)
-        pipe.execute()
-        for i in ids:
+            ok, embedded, left = self._one_by_one(entries, deliveries)
+            done = done + ok
+            if left:
+                self._commit(done, embedded)
+                raise  # the others stay pending: read again after the backoff
+        self._commit(done, embedded)
+        return len(ids)
+
+    def _commit(self, done: list[str], embedded: int) -> None:
+        if done:
+            pipe = self.client.pipeline(transaction=True)
+            pipe.xack(self.stream, EMBED_GROUP, *done)
+            pipe.xdel(self.stream, *done)
+            pipe.execute()
+        for i in done:
             self._spared.pop(i, None)
-        self.stats.applied += len(ids)
+        self.stats.applied += len(done)
         self.stats.embedded += embedded
         self.stats.batches += 1
-        return len(ids)
+
+    def _one_by_one(self, entries: list[tuple[str, BacklogEntry, Any]],
+                    deliveries: dict[str, int]) -> tuple[list[str], int, list[str]]:
+        """Apply a failing batch's entries alone: (the ids applied, the vectors set, the ids
+        left pending);
+        one that fails alone is dead-lettered once delivered ``max_deliveries`` times. A
+        transient failure is raised (spending no delivery of the entries not applied)."""
+        ok: list[str] = []
+        left: list[str] = []
+        embedded = 0
+        for n, (entry_id, entry, fields) in enumerate(entries):
+            try:
+                embedded += self._apply([entry])
+                ok.append(entry_id)
+            except Exception as exc:
+                if is_transient(exc):
+                    for i, _, _ in entries[n:]:
+                        self._spared[i] = self._spared.get(i, 0) + 1
+                    self._commit(ok, embedded)
+                    raise
+                if deliveries.get(entry_id, 1) < self.max_deliveries:
+                    left.append(entry_id)
+                    continue
+                self._dead_letter([(entry_id, fields)], f"{type(exc).__name__}: {exc}", deliveries)
+        return ok, embedded, left
+
+    def _dead_letter(self, entries: list[tuple[str, Any]], error: str, deliveries: dict[str, int]) -> None:
+        """File ``entries`` in the dead-letter stream, acknowledged and deleted from the
+        backlog in the same MULTI, and count them."""
+        self.dlq.add_entries(self.version_group, self.stream, entries, error,
+                             {i: deliveries.get(i, 1) for i, _ in entries},
+                             ack_group=EMBED_GROUP, delete=True, stage="dense")
+        for i, _ in entries:
+            self._spared.pop(i, None)
+        self.stats.dead_lettered += len(entries)
+        observe.embed_dead_lettered(self.version_group, len(entries))
+        log.warning("embedding.dead_lettered", group=self.group, entries=len(entries), error=error[:300],
+                    action="their points stay findable by keywords; `memstream dlq retry` re-embeds them")
 
     def _apply(self, entries: list[BacklogEntry]) -> int:
         if self.priority is not None:
@@ -222,10 +298,12 @@ class EmbedConsumer:
                 return int(self.projection.embed_backlog(entries))
         return int(self.projection.embed_backlog(entries))
 
-    def _over_delivered(self, ids: list[str]) -> list[str]:
-        """The entries among ``ids`` (this consumer's pending ones) delivered
-        ``max_deliveries`` times or more."""
+    def _deliveries(self, ids: list[str]) -> dict[str, int]:
+        """Of ``ids`` (this consumer's pending entries, ascending): entry id -> its
+        deliveries, the ones that failed transiently not counted."""
+        if not ids:
+            return {}
         rows = self.client.xpending_range(self.stream, EMBED_GROUP, min=ids[0], max=ids[-1],
                                           count=len(ids) + 10, consumername=self.name)
         counts = {as_str(r["message_id"]): int(r["times_delivered"]) for r in rows}
-        return [i for i in ids if counts.get(i, 1) - self._spared.get(i, 0) >= self.max_deliveries]
+        return {i: counts.get(i, 1) - self._spared.get(i, 0) for i in ids}

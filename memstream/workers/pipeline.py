@@ -26,6 +26,12 @@ backoff and counted in its consumer's ``stats.restarts`` and health record. Ever
 ``CATALOG_EVERY`` seconds it also reads the catalog: it starts a consumer for a version
 that a replay added, activates a building version once it has caught up (unless its
 activation is manual), and removes what a dropped or cancelled version wrote.
+
+A pipeline may run some of the projections only (``PipelineConfig.projections``): the
+projections without vectors in a process of their own (``service.sidecar``, ``memstream
+worker --projections``), the others beside the store. One without any vector projection
+opens no store, loads no embedder and serves no queries; it follows the catalog of its
+own projections (a replay of facts is built and activated where facts run).
 """
 
 from __future__ import annotations
@@ -48,6 +54,8 @@ from memstream.projections import (
     Embedder,
     FactsTable,
     Registered,
+    SessionsIndex,
+    VectorStore,
     Version,
     all_registered,
     configured_embedder,
@@ -55,6 +63,7 @@ from memstream.projections import (
     group_name,
     how_to_load,
     open_store,
+    select,
 )
 from memstream.query import ActiveVersions, QueryServer, ReadOps, Searcher
 from memstream.workers.consumer import Consumer
@@ -76,6 +85,7 @@ class PipelineConfig:
     batch: int = 128
     max_deliveries: int = 5
     claim_idle_ms: int = 60_000
+    projections: tuple[str, ...] = ()  # the names of the projections to run; () -> every registered one
 
     @classmethod
     def of(cls, settings: Settings, **overrides: Any) -> PipelineConfig:
@@ -117,15 +127,17 @@ class Pipeline:
         self.log = eventlog
         self.config = config or PipelineConfig(embedder=settings.embedder, qdrant_url=settings.qdrant_url)
         self._archive_given = archive  # what a replay reads before the streams (default: the settings')
-        self.store = open_store(url=self.config.qdrant_url or None,
-                                path=str(settings.data_dir / "qdrant"))
+        self.rows = select(all_registered(settings.projections), self.config.projections)
+        # the store, the embedder and the query server: only beside a vector projection
+        self.vectors = any(row.vectors for row in self.rows)
+        self._store = open_store(url=self.config.qdrant_url or None,
+                                 path=str(settings.data_dir / "qdrant")) if self.vectors else None
         self._embedders: dict[str, Embedder] = {}
         self._embedders_lock = threading.Lock()
         self.spec = self.config.embedder or settings.embedder
-        self.embedder = self._load_embedder(self.spec)  # what new versions are built with by default
+        self._embedder = self._load_embedder(self.spec) if self.vectors else None  # new versions' default
         client, prefix = eventlog.client, eventlog.prefix
         self.catalog = Catalog(client, prefix)
-        self.rows = all_registered(settings.projections)
         self.priority = Priority()
         self.consumer_name = self.config.consumer or f"{socket.gethostname()}-{settings.worker_index}"
         self.runs: dict[str, Run] = {}  # group -> its run
@@ -147,11 +159,13 @@ class Pipeline:
                     self.catalog.fail(row.name, v.version, str(exc))
         self.facts = FactsTable(client, prefix)
         self.versions = ActiveVersions(client, prefix, self._embedder_of)
-        self.searcher = Searcher(self.store, self.embedder, self.facts, versions=self.versions)
-        self.reads = ReadOps(self.store, self.searcher, self.facts, self.projection("sessions").index,
-                             versions=self.versions)
-        self.queries = QueryServer(client, prefix, {**self.reads.handlers(), "count": self._count},
-                                   threads=settings.query_server_threads)
+        self._queries: QueryServer | None = None
+        if self._store is not None:
+            self.searcher = Searcher(self._store, self.embedder, self.facts, versions=self.versions)
+            self.reads = ReadOps(self._store, self.searcher, self.facts, SessionsIndex(client, prefix),
+                                 versions=self.versions)
+            self._queries = QueryServer(client, prefix, {**self.reads.handlers(), "count": self._count},
+                                        threads=settings.query_server_threads)
         self._stop = threading.Event()
         self._supervisor: threading.Thread | None = None
         self._last_catalog = 0.0
@@ -160,6 +174,27 @@ class Pipeline:
     SUPERVISE_EVERY = 0.25  # seconds between the supervisor's looks at the threads
     CATALOG_EVERY = 1.0  # seconds between its reads of the catalog
     QUICK_DEATH_S = 30.0  # a thread that dies sooner after its start backs its restart off further
+
+    @property
+    def store(self) -> VectorStore:
+        """The vector store (``RuntimeError`` in a pipeline without a vector projection)."""
+        if self._store is None:
+            raise RuntimeError("this pipeline runs no vector projection: it opened no store")
+        return self._store
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder new versions are built with (``RuntimeError`` without a vector projection)."""
+        if self._embedder is None:
+            raise RuntimeError("this pipeline runs no vector projection: it loaded no embedder")
+        return self._embedder
+
+    @property
+    def queries(self) -> QueryServer:
+        """The query server (``RuntimeError`` without a vector projection: nothing to search)."""
+        if self._queries is None:
+            raise RuntimeError("this pipeline runs no vector projection: it serves no queries")
+        return self._queries
 
     # -- embedders -------------------------------------------------------------------------
     def _load_embedder(self, spec: str) -> Embedder:
@@ -198,7 +233,7 @@ class Pipeline:
                                f"`memstream replay {row.name} --embedder {self.spec}`")
         if embedder is not None:  # the metrics time each embedding call of this version (observed.py)
             embedder = ObservedEmbedder(embedder, v.group)
-        projection = row.build(self.store, embedder, self.log.client, self.log.prefix, version=v.version,
+        projection = row.build(self._store, embedder, self.log.client, self.log.prefix, version=v.version,
                                options=v.options or None)
         low = v.state != "active"
         try:
@@ -366,7 +401,8 @@ class Pipeline:
     def start(self) -> Pipeline:
         for r in list(self.runs.values()):
             self._start_run(r)
-        self.queries.start()
+        if self._queries is not None:
+            self._queries.start()
         self._running = True
         self._supervisor = threading.Thread(target=self._supervise, name="memstream-supervisor", daemon=True)
         self._supervisor.start()
@@ -542,7 +578,7 @@ class Pipeline:
                     t.join(10.0)
             with self._lock:
                 self.runs.pop(r.group, None)
-        drop_version(row, self.store, self.log.client, self.log.prefix, v.version, self.log.stream_keys)
+        drop_version(row, self._store, self.log.client, self.log.prefix, v.version, self.log.stream_keys)
         self.catalog.forget(row.name, v.version)
         log.info("pipeline.version_dropped", group=v.group)
 
@@ -558,7 +594,7 @@ class Pipeline:
             if r.embedding is not None:
                 e, et = r.embedding.stats, r.embed_thread
                 out[r.embedding.group] = {"alive": bool(et and et.is_alive()), "applied": e.applied,
-                                          "embedded": e.embedded, "dropped": e.dropped, "errors": e.errors,
+                                          "embedded": e.embedded, "dead_lettered": e.dead_lettered, "errors": e.errors,
                                           "transient_failures": e.transient_failures, "restarts": e.restarts,
                                           "last_error": e.last_error}
         return out
@@ -569,7 +605,8 @@ class Pipeline:
         self._running = False
         for r in self.runs.values():
             r.stop.set()
-        self.queries.stop()
+        if self._queries is not None:
+            self._queries.stop()
         if self._supervisor is not None:
             self._supervisor.join(timeout)
             self._supervisor = None
@@ -577,4 +614,5 @@ class Pipeline:
             for t in (r.thread, r.embed_thread):
                 if t is not None:
                     t.join(timeout)
-        self.store.close()
+        if self._store is not None:
+            self._store.close()

@@ -17,11 +17,27 @@ def test_bench_ingest_runs_every_phase_on_a_tiny_workload():
     assert result["raw"]["texts"] == result["onnx"]["texts_embedded"]
     assert result["per_run_order"] == ["pipeline first", "raw first"]
     assert all(r > 0 for r in result["per_run_ratio"])
-    for phase in ("freshness_hash", "freshness_onnx", "freshness_onnx_low", "freshness_onnx_high"):
+    # facts and sessions apart: drained by the child process, every group applied every event
+    assert result["hash_apart"]["events"] == 60 and len(result["per_run_apart_ratio"]) == 2
+    assert result["hash_apart"]["applied"] == {g: 60 for g in ("turns.v1", "memories.v1", "facts.v1", "sessions.v1")}
+    assert "apart" in result["hash_apart"]["consumer_seconds"]
+    for phase in ("freshness_hash", "freshness_hash_apart", "freshness_onnx", "freshness_onnx_low",
+                  "freshness_onnx_high"):
         fresh = result[phase]
         assert fresh["visible"] == fresh["keyword_visible"] == fresh["sampled"] > 0, (phase, fresh)
         assert set(fresh["applied_at_end"].values()) == {fresh["events"]}, (phase, fresh)
         assert fresh["backlog_drain_s"] is not None, (phase, fresh)
-        assert fresh["inline"] is (phase == "freshness_hash"), (phase, fresh)
+        assert fresh["inline"] is phase.startswith("freshness_hash"), (phase, fresh)
+        assert len(fresh["applied_at_end"]) == 4, (phase, fresh)
     assert set(result["met"]) >= {"ratio", "hash_events_per_s", "freshness_hash_p95"}
     assert "events/s" in format_ingest(result)
+
+
+@pytest.mark.valkey
+def test_bench_ingest_with_the_hash_embedder_only_skips_the_model():
+    result = ingest(events=40, runs=1, hash_events=40, rate=20.0, seconds=1.0, onnx=False, freshness_runs=2)
+    assert "onnx" not in result and "ratio" not in result["met"]
+    for phase in ("freshness_hash", "freshness_hash_apart"):  # two runs each, alternated: medians
+        assert result[phase]["runs"] == 2 and len(result[phase]["per_run_keyword_p95_s"]) == 2
+    assert result["hash_apart"]["applied"]["facts.v1"] == 40
+    assert "facts and sessions apart" in format_ingest(result)

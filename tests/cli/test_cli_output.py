@@ -14,6 +14,7 @@ from pty_support import run_until
 from service_support import ms
 
 from memstream import cli
+from memstream.core import keys
 from memstream.core.settings import Settings
 from memstream.workers import DeadLetters
 
@@ -102,3 +103,32 @@ def test_tenant_list_says_how_long_ago_each_tenant_was_registered(bare_log, caps
         assert isinstance(row["created_at"], float)
     finally:
         assert cli.main(["tenant", "remove", "acme"]) == 0
+
+
+def test_forget_lists_what_a_dry_run_would_remove_then_removes_it_and_needs_a_selector(bare_log, capsys, monkeypatch,
+                                                                                        tmp_path):
+    from memstream.producers import EventLog, MemoryRemembered, Scope, utcnow
+
+    client, env = bare_log
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("MEMSTREAM_HOME", str(tmp_path / "home"))
+    settings = Settings.load()
+    log = EventLog(client, settings.stream_prefix, settings.shards)
+    secret = MemoryRemembered(id="0190aaaa-0000-7000-8000-000000000001", occurred_at=utcnow(),
+                              scope=Scope(tenant="t1"), content="the door code is 4417")
+    log.append([secret, MemoryRemembered(id="0190aaaa-0000-7000-8000-000000000002", occurred_at=utcnow(),
+                                         scope=Scope(tenant="t1"), content="prefers tea")])
+    assert cli.main(["forget", "--match", "DOOR CODE", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "1 events match" and "  would remove 1 stream entries" in out
+    assert f"  event {secret.id}" in out
+    assert cli.main(["forget", "--match", "door code", "--wait", "1", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["events"] == [secret.id] and result["tombstones"] == 1 and result["aof"]["state"] == "rewritten"
+    assert client.hget(keys.forget_counters(settings.stream_prefix), "stream_entries") == b"1"
+    assert cli.main(["export"]) == 0
+    exported = capsys.readouterr().out
+    assert "4417" not in exported and "prefers tea" in exported
+    assert cli.main(["forget"]) == 1
+    assert "forget needs a selector" in capsys.readouterr().err

@@ -112,6 +112,21 @@ def test_every_doctor_line_says_what_the_check_found():
     assert lines[2] == "  [ok] spool: 2.0 KiB unshipped of 1.0 GiB allowed, 2 segments, 0 quarantined, in /h/spool"
 
 
+def test_the_dense_doctor_line_says_what_waits_who_reads_it_and_its_dead_letters():
+    dense = {"ok": True, "state": "warning", "warn_points": 100_000, "warn_s": 600.0, "stall_after_s": 60.0,
+             "warning": "turns.v1: 1 backlog entries dead-lettered", "groups": {
+                 "turns.v1": {"waiting": 3, "oldest_s": 125.0, "readers": 1, "last_read_s": 0.2, "dead_letters": 1},
+                 "memories.v1": {"waiting": 0, "oldest_s": None, "readers": 2, "last_read_s": 0.1,
+                                 "dead_letters": 0}}}
+    report = {"ok": True, "state": "warning", "version": "9.9", "checks": {"dense": dense}}
+    assert output.doctor_text(report).splitlines()[1] == (
+        "  [warn] dense: turns.v1 3 points waiting (oldest 2m), 1 dense stage reading, 1 dead letters; "
+        "memories.v1 0 points waiting, 2 dense stages reading; turns.v1: 1 backlog entries dead-lettered")
+    empty = {"ok": True, "state": "ok", "groups": {}}
+    assert output.doctor_text({**report, "checks": {"dense": empty}}).splitlines()[1].startswith(
+        "  [ok] dense: no backlog: dense vectors are written with the keywords")
+
+
 def test_projections_text_is_one_aligned_line_per_version_with_the_embedder_spec_and_its_size():
     import time
 
@@ -138,4 +153,7 @@ def test_stats_says_how_many_points_wait_for_their_dense_vector_and_since_when()
     assert "memories.v1: lag 0, pending 0, dead letters 0, items 2, last applied " in output.stats_text(result)
     assert "; 1200 points wait for their dense vector (oldest 1m)" in output.stats_text(result)
     result["projections"]["memories.v1"]["embedding"] = {"waiting": 0, "oldest_s": None}
-    assert "dense vector" not in output.stats_text(result)
+    assert "dense vector" not in output.stats_text(result) and "dense stage" not in output.stats_text(result)
+    result["projections"]["memories.v1"]["embedding"] = {"waiting": 0, "oldest_s": None, "dead_letters": 2}
+    assert "; 2 points dead-lettered by its dense stage (keywords only until `memstream dlq retry`)" in \
+        output.stats_text(result)

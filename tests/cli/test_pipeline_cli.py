@@ -189,3 +189,43 @@ def test_a_worker_serves_its_metrics_and_a_second_one_on_the_same_port_runs_with
     second = workers[1].stderr.read()
     assert codes == [0, 0], second[-2000:]
     assert "metrics.not_served" in second and "metrics.serving" in workers[0].stderr.read()
+
+
+@pytest.mark.valkey
+def test_a_worker_of_the_projections_without_vectors_needs_no_qdrant_and_runs_only_those(tmp_path, valkey_server):
+    import signal
+
+    client = redis.Redis.from_url(valkey_server.url)
+    client.flushall()
+    env = _worker_env(tmp_path, valkey_server.url)
+    unknown = subprocess.run([sys.executable, "-m", "memstream", "worker", "--projections", "facts,nosuch"],
+                             capture_output=True, text=True, timeout=60, env=env)
+    assert unknown.returncode == 1 and "'nosuch'" in unknown.stderr and "known: turns" in unknown.stderr
+    assert "Traceback" not in unknown.stderr
+    with_vectors = subprocess.run([sys.executable, "-m", "memstream", "worker", "--projections", "turns"],
+                                  capture_output=True, text=True, timeout=60, env=env)
+    assert with_vectors.returncode == 1 and "MEMSTREAM_QDRANT_URL" in with_vectors.stderr
+    # the setting names them; no --embedded-store and no Qdrant server: none is needed
+    worker = subprocess.Popen([sys.executable, "-m", "memstream", "worker", "--name", "w2"],
+                              env=dict(env, MEMSTREAM_WORKER_PROJECTIONS="sessions,facts"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        added = subprocess.run([sys.executable, "-m", "memstream", "add", "--json", "My name is Carol."],
+                               capture_output=True, text=True, timeout=60, env=env)
+        assert added.returncode == 0, added.stderr
+
+        def groups() -> dict:
+            return {g["name"].decode(): g for g in client.xinfo_groups("memstream:events:0")}
+
+        wait_for(lambda: set(groups()) == {"facts.v1", "sessions.v1"}
+                 and all(g["lag"] == 0 and g["pending"] == 0 for g in groups().values()), 60)
+        assert not (tmp_path / "worker-home" / "data" / "qdrant").exists()  # it opened no store
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        try:
+            code = worker.wait(30)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+        client.close()
+    assert code == 0, worker.stderr.read()[-2000:]

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import redis
 from pipeline_support import memory, turn
 
 from memstream.core import Settings
 from memstream.ops import doctor
-from memstream.ops.doctor import check_spool, check_streams
+from memstream.ops.doctor import check_dense, check_spool, check_streams, state_of
 from memstream.producers import parse_entry_id
 from memstream.projections import group_names
 
@@ -42,7 +44,7 @@ def test_a_reachable_log_without_workers_checks_every_registered_projection(valk
     settings = Settings.load(home=str(tmp_path / "ms-home"), autostart=False, redis_url=valkey_server.url)
     report = doctor(settings, hermes=lambda: {"ok": True, "skipped": True})
     checks = report["checks"]
-    assert list(checks) == ["config", "embedder", "redis", "streams", "queries", "tenants", "projections", "spool",
+    assert list(checks) == ["config", "embedder", "redis", "streams", "queries", "tenants", "projections", "dense", "spool",
                             "hermes"]
     assert report["ok"] is True  # nothing waits: no projection is behind
     assert checks["redis"]["redis_version"] and checks["queries"]["answering"] is False
@@ -121,3 +123,87 @@ def test_through_sentinels_the_redis_check_names_the_primary_and_too_few_replica
             eventlog.client.close()
     finally:
         topology.stop()
+
+
+def _deferred_turns(event_log):
+    from memstream.projections import TurnsProjection
+    from memstream.projections.embedders.port import get_embedder
+    from memstream.projections.stores.qdrant import QdrantStore
+
+    return TurnsProjection(QdrantStore(), get_embedder("hash"), event_log.client, event_log.prefix, inline=False)
+
+
+def _write(projection, *events) -> None:
+    from memstream.projections.base import Delivery
+
+    projection.apply([Delivery(stream="s", entry_id=f"{i + 1}-0", fields={}, event=e) for i, e in enumerate(events)])
+
+
+def _dense_settings(tmp_path, **given) -> Settings:
+    return Settings.load(home=str(tmp_path / "ms-home"), autostart=False, **given)
+
+
+def test_the_dense_check_is_ok_without_a_backlog_and_while_a_stage_keeps_up(event_log, tmp_path):
+    from memstream.workers import EmbedConsumer
+
+    settings = _dense_settings(tmp_path)
+    check = check_dense(event_log, settings)
+    assert check["ok"] and "warning" not in check and check["groups"] == {}
+    turns = _deferred_turns(event_log)
+    _write(turns, *(turn(f"Build {i} shipped", index=i) for i in range(3)))
+    check = check_dense(event_log, settings)
+    assert check["ok"] and "warning" not in check
+    assert check["groups"]["turns.v1"] == {"waiting": 3, "oldest_s": check["groups"]["turns.v1"]["oldest_s"],
+                                           "readers": 0, "last_read_s": None, "dead_letters": 0}
+    assert EmbedConsumer(event_log.client, turns, "w1").drain() == 3
+    check = check_dense(event_log, settings)
+    assert check["ok"] and "warning" not in check
+    assert check["groups"]["turns.v1"]["waiting"] == 0 and check["groups"]["turns.v1"]["readers"] == 1
+
+
+def test_a_backlog_no_dense_stage_reads_fails_once_its_oldest_point_waited_past_the_stall_threshold(event_log, tmp_path):
+    turns = _deferred_turns(event_log)
+    _write(turns, turn("The deploy key rotates every Monday"))
+    settings = _dense_settings(tmp_path, embed_warn_s=600.0, stall_after_s=60.0)
+    assert check_dense(event_log, settings)["ok"]  # young: a stage may be starting
+    later = time.time() + 120  # past MEMSTREAM_STALL_AFTER_S, before MEMSTREAM_EMBED_WARN_S: none reads
+    check = check_dense(event_log, settings, now=later)
+    assert (check["ok"], state_of(check)) == (False, "failed")
+    assert "turns.v1: 1 points waited" in check["error"] and "no dense stage ever read the backlog" in check["error"]
+
+
+def test_a_dense_stage_that_stopped_reading_fails_and_one_that_reads_but_lags_warns(event_log, tmp_path):
+    from memstream.workers import EmbedConsumer
+
+    turns = _deferred_turns(event_log)
+    _write(turns, turn("The staging database runs Postgres 15"))
+    stage = EmbedConsumer(event_log.client, turns, "w1")
+    stage.ensure_group()
+    stage._read(">", block=False)  # read, then the process stopped: the entry is pending on w1
+    later = time.time() + 3600
+    reading = check_dense(event_log, _dense_settings(tmp_path, stall_after_s=3000.0), now=later)
+    assert (reading["ok"], state_of(reading)) == (True, "warning")
+    assert "the oldest point waited" in reading["warning"] and "behind or failing" in reading["warning"]
+    assert reading["groups"]["turns.v1"]["readers"] == 1
+    wait_until_idle = time.monotonic() + 10
+    settings = _dense_settings(tmp_path, stall_after_s=0.1)
+    while time.monotonic() < wait_until_idle:  # the server counts the reader idle past 0.1 s
+        stopped = check_dense(event_log, settings, now=later)
+        if not stopped["ok"]:
+            break
+        time.sleep(0.05)
+    assert state_of(stopped) == "failed" and "no dense stage read it for" in stopped["error"]
+
+
+def test_a_long_backlog_and_dead_letters_of_the_dense_stage_are_warnings(event_log, tmp_path):
+    from memstream.workers import EmbedConsumer
+
+    turns = _deferred_turns(event_log)
+    _write(turns, *(turn(f"Release {i} ships on Tuesday", index=i) for i in range(3)))
+    check = check_dense(event_log, _dense_settings(tmp_path, embed_warn_points=2))
+    assert state_of(check) == "warning" and "turns.v1: 3 points wait" in check["warning"]
+    event_log.client.xadd(turns.backlog, {"id": "not-a-point", "text": "x"})
+    assert EmbedConsumer(event_log.client, turns, "w1").drain() == 4
+    check = check_dense(event_log, _dense_settings(tmp_path))
+    assert state_of(check) == "warning" and check["groups"]["turns.v1"]["dead_letters"] == 1
+    assert "1 backlog entries dead-lettered" in check["warning"] and "memstream dlq retry" in check["warning"]

@@ -25,7 +25,7 @@ def test_every_registered_group_has_its_position_lag_and_items(tmp_path, event_l
                        group_of("memories"): "points written (no worker answered)",
                        group_of("facts"): "facts table", group_of("sessions"): "turns recorded"}
     assert stats[group_of("sessions")]["items"] == 1 and stats[group_of("memories")]["items"] == 1
-    assert stats[group_of("turns")]["embedding"] == {"waiting": 0, "oldest_s": None}
+    assert stats[group_of("turns")]["embedding"] == {"waiting": 0, "oldest_s": None, "dead_letters": 0}
     assert "embedding" not in stats[group_of("facts")]
 
 
@@ -39,5 +39,12 @@ def test_stats_show_the_points_that_wait_for_their_dense_vector(tmp_path, event_
         assert waiting["waiting"] == 2 and waiting["oldest_s"] is not None and waiting["oldest_s"] >= 0
         pipeline.drain()
         assert projection_stats(event_log, 60.0)[group_of("turns")]["embedding"]["waiting"] == 0
+        backlog = pipeline.runs[group_of("turns")].projection.backlog
+        event_log.client.xadd(backlog, {"id": "not-a-point", "text": "x"})  # the shared Redis is untrusted
+        pipeline.drain()
+        turns = projection_stats(event_log, 60.0)[group_of("turns")]
+        assert turns["embedding"] == {"waiting": 0, "oldest_s": None, "dead_letters": 1}
+        assert turns["dead_letters"] == 1
+        assert projection_stats(event_log, 60.0)[group_of("memories")]["embedding"]["dead_letters"] == 0
     finally:
         pipeline.stop()

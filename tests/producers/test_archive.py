@@ -346,3 +346,35 @@ def test_the_archive_is_owner_only(log, tmp_path):
         assert stat.S_IMODE(path.stat().st_mode) == 0o700
     for path in [store.manifest_path, store.lock_path, *store.segments_dir.iterdir()]:
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+
+
+# -- erase: memstream forget's rewrite of segments ----------------------------------------------
+def test_erase_rewrites_segments_without_the_entries_and_the_manifest_stays_consistent(log, tmp_path):
+    from memstream.producers.archive import erase
+
+    fill(log, 30)
+    store = Archive(tmp_path / "archive")
+    archive(log, store, FAR, trim=False)
+    before = store.segments()
+    whole = list(history(log, store))
+    doomed: dict[str, set[str]] = {}
+    for stream, entry_id, _ in whole[::4]:
+        doomed.setdefault(stream, set()).add(entry_id)
+    gone = {(s, e) for s, ids in doomed.items() for e in ids}
+    # one stream loses every entry: its segment stays, empty, and keeps the log's range
+    emptied = before[0].stream
+    doomed[emptied] = {e for s, e, _ in whole if s == emptied}
+    gone |= {(emptied, e) for e in doomed[emptied]}
+
+    done = erase(store, doomed)
+    assert done["entries"] == len(gone) and done["segments"] == len(before)
+    after = store.segments()
+    assert [(s.stream, s.first_id, s.last_id) for s in after] == [(s.stream, s.first_id, s.last_id) for s in before]
+    assert store.watermark() == {s.stream: s.last_id for s in before}
+    assert sum(s.erased for s in after) == len(gone) and store.verify()["events"] == 30 - len(gone)
+    assert [(s, e) for s, e, _ in store.entries()] == [(s, e) for s, e, _ in whole if (s, e) not in gone]
+    assert sorted(p.name for p in store.segments_dir.iterdir()) == sorted(s.file.split("/")[1] for s in after)
+    assert erase(store, doomed) == {"segments": 0, "entries": 0}  # idempotent
+    # the archiver carries on: it trims what it archived, and the history reads through
+    archive(log, store, FAR)
+    assert [(s, e) for s, e, _ in history(log, store)] == [(s, e) for s, e, _ in whole if (s, e) not in gone]

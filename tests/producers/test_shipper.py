@@ -462,3 +462,63 @@ def test_a_parked_shipper_woken_by_a_hook_waits_for_the_hooks_to_pause_before_sh
         threading.Event().wait(0.01)
         assert w.shipper.shipped == 0  # nothing shipped in the middle of the burst
     wait_for(lambda: logged_contents(event_log) == labels, what="the burst shipped after the pause")
+
+
+# --- secrets are redacted on this side, before the log -------------------------------------
+
+SECRET = "ghp_Ab3dEf6hIj9lMn2pQr5tUv8xYz1bCd4fGh7jK"  # made up, in GitHub's format
+
+
+def _raw_log(event_log: EventLog) -> bytes:
+    """Every byte of every entry of the log's streams, as Redis holds them."""
+    raw = b""
+    for key in event_log.stream_keys:
+        for _, fields in event_log.client.xrange(key):
+            raw += b"".join(k + v if isinstance(v, bytes) else k for k, v in fields.items())
+    return raw
+
+
+def test_a_secret_is_redacted_before_the_event_reaches_the_log_and_the_spool_keeps_it_owner_only(
+        writers, settings, event_log):
+    link = Switchable(event_log, down=True)
+    w = make_writer(writers, settings, link)
+    assert w.emit(remembered(f"deploy with {SECRET} and redis://:hunter2pass@cache:6379"))
+    assert w.emit(remembered("nothing secret here"))
+    wait_for(lambda: w.shipper.failures >= 1, what="a failed connection attempt")
+    # while the log is down the records wait in the spool: raw, in files only the owner reads
+    spool_dir = w.shipper.spool.dir
+    segments = list(spool_dir.glob("*.seg"))
+    assert segments and any(SECRET.encode() in p.read_bytes() for p in segments)
+    assert all(os.stat(p).st_mode & 0o777 == 0o600 for p in segments)
+    assert os.stat(spool_dir).st_mode & 0o777 == 0o700
+    link.down = False
+    assert w.flush(timeout=15)
+    assert logged_contents(event_log) == [
+        "deploy with [REDACTED:github_token] and redis://:[REDACTED:url_password]@cache:6379",
+        "nothing secret here"]
+    raw = _raw_log(event_log)
+    assert SECRET.encode() not in raw and b"hunter2pass" not in raw
+    assert w.stats()["redacted"] == 2
+    w.close(timeout=5)
+    assert list(spool_dir.glob("*.seg")) == []  # shipped: nothing left behind on disk
+
+
+def test_redaction_runs_on_the_shipper_thread_never_on_the_thread_that_emits(writers, settings, event_log,
+                                                                             monkeypatch):
+    from memstream.text import redaction
+
+    callers: list[str] = []
+    real = redaction.redact
+
+    def spy(text: str):
+        callers.append(threading.current_thread().name)
+        return real(text)
+
+    monkeypatch.setattr(redaction, "redact", spy)
+    w = make_writer(writers, settings, lambda: event_log)
+    for i in range(20):
+        assert w.emit(remembered(f"note {i}: token={SECRET}"))
+    assert threading.current_thread().name not in callers  # emit only spools
+    assert w.flush(timeout=15)
+    assert callers and set(callers) == {w.shipper.name}
+    assert all("[REDACTED:" in c for c in logged_contents(event_log))

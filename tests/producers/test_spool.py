@@ -116,6 +116,35 @@ def test_append_after_close_is_refused_and_counted_not_raised(spool_dir):
     assert s.refused == 1
 
 
+def test_the_records_are_the_same_whether_written_holding_the_interpreter_or_by_os_write(spool_dir, monkeypatch):
+    """The append's write keeps the interpreter lock (libc's write through ctypes); where
+    ctypes cannot load libc it falls back to os.write: the bytes on disk are the same."""
+    from memstream.producers import spool as spool_module
+
+    assert spool_module._c_write is not None  # Linux: the lock-holding write is in use
+    files = []
+    records = (payload("a"), b"", os.urandom(70_000), "é".encode() * 500)
+    for c_write in (spool_module._c_write, None):
+        monkeypatch.setattr(spool_module, "_c_write", c_write)
+        s = Spool(spool_dir / ("c" if c_write else "os"))
+        for data in records:
+            assert s.append(data)
+        files.append(s.segments[-1].path.read_bytes())
+        s.close()
+    assert files[0] == files[1] and len(files[0]) > 70_000
+
+
+def test_a_failed_write_is_refused_and_counted_not_raised(spool_dir):
+    s = Spool(spool_dir)
+    try:
+        os.close(s._wfd)  # the descriptor goes bad under the spool: EBADF
+        assert s.append(payload("lost")) is False
+        assert (s.refused, s.errors, s.appended) == (1, 1, 0)
+    finally:
+        s._wfd = -1
+        s.close()
+
+
 # -- the bound -------------------------------------------------------------------------
 
 def test_the_bound_refuses_and_counts_then_accepts_again_once_shipped(spool_dir, event_log):
@@ -405,3 +434,42 @@ def test_a_torn_last_record_of_a_dead_writer_is_not_counted_in_the_backlog(spool
         assert s.unshipped_events == 3
     finally:
         s.close()
+
+
+# -- erase_records: memstream forget on this host's spool --------------------------------------
+def test_erase_rewrites_a_left_segment_without_the_records_and_shipping_resumes_after_its_checkpoint(
+        spool_dir, event_log):
+    from memstream.producers.spool import Segment, erase_records
+
+    path = write_and_leave(spool_dir, ["a", "SECRET b", "c", "SECRET d", "e"])
+    sizes = [size for _, size in offsets(path)]
+    seg = Segment(path=path, fd=-1, owned=False)
+    seg.offset, seg.last_seq = sum(sizes[:3]), 3  # a, b and c were shipped
+    seg.save_checkpoint()
+    (spool_dir / "quarantine").mkdir()
+    (spool_dir / "quarantine" / "x.0.bad").write_bytes(b"torn SECRET bytes")
+    (spool_dir / "quarantine" / "y.0.bad").write_bytes(b"torn harmless bytes")
+
+    doomed = lambda data: b"SECRET" in data  # noqa: E731
+    assert erase_records(spool_dir, doomed, dry_run=True) == {"records": 2, "segments": 0, "quarantined": 1,
+                                                              "held": 0}
+    assert b"SECRET" in path.read_bytes()
+    assert erase_records(spool_dir, doomed) == {"records": 2, "segments": 1, "quarantined": 1, "held": 0}
+    assert b"SECRET" not in path.read_bytes() and len(offsets(path)) == 3
+    assert sorted(p.name for p in (spool_dir / "quarantine").iterdir()) == ["y.0.bad"]
+    seg.load_checkpoint()
+    assert (seg.offset, seg.last_seq) == (sizes[0] + sizes[2], 3)  # a and c before it: the shipped part
+    assert erase_records(spool_dir, doomed) == {"records": 0, "segments": 0, "quarantined": 0, "held": 0}
+    s, _ = ship_all(spool_dir, event_log)
+    s.close()
+    assert logged_contents(event_log) == ["e"]  # d is gone; a and c were shipped before
+
+
+def test_erase_only_counts_the_records_of_a_segment_a_live_process_holds(spool_dir, spool):
+    from memstream.producers.spool import erase_records
+
+    assert spool.append(payload("SECRET live"))
+    before = spool.segments[-1].path.read_bytes()
+    assert erase_records(spool_dir, lambda data: b"SECRET" in data) == {"records": 0, "segments": 0,
+                                                                       "quarantined": 0, "held": 1}
+    assert spool.segments[-1].path.read_bytes() == before

@@ -94,18 +94,70 @@ def test_a_turn_is_found_by_keywords_before_the_dense_stage_and_by_meaning_after
     assert point.payload[DENSE_KEY] == entries[0][1]
 
 
-def test_a_redelivered_batch_and_entry_leave_each_point_once_with_its_vector(event_log):
+def test_a_batch_redelivered_before_the_dense_stage_and_its_entries_leave_each_point_once_with_its_vector(
+    event_log,
+):
     turns = _deferred(event_log)
     batch = _turns()
     turns.apply(batch)
-    turns.embed_backlog(_backlog(turns))
-    turns.apply(batch)  # redelivered after a crash before its ack: written again, without the vector
+    turns.apply(batch)  # redelivered after a crash before its ack: no vector to keep yet, entries again
     entries = _backlog(turns)
     assert len(entries) == 6
     assert turns.embed_backlog(entries) == 3  # the same text twice is embedded once
     assert turns.embed_backlog(entries) == 3  # and again: the same state
     assert turns.store.count(turns.collection) == 3
     assert _by_meaning(turns, TEXTS[1]) == {1, 2, 3}
+
+
+def test_a_batch_redelivered_after_the_dense_stage_keeps_every_vector_and_adds_no_entry(event_log):
+    turns = _deferred(event_log)
+    batch = _turns()
+    turns.apply(batch)
+    turns.embed_backlog(_backlog(turns))
+    event_log.client.delete(turns.backlog)  # the dense stage deleted what it applied
+    ids = [point_id(d.event.id, 0) for d in batch]
+    before = {p.id: p for p in turns.store.retrieve(turns.collection, ids, with_vectors=True)}
+    turns.apply(batch)  # redelivered: the keyword stage writes every point again
+    assert _by_meaning(turns, TEXTS[1]) == {1, 2, 3}  # never hidden, not even until an entry is embedded
+    assert _backlog(turns) == []
+    after = {p.id: p for p in turns.store.retrieve(turns.collection, ids, with_vectors=True)}
+    for pid in ids:
+        assert np.allclose(after[pid].dense, before[pid].dense)
+        assert after[pid].payload == before[pid].payload and after[pid].sparse == before[pid].sparse
+    assert turns.store.count(turns.collection) == 3
+    assert turns.counters.get()["dense_kept"] == 3
+
+
+def test_a_rewrite_with_another_text_drops_the_old_vector_and_queues_the_new_one(event_log):
+    turns = _deferred(event_log)
+    batch = _turns()
+    turns.apply(batch)
+    turns.embed_backlog(_backlog(turns))
+    event_log.client.delete(turns.backlog)
+    turns.apply([_forget(batch[0].event.id)])  # turn 2 quoted turn 1: re-indexed without it
+    (newer,) = _backlog(turns)
+    points = {p.id: p for p in turns.store.retrieve(
+        turns.collection, [point_id(d.event.id, 0) for d in batch], with_vectors=True)}
+    assert points[newer[0]].dense is None and points[newer[0]].payload[DENSE_KEY] == newer[1]
+    assert points[point_id(batch[2].event.id, 0)].dense is not None  # untouched
+    turns.apply(batch[1:])  # and the batch redelivered: turn 2's new text is the one written, still no vector
+    assert [e[0] for e in _backlog(turns)] == [newer[0], newer[0]]
+    assert turns.store.retrieve(turns.collection, [newer[0]], with_vectors=True)[0].dense is None
+    assert turns.embed_backlog(_backlog(turns)) == 1
+    (point,) = turns.store.retrieve(turns.collection, [newer[0]], with_vectors=True)
+    assert np.allclose(point.dense, turns.embedder.embed([newer[4]])[0], atol=1e-6)
+
+
+def test_a_forgotten_turn_redelivered_after_the_dense_stage_stays_forgotten(event_log):
+    turns = _deferred(event_log)
+    batch = _turns()
+    turns.apply(batch)
+    turns.embed_backlog(_backlog(turns))
+    turns.apply([_forget(batch[2].event.id)])
+    turns.apply(batch)  # redelivered: the forgotten turn is left out, the others keep their vectors
+    ids = [point_id(d.event.id, 0) for d in batch]
+    left = {p.id: p for p in turns.store.retrieve(turns.collection, ids, with_vectors=True)}
+    assert set(left) == set(ids[:2]) and all(p.dense is not None for p in left.values())
 
 
 def test_a_forget_applied_between_the_stages_is_not_undone_by_the_dense_stage(event_log):

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from memstream.core import keys
 from memstream.projections import PROBED_FACTS, Fact, FactsTable, fact_id, fact_ids, point_id
+from memstream.projections.facts_table import _probed_ids
 
 EVENT = "01a206c3-66eb-715d-a5e8-90c910201b07"
 
@@ -27,6 +28,8 @@ def test_the_nth_fact_of_an_event_has_the_same_id_in_every_release():
     for event_id in (EVENT, 'odd "id" é\\n'):
         assert fact_ids(event_id, 1, 20) == [fact_id(event_id, n) for n in range(1, 21)]
         assert [fact_id(event_id, n) for n in (1, 12, 13)] == [point_id("fact", event_id, n) for n in (1, 12, 13)]
+        assert _probed_ids(event_id) == tuple(fact_ids(event_id, 1, PROBED_FACTS))  # kept, the same
+        assert _probed_ids(event_id) == tuple(fact_ids(event_id, 1, PROBED_FACTS))
 
 
 @pytest.mark.parametrize("count", [1, PROBED_FACTS, PROBED_FACTS + 1, 3 * PROBED_FACTS])

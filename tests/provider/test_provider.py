@@ -425,3 +425,20 @@ def test_hooks_do_not_raise_when_the_log_output_is_broken(harness, monkeypatch):
         structlog.reset_defaults()
     stats = p.stats()
     assert (stats["rejected"], stats["coerced"], stats["hook_errors"]) == (1, 1, 1)
+
+
+def test_a_secret_said_to_the_agent_reaches_the_log_redacted(harness):
+    """The hooks spool the raw text; the shipper redacts it before the append, so the shared
+    log never holds it (made-up credentials)."""
+    token = "ghp_Ab3dEf6hIj9lMn2pQr5tUv8xYz1bCd4fGh7jK"
+    p = harness.provider("s-secret")
+    p.sync_turn(f"my token is {token}", "the cache is redis://:hunter2pass@cache.internal:6379/0",
+                session_id="s-secret")
+    p.on_memory_write("add", "memory", "the db password is Winter#2024!", {"session_id": "s-secret"})
+    events = harness.events()
+    turn = of(TurnRecorded, events)[0]
+    assert turn.user_text == "my token is [REDACTED:github_token]"
+    assert turn.assistant_text == "the cache is redis://:[REDACTED:url_password]@cache.internal:6379/0"
+    assert of(MemoryWritten, events)[0].content == "the db password is [REDACTED:secret]"
+    raw = b"".join(repr(fields).encode() for _, _, fields in harness.log.entries())
+    assert token.encode() not in raw and b"hunter2pass" not in raw and b"Winter#2024!" not in raw

@@ -10,6 +10,7 @@ import msgspec
 from writepath import wait_for
 
 from memstream.provider.recall import Recall
+from memstream.query import Asker
 from memstream.service.valkey import free_port
 
 
@@ -48,4 +49,6 @@ def test_close_returns_without_waiting_for_the_thread_which_then_ends_closing_it
     assert recall._thread is not None and recall._thread.is_alive()
     gate.set()
     wait_for(lambda: not recall._thread.is_alive(), what="the recall thread ended")
-    assert recall._client is None  # its connection pool closed: a gateway's providers leave none behind
+    # its share of the process's query client released: a gateway's providers leave no connection behind
+    assert recall._asker is None
+    assert Asker._registry.get(recall._locator.url() or "") is None

@@ -122,6 +122,27 @@ def test_a_server_on_a_client_that_decodes_replies_refuses_an_oversized_request_
     assert "limit" in json.loads(client.lpop(f"{PREFIX}:reply:{rid}"))["error"]
 
 
+def test_every_answer_is_counted_once_with_its_reply_in_one_round_trip(redis_client):
+    server, seen = recording_server(redis_client)
+    sent = []
+    execute = redis.client.Pipeline.execute
+
+    def recorded(pipe, *args, **kwargs):
+        sent.append([c[0][0] for c in pipe.command_stack])
+        return execute(pipe, *args, **kwargs)
+
+    for n in range(3):
+        rid = uuid.uuid4().hex
+        raw = json.dumps({"id": rid, "deadline": time.time() + 5, "req": {"op": "count"}}).encode()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(redis.client.Pipeline, "execute", recorded)
+            server.handle(redis_client, operator_channel(PREFIX), raw)
+        assert json.loads(redis_client.lpop(f"{PREFIX}:reply:{rid}"))["ok"] is True
+        assert int(redis_client.hget(f"{PREFIX}:counters:queries", "answered")) == n + 1
+    assert len(seen) == 3 and server.counts == {"answered": 3}
+    assert sent == [["RPUSH", "EXPIRE", "HINCRBY"]] * 3
+
+
 def test_a_failing_handler_answers_an_error_and_the_server_goes_on(redis_client):
     def boom(request):
         raise RuntimeError("store on fire")

@@ -318,3 +318,22 @@ def test_batches_too_few_replicas_confirmed_are_counted_over_every_hosts_shipper
     event_log.client.hincrby(keys.spool_counters(event_log.prefix), "unreplicated", 2)
     event_log.client.hincrby(keys.spool_counters(event_log.prefix), "unreplicated", 3)
     assert value(scrape(metrics), "memstream_spool_unreplicated_batches_total") == 5
+
+
+def test_a_scrape_counts_the_backlog_entries_a_dense_stage_of_this_process_dead_lettered(served, event_log):
+    from memstream.projections import TurnsProjection
+    from memstream.projections.embedders.port import get_embedder
+    from memstream.projections.stores.qdrant import QdrantStore
+    from memstream.workers import EmbedConsumer
+
+    _, metrics = served
+    turns = TurnsProjection(QdrantStore(), get_embedder("hash"), event_log.client, event_log.prefix, inline=False)
+    group = group_of("turns")
+    assert value(scrape(metrics), "memstream_projection_embed_dead_lettered_total", group=group) is None
+    for _ in range(2):
+        event_log.client.xadd(turns.backlog, {"id": "not-a-point", "text": "x"})
+    assert EmbedConsumer(event_log.client, turns, "w1").drain() == 2
+    text = scrape(metrics)
+    assert value(text, "memstream_projection_embed_dead_lettered_total", group=group, projection="turns",
+                 version="1") == 2
+    assert value(text, "memstream_projection_dead_letters", group=group) == 2

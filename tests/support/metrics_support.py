@@ -49,6 +49,7 @@ class Recorder:
         self.batches: list[tuple] = []
         self.embeds: list[tuple] = []
         self.answers: list[tuple] = []
+        self.embed_dead: list[tuple] = []
 
     def batch(self, group, stages, applied, at):
         self.batches.append((group, dict(stages), list(applied), at))
@@ -58,6 +59,9 @@ class Recorder:
 
     def answered(self, op, seconds):
         self.answers.append((op, seconds))
+
+    def embed_dead_lettered(self, group, entries):
+        self.embed_dead.append((group, entries))
 
 
 @contextmanager

@@ -56,8 +56,64 @@ def test_a_known_secret_shape_is_replaced_by_a_mark_of_its_kind(text, secret, ki
     assert n >= 1
 
 
-def test_every_documented_kind_is_exercised():
-    assert {kind for _, _, kind in SECRETS} | {"private_key", "url_password"} == set(SECRET_KINDS)
+def test_every_kind_named_here_is_a_documented_kind():
+    # every kind is produced by the labelled corpus too (test_redaction_corpus.py)
+    assert {kind for _, _, kind in SECRETS} <= set(SECRET_KINDS)
+
+
+# What the generic rules add, each with its exact output (the name, the user and the host
+# are kept; only the secret becomes a mark). Made-up values.
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("cache: redis://:hunter2pass@cache.internal:6379/0",
+         "cache: redis://:[REDACTED:url_password]@cache.internal:6379/0"),
+        ("PGPASSWORD=Winter#1 psql -h db", "PGPASSWORD=[REDACTED:secret] psql -h db"),
+        ("the password is hunter2 btw", "the password is [REDACTED:secret] btw"),
+        ("the password for the staging box is Sunsh1ne!", "the password for the staging box is [REDACTED:secret]"),
+        ("mysql -u root -pS3cretPw app", "mysql -u root -p[REDACTED:secret] app"),
+        ("curl -u admin:pa55word https://x.example.com", "curl -u admin:[REDACTED:secret] https://x.example.com"),
+        ("docker run -u 1000:1000 -p 8080:80 nginx", "docker run -u 1000:1000 -p 8080:80 nginx"),
+        ("-----BEGIN PGP PRIVATE KEY BLOCK-----\nlQOYBGX1\n-----END PGP PRIVATE KEY BLOCK-----",
+         "[REDACTED:private_key]"),
+        ("-----BEGIN rsa private key-----\nMIIEow\n-----END rsa private key-----", "[REDACTED:private_key]"),
+        ("ghp_abcdefghijklmnopqrstuvwxyzABCDEF12345", "[REDACTED:github_token]"),  # one short
+        ("glpat-Ab3dEf6hIj9lMn2pQr5t", "[REDACTED:gitlab_token]"),
+        ("npm_Ab3dEf6hIj9lMn2pQr5tUv8xYz1bCd4fGh7j", "[REDACTED:npm_token]"),
+        ("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", "[REDACTED:sendgrid_key]"),
+        ("SK0123456789abcdef0123456789abcdef", "[REDACTED:twilio_key]"),
+        ("123456789:AAHb3dEf6hIj9lMn2pQr5tUv8xYz1bCd4fG", "[REDACTED:telegram_token]"),
+        ("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", "[REDACTED:google_oauth]"),
+        ("MTIzNDU2Nzg5MDEyMzQ1Njc4.Gh7jKl.Ab3dEf6hIj9lMn2pQr5tUv8xYz1bCd4fGh7j", "[REDACTED:discord_token]"),
+        ("the key is 3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c", "the key is [REDACTED:secret]"),
+        ("token:\nghp_Ab3dEf6hIj9lMn\n2pQr5tUv8xYz1bCd4fGh7jK", "token:\n[REDACTED:secret]"),
+        ("token ghp_Ab3dEf6hIj9l\u200bMn2pQr5tUv8xYz1bCd4fGh7jK", "token [REDACTED:github_token]"),
+        ("here: ghp_Ab3dЕf6hIj9lMn2pQr5tUv8xYz1bCd4fGh7jK", "here: [REDACTED:github_token]"),  # a Cyrillic Е
+        ("new keys: AKIAABCDEFGHIJKLMNOP / wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLE12",
+         "new keys: [REDACTED:aws_access_key_id] / [REDACTED:aws_secret_key]"),
+        ('<add key="APP_SECRET" value="x9Kq2LmN4pR7sT0v" />', '<add key="APP_SECRET" value="[REDACTED:secret]" />'),
+    ],
+)
+def test_the_generic_rules_redact_only_the_secret(text, expected):
+    out, n = redact(text)
+    assert out == expected
+    assert n == out.count("[REDACTED:")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "token = os.environ['GITHUB_TOKEN']  # read at start",
+        "const secret = process.env.JWT_SECRET;",
+        "private_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)",
+        "password = ${DB_PASSWORD}",
+        "The cache key is user:42:profile and the idempotency key is 7c9e6679-7425-40de-944b-079f4c3d5b1d.",
+        "Пароль от почты я сменил, ключ от квартиры у соседа.",
+        "the key takeaway: ship smaller changes",
+    ],
+)
+def test_code_references_and_ordinary_uses_are_left_alone(text):
+    assert redact(text) == (text, 0)
 
 
 def test_a_url_password_is_redacted_but_user_and_host_are_kept():

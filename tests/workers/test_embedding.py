@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+from metrics_support import Recorder, observing
 from pipeline_support import forgotten, make_pipeline, points, remembered, running, turn, wait_for
 
 from memstream.core import keys
@@ -15,7 +16,7 @@ from memstream.projections import Catalog, EmbedderUnavailable, Filter, TurnsPro
 from memstream.projections.embedders.port import get_embedder
 from memstream.projections.registry import drop_version, registered
 from memstream.projections.stores.qdrant import QdrantStore
-from memstream.workers import caught_up, embed_waiting
+from memstream.workers import DeadLetters, caught_up, embed_waiting
 from memstream.workers.embedding import EMBED_GROUP, EmbedConsumer
 
 
@@ -70,41 +71,84 @@ def test_entries_a_crashed_worker_held_are_reclaimed_and_applied_by_another(even
     assert event_log.client.xpending(turns.backlog, EMBED_GROUP)["pending"] == 0
 
 
-def test_a_transient_failure_keeps_the_entries_and_a_lasting_one_drops_them_after_max_deliveries(event_log):
+class _Failing:
+    """The hash embedder, failing with ``failure[0]`` (when set) on every call that holds a
+    text containing ``poison`` (every call when ``poison`` is empty)."""
+
+    def __init__(self, real, poison: str = "") -> None:
+        self.real, self.poison = real, poison
+        self.name, self.dim, self.max_tokens = real.name, real.dim, real.max_tokens
+        self.failure: list[Exception | None] = [None]
+
+    def embed(self, texts):
+        if self.failure[0] is not None and any(self.poison in t for t in texts):
+            raise self.failure[0]
+        return self.real.embed(texts)
+
+
+def test_a_transient_failure_keeps_the_entries_and_a_lasting_one_dead_letters_them_after_max_deliveries(
+    event_log,
+):
     turns = _turns(event_log)
-    _apply(turns, turn("The staging database runs Postgres 15"))
-    real = turns.embedder
-    failure: list[Exception] = [EmbedderUnavailable("model server down")]
-
-    class Failing:
-        name, dim, max_tokens = real.name, real.dim, real.max_tokens
-
-        def embed(self, texts):
-            raise failure[0]
-
-    turns.embedder = Failing()
+    event = turn("The staging database runs Postgres 15")
+    _apply(turns, event)
+    failing = turns.embedder = _Failing(turns.embedder)
+    failing.failure[0] = EmbedderUnavailable("model server down")
     stage = EmbedConsumer(event_log.client, turns, "w1", max_deliveries=3, backoff_base=0.001, backoff_cap=0.001,
                           transient_cap=0.001)
     with running(stage):
         wait_for(lambda: stage.stats.transient_failures >= 5, 10, "transient failures")
-    assert stage.stats.dropped == 0 and event_log.client.xlen(turns.backlog) == 1
-    failure[0] = RuntimeError("the model cannot be loaded")
-    with running(stage):
-        wait_for(lambda: stage.stats.dropped == 1, 10, "the entry dropped after its deliveries")
-    assert event_log.client.xlen(turns.backlog) == 0
+    assert stage.stats.dead_lettered == 0 and event_log.client.xlen(turns.backlog) == 1
+    failing.failure[0] = RuntimeError("the model cannot be loaded")
+    with observing(Recorder()) as seen, running(stage):
+        wait_for(lambda: stage.stats.dead_lettered == 1, 10, "the entry dead-lettered after its deliveries")
+    assert seen.embed_dead == [("turns.v1", 1)]
+    assert event_log.client.xlen(turns.backlog) == 0  # nothing waits: it is in the dead letters
+    assert embed_waiting(event_log.client, event_log.prefix, "turns.v1").entries == 0
     assert stage.stats.errors >= 2
     hits = turns.store.search(turns.collection, sparse=sparse_vector("Postgres"), filter=Filter("t1"), limit=5)
     assert len(hits) == 1  # still findable by its keywords
+    dlq = DeadLetters(event_log.client, event_log.prefix)
+    (dead,) = dlq.list(group="turns.v1")
+    assert dead["stream"] == turns.backlog and dead["stage"] == "dense" and dead["id"] == point_id(event.id, 0)
+    assert dead["deliveries"] == "3" and "cannot be loaded" in dead["error"]
+    assert dlq.count_by("stream") == {turns.backlog: 1}
+    # the model is back: a retry re-embeds it, and the point is found by meaning too
+    failing.failure[0] = None
+    assert dlq.retry(dead["dlq_id"]) and dlq.count() == 0
+    assert stage.drain() == 1 and stage.stats.embedded == 1
+    assert _dense_ids(turns) == {point_id(event.id, 0)}
+    assert event_log.client.xlen(turns.backlog) == 0
 
 
-def test_a_malformed_backlog_entry_is_dropped_and_the_others_applied(event_log):
+def test_an_entry_that_fails_alone_is_dead_lettered_and_the_rest_of_its_batch_applied(event_log):
+    turns = _turns(event_log)
+    events = [turn(f"Release {i} ships on Tuesday", index=i) for i in range(3)]
+    poison = turn("A poison text the model chokes on", index=3)
+    _apply(turns, events[0], poison, *events[1:])
+    failing = turns.embedder = _Failing(turns.embedder, poison="poison")
+    failing.failure[0] = ValueError("input the model refuses")
+    stage = EmbedConsumer(event_log.client, turns, "w1", max_deliveries=2, backoff_base=0.001, backoff_cap=0.001)
+    with running(stage):
+        wait_for(lambda: stage.stats.dead_lettered == 1, 10, "the poison entry dead-lettered")
+        wait_for(lambda: event_log.client.xlen(turns.backlog) == 0, 10, "the backlog emptied")
+    assert stage.stats.embedded == 3
+    assert _dense_ids(turns) == {point_id(e.id, 0) for e in events}
+    (dead,) = DeadLetters(event_log.client, event_log.prefix).list()
+    assert dead["id"] == point_id(poison.id, 0) and dead["group"] == "turns.v1"
+    assert event_log.client.xpending(turns.backlog, EMBED_GROUP)["pending"] == 0
+
+
+def test_a_malformed_backlog_entry_is_dead_lettered_and_the_others_applied(event_log):
     turns = _turns(event_log)
     event_log.client.xadd(turns.backlog, {"id": "not-a-point", "text": "x"})
     _apply(turns, turn("Lunch is at noon on Fridays"))
     stage = EmbedConsumer(event_log.client, turns, "w1")
     assert stage.drain() == 2
-    assert stage.stats.dropped == 1 and stage.stats.embedded == 1
+    assert stage.stats.dead_lettered == 1 and stage.stats.embedded == 1
     assert event_log.client.xlen(turns.backlog) == 0
+    (dead,) = DeadLetters(event_log.client, event_log.prefix).list()
+    assert dead["id"] == "not-a-point" and "malformed" in dead["error"] and dead["stream"] == turns.backlog
 
 
 def test_a_pipeline_on_a_model_finds_by_keywords_at_once_and_by_meaning_once_the_stage_ran(

@@ -331,3 +331,35 @@ def test_a_builds_progress_counts_the_archive_whole_once_read_and_what_it_applie
     assert build_progress(streams, archived_total=100, archive_done=True, archive_applied=30) == (105, 110)
     unknown = GroupProgress(length=10, lag=None, pending=0, position="")
     assert build_progress(unknown, archived_total=5, archive_done=True, archive_applied=0) == (None, 15)
+
+
+def test_a_replay_of_facts_is_built_where_facts_run_and_the_readers_beside_the_store_switch(tmp_path, event_log):
+    """``memstream up`` runs facts and sessions in a process of their own: the pipeline that
+    runs them builds and activates facts.v2; the one beside the store never touches it, and
+    its readers follow the catalog."""
+    stored = make_pipeline(tmp_path / "home", event_log, projections=("turns", "memories"))
+    apart = make_pipeline(tmp_path / "home", event_log, projections=("facts", "sessions"))
+    assert apart._store is None and not (tmp_path / "home" / "data" / "qdrant" / "facts").exists()
+    with pytest.raises(RuntimeError, match="no vector projection"):
+        apart.queries.start()
+    events = history()
+    event_log.append(events)
+    stored.drain()
+    apart.drain()
+    live = snapshot(event_log.client, event_log.prefix, None, 1, vectors=False)
+    assert any(k.startswith("memstream:facts:") for k in live)
+
+    assert [v.group for v in replay(stored, "facts")] == ["facts.v2"]
+    assert "facts.v2" not in stored.runs  # not its projection
+    apart.sync_catalog()
+    assert "facts.v2" in apart.runs
+    apart.drain()
+    catalog = Catalog(event_log.client, event_log.prefix)
+    assert catalog.active("facts").version == 2
+    assert snapshot(event_log.client, event_log.prefix, None, 2, vectors=False,
+                    families=("facts", "fact_sources")) == {k: v for k, v in live.items() if ":fact" in k}
+    stored.versions.refresh()
+    assert stored.reads.facts.version == 2 and stored.reads.sessions.version == 1
+    assert {c.group for c in stored.consumers} == {"turns.v1", "memories.v1"}
+    stored.stop()
+    apart.stop()

@@ -135,6 +135,27 @@ class EmbeddingCache:
             row = self._db.execute("SELECT count(*) FROM embeddings WHERE embedder = ?", (embedder,)).fetchone()
             return int(row[0])
 
+    def delete(self, keys: Sequence[bytes]) -> int:
+        """Delete the vectors of ``keys`` (every embedder's), from memory and the file, and
+        checkpoint the file's write-ahead log into it; returns the rows deleted (``memstream
+        forget``). The file holds no text, only its sha256 and vector. Raises ``sqlite3.Error``."""
+        wanted = set(keys)
+        if not wanted:
+            return 0
+        deleted = 0
+        with self._lock:
+            for item in [k for k in self._lru if k[1] in wanted]:
+                del self._lru[item]
+            ordered = sorted(wanted)
+            for start in range(0, len(ordered), _QUERY_CHUNK):
+                part = ordered[start : start + _QUERY_CHUNK]
+                cursor = self._db.execute(
+                    f"DELETE FROM embeddings WHERE text_sha256 IN ({','.join('?' * len(part))})", part)
+                deleted += max(0, cursor.rowcount)
+            if deleted and self.path != ":memory:":
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return deleted
+
     def clear_memory(self) -> None:
         """Forget the in-memory LRU (the file keeps everything)."""
         with self._lock:

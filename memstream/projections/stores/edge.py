@@ -31,6 +31,15 @@ call at 100k on a loaded machine). ``auto_optimize=N`` runs it inline in the wri
 call once N points were written or deleted since the last run (``None``: never by
 itself; call ``optimize`` at quiet times instead).
 
+Payloads of search hits: a search asks the engine for ids and scores only and takes
+the payloads from a per-collection cache of the points searches found lately
+(``PAYLOAD_CACHE``), reading the others in one ``retrieve``. Reading a payload costs the
+engine about 2 us a point whatever fields are asked for, and a query server's recall reads
+a hundred or more (two searches of 50 per collection), the same ones again and again; at
+10k points that was half the cost of a search. Every write that can change or remove a
+payload forgets the points it touched (``_Payloads``), so a search never answers a payload
+older than the last write to its point.
+
 Thread-safety: one writer at a time per collection (a lock), readers in parallel with
 it (the engine is internally synchronised); closing or dropping a collection waits for
 the calls in flight and makes later ones fail cleanly.
@@ -48,6 +57,7 @@ import os
 import shutil
 import threading
 import uuid
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Iterator, Literal, Mapping, Sequence, TextIO
 
@@ -58,7 +68,6 @@ from memstream.projections.stores.port import (
     DENSE_KEY,
     INDEXED_FIELDS,
     RRF_K,
-    SET_DENSE_ATTEMPTS,
     SPARSE,
     CollectionNotFound,
     DimensionMismatch,
@@ -66,6 +75,7 @@ from memstream.projections.stores.port import (
     Fusion,
     Hit,
     Point,
+    PointGone,
     SparseVector,
     StoreError,
     StoreLocked,
@@ -73,9 +83,9 @@ from memstream.projections.stores.port import (
     check_point,
     check_search,
     dense_list,
-    dense_matches,
     physical_name,
     prefetch_limit,
+    set_dense_looking,
     sparse_lists,
     split_physical,
     uuid_ids,
@@ -97,19 +107,36 @@ INDEXING_KB = 20_000
 # never rewrites the whole collection: its cost, and the stall, stay bounded.
 SEGMENTS = 8
 MAX_SEGMENT_KB = 50_000
+# Payloads of search hits kept per collection (``_Payloads``; about 1.5 KB each).
+PAYLOAD_CACHE = 8192
 
 
 class _Gate:
-    """Calls in flight on one shard; ``close`` waits for them and refuses new ones."""
+    """Calls in flight on one shard; ``close`` waits for them and refuses new ones;
+    ``exclusive`` waits for them and holds new ones back while it runs."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._active = 0
         self._closed = False
+        self._paused = False
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._paused = True
+            self._cond.wait_for(lambda: self._active == 0)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._paused = False
+                self._cond.notify_all()
 
     @contextlib.contextmanager
     def use(self, name: str) -> Iterator[None]:
         with self._cond:
+            self._cond.wait_for(lambda: not self._paused or self._closed)
             if self._closed:
                 raise CollectionNotFound(f"{name} was closed or dropped")
             self._active += 1
@@ -127,14 +154,63 @@ class _Gate:
             self._cond.wait_for(lambda: self._active == 0)
 
 
+class _Payloads:
+    """The payloads of the points searches found lately, by point id (least recently
+    found dropped past ``size``), for one shard.
+
+    Every write that may change or remove a payload (upsert, delete, set_payload,
+    delete_where) forgets what it touched once the engine has applied it, and moves
+    ``generation`` on: a search keeps the payloads it read only if no such write came
+    between its read and its keeping them, so a payload kept is never older than the last
+    write to that point."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.generation = 0
+        self._items: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = {}
+        with self._lock:
+            items = self._items
+            for pid in ids:
+                payload = items.get(pid)
+                if payload is not None:
+                    items.move_to_end(pid)
+                    found[pid] = payload
+        return found
+
+    def keep(self, payloads: Mapping[str, dict[str, Any]], generation: int) -> None:
+        if self.size <= 0:
+            return
+        with self._lock:
+            if generation != self.generation:
+                return  # a write came in between: what was read may be stale
+            self._items.update(payloads)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def forget(self, ids: Sequence[str] | None) -> None:
+        """Forget ``ids`` (None: everything), after the engine applied a write to them."""
+        with self._lock:
+            self.generation += 1
+            if ids is None:
+                self._items.clear()
+            else:
+                for pid in ids:
+                    self._items.pop(pid, None)
+
+
 class _Shard:
-    def __init__(self, name: str, shard: qe.EdgeShard, dim: int) -> None:
+    def __init__(self, name: str, shard: qe.EdgeShard, dim: int, payload_cache: int) -> None:
         self.name = name
         self.shard = shard
         self.dim = dim
         self.gate = _Gate()
         self.write_lock = threading.Lock()
         self.writes_since_optimize = 0
+        self.payloads = _Payloads(payload_cache)
 
 
 class EdgeStore:
@@ -148,6 +224,7 @@ class EdgeStore:
         exact: bool = False,
         auto_optimize: int | None = 10_000,
         max_search_threads: int | None = None,
+        payload_cache: int = PAYLOAD_CACHE,
     ) -> None:
         if index not in ("plain", "hnsw"):
             raise ValueError(f"index must be 'plain' or 'hnsw', got {index!r}")
@@ -157,6 +234,7 @@ class EdgeStore:
         self.exact = exact
         self._auto_optimize = auto_optimize
         self._max_search_threads = max_search_threads
+        self._payload_cache = payload_cache
         self._lock = threading.RLock()  # the shard registry and the pointer files
         self._shards: dict[str, _Shard] = {}
         self._active: dict[str, int | None] = {}
@@ -167,6 +245,11 @@ class EdgeStore:
                 shutil.rmtree(stale, ignore_errors=True)
             else:
                 stale.unlink(missing_ok=True)
+        for fresh in self._base.glob("*.compact"):  # a compaction a crash stopped before its swap
+            if (self._base / fresh.name[: -len(".compact")]).exists():
+                shutil.rmtree(fresh, ignore_errors=True)  # not swapped: the old one is whole
+            else:
+                self._swap_in(fresh.name[: -len(".compact")])
 
     # --- collections and versions -------------------------------------------------
 
@@ -259,9 +342,66 @@ class EdgeStore:
         the process (the GIL is held), for the duration. True if anything changed.
         """
         shard = self._shard(collection)
-        with shard.gate.use(shard.name), shard.write_lock, _translated(shard.name):
+        with shard.write_lock, shard.gate.use(shard.name), _translated(shard.name):
             shard.writes_since_optimize = 0
             return shard.shard.optimize()
+
+    def compact(self, collection: str) -> int:
+        """Rewrite a collection into a fresh shard holding only its live points, so that no
+        deleted point's payload is left in the engine's write-ahead log or segments (a
+        delete only marks a point; ``optimize`` keeps the log): ``memstream forget``'s last
+        step on disk. Writers of the collection wait meanwhile, readers only while the
+        engine is swapped (a close, two renames and a load). Returns the points kept.
+        Crash-safe: the new shard is whole under ``NAME.compact`` before the old one moves
+        away, and a store opened after a crash between the two renames finishes the swap."""
+        shard = self._shard(collection)
+        name = shard.name
+        with shard.write_lock:
+            records: list[Any] = []
+            offset = None
+            with shard.gate.use(name), _translated(name):
+                while True:
+                    page, offset = shard.shard.scroll(qe.ScrollRequest(offset=offset, limit=1024, with_payload=True,
+                                                                       with_vector=True))
+                    records += page
+                    if offset is None:
+                        break
+            fresh = self._base / f"{name}.compact"
+            if fresh.exists():
+                shutil.rmtree(fresh)
+            tmp = self._base / f".tmp-{name}-{uuid.uuid4().hex[:8]}"
+            with _translated(name):
+                created = qe.EdgeShard.create(str(tmp), self._config(shard.dim))
+                try:
+                    self._ensure_indexes(created)
+                    for start in range(0, len(records), 1024):
+                        created.update(qe.UpdateOperation.upsert_points(
+                            [qe.Point(r.id, r.vector, r.payload or {}) for r in records[start:start + 1024]]))
+                    created.flush()
+                finally:
+                    created.close()
+            os.rename(tmp, fresh)
+            _fsync_dir(self._base)
+            with shard.gate.exclusive(), _translated(name):
+                shard.shard.close()
+                self._swap_in(name)
+                shard.shard = qe.EdgeShard.load(str(self._base / name), self._config(shard.dim))
+                shard.writes_since_optimize = 0
+                shard.payloads.forget(None)  # the engine was swapped: nothing read before it is kept
+        return len(records)
+
+    def _swap_in(self, name: str) -> None:
+        """Put ``NAME.compact`` in the place of ``NAME`` (the old one deleted)."""
+        fresh, directory = self._base / f"{name}.compact", self._base / name
+        if directory.exists():
+            doomed = self._base / f".tmp-drop-{name}-{uuid.uuid4().hex[:8]}"
+            os.rename(directory, doomed)
+            os.rename(fresh, directory)
+            _fsync_dir(self._base)
+            shutil.rmtree(doomed, ignore_errors=True)
+        else:
+            os.rename(fresh, directory)
+            _fsync_dir(self._base)
 
     def flush(self) -> None:
         """Write every collection's pending changes to disk (power-loss durability)."""
@@ -301,43 +441,47 @@ class EdgeStore:
                 indices, values = sparse_lists(p.sparse)
                 vector[SPARSE] = qe.SparseVector(indices, values)
             edge_points.append(qe.Point(str(uuid.UUID(p.id)), vector, dict(p.payload)))
-        self._write(shard, qe.UpdateOperation.upsert_points(edge_points), len(edge_points))
+        try:
+            self._write(shard, qe.UpdateOperation.upsert_points(edge_points), len(edge_points))
+        finally:
+            shard.payloads.forget([str(p.id) for p in edge_points])
 
     def set_dense(self, collection: str, vectors: Sequence[tuple[str, Sequence[float] | Any, str]]) -> int:
         if not vectors:
             return 0
         shard = self._shard(collection)
-        for attempt in range(SET_DENSE_ATTEMPTS):
-            matched = dense_matches(self.retrieve(collection, [v[0] for v in vectors]), vectors)
-            if not matched:
-                return 0
-            updates = []
-            for pid, dense, _ in matched:
-                values = dense_list(dense)
-                if len(values) != shard.dim:
-                    raise ValueError(f"point {pid}: dense has {len(values)} dims, expected {shard.dim}")
-                updates.append(qe.PointVectors(str(uuid.UUID(pid)), {DENSE: values}))
+
+        def write(matched: list[tuple[str, list[float], str]]) -> None:
+            updates = [qe.PointVectors(str(uuid.UUID(pid)), {DENSE: values}) for pid, values, _ in matched]
             # the key is checked again by the engine as it writes: a point re-indexed since
-            # the look above keeps its new key and no vector
+            # the look keeps its new key and no vector
             condition = qe.Filter(must=[qe.FieldCondition(DENSE_KEY, match=qe.MatchAny([k for _, _, k in matched]))])
             try:
                 self._write(shard, qe.UpdateOperation.update_vectors(updates, condition), len(updates))
-                return len(matched)
-            except StoreError as exc:  # a point deleted since the look: look again
-                if "No point with id" not in str(exc) or attempt == SET_DENSE_ATTEMPTS - 1:
-                    raise
-        return 0  # pragma: no cover - the loop returns or raises
+            except StoreError as exc:
+                if "No point with id" in str(exc):
+                    raise PointGone(str(exc)) from exc
+                raise
+
+        return set_dense_looking(lambda ids: self.retrieve(collection, ids), vectors, write, dim=shard.dim)
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         if not ids:
             return
         shard = self._shard(collection)
-        self._write(shard, qe.UpdateOperation.delete_points(_ids(ids)), len(ids))
+        canonical = _ids(ids)
+        try:
+            self._write(shard, qe.UpdateOperation.delete_points(canonical), len(ids))
+        finally:
+            shard.payloads.forget([str(i) for i in canonical])
 
     def delete_where(self, collection: str, filter: Filter) -> None:
         shard = self._shard(collection)
         # counted as one write: the optimizer cost of a large delete shows up next time
-        self._write(shard, qe.UpdateOperation.delete_points_by_filter(_filter(filter)), 1)
+        try:
+            self._write(shard, qe.UpdateOperation.delete_points_by_filter(_filter(filter)), 1)
+        finally:
+            shard.payloads.forget(None)
 
     def set_payload(self, collection: str, ids: Sequence[str], payload: Mapping[str, Any]) -> None:
         if not ids:
@@ -345,8 +489,12 @@ class EdgeStore:
         if "tenant" in payload and (not isinstance(payload["tenant"], str) or not payload["tenant"]):
             raise ValueError("payload['tenant'] must stay a non-empty str")
         shard = self._shard(collection)
-        selector = qe.Filter(must=[qe.HasIdCondition(set(uuid_ids(ids)))])
-        self._write(shard, qe.UpdateOperation.set_payload_by_filter(selector, dict(payload)), len(ids))
+        canonical = uuid_ids(ids)
+        selector = qe.Filter(must=[qe.HasIdCondition(set(canonical))])
+        try:
+            self._write(shard, qe.UpdateOperation.set_payload_by_filter(selector, dict(payload)), len(ids))
+        finally:
+            shard.payloads.forget(canonical)
 
     # --- reads --------------------------------------------------------------------
 
@@ -382,16 +530,32 @@ class EdgeStore:
                     qe.Prefetch(limit=n, query=sparse_q, filter=qfilter),
                 ],
                 filter=qfilter,
-                with_payload=True,
+                with_payload=False,
             )
         else:
             request = qe.QueryRequest(
-                limit=limit, query=dense_q or sparse_q, filter=qfilter, with_payload=True,
+                limit=limit, query=dense_q or sparse_q, filter=qfilter, with_payload=False,
                 params=params if dense_q is not None else None,
             )
+        generation = shard.payloads.generation
         with shard.gate.use(shard.name), _translated(shard.name):
             result = shard.shard.query(request)
-        return [Hit(id=str(p.id), score=p.score, payload=p.payload or {}) for p in result]
+            scored = [(str(p.id), p.score) for p in result]
+            payloads = self._payloads(shard, [pid for pid, _ in scored], generation)
+        # a point deleted between the search and the read of its payload is left out
+        return [Hit(id=pid, score=score, payload=dict(payloads[pid])) for pid, score in scored if pid in payloads]
+
+    @staticmethod
+    def _payloads(shard: _Shard, ids: list[str], generation: int) -> dict[str, dict[str, Any]]:
+        """The payloads of ``ids``: those a search found lately from the cache, the others
+        read from the engine (about 2 us a point, most of a search's cost) and kept."""
+        found = shard.payloads.get(ids)
+        missing = [pid for pid in ids if pid not in found]
+        if missing:
+            read = {str(r.id): r.payload or {} for r in shard.shard.retrieve(list(missing), True, False)}
+            shard.payloads.keep(read, generation)
+            found.update(read)
+        return found
 
     def scroll(
         self, collection: str, filter: Filter, *, limit: int = 100, offset: str | None = None
@@ -499,12 +663,13 @@ class EdgeStore:
             with _translated(collection):
                 # the index policy of this store applies to collections made by another
                 edge = qe.EdgeShard.load(str(directory), self._config(dim))
-            shard = _Shard(collection, edge, dim)
+            shard = _Shard(collection, edge, dim, self._payload_cache)
             self._shards[collection] = shard
         return shard
 
     def _write(self, shard: _Shard, operation: Any, n: int) -> None:
-        with shard.gate.use(shard.name), shard.write_lock, _translated(shard.name):
+        # the write lock first, then the gate (as ``compact``: it swaps the engine under both)
+        with shard.write_lock, shard.gate.use(shard.name), _translated(shard.name):
             shard.shard.update(operation)
             shard.writes_since_optimize += n
             if self._auto_optimize is not None and shard.writes_since_optimize >= self._auto_optimize:

@@ -28,7 +28,7 @@ import math
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Literal, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -385,6 +385,44 @@ def dense_matches(points: Sequence[Point], vectors: Sequence[tuple[str, Any, str
 
 
 SET_DENSE_ATTEMPTS = 5  # a point deleted between the look and the write: look again
+
+
+class PointGone(StoreError):
+    """A point named by a conditional update was deleted meanwhile (``set_dense_looking``
+    looks again)."""
+
+
+DenseWrite = Callable[[list[tuple[str, list[float], str]]], None]
+
+
+def set_dense_looking(retrieve: Callable[[list[str]], Sequence[Point]], vectors: Sequence[tuple[str, Any, str]],
+                      write: DenseWrite, *, dim: int | None) -> int:
+    """``VectorStore.set_dense`` for every backend: look the points up (``retrieve``: the
+    points among the ids, with payload), keep the ``(id, dense, key)`` whose point holds
+    ``key`` now (``dense_matches``; the dense as a list of ``dim`` floats, ValueError
+    otherwise) and ``write`` them: the backend's one conditional update, which checks each
+    ``DENSE_KEY`` again as it writes and raises ``PointGone`` when a point was deleted
+    since the look. Then look again, up to ``SET_DENSE_ATTEMPTS`` times (the last
+    ``PointGone`` is raised). Returns how many points matched."""
+    if not vectors:
+        return 0
+    for attempt in range(SET_DENSE_ATTEMPTS):
+        matched = dense_matches(retrieve([v[0] for v in vectors]), vectors)
+        if not matched:
+            return 0
+        listed = []
+        for pid, dense, key in matched:
+            values = dense_list(dense)
+            if dim is not None and len(values) != dim:
+                raise ValueError(f"point {pid}: dense has {len(values)} dims, expected {dim}")
+            listed.append((pid, values, key))
+        try:
+            write(listed)
+            return len(listed)
+        except PointGone:
+            if attempt == SET_DENSE_ATTEMPTS - 1:
+                raise
+    return 0  # pragma: no cover - the loop returns or raises
 
 
 def check_search(dense: Sequence[float] | Any | None, sparse: SparseVector | None, limit: int, fusion: str) -> None:

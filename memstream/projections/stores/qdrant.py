@@ -30,7 +30,6 @@ from memstream.projections.stores.port import (
     DENSE_KEY,
     INDEXED_FIELDS,
     RRF_K,
-    SET_DENSE_ATTEMPTS,
     SPARSE,
     CollectionNotFound,
     DimensionMismatch,
@@ -38,6 +37,7 @@ from memstream.projections.stores.port import (
     Fusion,
     Hit,
     Point,
+    PointGone,
     SparseVector,
     StoreError,
     StoreLocked,
@@ -45,9 +45,9 @@ from memstream.projections.stores.port import (
     check_point,
     check_search,
     dense_list,
-    dense_matches,
     physical_name,
     prefetch_limit,
+    set_dense_looking,
     sparse_lists,
     split_physical,
     uuid_ids,
@@ -194,38 +194,24 @@ class QdrantStore:
             self._client.upsert(collection, structs, wait=True)
 
     def set_dense(self, collection: str, vectors: Sequence[tuple[str, Sequence[float] | Any, str]]) -> int:
-        if not vectors:
-            return 0
-        dim = self._dims.get(collection)
-        for attempt in range(SET_DENSE_ATTEMPTS):
-            matched = dense_matches(self.retrieve(collection, [v[0] for v in vectors]), vectors)
-            if not matched:
-                return 0
-            updates = []
-            for pid, dense, _ in matched:
-                values = dense_list(dense)
-                if dim is not None and len(values) != dim:
-                    raise ValueError(f"point {pid}: dense has {len(values)} dims, expected {dim}")
-                updates.append(models.PointVectors(id=pid, vector={DENSE: values}))
+        def write(matched: list[tuple[str, list[float], str]]) -> None:
+            updates = [models.PointVectors(id=pid, vector={DENSE: values}) for pid, values, _ in matched]
             # checked again by the server as it writes (a conditional update, Qdrant 1.16+):
-            # a point re-indexed since the look above keeps its new key and no vector
+            # a point re-indexed since the look keeps its new key and no vector
             condition = models.Filter(must=[models.FieldCondition(
                 key=DENSE_KEY, match=models.MatchAny(any=[k for _, _, k in matched]))])
-            try:
-                with self._call(collection):
-                    try:
-                        self._client.update_vectors(collection, updates, update_filter=condition, wait=True)
-                    except KeyError as exc:  # local mode: a point deleted since the look
-                        raise _PointGone(str(exc)) from exc
-                    except UnexpectedResponse as exc:
-                        if exc.status_code == 404 and b"No point" in (exc.content or b""):
-                            raise _PointGone(exc.content.decode("utf-8", "replace")[:300]) from exc
-                        raise
-                return len(matched)
-            except _PointGone:
-                if attempt == SET_DENSE_ATTEMPTS - 1:
+            with self._call(collection):
+                try:
+                    self._client.update_vectors(collection, updates, update_filter=condition, wait=True)
+                except KeyError as exc:  # local mode: a point deleted since the look
+                    raise PointGone(f"{collection}: no point {exc}") from exc
+                except UnexpectedResponse as exc:  # a server: 404 naming the point
+                    if exc.status_code == 404 and b"No point" in (exc.content or b""):
+                        raise PointGone(exc.content.decode("utf-8", "replace")[:300]) from exc
                     raise
-        return 0  # pragma: no cover - the loop returns or raises
+
+        return set_dense_looking(lambda ids: self.retrieve(collection, ids), vectors, write,
+                                 dim=self._dims.get(collection))
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         if not ids:
@@ -360,10 +346,6 @@ class QdrantStore:
             raise StoreError(f"{collection}: {exc}") from exc
         except KeyError as exc:  # local mode, e.g. an unknown alias
             raise _not_found(collection, str(exc)) from exc
-
-
-class _PointGone(StoreError):
-    """A point named by an update was deleted meanwhile (``set_dense`` looks again)."""
 
 
 def _ids(ids: Sequence[str]) -> list[models.ExtendedPointId]:

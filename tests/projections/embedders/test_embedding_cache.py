@@ -167,3 +167,16 @@ def test_inner_errors_propagate_and_nothing_is_stored(tmp_path):
     with pytest.raises(RuntimeError):
         CachedEmbedder(Failing(dim=16), cache).embed(["x"])
     assert cache.count() == 0
+
+
+def test_delete_removes_the_rows_of_the_texts_of_every_embedder_from_memory_and_the_file(tmp_path):
+    path = tmp_path / "cache.sqlite3"
+    with EmbeddingCache(path) as cache:
+        vec = np.ones(4, dtype="<f4")
+        cache.put_many("a", {text_key("gone"): vec, text_key("kept"): vec})
+        cache.put_many("b", {text_key("gone"): vec})
+        assert cache.delete([text_key("gone"), text_key("never stored")]) == 2
+        assert cache.get_many("a", [text_key("gone")], 4)[0] == {}  # not from the memory either
+        assert cache.delete([text_key("gone")]) == 0
+    with EmbeddingCache(path) as cache:
+        assert cache.count() == 1 and set(cache.get_many("a", [text_key("kept")], 4)[0]) == {text_key("kept")}

@@ -17,10 +17,12 @@ from memstream.projections.sparse import sparse_vector
 from memstream.projections.stores.edge import EdgeStore
 from memstream.projections.stores.port import (
     DENSE_KEY,
+    SET_DENSE_ATTEMPTS,
     CollectionNotFound,
     DimensionMismatch,
     Filter,
     Point,
+    PointGone,
     StoreError,
     StoreLocked,
     StoreUnavailable,
@@ -337,6 +339,62 @@ def test_set_dense_looks_again_when_a_point_is_deleted_between_its_look_and_its_
     assert only.id == b.id and np.allclose(only.dense, unit(2))
 
 
+def test_set_dense_leaves_a_point_reindexed_between_its_look_and_its_write_without_a_vector(
+    backend, store, monkeypatch
+):
+    """The engine checks the key again as it writes (a conditional update; in qdrant-client's
+    local mode too): the look saw the old key, the write finds the new one."""
+    c = store.ensure_collection(backend.name("turns"), 1, DIM)
+    a, b = keyword_only("a", "text of a"), keyword_only("b", "text of b")
+    store.upsert(c, [a, b])
+    newer = keyword_only("a", "the newer text of a")
+    real = store.retrieve
+
+    def retrieve(collection, ids, **kwargs):
+        found = real(collection, ids, **kwargs)
+        store.upsert(c, [newer])  # re-indexed meanwhile
+        return found
+
+    monkeypatch.setattr(store, "retrieve", retrieve)
+    assert store.set_dense(c, [(a.id, unit(1), a.payload[DENSE_KEY]), (b.id, unit(2), b.payload[DENSE_KEY])]) == 2
+    monkeypatch.undo()
+    got = {p.id: p for p in store.retrieve(c, [a.id, b.id], with_vectors=True)}
+    assert got[a.id].dense is None and got[a.id].payload[DENSE_KEY] == newer.payload[DENSE_KEY]
+    assert np.allclose(got[b.id].dense, unit(2))
+    assert [h.id for h in store.search(c, dense=unit(1), filter=Filter("t1"), limit=5)] == [b.id]
+
+
+def test_set_dense_gives_up_when_its_points_keep_being_deleted_between_look_and_write(
+    backend, store, monkeypatch
+):
+    c = store.ensure_collection(backend.name("turns"), 1, DIM)
+    a = keyword_only("a", "text of a")
+    real, looks = store.retrieve, []
+
+    def retrieve(collection, ids, **kwargs):
+        store.upsert(c, [a])  # written again, then forgotten again before the write
+        found = real(collection, ids, **kwargs)
+        store.delete(c, [a.id])
+        looks.append(ids)
+        return found
+
+    monkeypatch.setattr(store, "retrieve", retrieve)
+    with pytest.raises(PointGone):
+        store.set_dense(c, [(a.id, unit(1), a.payload[DENSE_KEY])])
+    assert len(looks) == SET_DENSE_ATTEMPTS
+    monkeypatch.undo()
+    assert store.count(c) == 0
+
+
+def test_set_dense_refuses_a_vector_of_another_size_before_writing(backend, store):
+    c = store.ensure_collection(backend.name("turns"), 1, DIM)
+    a = keyword_only("a", "text of a")
+    store.upsert(c, [a])
+    with pytest.raises(ValueError, match="dims"):
+        store.set_dense(c, [(a.id, [1.0] * (DIM + 1), a.payload[DENSE_KEY])])
+    assert store.retrieve(c, [a.id], with_vectors=True)[0].dense is None
+
+
 def test_retrieve_returns_existing_points_with_vectors_when_asked(backend, store):
     c = store.ensure_collection(backend.name("turns"), 1, DIM)
     p = pt("a", dense=unit(3), text="deploy service")
@@ -514,6 +572,85 @@ def test_edge_optimizer_rewrites_segments_without_losing_or_leaking_points(tmp_p
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _hits(store, c, query_vector, words, f, limit=300):
+    """Every point in scope (no cut among equal scores), in a canonical order: the engine
+    may order equal scores either way."""
+    dense = store.search(c, dense=query_vector, filter=f, limit=limit)
+    sparse = store.search(c, sparse=sparse_vector(words), filter=f, limit=limit)
+    fused = store.search(c, dense=query_vector, sparse=sparse_vector(words), filter=f, limit=limit)
+    return [sorted((-h.score, h.id, sorted(h.payload.items())) for h in hits) for hits in (dense, sparse, fused)]
+
+
+def test_edge_search_answers_the_same_from_its_payload_cache_as_from_the_engine(tmp_path):
+    scratch = _scratch_dir(tmp_path)
+    try:
+        store = EdgeStore(scratch, payload_cache=0)  # every payload read from the engine
+        c = store.ensure_collection("turns", 1, DIM)
+        store.upsert(c, [pt(f"k{i}", agent=f"a{i % 3}", text=f"cache test {i % 7} words {i}",
+                            dense=[float((i * j) % 5) + 0.5 for j in range(DIM)]) for i in range(200)])
+        queries = [([float((q + j) % 4) + 0.1 for j in range(DIM)], f"cache words {q}") for q in range(8)]
+        scopes = [Filter("t1"), Filter("t1", agent="a1")]
+        engine = [_hits(store, c, v, w, f) for v, w in queries for f in scopes]
+        store.close()
+        store = EdgeStore(scratch, payload_cache=50)  # smaller than what the searches find
+        cold = [_hits(store, c, v, w, f) for v, w in queries for f in scopes]
+        warm = [_hits(store, c, v, w, f) for v, w in queries for f in scopes]
+        assert cold == warm == engine
+        assert len(store._shards[c].payloads._items) == 50
+        store.close()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test_edge_search_never_answers_a_payload_older_than_the_last_write_to_its_point(tmp_path):
+    scratch = _scratch_dir(tmp_path)
+    store = EdgeStore(scratch)
+    try:
+        c = store.ensure_collection("turns", 1, DIM)
+        points = [pt(f"k{i}", text=f"secret number {i}", dense=unit(0), note=f"v{i}") for i in range(6)]
+        store.upsert(c, points)
+        f = Filter("t1")
+
+        def notes() -> dict[str, str]:
+            found = {h.payload["key"]: h.payload["note"] for h in store.search(c, dense=unit(0), filter=f, limit=10)}
+            by_words = {h.payload["key"]: h.payload["note"] for h in
+                        store.search(c, sparse=sparse_vector("secret"), filter=f, limit=10)}
+            assert by_words == found
+            return found
+
+        assert notes() == {f"k{i}": f"v{i}" for i in range(6)}  # now in the cache
+        store.set_payload(c, [points[0].id], {"note": "redacted"})
+        store.upsert(c, [pt("k1", text="secret number 1", dense=unit(0), note="rewritten")])
+        store.delete(c, [points[2].id])
+        assert notes() == {"k0": "redacted", "k1": "rewritten", "k3": "v3", "k4": "v4", "k5": "v5"}
+        store.delete_where(c, Filter("t1", session_id="s1"))
+        assert notes() == {}
+        store.upsert(c, [pt("k9", text="secret again", dense=unit(0), note="v9")])
+        hits = store.search(c, dense=unit(0), filter=f, limit=10)
+        hits[0].payload["note"] = "changed by a caller"  # a hit's payload is the caller's own
+        assert notes() == {"k9": "v9"}
+    finally:
+        store.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def test_edge_payload_cache_drops_what_it_read_before_a_write_came_in():
+    from memstream.projections.stores.edge import _Payloads
+
+    cache = _Payloads(size=3)
+    read_at = cache.generation
+    cache.forget(["a"])  # a write to "a" lands between a search's read and its keep
+    cache.keep({"a": {"v": "old"}}, read_at)
+    assert cache.get(["a"]) == {}
+    cache.keep({"a": {"v": 1}, "b": {"v": 2}}, cache.generation)
+    cache.keep({"c": {"v": 3}}, cache.generation)
+    assert cache.get(["a"]) == {"a": {"v": 1}}  # found: the most recently found now
+    cache.keep({"d": {"v": 4}}, cache.generation)
+    assert set(cache.get(["a", "b", "c", "d"])) == {"a", "c", "d"}  # b was the least recent
+    cache.forget(None)
+    assert cache.get(["a", "c", "d"]) == {}
+
+
 @pytest.mark.parametrize("raised", [StoreUnavailable("No space left on device"), StoreLocked("open elsewhere"),
                                     CollectionNotFound("turns_v1 was closed"), StoreError("closed")],
                          ids=lambda e: type(e).__name__)
@@ -543,5 +680,86 @@ def test_a_server_answer_without_a_status_code_is_a_permanent_store_error():
             with store._call("turns_v1"):
                 raise UnexpectedResponse(None, "", b"", httpx.Headers())
         assert not isinstance(got.value, StoreUnavailable)
+    finally:
+        store.close()
+
+
+def _as_server(store: QdrantStore, answers: list) -> list:
+    """Make the local client of ``store`` answer ``update_vectors`` as a Qdrant server does:
+    it applies the update locally (every point it holds, the condition checked), and where
+    local mode raises KeyError for a point it does not hold, a server answers 404 ``No point
+    with id ... found``; ``answers`` are further errors to raise before applying anything
+    (popped, oldest first). Returns the calls made."""
+    import httpx
+    from qdrant_client.http.exceptions import UnexpectedResponse
+
+    real, calls = store._client.update_vectors, []
+
+    def update_vectors(collection, points, **kwargs):
+        calls.append([str(p.id) for p in points])
+        if answers:
+            raise answers.pop(0)
+        try:
+            return real(collection, points, **kwargs)
+        except KeyError as exc:
+            body = f'{{"status":{{"error":"Not found: No point with id {exc.args[0]} found"}}}}'.encode()
+            raise UnexpectedResponse(404, "Not Found", body, httpx.Headers()) from None
+
+    store._client.update_vectors = update_vectors  # type: ignore[method-assign]
+    return calls
+
+
+def test_set_dense_through_a_server_looks_again_after_a_404_for_a_point_deleted_meanwhile(tmp_path, monkeypatch):
+    """The server path of ``QdrantStore.set_dense`` on local mode (``QdrantStore(path=...)``):
+    the conditional update (``update_filter``) is evaluated by local mode as by a server;
+    what a server answers for a point deleted since the look (404) is reproduced from local
+    mode's KeyError. Not covered here: a server's own atomicity of check and write under
+    concurrent writers (local mode serialises every call) and servers before 1.16 (no
+    ``update_filter``): run the contract with MEMSTREAM_QDRANT_URL for those."""
+    store = QdrantStore(path=str(tmp_path / "q"))
+    try:
+        c = store.ensure_collection("turns", 1, DIM)
+        a, b = keyword_only("a", "text of a"), keyword_only("b", "text of b")
+        store.upsert(c, [a, b])
+        calls = _as_server(store, [])
+        real, looks = store.retrieve, []
+
+        def retrieve(collection, ids, **kwargs):
+            found = real(collection, ids, **kwargs)
+            if not looks:
+                store.delete(c, [a.id])  # a forget applied meanwhile
+            looks.append(ids)
+            return found
+
+        monkeypatch.setattr(store, "retrieve", retrieve)
+        assert store.set_dense(c, [(a.id, unit(1), a.payload[DENSE_KEY]), (b.id, unit(2), b.payload[DENSE_KEY])]) == 1
+        assert len(looks) == 2 and len(calls) == 2 and calls[1] == [b.id]
+        monkeypatch.undo()
+        (only,) = store.retrieve(c, [a.id, b.id], with_vectors=True)
+        assert only.id == b.id and np.allclose(only.dense, unit(2))
+    finally:
+        store.close()
+
+
+def test_set_dense_through_a_server_passes_other_answers_on_as_their_errors(tmp_path):
+    import httpx
+    from qdrant_client.http.exceptions import UnexpectedResponse
+
+    store = QdrantStore(path=str(tmp_path / "q"))
+    try:
+        c = store.ensure_collection("turns", 1, DIM)
+        a = keyword_only("a", "text of a")
+        store.upsert(c, [a])
+        vectors = [(a.id, unit(1), a.payload[DENSE_KEY])]
+        gone = b'{"status":{"error":"Not found: Collection `turns_v1` doesn\'t exist!"}}'
+        calls = _as_server(store, [UnexpectedResponse(404, "Not Found", gone, httpx.Headers()),
+                                   UnexpectedResponse(503, "Unavailable", b"", httpx.Headers())])
+        with pytest.raises(CollectionNotFound):
+            store.set_dense(c, vectors)
+        with pytest.raises(StoreUnavailable):  # transient: the dense stage retries, spending no delivery
+            store.set_dense(c, vectors)
+        assert len(calls) == 2  # neither looked again
+        assert store.set_dense(c, vectors) == 1
+        assert np.allclose(store.retrieve(c, [a.id], with_vectors=True)[0].dense, unit(1))
     finally:
         store.close()
