@@ -516,6 +516,21 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
                                              embedder=args.embedder or "hash")
         print_result(args, result, bench_metrics.format_metrics(result))
         return OK
+    if args.which in ("failover", "wait"):
+        from memstream.bench import failover as bench_failover
+
+        try:
+            if args.which == "wait":
+                result = bench_failover.wait_bench(rounds=args.runs or 9, batches=args.events or 300)
+                print_result(args, result, bench_failover.format_wait(result))
+            else:
+                result = bench_failover.failover_run(writers=args.agents[0] if args.agents else 4,
+                                                     after_s=args.seconds or 4.0, how=args.how,
+                                                     ship_replicas=args.wait_replicas)
+                print_result(args, result, bench_failover.format_failover(result))
+        except RuntimeError as exc:  # the replicas or Sentinels did not come up
+            raise CommandError(str(exc)) from exc
+        return OK
     if args.which == "dashboard":
         from memstream.bench import dashboard as bench_dashboard
 
@@ -679,27 +694,33 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("bench", cmd_bench, "benchmarks")
     p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos", "text",
                                        "archive", "replay", "import", "metrics", "reads", "fleet", "dashboard",
-                                       "crypto", "redaction", "cluster"])
+                                       "failover", "wait", "crypto", "redaction", "cluster"])
     p.add_argument("--minutes", type=minutes, default=None, help="chaos: how long things break (default 2); "
                    "dashboard: minutes of traffic before the first load, hence of history the page draws "
                    "(default 1/3; 10 fills it)")
     p.add_argument("--agents", type=ascending_counts, default=None,
                    help="chaos: agent processes (one count, 1 to 64; default 4); fleet: agents at each level, "
-                   "ascending (default 50,200,500,1000)")
+                   "ascending (default 50,200,500,1000); failover: writers (the first count; default 4)")
     p.add_argument("--rate", type=per_second, default=None,
                    help="fleet: turns per second of each agent (default 0.2: a turn every 5 s)")
     p.add_argument("--seconds", type=seconds, default=None, help="fleet: seconds of turns per level (default 60); "
-                   "cluster: seconds a run (default 5)")
+                   "cluster: seconds a run (default 5); failover: seconds the writers go on after the kill (default 4)")
     p.add_argument("--processes", type=int_between(1, 256), default=None,
                    help="fleet: agent processes the agents are spread over (default 4); "
                    "cluster: writer processes (default 4)")
     p.add_argument("--seed", type=int_between(0, 2**32 - 1), default=0, help="chaos: the random choices")
+    p.add_argument("--how", choices=["kill", "switch"], default="kill",
+                   help="failover: SIGKILL the primary (writers WAIT for 1 of its 2 replicas), or SENTINEL FAILOVER "
+                   "(the old primary demoted; writers WAIT for both replicas)")
+    p.add_argument("--wait-replicas", type=int_between(0, 2), default=None,
+                   help="failover: the writers' MEMSTREAM_SHIP_REPLICAS instead (0 to 2)")
     p.add_argument("--calls", type=int_between(1, 10_000_000), default=2000,
                    help="hotpath: turns of each back-to-back condition, over all rounds")
     p.add_argument("--events", type=int_between(1, 10_000_000), default=None,
                    help="ingest: events per pipeline drain (default 1000); archive: events appended, archived and "
                    "read back (default 100000); replay: events in the log (default 100000); metrics: events per "
-                   "drain, with metrics on and off (default 3000); reads: memories the query server holds (default 10000)")
+                   "drain, with metrics on and off (default 3000); reads: memories the query server holds (default 10000); "
+                   "wait: batches of 32 events per mode and round (default 300)")
     p.add_argument("--data", default="", help="ingest, archive, replay, metrics: LoCoMo turns JSONL (default: "
                    "generated text if absent); locomo: the LoCoMo directory; redaction: either (LoCoMo turns "
                    "changed)")
@@ -711,7 +732,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "text, import: runs per median (default 5); queries: rounds (default 4); metrics: pairs of "
                    "drains, on and off (default 5); hotpath: interleaved rounds (default 20); "
                    "reads: rounds over the thread counts (default 3); dashboard: page loads in headless Chromium "
-                   "(default 7); redaction: interleaved rounds of the speed measurement (default 5); "
+                   "(default 7); wait: rounds, WAIT off and on alternating which goes first (default 9); "
+                   "redaction: interleaved rounds of the speed measurement (default 5); "
                    "cluster: runs per cluster size, the order rotating (default 5)")
     p.add_argument("--messages", type=int_between(1, 10_000_000), default=10_000,
                    help="import: messages of the synthetic Hermes state.db")

@@ -205,7 +205,8 @@ def _redis_summary(c: dict) -> str:
     server = (f"Valkey {c['valkey_version']} (Redis {c['redis_version']})" if c.get("valkey_version")
               else f"Redis {c['redis_version']}")
     tls = f"; TLS {c['tls']}" if str(c.get("tls", "")).startswith("verified") else ""
-    return f"{c['mode']} {server} at {c['url']}{tls}"
+    return (f"{c['mode']} {server} at {c['url']}" + (f", primary {c['primary']}" if c.get("primary") else "")
+            + (f", {_plural(int(c['replicas']), 'replica')} connected" if "replicas" in c else "") + tls)
 
 
 def _streams_summary(c: dict) -> str:
@@ -329,10 +330,13 @@ def stats_text(result: dict) -> str:
     if usage:
         lines.append(f"spool: {_plural(int(usage['segments']), 'segment')}, {size(usage['unshipped_bytes'])} unshipped, "
                      f"{usage['quarantined']} quarantined")
-    losses = result["spool_losses"]
+    losses = dict(result["spool_losses"])
+    unreplicated = losses.pop("unreplicated", 0)  # no loss: those batches stayed in their spools
     if losses:
         lines.append("spool losses reported by agents (all hosts): "
                      + ", ".join(f"{k} {v}" for k, v in sorted(losses.items())))
+    if unreplicated:
+        lines.append(f"shipped batches too few replicas confirmed, kept and sent again (all hosts): {unreplicated}")
     return "\n".join(lines)
 
 

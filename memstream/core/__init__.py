@@ -24,6 +24,7 @@ from memstream.core.ids import MAX_ID_BYTES, derived_event_id, new_event_id
 from memstream.core.lazy import lazy_exports
 from memstream.core.logs import configure, configure_in_host, logs_json
 from memstream.core.runfile import pid_alive, process_start, read_run_file, start_service
+from memstream.core.sentinel_url import SentinelURL, is_sentinel_url, parse_sentinel_url
 from memstream.core.settings import OPTIONS, Settings, config_file_for, mask_url, usable_cpus
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "configure",
     "derived_event_id",
     "is_transient",
+    "is_sentinel_url",
     "keys",
     "lazy_exports",
     "configure_in_host",
@@ -49,6 +51,7 @@ __all__ = [
     "observe",
     "open_private",
     "OPTIONS",
+    "parse_sentinel_url",
     "PermanentError",
     "pid_alive",
     "private_dir",
@@ -56,6 +59,7 @@ __all__ = [
     "PRIVATE_UMASK",
     "read_run_file",
     "Settings",
+    "SentinelURL",
     "shown",
     "start_service",
     "tighten",

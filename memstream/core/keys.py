@@ -28,7 +28,7 @@ __all__ = [
     "counters", "positions", "applied_at", "health", "dlq", "embed_backlog", "embed_backlog_pattern",
     "tombstones", "tombstones_pattern", "facts", "facts_current", "facts_pattern", "fact_sources", "turn_context",
     "sessions", "session", "session_bookends", "version_pattern",
-    "catalog", "catalog_pattern", "backfill_lock", "own", "own_pattern", "all_pattern",
+    "catalog", "catalog_pattern", "backfill_lock", "own", "own_pattern", "all_pattern", "failover_probe",
     "shard_shipped", "shard_types",
 ]
 
@@ -113,7 +113,7 @@ def retention_lock(prefix: str) -> str:
 
 
 def spool_counters(prefix: str) -> str:
-    """``P:counters:spool``: hash, loss (refused, write_errors, ...) -> count, added to by every host's shipper."""
+    """``P:counters:spool``: hash, loss (refused, write_errors, ...; unreplicated: kept) -> count, from every shipper."""
     return counters(prefix, "spool")
 
 
@@ -295,3 +295,9 @@ def own(prefix: str, name: str, version: int, *parts: str) -> str:
 def own_pattern(prefix: str, name: str, version: int) -> str:
     """``P:own:{name}:v{version}:*``: glob pattern of every key of one version of your own projection."""
     return f"{prefix}:own:{name}:v{version}:*"
+
+
+# -- benchmarks ----------------------------------------------------------------------------------
+def failover_probe(prefix: str) -> str:
+    """``P:bench:probe``: string, the time `memstream bench failover` last wrote, to see writes reach the new primary."""
+    return f"{prefix}:bench:probe"

@@ -50,9 +50,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """Every setting of memstream; ``Settings.load()`` reads them (see the module doc)."""
 
     redis_url: Annotated[str, Meta(description=(
-        "Redis/Valkey URL of a shared server, or `redis+cluster://[[user]:password@]host[:port][,host[:port]...]` "
-        "for a Redis Cluster (see README, High availability: the prefix becomes a hash tag). Empty: the "
-        "embedded Valkey of `memstream up`."))] = ""
+        "Redis/Valkey URL of a shared server, of the Sentinels that watch it "
+        "(`redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/service_name[/db]`), or of a Redis "
+        "Cluster (`redis+cluster://[[user]:password@]host[:port][,host[:port]...]`: the prefix becomes a hash "
+        "tag); see README, High availability. Empty: the embedded Valkey of `memstream up`."))] = ""
     redis_tls_ca_file: Annotated[str, Meta(description=(
         "PEM file of the CA(s) a `rediss://` server's certificate must chain to. Empty: the system's "
         "trusted CAs."))] = ""
@@ -92,6 +93,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     ship_batch: Annotated[int, Meta(ge=1, le=100_000, description=(
         "Events per shipped batch (one atomic script call). The shipper hands the interpreter back to "
         "the agent's threads between batches: a batch's work is what a hook may wait for."))] = 32
+    ship_replicas: Annotated[int, Meta(ge=0, le=100, description=(
+        "Replicas that must confirm each shipped batch (Redis `WAIT`) before the shipper deletes it from "
+        "the spool: a failover to a replica then loses no event (the batch is re-shipped, and the log's "
+        "dedup appends it once). 0: no `WAIT` (a single server). A batch confirmed by fewer within "
+        "`MEMSTREAM_SHIP_REPLICA_TIMEOUT_MS` stays in the spool, is counted (`unreplicated`) and "
+        "retried later."))] = 0
+    ship_replica_timeout_ms: Annotated[int, Meta(ge=1, le=600_000, description=(
+        "Milliseconds a shipped batch's `WAIT` for `MEMSTREAM_SHIP_REPLICAS` replicas may take."))] = 1000
     shutdown_timeout: Annotated[float, Meta(ge=0.0, le=3600.0, description=(
         "Seconds the shipper goes on in the background after the last `shutdown()` of the process "
         "(`shutdown()` itself waits for nothing); what it could not ship stays in the spool for the next "
@@ -282,8 +291,18 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             default = _SPECS["spool_fsync"].default
             problems.append(f"spool_fsync={_brief(fsync)} is not never|always|SECONDS; using {default}")
             fixed["spool_fsync"] = default
+        if fixed.get("ship_replicas", self.ship_replicas) and not self.redis_url:
+            # the embedded Valkey has no replicas: every WAIT would fall short, nothing would ship
+            problems.append(f"{ENV_PREFIX}SHIP_REPLICAS={self.ship_replicas} needs {ENV_PREFIX}REDIS_URL (the "
+                            "embedded Valkey has no replicas); using 0")
+            fixed["ship_replicas"] = 0
         from memstream.core.cluster_url import cluster_prefix, is_cluster_url
 
+        if fixed.get("ship_replicas", self.ship_replicas) and is_cluster_url(self.redis_url):
+            # one WAIT would confirm one node's writes: a batch spans several primaries there
+            problems.append(f"{ENV_PREFIX}SHIP_REPLICAS={self.ship_replicas} is not supported on a Redis Cluster "
+                            "(a batch spans several primaries); using 0")
+            fixed["ship_replicas"] = 0
         tagged = {"stream_prefix": cluster_prefix(self.stream_prefix)} if is_cluster_url(self.redis_url) else {}
         return msgspec.structs.replace(self, **fixed, **tagged, problems=tuple(problems),
                                        sources=tuple((a, o) for a, o in self.sources if a not in fixed))
@@ -528,16 +547,26 @@ def _url_problem(attr: str, env: str, url: str) -> str | None:
     if not url:
         return None
     if attr == "redis_url":
-        expected = "redis://[[user]:password@]host[:port][/db], rediss://... or unix:///path"
+        expected = ("redis://[[user]:password@]host[:port][/db], rediss://..., unix:///path, "
+                    "redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/service_name[/db] or "
+                    "redis+cluster://[[user]:password@]host[:port][,host[:port]...]")
         schemes: tuple[str, ...] = ("redis", "rediss", "unix")
         from memstream.core.cluster_url import is_cluster_url, parse_cluster_url
+        from memstream.core.sentinel_url import is_sentinel_url, parse_sentinel_url
 
-        if is_cluster_url(url) and not any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        plain = not any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url)
+        if is_cluster_url(url) and plain:
             try:
                 parse_cluster_url(url)
             except ValueError as exc:  # its message never shows a password
                 return (f"{env}={_brief(mask_url(url))} {exc}; expected "
                         "redis+cluster://[[user]:password@]host[:port][,host[:port]...]")
+            return None
+        if is_sentinel_url(url) and plain:
+            try:
+                parse_sentinel_url(url)
+            except ValueError as exc:  # its message never shows a password
+                return f"{env}={_brief(mask_url(url))} {exc}; expected {expected}"
             return None
     else:
         expected = "http(s)://host[:port]"

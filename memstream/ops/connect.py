@@ -22,8 +22,14 @@ def connect(settings: Settings) -> EventLog:
 
 
 def user_url(settings: Settings, user: str, password: str) -> str:
-    """The configured log's URL (scheme, host, port, db) with ``user`` and ``password``."""
+    """The configured log's URL (scheme, host, port, db) with ``user`` and ``password``;
+    for Sentinels, the same Sentinels and service (their own credentials, in the query, kept)."""
+    from memstream.core import is_sentinel_url
+
     base = urlsplit(LogLocator(settings, autostart=False).url() or "")
+    if is_sentinel_url(base.geturl()):
+        netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@" + base.netloc.rpartition("@")[2]
+        return urlunsplit((base.scheme, netloc, base.path, base.query, ""))
     host = base.hostname or "127.0.0.1"
     if ":" in host:  # an IPv6 address
         host = f"[{host}]"

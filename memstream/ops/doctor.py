@@ -12,6 +12,7 @@ import time
 from typing import Any, Callable
 
 import redis
+from redis.sentinel import SentinelConnectionPool
 
 from memstream import __version__
 from memstream.core import Settings, keys, mask_url
@@ -123,6 +124,21 @@ def check_redis(settings: Settings) -> tuple[dict, EventLog | None]:
         check["valkey_version"] = server["valkey_version"]
     if major < 7:
         check["error"] = "memstream needs Redis 7.0+ or Valkey"
+    pool = eventlog.client.connection_pool
+    if isinstance(pool, SentinelConnectionPool):  # the primary the Sentinels name now
+        host, port = pool.get_master_address()
+        check["primary"] = f"{host}:{port}"
+    if settings.ship_replicas:
+        try:
+            replicas = int(eventlog.client.info("replication").get("connected_slaves", 0))
+        except redis.RedisError:
+            replicas = -1  # not shown to these credentials
+        if replicas >= 0:
+            check["replicas"] = replicas
+            if replicas < settings.ship_replicas and check["ok"]:
+                check["ok"] = False
+                check["error"] = (f"MEMSTREAM_SHIP_REPLICAS={settings.ship_replicas} but the primary has {replicas} "
+                                  "replicas connected: no batch is confirmed, the spools keep growing")
     return check, eventlog
 
 

@@ -24,7 +24,7 @@ from memstream.producers.archive import (
     history,
     point_id,
 )
-from memstream.producers.connect import LogLocator, event_log, redis_client, slot_primary_url, tls_kwargs
+from memstream.producers.connect import LogLocator, event_log, redis_client, shipping_timeout, slot_primary_url, tls_kwargs
 from memstream.producers.events import (
     EVENT_TYPES,
     DelegationCompleted,
@@ -65,7 +65,7 @@ from memstream.producers.report import (
 )
 from memstream.producers.shipper import Shipper
 from memstream.producers.spool import Segment, Spool, erase_records, spool_usage
-from memstream.producers.stream import EntryFields, EventLog, Record, parse_entry_id, xrange_entry
+from memstream.producers.stream import EntryFields, EventLog, NotReplicated, Record, parse_entry_id, xrange_entry
 from memstream.producers.tenants import (
     TenantError,
     TenantRegistry,
@@ -145,6 +145,7 @@ __all__ = [
     "MemoryWritten",
     "message_text",
     "new_events",
+    "NotReplicated",
     "parse_entry_id",
     "point_id",
     "Record",
@@ -160,6 +161,7 @@ __all__ = [
     "SessionEnded",
     "SessionSwitched",
     "Shipper",
+    "shipping_timeout",
     "Spool",
     "spool_usage",
     "STATE_DB",

@@ -17,13 +17,13 @@ from typing import Any, cast
 import redis
 import structlog
 
-from memstream.core import Settings, mask_url, read_run_file, start_service
+from memstream.core import Settings, is_sentinel_url, mask_url, parse_sentinel_url, read_run_file, start_service
 from memstream.producers.stream import EventLog
 from memstream.producers.tenants import Signer, password_of
 from memstream.producers.tls import tls_hint
 
-__all__ = ["LogLocator", "read_run_file", "redis_client", "cluster_client", "slot_primary_url", "event_log",
-           "tls_kwargs"]
+__all__ = ["LogLocator", "read_run_file", "redis_client", "cluster_client", "sentinel_client",
+           "slot_primary_url", "event_log", "shipping_timeout", "tls_kwargs"]
 
 log = structlog.get_logger("memstream.connect")
 
@@ -54,10 +54,14 @@ def tls_kwargs(url: str, settings: Settings | None) -> dict[str, Any]:
 
 
 def redis_client(url: str, timeout: float = 2.0, settings: Settings | None = None) -> redis.Redis:
-    """A client of ``url`` with short timeouts and, for ``rediss://``, the TLS of ``settings``;
-    a Redis Cluster's for a cluster URL."""
+    """A client of the server ``url`` names: ``redis://``, ``rediss://`` (with the TLS of
+    ``settings``), ``unix://``, the primary the Sentinels of a ``redis+sentinel://`` URL name
+    (``sentinel_client``), or a Redis Cluster (``cluster_client``). Raises ``ValueError`` on a
+    malformed URL (``Settings.problems`` says why)."""
     from memstream.core import is_cluster_url
 
+    if is_sentinel_url(url):
+        return sentinel_client(url, timeout)
     if is_cluster_url(url):
         return cluster_client(url, timeout, settings)
     return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
@@ -145,6 +149,35 @@ def _cluster_class() -> type:
     return ScriptingCluster
 
 
+def sentinel_client(url: str, timeout: float = 2.0) -> redis.Redis:
+    """A client of the primary the Sentinels of ``url`` watch (``core.parse_sentinel_url``).
+
+    redis-py's Sentinel pool asks the Sentinels for the primary's address whenever it opens
+    a connection, so after a failover the next connection goes to the promoted replica: a
+    command on a dead primary fails with ``ConnectionError`` (the caller's retry loop comes
+    back), and one on a primary demoted to a replica (READONLY) drops its connection and
+    fails the same way. Nothing is cached across a failover but the scripts' SHAs, which
+    ``Script`` reloads on NOSCRIPT.
+    """
+    from redis.sentinel import Sentinel
+
+    target = parse_sentinel_url(url)
+    common = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+    sentinels = Sentinel(
+        list(target.sentinels),
+        sentinel_kwargs={**common, "username": target.sentinel_username, "password": target.sentinel_password},
+        **common)
+    client: redis.Redis = sentinels.master_for(target.service_name, db=target.db, username=target.username,
+                                               password=target.password, health_check_interval=30)
+    return client
+
+
+def shipping_timeout(settings: Settings) -> float:
+    """The socket timeout of a shipper's client: 2 s, or longer than a batch's WAIT may take."""
+    waits = settings.ship_replica_timeout_ms / 1000 + 1.0 if settings.ship_replicas else 0.0
+    return max(2.0, waits)
+
+
 def event_log(client: redis.Redis, url: str, settings: Settings) -> EventLog:
     """The log at ``url`` as ``settings`` configure it, signing what it appends (see
     ``memstream.producers.tenants``)."""
@@ -167,6 +200,10 @@ class LogLocator:
         self._url = ""
         self._client: redis.Redis | None = None
 
+    @property
+    def timeout(self) -> float:
+        return shipping_timeout(self.settings)
+
     def url(self) -> str | None:
         if self.settings.redis_url:
             return self.settings.redis_url
@@ -184,7 +221,7 @@ class LogLocator:
             client = self._client
             if client is None or url != self._url:
                 try:
-                    client = redis_client(url, settings=self.settings)
+                    client = redis_client(url, timeout=self.timeout, settings=self.settings)
                 except ValueError as exc:  # a malformed URL: Settings.problems says why
                     raise redis.ConnectionError(f"the Redis URL {mask_url(url)!r} is not valid "
                                                 f"({type(exc).__name__}); `memstream doctor` says why") from None

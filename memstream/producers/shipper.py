@@ -32,7 +32,7 @@ from memstream.producers.events import decode
 from memstream.producers.redact import redact_event
 from memstream.producers.report import Reporter
 from memstream.producers.spool import Segment, Spool
-from memstream.producers.stream import EventLog, Record
+from memstream.producers.stream import EventLog, NotReplicated, Record
 
 __all__ = ["Shipper"]
 
@@ -62,10 +62,14 @@ class Shipper:
     RETRY_CAP = 5.0
 
     def __init__(self, spool: Spool, connect: Callable[[], EventLog], batch: int = 500,
-                 fsync_interval: float | None = 1.0, name: str = "memstream-shipper"):
+                 fsync_interval: float | None = 1.0, name: str = "memstream-shipper",
+                 replicas: int = 0, replica_timeout_ms: int = 1000):
         self.spool = spool
         self._connect = connect
         self.batch = batch
+        # a batch leaves the spool once this many replicas confirmed it (WAIT; 0: once appended)
+        self.replicas = replicas
+        self.replica_timeout_ms = replica_timeout_ms
         self.fsync_interval = fsync_interval
         self.name = name
         self._log: EventLog | None = None
@@ -93,6 +97,10 @@ class Shipper:
         self.shipped = 0
         self.duplicates = 0
         self.malformed = 0
+        self.unreplicated = 0  # batches appended that fewer than ``replicas`` confirmed (kept, re-sent)
+        # segment id -> highest sequence appended but not confirmed by the replicas: the
+        # re-send's skipped records up to it are shipped now, not duplicates
+        self._unconfirmed: dict[str, int] = {}
         self.redacted = 0  # secrets replaced by a mark before they left the host
         self._reported: dict[str, int] = {}  # losses already added to the shared counters
         # segment id -> tenants of the records shipped from it (whose dedup records to drop)
@@ -297,6 +305,9 @@ class Shipper:
             except redis.RedisError as exc:
                 self._on_failure(exc)
                 return total
+            except NotReplicated as exc:
+                self._on_unreplicated(exc)
+                return total
         try:
             self._report_losses()
         except redis.RedisError as exc:
@@ -329,7 +340,8 @@ class Shipper:
         """Add what this process refused or quarantined since the last report to
         ``P:counters:spool`` in Redis, where ``memstream stats`` shows every host's."""
         now = {"refused": self.spool.refused, "write_errors": self.spool.errors,
-               "malformed": self.malformed, "corrupt_regions": self.spool.corrupt}
+               "malformed": self.malformed, "corrupt_regions": self.spool.corrupt,
+               "unreplicated": self.unreplicated}
         delta = {k: v - self._reported.get(k, 0) for k, v in now.items() if v > self._reported.get(k, 0)}
         if not delta:
             return
@@ -339,6 +351,24 @@ class Shipper:
             pipe.hincrby(keys.spool_counters(eventlog.prefix), k, v)
         pipe.execute()
         self._reported.update({k: now[k] for k in delta})
+
+    def _on_unreplicated(self, exc: NotReplicated) -> None:
+        """A batch fewer replicas than asked confirmed: it stays in the spool and the pass
+        ends; the next one (after a back-off) sends it again, and the dedup appends only what
+        the primary lacks. The connection is kept: the primary answered."""
+        self.unreplicated += 1
+        msg = f"{type(exc).__name__}: {exc}"
+        if msg != self.last_error:
+            log.warning("shipper.unreplicated", error=msg, replicas=self.replicas,
+                        timeout_ms=self.replica_timeout_ms, unshipped_bytes=self.spool.unshipped_bytes,
+                        action="keeping the batch in the spool; will send it again")
+        self.last_error = msg
+        self._failures_in_row += 1
+        self._backoff = backoff_delay(self._failures_in_row, self.RETRY_BASE, self.RETRY_CAP)
+        try:
+            self._report_losses()  # the count reaches `memstream stats` while the replicas lag
+        except redis.RedisError as err:
+            self._on_failure(err)
 
     def _on_failure(self, exc: Exception) -> None:
         self.failures += 1
@@ -378,11 +408,22 @@ class Shipper:
                     log.warning("shipper.malformed_record", segment=seg.id, seq=rec.seq, error=str(exc))
             if batch:
                 self._segment_tenants.setdefault(seg.id, set()).update(r.tenant for r in batch)
-                ids = self._eventlog().append_batch(batch, segment=seg.id)
+                try:
+                    ids = self._eventlog().append_batch(batch, segment=seg.id, replicas=self.replicas,
+                                                        replica_timeout_ms=self.replica_timeout_ms)
+                except NotReplicated as exc:
+                    appended = [r.seq for r, i in zip(batch, exc.ids) if i]
+                    if appended:
+                        self._unconfirmed[seg.id] = max(appended + [self._unconfirmed.get(seg.id, -1)])
+                    raise
+                waited = self._unconfirmed.pop(seg.id, -1)
                 added = sum(1 for i in ids if i)
-                self.shipped += added
-                self.duplicates += len(ids) - added
-                shipped += added
+                confirmed = sum(1 for r, i in zip(batch, ids) if not i and r.seq <= waited)
+                if waited > batch[-1].seq:
+                    self._unconfirmed[seg.id] = waited  # later records of it are in a later batch
+                self.shipped += added + confirmed
+                self.duplicates += len(ids) - added - confirmed
+                shipped += added + confirmed
             last_seq = records[-1].seq if records else seg.last_seq
             if end == seg.offset:
                 break
@@ -401,6 +442,7 @@ class Shipper:
             "malformed": self.malformed,
             "redacted": self.redacted,
             "failures": self.failures,
+            "unreplicated": self.unreplicated,
             "last_error": self.last_error,
             "spool_appended": self.spool.appended,
             "spool_refused": self.spool.refused,

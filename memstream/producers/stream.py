@@ -30,13 +30,14 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import redis
 
-from memstream.core import PermanentError, keys
+from memstream.core import PermanentError, TransientError, keys
 from memstream.producers.events import Event, decode, encode
 
 if TYPE_CHECKING:
     from redis.typing import StreamEntry
 
-__all__ = ["EventLog", "Record", "shard_of", "parse_entry_id", "EntryDecodeError", "EntryFields", "xrange_entry"]
+__all__ = ["EventLog", "Record", "shard_of", "parse_entry_id", "EntryDecodeError", "EntryFields", "xrange_entry",
+           "NotReplicated"]
 
 # A stream entry's fields as redis-py reads them: bytes (text from a client that decodes).
 EntryFields = dict[bytes | str, bytes | str]
@@ -124,6 +125,18 @@ def parse_entry_id(entry_id: str | bytes) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
+class NotReplicated(TransientError):
+    """A batch the primary appended but fewer replicas than asked confirmed within the
+    timeout (``WAIT``): it may be lost in a failover, so its records stay in the spool and
+    are sent again later (the dedup appends them once)."""
+
+    def __init__(self, confirmed: int, wanted: int, ids: list[str | None]):
+        super().__init__(f"{confirmed} of {wanted} replicas confirmed the batch in time")
+        self.confirmed = confirmed
+        self.wanted = wanted
+        self.ids = ids
+
+
 class EntryDecodeError(PermanentError, ValueError):
     """A stream entry whose payload is not a valid event of this schema."""
 
@@ -188,7 +201,8 @@ class EventLog:
         return self.stream_key(shard_of(tenant, agent, self.shards))
 
     # append
-    def append_batch(self, records: list[Record], segment: str = "") -> list[str | None]:
+    def append_batch(self, records: list[Record], segment: str = "", replicas: int = 0,
+                     replica_timeout_ms: int = 1000) -> list[str | None]:
         """Append records atomically; return each one's entry id (None: already there).
 
         With ``segment`` set, records whose ``seq`` is at or below the segment's last
@@ -196,20 +210,57 @@ class EventLog:
         tenant are appended by one script call (a segment holds one tenant's records,
         its process's configuration). Raises ``redis.RedisError`` (connection, timeout,
         script, permission) and appends nothing of the failing tenant's records then.
+
+        With ``replicas``, the script calls and a ``WAIT replicas replica_timeout_ms`` go
+        down one connection in one round trip (WAIT counts the replicas that have every
+        write of its own connection); fewer confirmations raise ``NotReplicated``. The
+        dedup record is written by the same script as the entries, so a replica that has
+        an entry has its dedup record too: a batch re-sent to a promoted replica appends
+        exactly what it lacks.
         """
         if not records:
             return []
+        if self.clustered:  # one script call per shard (its slot); WAIT is refused on a cluster (Settings)
+            return [got for run in _by_tenant(records) for got in self._append_sharded(run, segment)]
+        runs = [self._run_args(run, segment) for run in _by_tenant(records)]
+        if replicas > 0:
+            return self._append_replicated(runs, replicas, replica_timeout_ms)
         out: list[str | None] = []
-        start = 0
-        for i in range(1, len(records) + 1):
-            if i == len(records) or records[i].tenant != records[start].tenant:
-                out += self._append_run(records[start:i], segment)
-                start = i
+        for declared, argv in runs:
+            out += self._ids(self._script(keys=declared, args=argv))
         return out
 
-    def _append_run(self, records: list[Record], segment: str) -> list[str | None]:
-        if self.clustered:
-            return self._append_sharded(records, segment)
+    def _append_replicated(self, runs: list[tuple[list[str], list[bytes | str | int]]], replicas: int,
+                           timeout_ms: int) -> list[str | None]:
+        for attempt in (1, 2):
+            pipe = self.client.pipeline(transaction=False)
+            for declared, argv in runs:
+                pipe.evalsha(self._script.sha, len(declared), *declared, *argv)
+            pipe.execute_command("WAIT", replicas, timeout_ms)
+            replies = pipe.execute(raise_on_error=False)
+            if attempt == 1 and any(isinstance(r, redis.exceptions.NoScriptError) for r in replies):
+                # a server that has not seen the script: a new primary after a failover (the
+                # script cache is not replicated) or a restart; a call that failed so appended nothing
+                self.client.script_load(_SHIP_SCRIPT)
+                continue
+            for reply in replies:
+                if isinstance(reply, Exception):
+                    raise reply
+            break
+        out: list[str | None] = []
+        for reply in replies[:-1]:
+            out += self._ids(reply)
+        confirmed = int(replies[-1])
+        if confirmed < replicas:
+            raise NotReplicated(confirmed, replicas, out)
+        return out
+
+    @staticmethod
+    def _ids(reply: Any) -> list[str | None]:
+        return [(i.decode() if isinstance(i, bytes) else i) or None for i in reply]
+
+    def _run_args(self, records: list[Record], segment: str) -> tuple[list[str], list[bytes | str | int]]:
+        """The script's keys and arguments for records of one tenant."""
         tenant = records[0].tenant
         declared = [self.shipped_key(tenant), self.types_key]
         index: dict[str, int] = {}
@@ -222,11 +273,10 @@ class EventLog:
             argv += [rec.seq, index[key], rec.event_id, rec.type, rec.data, sig]
         argv.append(self.legacy_shipped_key)
         argv += list(index)
-        ids = self._script(keys=declared, args=argv)
-        return [(i.decode() if isinstance(i, bytes) else i) or None for i in ids]
+        return declared, argv
 
     def _append_sharded(self, records: list[Record], segment: str) -> list[str | None]:
-        """``_append_run`` on a cluster: one script call per shard, in its stream's slot (the
+        """``append_batch`` on a cluster, for one tenant's records: one script call per shard, in its stream's slot (the
         stream is declared too: the cluster client routes by the declared keys)."""
         tenant = records[0].tenant
         by_shard: dict[int, list[int]] = {}
@@ -350,3 +400,12 @@ def xrange_entry(entry: StreamEntry) -> tuple[str, EntryFields]:
     entry_id, fields = entry
     assert entry_id is not None and fields is not None
     return _id(entry_id), fields
+
+
+def _by_tenant(records: list[Record]) -> Iterator[list[Record]]:
+    """``records`` cut into runs of one tenant each, in order."""
+    start = 0
+    for i in range(1, len(records) + 1):
+        if i == len(records) or records[i].tenant != records[start].tenant:
+            yield records[start:i]
+            start = i

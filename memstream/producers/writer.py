@@ -54,7 +54,8 @@ class Writer:
                            fsync=settings.spool_fsync)
         self.locator = locator or LogLocator(settings)
         self.shipper = Shipper(self.spool, self.locator, batch=settings.ship_batch,
-                               fsync_interval=settings.fsync_interval)
+                               fsync_interval=settings.fsync_interval, replicas=settings.ship_replicas,
+                               replica_timeout_ms=settings.ship_replica_timeout_ms)
         self.shipper.on_exit = getattr(self.locator, "close", None)  # its Redis client
         self.encode_errors = 0
         self._agents: dict[str, int] = {}  # scope agent -> providers of it using this writer

@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING
 from memstream.core import lazy_exports
 from memstream.service.service import AlreadyRunning, Service, detach, stop_service
 from memstream.service.sidecar import Sidecar, SidecarDrain
-from memstream.service.valkey import ValkeyProcess, free_port
+from memstream.service.valkey import ValkeyProcess, binary_path, free_port
 
 if TYPE_CHECKING:
     from memstream.service.metrics import Metrics, start_metrics
 
 __all__ = [
     "AlreadyRunning",
+    "binary_path",
     "detach",
     "free_port",
     "Metrics",

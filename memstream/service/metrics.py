@@ -163,6 +163,9 @@ FAMILIES: tuple[Family, ...] = (
     Family("memstream_queries_total", "counter", ("outcome",), "requests", "Query requests by outcome: "
            "answered, refused, expired (nobody waited any more: the caller timed out), failed, unsupported",
            "redis"),
+    Family("memstream_spool_unreplicated_batches_total", "counter", (), "batches", "Shipped batches the "
+           "primary appended but fewer than MEMSTREAM_SHIP_REPLICAS replicas confirmed in time (WAIT): kept "
+           "in their spools and sent again later, over every host's shippers", "redis"),
     Family("memstream_forgotten_total", "counter", ("place",), "items", "Items `memstream forget` removed, by "
            "place: " + ", ".join(FORGOTTEN_PLACES), "redis"),
     Family("memstream_retention_erased_total", "counter", ("kind",), "events", "Events the retention job "
@@ -449,7 +452,9 @@ class LogCollector(Collector):
         pipe.hgetall(keys.query_counters(self.prefix))
         pipe.hgetall(keys.forget_counters(self.prefix))
         pipe.hgetall(keys.retention_counters(self.prefix))
-        *lengths, counters, forgotten, retained = pipe.execute()
+        pipe.hget(keys.spool_counters(self.prefix), "unreplicated")  # added to by every host's shipper
+        *lengths, counters, forgotten, retained, unreplicated = pipe.execute()
+        f["memstream_spool_unreplicated_batches_total"].add_metric([], int(unreplicated or 0))
         f["memstream_query_queue_length"].add_metric(["operator"], int(lengths[0]))
         f["memstream_query_queue_length"].add_metric(["tenants"], sum(int(n) for n in lengths[1:]))
         outcomes = {as_str(k): int(v) for k, v in (counters or {}).items()}

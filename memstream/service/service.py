@@ -41,7 +41,7 @@ from memstream.core import (
     tighten,
     write_private,
 )
-from memstream.producers import EventLog, Shipper, Spool, event_log, redis_client
+from memstream.producers import EventLog, Shipper, Spool, event_log, redis_client, shipping_timeout
 from memstream.service.sidecar import Sidecar
 from memstream.service.valkey import ValkeyProcess
 
@@ -120,7 +120,7 @@ class Service:
         url = self.url
 
         def connect() -> EventLog:
-            client = redis_client(url, settings=self.settings)
+            client = redis_client(url, timeout=shipping_timeout(self.settings), settings=self.settings)
             client.ping()
             return event_log(client, url, self.settings)
 
@@ -129,8 +129,9 @@ class Service:
         write_private(self.settings.run_file, json.dumps(info, indent=2) + "\n")
         # ship spool segments that dead agent processes left behind
         self.spool = Spool(self.settings.spool_dir, max_bytes=self.settings.spool_max_bytes)
-        self.shipper = Shipper(self.spool, connect, batch=self.settings.ship_batch,
-                               name="memstream-adopter").start()
+        self.shipper = Shipper(self.spool, connect, batch=self.settings.ship_batch, name="memstream-adopter",
+                               replicas=self.settings.ship_replicas,
+                               replica_timeout_ms=self.settings.ship_replica_timeout_ms).start()
         self._start_pipeline(connect())
         if self.pipeline is not None:  # retention erases through the projections' tombstones
             from memstream.workers import RetentionJob

