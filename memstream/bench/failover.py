@@ -46,7 +46,7 @@ from redis.sentinel import SentinelConnectionPool
 
 from memstream.bench.stats import latency_summary, percentile
 from memstream.bench.stats import machine as machine_info
-from memstream.core import Settings, as_str, keys, new_event_id
+from memstream.core import Settings, as_str, keys, new_event_id, stop_process
 from memstream.producers import EventLog, MemoryRemembered, Record, Scope, Writer, redis_client, utcnow
 from memstream.service import binary_path, free_port
 
@@ -118,12 +118,7 @@ class Node:
     def stop(self) -> None:
         if self.alive:
             assert self.proc is not None
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop_process(self.proc)
 
     def log_tail(self) -> str:
         try:

@@ -27,7 +27,7 @@ from memstream.core.files import open_private, private_dir
 if TYPE_CHECKING:
     from memstream.core.settings import Settings
 
-__all__ = ["SERVICE_LOG", "pid_alive", "process_start", "read_run_file", "start_service"]
+__all__ = ["SERVICE_LOG", "pid_alive", "process_start", "read_run_file", "start_service", "stop_process"]
 
 SERVICE_LOG = "service.log"  # beside the run file: what the background service prints
 
@@ -133,3 +133,14 @@ def start_service(settings: Settings, wait: float | None = 20.0, env: dict[str, 
 def _reap(proc: subprocess.Popen[bytes]) -> None:
     """Collect ``proc``'s exit whenever it comes, from a daemon thread."""
     threading.Thread(target=proc.wait, name="memstream-service-reaper", daemon=True).start()
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 10.0) -> int:
+    """Stop a child process: SIGTERM, up to ``timeout`` s for it to exit, then SIGKILL; reaped.
+    Its exit code."""
+    proc.terminate()
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return proc.wait()

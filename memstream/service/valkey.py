@@ -21,7 +21,7 @@ from pathlib import Path
 
 import redis
 
-from memstream.core import TransientError, private_dir, write_private
+from memstream.core import TransientError, private_dir, stop_process, write_private
 from memstream.producers import redis_client
 
 __all__ = ["ValkeyProcess", "ValkeyStartError", "free_port", "binary_path"]
@@ -136,12 +136,7 @@ class ValkeyProcess:
         if self.proc is None:
             return
         if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop_process(self.proc, timeout)
         self.proc = None
 
     def kill(self) -> None:

@@ -18,6 +18,7 @@ import pytest
 import redis
 from pipeline_support import all_applied, make_pipeline, pipeline_settings, remembered, turn, wait_for
 
+from memstream.core import stop_process
 from memstream.producers.stream import EventLog
 from memstream.projections import group_names, group_of
 from memstream.service import free_port
@@ -82,12 +83,7 @@ def prometheus(tmp_path):
 
     yield start
     for proc, log in procs:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 20)
         log.close()
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from memstream.core import stop_process
 from memstream.service.valkey import free_port
 
 
@@ -103,9 +104,4 @@ class TlsRedis:
 
     def stop(self) -> None:
         if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            stop_process(self.proc)
