@@ -316,22 +316,29 @@ def test_set_dense_never_creates_a_deleted_point_nor_dresses_a_reindexed_one(bac
     assert store.set_dense(c, []) == 0
 
 
+def _deleting_after_first_look(store, collection: str, doomed: str, monkeypatch) -> list:
+    """``store.retrieve`` patched so that ``doomed`` is deleted (a forget applied meanwhile)
+    right after the first look of ``set_dense``; returns the ids of every look."""
+    real, looks = store.retrieve, []
+
+    def retrieve(name, ids, **kwargs):
+        found = real(name, ids, **kwargs)
+        if not looks:
+            store.delete(collection, [doomed])
+        looks.append(ids)
+        return found
+
+    monkeypatch.setattr(store, "retrieve", retrieve)
+    return looks
+
+
 def test_set_dense_looks_again_when_a_point_is_deleted_between_its_look_and_its_write(
     backend, store, monkeypatch
 ):
     c = store.ensure_collection(backend.name("turns"), 1, DIM)
     a, b = keyword_only("a", "text of a"), keyword_only("b", "text of b")
     store.upsert(c, [a, b])
-    real, looks = store.retrieve, []
-
-    def retrieve(collection, ids, **kwargs):
-        found = real(collection, ids, **kwargs)
-        if not looks:
-            store.delete(c, [a.id])  # a forget applied meanwhile
-        looks.append(ids)
-        return found
-
-    monkeypatch.setattr(store, "retrieve", retrieve)
+    looks = _deleting_after_first_look(store, c, a.id, monkeypatch)
     assert store.set_dense(c, [(a.id, unit(1), a.payload[DENSE_KEY]), (b.id, unit(2), b.payload[DENSE_KEY])]) == 1
     assert len(looks) == 2
     monkeypatch.undo()
@@ -722,16 +729,7 @@ def test_set_dense_through_a_server_looks_again_after_a_404_for_a_point_deleted_
         a, b = keyword_only("a", "text of a"), keyword_only("b", "text of b")
         store.upsert(c, [a, b])
         calls = _as_server(store, [])
-        real, looks = store.retrieve, []
-
-        def retrieve(collection, ids, **kwargs):
-            found = real(collection, ids, **kwargs)
-            if not looks:
-                store.delete(c, [a.id])  # a forget applied meanwhile
-            looks.append(ids)
-            return found
-
-        monkeypatch.setattr(store, "retrieve", retrieve)
+        looks = _deleting_after_first_look(store, c, a.id, monkeypatch)
         assert store.set_dense(c, [(a.id, unit(1), a.payload[DENSE_KEY]), (b.id, unit(2), b.payload[DENSE_KEY])]) == 1
         assert len(looks) == 2 and len(calls) == 2 and calls[1] == [b.id]
         monkeypatch.undo()
