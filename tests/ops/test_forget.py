@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from pipeline_support import forgotten, make_pipeline, memory, remembered, turn
+from pipeline_support import everything_in_redis, files_holding, forgotten, make_pipeline, memory, remembered, turn
 
 from memstream import ops
 from memstream.core import as_str, keys
@@ -28,34 +28,6 @@ def reach(event_log, monkeypatch):
     for module in ("memstream.ops.forget", "memstream.ops.export", "memstream.ops.archive", "memstream.ops.stats"):
         monkeypatch.setattr(sys.modules[module], "connect", lambda settings: event_log)
     return event_log
-
-
-def everything_in_redis(client) -> str:
-    """Every key and value the server holds, as one text (streams, hashes, sets, ...)."""
-    out = []
-    for key in client.scan_iter(count=1000):
-        kind = as_str(client.type(key))
-        value: object
-        if kind == "string":
-            value = client.get(key)
-        elif kind == "hash":
-            value = client.hgetall(key)
-        elif kind == "set":
-            value = client.smembers(key)
-        elif kind == "zset":
-            value = client.zrange(key, 0, -1)
-        elif kind == "list":
-            value = client.lrange(key, 0, -1)
-        elif kind == "stream":
-            value = client.xrange(key)
-        else:
-            value = kind
-        out.append(f"{as_str(key)}={value!r}")
-    return "\n".join(out)
-
-
-def files_holding(directory: Path, token: bytes) -> list[str]:
-    return [str(p) for p in directory.rglob("*") if p.is_file() and token in p.read_bytes()]
 
 
 def test_forget_match_removes_the_text_from_every_place(tmp_path, reach, settings, redis_client):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from writepath import wait_for  # noqa: F401  (re-exported: one poller for every test)
 
+from memstream.core.codec import as_str
 from memstream.core.ids import new_event_id
 from memstream.core.settings import Settings
 from memstream.producers.events import (
@@ -125,3 +126,31 @@ def running(consumer) -> Iterator[threading.Thread]:
     finally:
         stop.set()
         thread.join(10)
+
+
+def everything_in_redis(client) -> str:
+    """Every key and value the server holds, as one text (streams, hashes, sets, ...)."""
+    out = []
+    for key in client.scan_iter(count=1000):
+        kind = as_str(client.type(key))
+        value: object
+        if kind == "string":
+            value = client.get(key)
+        elif kind == "hash":
+            value = client.hgetall(key)
+        elif kind == "set":
+            value = client.smembers(key)
+        elif kind == "zset":
+            value = client.zrange(key, 0, -1)
+        elif kind == "list":
+            value = client.lrange(key, 0, -1)
+        elif kind == "stream":
+            value = client.xrange(key)
+        else:
+            value = kind
+        out.append(f"{as_str(key)}={value!r}")
+    return "\n".join(out)
+
+
+def files_holding(directory: Path, token: bytes) -> list[str]:
+    return [str(p) for p in directory.rglob("*") if p.is_file() and token in p.read_bytes()]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from pipeline_support import make_pipeline, remembered, turn
+from pipeline_support import everything_in_redis, files_holding, make_pipeline, remembered, turn
 
 from memstream import ops
 from memstream.core import as_str, keys
@@ -29,21 +29,6 @@ def reach(event_log, monkeypatch):
     for module in ("memstream.ops.export", "memstream.ops.archive", "memstream.ops.stats"):
         monkeypatch.setattr(sys.modules[module], "connect", lambda settings: event_log)
     return event_log
-
-
-def _redis_text(client) -> str:
-    out = []
-    for key in client.scan_iter(count=1000):
-        kind = as_str(client.type(key))
-        value = {"string": client.get, "hash": client.hgetall, "set": client.smembers,
-                 "stream": client.xrange, "list": lambda k: client.lrange(k, 0, -1),
-                 "zset": lambda k: client.zrange(k, 0, -1)}.get(kind, lambda k, kind=kind: kind)(key)
-        out.append(f"{as_str(key)}={value!r}")
-    return "\n".join(out)
-
-
-def _files_holding(directory: Path, token: bytes) -> list[str]:
-    return [str(p) for p in directory.rglob("*") if p.is_file() and token in p.read_bytes()]
 
 
 def _payloads(pipeline, name: str) -> str:
@@ -94,14 +79,14 @@ def test_an_expired_turn_is_erased_everywhere_and_what_is_within_retention_stays
         for token in (old_a, old_b):
             assert token not in exported and token not in everything
             assert token not in _payloads(pipeline, "turns")
-            assert token not in _redis_text(log.client)
+            assert token not in everything_in_redis(log.client)
             hits = pipeline.searcher.search(f"code {token}", tenant="t1", agent="a1", scope="all", history=True)
             assert token not in repr(hits)
         assert young in exported and keep in exported  # within retention; memories are kept forever
         assert young in _payloads(pipeline, "turns") and keep in _payloads(pipeline, "memories")
         assert DeadLetters(log.client, log.prefix).count() == 0
-        assert _files_holding(tmp_path / "pipe-home", old_a.encode()) == []  # the embedded store's files
-        assert _files_holding(tmp_path / "pipe-home", keep.encode())
+        assert files_holding(tmp_path / "pipe-home", old_a.encode()) == []  # the embedded store's files
+        assert files_holding(tmp_path / "pipe-home", keep.encode())
 
         # the next run reads no entry it read before: the cursors moved to the cutoff
         read: list[int] = []
@@ -122,8 +107,8 @@ def test_an_expired_turn_is_erased_everywhere_and_what_is_within_retention_stays
             assert again["aof"]["state"] == "rewritten"
             directory = Path(as_str(log.client.config_get("dir")["dir"]))
             for token in (old_a, old_b):
-                assert _files_holding(directory, token.encode()) == []
-            assert _files_holding(directory, young.encode())
+                assert files_holding(directory, token.encode()) == []
+            assert files_holding(directory, young.encode())
 
         # stats: the settings, what was erased, when the next turn expires
         shown = ops.stats(settings)["retention"]
