@@ -21,7 +21,8 @@ run: $(STAMP)
 	$(BIN)/memstream up
 
 test: $(STAMP)
-	$(BIN)/ruff check memstream tests
+	$(BIN)/ruff check memstream tests examples
+	$(BIN)/ruff format --check memstream tests examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -rs

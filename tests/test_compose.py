@@ -26,8 +26,7 @@ PROMTOOL = shutil.which("promtool")
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 # Series Prometheus makes itself, and their labels (None: any, an alert's labels)
 PROMETHEUS_OWN: dict[str, frozenset[str] | None] = {"up": frozenset({"instance", "job"}), "ALERTS": None}
-LONG_RUNNING = {"redis", "redis-replica", "sentinel1", "sentinel2", "sentinel3", "qdrant", "worker", "prometheus",
-                "grafana"}
+LONG_RUNNING = {"redis", "redis-replica", "sentinel1", "sentinel2", "sentinel3", "qdrant", "worker", "prometheus", "grafana"}
 SENTINELS = ("sentinel1", "sentinel2", "sentinel3")
 SENTINEL_URL = re.compile(r"redis\+sentinel://(?P<hosts>[^/@]+)/(?P<service>[\w.-]+)")
 
@@ -100,7 +99,7 @@ def _mounted(service: dict, container_path: str) -> Path | None:
     """The repository file or folder at ``container_path`` in ``service`` (None: not mounted)."""
     for target, source in sorted(_mounts(service).items(), key=lambda kv: -len(kv[0])):
         if container_path == target or container_path.startswith(target.rstrip("/") + "/"):
-            return source / container_path[len(target):].lstrip("/")
+            return source / container_path[len(target) :].lstrip("/")
     return None
 
 
@@ -127,8 +126,8 @@ def _family(name: str) -> tuple[Family | None, str]:
     for f in FAMILIES:
         if name == f.name:
             return f, ""
-        if f.type == "histogram" and name.startswith(f.name) and name[len(f.name):] in HISTOGRAM_SUFFIXES:
-            return f, name[len(f.name):]
+        if f.type == "histogram" and name.startswith(f.name) and name[len(f.name) :] in HISTOGRAM_SUFFIXES:
+            return f, name[len(f.name) :]
     return None, ""
 
 
@@ -290,8 +289,12 @@ def test_promtool_accepts_the_configuration_as_compose_mounts_it(tmp_path):
         copy.parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if source.is_dir() else shutil.copy)(source, copy)
     flags = dict(arg.split("=", 1) for arg in prometheus["command"] if "=" in arg)
-    checked = subprocess.run([PROMTOOL, "check", "config", str(tmp_path / flags["--config.file"].lstrip("/"))],
-                             capture_output=True, text=True, timeout=120)
+    checked = subprocess.run(
+        [PROMTOOL, "check", "config", str(tmp_path / flags["--config.file"].lstrip("/"))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "1 rule files found" in checked.stdout
 
@@ -301,14 +304,16 @@ def test_grafana_is_provisioned_with_the_prometheus_service_and_the_dashboard():
     grafana = services["grafana"]
     provisioning = _mounted(grafana, "/etc/grafana/provisioning")
     assert provisioning and provisioning.is_dir()
-    sources = [d for f in sorted((provisioning / "datasources").glob("*.yml"))
-               for d in yaml.safe_load(f.read_text())["datasources"]]
+    sources = [
+        d for f in sorted((provisioning / "datasources").glob("*.yml")) for d in yaml.safe_load(f.read_text())["datasources"]
+    ]
     assert [s["type"] for s in sources] == ["prometheus"]
     url = urlsplit(sources[0]["url"])
     assert url.hostname == "prometheus" and "prometheus" in services
     assert url.port == 9090 and (url.port in {c for _, _, c in _published(services["prometheus"])})
-    providers = [p for f in sorted((provisioning / "dashboards").glob("*.yml"))
-                 for p in yaml.safe_load(f.read_text())["providers"]]
+    providers = [
+        p for f in sorted((provisioning / "dashboards").glob("*.yml")) for p in yaml.safe_load(f.read_text())["providers"]
+    ]
     assert len(providers) == 1 and providers[0]["type"] == "file"
     folder = _mounted(grafana, providers[0]["options"]["path"])
     assert folder and (folder / "memstream.json").is_file()
@@ -338,8 +343,10 @@ def _labels(name: str, where: str) -> set[str] | None:
 def test_every_metric_the_dashboard_queries_is_a_family_and_every_label_one_of_its_labels():
     board = dashboard()
     defined = {v["name"] for v in board["templating"]["list"]}
-    jobs = {j["job_name"] for j in yaml.safe_load(
-        (ROOT / "deploy" / "prometheus" / "prometheus-compose.yml").read_text())["scrape_configs"]}
+    jobs = {
+        j["job_name"]
+        for j in yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus-compose.yml").read_text())["scrape_configs"]
+    }
     for where, expr in expressions(board):
         assert variables_used(expr) <= defined, (where, expr)
         assert set(re.findall(r'job="([^"]*)"', expr)) <= jobs, (where, expr)
@@ -362,16 +369,27 @@ def test_every_metric_the_dashboard_queries_is_a_family_and_every_label_one_of_i
     # the dashboard shows the figures operators watch (README, Metrics)
     shown = {_family(name)[0] for _, expr in expressions(board) for name in scan(expr).metrics} - {None}
     assert {f.name for f in shown if f} >= {
-        "memstream_events_appended_total", "memstream_projection_applied_total",
-        "memstream_projection_lag_entries", "memstream_projection_lag_seconds",
-        "memstream_projection_freshness_seconds", "memstream_projection_dead_letters",
-        "memstream_projection_pending_entries", "memstream_projection_consumers",
-        "memstream_replay_applied_entries", "memstream_replay_log_entries", "memstream_query_seconds",
-        "memstream_query_queue_length", "memstream_queries_total", "memstream_redis_up"}
+        "memstream_events_appended_total",
+        "memstream_projection_applied_total",
+        "memstream_projection_lag_entries",
+        "memstream_projection_lag_seconds",
+        "memstream_projection_freshness_seconds",
+        "memstream_projection_dead_letters",
+        "memstream_projection_pending_entries",
+        "memstream_projection_consumers",
+        "memstream_replay_applied_entries",
+        "memstream_replay_log_entries",
+        "memstream_query_seconds",
+        "memstream_query_queue_length",
+        "memstream_queries_total",
+        "memstream_redis_up",
+    }
 
 
 def test_the_promql_scanner_finds_the_metrics_and_labels_an_expression_names():
-    uses = scan('histogram_quantile(0.95, sum by (group, le) (rate(a_bucket{group=~"$g", x="by (y)"}[$__rate_interval])))'
-                ' / on (group) group_left max without (z) (b) > bool 1 and c offset 5m')
+    uses = scan(
+        'histogram_quantile(0.95, sum by (group, le) (rate(a_bucket{group=~"$g", x="by (y)"}[$__rate_interval])))'
+        " / on (group) group_left max without (z) (b) > bool 1 and c offset 5m"
+    )
     assert uses.selectors == [("a_bucket", frozenset({"group", "x"})), ("b", frozenset()), ("c", frozenset())]
     assert uses.grouping == {"group", "le", "z"}

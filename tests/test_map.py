@@ -11,14 +11,13 @@ PACKAGE = ROOT / "memstream"
 
 
 def _packages() -> list[str]:
-    return sorted(d.name for d in PACKAGE.iterdir()
-                  if (d / "__init__.py").exists() and d.name != "__pycache__")
+    return sorted(d.name for d in PACKAGE.iterdir() if (d / "__init__.py").exists() and d.name != "__pycache__")
 
 
 def test_every_package_is_a_room_of_architecture_md_and_of_the_readme_layout():
     architecture = (ROOT / "ARCHITECTURE.md").read_text()
     readme = (ROOT / "README.md").read_text()
-    layout = readme[readme.index("## Layout"):]
+    layout = readme[readme.index("## Layout") :]
     for name in _packages():
         assert f"  {name}/" in architecture, f"ARCHITECTURE.md's tree does not name memstream/{name}/"
         assert f"`memstream/{name}/`" in layout, f"README's layout does not name memstream/{name}/"
@@ -49,8 +48,13 @@ def test_across_packages_imports_go_through_the_package():
             continue
         own = rel[0] if len(rel) > 1 else path.stem
         for node in ast.walk(ast.parse(path.read_text())):
-            names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
-                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            names = (
+                [node.module]
+                if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
             for name in names:
                 parts = name.split(".")
                 if parts[0] == "memstream" and len(parts) > 2 and parts[1] != own:

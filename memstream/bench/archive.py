@@ -58,7 +58,7 @@ def archive_bench(events: int = 100_000, data: str | None = None) -> dict[str, A
         started = time.perf_counter()
         appended: list[str | None] = []
         for start in range(0, len(records), _BATCH):
-            appended += eventlog.append_batch(records[start:start + _BATCH])
+            appended += eventlog.append_batch(records[start : start + _BATCH])
         append_s = time.perf_counter() - started
         del records
         for group in group_names():
@@ -88,31 +88,47 @@ def archive_bench(events: int = 100_000, data: str | None = None) -> dict[str, A
         # freed pages for reuse rather than give them back at once)
         more = [Record.of(e) for e in _events(_texts(pairs, events, salt="again"))]
         for start in range(0, len(more), _BATCH):
-            eventlog.append_batch(more[start:start + _BATCH])
+            eventlog.append_batch(more[start : start + _BATCH])
         refill = _memory(client, key)
         return {
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
             "machine": {**machine, "loadavg_at_end": machine_info()["loadavg_at_start"]},
-            "data": source, "events": events,
+            "data": source,
+            "events": events,
             "append": {"seconds": round(append_s, 3), "events_per_s": round(events / append_s, 1)},
             "stream_read": {"events": read, "seconds": round(read_s, 3), "events_per_s": round(read / read_s, 1)},
-            "redis": {"used_memory_before": before["used_memory"], "used_memory_after": after["used_memory"],
-                      "used_memory_freed": before["used_memory"] - after["used_memory"],
-                      "used_memory_rss_before": before["used_memory_rss"],
-                      "used_memory_rss_after": after["used_memory_rss"],
-                      "used_memory_rss_after_refill": refill["used_memory_rss"],
-                      "used_memory_after_refill": refill["used_memory"], "allocator": before["allocator"],
-                      "stream_before": before["stream"], "stream_after": after["stream"],
-                      "stream_length_after": after["length"]},
-            "archive": {"events": result["archived"], "trimmed": result["trimmed"], "segments": len(segments),
-                        "seconds": round(archive_s, 3), "write_seconds": result["seconds"]["write"],
-                        "trim_seconds": result["seconds"]["trim"],
-                        "events_per_s": round(result["archived"] / archive_s, 1),
-                        "disk_bytes": disk, "bytes_per_event": round(disk / max(1, result["archived"]), 1),
-                        "raw_bytes": raw, "ratio": round(raw / max(1, disk), 2)},
-            "history": {"events": len(ids), "seconds": round(history_s, 3),
-                        "events_per_s": round(len(ids) / history_s, 1),
-                        "matches": ids == [i for i in appended if i]},
+            "redis": {
+                "used_memory_before": before["used_memory"],
+                "used_memory_after": after["used_memory"],
+                "used_memory_freed": before["used_memory"] - after["used_memory"],
+                "used_memory_rss_before": before["used_memory_rss"],
+                "used_memory_rss_after": after["used_memory_rss"],
+                "used_memory_rss_after_refill": refill["used_memory_rss"],
+                "used_memory_after_refill": refill["used_memory"],
+                "allocator": before["allocator"],
+                "stream_before": before["stream"],
+                "stream_after": after["stream"],
+                "stream_length_after": after["length"],
+            },
+            "archive": {
+                "events": result["archived"],
+                "trimmed": result["trimmed"],
+                "segments": len(segments),
+                "seconds": round(archive_s, 3),
+                "write_seconds": result["seconds"]["write"],
+                "trim_seconds": result["seconds"]["trim"],
+                "events_per_s": round(result["archived"] / archive_s, 1),
+                "disk_bytes": disk,
+                "bytes_per_event": round(disk / max(1, result["archived"]), 1),
+                "raw_bytes": raw,
+                "ratio": round(raw / max(1, disk), 2),
+            },
+            "history": {
+                "events": len(ids),
+                "seconds": round(history_s, 3),
+                "events_per_s": round(len(ids) / history_s, 1),
+                "matches": ids == [i for i in appended if i],
+            },
         }
     finally:
         client.close()
@@ -122,9 +138,13 @@ def archive_bench(events: int = 100_000, data: str | None = None) -> dict[str, A
 
 def _memory(client: Any, key: str) -> dict[str, Any]:
     info = client.info("memory")
-    return {"used_memory": int(info["used_memory"]), "used_memory_rss": int(info["used_memory_rss"]),
-            "allocator": info.get("mem_allocator"), "stream": int(client.memory_usage(key, samples=0) or 0),
-            "length": int(client.xlen(key))}
+    return {
+        "used_memory": int(info["used_memory"]),
+        "used_memory_rss": int(info["used_memory_rss"]),
+        "allocator": info.get("mem_allocator"),
+        "stream": int(client.memory_usage(key, samples=0) or 0),
+        "length": int(client.xlen(key)),
+    }
 
 
 def _mib(n: int) -> str:
@@ -133,23 +153,25 @@ def _mib(n: int) -> str:
 
 def format_archive(result: dict[str, Any]) -> str:
     m, r, a, h = result["machine"], result["redis"], result["archive"], result["history"]
-    return "\n".join([
-        f"memstream bench archive — {result['date']}",
-        f"machine: {m.get('cpus')} CPUs {m.get('cpu_model', '')}, Python {m.get('python')}; load average "
-        f"{m.get('loadavg_at_start')} at start, {m.get('loadavg_at_end')} at end",
-        f"data: {result['events']} turns, {result['data']}",
-        "",
-        f"append: {result['append']['events_per_s']:,.0f} events/s; stream read (EventLog.entries): "
-        f"{result['stream_read']['events_per_s']:,.0f} events/s",
-        f"Redis used_memory: {_mib(r['used_memory_before'])} before, {_mib(r['used_memory_after'])} after "
-        f"({_mib(r['used_memory_freed'])} freed; RSS {_mib(r['used_memory_rss_before'])} -> "
-        f"{_mib(r['used_memory_rss_after'])}, allocator {r['allocator']}); the stream {_mib(r['stream_before'])} -> "
-        f"{r['stream_after']} bytes ({r['stream_length_after']} entries kept)",
-        f"as many events again after the archive: used_memory {_mib(r['used_memory_after_refill'])}, RSS "
-        f"{_mib(r['used_memory_rss_after_refill'])} (the freed memory reused)",
-        f"archive: {a['events']} events in {a['seconds']} s = {a['events_per_s']:,.0f} events/s (write "
-        f"{a['write_seconds']} s, trim {a['trim_seconds']} s); {a['segments']} segments, {_mib(a['disk_bytes'])} on "
-        f"disk, {a['bytes_per_event']} bytes/event, {a['ratio']}x smaller than the fields",
-        f"history (archive then stream): {h['events']} events in {h['seconds']} s = {h['events_per_s']:,.0f} "
-        f"events/s; the ids appended, in order: {'yes' if h['matches'] else 'NO'}",
-    ])
+    return "\n".join(
+        [
+            f"memstream bench archive — {result['date']}",
+            f"machine: {m.get('cpus')} CPUs {m.get('cpu_model', '')}, Python {m.get('python')}; load average "
+            f"{m.get('loadavg_at_start')} at start, {m.get('loadavg_at_end')} at end",
+            f"data: {result['events']} turns, {result['data']}",
+            "",
+            f"append: {result['append']['events_per_s']:,.0f} events/s; stream read (EventLog.entries): "
+            f"{result['stream_read']['events_per_s']:,.0f} events/s",
+            f"Redis used_memory: {_mib(r['used_memory_before'])} before, {_mib(r['used_memory_after'])} after "
+            f"({_mib(r['used_memory_freed'])} freed; RSS {_mib(r['used_memory_rss_before'])} -> "
+            f"{_mib(r['used_memory_rss_after'])}, allocator {r['allocator']}); the stream {_mib(r['stream_before'])} -> "
+            f"{r['stream_after']} bytes ({r['stream_length_after']} entries kept)",
+            f"as many events again after the archive: used_memory {_mib(r['used_memory_after_refill'])}, RSS "
+            f"{_mib(r['used_memory_rss_after_refill'])} (the freed memory reused)",
+            f"archive: {a['events']} events in {a['seconds']} s = {a['events_per_s']:,.0f} events/s (write "
+            f"{a['write_seconds']} s, trim {a['trim_seconds']} s); {a['segments']} segments, {_mib(a['disk_bytes'])} on "
+            f"disk, {a['bytes_per_event']} bytes/event, {a['ratio']}x smaller than the fields",
+            f"history (archive then stream): {h['events']} events in {h['seconds']} s = {h['events_per_s']:,.0f} "
+            f"events/s; the ids appended, in order: {'yes' if h['matches'] else 'NO'}",
+        ]
+    )

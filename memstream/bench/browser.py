@@ -42,8 +42,7 @@ def find_chromium() -> str | None:
 
 
 # run in the child before the browser: the pipes onto fds 3 and 4, then the browser in its place
-_ONTO_3_AND_4 = "import os, sys; os.dup2(int(sys.argv[1]), 3); os.dup2(int(sys.argv[2]), 4); " \
-                "os.execv(sys.argv[3], sys.argv[3:])"
+_ONTO_3_AND_4 = "import os, sys; os.dup2(int(sys.argv[1]), 3); os.dup2(int(sys.argv[2]), 4); os.execv(sys.argv[3], sys.argv[3:])"
 
 
 def _above(fd: int, floor: int) -> int:
@@ -63,8 +62,7 @@ class Chromium:
     """``with Chromium() as browser: tab = browser.open(url)``: one headless browser whose
     windows are ``width`` x ``height`` CSS pixels."""
 
-    def __init__(self, binary: str | None = None, *, width: int = 1400, height: int = 1000,
-                 timeout: float = 30.0) -> None:
+    def __init__(self, binary: str | None = None, *, width: int = 1400, height: int = 1000, timeout: float = 30.0) -> None:
         found = binary or find_chromium()
         if found is None:
             raise BrowserError("no chromium on the PATH (Debian: apt-get install chromium)")
@@ -74,15 +72,32 @@ class Chromium:
         commands, self._to = os.pipe()  # we write commands; the browser reads them on its fd 3
         self._from, replies = os.pipe()  # the browser writes replies on its fd 4; we read them
         commands, replies = _above(commands, 4), _above(replies, 4)  # never 3 or 4: moved there in the child
-        flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
-                 "--disable-extensions", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--mute-audio", "--hide-scrollbars", "--remote-debugging-pipe",
-                 f"--user-data-dir={self._profile}", f"--window-size={width},{height}", "about:blank"]
+        flags = [
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--no-default-browser-check",
+            "--disable-extensions",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--mute-audio",
+            "--hide-scrollbars",
+            "--remote-debugging-pipe",
+            f"--user-data-dir={self._profile}",
+            f"--window-size={width},{height}",
+            "about:blank",
+        ]
         try:
-            self.proc = subprocess.Popen([sys.executable, "-c", _ONTO_3_AND_4, str(commands), str(replies),
-                                          self.binary, *flags],
-                                         stdin=subprocess.DEVNULL, stdout=self._log, stderr=self._log,
-                                         pass_fds=(commands, replies), start_new_session=True)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _ONTO_3_AND_4, str(commands), str(replies), self.binary, *flags],
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=self._log,
+                pass_fds=(commands, replies),
+                start_new_session=True,
+            )
         except OSError as exc:
             self._cleanup()
             raise BrowserError(f"cannot start {shlex.quote(self.binary)}: {exc}") from exc
@@ -99,8 +114,9 @@ class Chromium:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def call(self, method: str, params: dict[str, Any] | None = None, *, session: str | None = None,
-             timeout: float | None = None) -> dict[str, Any]:
+    def call(
+        self, method: str, params: dict[str, Any] | None = None, *, session: str | None = None, timeout: float | None = None
+    ) -> dict[str, Any]:
         """Send one command; its result (``BrowserError`` on an error reply or no reply in time)."""
         self._next += 1
         message: dict[str, Any] = {"id": self._next, "method": method, "params": params or {}}
@@ -136,8 +152,9 @@ class Chromium:
     def _tail(self) -> str:
         try:
             self._log.seek(0)
-            lines = [line for line in self._log.read().decode("utf-8", "replace").splitlines()
-                     if "dbus" not in line.lower()]  # a container has no D-Bus: noise
+            lines = [
+                line for line in self._log.read().decode("utf-8", "replace").splitlines() if "dbus" not in line.lower()
+            ]  # a container has no D-Bus: noise
             return "its last output: " + " | ".join(lines[-5:])
         except (OSError, ValueError):
             return "no output"
@@ -147,8 +164,11 @@ class Chromium:
         target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         tab = Tab(self, target, session)
-        self.call("Emulation.setDeviceMetricsOverride", {"width": self.width, "height": self.height,
-                                                          "deviceScaleFactor": 1, "mobile": False}, session=session)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": self.width, "height": self.height, "deviceScaleFactor": 1, "mobile": False},
+            session=session,
+        )
         if url != "about:blank":
             tab.navigate(url)
         return tab
@@ -208,8 +228,7 @@ class Tab:
 
     def evaluate(self, expression: str) -> Any:
         """The value of a JavaScript expression in the page (a promise: its result)."""
-        reply = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True,
-                                               "awaitPromise": True})
+        reply = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
         if "exceptionDetails" in reply:
             details = reply["exceptionDetails"]
             raise BrowserError(f"{expression[:80]}: {details.get('exception', {}).get('description') or details}")
@@ -236,9 +255,16 @@ class Tab:
         params: dict[str, Any] = {"format": "png"}
         if full_page:
             size = self.call("Page.getLayoutMetrics")["cssContentSize"]
-            params.update(captureBeyondViewport=True, clip={
-                "x": 0, "y": 0, "width": max(self.browser.width, int(size["width"])),
-                "height": max(self.browser.height, int(size["height"])), "scale": 1})
+            params.update(
+                captureBeyondViewport=True,
+                clip={
+                    "x": 0,
+                    "y": 0,
+                    "width": max(self.browser.width, int(size["width"])),
+                    "height": max(self.browser.height, int(size["height"])),
+                    "scale": 1,
+                },
+            )
         data = self.call("Page.captureScreenshot", params)["data"]
         path.write_bytes(base64.b64decode(data))
         return path

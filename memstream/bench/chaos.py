@@ -67,12 +67,13 @@ def _poison_entries() -> list[tuple[str, dict[Any, Any]]]:
         utcnow,
     )
 
-    good_turn = TurnRecorded(id=new_event_id(), occurred_at=utcnow(), scope=Scope(tenant="default"),
-                             turn_index=0, user_text="u", assistant_text="a")
-    memory = MemoryRemembered(id=new_event_id(), occurred_at=utcnow(), scope=Scope(tenant="default"),
-                              content="a memory posing as a turn")
-    no_tenant = MemoryRemembered(id=new_event_id(), occurred_at=utcnow(), scope=Scope(tenant=""),
-                                 content="whose is this")
+    good_turn = TurnRecorded(
+        id=new_event_id(), occurred_at=utcnow(), scope=Scope(tenant="default"), turn_index=0, user_text="u", assistant_text="a"
+    )
+    memory = MemoryRemembered(
+        id=new_event_id(), occurred_at=utcnow(), scope=Scope(tenant="default"), content="a memory posing as a turn"
+    )
+    no_tenant = MemoryRemembered(id=new_event_id(), occurred_at=utcnow(), scope=Scope(tenant=""), content="whose is this")
     return [
         ("type_not_utf8", {"id": new_event_id(), "type": b"\xff\xfe", "data": encode(good_turn)}),
         ("field_name_not_utf8", {b"\xff\xfeid": b"x", "type": "turn.recorded", "data": encode(good_turn)}),
@@ -84,8 +85,7 @@ def _poison_entries() -> list[tuple[str, dict[Any, Any]]]:
     ]
 
 
-POISON = ("type_not_utf8", "field_name_not_utf8", "data_not_msgpack", "data_is_json", "no_data",
-          "type_mismatch", "empty_tenant")
+POISON = ("type_not_utf8", "field_name_not_utf8", "data_not_msgpack", "data_is_json", "no_data", "type_mismatch", "empty_tenant")
 
 
 # -- the agent process ------------------------------------------------------------------------
@@ -107,8 +107,9 @@ def agent_main(home: str, name: str, rate: float, ledger: str, stats_path: str) 
     while not stop["now"]:
         marker = f"chaos-{name}-{uuid.uuid4().hex[:12]}"
         t = time.perf_counter()
-        provider.sync_turn(f"{marker}: the deploy of service {n % 17} moved to region {n % 5}",
-                           f"Noted {marker}.", session_id=session)
+        provider.sync_turn(
+            f"{marker}: the deploy of service {n % 17} moved to region {n % 5}", f"Noted {marker}.", session_id=session
+        )
         durations.append((time.perf_counter() - t) * 1000)
         out.write(marker + "\n")
         n += 1
@@ -124,8 +125,14 @@ def agent_main(home: str, name: str, rate: float, ledger: str, stats_path: str) 
 def _write_stats(path: str, durations: list[float]) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump({"calls": len(durations), "max_ms": max(durations, default=0.0),
-                   "durations": [round(d, 3) for d in durations[-20000:]]}, f)
+        json.dump(
+            {
+                "calls": len(durations),
+                "max_ms": max(durations, default=0.0),
+                "durations": [round(d, 3) for d in durations[-20000:]],
+            },
+            f,
+        )
     os.replace(tmp, path)
 
 
@@ -147,8 +154,14 @@ class _Chaos:
         self.redis_down_s: list[float] = []
 
     def env(self, home: Path) -> dict[str, str]:
-        env = dict(os.environ, MEMSTREAM_HOME=str(home), MEMSTREAM_REDIS_URL=self.url,
-                   MEMSTREAM_EMBEDDER="hash", MEMSTREAM_AUTOSTART="0", MEMSTREAM_STREAM_PREFIX=PREFIX)
+        env = dict(
+            os.environ,
+            MEMSTREAM_HOME=str(home),
+            MEMSTREAM_REDIS_URL=self.url,
+            MEMSTREAM_EMBEDDER="hash",
+            MEMSTREAM_AUTOSTART="0",
+            MEMSTREAM_STREAM_PREFIX=PREFIX,
+        )
         env.pop("MEMSTREAM_QDRANT_URL", None)
         return env
 
@@ -160,21 +173,33 @@ class _Chaos:
         log = open(self.root / "worker.log", "ab")
         self.worker = subprocess.Popen(
             [sys.executable, "-m", "memstream", "worker", "--embedded-store", "--name", "chaos-worker"],
-            env=self.env(home), stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+            env=self.env(home),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
         log.close()
 
     def start_agent(self, name: str) -> None:
         self.generation[name] += 1
         home = self.root / name
         home.mkdir(parents=True, exist_ok=True)
-        args = [sys.executable, "-c",
-                "import sys; from memstream.bench.chaos import agent_main; agent_main(*sys.argv[1:3], "
-                "float(sys.argv[3]), *sys.argv[4:6])",
-                str(home), name, str(self.rate), str(home / "ledger.txt"),
-                str(home / f"stats-{self.generation[name]}.json")]
+        args = [
+            sys.executable,
+            "-c",
+            "import sys; from memstream.bench.chaos import agent_main; agent_main(*sys.argv[1:3], "
+            "float(sys.argv[3]), *sys.argv[4:6])",
+            str(home),
+            name,
+            str(self.rate),
+            str(home / "ledger.txt"),
+            str(home / f"stats-{self.generation[name]}.json"),
+        ]
         log = open(home / "agent.log", "ab")
-        self.agents[name] = subprocess.Popen(args, env=self.env(home), stdin=subprocess.DEVNULL,
-                                             stdout=log, stderr=log, start_new_session=True)
+        self.agents[name] = subprocess.Popen(
+            args, env=self.env(home), stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+        )
         log.close()
 
     def act(self) -> None:
@@ -211,11 +236,11 @@ class _Chaos:
         try:
             entry = self.client().xadd(keys.events(PREFIX, 0), fields)
             self.poisoned[as_str(entry)] = name
-            big = MemoryRemembered(id=new_event_id(), occurred_at=utcnow(), scope=Scope(tenant="default"),
-                                   content="oversized " + "x" * (8 << 20))
+            big = MemoryRemembered(
+                id=new_event_id(), occurred_at=utcnow(), scope=Scope(tenant="default"), content="oversized " + "x" * (8 << 20)
+            )
             if self.rng.random() < 0.3:
-                self.client().xadd(keys.events(PREFIX, 0),
-                                   {"id": big.id, "type": "memory.remembered", "data": encode(big)})
+                self.client().xadd(keys.events(PREFIX, 0), {"id": big.id, "type": "memory.remembered", "data": encode(big)})
                 self.oversized.append(big.id)
         except redis.RedisError:
             pass  # Redis is being restarted: nothing was appended
@@ -226,11 +251,12 @@ class _Chaos:
             from rq.serializers import JSONSerializer
 
             client = self.client()
-            Queue(keys.queries(PREFIX), connection=client, serializer=JSONSerializer).enqueue(
-                "os.system", f"touch {self.marker}")
+            Queue(keys.queries(PREFIX), connection=client, serializer=JSONSerializer).enqueue("os.system", f"touch {self.marker}")
             rid = uuid.uuid4().hex
-            client.rpush(keys.queries(PREFIX), json.dumps(
-                {"id": rid, "deadline": time.time() + 5, "req": {"op": "os.system", "cmd": f"touch {self.marker}"}}))
+            client.rpush(
+                keys.queries(PREFIX),
+                json.dumps({"id": rid, "deadline": time.time() + 5, "req": {"op": "os.system", "cmd": f"touch {self.marker}"}}),
+            )
             client.rpush(keys.queries(PREFIX), b"\xff" * 100)
         except redis.RedisError:
             pass
@@ -264,8 +290,9 @@ def _settled(client: redis.Redis) -> bool:
     return True
 
 
-def chaos_bench(minutes: float = 2.0, agents: int = 4, rate: float = 20.0, seed: int = 0,
-                settle_timeout: float = 180.0) -> dict[str, Any]:
+def chaos_bench(
+    minutes: float = 2.0, agents: int = 4, rate: float = 20.0, seed: int = 0, settle_timeout: float = 180.0
+) -> dict[str, Any]:
     from memstream.core import Settings
     from memstream.producers import EventLog, TurnRecorded, Writer
     from memstream.projections import group_names, group_of
@@ -295,8 +322,7 @@ def chaos_bench(minutes: float = 2.0, agents: int = 4, rate: float = 20.0, seed:
                 except subprocess.TimeoutExpired:
                     proc.kill()
         for name in chaos.agents:
-            settings = Settings.load(home=str(root / name), redis_url=chaos.url, autostart=False,
-                                     stream_prefix=PREFIX)
+            settings = Settings.load(home=str(root / name), redis_url=chaos.url, autostart=False, stream_prefix=PREFIX)
             writer = Writer(settings)
             writer.shipper.start()
             writer.flush(60.0)
@@ -342,14 +368,24 @@ def chaos_bench(minutes: float = 2.0, agents: int = 4, rate: float = 20.0, seed:
             items = {"error": str(exc)}
         hooks = sorted(_hook_times(root, chaos.agents))
         return {
-            "minutes": minutes, "agents": agents, "rate_per_agent": rate, "seed": seed,
+            "minutes": minutes,
+            "agents": agents,
+            "rate_per_agent": rate,
+            "seed": seed,
             "actions": chaos.actions,
-            "written": len(written), "in_log": turns, "distinct_in_log": len(markers),
+            "written": len(written),
+            "in_log": turns,
+            "distinct_in_log": len(markers),
             "projected_turn_points": items.get(group_of("turns")) if isinstance(items, dict) else None,
-            "lost": len(lost), "lost_examples": lost[:5], "duplicated": duplicated,
-            "poison_injected": len(chaos.poisoned), "poison_dead_lettered_by_every_projection": poison_dead,
-            "poison_reasons_present": reasons_ok, "oversized_injected": len(chaos.oversized),
-            "hostile_jobs_ran": chaos.marker.exists(), "settled": settled,
+            "lost": len(lost),
+            "lost_examples": lost[:5],
+            "duplicated": duplicated,
+            "poison_injected": len(chaos.poisoned),
+            "poison_dead_lettered_by_every_projection": poison_dead,
+            "poison_reasons_present": reasons_ok,
+            "oversized_injected": len(chaos.oversized),
+            "hostile_jobs_ran": chaos.marker.exists(),
+            "settled": settled,
             "redis_down_s_max": round(max(chaos.redis_down_s, default=0.0), 2),
             "hook_calls": len(hooks),
             "hook_p50_ms": round(statistics.median(hooks), 3) if hooks else None,
@@ -367,18 +403,25 @@ def chaos_bench(minutes: float = 2.0, agents: int = 4, rate: float = 20.0, seed:
 
 
 def format_chaos(r: dict[str, Any]) -> str:
-    ok = (r["lost"] == 0 and r["duplicated"] == 0 and not r["hostile_jobs_ran"]
-          and r["poison_dead_lettered_by_every_projection"] == r["poison_injected"] and r["settled"])
-    return "\n".join([
-        f"chaos, {r['minutes']} min, {r['agents']} agents at {r['rate_per_agent']} turns/s, seed {r['seed']}: "
-        f"{'OK' if ok else 'FAILED'}",
-        f"  actions: {', '.join(f'{k} {v}' for k, v in sorted(r['actions'].items()))}",
-        f"  turns written {r['written']}, in the log {r['in_log']} ({r['distinct_in_log']} distinct), "
-        f"turn points projected {r['projected_turn_points']}",
-        f"  lost {r['lost']}, duplicated {r['duplicated']}, settled {r['settled']}",
-        f"  poison: {r['poison_injected']} injected, {r['poison_dead_lettered_by_every_projection']} dead-lettered "
-        f"by every projection (reasons present: {r['poison_reasons_present']}); oversized {r['oversized_injected']}",
-        f"  hostile jobs ran: {r['hostile_jobs_ran']}",
-        f"  sync_turn: {r['hook_calls']} calls, p50 {r['hook_p50_ms']} ms, p99 {r['hook_p99_ms']} ms, "
-        f"max {r['hook_max_ms']} ms",
-    ])
+    ok = (
+        r["lost"] == 0
+        and r["duplicated"] == 0
+        and not r["hostile_jobs_ran"]
+        and r["poison_dead_lettered_by_every_projection"] == r["poison_injected"]
+        and r["settled"]
+    )
+    return "\n".join(
+        [
+            f"chaos, {r['minutes']} min, {r['agents']} agents at {r['rate_per_agent']} turns/s, seed {r['seed']}: "
+            f"{'OK' if ok else 'FAILED'}",
+            f"  actions: {', '.join(f'{k} {v}' for k, v in sorted(r['actions'].items()))}",
+            f"  turns written {r['written']}, in the log {r['in_log']} ({r['distinct_in_log']} distinct), "
+            f"turn points projected {r['projected_turn_points']}",
+            f"  lost {r['lost']}, duplicated {r['duplicated']}, settled {r['settled']}",
+            f"  poison: {r['poison_injected']} injected, {r['poison_dead_lettered_by_every_projection']} dead-lettered "
+            f"by every projection (reasons present: {r['poison_reasons_present']}); oversized {r['oversized_injected']}",
+            f"  hostile jobs ran: {r['hostile_jobs_ran']}",
+            f"  sync_turn: {r['hook_calls']} calls, p50 {r['hook_p50_ms']} ms, p99 {r['hook_p99_ms']} ms, "
+            f"max {r['hook_max_ms']} ms",
+        ]
+    )

@@ -50,9 +50,22 @@ class ValkeyCluster:
             data = self.base_dir / f"node{i}"
             bus = free_port()  # named: port + 10000 may be taken, or past 65535
             self.bus_ports.append(bus)
-            self.nodes.append(ValkeyProcess(data, appendfsync="everysec", extra_args=(
-                "--cluster-enabled", "yes", "--cluster-config-file", str(data / "nodes.conf"),
-                "--cluster-port", str(bus), "--cluster-node-timeout", "5000")))
+            self.nodes.append(
+                ValkeyProcess(
+                    data,
+                    appendfsync="everysec",
+                    extra_args=(
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        str(data / "nodes.conf"),
+                        "--cluster-port",
+                        str(bus),
+                        "--cluster-node-timeout",
+                        "5000",
+                    ),
+                )
+            )
 
     @property
     def url(self) -> str:
@@ -118,8 +131,7 @@ def _writer(url: str, prefix: str, shards: int, batch: int, seconds: float, seed
         records = []
         for _ in range(batch):
             seq += 1
-            records.append(Record(seq=seq, event_id=f"{seed}-{seq}", type="turn.v1", tenant="t", agent=agent,
-                                  data=data))
+            records.append(Record(seq=seq, event_id=f"{seed}-{seq}", type="turn.v1", tenant="t", agent=agent, data=data))
         log.append_batch(records, segment)
         sent += batch
         batches += 1
@@ -164,8 +176,9 @@ def _measure(target: _Target, writers: int, shards: int, batch: int, seconds: fl
     client = redis_client(target.url, timeout=10.0)
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=_writer, args=(target.url, target.prefix, shards, batch, seconds, w, queue))
-             for w in range(writers)]
+    procs = [
+        ctx.Process(target=_writer, args=(target.url, target.prefix, shards, batch, seconds, w, queue)) for w in range(writers)
+    ]
     start = time.monotonic()
     for p in procs:
         p.start()
@@ -180,8 +193,9 @@ def _measure(target: _Target, writers: int, shards: int, batch: int, seconds: fl
     return stored / elapsed
 
 
-def cluster_bench(sizes: tuple[int, ...] = (1, 3), runs: int = 5, writers: int = 4, shards: int = 12,
-                  batch: int = 32, seconds: float = 5.0) -> dict[str, Any]:
+def cluster_bench(
+    sizes: tuple[int, ...] = (1, 3), runs: int = 5, writers: int = 4, shards: int = 12, batch: int = 32, seconds: float = 5.0
+) -> dict[str, Any]:
     """Appends/s of a plain server and of clusters of ``sizes`` primaries (see the module doc)."""
     names = ["server", *map(str, sizes)]
     rates: dict[str, list[float]] = {n: [] for n in names}
@@ -191,7 +205,7 @@ def cluster_bench(sizes: tuple[int, ...] = (1, 3), runs: int = 5, writers: int =
             for t in targets.values():
                 t.start()
             for r in range(runs):
-                order = names[r % len(names):] + names[:r % len(names)]  # each goes first in turn
+                order = names[r % len(names) :] + names[: r % len(names)]  # each goes first in turn
                 for n in order:
                     rates[n].append(_measure(targets[n], writers, shards, batch, seconds))
         finally:
@@ -199,22 +213,25 @@ def cluster_bench(sizes: tuple[int, ...] = (1, 3), runs: int = 5, writers: int =
                 t.stop()
     base = "server"
     return {
-        "bench": "cluster", "machine": machine_info(),
-        "config": {"sizes": list(sizes), "runs": runs, "writers": writers, "shards": shards, "batch": batch,
-                   "seconds": seconds},
+        "bench": "cluster",
+        "machine": machine_info(),
+        "config": {"sizes": list(sizes), "runs": runs, "writers": writers, "shards": shards, "batch": batch, "seconds": seconds},
         "appends_per_s": {n: [round(x) for x in v] for n, v in rates.items()},
         "median_appends_per_s": {n: round(statistics.median(v)) for n, v in rates.items()},
-        "ratio_to_server": {n: round(statistics.median(a / b for a, b in zip(rates[n], rates[base])), 3)
-                            for n in names},
+        "ratio_to_server": {n: round(statistics.median(a / b for a, b in zip(rates[n], rates[base])), 3) for n in names},
     }
 
 
 def format_cluster(result: dict[str, Any]) -> str:
     cfg = result["config"]
-    lines = [f"appends/s ({cfg['writers']} writer processes, {cfg['shards']} shards, batches of {cfg['batch']} "
-             f"events of one agent, {cfg['seconds']} s a run, {cfg['runs']} runs, the order rotating)"]
+    lines = [
+        f"appends/s ({cfg['writers']} writer processes, {cfg['shards']} shards, batches of {cfg['batch']} "
+        f"events of one agent, {cfg['seconds']} s a run, {cfg['runs']} runs, the order rotating)"
+    ]
     for n in result["median_appends_per_s"]:
         what = "one server (redis://)" if n == "server" else f"cluster, {n} primar{'y' if n == '1' else 'ies'}"
-        lines.append(f"  {what:<26} median {result['median_appends_per_s'][n]:>8} appends/s  "
-                     f"ratio to the server {result['ratio_to_server'][n]}  runs {result['appends_per_s'][n]}")
+        lines.append(
+            f"  {what:<26} median {result['median_appends_per_s'][n]:>8} appends/s  "
+            f"ratio to the server {result['ratio_to_server'][n]}  runs {result['appends_per_s'][n]}"
+        )
     return "\n".join(lines)

@@ -44,8 +44,10 @@ def crypto_bench(events: int = 2000, rounds: int = 15, tenants: int = 8, data: s
 
     machine = machine_info()
     pairs, source = _load_pairs(data)
-    batch = [msgspec.structs.replace(e, scope=msgspec.structs.replace(e.scope, tenant=f"tenant{i % tenants}"))
-             for i, e in enumerate(_events(_texts(pairs, events, salt="crypto")))]
+    batch = [
+        msgspec.structs.replace(e, scope=msgspec.structs.replace(e.scope, tenant=f"tenant{i % tenants}"))
+        for i, e in enumerate(_events(_texts(pairs, events, salt="crypto")))
+    ]
     ciphers: dict[str, Callable[[bytes], Any]] = {"aes-256-gcm": AESGCM, "chacha20-poly1305": ChaCha20Poly1305}
     keyrings = {name: {f"tenant{t}": make(os.urandom(32)) for t in range(tenants)} for name, make in ciphers.items()}
 
@@ -59,6 +61,7 @@ def crypto_bench(events: int = 2000, rounds: int = 15, tenants: int = 8, data: s
                 nonce = os.urandom(NONCE)
                 out.append(nonce + ring[e.scope.tenant].encrypt(nonce, encode(e), e.id.encode()))
             return out
+
         return run
 
     plain = ship_plain()
@@ -73,15 +76,19 @@ def crypto_bench(events: int = 2000, rounds: int = 15, tenants: int = 8, data: s
         def run() -> None:
             for (tenant, aad), body in zip(tenant_ids, bodies):
                 decode(ring[tenant].decrypt(body[:NONCE], body[NONCE:], aad))
+
         return run
 
     ship = {"baseline": ship_plain, **{name: ship_sealed(ring) for name, ring in keyrings.items()}}
-    ingest = {"baseline": ingest_plain,
-              **{name: ingest_sealed(keyrings[name], sealed[name]) for name in keyrings}}
-    result: dict[str, Any] = {"machine": machine, "data": source, "events": len(batch), "rounds": rounds,
-                              "tenants": tenants,
-                              "body_bytes": {"median": statistics.median(len(b) for b in plain),
-                                             "added": NONCE + 16}}
+    ingest = {"baseline": ingest_plain, **{name: ingest_sealed(keyrings[name], sealed[name]) for name in keyrings}}
+    result: dict[str, Any] = {
+        "machine": machine,
+        "data": source,
+        "events": len(batch),
+        "rounds": rounds,
+        "tenants": tenants,
+        "body_bytes": {"median": statistics.median(len(b) for b in plain), "added": NONCE + 16},
+    }
     for stage, runs in (("ship", ship), ("ingest", ingest)):
         result[stage] = _interleaved(runs, rounds, len(batch))
     return result
@@ -102,25 +109,30 @@ def _interleaved(runs: dict[str, Callable[[], Any]], rounds: int, n: int) -> dic
     out: dict[str, Any] = {"baseline_ns_per_event": round(statistics.median(base), 1)}
     for name in names[1:]:
         ratios = [c / b for c, b in zip(times[name], base)]
-        out[name] = {"ns_per_event": round(statistics.median(times[name]), 1),
-                     "added_ns_per_event": round(statistics.median(c - b for c, b in zip(times[name], base)), 1),
-                     "ratio": round(statistics.median(ratios), 3),
-                     "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)]}
+        out[name] = {
+            "ns_per_event": round(statistics.median(times[name]), 1),
+            "added_ns_per_event": round(statistics.median(c - b for c, b in zip(times[name], base)), 1),
+            "ratio": round(statistics.median(ratios), 3),
+            "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)],
+        }
     return out
 
 
 def format_crypto(result: dict[str, Any]) -> str:
     m = result["machine"]
-    lines = [f"crypto-shredding cost: {result['events']} turns ({result['data']}), {result['tenants']} tenants, "
-             f"{result['rounds']} interleaved rounds; {m.get('cpus', '?')} CPUs {m.get('cpu_model', '?')}, "
-             f"load {m.get('loadavg_at_start', '?')}",
-             f"  body: median {result['body_bytes']['median']} bytes, +{result['body_bytes']['added']} "
-             "(nonce and tag)"]
+    lines = [
+        f"crypto-shredding cost: {result['events']} turns ({result['data']}), {result['tenants']} tenants, "
+        f"{result['rounds']} interleaved rounds; {m.get('cpus', '?')} CPUs {m.get('cpu_model', '?')}, "
+        f"load {m.get('loadavg_at_start', '?')}",
+        f"  body: median {result['body_bytes']['median']} bytes, +{result['body_bytes']['added']} (nonce and tag)",
+    ]
     for stage, what in (("ship", "shipper (encode [+ encrypt])"), ("ingest", "workers ([decrypt +] decode)")):
         row = result[stage]
         lines.append(f"  {what}: baseline {row['baseline_ns_per_event']} ns/event")
         for name, figures in row.items():
             if isinstance(figures, dict):
-                lines.append(f"    {name}: {figures['ns_per_event']} ns/event (+{figures['added_ns_per_event']}), "
-                             f"x{figures['ratio']} (rounds {figures['ratio_range'][0]}-{figures['ratio_range'][1]})")
+                lines.append(
+                    f"    {name}: {figures['ns_per_event']} ns/event (+{figures['added_ns_per_event']}), "
+                    f"x{figures['ratio']} (rounds {figures['ratio_range'][0]}-{figures['ratio_range'][1]})"
+                )
     return "\n".join(lines)

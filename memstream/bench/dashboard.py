@@ -34,8 +34,7 @@ from memstream.core import Settings, new_event_id, start_service
 from memstream.producers import LogLocator, Scope, TurnRecorded, Writer, utcnow
 from memstream.service import stop_service
 
-__all__ = ["BrowserError", "RENDERED", "SERVICE_ENV", "Traffic", "dashboard_bench", "format_dashboard", "load_page",
-           "start"]
+__all__ = ["BrowserError", "RENDERED", "SERVICE_ENV", "Traffic", "dashboard_bench", "format_dashboard", "load_page", "start"]
 
 RENDERED = "document.body && document.body.dataset.rendered"  # the page's first-full-render marker
 
@@ -61,10 +60,16 @@ class Traffic:
     def turn(self) -> None:
         """Append one turn (its text made of ids and counts)."""
         i = self.appended
-        self.writer.emit(TurnRecorded(id=new_event_id(), occurred_at=utcnow(),
-                                      scope=Scope(tenant="bench", agent=f"agent-{i % 3}", session_id=f"s{i // 50}"),
-                                      turn_index=i, user_text=f"Deploy {i} of service {i % 7} went out",
-                                      assistant_text=f"Noted deploy {i}."))
+        self.writer.emit(
+            TurnRecorded(
+                id=new_event_id(),
+                occurred_at=utcnow(),
+                scope=Scope(tenant="bench", agent=f"agent-{i % 3}", session_id=f"s{i // 50}"),
+                turn_index=i,
+                user_text=f"Deploy {i} of service {i % 7} went out",
+                assistant_text=f"Noted deploy {i}.",
+            )
+        )
         self.appended += 1
 
     def _run(self) -> None:
@@ -80,8 +85,18 @@ class Traffic:
                 next_search += 1.0
                 try:
                     log = locator()
-                    ask(log.client, log.prefix, {"op": "search", "query": f"deploy {self.appended % 7}",
-                                                 "tenant": "bench", "agent": "agent-0", "scope": "all"}, timeout=5.0)
+                    ask(
+                        log.client,
+                        log.prefix,
+                        {
+                            "op": "search",
+                            "query": f"deploy {self.appended % 7}",
+                            "tenant": "bench",
+                            "agent": "agent-0",
+                            "scope": "all",
+                        },
+                        timeout=5.0,
+                    )
                     self.answered += 1
                 except Exception:  # noqa: BLE001  traffic, not the figure measured (a timeout, Redis away)
                     pass
@@ -103,8 +118,12 @@ def load_page(tab: Any, url: str, timeout: float = 30.0) -> float:
 
 
 # the benchmark's service: the hash embedder, its own Valkey, metrics on a free loopback port
-SERVICE_ENV = {"MEMSTREAM_EMBEDDER": "hash", "MEMSTREAM_AUTOSTART": "0", "MEMSTREAM_METRICS_ADDR": "127.0.0.1:0",
-               "MEMSTREAM_REDIS_URL": ""}
+SERVICE_ENV = {
+    "MEMSTREAM_EMBEDDER": "hash",
+    "MEMSTREAM_AUTOSTART": "0",
+    "MEMSTREAM_METRICS_ADDR": "127.0.0.1:0",
+    "MEMSTREAM_REDIS_URL": "",
+}
 
 
 def start(home: Path) -> tuple[Settings, dict[str, Any]]:
@@ -117,20 +136,25 @@ def start(home: Path) -> tuple[Settings, dict[str, Any]]:
     return settings, info
 
 
-def dashboard_bench(loads: int = 7, rate: float = 20.0, warmup: float = 20.0,
-                    chromium: str | None = None) -> dict[str, Any]:
+def dashboard_bench(loads: int = 7, rate: float = 20.0, warmup: float = 20.0, chromium: str | None = None) -> dict[str, Any]:
     """Run the benchmark (see the module doc); JSON-ready results."""
     binary = chromium or find_chromium()
     if binary is None:
         raise RuntimeError("bench dashboard needs chromium (Debian: apt-get install chromium)")
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-dashboard-"))
     settings: Settings | None = None
-    result: dict[str, Any] = {"benchmark": "dashboard", "date": datetime.now(UTC).isoformat(timespec="seconds"),
-                              "machine": machine_info(), "loads": loads, "rate": rate, "warmup_s": warmup}
+    result: dict[str, Any] = {
+        "benchmark": "dashboard",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "loads": loads,
+        "rate": rate,
+        "warmup_s": warmup,
+    }
     traffic: Traffic | None = None
     try:
         settings, info = start(root / "home")
-        base = info["metrics"][:-len("/metrics")]
+        base = info["metrics"][: -len("/metrics")]
         traffic = Traffic(settings, rate=rate).start()
         time.sleep(warmup)
         with urllib.request.urlopen(base + "/api/summary", timeout=30) as reply:
@@ -162,16 +186,18 @@ def dashboard_bench(loads: int = 7, rate: float = 20.0, warmup: float = 20.0,
 
 def format_dashboard(result: dict[str, Any]) -> str:
     m, r = result["machine"], result["render_ms"]
-    return "\n".join([
-        f"memstream bench dashboard — {result['date']}",
-        f"machine: {m.get('cpus')} CPUs {m.get('cpu_model', '')}, Python {m.get('python')}; load average "
-        f"{m.get('loadavg_at_start')} at start; {result.get('browser', 'chromium')} headless",
-        f"the service under traffic: {result['rate']:g} turns/s through the producers' writer and a search a "
-        f"second ({result['turns_appended']} turns, {result['searches_answered']} searches), "
-        f"{result['warmup_s']:g} s before the first load",
-        "",
-        f"navigation start to first full render: median {r['median']:.0f} ms (min {r['min']:.0f}, max "
-        f"{r['max']:.0f}) over {len(r['all']) - 1 if len(r['all']) > 1 else 1} loads, each in a new tab with the "
-        f"cache off; the browser's first load {result['first_ms']:.0f} ms",
-        f"a first load's /api/summary: {result['summary_bytes']} bytes, {result['history_points']} history points",
-    ])
+    return "\n".join(
+        [
+            f"memstream bench dashboard — {result['date']}",
+            f"machine: {m.get('cpus')} CPUs {m.get('cpu_model', '')}, Python {m.get('python')}; load average "
+            f"{m.get('loadavg_at_start')} at start; {result.get('browser', 'chromium')} headless",
+            f"the service under traffic: {result['rate']:g} turns/s through the producers' writer and a search a "
+            f"second ({result['turns_appended']} turns, {result['searches_answered']} searches), "
+            f"{result['warmup_s']:g} s before the first load",
+            "",
+            f"navigation start to first full render: median {r['median']:.0f} ms (min {r['min']:.0f}, max "
+            f"{r['max']:.0f}) over {len(r['all']) - 1 if len(r['all']) > 1 else 1} loads, each in a new tab with the "
+            f"cache off; the browser's first load {result['first_ms']:.0f} ms",
+            f"a first load's /api/summary: {result['summary_bytes']} bytes, {result['history_points']} history points",
+        ]
+    )

@@ -81,10 +81,12 @@ class Node:
 
     def _start(self, timeout: float) -> bool:
         self.proc = subprocess.Popen(
-            [str(binary_path()), str(self.config), *self.args, "--daemonize", "no",
-             "--logfile", str(self.dir / "node.log")],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True)
+            [str(binary_path()), str(self.config), *self.args, "--daemonize", "no", "--logfile", str(self.dir / "node.log")],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + timeout
         with self.client(timeout=0.5) as client:
             while True:
@@ -151,10 +153,12 @@ class ReplicatedValkey:
                 node.args = [*self.server, "--replicaof", "127.0.0.1", str(self.primary.port)]
                 node.start()
             for node in self.sentinels:
-                node.extra = (f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary.port} 2\n"
-                              f"sentinel down-after-milliseconds {SERVICE} {self.down_after_ms}\n"
-                              f"sentinel failover-timeout {SERVICE} 10000\n"
-                              f"sentinel parallel-syncs {SERVICE} 1\n")
+                node.extra = (
+                    f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary.port} 2\n"
+                    f"sentinel down-after-milliseconds {SERVICE} {self.down_after_ms}\n"
+                    f"sentinel failover-timeout {SERVICE} 10000\n"
+                    f"sentinel parallel-syncs {SERVICE} 1\n"
+                )
                 node.start()
             self.wait_until_watched(timeout)
         except BaseException:
@@ -168,8 +172,10 @@ class ReplicatedValkey:
         deadline = time.monotonic() + timeout
         while not self._watched():
             if time.monotonic() > deadline:
-                raise RuntimeError("the replicas or Sentinels were not ready in time: "
-                                   + " / ".join(n.log_tail() for n in [*self.replicas, *self.sentinels]))
+                raise RuntimeError(
+                    "the replicas or Sentinels were not ready in time: "
+                    + " / ".join(n.log_tail() for n in [*self.replicas, *self.sentinels])
+                )
             time.sleep(0.1)
 
     def _watched(self) -> bool:
@@ -177,16 +183,18 @@ class ReplicatedValkey:
             primary = self.primary_node()
             with primary.client() as c:
                 info = c.info("replication")
-            online = [v for k, v in info.items()
-                      if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online"]
+            online = [v for k, v in info.items() if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online"]
             replicas = self.live_replicas()
             if len(online) < len(replicas):
                 return False
             for s in self.sentinels:
                 with s.client() as c:
                     state = c.sentinel_master(SERVICE)
-                if (state["num-slaves"] < len(replicas) or state["num-other-sentinels"] < len(self.sentinels) - 1
-                        or int(state["port"]) != primary.port):
+                if (
+                    state["num-slaves"] < len(replicas)
+                    or state["num-other-sentinels"] < len(self.sentinels) - 1
+                    or int(state["port"]) != primary.port
+                ):
                     return False
         except (redis.RedisError, RuntimeError, KeyError):
             return False
@@ -235,9 +243,15 @@ class _Fleet:
         self.interval_s = interval_s
         self.writers = []
         for i in range(writers):
-            settings = Settings.load(home=str(root / f"agent{i}"), redis_url=url, ship_replicas=replicas,
-                                     ship_replica_timeout_ms=timeout_ms, autostart=False, report_every_s=0.0,
-                                     tenant="t1")
+            settings = Settings.load(
+                home=str(root / f"agent{i}"),
+                redis_url=url,
+                ship_replicas=replicas,
+                ship_replica_timeout_ms=timeout_ms,
+                autostart=False,
+                report_every_s=0.0,
+                tenant="t1",
+            )
             writer = Writer(settings)
             writer.shipper.start()
             self.writers.append(writer)
@@ -256,8 +270,12 @@ class _Fleet:
         writer, calls, n = self.writers[i], [], 0
         scope = Scope(tenant="t1", agent=f"agent{i}", session_id=f"session{i}")
         while not self._stop.is_set():
-            event = MemoryRemembered(id=new_event_id(), occurred_at=utcnow(), scope=scope, content=(
-                f"Agent {i} note {n}: the build cache of service {n % 17} lives on volume {n % 5}"))
+            event = MemoryRemembered(
+                id=new_event_id(),
+                occurred_at=utcnow(),
+                scope=scope,
+                content=(f"Agent {i} note {n}: the build cache of service {n % 17} lives on volume {n % 5}"),
+            )
             started = time.monotonic()
             ok = writer.emit(event)
             calls.append((started, time.monotonic() - started))
@@ -322,9 +340,18 @@ def _projected(store: Any, tenant: str) -> Counter[str]:
             return ids
 
 
-def failover_run(root: Path | None = None, writers: int = 4, before_s: float = 2.0, after_s: float = 4.0,
-                 interval_s: float = 0.005, down_after_ms: int = 1000, timeout_ms: int = 500,
-                 settle_s: float = 60.0, how: str = "kill", ship_replicas: int | None = None) -> dict[str, Any]:
+def failover_run(
+    root: Path | None = None,
+    writers: int = 4,
+    before_s: float = 2.0,
+    after_s: float = 4.0,
+    interval_s: float = 0.005,
+    down_after_ms: int = 1000,
+    timeout_ms: int = 500,
+    settle_s: float = 60.0,
+    how: str = "kill",
+    ship_replicas: int | None = None,
+) -> dict[str, Any]:
     """The scenario of the module doc; a JSON-ready dict. ``how``: ``kill`` (SIGKILL the
     primary) or ``switch`` (``SENTINEL FAILOVER``: the old primary lives on, demoted to a
     replica, and its clients' next write is refused READONLY). ``ship_replicas``: the
@@ -345,17 +372,25 @@ def failover_run(root: Path | None = None, writers: int = 4, before_s: float = 2
     # satisfied again (with one replica, nothing would confirm a batch until a replica is back)
     topology = ReplicatedValkey(root / "valkey", replicas=2, sentinels=3, down_after_ms=down_after_ms).start()
     url = topology.url
-    workers_settings = Settings.load(home=str(root / "workers"), redis_url=url, embedder="hash", autostart=False,
-                                     metrics_addr="", tenant="t1")
-    pipeline = Pipeline(workers_settings, EventLog(redis_client(url), PREFIX),
-                        PipelineConfig(embedder="hash", consumer="failover-worker")).start()
+    workers_settings = Settings.load(
+        home=str(root / "workers"), redis_url=url, embedder="hash", autostart=False, metrics_addr="", tenant="t1"
+    )
+    pipeline = Pipeline(
+        workers_settings, EventLog(redis_client(url), PREFIX), PipelineConfig(embedder="hash", consumer="failover-worker")
+    ).start()
     if ship_replicas is None:
         ship_replicas = 1 if how == "kill" else 2
     fleet = _Fleet(root, url, writers, interval_s, ship_replicas, timeout_ms)
     probe = redis_client(url, timeout=0.5)
-    result: dict[str, Any] = {"machine": machine, "how": how, "writers": writers, "interval_s": interval_s,
-                              "down_after_ms": down_after_ms, "ship_replicas": ship_replicas,
-                              "replica_timeout_ms": timeout_ms}
+    result: dict[str, Any] = {
+        "machine": machine,
+        "how": how,
+        "writers": writers,
+        "interval_s": interval_s,
+        "down_after_ms": down_after_ms,
+        "ship_replicas": ship_replicas,
+        "replica_timeout_ms": timeout_ms,
+    }
     try:
         fleet.start()
         time.sleep(before_s)
@@ -371,8 +406,7 @@ def failover_run(root: Path | None = None, writers: int = 4, before_s: float = 2
         shipped_at_recovery: list[int] = []
         resumed_each: list[float | None] = [None] * writers
         deadline = killed + max(after_s, 30.0)
-        while time.monotonic() < deadline and (recovered is None or None in resumed_each
-                                               or time.monotonic() < killed + after_s):
+        while time.monotonic() < deadline and (recovered is None or None in resumed_each or time.monotonic() < killed + after_s):
             if recovered is None:
                 try:
                     # a write that lands on the primary the Sentinels name now, no longer the old one
@@ -396,29 +430,38 @@ def failover_run(root: Path | None = None, writers: int = 4, before_s: float = 2
         drained = fleet.close(settle_s)
         drained_s = time.monotonic() - drained_from
         new_primary = topology.primary_node()
-        result.update(recover_s=_round(recovered), shipping_resumed_s=_round(resumed), drained=drained,
-                      drained_s=round(drained_s, 3), promoted=new_primary is not old_primary)
+        result.update(
+            recover_s=_round(recovered),
+            shipping_resumed_s=_round(resumed),
+            drained=drained,
+            drained_s=round(drained_s, 3),
+            promoted=new_primary is not old_primary,
+        )
         # the hooks
         durations = [d for _, d in fleet.calls]
         p99 = percentile(durations, 0.99)
         window_end = killed + (resumed if resumed is not None else after_s)
-        slow = sorted(((s - killed, d) for s, d in fleet.calls if killed <= s <= window_end and d > p99),
-                      key=lambda x: -x[1])
-        result["hooks"] = {"ms": latency_summary([d * 1000 for d in durations]),
-                           "slower_than_p99_during_failover": len(slow),
-                           "slowest_during_failover": [{"at_s": round(a, 3), "ms": round(d * 1000, 3)}
-                                                       for a, d in slow[:5]]}
+        slow = sorted(((s - killed, d) for s, d in fleet.calls if killed <= s <= window_end and d > p99), key=lambda x: -x[1])
+        result["hooks"] = {
+            "ms": latency_summary([d * 1000 for d in durations]),
+            "slower_than_p99_during_failover": len(slow),
+            "slowest_during_failover": [{"at_s": round(a, 3), "ms": round(d * 1000, 3)} for a, d in slow[:5]],
+        }
         # the log and the projection, read from the promoted primary (again after a failover
         # meanwhile: on a loaded machine the Sentinels may take a stall for a failure)
         eventlog = EventLog(redis_client(url, timeout=30), PREFIX)
         emitted = [e for per in fleet.emitted for e in per]
         logged = _retrying(lambda: _count_in_log(eventlog), settle_s)
-        result["log"] = {"emitted": len(emitted), "refused": fleet.refused, "entries": sum(logged.values()),
-                         "missing": len(set(emitted) - set(logged)),
-                         "duplicated": sum(1 for n in logged.values() if n > 1),
-                         "unexpected": len(set(logged) - set(emitted)),
-                         "unreplicated_batches": sum(w.shipper.unreplicated for w in fleet.writers),
-                         "resent_skipped": sum(w.shipper.duplicates for w in fleet.writers)}
+        result["log"] = {
+            "emitted": len(emitted),
+            "refused": fleet.refused,
+            "entries": sum(logged.values()),
+            "missing": len(set(emitted) - set(logged)),
+            "duplicated": sum(1 for n in logged.values() if n > 1),
+            "unexpected": len(set(logged) - set(emitted)),
+            "unreplicated_batches": sum(w.shipper.unreplicated for w in fleet.writers),
+            "resent_skipped": sum(w.shipper.duplicates for w in fleet.writers),
+        }
         applied_from = time.monotonic()
         while not _retrying(lambda: _applied(eventlog), settle_s) and time.monotonic() - applied_from < settle_s:
             time.sleep(0.05)
@@ -428,11 +471,13 @@ def failover_run(root: Path | None = None, writers: int = 4, before_s: float = 2
         asking.close()
         counted = {k: v for k, v in answer.get("items", {}).items() if k.startswith("memories")}
         result["failovers"] = _retrying(lambda: topology.epoch(), settle_s) - epoch
-        result["projected"] = {"applied": _retrying(lambda: _applied(eventlog), settle_s),
-                               "points": sum(projected.values()),
-                               "missing": len(set(emitted) - set(projected)),
-                               "duplicated": sum(1 for n in projected.values() if n > 1),
-                               "query_server_count": counted}
+        result["projected"] = {
+            "applied": _retrying(lambda: _applied(eventlog), settle_s),
+            "points": sum(projected.values()),
+            "missing": len(set(emitted) - set(projected)),
+            "duplicated": sum(1 for n in projected.values() if n > 1),
+            "query_server_count": counted,
+        }
         eventlog.client.close()
     finally:
         fleet.stop()
@@ -493,22 +538,35 @@ def wait_bench(rounds: int = 9, batches: int = 300, batch: int = 32, timeout_ms:
     client = topology.primary.client(timeout=10)
     eventlog = EventLog(client, PREFIX)
     scope = Scope(tenant="t1", agent="bench", session_id="s1")
-    per: dict[str, dict[str, list[float]]] = {m: {"appends_per_s": [], "batch_p50_ms": [], "batch_p99_ms": []}
-                                              for m in ("off", "on")}
+    per: dict[str, dict[str, list[float]]] = {
+        m: {"appends_per_s": [], "batch_p50_ms": [], "batch_p99_ms": []} for m in ("off", "on")
+    }
     try:
         for r in range(rounds):
-            for mode in (("off", "on") if r % 2 == 0 else ("on", "off")):
+            for mode in ("off", "on") if r % 2 == 0 else ("on", "off"):
                 replicas = 1 if mode == "on" else 0
-                records = [Record.of(MemoryRemembered(id=new_event_id(), occurred_at=utcnow(), scope=scope,
-                                                      content=f"round {r} {mode} note {i}: a memory of some length"),
-                                     seq=i)
-                           for i in range(batches * batch)]
+                records = [
+                    Record.of(
+                        MemoryRemembered(
+                            id=new_event_id(),
+                            occurred_at=utcnow(),
+                            scope=scope,
+                            content=f"round {r} {mode} note {i}: a memory of some length",
+                        ),
+                        seq=i,
+                    )
+                    for i in range(batches * batch)
+                ]
                 latencies = []
                 started = time.perf_counter()
                 for b in range(batches):
                     t = time.perf_counter()
-                    eventlog.append_batch(records[b * batch:(b + 1) * batch], segment=f"r{r}-{mode}",
-                                          replicas=replicas, replica_timeout_ms=timeout_ms)
+                    eventlog.append_batch(
+                        records[b * batch : (b + 1) * batch],
+                        segment=f"r{r}-{mode}",
+                        replicas=replicas,
+                        replica_timeout_ms=timeout_ms,
+                    )
                     latencies.append((time.perf_counter() - t) * 1000)
                 elapsed = time.perf_counter() - started
                 per[mode]["appends_per_s"].append(len(records) / elapsed)
@@ -516,16 +574,23 @@ def wait_bench(rounds: int = 9, batches: int = 300, batch: int = 32, timeout_ms:
                 per[mode]["batch_p99_ms"].append(percentile(latencies, 0.99))
             client.delete(*eventlog.stream_keys)  # keep the server's memory flat across rounds
         medians = {m: {k: round(statistics.median(v), 3) for k, v in figures.items()} for m, figures in per.items()}
-        return {"machine": machine, "rounds": rounds, "batches": batches, "batch": batch, "replicas": 1,
-                "medians": medians,
-                "ratio_on_off": {k: round(medians["on"][k] / medians["off"][k], 3) for k in medians["on"]},
-                # each round's on/off ratio (the two ran back to back, under the same load), median
-                "paired_ratio_on_off": {k: round(statistics.median(b / a for a, b in zip(per["off"][k], per["on"][k])), 3)
-                                        for k in per["on"]},
-                "paired_extra_batch_p50_ms": round(statistics.median(
-                    b - a for a, b in zip(per["off"]["batch_p50_ms"], per["on"]["batch_p50_ms"])), 3),
-                "rounds_each": {m: {k: [round(x, 3) for x in v] for k, v in figures.items()}
-                                for m, figures in per.items()}}
+        return {
+            "machine": machine,
+            "rounds": rounds,
+            "batches": batches,
+            "batch": batch,
+            "replicas": 1,
+            "medians": medians,
+            "ratio_on_off": {k: round(medians["on"][k] / medians["off"][k], 3) for k in medians["on"]},
+            # each round's on/off ratio (the two ran back to back, under the same load), median
+            "paired_ratio_on_off": {
+                k: round(statistics.median(b / a for a, b in zip(per["off"][k], per["on"][k])), 3) for k in per["on"]
+            },
+            "paired_extra_batch_p50_ms": round(
+                statistics.median(b - a for a, b in zip(per["off"]["batch_p50_ms"], per["on"]["batch_p50_ms"])), 3
+            ),
+            "rounds_each": {m: {k: [round(x, 3) for x in v] for k, v in figures.items()} for m, figures in per.items()},
+        }
     finally:
         client.close()
         topology.stop()
@@ -534,15 +599,23 @@ def wait_bench(rounds: int = 9, batches: int = 300, batch: int = 32, timeout_ms:
 
 def format_wait(r: dict[str, Any]) -> str:
     m, ratio = r["medians"], r["ratio_on_off"]
-    lines = [f"WAIT cost: {r['rounds']} rounds x {r['batches']} batches of {r['batch']} events, primary + 1 replica, "
-             "off/on interleaved; medians over rounds"]
+    lines = [
+        f"WAIT cost: {r['rounds']} rounds x {r['batches']} batches of {r['batch']} events, primary + 1 replica, "
+        "off/on interleaved; medians over rounds"
+    ]
     for mode in ("off", "on"):
-        lines.append(f"  WAIT {mode:<3}: {m[mode]['appends_per_s']:>10.0f} appends/s, batch p50 "
-                     f"{m[mode]['batch_p50_ms']:.3f} ms, p99 {m[mode]['batch_p99_ms']:.3f} ms")
+        lines.append(
+            f"  WAIT {mode:<3}: {m[mode]['appends_per_s']:>10.0f} appends/s, batch p50 "
+            f"{m[mode]['batch_p50_ms']:.3f} ms, p99 {m[mode]['batch_p99_ms']:.3f} ms"
+        )
     paired = r["paired_ratio_on_off"]
-    lines.append(f"  on/off of the medians: appends/s x{ratio['appends_per_s']}, batch p50 x{ratio['batch_p50_ms']}, "
-                 f"p99 x{ratio['batch_p99_ms']}")
-    lines.append(f"  on/off per round, median: appends/s x{paired['appends_per_s']}, batch p50 "
-                 f"x{paired['batch_p50_ms']} (+{r['paired_extra_batch_p50_ms']} ms a batch), p99 x{paired['batch_p99_ms']}")
+    lines.append(
+        f"  on/off of the medians: appends/s x{ratio['appends_per_s']}, batch p50 x{ratio['batch_p50_ms']}, "
+        f"p99 x{ratio['batch_p99_ms']}"
+    )
+    lines.append(
+        f"  on/off per round, median: appends/s x{paired['appends_per_s']}, batch p50 "
+        f"x{paired['batch_p50_ms']} (+{r['paired_extra_batch_p50_ms']} ms a batch), p99 x{paired['batch_p99_ms']}"
+    )
     lines.append(f"  machine: {r['machine']['cpus']} CPUs, load at start {r['machine']['loadavg_at_start']}")
     return "\n".join(lines)

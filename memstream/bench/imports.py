@@ -44,8 +44,10 @@ __all__ = ["import_bench", "format_import", "make_history"]
 
 TURNS_PER_SESSION = 25
 T0 = 1_790_000_000.0
-_WORDS = ("deploy staging database postgres tuesday release migration cache latency budget review "
-          "the a of to and is for with on café naïve 東京 München réunion metrics alert oncall").split()
+_WORDS = (
+    "deploy staging database postgres tuesday release migration cache latency budget review "
+    "the a of to and is for with on café naïve 東京 München réunion metrics alert oncall"
+).split()
 
 
 def _text(rng: random.Random) -> str:
@@ -79,16 +81,29 @@ def make_history(home: Path, messages: int, seed: int = 0) -> dict[str, int]:
             rows.append((sid, "user", _text(rng), None, None, None, ts))
             if t % 4 == 3 and room >= 4:
                 call = f"call_{sessions}_{t}"
-                calls = json.dumps([{"id": call, "type": "function",
-                                     "function": {"name": "web_search", "arguments": json.dumps({"q": _text(rng)})}}])
+                calls = json.dumps(
+                    [
+                        {
+                            "id": call,
+                            "type": "function",
+                            "function": {"name": "web_search", "arguments": json.dumps({"q": _text(rng)})},
+                        }
+                    ]
+                )
                 rows.append((sid, "assistant", "", None, calls, None, ts + 1))
                 rows.append((sid, "tool", _text(rng), call, None, "web_search", ts + 2))
             rows.append((sid, "assistant", _text(rng), None, None, None, ts + 3))
             turns += 1
-        conn.execute("INSERT INTO sessions (id, source, started_at, ended_at, end_reason, message_count) "
-                     "VALUES (?, 'cli', ?, ?, 'cli_close', ?)", (sid, started, ts + 10, len(rows)))
-        conn.executemany("INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, "
-                         "timestamp) VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        conn.execute(
+            "INSERT INTO sessions (id, source, started_at, ended_at, end_reason, message_count) "
+            "VALUES (?, 'cli', ?, ?, 'cli_close', ?)",
+            (sid, started, ts + 10, len(rows)),
+        )
+        conn.executemany(
+            "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, "
+            "timestamp) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
         written += len(rows)
         sessions += 1
         ts += 3600
@@ -136,8 +151,11 @@ def import_bench(messages: int = 10_000, runs: int = 5) -> dict[str, Any]:
 
     total = median("total_s")
     return {
-        **counts, "runs": runs, "events": int(per_run[0]["events"]),
-        "messages_per_s": round(counts["messages"] / total), "events_per_s": round(per_run[0]["events"] / total),
+        **counts,
+        "runs": runs,
+        "events": int(per_run[0]["events"]),
+        "messages_per_s": round(counts["messages"] / total),
+        "events_per_s": round(per_run[0]["events"] / total),
         "median_s": {k: round(median(k), 4) for k in ("read_s", "ids_s", "append_s", "total_s")},
         "per_run_messages_per_s": [round(counts["messages"] / float(r["total_s"])) for r in per_run],
         "again": {"appended": again["events"], "total_s": round(float(again["total_s"]), 4)},
@@ -147,13 +165,14 @@ def import_bench(messages: int = 10_000, runs: int = 5) -> dict[str, Any]:
 
 def format_import(result: dict[str, Any]) -> str:
     m = result["median_s"]
-    return "\n".join([
-        f"import hermes: {result['messages']:,} messages in {result['sessions']} sessions -> {result['events']:,} "
-        f"events, into an empty Valkey log, median of {result['runs']} runs:",
-        f"  {result['messages_per_s']:,} messages/s ({result['events_per_s']:,} events/s); "
-        f"per run: {', '.join(f'{x:,}' for x in result['per_run_messages_per_s'])}",
-        f"  read+check {m['read_s'] * 1000:.0f} ms, log ids {m['ids_s'] * 1000:.0f} ms, "
-        f"append {m['append_s'] * 1000:.0f} ms, total {m['total_s'] * 1000:.0f} ms",
-        f"  again into the full log: {result['again']['appended']} appended in "
-        f"{result['again']['total_s'] * 1000:.0f} ms",
-    ])
+    return "\n".join(
+        [
+            f"import hermes: {result['messages']:,} messages in {result['sessions']} sessions -> {result['events']:,} "
+            f"events, into an empty Valkey log, median of {result['runs']} runs:",
+            f"  {result['messages_per_s']:,} messages/s ({result['events_per_s']:,} events/s); "
+            f"per run: {', '.join(f'{x:,}' for x in result['per_run_messages_per_s'])}",
+            f"  read+check {m['read_s'] * 1000:.0f} ms, log ids {m['ids_s'] * 1000:.0f} ms, "
+            f"append {m['append_s'] * 1000:.0f} ms, total {m['total_s'] * 1000:.0f} ms",
+            f"  again into the full log: {result['again']['appended']} appended in {result['again']['total_s'] * 1000:.0f} ms",
+        ]
+    )

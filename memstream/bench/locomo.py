@@ -64,13 +64,13 @@ def load(data: Path, split: str) -> tuple[list[dict[str, Any]], list[dict[str, A
     turns_file, qrels_file = data / "locomo10_turns.jsonl", data / "locomo10_qrels.jsonl"
     for f in (turns_file, qrels_file):
         if not f.exists():
-            raise BenchDataError(f"{f} not found: --data is the LoCoMo directory with locomo10_turns.jsonl "
-                                 "and locomo10_qrels.jsonl")
+            raise BenchDataError(
+                f"{f} not found: --data is the LoCoMo directory with locomo10_turns.jsonl and locomo10_qrels.jsonl"
+            )
     convs = set(SPLITS[split])
     try:
         turns = [t for t in map(json.loads, turns_file.read_text().splitlines()) if t["sample_id"] in convs]
-        qs = [q for q in map(json.loads, qrels_file.read_text().splitlines())
-              if q["sample_id"] in convs and q["gold_dia_ids"]]
+        qs = [q for q in map(json.loads, qrels_file.read_text().splitlines()) if q["sample_id"] in convs and q["gold_dia_ids"]]
     except (ValueError, KeyError) as exc:
         raise BenchDataError(f"not LoCoMo data: {type(exc).__name__}: {exc}") from exc
     if not turns or not qs:
@@ -114,6 +114,7 @@ class BM25:
 
 def _metrics(rows: list[tuple[dict[str, Any], list[str]]]) -> dict[str, Any]:
     """Recall_any/all@5/@10, NDCG@10 per category and for 1-4 and 1-5 (in %)."""
+
     def score(subset: list[tuple[dict[str, Any], list[str]]]) -> dict[str, float]:
         n = len(subset)
         if not n:
@@ -132,8 +133,7 @@ def _metrics(rows: list[tuple[dict[str, Any], list[str]]]) -> dict[str, Any]:
         return out
 
     result: dict[str, Any] = {"cats_1_4": score([r for r in rows if r[0]["category"] != 5]), "cats_1_5": score(rows)}
-    result["per_category"] = {f"{c} {name}": score([r for r in rows if r[0]["category"] == c])
-                              for c, name in CATEGORIES.items()}
+    result["per_category"] = {f"{c} {name}": score([r for r in rows if r[0]["category"] == c]) for c, name in CATEGORIES.items()}
     return result
 
 
@@ -163,17 +163,18 @@ def parse_options(text: str) -> dict[str, Any]:
     return out
 
 
-def paired(rows_a: list[tuple[dict[str, Any], list[str]]], rows_b: list[tuple[dict[str, Any], list[str]]],
-           k: int = 10) -> dict[str, Any]:
+def paired(
+    rows_a: list[tuple[dict[str, Any], list[str]]], rows_b: list[tuple[dict[str, Any], list[str]]], k: int = 10
+) -> dict[str, Any]:
     """Per question, b against a: questions b gets and a misses (wins), the reverse
     (losses), and the two-sided sign test's p, for any@k and all@k, on categories 1-4 and
     per category."""
+
     def hit(q: dict[str, Any], got: list[str], metric: str) -> bool:
         gold = set(q["gold_dia_ids"])
         return bool(gold & set(got[:k])) if metric == "any" else gold <= set(got[:k])
 
-    groups = {"cats_1_4": lambda c: c != 5, **{f"{c} {n}": (lambda c0: lambda c: c == c0)(c)
-                                              for c, n in CATEGORIES.items()}}
+    groups = {"cats_1_4": lambda c: c != 5, **{f"{c} {n}": (lambda c0: lambda c: c == c0)(c) for c, n in CATEGORIES.items()}}
     out: dict[str, Any] = {}
     for group, keep in groups.items():
         for metric in ("any", "all"):
@@ -183,13 +184,13 @@ def paired(rows_a: list[tuple[dict[str, Any], list[str]]], rows_b: list[tuple[di
                     ha, hb = hit(q, a, metric), hit(q, b, metric)
                     wins += hb and not ha
                     losses += ha and not hb
-            out.setdefault(group, {})[f"{metric}@{k}"] = {"wins": wins, "losses": losses,
-                                                          "p": round(sign_test(wins, losses), 4)}
+            out.setdefault(group, {})[f"{metric}@{k}"] = {"wins": wins, "losses": losses, "p": round(sign_test(wins, losses), 4)}
     return out
 
 
-def locomo(data: str | Path, split: str = "dev", embedder: str = "onnx-minilm", k: int = 10,
-           compare: dict[str, Any] | None = None) -> dict[str, Any]:
+def locomo(
+    data: str | Path, split: str = "dev", embedder: str = "onnx-minilm", k: int = 10, compare: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The benchmark. With ``compare`` (turns projection options), a second version of the
     turns projection (v2, with those options) is rebuilt from the same events beside v1
     (the default options) by its own consumer group, readers are switched to it, and the
@@ -212,11 +213,16 @@ def locomo(data: str | Path, split: str = "dev", embedder: str = "onnx-minilm", 
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-locomo-"))
     server = ValkeyProcess(root / "valkey").start()
     out: dict[str, Any] = {
-        "benchmark": "locomo", "split": split, "conversations": list(SPLITS[split]), "embedder": embedder,
+        "benchmark": "locomo",
+        "split": split,
+        "conversations": list(SPLITS[split]),
+        "embedder": embedder,
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
         "unit": "dialog turn; indexed text: '[date] User: <speaker>: <text>' + the start of the previous turn",
-        "query": "question verbatim", "targets": TARGETS}
+        "query": "question verbatim",
+        "targets": TARGETS,
+    }
     try:
         settings = Settings.load(home=str(root / "home"), redis_url=server.url, autostart=False, embedder=embedder)
         client = redis_client(server.url, timeout=60)
@@ -231,21 +237,39 @@ def locomo(data: str | Path, split: str = "dev", embedder: str = "onnx-minilm", 
             seq[key] += 1
             eid = new_event_id()
             event_to_dia[eid] = t["dia_id"]
-            events.append(TurnRecorded(
-                id=eid, occurred_at=_when(t["session_date_time"]) + timedelta(seconds=seq[key]),
-                scope=Scope(tenant="bench", agent=t["sample_id"], session_id=f"{t['sample_id']}-s{t['session']}",
-                            app="bench"),
-                turn_index=seq[key], user_text=unit_text(t), assistant_text="", author=t["speaker"]))
+            events.append(
+                TurnRecorded(
+                    id=eid,
+                    occurred_at=_when(t["session_date_time"]) + timedelta(seconds=seq[key]),
+                    scope=Scope(
+                        tenant="bench", agent=t["sample_id"], session_id=f"{t['sample_id']}-s{t['session']}", app="bench"
+                    ),
+                    turn_index=seq[key],
+                    user_text=unit_text(t),
+                    assistant_text="",
+                    author=t["speaker"],
+                )
+            )
         started = time.perf_counter()
         for i in range(0, len(events), 500):
-            log.append(events[i:i + 500])
+            log.append(events[i : i + 500])
         pipeline.drain()
-        out["index"] = {"turns": len(events), "points": pipeline.store.count("turns"),
-                        "build_s": round(time.perf_counter() - started, 1)}
+        out["index"] = {
+            "turns": len(events),
+            "points": pipeline.store.count("turns"),
+            "build_s": round(time.perf_counter() - started, 1),
+        }
 
         def memstream_top(q: dict[str, Any]) -> tuple[list[str], list[str], float]:
-            request = {"op": "search", "tenant": "bench", "agent": q["sample_id"], "scope": "current",
-                       "query": q["question"], "k": k, "kind": "turns"}
+            request = {
+                "op": "search",
+                "tenant": "bench",
+                "agent": q["sample_id"],
+                "scope": "current",
+                "query": q["question"],
+                "k": k,
+                "kind": "turns",
+            }
             t0 = time.perf_counter()
             answer = ask(client, settings.stream_prefix, request, timeout=30)
             took = (time.perf_counter() - t0) * 1000
@@ -265,31 +289,52 @@ def locomo(data: str | Path, split: str = "dev", embedder: str = "onnx-minilm", 
                 tokens5.append(_tokens(texts[:5]))
                 tokens10.append(_tokens(texts[:10]))
             lat = sorted(latencies)
-            return rows, {"metrics": _metrics(rows),
-                          "latency_ms": {"p50": round(statistics.median(lat), 1),
-                                         "p95": round(percentile(lat, 0.95), 1), "n": len(lat)},
-                          "injected_tokens": {"at_5_mean": round(statistics.mean(tokens5), 1),
-                                              "at_10_mean": round(statistics.mean(tokens10), 1)}}
+            return rows, {
+                "metrics": _metrics(rows),
+                "latency_ms": {"p50": round(statistics.median(lat), 1), "p95": round(percentile(lat, 0.95), 1), "n": len(lat)},
+                "injected_tokens": {
+                    "at_5_mean": round(statistics.mean(tokens5), 1),
+                    "at_10_mean": round(statistics.mean(tokens10), 1),
+                },
+            }
 
         rows, v1 = run_questions()
         out["memstream"] = v1["metrics"]
         out["latency_ms"] = v1["latency_ms"]
         out["injected_tokens"] = v1["injected_tokens"]
         if compare is not None:
-            v2 = TurnsProjection(pipeline.store, pipeline.embedder, client, settings.stream_prefix,
-                                 options=compare, version=TurnsProjection.version + 1)
+            v2 = TurnsProjection(
+                pipeline.store,
+                pipeline.embedder,
+                client,
+                settings.stream_prefix,
+                options=compare,
+                version=TurnsProjection.version + 1,
+            )
             started = time.perf_counter()
             Consumer(log, v2, "bench", max_text_bytes=settings.max_text_bytes).drain()
             build_s = round(time.perf_counter() - started, 1)
             pipeline.store.set_active_version("turns", v2.version)  # readers switch to v2
             rows2, second = run_questions()
             out["compare"] = {
-                "v1": {"version": TurnsProjection.version, "options": dict(TurnsProjection.OPTIONS),
-                       "collection": pipeline.projection("turns").collection, "build_s": out["index"]["build_s"],
-                       "points": pipeline.store.count(pipeline.projection("turns").collection), **v1},
-                "v2": {"version": v2.version, "options": v2.options, "collection": v2.collection,
-                       "build_s": build_s, "points": pipeline.store.count(v2.collection), **second},
-                "paired": paired(rows, rows2, k)}
+                "v1": {
+                    "version": TurnsProjection.version,
+                    "options": dict(TurnsProjection.OPTIONS),
+                    "collection": pipeline.projection("turns").collection,
+                    "build_s": out["index"]["build_s"],
+                    "points": pipeline.store.count(pipeline.projection("turns").collection),
+                    **v1,
+                },
+                "v2": {
+                    "version": v2.version,
+                    "options": v2.options,
+                    "collection": v2.collection,
+                    "build_s": build_s,
+                    "points": pipeline.store.count(v2.collection),
+                    **second,
+                },
+                "paired": paired(rows, rows2, k),
+            }
         pipeline.queries.stop()
         pipeline.stop()
 
@@ -299,8 +344,10 @@ def locomo(data: str | Path, split: str = "dev", embedder: str = "onnx-minilm", 
         for t in turns:
             by_conv.setdefault(t["sample_id"], []).append(t)
         bm25 = {c: BM25([(t["dia_id"], unit_text(t)) for t in ts]) for c, ts in by_conv.items()}
-        vectors = {c: (np.asarray(model.embed([unit_text(t) for t in ts]), dtype=np.float32), [t["dia_id"] for t in ts])
-                   for c, ts in by_conv.items()}
+        vectors = {
+            c: (np.asarray(model.embed([unit_text(t) for t in ts]), dtype=np.float32), [t["dia_id"] for t in ts])
+            for c, ts in by_conv.items()
+        }
 
         def dense_top(q: dict[str, Any]) -> list[str]:
             matrix, ids = vectors[q["sample_id"]]
@@ -309,30 +356,43 @@ def locomo(data: str | Path, split: str = "dev", embedder: str = "onnx-minilm", 
             return [ids[i] for i in np.argsort(-sims)[:k]]
 
         baselines: dict[str, Callable[[dict[str, Any]], list[str]]] = {
-            "bm25": lambda q: bm25[q["sample_id"]].top(q["question"], k), "dense": dense_top}
+            "bm25": lambda q: bm25[q["sample_id"]].top(q["question"], k),
+            "dense": dense_top,
+        }
         out["baselines"] = {name: _metrics([(q, fn(q)) for q in questions]) for name, fn in baselines.items()}
         ours = out["memstream"]["cats_1_4"]
-        out["ratios"] = {name: {m: round(ours[m] / b["cats_1_4"][m], 3) if b["cats_1_4"].get(m) else None
-                                for m in ("any@10", "all@10", "ndcg@10")}
-                         for name, b in out["baselines"].items()}
+        out["ratios"] = {
+            name: {
+                m: round(ours[m] / b["cats_1_4"][m], 3) if b["cats_1_4"].get(m) else None for m in ("any@10", "all@10", "ndcg@10")
+            }
+            for name, b in out["baselines"].items()
+        }
     finally:
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
     ours = out["memstream"]["cats_1_4"]
-    out["verdict"] = {"any@10": ours["any@10"] >= TARGETS["any@10"], "all@10": ours["all@10"] >= TARGETS["all@10"],
-                      "p95_ms": out["latency_ms"]["p95"] <= TARGETS["p95_ms"],
-                      "note": "targets apply to the test split" if split != "test" else ""}
+    out["verdict"] = {
+        "any@10": ours["any@10"] >= TARGETS["any@10"],
+        "all@10": ours["all@10"] >= TARGETS["all@10"],
+        "p95_ms": out["latency_ms"]["p95"] <= TARGETS["p95_ms"],
+        "note": "targets apply to the test split" if split != "test" else "",
+    }
     return out
 
 
 def format_locomo(r: dict[str, Any]) -> str:
     def row(name: str, m: dict[str, Any]) -> str:
-        return (f"  {name:<24} n={m['n']:>5}  any@5 {m['any@5']:>5}  any@10 {m['any@10']:>5}  "
-                f"all@5 {m['all@5']:>5}  all@10 {m['all@10']:>5}  ndcg@10 {m['ndcg@10']:>5}")
+        return (
+            f"  {name:<24} n={m['n']:>5}  any@5 {m['any@5']:>5}  any@10 {m['any@10']:>5}  "
+            f"all@5 {m['all@5']:>5}  all@10 {m['all@10']:>5}  ndcg@10 {m['ndcg@10']:>5}"
+        )
 
-    lines = [f"memstream bench locomo  ({r['date']}, split {r['split']}, embedder {r['embedder']}, "
-             f"{r['index']['turns']} turns indexed in {r['index']['build_s']} s)",
-             row("memstream cats 1-4", r["memstream"]["cats_1_4"]), row("memstream cats 1-5", r["memstream"]["cats_1_5"])]
+    lines = [
+        f"memstream bench locomo  ({r['date']}, split {r['split']}, embedder {r['embedder']}, "
+        f"{r['index']['turns']} turns indexed in {r['index']['build_s']} s)",
+        row("memstream cats 1-4", r["memstream"]["cats_1_4"]),
+        row("memstream cats 1-5", r["memstream"]["cats_1_5"]),
+    ]
     for name, m in r["memstream"]["per_category"].items():
         if m.get("n"):
             lines.append(row(f"  cat {name}", m))
@@ -340,14 +400,18 @@ def format_locomo(r: dict[str, Any]) -> str:
         lines.append(row(f"{name} cats 1-4", b["cats_1_4"]))
     for name, ratio in r["ratios"].items():
         lines.append(f"  ratio to {name}: " + ", ".join(f"{m} {v}" for m, v in ratio.items()))
-    lines.append(f"  query latency p50 {r['latency_ms']['p50']} ms p95 {r['latency_ms']['p95']} ms; "
-                 f"injected tokens at 5: {r['injected_tokens']['at_5_mean']}, at 10: {r['injected_tokens']['at_10_mean']}")
+    lines.append(
+        f"  query latency p50 {r['latency_ms']['p50']} ms p95 {r['latency_ms']['p95']} ms; "
+        f"injected tokens at 5: {r['injected_tokens']['at_5_mean']}, at 10: {r['injected_tokens']['at_10_mean']}"
+    )
     if "compare" in r:
         lines += format_compare(r["compare"])
     v = r["verdict"]
-    lines.append("  targets (test split: any@10 >= 85, all@10 >= 70, p95 <= 50 ms): "
-                 + ", ".join(f"{m} {'met' if ok else 'MISSED'}" for m, ok in v.items() if m != "note")
-                 + (f" ({v['note']})" if v["note"] else ""))
+    lines.append(
+        "  targets (test split: any@10 >= 85, all@10 >= 70, p95 <= 50 ms): "
+        + ", ".join(f"{m} {'met' if ok else 'MISSED'}" for m, ok in v.items() if m != "note")
+        + (f" ({v['note']})" if v["note"] else "")
+    )
     return "\n".join(lines)
 
 
@@ -358,8 +422,7 @@ def format_compare(c: dict[str, Any]) -> list[str]:
         options = ", ".join(f"{k}={val}" for k, val in c[v]["options"].items())
         lines.append(f"  {v} ({c[v]['collection']}, {c[v]['points']} points, built in {c[v]['build_s']} s): {options}")
     metrics = ("any@10", "all@10", "ndcg@10")
-    lines.append(f"  {'':<22}" + "".join(f"{v + ' ' + m:>14}" for m in metrics for v in ("v1", "v2"))
-                 + f"{'all@10 +/-  p':>18}")
+    lines.append(f"  {'':<22}" + "".join(f"{v + ' ' + m:>14}" for m in metrics for v in ("v1", "v2")) + f"{'all@10 +/-  p':>18}")
     groups = ["cats_1_4", "cats_1_5"] + list(c["v1"]["metrics"]["per_category"])
     for g in groups:
         m1 = c["v1"]["metrics"].get(g) or c["v1"]["metrics"]["per_category"][g]
@@ -368,8 +431,11 @@ def format_compare(c: dict[str, Any]) -> list[str]:
             continue
         test = c["paired"].get(g, {}).get("all@10")
         sign = f"+{test['wins']} -{test['losses']}  {test['p']:.3f}" if test else ""
-        lines.append(f"  {g + ' (n=' + str(m1['n']) + ')':<22}"
-                     + "".join(f"{mm[m]:>14}" for m in metrics for mm in (m1, m2)) + f"{sign:>18}")
+        lines.append(
+            f"  {g + ' (n=' + str(m1['n']) + ')':<22}"
+            + "".join(f"{mm[m]:>14}" for m in metrics for mm in (m1, m2))
+            + f"{sign:>18}"
+        )
     for v in ("v1", "v2"):
         lat, tok = c[v]["latency_ms"], c[v]["injected_tokens"]
         lines.append(f"  {v}: query p50 {lat['p50']} ms, p95 {lat['p95']} ms; injected tokens at 10: {tok['at_10_mean']}")

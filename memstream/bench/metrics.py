@@ -74,8 +74,9 @@ def _scraping(metrics: Metrics, every: float, stop: threading.Event, counts: lis
     return thread
 
 
-def _drain(root: Path, url: str, prefix: str, embedder: str, pairs: list[tuple[str, str]], on: bool,
-           scrape_every: float) -> dict[str, Any]:
+def _drain(
+    root: Path, url: str, prefix: str, embedder: str, pairs: list[tuple[str, str]], on: bool, scrape_every: float
+) -> dict[str, Any]:
     from memstream.workers import Pipeline, PipelineConfig
 
     addr = "127.0.0.1:0" if on else ""
@@ -83,10 +84,15 @@ def _drain(root: Path, url: str, prefix: str, embedder: str, pairs: list[tuple[s
     eventlog = EventLog(redis_client(url), prefix, settings.shards)
     events = _events(pairs)
     for start in range(0, len(events), 500):
-        eventlog.append(events[start:start + 500])
+        eventlog.append(events[start : start + 500])
     pipeline = Pipeline(settings, eventlog, PipelineConfig(embedder=embedder))
-    metrics = start_metrics(settings, EventLog(redis_client(url), prefix, settings.shards),
-                            consumers=lambda: pipeline.consumers, role="worker") if on else None
+    metrics = (
+        start_metrics(
+            settings, EventLog(redis_client(url), prefix, settings.shards), consumers=lambda: pipeline.consumers, role="worker"
+        )
+        if on
+        else None
+    )
     assert (metrics is not None) == on and (observe.current() is not None) == on
     stop, scrapes = threading.Event(), [0]
     try:
@@ -100,9 +106,17 @@ def _drain(root: Path, url: str, prefix: str, embedder: str, pairs: list[tuple[s
         stop.set()
         if scraper is not None:
             scraper.join(30)
-        return {"metrics": on, "events": len(events), "seconds": round(seconds, 4), "cpu_seconds": round(cpu, 4),
-                "events_per_s": round(len(events) / seconds, 1), "scrapes_during": scrapes[0],
-                "_pipeline": pipeline, "_metrics": metrics, "_eventlog": eventlog}
+        return {
+            "metrics": on,
+            "events": len(events),
+            "seconds": round(seconds, 4),
+            "cpu_seconds": round(cpu, 4),
+            "events_per_s": round(len(events) / seconds, 1),
+            "scrapes_during": scrapes[0],
+            "_pipeline": pipeline,
+            "_metrics": metrics,
+            "_eventlog": eventlog,
+        }
     except BaseException:
         stop.set()
         if metrics is not None:
@@ -135,20 +149,34 @@ def _scrape_costs(metrics: Metrics, eventlog: EventLog, scrapes: int) -> dict[st
         cpu.append(time.process_time() - cpu_started)  # the scrape's and the fetch's, this process
     packed = _fetch(metrics.url, compressed=True)
     return {
-        "scrapes": scrapes, "p50_ms": round(percentile(seconds, 0.5) * 1000, 2),
-        "p95_ms": round(percentile(seconds, 0.95) * 1000, 2), "max_ms": round(max(seconds) * 1000, 2),
+        "scrapes": scrapes,
+        "p50_ms": round(percentile(seconds, 0.5) * 1000, 2),
+        "p95_ms": round(percentile(seconds, 0.95) * 1000, 2),
+        "max_ms": round(max(seconds) * 1000, 2),
         "cpu_p50_ms": round(percentile(cpu, 0.5) * 1000, 2),
-        "bytes": len(body), "gzip_bytes": len(packed if packed[:2] == b"\x1f\x8b" else gzip.compress(packed)),
+        "bytes": len(body),
+        "gzip_bytes": len(packed if packed[:2] == b"\x1f\x8b" else gzip.compress(packed)),
         "samples": sum(1 for line in body.decode().splitlines() if line and not line.startswith("#")),
-        "redis_commands": commands, "groups": len({c.group for c in metrics.collector.consumers()}),
+        "redis_commands": commands,
+        "groups": len({c.group for c in metrics.collector.consumers()}),
     }
 
 
 # a hook's typical bucket (BUCKETS_NS: 0 is up to 10 µs, 3 up to 100 µs, 8 up to 5 ms) and calls a turn
-_HOOK_SHAPE = {"on_turn_start": (1, 1.0), "prefetch": (8, 1.0), "sync_turn": (2, 1.0), "queue_prefetch": (1, 1.0),
-               "on_memory_write": (1, 0.2), "handle_tool_call": (9, 0.1), "on_session_end": (1, 0.05),
-               "on_session_switch": (1, 0.02), "system_prompt_block": (0, 0.05), "initialize": (5, 0.01),
-               "shutdown": (1, 0.01), "on_delegation": (1, 0.01)}
+_HOOK_SHAPE = {
+    "on_turn_start": (1, 1.0),
+    "prefetch": (8, 1.0),
+    "sync_turn": (2, 1.0),
+    "queue_prefetch": (1, 1.0),
+    "on_memory_write": (1, 0.2),
+    "handle_tool_call": (9, 0.1),
+    "on_session_end": (1, 0.05),
+    "on_session_switch": (1, 0.02),
+    "system_prompt_block": (0, 0.05),
+    "initialize": (5, 0.01),
+    "shutdown": (1, 0.01),
+    "on_delegation": (1, 0.01),
+}
 _SPREAD = ((0, 0.6), (1, 0.2), (-1, 0.1), (2, 0.08), (4, 0.02))  # around the typical bucket
 
 
@@ -176,9 +204,14 @@ def _fleet_costs(metrics: Metrics, eventlog: EventLog, agents: int, scrapes: int
     sent_s: list[float] = []
     for i in range(agents):
         backlog = rng.choice([0] * 8 + [rng.randint(1, 50), rng.randint(100, 100_000)])
-        figures = Figures(backlog=backlog, backlog_bytes=backlog * 1200, refused=rng.choice([0] * 19 + [rng.randint(1, 500)]),
-                          invalid=0, agents=[f"agent:main:telegram:dm:{i * 7 + k}" for k in range(rng.randint(1, 3))],
-                          served=True)
+        figures = Figures(
+            backlog=backlog,
+            backlog_bytes=backlog * 1200,
+            refused=rng.choice([0] * 19 + [rng.randint(1, 500)]),
+            invalid=0,
+            agents=[f"agent:main:telegram:dm:{i * 7 + k}" for k in range(rng.randint(1, 3))],
+            served=True,
+        )
         reporter = Reporter(settings, _agent_tally(rng), lambda figures=figures: figures)  # type: ignore[misc]  # a default binds the loop value
         started = time.perf_counter()
         if not reporter.send(eventlog.client, eventlog.prefix):
@@ -186,8 +219,12 @@ def _fleet_costs(metrics: Metrics, eventlog: EventLog, agents: int, scrapes: int
         sent_s.append(time.perf_counter() - started)
     sizes = [len(v) for v in eventlog.client.hvals(keys.agent_reports(eventlog.prefix))]
     costs = _scrape_costs(metrics, eventlog, scrapes)
-    costs.update(agents=agents, report_bytes_p50=int(percentile(sizes, 0.5)), report_bytes_max=max(sizes),
-                 report_write_ms_p50=round(percentile(sent_s, 0.5) * 1000, 3))
+    costs.update(
+        agents=agents,
+        report_bytes_p50=int(percentile(sizes, 0.5)),
+        report_bytes_max=max(sizes),
+        report_write_ms_p50=round(percentile(sent_s, 0.5) * 1000, 3),
+    )
     return costs
 
 
@@ -201,16 +238,29 @@ def _observer_cost(metrics: Metrics, group: str, entry_ids: list[str], repeats: 
     return (time.perf_counter() - started) / (repeats * len(entry_ids)) * 1e6
 
 
-def metrics_bench(events: int = 3000, runs: int = 5, data: str | None = None, embedder: str = "hash",
-                  scrape_every: float = 1.0, scrapes: int = 50, agents: int = 1000) -> dict[str, Any]:
+def metrics_bench(
+    events: int = 3000,
+    runs: int = 5,
+    data: str | None = None,
+    embedder: str = "hash",
+    scrape_every: float = 1.0,
+    scrapes: int = 50,
+    agents: int = 1000,
+) -> dict[str, Any]:
     """Run the benchmark (see the module doc); JSON-ready results."""
     pairs, source = _load_pairs(data)
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-metrics-"))
     server = ValkeyProcess(root / "valkey").start()
     result: dict[str, Any] = {
-        "benchmark": "metrics", "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": machine_info(), "data": source, "events": events, "runs": runs, "embedder": embedder,
-        "scrape_every_s": scrape_every, "targets": TARGETS,
+        "benchmark": "metrics",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "data": source,
+        "events": events,
+        "runs": runs,
+        "embedder": embedder,
+        "scrape_every_s": scrape_every,
+        "targets": TARGETS,
     }
     former = observe.install(None)
     try:
@@ -221,26 +271,30 @@ def metrics_bench(events: int = 3000, runs: int = 5, data: str | None = None, em
             pair: dict[bool, dict[str, Any]] = {}
             for on in order:
                 k += 1
-                run = _drain(root / f"run-{k}", server.url, f"b{k}", embedder,
-                             _texts(pairs, events, f"m{k}"), on, scrape_every)
+                run = _drain(root / f"run-{k}", server.url, f"b{k}", embedder, _texts(pairs, events, f"m{k}"), on, scrape_every)
                 try:
                     if on and r == runs - 1:  # the scrape costs, on the last log with metrics
                         result["scrape"] = _scrape_costs(run["_metrics"], run["_eventlog"], scrapes)
-                        ids = [entry_id for entry_id, _ in run["_eventlog"].client.xrange(
-                            run["_eventlog"].stream_keys[0], count=128)]
-                        result["observer_us_per_entry"] = round(_observer_cost(
-                            run["_metrics"], "bench.v1", [i.decode() for i in ids]), 3)
+                        ids = [
+                            entry_id for entry_id, _ in run["_eventlog"].client.xrange(run["_eventlog"].stream_keys[0], count=128)
+                        ]
+                        result["observer_us_per_entry"] = round(
+                            _observer_cost(run["_metrics"], "bench.v1", [i.decode() for i in ids]), 3
+                        )
                         result["fleet"] = _fleet_costs(run["_metrics"], run["_eventlog"], agents, scrapes)
                 finally:
                     _close(run)
                 pair[on] = run
-            pairs_done.append({
-                "order": "on first" if order[0] else "off first",
-                "on_events_per_s": pair[True]["events_per_s"], "off_events_per_s": pair[False]["events_per_s"],
-                "ratio": round(pair[True]["events_per_s"] / pair[False]["events_per_s"], 4),
-                "cpu_ratio": round(pair[False]["cpu_seconds"] / pair[True]["cpu_seconds"], 4),
-                "scrapes_during": pair[True]["scrapes_during"],
-            })
+            pairs_done.append(
+                {
+                    "order": "on first" if order[0] else "off first",
+                    "on_events_per_s": pair[True]["events_per_s"],
+                    "off_events_per_s": pair[False]["events_per_s"],
+                    "ratio": round(pair[True]["events_per_s"] / pair[False]["events_per_s"], 4),
+                    "cpu_ratio": round(pair[False]["cpu_seconds"] / pair[True]["cpu_seconds"], 4),
+                    "scrapes_during": pair[True]["scrapes_during"],
+                }
+            )
         result["pairs"] = pairs_done
         result["on_events_per_s"] = statistics.median(p["on_events_per_s"] for p in pairs_done)
         result["off_events_per_s"] = statistics.median(p["off_events_per_s"] for p in pairs_done)
@@ -250,14 +304,15 @@ def metrics_bench(events: int = 3000, runs: int = 5, data: str | None = None, em
         per_event_us = 1e6 / result["off_events_per_s"]
         groups = result["scrape"]["groups"]
         result["observer_share"] = round(groups * result["observer_us_per_entry"] / per_event_us, 5)
-        result["scrape_share_at"] = {f"{every}s": round(result["scrape"]["p50_ms"] / 1000 / every, 5)
-                                     for every in (1, 15, 60)}
+        result["scrape_share_at"] = {f"{every}s": round(result["scrape"]["p50_ms"] / 1000 / every, 5) for every in (1, 15, 60)}
     finally:
         observe.install(former)
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
-    result["met"] = {"ratio": result["ratio"] >= TARGETS["ratio"],
-                     "fleet_scrape_p95_ms": result["fleet"]["p95_ms"] <= TARGETS["fleet_scrape_p95_ms"]}
+    result["met"] = {
+        "ratio": result["ratio"] >= TARGETS["ratio"],
+        "fleet_scrape_p95_ms": result["fleet"]["p95_ms"] <= TARGETS["fleet_scrape_p95_ms"],
+    }
     return result
 
 
@@ -270,8 +325,7 @@ def format_metrics(result: dict[str, Any]) -> str:
         f"data: {result['data']}; {result['events']} events a drain, {result['embedder']} embedder, "
         f"{result['runs']} pairs (order alternating), a scrape every {result['scrape_every_s']} s while on",
         "",
-        f"ingest with metrics on: {result['on_events_per_s']} events/s; off: {result['off_events_per_s']} events/s "
-        f"(medians)",
+        f"ingest with metrics on: {result['on_events_per_s']} events/s; off: {result['off_events_per_s']} events/s (medians)",
         f"ratio on/off: {result['ratio']} (pairs {[p['ratio'] for p in result['pairs']]}; target ≥ "
         f"{TARGETS['ratio']}: {'met' if result['met']['ratio'] else 'MISSED'}); by CPU seconds {result['cpu_ratio']}",
         "",

@@ -51,16 +51,67 @@ __all__ = ["prefetch_bench", "format_prefetch", "TARGETS"]
 
 TARGETS = {"prefetch_over_budget_p99_ms": 1.0, "fresh_query_p95_ms_at_100k": 50.0}
 
-_SUBJECTS = ["the staging cluster", "the billing service", "Maria's team", "the mobile app", "the data lake",
-             "the release train", "the on-call rota", "the design system", "the search index", "the CI runners",
-             "the VPN", "the analytics dashboard", "the payments API", "the docs site", "the auth gateway"]
-_VERBS = ["runs on", "moved to", "depends on", "is owned by", "was migrated to", "is blocked by",
-          "switched to", "is documented in", "is monitored by", "deploys to"]
-_OBJECTS = ["Postgres 16", "Kubernetes 1.31", "the Lisbon office", "Grafana", "a Hetzner box", "Terraform",
-            "the platform group", "Redis 7", "an ARM fleet", "GitHub Actions", "Datadog", "S3 in eu-west-1",
-            "the Berlin team", "Nomad", "ClickHouse", "Cloudflare", "the old Jenkins", "Vault"]
-_WHEN = ["since March", "last week", "for the Q3 launch", "after the outage", "until further notice",
-         "as of build {n}", "per ticket OPS-{n}", "on Thursdays", "in sprint {n}", "after review {n}"]
+_SUBJECTS = [
+    "the staging cluster",
+    "the billing service",
+    "Maria's team",
+    "the mobile app",
+    "the data lake",
+    "the release train",
+    "the on-call rota",
+    "the design system",
+    "the search index",
+    "the CI runners",
+    "the VPN",
+    "the analytics dashboard",
+    "the payments API",
+    "the docs site",
+    "the auth gateway",
+]
+_VERBS = [
+    "runs on",
+    "moved to",
+    "depends on",
+    "is owned by",
+    "was migrated to",
+    "is blocked by",
+    "switched to",
+    "is documented in",
+    "is monitored by",
+    "deploys to",
+]
+_OBJECTS = [
+    "Postgres 16",
+    "Kubernetes 1.31",
+    "the Lisbon office",
+    "Grafana",
+    "a Hetzner box",
+    "Terraform",
+    "the platform group",
+    "Redis 7",
+    "an ARM fleet",
+    "GitHub Actions",
+    "Datadog",
+    "S3 in eu-west-1",
+    "the Berlin team",
+    "Nomad",
+    "ClickHouse",
+    "Cloudflare",
+    "the old Jenkins",
+    "Vault",
+]
+_WHEN = [
+    "since March",
+    "last week",
+    "for the Q3 launch",
+    "after the outage",
+    "until further notice",
+    "as of build {n}",
+    "per ticket OPS-{n}",
+    "on Thursdays",
+    "in sprint {n}",
+    "after review {n}",
+]
 
 
 def _memory(rng: random.Random, n: int) -> str:
@@ -76,8 +127,9 @@ def _append(log: EventLog, tenant: str, agent: str, count: int, rng: random.Rand
     scope = Scope(tenant=tenant, agent=agent, session_id=f"{agent}-import", app="bench")
     batch = []
     for i in range(start, start + count):
-        batch.append(MemoryRemembered(id=new_event_id(), occurred_at=utcnow(), scope=scope,
-                                      content=_memory(rng, i), target="memory"))
+        batch.append(
+            MemoryRemembered(id=new_event_id(), occurred_at=utcnow(), scope=scope, content=_memory(rng, i), target="memory")
+        )
         if len(batch) == 1000:
             log.append(batch)
             batch = []
@@ -101,8 +153,9 @@ def _onnx_query_embed_ms(questions: list[str]) -> dict[str, Any] | None:
     return latency_summary(times)
 
 
-def prefetch_bench(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 200, embedder: str = "hash",
-                   budget_ms: int = 150, seed: int = 7) -> dict[str, Any]:
+def prefetch_bench(
+    sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 200, embedder: str = "hash", budget_ms: int = 150, seed: int = 7
+) -> dict[str, Any]:
     from memstream.provider import MemstreamProvider
     from memstream.query import ask
     from memstream.workers import Pipeline, PipelineConfig
@@ -111,12 +164,24 @@ def prefetch_bench(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 20
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-prefetch-"))
     server = ValkeyProcess(root / "valkey").start()
     out: dict[str, Any] = {
-        "benchmark": "prefetch", "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "benchmark": "prefetch",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(),
-        "embedder": embedder, "budget_ms": budget_ms, "queries": queries, "sizes": [], "targets": TARGETS}
+        "embedder": embedder,
+        "budget_ms": budget_ms,
+        "queries": queries,
+        "sizes": [],
+        "targets": TARGETS,
+    }
     try:
-        settings = Settings.load(home=str(root / "home"), redis_url=server.url, autostart=False,
-                                 embedder=embedder, prefetch_budget_ms=budget_ms, tenant="bench")
+        settings = Settings.load(
+            home=str(root / "home"),
+            redis_url=server.url,
+            autostart=False,
+            embedder=embedder,
+            prefetch_budget_ms=budget_ms,
+            tenant="bench",
+        )
         client = redis_client(server.url, timeout=30)
         log = EventLog(client, settings.stream_prefix, settings.shards)
         pipeline = Pipeline(settings, log, PipelineConfig(embedder=embedder, consumer="bench"))
@@ -133,8 +198,7 @@ def prefetch_bench(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 20
             have = size
             pipeline.drain()
             ingest_s = time.perf_counter() - started
-            request = {"op": "recall", "tenant": "bench", "agent": "bench-agent", "session": "bench-session",
-                       "k": 12}
+            request = {"op": "recall", "tenant": "bench", "agent": "bench-agent", "session": "bench-session", "k": 12}
             for q in questions[:10]:  # warm
                 ask(client, settings.stream_prefix, {**request, "query": q}, timeout=10)
             gc.collect()
@@ -157,13 +221,19 @@ def prefetch_bench(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 20
                 blocks += bool(block)
             after = provider.stats()
             got = {k: after.get(k, 0) - before.get(k, 0) for k in ("prefetch_fresh", "prefetch_stale", "prefetch_empty")}
-            out["sizes"].append({
-                "memories": size, "points": pipeline.store.count("memories"),
-                "ingest_s": round(ingest_s, 1),
-                "fresh_query_ms": latency_summary(fresh), "served_ms": latency_summary(served),
-                "prefetch_ms": latency_summary(durations),
-                "fresh_fraction": round(got["prefetch_fresh"] / len(questions), 4), "outcomes": got,
-                "non_empty_blocks": blocks})
+            out["sizes"].append(
+                {
+                    "memories": size,
+                    "points": pipeline.store.count("memories"),
+                    "ingest_s": round(ingest_s, 1),
+                    "fresh_query_ms": latency_summary(fresh),
+                    "served_ms": latency_summary(served),
+                    "prefetch_ms": latency_summary(durations),
+                    "fresh_fraction": round(got["prefetch_fresh"] / len(questions), 4),
+                    "outcomes": got,
+                    "non_empty_blocks": blocks,
+                }
+            )
         # the service stalls: prefetch must still return at its budget
         pipeline.queries.stop()
         over, floor = [], []
@@ -190,32 +260,41 @@ def prefetch_bench(sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 20
         "met_over_budget": out.get("stalled", {}).get("over_budget_ms", {}).get("p99", 1e9)
         <= TARGETS["prefetch_over_budget_p99_ms"],
         "fresh_query_p95_ms_largest": big["fresh_query_ms"]["p95"] if big else None,
-        "met_fresh_query": bool(big and big["memories"] >= 100_000
-                                and big["fresh_query_ms"]["p95"] <= TARGETS["fresh_query_p95_ms_at_100k"]),
+        "met_fresh_query": bool(
+            big and big["memories"] >= 100_000 and big["fresh_query_ms"]["p95"] <= TARGETS["fresh_query_p95_ms_at_100k"]
+        ),
     }
     return out
 
 
 def format_prefetch(r: dict[str, Any]) -> str:
-    lines = [f"memstream bench prefetch  ({r['date']}, embedder {r['embedder']}, budget {r['budget_ms']} ms, "
-             f"{r['queries']} queries, {r['machine']['cpus']} CPUs)"]
+    lines = [
+        f"memstream bench prefetch  ({r['date']}, embedder {r['embedder']}, budget {r['budget_ms']} ms, "
+        f"{r['queries']} queries, {r['machine']['cpus']} CPUs)"
+    ]
     for s in r["sizes"]:
         f, p = s["fresh_query_ms"], s["prefetch_ms"]
-        lines.append(f"  {s['memories']:>7} memories ({s['points']} points, ingest {s['ingest_s']} s): "
-                     f"fresh query p50 {f['p50']} ms p95 {f['p95']} ms (served {s['served_ms']['p50']} ms); "
-                     f"prefetch p50 {p['p50']} ms p99 {p['p99']} ms; fresh within budget {100 * s['fresh_fraction']:.1f}%, "
-                     f"non-empty blocks {s['non_empty_blocks']}/{r['queries']}")
+        lines.append(
+            f"  {s['memories']:>7} memories ({s['points']} points, ingest {s['ingest_s']} s): "
+            f"fresh query p50 {f['p50']} ms p95 {f['p95']} ms (served {s['served_ms']['p50']} ms); "
+            f"prefetch p50 {p['p50']} ms p99 {p['p99']} ms; fresh within budget {100 * s['fresh_fraction']:.1f}%, "
+            f"non-empty blocks {s['non_empty_blocks']}/{r['queries']}"
+        )
     o = r.get("stalled", {}).get("over_budget_ms")
     if o:
         fl = r["stalled"]["floor_over_budget_ms"]
-        lines.append(f"  service stalled: prefetch over budget p50 {o['p50']} ms p99 {o['p99']} ms "
-                     f"(target p99 <= {TARGETS['prefetch_over_budget_p99_ms']} ms); a bare timed wait, "
-                     f"same run: p50 {fl['p50']} ms p99 {fl['p99']} ms")
+        lines.append(
+            f"  service stalled: prefetch over budget p50 {o['p50']} ms p99 {o['p99']} ms "
+            f"(target p99 <= {TARGETS['prefetch_over_budget_p99_ms']} ms); a bare timed wait, "
+            f"same run: p50 {fl['p50']} ms p99 {fl['p99']} ms"
+        )
     e = r.get("onnx_query_embed_ms")
     if e:
         lines.append("  onnx-minilm query embedding: " + (e["error"] if "error" in e else f"p50 {e['p50']} ms p95 {e['p95']} ms"))
     v = r["verdict"]
-    lines.append(f"  verdict: over-budget p99 {'met' if v['met_over_budget'] else 'MISSED'}; "
-                 f"fresh query p95 at the largest size {v['fresh_query_p95_ms_largest']} ms: "
-                 f"{'met' if v['met_fresh_query'] else 'MISSED (or largest size < 100k)'}")
+    lines.append(
+        f"  verdict: over-budget p99 {'met' if v['met_over_budget'] else 'MISSED'}; "
+        f"fresh query p95 at the largest size {v['fresh_query_p95_ms_largest']} ms: "
+        f"{'met' if v['met_fresh_query'] else 'MISSED (or largest size < 100k)'}"
+    )
     return "\n".join(lines)

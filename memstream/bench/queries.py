@@ -95,11 +95,16 @@ def queries_bench(queries: int = 500, rounds: int = 4) -> dict[str, Any]:
 
         warm = 50
         conn = redis.Redis.from_url(server.url)
-        worker = Worker([Queue(f"{_PREFIX}-rq", connection=conn, serializer=JSONSerializer)],
-                        connection=conn, serializer=JSONSerializer)
+        worker = Worker(
+            [Queue(f"{_PREFIX}-rq", connection=conn, serializer=JSONSerializer)], connection=conn, serializer=JSONSerializer
+        )
         # rq's own way out of its loop: it returns after the last job this run enqueues
-        rq_thread = threading.Thread(target=worker.work, name="memstream-bench-rq", daemon=True,
-                                     kwargs={"max_jobs": warm + rounds * queries, "logging_level": "WARNING"})
+        rq_thread = threading.Thread(
+            target=worker.work,
+            name="memstream-bench-rq",
+            daemon=True,
+            kwargs={"max_jobs": warm + rounds * queries, "logging_level": "WARNING"},
+        )
         rq_thread.start()
         _lists(client, warm), _rq(client, warm)  # warm both
         per: dict[str, list[dict[str, Any]]] = {"lists": [], "rq": []}
@@ -110,8 +115,9 @@ def queries_bench(queries: int = 500, rounds: int = 4) -> dict[str, Any]:
                 per[name].append({"p50": statistics.median(ms), "p95": percentile(ms, 0.95)})
         lists_server.stop()
         rq_thread.join(5.0)
-        out: dict[str, Any] = {name: {k: round(statistics.median(r[k] for r in runs), 3) for k in ("p50", "p95")}
-                               for name, runs in per.items()}
+        out: dict[str, Any] = {
+            name: {k: round(statistics.median(r[k] for r in runs), 3) for k in ("p50", "p95")} for name, runs in per.items()
+        }
         out["ratio_rq_over_lists_p50"] = round(out["rq"]["p50"] / out["lists"]["p50"], 2)
         out["ratio_rq_over_lists_p95"] = round(out["rq"]["p95"] / out["lists"]["p95"], 2)
         out["queries"], out["rounds"] = queries, rounds
@@ -122,8 +128,10 @@ def queries_bench(queries: int = 500, rounds: int = 4) -> dict[str, Any]:
 
 
 def format_queries(result: dict[str, Any]) -> str:
-    lines = [f"query round trip, {result['queries']} queries x {result['rounds']} rounds (median of rounds):",
-             f"  lists (memstream): p50 {result['lists']['p50']:.3f} ms, p95 {result['lists']['p95']:.3f} ms",
-             f"  rq jobs:           p50 {result['rq']['p50']:.3f} ms, p95 {result['rq']['p95']:.3f} ms",
-             f"  rq / lists: p50 x{result['ratio_rq_over_lists_p50']}, p95 x{result['ratio_rq_over_lists_p95']}"]
+    lines = [
+        f"query round trip, {result['queries']} queries x {result['rounds']} rounds (median of rounds):",
+        f"  lists (memstream): p50 {result['lists']['p50']:.3f} ms, p95 {result['lists']['p95']:.3f} ms",
+        f"  rq jobs:           p50 {result['rq']['p50']:.3f} ms, p95 {result['rq']['p95']:.3f} ms",
+        f"  rq / lists: p50 x{result['ratio_rq_over_lists_p50']}, p95 x{result['ratio_rq_over_lists_p95']}",
+    ]
     return "\n".join(lines)

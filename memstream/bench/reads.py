@@ -42,8 +42,9 @@ from memstream.service import ValkeyProcess
 __all__ = ["reads_bench", "format_reads"]
 
 
-def _caller(url: str, prefix: str, threads: int, seconds: float, seed: int,
-            out: Any) -> None:  # pragma: no cover - runs in a spawned process
+def _caller(
+    url: str, prefix: str, threads: int, seconds: float, seed: int, out: Any
+) -> None:  # pragma: no cover - runs in a spawned process
     """``threads`` callers sending recall back to back until ``seconds`` pass; puts
     (round trips ms, handler ms, errors) on ``out``."""
     import threading
@@ -64,8 +65,14 @@ def _caller(url: str, prefix: str, threads: int, seconds: float, seed: int,
         local = random.Random(seed * 1000 + i)
         mine_trips, mine_took, mine_queued, mine_errors = [], [], [], 0
         while time.monotonic() < end:
-            request = {"op": "recall", "tenant": "bench", "agent": "bench-agent", "session": f"s{i}",
-                       "k": 12, "query": _question(local)}
+            request = {
+                "op": "recall",
+                "tenant": "bench",
+                "agent": "bench-agent",
+                "session": f"s{i}",
+                "k": 12,
+                "query": _question(local),
+            }
             t = time.perf_counter()
             try:
                 answer = ask(client, prefix, request, timeout=10)
@@ -98,9 +105,16 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def reads_bench(memories: int = 10_000, threads: tuple[int, ...] = (1, 2, 4, 8), clients: int = 16,
-                processes: int = 2, seconds: float = 8.0, rounds: int = 3, embedder: str = "hash",
-                seed: int = 7) -> dict[str, Any]:
+def reads_bench(
+    memories: int = 10_000,
+    threads: tuple[int, ...] = (1, 2, 4, 8),
+    clients: int = 16,
+    processes: int = 2,
+    seconds: float = 8.0,
+    rounds: int = 3,
+    embedder: str = "hash",
+    seed: int = 7,
+) -> dict[str, Any]:
     from memstream.query import QueryServer
     from memstream.workers import Pipeline, PipelineConfig
 
@@ -109,13 +123,23 @@ def reads_bench(memories: int = 10_000, threads: tuple[int, ...] = (1, 2, 4, 8),
     server = ValkeyProcess(root / "valkey").start()
     ctx = mp.get_context("spawn")
     out: dict[str, Any] = {
-        "benchmark": "reads", "date": datetime.now(UTC).isoformat(timespec="seconds"), "machine": machine(),
-        "embedder": embedder, "memories": memories, "clients": clients, "processes": processes,
-        "seconds": seconds, "rounds": rounds, "default_threads": None, "levels": []}
+        "benchmark": "reads",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "embedder": embedder,
+        "memories": memories,
+        "clients": clients,
+        "processes": processes,
+        "seconds": seconds,
+        "rounds": rounds,
+        "default_threads": None,
+        "levels": [],
+    }
     per: dict[int, list[dict[str, Any]]] = {t: [] for t in threads}
     try:
-        settings = Settings.load(home=str(root / "home"), redis_url=server.url, autostart=False,
-                                 embedder=embedder, tenant="bench")
+        settings = Settings.load(
+            home=str(root / "home"), redis_url=server.url, autostart=False, embedder=embedder, tenant="bench"
+        )
         out["default_threads"] = settings.query_server_threads
         client = redis_client(server.url, timeout=30)
         log = EventLog(client, settings.stream_prefix, settings.shards)
@@ -130,9 +154,15 @@ def reads_bench(memories: int = 10_000, threads: tuple[int, ...] = (1, 2, 4, 8),
             for t in threads:
                 queries = QueryServer(client, settings.stream_prefix, handlers, threads=t).start()
                 results: Any = ctx.Queue()
-                callers = [ctx.Process(target=_caller, args=(server.url, settings.stream_prefix, n, seconds,
-                                                             seed + 100 * r + i, results), daemon=True)
-                           for i, n in enumerate(split) if n]
+                callers = [
+                    ctx.Process(
+                        target=_caller,
+                        args=(server.url, settings.stream_prefix, n, seconds, seed + 100 * r + i, results),
+                        daemon=True,
+                    )
+                    for i, n in enumerate(split)
+                    if n
+                ]
                 cpu = _cpu()
                 started = time.perf_counter()
                 for c in callers:
@@ -152,14 +182,18 @@ def reads_bench(memories: int = 10_000, threads: tuple[int, ...] = (1, 2, 4, 8),
                 wall = time.perf_counter() - started
                 cpu = _cpu() - cpu
                 queries.stop()
-                per[t].append({
-                    "answered_per_s": len(trips) / seconds,
-                    "round_trip_ms": latency_summary(trips),
-                    "handler_p50_ms": statistics.median(took) if took else None,
-                    "queued_p50_ms": statistics.median(queued) if queued else None,
-                    "beyond_handler_p50_ms": (statistics.median(trips) - statistics.median(took)) if took else None,
-                    "errors": errors, "wall_s": wall,
-                    "service_cpu_ms_per_query": 1000 * cpu / max(1, len(trips))})
+                per[t].append(
+                    {
+                        "answered_per_s": len(trips) / seconds,
+                        "round_trip_ms": latency_summary(trips),
+                        "handler_p50_ms": statistics.median(took) if took else None,
+                        "queued_p50_ms": statistics.median(queued) if queued else None,
+                        "beyond_handler_p50_ms": (statistics.median(trips) - statistics.median(took)) if took else None,
+                        "errors": errors,
+                        "wall_s": wall,
+                        "service_cpu_ms_per_query": 1000 * cpu / max(1, len(trips)),
+                    }
+                )
         pipeline.stop()
     finally:
         server.stop()
@@ -174,15 +208,21 @@ def reads_bench(memories: int = 10_000, threads: tuple[int, ...] = (1, 2, 4, 8),
             values = [v for v in values if v is not None]
             return round(statistics.median(values), 3) if values else None
 
-        out["levels"].append({
-            "threads": t, "answered_per_s": med("answered_per_s"),
-            "round_trip_p50_ms": med("round_trip_ms", "p50"), "round_trip_p95_ms": med("round_trip_ms", "p95"),
-            "round_trip_p99_ms": med("round_trip_ms", "p99"),
-            "handler_p50_ms": med("handler_p50_ms"), "queued_p50_ms": med("queued_p50_ms"),
-            "beyond_handler_p50_ms": med("beyond_handler_p50_ms"),
-            "service_cpu_ms_per_query": med("service_cpu_ms_per_query"),
-            "errors": sum(row["errors"] for row in rows),
-            "per_round_answered_per_s": [round(row["answered_per_s"], 1) for row in rows]})
+        out["levels"].append(
+            {
+                "threads": t,
+                "answered_per_s": med("answered_per_s"),
+                "round_trip_p50_ms": med("round_trip_ms", "p50"),
+                "round_trip_p95_ms": med("round_trip_ms", "p95"),
+                "round_trip_p99_ms": med("round_trip_ms", "p99"),
+                "handler_p50_ms": med("handler_p50_ms"),
+                "queued_p50_ms": med("queued_p50_ms"),
+                "beyond_handler_p50_ms": med("beyond_handler_p50_ms"),
+                "service_cpu_ms_per_query": med("service_cpu_ms_per_query"),
+                "errors": sum(row["errors"] for row in rows),
+                "per_round_answered_per_s": [round(row["answered_per_s"], 1) for row in rows],
+            }
+        )
     base = next((lvl["answered_per_s"] for lvl in out["levels"] if lvl["threads"] == threads[0]), None)
     for lvl in out["levels"]:
         lvl["ratio_to_first"] = round(lvl["answered_per_s"] / base, 3) if base else None
@@ -191,15 +231,19 @@ def reads_bench(memories: int = 10_000, threads: tuple[int, ...] = (1, 2, 4, 8),
 
 def format_reads(r: dict[str, Any]) -> str:
     m = r["machine"]
-    lines = [f"memstream bench reads  ({r['date']}, embedder {r['embedder']}, {r['memories']:,} memories, "
-             f"{r['clients']} callers in {r['processes']} processes, {r['seconds']} s x {r['rounds']} rounds; "
-             f"{m.get('cpus')} CPUs, load at start {m.get('loadavg_at_start')})",
-             f"default MEMSTREAM_QUERY_THREADS on this machine: {r['default_threads']}",
-             "threads  answered/s  ratio  rt p50  rt p95  rt p99  handler p50  in list p50  cpu ms/q  errors"]
+    lines = [
+        f"memstream bench reads  ({r['date']}, embedder {r['embedder']}, {r['memories']:,} memories, "
+        f"{r['clients']} callers in {r['processes']} processes, {r['seconds']} s x {r['rounds']} rounds; "
+        f"{m.get('cpus')} CPUs, load at start {m.get('loadavg_at_start')})",
+        f"default MEMSTREAM_QUERY_THREADS on this machine: {r['default_threads']}",
+        "threads  answered/s  ratio  rt p50  rt p95  rt p99  handler p50  in list p50  cpu ms/q  errors",
+    ]
     for lvl in r["levels"]:
-        lines.append(f"{lvl['threads']:>7}  {lvl['answered_per_s']:>10.1f}  {lvl['ratio_to_first']:>5.2f}  "
-                     f"{lvl['round_trip_p50_ms']:>6.1f}  {lvl['round_trip_p95_ms']:>6.1f}  "
-                     f"{lvl['round_trip_p99_ms']:>6.1f}  {lvl['handler_p50_ms'] or 0:>11.2f}  "
-                     f"{lvl['queued_p50_ms'] or 0:>11.2f}  {lvl['service_cpu_ms_per_query']:>8.2f}  "
-                     f"{lvl['errors']:>6}")
+        lines.append(
+            f"{lvl['threads']:>7}  {lvl['answered_per_s']:>10.1f}  {lvl['ratio_to_first']:>5.2f}  "
+            f"{lvl['round_trip_p50_ms']:>6.1f}  {lvl['round_trip_p95_ms']:>6.1f}  "
+            f"{lvl['round_trip_p99_ms']:>6.1f}  {lvl['handler_p50_ms'] or 0:>11.2f}  "
+            f"{lvl['queued_p50_ms'] or 0:>11.2f}  {lvl['service_cpu_ms_per_query']:>8.2f}  "
+            f"{lvl['errors']:>6}"
+        )
     return "\n".join(lines)

@@ -56,20 +56,21 @@ def _detect_secrets(base64_limit: float | None = None, hex_limit: float | None =
     limits = {"Base64HighEntropyString": base64_limit, "HexHighEntropyString": hex_limit}
     # every plugin, as its default_settings() does (its default filters come with them)
     classes: list[type] = list(get_mapping_from_secret_type_to_class().values())
-    plugins = [{"name": cls.__name__, **({"limit": limits[cls.__name__]} if limits.get(cls.__name__) else {})}
-               for cls in classes]
+    plugins = [{"name": cls.__name__, **({"limit": limits[cls.__name__]} if limits.get(cls.__name__) else {})} for cls in classes]
 
     def run(texts: list[str]) -> list[str]:
         out = []
-        with tempfile.TemporaryDirectory(prefix="memstream-bench-redaction-") as d, \
-                transient_settings({"plugins_used": plugins}):
+        with tempfile.TemporaryDirectory(prefix="memstream-bench-redaction-") as d, transient_settings({"plugins_used": plugins}):
             path = os.path.join(d, "turn.txt")
             for text in texts:  # one file a turn: its transformers (YAML, .ini) see the turn alone
                 with open(path, "w", encoding="utf-8") as f:
                     f.write(text + "\n")
                 flagged = {found.line_number - 1 for found in scan_file(path)}
-                out.append("\n".join("[REDACTED]" if j in flagged else line
-                                     for j, line in enumerate(text.split("\n"))) if flagged else text)
+                out.append(
+                    "\n".join("[REDACTED]" if j in flagged else line for j, line in enumerate(text.split("\n")))
+                    if flagged
+                    else text
+                )
         return out
 
     return run
@@ -81,9 +82,12 @@ def _quality(redactor: Redactor, corpus: dict[str, Any]) -> dict[str, Any]:
         items = corpus[part]
         outs = redactor([it["text"] for it in items])
         missed = [it for it, out in zip(items, outs) if any(leaked(out, s, it["text"]) for s in it["secrets"])]
-        row[part] = {"secrets": len(items), "redacted": len(items) - len(missed),
-                     "recall": round(1 - len(missed) / len(items), 4),
-                     "missed_kinds": sorted({it["kind"] for it in missed})}
+        row[part] = {
+            "secrets": len(items),
+            "redacted": len(items) - len(missed),
+            "recall": round(1 - len(missed) / len(items), 4),
+            "missed_kinds": sorted({it["kind"] for it in missed}),
+        }
     for name in ("ordinary", "locomo"):
         texts = corpus.get(name)
         if not texts:
@@ -109,9 +113,19 @@ def _speed(turns: list[str], rounds: int) -> dict[str, Any]:
 
     size = sum(len(t.encode("utf-8")) for t in turns)
     scope = Scope(tenant="bench", agent="a", session_id="s")
-    payloads = [encode(TurnRecorded(id=new_event_id(), occurred_at=utcnow(), scope=scope, turn_index=i,
-                                    user_text=turns[i], assistant_text=turns[(i + 1) % len(turns)]))
-                for i in range(len(turns))]
+    payloads = [
+        encode(
+            TurnRecorded(
+                id=new_event_id(),
+                occurred_at=utcnow(),
+                scope=scope,
+                turn_index=i,
+                user_text=turns[i],
+                assistant_text=turns[(i + 1) % len(turns)],
+            )
+        )
+        for i in range(len(turns))
+    ]
     event_bytes = sum(len(p) for p in payloads)
 
     def plain() -> None:
@@ -136,7 +150,9 @@ def _speed(turns: list[str], rounds: int) -> dict[str, Any]:
             times[name].append(time.perf_counter() - t0)
     med = {k: statistics.median(v) for k, v in times.items()}
     return {
-        "turns": len(turns), "mb": round(size / 1e6, 3), "rounds": rounds,
+        "turns": len(turns),
+        "mb": round(size / 1e6, 3),
+        "rounds": rounds,
         "redact_texts_per_s": round(len(turns) / med["redact"]),
         "redact_mb_per_s": round(size / 1e6 / med["redact"], 2),
         "redact_us_per_text": round(med["redact"] / len(turns) * 1e6, 1),
@@ -161,8 +177,9 @@ def _baseline(path: str | Path) -> Redactor:
     return lambda texts: [redact(t)[0] for t in texts]
 
 
-def redaction_bench(data: str | Path | None = None, rounds: int = 5, detect_secrets: bool = True,
-                    baseline: str | Path | None = None) -> dict[str, Any]:
+def redaction_bench(
+    data: str | Path | None = None, rounds: int = 5, detect_secrets: bool = True, baseline: str | Path | None = None
+) -> dict[str, Any]:
     """Quality of each detector on the corpus (and LoCoMo with ``data``; ``baseline``: the
     redaction.py of another version, scored too), and the speed of memstream's redaction
     and of the shipper's step. A JSON-ready dict."""
@@ -209,8 +226,11 @@ def _version(dist: str) -> str:
 
 
 def format_redaction(r: dict[str, Any]) -> str:
-    lines = [f"memstream bench redaction  ({r['date']}; detect-secrets {r['detect_secrets']}; "
-             f"false-positive budget {r['budget']:.1%})", ""]
+    lines = [
+        f"memstream bench redaction  ({r['date']}; detect-secrets {r['detect_secrets']}; "
+        f"false-positive budget {r['budget']:.1%})",
+        "",
+    ]
     head = f"{'detector':<36}{'tuned':>14}{'held-out':>14}{'ordinary changed':>20}"
     if any("locomo" in row for row in r["detectors"].values()):
         head += f"{'LoCoMo changed':>18}"
@@ -229,11 +249,12 @@ def format_redaction(r: dict[str, Any]) -> str:
         if kinds:
             lines.append(f"  {name} misses: {', '.join(kinds)}")
     s = r["speed"]
-    lines += ["", f"speed, one thread, medians of {s['rounds']} interleaved rounds over {s['turns']} ordinary turns "
-                  f"({s['mb']} MB):",
-              f"  redact: {s['redact_texts_per_s']:,} texts/s, {s['redact_mb_per_s']} MB/s "
-              f"({s['redact_us_per_text']} us a text)",
-              f"  shipper step per event: {s['ship_events_per_s_redacting']:,} events/s with redaction "
-              f"({s['ship_mb_per_s_redacting']} MB/s), {s['ship_events_per_s_plain']:,} without: "
-              f"x{s['ship_cost_ratio']} the time"]
+    lines += [
+        "",
+        f"speed, one thread, medians of {s['rounds']} interleaved rounds over {s['turns']} ordinary turns ({s['mb']} MB):",
+        f"  redact: {s['redact_texts_per_s']:,} texts/s, {s['redact_mb_per_s']} MB/s ({s['redact_us_per_text']} us a text)",
+        f"  shipper step per event: {s['ship_events_per_s_redacting']:,} events/s with redaction "
+        f"({s['ship_mb_per_s_redacting']} MB/s), {s['ship_events_per_s_plain']:,} without: "
+        f"x{s['ship_cost_ratio']} the time",
+    ]
     return "\n".join(lines)

@@ -46,8 +46,7 @@ def _pipeline(home: Path, url: str, prefix: str, embedder: str) -> Any:
     from memstream.workers import Pipeline, PipelineConfig
 
     settings = _settings(home, url, prefix, embedder)
-    return Pipeline(settings, EventLog(redis_client(url), prefix, settings.shards),
-                    PipelineConfig(embedder=embedder))
+    return Pipeline(settings, EventLog(redis_client(url), prefix, settings.shards), PipelineConfig(embedder=embedder))
 
 
 def _build_all(pipeline: Any) -> None:
@@ -80,13 +79,21 @@ def _throughput(root: Path, url: str, prefix: str, embedder: str, pairs: list[tu
         active = {name: getattr(catalog.active(name), "version", None) for name in NAMES}
     finally:
         rebuild.stop()
-    return {"embedder": embedder, "events": n, "live_s": round(live_s, 2), "replay_s": round(replay_s, 2),
-            "live_events_per_s": round(n / live_s, 1), "replay_events_per_s": round(n / replay_s, 1),
-            "ratio": round(live_s / replay_s, 3), "active_after": active}
+    return {
+        "embedder": embedder,
+        "events": n,
+        "live_s": round(live_s, 2),
+        "replay_s": round(replay_s, 2),
+        "live_events_per_s": round(n / live_s, 1),
+        "replay_events_per_s": round(n / replay_s, 1),
+        "ratio": round(live_s / replay_s, 3),
+        "active_after": active,
+    }
 
 
-def _freshness(root: Path, url: str, prefix: str, pairs: list[tuple[str, str]], n: int, rate: float, seconds: float,
-               qps: float) -> dict[str, Any]:
+def _freshness(
+    root: Path, url: str, prefix: str, pairs: list[tuple[str, str]], n: int, rate: float, seconds: float, qps: float
+) -> dict[str, Any]:
     from memstream.projections import Catalog, point_id
     from memstream.query import ask
     from memstream.text import BoilerplateFilter
@@ -120,10 +127,20 @@ def _freshness(root: Path, url: str, prefix: str, pairs: list[tuple[str, str]], 
                     while not stop.is_set():
                         t = time.perf_counter()
                         try:
-                            answer = ask(pipeline.log.client, prefix, {"op": "search", "tenant": "bench",
-                                                                        "agent": "bench", "scope": "all",
-                                                                        "query": questions[i % len(questions)],
-                                                                        "kind": "turns", "k": 5}, timeout=5.0)
+                            answer = ask(
+                                pipeline.log.client,
+                                prefix,
+                                {
+                                    "op": "search",
+                                    "tenant": "bench",
+                                    "agent": "bench",
+                                    "scope": "all",
+                                    "query": questions[i % len(questions)],
+                                    "kind": "turns",
+                                    "k": 5,
+                                },
+                                timeout=5.0,
+                            )
                             asked["asked"] += 1
                             if "error" in answer:
                                 asked["errors"] += 1
@@ -139,8 +156,12 @@ def _freshness(root: Path, url: str, prefix: str, pairs: list[tuple[str, str]], 
             t0 = time.perf_counter()
             replay_s = None
             for i, ev in enumerate(events):
-                if phase == "during_replay" and i % 20 == 0 and i >= rate * seconds and not any(
-                        v.state == "building" for n_ in NAMES for v in catalog.versions(n_)):
+                if (
+                    phase == "during_replay"
+                    and i % 20 == 0
+                    and i >= rate * seconds
+                    and not any(v.state == "building" for n_ in NAMES for v in catalog.versions(n_))
+                ):
                     replay_s = time.perf_counter() - t0
                     events = events[:i]
                     break
@@ -152,24 +173,26 @@ def _freshness(root: Path, url: str, prefix: str, pairs: list[tuple[str, str]], 
                 waiting = [j for j in appended if j not in visible]
                 if waiting:
                     collection = pipeline.versions.collection("turns")
-                    found = {p.id for p in pipeline.store.retrieve(collection, [point_id(events[j].id, 0)
-                                                                                 for j in waiting])}
+                    found = {p.id for p in pipeline.store.retrieve(collection, [point_id(events[j].id, 0) for j in waiting])}
                     now = time.perf_counter()
                     visible.update({j: now for j in waiting if point_id(events[j].id, 0) in found})
             deadline = time.perf_counter() + 30
             while len(visible) < len(sampled) and time.perf_counter() < deadline:
                 collection = pipeline.versions.collection("turns")
                 waiting = [j for j in appended if j not in visible]
-                found = {p.id for p in pipeline.store.retrieve(collection, [point_id(events[j].id, 0)
-                                                                             for j in waiting])}
+                found = {p.id for p in pipeline.store.retrieve(collection, [point_id(events[j].id, 0) for j in waiting])}
                 now = time.perf_counter()
                 visible.update({j: now for j in waiting if point_id(events[j].id, 0) in found})
                 time.sleep(0.002)
             latencies = [visible[j] - appended[j] for j in visible]
             sampled = {j for j in sampled if j in appended}
-            result: dict[str, Any] = {"events": appended_count, "sampled": len(sampled), "visible": len(visible),
-                                      "p50_s": round(percentile(latencies, 0.5), 4),
-                                      "p95_s": round(percentile(latencies, 0.95), 4)}
+            result: dict[str, Any] = {
+                "events": appended_count,
+                "sampled": len(sampled),
+                "visible": len(visible),
+                "p50_s": round(percentile(latencies, 0.5), 4),
+                "p95_s": round(percentile(latencies, 0.95), 4),
+            }
             if phase == "during_replay":
                 stop.set()
                 result["replay_s"] = round(replay_s, 1) if replay_s is not None else None
@@ -180,38 +203,47 @@ def _freshness(root: Path, url: str, prefix: str, pairs: list[tuple[str, str]], 
     finally:
         pipeline.stop()
     ratio = phases["during_replay"]["p95_s"] / max(phases["alone"]["p95_s"], 1e-6)
-    return {"history_events": n, "rate_per_s": rate, "seconds": seconds, "qps": qps, **phases,
-            "p95_ratio": round(ratio, 2)}
+    return {"history_events": n, "rate_per_s": rate, "seconds": seconds, "qps": qps, **phases, "p95_ratio": round(ratio, 2)}
 
 
-def replay_bench(events: int = 100_000, as_json: bool = False, data: str | None = None, *,
-                 onnx_events: int = 1000, rate: float = 20.0, seconds: float = 20.0, qps: float = 50.0,
-                 throughput_events: int = 20_000) -> dict[str, Any]:
+def replay_bench(
+    events: int = 100_000,
+    as_json: bool = False,
+    data: str | None = None,
+    *,
+    onnx_events: int = 1000,
+    rate: float = 20.0,
+    seconds: float = 20.0,
+    qps: float = 50.0,
+    throughput_events: int = 20_000,
+) -> dict[str, Any]:
     pairs, source = _load_pairs(data)
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-replay-"))
     result: dict[str, Any] = {"machine": machine_info(), "source": source}
     try:
         with ValkeyProcess(root / "valkey") as server:
             url = server.url
-            rounds = [_throughput(root / f"tp-hash-{i}", url, f"tph{i}", "hash", pairs, min(events, throughput_events))
-                      for i in range(3)]
-            result["throughput_hash"] = {**sorted(rounds, key=lambda t: t["ratio"])[1],
-                                         "ratios": [t["ratio"] for t in rounds]}
+            rounds = [
+                _throughput(root / f"tp-hash-{i}", url, f"tph{i}", "hash", pairs, min(events, throughput_events))
+                for i in range(3)
+            ]
+            result["throughput_hash"] = {**sorted(rounds, key=lambda t: t["ratio"])[1], "ratios": [t["ratio"] for t in rounds]}
             if onnx_events:
-                result["throughput_onnx"] = _throughput(root / "tp-onnx", url, "tpo", "onnx-minilm", pairs,
-                                                        onnx_events)
+                result["throughput_onnx"] = _throughput(root / "tp-onnx", url, "tpo", "onnx-minilm", pairs, onnx_events)
             result["freshness"] = _freshness(root / "fr", url, "fr", pairs, events, rate, seconds, qps)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     f = result["freshness"]
     result["met"] = {
         "throughput_hash": result["throughput_hash"]["ratio"] >= TARGETS["throughput_ratio"],
-        **({"throughput_onnx": result["throughput_onnx"]["ratio"] >= TARGETS["throughput_ratio"]}
-           if "throughput_onnx" in result else {}),
+        **(
+            {"throughput_onnx": result["throughput_onnx"]["ratio"] >= TARGETS["throughput_ratio"]}
+            if "throughput_onnx" in result
+            else {}
+        ),
         "freshness_ratio": f["p95_ratio"] <= TARGETS["freshness_ratio"],
         "freshness_p95": f["during_replay"]["p95_s"] <= TARGETS["freshness_p95_s"],
-        "activation_queries": f["during_replay"]["queries"]["errors"] == 0
-        and f["during_replay"]["queries"]["empty"] == 0,
+        "activation_queries": f["during_replay"]["queries"]["errors"] == 0 and f["during_replay"]["queries"]["empty"] == 0,
     }
     return result
 
@@ -221,15 +253,21 @@ def format_replay(r: dict[str, Any]) -> str:
     for key in ("throughput_hash", "throughput_onnx"):
         if key in r:
             t = r[key]
-            lines.append(f"{key}: {t['events']} events, live {t['live_events_per_s']}/s, replay "
-                         f"{t['replay_events_per_s']}/s, ratio {t['ratio']} (target >= {TARGETS['throughput_ratio']})")
+            lines.append(
+                f"{key}: {t['events']} events, live {t['live_events_per_s']}/s, replay "
+                f"{t['replay_events_per_s']}/s, ratio {t['ratio']} (target >= {TARGETS['throughput_ratio']})"
+            )
     f = r["freshness"]
-    lines.append(f"freshness at {f['rate_per_s']} turns/s over a {f['history_events']}-event log: alone p50/p95 "
-                 f"{f['alone']['p50_s']}/{f['alone']['p95_s']} s; during the replay "
-                 f"{f['during_replay']['p50_s']}/{f['during_replay']['p95_s']} s (x{f['p95_ratio']}); the replay of "
-                 f"all four projections took {f['during_replay']['replay_s']} s")
+    lines.append(
+        f"freshness at {f['rate_per_s']} turns/s over a {f['history_events']}-event log: alone p50/p95 "
+        f"{f['alone']['p50_s']}/{f['alone']['p95_s']} s; during the replay "
+        f"{f['during_replay']['p50_s']}/{f['during_replay']['p95_s']} s (x{f['p95_ratio']}); the replay of "
+        f"all four projections took {f['during_replay']['replay_s']} s"
+    )
     q = f["during_replay"]["queries"]
-    lines.append(f"queries during the replay and its activation at {f['qps']}/s: {q['asked']} asked, "
-                 f"{q['errors']} errors, {q['empty']} empty; active after: {f['during_replay']['replay_active']}")
+    lines.append(
+        f"queries during the replay and its activation at {f['qps']}/s: {q['asked']} asked, "
+        f"{q['errors']} errors, {q['empty']} empty; active after: {f['during_replay']['replay_active']}"
+    )
     lines.append("met: " + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in r["met"].items()))
     return "\n".join(lines)

@@ -64,7 +64,7 @@ def leaked(out: str, secret: str, source: str = "", window: int = 10) -> bool:
             if len(piece) >= 4 and piece in text and piece not in around:
                 return True
             continue
-        if any(w in text and w not in around for w in (piece[i:i + window] for i in range(len(piece) - window + 1))):
+        if any(w in text and w not in around for w in (piece[i : i + window] for i in range(len(piece) - window + 1))):
             return True
     return False
 
@@ -86,8 +86,9 @@ class _Values:
         # at least one digit, one upper and one lower where the alphabet has them, like real tokens
         while True:
             s = "".join(self.rng.choice(alphabet) for _ in range(n))
-            classes = [c for c in (string.digits, string.ascii_uppercase, string.ascii_lowercase)
-                       if any(ch in alphabet for ch in c)]
+            classes = [
+                c for c in (string.digits, string.ascii_uppercase, string.ascii_lowercase) if any(ch in alphabet for ch in c)
+            ]
             if n < 12 or all(any(ch in c for ch in s) for c in classes):
                 return s
 
@@ -114,8 +115,24 @@ class _Values:
         return n + self.rng.choice((-1, 0, 1))
 
     def password(self) -> str:
-        words = ["hunter", "Summer", "dragon", "Tr0ub4dor", "correct", "Bl4ck", "monkey", "Sunsh1ne",
-                 "falcon", "Winter", "purple", "Kangar00", "orange", "Rocket", "maple", "Zebra"]
+        words = [
+            "hunter",
+            "Summer",
+            "dragon",
+            "Tr0ub4dor",
+            "correct",
+            "Bl4ck",
+            "monkey",
+            "Sunsh1ne",
+            "falcon",
+            "Winter",
+            "purple",
+            "Kangar00",
+            "orange",
+            "Rocket",
+            "maple",
+            "Zebra",
+        ]
         w = self.rng.choice(words)
         tail = self.rng.choice(["2", "!", "#1", "2024", "_x9", "@77", "$5", "99!", "&3", "%21"])
         mid = self.rng.choice(["", "-", ".", "_"]) + self.rng.choice(words).lower()
@@ -140,15 +157,18 @@ PROVIDERS: list[_Provider] = [
     ("sendgrid", "SendGrid key", "SENDGRID_API_KEY", lambda v: "SG." + v.url(22) + "." + v.url(v.near(43))),
     ("twilio", "Twilio API key", "TWILIO_API_KEY", lambda v: "SK" + v.hex(32)),
     ("twilio", "Twilio auth token", "TWILIO_AUTH_TOKEN", lambda v: v.hex(32)),
-    ("discord", "Discord bot token", "DISCORD_TOKEN",
-     lambda v: base64.b64encode(v.digits(18).encode()).decode().rstrip("=") + "." + v.url(6) + "." + v.url(v.near(38))),
+    (
+        "discord",
+        "Discord bot token",
+        "DISCORD_TOKEN",
+        lambda v: base64.b64encode(v.digits(18).encode()).decode().rstrip("=") + "." + v.url(6) + "." + v.url(v.near(38)),
+    ),
     ("telegram", "Telegram bot token", "TELEGRAM_BOT_TOKEN", lambda v: v.digits(10) + ":AA" + v.url(v.near(33))),
     ("google_oauth", "Google client secret", "GOOGLE_CLIENT_SECRET", lambda v: "GOCSPX-" + v.url(v.near(28))),
     ("google_oauth", "Google access token", "GOOGLE_ACCESS_TOKEN", lambda v: "ya29.a0" + v.url(v.near(120))),
     ("google_oauth", "Google refresh token", "GOOGLE_REFRESH_TOKEN", lambda v: "1//0" + v.url(v.near(99))),
     ("google_api", "Google API key", "GOOGLE_API_KEY", lambda v: "AIza" + v.url(v.near(35))),
-    ("slack", "Slack bot token", "SLACK_BOT_TOKEN",
-     lambda v: f"xoxb-{v.digits(12)}-{v.digits(13)}-{v.alnum(v.near(24))}"),
+    ("slack", "Slack bot token", "SLACK_BOT_TOKEN", lambda v: f"xoxb-{v.digits(12)}-{v.digits(13)}-{v.alnum(v.near(24))}"),
     ("stripe", "Stripe secret key", "STRIPE_SECRET_KEY", lambda v: "sk_live_" + v.alnum(v.near(99))),
     ("stripe", "Stripe test key", "STRIPE_KEY", lambda v: "sk_test_" + v.alnum(v.near(24))),
     ("aws", "AWS access key id", "AWS_ACCESS_KEY_ID", lambda v: "AKIA" + v.of(_UPPER, v.near(16))),
@@ -170,6 +190,7 @@ PROVIDERS: list[_Provider] = [
 # --- ways of writing a named value ----------------------------------------------------
 
 _Carrier = Callable[[_Values, str, str, str], str]  # (values, label, env name, value) -> text
+
 
 def _ROTATED(v: _Values, label: str, env: str, x: str) -> str:
     return f"I rotated it, the new one is {x}"
@@ -198,17 +219,17 @@ _TUNED_CARRIERS: list[_Carrier] = [
 _CONTEXT_FREE = (_ROTATED, _ALONE)
 
 _MORE_CARRIERS: list[_Carrier] = [
-    lambda v, label, env, x: f"{env} = \"{x}\"  # TODO move to vault",
+    lambda v, label, env, x: f'{env} = "{x}"  # TODO move to vault',
     lambda v, label, env, x: f"The {label} was {x} before the rotation.",
     lambda v, label, env, x: f"  - name: {env}\n    value: '{x}'",
     lambda v, label, env, x: f"docker run -e {env}={x} myimage:latest",
     lambda v, label, env, x: f"set {env.lower()} to {x} please",
-    lambda v, label, env, x: f"<add key=\"{env}\" value=\"{x}\" />",
+    lambda v, label, env, x: f'<add key="{env}" value="{x}" />',
     lambda v, label, env, x: f"Failing request, {label} = {x}, status 401",
-    lambda v, label, env, x: f"$env:{env} = \"{x}\"",
+    lambda v, label, env, x: f'$env:{env} = "{x}"',
     lambda v, label, env, x: f"{env.lower()}={x} npm run deploy",
     lambda v, label, env, x: f"ok so the token I used is {x} (the {label})",
-    lambda v, label, env, x: f"os.environ[\"{env}\"] = \"{x}\"",
+    lambda v, label, env, x: f'os.environ["{env}"] = "{x}"',
     lambda v, label, env, x: f"> {x}\nthat's the {label} from the dashboard",
 ]
 
@@ -218,10 +239,10 @@ _THIRD_CARRIERS: list[_Carrier] = [
     lambda v, label, env, x: f"Can you debug this? {env.lower()} = '{x}' and it still says 401",
     lambda v, label, env, x: f"[default]\n{env.lower()} = {x}",
     lambda v, label, env, x: f"The {label} for prod is {x}",
-    lambda v, label, env, x: f"settings.py:\n{env} = \"{x}\"",
+    lambda v, label, env, x: f'settings.py:\n{env} = "{x}"',
     lambda v, label, env, x: f"heroku config:set {env}={x}",
     lambda v, label, env, x: f"in the .env: `{env}={x}`",
-    lambda v, label, env, x: f"{{\n  \"name\": \"ci\",\n  \"{env.lower()}\": \"{x}\"\n}}",
+    lambda v, label, env, x: f'{{\n  "name": "ci",\n  "{env.lower()}": "{x}"\n}}',
     lambda v, label, env, x: f"pasting the {label} here so I don't lose it: {x}",
     lambda v, label, env, x: f"kubectl create secret generic app --from-literal={env}={x}",
     lambda v, label, env, x: f"new {label}: {x}",
@@ -229,7 +250,7 @@ _THIRD_CARRIERS: list[_Carrier] = [
 ]
 
 _LAST_CARRIERS: list[_Carrier] = [
-    lambda v, label, env, x: f"{env.lower()}: \"{x}\"",
+    lambda v, label, env, x: f'{env.lower()}: "{x}"',
     lambda v, label, env, x: f"secrets:\n  {env.lower()}: {x}",
     lambda v, label, env, x: f"ENV {env}={x}",
     lambda v, label, env, x: f"the {label} is `{x}`",
@@ -265,55 +286,96 @@ def _named(v: _Values, carriers: list[_Carrier], count: int, part: str) -> list[
 # --- the shapes that are not "a name and a value" ---------------------------------------
 
 # The templates of the special shapes, one list per variant: 0 and 1 are tuned, 2 is held out.
-_URL_TEXT = ("the cache url is {url}", "DATABASE_URL={url}?sslmode=require", "REDIS_URL: \"{url}\"",
-             "sqlalchemy.url = {url}")
-_URL_TEXT_ALT = ("connect with `{url}` and retry", "connect with `{url}` and retry",
-                 "failing on {url} since this morning", "why does `psql {url}` hang?")
-_CONN = ("Server=sql01;Database=app;User Id=sa;Password={p};TrustServerCertificate=true",
-         "jdbc:postgresql://db:5432/app?user=report&password={p}&ssl=true",
-         "Host=pg;Username=app;Pwd={p};Database=orders",
-         "Data Source=tcp:sql.example.com;Initial Catalog=crm;User ID=crm;Password='{p}'")
-_PROSE = (["the password is {p}", "my db password was {p} but I changed it",
-           "Password for the staging box: {p}", "pw: {p}", "the wifi passphrase is {p}"],
-          ["use password {p} for now", "the root password on the NAS is {p}",
-           "login is admin / password {p}", "The passcode was {p}, don't share it",
-           "credentials: admin {p}"],
-          ["new password: {p}", "I set the password to {p} yesterday", "the vpn password is now {p}",
-           "admin password = {p}", "Passphrase for the key: '{p}'"],
-          ["password {p} works for both accounts", "the pass for the router was {p}",
-           "Password: {p}\nUsername: maria", "my pwd is {p} lol", "PIN/password: {p}"])
-_GLUED = (["PGPASSWORD={p} psql -h db -U app", "DBPASSWORD={p}", "REDISPASS={p}"],
-          ["MYSQLPWD={p}", "SMTPPASSWORD='{p}'", "ADMINPASS={p} ./setup.sh"],
-          ["RABBITPASSWORD={p}", "KEYSTOREPASS={p} gradle build", "LDAPPWD=\"{p}\""],
-          ["MONGOPASSWORD={p} node seed.js", "export SQLPASS='{p}'", "FTPPASSWORD: {p}"])
-_FLAGS = (["mysql -u root -p{p} app", "curl -u admin:{p} https://api.example.com/v1/items",
-           "sshpass -p '{p}' ssh deploy@web1"],
-          ["mysqldump -uroot -p{p} shop > shop.sql", "curl --user ci:{p} https://ci.example.com/job",
-           "redis-cli -h cache -a {p} ping"],
-          ["mariadb -h db -u app -p'{p}' -e 'show tables'", "curl -s -u deploy:{p} -X POST https://hooks.example.com/run",
-           "redis-cli -a '{p}' --no-auth-warning info"],
-          ["mysql --host=db -uapp -p{p} < dump.sql", "curl -fsS -u 'bot:{p}' https://api.example.com/health",
-           "sshpass -p {p} scp backup.tgz ops@10.0.0.5:/srv"])
-_BARE = (["the key is {h}", "token: {b}", "signing key `{h}`", "API token {h}"],
-         ["key={b}", "webhook secret: {h}", "the auth token was {b}", "encryption key -> {h}"],
-         ["HMAC key: {h}", "session secret is `{b}`", "token={h}", "the master key was {b}"],
-         ["app key {b}", "\"secret\": \"{h}\"", "X-Api-Key: {h}", "the token you need is {b}"])
-_AWS = ("Access key ID,Secret access key\n{kid},{sec}", "new keys for the ci user: {kid} / {sec}",
-        "aws configure gave me {kid} and {sec}", "[default]\naws_access_key_id={kid}\naws_secret_access_key={sec}")
+_URL_TEXT = ("the cache url is {url}", "DATABASE_URL={url}?sslmode=require", 'REDIS_URL: "{url}"', "sqlalchemy.url = {url}")
+_URL_TEXT_ALT = (
+    "connect with `{url}` and retry",
+    "connect with `{url}` and retry",
+    "failing on {url} since this morning",
+    "why does `psql {url}` hang?",
+)
+_CONN = (
+    "Server=sql01;Database=app;User Id=sa;Password={p};TrustServerCertificate=true",
+    "jdbc:postgresql://db:5432/app?user=report&password={p}&ssl=true",
+    "Host=pg;Username=app;Pwd={p};Database=orders",
+    "Data Source=tcp:sql.example.com;Initial Catalog=crm;User ID=crm;Password='{p}'",
+)
+_PROSE = (
+    [
+        "the password is {p}",
+        "my db password was {p} but I changed it",
+        "Password for the staging box: {p}",
+        "pw: {p}",
+        "the wifi passphrase is {p}",
+    ],
+    [
+        "use password {p} for now",
+        "the root password on the NAS is {p}",
+        "login is admin / password {p}",
+        "The passcode was {p}, don't share it",
+        "credentials: admin {p}",
+    ],
+    [
+        "new password: {p}",
+        "I set the password to {p} yesterday",
+        "the vpn password is now {p}",
+        "admin password = {p}",
+        "Passphrase for the key: '{p}'",
+    ],
+    [
+        "password {p} works for both accounts",
+        "the pass for the router was {p}",
+        "Password: {p}\nUsername: maria",
+        "my pwd is {p} lol",
+        "PIN/password: {p}",
+    ],
+)
+_GLUED = (
+    ["PGPASSWORD={p} psql -h db -U app", "DBPASSWORD={p}", "REDISPASS={p}"],
+    ["MYSQLPWD={p}", "SMTPPASSWORD='{p}'", "ADMINPASS={p} ./setup.sh"],
+    ["RABBITPASSWORD={p}", "KEYSTOREPASS={p} gradle build", 'LDAPPWD="{p}"'],
+    ["MONGOPASSWORD={p} node seed.js", "export SQLPASS='{p}'", "FTPPASSWORD: {p}"],
+)
+_FLAGS = (
+    ["mysql -u root -p{p} app", "curl -u admin:{p} https://api.example.com/v1/items", "sshpass -p '{p}' ssh deploy@web1"],
+    ["mysqldump -uroot -p{p} shop > shop.sql", "curl --user ci:{p} https://ci.example.com/job", "redis-cli -h cache -a {p} ping"],
+    [
+        "mariadb -h db -u app -p'{p}' -e 'show tables'",
+        "curl -s -u deploy:{p} -X POST https://hooks.example.com/run",
+        "redis-cli -a '{p}' --no-auth-warning info",
+    ],
+    [
+        "mysql --host=db -uapp -p{p} < dump.sql",
+        "curl -fsS -u 'bot:{p}' https://api.example.com/health",
+        "sshpass -p {p} scp backup.tgz ops@10.0.0.5:/srv",
+    ],
+)
+_BARE = (
+    ["the key is {h}", "token: {b}", "signing key `{h}`", "API token {h}"],
+    ["key={b}", "webhook secret: {h}", "the auth token was {b}", "encryption key -> {h}"],
+    ["HMAC key: {h}", "session secret is `{b}`", "token={h}", "the master key was {b}"],
+    ["app key {b}", '"secret": "{h}"', "X-Api-Key: {h}", "the token you need is {b}"],
+)
+_AWS = (
+    "Access key ID,Secret access key\n{kid},{sec}",
+    "new keys for the ci user: {kid} / {sec}",
+    "aws configure gave me {kid} and {sec}",
+    "[default]\naws_access_key_id={kid}\naws_secret_access_key={sec}",
+)
 _AWS_ALONE = ("aws secret is {sec}", "the AWS one: {sec}", "AWS secret: {sec}", "secret for aws = {sec}")
 _PEM: tuple[list[str], ...] = (
-        ["RSA PRIVATE KEY", "OPENSSH PRIVATE KEY", "PGP PRIVATE KEY BLOCK", "private key", "EC PRIVATE KEY"],
-        ["ENCRYPTED PRIVATE KEY", "pgp private key block", "DSA PRIVATE KEY", "Private Key"],
-        ["Openssh Private Key", "PRIVATE KEY", "rsa private key"],
-        ["EC PRIVATE KEY", "OPENSSH PRIVATE KEY", "Pgp Private Key Block"])
-_JWT = (["Authorization: Bearer {t}", "jwt={t}", "decode this: {t}"],
-        ["Authorization: Bearer {t}", "jwt={t}", "decode this: {t}"],
-        ["cookie session={t}; Path=/", "the id_token is {t}", "{{\"access_token\": \"{t}\"}}"],
-        ["curl -H \"Authorization: Bearer {t}\" https://api.example.com/me", "token expired? {t}", "JWT:\n{t}"])
-_WRAP = ("the token:\n{a}\n{b}\nplease revoke it", "key {a}\n  {b}", "GITHUB_TOKEN={a}\n{b}",
-         "> {a}\n> {b}")
-_ODD = ("token {zw} (copied from the doc)", "token {zw} (copied from the doc)", "my key: {zw}",
-        "{zw} is the one")
+    ["RSA PRIVATE KEY", "OPENSSH PRIVATE KEY", "PGP PRIVATE KEY BLOCK", "private key", "EC PRIVATE KEY"],
+    ["ENCRYPTED PRIVATE KEY", "pgp private key block", "DSA PRIVATE KEY", "Private Key"],
+    ["Openssh Private Key", "PRIVATE KEY", "rsa private key"],
+    ["EC PRIVATE KEY", "OPENSSH PRIVATE KEY", "Pgp Private Key Block"],
+)
+_JWT = (
+    ["Authorization: Bearer {t}", "jwt={t}", "decode this: {t}"],
+    ["Authorization: Bearer {t}", "jwt={t}", "decode this: {t}"],
+    ["cookie session={t}; Path=/", "the id_token is {t}", '{{"access_token": "{t}"}}'],
+    ['curl -H "Authorization: Bearer {t}" https://api.example.com/me', "token expired? {t}", "JWT:\n{t}"],
+)
+_WRAP = ("the token:\n{a}\n{b}\nplease revoke it", "key {a}\n  {b}", "GITHUB_TOKEN={a}\n{b}", "> {a}\n> {b}")
+_ODD = ("token {zw} (copied from the doc)", "token {zw} (copied from the doc)", "my key: {zw}", "{zw} is the one")
 _ODD_LOOK = ("here: {look}", "here: {look}", "use {look} for the bot", "token={look}")
 
 
@@ -322,8 +384,16 @@ def _special(v: _Values, variant: int, part: str) -> list[dict[str, Any]]:
     items: list[tuple[str, str, list[str]]] = []  # kind, text, secrets
 
     # credentials in URLs and connection strings
-    for scheme, port in (("postgres", 5432), ("redis", 6379), ("mongodb+srv", 0), ("amqp", 5672),
-                         ("mysql", 3306), ("rediss", 6380), ("https", 0), ("postgresql", 5432)):
+    for scheme, port in (
+        ("postgres", 5432),
+        ("redis", 6379),
+        ("mongodb+srv", 0),
+        ("amqp", 5672),
+        ("mysql", 3306),
+        ("rediss", 6380),
+        ("https", 0),
+        ("postgresql", 5432),
+    ):
         pw = v.password() if rng.random() < 0.5 else v.alnum(20)
         user = "" if scheme.startswith("redis") else rng.choice(["admin", "app", "svc_billing", "x-access-token"])
         host = rng.choice(["db.internal", "cache.prod.example.com", "10.0.3.17", "cluster0.ab1cd.mongodb.net"])
@@ -337,8 +407,13 @@ def _special(v: _Values, variant: int, part: str) -> list[dict[str, Any]]:
 
     if variant < 3:  # Azure keys and opaque bearer tokens (tuned draws only)
         key = v.b64(86) + "=="
-        items.append(("azure", f"DefaultEndpointsProtocol=https;AccountName=acct{variant};AccountKey={key};"
-                               "EndpointSuffix=core.windows.net", [key]))
+        items.append(
+            (
+                "azure",
+                f"DefaultEndpointsProtocol=https;AccountName=acct{variant};AccountKey={key};EndpointSuffix=core.windows.net",
+                [key],
+            )
+        )
         tok = v.url(32)
         items.append(("bearer", f"curl -H 'Authorization: Bearer {tok}' https://api.example.com/v2/me", [tok]))
 
@@ -409,8 +484,11 @@ def secrets(part: str) -> list[dict[str, Any]]:
         v = _Values(random.Random(31))
         return _named(v, _LAST_CARRIERS, 3 * len(PROVIDERS), part) + _special(v, 3, part)
     out = []
-    for seed, carriers, variant, extra in ((1, _TUNED_CARRIERS, 0, 40), (7, _MORE_CARRIERS, 1, 10),
-                                           (23, _THIRD_CARRIERS, 2, len(PROVIDERS))):
+    for seed, carriers, variant, extra in (
+        (1, _TUNED_CARRIERS, 0, 40),
+        (7, _MORE_CARRIERS, 1, 10),
+        (23, _THIRD_CARRIERS, 2, len(PROVIDERS)),
+    ):
         v = _Values(random.Random(seed))
         out += _named(v, carriers, 2 * len(PROVIDERS) + extra, part) + _special(v, variant, part)
     return out
@@ -420,8 +498,18 @@ def secrets(part: str) -> list[dict[str, Any]]:
 
 _NAMES = ["Maria", "Tom", "Priya", "Jon", "Aiko", "Lena", "Omar", "Caroline", "Melanie", "Dev", "Sam", "Joanna"]
 _PLACES = ["Lisbon", "Berlin", "the lake house", "Osaka", "the office", "my parents' place", "Toronto", "the gym"]
-_THINGS = ["the billing worker", "the ingest pipeline", "the React app", "our Postgres replica", "the nightly job",
-           "the search index", "the cron on web2", "the staging cluster", "the CSV export", "the mobile build"]
+_THINGS = [
+    "the billing worker",
+    "the ingest pipeline",
+    "the React app",
+    "our Postgres replica",
+    "the nightly job",
+    "the search index",
+    "the cron on web2",
+    "the staging cluster",
+    "the CSV export",
+    "the mobile build",
+]
 _CHAT = [
     "Hey {n}! I went to {p} yesterday and it was lovely. How have you been?",
     "I'm swamped with work and the kids, but we finally booked the trip to {p}.",
@@ -471,20 +559,20 @@ _TECH = [
     "Keyboard shortcuts: Ctrl+K opens the palette, Ctrl+P the file picker.",
 ]
 _CODE = [
-    "```python\ntoken = os.environ[\"GITHUB_TOKEN\"]\nheaders = {{\"Authorization\": f\"Bearer {{token}}\"}}\n```",
-    "```python\npassword = getpass.getpass(\"Password: \")\nclient.login(user, password)\n```",
-    "```python\napi_key = settings.OPENAI_API_KEY\nif not api_key:\n    raise RuntimeError(\"set OPENAI_API_KEY\")\n```",
+    '```python\ntoken = os.environ["GITHUB_TOKEN"]\nheaders = {{"Authorization": f"Bearer {{token}}"}}\n```',
+    '```python\npassword = getpass.getpass("Password: ")\nclient.login(user, password)\n```',
+    '```python\napi_key = settings.OPENAI_API_KEY\nif not api_key:\n    raise RuntimeError("set OPENAI_API_KEY")\n```',
     "```js\nconst secret = process.env.JWT_SECRET;\nconst token = jwt.sign({{ sub: user.id }}, secret);\n```",
     "```bash\ngit log --oneline -3\n{short} Fix flaky test\n{short2} Bump deps\n{short3} Merge branch 'main'\n```",
     "```\ncommit {sha}\nAuthor: {n} <{nl}@example.com>\nDate:   Tue Mar 4 10:12:01 2025 +0100\n\n    Retry on timeout\n```",
-    "```yaml\nservices:\n  api:\n    image: api:1.4.2\n    ports: [\"8080:80\"]\n    environment:\n"
+    '```yaml\nservices:\n  api:\n    image: api:1.4.2\n    ports: ["8080:80"]\n    environment:\n'
     "      LOG_LEVEL: info\n      DB_PASSWORD_FILE: /run/secrets/db_password\n```",
     "```bash\ndocker run -p 8080:80 -u 1000:1000 -v $PWD:/app nginx:1.25\n```",
     "```bash\npsql -h db.internal -p 5432 -U app -d app\nssh -p 2222 deploy@web1.example.com\n```",
-    "```json\n{{\"id\": \"{uuid}\", \"max_tokens\": 512, \"token_count\": 341, \"key\": \"user_profile\"}}\n```",
+    '```json\n{{"id": "{uuid}", "max_tokens": 512, "token_count": 341, "key": "user_profile"}}\n```',
     "```python\ndef get_token(self):\n    return self._token  # token = None until login\n```",
     "```sql\nSELECT id, email FROM users WHERE api_key_hash = $1 AND revoked_at IS NULL;\n```",
-    "```\nTraceback (most recent call last):\n  File \"/srv/app/worker.py\", line 88, in run\n    conn = pool.get()\n"
+    '```\nTraceback (most recent call last):\n  File "/srv/app/worker.py", line 88, in run\n    conn = pool.get()\n'
     "redis.exceptions.ConnectionError: Error 111 connecting to cache.internal:6379.\n```",
     "```python\nhashlib.sha256(data).hexdigest()  # '{hex64}'\n```",
     "```\n2025-03-04T10:12:01Z INFO request_id={uuid} user=42 path=/v1/items status=200 dur=12ms\n```",
@@ -499,10 +587,44 @@ def _stdlib_docs() -> list[str]:
     token, secret, password and hash innocently): each module's and its exported names'."""
     import importlib
 
-    mods = ["secrets", "hashlib", "hmac", "getpass", "tokenize", "ssl", "json", "base64", "uuid", "collections",
-            "functools", "itertools", "os", "pathlib", "re", "string", "textwrap", "urllib.parse", "http.cookies",
-            "email.message", "argparse", "logging", "sqlite3", "shutil", "subprocess", "threading", "zipfile",
-            "csv", "datetime", "decimal", "difflib", "heapq", "inspect", "random", "statistics", "typing"]
+    mods = [
+        "secrets",
+        "hashlib",
+        "hmac",
+        "getpass",
+        "tokenize",
+        "ssl",
+        "json",
+        "base64",
+        "uuid",
+        "collections",
+        "functools",
+        "itertools",
+        "os",
+        "pathlib",
+        "re",
+        "string",
+        "textwrap",
+        "urllib.parse",
+        "http.cookies",
+        "email.message",
+        "argparse",
+        "logging",
+        "sqlite3",
+        "shutil",
+        "subprocess",
+        "threading",
+        "zipfile",
+        "csv",
+        "datetime",
+        "decimal",
+        "difflib",
+        "heapq",
+        "inspect",
+        "random",
+        "statistics",
+        "typing",
+    ]
     paragraphs: list[str] = []
     for name in mods:
         try:
@@ -539,10 +661,21 @@ def ordinary(count: int = 6000) -> list[str]:
     def fill(tpl: str) -> str:
         t = rng.choice(_THINGS)
         return tpl.format(
-            n=rng.choice(_NAMES), nl=rng.choice(_NAMES).lower(), p=rng.choice(_PLACES), t=t,
-            t_slug=t.split()[-1].replace("'", ""), sha=v.hex(40), short=v.hex(7), short2=v.hex(7), short3=v.hex(7),
-            uuid=str(uuid.UUID(int=rng.getrandbits(128), version=4)), hex32=v.hex(32), hex64=v.hex(64),
-            hexu16=v.hex(16).upper(), num=rng.randint(1, 99999))
+            n=rng.choice(_NAMES),
+            nl=rng.choice(_NAMES).lower(),
+            p=rng.choice(_PLACES),
+            t=t,
+            t_slug=t.split()[-1].replace("'", ""),
+            sha=v.hex(40),
+            short=v.hex(7),
+            short2=v.hex(7),
+            short3=v.hex(7),
+            uuid=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+            hex32=v.hex(32),
+            hex64=v.hex(64),
+            hexu16=v.hex(16).upper(),
+            num=rng.randint(1, 99999),
+        )
 
     out: list[str] = []
     while len(out) < count:
@@ -556,12 +689,16 @@ def ordinary(count: int = 6000) -> list[str]:
         elif r < 0.75:
             text = f"Here's the screenshot: ![chart]({_b64_image(v)}) — the spike is at 10:12."
         elif r < 0.80:
-            text = rng.choice(["我们的数据库在上海的服务器上，请帮我检查一下连接池的配置。",
-                               "パスワードを変更してください。明日までにデプロイします。",
-                               "Пароль от почты я сменил, ключ от квартиры у соседа.",
-                               "배포 스크립트에서 환경 변수를 읽는 부분을 고쳐 주세요.",
-                               "El token de acceso caduca en una hora; la clave está en el gestor.",
-                               "Das Passwort muss mindestens 12 Zeichen haben, sagt die Richtlinie."])
+            text = rng.choice(
+                [
+                    "我们的数据库在上海的服务器上，请帮我检查一下连接池的配置。",
+                    "パスワードを変更してください。明日までにデプロイします。",
+                    "Пароль от почты я сменил, ключ от квартиры у соседа.",
+                    "배포 스크립트에서 환경 변수를 읽는 부분을 고쳐 주세요.",
+                    "El token de acceso caduca en una hora; la clave está en el gestor.",
+                    "Das Passwort muss mindestens 12 Zeichen haben, sagt die Richtlinie.",
+                ]
+            )
             text += " " + fill(rng.choice(_CHAT))
         elif docs:
             text = docs.pop()

@@ -34,8 +34,17 @@ _USER = [
     "The staging DB is at db-staging.internal:5432 and Grafana is at https://grafana.example.com/d/abc",
     "I prefer short answers, and I hate walls of text.",
     "What's the difference between XREADGROUP with > and with 0?",
-    "ok", "thanks!", "continue", "👍", "/new", "/model gpt-4o", "great, thanks a lot",
-    "好的", "谢谢", "はい", "계속",
+    "ok",
+    "thanks!",
+    "continue",
+    "👍",
+    "/new",
+    "/model gpt-4o",
+    "great, thanks a lot",
+    "好的",
+    "谢谢",
+    "はい",
+    "계속",
     "我们的数据库在上海的服务器上，请帮我检查一下连接池的配置是否正确。",
     "明日までにデプロイのスクリプトを直してください。ステージング環境で確認します。",
     "배포 스크립트에서 환경 변수를 읽는 부분을 고쳐 주세요.",
@@ -47,13 +56,12 @@ _ASSISTANT_PARTS = [
     "from the old ConfigMap, so it connects to a host that no longer exists.",
     "```python\ndef backoff(attempt: int, base: float = 0.5, cap: float = 30.0) -> float:\n"
     "    return min(cap, base * 2 ** attempt) * random.uniform(0.5, 1.0)\n```",
-    "Traceback (most recent call last):\n  File \"/srv/app/worker.py\", line 88, in run\n"
+    'Traceback (most recent call last):\n  File "/srv/app/worker.py", line 88, in run\n'
     "    conn = pool.get()\nredis.exceptions.ConnectionError: Error 111 connecting to "
     "cache.internal:6379. Connection refused.",
     "Here is the plan:\n\n1. Drain the queue.\n2. Apply migration 0042.\n3. Restart the "
     "workers one at a time and watch the lag in Grafana.",
-    '{"service": "billing", "replicas": 3, "image": "registry.example.com/billing:2.3.1", '
-    '"env": {"LOG_LEVEL": "info"}}',
+    '{"service": "billing", "replicas": 3, "image": "registry.example.com/billing:2.3.1", "env": {"LOG_LEVEL": "info"}}',
     "See https://redis.io/docs/latest/commands/xautoclaim/ for the exact semantics; the third "
     "element lists ids whose entries were deleted.",
     "I checked commit 9f2c1e7a3b4d5e6f708192a3b4c5d6e7f8091a2b: it only touched the README.",

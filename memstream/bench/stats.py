@@ -31,9 +31,13 @@ def latency_summary(values: Sequence[float], digits: int = 3) -> dict[str, float
 
     if not values:
         return {"n": 0}
-    return {"n": len(values), "p50": round(statistics.median(values), digits),
-            "p95": round(percentile(values, 0.95), digits), "p99": round(percentile(values, 0.99), digits),
-            "max": round(max(values), digits)}
+    return {
+        "n": len(values),
+        "p50": round(statistics.median(values), digits),
+        "p95": round(percentile(values, 0.95), digits),
+        "p99": round(percentile(values, 0.99), digits),
+        "max": round(max(values), digits),
+    }
 
 
 def machine() -> dict[str, Any]:
@@ -50,9 +54,13 @@ def machine() -> dict[str, Any]:
         load = [round(x, 2) for x in os.getloadavg()]
     except OSError:
         load = []
-    return {"cpus": os.cpu_count(), "cpu_model": model or platform.processor(),
-            "python": platform.python_version(), "platform": platform.platform(),
-            "loadavg_at_start": load}
+    return {
+        "cpus": os.cpu_count(),
+        "cpu_model": model or platform.processor(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "loadavg_at_start": load,
+    }
 
 
 def sign_test(wins: int, losses: int) -> float:
@@ -63,5 +71,5 @@ def sign_test(wins: int, losses: int) -> float:
     if n == 0:
         return 1.0
     k = min(wins, losses)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / float(2 ** n)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / float(2**n)
     return min(1.0, 2 * tail)

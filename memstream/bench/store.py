@@ -33,8 +33,13 @@ __all__ = ["search_latency", "make_points"]
 
 
 def make_points(
-    n: int, *, dim: int = 384, distribution: str = "random", tenants: int = 2,
-    agents_per_tenant: int = 5, seed: int = 0,
+    n: int,
+    *,
+    dim: int = 384,
+    distribution: str = "random",
+    tenants: int = 2,
+    agents_per_tenant: int = 5,
+    seed: int = 0,
 ) -> tuple[np.ndarray, list[dict[str, Any]], list[str]]:
     """Unit vectors, payloads and texts of ``n`` synthetic points (deterministic)."""
     rng = np.random.default_rng(seed)
@@ -53,11 +58,16 @@ def make_points(
     for i in range(n):
         tenant = i % tenants
         agent = (i // tenants) % agents_per_tenant
-        payloads.append({
-            "tenant": f"t{tenant}", "agent": f"a{agent}", "kind": "turn",
-            "session_id": f"s{i % 97}", "event_id": point_id("bench", i),
-            "occurred_at_ts": 1.7e9 + i,
-        })
+        payloads.append(
+            {
+                "tenant": f"t{tenant}",
+                "agent": f"a{agent}",
+                "kind": "turn",
+                "session_id": f"s{i % 97}",
+                "event_id": point_id("bench", i),
+                "occurred_at_ts": 1.7e9 + i,
+            }
+        )
         texts.append(" ".join(f"w{w}" for w in vocab_ids[i]))
     return vectors, payloads, texts
 
@@ -100,10 +110,10 @@ def search_latency(
     started = time.perf_counter()
     for start in range(0, n, batch):
         end = min(n, start + batch)
-        store.upsert(collection, [
-            Point(id=ids[i], dense=vectors[i], sparse=sparse_vector(texts[i]), payload=payloads[i])
-            for i in range(start, end)
-        ])
+        store.upsert(
+            collection,
+            [Point(id=ids[i], dense=vectors[i], sparse=sparse_vector(texts[i]), payload=payloads[i]) for i in range(start, end)],
+        )
     load_s = time.perf_counter() - started
     optimize_s = None
     if optimize and hasattr(store, "optimize"):
@@ -112,9 +122,15 @@ def search_latency(
         optimize_s = round(time.perf_counter() - started, 2)
 
     result: dict[str, Any] = {
-        "backend": type(store).__name__, "n": n, "dim": dim, "distribution": distribution,
-        "limit": limit, "queries": queries, "load_points_per_s": round(n / load_s),
-        "optimize_s": optimize_s, "index": getattr(store, "index", None),
+        "backend": type(store).__name__,
+        "n": n,
+        "dim": dim,
+        "distribution": distribution,
+        "limit": limit,
+        "queries": queries,
+        "load_points_per_s": round(n / load_s),
+        "optimize_s": optimize_s,
+        "index": getattr(store, "index", None),
     }
     queries_ = _queries(vectors, payloads, texts, distribution, queries, seed)
     result.update(_measure(store, collection, vectors, ids, queries_, limit))
@@ -132,8 +148,9 @@ def search_latency(
 Queries = tuple[Filter, np.ndarray, list[tuple[np.ndarray, tuple[list[int], list[float]]]]]
 
 
-def _queries(vectors: np.ndarray, payloads: list[dict[str, Any]], texts: list[str], distribution: str,
-             queries: int, seed: int) -> Queries:
+def _queries(
+    vectors: np.ndarray, payloads: list[dict[str, Any]], texts: list[str], distribution: str, queries: int, seed: int
+) -> Queries:
     """(filter, indices in scope, [(dense, sparse)]) for one tenant+agent scope."""
     rng = np.random.default_rng(seed + 1)
     tenant, agent = "t0", "a0"
@@ -153,8 +170,9 @@ def _queries(vectors: np.ndarray, payloads: list[dict[str, Any]], texts: list[st
     return Filter(tenant, agent=agent), scope, out
 
 
-def _measure(store: VectorStore, collection: str, vectors: np.ndarray, ids: list[str], queries_: Queries,
-             limit: int) -> dict[str, Any]:
+def _measure(
+    store: VectorStore, collection: str, vectors: np.ndarray, ids: list[str], queries_: Queries, limit: int
+) -> dict[str, Any]:
     """Latency per mode. Every query runs once in every mode first (warm caches: the
     vectors are memory-mapped), then the modes are interleaved query by query so that
     other load on the machine hits them alike."""
@@ -180,7 +198,8 @@ def _measure(store: VectorStore, collection: str, vectors: np.ndarray, ids: list
                 truth = scope[np.argsort(-(vectors[scope] @ q))[:limit]]
                 recall_hits += len({ids[j] for j in truth} & {h.id for h in hits})
     result: dict[str, Any] = {
-        "selectivity": round(len(scope) / len(ids), 3), "exact": getattr(store, "exact", None),
+        "selectivity": round(len(scope) / len(ids), 3),
+        "exact": getattr(store, "exact", None),
     }
     for mode in modes:
         result[mode] = _percentiles(wall[mode])
@@ -190,6 +209,7 @@ def _measure(store: VectorStore, collection: str, vectors: np.ndarray, ids: list
     result["loadavg_1m"] = round(os.getloadavg()[0], 2)
     result["dense_recall_at_k"] = round(recall_hits / (limit * len(qs)), 4)
     return result
+
 
 def main(argv: list[str] | None = None) -> None:
     from memstream.projections import EdgeStore
@@ -208,9 +228,9 @@ def main(argv: list[str] | None = None) -> None:
             try:
                 for n in args.n:
                     for distribution in args.distribution:
-                        res = search_latency(store, n, distribution=distribution,
-                                             queries=args.queries, optimize=True,
-                                             exact_too=args.exact_too)
+                        res = search_latency(
+                            store, n, distribution=distribution, queries=args.queries, optimize=True, exact_too=args.exact_too
+                        )
                         print(json.dumps(res), flush=True)
             finally:
                 store.close()

@@ -172,8 +172,7 @@ def text_bench(
         texts["prose"] = prose(kib * 1024)
         for stage, fn in fns.items():
             for name, text in texts.items():
-                rows.append({"stage": stage, "input": name, "kib": kib,
-                             "ms": round(_median_ms(fn, text, runs), 2)})
+                rows.append({"stage": stage, "input": name, "kib": kib, "ms": round(_median_ms(fn, text, runs), 2)})
     ms = {(r["stage"], r["input"], r["kib"]): r["ms"] for r in rows}
     top = sizes[-1]
     prev = sizes[-2] if len(sizes) > 1 else None
@@ -187,9 +186,11 @@ def text_bench(
         }
         if prev is not None:
             entry["worst_ratio"] = round(ms[(stage, worst, top)] / max(ms[(stage, worst, prev)], 1e-3), 1)
-            entry["max_ratio"] = round(max(ms[(stage, n, top)] / max(ms[(stage, n, prev)], 1e-3)
-                                           for n in names if ms[(stage, n, top)] >= 5.0), 1) \
-                if any(ms[(stage, n, top)] >= 5.0 for n in names) else None
+            entry["max_ratio"] = (
+                round(max(ms[(stage, n, top)] / max(ms[(stage, n, prev)], 1e-3) for n in names if ms[(stage, n, top)] >= 5.0), 1)
+                if any(ms[(stage, n, top)] >= 5.0 for n in names)
+                else None
+            )
         summary[stage] = entry
     return {
         "benchmark": "text",
@@ -216,8 +217,10 @@ def format_text(result: dict[str, Any]) -> str:
     lines.append("")
     top = sizes[-1]
     for stage, e in result["summary"].items():
-        ratio = f", x{e['worst_ratio']} vs {sizes[-2]}K (largest ratio of any input {e['max_ratio']})" \
-            if "worst_ratio" in e else ""
-        lines.append(f"{stage:<12} worst {e['worst_input']!r}: {e['worst_ms']:.1f} ms at {top}K{ratio}; "
-                     f"prose {e['prose_ms']:.1f} ms")
+        ratio = (
+            f", x{e['worst_ratio']} vs {sizes[-2]}K (largest ratio of any input {e['max_ratio']})" if "worst_ratio" in e else ""
+        )
+        lines.append(
+            f"{stage:<12} worst {e['worst_input']!r}: {e['worst_ms']:.1f} ms at {top}K{ratio}; prose {e['prose_ms']:.1f} ms"
+        )
     return "\n".join(lines)

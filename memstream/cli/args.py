@@ -8,8 +8,19 @@ import math
 import re
 
 __all__ = [
-    "COUNT_MAX", "K_MAX", "NAME_MAX", "QUERY_MAX", "TIMEOUT_MAX",
-    "archive_point", "ascending_counts", "entry_id", "int_between", "minutes", "per_second", "printable", "seconds",
+    "COUNT_MAX",
+    "K_MAX",
+    "NAME_MAX",
+    "QUERY_MAX",
+    "TIMEOUT_MAX",
+    "archive_point",
+    "ascending_counts",
+    "entry_id",
+    "int_between",
+    "minutes",
+    "per_second",
+    "printable",
+    "seconds",
 ]
 
 NAME_MAX = 256  # tenant, agent, session, scope, group, worker name: characters
@@ -32,8 +43,9 @@ def seconds(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"{_shown(text)} is not a number of seconds") from None
     if not (math.isfinite(value) and 0 < value <= TIMEOUT_MAX):
-        raise argparse.ArgumentTypeError(f"seconds must be a finite number above 0 and at most "
-                                         f"{TIMEOUT_MAX:g} (got {_shown(text)})")
+        raise argparse.ArgumentTypeError(
+            f"seconds must be a finite number above 0 and at most {TIMEOUT_MAX:g} (got {_shown(text)})"
+        )
     return value
 
 
@@ -61,6 +73,7 @@ def per_second(text: str) -> float:
 
 def int_between(low: int, high: int):
     """A whole number from ``low`` to ``high``."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -80,16 +93,19 @@ def entry_id(text: str) -> str:
     if not match or int(match.group(1)) > _U64 or int(match.group(2) or 0) > _U64:
         raise argparse.ArgumentTypeError(
             f"{_shown(text)} is not a log entry id (MS-SEQ, e.g. 1795398237060-0, each part at most "
-            f"{_U64}; `memstream export` prints each event's entry_id)")
+            f"{_U64}; `memstream export` prints each event's entry_id)"
+        )
     return text
 
 
 def printable(what: str, limit: int = NAME_MAX):
     """A name or text called ``what``: 1 to ``limit`` printable characters, not all spaces."""
+
     def parse(text: str) -> str:
         if not text.strip() or len(text) > limit or not text.isprintable():
-            raise argparse.ArgumentTypeError(f"{what} must be 1 to {limit} printable characters, "
-                                             f"not all spaces (got {_shown(text)})")
+            raise argparse.ArgumentTypeError(
+                f"{what} must be 1 to {limit} printable characters, not all spaces (got {_shown(text)})"
+            )
         return text
 
     parse.__name__ = what

@@ -73,28 +73,32 @@ def _dashboard(info: dict[str, object]) -> str:
     metrics = info.get("metrics")
     if not isinstance(metrics, str) or not metrics.endswith("/metrics"):
         return ""
-    return f", dashboard at {metrics[:-len('metrics')]}"
+    return f", dashboard at {metrics[: -len('metrics')]}"
 
 
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     if args.detach:
         info = ops.up_detached(settings)
         if not args.quiet:
-            print_result(args, info, f"memstream service {'already ' if info.get('already_running') else ''}running "
-                                     f"(pid {info['pid']}) at {info['url']}{_dashboard(info)}; "
-                                     "`memstream down` stops it")
+            print_result(
+                args,
+                info,
+                f"memstream service {'already ' if info.get('already_running') else ''}running "
+                f"(pid {info['pid']}) at {info['url']}{_dashboard(info)}; "
+                "`memstream down` stops it",
+            )
         return OK
     _logs(args, "INFO")
     service, info = ops.start_service(settings)
     if service is None:
         if not args.quiet:
-            print_result(args, info, f"memstream service already running (pid {info.get('pid')}) "
-                                     f"at {info.get('url')}")
+            print_result(args, info, f"memstream service already running (pid {info.get('pid')}) at {info.get('url')}")
         return OK
     service.handle_signals()  # before saying so: from here a Ctrl-C stops it cleanly
     if not args.quiet:
-        print_result(args, info, f"memstream service running at {info['url']}{_dashboard(info)} "
-                                 f"(home {settings.home}); Ctrl-C stops it")
+        print_result(
+            args, info, f"memstream service running at {info['url']}{_dashboard(info)} (home {settings.home}); Ctrl-C stops it"
+        )
         sys.stdout.flush()
     service.serve()
     return OK
@@ -184,8 +188,7 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     for item in ops.export(settings, args.since):
         if isinstance(item, ops.Undecodable):
             bad += 1
-            print(f"memstream export: entry {item.entry_id} of {item.stream} is not a valid event: {item.error}",
-                  file=sys.stderr)
+            print(f"memstream export: entry {item.entry_id} of {item.stream} is not a valid event: {item.error}", file=sys.stderr)
             continue
         sys.stdout.write(json.dumps(item, ensure_ascii=False) + "\n")
         count += 1
@@ -199,8 +202,12 @@ def cmd_archive(args: argparse.Namespace, settings: Settings) -> int:
 
     if args.verify:
         result = ops.verify_archive(settings, args.to)
-        print_result(args, result, f"archive {result['directory']}: {result['segments']} segments, "
-                                   f"{result['events']} events, {size(result['bytes'])}; every file matches its sha256")
+        print_result(
+            args,
+            result,
+            f"archive {result['directory']}: {result['segments']} segments, "
+            f"{result['events']} events, {size(result['bytes'])}; every file matches its sha256",
+        )
         return OK
     with Progress(json_lines=args.json) as progress:
         result = ops.archive(settings, args.before, args.to, progress=progress.update)
@@ -216,16 +223,24 @@ def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
 
     started = time.monotonic()
     with Progress(json_lines=args.json) as bar:
+
         def progress(done: int, total: int) -> None:
             elapsed = time.monotonic() - started
-            bar.update(f"import {args.source}", done, total,
-                       **({"rate": round(done / elapsed, 1)} if done and elapsed > 0 else {}))
+            bar.update(
+                f"import {args.source}", done, total, **({"rate": round(done / elapsed, 1)} if done and elapsed > 0 else {})
+            )
 
         if args.source == "hermes":
             from memstream.hermes import hermes_home
 
-            result = ops.import_hermes(settings, hermes_home(args.home or None), agent=args.agent,
-                                       tenant=args.tenant, dry_run=args.dry_run, progress=progress)
+            result = ops.import_hermes(
+                settings,
+                hermes_home(args.home or None),
+                agent=args.agent,
+                tenant=args.tenant,
+                dry_run=args.dry_run,
+                progress=progress,
+            )
         else:
             from pathlib import Path
 
@@ -236,26 +251,35 @@ def cmd_import(args: argparse.Namespace, settings: Settings) -> int:
 
 # -- add / search / dlq --------------------------------------------------------------------
 def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
-    raw, where, more = ops.source_text(settings.max_text_bytes, text=args.text, file=args.file,
-                                       stdin=getattr(sys.stdin, "buffer", None))
-    event, clipped = ops.memory_event(settings, raw, where, more, tenant=args.tenant, agent=args.agent,
-                                      session=args.session, target=args.target)
+    raw, where, more = ops.source_text(
+        settings.max_text_bytes, text=args.text, file=args.file, stdin=getattr(sys.stdin, "buffer", None)
+    )
+    event, clipped = ops.memory_event(
+        settings, raw, where, more, tenant=args.tenant, agent=args.agent, session=args.session, target=args.target
+    )
     if clipped:
-        print(f"memstream add: the text ({where}) is over MEMSTREAM_MAX_TEXT_BYTES="
-              f"{settings.max_text_bytes} bytes: stored clipped to that bound, flagged clipped", file=sys.stderr)
+        print(
+            f"memstream add: the text ({where}) is over MEMSTREAM_MAX_TEXT_BYTES="
+            f"{settings.max_text_bytes} bytes: stored clipped to that bound, flagged clipped",
+            file=sys.stderr,
+        )
     if args.sync:
         result = ops.add_logged(settings, event, args.timeout)
         print_result(args, result, f"added {result['id']} (log entry {result['entry_id']}, {result['state']})")
         return OK if result["state"] == "searchable" else FAILED
     result = ops.add_spooled(settings, event)
-    print_result(args, result, f"added {result['id']}" + (
-        "" if result["state"] == "logged" else " (spooled: it ships when the log is reachable)"))
+    print_result(
+        args,
+        result,
+        f"added {result['id']}" + ("" if result["state"] == "logged" else " (spooled: it ships when the log is reachable)"),
+    )
     return OK
 
 
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
-    results = ops.search(settings, args.query, tenant=args.tenant, agent=args.agent, scope=args.scope, k=args.k,
-                         timeout=args.timeout)
+    results = ops.search(
+        settings, args.query, tenant=args.tenant, agent=args.agent, scope=args.scope, k=args.k, timeout=args.timeout
+    )
     lines = [search_line(r) for r in results if isinstance(r, dict)]
     print_result(args, {"results": results}, "\n".join(lines) or "no results")
     return OK
@@ -272,8 +296,14 @@ def cmd_dlq(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
-    selector = ops.Selector(events=tuple(args.event or ()), session=args.session, agent=args.agent,
-                            tenant=args.tenant, match=args.match, tombstoned=args.tombstoned)
+    selector = ops.Selector(
+        events=tuple(args.event or ()),
+        session=args.session,
+        agent=args.agent,
+        tenant=args.tenant,
+        match=args.match,
+        tombstoned=args.tombstoned,
+    )
     result = ops.forget(settings, selector, dry_run=args.dry_run, wait=args.wait)
     print_result(args, result, forget_text(result))
     return OK
@@ -301,6 +331,7 @@ def _watch(args: argparse.Namespace, settings: Settings, groups: list[str]) -> i
     rates: dict[str, tuple[float, int]] = {}
     try:
         with Progress(json_lines=args.json) as progress:
+
             def report(rows: list[dict]) -> None:
                 import time
 
@@ -309,26 +340,41 @@ def _watch(args: argparse.Namespace, settings: Settings, groups: list[str]) -> i
                     first = rates.setdefault(r["group"], (time.monotonic(), done or 0))
                     elapsed = time.monotonic() - first[0]
                     rate = (done - first[1]) / elapsed if done is not None and elapsed > 0.5 else None
-                    progress.update(r["group"], done or 0, r["total"], state=r["state"], lag=r["lag"],
-                                    **({"rate": round(rate, 1)} if rate is not None else {}))
+                    progress.update(
+                        r["group"],
+                        done or 0,
+                        r["total"],
+                        state=r["state"],
+                        lag=r["lag"],
+                        **({"rate": round(rate, 1)} if rate is not None else {}),
+                    )
 
             rows = ops.wait_replay(settings, groups, report)
     except KeyboardInterrupt:
-        print("memstream replay: detached; the build goes on (`memstream replay --status` re-attaches)",
-              file=sys.stderr)
+        print("memstream replay: detached; the build goes on (`memstream replay --status` re-attaches)", file=sys.stderr)
         return OK
     states = {r["group"]: r["state"] for r in rows}
-    print_result(args, {"versions": rows}, "\n".join(
-        f"{g}: {s}" + (" (activate it with `memstream projections activate`)" if s == "building" else "")
-        for g, s in states.items()) or "nothing is building")
+    print_result(
+        args,
+        {"versions": rows},
+        "\n".join(
+            f"{g}: {s}" + (" (activate it with `memstream projections activate`)" if s == "building" else "")
+            for g, s in states.items()
+        )
+        or "nothing is building",
+    )
     return OK
 
 
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     if args.cancel:
         result = ops.cancel_replay(settings, args.cancel)
-        print_result(args, result, f"cancelled {result['group']}" + (
-            "; its data is removed" if result.get("removed") else f"; {result.get('note', '')}"))
+        print_result(
+            args,
+            result,
+            f"cancelled {result['group']}"
+            + ("; its data is removed" if result.get("removed") else f"; {result.get('note', '')}"),
+        )
         return OK
     if args.status:
         rows = ops.replay_status(settings, args.projections or None)
@@ -336,19 +382,28 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
             print_result(args, {"versions": []}, "nothing is building")
             return OK
         if args.detach:
-            print_result(args, {"versions": rows}, "\n".join(
-                f"{r['group']}: {r['state']}, {r['done']} of {r['total']} events, lag {r['lag']}" for r in rows))
+            print_result(
+                args,
+                {"versions": rows},
+                "\n".join(f"{r['group']}: {r['state']}, {r['done']} of {r['total']} events, lag {r['lag']}" for r in rows),
+            )
             return OK
         return _watch(args, settings, [r["group"] for r in rows if r["state"] == "building"])
     if not args.projections:
-        raise CommandError("name the projections to replay (turns, memories, facts, sessions, or yours), "
-                           "or use --status / --cancel NAME")
-    started = ops.start_replay(settings, args.projections, embedder=args.embedder or None, activate=args.activate,
-                               options=_options(args.option))
+        raise CommandError(
+            "name the projections to replay (turns, memories, facts, sessions, or yours), or use --status / --cancel NAME"
+        )
+    started = ops.start_replay(
+        settings, args.projections, embedder=args.embedder or None, activate=args.activate, options=_options(args.option)
+    )
     if not args.json:
         for v in started:
-            print(f"building {v['group']}" + (f" with {v['embedder']} ({v['dim']}-d)" if v.get("embedder") else "")
-                  + f"; activation {v['activate']}", file=sys.stderr)
+            print(
+                f"building {v['group']}"
+                + (f" with {v['embedder']} ({v['dim']}-d)" if v.get("embedder") else "")
+                + f"; activation {v['activate']}",
+                file=sys.stderr,
+            )
     if args.detach:
         print_result(args, {"versions": started}, "\n".join(f"building {v['group']}" for v in started))
         return OK
@@ -364,8 +419,12 @@ def cmd_projections(args: argparse.Namespace, settings: Settings) -> int:
             print_result(args, result, f"{result['group']} is active: queries read it")
         else:
             result = ops.drop_version(settings, args.name, args.version)
-            print_result(args, result, f"dropping {result['group']}" + (
-                ": its data is removed" if result.get("removed") else f": {result.get('note', '')}"))
+            print_result(
+                args,
+                result,
+                f"dropping {result['group']}"
+                + (": its data is removed" if result.get("removed") else f": {result.get('note', '')}"),
+            )
         return OK
     rows = ops.projection_versions(settings)
     print_result(args, {"projections": rows}, projections_text(rows))
@@ -378,31 +437,44 @@ def cmd_tenant(args: argparse.Namespace, settings: Settings) -> int:
     uses (see producers/tenants.py). Needs the operator's credentials."""
     if args.action == "list":
         rows = ops.tenants(settings)
-        print_result(args, {"tenants": rows}, "\n".join(f"{r['tenant']} (user {r['user']}, registered "
-                                                        f"{ago(r.get('created_at'), never='at an unknown time')})"
-                                                        for r in rows)
-                     or "no tenants registered: every host with the Redis credentials may write for any tenant")
+        print_result(
+            args,
+            {"tenants": rows},
+            "\n".join(
+                f"{r['tenant']} (user {r['user']}, registered {ago(r.get('created_at'), never='at an unknown time')})"
+                for r in rows
+            )
+            or "no tenants registered: every host with the Redis credentials may write for any tenant",
+        )
         return OK
     if args.action == "remove":
         removed = ops.remove_tenant(settings, args.name)
-        print_result(args, {"removed": removed, "tenant": args.name},
-                     f"tenant {args.name} {'removed' if removed else 'was not registered'}")
+        print_result(
+            args,
+            {"removed": removed, "tenant": args.name},
+            f"tenant {args.name} {'removed' if removed else 'was not registered'}",
+        )
         return OK if removed else FAILED
     added = ops.add_tenant(settings, args.name, rotate=args.rotate)
-    print_result(args, added,
-                 f"tenant {added['tenant']}: its agent hosts set\n"
-                 f"  MEMSTREAM_TENANT={added['tenant']}\n  MEMSTREAM_REDIS_URL={added['redis_url']}\n"
-                 "The password is shown once (Redis keeps only its hash); `--rotate` issues a new one.")
+    print_result(
+        args,
+        added,
+        f"tenant {added['tenant']}: its agent hosts set\n"
+        f"  MEMSTREAM_TENANT={added['tenant']}\n  MEMSTREAM_REDIS_URL={added['redis_url']}\n"
+        "The password is shown once (Redis keeps only its hash); `--rotate` issues a new one.",
+    )
     return OK
 
 
 def cmd_acl(args: argparse.Namespace, settings: Settings) -> int:
     """The ACL SETUSER commands of the worker's and the admin's Redis users (README, Security)."""
     users = ops.acl_recipe(settings)
-    lines = [f"# memstream's Redis users for the key prefix {settings.stream_prefix!r} (Redis/Valkey 7+).",
-             "# Run these as the server's own admin (e.g. redis-cli), then ACL SAVE (with an aclfile) or",
-             "# CONFIG REWRITE so they outlive a restart. The passwords are new on every run, shown once.",
-             "# Each tenant's agent hosts get their user from `memstream tenant add NAME`, run with the admin's URL."]
+    lines = [
+        f"# memstream's Redis users for the key prefix {settings.stream_prefix!r} (Redis/Valkey 7+).",
+        "# Run these as the server's own admin (e.g. redis-cli), then ACL SAVE (with an aclfile) or",
+        "# CONFIG REWRITE so they outlive a restart. The passwords are new on every run, shown once.",
+        "# Each tenant's agent hosts get their user from `memstream tenant add NAME`, run with the admin's URL.",
+    ]
     for u in users:
         lines += ["", f"# {u['role']}: {u['uses']}", f"#   MEMSTREAM_REDIS_URL={u['redis_url']}", u["command"]]
     print_result(args, {"users": users}, "\n".join(lines))
@@ -416,8 +488,12 @@ def cmd_install_hermes(args: argparse.Namespace, settings: Settings) -> int:
     from memstream.hermes import install
 
     result = install(Path(args.home).expanduser() if args.home else None)
-    print_result(args, result, f"installed the memstream plugin into {result.get('plugin_dir')} "
-                               f"and selected it (memory.provider: memstream in {result.get('config')})")
+    print_result(
+        args,
+        result,
+        f"installed the memstream plugin into {result.get('plugin_dir')} "
+        f"and selected it (memory.provider: memstream in {result.get('config')})",
+    )
     return OK
 
 
@@ -431,9 +507,14 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     if args.which == "ingest":
         from memstream.bench import ingest as bench_ingest
 
-        result = bench_ingest.ingest(events=args.events or 1000, as_json=args.json, data=args.data or None,
-                                     runs=args.runs or 4, onnx=args.embedder != "hash",
-                                     freshness_runs=max(1, (args.runs or 4) // 2) if args.embedder == "hash" else 1)
+        result = bench_ingest.ingest(
+            events=args.events or 1000,
+            as_json=args.json,
+            data=args.data or None,
+            runs=args.runs or 4,
+            onnx=args.embedder != "hash",
+            freshness_runs=max(1, (args.runs or 4) // 2) if args.embedder == "hash" else 1,
+        )
         print_result(args, result, bench_ingest.format_ingest(result))
         return OK
     if args.which == "archive":
@@ -445,20 +526,19 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     if args.which == "prefetch":
         from memstream.bench import prefetch as bench_prefetch
 
-        result = bench_prefetch.prefetch_bench(sizes=args.sizes or (10000, 100000), queries=args.queries,
-                                               embedder=args.embedder or "hash")
+        result = bench_prefetch.prefetch_bench(
+            sizes=args.sizes or (10000, 100000), queries=args.queries, embedder=args.embedder or "hash"
+        )
         print_result(args, result, bench_prefetch.format_prefetch(result))
         return OK
     if args.which == "locomo":
         from memstream.bench import locomo as bench_locomo
 
         if not args.data:
-            raise CommandError("bench locomo needs --data DIR (the LoCoMo directory: locomo10_turns.jsonl, "
-                               "locomo10_qrels.jsonl)")
+            raise CommandError("bench locomo needs --data DIR (the LoCoMo directory: locomo10_turns.jsonl, locomo10_qrels.jsonl)")
         try:
             compare = bench_locomo.parse_options(args.compare) if args.compare is not None else None
-            result = bench_locomo.locomo(args.data, split=args.split, embedder=args.embedder or "onnx-minilm",
-                                         compare=compare)
+            result = bench_locomo.locomo(args.data, split=args.split, embedder=args.embedder or "onnx-minilm", compare=compare)
         except bench_locomo.BenchDataError as exc:
             raise CommandError(str(exc)) from exc
         print_result(args, result, bench_locomo.format_locomo(result))
@@ -475,18 +555,25 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     if args.which == "reads":
         from memstream.bench import reads as bench_reads
 
-        result = bench_reads.reads_bench(memories=args.events or 10_000, threads=args.threads or (1, 2, 4, 8),
-                                         clients=args.clients, rounds=args.runs or 3,
-                                         embedder=args.embedder or "hash")
+        result = bench_reads.reads_bench(
+            memories=args.events or 10_000,
+            threads=args.threads or (1, 2, 4, 8),
+            clients=args.clients,
+            rounds=args.runs or 3,
+            embedder=args.embedder or "hash",
+        )
         print_result(args, result, bench_reads.format_reads(result))
         return OK
     if args.which == "fleet":
         from memstream.bench import fleet as bench_fleet
 
-        result = bench_fleet.fleet_bench(levels=args.agents or bench_fleet.LEVELS, rate=args.rate or bench_fleet.RATE,
-                                         seconds=args.seconds or bench_fleet.SECONDS,
-                                         processes=args.processes or bench_fleet.PROCESSES,
-                                         embedder=args.embedder or "hash")
+        result = bench_fleet.fleet_bench(
+            levels=args.agents or bench_fleet.LEVELS,
+            rate=args.rate or bench_fleet.RATE,
+            seconds=args.seconds or bench_fleet.SECONDS,
+            processes=args.processes or bench_fleet.PROCESSES,
+            embedder=args.embedder or "hash",
+        )
         print_result(args, result, bench_fleet.format_fleet(result))
         return OK
     if args.which == "queries":
@@ -498,8 +585,12 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     if args.which == "replay":
         from memstream.bench import replay as bench_replay
 
-        result = bench_replay.replay_bench(events=args.events or 100_000, as_json=args.json, data=args.data or None,
-                                           onnx_events=0 if args.embedder == "hash" else 1000)
+        result = bench_replay.replay_bench(
+            events=args.events or 100_000,
+            as_json=args.json,
+            data=args.data or None,
+            onnx_events=0 if args.embedder == "hash" else 1000,
+        )
         print_result(args, result, bench_replay.format_replay(result))
         return OK
     if args.which == "import":
@@ -511,9 +602,9 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     if args.which == "metrics":
         from memstream.bench import metrics as bench_metrics
 
-        result = bench_metrics.metrics_bench(events=args.events or 3000,
-                                             runs=args.runs or 5, data=args.data or None,
-                                             embedder=args.embedder or "hash")
+        result = bench_metrics.metrics_bench(
+            events=args.events or 3000, runs=args.runs or 5, data=args.data or None, embedder=args.embedder or "hash"
+        )
         print_result(args, result, bench_metrics.format_metrics(result))
         return OK
     if args.which in ("failover", "wait"):
@@ -524,9 +615,12 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
                 result = bench_failover.wait_bench(rounds=args.runs or 9, batches=args.events or 300)
                 print_result(args, result, bench_failover.format_wait(result))
             else:
-                result = bench_failover.failover_run(writers=args.agents[0] if args.agents else 4,
-                                                     after_s=args.seconds or 4.0, how=args.how,
-                                                     ship_replicas=args.wait_replicas)
+                result = bench_failover.failover_run(
+                    writers=args.agents[0] if args.agents else 4,
+                    after_s=args.seconds or 4.0,
+                    how=args.how,
+                    ship_replicas=args.wait_replicas,
+                )
                 print_result(args, result, bench_failover.format_failover(result))
         except RuntimeError as exc:  # the replicas or Sentinels did not come up
             raise CommandError(str(exc)) from exc
@@ -535,8 +629,7 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         from memstream.bench import dashboard as bench_dashboard
 
         try:
-            result = bench_dashboard.dashboard_bench(loads=args.runs or 7,
-                                                     warmup=args.minutes * 60 if args.minutes else 20.0)
+            result = bench_dashboard.dashboard_bench(loads=args.runs or 7, warmup=args.minutes * 60 if args.minutes else 20.0)
         except (bench_dashboard.BrowserError, RuntimeError) as exc:
             raise CommandError(str(exc)) from exc
         print_result(args, result, bench_dashboard.format_dashboard(result))
@@ -550,8 +643,9 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     if args.which == "cluster":
         from memstream.bench import cluster as bench_cluster
 
-        result = bench_cluster.cluster_bench(sizes=args.sizes or (1, 3), runs=args.runs or 5,
-                                             writers=args.processes or 4, seconds=args.seconds or 5.0)
+        result = bench_cluster.cluster_bench(
+            sizes=args.sizes or (1, 3), runs=args.runs or 5, writers=args.processes or 4, seconds=args.seconds or 5.0
+        )
         print_result(args, result, bench_cluster.format_cluster(result))
         return OK
     if args.which == "text":
@@ -564,11 +658,11 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         from memstream.bench import redaction as bench_redaction
 
         try:
-            result = bench_redaction.redaction_bench(data=args.data or None, rounds=args.runs or 5,
-                                                     baseline=args.baseline or None)
+            result = bench_redaction.redaction_bench(
+                data=args.data or None, rounds=args.runs or 5, baseline=args.baseline or None
+            )
         except OSError as exc:
-            raise CommandError(f"bench redaction: {exc} (--data is the LoCoMo directory or its turns JSONL)") \
-                from exc
+            raise CommandError(f"bench redaction: {exc} (--data is the LoCoMo directory or its turns JSONL)") from exc
         print_result(args, result, bench_redaction.format_redaction(result))
         return OK
     raise CommandError(f"unknown benchmark {args.which!r}")
@@ -593,35 +687,57 @@ def build_parser() -> argparse.ArgumentParser:
     add("doctor", cmd_doctor, "check configuration, Redis, streams, spool and the Hermes plugin")
     add("stats", cmd_stats, "per-stream length, first/last id, events per type, spool size")
     p = add("top", cmd_top, "the dashboard's numbers, live in the terminal (the service's, or a worker's with --url)")
-    p.add_argument("--url", type=printable("url", 2048), metavar="URL",
-                   help="http://HOST:PORT a service or worker serves its metrics and dashboard on "
-                   "(default: the running service's, from its run file)")
+    p.add_argument(
+        "--url",
+        type=printable("url", 2048),
+        metavar="URL",
+        help="http://HOST:PORT a service or worker serves its metrics and dashboard on "
+        "(default: the running service's, from its run file)",
+    )
     p.add_argument("--once", action="store_true", help="print one frame and exit")
     p = add("export", cmd_export, "every event in the log as JSON lines, oldest first")
     p.add_argument("--since", type=entry_id, help="only entries after this stream entry id")
     p = add("archive", cmd_archive, "move the log's oldest events into compressed files and out of Redis")
-    p.add_argument("--before", type=archive_point, metavar="DATE|ID",
-                   help="archive the entries below this entry id, date or time (UTC unless it names a zone; "
-                   "default: everything every projection group has applied)")
-    p.add_argument("--to", metavar="DIR", help="the archive directory (default: MEMSTREAM_ARCHIVE_DIR, "
-                   "else $MEMSTREAM_HOME/archive)")
-    p.add_argument("--verify", action="store_true", help="archive nothing: check every segment file against "
-                   "the manifest (size, sha256)")
-    p = sub.add_parser("import", help="bring history into the log: Hermes's own, or a `memstream export` file",
-                       description="Bring history into the log. Events already in it (by id) are skipped.")
+    p.add_argument(
+        "--before",
+        type=archive_point,
+        metavar="DATE|ID",
+        help="archive the entries below this entry id, date or time (UTC unless it names a zone; "
+        "default: everything every projection group has applied)",
+    )
+    p.add_argument(
+        "--to", metavar="DIR", help="the archive directory (default: MEMSTREAM_ARCHIVE_DIR, else $MEMSTREAM_HOME/archive)"
+    )
+    p.add_argument(
+        "--verify", action="store_true", help="archive nothing: check every segment file against the manifest (size, sha256)"
+    )
+    p = sub.add_parser(
+        "import",
+        help="bring history into the log: Hermes's own, or a `memstream export` file",
+        description="Bring history into the log. Events already in it (by id) are skipped.",
+    )
     p.set_defaults(func=cmd_import)
     sources = p.add_subparsers(dest="source", required=True)
-    p = sources.add_parser("hermes", help="Hermes's sessions (state.db) and memory files (MEMORY.md, USER.md)",
-                           description="Import Hermes's sessions and messages (state.db) and its memory files "
-                           "(memories/MEMORY.md, USER.md) with their original times.")
+    p = sources.add_parser(
+        "hermes",
+        help="Hermes's sessions (state.db) and memory files (MEMORY.md, USER.md)",
+        description="Import Hermes's sessions and messages (state.db) and its memory files "
+        "(memories/MEMORY.md, USER.md) with their original times.",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output (progress as JSON lines)")
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
-    p.add_argument("--agent", type=printable("agent"),
-                   help="agent of every event (default: each session's gateway key or profile, else default)")
+    p.add_argument(
+        "--agent",
+        type=printable("agent"),
+        help="agent of every event (default: each session's gateway key or profile, else default)",
+    )
     p.add_argument("--tenant", type=printable("tenant"), help="tenant (default: MEMSTREAM_TENANT)")
     p.add_argument("--dry-run", action="store_true", help="read, check and count; append nothing")
-    p = sources.add_parser("jsonl", help="the events of a `memstream export` file (ids kept)",
-                           description="Append the events of a `memstream export` file, ids kept, in its order.")
+    p = sources.add_parser(
+        "jsonl",
+        help="the events of a `memstream export` file (ids kept)",
+        description="Append the events of a `memstream export` file, ids kept, in its order.",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output (progress as JSON lines)")
     p.add_argument("--dry-run", action="store_true", help="read, check and count; append nothing")
     p.add_argument("file", metavar="FILE", help="a JSON lines file written by `memstream export`")
@@ -646,36 +762,58 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", nargs="?", choices=["list", "retry", "drop"], default="list")
     p.add_argument("ids", nargs="*", type=entry_id, help="DLQ ids (retry/drop)")
     p.add_argument("--group", type=printable("group"), help="only this projection group (list)")
-    p.add_argument("--count", type=int_between(1, COUNT_MAX), default=100,
-                   help=f"at most this many (1 to {COUNT_MAX})")
-    p = add("forget", cmd_forget, "remove events and everything made of them from the log, the archive, the "
-            "projections, the dead letters, the caches, this host's spool and Redis's files")
-    p.add_argument("--event", action="append", type=printable("event"), metavar="ID",
-                   help="this event (repeatable)")
+    p.add_argument("--count", type=int_between(1, COUNT_MAX), default=100, help=f"at most this many (1 to {COUNT_MAX})")
+    p = add(
+        "forget",
+        cmd_forget,
+        "remove events and everything made of them from the log, the archive, the "
+        "projections, the dead letters, the caches, this host's spool and Redis's files",
+    )
+    p.add_argument("--event", action="append", type=printable("event"), metavar="ID", help="this event (repeatable)")
     p.add_argument("--session", type=printable("session"), metavar="ID", help="the events of this session")
     p.add_argument("--agent", type=printable("agent"), metavar="NAME", help="the events of this agent")
     p.add_argument("--tenant", type=printable("tenant"), metavar="NAME", help="the events of this tenant")
-    p.add_argument("--match", type=printable("match", QUERY_MAX), metavar="TEXT",
-                   help="the events holding this text (case-insensitive)")
-    p.add_argument("--tombstoned", action="store_true",
-                   help="the items already forgotten by the agents' forget tool or Hermes's memory remove")
+    p.add_argument(
+        "--match", type=printable("match", QUERY_MAX), metavar="TEXT", help="the events holding this text (case-insensitive)"
+    )
+    p.add_argument(
+        "--tombstoned",
+        action="store_true",
+        help="the items already forgotten by the agents' forget tool or Hermes's memory remove",
+    )
     p.add_argument("--dry-run", action="store_true", help="remove nothing: count per place and list the events")
-    p.add_argument("--wait", type=seconds, default=30.0,
-                   help="seconds to wait for the projections to apply the tombstones (default 30)")
+    p.add_argument(
+        "--wait", type=seconds, default=30.0, help="seconds to wait for the projections to apply the tombstones (default 30)"
+    )
     p = add("worker", cmd_worker, "run projection workers against a shared Redis and Qdrant")
-    p.add_argument("--embedded-store", action="store_true",
-                   help="no Qdrant server: one worker owning the embedded store under MEMSTREAM_HOME")
+    p.add_argument(
+        "--embedded-store",
+        action="store_true",
+        help="no Qdrant server: one worker owning the embedded store under MEMSTREAM_HOME",
+    )
     p.add_argument("--name", type=printable("name"), help="stable consumer name (default: host name)")
-    p.add_argument("--projections", type=printable("projections"), metavar="NAME,...",
-                   help="run only these projections (default: MEMSTREAM_WORKER_PROJECTIONS, else all); "
-                        "facts,sessions need no Qdrant")
+    p.add_argument(
+        "--projections",
+        type=printable("projections"),
+        metavar="NAME,...",
+        help="run only these projections (default: MEMSTREAM_WORKER_PROJECTIONS, else all); facts,sessions need no Qdrant",
+    )
     p = add("replay", cmd_replay, "rebuild projections from the log as new versions, beside the live ones")
     p.add_argument("projections", nargs="*", type=printable("projection"), help="turns, memories, facts, sessions or yours")
     p.add_argument("--embedder", type=printable("embedder"), help="the new versions' embedder (default: the active one's)")
-    p.add_argument("--activate", choices=["auto", "manual"], default="auto",
-                   help="switch readers when caught up (auto) or with `memstream projections activate` (manual)")
-    p.add_argument("--option", action="append", type=printable("option"), metavar="NAME=VALUE",
-                   help="an option of the projection for the new version (repeatable)")
+    p.add_argument(
+        "--activate",
+        choices=["auto", "manual"],
+        default="auto",
+        help="switch readers when caught up (auto) or with `memstream projections activate` (manual)",
+    )
+    p.add_argument(
+        "--option",
+        action="append",
+        type=printable("option"),
+        metavar="NAME=VALUE",
+        help="an option of the projection for the new version (repeatable)",
+    )
     p.add_argument("--status", action="store_true", help="show (and follow) the running builds")
     p.add_argument("--cancel", metavar="NAME", type=printable("projection"), help="stop NAME's build, drop its version")
     p.add_argument("--detach", action="store_true", help="start (or show) and return at once")
@@ -692,66 +830,156 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("install-hermes", cmd_install_hermes, "install the memstream plugin into a Hermes home and select it")
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p = add("bench", cmd_bench, "benchmarks")
-    p.add_argument("which", choices=["hotpath", "ingest", "prefetch", "locomo", "queries", "chaos", "text",
-                                       "archive", "replay", "import", "metrics", "reads", "fleet", "dashboard",
-                                       "failover", "wait", "crypto", "redaction", "cluster"])
-    p.add_argument("--minutes", type=minutes, default=None, help="chaos: how long things break (default 2); "
-                   "dashboard: minutes of traffic before the first load, hence of history the page draws "
-                   "(default 1/3; 10 fills it)")
-    p.add_argument("--agents", type=ascending_counts, default=None,
-                   help="chaos: agent processes (one count, 1 to 64; default 4); fleet: agents at each level, "
-                   "ascending (default 50,200,500,1000); failover: writers (the first count; default 4)")
-    p.add_argument("--rate", type=per_second, default=None,
-                   help="fleet: turns per second of each agent (default 0.2: a turn every 5 s)")
-    p.add_argument("--seconds", type=seconds, default=None, help="fleet: seconds of turns per level (default 60); "
-                   "cluster: seconds a run (default 5); failover: seconds the writers go on after the kill (default 4)")
-    p.add_argument("--processes", type=int_between(1, 256), default=None,
-                   help="fleet: agent processes the agents are spread over (default 4); "
-                   "cluster: writer processes (default 4)")
+    p.add_argument(
+        "which",
+        choices=[
+            "hotpath",
+            "ingest",
+            "prefetch",
+            "locomo",
+            "queries",
+            "chaos",
+            "text",
+            "archive",
+            "replay",
+            "import",
+            "metrics",
+            "reads",
+            "fleet",
+            "dashboard",
+            "failover",
+            "wait",
+            "crypto",
+            "redaction",
+            "cluster",
+        ],
+    )
+    p.add_argument(
+        "--minutes",
+        type=minutes,
+        default=None,
+        help="chaos: how long things break (default 2); "
+        "dashboard: minutes of traffic before the first load, hence of history the page draws "
+        "(default 1/3; 10 fills it)",
+    )
+    p.add_argument(
+        "--agents",
+        type=ascending_counts,
+        default=None,
+        help="chaos: agent processes (one count, 1 to 64; default 4); fleet: agents at each level, "
+        "ascending (default 50,200,500,1000); failover: writers (the first count; default 4)",
+    )
+    p.add_argument(
+        "--rate", type=per_second, default=None, help="fleet: turns per second of each agent (default 0.2: a turn every 5 s)"
+    )
+    p.add_argument(
+        "--seconds",
+        type=seconds,
+        default=None,
+        help="fleet: seconds of turns per level (default 60); "
+        "cluster: seconds a run (default 5); failover: seconds the writers go on after the kill (default 4)",
+    )
+    p.add_argument(
+        "--processes",
+        type=int_between(1, 256),
+        default=None,
+        help="fleet: agent processes the agents are spread over (default 4); cluster: writer processes (default 4)",
+    )
     p.add_argument("--seed", type=int_between(0, 2**32 - 1), default=0, help="chaos: the random choices")
-    p.add_argument("--how", choices=["kill", "switch"], default="kill",
-                   help="failover: SIGKILL the primary (writers WAIT for 1 of its 2 replicas), or SENTINEL FAILOVER "
-                   "(the old primary demoted; writers WAIT for both replicas)")
-    p.add_argument("--wait-replicas", type=int_between(0, 2), default=None,
-                   help="failover: the writers' MEMSTREAM_SHIP_REPLICAS instead (0 to 2)")
-    p.add_argument("--calls", type=int_between(1, 10_000_000), default=2000,
-                   help="hotpath: turns of each back-to-back condition, over all rounds")
-    p.add_argument("--events", type=int_between(1, 10_000_000), default=None,
-                   help="ingest: events per pipeline drain (default 1000); archive: events appended, archived and "
-                   "read back (default 100000); replay: events in the log (default 100000); metrics: events per "
-                   "drain, with metrics on and off (default 3000); reads: memories the query server holds (default 10000); "
-                   "wait: batches of 32 events per mode and round (default 300)")
-    p.add_argument("--data", default="", help="ingest, archive, replay, metrics: LoCoMo turns JSONL (default: "
-                   "generated text if absent); locomo: the LoCoMo directory; redaction: either (LoCoMo turns "
-                   "changed)")
-    p.add_argument("--baseline", default="", help="redaction: another version's memstream/text/redaction.py "
-                   "(a file), scored on the same corpus")
+    p.add_argument(
+        "--how",
+        choices=["kill", "switch"],
+        default="kill",
+        help="failover: SIGKILL the primary (writers WAIT for 1 of its 2 replicas), or SENTINEL FAILOVER "
+        "(the old primary demoted; writers WAIT for both replicas)",
+    )
+    p.add_argument(
+        "--wait-replicas",
+        type=int_between(0, 2),
+        default=None,
+        help="failover: the writers' MEMSTREAM_SHIP_REPLICAS instead (0 to 2)",
+    )
+    p.add_argument(
+        "--calls",
+        type=int_between(1, 10_000_000),
+        default=2000,
+        help="hotpath: turns of each back-to-back condition, over all rounds",
+    )
+    p.add_argument(
+        "--events",
+        type=int_between(1, 10_000_000),
+        default=None,
+        help="ingest: events per pipeline drain (default 1000); archive: events appended, archived and "
+        "read back (default 100000); replay: events in the log (default 100000); metrics: events per "
+        "drain, with metrics on and off (default 3000); reads: memories the query server holds (default 10000); "
+        "wait: batches of 32 events per mode and round (default 300)",
+    )
+    p.add_argument(
+        "--data",
+        default="",
+        help="ingest, archive, replay, metrics: LoCoMo turns JSONL (default: "
+        "generated text if absent); locomo: the LoCoMo directory; redaction: either (LoCoMo turns "
+        "changed)",
+    )
+    p.add_argument(
+        "--baseline",
+        default="",
+        help="redaction: another version's memstream/text/redaction.py (a file), scored on the same corpus",
+    )
     p.add_argument("--split", default="dev", choices=["dev", "test", "all"], help="locomo: conversations to run")
-    p.add_argument("--runs", type=int_between(1, 1000), default=None,
-                   help="ingest: runs per measurement (pipeline and raw alternate which goes first; default 4); "
-                   "text, import: runs per median (default 5); queries: rounds (default 4); metrics: pairs of "
-                   "drains, on and off (default 5); hotpath: interleaved rounds (default 20); "
-                   "reads: rounds over the thread counts (default 3); dashboard: page loads in headless Chromium "
-                   "(default 7); wait: rounds, WAIT off and on alternating which goes first (default 9); "
-                   "redaction: interleaved rounds of the speed measurement (default 5); "
-                   "cluster: runs per cluster size, the order rotating (default 5)")
-    p.add_argument("--messages", type=int_between(1, 10_000_000), default=10_000,
-                   help="import: messages of the synthetic Hermes state.db")
-    p.add_argument("--sizes", type=ascending_counts, default=None,
-                   help="prefetch: memory counts to measure at, ascending (default 10000,100000); "
-                   "text: sizes in KiB (default 16,64,256); cluster: primaries (default 1,3)")
-    p.add_argument("--queries", type=int_between(1, 1_000_000), default=200,
-                   help="prefetch: questions per size; queries: round trips per round")
-    p.add_argument("--threads", type=ascending_counts, default=None,
-                   help="reads: query server thread counts to measure, ascending (default 1,2,4,8)")
-    p.add_argument("--clients", type=int_between(1, 4096), default=16,
-                   help="reads: callers sending recall back to back, spread over two processes")
-    p.add_argument("--embedder", default="",
-                   help="embedder of the benchmark's pipeline (prefetch, fleet: default hash; locomo: onnx-minilm; "
-                        "ingest: hash runs its hash phases only, the freshness pairs --runs/2 times)")
-    p.add_argument("--compare", default=None, metavar="OPTION=VALUE[,...]",
-                   help="locomo: also rebuild the turns projection as v2 with these options from the same "
-                   "events and report v1 and v2 side by side (an empty value: v2 with the defaults)")
+    p.add_argument(
+        "--runs",
+        type=int_between(1, 1000),
+        default=None,
+        help="ingest: runs per measurement (pipeline and raw alternate which goes first; default 4); "
+        "text, import: runs per median (default 5); queries: rounds (default 4); metrics: pairs of "
+        "drains, on and off (default 5); hotpath: interleaved rounds (default 20); "
+        "reads: rounds over the thread counts (default 3); dashboard: page loads in headless Chromium "
+        "(default 7); wait: rounds, WAIT off and on alternating which goes first (default 9); "
+        "redaction: interleaved rounds of the speed measurement (default 5); "
+        "cluster: runs per cluster size, the order rotating (default 5)",
+    )
+    p.add_argument(
+        "--messages", type=int_between(1, 10_000_000), default=10_000, help="import: messages of the synthetic Hermes state.db"
+    )
+    p.add_argument(
+        "--sizes",
+        type=ascending_counts,
+        default=None,
+        help="prefetch: memory counts to measure at, ascending (default 10000,100000); "
+        "text: sizes in KiB (default 16,64,256); cluster: primaries (default 1,3)",
+    )
+    p.add_argument(
+        "--queries",
+        type=int_between(1, 1_000_000),
+        default=200,
+        help="prefetch: questions per size; queries: round trips per round",
+    )
+    p.add_argument(
+        "--threads",
+        type=ascending_counts,
+        default=None,
+        help="reads: query server thread counts to measure, ascending (default 1,2,4,8)",
+    )
+    p.add_argument(
+        "--clients",
+        type=int_between(1, 4096),
+        default=16,
+        help="reads: callers sending recall back to back, spread over two processes",
+    )
+    p.add_argument(
+        "--embedder",
+        default="",
+        help="embedder of the benchmark's pipeline (prefetch, fleet: default hash; locomo: onnx-minilm; "
+        "ingest: hash runs its hash phases only, the freshness pairs --runs/2 times)",
+    )
+    p.add_argument(
+        "--compare",
+        default=None,
+        metavar="OPTION=VALUE[,...]",
+        help="locomo: also rebuild the turns projection as v2 with these options from the same "
+        "events and report v1 and v2 side by side (an empty value: v2 with the defaults)",
+    )
     return parser
 
 
@@ -795,5 +1023,4 @@ def main(argv: list[str] | None = None) -> int:
             import traceback
 
             traceback.print_exc()
-        return fail(args, prog, f"unexpected {type(exc).__name__}: {exc} "
-                                "(MEMSTREAM_DEBUG=1 shows the traceback)")
+        return fail(args, prog, f"unexpected {type(exc).__name__}: {exc} (MEMSTREAM_DEBUG=1 shows the traceback)")

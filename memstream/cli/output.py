@@ -22,9 +22,28 @@ from typing import Any
 
 __all__ = [
     "forget_text",
-    "ERROR_CUT", "FAILED", "INTERRUPTED", "OK", "TEXT_CUT", "USAGE",
-    "ago", "archive_text", "cut", "dead_letter_line", "doctor_text", "fail", "import_text", "one_line",
-    "print_result", "projections_text", "rate_text", "search_line", "seconds_text", "size", "span", "stats_text",
+    "ERROR_CUT",
+    "FAILED",
+    "INTERRUPTED",
+    "OK",
+    "TEXT_CUT",
+    "USAGE",
+    "ago",
+    "archive_text",
+    "cut",
+    "dead_letter_line",
+    "doctor_text",
+    "fail",
+    "import_text",
+    "one_line",
+    "print_result",
+    "projections_text",
+    "rate_text",
+    "search_line",
+    "seconds_text",
+    "size",
+    "span",
+    "stats_text",
     "stdout_to_devnull",
 ]
 
@@ -181,9 +200,12 @@ def _check_summary(name: str, c: dict) -> str:
             return _SUMMARIES[name](c)
         except (KeyError, TypeError, ValueError):  # shaped otherwise (a caller's check): its fields
             pass
-    return ", ".join(f"{k}={'unknown' if v is None else v}" for k, v in c.items()
-                     if k not in ("ok", "state", "warning", "error", "settings", "streams", "problems", "sources")
-                     and not isinstance(v, (dict, list)))
+    return ", ".join(
+        f"{k}={'unknown' if v is None else v}"
+        for k, v in c.items()
+        if k not in ("ok", "state", "warning", "error", "settings", "streams", "problems", "sources")
+        and not isinstance(v, (dict, list))
+    )
 
 
 def _config_summary(c: dict) -> str:
@@ -202,11 +224,16 @@ def _config_summary(c: dict) -> str:
 
 
 def _redis_summary(c: dict) -> str:
-    server = (f"Valkey {c['valkey_version']} (Redis {c['redis_version']})" if c.get("valkey_version")
-              else f"Redis {c['redis_version']}")
+    server = (
+        f"Valkey {c['valkey_version']} (Redis {c['redis_version']})" if c.get("valkey_version") else f"Redis {c['redis_version']}"
+    )
     tls = f"; TLS {c['tls']}" if str(c.get("tls", "")).startswith("verified") else ""
-    return (f"{c['mode']} {server} at {c['url']}" + (f", primary {c['primary']}" if c.get("primary") else "")
-            + (f", {_plural(int(c['replicas']), 'replica')} connected" if "replicas" in c else "") + tls)
+    return (
+        f"{c['mode']} {server} at {c['url']}"
+        + (f", primary {c['primary']}" if c.get("primary") else "")
+        + (f", {_plural(int(c['replicas']), 'replica')} connected" if "replicas" in c else "")
+        + tls
+    )
 
 
 def _streams_summary(c: dict) -> str:
@@ -215,8 +242,7 @@ def _streams_summary(c: dict) -> str:
     streams = _plural(int(c["count"]), "stream")
     if not c["events"]:
         return f"{streams}, no events yet"
-    return (f"{streams}, {_plural(int(c['events']), 'event')}, first appended {ago(c['first_at'])}, "
-            f"last {ago(c['last_at'])}")
+    return f"{streams}, {_plural(int(c['events']), 'event')}, first appended {ago(c['first_at'])}, last {ago(c['last_at'])}"
 
 
 def _queries_summary(c: dict) -> str:
@@ -237,8 +263,9 @@ def _projections_summary(c: dict) -> str:
     if c.get("note"):
         return str(c["note"])
     progress = max((float(g.get("last_progress_at") or 0) for g in c["groups"].values()), default=0.0)
-    return (f"{c['status']} (last progress {ago(progress, never='never')}; stalled after "
-            f"{span(c['stall_after_s'])} without progress)")
+    return (
+        f"{c['status']} (last progress {ago(progress, never='never')}; stalled after {span(c['stall_after_s'])} without progress)"
+    )
 
 
 def _dense_summary(c: dict) -> str:
@@ -259,21 +286,33 @@ def _dense_summary(c: dict) -> str:
 
 
 def _spool_summary(c: dict) -> str:
-    return (f"{size(c['unshipped_bytes'])} unshipped of {size(c['max_bytes'])} allowed, "
-            f"{_plural(int(c['segments']), 'segment')}, {c['quarantined']} quarantined, in {c['dir']}")
+    return (
+        f"{size(c['unshipped_bytes'])} unshipped of {size(c['max_bytes'])} allowed, "
+        f"{_plural(int(c['segments']), 'segment')}, {c['quarantined']} quarantined, in {c['dir']}"
+    )
 
 
 def _hermes_summary(c: dict) -> str:
     if c.get("skipped"):
         return f"not checked: {c.get('reason') or 'skipped'}"
     provider = c.get("memory_provider") or "unset"
-    return (f"plugin {'installed' if c.get('plugin_installed') else 'not installed'} in {c['plugin_dir']}, "
-            f"memory.provider: {provider}")
+    return (
+        f"plugin {'installed' if c.get('plugin_installed') else 'not installed'} in {c['plugin_dir']}, "
+        f"memory.provider: {provider}"
+    )
 
 
-_SUMMARIES = {"config": _config_summary, "redis": _redis_summary, "streams": _streams_summary,
-              "queries": _queries_summary, "tenants": _tenants_summary, "projections": _projections_summary,
-              "dense": _dense_summary, "spool": _spool_summary, "hermes": _hermes_summary}
+_SUMMARIES = {
+    "config": _config_summary,
+    "redis": _redis_summary,
+    "streams": _streams_summary,
+    "queries": _queries_summary,
+    "tenants": _tenants_summary,
+    "projections": _projections_summary,
+    "dense": _dense_summary,
+    "spool": _spool_summary,
+    "hermes": _hermes_summary,
+}
 
 
 def stats_text(result: dict) -> str:
@@ -283,14 +322,15 @@ def stats_text(result: dict) -> str:
     for s in result["streams"]:
         line = f"{s['stream']}: {_plural(int(s['length']), 'event')}"
         if s["length"]:
-            line += (f", first {s['first_id']} ({ago(s.get('first_at'))}), last {s['last_id']} "
-                     f"({ago(s.get('last_at'))})")
+            line += f", first {s['first_id']} ({ago(s.get('first_at'))}), last {s['last_id']} ({ago(s.get('last_at'))})"
         memory = s.get("memory_bytes")
         line += f", {size(memory) if isinstance(memory, int) else '?'} in Redis"
         archived = s.get("archive") or {}
         if archived.get("events"):
-            line += (f"; archived {_plural(int(archived['events']), 'event')}, {size(archived['bytes'])} in "
-                     f"{_plural(int(archived['segments']), 'segment')} (up to {archived['last_id']})")
+            line += (
+                f"; archived {_plural(int(archived['events']), 'event')}, {size(archived['bytes'])} in "
+                f"{_plural(int(archived['segments']), 'segment')} (up to {archived['last_id']})"
+            )
         lines.append(line)
     if (result.get("archive") or {}).get("error"):
         lines.append(f"archive {result['archive']['directory']}: {cut(result['archive']['error'], ERROR_CUT)}")
@@ -298,16 +338,28 @@ def stats_text(result: dict) -> str:
     for group, p in result["projections"].items():
         h = p["health"]
         e = p.get("embedding") or {}
-        lines.append(f"{group}: lag {'unknown' if p['lag'] is None else p['lag']}, pending {p['pending']}, "
-                     f"dead letters {p['dead_letters']}, items {p['items']}, "
-                     f"last applied {ago(p['last_applied_at'], never='never')}, {h['status']}"
-                     + (f" for {span(h['stalled_for_s'] or 0)} (last error: {h['last_error'][:200] or 'none'})"
-                        if h["status"] == "stalled" else "")
-                     + (f"; {_plural(int(e['waiting']), 'point')} wait for their dense vector"
-                        + (f" (oldest {span(e['oldest_s'])})" if e.get("oldest_s") is not None else "")
-                        if e.get("waiting") else "")
-                     + (f"; {_plural(int(e['dead_letters']), 'point')} dead-lettered by its dense stage "
-                        "(keywords only until `memstream dlq retry`)" if e.get("dead_letters") else ""))
+        lines.append(
+            f"{group}: lag {'unknown' if p['lag'] is None else p['lag']}, pending {p['pending']}, "
+            f"dead letters {p['dead_letters']}, items {p['items']}, "
+            f"last applied {ago(p['last_applied_at'], never='never')}, {h['status']}"
+            + (
+                f" for {span(h['stalled_for_s'] or 0)} (last error: {h['last_error'][:200] or 'none'})"
+                if h["status"] == "stalled"
+                else ""
+            )
+            + (
+                f"; {_plural(int(e['waiting']), 'point')} wait for their dense vector"
+                + (f" (oldest {span(e['oldest_s'])})" if e.get("oldest_s") is not None else "")
+                if e.get("waiting")
+                else ""
+            )
+            + (
+                f"; {_plural(int(e['dead_letters']), 'point')} dead-lettered by its dense stage "
+                "(keywords only until `memstream dlq retry`)"
+                if e.get("dead_letters")
+                else ""
+            )
+        )
     tiers = result.get("tiers") or {}
     if tiers:
         hot = f"the last {tiers['hot_days']:g} days" if tiers["hot_days"] else "every turn"
@@ -324,17 +376,19 @@ def stats_text(result: dict) -> str:
             nxt = row["next_expiry"]
             when = "none pending" if nxt is None else ("next now" if nxt <= time.time() else f"next in {span(nxt - time.time())}")
             parts.append(f"{kind} {row['days']:g} days ({row['erased']} erased, {when})")
-        lines.append("retention: " + "; ".join(parts)
-                     + (f"; last run {ago(retention['last_run'])}" if retention.get("last_run") else ""))
+        lines.append(
+            "retention: " + "; ".join(parts) + (f"; last run {ago(retention['last_run'])}" if retention.get("last_run") else "")
+        )
     usage = result["spool"]
     if usage:
-        lines.append(f"spool: {_plural(int(usage['segments']), 'segment')}, {size(usage['unshipped_bytes'])} unshipped, "
-                     f"{usage['quarantined']} quarantined")
+        lines.append(
+            f"spool: {_plural(int(usage['segments']), 'segment')}, {size(usage['unshipped_bytes'])} unshipped, "
+            f"{usage['quarantined']} quarantined"
+        )
     losses = dict(result["spool_losses"])
     unreplicated = losses.pop("unreplicated", 0)  # no loss: those batches stayed in their spools
     if losses:
-        lines.append("spool losses reported by agents (all hosts): "
-                     + ", ".join(f"{k} {v}" for k, v in sorted(losses.items())))
+        lines.append("spool losses reported by agents (all hosts): " + ", ".join(f"{k} {v}" for k, v in sorted(losses.items())))
     if unreplicated:
         lines.append(f"shipped batches too few replicas confirmed, kept and sent again (all hosts): {unreplicated}")
     return "\n".join(lines)
@@ -343,8 +397,10 @@ def stats_text(result: dict) -> str:
 def forget_text(result: dict) -> str:
     removed = result["removed"]
     verb = "would remove" if result["dry_run"] else "removed"
-    lines = [f"{len(result['events'])} events {'match' if result['dry_run'] else 'forgotten'}"
-             + ("" if result["dry_run"] else f"; {result['tombstones']} tombstones appended")]
+    lines = [
+        f"{len(result['events'])} events {'match' if result['dry_run'] else 'forgotten'}"
+        + ("" if result["dry_run"] else f"; {result['tombstones']} tombstones appended")
+    ]
     lines += [f"  {verb} {n} {place.replace('_', ' ')}" for place, n in removed.items()]
     if result["dry_run"]:
         lines += [f"  event {event_id}" for event_id in result["events"]]
@@ -357,13 +413,16 @@ def forget_text(result: dict) -> str:
 def archive_text(result: dict) -> str:
     """What ``memstream archive`` did: the totals, then a line per stream."""
     seconds = result.get("seconds") or {}
-    lines = [f"archived {result['archived']} events into {result['segments']} new segments "
-             f"({size(result['bytes'])}) in {result['directory']}; trimmed {result['trimmed']} entries from Redis"
-             + (f" ({seconds.get('write', 0) + seconds.get('trim', 0):.1f}s)" if seconds else "")]
+    lines = [
+        f"archived {result['archived']} events into {result['segments']} new segments "
+        f"({size(result['bytes'])}) in {result['directory']}; trimmed {result['trimmed']} entries from Redis"
+        + (f" ({seconds.get('write', 0) + seconds.get('trim', 0):.1f}s)" if seconds else "")
+    ]
     for key, row in result["streams"].items():
         kept = f", trimmed {row['trimmed']} below {row['trimmed_below']}" if row.get("trimmed_below") else ""
-        lines.append(f"  {key}: {row['archived']} archived below {row['before']}, archive up to "
-                     f"{row['watermark'] or 'nothing'}{kept}")
+        lines.append(
+            f"  {key}: {row['archived']} archived below {row['before']}, archive up to {row['watermark'] or 'nothing'}{kept}"
+        )
     return "\n".join(lines)
 
 
@@ -371,15 +430,19 @@ def search_line(result: dict) -> str:
     """One search result: score, kind, agent, how long ago it happened and its text, cut."""
     score = result.get("score")
     shown = f"{score:.3f}" if isinstance(score, (int, float)) else "?"
-    return (f"{shown} [{cut(result.get('kind'), 40)}] {cut(result.get('agent'), 80)} "
-            f"{ago(result.get('occurred_at'), never='?')}: {cut(result.get('text', ''))}")
+    return (
+        f"{shown} [{cut(result.get('kind'), 40)}] {cut(result.get('agent'), 80)} "
+        f"{ago(result.get('occurred_at'), never='?')}: {cut(result.get('text', ''))}"
+    )
 
 
 def dead_letter_line(item: dict) -> str:
     """One dead letter: its ids, group, type, deliveries, when it died and its error, cut."""
-    return (" ".join(cut(item.get(k, "?"), 80) for k in ("dlq_id", "group", "stream", "entry_id", "type"))
-            + f" deliveries={cut(item.get('deliveries'), 20)} dead {ago(item.get('dead_at'), never='?')}: "
-            f"{cut(item.get('error'), ERROR_CUT)}")
+    return (
+        " ".join(cut(item.get(k, "?"), 80) for k in ("dlq_id", "group", "stream", "entry_id", "type"))
+        + f" deliveries={cut(item.get('deliveries'), 20)} dead {ago(item.get('dead_at'), never='?')}: "
+        f"{cut(item.get('error'), ERROR_CUT)}"
+    )
 
 
 def projections_text(rows: list[dict]) -> str:
@@ -393,21 +456,28 @@ def projections_text(rows: list[dict]) -> str:
         state = str(r.get("state"))
         if state == "building" and r.get("total"):
             state += f" {100 * (r.get('done') or 0) // max(1, r['total'])}%"
-        lines.append(f"{cut(r['group'], 16):<16} {state:<11} {embedder:<22} {items:>8} {lag:>8}  "
-                     f"{ago(r.get('created_at')):<10} {ago(r.get('activated_at'))}"
-                     + (f"  error: {cut(r['error'], 120)}" if r.get("error") else ""))
+        lines.append(
+            f"{cut(r['group'], 16):<16} {state:<11} {embedder:<22} {items:>8} {lag:>8}  "
+            f"{ago(r.get('created_at')):<10} {ago(r.get('activated_at'))}"
+            + (f"  error: {cut(r['error'], 120)}" if r.get("error") else "")
+        )
     return "\n".join(lines)
 
 
 def import_text(result: dict) -> str:
     """What an import read, appended (or would append: dry run) and skipped, and why."""
     if result["source"] == "hermes":
-        read = (f"{result['home']}: {result['sessions']} sessions, {result['turns']} turns, "
-                f"{result['memories']} memories, {result['session_ends']} session ends, "
-                f"{result['session_switches']} session switches: {result['events']} events")
+        read = (
+            f"{result['home']}: {result['sessions']} sessions, {result['turns']} turns, "
+            f"{result['memories']} memories, {result['session_ends']} session ends, "
+            f"{result['session_switches']} session switches: {result['events']} events"
+        )
     else:
         read = f"{result['file']}: {result['events']} events"
-    done = (f"would append {result['new']}" if result["dry_run"] else f"appended {result['appended']}")
+    done = f"would append {result['new']}" if result["dry_run"] else f"appended {result['appended']}"
     skipped = ", ".join(f"{n} {reason}" for reason, n in result["skipped"].items())
-    return f"{read}; {done}" + (f"; skipped {skipped}" if skipped else "") + (
-        " (dry run: nothing written)" if result["dry_run"] else "")
+    return (
+        f"{read}; {done}"
+        + (f"; skipped {skipped}" if skipped else "")
+        + (" (dry run: nothing written)" if result["dry_run"] else "")
+    )

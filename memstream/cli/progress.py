@@ -41,9 +41,16 @@ class Progress:
             )
             from rich.progress import Progress as Bars
 
-            self._bar = Bars(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                             TaskProgressColumn(), TextColumn("{task.fields[rate]}"),
-                             TimeRemainingColumn(), transient=False, console=_console(err))
+            self._bar = Bars(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TaskProgressColumn(),
+                TextColumn("{task.fields[rate]}"),
+                TimeRemainingColumn(),
+                transient=False,
+                console=_console(err),
+            )
             self._bar.start()
         return self
 
@@ -63,8 +70,11 @@ class Progress:
         if not final and now - self._last.get(task, -1e9) < self.every:
             return
         self._last[task] = now
-        print(json.dumps({"progress": task, "done": done, "total": total, **extra}, default=str),
-              file=self.stream or sys.stdout, flush=True)
+        print(
+            json.dumps({"progress": task, "done": done, "total": total, **extra}, default=str),
+            file=self.stream or sys.stdout,
+            flush=True,
+        )
 
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:

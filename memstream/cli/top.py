@@ -23,8 +23,16 @@ WIDE = 140  # columns from which the streams, queries and agents stand side by s
 
 
 def _table(title: str) -> Table:
-    return Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False,
-                 padding=(0, 1), collapse_padding=True, show_edge=False)
+    return Table(
+        title=title,
+        title_justify="left",
+        title_style="bold",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1),
+        collapse_padding=True,
+        show_edge=False,
+    )
 
 
 def _n(v: object) -> str:
@@ -46,15 +54,18 @@ def _status(summary: dict[str, Any], base: str, error: str | None, now: float) -
     line = Text()
     line.append("memstream top", style="bold")
     line.append(f"  {base}  ")
-    line.append("Redis up" if up else ("Redis down" if up is False else "Redis unknown"),
-                style="bold green" if up else "bold red")
+    line.append(
+        "Redis up" if up else ("Redis down" if up is False else "Redis unknown"), style="bold green" if up else "bold red"
+    )
     process = summary.get("process") or {}
     if process.get("role"):
         line.append(f"  {process['role']} {process.get('version') or ''}".rstrip())
     sampled = summary.get("sampled_at")
     if sampled:
-        line.append(f"  {time.strftime('%H:%M:%S', time.localtime(sampled))}"
-                    + (f" ({now - sampled:.0f} s ago)" if now - sampled >= 5 else ""))
+        line.append(
+            f"  {time.strftime('%H:%M:%S', time.localtime(sampled))}"
+            + (f" ({now - sampled:.0f} s ago)" if now - sampled >= 5 else "")
+        )
     if error:
         line.append(f"\n{error}", style="bold red")
     return line
@@ -100,16 +111,24 @@ def _projections(summary: dict[str, Any], width: int) -> RenderableType:
         replay = r.get("replay")
         state = r.get("state") or "-"
         table.add_row(
-            r["group"], Text(state, style={"active": "green", "building": "blue", "failed": "red",
-                                          "dropping": "red", "retired": "dim"}.get(state, "")),
-            _n(r.get("lag_entries")), seconds_text(r.get("lag_seconds")), _n(r.get("pending")),
+            r["group"],
+            Text(
+                state,
+                style={"active": "green", "building": "blue", "failed": "red", "dropping": "red", "retired": "dim"}.get(
+                    state, ""
+                ),
+            ),
+            _n(r.get("lag_entries")),
+            seconds_text(r.get("lag_seconds")),
+            _n(r.get("pending")),
             Text(_n(r.get("dead_letters")), style="bold red" if r.get("dead_letters") else ""),
-            Text(_n(r.get("consumers")), style="bold red" if r.get("consumers") == 0 and state in (
-                "active", "building") else ""),
-            rate_text(r.get("applied_per_s")), seconds_text(r.get("freshness_p50")),
+            Text(_n(r.get("consumers")), style="bold red" if r.get("consumers") == 0 and state in ("active", "building") else ""),
+            rate_text(r.get("applied_per_s")),
+            seconds_text(r.get("freshness_p50")),
             seconds_text(r.get("freshness_p95")),
             *([_replay(replay) if replay else ""] if inline else []),
-            style="dim" if state == "retired" else None)
+            style="dim" if state == "retired" else None,
+        )
     table.caption = "lag: entries not delivered · age: of the oldest waiting · p50, p95: freshness, last minute"
     table.caption_justify = "left"
     if inline or not builds:
@@ -141,8 +160,7 @@ def _queries(summary: dict[str, Any]) -> Table:
     for outcome, figures in (q.get("outcomes") or {}).items():
         table.add_row(outcome, _n(figures.get("total")), rate_text(figures.get("per_s")), "")
     for op, figures in (q.get("latency") or {}).items():
-        table.add_row(f"op {op}", _n(figures.get("count")), seconds_text(figures.get("p50")),
-                      seconds_text(figures.get("p95")))
+        table.add_row(f"op {op}", _n(figures.get("count")), seconds_text(figures.get("p50")), seconds_text(figures.get("p95")))
     return table
 
 
@@ -166,8 +184,9 @@ def _fleet(summary: dict[str, Any]) -> RenderableType:
     return table
 
 
-def frame(summary: dict[str, Any], base: str, error: str | None = None, now: float | None = None,
-          width: int = WIDE) -> RenderableType:
+def frame(
+    summary: dict[str, Any], base: str, error: str | None = None, now: float | None = None, width: int = WIDE
+) -> RenderableType:
     """One screen of ``memstream top`` from one summary (``error``: why it is not a newer
     one), laid out for a terminal ``width`` columns wide."""
     now = time.time() if now is None else now
@@ -180,8 +199,7 @@ def frame(summary: dict[str, Any], base: str, error: str | None = None, now: flo
         parts = [side]
     else:
         parts = [p for part in parts for p in (Text(""), part)][1:]
-    return Group(_status(summary, base, error, now), _headline(summary), Text(""), _projections(summary, width),
-                 Text(""), *parts)
+    return Group(_status(summary, base, error, now), _headline(summary), Text(""), _projections(summary, width), Text(""), *parts)
 
 
 def watch(fetch: Callable[[], dict[str, Any]], base: str, console: Console, every: float = 2.0) -> None:
@@ -194,8 +212,9 @@ def watch(fetch: Callable[[], dict[str, Any]], base: str, console: Console, ever
     summary = fetch()
     failing: str | None = None
     # the terminal's own screen while it runs (as top does): a frame taller than it is cut at the bottom
-    with Live(frame(summary, base, width=console.width), console=console, auto_refresh=False, screen=True,
-              vertical_overflow="crop") as live:
+    with Live(
+        frame(summary, base, width=console.width), console=console, auto_refresh=False, screen=True, vertical_overflow="crop"
+    ) as live:
         while True:
             time.sleep(every)
             try:

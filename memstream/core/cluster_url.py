@@ -52,9 +52,12 @@ def parse_cluster_url(url: str) -> ClusterTarget:
         if not parsed.hostname:
             raise ValueError("names no host")
         nodes.append((parsed.hostname, port))
-    return ClusterTarget(nodes=tuple(nodes), username=unquote(user) or None,
-                         password=unquote(password) if colon else None,
-                         tls=scheme.lower().startswith("rediss"))
+    return ClusterTarget(
+        nodes=tuple(nodes),
+        username=unquote(user) or None,
+        password=unquote(password) if colon else None,
+        tls=scheme.lower().startswith("rediss"),
+    )
 
 
 def cluster_prefix(prefix: str) -> str:

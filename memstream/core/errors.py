@@ -27,8 +27,7 @@ class PermanentError(MemstreamError):
 
 # Replies of a server that cannot take writes now (full, a replica after a failover,
 # loading, a busy script): the server's state, not the input's fault.
-_SERVER_STATE_CODES = ("OOM", "READONLY", "LOADING", "BUSY", "MASTERDOWN", "MISCONF", "NOREPLICAS",
-                       "TRYAGAIN", "CLUSTERDOWN")
+_SERVER_STATE_CODES = ("OOM", "READONLY", "LOADING", "BUSY", "MASTERDOWN", "MISCONF", "NOREPLICAS", "TRYAGAIN", "CLUSTERDOWN")
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -41,15 +40,22 @@ def is_transient(exc: BaseException) -> bool:
         return True
     import redis  # here, not at the top: core stays light for the layers without Redis
 
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, redis.exceptions.OutOfMemoryError,
-                        redis.exceptions.ReadOnlyError, redis.exceptions.BusyLoadingError,
-                        redis.exceptions.MasterDownError, redis.exceptions.TryAgainError,
-                        redis.exceptions.ClusterDownError)):
+    if isinstance(
+        exc,
+        (
+            redis.ConnectionError,
+            redis.TimeoutError,
+            redis.exceptions.OutOfMemoryError,
+            redis.exceptions.ReadOnlyError,
+            redis.exceptions.BusyLoadingError,
+            redis.exceptions.MasterDownError,
+            redis.exceptions.TryAgainError,
+            redis.exceptions.ClusterDownError,
+        ),
+    ):
         return True
     if isinstance(exc, redis.ResponseError):
         # a MULTI reply names the command first: "Command # 1 (...) of pipeline caused error: OOM ..."
         message = str(exc).rsplit("caused error: ", 1)[-1]
         return message.split(" ", 1)[0].upper() in _SERVER_STATE_CODES
     return False
-
-

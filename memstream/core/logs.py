@@ -25,8 +25,7 @@ _host_lock = threading.Lock()
 def configure(level: str = "WARNING", json: bool | None = None, stream: TextIO | None = None) -> None:
     stream = stream or sys.stderr
     use_json = (not stream.isatty()) if json is None else json
-    renderer: Processor = (structlog.processors.JSONRenderer() if use_json
-                           else structlog.dev.ConsoleRenderer(colors=False))
+    renderer: Processor = structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer(colors=False)
     shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,

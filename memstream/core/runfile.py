@@ -52,7 +52,7 @@ def process_start(pid: int) -> int | None:
     try:
         stat = (_PROC / str(pid) / "stat").read_bytes()
         # field 2, the command name, is in parentheses and may hold spaces and ")"
-        return int(stat[stat.rindex(b")") + 2:].split()[19])
+        return int(stat[stat.rindex(b")") + 2 :].split()[19])
     except (OSError, ValueError, IndexError):
         return None
 
@@ -107,10 +107,15 @@ def start_service(settings: Settings, wait: float | None = 20.0, env: dict[str, 
     run_dir = private_dir(settings.run_file.parent)
     log_path = run_dir / SERVICE_LOG
     with os.fdopen(open_private(log_path), "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "memstream", "up"],
-                                env=dict(dict(os.environ, **(env or {})), MEMSTREAM_HOME=str(settings.home)),
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                start_new_session=True, close_fds=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memstream", "up"],
+            env=dict(dict(os.environ, **(env or {})), MEMSTREAM_HOME=str(settings.home)),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+            close_fds=True,
+        )
     if wait is None:
         _reap(proc)
         return {"pid": proc.pid, "already_running": False}

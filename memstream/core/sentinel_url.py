@@ -110,5 +110,12 @@ def parse_sentinel_url(url: str) -> SentinelURL:
         options[name] = value
     if "db" in options:
         db = _db(options["db"])
-    return SentinelURL(sentinels, service, db, username, password,
-                       options.get("sentinel_username") or None, options.get("sentinel_password") or None)
+    return SentinelURL(
+        sentinels,
+        service,
+        db,
+        username,
+        password,
+        options.get("sentinel_username") or None,
+        options.get("sentinel_password") or None,
+    )

@@ -36,8 +36,7 @@ from typing import Annotated, Any, Literal, NamedTuple, get_args, get_origin
 import msgspec
 from msgspec import Meta
 
-__all__ = ["Settings", "OPTIONS", "Option", "OTHER_VARIABLES", "ENV_PREFIX", "config_file_for", "mask_url",
-           "usable_cpus"]
+__all__ = ["Settings", "OPTIONS", "Option", "OTHER_VARIABLES", "ENV_PREFIX", "config_file_for", "mask_url", "usable_cpus"]
 
 ENV_PREFIX = "MEMSTREAM_"
 _NAME_MAX = 256  # tenant, app, stream prefix, worker index: characters
@@ -49,162 +48,423 @@ _SECRET = {"writeOnly": True}  # JSON Schema's mark of a value that is set but n
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
     """Every setting of memstream; ``Settings.load()`` reads them (see the module doc)."""
 
-    redis_url: Annotated[str, Meta(description=(
-        "Redis/Valkey URL of a shared server, of the Sentinels that watch it "
-        "(`redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/service_name[/db]`), or of a Redis "
-        "Cluster (`redis+cluster://[[user]:password@]host[:port][,host[:port]...]`: the prefix becomes a hash "
-        "tag); see README, High availability. Empty: the embedded Valkey of `memstream up`."))] = ""
-    redis_tls_ca_file: Annotated[str, Meta(description=(
-        "PEM file of the CA(s) a `rediss://` server's certificate must chain to. Empty: the system's "
-        "trusted CAs."))] = ""
-    redis_tls_cert_file: Annotated[str, Meta(description=(
-        "PEM file of the client certificate presented to a `rediss://` server that asks for one "
-        "(`tls-auth-clients`); its key in `MEMSTREAM_REDIS_TLS_KEY_FILE`, or in the same file."))] = ""
-    redis_tls_key_file: Annotated[str, Meta(description=(
-        "PEM file of the client certificate's private key (owner-only). Empty: the key is in the "
-        "certificate's file."))] = ""
-    redis_tls_check_hostname: Annotated[bool, Meta(description=(
-        "Whether a `rediss://` server's certificate must name the URL's host. Off only for a server "
-        "reached by an address its certificate does not name (the CA is still checked)."))] = True
-    tenant: Annotated[_Name, Meta(description=(
-        "Tenant every event of this installation belongs to."))] = "default"
-    home: Annotated[Path, Meta(description=(
-        "Data directory: spool, embedded Valkey data, run file."))] = Path("~/.memstream")
-    archive_dir: Annotated[str, Meta(description=(
-        "Directory of the archive, the event log's cold part in compressed files (`memstream archive`); "
-        "any host may mount it to read the whole log. Empty: `$MEMSTREAM_HOME/archive`."))] = ""
-    app: Annotated[_Name, Meta(description=(
-        "Application name recorded in every event's scope."))] = "hermes"
-    stream_prefix: Annotated[_Name, Meta(description=(
-        "Prefix of every Redis key memstream uses. On a Redis Cluster it is used as a hash tag "
-        "(`{memstream}`)."))] = "memstream"
-    shards: Annotated[int, Meta(ge=1, le=1024, description=(
-        "Number of event streams; an agent's events always go to the same one. Fixed for the life "
-        "of a log."))] = 1
-    spool_max_bytes: Annotated[int, Meta(ge=0, le=1 << 50, description=(
-        "Bound on the local spool's unshipped bytes, per agent process: what it appended plus the "
-        "dead processes' segments it adopted. Past it appends are refused, counted (`provider.stats()`, "
-        "the shipper's log) and logged as `spool.full`."))] = 1 << 30
-    spool_fsync: Annotated[str, Meta(description=(
-        "Power-loss durability of the spool: `never`, `always` (fsync in the hook: slow), or seconds "
-        "between fsyncs by the shipper thread."))] = "1.0"
-    max_text_bytes: Annotated[int, Meta(ge=64, le=1 << 30, description=(  # 64: room for the clip mark
-        "Text fields longer than this (UTF-8 bytes) are clipped, counted and flagged in the event."))] = 256 * 1024
-    ship_batch: Annotated[int, Meta(ge=1, le=100_000, description=(
-        "Events per shipped batch (one atomic script call). The shipper hands the interpreter back to "
-        "the agent's threads between batches: a batch's work is what a hook may wait for."))] = 32
-    ship_replicas: Annotated[int, Meta(ge=0, le=100, description=(
-        "Replicas that must confirm each shipped batch (Redis `WAIT`) before the shipper deletes it from "
-        "the spool: a failover to a replica then loses no event (the batch is re-shipped, and the log's "
-        "dedup appends it once). 0: no `WAIT` (a single server). A batch confirmed by fewer within "
-        "`MEMSTREAM_SHIP_REPLICA_TIMEOUT_MS` stays in the spool, is counted (`unreplicated`) and "
-        "retried later."))] = 0
-    ship_replica_timeout_ms: Annotated[int, Meta(ge=1, le=600_000, description=(
-        "Milliseconds a shipped batch's `WAIT` for `MEMSTREAM_SHIP_REPLICAS` replicas may take."))] = 1000
-    shutdown_timeout: Annotated[float, Meta(ge=0.0, le=3600.0, description=(
-        "Seconds the shipper goes on in the background after the last `shutdown()` of the process "
-        "(`shutdown()` itself waits for nothing); what it could not ship stays in the spool for the next "
-        "start."))] = 2.0
-    qdrant_url: Annotated[str, Meta(description=(
-        "Qdrant server for the projections. Empty: the embedded store (qdrant-edge) owned by "
-        "`memstream up`."))] = ""
-    embedder: Annotated[str, Meta(description=(
-        "Embedder of the projections: `onnx-minilm` (offline), `hash` (tests), `openai[:MODEL]`, "
-        "`ollama[:MODEL]`."))] = "onnx-minilm"
-    embed_url: Annotated[str, Meta(description=(
-        "Base URL of a remote embedder. Empty: `https://api.openai.com/v1` (`openai`), "
-        "`http://127.0.0.1:11434` (`ollama`)."))] = ""
-    embed_model: Annotated[str, Meta(description=(
-        "Model of a remote embedder whose `MEMSTREAM_EMBEDDER` names none. Empty: "
-        "`text-embedding-3-small` (`openai`), `nomic-embed-text` (`ollama`)."))] = ""
-    embed_api_key: Annotated[str, Meta(extra_json_schema=_SECRET, description=(
-        "API key of a remote embedder (a bearer token); `memstream doctor` shows it as `***`."))] = ""
-    embed_dim: Annotated[int, Meta(ge=0, le=65_536, description=(
-        "Vector size of a remote embedder. 0: known for the model, else learnt from its first "
-        "answer."))] = 0
-    embed_threads: Annotated[int, Meta(ge=0, le=1024, description=(
-        "onnxruntime threads of the `onnx-minilm` embedder. 0: the CPUs this process may use, at "
-        "most 8."))] = 0
-    query_threads: Annotated[int, Meta(ge=0, le=256, description=(
-        "Threads of a query server (`memstream up`, each `memstream worker`) answering recall, search and "
-        "the agent's tools. 0: the CPUs this process may use, at least 2 (one answers while another "
-        "waits on Redis) and at most 8. A handler mostly holds the interpreter, so threads past the CPUs "
-        "only queue: more answers a second need more processes (BENCHMARKS.md, reads)."))] = 0
-    autostart: Annotated[bool, Meta(description=(
-        "Start the embedded service (`memstream up --detach`) when none is running and no Redis URL "
-        "is set."))] = True
-    prefetch_budget_ms: Annotated[int, Meta(ge=0, le=60_000, description=(
-        "How long `prefetch()` may take: it waits for the fresh recall of the turn's message until "
-        "2 ms before this budget ends (the thread's wake-up latency), then returns the freshest block "
-        "already computed (or nothing)."))] = 150
-    prefetch_tokens: Annotated[int, Meta(ge=50, le=1_000_000, description=(
-        "Token budget of the injected `<memory-context>` block (estimated at 4 characters a "
-        "token)."))] = 400
-    tool_timeout: Annotated[float, Meta(ge=0.1, le=3600.0, description=(
-        "Seconds a memstream tool call waits for the service's answer before it returns an "
-        "error."))] = 5.0
-    stall_after_s: Annotated[float, Meta(ge=0.1, le=86_400.0, description=(
-        "Seconds without progress, with entries waiting as long, before `memstream doctor` fails a "
-        "projection and `memstream stats` calls it stalled."))] = 60.0
-    embed_warn_points: Annotated[int, Meta(ge=1, le=1_000_000_000, description=(
-        "Points waiting for their dense vector in one version's backlog past which `memstream doctor` "
-        "warns (they are found by keywords meanwhile)."))] = 100_000
-    embed_warn_s: Annotated[float, Meta(ge=0.1, le=86_400.0, description=(
-        "Seconds the oldest point of a version's backlog may wait for its dense vector before "
-        "`memstream doctor` warns (a dense stage behind or failing; with none reading the backlog it "
-        "fails after `MEMSTREAM_STALL_AFTER_S`)."))] = 600.0
-    projections: Annotated[str, Meta(description=(
-        "Projections of your own, besides those installed through the `memstream.projections` entry "
-        "point: comma-separated `module:Class` (see README, Your own projection)."))] = ""
-    projection_process: Annotated[bool, Meta(description=(
-        "`memstream up` runs the projections that need no vector store (facts, sessions, yours without "
-        "`VECTORS`) in a child process of their own, beside the one that owns the store: supervised "
-        "(restarted with backoff when it dies), stopped with the service, and gone when the service is "
-        "(it watches a pipe from it); its figures are in the service's metrics. With one usable CPU they "
-        "stay threads of the service (a second process would only add its cost). `false`: always "
-        "threads."))] = True
-    worker_projections: Annotated[str, Meta(description=(
-        "The projections a `memstream worker` runs, comma-separated names (`memstream worker "
-        "--projections` overrides it); empty: all. A worker without a vector projection needs no "
-        "Qdrant server and opens no store."))] = ""
-    worker_index: Annotated[_Name, Meta(description=(
-        "Suffix of a worker's consumer name, `HOST-INDEX`, when `memstream worker --name` gives none: "
-        "give each worker process on a host its own."))] = "0"
-    metrics_addr: Annotated[str, Meta(description=(
-        "Where `memstream up` and each `memstream worker` serve Prometheus metrics (`/metrics`) and the "
-        "dashboard (`/`), `HOST:PORT` (`[IPv6]:PORT`). Empty: neither. Port `0`: a free port, logged and named in the "
-        "service's run file. A port another process holds: a warning, and the process runs without "
-        "metrics. Keep it on the loopback (see README, Metrics)."))] = "127.0.0.1:9464"
-    report_every_s: Annotated[float, Meta(ge=0.0, le=3600.0, description=(
-        "Seconds between an agent process's reports for the fleet's metrics (its spool backlog and "
-        "refusals, its hooks' durations, its prefetch outcomes), written by its shipper thread to one "
-        "field of one Redis hash (see README, Metrics); 0: no reports. The processes that serve metrics "
-        "count an agent active while its last report is at most 3 of their own intervals old."))] = 5.0
-    metrics_top_agents: Annotated[int, Meta(ge=0, le=200, description=(
-        "Agent processes the per-agent metrics name (spool backlog, refusals): the largest this many, the "
-        "rest summed as `other`. At most 200: every name is a series of every scrape, and each process "
-        "that enters the list is one more series for Prometheus to keep."))] = 20
-    retention_turns_days: Annotated[float, Meta(ge=0.0, le=36_500.0, description=(
-        "Days a turn (`turn.recorded`) is kept, counted from when the log received it; then the "
-        "service's retention job erases it everywhere, as `memstream forget` does (see README, "
-        "Retention and tiers). 0: forever."))] = 0.0
-    retention_memories_days: Annotated[float, Meta(ge=0.0, le=36_500.0, description=(
-        "Days a memory (`memory.written`, `memory.remembered`) is kept; 0: forever."))] = 0.0
-    retention_delegations_days: Annotated[float, Meta(ge=0.0, le=36_500.0, description=(
-        "Days a delegation's task and result (`delegation.completed`) are kept; 0: forever."))] = 0.0
-    retention_sessions_days: Annotated[float, Meta(ge=0.0, le=36_500.0, description=(
-        "Days a session's bookends (`session.ended`, `session.switched`: its title and end reason) are "
-        "kept; 0: forever. Facts have no retention of their own: a fact goes with the turns and "
-        "memories it was extracted from."))] = 0.0
-    retention_every_s: Annotated[float, Meta(ge=1.0, le=86_400.0, description=(
-        "Seconds between runs of the retention job (in `memstream up` and each `memstream worker`; "
-        "one at a time across the fleet, the first at start). Each run reads only the log "
-        "entries that expired since the last one."))] = 3600.0
-    hot_days: Annotated[float, Meta(ge=0.0, le=36_500.0, description=(
-        "The hot tier: turns and delegations that happened in the last this many days, every memory "
-        "and the current facts. Prefetch injects only from the hot tier (within `prefetch_tokens`); "
-        "search and the agent's tools reach every tier. 0 (the default): every turn is hot, as before tiers "
-        "existed; a window is an operator's choice (an imported history is older than any window)."))] = 0.0
+    redis_url: Annotated[
+        str,
+        Meta(
+            description=(
+                "Redis/Valkey URL of a shared server, of the Sentinels that watch it "
+                "(`redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/service_name[/db]`), or of a Redis "
+                "Cluster (`redis+cluster://[[user]:password@]host[:port][,host[:port]...]`: the prefix becomes a hash "
+                "tag); see README, High availability. Empty: the embedded Valkey of `memstream up`."
+            )
+        ),
+    ] = ""
+    redis_tls_ca_file: Annotated[
+        str,
+        Meta(
+            description=(
+                "PEM file of the CA(s) a `rediss://` server's certificate must chain to. Empty: the system's trusted CAs."
+            )
+        ),
+    ] = ""
+    redis_tls_cert_file: Annotated[
+        str,
+        Meta(
+            description=(
+                "PEM file of the client certificate presented to a `rediss://` server that asks for one "
+                "(`tls-auth-clients`); its key in `MEMSTREAM_REDIS_TLS_KEY_FILE`, or in the same file."
+            )
+        ),
+    ] = ""
+    redis_tls_key_file: Annotated[
+        str,
+        Meta(
+            description=(
+                "PEM file of the client certificate's private key (owner-only). Empty: the key is in the certificate's file."
+            )
+        ),
+    ] = ""
+    redis_tls_check_hostname: Annotated[
+        bool,
+        Meta(
+            description=(
+                "Whether a `rediss://` server's certificate must name the URL's host. Off only for a server "
+                "reached by an address its certificate does not name (the CA is still checked)."
+            )
+        ),
+    ] = True
+    tenant: Annotated[_Name, Meta(description=("Tenant every event of this installation belongs to."))] = "default"
+    home: Annotated[Path, Meta(description=("Data directory: spool, embedded Valkey data, run file."))] = Path("~/.memstream")
+    archive_dir: Annotated[
+        str,
+        Meta(
+            description=(
+                "Directory of the archive, the event log's cold part in compressed files (`memstream archive`); "
+                "any host may mount it to read the whole log. Empty: `$MEMSTREAM_HOME/archive`."
+            )
+        ),
+    ] = ""
+    app: Annotated[_Name, Meta(description=("Application name recorded in every event's scope."))] = "hermes"
+    stream_prefix: Annotated[
+        _Name,
+        Meta(
+            description=("Prefix of every Redis key memstream uses. On a Redis Cluster it is used as a hash tag (`{memstream}`).")
+        ),
+    ] = "memstream"
+    shards: Annotated[
+        int,
+        Meta(
+            ge=1,
+            le=1024,
+            description=("Number of event streams; an agent's events always go to the same one. Fixed for the life of a log."),
+        ),
+    ] = 1
+    spool_max_bytes: Annotated[
+        int,
+        Meta(
+            ge=0,
+            le=1 << 50,
+            description=(
+                "Bound on the local spool's unshipped bytes, per agent process: what it appended plus the "
+                "dead processes' segments it adopted. Past it appends are refused, counted (`provider.stats()`, "
+                "the shipper's log) and logged as `spool.full`."
+            ),
+        ),
+    ] = 1 << 30
+    spool_fsync: Annotated[
+        str,
+        Meta(
+            description=(
+                "Power-loss durability of the spool: `never`, `always` (fsync in the hook: slow), or seconds "
+                "between fsyncs by the shipper thread."
+            )
+        ),
+    ] = "1.0"
+    max_text_bytes: Annotated[
+        int,
+        Meta(
+            ge=64,
+            le=1 << 30,
+            description=(  # 64: room for the clip mark
+                "Text fields longer than this (UTF-8 bytes) are clipped, counted and flagged in the event."
+            ),
+        ),
+    ] = 256 * 1024
+    ship_batch: Annotated[
+        int,
+        Meta(
+            ge=1,
+            le=100_000,
+            description=(
+                "Events per shipped batch (one atomic script call). The shipper hands the interpreter back to "
+                "the agent's threads between batches: a batch's work is what a hook may wait for."
+            ),
+        ),
+    ] = 32
+    ship_replicas: Annotated[
+        int,
+        Meta(
+            ge=0,
+            le=100,
+            description=(
+                "Replicas that must confirm each shipped batch (Redis `WAIT`) before the shipper deletes it from "
+                "the spool: a failover to a replica then loses no event (the batch is re-shipped, and the log's "
+                "dedup appends it once). 0: no `WAIT` (a single server). A batch confirmed by fewer within "
+                "`MEMSTREAM_SHIP_REPLICA_TIMEOUT_MS` stays in the spool, is counted (`unreplicated`) and "
+                "retried later."
+            ),
+        ),
+    ] = 0
+    ship_replica_timeout_ms: Annotated[
+        int,
+        Meta(
+            ge=1,
+            le=600_000,
+            description=("Milliseconds a shipped batch's `WAIT` for `MEMSTREAM_SHIP_REPLICAS` replicas may take."),
+        ),
+    ] = 1000
+    shutdown_timeout: Annotated[
+        float,
+        Meta(
+            ge=0.0,
+            le=3600.0,
+            description=(
+                "Seconds the shipper goes on in the background after the last `shutdown()` of the process "
+                "(`shutdown()` itself waits for nothing); what it could not ship stays in the spool for the next "
+                "start."
+            ),
+        ),
+    ] = 2.0
+    qdrant_url: Annotated[
+        str,
+        Meta(description=("Qdrant server for the projections. Empty: the embedded store (qdrant-edge) owned by `memstream up`.")),
+    ] = ""
+    embedder: Annotated[
+        str,
+        Meta(
+            description=(
+                "Embedder of the projections: `onnx-minilm` (offline), `hash` (tests), `openai[:MODEL]`, `ollama[:MODEL]`."
+            )
+        ),
+    ] = "onnx-minilm"
+    embed_url: Annotated[
+        str,
+        Meta(
+            description=(
+                "Base URL of a remote embedder. Empty: `https://api.openai.com/v1` (`openai`), "
+                "`http://127.0.0.1:11434` (`ollama`)."
+            )
+        ),
+    ] = ""
+    embed_model: Annotated[
+        str,
+        Meta(
+            description=(
+                "Model of a remote embedder whose `MEMSTREAM_EMBEDDER` names none. Empty: "
+                "`text-embedding-3-small` (`openai`), `nomic-embed-text` (`ollama`)."
+            )
+        ),
+    ] = ""
+    embed_api_key: Annotated[
+        str,
+        Meta(
+            extra_json_schema=_SECRET,
+            description=("API key of a remote embedder (a bearer token); `memstream doctor` shows it as `***`."),
+        ),
+    ] = ""
+    embed_dim: Annotated[
+        int,
+        Meta(
+            ge=0,
+            le=65_536,
+            description=("Vector size of a remote embedder. 0: known for the model, else learnt from its first answer."),
+        ),
+    ] = 0
+    embed_threads: Annotated[
+        int,
+        Meta(
+            ge=0,
+            le=1024,
+            description=("onnxruntime threads of the `onnx-minilm` embedder. 0: the CPUs this process may use, at most 8."),
+        ),
+    ] = 0
+    query_threads: Annotated[
+        int,
+        Meta(
+            ge=0,
+            le=256,
+            description=(
+                "Threads of a query server (`memstream up`, each `memstream worker`) answering recall, search and "
+                "the agent's tools. 0: the CPUs this process may use, at least 2 (one answers while another "
+                "waits on Redis) and at most 8. A handler mostly holds the interpreter, so threads past the CPUs "
+                "only queue: more answers a second need more processes (BENCHMARKS.md, reads)."
+            ),
+        ),
+    ] = 0
+    autostart: Annotated[
+        bool,
+        Meta(description=("Start the embedded service (`memstream up --detach`) when none is running and no Redis URL is set.")),
+    ] = True
+    prefetch_budget_ms: Annotated[
+        int,
+        Meta(
+            ge=0,
+            le=60_000,
+            description=(
+                "How long `prefetch()` may take: it waits for the fresh recall of the turn's message until "
+                "2 ms before this budget ends (the thread's wake-up latency), then returns the freshest block "
+                "already computed (or nothing)."
+            ),
+        ),
+    ] = 150
+    prefetch_tokens: Annotated[
+        int,
+        Meta(
+            ge=50,
+            le=1_000_000,
+            description=("Token budget of the injected `<memory-context>` block (estimated at 4 characters a token)."),
+        ),
+    ] = 400
+    tool_timeout: Annotated[
+        float,
+        Meta(
+            ge=0.1,
+            le=3600.0,
+            description=("Seconds a memstream tool call waits for the service's answer before it returns an error."),
+        ),
+    ] = 5.0
+    stall_after_s: Annotated[
+        float,
+        Meta(
+            ge=0.1,
+            le=86_400.0,
+            description=(
+                "Seconds without progress, with entries waiting as long, before `memstream doctor` fails a "
+                "projection and `memstream stats` calls it stalled."
+            ),
+        ),
+    ] = 60.0
+    embed_warn_points: Annotated[
+        int,
+        Meta(
+            ge=1,
+            le=1_000_000_000,
+            description=(
+                "Points waiting for their dense vector in one version's backlog past which `memstream doctor` "
+                "warns (they are found by keywords meanwhile)."
+            ),
+        ),
+    ] = 100_000
+    embed_warn_s: Annotated[
+        float,
+        Meta(
+            ge=0.1,
+            le=86_400.0,
+            description=(
+                "Seconds the oldest point of a version's backlog may wait for its dense vector before "
+                "`memstream doctor` warns (a dense stage behind or failing; with none reading the backlog it "
+                "fails after `MEMSTREAM_STALL_AFTER_S`)."
+            ),
+        ),
+    ] = 600.0
+    projections: Annotated[
+        str,
+        Meta(
+            description=(
+                "Projections of your own, besides those installed through the `memstream.projections` entry "
+                "point: comma-separated `module:Class` (see README, Your own projection)."
+            )
+        ),
+    ] = ""
+    projection_process: Annotated[
+        bool,
+        Meta(
+            description=(
+                "`memstream up` runs the projections that need no vector store (facts, sessions, yours without "
+                "`VECTORS`) in a child process of their own, beside the one that owns the store: supervised "
+                "(restarted with backoff when it dies), stopped with the service, and gone when the service is "
+                "(it watches a pipe from it); its figures are in the service's metrics. With one usable CPU they "
+                "stay threads of the service (a second process would only add its cost). `false`: always "
+                "threads."
+            )
+        ),
+    ] = True
+    worker_projections: Annotated[
+        str,
+        Meta(
+            description=(
+                "The projections a `memstream worker` runs, comma-separated names (`memstream worker "
+                "--projections` overrides it); empty: all. A worker without a vector projection needs no "
+                "Qdrant server and opens no store."
+            )
+        ),
+    ] = ""
+    worker_index: Annotated[
+        _Name,
+        Meta(
+            description=(
+                "Suffix of a worker's consumer name, `HOST-INDEX`, when `memstream worker --name` gives none: "
+                "give each worker process on a host its own."
+            )
+        ),
+    ] = "0"
+    metrics_addr: Annotated[
+        str,
+        Meta(
+            description=(
+                "Where `memstream up` and each `memstream worker` serve Prometheus metrics (`/metrics`) and the "
+                "dashboard (`/`), `HOST:PORT` (`[IPv6]:PORT`). Empty: neither. Port `0`: a free port, logged and named in the "
+                "service's run file. A port another process holds: a warning, and the process runs without "
+                "metrics. Keep it on the loopback (see README, Metrics)."
+            )
+        ),
+    ] = "127.0.0.1:9464"
+    report_every_s: Annotated[
+        float,
+        Meta(
+            ge=0.0,
+            le=3600.0,
+            description=(
+                "Seconds between an agent process's reports for the fleet's metrics (its spool backlog and "
+                "refusals, its hooks' durations, its prefetch outcomes), written by its shipper thread to one "
+                "field of one Redis hash (see README, Metrics); 0: no reports. The processes that serve metrics "
+                "count an agent active while its last report is at most 3 of their own intervals old."
+            ),
+        ),
+    ] = 5.0
+    metrics_top_agents: Annotated[
+        int,
+        Meta(
+            ge=0,
+            le=200,
+            description=(
+                "Agent processes the per-agent metrics name (spool backlog, refusals): the largest this many, the "
+                "rest summed as `other`. At most 200: every name is a series of every scrape, and each process "
+                "that enters the list is one more series for Prometheus to keep."
+            ),
+        ),
+    ] = 20
+    retention_turns_days: Annotated[
+        float,
+        Meta(
+            ge=0.0,
+            le=36_500.0,
+            description=(
+                "Days a turn (`turn.recorded`) is kept, counted from when the log received it; then the "
+                "service's retention job erases it everywhere, as `memstream forget` does (see README, "
+                "Retention and tiers). 0: forever."
+            ),
+        ),
+    ] = 0.0
+    retention_memories_days: Annotated[
+        float,
+        Meta(ge=0.0, le=36_500.0, description=("Days a memory (`memory.written`, `memory.remembered`) is kept; 0: forever.")),
+    ] = 0.0
+    retention_delegations_days: Annotated[
+        float,
+        Meta(
+            ge=0.0,
+            le=36_500.0,
+            description=("Days a delegation's task and result (`delegation.completed`) are kept; 0: forever."),
+        ),
+    ] = 0.0
+    retention_sessions_days: Annotated[
+        float,
+        Meta(
+            ge=0.0,
+            le=36_500.0,
+            description=(
+                "Days a session's bookends (`session.ended`, `session.switched`: its title and end reason) are "
+                "kept; 0: forever. Facts have no retention of their own: a fact goes with the turns and "
+                "memories it was extracted from."
+            ),
+        ),
+    ] = 0.0
+    retention_every_s: Annotated[
+        float,
+        Meta(
+            ge=1.0,
+            le=86_400.0,
+            description=(
+                "Seconds between runs of the retention job (in `memstream up` and each `memstream worker`; "
+                "one at a time across the fleet, the first at start). Each run reads only the log "
+                "entries that expired since the last one."
+            ),
+        ),
+    ] = 3600.0
+    hot_days: Annotated[
+        float,
+        Meta(
+            ge=0.0,
+            le=36_500.0,
+            description=(
+                "The hot tier: turns and delegations that happened in the last this many days, every memory "
+                "and the current facts. Prefetch injects only from the hot tier (within `prefetch_tokens`); "
+                "search and the agent's tools reach every tier. 0 (the default): every turn is hot, as before tiers "
+                "existed; a window is an operator's choice (an imported history is older than any window)."
+            ),
+        ),
+    ] = 0.0
     problems: tuple[str, ...] = ()
     # (setting, where its value came from: the environment variable's name, the file's path,
     # or "given" by the caller) for each setting not left at its default; not a setting
@@ -254,8 +514,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             try:
                 kwargs[attr] = spec.convert(value)
             except ValueError as exc:
-                problems.append(f"{spec.env}={_brief(spec.shown(value))} is not a valid {spec.kind} "
-                                f"({_clip(str(exc), 60)}); using {spec.default!r}")
+                problems.append(
+                    f"{spec.env}={_brief(spec.shown(value))} is not a valid {spec.kind} "
+                    f"({_clip(str(exc), 60)}); using {spec.default!r}"
+                )
         sources = tuple((attr, origins[attr]) for attr in _SPECS if attr in kwargs)  # a bad value: default
         home_text = str(kwargs.pop("home", _SPECS["home"].default))
         try:
@@ -282,8 +544,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
                     problems.append(problem)
         if _address(self.metrics_addr) is False:
             default = _SPECS["metrics_addr"].default
-            problems.append(f"{ENV_PREFIX}METRICS_ADDR={_brief(self.metrics_addr)} is not HOST:PORT "
-                            f"(a port 0 to 65535, [IPv6]:PORT) nor empty; using {default}")
+            problems.append(
+                f"{ENV_PREFIX}METRICS_ADDR={_brief(self.metrics_addr)} is not HOST:PORT "
+                f"(a port 0 to 65535, [IPv6]:PORT) nor empty; using {default}"
+            )
             fixed["metrics_addr"] = default
         problems += _tls_problems(self)
         fsync = fixed.get("spool_fsync", self.spool_fsync)
@@ -293,19 +557,24 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             fixed["spool_fsync"] = default
         if fixed.get("ship_replicas", self.ship_replicas) and not self.redis_url:
             # the embedded Valkey has no replicas: every WAIT would fall short, nothing would ship
-            problems.append(f"{ENV_PREFIX}SHIP_REPLICAS={self.ship_replicas} needs {ENV_PREFIX}REDIS_URL (the "
-                            "embedded Valkey has no replicas); using 0")
+            problems.append(
+                f"{ENV_PREFIX}SHIP_REPLICAS={self.ship_replicas} needs {ENV_PREFIX}REDIS_URL (the "
+                "embedded Valkey has no replicas); using 0"
+            )
             fixed["ship_replicas"] = 0
         from memstream.core.cluster_url import cluster_prefix, is_cluster_url
 
         if fixed.get("ship_replicas", self.ship_replicas) and is_cluster_url(self.redis_url):
             # one WAIT would confirm one node's writes: a batch spans several primaries there
-            problems.append(f"{ENV_PREFIX}SHIP_REPLICAS={self.ship_replicas} is not supported on a Redis Cluster "
-                            "(a batch spans several primaries); using 0")
+            problems.append(
+                f"{ENV_PREFIX}SHIP_REPLICAS={self.ship_replicas} is not supported on a Redis Cluster "
+                "(a batch spans several primaries); using 0"
+            )
             fixed["ship_replicas"] = 0
         tagged = {"stream_prefix": cluster_prefix(self.stream_prefix)} if is_cluster_url(self.redis_url) else {}
-        return msgspec.structs.replace(self, **fixed, **tagged, problems=tuple(problems),
-                                       sources=tuple((a, o) for a, o in self.sources if a not in fixed))
+        return msgspec.structs.replace(
+            self, **fixed, **tagged, problems=tuple(problems), sources=tuple((a, o) for a, o in self.sources if a not in fixed)
+        )
 
     @property
     def fsync_interval(self) -> float | None:
@@ -332,8 +601,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     def retention_days(self) -> dict[str, float]:
         """Per kind of event (turns, memories, delegations, sessions): its retention in days
         (0: forever)."""
-        return {"turns": self.retention_turns_days, "memories": self.retention_memories_days,
-                "delegations": self.retention_delegations_days, "sessions": self.retention_sessions_days}
+        return {
+            "turns": self.retention_turns_days,
+            "memories": self.retention_memories_days,
+            "delegations": self.retention_delegations_days,
+            "sessions": self.retention_sessions_days,
+        }
 
     @property
     def spool_dir(self) -> Path:
@@ -439,8 +712,10 @@ class _Spec:
         """Why ``value`` is outside this field's bounds, or None."""
         if self.max_length is not None:
             if not (isinstance(value, str) and value.strip() and len(value) <= self.max_length and value.isprintable()):
-                return (f"{self.attribute} must be 1 to {self.max_length} printable characters "
-                        f"(got {_brief(value)}); using {self.default!r}")
+                return (
+                    f"{self.attribute} must be 1 to {self.max_length} printable characters "
+                    f"(got {_brief(value)}); using {self.default!r}"
+                )
             return None
         if self.bounded is None:
             return None
@@ -452,8 +727,9 @@ class _Spec:
         return None
 
 
-_SPECS: dict[str, _Spec] = {f.name: _Spec(f.name, f.type, f.default)
-                            for f in msgspec.structs.fields(Settings) if f.name not in ("problems", "sources")}
+_SPECS: dict[str, _Spec] = {
+    f.name: _Spec(f.name, f.type, f.default) for f in msgspec.structs.fields(Settings) if f.name not in ("problems", "sources")
+}
 _BY_ENV = {spec.env: name for name, spec in _SPECS.items()}
 OPTIONS: tuple[Option, ...] = tuple(Option(s.attribute, s.env, s.default, s.meaning) for s in _SPECS.values())
 
@@ -529,7 +805,7 @@ def mask_url(url: str) -> str:
     query_at = url.find("?", start)
     if query_at < 0:
         return url
-    head, rest = url[: query_at + 1], url[query_at + 1:]
+    head, rest = url[: query_at + 1], url[query_at + 1 :]
     query, hash_, fragment = rest.partition("#")
     params = []
     for param in re.split(r"([&;])", query):
@@ -547,9 +823,11 @@ def _url_problem(attr: str, env: str, url: str) -> str | None:
     if not url:
         return None
     if attr == "redis_url":
-        expected = ("redis://[[user]:password@]host[:port][/db], rediss://..., unix:///path, "
-                    "redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/service_name[/db] or "
-                    "redis+cluster://[[user]:password@]host[:port][,host[:port]...]")
+        expected = (
+            "redis://[[user]:password@]host[:port][/db], rediss://..., unix:///path, "
+            "redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/service_name[/db] or "
+            "redis+cluster://[[user]:password@]host[:port][,host[:port]...]"
+        )
         schemes: tuple[str, ...] = ("redis", "rediss", "unix")
         from memstream.core.cluster_url import is_cluster_url, parse_cluster_url
         from memstream.core.sentinel_url import is_sentinel_url, parse_sentinel_url
@@ -559,8 +837,10 @@ def _url_problem(attr: str, env: str, url: str) -> str | None:
             try:
                 parse_cluster_url(url)
             except ValueError as exc:  # its message never shows a password
-                return (f"{env}={_brief(mask_url(url))} {exc}; expected "
-                        "redis+cluster://[[user]:password@]host[:port][,host[:port]...]")
+                return (
+                    f"{env}={_brief(mask_url(url))} {exc}; expected "
+                    "redis+cluster://[[user]:password@]host[:port][,host[:port]...]"
+                )
             return None
         if is_sentinel_url(url) and plain:
             try:
@@ -602,17 +882,17 @@ def _url_problem(attr: str, env: str, url: str) -> str | None:
 def _tls_problems(settings: Settings) -> list[str]:
     """Why the TLS settings cannot apply as given (no file is opened: doctor and the
     connection report a file that cannot be read)."""
-    tls = {"MEMSTREAM_REDIS_TLS_CA_FILE": settings.redis_tls_ca_file,
-           "MEMSTREAM_REDIS_TLS_CERT_FILE": settings.redis_tls_cert_file,
-           "MEMSTREAM_REDIS_TLS_KEY_FILE": settings.redis_tls_key_file}
+    tls = {
+        "MEMSTREAM_REDIS_TLS_CA_FILE": settings.redis_tls_ca_file,
+        "MEMSTREAM_REDIS_TLS_CERT_FILE": settings.redis_tls_cert_file,
+        "MEMSTREAM_REDIS_TLS_KEY_FILE": settings.redis_tls_key_file,
+    }
     given = [env for env, value in tls.items() if value]
     problems = []
     if given and not settings.redis_url.lower().startswith("rediss://"):
-        problems.append(f"{', '.join(given)} set but MEMSTREAM_REDIS_URL is not a rediss:// URL: "
-                        "no TLS, the files are not used")
+        problems.append(f"{', '.join(given)} set but MEMSTREAM_REDIS_URL is not a rediss:// URL: no TLS, the files are not used")
     if settings.redis_tls_key_file and not settings.redis_tls_cert_file:
-        problems.append("MEMSTREAM_REDIS_TLS_KEY_FILE set without MEMSTREAM_REDIS_TLS_CERT_FILE: "
-                        "the key is not used")
+        problems.append("MEMSTREAM_REDIS_TLS_KEY_FILE set without MEMSTREAM_REDIS_TLS_CERT_FILE: the key is not used")
     return problems
 
 

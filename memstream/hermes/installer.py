@@ -137,14 +137,15 @@ def _hermes_python() -> str | None:
 
 
 def _importable_by(python: str) -> bool | None:
-    code = ("import importlib.util as u, pathlib as p, sys\n"
-            "s, m = u.find_spec('provider'), u.find_spec('memstream')\n"
-            "ok = bool(s and m and s.origin and m.origin and "
-            "p.Path(s.origin).resolve().parent.parent == p.Path(m.origin).resolve().parent.parent)\n"
-            "sys.exit(0 if ok else 3)\n")
+    code = (
+        "import importlib.util as u, pathlib as p, sys\n"
+        "s, m = u.find_spec('provider'), u.find_spec('memstream')\n"
+        "ok = bool(s and m and s.origin and m.origin and "
+        "p.Path(s.origin).resolve().parent.parent == p.Path(m.origin).resolve().parent.parent)\n"
+        "sys.exit(0 if ok else 3)\n"
+    )
     try:
-        proc = subprocess.run([python, "-c", code], capture_output=True, timeout=15,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run([python, "-c", code], capture_output=True, timeout=15, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if proc.returncode == 0:
@@ -177,8 +178,10 @@ def _interpreters() -> dict[str, Any]:
 
 
 def _install_hint(python: str | None) -> str:
-    return (f"install memstream into the Python that runs Hermes: "
-            f"{python or '/path/to/hermes-venv/bin/python'} -m pip install memstream")
+    return (
+        f"install memstream into the Python that runs Hermes: "
+        f"{python or '/path/to/hermes-venv/bin/python'} -m pip install memstream"
+    )
 
 
 def install(home: Path | str | None = None) -> dict[str, Any]:
@@ -237,12 +240,16 @@ def install(home: Path | str | None = None) -> dict[str, Any]:
     if previous and previous != PLUGIN_NAME:
         warnings.append(f"memory.provider was {previous!r}; it is now {PLUGIN_NAME!r} (Hermes runs one provider)")
     if result["provider_importable_by_hermes"] is False or (
-            result["provider_importable_by_hermes"] is None and not result["provider_importable"]):
-        warnings.append("Hermes cannot import memstream's provider and would silently use its built-in "
-                        "memory; " + _install_hint(result["hermes_python"]))
+        result["provider_importable_by_hermes"] is None and not result["provider_importable"]
+    ):
+        warnings.append(
+            "Hermes cannot import memstream's provider and would silently use its built-in "
+            "memory; " + _install_hint(result["hermes_python"])
+        )
     elif result["provider_importable_by_hermes"] is None:
-        warnings.append("no Hermes installation found from this Python; make sure memstream is installed "
-                        "in the Python that runs Hermes")
+        warnings.append(
+            "no Hermes installation found from this Python; make sure memstream is installed in the Python that runs Hermes"
+        )
     result["warnings"] = warnings
     return result
 
@@ -256,8 +263,13 @@ def check(home: Path | str | None = None) -> dict[str, Any]:
     home = hermes_home(home)
     plugin_dir = home / "plugins" / PLUGIN_NAME
     config_path = home / "config.yaml"
-    out: dict[str, Any] = {"ok": True, "home": str(home), "plugin_dir": str(plugin_dir),
-                           "plugin_installed": False, "selected": False}
+    out: dict[str, Any] = {
+        "ok": True,
+        "home": str(home),
+        "plugin_dir": str(plugin_dir),
+        "plugin_installed": False,
+        "selected": False,
+    }
     if not home.is_dir():
         out.update(skipped=True, reason=f"no Hermes home at {home}")
         return out
@@ -293,6 +305,9 @@ def check(home: Path | str | None = None) -> dict[str, Any]:
     if problems:
         out.update(ok=False, error="; ".join(problems) + f"; run `memstream install-hermes --home {home}`")
     elif not out["plugin_current"]:
-        out["warning"] = ("the installed plugin files differ from this memstream version's ("
-                          + ", ".join(stale) + "); run `memstream install-hermes` to update them")
+        out["warning"] = (
+            "the installed plugin files differ from this memstream version's ("
+            + ", ".join(stale)
+            + "); run `memstream install-hermes` to update them"
+        )
     return out

@@ -22,6 +22,13 @@ def acl_recipe(settings: Settings) -> list[dict]:
         password = secrets.token_urlsafe(32)
         user = acl_role_user(settings.stream_prefix, role)
         rules = acl_role_rules(role, settings.stream_prefix, password)
-        out.append({"role": role, "user": user, "uses": uses, "command": " ".join(["ACL", "SETUSER", user, *rules]),
-                    "redis_url": user_url(settings, user, password)})
+        out.append(
+            {
+                "role": role,
+                "user": user,
+                "uses": uses,
+                "command": " ".join(["ACL", "SETUSER", user, *rules]),
+                "redis_url": user_url(settings, user, password),
+            }
+        )
     return out

@@ -33,8 +33,7 @@ def read_bounded(source: BinaryIO, name: str, limit: int) -> tuple[str, bool]:
         raise CommandError(f"{name} is not UTF-8 text (invalid byte at offset {exc.start})") from None
 
 
-def source_text(limit: int, *, text: str | None, file: str | None,
-                stdin: BinaryIO | None) -> tuple[str, str, bool]:
+def source_text(limit: int, *, text: str | None, file: str | None, stdin: BinaryIO | None) -> tuple[str, str, bool]:
     """(text, where it came from, more than ``limit`` bytes): ``file`` when given, else
     ``stdin`` when ``text`` is ``-``, else ``text`` itself (``TEXT``)."""
     if file is not None:
@@ -60,8 +59,17 @@ def source_text(limit: int, *, text: str | None, file: str | None,
     return text, "TEXT", len(text.encode("utf-8", "replace")) > limit
 
 
-def memory_event(settings: Settings, raw: str, where: str, more: bool, *, tenant: str | None, agent: str,
-                 session: str | None, target: Literal["memory", "user"]) -> tuple[MemoryWritten, bool]:
+def memory_event(
+    settings: Settings,
+    raw: str,
+    where: str,
+    more: bool,
+    *,
+    tenant: str | None,
+    agent: str,
+    session: str | None,
+    target: Literal["memory", "user"],
+) -> tuple[MemoryWritten, bool]:
     """(the memory write of ``raw``, whether its text was clipped to ``settings.max_text_bytes``).
 
     ``raw`` came from ``where`` (``source_text``); read from a file or stdin and whole,
@@ -77,11 +85,15 @@ def memory_event(settings: Settings, raw: str, where: str, more: bool, *, tenant
         raise CommandError(f"nothing to add: the text ({where}) is empty")
     clipped = "clipped" in problems
     event = MemoryWritten(
-        id=new_event_id(), occurred_at=utcnow(),
-        scope=Scope(tenant=tenant or settings.tenant, app=settings.app, agent=agent,
-                    session_id=session or "", platform="cli"),
+        id=new_event_id(),
+        occurred_at=utcnow(),
+        scope=Scope(tenant=tenant or settings.tenant, app=settings.app, agent=agent, session_id=session or "", platform="cli"),
         clipped=["content"] if clipped else [],
-        action="add", target=target, content=text, origin="memstream-cli")
+        action="add",
+        target=target,
+        content=text,
+        origin="memstream-cli",
+    )
     return event, clipped
 
 

@@ -21,8 +21,12 @@ def archive_dir(settings: Settings, to: str | None = None) -> Path:
     return Path(to).expanduser() if to else settings.archive_path
 
 
-def archive(settings: Settings, before: str | None = None, to: str | None = None,
-            progress: Callable[[str, int, int | None], None] | None = None) -> dict[str, Any]:
+def archive(
+    settings: Settings,
+    before: str | None = None,
+    to: str | None = None,
+    progress: Callable[[str, int, int | None], None] | None = None,
+) -> dict[str, Any]:
     """Archive every entry below ``before`` (an entry id, a date or a time; None: per
     stream, everything every projection group has applied) into ``to``, then trim what
     every consumer group has applied from Redis. ``progress(task, done, total)`` as it

@@ -20,8 +20,18 @@ from memstream.ops.stats import group_health, streams
 from memstream.producers import EventLog, LogLocator, spool_usage
 
 __all__ = [
-    "STATES", "check_config", "check_dense", "check_embedder", "check_projections", "check_queries", "check_redis",
-    "check_spool", "check_streams", "check_tenants", "doctor", "state_of",
+    "STATES",
+    "check_config",
+    "check_dense",
+    "check_embedder",
+    "check_projections",
+    "check_queries",
+    "check_redis",
+    "check_spool",
+    "check_streams",
+    "check_tenants",
+    "doctor",
+    "state_of",
 ]
 
 STATES = ("ok", "warning", "failed")  # a check's state, best first; the report's is its worst check's
@@ -40,20 +50,25 @@ def doctor(settings: Settings, hermes: Callable[[], dict] | None = None) -> dict
         try:
             checks["streams"] = check_streams(eventlog)
         except redis.exceptions.NoPermissionError:
-            checks["streams"] = {"ok": True,
-                                 "note": "a tenant's credentials append to the streams but may not read them"}
+            checks["streams"] = {"ok": True, "note": "a tenant's credentials append to the streams but may not read them"}
         checks["queries"] = check_queries(eventlog, settings.tenant)
         checks["tenants"] = check_tenants(eventlog)
         try:
             checks["projections"] = check_projections(eventlog, settings.stall_after_s)
         except redis.exceptions.NoPermissionError:
-            checks["projections"] = {"ok": True, "note": "a tenant's credentials may not read the projections' "
-                                                         "positions: run doctor with the operator's to check them"}
+            checks["projections"] = {
+                "ok": True,
+                "note": "a tenant's credentials may not read the projections' "
+                "positions: run doctor with the operator's to check them",
+            }
         try:
             checks["dense"] = check_dense(eventlog, settings)
         except redis.exceptions.NoPermissionError:
-            checks["dense"] = {"ok": True, "note": "a tenant's credentials may not read the dense stages' backlogs: "
-                                                   "run doctor with the operator's to check them"}
+            checks["dense"] = {
+                "ok": True,
+                "note": "a tenant's credentials may not read the dense stages' backlogs: "
+                "run doctor with the operator's to check them",
+            }
     else:
         checks["streams"] = {"ok": False, "error": "log unreachable"}
     checks["spool"] = check_spool(settings)
@@ -62,8 +77,10 @@ def doctor(settings: Settings, hermes: Callable[[], dict] | None = None) -> dict
             checks["hermes"] = hermes()
         except Exception as exc:
             checks["hermes"] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-    checks = {name: {"ok": bool(c.get("ok")), "state": state_of(c),
-                     **{k: v for k, v in c.items() if k not in ("ok", "state")}} for name, c in checks.items()}
+    checks = {
+        name: {"ok": bool(c.get("ok")), "state": state_of(c), **{k: v for k, v in c.items() if k not in ("ok", "state")}}
+        for name, c in checks.items()
+    }
     worst = max((STATES.index(c["state"]) for c in checks.values()), default=0)
     return {"ok": STATES[worst] != "failed", "state": STATES[worst], "version": __version__, "checks": checks}
 
@@ -79,8 +96,13 @@ def check_config(settings: Settings) -> dict:
     """Every setting in effect (secrets masked), the home, and where each value that is no
     default came from (``sources``: setting -> variable name, file path or ``given``);
     fails on a problem (a bad value, a name that is no setting)."""
-    check = {"ok": not settings.problems, "home": str(settings.home), "sources": dict(settings.sources),
-             "problems": list(settings.problems), "settings": settings.public()}
+    check = {
+        "ok": not settings.problems,
+        "home": str(settings.home),
+        "sources": dict(settings.sources),
+        "problems": list(settings.problems),
+        "settings": settings.public(),
+    }
     if settings.problems:
         check["error"] = "; ".join(settings.problems)
     return check
@@ -104,22 +126,28 @@ def check_redis(settings: Settings) -> tuple[dict, EventLog | None]:
     url = locator.url()
     mode = "external" if settings.redis_url else "embedded"
     if url is None:
-        return {"ok": False, "mode": mode,
-                "error": "no memstream service is running; start it with `memstream up --detach`"}, None
+        return {
+            "ok": False,
+            "mode": mode,
+            "error": "no memstream service is running; start it with `memstream up --detach`",
+        }, None
     try:
         eventlog = locator()
         try:
             server = eventlog.client.info("server")
         except redis.exceptions.NoPermissionError:  # a tenant's or the workers' credentials: no INFO
-            return {"ok": True, "mode": mode, "url": mask_url(url), "tls": _tls(url, settings),
-                    "redis_version": "not shown to these credentials"}, eventlog
+            return {
+                "ok": True,
+                "mode": mode,
+                "url": mask_url(url),
+                "tls": _tls(url, settings),
+                "redis_version": "not shown to these credentials",
+            }, eventlog
     except redis.RedisError as exc:
-        return {"ok": False, "mode": mode, "url": mask_url(url),
-                "error": f"{type(exc).__name__}: {exc}"}, None
+        return {"ok": False, "mode": mode, "url": mask_url(url), "error": f"{type(exc).__name__}: {exc}"}, None
     version = str(server.get("redis_version", "0"))
     major = int(version.split(".")[0] or 0)
-    check = {"ok": major >= 7, "mode": mode, "url": mask_url(url), "tls": _tls(url, settings),
-             "redis_version": version}
+    check = {"ok": major >= 7, "mode": mode, "url": mask_url(url), "tls": _tls(url, settings), "redis_version": version}
     if server.get("valkey_version"):
         check["valkey_version"] = server["valkey_version"]
     if major < 7:
@@ -137,8 +165,10 @@ def check_redis(settings: Settings) -> tuple[dict, EventLog | None]:
             check["replicas"] = replicas
             if replicas < settings.ship_replicas and check["ok"]:
                 check["ok"] = False
-                check["error"] = (f"MEMSTREAM_SHIP_REPLICAS={settings.ship_replicas} but the primary has {replicas} "
-                                  "replicas connected: no batch is confirmed, the spools keep growing")
+                check["error"] = (
+                    f"MEMSTREAM_SHIP_REPLICAS={settings.ship_replicas} but the primary has {replicas} "
+                    "replicas connected: no batch is confirmed, the spools keep growing"
+                )
     return check, eventlog
 
 
@@ -159,8 +189,14 @@ def check_streams(eventlog: EventLog) -> dict:
     found = streams(eventlog)
     firsts = [s["first_at"] for s in found if s["first_at"] is not None]
     lasts = [s["last_at"] for s in found if s["last_at"] is not None]
-    return {"ok": True, "count": len(found), "events": sum(int(s["length"]) for s in found),
-            "first_at": min(firsts, default=None), "last_at": max(lasts, default=None), "streams": found}
+    return {
+        "ok": True,
+        "count": len(found),
+        "events": sum(int(s["length"]) for s in found),
+        "first_at": min(firsts, default=None),
+        "last_at": max(lasts, default=None),
+        "streams": found,
+    }
 
 
 def check_tenants(eventlog: EventLog) -> dict:
@@ -172,10 +208,17 @@ def check_tenants(eventlog: EventLog) -> dict:
     except redis.exceptions.NoPermissionError:
         return {"ok": True, "credentials": "a tenant's (append, own queries only)"}
     if not tenants:
-        return {"ok": True, "registered": 0,
-                "note": "no tenant registered: any holder of these Redis credentials writes and reads for any tenant"}
-    return {"ok": True, "registered": len(tenants), "credentials": "the operator's",
-            "enforced": "events must be signed by their registered tenant"}
+        return {
+            "ok": True,
+            "registered": 0,
+            "note": "no tenant registered: any holder of these Redis credentials writes and reads for any tenant",
+        }
+    return {
+        "ok": True,
+        "registered": len(tenants),
+        "credentials": "the operator's",
+        "enforced": "events must be signed by their registered tenant",
+    }
 
 
 def check_queries(eventlog: EventLog, tenant: str) -> dict:
@@ -188,14 +231,19 @@ def check_queries(eventlog: EventLog, tenant: str) -> dict:
 
     started = time.perf_counter()
     try:
-        answer = ask(eventlog.client, eventlog.prefix, {"op": "exists", "tenant": tenant, "id": "doctor-check"},
-                     timeout=2.0)
+        answer = ask(eventlog.client, eventlog.prefix, {"op": "exists", "tenant": tenant, "id": "doctor-check"}, timeout=2.0)
     except (QueryTimeout, QueryRefused, redis.RedisError) as exc:
-        return {"ok": True, "answering": False,
-                "warning": f"no query server answered ({type(exc).__name__}): start `memstream up` or a "
-                           "`memstream worker`; until then prefetch injects nothing and tools return errors"}
-    check: dict[str, Any] = {"ok": True, "answering": "error" not in answer,
-                             "round_trip_ms": round((time.perf_counter() - started) * 1000, 1)}
+        return {
+            "ok": True,
+            "answering": False,
+            "warning": f"no query server answered ({type(exc).__name__}): start `memstream up` or a "
+            "`memstream worker`; until then prefetch injects nothing and tools return errors",
+        }
+    check: dict[str, Any] = {
+        "ok": True,
+        "answering": "error" not in answer,
+        "round_trip_ms": round((time.perf_counter() - started) * 1000, 1),
+    }
     if "error" in answer:
         check["warning"] = f"a query server answered with an error: {str(answer['error'])[:200]}"
     return check
@@ -206,20 +254,25 @@ def check_projections(eventlog: EventLog, stall_after_s: float) -> dict:
     ``stall_after_s`` (``MEMSTREAM_STALL_AFTER_S``): its group, for how long, its last error."""
     from memstream.projections import running_versions
 
-    health = {g: group_health(eventlog, g, stall_after_s)
-              for _, _, g in running_versions(eventlog.client, eventlog.prefix)}
+    health = {g: group_health(eventlog, g, stall_after_s) for _, _, g in running_versions(eventlog.client, eventlog.prefix)}
     stalled = {g: h for g, h in health.items() if not h["ok"]}
-    check: dict = {"ok": not stalled, "status": ", ".join(f"{g} {h['status']}" for g, h in health.items()),
-                   "stall_after_s": next(iter(health.values()))["threshold_s"],
-                   "groups": {g: {k: h[k] for k in ("status", "waiting", "last_progress_at", "stalled_for_s",
-                                                    "last_error", "restarts")} for g, h in health.items()}}
+    check: dict = {
+        "ok": not stalled,
+        "status": ", ".join(f"{g} {h['status']}" for g, h in health.items()),
+        "stall_after_s": next(iter(health.values()))["threshold_s"],
+        "groups": {
+            g: {k: h[k] for k in ("status", "waiting", "last_progress_at", "stalled_for_s", "last_error", "restarts")}
+            for g, h in health.items()
+        },
+    }
     if stalled:
         check["error"] = "; ".join(
             f"{g} not advancing: {h['waiting']} entries waiting, no progress for {h['stalled_for_s']}s"
             + ("" if h["exists"] else " (no worker has read the log)")
             + (f", last error: {h['last_error'][:200]}" if h["last_error"] else "")
             + (f", {h['restarts']} restarts" if h["restarts"] else "")
-            for g, h in stalled.items())
+            for g, h in stalled.items()
+        )
     return check
 
 
@@ -255,27 +308,43 @@ def check_dense(eventlog: EventLog, settings: Settings, now: float | None = None
         alive = [name for name, r in readers.items() if r["idle_s"] <= settings.stall_after_s]
         oldest_s = round(max(0.0, now - w.since), 1) if w.since else None
         letters = int(dead.get(backlog, 0))
-        groups[group] = {"waiting": w.entries, "oldest_s": oldest_s, "readers": len(alive),
-                         "last_read_s": min((r["idle_s"] for r in readers.values()), default=None),
-                         "dead_letters": letters}
+        groups[group] = {
+            "waiting": w.entries,
+            "oldest_s": oldest_s,
+            "readers": len(alive),
+            "last_read_s": min((r["idle_s"] for r in readers.values()), default=None),
+            "dead_letters": letters,
+        }
         if oldest_s is not None and oldest_s > settings.stall_after_s and not alive:
-            failed.append(f"{group}: {w.entries} points waited up to {oldest_s:.0f} s for their dense vector and "
-                          + ("no dense stage ever read the backlog" if not readers else
-                             f"no dense stage read it for {groups[group]['last_read_s']:.0f} s")
-                          + ": start `memstream up` or a `memstream worker` with this version's embedder")
+            failed.append(
+                f"{group}: {w.entries} points waited up to {oldest_s:.0f} s for their dense vector and "
+                + (
+                    "no dense stage ever read the backlog"
+                    if not readers
+                    else f"no dense stage read it for {groups[group]['last_read_s']:.0f} s"
+                )
+                + ": start `memstream up` or a `memstream worker` with this version's embedder"
+            )
             continue
         if w.entries > settings.embed_warn_points:
-            warned.append(f"{group}: {w.entries} points wait for their dense vector "
-                          f"(more than {settings.embed_warn_points})")
+            warned.append(f"{group}: {w.entries} points wait for their dense vector (more than {settings.embed_warn_points})")
         elif oldest_s is not None and oldest_s > settings.embed_warn_s:
-            warned.append(f"{group}: the oldest point waited {oldest_s or 0.0:.0f} s for its dense vector "
-                          f"(more than {settings.embed_warn_s:.0f} s): the dense stage is behind or failing")
+            warned.append(
+                f"{group}: the oldest point waited {oldest_s or 0.0:.0f} s for its dense vector "
+                f"(more than {settings.embed_warn_s:.0f} s): the dense stage is behind or failing"
+            )
         if letters:
-            warned.append(f"{group}: {letters} backlog entries dead-lettered (`memstream dlq list --group {group}`, "
-                          "`memstream dlq retry`): their points are found by keywords only")
-    check: dict[str, Any] = {"ok": not failed, "warn_points": settings.embed_warn_points,
-                             "warn_s": settings.embed_warn_s, "stall_after_s": settings.stall_after_s,
-                             "groups": groups}
+            warned.append(
+                f"{group}: {letters} backlog entries dead-lettered (`memstream dlq list --group {group}`, "
+                "`memstream dlq retry`): their points are found by keywords only"
+            )
+    check: dict[str, Any] = {
+        "ok": not failed,
+        "warn_points": settings.embed_warn_points,
+        "warn_s": settings.embed_warn_s,
+        "stall_after_s": settings.stall_after_s,
+        "groups": groups,
+    }
     if failed:
         check["error"] = "; ".join(failed + warned)
     elif warned:
@@ -286,13 +355,18 @@ def check_dense(eventlog: EventLog, settings: Settings, now: float | None = None
 def check_spool(settings: Settings) -> dict:
     """This host's spool: fails at its bound (new events are refused until it ships); a
     warning when corrupt regions were quarantined."""
-    usage = spool_usage(settings.spool_dir) if settings.spool_dir.exists() else {
-        "dir": str(settings.spool_dir), "segments": 0, "bytes": 0, "unshipped_bytes": 0, "quarantined": 0}
+    usage = (
+        spool_usage(settings.spool_dir)
+        if settings.spool_dir.exists()
+        else {"dir": str(settings.spool_dir), "segments": 0, "bytes": 0, "unshipped_bytes": 0, "quarantined": 0}
+    )
     spool_ok = int(str(usage["unshipped_bytes"])) < settings.spool_max_bytes
     check = {"ok": spool_ok, **usage, "max_bytes": settings.spool_max_bytes}
     if not spool_ok:
         check["error"] = "the spool is at its bound: new events are refused until it ships"
     elif usage["quarantined"]:
-        check["warning"] = (f"corrupt spool regions set aside in {usage['dir']}/quarantine: "
-                            f"{usage['quarantined']} (the events in them could not be read)")
+        check["warning"] = (
+            f"corrupt spool regions set aside in {usage['dir']}/quarantine: "
+            f"{usage['quarantined']} (the events in them could not be read)"
+        )
     return check

@@ -64,8 +64,7 @@ class Selector:
 
     def __post_init__(self) -> None:
         if not (self.events or self.session or self.agent or self.tenant or self.match or self.tombstoned):
-            raise CommandError("forget needs a selector: --event, --session, --agent, --tenant, --match "
-                               "or --tombstoned")
+            raise CommandError("forget needs a selector: --event, --session, --agent, --tenant, --match or --tombstoned")
         if self.match is not None and not self.match.strip():
             raise CommandError("--match needs some text")
 
@@ -85,16 +84,21 @@ class Selector:
             return False
         if self.agent is not None and scope.agent != self.agent:
             return False
-        if self.session is not None and self.session not in (scope.session_id, getattr(event, "parent_session_id", None),
-                                                              getattr(event, "child_session_id", None)):
+        if self.session is not None and self.session not in (
+            scope.session_id,
+            getattr(event, "parent_session_id", None),
+            getattr(event, "child_session_id", None),
+        ):
             return False
         return self.match is None or self.match.casefold() in event_text(event).casefold()
 
     def selects_raw(self, data: bytes) -> bool:
         """For bytes that are no valid event: only ``match`` can name them."""
-        return self.match is not None and not (self.events or self.session or self.agent or self.tenant
-                                               or self.tombstoned) \
+        return (
+            self.match is not None
+            and not (self.events or self.session or self.agent or self.tenant or self.tombstoned)
             and self.match.casefold() in data.decode("utf-8", "replace").casefold()
+        )
 
 
 def event_text(event: Event) -> str:
@@ -116,8 +120,15 @@ def event_text(event: Event) -> str:
     return "\x00".join(out)
 
 
-def forget(settings: Settings, selector: Selector, *, dry_run: bool = False, wait: float = 30.0,
-           rewrite_aof: bool = True, spool_dir: Path | None = None) -> dict[str, Any]:
+def forget(
+    settings: Settings,
+    selector: Selector,
+    *,
+    dry_run: bool = False,
+    wait: float = 30.0,
+    rewrite_aof: bool = True,
+    spool_dir: Path | None = None,
+) -> dict[str, Any]:
     """Forget what ``selector`` names (see the module doc); with ``dry_run`` only find and
     count it. Returns plain data: ``events`` (the ids), ``removed`` (per place: counts),
     ``tombstones`` appended, ``projections`` (whether every group applied them within
@@ -133,16 +144,29 @@ def forget(settings: Settings, selector: Selector, *, dry_run: bool = False, wai
         raise CommandError(str(exc)) from exc
     ids = set(found.events)
     spool = Path(spool_dir) if spool_dir is not None else settings.spool_dir
-    erasure = plan(eventlog, found, payload_doomed=lambda data: _payload_doomed(data, selector, ids, tombstoned),
-                   match=selector.match, spool=spool)
+    erasure = plan(
+        eventlog,
+        found,
+        payload_doomed=lambda data: _payload_doomed(data, selector, ids, tombstoned),
+        match=selector.match,
+        spool=spool,
+    )
     result: dict[str, Any] = {
-        "dry_run": dry_run, "events": sorted(ids), "removed": erasure.removed(), "tombstones": 0,
-        "spool_held": erasure.spool_counts["held"], "projections": None, "aof": None, "notes": [],
+        "dry_run": dry_run,
+        "events": sorted(ids),
+        "removed": erasure.removed(),
+        "tombstones": 0,
+        "spool_held": erasure.spool_counts["held"],
+        "projections": None,
+        "aof": None,
+        "notes": [],
     }
     if erasure.spool_counts["held"]:
-        result["notes"].append(f"{erasure.spool_counts['held']} matching records are in spool segments a running "
-                               f"process holds ({spool}): they ship, then the tombstones remove them; run forget "
-                               "again once it has shipped or stopped")
+        result["notes"].append(
+            f"{erasure.spool_counts['held']} matching records are in spool segments a running "
+            f"process holds ({spool}): they ship, then the tombstones remove them; run forget "
+            "again once it has shipped or stopped"
+        )
     if dry_run:
         return result
     try:
@@ -151,9 +175,11 @@ def forget(settings: Settings, selector: Selector, *, dry_run: bool = False, wai
         raise CommandError(f"{exc}; run forget again") from exc
     result.update(done)
     if not result["projections"]["applied"]:
-        result["notes"].append("the projections have not applied every tombstone yet (are the workers running?): "
-                               "they remove the items when they do; run forget again after that to rewrite "
-                               "the append-only file")
+        result["notes"].append(
+            "the projections have not applied every tombstone yet (are the workers running?): "
+            "they remove the items when they do; run forget again after that to rewrite "
+            "the append-only file"
+        )
     try:
         result["aof"] = rewrite_append_only_file(client) if rewrite_aof else {"state": "skipped"}
     except ErasureError as exc:
@@ -180,8 +206,9 @@ def _scan(eventlog: EventLog, archive: Archive, selector: Selector, tombstoned: 
             event = None
         if event is None:  # no valid event: named by its id field, or by the text in its bytes
             raw_id = _field(fields, "id")
-            if (data is not None and selector.selects_raw(data)) \
-                    or (raw_id is not None and raw_id.decode("utf-8", "replace") in selector.events):
+            if (data is not None and selector.selects_raw(data)) or (
+                raw_id is not None and raw_id.decode("utf-8", "replace") in selector.events
+            ):
                 found.add(stream, entry_id, None, in_archive)
             continue
         if isinstance(event, MemoryForgotten):
@@ -189,15 +216,18 @@ def _scan(eventlog: EventLog, archive: Archive, selector: Selector, tombstoned: 
             continue
         if selector.selects(event, tombstoned):
             found.add(stream, entry_id, event, in_archive)
-        elif selector.tombstoned and isinstance(event, MemoryWritten) and event.action == "remove" \
-                and event.old_text:
+        elif selector.tombstoned and isinstance(event, MemoryWritten) and event.action == "remove" and event.old_text:
             removes.append((stream, entry_id, event, in_archive))
     # Hermes's memory remove quotes the entry it removes (old_text): it goes with the entry
     for stream, entry_id, remove, in_archive in removes:
         scope = remove.scope
-        if any(isinstance(e, (MemoryWritten, MemoryRemembered)) and e.target == remove.target
-               and (e.scope.tenant, e.scope.agent) == (scope.tenant, scope.agent) and remove.old_text in e.content
-               for e in found.events.values()):
+        if any(
+            isinstance(e, (MemoryWritten, MemoryRemembered))
+            and e.target == remove.target
+            and (e.scope.tenant, e.scope.agent) == (scope.tenant, scope.agent)
+            and remove.old_text in e.content
+            for e in found.events.values()
+        ):
             found.add(stream, entry_id, remove, in_archive)
     return found
 
@@ -239,6 +269,6 @@ def _tombstoned(client: redis.Redis, prefix: str) -> set[tuple[str, str]]:
     out: set[tuple[str, str]] = set()
     head = keys.tombstones(prefix, "")
     for key in client.scan_iter(match=keys.tombstones_pattern(prefix), count=500):
-        tenant = as_str(key)[len(head):]
+        tenant = as_str(key)[len(head) :]
         out.update((tenant, as_str(m)) for m in client.sscan_iter(key, count=500))
     return out

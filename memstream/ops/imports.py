@@ -34,8 +34,15 @@ ALREADY = "already in the log"
 DUPLICATE = "repeated in the input"
 
 
-def import_hermes(settings: Settings, home: Path, *, agent: str | None = None, tenant: str | None = None,
-                  dry_run: bool = False, progress: Progress | None = None) -> dict[str, Any]:
+def import_hermes(
+    settings: Settings,
+    home: Path,
+    *,
+    agent: str | None = None,
+    tenant: str | None = None,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
     """Hermes's history under ``home`` (state.db, memories/): the counts read, and the
     events appended and skipped (with why). ``agent``/``tenant`` override the scope
     (defaults: each session's agent as the provider resolves it; ``settings.tenant``).
@@ -45,23 +52,29 @@ def import_hermes(settings: Settings, home: Path, *, agent: str | None = None, t
     if not home.is_dir():
         raise CommandError(f"no Hermes home at {home} (give --home DIR; the default is $HERMES_HOME or ~/.hermes)")
     try:
-        history = read_hermes(home, tenant=tenant or settings.tenant, app=settings.app, agent=agent,
-                              max_text_bytes=settings.max_text_bytes)
+        history = read_hermes(
+            home, tenant=tenant or settings.tenant, app=settings.app, agent=agent, max_text_bytes=settings.max_text_bytes
+        )
     except ImportFileError as exc:
         raise CommandError(f"{exc}; nothing was imported") from exc
     if not history.state_db and not history.memory_files:
         raise CommandError(f"nothing to import in {home}: no state.db and no memories/MEMORY.md or USER.md")
     result: dict[str, Any] = {
-        "source": "hermes", "home": str(home), "dry_run": dry_run, "sessions": history.sessions,
-        "turns": history.turns, "memories": history.memories, "session_ends": history.session_ends,
-        "session_switches": history.session_switches, "events": len(history.events)}
-    result.update(_append(connect(settings), history.events, dry_run, progress, dict(history.skipped),
-                          _archive(settings)))
+        "source": "hermes",
+        "home": str(home),
+        "dry_run": dry_run,
+        "sessions": history.sessions,
+        "turns": history.turns,
+        "memories": history.memories,
+        "session_ends": history.session_ends,
+        "session_switches": history.session_switches,
+        "events": len(history.events),
+    }
+    result.update(_append(connect(settings), history.events, dry_run, progress, dict(history.skipped), _archive(settings)))
     return result
 
 
-def import_jsonl(settings: Settings, path: Path, *, dry_run: bool = False,
-                 progress: Progress | None = None) -> dict[str, Any]:
+def import_jsonl(settings: Settings, path: Path, *, dry_run: bool = False, progress: Progress | None = None) -> dict[str, Any]:
     """The events of a ``memstream export`` file at ``path`` (ids kept, in the file's order):
     how many, and those appended and skipped. ``progress(done, total)`` as they are appended."""
     from memstream.producers import read_jsonl
@@ -80,12 +93,19 @@ def _archive(settings: Settings) -> Archive | None:
     try:
         return Archive.holding(settings.archive_path)
     except ArchiveError as exc:
-        raise CommandError(f"the archive is unreadable, so the events already in the log are unknown: {exc}; "
-                           "nothing was imported") from exc
+        raise CommandError(
+            f"the archive is unreadable, so the events already in the log are unknown: {exc}; nothing was imported"
+        ) from exc
 
 
-def _append(eventlog: EventLog, events: Sequence[Event], dry_run: bool, progress: Progress | None,
-            skipped: dict[str, int], archive: Archive | None = None) -> dict[str, Any]:
+def _append(
+    eventlog: EventLog,
+    events: Sequence[Event],
+    dry_run: bool,
+    progress: Progress | None,
+    skipped: dict[str, int],
+    archive: Archive | None = None,
+) -> dict[str, Any]:
     unique = new_events(events, set())
     fresh = new_events(unique, existing_ids(eventlog, archive))
     for reason, n in ((DUPLICATE, len(events) - len(unique)), (ALREADY, len(unique) - len(fresh))):

@@ -21,8 +21,15 @@ from memstream.ops.connect import connect
 from memstream.ops.errors import CommandError
 from memstream.producers import EventLog
 
-__all__ = ["activate_version", "cancel_replay", "drop_version", "projection_versions", "replay_status",
-           "start_replay", "wait_replay"]
+__all__ = [
+    "activate_version",
+    "cancel_replay",
+    "drop_version",
+    "projection_versions",
+    "replay_status",
+    "start_replay",
+    "wait_replay",
+]
 
 
 def _row(settings: Settings, name: str) -> Any:
@@ -48,13 +55,18 @@ def _embedder_spec(settings: Settings, row: Any, spec: str | None) -> dict[str, 
     try:
         embedder = configured_embedder(settings, spec)
     except Exception as exc:
-        raise CommandError(f"embedder {spec!r} cannot be loaded ({type(exc).__name__}: {exc}); "
-                           f"{how_to_load(spec)}") from exc
+        raise CommandError(f"embedder {spec!r} cannot be loaded ({type(exc).__name__}: {exc}); {how_to_load(spec)}") from exc
     return {"embedder": spec, "model": embedder.name, "dim": embedder.dim}
 
 
-def start_replay(settings: Settings, names: list[str], *, embedder: str | None = None, activate: str = "auto",
-                 options: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def start_replay(
+    settings: Settings,
+    names: list[str],
+    *,
+    embedder: str | None = None,
+    activate: str = "auto",
+    options: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
     """Add a building version N+1 of each projection in ``names``; their records. Refused
     (``CommandError``, nothing added) for an unknown projection, an embedder that cannot be
     loaded, or a projection that is building already (the message names the build)."""
@@ -84,16 +96,24 @@ def start_replay(settings: Settings, names: list[str], *, embedder: str | None =
                 raise CommandError(str(exc)) from exc
         running = [v for v in catalog.versions(name) if v.state == "building"]
         if running:
-            raise CommandError(f"{name} is already building version {running[0].version} (group "
-                               f"{running[0].group}): `memstream replay --status` shows it, "
-                               f"`memstream replay --cancel {name}` stops it")
+            raise CommandError(
+                f"{name} is already building version {running[0].version} (group "
+                f"{running[0].group}): `memstream replay --status` shows it, "
+                f"`memstream replay --cancel {name}` stops it"
+            )
         planned.append((row, built, active))
     out = []
     archived = _archive(settings) is not None  # a replay reads it first
     for row, built, active in planned:
         try:
-            v = catalog.add_build(row.name, activate=activate, options=options, archive=archived,
-                                  start=active.version if active is not None else row.version, **built)
+            v = catalog.add_build(
+                row.name,
+                activate=activate,
+                options=options,
+                archive=archived,
+                start=active.version if active is not None else row.version,
+                **built,
+            )
         except CatalogError as exc:
             raise CommandError(str(exc)) from exc
         out.append(_record(v))
@@ -120,11 +140,18 @@ def _progress(eventlog: EventLog, v: Any, archived_total: int) -> dict[str, Any]
     from memstream.workers import build_progress, group_progress
 
     p = group_progress(eventlog.client, eventlog.stream_keys, v.group)
-    done, total = build_progress(p, archived_total=archived_total, archive_done=v.archive_done,
-                                 archive_applied=v.archive_applied)
-    return {"group": v.group, "state": v.state, "done": done, "total": total, "lag": p.lag,
-            "pending": p.pending, "position": p.position, "archive_done": v.archive_done,
-            "archive_applied": v.archive_applied}
+    done, total = build_progress(p, archived_total=archived_total, archive_done=v.archive_done, archive_applied=v.archive_applied)
+    return {
+        "group": v.group,
+        "state": v.state,
+        "done": done,
+        "total": total,
+        "lag": p.lag,
+        "pending": p.pending,
+        "position": p.position,
+        "archive_done": v.archive_done,
+        "archive_applied": v.archive_applied,
+    }
 
 
 def _archived_total(settings: Settings) -> int:
@@ -152,8 +179,13 @@ def replay_status(settings: Settings, names: list[str] | None = None) -> list[di
     return out
 
 
-def wait_replay(settings: Settings, groups: list[str], report: Callable[[list[dict[str, Any]]], None],
-                every: float = 0.5, timeout: float | None = None) -> list[dict[str, Any]]:
+def wait_replay(
+    settings: Settings,
+    groups: list[str],
+    report: Callable[[list[dict[str, Any]]], None],
+    every: float = 0.5,
+    timeout: float | None = None,
+) -> list[dict[str, Any]]:
     """Report the progress of the versions ``groups`` every ``every`` seconds until none is
     building any more (or ``timeout``); their last progress. Ctrl-C (KeyboardInterrupt)
     leaves the builds running."""
@@ -213,8 +245,15 @@ def projection_versions(settings: Settings) -> list[dict[str, Any]]:
     for row in all_registered(settings.projections):
         versions = catalog.versions(row.name)
         if not versions:
-            out.append({"projection": row.name, "version": row.version, "group": group_of(row.name),
-                        "state": "not started", "items": None})
+            out.append(
+                {
+                    "projection": row.name,
+                    "version": row.version,
+                    "group": group_of(row.name),
+                    "state": "not started",
+                    "items": None,
+                }
+            )
             continue
         for v in versions:
             p = _progress(eventlog, v, archived)
@@ -225,12 +264,29 @@ def projection_versions(settings: Settings) -> list[dict[str, Any]]:
             else:
                 counters = Counters(eventlog.client, eventlog.prefix, v.group).get()
                 items = counters.get("turns", counters.get("applied"))
-            out.append({"projection": row.name, "version": v.version, "group": v.group, "state": v.state,
-                        "embedder": v.embedder, "model": v.model, "dim": v.dim, "items": items,
-                        "lag": p["lag"], "pending": p["pending"], "position": p["position"],
-                        "done": p["done"], "total": p["total"], "created_at": v.created_at or None,
-                        "activated_at": v.activated_at or None, "caught_up_at": v.caught_up_at or None,
-                        "activate": v.activate, "options": v.options, "error": v.error})
+            out.append(
+                {
+                    "projection": row.name,
+                    "version": v.version,
+                    "group": v.group,
+                    "state": v.state,
+                    "embedder": v.embedder,
+                    "model": v.model,
+                    "dim": v.dim,
+                    "items": items,
+                    "lag": p["lag"],
+                    "pending": p["pending"],
+                    "position": p["position"],
+                    "done": p["done"],
+                    "total": p["total"],
+                    "created_at": v.created_at or None,
+                    "activated_at": v.activated_at or None,
+                    "caught_up_at": v.caught_up_at or None,
+                    "activate": v.activate,
+                    "options": v.options,
+                    "error": v.error,
+                }
+            )
     return out
 
 
@@ -248,11 +304,12 @@ def activate_version(settings: Settings, name: str, version: int) -> dict[str, A
         known = ", ".join(str(x.version) for x in catalog.versions(name)) or "none"
         raise CommandError(f"{name} has no version {version} (known: {known})")
     backlog = keys.embed_backlog(eventlog.prefix, v.group) if row.vectors else None
-    if v.state == "building" and not (v.archive_done and caught_up(eventlog.client, eventlog.stream_keys, v.group,
-                                                                   backlog)):
+    if v.state == "building" and not (v.archive_done and caught_up(eventlog.client, eventlog.stream_keys, v.group, backlog)):
         p = _progress(eventlog, v, _archived_total(settings))
-        raise CommandError(f"{name} version {version} is still building ({p['done']} of {p['total']} events): "
-                           "it is activated when it has caught up, or activate it then")
+        raise CommandError(
+            f"{name} version {version} is still building ({p['done']} of {p['total']} events): "
+            "it is activated when it has caught up, or activate it then"
+        )
     try:
         return _record(catalog.activate(name, version))
     except CatalogError as exc:

@@ -9,16 +9,14 @@ from memstream.ops.errors import CommandError
 __all__ = ["search"]
 
 
-def search(settings: Settings, query: str, *, tenant: str | None, agent: str, scope: str, k: int,
-           timeout: float) -> list:
+def search(settings: Settings, query: str, *, tenant: str | None, agent: str, scope: str, k: int, timeout: float) -> list:
     """The results of searching for ``query`` (``tenant`` None: the configured one), as the
     query server gives them; ``CommandError`` when none answers within ``timeout`` seconds,
     the request is refused, or the search failed."""
     from memstream.query import QueryRefused, QueryTimeout, ask
 
     eventlog = connect(settings)
-    request = {"op": "search", "query": query, "tenant": tenant or settings.tenant,
-               "agent": agent, "scope": scope, "k": k}
+    request = {"op": "search", "query": query, "tenant": tenant or settings.tenant, "agent": agent, "scope": scope, "k": k}
     try:
         answer = ask(eventlog.client, eventlog.prefix, request, timeout=timeout)
     except (QueryTimeout, QueryRefused) as exc:

@@ -23,15 +23,15 @@ def streams(eventlog: EventLog) -> list[dict]:
     name)."""
     out = []
     for info in eventlog.stream_info():
-        info["first_at"], info["last_at"] = (None if i is None else parse_entry_id(i)[0] / 1000.0
-                                             for i in (info["first_id"], info["last_id"]))
+        info["first_at"], info["last_at"] = (
+            None if i is None else parse_entry_id(i)[0] / 1000.0 for i in (info["first_id"], info["last_id"])
+        )
         try:
             groups = eventlog.client.xinfo_groups(info["stream"]) if info["length"] else []
         except redis.ResponseError:
             groups = []
         # a group anyone created on the stream may have any name: never fail to show it
-        info["groups"] = [{shown(k): (shown(v) if isinstance(v, bytes) else v) for k, v in g.items()}
-                          for g in groups]
+        info["groups"] = [{shown(k): (shown(v) if isinstance(v, bytes) else v) for k, v in g.items()} for g in groups]
         out.append(info)
     return out
 
@@ -57,8 +57,9 @@ def group_health(eventlog: EventLog, group: str, stall_after_s: float) -> dict:
 
     pos = Positions(eventlog.client, eventlog.prefix).get(group)
     applied = max((p["applied_at"] for p in pos.values()), default=0.0)
-    return projection_health(eventlog.client, eventlog.prefix, eventlog.stream_keys, group,
-                             threshold=stall_after_s, applied_at=applied)
+    return projection_health(
+        eventlog.client, eventlog.prefix, eventlog.stream_keys, group, threshold=stall_after_s, applied_at=applied
+    )
 
 
 def projection_stats(eventlog: EventLog, stall_after_s: float) -> dict:
@@ -108,18 +109,25 @@ def projection_stats(eventlog: EventLog, stall_after_s: float) -> dict:
         else:  # no service or worker answered: the projection's count of points written
             items, source = counters.get("points", 0), "points written (no worker answered)"
         out[group] = {
-            "exists": known, "positions": {k: v["position"] for k, v in pos.items()},
-            "lag": lag if known else None, "pending": pending, "dead_letters": dead.get(group, 0),
+            "exists": known,
+            "positions": {k: v["position"] for k, v in pos.items()},
+            "lag": lag if known else None,
+            "pending": pending,
+            "dead_letters": dead.get(group, 0),
             "last_applied_at": applied or None,
             "freshness_s": round(time.time() - applied, 3) if applied else None,
-            "items": items, "items_source": source, "counters": counters,
+            "items": items,
+            "items_source": source,
+            "counters": counters,
             "health": group_health(eventlog, group, stall_after_s),
         }
         if row.vectors:
             w = embed_waiting(eventlog.client, eventlog.prefix, group)
-            out[group]["embedding"] = {"waiting": w.entries,
-                                       "oldest_s": round(time.time() - w.since, 3) if w.since else None,
-                                       "dead_letters": dead_by_stream.get(keys.embed_backlog(eventlog.prefix, group), 0)}
+            out[group]["embedding"] = {
+                "waiting": w.entries,
+                "oldest_s": round(time.time() - w.since, 3) if w.since else None,
+                "dead_letters": dead_by_stream.get(keys.embed_backlog(eventlog.prefix, group), 0),
+            }
     return out
 
 
@@ -141,11 +149,17 @@ def retention_stats(settings: Settings, eventlog: EventLog) -> dict:
         except ValueError:
             return 0.0
 
-    kinds = {kind: {"days": days, "erased": int(number(counters.get(kind))), "next_expiry": expiry.get(kind)}
-             for kind, days in settings.retention_days.items()}
+    kinds = {
+        kind: {"days": days, "erased": int(number(counters.get(kind))), "next_expiry": expiry.get(kind)}
+        for kind, days in settings.retention_days.items()
+    }
     last = number(counters.get("last_run"))
-    return {"kinds": kinds, "every_s": settings.retention_every_s, "runs": int(number(counters.get("runs"))),
-            "last_run": last or None}
+    return {
+        "kinds": kinds,
+        "every_s": settings.retention_every_s,
+        "runs": int(number(counters.get("runs"))),
+        "last_run": last or None,
+    }
 
 
 def tier_stats(settings: Settings, stored: dict) -> dict:
@@ -153,9 +167,11 @@ def tier_stats(settings: Settings, stored: dict) -> dict:
     projection (turns, memories), the points in each tier (``tiers``: as the process that
     holds the store counted them; {} when none answered)."""
     raw = stored.get("tiers")
-    tiers = {str(name): {t: int(row[t]) for t in ("hot", "cold")}
-             for name, row in (raw.items() if isinstance(raw, dict) else ())
-             if isinstance(row, dict) and all(isinstance(row.get(t), int) for t in ("hot", "cold"))}
+    tiers = {
+        str(name): {t: int(row[t]) for t in ("hot", "cold")}
+        for name, row in (raw.items() if isinstance(raw, dict) else ())
+        if isinstance(row, dict) and all(isinstance(row.get(t), int) for t in ("hot", "cold"))
+    }
     return {"tenant": settings.tenant, "hot_days": settings.hot_days, "tiers": tiers}
 
 
@@ -167,18 +183,25 @@ def stats(settings: Settings) -> dict:
     (``retention_stats``)."""
     eventlog = connect(settings)
     usage = spool_usage(settings.spool_dir) if settings.spool_dir.exists() else {}
-    losses = {(k.decode() if isinstance(k, bytes) else k): int(v)
-              for k, v in eventlog.client.hgetall(keys.spool_counters(eventlog.prefix)).items()}
+    losses = {
+        (k.decode() if isinstance(k, bytes) else k): int(v)
+        for k, v in eventlog.client.hgetall(keys.spool_counters(eventlog.prefix)).items()
+    }
     archived = archive_stats(settings.archive_path)
     infos = streams(eventlog)
     for info in infos:
         info["memory_bytes"] = eventlog.memory_bytes(info["stream"])  # every node counted
-        info["archive"] = archived["streams"].get(info["stream"]) or {"events": 0, "bytes": 0, "segments": 0,
-                                                                       "last_id": None}
-    return {"streams": infos, "archive": archived, "types": eventlog.type_counts(), "spool": usage,
-            "spool_losses": losses, "projections": projection_stats(eventlog, settings.stall_after_s),
-            "tiers": tier_stats(settings, _count(eventlog, settings.tenant)),
-            "retention": retention_stats(settings, eventlog)}
+        info["archive"] = archived["streams"].get(info["stream"]) or {"events": 0, "bytes": 0, "segments": 0, "last_id": None}
+    return {
+        "streams": infos,
+        "archive": archived,
+        "types": eventlog.type_counts(),
+        "spool": usage,
+        "spool_losses": losses,
+        "projections": projection_stats(eventlog, settings.stall_after_s),
+        "tiers": tier_stats(settings, _count(eventlog, settings.tenant)),
+        "retention": retention_stats(settings, eventlog),
+    }
 
 
 def _count(eventlog: EventLog, tenant: str) -> dict:

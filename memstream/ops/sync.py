@@ -26,8 +26,11 @@ def wait_projected(eventlog: EventLog, event: Event, entry: str, timeout: float)
     while time.monotonic() < deadline:
         if all(is_applied(eventlog.client, stream, g, entry) for g in groups):
             # applied, or dead-lettered: a dead letter is out of the group's pending list too
-            dead = [d for d in DeadLetters(eventlog.client, eventlog.prefix).list(count=100000)
-                    if d.get("entry_id") == entry and d.get("stream") == stream and d.get("group") in groups]
+            dead = [
+                d
+                for d in DeadLetters(eventlog.client, eventlog.prefix).list(count=100000)
+                if d.get("entry_id") == entry and d.get("stream") == stream and d.get("group") in groups
+            ]
             if dead:
                 return f"dead-lettered in {dead[0]['group']}: {dead[0].get('error', '')[:200]}"
             return "searchable"

@@ -27,12 +27,14 @@ def _base(url: str) -> str:
         text = "http://" + text
     parts = urllib.parse.urlsplit(text)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise CommandError(f"--url {url!r}: give http://HOST:PORT, the address a service or worker serves its "
-                           "metrics on (MEMSTREAM_METRICS_ADDR)")
+        raise CommandError(
+            f"--url {url!r}: give http://HOST:PORT, the address a service or worker serves its "
+            "metrics on (MEMSTREAM_METRICS_ADDR)"
+        )
     path = parts.path.rstrip("/")
     for tail in (SUMMARY, "/metrics"):
         if path.endswith(tail):
-            path = path[:-len(tail)]
+            path = path[: -len(tail)]
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
@@ -43,12 +45,16 @@ def dashboard_url(settings: Settings, url: str | None = None) -> str:
         return _base(url)
     info = read_run_file(settings.run_file)
     if not info:
-        raise CommandError(f"no memstream service is running here (no live run file at {settings.run_file}); "
-                           "start one with `memstream up`, or give --url http://HOST:PORT of a service or worker")
+        raise CommandError(
+            f"no memstream service is running here (no live run file at {settings.run_file}); "
+            "start one with `memstream up`, or give --url http://HOST:PORT of a service or worker"
+        )
     if not info.get("metrics"):
-        raise CommandError(f"the service (pid {info.get('pid')}) serves no metrics (MEMSTREAM_METRICS_ADDR empty or "
-                           "taken when it started); give --url http://HOST:PORT of a worker, or restart it with an "
-                           "address")
+        raise CommandError(
+            f"the service (pid {info.get('pid')}) serves no metrics (MEMSTREAM_METRICS_ADDR empty or "
+            "taken when it started); give --url http://HOST:PORT of a worker, or restart it with an "
+            "address"
+        )
     return _base(str(info["metrics"]))
 
 
@@ -57,8 +63,9 @@ def fetch_summary(base: str, timeout: float = 5.0) -> dict[str, Any]:
     answers there, or something other than a memstream dashboard does."""
     url = base + SUMMARY
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers={"Accept": "application/json"}),
-                                    timeout=timeout) as reply:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers={"Accept": "application/json"}), timeout=timeout
+        ) as reply:
             body = reply.read(64 << 20)
     except urllib.error.HTTPError as exc:
         raise CommandError(f"{url} answered HTTP {exc.code}: not a memstream dashboard") from None

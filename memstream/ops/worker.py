@@ -33,15 +33,19 @@ def check_worker(settings: Settings, embedded_store: bool, projections: tuple[st
     from memstream.projections import all_registered, select
 
     if not settings.redis_url:
-        raise CommandError("in embedded mode `memstream up` runs the workers (the embedded store "
-                           "admits one process); set MEMSTREAM_REDIS_URL and MEMSTREAM_QDRANT_URL "
-                           "to run workers on several hosts")
+        raise CommandError(
+            "in embedded mode `memstream up` runs the workers (the embedded store "
+            "admits one process); set MEMSTREAM_REDIS_URL and MEMSTREAM_QDRANT_URL "
+            "to run workers on several hosts"
+        )
     needs_store = any(r.vectors for r in select(all_registered(settings.projections), projections))
     if needs_store and not settings.qdrant_url and not embedded_store:
-        raise CommandError("set MEMSTREAM_QDRANT_URL: workers on several hosts must share one Qdrant "
-                           "server (each embedded store would hold only the events its worker took); "
-                           "--embedded-store runs a single worker on this host's embedded store; "
-                           "--projections facts,sessions needs no store")
+        raise CommandError(
+            "set MEMSTREAM_QDRANT_URL: workers on several hosts must share one Qdrant "
+            "server (each embedded store would hold only the events its worker took); "
+            "--embedded-store runs a single worker on this host's embedded store; "
+            "--projections facts,sessions needs no store"
+        )
 
 
 @dataclass
@@ -73,8 +77,9 @@ def start_worker(settings: Settings, name: str | None = None, projections: tuple
     os.umask(PRIVATE_UMASK)  # the embedded store and the embedding cache: owner-only
     private_dir(settings.home)
     try:
-        pipeline = Pipeline(settings, connect(settings), PipelineConfig.of(settings, consumer=name or "",
-                                                                                 projections=projections)).start()
+        pipeline = Pipeline(
+            settings, connect(settings), PipelineConfig.of(settings, consumer=name or "", projections=projections)
+        ).start()
     except (StoreError, StoreUnavailable) as exc:  # StoreLocked: another process holds it
         raise CommandError(f"cannot open the projections' store: {exc}") from None
     try:

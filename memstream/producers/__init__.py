@@ -179,8 +179,21 @@ __all__ = [
     "xrange_entry",
 ]
 
-_LAZY = {name: "memstream.producers.importers" for name in (
-    "append_events", "existing_ids", "HERMES_SCHEMA_SQL", "HERMES_SCHEMA_VERSION", "HERMES_SCHEMA_VERSIONS",
-    "HermesHistory", "ImportFileError", "new_events", "read_hermes", "read_jsonl", "STATE_DB")}
+_LAZY = {
+    name: "memstream.producers.importers"
+    for name in (
+        "append_events",
+        "existing_ids",
+        "HERMES_SCHEMA_SQL",
+        "HERMES_SCHEMA_VERSION",
+        "HERMES_SCHEMA_VERSIONS",
+        "HermesHistory",
+        "ImportFileError",
+        "new_events",
+        "read_hermes",
+        "read_jsonl",
+        "STATE_DB",
+    )
+}
 
 __getattr__ = lazy_exports(__name__, _LAZY)

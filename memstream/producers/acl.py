@@ -38,25 +38,66 @@ CONNECTION = ("+ping", "+hello", "+auth", "+client|setname", "+client|setinfo", 
 # the data commands the workers and the query server send, by type
 _WORKER_COMMANDS = (
     # streams: the consumer groups, dead letters, the dense stage's backlog, builds' progress
-    "+xreadgroup", "+xack", "+xautoclaim", "+xpending", "+xrange", "+xrevrange", "+xlen", "+xadd", "+xdel",
-    "+xgroup|create", "+xgroup|destroy", "+xinfo|groups", "+xinfo|consumers",
+    "+xreadgroup",
+    "+xack",
+    "+xautoclaim",
+    "+xpending",
+    "+xrange",
+    "+xrevrange",
+    "+xlen",
+    "+xadd",
+    "+xdel",
+    "+xgroup|create",
+    "+xgroup|destroy",
+    "+xinfo|groups",
+    "+xinfo|consumers",
     # hashes: positions, health, counters, catalog, facts, sessions, fleet reports, the registry
-    "+hget", "+hset", "+hdel", "+hgetall", "+hmget", "+hvals", "+hlen", "+hincrby", "+hexists", "+hscan",
+    "+hget",
+    "+hset",
+    "+hdel",
+    "+hgetall",
+    "+hmget",
+    "+hvals",
+    "+hlen",
+    "+hincrby",
+    "+hexists",
+    "+hscan",
     "+hstrlen",
     # sets and sorted sets: tombstones, sessions
-    "+sadd", "+sismember", "+smismember", "+scard", "+zadd", "+zrevrange",
+    "+sadd",
+    "+sismember",
+    "+smismember",
+    "+scard",
+    "+zadd",
+    "+zrevrange",
     # lists: the query channels and their answers
-    "+rpush", "+blpop", "+llen",
+    "+rpush",
+    "+blpop",
+    "+llen",
     # keys: a build's lock, cleanup, scans of a version's keys, sizes
-    "+set", "+del", "+unlink", "+exists", "+expire", "+type", "+scan", "+memory|usage",
+    "+set",
+    "+del",
+    "+unlink",
+    "+exists",
+    "+expire",
+    "+type",
+    "+scan",
+    "+memory|usage",
     # transactions and scripts (each command inside a script is checked on its own)
-    "+multi", "+exec", "+discard", "+watch", "+unwatch", "+eval", "+evalsha", "+script|load", "+script|exists",
+    "+multi",
+    "+exec",
+    "+discard",
+    "+watch",
+    "+unwatch",
+    "+eval",
+    "+evalsha",
+    "+script|load",
+    "+script|exists",
 )
 # the operator's command line, besides the worker's: archive (trim what is archived),
 # doctor (the server's version), tenants (their users), forget (the tombstoned sets; the
 # rewrite of the append-only file, so that no forgotten text stays in Redis's files)
-_ADMIN_COMMANDS = ("+xtrim", "+info", "+acl|setuser", "+acl|deluser", "+sscan",
-                   "+config|get", "+config|set", "+bgrewriteaof")
+_ADMIN_COMMANDS = ("+xtrim", "+info", "+acl|setuser", "+acl|deluser", "+sscan", "+config|get", "+config|set", "+bgrewriteaof")
 
 
 def role_user(prefix: str, role: str) -> str:
@@ -67,8 +108,16 @@ def role_user(prefix: str, role: str) -> str:
 
 def worker_rules(prefix: str, password: str) -> list[str]:
     """ACL SETUSER rules of the workers and the query server."""
-    return ["reset", "on", f">{password}", "~" + keys.all_pattern(prefix), "resetchannels", "-@all", *CONNECTION,
-            *_WORKER_COMMANDS]
+    return [
+        "reset",
+        "on",
+        f">{password}",
+        "~" + keys.all_pattern(prefix),
+        "resetchannels",
+        "-@all",
+        *CONNECTION,
+        *_WORKER_COMMANDS,
+    ]
 
 
 def admin_rules(prefix: str, password: str) -> list[str]:
@@ -78,8 +127,7 @@ def admin_rules(prefix: str, password: str) -> list[str]:
 
 # each role's user is used by
 ROLES: dict[str, str] = {
-    "worker": "the projection workers and the query server (`memstream worker`; `memstream up` with "
-              "MEMSTREAM_REDIS_URL)",
+    "worker": "the projection workers and the query server (`memstream worker`; `memstream up` with MEMSTREAM_REDIS_URL)",
     "admin": "the operator's command line (doctor, stats, export, archive, replay, dlq, tenant, acl)",
 }
 

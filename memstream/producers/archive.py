@@ -69,8 +69,17 @@ from memstream.core import PermanentError, TransientError, fsync_dir, keys, open
 from memstream.producers.stream import EntryFields, EventLog, parse_entry_id, xrange_entry
 
 __all__ = [
-    "Archive", "ArchiveBusy", "ArchiveError", "ArchiveGap", "ArchiveSegment", "CorruptSegment", "GroupBehind",
-    "archive", "erase", "history", "point_id",
+    "Archive",
+    "ArchiveBusy",
+    "ArchiveError",
+    "ArchiveGap",
+    "ArchiveSegment",
+    "CorruptSegment",
+    "GroupBehind",
+    "archive",
+    "erase",
+    "history",
+    "point_id",
 ]
 
 FORMAT = 1
@@ -162,8 +171,10 @@ def point_id(value: str | date | datetime) -> str:
         try:
             value = datetime.fromisoformat(text.replace("z", "Z"))
         except ValueError:
-            raise ValueError(f"{text[:60]!r} is neither a log entry id (MS-SEQ, e.g. 1795398237060-0) nor a "
-                             "date or time (2026-11-01, 2026-11-01T12:00:00Z)") from None
+            raise ValueError(
+                f"{text[:60]!r} is neither a log entry id (MS-SEQ, e.g. 1795398237060-0) nor a "
+                "date or time (2026-11-01, 2026-11-01T12:00:00Z)"
+            ) from None
     if not isinstance(value, datetime):
         value = datetime(value.year, value.month, value.day, tzinfo=UTC)
     if value.tzinfo is None:
@@ -221,18 +232,24 @@ class Archive:
         except msgspec.DecodeError as exc:
             raise ArchiveError(f"the archive manifest {self.manifest_path} is not valid: {exc}") from exc
         if manifest.format != FORMAT:
-            raise ArchiveError(f"the archive manifest {self.manifest_path} is of format {manifest.format}; this "
-                               f"memstream reads format {FORMAT}")
+            raise ArchiveError(
+                f"the archive manifest {self.manifest_path} is of format {manifest.format}; this memstream reads format {FORMAT}"
+            )
         segments = sorted(manifest.segments, key=lambda s: (_stream_order(s.stream), parse_entry_id(s.first_id)))
         previous: ArchiveSegment | None = None
         for seg in segments:
             problem = _invalid(seg)
-            if problem is None and previous is not None and previous.stream == seg.stream \
-                    and parse_entry_id(previous.last_id) >= parse_entry_id(seg.first_id):
+            if (
+                problem is None
+                and previous is not None
+                and previous.stream == seg.stream
+                and parse_entry_id(previous.last_id) >= parse_entry_id(seg.first_id)
+            ):
                 problem = f"overlaps {previous.file}"
             if problem:
-                raise ArchiveError(f"the archive manifest {self.manifest_path} is not valid: segment "
-                                   f"{seg.file[:200]!r} {problem}")
+                raise ArchiveError(
+                    f"the archive manifest {self.manifest_path} is not valid: segment {seg.file[:200]!r} {problem}"
+                )
             previous = seg
         return segments
 
@@ -262,16 +279,16 @@ class Archive:
             row["last_id"] = seg.last_id
         return out
 
-    def entries(self, streams: Iterable[str] | None = None,
-                since: str = "-") -> Iterator[tuple[str, str, EntryFields]]:
+    def entries(self, streams: Iterable[str] | None = None, since: str = "-") -> Iterator[tuple[str, str, EntryFields]]:
         """Every archived entry (of ``streams``, all when None) after ``since`` (exclusive;
         "-" for all), merged oldest first by entry id across streams (equal ids in shard
         order): (stream key, entry id, fields as bytes), as ``EventLog.entries`` yields."""
         by_stream = _by_stream(self.segments())
         wanted = sorted(by_stream if streams is None else set(streams), key=_stream_order)
         after = _since(since)
-        return heapq.merge(*(self._read(by_stream.get(key, []), after) for key in wanted),
-                           key=lambda entry: parse_entry_id(entry[1]))
+        return heapq.merge(
+            *(self._read(by_stream.get(key, []), after) for key in wanted), key=lambda entry: parse_entry_id(entry[1])
+        )
 
     def verify(self) -> dict[str, int]:
         """Check every segment's file against the manifest (present, size, sha256): the
@@ -285,8 +302,7 @@ class Archive:
                 bad.append(str(exc))
         if bad:
             raise CorruptSegment("; ".join(bad))
-        return {"segments": len(segments), "events": sum(s.count for s in segments),
-                "bytes": sum(s.bytes for s in segments)}
+        return {"segments": len(segments), "events": sum(s.count for s in segments), "bytes": sum(s.bytes for s in segments)}
 
     def _check(self, seg: ArchiveSegment) -> Path:
         path = self.directory / seg.file
@@ -298,14 +314,18 @@ class Archive:
                     digest.update(chunk)
                     size += len(chunk)
         except FileNotFoundError:
-            raise CorruptSegment(f"archive segment {path} is missing (the manifest lists it: {seg.count} entries of "
-                                 f"{seg.stream}, {seg.first_id} to {seg.last_id})") from None
+            raise CorruptSegment(
+                f"archive segment {path} is missing (the manifest lists it: {seg.count} entries of "
+                f"{seg.stream}, {seg.first_id} to {seg.last_id})"
+            ) from None
         except OSError as exc:
             raise ArchiveError(f"cannot read archive segment {path}: {exc}") from exc
         if size != seg.bytes or digest.hexdigest() != seg.sha256:
-            raise CorruptSegment(f"archive segment {path} is corrupt: its {'sha256' if size == seg.bytes else 'size'} "
-                                 f"is not the manifest's ({seg.count} entries of {seg.stream}, {seg.first_id} to "
-                                 f"{seg.last_id}; restore the file from a copy)")
+            raise CorruptSegment(
+                f"archive segment {path} is corrupt: its {'sha256' if size == seg.bytes else 'size'} "
+                f"is not the manifest's ({seg.count} entries of {seg.stream}, {seg.first_id} to "
+                f"{seg.last_id}; restore the file from a copy)"
+            )
         return path
 
     def _read(self, segments: list[ArchiveSegment], after: Id | None) -> Iterator[tuple[str, str, EntryFields]]:
@@ -331,12 +351,14 @@ class Archive:
                     if after is None or current > after:
                         yield seg.stream, entry_id, dict(pairs)
         except (ValueError, StopIteration, lzma.LZMAError, msgspec.DecodeError) as exc:
-            raise CorruptSegment(f"archive segment {path} cannot be read although its sha256 is the manifest's "
-                                 f"({type(exc).__name__}: {exc})") from exc
-        if count != seg.count or (_fmt(last) != seg.last_id if not seg.erased
-                                  else last > parse_entry_id(seg.last_id)):
-            raise CorruptSegment(f"archive segment {path} holds {count} entries up to {_fmt(last)}, the manifest "
-                                 f"says {seg.count} up to {seg.last_id}")
+            raise CorruptSegment(
+                f"archive segment {path} cannot be read although its sha256 is the manifest's ({type(exc).__name__}: {exc})"
+            ) from exc
+        if count != seg.count or (_fmt(last) != seg.last_id if not seg.erased else last > parse_entry_id(seg.last_id)):
+            raise CorruptSegment(
+                f"archive segment {path} holds {count} entries up to {_fmt(last)}, the manifest "
+                f"says {seg.count} up to {seg.last_id}"
+            )
 
     # -- writing ---------------------------------------------------------------------------
     @contextmanager
@@ -350,8 +372,10 @@ class Archive:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
-                raise ArchiveBusy(f"the archive {self.directory} is being written by {holder} (it holds "
-                                  f"{self.lock_path}); one archiver at a time") from None
+                raise ArchiveBusy(
+                    f"the archive {self.directory} is being written by {holder} (it holds "
+                    f"{self.lock_path}); one archiver at a time"
+                ) from None
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {_now()}\n".encode(), 0)
             yield _Writer(self)
@@ -385,8 +409,7 @@ class _Writer:
 
     def _save(self) -> None:
         manifest = _Manifest(format=FORMAT, segments=self.segments)
-        write_private(self.archive.manifest_path, msgspec.json.format(msgspec.json.encode(manifest), indent=1),
-                      fsync=True)
+        write_private(self.archive.manifest_path, msgspec.json.format(msgspec.json.encode(manifest), indent=1), fsync=True)
 
 
 class _SegmentFile:
@@ -432,9 +455,18 @@ class _SegmentFile:
         self.out.close()
         os.replace(self.tmp, self.path)
         fsync_dir(self.path.parent)
-        return ArchiveSegment(file=self.file, stream=self.stream, first_id=self.first_id, last_id=self.last_id,
-                              count=self.count, bytes=self.size, raw_bytes=self.raw, sha256=self.digest.hexdigest(),
-                              codec=CODEC, created=_now())
+        return ArchiveSegment(
+            file=self.file,
+            stream=self.stream,
+            first_id=self.first_id,
+            last_id=self.last_id,
+            count=self.count,
+            bytes=self.size,
+            raw_bytes=self.raw,
+            sha256=self.digest.hexdigest(),
+            codec=CODEC,
+            created=_now(),
+        )
 
     def abort(self) -> None:
         self.out.close()
@@ -450,8 +482,8 @@ def _frames(f: BinaryIO) -> Iterator[bytes]:
             (length,) = _FRAME.unpack_from(buf)
             if len(buf) < _FRAME.size + length:
                 break
-            yield bytes(buf[_FRAME.size:_FRAME.size + length])
-            del buf[:_FRAME.size + length]
+            yield bytes(buf[_FRAME.size : _FRAME.size + length])
+            del buf[: _FRAME.size + length]
         if decompressor.eof:
             if buf:
                 raise ValueError(f"{len(buf)} bytes after the last whole frame")
@@ -470,8 +502,12 @@ def _invalid(seg: ArchiveSegment) -> str | None:
         return f"has codec {seg.codec[:40]!r}, not {CODEC!r}"
     if not (_ENTRY_ID.fullmatch(seg.first_id) and _ENTRY_ID.fullmatch(seg.last_id)):
         return "has an entry id that is not MS-SEQ"
-    if (seg.count < 1 and not seg.erased) or seg.count < 0 or seg.erased < 0 \
-            or parse_entry_id(seg.first_id) > parse_entry_id(seg.last_id):
+    if (
+        (seg.count < 1 and not seg.erased)
+        or seg.count < 0
+        or seg.erased < 0
+        or parse_entry_id(seg.first_id) > parse_entry_id(seg.last_id)
+    ):
         return "holds no entries"
     return None
 
@@ -495,8 +531,9 @@ def _now() -> str:
 class _Group:
     """How far one consumer group is on one stream."""
 
-    def __init__(self, name: str, delivered: Id, pending: int, oldest_pending: Id | None,
-                 lag: int | None, exists: bool = True) -> None:
+    def __init__(
+        self, name: str, delivered: Id, pending: int, oldest_pending: Id | None, lag: int | None, exists: bool = True
+    ) -> None:
         self.name, self.delivered, self.pending = name, delivered, pending
         self.oldest_pending, self.lag, self.exists = oldest_pending, lag, exists
 
@@ -512,11 +549,15 @@ class _Group:
 
     def behind(self, key: str, first: str, point: str) -> str:
         if not self.exists:
-            return (f"consumer group {self.name} does not exist on {key}: it has applied none of its entries "
-                    f"(the first below {point} is {first})")
-        return (f"consumer group {self.name} on {key} has not applied every entry below {point}: the first it has "
-                f"not is {first} (last delivered {_fmt(self.delivered)}, {self.pending} pending, lag "
-                f"{'unknown' if self.lag is None else self.lag})")
+            return (
+                f"consumer group {self.name} does not exist on {key}: it has applied none of its entries "
+                f"(the first below {point} is {first})"
+            )
+        return (
+            f"consumer group {self.name} on {key} has not applied every entry below {point}: the first it has "
+            f"not is {first} (last delivered {_fmt(self.delivered)}, {self.pending} pending, lag "
+            f"{'unknown' if self.lag is None else self.lag})"
+        )
 
 
 def _groups(client: redis.Redis, key: str, expected: Iterable[str]) -> list[_Group]:
@@ -535,8 +576,9 @@ def _groups(client: redis.Redis, key: str, expected: Iterable[str]) -> list[_Gro
             if summary.get("min") is not None:
                 oldest = parse_entry_id(summary["min"])
         lag = info.get("lag")
-        out.append(_Group(shown(raw_name), parse_entry_id(info["last-delivered-id"]), pending, oldest,
-                          None if lag is None else int(lag)))
+        out.append(
+            _Group(shown(raw_name), parse_entry_id(info["last-delivered-id"]), pending, oldest, None if lag is None else int(lag))
+        )
     present = {g.name for g in out}
     out += [_Group(name, (0, 0), 0, None, None, exists=False) for name in expected if name not in present]
     return out
@@ -549,9 +591,16 @@ def _first_in(client: redis.Redis, key: str, low: Id, high: Id) -> str | None:
 
 
 # -- archive: write, record, trim -----------------------------------------------------------------
-def archive(eventlog: EventLog, archive: Archive, before: str | date | datetime | None = None, *,
-            groups: Iterable[str] = (), trim: bool = True, progress: Progress | None = None,
-            count: int = 1000) -> dict[str, Any]:
+def archive(
+    eventlog: EventLog,
+    archive: Archive,
+    before: str | date | datetime | None = None,
+    *,
+    groups: Iterable[str] = (),
+    trim: bool = True,
+    progress: Progress | None = None,
+    count: int = 1000,
+) -> dict[str, Any]:
     """Archive every entry below ``before`` (an entry id, a date or a time: ``point_id``)
     not archived yet, then trim the streams (see the module's guarantees).
 
@@ -586,8 +635,11 @@ def archive(eventlog: EventLog, archive: Archive, before: str | date | datetime 
                     if first is not None:
                         behind.append(g.behind(key, first, _fmt(point)))
         if behind:
-            raise GroupBehind("nothing archived: " + "; ".join(behind)
-                              + ". Archive below that point, or let the group catch up (memstream stats shows its lag)")
+            raise GroupBehind(
+                "nothing archived: "
+                + "; ".join(behind)
+                + ". Archive below that point, or let the group catch up (memstream stats shows its lag)"
+            )
         streams: dict[str, dict[str, Any]] = {}
         for key in eventlog.stream_keys:
             streams[key] = _copy(client, writer, key, marks.get(key), bounds[key], progress, count)
@@ -601,18 +653,23 @@ def archive(eventlog: EventLog, archive: Archive, before: str | date | datetime 
         for key in eventlog.stream_keys:
             row = streams[key]
             row["watermark"] = marks.get(key)
-            row["trimmed"], row["trimmed_below"] = (_trim(client, key, marks.get(key), expected) if trim
-                                                    else (0, None))
+            row["trimmed"], row["trimmed_below"] = _trim(client, key, marks.get(key), expected) if trim else (0, None)
     done = time.perf_counter()
     rows = streams.values()
-    return {"directory": str(archive.directory), "streams": streams,
-            "archived": sum(r["archived"] for r in rows), "segments": sum(r["segments"] for r in rows),
-            "bytes": sum(r["bytes"] for r in rows), "trimmed": sum(r["trimmed"] for r in rows),
-            "seconds": {"write": round(written - started, 3), "trim": round(done - written, 3)}}
+    return {
+        "directory": str(archive.directory),
+        "streams": streams,
+        "archived": sum(r["archived"] for r in rows),
+        "segments": sum(r["segments"] for r in rows),
+        "bytes": sum(r["bytes"] for r in rows),
+        "trimmed": sum(r["trimmed"] for r in rows),
+        "seconds": {"write": round(written - started, 3), "trim": round(done - written, 3)},
+    }
 
 
-def _copy(client: redis.Redis, writer: _Writer, key: str, mark: str | None, below: Id,
-          progress: Progress | None, count: int) -> dict[str, Any]:
+def _copy(
+    client: redis.Redis, writer: _Writer, key: str, mark: str | None, below: Id, progress: Progress | None, count: int
+) -> dict[str, Any]:
     """Write the entries of ``key`` above ``mark`` and below ``below`` as segments."""
     row: dict[str, Any] = {"before": _fmt(below), "archived": 0, "segments": 0, "bytes": 0}
     after = parse_entry_id(mark) if mark else None
@@ -658,8 +715,7 @@ def _total(client: redis.Redis, key: str, after: Id | None, below: Id) -> int | 
     first, last = client.xrange(key, count=1), client.xrevrange(key, count=1)
     if not first or not last:
         return 0
-    if (after is None or parse_entry_id(xrange_entry(first[0])[0]) > after) \
-            and parse_entry_id(xrange_entry(last[0])[0]) < below:
+    if (after is None or parse_entry_id(xrange_entry(first[0])[0]) > after) and parse_entry_id(xrange_entry(last[0])[0]) < below:
         return int(client.xlen(key))
     return None
 
@@ -713,8 +769,9 @@ def erase(archive: Archive, doomed: dict[str, set[str]]) -> dict[str, int]:
                 new_file.abort()
                 raise
             removed = len(entries) - len(kept)
-            writer.replace(seg, msgspec.structs.replace(
-                written, first_id=seg.first_id, last_id=seg.last_id, erased=seg.erased + removed))
+            writer.replace(
+                seg, msgspec.structs.replace(written, first_id=seg.first_id, last_id=seg.last_id, erased=seg.erased + removed)
+            )
             if seg.file != written.file:
                 (archive.directory / seg.file).unlink(missing_ok=True)
                 fsync_dir(archive.segments_dir)
@@ -724,8 +781,7 @@ def erase(archive: Archive, doomed: dict[str, set[str]]) -> dict[str, int]:
 
 
 # -- history: the archive, then the streams --------------------------------------------------------
-def history(eventlog: EventLog, archive: Archive, since: str = "-",
-            count: int = 1000) -> Iterator[tuple[str, str, EntryFields]]:
+def history(eventlog: EventLog, archive: Archive, since: str = "-", count: int = 1000) -> Iterator[tuple[str, str, EntryFields]]:
     """The whole log after ``since`` (exclusive; "-" for all) as one sequence, oldest
     first: (stream key, entry id, raw fields), as ``EventLog.entries`` yields; see the
     module's guarantees. Reads each stream ``count`` entries at a time, as the merge needs."""
@@ -733,12 +789,15 @@ def history(eventlog: EventLog, archive: Archive, since: str = "-",
     ordered = list(eventlog.stream_keys)
     ordered += sorted((k for k in by_stream if k not in set(ordered)), key=_stream_order)
     after = _since(since)
-    return heapq.merge(*(_stream_history(eventlog, archive, key, by_stream.get(key, []), after, count)
-                         for key in ordered), key=lambda entry: parse_entry_id(entry[1]))
+    return heapq.merge(
+        *(_stream_history(eventlog, archive, key, by_stream.get(key, []), after, count) for key in ordered),
+        key=lambda entry: parse_entry_id(entry[1]),
+    )
 
 
-def _stream_history(eventlog: EventLog, archive: Archive, key: str, segments: list[ArchiveSegment],
-                    after: Id | None, count: int) -> Iterator[tuple[str, str, EntryFields]]:
+def _stream_history(
+    eventlog: EventLog, archive: Archive, key: str, segments: list[ArchiveSegment], after: Id | None, count: int
+) -> Iterator[tuple[str, str, EntryFields]]:
     yield from archive._read(segments, after)
     cursor = max(after or (0, 0), parse_entry_id(segments[-1].last_id)) if segments else after
     recorded_key = keys.archived(eventlog.prefix)
@@ -759,8 +818,11 @@ def _stream_history(eventlog: EventLog, archive: Archive, key: str, segments: li
             pipe.xrange(key, min="-", max="+", count=1)
             pipe.hget(recorded_key, key)
             batch, head, recorded = pipe.execute()
-        if recorded is not None and (cursor is None or parse_entry_id(recorded) > cursor) \
-                and (not head or cursor is None or parse_entry_id(xrange_entry(head[0])[0]) > cursor):
+        if (
+            recorded is not None
+            and (cursor is None or parse_entry_id(recorded) > cursor)
+            and (not head or cursor is None or parse_entry_id(xrange_entry(head[0])[0]) > cursor)
+        ):
             # entries above the cursor were archived and may be trimmed: they come from the archive
             gained = _archived_since(archive, key, cursor, parse_entry_id(recorded))
             yield from archive._read(gained, cursor)
@@ -783,6 +845,8 @@ def _archived_since(archive: Archive, key: str, cursor: Id | None, recorded: Id)
         if attempt < _GAP_RETRIES:
             time.sleep(0.5 * (attempt + 1))
     held = f"entries up to {segments[-1].last_id}" if segments else "no entries"
-    raise ArchiveGap(f"the log records entries of {key} up to {_fmt(recorded)} as archived (and may have trimmed "
-                     f"them from Redis), but the archive {archive.directory} holds {held} of that stream: read "
-                     "the archive they were written to (MEMSTREAM_ARCHIVE_DIR, or memstream archive --to)")
+    raise ArchiveGap(
+        f"the log records entries of {key} up to {_fmt(recorded)} as archived (and may have trimmed "
+        f"them from Redis), but the archive {archive.directory} holds {held} of that stream: read "
+        "the archive they were written to (MEMSTREAM_ARCHIVE_DIR, or memstream archive --to)"
+    )

@@ -22,14 +22,19 @@ from memstream.producers.stream import EventLog
 from memstream.producers.tenants import Signer, password_of
 from memstream.producers.tls import tls_hint
 
-__all__ = ["LogLocator", "read_run_file", "redis_client", "cluster_client", "sentinel_client",
-           "slot_primary_url", "event_log", "shipping_timeout", "tls_kwargs"]
+__all__ = [
+    "LogLocator",
+    "read_run_file",
+    "redis_client",
+    "cluster_client",
+    "sentinel_client",
+    "slot_primary_url",
+    "event_log",
+    "shipping_timeout",
+    "tls_kwargs",
+]
 
 log = structlog.get_logger("memstream.connect")
-
-
-
-
 
 
 def tls_kwargs(url: str, settings: Settings | None) -> dict[str, Any]:
@@ -64,8 +69,9 @@ def redis_client(url: str, timeout: float = 2.0, settings: Settings | None = Non
         return sentinel_client(url, timeout)
     if is_cluster_url(url):
         return cluster_client(url, timeout, settings)
-    return redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
-                                health_check_interval=30, **tls_kwargs(url, settings))
+    return redis.Redis.from_url(
+        url, socket_timeout=timeout, socket_connect_timeout=timeout, health_check_interval=30, **tls_kwargs(url, settings)
+    )
 
 
 def cluster_client(url: str, timeout: float = 2.0, settings: Settings | None = None) -> redis.Redis:
@@ -79,10 +85,16 @@ def cluster_client(url: str, timeout: float = 2.0, settings: Settings | None = N
     from memstream.core import parse_cluster_url
 
     target = parse_cluster_url(url)
-    client = _cluster_class()(startup_nodes=[ClusterNode(h, p) for h, p in target.nodes],
-                          username=target.username, password=target.password, ssl=target.tls,
-                          socket_timeout=timeout, socket_connect_timeout=timeout, health_check_interval=30,
-                          **tls_kwargs(url, settings))
+    client = _cluster_class()(
+        startup_nodes=[ClusterNode(h, p) for h, p in target.nodes],
+        username=target.username,
+        password=target.password,
+        ssl=target.tls,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        health_check_interval=30,
+        **tls_kwargs(url, settings),
+    )
     return cast(redis.Redis, client)
 
 
@@ -166,9 +178,11 @@ def sentinel_client(url: str, timeout: float = 2.0) -> redis.Redis:
     sentinels = Sentinel(
         list(target.sentinels),
         sentinel_kwargs={**common, "username": target.sentinel_username, "password": target.sentinel_password},
-        **common)
-    client: redis.Redis = sentinels.master_for(target.service_name, db=target.db, username=target.username,
-                                               password=target.password, health_check_interval=30)
+        **common,
+    )
+    client: redis.Redis = sentinels.master_for(
+        target.service_name, db=target.db, username=target.username, password=target.password, health_check_interval=30
+    )
     return client
 
 
@@ -216,15 +230,17 @@ class LogLocator:
             self._maybe_start_service()
             raise redis.ConnectionError(
                 f"no memstream service is running (no live run file at {self.settings.run_file}); "
-                + ("starting one" if self.autostart else "run `memstream up` or set MEMSTREAM_REDIS_URL"))
+                + ("starting one" if self.autostart else "run `memstream up` or set MEMSTREAM_REDIS_URL")
+            )
         with self._lock:
             client = self._client
             if client is None or url != self._url:
                 try:
                     client = redis_client(url, timeout=self.timeout, settings=self.settings)
                 except ValueError as exc:  # a malformed URL: Settings.problems says why
-                    raise redis.ConnectionError(f"the Redis URL {mask_url(url)!r} is not valid "
-                                                f"({type(exc).__name__}); `memstream doctor` says why") from None
+                    raise redis.ConnectionError(
+                        f"the Redis URL {mask_url(url)!r} is not valid ({type(exc).__name__}); `memstream doctor` says why"
+                    ) from None
                 self._close_client()
                 self._client, self._url = client, url
         try:
@@ -258,7 +274,11 @@ class LogLocator:
         self._spawned_at = now
         try:
             started = start_service(self.settings, wait=None)
-            log.info("service.autostart", home=str(self.settings.home), pid=started.get("pid"),
-                     already_running=started["already_running"])
+            log.info(
+                "service.autostart",
+                home=str(self.settings.home),
+                pid=started.get("pid"),
+                already_running=started["already_running"],
+            )
         except OSError as exc:
             log.warning("service.autostart_failed", error=str(exc))

@@ -51,20 +51,65 @@ from msgspec import Meta
 from memstream.core import PermanentError, Settings, keys
 
 __all__ = [
-    "HOOKS", "BUCKETS_NS", "ROW", "PREFETCH_OUTCOMES", "MAX_REPORT_BYTES", "MAX_AGENTS", "REPORTS_EXPIRE_S",
-    "RENAME_AFTER_S", "REPORTER_NAME", "AgentReport", "Prefetch", "Tally", "Figures", "Reporter",
-    "ReportError", "encode_report", "decode_report", "reporter_name", "pack_row", "unpack_row", "ROW_BYTES",
+    "HOOKS",
+    "BUCKETS_NS",
+    "ROW",
+    "PREFETCH_OUTCOMES",
+    "MAX_REPORT_BYTES",
+    "MAX_AGENTS",
+    "REPORTS_EXPIRE_S",
+    "RENAME_AFTER_S",
+    "REPORTER_NAME",
+    "AgentReport",
+    "Prefetch",
+    "Tally",
+    "Figures",
+    "Reporter",
+    "ReportError",
+    "encode_report",
+    "decode_report",
+    "reporter_name",
+    "pack_row",
+    "unpack_row",
+    "ROW_BYTES",
 ]
 
 log = structlog.get_logger("memstream.report")
 
 # the provider's timed hooks (its Hermes methods; a reader counts any other name as `other`)
-HOOKS = ("initialize", "shutdown", "system_prompt_block", "on_turn_start", "prefetch", "queue_prefetch",
-         "sync_turn", "on_memory_write", "on_session_end", "on_session_switch", "on_delegation",
-         "handle_tool_call")
+HOOKS = (
+    "initialize",
+    "shutdown",
+    "system_prompt_block",
+    "on_turn_start",
+    "prefetch",
+    "queue_prefetch",
+    "sync_turn",
+    "on_memory_write",
+    "on_session_end",
+    "on_session_switch",
+    "on_delegation",
+    "handle_tool_call",
+)
 # upper bounds of the duration buckets, ns: 10 µs to 1 s, about 2.5 per decade (plus one above 1 s)
-BUCKETS_NS = (10_000, 25_000, 50_000, 100_000, 250_000, 500_000, 1_000_000, 2_500_000, 5_000_000,
-              10_000_000, 25_000_000, 50_000_000, 100_000_000, 250_000_000, 500_000_000, 1_000_000_000)
+BUCKETS_NS = (
+    10_000,
+    25_000,
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    500_000_000,
+    1_000_000_000,
+)
 ROW = len(BUCKETS_NS) + 2  # a hook's row: a count per bucket (the last above 1 s), then the sum of ns
 _ROW_FORMAT = struct.Struct(f"<{ROW}Q")
 ROW_BYTES = _ROW_FORMAT.size  # a row in a record
@@ -110,9 +155,10 @@ class AgentReport(msgspec.Struct, frozen=True, kw_only=True, tag="agent.v1", tag
     refused: _Count = 0  # events the spool refused: full (MEMSTREAM_SPOOL_MAX_BYTES) or a write error
     invalid: _Count = 0  # events that could not be encoded
     prefetch: Prefetch = Prefetch()
-    hooks: Annotated[dict[Annotated[str, Meta(max_length=64)],
-                          Annotated[bytes, Meta(min_length=ROW_BYTES, max_length=ROW_BYTES)]],
-                     Meta(max_length=MAX_HOOKS)] = {}  # hook -> pack_row of its row
+    hooks: Annotated[
+        dict[Annotated[str, Meta(max_length=64)], Annotated[bytes, Meta(min_length=ROW_BYTES, max_length=ROW_BYTES)]],
+        Meta(max_length=MAX_HOOKS),
+    ] = {}  # hook -> pack_row of its row
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -255,11 +301,18 @@ class Reporter:
                 self.failures += 1
                 error = f"{type(exc).__name__}: {exc}"[:300]
                 if not self.last_error:
-                    log.warning("report.failed", error=error, reporter=self.name,
-                                action=f"shipping goes on; the next report in {self.every} s"
-                                + (" (a tenant registered before fleet reports lacks their ACL rule: "
-                                   "`memstream tenant add NAME --rotate`, or README, Security)"
-                                   if isinstance(exc, redis.exceptions.NoPermissionError) else ""))
+                    log.warning(
+                        "report.failed",
+                        error=error,
+                        reporter=self.name,
+                        action=f"shipping goes on; the next report in {self.every} s"
+                        + (
+                            " (a tenant registered before fleet reports lacks their ACL rule: "
+                            "`memstream tenant add NAME --rotate`, or README, Security)"
+                            if isinstance(exc, redis.exceptions.NoPermissionError)
+                            else ""
+                        ),
+                    )
                 self.last_error = error
                 return False
             if self.last_error:
@@ -271,8 +324,12 @@ class Reporter:
 
     def _counts(self, figures: Figures) -> _Counts:
         prefetch = self.tally.prefetch
-        return _Counts(figures.refused, figures.invalid, tuple(prefetch[o] for o in PREFETCH_OUTCOMES),
-                       {hook: list(row) for hook, row in self.tally.hooks.items()})
+        return _Counts(
+            figures.refused,
+            figures.invalid,
+            tuple(prefetch[o] for o in PREFETCH_OUTCOMES),
+            {hook: list(row) for hook, row in self.tally.hooks.items()},
+        )
 
     def _encoded(self, figures: Figures, counts: _Counts) -> bytes:
         """The record of ``counts`` less the base, encoded (without the list of agents if
@@ -290,11 +347,21 @@ class Reporter:
             data = encode_report(self._record(figures, counts, base, prefetch, hooks, []))
         return data
 
-    def _record(self, figures: Figures, counts: _Counts, base: _Counts, prefetch: list[int],
-                hooks: dict[str, bytes], agents: list[str]) -> AgentReport:
+    def _record(
+        self, figures: Figures, counts: _Counts, base: _Counts, prefetch: list[int], hooks: dict[str, bytes], agents: list[str]
+    ) -> AgentReport:
         return AgentReport(
-            at=time.time(), started=self.started, host=self.host, pid=os.getpid(), tenant=self.tenant,
-            agents=[a[:MAX_AGENT_CHARS] for a in agents[:MAX_AGENTS]], agents_total=len(figures.agents),
-            backlog=figures.backlog, backlog_bytes=figures.backlog_bytes,
-            refused=max(0, counts.refused - base.refused), invalid=max(0, counts.invalid - base.invalid),
-            prefetch=Prefetch(*prefetch), hooks=hooks)
+            at=time.time(),
+            started=self.started,
+            host=self.host,
+            pid=os.getpid(),
+            tenant=self.tenant,
+            agents=[a[:MAX_AGENT_CHARS] for a in agents[:MAX_AGENTS]],
+            agents_total=len(figures.agents),
+            backlog=figures.backlog,
+            backlog_bytes=figures.backlog_bytes,
+            refused=max(0, counts.refused - base.refused),
+            invalid=max(0, counts.invalid - base.invalid),
+            prefetch=Prefetch(*prefetch),
+            hooks=hooks,
+        )

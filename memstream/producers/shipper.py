@@ -61,9 +61,16 @@ class Shipper:
     RETRY_BASE = 0.1
     RETRY_CAP = 5.0
 
-    def __init__(self, spool: Spool, connect: Callable[[], EventLog], batch: int = 500,
-                 fsync_interval: float | None = 1.0, name: str = "memstream-shipper",
-                 replicas: int = 0, replica_timeout_ms: int = 1000):
+    def __init__(
+        self,
+        spool: Spool,
+        connect: Callable[[], EventLog],
+        batch: int = 500,
+        fsync_interval: float | None = 1.0,
+        name: str = "memstream-shipper",
+        replicas: int = 0,
+        replica_timeout_ms: int = 1000,
+    ):
         self.spool = spool
         self._connect = connect
         self.batch = batch
@@ -185,8 +192,10 @@ class Shipper:
                 deferred = not self._exited
                 self._close_spool_at_exit = deferred
             if deferred:
-                log.warning("shipper.stop_deferred", action="the thread is inside a call to the log; "
-                            "it closes the spool when that call returns")
+                log.warning(
+                    "shipper.stop_deferred",
+                    action="the thread is inside a call to the log; it closes the spool when that call returns",
+                )
             else:
                 self.spool.close()
         return drained
@@ -339,9 +348,13 @@ class Shipper:
     def _report_losses(self) -> None:
         """Add what this process refused or quarantined since the last report to
         ``P:counters:spool`` in Redis, where ``memstream stats`` shows every host's."""
-        now = {"refused": self.spool.refused, "write_errors": self.spool.errors,
-               "malformed": self.malformed, "corrupt_regions": self.spool.corrupt,
-               "unreplicated": self.unreplicated}
+        now = {
+            "refused": self.spool.refused,
+            "write_errors": self.spool.errors,
+            "malformed": self.malformed,
+            "corrupt_regions": self.spool.corrupt,
+            "unreplicated": self.unreplicated,
+        }
         delta = {k: v - self._reported.get(k, 0) for k, v in now.items() if v > self._reported.get(k, 0)}
         if not delta:
             return
@@ -359,9 +372,14 @@ class Shipper:
         self.unreplicated += 1
         msg = f"{type(exc).__name__}: {exc}"
         if msg != self.last_error:
-            log.warning("shipper.unreplicated", error=msg, replicas=self.replicas,
-                        timeout_ms=self.replica_timeout_ms, unshipped_bytes=self.spool.unshipped_bytes,
-                        action="keeping the batch in the spool; will send it again")
+            log.warning(
+                "shipper.unreplicated",
+                error=msg,
+                replicas=self.replicas,
+                timeout_ms=self.replica_timeout_ms,
+                unshipped_bytes=self.spool.unshipped_bytes,
+                action="keeping the batch in the spool; will send it again",
+            )
         self.last_error = msg
         self._failures_in_row += 1
         self._backoff = backoff_delay(self._failures_in_row, self.RETRY_BASE, self.RETRY_CAP)
@@ -376,8 +394,9 @@ class Shipper:
         self._log = None
         msg = f"{type(exc).__name__}: {exc}"
         if msg != self.last_error:
-            log.warning("shipper.redis_unavailable", error=msg,
-                        unshipped_bytes=self.spool.unshipped_bytes, action="spooling; will retry")
+            log.warning(
+                "shipper.redis_unavailable", error=msg, unshipped_bytes=self.spool.unshipped_bytes, action="spooling; will retry"
+            )
         self.last_error = msg
         self._failures_in_row += 1
         self._backoff = backoff_delay(self._failures_in_row, self.RETRY_BASE, self.RETRY_CAP)
@@ -409,8 +428,9 @@ class Shipper:
             if batch:
                 self._segment_tenants.setdefault(seg.id, set()).update(r.tenant for r in batch)
                 try:
-                    ids = self._eventlog().append_batch(batch, segment=seg.id, replicas=self.replicas,
-                                                        replica_timeout_ms=self.replica_timeout_ms)
+                    ids = self._eventlog().append_batch(
+                        batch, segment=seg.id, replicas=self.replicas, replica_timeout_ms=self.replica_timeout_ms
+                    )
                 except NotReplicated as exc:
                     appended = [r.seq for r, i in zip(batch, exc.ids) if i]
                     if appended:
@@ -449,6 +469,13 @@ class Shipper:
             "spool_errors": self.spool.errors,
             "spool_unshipped_bytes": self.spool.unshipped_bytes,
             "spool_corrupt": self.spool.corrupt,
-            **({"reports_sent": self.reporter.sent, "reports_skipped": self.reporter.skipped,
-                "report_failures": self.reporter.failures} if self.reporter is not None else {}),
+            **(
+                {
+                    "reports_sent": self.reporter.sent,
+                    "reports_skipped": self.reporter.skipped,
+                    "report_failures": self.reporter.failures,
+                }
+                if self.reporter is not None
+                else {}
+            ),
         }

@@ -170,8 +170,9 @@ class Segment:
             write_private(directory / f"{self.id}.{offset}.bad", data)  # raw text: owner only
         except OSError:
             pass
-        log.warning("spool.corrupt_record", segment=self.id, offset=offset, bytes=len(data),
-                    action="copied to quarantine and skipped")
+        log.warning(
+            "spool.corrupt_record", segment=self.id, offset=offset, bytes=len(data), action="copied to quarantine and skipped"
+        )
 
 
 class _Window:
@@ -188,7 +189,7 @@ class _Window:
         if not (self.start <= pos and pos + n <= self.start + len(self.buf)):
             self.start = pos
             self.buf = os.pread(self.fd, min(max(n, self.CHUNK), self.limit - pos), pos)
-        return self.buf[pos - self.start:pos - self.start + n]
+        return self.buf[pos - self.start : pos - self.start + n]
 
     def find(self, needle: bytes, pos: int) -> int:
         """Offset of the next ``needle`` at or after ``pos``; ``limit`` if none."""
@@ -206,8 +207,9 @@ class _Window:
 class Spool:
     """The spool directory of this process: one active segment plus adopted ones."""
 
-    def __init__(self, directory: str | os.PathLike[str], max_bytes: int = 1 << 30,
-                 fsync: str = "1.0", rotate_bytes: int = 16 << 20):
+    def __init__(
+        self, directory: str | os.PathLike[str], max_bytes: int = 1 << 30, fsync: str = "1.0", rotate_bytes: int = 16 << 20
+    ):
         self.dir = Path(directory)
         self.quarantine = self.dir / "quarantine"
         self.max_bytes = max_bytes
@@ -243,10 +245,13 @@ class Spool:
                 now = time.monotonic()
                 if now - self._warned_full > 10:
                     self._warned_full = now
-                    log.error("spool.full", refused=self.refused, unshipped=self._unshipped,
-                              max_bytes=self.max_bytes,
-                              action="events are being refused: start Redis/the memstream service "
-                                     "or raise MEMSTREAM_SPOOL_MAX_BYTES")
+                    log.error(
+                        "spool.full",
+                        refused=self.refused,
+                        unshipped=self._unshipped,
+                        max_bytes=self.max_bytes,
+                        action="events are being refused: start Redis/the memstream service or raise MEMSTREAM_SPOOL_MAX_BYTES",
+                    )
                 return False
             seq = self._seq + 1
             sb = seq.to_bytes(8, "big")
@@ -440,7 +445,7 @@ def _last_seq(fd: int, start: int, size: int) -> int | None:
         if pos + HEADER.size <= len(data):
             _, length, seq, crc = HEADER.unpack_from(data, pos)
             end = pos + HEADER.size + length
-            if end <= len(data) and zlib.crc32(data[pos + HEADER.size:end], zlib.crc32(struct.pack(">Q", seq))) == crc:
+            if end <= len(data) and zlib.crc32(data[pos + HEADER.size : end], zlib.crc32(struct.pack(">Q", seq))) == crc:
                 return int(seq)
     return None
 
@@ -462,12 +467,10 @@ def spool_usage(directory: str | os.PathLike[str]) -> dict[str, Any]:
         total += size
         pending += max(0, size - seg.offset)
     quarantined = len(list((d / "quarantine").glob("*.bad"))) if (d / "quarantine").exists() else 0
-    return {"dir": str(d), "segments": segments, "bytes": total, "unshipped_bytes": pending,
-            "quarantined": quarantined}
+    return {"dir": str(d), "segments": segments, "bytes": total, "unshipped_bytes": pending, "quarantined": quarantined}
 
 
-def erase_records(directory: str | os.PathLike[str], doomed: Callable[[bytes], bool],
-                  dry_run: bool = False) -> dict[str, int]:
+def erase_records(directory: str | os.PathLike[str], doomed: Callable[[bytes], bool], dry_run: bool = False) -> dict[str, int]:
     """Remove from the spool in ``directory`` every record whose payload ``doomed`` names
     (``memstream forget``), shipped or not, and every quarantined region it names.
 

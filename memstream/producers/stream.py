@@ -36,8 +36,7 @@ from memstream.producers.events import Event, decode, encode
 if TYPE_CHECKING:
     from redis.typing import StreamEntry
 
-__all__ = ["EventLog", "Record", "shard_of", "parse_entry_id", "EntryDecodeError", "EntryFields", "xrange_entry",
-           "NotReplicated"]
+__all__ = ["EventLog", "Record", "shard_of", "parse_entry_id", "EntryDecodeError", "EntryFields", "xrange_entry", "NotReplicated"]
 
 # A stream entry's fields as redis-py reads them: bytes (text from a client that decodes).
 EntryFields = dict[bytes | str, bytes | str]
@@ -168,8 +167,9 @@ class Record:
 class EventLog:
     """The event streams under one prefix. Thread-safe (redis-py clients are)."""
 
-    def __init__(self, client: redis.Redis, prefix: str = "memstream", shards: int = 1,
-                 signer: Callable[[str, bytes], str] | None = None):
+    def __init__(
+        self, client: redis.Redis, prefix: str = "memstream", shards: int = 1, signer: Callable[[str, bytes], str] | None = None
+    ):
         self.client = client
         self.prefix = prefix
         self.shards = max(1, int(shards))
@@ -201,8 +201,9 @@ class EventLog:
         return self.stream_key(shard_of(tenant, agent, self.shards))
 
     # append
-    def append_batch(self, records: list[Record], segment: str = "", replicas: int = 0,
-                     replica_timeout_ms: int = 1000) -> list[str | None]:
+    def append_batch(
+        self, records: list[Record], segment: str = "", replicas: int = 0, replica_timeout_ms: int = 1000
+    ) -> list[str | None]:
         """Append records atomically; return each one's entry id (None: already there).
 
         With ``segment`` set, records whose ``seq`` is at or below the segment's last
@@ -230,8 +231,9 @@ class EventLog:
             out += self._ids(self._script(keys=declared, args=argv))
         return out
 
-    def _append_replicated(self, runs: list[tuple[list[str], list[bytes | str | int]]], replicas: int,
-                           timeout_ms: int) -> list[str | None]:
+    def _append_replicated(
+        self, runs: list[tuple[list[str], list[bytes | str | int]]], replicas: int, timeout_ms: int
+    ) -> list[str | None]:
         for attempt in (1, 2):
             pipe = self.client.pipeline(transaction=False)
             for declared, argv in runs:
@@ -360,12 +362,14 @@ class EventLog:
             length = self.client.xlen(key)
             first = self.client.xrange(key, count=1)
             last = self.client.xrevrange(key, count=1)
-            out.append({
-                "stream": key,
-                "length": length,
-                "first_id": xrange_entry(first[0])[0] if first else None,
-                "last_id": xrange_entry(last[0])[0] if last else None,
-            })
+            out.append(
+                {
+                    "stream": key,
+                    "length": length,
+                    "first_id": xrange_entry(first[0])[0] if first else None,
+                    "last_id": xrange_entry(last[0])[0] if last else None,
+                }
+            )
         return out
 
     def memory_bytes(self, key: str, samples: int = 0) -> int | None:

@@ -37,8 +37,18 @@ import redis
 from memstream.core import PermanentError, keys
 
 __all__ = [
-    "TENANT_NAME", "TenantError", "TenantRegistry", "Signer", "tenant_space", "acl_user",
-    "acl_rules", "sign_key_of", "sign", "verify", "check_name", "password_of",
+    "TENANT_NAME",
+    "TenantError",
+    "TenantRegistry",
+    "Signer",
+    "tenant_space",
+    "acl_user",
+    "acl_rules",
+    "sign_key_of",
+    "sign",
+    "verify",
+    "check_name",
+    "password_of",
 ]
 
 # Registered tenant names appear in key patterns and ACL rules: no glob characters, no
@@ -53,8 +63,10 @@ class TenantError(PermanentError, ValueError):
 
 def check_name(tenant: object) -> str:
     if not isinstance(tenant, str) or not TENANT_NAME.match(tenant):
-        raise TenantError(f"tenant name {tenant!r} is not allowed: 1-64 characters of "
-                          "letters, digits, '_', '.', '-', starting with a letter or digit")
+        raise TenantError(
+            f"tenant name {tenant!r} is not allowed: 1-64 characters of "
+            "letters, digits, '_', '.', '-', starting with a letter or digit"
+        )
     return tenant
 
 
@@ -70,23 +82,43 @@ def acl_rules(prefix: str, tenant: str, password: str) -> list[str]:
     """ACL SETUSER rules of a tenant's agent hosts: append events, ship the spool, write
     their fleet reports, ask queries on its own channel; nothing else."""
     return [
-        "reset", "on", f">{password}",
+        "reset",
+        "on",
+        f">{password}",
         # append only: XADD needs write; reading the shared streams is refused
         "%W~" + keys.events_pattern(prefix),
         # its own keys: the spool's dedup record, the query channel and its answers
         "~" + keys.tenant_pattern(prefix, tenant),
         # counters a shipper adds to (refusals, event types): numbers, no content
-        "~" + keys.types(prefix), "~" + keys.spool_counters(prefix),
+        "~" + keys.types(prefix),
+        "~" + keys.spool_counters(prefix),
         # the fleet's reports: written (HSET, EXPIRE), never read (they name other hosts)
         "%W~" + keys.agent_reports(prefix),
         "resetchannels",
         "-@all",
-        "+ping", "+hello", "+auth", "+client|setname", "+client|setinfo", "+select",
+        "+ping",
+        "+hello",
+        "+auth",
+        "+client|setname",
+        "+client|setinfo",
+        "+select",
         # the ship script (its commands are checked against these rules one by one)
-        "+evalsha", "+eval", "+script|load", "+script|exists",
-        "+xadd", "+type", "+hget", "+hset", "+hdel", "+hincrby",
+        "+evalsha",
+        "+eval",
+        "+script|load",
+        "+script|exists",
+        "+xadd",
+        "+type",
+        "+hget",
+        "+hset",
+        "+hdel",
+        "+hincrby",
         # queries: push the request, wait for the answer, clean up
-        "+rpush", "+blpop", "+lpop", "+expire", "+del",
+        "+rpush",
+        "+blpop",
+        "+lpop",
+        "+expire",
+        "+del",
     ]
 
 
@@ -134,12 +166,17 @@ class TenantRegistry:
         user = acl_user(self.prefix, tenant)
         if keys.clustered(self.prefix):
             # ACL users live on each node apart, and the shards' dedup records are outside P:t:T:*
-            raise TenantError("tenants' Redis users are not supported on a Redis Cluster: run one "
-                                  "cluster (or one prefix) per tenant, with the operator's credentials")
+            raise TenantError(
+                "tenants' Redis users are not supported on a Redis Cluster: run one "
+                "cluster (or one prefix) per tenant, with the operator's credentials"
+            )
         self.client.execute_command("ACL", "SETUSER", user, *acl_rules(self.prefix, tenant, password))
         record = Tenant(tenant, user, sign_key_of(password), time.time())
-        self.client.hset(self.key, tenant, json.dumps(
-            {"user": record.user, "sign_key": record.sign_key.hex(), "created_at": record.created_at}))
+        self.client.hset(
+            self.key,
+            tenant,
+            json.dumps({"user": record.user, "sign_key": record.sign_key.hex(), "created_at": record.created_at}),
+        )
         self._cache = None
         return record, password
 
@@ -165,8 +202,7 @@ class TenantRegistry:
                 try:
                     name = name.decode() if isinstance(name, bytes) else name
                     info = json.loads(raw)
-                    out[name] = Tenant(name, str(info["user"]), bytes.fromhex(info["sign_key"]),
-                                       float(info.get("created_at", 0)))
+                    out[name] = Tenant(name, str(info["user"]), bytes.fromhex(info["sign_key"]), float(info.get("created_at", 0)))
                 except (ValueError, KeyError, TypeError, UnicodeDecodeError):
                     continue  # a damaged entry registers nothing (and signs nothing)
             self._cache, self._cached_at = out, now

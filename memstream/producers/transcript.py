@@ -46,8 +46,12 @@ def tool_calls_of(messages: list[Any]) -> list[tuple[str, str, str, str]]:
                 if not isinstance(call, dict):
                     continue
                 fn = call.get("function") or {}
-                entry = [str(fn.get("name") or call.get("name") or "?"),
-                         _clip(fn.get("arguments", "")), "", str(call.get("id") or "")]
+                entry = [
+                    str(fn.get("name") or call.get("name") or "?"),
+                    _clip(fn.get("arguments", "")),
+                    "",
+                    str(call.get("id") or ""),
+                ]
                 calls.append(entry)
                 if entry[3]:
                     by_id[entry[3]] = entry

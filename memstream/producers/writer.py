@@ -50,12 +50,16 @@ _reports: dict[str, tuple[Tally, Reporter]] = {}
 class Writer:
     def __init__(self, settings: Settings, locator: LogLocator | None = None):
         self.settings = settings
-        self.spool = Spool(settings.spool_dir, max_bytes=settings.spool_max_bytes,
-                           fsync=settings.spool_fsync)
+        self.spool = Spool(settings.spool_dir, max_bytes=settings.spool_max_bytes, fsync=settings.spool_fsync)
         self.locator = locator or LogLocator(settings)
-        self.shipper = Shipper(self.spool, self.locator, batch=settings.ship_batch,
-                               fsync_interval=settings.fsync_interval, replicas=settings.ship_replicas,
-                               replica_timeout_ms=settings.ship_replica_timeout_ms)
+        self.shipper = Shipper(
+            self.spool,
+            self.locator,
+            batch=settings.ship_batch,
+            fsync_interval=settings.fsync_interval,
+            replicas=settings.ship_replicas,
+            replica_timeout_ms=settings.ship_replica_timeout_ms,
+        )
         self.shipper.on_exit = getattr(self.locator, "close", None)  # its Redis client
         self.encode_errors = 0
         self._agents: dict[str, int] = {}  # scope agent -> providers of it using this writer
@@ -124,8 +128,14 @@ class Writer:
         with self._agents_lock:
             agents, served = sorted(self._agents), self._served
         spool = self.spool
-        return Figures(backlog=spool.unshipped_events, backlog_bytes=spool.unshipped_bytes,
-                       refused=spool.refused, invalid=self.encode_errors, agents=agents, served=served)
+        return Figures(
+            backlog=spool.unshipped_events,
+            backlog_bytes=spool.unshipped_bytes,
+            refused=spool.refused,
+            invalid=self.encode_errors,
+            agents=agents,
+            served=served,
+        )
 
     def emit(self, event: Event) -> bool:
         """Spool one event (one write) and wake the shipper. Never raises."""
@@ -178,19 +188,24 @@ class Writer:
                 del _registry[self._key]
             self._closed = True
         if not self.spool.drained():
-            log.warning("writer.closed_with_backlog", unshipped_bytes=self.spool.unshipped_bytes,
-                        action="left in the spool; the next writer, another process or `memstream up` ships it")
+            log.warning(
+                "writer.closed_with_backlog",
+                unshipped_bytes=self.spool.unshipped_bytes,
+                action="left in the spool; the next writer, another process or `memstream up` ships it",
+            )
         return True
 
     def close(self, timeout: float | None = None) -> bool:
         if self._closed:
             return True
         self._closed = True
-        drained = self.shipper.stop(self.settings.shutdown_timeout if timeout is None else timeout,
-                                    close_spool=True)
+        drained = self.shipper.stop(self.settings.shutdown_timeout if timeout is None else timeout, close_spool=True)
         if not drained:
-            log.warning("writer.closed_with_backlog", unshipped_bytes=self.spool.unshipped_bytes,
-                        action="left in the spool; the next process or `memstream up` ships it")
+            log.warning(
+                "writer.closed_with_backlog",
+                unshipped_bytes=self.spool.unshipped_bytes,
+                action="left in the spool; the next process or `memstream up` ships it",
+            )
         return drained
 
     def stats(self) -> dict[str, Any]:

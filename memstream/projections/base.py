@@ -30,7 +30,6 @@ class Versioned(Protocol):
 
 
 class Projection(Versioned, Protocol):
-
     def apply(self, batch: Sequence[Delivery]) -> None:
         """Apply events idempotently (event id = idempotency key), in order."""
 

@@ -143,8 +143,17 @@ class Catalog:
     def _field(v: Version) -> dict[str, bytes]:
         return {f"v{v.version}": _encoder.encode(v)}
 
-    def ensure(self, name: str, version: int, *, embedder: str = "", model: str = "", dim: int = 0,
-               options: dict[str, Any] | None = None, build: bool = False) -> Version:
+    def ensure(
+        self,
+        name: str,
+        version: int,
+        *,
+        embedder: str = "",
+        model: str = "",
+        dim: int = 0,
+        options: dict[str, Any] | None = None,
+        build: bool = False,
+    ) -> Version:
         """The active version of ``name``; when the projection has none yet, ``version`` is
         recorded as active (a first start, or a log kept from before versions were
         recorded), or with ``build`` as building (a projection new to a log that has a
@@ -155,21 +164,46 @@ class Catalog:
                 if v.state in ("active", "building"):
                     return {"result": v}
             if build and not versions:
-                v = Version(name=name, version=version, state="building", embedder=embedder, model=model,
-                            dim=dim, options=dict(options or {}), created_at=time.time())
+                v = Version(
+                    name=name,
+                    version=version,
+                    state="building",
+                    embedder=embedder,
+                    model=model,
+                    dim=dim,
+                    options=dict(options or {}),
+                    created_at=time.time(),
+                )
                 return {"set": self._field(v), "result": v}
             known = next((v for v in versions if v.version == version), None)
-            v = known or Version(name=name, version=version, state="active", embedder=embedder, model=model,
-                                 dim=dim, options=dict(options or {}), created_at=time.time())
+            v = known or Version(
+                name=name,
+                version=version,
+                state="active",
+                embedder=embedder,
+                model=model,
+                dim=dim,
+                options=dict(options or {}),
+                created_at=time.time(),
+            )
             v = msgspec.structs.replace(v, state="active", activated_at=v.activated_at or time.time())
             return {"set": {**self._field(v), "active": str(version)}, "result": v}
 
         result: Version = self._change(name, fn)
         return result
 
-    def add_build(self, name: str, *, embedder: str = "", model: str = "", dim: int = 0,
-                  options: dict[str, Any] | None = None, activate: str = "auto",
-                  archive: bool = False, start: int | None = None) -> Version:
+    def add_build(
+        self,
+        name: str,
+        *,
+        embedder: str = "",
+        model: str = "",
+        dim: int = 0,
+        options: dict[str, Any] | None = None,
+        activate: str = "auto",
+        archive: bool = False,
+        start: int | None = None,
+    ) -> Version:
         """A new building version N+1 of ``name`` (N: the highest version known).
         Refused while ``name`` has a building version: the message names it."""
         if activate not in ("auto", "manual"):
@@ -178,13 +212,24 @@ class Catalog:
         def fn(versions: list[Version]) -> dict[str, Any]:
             running = [v for v in versions if v.state == "building"]
             if running:
-                raise CatalogError(f"{name} is already building version {running[0].version} "
-                                   f"(group {running[0].group}): wait for it or cancel it with "
-                                   f"`memstream replay --cancel {name}`")
+                raise CatalogError(
+                    f"{name} is already building version {running[0].version} "
+                    f"(group {running[0].group}): wait for it or cancel it with "
+                    f"`memstream replay --cancel {name}`"
+                )
             n = max([v.version for v in versions] + [start or 0]) + 1
-            v = Version(name=name, version=n, state="building", embedder=embedder, model=model, dim=dim,
-                        options=dict(options or {}), activate=activate,  # type: ignore[arg-type]  # checked above
-                        created_at=time.time(), archive_done=not archive)
+            v = Version(
+                name=name,
+                version=n,
+                state="building",
+                embedder=embedder,
+                model=model,
+                dim=dim,
+                options=dict(options or {}),
+                activate=activate,  # type: ignore[arg-type]  # checked above
+                created_at=time.time(),
+                archive_done=not archive,
+            )
             return {"set": self._field(v), "result": v}
 
         result: Version = self._change(name, fn)
@@ -210,17 +255,22 @@ class Catalog:
         def fn(versions: list[Version]) -> dict[str, Any]:
             target = next((v for v in versions if v.version == version), None)
             if target is None:
-                raise CatalogError(f"{name} has no version {version} "
-                                   f"(known: {', '.join(str(v.version) for v in versions) or 'none'})")
+                raise CatalogError(
+                    f"{name} has no version {version} (known: {', '.join(str(v.version) for v in versions) or 'none'})"
+                )
             if target.state in ("dropping", "failed"):
-                raise CatalogError(f"{name} version {version} is {target.state}"
-                                   + (f": {target.error}" if target.error else "") + "; it cannot be activated")
+                raise CatalogError(
+                    f"{name} version {version} is {target.state}"
+                    + (f": {target.error}" if target.error else "")
+                    + "; it cannot be activated"
+                )
             changed: dict[str, bytes | str] = {}
             for v in versions:
                 if v.state == "active" and v.version != version:
                     changed.update(self._field(msgspec.structs.replace(v, state="retired")))
-            new = msgspec.structs.replace(target, state="active", activated_at=time.time(),
-                                          caught_up_at=target.caught_up_at or time.time())
+            new = msgspec.structs.replace(
+                target, state="active", activated_at=time.time(), caught_up_at=target.caught_up_at or time.time()
+            )
             changed.update(self._field(new))
             changed["active"] = str(version)
             return {"set": changed, "result": new}

@@ -1,5 +1,4 @@
-"""Per-group counters in Redis, read by ``memstream stats``.
-"""
+"""Per-group counters in Redis, read by ``memstream stats``."""
 
 from __future__ import annotations
 
@@ -24,5 +23,4 @@ class Counters:
             pipe.execute()
 
     def get(self) -> dict[str, int]:
-        return {(k.decode() if isinstance(k, bytes) else k): int(v)
-                for k, v in self.client.hgetall(self.key).items()}
+        return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in self.client.hgetall(self.key).items()}

@@ -33,8 +33,7 @@ class FactsProjection:
     FAMILIES = ("facts", "fact_sources")  # its versioned Redis keys (core.keys.VERSIONED_FAMILIES)
     version = FactsTable.version  # the table's keys carry it: a new version builds beside the live one
 
-    def __init__(self, client: redis.Redis, prefix: str, min_confidence: float = 0.6, *,
-                 version: int | None = None) -> None:
+    def __init__(self, client: redis.Redis, prefix: str, min_confidence: float = 0.6, *, version: int | None = None) -> None:
         if version is not None:
             self.version = version
         self.client = client
@@ -53,8 +52,9 @@ class FactsProjection:
 
     def _track_entry(self, event: MemoryRemembered | MemoryWritten) -> None:
         text, _ = redact(event.content)
-        self.client.hset(self._sources_key(event.scope, event.target), event.id,
-                         json.dumps([text, event.occurred_at.timestamp()]))
+        self.client.hset(
+            self._sources_key(event.scope, event.target), event.id, json.dumps([text, event.occurred_at.timestamp()])
+        )
 
     def _retract_entry(self, event: MemoryWritten) -> None:
         key = self._sources_key(event.scope, event.target)
@@ -103,13 +103,13 @@ class FactsProjection:
             if isinstance(event, MemoryWritten) and event.action in ("replace", "remove"):
                 self._assert(extracted, outcomes)
                 self._retract_entry(event)
-            if isinstance(event, MemoryRemembered) or (isinstance(event, MemoryWritten)
-                                                        and event.action != "remove"):
+            if isinstance(event, MemoryRemembered) or (isinstance(event, MemoryWritten) and event.action != "remove"):
                 self._track_entry(event)
             # every candidate counts towards the index, kept or not: ids stay put when the
             # confidence threshold changes
-            candidates = [cand for text, speaker in self._sources(event)
-                          for cand in extract_facts(redact(text)[0], speaker=speaker)]
+            candidates = [
+                cand for text, speaker in self._sources(event) for cand in extract_facts(redact(text)[0], speaker=speaker)
+            ]
             if candidates:
                 extracted.append((event, candidates))
         self._assert(extracted, outcomes)
@@ -131,12 +131,25 @@ class FactsProjection:
             if fid in forgotten:
                 outcomes["tombstoned"] = outcomes.get("tombstoned", 0) + 1
                 continue
-            facts.append((Fact(
-                id=fid, tenant=event.scope.tenant,
-                agent=event.scope.agent, subject=cand.subject, kind=cand.kind, key=cand.key,
-                value=cand.value, text=cand.text, confidence=cand.confidence,
-                valid_from=event.occurred_at.timestamp(), event_ids=[event.id],
-                session_id=event.scope.session_id), is_single_valued(cand.key)))
+            facts.append(
+                (
+                    Fact(
+                        id=fid,
+                        tenant=event.scope.tenant,
+                        agent=event.scope.agent,
+                        subject=cand.subject,
+                        kind=cand.kind,
+                        key=cand.key,
+                        value=cand.value,
+                        text=cand.text,
+                        confidence=cand.confidence,
+                        valid_from=event.occurred_at.timestamp(),
+                        event_ids=[event.id],
+                        session_id=event.scope.session_id,
+                    ),
+                    is_single_valued(cand.key),
+                )
+            )
         notes = [(event.scope.tenant, event.id, len(candidates)) for event, candidates in extracted]
         for outcome in self.table.assert_facts(facts, notes):
             outcomes[outcome] = outcomes.get(outcome, 0) + 1

@@ -156,8 +156,7 @@ class FactsTable:
         self.prefix = prefix
 
     def _keys(self, tenant: str) -> tuple[str, str]:
-        return (keys.facts(self.prefix, self.version, tenant),
-                keys.facts_current(self.prefix, self.version, tenant))
+        return (keys.facts(self.prefix, self.version, tenant), keys.facts_current(self.prefix, self.version, tenant))
 
     def _events_key(self, tenant: str) -> str:
         return keys.facts_events(self.prefix, self.version, tenant)
@@ -182,9 +181,12 @@ class FactsTable:
             pipe.hmget(facts_key, [fid for ids in probed for fid in ids])
             pipe.hmget(self._events_key(tenant), event_ids)
             raws, counts = pipe.execute()
-        rows = [raws[i * PROBED_FACTS:(i + 1) * PROBED_FACTS] for i in range(len(event_ids))]
-        more = [(i, fact_ids(eid, PROBED_FACTS + 1, int(c))) for i, (eid, c) in enumerate(zip(event_ids, counts))
-                if c is not None and int(c) > PROBED_FACTS]
+        rows = [raws[i * PROBED_FACTS : (i + 1) * PROBED_FACTS] for i in range(len(event_ids))]
+        more = [
+            (i, fact_ids(eid, PROBED_FACTS + 1, int(c)))
+            for i, (eid, c) in enumerate(zip(event_ids, counts))
+            if c is not None and int(c) > PROBED_FACTS
+        ]
         if more:
             extra = iter(self.client.hmget(facts_key, [fid for _, ids in more for fid in ids]))
             for i, ids in more:
@@ -200,8 +202,7 @@ class FactsTable:
         """Record ``fact``; returns "new", "superseded", "history", "confirmed" or "duplicate"."""
         return self.assert_facts([(fact, single)])[0]
 
-    def assert_facts(self, facts: Sequence[tuple[Fact, bool]],
-                     extracted: Sequence[tuple[str, str, int]] = ()) -> list[str]:
+    def assert_facts(self, facts: Sequence[tuple[Fact, bool]], extracted: Sequence[tuple[str, str, int]] = ()) -> list[str]:
         """Record each ``(fact, single)`` in order, as ``assert_fact`` one after the other
         would (a fact sees those before it in the batch), and note each ``(tenant, event
         id, count)`` of ``extracted`` as ``note_extracted`` does, in the same transaction,
@@ -230,8 +231,7 @@ class FactsTable:
         def attempt(pipe: redis.client.Pipeline) -> list[str]:
             # runs with every table WATCHed; redis-py re-runs it when one changed before EXEC
             tables = self._lookup(pipe, tenants)
-            outcomes = [self._assert_in(tables[fact.tenant], _copy(fact), slot)
-                        for (fact, _), slot in zip(facts, slots)]
+            outcomes = [self._assert_in(tables[fact.tenant], _copy(fact), slot) for (fact, _), slot in zip(facts, slots)]
             pipe.multi()
             for tenant, eid, count in notes:
                 pipe.hset(self._events_key(tenant), eid, count)
@@ -244,13 +244,17 @@ class FactsTable:
 
         # with value_from_callable the transaction returns what ``attempt`` returns;
         # redis-py's types say the callable returns None
-        outcomes = self.client.transaction(attempt, *watched,  # type: ignore[arg-type]  # typed as returning None
-                                           value_from_callable=True)
+        outcomes = self.client.transaction(
+            attempt,  # type: ignore[arg-type]  # typed as returning None
+            *watched,
+            value_from_callable=True,
+        )
         assert isinstance(outcomes, list)
         return outcomes
 
-    def _lookup(self, pipe: redis.client.Pipeline,
-                tenants: dict[str, tuple[list[str], dict[str, None]]]) -> dict[str, _TenantPlan]:
+    def _lookup(
+        self, pipe: redis.client.Pipeline, tenants: dict[str, tuple[list[str], dict[str, None]]]
+    ) -> dict[str, _TenantPlan]:
         """What the batch needs of each tenant's table, read in one round trip (``_LOOKUP``)."""
         script_keys: list[str] = []
         args: list[str | int] = []
@@ -348,8 +352,16 @@ class FactsTable:
                 self.client.hdel(current_key, slot)
         return 1
 
-    def query(self, tenant: str, *, agents: Iterable[str] | None = None, subject: str | None = None,
-              kind: str | None = None, key: str | None = None, history: bool = False) -> list[Fact]:
+    def query(
+        self,
+        tenant: str,
+        *,
+        agents: Iterable[str] | None = None,
+        subject: str | None = None,
+        kind: str | None = None,
+        key: str | None = None,
+        history: bool = False,
+    ) -> list[Fact]:
         """Facts of a tenant (current only unless ``history``), newest first."""
         facts_key, _ = self._keys(tenant)
         agent_set = set(agents) if agents is not None else None
@@ -384,4 +396,3 @@ class FactsTable:
     def to_dict(fact: Fact) -> dict[str, Any]:
         built: dict[str, Any] = json.loads(_enc.encode(fact))
         return built
-

@@ -1,5 +1,4 @@
-"""The ``memories`` projection: memory-tool writes and remembered memories as points.
-"""
+"""The ``memories`` projection: memory-tool writes and remembered memories as points."""
 
 from __future__ import annotations
 
@@ -73,8 +72,7 @@ class MemoriesProjection(VectorProjection):
             return
         old, _ = redact(event.old_text)
         points = self._entries(event)
-        entries = [(p.id, str(p.payload.get("text", "")), float(p.payload.get("occurred_at_ts", 0)))
-                   for p in points]
+        entries = [(p.id, str(p.payload.get("text", "")), float(p.payload.get("occurred_at_ts", 0))) for p in points]
         match, ambiguous = match_entry(entries, old)
         if ambiguous:
             self.counters.add(ambiguous_matches=1)  # Hermes rejects these; keep the oldest rule

@@ -73,8 +73,16 @@ class Registered:
         """The consumer group: ``{name}.v{version}``."""
         return group_name(self.cls)
 
-    def build(self, store: Any, embedder: Any, client: redis.Redis, prefix: str, *,
-              version: int | None = None, options: dict[str, Any] | None = None) -> Any:
+    def build(
+        self,
+        store: Any,
+        embedder: Any,
+        client: redis.Redis,
+        prefix: str,
+        *,
+        version: int | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> Any:
         """The projection, on ``client`` under ``prefix`` (and on ``store`` and ``embedder`` when
         it needs them), as ``version`` (default: the class's) with ``options`` (its own)."""
         extra: dict[str, Any] = {"version": version}
@@ -109,8 +117,9 @@ def plugins(spec: str = "") -> tuple[Registered, ...]:
         try:
             found.append((f"entry point {ep.name}", ep.load()))
         except Exception as exc:  # an installed package that is broken: say which
-            raise PluginError(f"projection entry point {ep.name!r} ({ep.value}) cannot be loaded: "
-                              f"{type(exc).__name__}: {exc}") from exc
+            raise PluginError(
+                f"projection entry point {ep.name!r} ({ep.value}) cannot be loaded: {type(exc).__name__}: {exc}"
+            ) from exc
     for item in (part.strip() for part in spec.split(",")):
         if not item:
             continue
@@ -120,8 +129,7 @@ def plugins(spec: str = "") -> tuple[Registered, ...]:
         try:
             found.append((item, getattr(importlib.import_module(module), attr)))
         except Exception as exc:
-            raise PluginError(f"MEMSTREAM_PROJECTIONS: {item!r} cannot be loaded: "
-                              f"{type(exc).__name__}: {exc}") from exc
+            raise PluginError(f"MEMSTREAM_PROJECTIONS: {item!r} cannot be loaded: {type(exc).__name__}: {exc}") from exc
     rows: list[Registered] = []
     own = {r.name for r in PROJECTIONS}
     for source, cls in found:
@@ -184,8 +192,7 @@ def running_versions(client: redis.Redis, prefix: str, spec: str = "") -> list[t
     return out
 
 
-def drop_version(row: Registered, store: Any, client: redis.Redis, prefix: str, version: int,
-                 streams: list[str]) -> None:
+def drop_version(row: Registered, store: Any, client: redis.Redis, prefix: str, version: int, streams: list[str]) -> None:
     """Remove everything version ``version`` of ``row`` wrote: its collection (vectors),
     its versioned keys (the class's ``FAMILIES``), its group on every stream and the group's
     own records (its dense stage's backlog too). The dead letters stay: they are the log's history."""
@@ -208,8 +215,13 @@ def drop_version(row: Registered, store: Any, client: redis.Redis, prefix: str, 
             client.xgroup_destroy(stream, group)
         except redis.ResponseError:
             pass  # no such stream or group
-    client.delete(keys.positions(prefix, group), keys.applied_at(prefix, group),
-                  keys.counters(prefix, group), keys.health(prefix, group), keys.embed_backlog(prefix, group))
+    client.delete(
+        keys.positions(prefix, group),
+        keys.applied_at(prefix, group),
+        keys.counters(prefix, group),
+        keys.health(prefix, group),
+        keys.embed_backlog(prefix, group),
+    )
 
 
 def group_names() -> tuple[str, ...]:

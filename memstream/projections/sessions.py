@@ -74,8 +74,6 @@ return n
 _TEXT_CHARS = 400  # a bookend is a reminder, not the transcript
 
 
-
-
 class SessionsIndex:
     """Reads and writes of the sessions keys (the projection writes, queries read)."""
 
@@ -105,10 +103,15 @@ class SessionsIndex:
         ts = event.occurred_at.timestamp()
         key = f"{ts:018.6f}|{event.id}"
         reply = self._update(
-            keys=[self._hash(s.tenant, s.session_id), self._zset(s.tenant), self._zset(s.tenant, s.agent),
-                  self._bookends(s.tenant)],
-            args=[key, event.id, text, event.occurred_at.isoformat(), ts, s.agent, s.session_id,
-                  max(0, int(event.turn_index))], client=pipe)
+            keys=[
+                self._hash(s.tenant, s.session_id),
+                self._zset(s.tenant),
+                self._zset(s.tenant, s.agent),
+                self._bookends(s.tenant),
+            ],
+            args=[key, event.id, text, event.occurred_at.isoformat(), ts, s.agent, s.session_id, max(0, int(event.turn_index))],
+            client=pipe,
+        )
         return 0 if pipe is not None else int(reply)
 
     def forget(self, tenant: str, event_id: str, pipe: redis.client.Pipeline | None = None) -> int:
@@ -128,11 +131,15 @@ class SessionsIndex:
             h = {as_str(k): as_str(v) for k, v in raw.items()}
             if not h:
                 continue
-            out.append({
-                "session": session, "agent": h.get("agent", ""), "turns": int(h.get("turns", 0)),
-                "first": {"id": h.get("first_id"), "at": h.get("first_at"), "user": h.get("first_text", "")},
-                "last": {"id": h.get("last_id"), "at": h.get("last_at"), "user": h.get("last_text", "")},
-            })
+            out.append(
+                {
+                    "session": session,
+                    "agent": h.get("agent", ""),
+                    "turns": int(h.get("turns", 0)),
+                    "first": {"id": h.get("first_id"), "at": h.get("first_at"), "user": h.get("first_text", "")},
+                    "last": {"id": h.get("last_id"), "at": h.get("last_at"), "user": h.get("last_text", "")},
+                }
+            )
         return out
 
 

@@ -127,9 +127,7 @@ def token_index(token: str) -> int:
     return zlib.crc32(token.encode("utf-8"))
 
 
-def sparse_vector(
-    text: str, *, k1: float | None = K1, b: float = B, avg_len: float = AVG_LEN
-) -> tuple[list[int], list[float]]:
+def sparse_vector(text: str, *, k1: float | None = K1, b: float = B, avg_len: float = AVG_LEN) -> tuple[list[int], list[float]]:
     """``(indices, values)`` of ``text``, indices ascending; empty text gives ``([], [])``.
 
     Values are BM25 term-frequency weights ``tf*(k1+1) / (tf + k1*(1-b+b*len/avg_len))``,

@@ -34,8 +34,20 @@ log = structlog.get_logger("memstream.projection")
 
 # English month names, fixed: the indexed text (and so a replay) never depends on the
 # locale of the host that builds it (strftime's %B follows LC_TIME).
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
-           "September", "October", "November", "December")
+_MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 
 
 def unit_date(when: datetime) -> str:
@@ -81,17 +93,28 @@ class TurnsProjection(VectorProjection):
 
     name = "turns"
     FAMILIES = ("turn_context",)  # its versioned Redis keys (core.keys.VERSIONED_FAMILIES)
-    OPTIONS: ClassVar[dict[str, Any]] = {
-        "context_turns": 1, "context_chars": 300, "keyword_context_turns": 0, "date": True}
+    OPTIONS: ClassVar[dict[str, Any]] = {"context_turns": 1, "context_chars": 300, "keyword_context_turns": 0, "date": True}
     OPTION_BOUNDS: ClassVar[dict[str, tuple[int, int]]] = {
-        "context_turns": (0, 8), "context_chars": (1, 4000), "keyword_context_turns": (0, 8)}
+        "context_turns": (0, 8),
+        "context_chars": (1, 4000),
+        "keyword_context_turns": (0, 8),
+    }
     CONTEXT_CHARS = OPTIONS["context_chars"]
     CONTEXT_TTL_S = 30 * 86400
 
-    def __init__(self, store: VectorStore, embedder: Embedder, client: redis.Redis, prefix: str, *,
-                 boilerplate: BoilerplateFilter | None = None, max_tokens: int = 200,
-                 options: Mapping[str, Any] | None = None, version: int | None = None,
-                 inline: bool | None = None) -> None:
+    def __init__(
+        self,
+        store: VectorStore,
+        embedder: Embedder,
+        client: redis.Redis,
+        prefix: str,
+        *,
+        boilerplate: BoilerplateFilter | None = None,
+        max_tokens: int = 200,
+        options: Mapping[str, Any] | None = None,
+        version: int | None = None,
+        inline: bool | None = None,
+    ) -> None:
         self.options = self.validate_options(options)
         if version is not None:
             if isinstance(version, bool) or not isinstance(version, int) or version < 1:  # type: ignore[redundant-expr]  # for untyped callers
@@ -112,26 +135,28 @@ class TurnsProjection(VectorProjection):
         merged = dict(cls.OPTIONS)
         for name, value in (options or {}).items():
             if name not in cls.OPTIONS:
-                raise ValueError(f"unknown option {name!r} of the {cls.name} projection "
-                                 f"(known: {', '.join(sorted(cls.OPTIONS))})")
+                raise ValueError(
+                    f"unknown option {name!r} of the {cls.name} projection (known: {', '.join(sorted(cls.OPTIONS))})"
+                )
             default = cls.OPTIONS[name]
             if type(value) is not type(default):
-                raise ValueError(f"option {name!r} of the {cls.name} projection must be "
-                                 f"{type(default).__name__}, got {type(value).__name__} {value!r}")
+                raise ValueError(
+                    f"option {name!r} of the {cls.name} projection must be "
+                    f"{type(default).__name__}, got {type(value).__name__} {value!r}"
+                )
             if name in cls.OPTION_BOUNDS:
                 lo, hi = cls.OPTION_BOUNDS[name]
                 if not lo <= value <= hi:
-                    raise ValueError(f"option {name!r} of the {cls.name} projection must be "
-                                     f"between {lo} and {hi}, got {value!r}")
+                    raise ValueError(f"option {name!r} of the {cls.name} projection must be between {lo} and {hi}, got {value!r}")
             merged[name] = value
         return merged
 
     def _unit(self, when: datetime, piece: str, earlier: Sequence[str]) -> tuple[str, str]:
         """(the unit, the keyword side's text) of a chunk, ``earlier`` the texts of the
         turns before it, nearest first."""
-        quoted = list(earlier[:self.context_turns]) or [""]
+        quoted = list(earlier[: self.context_turns]) or [""]
         unit = turn_unit(when, piece, quoted[0], *quoted[1:], date=bool(self.options["date"]))
-        extra = [t for t in earlier[self.context_turns:self.depth] if t]
+        extra = [t for t in earlier[self.context_turns : self.depth] if t]
         return unit, unit + "".join(f"\n{t}" for t in extra)
 
     @staticmethod
@@ -222,8 +247,9 @@ class TurnsProjection(VectorProjection):
         offset = None
         targets = range(index + 1, index + self.depth + 1)
         while True:  # a session's turns: a forget is rare and sessions are small
-            page, offset = self.store.scroll(self.collection, Filter(tenant=tenant, session_id=session, kind="turn"),
-                                             limit=256, offset=offset)
+            page, offset = self.store.scroll(
+                self.collection, Filter(tenant=tenant, session_id=session, kind="turn"), limit=256, offset=offset
+            )
             after += [p for p in page if p.payload.get("turn_index") in targets]
             if offset is None:
                 break
@@ -232,8 +258,7 @@ class TurnsProjection(VectorProjection):
         for p in after:
             at = int(p.payload["turn_index"])
             earlier = [context[(key, at - j)][1] if (key, at - j) in context else "" for j in range(1, self.depth + 1)]
-            unit, words = self._unit(datetime.fromisoformat(p.payload["occurred_at"]), str(p.payload.get("text", "")),
-                                     earlier)
+            unit, words = self._unit(datetime.fromisoformat(p.payload["occurred_at"]), str(p.payload.get("text", "")), earlier)
             docs.append((p.id, unit, dict(p.payload)))
             keywords[p.id] = words
         reindexed = self._index(docs, keywords)
@@ -284,7 +309,3 @@ class TurnsProjection(VectorProjection):
         written = self._index(docs, keywords)
         self.counters.add(points=written, skipped_boilerplate=skipped, redactions=redactions)
         self._compact_if_due()
-
-
-
-

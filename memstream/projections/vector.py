@@ -88,10 +88,16 @@ def backlog_entry(fields: Mapping[Any, Any]) -> BacklogEntry | None:
 def item_payload(event: Event, kind: str, text: str, **extra: Any) -> dict[str, Any]:
     scope = event.scope
     return {
-        "tenant": scope.tenant, "agent": scope.agent, "session_id": scope.session_id,
-        "kind": kind, "event_id": event.id, "occurred_at_ts": event.occurred_at.timestamp(),
-        "occurred_at": event.occurred_at.isoformat(), "platform": scope.platform,
-        "text": text, **extra,
+        "tenant": scope.tenant,
+        "agent": scope.agent,
+        "session_id": scope.session_id,
+        "kind": kind,
+        "event_id": event.id,
+        "occurred_at_ts": event.occurred_at.timestamp(),
+        "occurred_at": event.occurred_at.isoformat(),
+        "platform": scope.platform,
+        "text": text,
+        **extra,
     }
 
 
@@ -99,8 +105,16 @@ class VectorProjection:
     name = ""
     version = 1
 
-    def __init__(self, store: VectorStore, embedder: Embedder, client: redis.Redis, prefix: str, *,
-                 version: int | None = None, inline: bool | None = None) -> None:
+    def __init__(
+        self,
+        store: VectorStore,
+        embedder: Embedder,
+        client: redis.Redis,
+        prefix: str,
+        *,
+        version: int | None = None,
+        inline: bool | None = None,
+    ) -> None:
         if version is not None:
             self.version = version  # a replayed version: its collection and keys carry it
         self.store = store
@@ -116,8 +130,7 @@ class VectorProjection:
         self.counters = Counters(client, prefix, group_name(self))
         self.tombstones = Tombstones(client, prefix)
 
-    def _index(self, docs: list[tuple[str, str, dict[str, Any]]],
-               keywords: dict[str, str] | None = None) -> int:
+    def _index(self, docs: list[tuple[str, str, dict[str, Any]]], keywords: dict[str, str] | None = None) -> int:
         """Write (point id, text, payload) documents as points, a forgotten event's left out;
         returns how many were written. Each point gets its payload and its keyword
         (sparse) vector, made from the same text or from ``keywords[point id]`` when given,
@@ -141,16 +154,24 @@ class VectorProjection:
         else:
             kept = self._kept_vectors([pid for pid, _, _ in docs], dense_keys)
             vectors = [kept.get(pid) for pid, _, _ in docs]
-        points = [Point(id=pid, dense=vectors[i], sparse=sparse_vector(keywords.get(pid, text)),
-                        payload={**payload, "sparse_version": SPARSE_VERSION, DENSE_KEY: dense_keys[i]})
-                  for i, (pid, text, payload) in enumerate(docs)]
+        points = [
+            Point(
+                id=pid,
+                dense=vectors[i],
+                sparse=sparse_vector(keywords.get(pid, text)),
+                payload={**payload, "sparse_version": SPARSE_VERSION, DENSE_KEY: dense_keys[i]},
+            )
+            for i, (pid, text, payload) in enumerate(docs)
+        ]
         self.store.upsert(self.collection, points)
         if not self.inline:
             pipe = self.client.pipeline(transaction=False)
             for (pid, text, payload), key, dense in zip(docs, dense_keys, vectors):
                 if dense is None:
-                    pipe.xadd(self.backlog, {"id": pid, "key": key, "tenant": payload["tenant"],
-                                             "event": payload["event_id"], "text": text})
+                    pipe.xadd(
+                        self.backlog,
+                        {"id": pid, "key": key, "tenant": payload["tenant"], "event": payload["event_id"], "text": text},
+                    )
             pipe.execute()
             self.counters.add(dense_kept=sum(1 for v in vectors if v is not None))
         return len(points)

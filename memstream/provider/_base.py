@@ -12,6 +12,7 @@ from typing import Any
 
 try:  # pragma: no cover - depends on the interpreter
     from agent.memory_provider import MemoryProvider  # type: ignore[import-not-found]  # only inside Hermes
+
     IN_HERMES = True
 except Exception:  # ImportError, or a broken Hermes install
     IN_HERMES = False
@@ -31,5 +32,6 @@ except Exception:  # ImportError, or a broken Hermes install
 
         @abstractmethod
         def get_tool_schemas(self) -> list[dict[str, Any]]: ...
+
 
 __all__ = ["MemoryProvider", "IN_HERMES"]

@@ -25,8 +25,9 @@ _ANGLES = str.maketrans({c: "<" for c in "‹〈〈⟨❬❮❰⧼ᐸ«《"} | {
 # Letters that look like Latin ones, for the checks only (one character for one, so that a
 # match in the skeleton is a match at the same place in the text).
 _SKELETON = str.maketrans(
-    "аеорсухѕіјԁԛԝмткнвгАВЕКМНОРСТХУЅІЈ" "αορτυνεκιχΑΒΕΖΗΙΚΜΝΟΡΤΥΧ" "ᴄᴅᴇᴍᴏᴛʏꜱɴʀ",
-    "aeopcyxsijdqwmtkhbrABEKMHOPCTXYSIJ" "aoptuvekixABEZHIKMNOPTYX" "cdemotysnr")
+    "аеорсухѕіјԁԛԝмткнвгАВЕКМНОРСТХУЅІЈαορτυνεκιχΑΒΕΖΗΙΚΜΝΟΡΤΥΧᴄᴅᴇᴍᴏᴛʏꜱɴʀ",
+    "aeopcyxsijdqwmtkhbrABEKMHOPCTXYSIJaoptuvekixABEZHIKMNOPTYXcdemotysnr",
+)
 
 
 _TAG = re.compile(r"<[^<>]{0,80}>?")  # a tag-shaped span (closed or not)
@@ -89,7 +90,7 @@ def _rewrite(text: str, pattern: re.Pattern[str], replace: Callable[[re.Match[st
     for m in pattern.finditer(skeleton):
         new = replace(m)
         if new is not None:
-            out.append(text[last:m.start()])
+            out.append(text[last : m.start()])
             out.append(new)
             last = m.end()
     if not out:

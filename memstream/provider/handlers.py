@@ -67,8 +67,10 @@ class ToolHandlers:
         except RecallUnavailable as exc:
             raise ToolError(f"memory service unavailable: {exc}") from exc
         except QueryTimeout as exc:
-            raise ToolError(f"no answer within {p.settings.tool_timeout}s: the memstream service "
-                            "(`memstream up`) or its workers are not running or are busy") from exc
+            raise ToolError(
+                f"no answer within {p.settings.tool_timeout}s: the memstream service "
+                "(`memstream up`) or its workers are not running or are busy"
+            ) from exc
         except QueryRefused as exc:
             raise ToolError(str(exc)) from exc
         if not isinstance(answer, dict):
@@ -83,13 +85,18 @@ class ToolHandlers:
             raise ToolError("memstream is not initialized")
         text, problems = clean_text(content, p._max_bytes())
         clipped = p._problems({"content": problems})
-        event = MemoryRemembered(id=new_event_id(), occurred_at=utcnow(), scope=p._scope(),
-                                 clipped=clipped, content=text, target=target)
+        event = MemoryRemembered(
+            id=new_event_id(), occurred_at=utcnow(), scope=p._scope(), clipped=clipped, content=text, target=target
+        )
         if not p._emit(event):
             raise ToolError("the memory could not be recorded (the local spool refused it: see memstream doctor)")
         p._remembered.append(event.id)
-        answer = {"ok": True, "id": event.id, "target": target,
-                  "status": "recorded; searchable as soon as the workers have projected it"}
+        answer = {
+            "ok": True,
+            "id": event.id,
+            "target": target,
+            "status": "recorded; searchable as soon as the workers have projected it",
+        }
         if clipped:
             answer["clipped"] = f"content was longer than {p._max_bytes()} bytes: only its start was kept"
         return answer
@@ -101,10 +108,10 @@ class ToolHandlers:
             raise ToolError("memstream is not initialized")
         verified = self.exists(item_id)
         if verified is False:
-            raise ToolError(f"no turn, memory or fact with id {item_id!r} in this tenant: use an id from "
-                            "memstream_search or memstream_facts")
-        event = MemoryForgotten(id=new_event_id(), occurred_at=utcnow(), scope=p._scope(),
-                                forgotten_id=item_id, reason=reason)
+            raise ToolError(
+                f"no turn, memory or fact with id {item_id!r} in this tenant: use an id from memstream_search or memstream_facts"
+            )
+        event = MemoryForgotten(id=new_event_id(), occurred_at=utcnow(), scope=p._scope(), forgotten_id=item_id, reason=reason)
         if not p._emit(event):
             raise ToolError("the tombstone could not be recorded (the local spool refused it: see memstream doctor)")
         p.prefetcher.forgotten(item_id)
@@ -120,8 +127,7 @@ class ToolHandlers:
         if item in p._remembered or p.recall is None or p.settings is None:
             return None
         try:
-            answer = p.recall.ask({"op": "exists", **p._request_base(), "id": item},
-                                  timeout=min(p.settings.tool_timeout, 2.0))
+            answer = p.recall.ask({"op": "exists", **p._request_base(), "id": item}, timeout=min(p.settings.tool_timeout, 2.0))
         except Exception:
             return None
         if "error" in answer:

@@ -77,8 +77,7 @@ class Prefetcher:
         seen = self.injected.setdefault(session, set())
         items = answered.items
         if session not in self.compressed:  # the session's own turns are in the transcript
-            items = [i for i in items
-                     if not (isinstance(i, dict) and i.get("kind") == "turn" and i.get("session") == session)]
+            items = [i for i in items if not (isinstance(i, dict) and i.get("kind") == "turn" and i.get("session") == session)]
         block, ids = format_block(items, settings.prefetch_tokens, seen)
         seen.update(ids)
         self.longest_ms = max(self.longest_ms, (time.monotonic() - started) * 1000)

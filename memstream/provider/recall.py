@@ -114,8 +114,12 @@ class Recall:
         with self._cv:
             if warm:
                 turn = self._turns.get(session)
-                if (turn is not None and turn.text == text and not turn.error
-                        and query.submitted - turn.submitted < self.WARM_REUSE_S):
+                if (
+                    turn is not None
+                    and turn.text == text
+                    and not turn.error
+                    and query.submitted - turn.submitted < self.WARM_REUSE_S
+                ):
                     query.error = "the turn's own recall of this text stands"
                     query.done.set()
                     self._count("warm_skipped")
@@ -149,7 +153,7 @@ class Recall:
         for old, _ in pending[:chosen]:
             self._supersede(old)
         self._pending.clear()
-        self._pending.extend(pending[chosen + 1:])  # only warm-ups submitted after the chosen query
+        self._pending.extend(pending[chosen + 1 :])  # only warm-ups submitted after the chosen query
         return pending[chosen]
 
     def start(self) -> None:

@@ -22,8 +22,20 @@ from memstream.text import FACT_KINDS
 
 _T = TypeVar("_T")
 
-__all__ = ["TOOL_SCHEMAS", "TOOL_NAMES", "ToolError", "tool_request", "check_args", "remember_args",
-           "forget_args", "finite", "one_of", "SEARCH_KINDS", "TARGETS", "MAX_CHARS"]
+__all__ = [
+    "TOOL_SCHEMAS",
+    "TOOL_NAMES",
+    "ToolError",
+    "tool_request",
+    "check_args",
+    "remember_args",
+    "forget_args",
+    "finite",
+    "one_of",
+    "SEARCH_KINDS",
+    "TARGETS",
+    "MAX_CHARS",
+]
 
 
 class ToolError(PermanentError, ValueError):
@@ -40,21 +52,20 @@ MAX_CHARS = {"query": 2000, "scope": 200, "id": 200, "subject": 200, "reason": 5
 _SCOPE = {
     "type": "string",
     "description": "Whose memory: 'current' (this agent, default), 'session' (this session), "
-                   "'all' (every agent of the fleet), or another agent's name.",
+    "'all' (every agent of the fleet), or another agent's name.",
 }
 
 TOOL_SCHEMAS: tuple[dict[str, Any], ...] = (
     {
         "name": "memstream_search",
         "description": "Search long-term memory (earlier conversation turns, saved memories and "
-                       "extracted facts) by meaning and keywords. Returns items with ids, dates and sources.",
+        "extracted facts) by meaning and keywords. Returns items with ids, dates and sources.",
         "parameters": {
             "type": "object",
             "properties": {
                 "query": {"type": "string", "description": "What to look for."},
                 "scope": _SCOPE,
-                "kind": {"type": "string", "enum": list(SEARCH_KINDS),
-                         "description": "Which items (default all)."},
+                "kind": {"type": "string", "enum": list(SEARCH_KINDS), "description": "Which items (default all)."},
                 "limit": {"type": "integer", "minimum": 1, "maximum": 20, "description": "At most this many (default 8)."},
             },
             "required": ["query"],
@@ -88,13 +99,12 @@ TOOL_SCHEMAS: tuple[dict[str, Any], ...] = (
     {
         "name": "memstream_facts",
         "description": "Current facts extracted from conversations and memories (names, places, "
-                       "preferences, tools...), optionally with how they changed over time.",
+        "preferences, tools...), optionally with how they changed over time.",
         "parameters": {
             "type": "object",
             "properties": {
                 "subject": {"type": "string", "description": "Only facts about this subject (e.g. 'user')."},
-                "kind": {"type": "string", "enum": list(FACT_KINDS),
-                         "description": "Only facts of this kind."},
+                "kind": {"type": "string", "enum": list(FACT_KINDS), "description": "Only facts of this kind."},
                 "history": {"type": "boolean", "description": "Include superseded facts (default false)."},
                 "scope": _SCOPE,
             },
@@ -107,16 +117,18 @@ TOOL_SCHEMAS: tuple[dict[str, Any], ...] = (
             "type": "object",
             "properties": {
                 "content": {"type": "string", "description": "What to remember, as one self-contained statement."},
-                "target": {"type": "string", "enum": list(TARGETS),
-                           "description": "'user' for facts about the user, 'memory' otherwise (default)."},
+                "target": {
+                    "type": "string",
+                    "enum": list(TARGETS),
+                    "description": "'user' for facts about the user, 'memory' otherwise (default).",
+                },
             },
             "required": ["content"],
         },
     },
     {
         "name": "memstream_forget",
-        "description": "Forget an item (turn, memory or fact) by its id: it is removed everywhere and "
-                       "no longer recalled.",
+        "description": "Forget an item (turn, memory or fact) by its id: it is removed everywhere and no longer recalled.",
         "parameters": {
             "type": "object",
             "properties": {
@@ -130,8 +142,7 @@ TOOL_SCHEMAS: tuple[dict[str, Any], ...] = (
 
 TOOL_NAMES = tuple(schema["name"] for schema in TOOL_SCHEMAS)
 
-_OPS = {"memstream_search": "search", "memstream_context": "context",
-        "memstream_recent": "recent", "memstream_facts": "facts"}
+_OPS = {"memstream_search": "search", "memstream_context": "context", "memstream_recent": "recent", "memstream_facts": "facts"}
 
 
 _ACCEPTED = {s["name"]: tuple(s["parameters"]["properties"]) for s in TOOL_SCHEMAS}
@@ -160,8 +171,7 @@ def check_args(name: str, args: Any) -> dict[str, Any]:
     accepted = _ACCEPTED[name]
     unknown = [k for k in args if k not in accepted]
     if unknown:
-        raise ToolError(f"{name} has no argument {', '.join(_show(k, 40) for k in unknown[:5])}; "
-                        f"it takes {', '.join(accepted)}")
+        raise ToolError(f"{name} has no argument {', '.join(_show(k, 40) for k in unknown[:5])}; it takes {', '.join(accepted)}")
     return args
 
 

@@ -36,9 +36,25 @@ if TYPE_CHECKING:
     from memstream.query.versions import ActiveVersions, FixedVersions
 
 __all__ = [
-    "ANSWER_TTL", "Asker", "QueryTimeout", "ask", "operator_channel", "reply_key", "tenant_channel",
-    "MAX_ENVELOPE_BYTES", "MAX_QUERY_CHARS", "OPS", "Envelope", "QueryRefused", "Request",
-    "decode_envelope", "QueryServer", "ReadOps", "Searcher", "ActiveVersions", "FixedVersions",
+    "ANSWER_TTL",
+    "Asker",
+    "QueryTimeout",
+    "ask",
+    "operator_channel",
+    "reply_key",
+    "tenant_channel",
+    "MAX_ENVELOPE_BYTES",
+    "MAX_QUERY_CHARS",
+    "OPS",
+    "Envelope",
+    "QueryRefused",
+    "Request",
+    "decode_envelope",
+    "QueryServer",
+    "ReadOps",
+    "Searcher",
+    "ActiveVersions",
+    "FixedVersions",
 ]
 
 _LAZY = {  # the server side: stores, embedders, ranking

@@ -175,9 +175,15 @@ class Asker:
         # tls: redis-py's TLS arguments for a rediss:// URL (``producers.tls_kwargs``)
         self.tls = dict(tls or {})
         self.pool = redis.BlockingConnectionPool.from_url(
-            url, max_connections=self.COMMANDS, timeout=timeout, socket_timeout=timeout,
-            socket_connect_timeout=min(timeout, 2.0), health_check_interval=30, client_name=self.ASKS,
-            **self.tls)
+            url,
+            max_connections=self.COMMANDS,
+            timeout=timeout,
+            socket_timeout=timeout,
+            socket_connect_timeout=min(timeout, 2.0),
+            health_check_interval=30,
+            client_name=self.ASKS,
+            **self.tls,
+        )
         self.client = redis.Redis(connection_pool=self.pool)
         self._cv = threading.Condition()
         self._waiting: dict[bytes, _Waiter] = {}
@@ -189,8 +195,7 @@ class Asker:
         self._refs = 0
         self._closed = False
         self._id = uuid.uuid4().hex
-        self.counters = {"asked": 0, "answered": 0, "timed_out": 0, "late_answers": 0, "wakes": 0,
-                         "read_failures": 0}
+        self.counters = {"asked": 0, "answered": 0, "timed_out": 0, "late_answers": 0, "wakes": 0, "read_failures": 0}
 
     # -- sharing ---------------------------------------------------------------------------
     @classmethod
@@ -313,10 +318,14 @@ class Asker:
                     self._blocking, self._woken = True, False
                 try:
                     if conn is None:
-                        conn = redis.Redis.from_url(self.url, socket_timeout=self.BLOCK_S + self.timeout,
-                                                    socket_connect_timeout=min(self.timeout, 2.0),
-                                                    client_name=self.REPLIES, single_connection_client=True,
-                                                    **self.tls)
+                        conn = redis.Redis.from_url(
+                            self.url,
+                            socket_timeout=self.BLOCK_S + self.timeout,
+                            socket_connect_timeout=min(self.timeout, 2.0),
+                            client_name=self.REPLIES,
+                            single_connection_client=True,
+                            **self.tls,
+                        )
                     got = conn.blpop(keys_now, timeout=self.BLOCK_S)
                 except redis.RedisError as exc:
                     _close(conn)

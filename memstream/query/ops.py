@@ -30,14 +30,15 @@ from memstream.query.versions import FixedVersions, Versions
 __all__ = ["ReadOps", "asks_about_history", "BadRequest"]
 
 # The collections a search of each kind reads.
-SEARCH_COLLECTIONS = {"turns": ("turns",), "memories": ("memories",), "facts": ("facts",),
-                      "all": ("turns", "memories", "facts")}
+SEARCH_COLLECTIONS = {"turns": ("turns",), "memories": ("memories",), "facts": ("facts",), "all": ("turns", "memories", "facts")}
 MAX_LIMIT = 50
 
 # Questions about how things were, not how they are: superseded facts are wanted then.
 _HISTORY = re.compile(
     r"\b(used to|previous(ly)?|before|formerly|former|earlier|originally|no longer|any ?more|"
-    r"history|changed?|past|old|was|were|did .* (live|work|use))\b", re.IGNORECASE)
+    r"history|changed?|past|old|was|were|did .* (live|work|use))\b",
+    re.IGNORECASE,
+)
 
 
 class BadRequest(PermanentError, ValueError):
@@ -49,8 +50,15 @@ def asks_about_history(query: str) -> bool:
 
 
 class ReadOps:
-    def __init__(self, store: VectorStore, searcher: Searcher, facts: FactsTable, sessions: SessionsIndex,
-                 versions: Versions | None = None, hot_days: float = 0.0) -> None:
+    def __init__(
+        self,
+        store: VectorStore,
+        searcher: Searcher,
+        facts: FactsTable,
+        sessions: SessionsIndex,
+        versions: Versions | None = None,
+        hot_days: float = 0.0,
+    ) -> None:
         self.store = store
         self.hot_days = hot_days  # prefetch (recall) reads the hot tier only; 0: every turn is hot
         self.searcher = searcher
@@ -65,8 +73,14 @@ class ReadOps:
         return self.versions.sessions()
 
     def handlers(self) -> dict[str, Handler]:
-        ops = {"recall": self.recall, "search": self.search, "context": self.context,
-               "recent": self.recent, "facts": self.facts_op, "exists": self.exists}
+        ops = {
+            "recall": self.recall,
+            "search": self.search,
+            "context": self.context,
+            "recent": self.recent,
+            "facts": self.facts_op,
+            "exists": self.exists,
+        }
 
         def checked(fn: Handler) -> Handler:
             def run(request: dict[str, Any]) -> dict[str, Any]:
@@ -74,6 +88,7 @@ class ReadOps:
                     return fn(request)
                 except BadRequest as exc:
                     return {"error": str(exc)}
+
             return run
 
         return {name: checked(fn) for name, fn in ops.items()}
@@ -126,9 +141,16 @@ class ReadOps:
         scope, agent = self._scope(request)
         k = self._limit(request, "k", 10) or 10
         results = self.searcher.search(
-            query, tenant=tenant, agent=agent, scope=scope, k=k, kinds=kinds,
+            query,
+            tenant=tenant,
+            agent=agent,
+            scope=scope,
+            k=k,
+            kinds=kinds,
             session=str(request.get("session") or ""),
-            history=bool(request.get("history")) or asks_about_history(query), hot_since=hot_since)
+            history=bool(request.get("history")) or asks_about_history(query),
+            hot_since=hot_since,
+        )
         return {"results": results}
 
     def recall(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -160,15 +182,22 @@ class ReadOps:
         pos = next((i for i, t in enumerate(turns) if t["id"] == anchor.get("event_id")), None)
         if pos is None:  # a memory or fact: the turns nearest in time
             pos = sum(1 for t in turns if t["_ts"] <= at) - 1
-            window = turns[max(0, pos + 1 - before): pos + 1 + after]
+            window = turns[max(0, pos + 1 - before) : pos + 1 + after]
         else:
-            window = turns[max(0, pos - before): pos + 1 + after]
+            window = turns[max(0, pos - before) : pos + 1 + after]
         for t in window:
             t.pop("_ts", None)
             t["hit"] = t["id"] == anchor.get("event_id")
-        return {"anchor": {"id": item_id, "kind": anchor.get("kind"), "session": anchor.get("session_id"),
-                           "agent": anchor.get("agent"), "text": anchor.get("text", "")},
-                "turns": window}
+        return {
+            "anchor": {
+                "id": item_id,
+                "kind": anchor.get("kind"),
+                "session": anchor.get("session_id"),
+                "agent": anchor.get("agent"),
+                "text": anchor.get("text", ""),
+            },
+            "turns": window,
+        }
 
     def tiers(self, tenant: str) -> dict[str, dict[str, int]]:
         """Points of the active turns and memories versions of ``tenant`` in each tier
@@ -181,8 +210,11 @@ class ReadOps:
             except CollectionNotFound:
                 continue
             total = self.store.count(collection, Filter(tenant=tenant))
-            hot = total if name == "memories" or cutoff is None \
+            hot = (
+                total
+                if name == "memories" or cutoff is None
                 else self.store.count(collection, Filter(tenant=tenant, since_ts=cutoff))
+            )
             out[name] = {"hot": hot, "cold": total - hot}
         return out
 
@@ -210,8 +242,13 @@ class ReadOps:
         fact = self.facts.get(tenant, item_id)
         if fact is not None and fact.event_ids:
             anchor = self._anchor(tenant, fact.event_ids[0]) or {}
-            return {**anchor, "kind": "fact", "text": fact_item(fact)["text"],
-                    "agent": fact.agent, "session_id": fact.session_id or anchor.get("session_id")}
+            return {
+                **anchor,
+                "kind": "fact",
+                "text": fact_item(fact)["text"],
+                "agent": fact.agent,
+                "session_id": fact.session_id or anchor.get("session_id"),
+            }
         return None
 
     def _session_turns(self, tenant: str, session: str) -> list[dict[str, Any]]:
@@ -222,8 +259,7 @@ class ReadOps:
         chunks: dict[str, list[Mapping[str, Any]]] = {}
         offset: str | None = None
         while True:
-            page, offset = self.store.scroll(collection, Filter(tenant=tenant, session_id=session),
-                                             limit=256, offset=offset)
+            page, offset = self.store.scroll(collection, Filter(tenant=tenant, session_id=session), limit=256, offset=offset)
             for p in page:
                 chunks.setdefault(str(p.payload.get("event_id")), []).append(p.payload)
             if offset is None:
@@ -232,11 +268,18 @@ class ReadOps:
         for event_id, parts in chunks.items():
             parts.sort(key=lambda p: int(p.get("chunk", 0)))
             head = parts[0]
-            turns.append({"id": event_id, "kind": head.get("kind"), "turn_index": head.get("turn_index"),
-                          "occurred_at": head.get("occurred_at"), "agent": head.get("agent"),
-                          "session": head.get("session_id"),
-                          "text": "\n".join(str(p.get("text", "")) for p in parts),
-                          "_ts": float(head.get("occurred_at_ts") or 0)})
+            turns.append(
+                {
+                    "id": event_id,
+                    "kind": head.get("kind"),
+                    "turn_index": head.get("turn_index"),
+                    "occurred_at": head.get("occurred_at"),
+                    "agent": head.get("agent"),
+                    "session": head.get("session_id"),
+                    "text": "\n".join(str(p.get("text", "")) for p in parts),
+                    "_ts": float(head.get("occurred_at_ts") or 0),
+                }
+            )
         turns.sort(key=lambda t: (t["_ts"], t["turn_index"] or 0))
         return turns
 
@@ -257,6 +300,7 @@ class ReadOps:
             if value is not None and not isinstance(value, str):
                 raise BadRequest(f"{name} must be a string, got {value!r}")
         limit = self._limit(request, "limit", 20) or 20
-        found = self.facts.query(tenant, agents=self._agents(request), subject=subject, kind=kind,
-                                 history=bool(request.get("history")))
+        found = self.facts.query(
+            tenant, agents=self._agents(request), subject=subject, kind=kind, history=bool(request.get("history"))
+        )
         return {"facts": [fact_item(f) for f in found[:limit]], "total": len(found)}

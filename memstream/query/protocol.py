@@ -75,8 +75,7 @@ class CountRequest(_Request, tag="count"):
     pass
 
 
-Request = Union[RecallRequest, SearchRequest, ContextRequest, RecentRequest, FactsRequest,
-                ExistsRequest, CountRequest]
+Request = Union[RecallRequest, SearchRequest, ContextRequest, RecentRequest, FactsRequest, ExistsRequest, CountRequest]
 
 
 OPS: tuple[str, ...] = tuple(cls.__struct_config__.tag for cls in get_args(Request))
@@ -120,8 +119,9 @@ def decode_envelope(raw: bytes) -> Envelope:
     """The envelope in ``raw``; raises QueryRefused (with the id when it can be read)."""
     if len(raw) > MAX_ENVELOPE_BYTES:
         found = _ID_AT_START.search(raw[:200])  # not parsed whole: only its id, if it leads
-        raise QueryRefused(f"request of {len(raw)} bytes is over the {MAX_ENVELOPE_BYTES}-byte limit",
-                           found.group(1).decode() if found else "")
+        raise QueryRefused(
+            f"request of {len(raw)} bytes is over the {MAX_ENVELOPE_BYTES}-byte limit", found.group(1).decode() if found else ""
+        )
     try:
         env = _envelope.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:

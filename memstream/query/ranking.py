@@ -61,8 +61,11 @@ RECENCY_WEIGHT = 0.15
 AUTHOR_WEIGHT = 0.4
 FACT_SOURCES = 10  # the facts of this many best hits (at least 2 k) are looked up
 
-_TIME = re.compile(r"\b(latest|recent(ly)?|lately|last|newest|now|currently|current|today|yesterday|"
-                   r"this (week|month|year)|these days)\b", re.IGNORECASE)
+_TIME = re.compile(
+    r"\b(latest|recent(ly)?|lately|last|newest|now|currently|current|today|yesterday|"
+    r"this (week|month|year)|these days)\b",
+    re.IGNORECASE,
+)
 _NORM = re.compile(r"\W+")
 _WORDS = re.compile(r"[^\W\d_]{3,}")
 
@@ -92,8 +95,7 @@ class Searcher:
     """Hybrid search over the versions ``versions`` resolves (the active ones, from the
     catalog; by default the store's own pointer, ``embedder`` and ``facts``)."""
 
-    def __init__(self, store: VectorStore, embedder: Embedder, facts: FactsTable,
-                 versions: Versions | None = None) -> None:
+    def __init__(self, store: VectorStore, embedder: Embedder, facts: FactsTable, versions: Versions | None = None) -> None:
         self.store = store
         self.embedder = embedder
         self.versions: Versions = versions or FixedVersions(store, embedder, facts)
@@ -102,9 +104,19 @@ class Searcher:
     def facts(self) -> FactsTable:
         return self.versions.facts()
 
-    def search(self, query: str, *, tenant: str, agent: str = "default", scope: str = "current",
-               k: int = 10, kinds: tuple[str, ...] = ("turns", "memories", "facts"),
-               session: str = "", history: bool = False, hot_since: float | None = None) -> list[dict[str, Any]]:
+    def search(
+        self,
+        query: str,
+        *,
+        tenant: str,
+        agent: str = "default",
+        scope: str = "current",
+        k: int = 10,
+        kinds: tuple[str, ...] = ("turns", "memories", "facts"),
+        session: str = "",
+        history: bool = False,
+        hot_since: float | None = None,
+    ) -> list[dict[str, Any]]:
         """Top ``k`` results, best first: {id, kind, text, score, agent, session,
         occurred_at, event_ids} (facts also valid_to, superseded_by). ``hot_since`` (unix
         seconds): only the hot tier, turns and delegations that happened since then (every
@@ -130,8 +142,7 @@ class Searcher:
             if dense is None:
                 dense = dense_of[id(embedder)] = embedder.embed([query])[0]
             narrowed = replace(f, since_ts=hot_since) if name == "turns" and hot_since is not None else f
-            for score, item in self._rank(collection, dense, sparse, narrowed, timely, query,
-                                          neighbours=name == "turns"):
+            for score, item in self._rank(collection, dense, sparse, narrowed, timely, query, neighbours=name == "turns"):
                 if name in kinds:
                     scored.append((score, item))
                 if "facts" in kinds:
@@ -155,15 +166,22 @@ class Searcher:
         return out
 
     # -- turns and memories -------------------------------------------------------------
-    def _rank(self, collection: str, dense: np.ndarray, sparse: tuple[list[int], list[float]], f: Filter,
-              timely: bool, query: str, neighbours: bool) -> list[tuple[float, dict[str, Any]]]:
+    def _rank(
+        self,
+        collection: str,
+        dense: np.ndarray,
+        sparse: tuple[list[int], list[float]],
+        f: Filter,
+        timely: bool,
+        query: str,
+        neighbours: bool,
+    ) -> list[tuple[float, dict[str, Any]]]:
         d = _minmax(self.store.search(collection, dense=dense, filter=f, limit=CANDIDATES))
         s = _minmax(self.store.search(collection, sparse=sparse, filter=f, limit=CANDIDATES)) if sparse[0] else {}
         fused: dict[str, tuple[float, Hit]] = {}
         for pid in set(d) | set(s):
             hit = (d.get(pid) or s[pid])[1]
-            fused[pid] = (DENSE_WEIGHT * d.get(pid, (0.0, None))[0]
-                          + (1 - DENSE_WEIGHT) * s.get(pid, (0.0, None))[0], hit)
+            fused[pid] = (DENSE_WEIGHT * d.get(pid, (0.0, None))[0] + (1 - DENSE_WEIGHT) * s.get(pid, (0.0, None))[0], hit)
         # one entry per event (chunks of one turn): the best chunk speaks for it
         best: dict[str, tuple[float, Hit]] = {}
         for score, hit in fused.values():
@@ -174,8 +192,11 @@ class Searcher:
         if named:
             best = {eid: (sc + AUTHOR_WEIGHT * (h.payload.get("author") in named), h) for eid, (sc, h) in best.items()}
         if neighbours:
-            at = {(h.payload.get("session_id"), h.payload.get("turn_index")): sc for sc, h in best.values()
-                  if isinstance(h.payload.get("turn_index"), int)}
+            at = {
+                (h.payload.get("session_id"), h.payload.get("turn_index")): sc
+                for sc, h in best.values()
+                if isinstance(h.payload.get("turn_index"), int)
+            }
             boosted = {}
             for eid, (score, hit) in best.items():
                 i = hit.payload.get("turn_index")
@@ -189,24 +210,35 @@ class Searcher:
             times = [float(h.payload.get("occurred_at_ts") or 0) for _, h in best.values()]
             lo, hi = min(times), max(times)
             if hi > lo:
-                best = {eid: (sc + RECENCY_WEIGHT * (float(h.payload.get("occurred_at_ts") or 0) - lo) / (hi - lo), h)
-                        for eid, (sc, h) in best.items()}
+                best = {
+                    eid: (sc + RECENCY_WEIGHT * (float(h.payload.get("occurred_at_ts") or 0) - lo) / (hi - lo), h)
+                    for eid, (sc, h) in best.items()
+                }
         out = []
         for eid, (score, hit) in best.items():
             p = hit.payload
             kind = p.get("kind", "turn")
-            out.append((score, {
-                "id": eid, "kind": kind if kind in ("turn", "delegation") else "memory",
-                "text": p.get("text", ""), "agent": p.get("agent"), "session": p.get("session_id"),
-                "occurred_at": p.get("occurred_at"), "event_ids": [eid]}))
+            out.append(
+                (
+                    score,
+                    {
+                        "id": eid,
+                        "kind": kind if kind in ("turn", "delegation") else "memory",
+                        "text": p.get("text", ""),
+                        "agent": p.get("agent"),
+                        "session": p.get("session_id"),
+                        "occurred_at": p.get("occurred_at"),
+                        "event_ids": [eid],
+                    },
+                )
+            )
         return out
 
     # -- facts, through the provenance of the hits -------------------------------------------
-    def _facts(self, tenant: str, hits: list[dict[str, Any]], history: bool,
-               k: int) -> list[tuple[float, dict[str, Any]]]:
+    def _facts(self, tenant: str, hits: list[dict[str, Any]], history: bool, k: int) -> list[tuple[float, dict[str, Any]]]:
         by_event: dict[str, float] = {}
         # the facts of the best hits only: a fact scores as its hit, so a later one cannot rank
-        top = sorted(hits, key=lambda h: -float(h.get("_score", 0.0)))[:max(FACT_SOURCES, 2 * k)]
+        top = sorted(hits, key=lambda h: -float(h.get("_score", 0.0)))[: max(FACT_SOURCES, 2 * k)]
         for hit in top:
             by_event[hit["id"]] = max(by_event.get(hit["id"], 0.0), float(hit.get("_score", 0.0)))
         if not by_event:
@@ -240,8 +272,19 @@ def _iso(ts: float | None) -> str | None:
 
 
 def fact_item(fact: Fact) -> dict[str, Any]:
-    return {"id": fact.id, "kind": "fact", "text": f"{fact.subject} {fact.key.replace('_', ' ')}: {fact.value}",
-            "subject": fact.subject, "key": fact.key, "value": fact.value, "fact_kind": fact.kind,
-            "agent": fact.agent, "session": fact.session_id, "occurred_at": _iso(fact.valid_from),
-            "valid_to": _iso(fact.valid_to), "superseded_by": fact.superseded_by or None,
-            "confidence": fact.confidence, "event_ids": list(fact.event_ids)}
+    return {
+        "id": fact.id,
+        "kind": "fact",
+        "text": f"{fact.subject} {fact.key.replace('_', ' ')}: {fact.value}",
+        "subject": fact.subject,
+        "key": fact.key,
+        "value": fact.value,
+        "fact_kind": fact.kind,
+        "agent": fact.agent,
+        "session": fact.session_id,
+        "occurred_at": _iso(fact.valid_from),
+        "valid_to": _iso(fact.valid_to),
+        "superseded_by": fact.superseded_by or None,
+        "confidence": fact.confidence,
+        "event_ids": list(fact.event_ids),
+    }

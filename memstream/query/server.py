@@ -49,53 +49,6 @@ __all__ = ["QueryServer", "QueryRefused", "OPS", "decode_envelope", "operator_ch
 log = structlog.get_logger("memstream.queries")
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 # -- the server's side -------------------------------------------------------------------
 class QueryServer:
     """Threads answering the operator's channel and every registered tenant's channel
@@ -130,8 +83,7 @@ class QueryServer:
             self._channels_at = now
             try:
                 tenants = self.registry.all()
-                self._channels = {operator_channel(self.prefix): "",
-                                  **{tenant_channel(self.prefix, t): t for t in tenants}}
+                self._channels = {operator_channel(self.prefix): "", **{tenant_channel(self.prefix, t): t for t in tenants}}
             except redis.RedisError as exc:
                 log.warning("queries.tenants_unreadable", error=f"{type(exc).__name__}: {exc}")
         return self._channels
@@ -192,8 +144,7 @@ class QueryServer:
         self._reply(client, channel, env.id, out, counted="answered")
         return out
 
-    def _reply(self, client: redis.Redis, channel: str, request_id: str, answer: dict[str, Any],
-               counted: str = "") -> None:
+    def _reply(self, client: redis.Redis, channel: str, request_id: str, answer: dict[str, Any], counted: str = "") -> None:
         """Send ``answer``; with ``counted``, count it in the same round trip."""
         key = reply_key(channel, request_id)
         pipe = client.pipeline(transaction=True)
@@ -263,8 +214,9 @@ class QueryServer:
             kwargs.pop("host", None), kwargs.pop("port", None)
             return redis.Redis(host=node.host, port=node.port, **kwargs)
         kwargs = {**self.client.connection_pool.connection_kwargs, "socket_timeout": None}
-        return redis.Redis(connection_pool=redis.ConnectionPool(
-            connection_class=self.client.connection_pool.connection_class, **kwargs))
+        return redis.Redis(
+            connection_pool=redis.ConnectionPool(connection_class=self.client.connection_pool.connection_class, **kwargs)
+        )
 
     def start(self) -> QueryServer:
         for i in range(self.threads):
@@ -284,5 +236,4 @@ def _popped(got: tuple[bytes | str, bytes | str] | list[bytes | str]) -> tuple[s
     """The (channel, envelope) BLPOP returned. memstream's clients read bytes; redis-py
     types either, and a client that decodes gives text (the envelope is UTF-8 JSON)."""
     channel, raw = got[0], got[1]
-    return (channel.decode() if isinstance(channel, bytes) else channel,
-            raw.encode() if isinstance(raw, str) else raw)
+    return (channel.decode() if isinstance(channel, bytes) else channel, raw.encode() if isinstance(raw, str) else raw)

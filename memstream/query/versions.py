@@ -48,8 +48,7 @@ class Versions(Protocol):
 
 
 class FixedVersions:
-    def __init__(self, store: VectorStore, embedder: Embedder, facts: FactsTable,
-                 sessions: SessionsIndex | None = None) -> None:
+    def __init__(self, store: VectorStore, embedder: Embedder, facts: FactsTable, sessions: SessionsIndex | None = None) -> None:
         self.store = store
         self._embedder = embedder
         self._facts = facts
@@ -74,8 +73,9 @@ class ActiveVersions:
     """The active versions from the catalog under ``prefix``. ``embedder_for(version)`` gives
     the embedder a version was built with (it raises when that embedder is missing here)."""
 
-    def __init__(self, client: redis.Redis, prefix: str, embedder_for: Callable[[Version], Embedder],
-                 *, ttl: float = 1.0) -> None:
+    def __init__(
+        self, client: redis.Redis, prefix: str, embedder_for: Callable[[Version], Embedder], *, ttl: float = 1.0
+    ) -> None:
         self.client = client
         self.prefix = prefix
         self.catalog = Catalog(client, prefix)

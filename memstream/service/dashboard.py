@@ -61,28 +61,61 @@ FIRST_SAMPLE_WAIT = 5.0  # seconds a summary waits for the first sample of a pro
 TOP_AGENTS = 5  # agents shown by name in the fleet's spool backlog and refusals; the rest as `other`
 
 # the fleet's families: another process's reports, shown when the registry has them
-FLEET = ("memstream_agents_active", "memstream_agent_spool_backlog_events", "memstream_agent_spool_refusals_total",
-         "memstream_hook_seconds", "memstream_prefetch_total")
-# histograms the summary reads, and the label that tells their series apart
-HISTOGRAMS = {"memstream_projection_freshness_seconds": "group", "memstream_query_seconds": "op",
-              "memstream_hook_seconds": "hook"}
-# the other samples the summary reads
-VALUES = frozenset({
-    "memstream_info", "memstream_redis_up", "memstream_stream_entries", "memstream_stream_bytes",
-    "memstream_events_appended_total", "memstream_projection_state", "memstream_projection_lag_entries",
-    "memstream_projection_lag_seconds", "memstream_projection_pending_entries", "memstream_projection_dead_letters",
-    "memstream_projection_consumers", "memstream_replay_applied_entries", "memstream_replay_log_entries",
-    "memstream_projection_applied_total", "memstream_query_queue_length", "memstream_queries_total",
-    "memstream_agents_active", "memstream_agent_spool_backlog_events", "memstream_agent_spool_refusals_total",
+FLEET = (
+    "memstream_agents_active",
+    "memstream_agent_spool_backlog_events",
+    "memstream_agent_spool_refusals_total",
+    "memstream_hook_seconds",
     "memstream_prefetch_total",
-})
+)
+# histograms the summary reads, and the label that tells their series apart
+HISTOGRAMS = {
+    "memstream_projection_freshness_seconds": "group",
+    "memstream_query_seconds": "op",
+    "memstream_hook_seconds": "hook",
+}
+# the other samples the summary reads
+VALUES = frozenset(
+    {
+        "memstream_info",
+        "memstream_redis_up",
+        "memstream_stream_entries",
+        "memstream_stream_bytes",
+        "memstream_events_appended_total",
+        "memstream_projection_state",
+        "memstream_projection_lag_entries",
+        "memstream_projection_lag_seconds",
+        "memstream_projection_pending_entries",
+        "memstream_projection_dead_letters",
+        "memstream_projection_consumers",
+        "memstream_replay_applied_entries",
+        "memstream_replay_log_entries",
+        "memstream_projection_applied_total",
+        "memstream_query_queue_length",
+        "memstream_queries_total",
+        "memstream_agents_active",
+        "memstream_agent_spool_backlog_events",
+        "memstream_agent_spool_refusals_total",
+        "memstream_prefetch_total",
+    }
+)
 # counters read from Redis: absent while Redis cannot be read (the fleet's too, to be safe)
-REDIS_COUNTERS = frozenset({"memstream_events_appended_total", "memstream_queries_total",
-                            "memstream_agent_spool_refusals_total", "memstream_prefetch_total"})
+REDIS_COUNTERS = frozenset(
+    {
+        "memstream_events_appended_total",
+        "memstream_queries_total",
+        "memstream_agent_spool_refusals_total",
+        "memstream_prefetch_total",
+    }
+)
 GROUP_FIGURES = ("lag_entries", "lag_seconds", "pending", "dead_letters", "consumers")
-_GROUP_SAMPLES = {"lag_entries": "memstream_projection_lag_entries", "lag_seconds": "memstream_projection_lag_seconds",
-                  "pending": "memstream_projection_pending_entries", "dead_letters": "memstream_projection_dead_letters",
-                  "consumers": "memstream_projection_consumers"}
+_GROUP_SAMPLES = {
+    "lag_entries": "memstream_projection_lag_entries",
+    "lag_seconds": "memstream_projection_lag_seconds",
+    "pending": "memstream_projection_pending_entries",
+    "dead_letters": "memstream_projection_dead_letters",
+    "consumers": "memstream_projection_consumers",
+}
 
 Labels = dict[str, str]
 Buckets = list[tuple[float, float]]  # (upper bound, cumulative count), ascending, +Inf last
@@ -192,8 +225,7 @@ def _rate(new: Snapshot, old: Snapshot | None, name: str, label: str) -> dict[st
     before = old.by(name, label)
     read = name in old.families and (name not in REDIS_COUNTERS or old.one("memstream_redis_up") == 1)
     span = new.at - old.at
-    return {k: (_increase(v, before[k]) / span if k in before else (v / span if read else None))
-            for k, v in now.items()}
+    return {k: (_increase(v, before[k]) / span if k in before else (v / span if read else None)) for k, v in now.items()}
 
 
 def _total(rates: dict[str, float | None]) -> float | None:
@@ -201,8 +233,7 @@ def _total(rates: dict[str, float | None]) -> float | None:
     return sum(known) if known and len(known) == len(rates) else None
 
 
-def _percentiles(new: Snapshot, base: Snapshot | None, histogram: str) -> dict[str, tuple[float | None, float | None,
-                                                                                          float]]:
+def _percentiles(new: Snapshot, base: Snapshot | None, histogram: str) -> dict[str, tuple[float | None, float | None, float]]:
     """Each series of ``histogram``: (p50, p95, observations) over the window since ``base``."""
     out = {}
     for (name, key), row in new.buckets.items():
@@ -213,8 +244,11 @@ def _percentiles(new: Snapshot, base: Snapshot | None, histogram: str) -> dict[s
 
 
 def _all_percentiles(new: Snapshot, base: Snapshot | None, histogram: str) -> tuple[float | None, float | None]:
-    rows = [_since(row, base.buckets.get((name, key)) if base is not None else None)
-            for (name, key), row in new.buckets.items() if name == histogram]
+    rows = [
+        _since(row, base.buckets.get((name, key)) if base is not None else None)
+        for (name, key), row in new.buckets.items()
+        if name == histogram
+    ]
     merged = _merged(rows)
     return quantile(0.5, merged), quantile(0.95, merged)
 
@@ -239,8 +273,9 @@ class History:
     """The samples of a registry: ``record`` one, ``summary`` the numbers. Bounded: the
     chart points of the last ``KEEP`` seconds and the snapshots of the last ``WINDOW``."""
 
-    def __init__(self, interval: float = INTERVAL, keep: float = KEEP, window: float = WINDOW,
-                 rate_window: float = RATE_WINDOW) -> None:
+    def __init__(
+        self, interval: float = INTERVAL, keep: float = KEEP, window: float = WINDOW, rate_window: float = RATE_WINDOW
+    ) -> None:
         self.interval, self.window, self.rate_window = interval, window, rate_window
         self._lock = threading.Lock()
         self._points: deque[dict[str, Any]] = deque(maxlen=max(2, int(keep / interval)))
@@ -302,7 +337,8 @@ class History:
             "redis_up": snap.one("memstream_redis_up"),
             "events_in": _short(_total(_rate(snap, prev, "memstream_events_appended_total", "type"))),
             **groups,
-            "query_p50": _short(q50), "query_p95": _short(q95),
+            "query_p50": _short(q50),
+            "query_p95": _short(q95),
             "agents_active": _short(snap.one("memstream_agents_active")),
             "spool_backlog": _short(sum(v for _, v in backlog)) if fleet else None,
         }
@@ -320,13 +356,19 @@ class History:
         recent = None if older is snap else older
         return {
             "sampled_at": round(snap.at, 3),
-            "interval_s": self.interval, "window_s": self.window, "rate_window_s": self.rate_window,
+            "interval_s": self.interval,
+            "window_s": self.window,
+            "rate_window_s": self.rate_window,
             "process": self._process(snap),
             "redis_up": None if snap.one("memstream_redis_up") is None else snap.one("memstream_redis_up") == 1,
-            "streams": [{"stream": labels.get("stream", ""), "entries": _count(v),
-                         "bytes": _count(snap.by("memstream_stream_bytes", "stream").get(labels.get("stream", "")))}
-                        for labels, v in sorted(snap.series("memstream_stream_entries"),
-                                                key=lambda lv: lv[0].get("stream", ""))],
+            "streams": [
+                {
+                    "stream": labels.get("stream", ""),
+                    "entries": _count(v),
+                    "bytes": _count(snap.by("memstream_stream_bytes", "stream").get(labels.get("stream", ""))),
+                }
+                for labels, v in sorted(snap.series("memstream_stream_entries"), key=lambda lv: lv[0].get("stream", ""))
+            ],
             "events_in": self._events_in(snap, recent),
             "projections": self._projections(snap, recent, base),
             "queries": self._queries(snap, recent, base),
@@ -344,8 +386,11 @@ class History:
     def _events_in(snap: Snapshot, recent: Snapshot | None) -> dict[str, Any]:
         rates = _rate(snap, recent, "memstream_events_appended_total", "type")
         totals = snap.by("memstream_events_appended_total", "type")
-        return {"per_s": _total(rates), "total": _count(sum(totals.values())) if totals else None,
-                "by_type": {t: {"total": _count(n), "per_s": rates.get(t)} for t, n in sorted(totals.items())}}
+        return {
+            "per_s": _total(rates),
+            "total": _count(sum(totals.values())) if totals else None,
+            "by_type": {t: {"total": _count(n), "per_s": rates.get(t)} for t, n in sorted(totals.items())},
+        }
 
     @staticmethod
     def _projections(snap: Snapshot, recent: Snapshot | None, base: Snapshot | None) -> list[dict[str, Any]]:
@@ -354,11 +399,18 @@ class History:
         def row(labels: Labels) -> dict[str, Any]:
             group = _group_of(labels)
             if group not in rows:
-                rows[group] = {"group": group, "projection": labels.get("projection", group),
-                               "version": labels.get("version", ""), "state": None,
-                               **{figure: None for figure in GROUP_FIGURES},
-                               "applied_total": None, "applied_per_s": None,
-                               "freshness_p50": None, "freshness_p95": None, "replay": None}
+                rows[group] = {
+                    "group": group,
+                    "projection": labels.get("projection", group),
+                    "version": labels.get("version", ""),
+                    "state": None,
+                    **{figure: None for figure in GROUP_FIGURES},
+                    "applied_total": None,
+                    "applied_per_s": None,
+                    "freshness_p50": None,
+                    "freshness_p95": None,
+                    "replay": None,
+                }
             return rows[group]
 
         for labels, v in snap.series("memstream_projection_state"):
@@ -381,9 +433,10 @@ class History:
             group = _group_of(labels)
             applied_entries = done.get(group)
             row(labels)["replay"] = {
-                "applied": _count(applied_entries), "total": _count(total),
-                "fraction": (min(1.0, applied_entries / total) if total else 1.0)
-                if applied_entries is not None else None}
+                "applied": _count(applied_entries),
+                "total": _count(total),
+                "fraction": (min(1.0, applied_entries / total) if total else 1.0) if applied_entries is not None else None,
+            }
         for group, r in rows.items():
             if group in fresh:
                 r["freshness_p50"], r["freshness_p95"] = fresh[group][0], fresh[group][1]
@@ -397,9 +450,12 @@ class History:
         return {
             "queue": {k: _count(v) for k, v in sorted(snap.by("memstream_query_queue_length", "channel").items())},
             "outcomes": {k: {"total": _count(v), "per_s": rates.get(k)} for k, v in sorted(outcomes.items())},
-            "p50": p50, "p95": p95,
-            "latency": {op: {"p50": a, "p95": b, "count": _count(n)} for op, (a, b, n) in
-                        sorted(_percentiles(snap, base, "memstream_query_seconds").items())},
+            "p50": p50,
+            "p95": p95,
+            "latency": {
+                op: {"p50": a, "p95": b, "count": _count(n)}
+                for op, (a, b, n) in sorted(_percentiles(snap, base, "memstream_query_seconds").items())
+            },
         }
 
     @staticmethod
@@ -408,22 +464,29 @@ class History:
             return None
         refusals = _rate(snap, recent, "memstream_agent_spool_refusals_total", "agent")
         prefetch = _rate(snap, recent, "memstream_prefetch_total", "outcome")
-        if not (snap.one("memstream_agents_active") or any(snap.by("memstream_agent_spool_backlog_events", "agent")
-                                                                .values())
-                or any(snap.by("memstream_agent_spool_refusals_total", "agent").values())
-                or any(snap.by("memstream_prefetch_total", "outcome").values())
-                or any(row and row[-1][1] for (name, _), row in snap.buckets.items()
-                       if name == "memstream_hook_seconds")):
+        if not (
+            snap.one("memstream_agents_active")
+            or any(snap.by("memstream_agent_spool_backlog_events", "agent").values())
+            or any(snap.by("memstream_agent_spool_refusals_total", "agent").values())
+            or any(snap.by("memstream_prefetch_total", "outcome").values())
+            or any(row and row[-1][1] for (name, _), row in snap.buckets.items() if name == "memstream_hook_seconds")
+        ):
             return None  # no agent has reported (or every report has been retired): "no agent reports yet"
         return {
             "agents_active": _count(snap.one("memstream_agents_active")),
             "spool_backlog": _top(snap.by("memstream_agent_spool_backlog_events", "agent")),
-            "refusals": {**_top(snap.by("memstream_agent_spool_refusals_total", "agent")),
-                         "per_s": _total(refusals) if refusals else None},
-            "hooks": {hook: {"p50": a, "p95": b, "count": _count(n)} for hook, (a, b, n) in
-                      sorted(_percentiles(snap, base, "memstream_hook_seconds").items())},
-            "prefetch": {k: {"total": _count(v), "per_s": prefetch.get(k)} for k, v in
-                         sorted(snap.by("memstream_prefetch_total", "outcome").items())},
+            "refusals": {
+                **_top(snap.by("memstream_agent_spool_refusals_total", "agent")),
+                "per_s": _total(refusals) if refusals else None,
+            },
+            "hooks": {
+                hook: {"p50": a, "p95": b, "count": _count(n)}
+                for hook, (a, b, n) in sorted(_percentiles(snap, base, "memstream_hook_seconds").items())
+            },
+            "prefetch": {
+                k: {"total": _count(v), "per_s": prefetch.get(k)}
+                for k, v in sorted(snap.by("memstream_prefetch_total", "outcome").items())
+            },
             "families": [name for name in FLEET if name in snap.families],
         }
 
@@ -459,8 +522,7 @@ class Sampler:
     seconds, the first at once; ``stop()`` ends it. A failed collection is logged and
     skipped (the next one tries again)."""
 
-    def __init__(self, collect: Callable[[], Iterable[Metric]], history: History,
-                 interval: float = INTERVAL) -> None:
+    def __init__(self, collect: Callable[[], Iterable[Metric]], history: History, interval: float = INTERVAL) -> None:
         self.collect, self.history, self.interval = collect, history, interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="memstream-dashboard-sampler", daemon=True)
@@ -490,12 +552,15 @@ class Sampler:
 
 # -- the application -------------------------------------------------------------------------
 STATIC = ("dashboard.js", "dashboard.css")
-_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8",
-          ".html": "text/html; charset=utf-8"}
+_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8", ".html": "text/html; charset=utf-8"}
 # the page loads its own script and style only, and talks to its own origin only
-HEADERS = {"Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-                                      "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-           "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
+HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
 
 
 def _assets() -> dict[str, bytes]:
@@ -548,9 +613,13 @@ def dashboard_app(registry: CollectorRegistry, history: History, executor: Execu
         name = request.path_params["name"]
         if name not in STATIC:
             return Response(b"not found\n", status_code=404, media_type="text/plain")
-        return Response(assets[name], media_type=_TYPES[name[name.rindex("."):]], headers=HEADERS)
+        return Response(assets[name], media_type=_TYPES[name[name.rindex(".") :]], headers=HEADERS)
 
-    return Starlette(routes=[
-        Route("/metrics", metrics), Route("/", page), Route("/api/summary", summary),
-        Route("/static/{name}", static),
-    ])
+    return Starlette(
+        routes=[
+            Route("/metrics", metrics),
+            Route("/", page),
+            Route("/api/summary", summary),
+            Route("/static/{name}", static),
+        ]
+    )

@@ -62,8 +62,13 @@ OTHER = "other"
 SKIP_REASONS = ("malformed", "oversized", "ahead", "unread")
 _HOOK_LABELS = (*HOOKS, OTHER)
 _HOOK_SET = frozenset(HOOKS)
-_RETIRED = frozenset(["refusals", *(f"prefetch:{o}" for o in PREFETCH_OUTCOMES),
-                      *(f"hook:{h}:{i}" for h in _HOOK_LABELS for i in (*range(ROW - 1), "sum"))])
+_RETIRED = frozenset(
+    [
+        "refusals",
+        *(f"prefetch:{o}" for o in PREFETCH_OUTCOMES),
+        *(f"hook:{h}:{i}" for h in _HOOK_LABELS for i in (*range(ROW - 1), "sum")),
+    ]
+)
 
 # KEYS: the reports, the retired sums. ARGV: most fields, most bytes a field, most retired fields.
 # Returns {fields in the hash, retired sums (field, value, ...), field, value or its length, ...};
@@ -157,8 +162,16 @@ def _sum_rows(groups: dict[tuple[str, ...], list[bytes]]) -> dict[str, list[floa
 class FleetReader:
     """Reads the fleet's figures from one Redis (see the module doc); thread-safe."""
 
-    def __init__(self, client: redis.Redis, prefix: str, *, top: int, active_within: float,
-                 keep: float = KEEP_S, max_reports: int = MAX_REPORTS) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        prefix: str,
+        *,
+        top: int,
+        active_within: float,
+        keep: float = KEEP_S,
+        max_reports: int = MAX_REPORTS,
+    ) -> None:
         self.client = client
         self.keys = [keys.agent_reports(prefix), keys.agent_reports_retired(prefix)]
         self.top = top
@@ -222,17 +235,20 @@ class FleetReader:
                 out[name] = value
             elif not self._warned:
                 self._warned = True
-                log.warning("fleet.retired_unreadable", field=name[:80],
-                            action="left out of the sums; the retired sums are written by the readers only")
+                log.warning(
+                    "fleet.retired_unreadable",
+                    field=name[:80],
+                    action="left out of the sums; the retired sums are written by the readers only",
+                )
         return out
 
-    def _sum(self, fleet: Fleet, records: dict[str, tuple[AgentReport, bytes]], retired: dict[str, int],
-             now: float) -> None:
+    def _sum(self, fleet: Fleet, records: dict[str, tuple[AgentReport, bytes]], retired: dict[str, int], now: float) -> None:
         active = [(agent, report) for agent, (report, _) in records.items() if now - report.at <= self.active_within]
         fleet.active = len(active)
         fleet.backlog = _top([(agent, r.backlog) for agent, r in active], self.top)
-        fleet.refusals = _top([(agent, r.refused + r.invalid) for agent, (r, _) in records.items()], self.top,
-                              rest=retired.get("refusals", 0))
+        fleet.refusals = _top(
+            [(agent, r.refused + r.invalid) for agent, (r, _) in records.items()], self.top, rest=retired.get("refusals", 0)
+        )
         prefetch = [retired.get(f"prefetch:{o}", 0) for o in PREFETCH_OUTCOMES]
         # the reports' rows grouped by the hooks they carry, in order: one join a report, one
         # array sum a group (agents of one version running alike carry the same hooks)
@@ -253,13 +269,13 @@ class FleetReader:
             before = [retired.get(f"hook:{label}:{i}", 0) for i in range(ROW - 1)] + [retired.get(f"hook:{label}:sum", 0)]
             if any(before):
                 now_sum = fleet.hooks.get(label)
-                fleet.hooks[label] = [float(b) for b in before] if now_sum is None else [
-                    a + b for a, b in zip(now_sum, before)]
+                fleet.hooks[label] = [float(b) for b in before] if now_sum is None else [a + b for a, b in zip(now_sum, before)]
         fleet.prefetch = dict(zip(PREFETCH_OUTCOMES, prefetch))
 
     # -- removing --------------------------------------------------------------------------
-    def _remove_due(self, records: dict[str, tuple[AgentReport, bytes]], skipped: dict[bytes, bytes | int],
-                    now: float, complete: bool) -> int:
+    def _remove_due(
+        self, records: dict[str, tuple[AgentReport, bytes]], skipped: dict[bytes, bytes | int], now: float, complete: bool
+    ) -> int:
         """Remove (at most MAX_REMOVALS) reports older than ``keep`` and skipped records held
         unchanged for as long; returns how many this read removed."""
         due: list[tuple[bytes, bytes | int, list[Any]]] = []
@@ -287,8 +303,11 @@ class FleetReader:
         try:
             done = pipe.execute(raise_on_error=False)
         except redis.RedisError as exc:
-            log.warning("fleet.remove_failed", error=f"{type(exc).__name__}: {exc}"[:300],
-                        action="the figures of this scrape stand; the next one tries again")
+            log.warning(
+                "fleet.remove_failed",
+                error=f"{type(exc).__name__}: {exc}"[:300],
+                action="the figures of this scrape stand; the next one tries again",
+            )
             return 0
         with self._lock:
             for (name, _, _), ok in zip(due, done):

@@ -30,8 +30,7 @@ WORKERS = 4  # threads for blocking work: concurrent scrapes (Prometheus, a pers
 
 def _bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port`` (IPv4 or IPv6, as the host resolves)."""
-    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
-                                                         flags=socket.AI_PASSIVE)[0]
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     sock = socket.socket(family, kind, proto)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart past TIME_WAIT, never a live listener
@@ -48,8 +47,9 @@ class HttpServer:
     """``HttpServer(make_app, host, port).start()`` serves ``make_app(executor)``;
     ``stop()`` ends it. Raises OSError when ``host:port`` cannot be bound."""
 
-    def __init__(self, make_app: Callable[[ThreadPoolExecutor], ASGIApp], host: str, port: int, *,
-                 name: str = "memstream-http") -> None:
+    def __init__(
+        self, make_app: Callable[[ThreadPoolExecutor], ASGIApp], host: str, port: int, *, name: str = "memstream-http"
+    ) -> None:
         self._socket = _bind(host, port)
         bound = self._socket.getsockname()
         self.address: tuple[str, int] = (str(bound[0]), int(bound[1]))
@@ -63,14 +63,22 @@ class HttpServer:
         """Serve on a daemon thread; returns at once (the socket listens already: a
         connection made before the server's loop runs waits in its backlog)."""
         # uvicorn's loggers (uvicorn.error, uvicorn.access) at WARNING: no line per start or request
-        config = uvicorn.Config(self._app, lifespan="off", loop="asyncio", http="h11", ws="none",
-                                log_config=None, log_level=logging.WARNING, access_log=False,
-                                server_header=False, timeout_graceful_shutdown=GRACE)
+        config = uvicorn.Config(
+            self._app,
+            lifespan="off",
+            loop="asyncio",
+            http="h11",
+            ws="none",
+            log_config=None,
+            log_level=logging.WARNING,
+            access_log=False,
+            server_header=False,
+            timeout_graceful_shutdown=GRACE,
+        )
         config.load()  # its imports and set-up here, in the caller's thread
         server = uvicorn.Server(config)
         self._server = server
-        self._thread = threading.Thread(target=server.run, kwargs={"sockets": [self._socket]},
-                                        name=self.name, daemon=True)
+        self._thread = threading.Thread(target=server.run, kwargs={"sockets": [self._socket]}, name=self.name, daemon=True)
         self._thread.start()
         return self
 

@@ -76,8 +76,15 @@ log = structlog.get_logger("memstream.metrics")
 GROUP = ("group", "projection", "version")  # the labels of a projection version's figures
 QUERY_OUTCOMES = ("answered", "refused", "expired", "failed", "unsupported")  # query.server's counters
 # the places ``memstream forget`` (ops.forget) counts what it removed from, and its tombstones
-FORGOTTEN_PLACES = ("stream_entries", "archive_entries", "dead_letters", "embed_backlog", "embedding_cache",
-                    "spool_records", "tombstones")
+FORGOTTEN_PLACES = (
+    "stream_entries",
+    "archive_entries",
+    "dead_letters",
+    "embed_backlog",
+    "embedding_cache",
+    "spool_records",
+    "tombstones",
+)
 RETENTION_KINDS = tuple(Settings().retention_days)  # the kinds of event a retention setting covers
 MAX_DLQ_GROUPS = 64
 REPORT_EVERY_OFF = Settings().report_every_s  # the agents' interval when this process's is 0 (the default)
@@ -98,106 +105,327 @@ class Family:
 
 
 FAMILIES: tuple[Family, ...] = (
-    Family("memstream_info", "gauge", ("version", "role"), "", "1, labelled with memstream's version and "
-           "the process's role (service or worker)", "process"),
-    Family("memstream_redis_up", "gauge", (), "", "1 when this scrape read Redis, 0 when it could not "
-           "(then no figure read from Redis is reported)", "process"),
-    Family("memstream_redis_read_seconds", "gauge", (), "seconds", "How long this scrape took to read Redis",
-           "process"),
+    Family(
+        "memstream_info",
+        "gauge",
+        ("version", "role"),
+        "",
+        "1, labelled with memstream's version and the process's role (service or worker)",
+        "process",
+    ),
+    Family(
+        "memstream_redis_up",
+        "gauge",
+        (),
+        "",
+        "1 when this scrape read Redis, 0 when it could not (then no figure read from Redis is reported)",
+        "process",
+    ),
+    Family("memstream_redis_read_seconds", "gauge", (), "seconds", "How long this scrape took to read Redis", "process"),
     # the log
-    Family("memstream_stream_entries", "gauge", ("stream",), "entries", "Entries in the event stream (XLEN)",
-           "redis"),
-    Family("memstream_stream_bytes", "gauge", ("stream",), "bytes", "Memory the event stream takes in Redis "
-           "(MEMORY USAGE, Redis's estimate from 5 sampled nodes)", "redis"),
-    Family("memstream_stream_first_entry_age_seconds", "gauge", ("stream",), "seconds",
-           "Age of the stream's oldest entry (absent when empty)", "redis"),
-    Family("memstream_stream_last_entry_age_seconds", "gauge", ("stream",), "seconds",
-           "Age of the stream's newest entry (absent when empty)", "redis"),
-    Family("memstream_events_appended_total", "counter", ("type",), "events", "Events appended to the log, "
-           "by event type (a type outside the event contract counts as `other`)", "redis"),
+    Family("memstream_stream_entries", "gauge", ("stream",), "entries", "Entries in the event stream (XLEN)", "redis"),
+    Family(
+        "memstream_stream_bytes",
+        "gauge",
+        ("stream",),
+        "bytes",
+        "Memory the event stream takes in Redis (MEMORY USAGE, Redis's estimate from 5 sampled nodes)",
+        "redis",
+    ),
+    Family(
+        "memstream_stream_first_entry_age_seconds",
+        "gauge",
+        ("stream",),
+        "seconds",
+        "Age of the stream's oldest entry (absent when empty)",
+        "redis",
+    ),
+    Family(
+        "memstream_stream_last_entry_age_seconds",
+        "gauge",
+        ("stream",),
+        "seconds",
+        "Age of the stream's newest entry (absent when empty)",
+        "redis",
+    ),
+    Family(
+        "memstream_events_appended_total",
+        "counter",
+        ("type",),
+        "events",
+        "Events appended to the log, by event type (a type outside the event contract counts as `other`)",
+        "redis",
+    ),
     # the projections
-    Family("memstream_projection_state", "gauge", GROUP + ("state",), "", "1 for the version's state in "
-           "the catalog (building, active, retired, failed, dropping), 0 for the others", "redis"),
-    Family("memstream_projection_lag_entries", "gauge", GROUP, "entries", "Entries of the log not yet "
-           "delivered to the version's group (absent when the server cannot count them)", "redis"),
-    Family("memstream_projection_lag_seconds", "gauge", GROUP, "seconds", "Age of the oldest entry the "
-           "version has not applied (undelivered or pending); 0 when none waits, absent when unknown",
-           "redis"),
-    Family("memstream_projection_embed_waiting_points", "gauge", GROUP, "points", "A vector projection's version: "
-           "points written with their keywords that wait for their dense vector (its dense stage's lag; absent "
-           "without a backlog)", "redis"),
-    Family("memstream_projection_embed_waiting_seconds", "gauge", GROUP, "seconds", "A vector projection's "
-           "version: age of the oldest point waiting for its dense vector; 0 when none waits", "redis"),
-    Family("memstream_projection_pending_entries", "gauge", GROUP, "entries", "Entries delivered to the "
-           "version's consumers and not yet acknowledged", "redis"),
-    Family("memstream_projection_dead_letters", "gauge", GROUP, "entries", "Dead letters of the version in "
-           "the dead-letter stream now (`memstream dlq list`), its dense stage's included", "redis"),
-    Family("memstream_projection_consumers", "gauge", GROUP, "consumers", "Consumers of the version that "
-           "wrote their health record within MEMSTREAM_STALL_AFTER_S and are neither stopped nor dead",
-           "redis"),
-    Family("memstream_replay_applied_entries", "gauge", GROUP, "entries", "A building version: entries of "
-           "the log (the archive's and the streams') it has applied (absent when unknown)", "redis"),
-    Family("memstream_replay_log_entries", "gauge", GROUP, "entries", "A building version: entries of the "
-           "log (the archive's and the streams') it has to apply (with the previous one: its progress)", "redis"),
-    Family("memstream_projection_applied_total", "counter", GROUP, "events", "Events this process's "
-           "consumer of the version applied", "process"),
-    Family("memstream_projection_dead_lettered_total", "counter", GROUP, "entries", "Entries this process's "
-           "consumer of the version dead-lettered", "process"),
-    Family("memstream_projection_embed_dead_lettered_total", "counter", GROUP, "points", "Backlog entries "
-           "this process's dense stage of the version dead-lettered (malformed, or failing alone on "
-           "their last delivery): their points stay findable by keywords only until "
-           "`memstream dlq retry`", "process"),
-    Family("memstream_projection_redelivered_total", "counter", GROUP, "entries", "Entries this process's "
-           "consumer of the version handled again after an earlier delivery (its own pending ones after a "
-           "failure or restart, or reclaimed from a dead consumer)", "process"),
-    Family("memstream_projection_freshness_seconds", "histogram", GROUP, "seconds", "From an entry's "
-           "append to the log to its batch committed by this process's consumer of the version", "process"),
-    Family("memstream_projection_stage_seconds", "histogram", GROUP + ("stage",), "seconds", "Seconds of "
-           "each stage of a batch in this process: admit, apply, commit; embed (each embedding call, "
-           "inside apply)", "process"),
-    Family("memstream_projection_embed_batch_texts", "histogram", GROUP, "texts", "Texts per embedding call "
-           "of the version's projection in this process", "process"),
+    Family(
+        "memstream_projection_state",
+        "gauge",
+        GROUP + ("state",),
+        "",
+        "1 for the version's state in the catalog (building, active, retired, failed, dropping), 0 for the others",
+        "redis",
+    ),
+    Family(
+        "memstream_projection_lag_entries",
+        "gauge",
+        GROUP,
+        "entries",
+        "Entries of the log not yet delivered to the version's group (absent when the server cannot count them)",
+        "redis",
+    ),
+    Family(
+        "memstream_projection_lag_seconds",
+        "gauge",
+        GROUP,
+        "seconds",
+        "Age of the oldest entry the version has not applied (undelivered or pending); 0 when none waits, absent when unknown",
+        "redis",
+    ),
+    Family(
+        "memstream_projection_embed_waiting_points",
+        "gauge",
+        GROUP,
+        "points",
+        "A vector projection's version: "
+        "points written with their keywords that wait for their dense vector (its dense stage's lag; absent "
+        "without a backlog)",
+        "redis",
+    ),
+    Family(
+        "memstream_projection_embed_waiting_seconds",
+        "gauge",
+        GROUP,
+        "seconds",
+        "A vector projection's version: age of the oldest point waiting for its dense vector; 0 when none waits",
+        "redis",
+    ),
+    Family(
+        "memstream_projection_pending_entries",
+        "gauge",
+        GROUP,
+        "entries",
+        "Entries delivered to the version's consumers and not yet acknowledged",
+        "redis",
+    ),
+    Family(
+        "memstream_projection_dead_letters",
+        "gauge",
+        GROUP,
+        "entries",
+        "Dead letters of the version in the dead-letter stream now (`memstream dlq list`), its dense stage's included",
+        "redis",
+    ),
+    Family(
+        "memstream_projection_consumers",
+        "gauge",
+        GROUP,
+        "consumers",
+        "Consumers of the version that wrote their health record within MEMSTREAM_STALL_AFTER_S and are neither stopped nor dead",
+        "redis",
+    ),
+    Family(
+        "memstream_replay_applied_entries",
+        "gauge",
+        GROUP,
+        "entries",
+        "A building version: entries of the log (the archive's and the streams') it has applied (absent when unknown)",
+        "redis",
+    ),
+    Family(
+        "memstream_replay_log_entries",
+        "gauge",
+        GROUP,
+        "entries",
+        "A building version: entries of the "
+        "log (the archive's and the streams') it has to apply (with the previous one: its progress)",
+        "redis",
+    ),
+    Family(
+        "memstream_projection_applied_total",
+        "counter",
+        GROUP,
+        "events",
+        "Events this process's consumer of the version applied",
+        "process",
+    ),
+    Family(
+        "memstream_projection_dead_lettered_total",
+        "counter",
+        GROUP,
+        "entries",
+        "Entries this process's consumer of the version dead-lettered",
+        "process",
+    ),
+    Family(
+        "memstream_projection_embed_dead_lettered_total",
+        "counter",
+        GROUP,
+        "points",
+        "Backlog entries "
+        "this process's dense stage of the version dead-lettered (malformed, or failing alone on "
+        "their last delivery): their points stay findable by keywords only until "
+        "`memstream dlq retry`",
+        "process",
+    ),
+    Family(
+        "memstream_projection_redelivered_total",
+        "counter",
+        GROUP,
+        "entries",
+        "Entries this process's "
+        "consumer of the version handled again after an earlier delivery (its own pending ones after a "
+        "failure or restart, or reclaimed from a dead consumer)",
+        "process",
+    ),
+    Family(
+        "memstream_projection_freshness_seconds",
+        "histogram",
+        GROUP,
+        "seconds",
+        "From an entry's append to the log to its batch committed by this process's consumer of the version",
+        "process",
+    ),
+    Family(
+        "memstream_projection_stage_seconds",
+        "histogram",
+        GROUP + ("stage",),
+        "seconds",
+        "Seconds of each stage of a batch in this process: admit, apply, commit; embed (each embedding call, inside apply)",
+        "process",
+    ),
+    Family(
+        "memstream_projection_embed_batch_texts",
+        "histogram",
+        GROUP,
+        "texts",
+        "Texts per embedding call of the version's projection in this process",
+        "process",
+    ),
     # the read path
-    Family("memstream_query_queue_length", "gauge", ("channel",), "requests", "Query requests waiting in "
-           "the lists (LLEN): the operator's channel, and every registered tenant's summed", "redis"),
-    Family("memstream_queries_total", "counter", ("outcome",), "requests", "Query requests by outcome: "
-           "answered, refused, expired (nobody waited any more: the caller timed out), failed, unsupported",
-           "redis"),
-    Family("memstream_spool_unreplicated_batches_total", "counter", (), "batches", "Shipped batches the "
-           "primary appended but fewer than MEMSTREAM_SHIP_REPLICAS replicas confirmed in time (WAIT): kept "
-           "in their spools and sent again later, over every host's shippers", "redis"),
-    Family("memstream_forgotten_total", "counter", ("place",), "items", "Items `memstream forget` removed, by "
-           "place: " + ", ".join(FORGOTTEN_PLACES), "redis"),
-    Family("memstream_retention_erased_total", "counter", ("kind",), "events", "Events the retention job "
-           "erased everywhere (as `memstream forget` does) once older than their kind's "
-           "MEMSTREAM_RETENTION_*_DAYS, by kind: " + ", ".join(RETENTION_KINDS), "redis"),
-    Family("memstream_retention_last_run_timestamp_seconds", "gauge", (), "seconds", "When the retention job "
-           "last finished a run, by the Redis server's clock (0 before the first run)", "redis"),
-    Family("memstream_query_seconds", "histogram", ("op",), "seconds", "Seconds a query handler of this "
-           "process took, by operation", "process"),
+    Family(
+        "memstream_query_queue_length",
+        "gauge",
+        ("channel",),
+        "requests",
+        "Query requests waiting in the lists (LLEN): the operator's channel, and every registered tenant's summed",
+        "redis",
+    ),
+    Family(
+        "memstream_queries_total",
+        "counter",
+        ("outcome",),
+        "requests",
+        "Query requests by outcome: "
+        "answered, refused, expired (nobody waited any more: the caller timed out), failed, unsupported",
+        "redis",
+    ),
+    Family(
+        "memstream_spool_unreplicated_batches_total",
+        "counter",
+        (),
+        "batches",
+        "Shipped batches the "
+        "primary appended but fewer than MEMSTREAM_SHIP_REPLICAS replicas confirmed in time (WAIT): kept "
+        "in their spools and sent again later, over every host's shippers",
+        "redis",
+    ),
+    Family(
+        "memstream_forgotten_total",
+        "counter",
+        ("place",),
+        "items",
+        "Items `memstream forget` removed, by place: " + ", ".join(FORGOTTEN_PLACES),
+        "redis",
+    ),
+    Family(
+        "memstream_retention_erased_total",
+        "counter",
+        ("kind",),
+        "events",
+        "Events the retention job "
+        "erased everywhere (as `memstream forget` does) once older than their kind's "
+        "MEMSTREAM_RETENTION_*_DAYS, by kind: " + ", ".join(RETENTION_KINDS),
+        "redis",
+    ),
+    Family(
+        "memstream_retention_last_run_timestamp_seconds",
+        "gauge",
+        (),
+        "seconds",
+        "When the retention job last finished a run, by the Redis server's clock (0 before the first run)",
+        "redis",
+    ),
+    Family(
+        "memstream_query_seconds",
+        "histogram",
+        ("op",),
+        "seconds",
+        "Seconds a query handler of this process took, by operation",
+        "process",
+    ),
     # the agents' reports (memstream.service.fleet)
-    Family("memstream_agents_active", "gauge", (), "agents", "Agent processes whose last report is at most "
-           "3 times this process's MEMSTREAM_REPORT_EVERY_S old (5 s when it is 0), by this process's clock",
-           "redis"),
-    Family("memstream_agent_spool_backlog_events", "gauge", ("agent",), "events", "Events spooled by an "
-           "active agent process and not yet shipped, as of its last report: the MEMSTREAM_METRICS_TOP_AGENTS "
-           "largest by name (`HOST:PID:NONCE`), the other active ones summed as `other`", "redis"),
-    Family("memstream_agent_spool_refusals_total", "counter", ("agent",), "events", "Events an agent "
-           "process could not keep (its spool full or failing, or not encodable) since it took its name: the "
-           "MEMSTREAM_METRICS_TOP_AGENTS reports with the most, the others and the removed ones summed as "
-           "`other`; the sum over `agent` never decreases, `other` decreases when an agent enters the top",
-           "redis"),
-    Family("memstream_hook_seconds", "histogram", ("hook",), "seconds", "Seconds the provider's hooks took "
-           "in the agent processes, by hook (a name the provider does not have counts as `other`): every "
-           "report in Redis and every removed one summed, so it never decreases (an agent that stopped "
-           "reporting adds nothing to a rate)", "redis"),
-    Family("memstream_prefetch_total", "counter", ("outcome",), "prefetches", "Prefetches of the agent "
-           "processes by outcome: fresh (this turn's recall in time), cached (an earlier recall of the "
-           "session), empty (none in time); every report in Redis and every removed one summed", "redis"),
-    Family("memstream_agent_reports_skipped", "gauge", ("reason",), "reports", "Records of the agents' "
-           "reports hash this scrape left out: malformed (not a report, out of its bounds, a name that is "
-           "no `HOST:PID:NONCE`), oversized (over 4 KiB), ahead (a report time more than 5 minutes ahead of "
-           "this clock), unread (past the 10,000 a scrape reads)", "redis"),
+    Family(
+        "memstream_agents_active",
+        "gauge",
+        (),
+        "agents",
+        "Agent processes whose last report is at most "
+        "3 times this process's MEMSTREAM_REPORT_EVERY_S old (5 s when it is 0), by this process's clock",
+        "redis",
+    ),
+    Family(
+        "memstream_agent_spool_backlog_events",
+        "gauge",
+        ("agent",),
+        "events",
+        "Events spooled by an "
+        "active agent process and not yet shipped, as of its last report: the MEMSTREAM_METRICS_TOP_AGENTS "
+        "largest by name (`HOST:PID:NONCE`), the other active ones summed as `other`",
+        "redis",
+    ),
+    Family(
+        "memstream_agent_spool_refusals_total",
+        "counter",
+        ("agent",),
+        "events",
+        "Events an agent "
+        "process could not keep (its spool full or failing, or not encodable) since it took its name: the "
+        "MEMSTREAM_METRICS_TOP_AGENTS reports with the most, the others and the removed ones summed as "
+        "`other`; the sum over `agent` never decreases, `other` decreases when an agent enters the top",
+        "redis",
+    ),
+    Family(
+        "memstream_hook_seconds",
+        "histogram",
+        ("hook",),
+        "seconds",
+        "Seconds the provider's hooks took "
+        "in the agent processes, by hook (a name the provider does not have counts as `other`): every "
+        "report in Redis and every removed one summed, so it never decreases (an agent that stopped "
+        "reporting adds nothing to a rate)",
+        "redis",
+    ),
+    Family(
+        "memstream_prefetch_total",
+        "counter",
+        ("outcome",),
+        "prefetches",
+        "Prefetches of the agent "
+        "processes by outcome: fresh (this turn's recall in time), cached (an earlier recall of the "
+        "session), empty (none in time); every report in Redis and every removed one summed",
+        "redis",
+    ),
+    Family(
+        "memstream_agent_reports_skipped",
+        "gauge",
+        ("reason",),
+        "reports",
+        "Records of the agents' "
+        "reports hash this scrape left out: malformed (not a report, out of its bounds, a name that is "
+        "no `HOST:PID:NONCE`), oversized (over 4 KiB), ahead (a report time more than 5 minutes ahead of "
+        "this clock), unread (past the 10,000 a scrape reads)",
+        "redis",
+    ),
 )
 _BY_NAME = {f.name: f for f in FAMILIES}
 
@@ -243,10 +471,18 @@ class LogCollector(Collector):
     """The figures read from Redis at scrape time, and the counters of ``consumers()``
     (this process's consumers)."""
 
-    def __init__(self, eventlog: EventLog, projections: Sequence[tuple[str, str]], *,
-                 consumers: Callable[[], Iterable[Consumer]] = lambda: (), role: str = "service",
-                 alive_within: float = 60.0, archived: Callable[[], int | None] = lambda: 0,
-                 top_agents: int = 20, agents_active_within: float = 15.0) -> None:
+    def __init__(
+        self,
+        eventlog: EventLog,
+        projections: Sequence[tuple[str, str]],
+        *,
+        consumers: Callable[[], Iterable[Consumer]] = lambda: (),
+        role: str = "service",
+        alive_within: float = 60.0,
+        archived: Callable[[], int | None] = lambda: 0,
+        top_agents: int = 20,
+        agents_active_within: float = 15.0,
+    ) -> None:
         self.log = eventlog
         self.archived = archived  # entries in the log's archive (None: unreadable)
         self.client = eventlog.client
@@ -299,8 +535,11 @@ class LogCollector(Collector):
             up = 1
         except (redis.RedisError, OSError, ValueError) as exc:  # ValueError: a count that is no number
             if not getattr(self._local, "quiet", False):
-                log.warning("metrics.redis_unreadable", error=f"{type(exc).__name__}: {exc}"[:300],
-                            action="the scrape reports memstream_redis_up 0 and no figure read from Redis")
+                log.warning(
+                    "metrics.redis_unreadable",
+                    error=f"{type(exc).__name__}: {exc}"[:300],
+                    action="the scrape reports memstream_redis_up 0 and no figure read from Redis",
+                )
             read = {name: _family(name) for name in read}
             histograms = {name: _histogram(name) for name in histograms}
             up = 0
@@ -359,10 +598,10 @@ class LogCollector(Collector):
             versions = catalog.versions(name)
             for v in versions:
                 for state in STATES:
-                    f["memstream_projection_state"].add_metric([v.group, name, str(v.version), state],
-                                                               1 if v.state == state else 0)
-            running: list[tuple[str, Version | None]] = [(v.group, v) for v in versions
-                                                         if v.state not in ("dropping", "failed")]
+                    f["memstream_projection_state"].add_metric(
+                        [v.group, name, str(v.version), state], 1 if v.state == state else 0
+                    )
+            running: list[tuple[str, Version | None]] = [(v.group, v) for v in versions if v.state not in ("dropping", "failed")]
             for group, built in running or [(first, None)]:  # no catalog yet: its first version
                 groups.append(group)
                 labels = list(_group_labels(group))
@@ -379,16 +618,20 @@ class LogCollector(Collector):
                 if dense.exists:
                     f["memstream_projection_embed_waiting_points"].add_metric(labels, dense.entries)
                     f["memstream_projection_embed_waiting_seconds"].add_metric(
-                        labels, max(0.0, now - dense.since) if dense.since else 0.0)
+                        labels, max(0.0, now - dense.since) if dense.since else 0.0
+                    )
                 alive = consuming(read_health(c, self.prefix, group), now, self.alive_within)
                 f["memstream_projection_consumers"].add_metric(labels, alive)
                 if built is not None and built.state == "building":
                     if archived is None:
                         archived = self.archived()
                     if archived is not None:  # an unreadable archive: the build's progress is unknown
-                        done, total = build_progress(progress, archived_total=archived,
-                                                     archive_done=built.archive_done,
-                                                     archive_applied=built.archive_applied)
+                        done, total = build_progress(
+                            progress,
+                            archived_total=archived,
+                            archive_done=built.archive_done,
+                            archive_applied=built.archive_applied,
+                        )
                         if done is not None:
                             f["memstream_replay_applied_entries"].add_metric(labels, done)
                         f["memstream_replay_log_entries"].add_metric(labels, total)
@@ -399,8 +642,9 @@ class LogCollector(Collector):
             dead.add_metric(list(_group_labels(group)), n)
         self._queues(f)
 
-    def _fleet(self, f: dict[str, GaugeMetricFamily | CounterMetricFamily],
-               histograms: dict[str, HistogramMetricFamily], now: float) -> None:
+    def _fleet(
+        self, f: dict[str, GaugeMetricFamily | CounterMetricFamily], histograms: dict[str, HistogramMetricFamily], now: float
+    ) -> None:
         """The agents' reports, summed (``memstream.service.fleet``)."""
         fleet = self.fleet.read(now)
         f["memstream_agents_active"].add_metric([], fleet.active)
@@ -516,30 +760,52 @@ class Metrics:
     process collector), the observer its consumers and query server report to, and the
     HTTP server of ``/metrics`` and the dashboard with its sampler (``start``/``stop``)."""
 
-    def __init__(self, eventlog: EventLog, settings: Settings, *,
-                 consumers: Callable[[], Iterable[Consumer]] = lambda: (), role: str = "service",
-                 projections: Sequence[tuple[str, str]] | None = None) -> None:
+    def __init__(
+        self,
+        eventlog: EventLog,
+        settings: Settings,
+        *,
+        consumers: Callable[[], Iterable[Consumer]] = lambda: (),
+        role: str = "service",
+        projections: Sequence[tuple[str, str]] | None = None,
+    ) -> None:
         self.settings = settings
         disable_created_metrics()  # no `_created` series: a third of a scrape, and no rule needs them
         self.registry = CollectorRegistry()
         if projections is None:
             projections = _registered(settings)
-        self.collector = LogCollector(eventlog, projections, consumers=consumers, role=role,
-                                      alive_within=settings.stall_after_s,
-                                      archived=lambda: _archived(settings.archive_path),
-                                      top_agents=settings.metrics_top_agents,
-                                      agents_active_within=3 * (settings.report_every_s or REPORT_EVERY_OFF))
+        self.collector = LogCollector(
+            eventlog,
+            projections,
+            consumers=consumers,
+            role=role,
+            alive_within=settings.stall_after_s,
+            archived=lambda: _archived(settings.archive_path),
+            top_agents=settings.metrics_top_agents,
+            agents_active_within=3 * (settings.report_every_s or REPORT_EVERY_OFF),
+        )
         self.registry.register(self.collector)
         ProcessCollector(registry=self.registry)
         r = self.registry
         self.freshness = BatchHistogram(_BY_NAME["memstream_projection_freshness_seconds"], FRESHNESS_BUCKETS)
         r.register(self.freshness)
-        self.stages = Histogram("memstream_projection_stage_seconds", _BY_NAME[
-            "memstream_projection_stage_seconds"].help, GROUP + ("stage",), registry=r, buckets=STAGE_BUCKETS)
-        self.embed_batch = Histogram("memstream_projection_embed_batch_texts", _BY_NAME[
-            "memstream_projection_embed_batch_texts"].help, GROUP, registry=r, buckets=BATCH_BUCKETS)
-        self.queries = Histogram("memstream_query_seconds", _BY_NAME["memstream_query_seconds"].help,
-                                 ("op",), registry=r, buckets=QUERY_BUCKETS)
+        self.stages = Histogram(
+            "memstream_projection_stage_seconds",
+            _BY_NAME["memstream_projection_stage_seconds"].help,
+            GROUP + ("stage",),
+            registry=r,
+            buckets=STAGE_BUCKETS,
+        )
+        self.embed_batch = Histogram(
+            "memstream_projection_embed_batch_texts",
+            _BY_NAME["memstream_projection_embed_batch_texts"].help,
+            GROUP,
+            registry=r,
+            buckets=BATCH_BUCKETS,
+        )
+        self.queries = Histogram(
+            "memstream_query_seconds", _BY_NAME["memstream_query_seconds"].help, ("op",), registry=r, buckets=QUERY_BUCKETS
+        )
         self._children: dict[tuple[int, str, str], Any] = {}  # (histogram, group, stage) -> its child
         self._server: HttpServer | None = None
         self._sampler: Sampler | None = None
@@ -560,8 +826,9 @@ class Metrics:
             self._child(self.stages, group, stage).observe(seconds)
         if applied:
             now_ms = at * 1000.0
-            self.freshness.observe(_group_labels(group), [
-                max(0.0, now_ms - int(entry_id[:entry_id.find("-")])) / 1000.0 for entry_id in applied])
+            self.freshness.observe(
+                _group_labels(group), [max(0.0, now_ms - int(entry_id[: entry_id.find("-")])) / 1000.0 for entry_id in applied]
+            )
 
     def embedded(self, group: str, texts: int, seconds: float) -> None:
         self._child(self.stages, group, "embed").observe(seconds)
@@ -587,7 +854,7 @@ class Metrics:
     def base_url(self) -> str | None:
         """``http://HOST:PORT`` (the dashboard's address) while serving, else None."""
         url = self.url
-        return url[:-len("/metrics")] if url is not None else None
+        return url[: -len("/metrics")] if url is not None else None
 
     def sample(self) -> Iterator[Metric]:
         """The registry's figures, collected for the dashboard (quietly: see ``LogCollector.quietly``)."""
@@ -599,8 +866,9 @@ class Metrics:
         ``address`` says which), sample the registry for the dashboard, and become the
         process's observer. Raises OSError when the address cannot be bound."""
         history = History()
-        server = HttpServer(lambda executor: dashboard_app(self.registry, history, executor), host, port,
-                            name="memstream-metrics")
+        server = HttpServer(
+            lambda executor: dashboard_app(self.registry, history, executor), host, port, name="memstream-metrics"
+        )
         self._server = server.start()
         self.address = server.address
         self.history = history
@@ -652,8 +920,9 @@ def _loopback(host: str) -> bool:
         return host == "localhost"
 
 
-def start_metrics(settings: Settings, eventlog: EventLog, *,
-                  consumers: Callable[[], Iterable[Consumer]] = lambda: (), role: str = "service") -> Metrics | None:
+def start_metrics(
+    settings: Settings, eventlog: EventLog, *, consumers: Callable[[], Iterable[Consumer]] = lambda: (), role: str = "service"
+) -> Metrics | None:
     """This process's metrics, served on ``MEMSTREAM_METRICS_ADDR``; None when it is empty,
     or when the address cannot be bound (a port another process holds: a warning says so,
     and the process goes on without metrics)."""
@@ -665,16 +934,23 @@ def start_metrics(settings: Settings, eventlog: EventLog, *,
     try:
         metrics.start(host, port)
     except OSError as exc:
-        log.warning("metrics.not_served", address=settings.metrics_addr, pid=os.getpid(),
-                    error=f"{type(exc).__name__}: {exc}"[:300],
-                    action="this process runs without metrics; give it its own MEMSTREAM_METRICS_ADDR "
-                           "(HOST:0 picks a free port) or empty it to turn metrics off")
+        log.warning(
+            "metrics.not_served",
+            address=settings.metrics_addr,
+            pid=os.getpid(),
+            error=f"{type(exc).__name__}: {exc}"[:300],
+            action="this process runs without metrics; give it its own MEMSTREAM_METRICS_ADDR "
+            "(HOST:0 picks a free port) or empty it to turn metrics off",
+        )
         return None
     assert metrics.address is not None
     if not _loopback(metrics.address[0]):
-        log.warning("metrics.not_loopback", url=metrics.url,
-                    action="keep /metrics and the dashboard off public interfaces: a firewall or a reverse proxy in front "
-                           "(README, Metrics)")
+        log.warning(
+            "metrics.not_loopback",
+            url=metrics.url,
+            action="keep /metrics and the dashboard off public interfaces: a firewall or a reverse proxy in front "
+            "(README, Metrics)",
+        )
     log.info("metrics.serving", url=metrics.url, role=role)
     return metrics
 

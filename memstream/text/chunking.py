@@ -52,7 +52,7 @@ def _cached_estimate(atom: str) -> int:
 def _strength(atom: str) -> int:
     """How good a cut right after ``atom`` is (the atom carries its trailing spaces)."""
     word = atom.rstrip()
-    gap = atom[len(word):]
+    gap = atom[len(word) :]
     if "\n" in gap:
         return _PARAGRAPH if gap.count("\n") >= 2 else _SENTENCE
     if _SENTENCE_END.search(word):
@@ -103,9 +103,7 @@ def chunk(
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
     if not 0 <= overlap_tokens < max_tokens:
-        raise ValueError(
-            f"overlap_tokens must be at least 0 and below max_tokens ({max_tokens}), got {overlap_tokens}"
-        )
+        raise ValueError(f"overlap_tokens must be at least 0 and below max_tokens ({max_tokens}), got {overlap_tokens}")
     count = count_tokens or estimate_tokens
     text = text.strip()
     if not text:
@@ -180,7 +178,7 @@ def _slice_large(
             continue
         word = atom.rstrip()
         pieces = _slices(word, limit, cost)
-        pieces[-1] += atom[len(word):]
+        pieces[-1] += atom[len(word) :]
         for i, piece in enumerate(pieces):
             out_atoms.append(piece)
             out_costs.append(cost(piece))

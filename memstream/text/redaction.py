@@ -86,7 +86,7 @@ def _group(kind: str, *groups: str) -> Callable[[re.Match[str]], str]:
             if start >= 0:
                 break
         s, base = m.group(), m.start()
-        return s[: start - base] + mark + s[end - base:]
+        return s[: start - base] + mark + s[end - base :]
 
     return replace
 
@@ -114,8 +114,9 @@ _LOOKS = (
     "аеорсухіјѕԁмтнвкАЕОРСУХІЈЅМТНВКΑΒΕΖΗΙΚΜΝΟΡΤΥΧοαικνρτυχ",
     "aeopcyxijsdmtHBkAEOPCYXIJSMTHBKABEZHIKMNOPTYXoaiknptux",
 )
-_LOOKALIKE = str.maketrans(_LOOKS[0] + "".join(chr(c) for c in range(0xFF01, 0xFF5F)),
-                           _LOOKS[1] + "".join(chr(c) for c in range(0x21, 0x7F)))
+_LOOKALIKE = str.maketrans(
+    _LOOKS[0] + "".join(chr(c) for c in range(0xFF01, 0xFF5F)), _LOOKS[1] + "".join(chr(c) for c in range(0x21, 0x7F))
+)
 _TOKENISH = "A-Za-z0-9_\\-+/=."
 _ZW_INSIDE = re.compile(f"(?<=[{_TOKENISH}])[{_ZERO_WIDTH}]+(?=[{_TOKENISH}])")
 _MIXED_RUN = re.compile(f"[{_TOKENISH}{_LOOKS[0]}\uff01-\uff5e]{{12,}}")
@@ -150,8 +151,7 @@ _WEAK = r"key|auth"
 _NAME_START = r"(?:(?<![A-Za-z0-9])|(?<=[_.\-])|(?<=[a-z0-9])(?=[A-Z]))"
 _GLUED = r"(?<=[A-Z0-9])(?:PASSWORD|PASSWD|PASS|PWD|SECRET|TOKEN|(?P<gkey>KEY))"
 _CONTEXT = re.compile(
-    r"(?=[PpSsTtCcAaKk])(?:" + _NAME_START + r"(?i:(?P<strong>" + _STRONG + r")|(?P<weak>" + _WEAK + r"))|"
-    + _GLUED + r")"
+    r"(?=[PpSsTtCcAaKk])(?:" + _NAME_START + r"(?i:(?P<strong>" + _STRONG + r")|(?P<weak>" + _WEAK + r"))|" + _GLUED + r")"
     r"(?![A-Za-z0-9])(?:[\"'`]\]?)?"
     # "the password for the staging box is", "the root password on the NAS is"
     r"(?:[ \t]+(?:for|of|on|in|to)[ \t]+(?:(?:the|my|our|this)[ \t]+)?[\w\-]{1,30}(?:[ \t]+[\w\-]{1,30})?"
@@ -202,8 +202,7 @@ def _high_entropy(value: str) -> bool:
     if len(value) < 16:
         return False
     for seg in _SEGMENTS.split(value.rstrip("=")):
-        if (len(seg) >= 16 and any(c.isdigit() for c in seg) and any(c.isalpha() for c in seg)
-                and len(set(seg)) >= 10):
+        if len(seg) >= 16 and any(c.isdigit() for c in seg) and any(c.isalpha() for c in seg) and len(set(seg)) >= 10:
             return True
     return False
 
@@ -234,7 +233,7 @@ class _Context:
             if m.group("far") is not None:  # words between the name and ":": only a random value
                 q = _QUOTED.match(text, start)
                 end = _next(_VALUE_END, text, start, end_memo) if q is None or not q.group(1) else q.end(2)
-                value = q.group(2) if q is not None and q.group(1) else text[start:min(end, start + 128)]
+                value = q.group(2) if q is not None and q.group(1) else text[start : min(end, start + 128)]
                 if _high_entropy(value) or (not weak and _UUID.fullmatch(value) is not None):
                     first = q.start(2) if q is not None and q.group(1) else start
                     parts.append(text[done:first])
@@ -245,10 +244,13 @@ class _Context:
             q = _QUOTED.match(text, start)
             if q is not None and q.group(1):  # a quoted value: judged as written
                 value = q.group(2)
-                ok = _high_entropy(value) if weak or loose else (
-                    len(value) >= 4 and _NOT_A_VALUE.match(value) is None and _IDENTIFIER.fullmatch(value) is None)
+                ok = (
+                    _high_entropy(value)
+                    if weak or loose
+                    else (len(value) >= 4 and _NOT_A_VALUE.match(value) is None and _IDENTIFIER.fullmatch(value) is None)
+                )
                 if ok:
-                    parts.append(text[done:q.start(2)])
+                    parts.append(text[done : q.start(2)])
                     parts.append(mark)
                     done = pos = q.end(2)
                     count += 1
@@ -258,16 +260,24 @@ class _Context:
             end = _next(_VALUE_END, text, start, end_memo)
             if end - start < 6 or text.startswith("[REDACTED:", start):
                 continue
-            value = text[start:min(end, start + 128)]
-            if (_NOT_A_VALUE.match(value) or _IDENTIFIER.fullmatch(value) or text.startswith(("(", "["), end)
-                    or (value.endswith("=") and text.startswith(("\"", "'"), end))):  # value="…": a name
+            value = text[start : min(end, start + 128)]
+            if (
+                _NOT_A_VALUE.match(value)
+                or _IDENTIFIER.fullmatch(value)
+                or text.startswith(("(", "["), end)
+                or (value.endswith("=") and text.startswith(('"', "'"), end))
+            ):  # value="…": a name
                 continue
             if loose and "=" in value.rstrip("="):
                 continue  # "token name=value": another assignment, not this name's value
             if weak or loose:
-                if not _high_entropy(value) and not (loose and not weak and _strong_value(value)
-                                                     and any(c.isalpha() for c in value)
-                                                     and any(not c.isalpha() for c in value)):
+                if not _high_entropy(value) and not (
+                    loose
+                    and not weak
+                    and _strong_value(value)
+                    and any(c.isalpha() for c in value)
+                    and any(not c.isalpha() for c in value)
+                ):
                     continue
             elif not _strong_value(value):
                 continue
@@ -303,8 +313,7 @@ class _AwsSecret:
     def subn(cls, replace: Callable[[re.Match[str]], str], text: str) -> tuple[str, int]:
         def one(m: re.Match[str]) -> str:
             s = m.group()
-            if (any(c.isupper() for c in s) and any(c.islower() for c in s)
-                    and any(c.isdigit() or c in "/+" for c in s)):
+            if any(c.isupper() for c in s) and any(c.islower() for c in s) and any(c.isdigit() or c in "/+" for c in s):
                 return replace(m)
             return s
 
@@ -352,9 +361,7 @@ _RULES: list[_Rule] = [
     (
         "stripe_key",
         ("_live_", "_test_", "whsec_"),
-        re.compile(
-            r"[spr]k_(?:live|test)_" + _after(8) + r"[A-Za-z0-9]{10,}|" + _lit("whsec_") + r"[A-Za-z0-9]{20,}"
-        ),
+        re.compile(r"[spr]k_(?:live|test)_" + _after(8) + r"[A-Za-z0-9]{10,}|" + _lit("whsec_") + r"[A-Za-z0-9]{20,}"),
         _whole("stripe_key"),
     ),
     (
@@ -414,8 +421,9 @@ _RULES: list[_Rule] = [
     (
         "google_oauth",
         ("gocspx-", "ya29.", "1//0"),
-        re.compile(_lit("GOCSPX-") + _TOKEN + r"{20,}|" + _lit("ya29.") + _TOKEN + r"{20,}|"
-                   + r"1//0" + _after(4) + _TOKEN + r"{30,}"),
+        re.compile(
+            _lit("GOCSPX-") + _TOKEN + r"{20,}|" + _lit("ya29.") + _TOKEN + r"{20,}|" + r"1//0" + _after(4) + _TOKEN + r"{30,}"
+        ),
         _whole("google_oauth"),
     ),
     (
@@ -438,17 +446,52 @@ _RULES: list[_Rule] = [
     ),
     (
         "api_key",  # other providers' keys: a prefix of their own and a long random part
-        ("key-", "shp", "_v1_", "pypi-", "hvs.", "hvb.", "dapi", "gsk_", "r8_", "pplx-", "xai-", "pmak-",
-         "lin_api_", "ntn_", "dp.st.", "sk_"),
-        re.compile("|".join(
-            re.escape(prefix) + _after(len(prefix)) + ahead + _TOKEN + "{20,}"
-            for prefix, ahead in (
-                ("key-", "(?=[0-9a-f]{32})"), ("shpat_", ""), ("shpss_", ""), ("shpca_", ""), ("shppa_", ""),
-                ("dop_v1_", ""), ("doo_v1_", ""), ("dor_v1_", ""), ("pypi-AgE", ""), ("hvs.", ""), ("hvb.", ""),
-                ("dapi", "(?=[0-9a-f]{32})"), ("gsk_", ""), ("r8_", ""), ("pplx-", ""), ("xai-", ""),
-                ("PMAK-", ""), ("lin_api_", ""), ("ntn_", ""), ("dp.st.", ""), ("sk_", "(?=[A-Za-z0-9]{32})"),
+        (
+            "key-",
+            "shp",
+            "_v1_",
+            "pypi-",
+            "hvs.",
+            "hvb.",
+            "dapi",
+            "gsk_",
+            "r8_",
+            "pplx-",
+            "xai-",
+            "pmak-",
+            "lin_api_",
+            "ntn_",
+            "dp.st.",
+            "sk_",
+        ),
+        re.compile(
+            "|".join(
+                re.escape(prefix) + _after(len(prefix)) + ahead + _TOKEN + "{20,}"
+                for prefix, ahead in (
+                    ("key-", "(?=[0-9a-f]{32})"),
+                    ("shpat_", ""),
+                    ("shpss_", ""),
+                    ("shpca_", ""),
+                    ("shppa_", ""),
+                    ("dop_v1_", ""),
+                    ("doo_v1_", ""),
+                    ("dor_v1_", ""),
+                    ("pypi-AgE", ""),
+                    ("hvs.", ""),
+                    ("hvb.", ""),
+                    ("dapi", "(?=[0-9a-f]{32})"),
+                    ("gsk_", ""),
+                    ("r8_", ""),
+                    ("pplx-", ""),
+                    ("xai-", ""),
+                    ("PMAK-", ""),
+                    ("lin_api_", ""),
+                    ("ntn_", ""),
+                    ("dp.st.", ""),
+                    ("sk_", "(?=[A-Za-z0-9]{32})"),
+                )
             )
-        )),
+        ),
         _whole("api_key"),
     ),
     (
@@ -463,20 +506,17 @@ _RULES: list[_Rule] = [
     (
         "url_password",
         ("://",),
-        re.compile(
-            r"://[^\s:/?#@\[\]]*:" + _NOT_REDACTED
-            + r"(?P<secret>[^\s@/?]+)@(?=[A-Za-z0-9\[])"
-        ),
+        re.compile(r"://[^\s:/?#@\[\]]*:" + _NOT_REDACTED + r"(?P<secret>[^\s@/?]+)@(?=[A-Za-z0-9\[])"),
         _group("url_password"),
     ),
     (
         "bearer",
         ("authorization", "bearer"),
         re.compile(
-            r"(?i:authorization)[\"']?\s*[:=]\s*[\"']?(?i:bearer|basic|token)\s+" + _NOT_REDACTED
+            r"(?i:authorization)[\"']?\s*[:=]\s*[\"']?(?i:bearer|basic|token)\s+"
+            + _NOT_REDACTED
             + r"(?P<secret>[A-Za-z0-9\-._~+/]{8,}=*)"
-            r"|(?i:bearer)\s+" + _NOT_REDACTED
-            + r"(?P<token>(?=[A-Za-z0-9\-._~+/]*[0-9])[A-Za-z0-9\-._~+/]{16,}=*)"
+            r"|(?i:bearer)\s+" + _NOT_REDACTED + r"(?P<token>(?=[A-Za-z0-9\-._~+/]*[0-9])[A-Za-z0-9\-._~+/]{16,}=*)"
         ),
         _group("bearer", "secret", "token"),
     ),
@@ -485,11 +525,12 @@ _RULES: list[_Rule] = [
         "secret",  # short command-line flags: mysql -pX, sshpass -p X, redis-cli -a X, curl -u user:X
         ("mysql", "mariadb", "sshpass", "redis-cli", "-u", "--user"),
         re.compile(
-            r"(?:mysql\w*|mariadb\w*)\b[^\n|;&]{0,200}?[ \t]-p" + _NOT_REDACTED
-            + r"(?P<secret>'[^'\n]+'|\"[^\"\n]+\"|[^\s'\"]+)"
-            r"|(?:sshpass[ \t]+-p|redis-cli\b[^\n|;&]{0,200}?[ \t]-a)[ \t]*" + _NOT_REDACTED
+            r"(?:mysql\w*|mariadb\w*)\b[^\n|;&]{0,200}?[ \t]-p" + _NOT_REDACTED + r"(?P<secret>'[^'\n]+'|\"[^\"\n]+\"|[^\s'\"]+)"
+            r"|(?:sshpass[ \t]+-p|redis-cli\b[^\n|;&]{0,200}?[ \t]-a)[ \t]*"
+            + _NOT_REDACTED
             + r"(?P<flag>'[^'\n]+'|\"[^\"\n]+\"|[^\s'\"]+)"
-            r"|(?<![A-Za-z0-9\-])(?:-u|--user)[ \t=]*['\"]?[^\s:'\"@/]+:" + _NOT_REDACTED
+            r"|(?<![A-Za-z0-9\-])(?:-u|--user)[ \t=]*['\"]?[^\s:'\"@/]+:"
+            + _NOT_REDACTED
             + r"(?P<user>(?![0-9]+(?:[\s'\"]|\Z))[^\s'\"@]+)"
         ),
         _group("secret", "secret", "flag", "user"),
@@ -505,7 +546,8 @@ _RULES: list[_Rule] = [
         ("credential", "creds", "login"),
         re.compile(
             r"(?i:credentials?|creds|login)[ \t]*(?:[:=]|is|are)[ \t]*[\w.@\-]{1,64}[ \t]*(?:[/:,]|[ \t])[ \t]*"
-            r"(?:(?i:password|pw|pass)[ \t]*:?[ \t]*)?" + _NOT_REDACTED
+            r"(?:(?i:password|pw|pass)[ \t]*:?[ \t]*)?"
+            + _NOT_REDACTED
             + r"(?P<secret>(?=\S*[0-9!@#$%^&*+=~?])(?=\S*[A-Za-z])[^\s,;\"'`]{6,})"
         ),
         _group("secret"),

@@ -100,8 +100,7 @@ def _admit(fields: EntryFields, group: str, max_text_bytes: int) -> Admission:
     if tag != etype:
         return _dead(f"rejected: type field {etype[:60]!r} does not match the event body {tag!r}")
     if "id" in text and text["id"] != event.id:
-        return _dead(f"rejected: id field {text['id'][:60]!r} does not match the event body's id "
-                     f"{event.id[:60]!r}")
+        return _dead(f"rejected: id field {text['id'][:60]!r} does not match the event body's id {event.id[:60]!r}")
     if not event.id.strip():
         return _dead("rejected: the event id is empty (every projection keys its data by it)")
     if len(event.id.encode("utf-8")) > MAX_ID_BYTES:

@@ -66,8 +66,17 @@ if TYPE_CHECKING:
     Read = list[tuple[str, StreamRangeResponse]]
 
 __all__ = [
-    "Delivery", "Projection", "Consumer", "ConsumerStats", "TransientError", "PermanentError",
-    "Positions", "DeadLetters", "is_transient", "admit", "backoff_delay",
+    "Delivery",
+    "Projection",
+    "Consumer",
+    "ConsumerStats",
+    "TransientError",
+    "PermanentError",
+    "Positions",
+    "DeadLetters",
+    "is_transient",
+    "admit",
+    "backoff_delay",
 ]
 
 log = structlog.get_logger("memstream.consumer")
@@ -90,7 +99,6 @@ class ConsumerStats:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-
 def drain_steps(step: Callable[[], int], pending_done: Callable[[], bool], max_steps: int) -> int:
     """Call ``step`` (a non-blocking step returning what it handled) until one handles
     nothing once its pending entries are done, or ``max_steps`` times; the total handled."""
@@ -103,9 +111,19 @@ def drain_steps(step: Callable[[], int], pending_done: Callable[[], bool], max_s
     return total
 
 
-def retry_steps(step: Callable[[], object], stop: threading.Event, stats: Any,
-                failed: Callable[[bool, str, int], None], *, log: Any, event: str, group: str,
-                base: float, cap: float, transient_cap: float) -> None:
+def retry_steps(
+    step: Callable[[], object],
+    stop: threading.Event,
+    stats: Any,
+    failed: Callable[[bool, str, int], None],
+    *,
+    log: Any,
+    event: str,
+    group: str,
+    base: float,
+    cap: float,
+    transient_cap: float,
+) -> None:
     """Call ``step`` until ``stop`` is set. A step that raises is logged and counted in
     ``stats`` (transient: ``transient_failures`` and ``EVENT.transient_failure``; any other:
     ``errors`` and ``EVENT.step_failed``), ``failed(transient, error, failures in a row)``
@@ -127,22 +145,41 @@ def retry_steps(step: Callable[[], object], stop: threading.Event, stats: Any,
                 log.warning(f"{event}.transient_failure", group=group, error=error[:500], retry_in=round(delay, 2))
             else:
                 stats.errors += 1
-                log.error(f"{event}.step_failed", group=group, error=error[:500], failures=failures,
-                          retry_in=round(delay, 2), exc_info=True)
+                log.error(
+                    f"{event}.step_failed",
+                    group=group,
+                    error=error[:500],
+                    failures=failures,
+                    retry_in=round(delay, 2),
+                    exc_info=True,
+                )
             failed(transient, error, failures)
             stop.wait(delay)
+
 
 class Consumer:
     """Feeds ``projection`` from every stream of ``eventlog`` through its group, and
     records its health in ``P:health:{group}`` (``memstream.workers.health``)."""
 
-    def __init__(self, eventlog: EventLog, projection: Projection, name: str, *,
-                 batch: int = 128, block_ms: int = 500, claim_idle_ms: int = 60_000,
-                 claim_every: float = 5.0, max_deliveries: int = 5,
-                 max_text_bytes: int = Settings().max_text_bytes, backoff_base: float = 0.2,
-                 backoff_cap: float = 30.0, transient_cap: float = 5.0,
-                 priority: Priority | None = None, low: bool = False,
-                 start_at: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        eventlog: EventLog,
+        projection: Projection,
+        name: str,
+        *,
+        batch: int = 128,
+        block_ms: int = 500,
+        claim_idle_ms: int = 60_000,
+        claim_every: float = 5.0,
+        max_deliveries: int = 5,
+        max_text_bytes: int = Settings().max_text_bytes,
+        backoff_base: float = 0.2,
+        backoff_cap: float = 30.0,
+        transient_cap: float = 5.0,
+        priority: Priority | None = None,
+        low: bool = False,
+        start_at: dict[str, str] | None = None,
+    ) -> None:
         self.log = eventlog
         self._turn = -1  # on a cluster: the stream the last blocking read waited on
         self.client = eventlog.client
@@ -214,6 +251,7 @@ class Consumer:
         ``transient_failures``; any other: ``errors``), then the step is retried after
         ``backoff_delay`` (capped at ``transient_cap`` or ``backoff_cap``), re-reading the
         entries this consumer holds."""
+
         def failed(transient: bool, error: str, failures: int) -> None:
             if not transient:
                 self._groups_ready = False  # e.g. the stream or group was deleted (NOGROUP)
@@ -221,8 +259,18 @@ class Consumer:
             self.health.error(error)
             self.health.beat(self.stats, force=failures == 1)
 
-        retry_steps(lambda: self.step(block=True), stop, self.stats, failed, log=log, event="consumer",
-                    group=self.group, base=self.backoff_base, cap=self.backoff_cap, transient_cap=self.transient_cap)
+        retry_steps(
+            lambda: self.step(block=True),
+            stop,
+            self.stats,
+            failed,
+            log=log,
+            event="consumer",
+            group=self.group,
+            base=self.backoff_base,
+            cap=self.backoff_cap,
+            transient_cap=self.transient_cap,
+        )
         self.health.state = "stopped"
         self.health.beat(self.stats, force=True)
 
@@ -265,8 +313,12 @@ class Consumer:
         keys_ = list(streams)
         self._turn = (self._turn + 1) % len(keys_)
         key = keys_[self._turn]
-        got = self.client.xreadgroup(self.group, self.name, {key: streams[key]}, count=int(kwargs["count"]),
-                                     block=max(1, int(block) // len(keys_))) or []
+        got = (
+            self.client.xreadgroup(
+                self.group, self.name, {key: streams[key]}, count=int(kwargs["count"]), block=max(1, int(block) // len(keys_))
+            )
+            or []
+        )
         assert isinstance(got, list)
         return [(as_str(stream), entries) for stream, entries in got if entries]
 
@@ -275,8 +327,7 @@ class Consumer:
         for key in self.log.stream_keys:
             cursor = "0-0"
             while True:
-                res = self.client.xautoclaim(key, self.group, self.name, self.claim_idle_ms,
-                                             cursor, count=self.batch)
+                res = self.client.xautoclaim(key, self.group, self.name, self.claim_idle_ms, cursor, count=self.batch)
                 cursor, claimed = as_str(res[0]), res[1]
                 deleted = res[2] if len(res) > 2 else []
                 if deleted:  # entries removed from the stream: nothing to apply
@@ -295,8 +346,9 @@ class Consumer:
             return {}
         # this consumer's own pending entries (re-read or just reclaimed): other consumers'
         # entries in the same id range must not crowd them out of the reply
-        rows = self.client.xpending_range(stream, self.group, min=ids[0], max=ids[-1],
-                                          count=len(ids) + 10, consumername=self.name)
+        rows = self.client.xpending_range(
+            stream, self.group, min=ids[0], max=ids[-1], count=len(ids) + 10, consumername=self.name
+        )
         return {as_str(r["message_id"]): int(r["times_delivered"]) for r in rows}
 
     def _handle(self, got: Read, pending: bool) -> int:
@@ -333,8 +385,7 @@ class Consumer:
             self.stats.applied += len(ok)
             if pending:  # entries read again: re-read after a failure, or reclaimed
                 self.stats.redelivered += len(entries)
-            stages = {"admit": admitted - started, "apply": applied - admitted,
-                      "commit": time.perf_counter() - applied}
+            stages = {"admit": admitted - started, "apply": applied - admitted, "commit": time.perf_counter() - applied}
             observe.batch(self.group, stages, ok, time.time())
         self.stats.batches += 1
         return handled
@@ -354,8 +405,9 @@ class Consumer:
             self.stats.applied += len(ok)
         return applied
 
-    def _admitted(self, stream: str, entries: list[tuple[str, EntryFields]],
-                  counts: dict[str, int]) -> tuple[list[Delivery], list[str]]:
+    def _admitted(
+        self, stream: str, entries: list[tuple[str, EntryFields]], counts: dict[str, int]
+    ) -> tuple[list[Delivery], list[str]]:
         """What of ``entries`` to apply and what to skip; the rest is dead-lettered here."""
         batch: list[Delivery] = []
         skip: list[str] = []
@@ -365,30 +417,40 @@ class Consumer:
                 if verdict.reason == "unknown event type":
                     self.stats.skipped_unknown += 1
                     etype = fields.get(b"type", fields.get("type", b""))
-                    log.warning("consumer.unknown_event_type", group=self.group, stream=stream,
-                                entry=entry_id, event_type=shown(etype)[:60],
-                                action="skipped: a newer producer is ahead of this worker")
+                    log.warning(
+                        "consumer.unknown_event_type",
+                        group=self.group,
+                        stream=stream,
+                        entry=entry_id,
+                        event_type=shown(etype)[:60],
+                        action="skipped: a newer producer is ahead of this worker",
+                    )
                 skip.append(entry_id)
                 continue
             if verdict.action == "dead":
-                self.dlq.add(self.group, stream, entry_id, fields, verdict.reason,
-                             counts.get(entry_id, 1))
+                self.dlq.add(self.group, stream, entry_id, fields, verdict.reason, counts.get(entry_id, 1))
                 self.stats.dead_lettered += 1
-                log.warning("consumer.dead_lettered", group=self.group, stream=stream,
-                            entry=entry_id, reason=verdict.reason[:200])
+                log.warning(
+                    "consumer.dead_lettered", group=self.group, stream=stream, entry=entry_id, reason=verdict.reason[:200]
+                )
                 continue
             event = verdict.event
             assert event is not None  # an "apply" verdict carries its event
             if verdict.clipped:
                 self.stats.clipped += 1
-                log.warning("consumer.clipped", group=self.group, stream=stream, entry=entry_id,
-                            fields=list(verdict.clipped), max_bytes=self.max_text_bytes)
+                log.warning(
+                    "consumer.clipped",
+                    group=self.group,
+                    stream=stream,
+                    entry=entry_id,
+                    fields=list(verdict.clipped),
+                    max_bytes=self.max_text_bytes,
+                )
             refusal = self.gate.refusal(event, fields)
             if refusal is not None:
                 self.dlq.add(self.group, stream, entry_id, fields, refusal, counts.get(entry_id, 1))
                 self.stats.dead_lettered += 1
-                log.warning("consumer.dead_lettered", group=self.group, stream=stream,
-                            entry=entry_id, reason="forged")
+                log.warning("consumer.dead_lettered", group=self.group, stream=stream, entry=entry_id, reason="forged")
                 continue
             batch.append(Delivery(stream, entry_id, fields, event, counts.get(entry_id, 1)))
         return batch, skip
@@ -410,8 +472,14 @@ class Consumer:
             if is_transient(exc):
                 raise
             # isolate the poison: apply one by one
-            log.warning("consumer.batch_failed", group=self.group, stream=stream, entries=len(batch),
-                        error=f"{type(exc).__name__}: {exc}", action="retrying one by one")
+            log.warning(
+                "consumer.batch_failed",
+                group=self.group,
+                stream=stream,
+                entries=len(batch),
+                error=f"{type(exc).__name__}: {exc}",
+                action="retrying one by one",
+            )
             ok = []
             for d in batch:
                 try:
@@ -421,8 +489,14 @@ class Consumer:
                     if is_transient(one_exc):
                         raise
                     self._failed(d, one_exc)
-        log.debug("consumer.batch", group=self.group, stream=stream, entries=len(batch),
-                  applied=len(ok), ms=round((time.perf_counter() - started) * 1000, 2))
+        log.debug(
+            "consumer.batch",
+            group=self.group,
+            stream=stream,
+            entries=len(batch),
+            applied=len(ok),
+            ms=round((time.perf_counter() - started) * 1000, 2),
+        )
         return [d.entry_id for d in ok]
 
     def _failed(self, d: Delivery, exc: Exception) -> None:
@@ -433,10 +507,23 @@ class Consumer:
         if d.deliveries >= self.max_deliveries:
             self.dlq.add(self.group, d.stream, d.entry_id, d.fields, error, d.deliveries)
             self.stats.dead_lettered += 1
-            log.warning("consumer.dead_lettered", group=self.group, stream=d.stream, entry=d.entry_id,
-                        deliveries=d.deliveries, error=error)
+            log.warning(
+                "consumer.dead_lettered",
+                group=self.group,
+                stream=d.stream,
+                entry=d.entry_id,
+                deliveries=d.deliveries,
+                error=error,
+            )
         else:
             self.stats.retried += 1
             self._pending_done = False  # it stays pending: read it again
-            log.warning("consumer.apply_failed", group=self.group, stream=d.stream, entry=d.entry_id,
-                        deliveries=d.deliveries, error=error, action="left pending for redelivery")
+            log.warning(
+                "consumer.apply_failed",
+                group=self.group,
+                stream=d.stream,
+                entry=d.entry_id,
+                deliveries=d.deliveries,
+                error=error,
+                action="left pending for redelivery",
+            )

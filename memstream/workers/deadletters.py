@@ -1,5 +1,4 @@
-"""The dead-letter stream: entries no projection could apply, with their reason.
-"""
+"""The dead-letter stream: entries no projection could apply, with their reason."""
 
 from __future__ import annotations
 
@@ -29,14 +28,22 @@ class DeadLetters:
         self.client = client
         self.key = keys.dlq(prefix)
 
-    def add(self, group: str, stream: str, entry_id: str, fields: EntryFields, error: str,
-            deliveries: int) -> None:
+    def add(self, group: str, stream: str, entry_id: str, fields: EntryFields, error: str, deliveries: int) -> None:
         """Dead-letter one entry and ack it in its group, atomically (MULTI)."""
         self.add_entries(group, stream, [(entry_id, fields)], error, {entry_id: deliveries})
 
-    def add_entries(self, group: str, stream: str, entries: list[tuple[str, EntryFields]], error: str,
-                    deliveries: dict[str, int], *, ack_group: str | None = None, delete: bool = False,
-                    stage: str = "") -> None:
+    def add_entries(
+        self,
+        group: str,
+        stream: str,
+        entries: list[tuple[str, EntryFields]],
+        error: str,
+        deliveries: dict[str, int],
+        *,
+        ack_group: str | None = None,
+        delete: bool = False,
+        stage: str = "",
+    ) -> None:
         """Dead-letter ``entries`` of ``stream`` (each with its deliveries, 1 when not
         given) and ack them in ``ack_group`` (``group`` when None), deleting them from the
         stream too when ``delete`` (a backlog, whose length is what waits), atomically
@@ -48,8 +55,12 @@ class DeadLetters:
         dead_at = repr(time.time())
         for entry_id, fields in entries:
             record: dict[FieldT, EncodableT] = {
-                "group": group, "stream": stream, "entry_id": entry_id, "error": error[:2000],
-                "deliveries": deliveries.get(entry_id, 1), "dead_at": dead_at,
+                "group": group,
+                "stream": stream,
+                "entry_id": entry_id,
+                "error": error[:2000],
+                "deliveries": deliveries.get(entry_id, 1),
+                "dead_at": dead_at,
             }
             if stage:
                 record["stage"] = stage
@@ -87,8 +98,11 @@ class DeadLetters:
         record = self.take(dlq_id)
         if record is None:
             return None
-        fields: dict[FieldT, EncodableT] = {k[2:].encode("utf-8", "surrogateescape"): v for k, v in record.items()
-                  if k.startswith("f:") and k not in ("f:only_group", "f:retry_of")}
+        fields: dict[FieldT, EncodableT] = {
+            k[2:].encode("utf-8", "surrogateescape"): v
+            for k, v in record.items()
+            if k.startswith("f:") and k not in ("f:only_group", "f:retry_of")
+        }
         fields[b"only_group"] = record.get("group", b"")
         fields[b"retry_of"] = record.get("entry_id", b"")
         pipe = self.client.pipeline(transaction=True)

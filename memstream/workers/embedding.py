@@ -94,8 +94,10 @@ def embed_readers(client: redis.Redis, prefix: str, group: str) -> dict[str, dic
     out: dict[str, dict[str, float]] = {}
     for row in rows or []:
         try:
-            out[shown(row["name"])] = {"pending": int(row.get("pending") or 0),
-                                       "idle_s": round(int(row.get("idle") or 0) / 1000.0, 3)}
+            out[shown(row["name"])] = {
+                "pending": int(row.get("pending") or 0),
+                "idle_s": round(int(row.get("idle") or 0) / 1000.0, 3),
+            }
         except (KeyError, TypeError, ValueError):
             continue
     return out
@@ -104,10 +106,23 @@ def embed_readers(client: redis.Redis, prefix: str, group: str) -> dict[str, dic
 class EmbedConsumer:
     """Feeds ``projection.embed_backlog`` from its backlog (see the module docstring)."""
 
-    def __init__(self, client: redis.Redis, projection: Any, name: str, *, batch: int = 64,
-                 block_ms: int = 500, claim_idle_ms: int = 60_000, claim_every: float = 5.0,
-                 max_deliveries: int = 5, backoff_base: float = 0.2, backoff_cap: float = 30.0,
-                 transient_cap: float = 5.0, priority: Priority | None = None, low: bool = False) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        projection: Any,
+        name: str,
+        *,
+        batch: int = 64,
+        block_ms: int = 500,
+        claim_idle_ms: int = 60_000,
+        claim_every: float = 5.0,
+        max_deliveries: int = 5,
+        backoff_base: float = 0.2,
+        backoff_cap: float = 30.0,
+        transient_cap: float = 5.0,
+        priority: Priority | None = None,
+        low: bool = False,
+    ) -> None:
         self.client = client
         self.projection = projection
         self.stream: str = projection.backlog
@@ -164,13 +179,24 @@ class EmbedConsumer:
 
     def run(self, stop: threading.Event) -> None:
         """Loop until ``stop`` is set; never returns otherwise (see the module docstring)."""
+
         def failed(transient: bool, error: str, failures: int) -> None:
             if not transient:
                 self._ready = False  # e.g. the backlog was deleted with its version (NOGROUP)
             self._pending_done = False  # re-read what we hold
 
-        retry_steps(lambda: self.step(block=True), stop, self.stats, failed, log=log, event="embedding",
-                    group=self.group, base=self.backoff_base, cap=self.backoff_cap, transient_cap=self.transient_cap)
+        retry_steps(
+            lambda: self.step(block=True),
+            stop,
+            self.stats,
+            failed,
+            log=log,
+            event="embedding",
+            group=self.group,
+            base=self.backoff_base,
+            cap=self.backoff_cap,
+            transient_cap=self.transient_cap,
+        )
 
     # -- internals ------------------------------------------------------------------------
     def _read(self, start: str, block: bool) -> list[tuple[str, Any]]:
@@ -187,8 +213,7 @@ class EmbedConsumer:
     def _reclaim(self) -> int:
         handled, cursor = 0, "0-0"
         while True:
-            res = self.client.xautoclaim(self.stream, EMBED_GROUP, self.name, self.claim_idle_ms, cursor,
-                                         count=self.batch)
+            res = self.client.xautoclaim(self.stream, EMBED_GROUP, self.name, self.claim_idle_ms, cursor, count=self.batch)
             cursor = as_str(res[0])
             deleted = res[2] if len(res) > 2 else []
             if deleted:
@@ -217,8 +242,7 @@ class EmbedConsumer:
             else:
                 entries.append((entry_id, entry, fields))
         if malformed:
-            self._dead_letter(malformed, "malformed backlog entry: a field missing or empty, or a point id "
-                                         "that is no UUID", {})
+            self._dead_letter(malformed, "malformed backlog entry: a field missing or empty, or a point id that is no UUID", {})
         done = gone
         embedded = 0
         try:
@@ -254,8 +278,9 @@ class EmbedConsumer:
         self.stats.embedded += embedded
         self.stats.batches += 1
 
-    def _one_by_one(self, entries: list[tuple[str, BacklogEntry, Any]],
-                    deliveries: dict[str, int]) -> tuple[list[str], int, list[str]]:
+    def _one_by_one(
+        self, entries: list[tuple[str, BacklogEntry, Any]], deliveries: dict[str, int]
+    ) -> tuple[list[str], int, list[str]]:
         """Apply a failing batch's entries alone: (the ids applied, the vectors set, the ids
         left pending);
         one that fails alone is dead-lettered once delivered ``max_deliveries`` times. A
@@ -282,15 +307,27 @@ class EmbedConsumer:
     def _dead_letter(self, entries: list[tuple[str, Any]], error: str, deliveries: dict[str, int]) -> None:
         """File ``entries`` in the dead-letter stream, acknowledged and deleted from the
         backlog in the same MULTI, and count them."""
-        self.dlq.add_entries(self.version_group, self.stream, entries, error,
-                             {i: deliveries.get(i, 1) for i, _ in entries},
-                             ack_group=EMBED_GROUP, delete=True, stage="dense")
+        self.dlq.add_entries(
+            self.version_group,
+            self.stream,
+            entries,
+            error,
+            {i: deliveries.get(i, 1) for i, _ in entries},
+            ack_group=EMBED_GROUP,
+            delete=True,
+            stage="dense",
+        )
         for i, _ in entries:
             self._spared.pop(i, None)
         self.stats.dead_lettered += len(entries)
         observe.embed_dead_lettered(self.version_group, len(entries))
-        log.warning("embedding.dead_lettered", group=self.group, entries=len(entries), error=error[:300],
-                    action="their points stay findable by keywords; `memstream dlq retry` re-embeds them")
+        log.warning(
+            "embedding.dead_lettered",
+            group=self.group,
+            entries=len(entries),
+            error=error[:300],
+            action="their points stay findable by keywords; `memstream dlq retry` re-embeds them",
+        )
 
     def _apply(self, entries: list[BacklogEntry]) -> int:
         if self.priority is not None:
@@ -303,7 +340,8 @@ class EmbedConsumer:
         deliveries, the ones that failed transiently not counted."""
         if not ids:
             return {}
-        rows = self.client.xpending_range(self.stream, EMBED_GROUP, min=ids[0], max=ids[-1],
-                                          count=len(ids) + 10, consumername=self.name)
+        rows = self.client.xpending_range(
+            self.stream, EMBED_GROUP, min=ids[0], max=ids[-1], count=len(ids) + 10, consumername=self.name
+        )
         counts = {as_str(r["message_id"]): int(r["times_delivered"]) for r in rows}
         return {i: counts.get(i, 1) - self._spared.get(i, 0) for i in ids}

@@ -111,8 +111,7 @@ class Plan:
             "spool_records": self.spool_counts["records"] + self.spool_counts["quarantined"],
         }
 
-    def apply(self, eventlog: EventLog, archive: Archive, data_dir: Path, *, reason: str,
-              wait: float) -> dict[str, Any]:
+    def apply(self, eventlog: EventLog, archive: Archive, data_dir: Path, *, reason: str, wait: float) -> dict[str, Any]:
         """Erase (see the module doc). Returns ``removed`` (per place: counts),
         ``tombstones`` (appended) and ``projections`` (whether every group applied them
         within ``wait`` seconds, and which did not). ``ErasureError`` when the archive or
@@ -133,8 +132,9 @@ class Plan:
             # copied some from the streams since they were read (it cannot after the XDEL)
             erased = erase(archive, d.entries)
         except (ArchiveError, ArchiveBusy) as exc:
-            raise ErasureError(f"the stream entries are deleted and tombstoned, but the archive could not be "
-                               f"rewritten: {exc}") from exc
+            raise ErasureError(
+                f"the stream entries are deleted and tombstoned, but the archive could not be rewritten: {exc}"
+            ) from exc
         removed["archive_segments"] = erased["segments"]
         removed["archive_entries"] = erased["entries"]
         for chunk in chunks(sorted(self.dead_letters)):
@@ -149,8 +149,9 @@ class Plan:
         return {"removed": removed, "tombstones": len(new), "projections": _wait_applied(client, last, wait)}
 
 
-def plan(eventlog: EventLog, doomed: Doomed, *, payload_doomed: Callable[[bytes], bool], match: str | None,
-         spool: Path | None) -> Plan:
+def plan(
+    eventlog: EventLog, doomed: Doomed, *, payload_doomed: Callable[[bytes], bool], match: str | None, spool: Path | None
+) -> Plan:
     """Find the copies of ``doomed``'s entries (see the module doc). ``payload_doomed``
     says whether an event's bytes (a dead letter's, a spool record's) are to go too;
     ``match``: a text whose dense backlog entries go too; ``spool``: this host's spool
@@ -161,13 +162,15 @@ def plan(eventlog: EventLog, doomed: Doomed, *, payload_doomed: Callable[[bytes]
     dead = _dead_letters(client, eventlog.prefix, ids, entries, payload_doomed)
     backlog, backlog_texts = _backlog(client, eventlog.prefix, ids, match)
     texts = {t for e in doomed.events.values() for t in texts_of(e) if t} | backlog_texts
-    counts = erase_records(spool, payload_doomed, dry_run=True) if spool is not None \
-        else {"records": 0, "quarantined": 0, "held": 0}
+    counts = (
+        erase_records(spool, payload_doomed, dry_run=True) if spool is not None else {"records": 0, "quarantined": 0, "held": 0}
+    )
     return Plan(doomed, dead, backlog, texts, spool, counts, payload_doomed)
 
 
-def _dead_letters(client: redis.Redis, prefix: str, ids: set[str], entries: set[tuple[str, str]],
-                  payload_doomed: Callable[[bytes], bool]) -> set[str]:
+def _dead_letters(
+    client: redis.Redis, prefix: str, ids: set[str], entries: set[tuple[str, str]], payload_doomed: Callable[[bytes], bool]
+) -> set[str]:
     """Ids of the dead letters holding a doomed entry (or bytes ``payload_doomed`` names)."""
     out: set[str] = set()
     key = keys.dlq(prefix)
@@ -178,16 +181,17 @@ def _dead_letters(client: redis.Redis, prefix: str, ids: set[str], entries: set[
             fields = {as_str(k): v for k, v in record.items()}
             data = fields.get("f:data")
             raw = data if isinstance(data, bytes) else (data or "").encode("utf-8", "surrogateescape")
-            if as_str(fields.get("f:id", b"")) in ids \
-                    or (as_str(fields.get("stream", b"")), as_str(fields.get("entry_id", b""))) in entries \
-                    or (raw and payload_doomed(raw)):
+            if (
+                as_str(fields.get("f:id", b"")) in ids
+                or (as_str(fields.get("stream", b"")), as_str(fields.get("entry_id", b""))) in entries
+                or (raw and payload_doomed(raw))
+            ):
                 out.add(dlq_id)
         cursor = "(" + dlq_id
     return out
 
 
-def _backlog(client: redis.Redis, prefix: str, ids: set[str],
-             match: str | None) -> tuple[dict[str, set[str]], set[str]]:
+def _backlog(client: redis.Redis, prefix: str, ids: set[str], match: str | None) -> tuple[dict[str, set[str]], set[str]]:
     """Per dense backlog: the entries of doomed events, and those whose text holds
     ``match`` (a later turn's unit quoting a forgotten one: its point is re-indexed without
     it, so the entry was stale anyway); and their texts."""
@@ -228,8 +232,9 @@ def _cache(data_dir: Path, texts: set[str]) -> int:
 def _tombstone(eventlog: EventLog, events: list[Event], reason: str) -> dict[str, str]:
     """Append a tombstone for each of ``events``, in its stream; the last entry id per stream."""
     last: dict[str, str] = {}
-    tombstones: list[Event] = [MemoryForgotten(id=new_event_id(), occurred_at=utcnow(), scope=e.scope,
-                                               forgotten_id=e.id, reason=reason) for e in events]
+    tombstones: list[Event] = [
+        MemoryForgotten(id=new_event_id(), occurred_at=utcnow(), scope=e.scope, forgotten_id=e.id, reason=reason) for e in events
+    ]
     for chunk in chunks(tombstones):
         for event, entry_id in zip(chunk, eventlog.append(chunk)):
             if entry_id:
@@ -273,9 +278,11 @@ def rewrite_append_only_file(client: redis.Redis, timeout: float = 120.0) -> dic
             if done["state"] != "rewritten":
                 return {**done, "state": f"{done['state']} on {node.host}:{node.port}"}
         return {"state": "rewritten", "note": ""}
-    note = ("Redis's files may still hold the text: on a server you run, rewrite its append-only file "
-            "(BGREWRITEAOF with aof-use-rdb-preamble no), take a new RDB snapshot (BGSAVE) and delete older "
-            "snapshots and backups; on a managed Redis, ask its operator")
+    note = (
+        "Redis's files may still hold the text: on a server you run, rewrite its append-only file "
+        "(BGREWRITEAOF with aof-use-rdb-preamble no), take a new RDB snapshot (BGSAVE) and delete older "
+        "snapshots and backups; on a managed Redis, ask its operator"
+    )
     try:
         config = client.config_get("appendonly")
         if as_str(config.get("appendonly", "no")) != "yes":
@@ -322,4 +329,4 @@ def count_removed(client: redis.Redis, key: str, removed: dict[str, Any], tombst
 
 def chunks(items: list[Any]) -> Iterator[list[Any]]:
     for start in range(0, len(items), BATCH):
-        yield items[start:start + BATCH]
+        yield items[start : start + BATCH]

@@ -75,14 +75,24 @@ class Health:
 
     def record(self, stats: ConsumerStats) -> dict[str, Any]:
         return {
-            "group": self.group, "consumer": self.consumer, "host": socket.gethostname(),
-            "pid": os.getpid(), "state": self.state, "started_at": self.started_at,
-            "last_step_at": self.last_step_at or None, "last_progress_at": self.last_progress_at or None,
-            "applied": stats.applied, "dead_lettered": stats.dead_lettered,
-            "skipped_unknown": stats.skipped_unknown, "clipped": stats.clipped,
-            "errors": stats.errors, "transient_failures": stats.transient_failures,
-            "restarts": stats.restarts, "last_error": self.last_error,
-            "last_error_at": self.last_error_at or None, "updated_at": time.time(),
+            "group": self.group,
+            "consumer": self.consumer,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "state": self.state,
+            "started_at": self.started_at,
+            "last_step_at": self.last_step_at or None,
+            "last_progress_at": self.last_progress_at or None,
+            "applied": stats.applied,
+            "dead_lettered": stats.dead_lettered,
+            "skipped_unknown": stats.skipped_unknown,
+            "clipped": stats.clipped,
+            "errors": stats.errors,
+            "transient_failures": stats.transient_failures,
+            "restarts": stats.restarts,
+            "last_error": self.last_error,
+            "last_error_at": self.last_error_at or None,
+            "updated_at": time.time(),
         }
 
     def beat(self, stats: ConsumerStats, force: bool = False) -> bool:
@@ -183,12 +193,21 @@ def waiting(client: redis.Redis, stream_keys: list[str], group: str) -> Waiting:
 def consuming(records: dict[str, dict[str, Any]], now: float, within: float) -> int:
     """How many consumers of ``records`` (``read_health``) wrote their record in the last
     ``within`` seconds before ``now`` and are neither stopped nor dead."""
-    return sum(1 for r in records.values()
-               if now - _num(r.get("updated_at")) <= within and r.get("state") not in ("stopped", "dead"))
+    return sum(
+        1 for r in records.values() if now - _num(r.get("updated_at")) <= within and r.get("state") not in ("stopped", "dead")
+    )
 
 
-def projection_health(client: redis.Redis, prefix: str, stream_keys: list[str], group: str, *,
-                      threshold: float, applied_at: float = 0.0, now: float | None = None) -> dict[str, Any]:
+def projection_health(
+    client: redis.Redis,
+    prefix: str,
+    stream_keys: list[str],
+    group: str,
+    *,
+    threshold: float,
+    applied_at: float = 0.0,
+    now: float | None = None,
+) -> dict[str, Any]:
     """Whether ``group`` advances: its waiting entries (undelivered ``lag`` + ``pending``),
     since when the oldest waits, its last progress (health records, or ``applied_at``: the
     newest position recorded), its consumers' errors and restarts, and a ``status``:
@@ -211,11 +230,31 @@ def projection_health(client: redis.Redis, prefix: str, stream_keys: list[str], 
     else:
         status = "ok" if exists else "not started"
     return {
-        "ok": status != "stalled", "status": status, "exists": exists, "waiting": waiting_entries,
-        "waiting_since": since, "last_progress_at": progress or None,
+        "ok": status != "stalled",
+        "status": status,
+        "exists": exists,
+        "waiting": waiting_entries,
+        "waiting_since": since,
+        "last_progress_at": progress or None,
         "stalled_for_s": round(waited, 1) if status == "stalled" else 0.0,
-        "threshold_s": threshold, "last_error": last_error, "restarts": restarts,
-        "consumers": {name: {k: r.get(k) for k in ("state", "last_step_at", "last_progress_at", "applied",
-                                                    "errors", "restarts", "last_error", "host", "pid")}
-                      for name, r in consumers.items()},
+        "threshold_s": threshold,
+        "last_error": last_error,
+        "restarts": restarts,
+        "consumers": {
+            name: {
+                k: r.get(k)
+                for k in (
+                    "state",
+                    "last_step_at",
+                    "last_progress_at",
+                    "applied",
+                    "errors",
+                    "restarts",
+                    "last_error",
+                    "host",
+                    "pid",
+                )
+            }
+            for name, r in consumers.items()
+        },
     }

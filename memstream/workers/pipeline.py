@@ -121,8 +121,9 @@ class Run:
 
 
 class Pipeline:
-    def __init__(self, settings: Settings, eventlog: EventLog, config: PipelineConfig | None = None,
-                 archive: Archived | None = None):
+    def __init__(
+        self, settings: Settings, eventlog: EventLog, config: PipelineConfig | None = None, archive: Archived | None = None
+    ):
         self.settings = settings
         self.log = eventlog
         self.config = config or PipelineConfig(embedder=settings.embedder, qdrant_url=settings.qdrant_url)
@@ -130,8 +131,9 @@ class Pipeline:
         self.rows = select(all_registered(settings.projections), self.config.projections)
         # the store, the embedder and the query server: only beside a vector projection
         self.vectors = any(row.vectors for row in self.rows)
-        self._store = open_store(url=self.config.qdrant_url or None,
-                                 path=str(settings.data_dir / "qdrant")) if self.vectors else None
+        self._store = (
+            open_store(url=self.config.qdrant_url or None, path=str(settings.data_dir / "qdrant")) if self.vectors else None
+        )
         self._embedders: dict[str, Embedder] = {}
         self._embedders_lock = threading.Lock()
         self.spec = self.config.embedder or settings.embedder
@@ -143,11 +145,10 @@ class Pipeline:
         self.runs: dict[str, Run] = {}  # group -> its run
         self._lock = threading.RLock()
         history = any(client.xlen(key) for key in eventlog.stream_keys) or self._archived()
-        own = {r.name for r in self.rows[len(PROJECTIONS):]}
+        own = {r.name for r in self.rows[len(PROJECTIONS) :]}
         for row in self.rows:
             # a projection of your own, new to a log with a history, builds before readers see it
-            active = self.catalog.ensure(row.name, row.version, build=history and row.name in own,
-                                         **self._built_with(row))
+            active = self.catalog.ensure(row.name, row.version, build=history and row.name in own, **self._built_with(row))
             for v in self.catalog.versions(row.name):
                 if v.state in ("dropping", "failed") and v.version != active.version:
                     continue
@@ -162,10 +163,17 @@ class Pipeline:
         self._queries: QueryServer | None = None
         if self._store is not None:
             self.searcher = Searcher(self._store, self.embedder, self.facts, versions=self.versions)
-            self.reads = ReadOps(self._store, self.searcher, self.facts, SessionsIndex(client, prefix),
-                                 versions=self.versions, hot_days=settings.hot_days)
-            self._queries = QueryServer(client, prefix, {**self.reads.handlers(), "count": self._count},
-                                        threads=settings.query_server_threads)
+            self.reads = ReadOps(
+                self._store,
+                self.searcher,
+                self.facts,
+                SessionsIndex(client, prefix),
+                versions=self.versions,
+                hot_days=settings.hot_days,
+            )
+            self._queries = QueryServer(
+                client, prefix, {**self.reads.handlers(), "count": self._count}, threads=settings.query_server_threads
+            )
         self._stop = threading.Event()
         self._supervisor: threading.Thread | None = None
         self._last_catalog = 0.0
@@ -207,10 +215,14 @@ class Pipeline:
             except Exception as exc:
                 raise EmbedderMissing(
                     f"embedder {spec!r} cannot be loaded in this process ({type(exc).__name__}: {exc}); "
-                    f"{how_to_load(spec)}; then `memstream replay` the projection again") from exc
+                    f"{how_to_load(spec)}; then `memstream replay` the projection again"
+                ) from exc
             # the cache saves model calls; feature hashing is cheaper than a cache lookup
-            embedder = (CachedEmbedder(inner, self.settings.data_dir / "embeddings.sqlite3")
-                        if getattr(inner, "worth_caching", True) else inner)
+            embedder = (
+                CachedEmbedder(inner, self.settings.data_dir / "embeddings.sqlite3")
+                if getattr(inner, "worth_caching", True)
+                else inner
+            )
             self._embedders[spec] = embedder
             return embedder
 
@@ -227,29 +239,50 @@ class Pipeline:
     def _add_run(self, row: Registered, v: Version) -> Run:
         embedder = self._embedder_of(v) if row.vectors else None
         if row.vectors and v.state == "active" and embedder is not None and embedder.name != self.embedder.name:
-            log.warning("pipeline.embedder_differs", projection=row.name, version=v.version,
-                        built_with=embedder.name, configured=self.embedder.name,
-                        action=f"queries and new points keep using {embedder.name}; to change the model, "
-                               f"`memstream replay {row.name} --embedder {self.spec}`")
+            log.warning(
+                "pipeline.embedder_differs",
+                projection=row.name,
+                version=v.version,
+                built_with=embedder.name,
+                configured=self.embedder.name,
+                action=f"queries and new points keep using {embedder.name}; to change the model, "
+                f"`memstream replay {row.name} --embedder {self.spec}`",
+            )
         if embedder is not None:  # the metrics time each embedding call of this version (observed.py)
             embedder = ObservedEmbedder(embedder, v.group)
-        projection = row.build(self._store, embedder, self.log.client, self.log.prefix, version=v.version,
-                               options=v.options or None)
+        projection = row.build(
+            self._store, embedder, self.log.client, self.log.prefix, version=v.version, options=v.options or None
+        )
         low = v.state != "active"
         try:
             archive = None if v.archive_done else self.archive()
             start_at = archive.watermark() if archive is not None else {}
         except ArchiveError:  # the build's backfill fails it, saying why
             start_at = {}
-        consumer = Consumer(self.log, projection, self.consumer_name, batch=self.config.batch,
-                            max_deliveries=self.config.max_deliveries, claim_idle_ms=self.config.claim_idle_ms,
-                            max_text_bytes=self.settings.max_text_bytes, priority=self.priority, low=low,
-                            start_at=start_at)
+        consumer = Consumer(
+            self.log,
+            projection,
+            self.consumer_name,
+            batch=self.config.batch,
+            max_deliveries=self.config.max_deliveries,
+            claim_idle_ms=self.config.claim_idle_ms,
+            max_text_bytes=self.settings.max_text_bytes,
+            priority=self.priority,
+            low=low,
+            start_at=start_at,
+        )
         embedding = None
         if row.vectors and callable(getattr(projection, "embed_backlog", None)):
-            embedding = EmbedConsumer(self.log.client, projection, self.consumer_name, batch=self.config.batch,
-                                      max_deliveries=self.config.max_deliveries,
-                                      claim_idle_ms=self.config.claim_idle_ms, priority=self.priority, low=low)
+            embedding = EmbedConsumer(
+                self.log.client,
+                projection,
+                self.consumer_name,
+                batch=self.config.batch,
+                max_deliveries=self.config.max_deliveries,
+                claim_idle_ms=self.config.claim_idle_ms,
+                priority=self.priority,
+                low=low,
+            )
         run = Run(row, v, projection, consumer, embedding=embedding)
         with self._lock:
             self.runs[consumer.group] = run
@@ -273,14 +306,14 @@ class Pipeline:
     def embedders(self) -> list[EmbedConsumer]:
         """Every running vector version's dense stage (active ones first)."""
         runs = list(self.runs.values())
-        return [r.embedding for r in runs if r.embedding is not None and not r.embedding.low] + \
-            [r.embedding for r in runs if r.embedding is not None and r.embedding.low]
+        return [r.embedding for r in runs if r.embedding is not None and not r.embedding.low] + [
+            r.embedding for r in runs if r.embedding is not None and r.embedding.low
+        ]
 
     @property
     def _threads(self) -> list[threading.Thread]:
         runs = list(self.runs.values())
-        return [r.thread for r in runs if r.thread is not None] + \
-            [r.embed_thread for r in runs if r.embed_thread is not None]
+        return [r.thread for r in runs if r.thread is not None] + [r.embed_thread for r in runs if r.embed_thread is not None]
 
     def projection(self, name: str) -> Any:
         """The active version of the projection called ``name`` (``KeyError`` for none)."""
@@ -292,8 +325,13 @@ class Pipeline:
     def _count(self, request: dict[str, Any]) -> dict[str, Any]:
         """Points in each vector projection's store, per running version (``memstream stats``: items);
         with a ``tenant``, also its points per tier (``tiers``)."""
-        out: dict[str, Any] = {"items": {group_name(r.projection): self.store.count(r.projection.collection)
-                                         for r in list(self.runs.values()) if r.row.vectors}}
+        out: dict[str, Any] = {
+            "items": {
+                group_name(r.projection): self.store.count(r.projection.collection)
+                for r in list(self.runs.values())
+                if r.row.vectors
+            }
+        }
         tenant = request.get("tenant")
         if isinstance(tenant, str) and tenant:
             out["tiers"] = self.reads.tiers(tenant)
@@ -318,8 +356,7 @@ class Pipeline:
             except BaseException as exc:  # re-raised in the caller below
                 errors.append(exc)
 
-        threads = [threading.Thread(target=run, args=(i, r), name=f"memstream-drain-{r.group}")
-                   for i, r in enumerate(runs)]
+        threads = [threading.Thread(target=run, args=(i, r), name=f"memstream-drain-{r.group}") for i, r in enumerate(runs)]
         for t in threads:
             t.start()
         for t in threads:
@@ -418,16 +455,19 @@ class Pipeline:
         try:
             r.consumer.ensure_groups()
         except redis.RedisError as exc:  # e.g. a full or read-only server: its loop retries
-            log.warning("pipeline.groups_not_ready", group=r.group, error=f"{type(exc).__name__}: {exc}",
-                        action="the consumer creates them once the server takes writes")
+            log.warning(
+                "pipeline.groups_not_ready",
+                group=r.group,
+                error=f"{type(exc).__name__}: {exc}",
+                action="the consumer creates them once the server takes writes",
+            )
         self._spawn(r)
         if r.embedding is not None:
             self._spawn_embedding(r)
 
     def _spawn_embedding(self, r: Run) -> None:
         assert r.embedding is not None
-        r.embed_thread = threading.Thread(target=self._run_embedding, args=(r,),
-                                          name=f"memstream-{r.group}-embed", daemon=True)
+        r.embed_thread = threading.Thread(target=self._run_embedding, args=(r,), name=f"memstream-{r.group}-embed", daemon=True)
         r.embed_thread.start()
 
     def _run_embedding(self, r: Run) -> None:
@@ -438,8 +478,13 @@ class Pipeline:
             if r.stop.is_set():
                 return
             r.embedding.stats.last_error = f"{type(exc).__name__}: {exc}"
-            log.error("pipeline.embedding_died", group=r.embedding.group, error=r.embedding.stats.last_error[:500],
-                      action="the supervisor restarts it", exc_info=True)
+            log.error(
+                "pipeline.embedding_died",
+                group=r.embedding.group,
+                error=r.embedding.stats.last_error[:500],
+                action="the supervisor restarts it",
+                exc_info=True,
+            )
 
     def _spawn(self, r: Run) -> None:
         r.thread = threading.Thread(target=self._run, args=(r,), name=f"memstream-{r.group}", daemon=True)
@@ -458,8 +503,13 @@ class Pipeline:
             consumer.stats.last_error = error
             consumer.health.error(error, state="dead")
             consumer.health.beat(consumer.stats, force=True)
-            log.error("pipeline.consumer_died", group=consumer.group, error=error[:500],
-                      action="the supervisor restarts it", exc_info=True)
+            log.error(
+                "pipeline.consumer_died",
+                group=consumer.group,
+                error=error[:500],
+                action="the supervisor restarts it",
+                exc_info=True,
+            )
 
     def _supervise(self) -> None:
         """Restart consumer threads that died (not on shutdown), with backoff; follow the catalog."""
@@ -556,8 +606,11 @@ class Pipeline:
         if v.activate == "manual":
             if not v.caught_up_at:
                 self.catalog.update(row.name, v.version, caught_up_at=time.time())
-                log.info("pipeline.version_caught_up", group=v.group,
-                         action=f"activate it with `memstream projections activate {row.name} {v.version}`")
+                log.info(
+                    "pipeline.version_caught_up",
+                    group=v.group,
+                    action=f"activate it with `memstream projections activate {row.name} {v.version}`",
+                )
             return
         self.activate(row.name, v.version)
 
@@ -592,16 +645,28 @@ class Pipeline:
         out = {}
         for r in list(self.runs.values()):
             c, t, s = r.consumer, r.thread, r.consumer.stats
-            out[c.group] = {"alive": bool(t and t.is_alive()), "state": c.health.state,
-                            "applied": s.applied, "dead_lettered": s.dead_lettered, "errors": s.errors,
-                            "transient_failures": s.transient_failures, "restarts": s.restarts,
-                            "last_error": s.last_error}
+            out[c.group] = {
+                "alive": bool(t and t.is_alive()),
+                "state": c.health.state,
+                "applied": s.applied,
+                "dead_lettered": s.dead_lettered,
+                "errors": s.errors,
+                "transient_failures": s.transient_failures,
+                "restarts": s.restarts,
+                "last_error": s.last_error,
+            }
             if r.embedding is not None:
                 e, et = r.embedding.stats, r.embed_thread
-                out[r.embedding.group] = {"alive": bool(et and et.is_alive()), "applied": e.applied,
-                                          "embedded": e.embedded, "dead_lettered": e.dead_lettered, "errors": e.errors,
-                                          "transient_failures": e.transient_failures, "restarts": e.restarts,
-                                          "last_error": e.last_error}
+                out[r.embedding.group] = {
+                    "alive": bool(et and et.is_alive()),
+                    "applied": e.applied,
+                    "embedded": e.embedded,
+                    "dead_lettered": e.dead_lettered,
+                    "errors": e.errors,
+                    "transient_failures": e.transient_failures,
+                    "restarts": e.restarts,
+                    "last_error": e.last_error,
+                }
         return out
 
     def stop(self, timeout: float = 10.0) -> None:

@@ -44,11 +44,11 @@ class Positions:
     def _keys(self, group: str) -> list[str]:
         return [keys.positions(self.prefix, group), keys.applied_at(self.prefix, group)]
 
-    def record(self, group: str, stream: str, entry_id: str, at: float | None = None,
-               pipe: redis.client.Pipeline | None = None) -> None:
+    def record(
+        self, group: str, stream: str, entry_id: str, at: float | None = None, pipe: redis.client.Pipeline | None = None
+    ) -> None:
         """Record now, or as part of ``pipe`` (a transaction that also acks)."""
-        self._script(keys=self._keys(group), args=[stream, entry_id, repr(at or time.time())],
-                     client=pipe)
+        self._script(keys=self._keys(group), args=[stream, entry_id, repr(at or time.time())], client=pipe)
 
     def get(self, group: str) -> dict[str, dict[str, Any]]:
         pos_key, at_key = self._keys(group)
@@ -57,8 +57,10 @@ class Positions:
         out = {}
         for stream, entry in positions.items():
             s = stream.decode() if isinstance(stream, bytes) else stream
-            out[s] = {"position": entry.decode() if isinstance(entry, bytes) else entry,
-                      "applied_at": float(applied.get(stream, 0) or 0)}
+            out[s] = {
+                "position": entry.decode() if isinstance(entry, bytes) else entry,
+                "applied_at": float(applied.get(stream, 0) or 0),
+            }
         return out
 
     def reset(self, group: str) -> None:

@@ -69,5 +69,4 @@ class Priority:
         """Wait until no live batch is being applied (at most ``patience`` seconds); True
         when none was."""
         with self._cond:
-            return self._cond.wait_for(lambda: self._busy == 0 or (stop is not None and stop.is_set()),
-                                       timeout=self.patience)
+            return self._cond.wait_for(lambda: self._busy == 0 or (stop is not None and stop.is_set()), timeout=self.patience)

@@ -96,8 +96,9 @@ def group_progress(client: redis.Redis, streams: list[str], group: str) -> Group
     return GroupProgress(length=length, lag=lag_total if known else None, pending=pending, position=position)
 
 
-def build_progress(progress: GroupProgress, *, archived_total: int, archive_done: bool,
-                   archive_applied: int) -> tuple[int | None, int]:
+def build_progress(
+    progress: GroupProgress, *, archived_total: int, archive_done: bool, archive_applied: int
+) -> tuple[int | None, int]:
     """A build's (done, total) over the whole log: the archive's ``archived_total`` entries
     (all of them applied once it has read the archive, else ``archive_applied``) and the
     streams' (``progress``); done is None while the streams' part is unknown."""

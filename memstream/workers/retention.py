@@ -85,8 +85,7 @@ class Retention:
     def cutoffs(self, now_ms: int | None = None) -> dict[str, int]:
         """Per kind with a retention: the last expired millisecond (entries at or before it go)."""
         now_ms = self.server_now_ms() if now_ms is None else now_ms
-        return {kind: now_ms - int(days * 86_400_000) for kind, days in self.settings.retention_days.items()
-                if days > 0}
+        return {kind: now_ms - int(days * 86_400_000) for kind, days in self.settings.retention_days.items() if days > 0}
 
     def cursors(self) -> dict[str, str]:
         """``STREAM|KIND`` -> the entry id up to which that kind was erased in that stream."""
@@ -116,8 +115,9 @@ class Retention:
             out[kind] = None if oldest is None else oldest / 1000 + days * 86_400
         return out
 
-    def _first_of(self, archive: Archive | None, archived_to: tuple[int, int] | None, stream: str,
-                  types: set[bytes], start: str, limit: int) -> int | None:
+    def _first_of(
+        self, archive: Archive | None, archived_to: tuple[int, int] | None, stream: str, types: set[bytes], start: str, limit: int
+    ) -> int | None:
         """The milliseconds of the first entry of ``types`` in ``stream`` after ``start``."""
         seen = 0
         if archive is not None and archived_to is not None and parse_entry_id(start) < archived_to:
@@ -143,8 +143,14 @@ class Retention:
         ``removed`` (per place), ``tombstones``, ``aof`` and ``skipped`` (why nothing ran:
         no retention set, or another process holds the lock)."""
         cutoffs = self.cutoffs(now_ms)
-        out: dict[str, Any] = {"erased": {k: 0 for k in cutoffs}, "removed": {}, "tombstones": 0,
-                               "aof": None, "skipped": "", "waiting": False}
+        out: dict[str, Any] = {
+            "erased": {k: 0 for k in cutoffs},
+            "removed": {},
+            "tombstones": 0,
+            "aof": None,
+            "skipped": "",
+            "waiting": False,
+        }
         if not cutoffs:
             out["skipped"] = "no retention is set (every kind is kept forever)"
             return out
@@ -187,8 +193,17 @@ class Retention:
             self.client.eval(_RELEASE, 1, lock, self.name)
         return out
 
-    def _erase_range(self, archive: Archive, archived_to: tuple[int, int] | None, stream: str, kind: str,
-                     start: str, bound: str, out: dict[str, Any], wait: float) -> None:
+    def _erase_range(
+        self,
+        archive: Archive,
+        archived_to: tuple[int, int] | None,
+        stream: str,
+        kind: str,
+        start: str,
+        bound: str,
+        out: dict[str, Any],
+        wait: float,
+    ) -> None:
         """Erase ``kind``'s entries of ``stream`` after ``start`` up to ``bound``, in batches."""
         types = {t.encode() for t in KINDS[kind]}
         batch = [Doomed()]  # the batch being gathered
@@ -237,16 +252,19 @@ class Retention:
                 return False
 
         erasure = plan(self.log, doomed, payload_doomed=payload_doomed, match=None, spool=None)
-        done = erasure.apply(self.log, Archive(self.settings.archive_path), self.settings.data_dir,
-                             reason=REASON, wait=wait)
+        done = erasure.apply(self.log, Archive(self.settings.archive_path), self.settings.data_dir, reason=REASON, wait=wait)
         erased = sum(len(v) for v in doomed.entries.values())
         out["erased"][kind] += erased
         out["tombstones"] += done["tombstones"]
         out["waiting"] = out["waiting"] or not done["projections"]["applied"]
         for place, n in done["removed"].items():
             out["removed"][place] = out["removed"].get(place, 0) + int(n)
-        count_removed(self.client, keys.retention_counters(self.prefix),  # each batch, as it is done
-                      {kind: erased, **{f"place:{p}": n for p, n in done["removed"].items()}}, done["tombstones"])
+        count_removed(
+            self.client,
+            keys.retention_counters(self.prefix),  # each batch, as it is done
+            {kind: erased, **{f"place:{p}": n for p, n in done["removed"].items()}},
+            done["tombstones"],
+        )
 
 
 class RetentionJob:
@@ -288,8 +306,11 @@ class RetentionJob:
                 self.failures += 1
                 retention = None
                 delay = min(delay, backoff_delay(self.failures, base=5.0, cap=300.0))
-                log.warning("retention.failed", error=f"{type(exc).__name__}: {exc}"[:500],
-                            action="retrying later; what was erased stays erased")
+                log.warning(
+                    "retention.failed",
+                    error=f"{type(exc).__name__}: {exc}"[:500],
+                    action="retrying later; what was erased stays erased",
+                )
             self._stop.wait(delay)
 
     def stop(self, timeout: float = 10.0) -> None:

@@ -30,8 +30,10 @@ class TenantGate:
         tenant = event.scope.tenant
         found = tenants.get(tenant)
         if found is None:
-            return (f"forged: tenant {tenant[:80]!r} is not registered (memstream tenant add), "
-                    "and only registered tenants may append once any is")
+            return (
+                f"forged: tenant {tenant[:80]!r} is not registered (memstream tenant add), "
+                "and only registered tenants may append once any is"
+            )
         sig = fields.get(b"sig", fields.get("sig"))
         data = fields.get(b"data", fields.get("data"))
         if isinstance(sig, bytes):
@@ -42,6 +44,8 @@ class TenantGate:
         if isinstance(data, str):
             data = data.encode("latin-1", "replace")
         if not isinstance(sig, str) or not isinstance(data, bytes) or not verify(found.sign_key, data, sig):
-            return (f"forged: the entry is not signed by tenant {tenant[:80]!r} "
-                    "(appended with another tenant's credentials, or tampered with)")
+            return (
+                f"forged: the entry is not signed by tenant {tenant[:80]!r} "
+                "(appended with another tenant's credentials, or tampered with)"
+            )
         return None

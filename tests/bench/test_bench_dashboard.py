@@ -11,8 +11,10 @@ import pytest
 from memstream.bench.browser import BrowserError, Chromium, find_chromium
 from memstream.bench.dashboard import dashboard_bench, format_dashboard
 
-pytestmark = [pytest.mark.browser, pytest.mark.skipif(
-    find_chromium() is None, reason="chromium is absent: `apt-get install chromium` (.ci/run does)")]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(find_chromium() is None, reason="chromium is absent: `apt-get install chromium` (.ci/run does)"),
+]
 
 
 @pytest.mark.valkey

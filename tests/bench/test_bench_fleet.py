@@ -49,8 +49,9 @@ def _fleet_dirs() -> set[str]:
 
 def test_bench_fleet_reports_every_level_and_loses_or_duplicates_no_event():
     before = _fleet_dirs()
-    result = fleet_bench(levels=(2, 4), rate=2.0, seconds=3.0, processes=2, probes_per_s=100.0, settle=30.0,
-                         memory_every=2, search_every=2)
+    result = fleet_bench(
+        levels=(2, 4), rate=2.0, seconds=3.0, processes=2, probes_per_s=100.0, settle=30.0, memory_every=2, search_every=2
+    )
     assert [lv["agents"] for lv in result["levels"]] == [2, 4]
     for lv in result["levels"]:
         assert lv["processes"] == 2 and sum(lv["agents_per_process"]) == lv["agents"]
@@ -105,8 +106,7 @@ def test_bench_fleet_interrupted_stops_every_process_it_started():
 
 def test_knee_is_the_largest_level_fresh_within_budget_and_searchable_within_a_second():
     def level(n: int, fresh: float | None, p95: float | None) -> dict:
-        return {"agents": n, "prefetch": {"fresh_fraction": fresh},
-                "append_to_searchable_s": {"searchable": {"p95": p95}}}
+        return {"agents": n, "prefetch": {"fresh_fraction": fresh}, "append_to_searchable_s": {"searchable": {"p95": p95}}}
 
     assert knee([level(50, 0.99, 0.2), level(200, 0.96, 0.9), level(500, 0.94, 0.5), level(1000, 0.5, 3.0)]) == 200
     assert knee([level(50, 0.99, 1.2), level(200, None, None)]) is None

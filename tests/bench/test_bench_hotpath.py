@@ -13,9 +13,17 @@ from memstream.bench.hotpath import HOOKS, compare, format_hotpath, hotpath
 def test_bench_hotpath_measures_every_condition_interleaved_and_loses_nothing():
     result = hotpath(calls=8, rounds=2, cycles=3, slow_chunk=2, warmup=5, report_every=0.05)
     assert result["hook_errors"] == {name: 0 for name in result["conditions"]}  # shutdown's too
-    assert set(result["conditions"]) == {"redis_up/0ms", "down_mid/0ms", "down_init/0ms", "report_off/0ms",
-                                         "redis_up/20ms", "down_mid/20ms", "down_init/20ms", "report_off/20ms",
-                                         "naive_xadd"}
+    assert set(result["conditions"]) == {
+        "redis_up/0ms",
+        "down_mid/0ms",
+        "down_init/0ms",
+        "report_off/0ms",
+        "redis_up/20ms",
+        "down_mid/20ms",
+        "down_init/20ms",
+        "report_off/20ms",
+        "naive_xadd",
+    }
     for name, entry in result["conditions"].items():
         for hook in HOOKS:
             assert entry[hook]["n"] == (8 if name.endswith("0ms") and "20ms" not in name or name == "naive_xadd" else 4)
@@ -45,13 +53,24 @@ def test_a_condition_worse_in_every_round_beyond_the_noise_is_a_regression():
 
 
 def test_the_report_says_regression_loudly(monkeypatch):
-    result = {"date": "d", "rounds": 2, "method": {"chunks": {"0ms": 1, "20ms": 1}}, "warmup": 0, "rounds_s": 1,
-              "machine": {"cpus": 2, "cpu_model": "x", "python": "3", "loadavg_at_start": []},
-              "floor": {k: {"n": 1, "p50_us": 1.0, "p99_us": 1.0, "p999_us": 1.0, "max_us": 1.0}
-                        for k in ("python_work", "write_2kb")},
-              "conditions": {}, "meets_target": True, "regressions": ["down_init/0ms sync_turn: p99 2x"],
-              "gateway_cycle": {k: {s: {"n": 1, "p50_us": 1.0, "p99_us": 1.0, "max_us": 1.0}
-                                    for s in ("initialize", "shutdown")} | {"events_in_log": 2, "events_expected": 2}
-                                for k in ("redis_up", "redis_down")},
-              "delivery": {}, "lossless": True, "references": []}
+    result = {
+        "date": "d",
+        "rounds": 2,
+        "method": {"chunks": {"0ms": 1, "20ms": 1}},
+        "warmup": 0,
+        "rounds_s": 1,
+        "machine": {"cpus": 2, "cpu_model": "x", "python": "3", "loadavg_at_start": []},
+        "floor": {k: {"n": 1, "p50_us": 1.0, "p99_us": 1.0, "p999_us": 1.0, "max_us": 1.0} for k in ("python_work", "write_2kb")},
+        "conditions": {},
+        "meets_target": True,
+        "regressions": ["down_init/0ms sync_turn: p99 2x"],
+        "gateway_cycle": {
+            k: {s: {"n": 1, "p50_us": 1.0, "p99_us": 1.0, "max_us": 1.0} for s in ("initialize", "shutdown")}
+            | {"events_in_log": 2, "events_expected": 2}
+            for k in ("redis_up", "redis_down")
+        },
+        "delivery": {},
+        "lossless": True,
+        "references": [],
+    }
     assert "REGRESSION: down_init/0ms sync_turn: p99 2x" in format_hotpath(result).splitlines()

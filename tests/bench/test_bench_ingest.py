@@ -10,8 +10,17 @@ from memstream.bench.ingest import format_ingest, ingest
 
 @pytest.mark.valkey
 def test_bench_ingest_runs_every_phase_on_a_tiny_workload():
-    result = ingest(events=40, runs=2, hash_events=60, rate=20.0, seconds=1.0,
-                    onnx_seconds=1.0, onnx_rate=5.0, onnx_high_rate=40.0, freshness_onnx=True)
+    result = ingest(
+        events=40,
+        runs=2,
+        hash_events=60,
+        rate=20.0,
+        seconds=1.0,
+        onnx_seconds=1.0,
+        onnx_rate=5.0,
+        onnx_high_rate=40.0,
+        freshness_onnx=True,
+    )
     assert result["hash"]["events"] == 60 and len(result["hash"]["per_run_events_per_s"]) == 2
     assert result["onnx"]["texts_embedded"] == result["onnx"]["turn_points"] > 0
     assert result["raw"]["texts"] == result["onnx"]["texts_embedded"]
@@ -21,8 +30,7 @@ def test_bench_ingest_runs_every_phase_on_a_tiny_workload():
     assert result["hash_apart"]["events"] == 60 and len(result["per_run_apart_ratio"]) == 2
     assert result["hash_apart"]["applied"] == {g: 60 for g in ("turns.v1", "memories.v1", "facts.v1", "sessions.v1")}
     assert "apart" in result["hash_apart"]["consumer_seconds"]
-    for phase in ("freshness_hash", "freshness_hash_apart", "freshness_onnx", "freshness_onnx_low",
-                  "freshness_onnx_high"):
+    for phase in ("freshness_hash", "freshness_hash_apart", "freshness_onnx", "freshness_onnx_low", "freshness_onnx_high"):
         fresh = result[phase]
         assert fresh["visible"] == fresh["keyword_visible"] == fresh["sampled"] > 0, (phase, fresh)
         assert set(fresh["applied_at_end"].values()) == {fresh["events"]}, (phase, fresh)

@@ -11,8 +11,14 @@ from memstream.bench.locomo import BM25, BenchDataError, format_locomo, locomo, 
 
 pytestmark = pytest.mark.valkey
 
-FACTS = ["adopted a grey cat named Pixel", "ran the Lisbon half marathon", "started learning the cello",
-         "moved into a flat near the harbour", "painted a mural of sunflowers", "visited the glacier museum"]
+FACTS = [
+    "adopted a grey cat named Pixel",
+    "ran the Lisbon half marathon",
+    "started learning the cello",
+    "moved into a flat near the harbour",
+    "painted a mural of sunflowers",
+    "visited the glacier museum",
+]
 
 
 def _write(tmp_path):
@@ -24,15 +30,37 @@ def _write(tmp_path):
                 speaker = "Ana" if i % 2 else "Ben"
                 dia = f"D{session}:{2 * i + 1}"
                 text = f"Guess what, I {fact} last week!" if session == 1 else f"How is the weather there? ({c}{i})"
-                turns.append({"sample_id": conv, "dia_id": dia, "session": session, "session_date_time": date,
-                              "speaker": speaker, "text": text})
-                turns.append({"sample_id": conv, "dia_id": f"D{session}:{2 * i + 2}", "session": session,
-                              "session_date_time": date, "speaker": "Ana" if speaker == "Ben" else "Ben",
-                              "text": "That is great news, tell me more."})
+                turns.append(
+                    {
+                        "sample_id": conv,
+                        "dia_id": dia,
+                        "session": session,
+                        "session_date_time": date,
+                        "speaker": speaker,
+                        "text": text,
+                    }
+                )
+                turns.append(
+                    {
+                        "sample_id": conv,
+                        "dia_id": f"D{session}:{2 * i + 2}",
+                        "session": session,
+                        "session_date_time": date,
+                        "speaker": "Ana" if speaker == "Ben" else "Ben",
+                        "text": "That is great news, tell me more.",
+                    }
+                )
         for i, fact in enumerate(FACTS):
             who = "Ana" if i % 2 else "Ben"
-            qrels.append({"sample_id": conv, "qa_index": i, "question": f"What did {who} do: {fact.split()[-1]}?",
-                          "category": 1 + i % 5, "gold_dia_ids": [f"D1:{2 * i + 1}"]})
+            qrels.append(
+                {
+                    "sample_id": conv,
+                    "qa_index": i,
+                    "question": f"What did {who} do: {fact.split()[-1]}?",
+                    "category": 1 + i % 5,
+                    "gold_dia_ids": [f"D1:{2 * i + 1}"],
+                }
+            )
         qrels.append({"sample_id": conv, "qa_index": 99, "question": "unanswerable", "category": 5, "gold_dia_ids": []})
     (tmp_path / "locomo10_turns.jsonl").write_text("\n".join(map(json.dumps, turns)) + "\n")
     (tmp_path / "locomo10_qrels.jsonl").write_text("\n".join(map(json.dumps, qrels)) + "\n")
@@ -95,8 +123,11 @@ def test_compare_options_are_parsed_and_checked_before_anything_runs(tmp_path):
 
 
 def test_paired_counts_the_questions_each_version_alone_gets():
-    qs = [{"gold_dia_ids": ["a", "b"], "category": 1}, {"gold_dia_ids": ["c"], "category": 4},
-          {"gold_dia_ids": ["d"], "category": 4}]
+    qs = [
+        {"gold_dia_ids": ["a", "b"], "category": 1},
+        {"gold_dia_ids": ["c"], "category": 4},
+        {"gold_dia_ids": ["d"], "category": 4},
+    ]
     v1 = [(qs[0], ["a"]), (qs[1], ["c"]), (qs[2], ["x"])]
     v2 = [(qs[0], ["a", "b"]), (qs[1], ["x"]), (qs[2], ["x"])]
     result = paired(v1, v2)

@@ -31,8 +31,14 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 
 def ms_process(*args: str, stdout=subprocess.PIPE, env=None, timeout=60) -> subprocess.CompletedProcess:
     full_env = dict(os.environ, MEMSTREAM_EMBEDDER="hash", **(env or {}))
-    return subprocess.run([sys.executable, "-m", "memstream", *args], env=full_env, stdout=stdout,
-                          stderr=subprocess.PIPE, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "memstream", *args],
+        env=full_env,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def closed_pipe_run(*args: str, env=None) -> subprocess.CompletedProcess:
@@ -46,20 +52,23 @@ def closed_pipe_run(*args: str, env=None) -> subprocess.CompletedProcess:
 
 
 # -- the findings: each one a traceback or a wrong answer before -----------------------
-@pytest.mark.parametrize("argv, says", [
-    (["search", "--timeout", "nan", "q"], "argument --timeout: seconds must be a finite number"),
-    (["search", "--timeout", "-1", "q"], "argument --timeout: seconds must be a finite number"),
-    (["search", "-k", "0", "q"], "argument -k: must be between 1 and 50"),
-    (["dlq", "list", "--count", "-1"], "argument --count: must be between 1 and 100000"),
-    (["export", "--since", "99999999999999999999-0"], "is not a log entry id"),
-    (["dlq", "drop", "1-99999999999999999999"], "is not a log entry id"),
-    (["add", "--agent", "", "x"], "agent must be 1 to 256 printable characters"),
-    (["add", "--timeout", "inf", "--sync", "x"], "argument --timeout"),
-    (["bench", "fleet", "--rate", "0"], "argument --rate: a rate must be above 0"),
-    (["bench", "fleet", "--agents", "200,50"], "argument --agents: ascending positive counts"),
-    (["bench", "fleet", "--processes", "0"], "argument --processes: must be between 1 and 256"),
-    (["bench", "fleet", "--seconds", "nan"], "argument --seconds: seconds must be a finite number"),
-])
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["search", "--timeout", "nan", "q"], "argument --timeout: seconds must be a finite number"),
+        (["search", "--timeout", "-1", "q"], "argument --timeout: seconds must be a finite number"),
+        (["search", "-k", "0", "q"], "argument -k: must be between 1 and 50"),
+        (["dlq", "list", "--count", "-1"], "argument --count: must be between 1 and 100000"),
+        (["export", "--since", "99999999999999999999-0"], "is not a log entry id"),
+        (["dlq", "drop", "1-99999999999999999999"], "is not a log entry id"),
+        (["add", "--agent", "", "x"], "agent must be 1 to 256 printable characters"),
+        (["add", "--timeout", "inf", "--sync", "x"], "argument --timeout"),
+        (["bench", "fleet", "--rate", "0"], "argument --rate: a rate must be above 0"),
+        (["bench", "fleet", "--agents", "200,50"], "argument --agents: ascending positive counts"),
+        (["bench", "fleet", "--processes", "0"], "argument --processes: must be between 1 and 256"),
+        (["bench", "fleet", "--seconds", "nan"], "argument --seconds: seconds must be a finite number"),
+    ],
+)
 def test_bad_arguments_are_usage_errors_naming_the_argument(capsys, argv, says):
     code, out, err = run(capsys, *argv)
     assert code == 2
@@ -138,12 +147,15 @@ def test_add_file_reads_utf8_and_clips_at_the_bound_saying_so(log_server, capsys
     assert len(contents[1].encode()) <= 1000 and contents[1].startswith("éé") and "clipped" in contents[1]
 
 
-@pytest.mark.parametrize("make, says", [
-    (lambda d: d / "missing.txt", "no such file"),
-    (lambda d: d, "is a directory"),
-    (lambda d: (d / "bad.txt").write_bytes(b"ok \xff\xfe") and d / "bad.txt", "is not UTF-8 text"),
-    (lambda d: (d / "empty.txt").write_bytes(b"\n") and d / "empty.txt", "nothing to add"),
-])
+@pytest.mark.parametrize(
+    "make, says",
+    [
+        (lambda d: d / "missing.txt", "no such file"),
+        (lambda d: d, "is a directory"),
+        (lambda d: (d / "bad.txt").write_bytes(b"ok \xff\xfe") and d / "bad.txt", "is not UTF-8 text"),
+        (lambda d: (d / "empty.txt").write_bytes(b"\n") and d / "empty.txt", "nothing to add"),
+    ],
+)
 def test_add_file_problems_are_one_clear_line(capsys, tmp_path, make, says):
     code, out, err = run(capsys, "add", "--file", str(make(tmp_path)))
     assert code == 1 and says in err and len(err.strip().splitlines()) == 1
@@ -162,12 +174,19 @@ def test_settings_public_masks_qdrant_credentials(monkeypatch):
 
 
 # -- main() never lets an exception out ---------------------------------------------
-@pytest.mark.parametrize("raised, code, says", [
-    (ValueError("odd\nvalue"), 1, "memstream stats: error: unexpected ValueError: odd value (MEMSTREAM_DEBUG=1 shows the traceback)"),
-    (redis.ResponseError("ERR bad"), 1, "memstream stats: error: Redis: ResponseError: ERR bad"),
-    (CommandError("do this instead"), 1, "memstream stats: error: do this instead"),
-    (KeyboardInterrupt(), 130, ""),
-])
+@pytest.mark.parametrize(
+    "raised, code, says",
+    [
+        (
+            ValueError("odd\nvalue"),
+            1,
+            "memstream stats: error: unexpected ValueError: odd value (MEMSTREAM_DEBUG=1 shows the traceback)",
+        ),
+        (redis.ResponseError("ERR bad"), 1, "memstream stats: error: Redis: ResponseError: ERR bad"),
+        (CommandError("do this instead"), 1, "memstream stats: error: do this instead"),
+        (KeyboardInterrupt(), 130, ""),
+    ],
+)
 def test_every_failure_is_one_line_and_an_exit_code(capsys, monkeypatch, raised, code, says):
     def fail(args, settings):
         raise raised
@@ -183,8 +202,10 @@ def test_memstream_debug_shows_the_traceback(capsys, monkeypatch):
     monkeypatch.setenv("MEMSTREAM_DEBUG", "1")
     code, out, err = run(capsys, "stats", "--json")
     assert code == 1 and "Traceback" in err and "ZeroDivisionError" in err
-    assert json.loads(out) == {"ok": False, "error": "unexpected ZeroDivisionError: division by zero "
-                                                     "(MEMSTREAM_DEBUG=1 shows the traceback)"}
+    assert json.loads(out) == {
+        "ok": False,
+        "error": "unexpected ZeroDivisionError: division by zero (MEMSTREAM_DEBUG=1 shows the traceback)",
+    }
 
 
 def test_terminal_text_is_cut_with_a_note_and_loses_control_characters():
@@ -198,8 +219,12 @@ def test_terminal_text_is_cut_with_a_note_and_loses_control_characters():
 @pytest.fixture(scope="module")
 def live_service(tmp_path_factory):
     home = tmp_path_factory.mktemp("svc")
-    env = {"MEMSTREAM_HOME": str(home), "MEMSTREAM_AUTOSTART": "0", "MEMSTREAM_MAX_TEXT_BYTES": str(4 << 20),
-           "MEMSTREAM_REDIS_URL": ""}
+    env = {
+        "MEMSTREAM_HOME": str(home),
+        "MEMSTREAM_AUTOSTART": "0",
+        "MEMSTREAM_MAX_TEXT_BYTES": str(4 << 20),
+        "MEMSTREAM_REDIS_URL": "",
+    }
     up = ms_process("up", "--detach", "--json", env=env)
     assert up.returncode == 0, up.stderr
     try:
@@ -238,9 +263,39 @@ def _choices() -> dict[str, list[str]]:
 
 CHOICES = _choices()
 ODD_VALUES = st.one_of(
-    st.sampled_from(["nan", "inf", "-inf", "-1", "0", "1e309", "99999999999999999999-0", "18446744073709551616",
-                     "-", "--", "", " ", "\x00", "\udcff", "é", "\u202e", "1-1", "list", "retry", "drop",
-                     "hotpath", "memory", "user", "all", "current", "1", "50", "51", "--json"]),
+    st.sampled_from(
+        [
+            "nan",
+            "inf",
+            "-inf",
+            "-1",
+            "0",
+            "1e309",
+            "99999999999999999999-0",
+            "18446744073709551616",
+            "-",
+            "--",
+            "",
+            " ",
+            "\x00",
+            "\udcff",
+            "é",
+            "\u202e",
+            "1-1",
+            "list",
+            "retry",
+            "drop",
+            "hotpath",
+            "memory",
+            "user",
+            "all",
+            "current",
+            "1",
+            "50",
+            "51",
+            "--json",
+        ]
+    ),
     st.text(max_size=30),
     st.integers(min_value=-(1 << 70), max_value=1 << 70).map(str),
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
@@ -261,6 +316,7 @@ def argvs(draw) -> list[str]:
 def _side_effect_free(monkeypatch, outcome):
     """up, bench and install-hermes start services, run benchmarks, write to a Hermes
     home: their parsing runs for real; the command itself ends in ``outcome``."""
+
     def command(args, settings):
         if isinstance(outcome, BaseException):
             raise outcome
@@ -271,9 +327,13 @@ def _side_effect_free(monkeypatch, outcome):
 
 
 @hsettings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(argv=argvs(), stdin=st.binary(max_size=64),
-       outcome=st.sampled_from([0, 1, CommandError("no"), redis.ConnectionError("down"),
-                                ValueError("bad"), OSError(5, "io"), KeyboardInterrupt()]))
+@given(
+    argv=argvs(),
+    stdin=st.binary(max_size=64),
+    outcome=st.sampled_from(
+        [0, 1, CommandError("no"), redis.ConnectionError("down"), ValueError("bad"), OSError(5, "io"), KeyboardInterrupt()]
+    ),
+)
 def test_main_never_raises_and_never_prints_a_traceback(capsys, monkeypatch, argv, stdin, outcome):
     monkeypatch.setenv("MEMSTREAM_SHUTDOWN_TIMEOUT", "0")  # add: no waiting for a log that is not there
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))

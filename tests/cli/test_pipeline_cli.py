@@ -29,8 +29,13 @@ def _run(capsys, *argv: str) -> tuple[int, dict]:
 def _ms(*args: str) -> subprocess.CompletedProcess:
     """The service starts and stops from a separate process, as a user runs it (the
     service must not be a child of the test process, or it lingers as a zombie)."""
-    return subprocess.run([sys.executable, "-m", "memstream", *args], capture_output=True, text=True,
-                          timeout=60, env=dict(os.environ, MEMSTREAM_EMBEDDER="hash"))
+    return subprocess.run(
+        [sys.executable, "-m", "memstream", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, MEMSTREAM_EMBEDDER="hash"),
+    )
 
 
 @pytest.fixture
@@ -93,16 +98,23 @@ def test_add_sync_is_searchable_at_once_and_dlq_list_retry_drop_work_on_a_live_s
 # -- memstream worker ------------------------------------------------------------------------------
 def _worker_env(tmp_path, url: str, **extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTREAM_")}
-    return dict(env, **{"MEMSTREAM_REDIS_URL": url, "MEMSTREAM_HOME": str(tmp_path / "worker-home"),
-                        "MEMSTREAM_EMBEDDER": "hash", "MEMSTREAM_AUTOSTART": "0",
-                        "MEMSTREAM_METRICS_ADDR": "127.0.0.1:0", **extra})
+    return dict(
+        env,
+        **{
+            "MEMSTREAM_REDIS_URL": url,
+            "MEMSTREAM_HOME": str(tmp_path / "worker-home"),
+            "MEMSTREAM_EMBEDDER": "hash",
+            "MEMSTREAM_AUTOSTART": "0",
+            "MEMSTREAM_METRICS_ADDR": "127.0.0.1:0",
+            **extra,
+        },
+    )
 
 
 @pytest.mark.valkey
 def test_worker_needs_a_shared_qdrant_unless_told_to_own_the_embedded_store(tmp_path, valkey_server):
     env = _worker_env(tmp_path, valkey_server.url)
-    refused = subprocess.run([sys.executable, "-m", "memstream", "worker"], capture_output=True, text=True,
-                             timeout=60, env=env)
+    refused = subprocess.run([sys.executable, "-m", "memstream", "worker"], capture_output=True, text=True, timeout=60, env=env)
     assert refused.returncode == 1 and "MEMSTREAM_QDRANT_URL" in refused.stderr
     assert "Traceback" not in refused.stderr
 
@@ -118,8 +130,9 @@ def test_a_worker_on_an_embedded_store_another_process_holds_is_one_clear_error(
     data_dir.mkdir(parents=True, exist_ok=True)
     holder = EdgeStore(data_dir / "qdrant")
     try:
-        refused = subprocess.run([sys.executable, "-m", "memstream", "worker", "--embedded-store"],
-                                 capture_output=True, text=True, timeout=60, env=env)
+        refused = subprocess.run(
+            [sys.executable, "-m", "memstream", "worker", "--embedded-store"], capture_output=True, text=True, timeout=60, env=env
+        )
     finally:
         holder.close()
     assert refused.returncode == 1, refused.stderr[-2000:]
@@ -132,16 +145,30 @@ def test_a_worker_projects_answers_search_and_exits_cleanly_on_sigterm(tmp_path,
     client = redis.Redis.from_url(valkey_server.url)
     client.flushall()
     env = _worker_env(tmp_path, valkey_server.url)
-    worker = subprocess.Popen([sys.executable, "-m", "memstream", "worker", "--embedded-store", "--name", "w1"],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "memstream", "worker", "--embedded-store", "--name", "w1"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        added = subprocess.run([sys.executable, "-m", "memstream", "add", "--sync", "--json",
-                                "The blue-green switch runs at 02:00 UTC"],
-                               capture_output=True, text=True, timeout=60, env=env)
+        added = subprocess.run(
+            [sys.executable, "-m", "memstream", "add", "--sync", "--json", "The blue-green switch runs at 02:00 UTC"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
         assert added.returncode == 0, added.stderr
         event_id = json.loads(added.stdout)["id"]
-        found = subprocess.run([sys.executable, "-m", "memstream", "search", "--json", "blue-green switch"],
-                               capture_output=True, text=True, timeout=60, env=env)
+        found = subprocess.run(
+            [sys.executable, "-m", "memstream", "search", "--json", "blue-green switch"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
         assert found.returncode == 0, found.stderr
         assert event_id in [r["id"] for r in json.loads(found.stdout)["results"]]
         groups = {g["name"].decode(): g for g in client.xinfo_groups("memstream:events:0")}
@@ -169,10 +196,17 @@ def test_a_worker_serves_its_metrics_and_a_second_one_on_the_same_port_runs_with
     try:
         for name in ("w1", "w2"):  # each its own home, hence its own embedded store
             env = _worker_env(tmp_path / name, valkey_server.url, MEMSTREAM_METRICS_ADDR=address)
-            workers.append(subprocess.Popen([sys.executable, "-m", "memstream", "worker", "--embedded-store",
-                                             "--name", name], env=env, stdout=subprocess.PIPE,
-                                            stderr=subprocess.PIPE, text=True))
+            workers.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "memstream", "worker", "--embedded-store", "--name", name],
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
             if name == "w1":
+
                 def served() -> str | None:
                     try:
                         with urllib.request.urlopen(f"http://{address}/metrics", timeout=5) as reply:
@@ -182,8 +216,11 @@ def test_a_worker_serves_its_metrics_and_a_second_one_on_the_same_port_runs_with
 
                 text = wait_for(served, timeout=60, what="the first worker's metrics")
                 assert value(text, "memstream_info", role="worker") == 1
-        wait_for(lambda: len(client.xinfo_consumers("memstream:events:0", GROUPS[0])) == 2, timeout=60,
-                 what="the second worker to consume")
+        wait_for(
+            lambda: len(client.xinfo_consumers("memstream:events:0", GROUPS[0])) == 2,
+            timeout=60,
+            what="the second worker to consume",
+        )
         assert workers[1].poll() is None  # no metrics, and running all the same
     finally:
         for worker in workers:
@@ -200,27 +237,51 @@ def test_a_worker_of_the_projections_without_vectors_needs_no_qdrant_and_runs_on
     client = redis.Redis.from_url(valkey_server.url)
     client.flushall()
     env = _worker_env(tmp_path, valkey_server.url)
-    unknown = subprocess.run([sys.executable, "-m", "memstream", "worker", "--projections", "facts,nosuch"],
-                             capture_output=True, text=True, timeout=60, env=env)
+    unknown = subprocess.run(
+        [sys.executable, "-m", "memstream", "worker", "--projections", "facts,nosuch"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert unknown.returncode == 1 and "'nosuch'" in unknown.stderr and "known: turns" in unknown.stderr
     assert "Traceback" not in unknown.stderr
-    with_vectors = subprocess.run([sys.executable, "-m", "memstream", "worker", "--projections", "turns"],
-                                  capture_output=True, text=True, timeout=60, env=env)
+    with_vectors = subprocess.run(
+        [sys.executable, "-m", "memstream", "worker", "--projections", "turns"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert with_vectors.returncode == 1 and "MEMSTREAM_QDRANT_URL" in with_vectors.stderr
     # the setting names them; no --embedded-store and no Qdrant server: none is needed
-    worker = subprocess.Popen([sys.executable, "-m", "memstream", "worker", "--name", "w2"],
-                              env=dict(env, MEMSTREAM_WORKER_PROJECTIONS="sessions,facts"),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "memstream", "worker", "--name", "w2"],
+        env=dict(env, MEMSTREAM_WORKER_PROJECTIONS="sessions,facts"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        added = subprocess.run([sys.executable, "-m", "memstream", "add", "--json", "My name is Carol."],
-                               capture_output=True, text=True, timeout=60, env=env)
+        added = subprocess.run(
+            [sys.executable, "-m", "memstream", "add", "--json", "My name is Carol."],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
         assert added.returncode == 0, added.stderr
 
         def groups() -> dict:
             return {g["name"].decode(): g for g in client.xinfo_groups("memstream:events:0")}
 
-        wait_for(lambda: set(groups()) == {"facts.v1", "sessions.v1"}
-                 and all(g["lag"] == 0 and g["pending"] == 0 for g in groups().values()), 60)
+        wait_for(
+            lambda: (
+                set(groups()) == {"facts.v1", "sessions.v1"}
+                and all(g["lag"] == 0 and g["pending"] == 0 for g in groups().values())
+            ),
+            60,
+        )
         assert not (tmp_path / "worker-home" / "data" / "qdrant").exists()  # it opened no store
     finally:
         client.close()

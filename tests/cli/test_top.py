@@ -42,7 +42,7 @@ def test_top_once_prints_the_numbers_the_running_service_reports(service):
     client = redis.Redis.from_url(info["url"])
     DeadLetters(client, "memstream").add("facts.v1", "memstream:events:0", "1-1", {b"data": b"\xff"}, "malformed", 1)
     client.close()
-    base = info["metrics"][:-len("/metrics")]
+    base = info["metrics"][: -len("/metrics")]
 
     def settled() -> bool:  # a sample (one every 2 s) taken after both writes and the dead letter
         summary = fetch_summary(base)
@@ -55,8 +55,9 @@ def test_top_once_prints_the_numbers_the_running_service_reports(service):
     assert out.splitlines()[0].startswith(f"memstream top  {base}  Redis up  service")
     assert "dead letters 1" in out.splitlines()[1]
     groups = {r["group"] for r in summary["projections"]}
-    rows = {cells[0]: cells[1:] for cells in (re.split(r"\s{2,}", line.strip()) for line in out.splitlines())
-            if cells[0] in groups}
+    rows = {
+        cells[0]: cells[1:] for cells in (re.split(r"\s{2,}", line.strip()) for line in out.splitlines()) if cells[0] in groups
+    }
     assert set(rows) == groups
     for r in summary["projections"]:
         state, lag, age, pending, dead, consumers = rows[r["group"]][:6]

@@ -17,12 +17,15 @@ def test_a_cluster_url_names_its_seed_nodes_and_credentials():
     assert is_cluster_url("REDIS+CLUSTER://n1") and not is_cluster_url("redis://n1")
 
 
-@pytest.mark.parametrize("url, why", [
-    ("redis+cluster://n1:7000/0", "database"),
-    ("redis+cluster://n1,,n2", "empty host"),
-    ("redis+cluster://n1:99999", "port"),
-    ("redis+cluster://:pw@", "empty host"),
-])
+@pytest.mark.parametrize(
+    "url, why",
+    [
+        ("redis+cluster://n1:7000/0", "database"),
+        ("redis+cluster://n1,,n2", "empty host"),
+        ("redis+cluster://n1:99999", "port"),
+        ("redis+cluster://:pw@", "empty host"),
+    ],
+)
 def test_a_malformed_cluster_url_is_refused_without_showing_its_password(url, why):
     with pytest.raises(ValueError, match=why) as raised:
         parse_cluster_url(url)
@@ -56,7 +59,7 @@ def _slot_tag(key: str) -> str:
     """The part of ``key`` Redis Cluster hashes (its hash tag, else the whole key)."""
     start = key.find("{")
     end = key.find("}", start + 1)
-    return key[start + 1:end] if start >= 0 and end > start + 1 else key
+    return key[start + 1 : end] if start >= 0 and end > start + 1 else key
 
 
 def test_what_one_append_script_touches_is_in_one_slot_and_the_shards_in_distinct_slots():
@@ -65,8 +68,18 @@ def test_what_one_append_script_touches_is_in_one_slot_and_the_shards_in_distinc
         touched = {keys.events(tagged, shard), keys.shard_shipped(tagged, "t", shard), keys.shard_types(tagged, shard)}
         assert len({_slot_tag(k) for k in touched}) == 1
     assert len({_slot_tag(keys.events(tagged, s)) for s in range(8)}) == 8
-    rest = [keys.queries(tagged), keys.tenant_queries(tagged, "t"), keys.reply(keys.queries(tagged), "id"),
-            keys.facts(tagged, 1, "t"), keys.facts_current(tagged, 1, "t"), keys.positions(tagged, "g"),
-            keys.applied_at(tagged, "g"), keys.sessions(tagged, 1, "t", "a"), keys.session(tagged, 1, "t", "s"),
-            keys.catalog(tagged, "turns"), keys.agent_reports(tagged), keys.embed_backlog(tagged, "g")]
+    rest = [
+        keys.queries(tagged),
+        keys.tenant_queries(tagged, "t"),
+        keys.reply(keys.queries(tagged), "id"),
+        keys.facts(tagged, 1, "t"),
+        keys.facts_current(tagged, 1, "t"),
+        keys.positions(tagged, "g"),
+        keys.applied_at(tagged, "g"),
+        keys.sessions(tagged, 1, "t", "a"),
+        keys.session(tagged, 1, "t", "s"),
+        keys.catalog(tagged, "turns"),
+        keys.agent_reports(tagged),
+        keys.embed_backlog(tagged, "g"),
+    ]
     assert {_slot_tag(k) for k in rest} == {"memstream"}

@@ -34,9 +34,22 @@ EXCEPTIONS = _exception_classes()
 
 def test_the_walk_finds_the_exceptions_callers_know():
     names = {cls.__name__ for cls in EXCEPTIONS}
-    assert {"StoreError", "StoreUnavailable", "EmbedderError", "EmbedderUnavailable", "QueryRefused",
-            "QueryTimeout", "TenantError", "CommandError", "ValkeyStartError", "AlreadyRunning",
-            "HermesInstallError", "RecallUnavailable", "BenchDataError", "BadRequest"} <= names
+    assert {
+        "StoreError",
+        "StoreUnavailable",
+        "EmbedderError",
+        "EmbedderUnavailable",
+        "QueryRefused",
+        "QueryTimeout",
+        "TenantError",
+        "CommandError",
+        "ValkeyStartError",
+        "AlreadyRunning",
+        "HermesInstallError",
+        "RecallUnavailable",
+        "BenchDataError",
+        "BadRequest",
+    } <= names
 
 
 @pytest.mark.parametrize("cls", EXCEPTIONS, ids=lambda c: f"{c.__module__}.{c.__name__}")
@@ -63,37 +76,44 @@ def test_the_exceptions_keep_their_names_where_callers_import_them_and_their_sec
     assert ConsumerTransient is TransientError and ConsumerPermanent is PermanentError
     for transient in (StoreUnavailable, StoreLocked, EmbedderUnavailable, QueryTimeout):
         assert issubclass(transient, TransientError), transient
-    for permanent in (StoreError, CollectionNotFound, DimensionMismatch, EmbedderError, QueryRefused,
-                      TenantError):
+    for permanent in (StoreError, CollectionNotFound, DimensionMismatch, EmbedderError, QueryRefused, TenantError):
         assert issubclass(permanent, PermanentError), permanent
     assert issubclass(QueryRefused, ValueError) and issubclass(TenantError, ValueError)
 
 
-@pytest.mark.parametrize("exc", [
-    TransientError("any dependency down"),
-    type("QueueDown", (TransientError,), {})("a kind no list names"),
-    redis.ConnectionError("Connection refused"),
-    redis.TimeoutError("Timeout reading from socket"),
-    redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'."),
-    redis.exceptions.ReadOnlyError("You can't write against a read only replica."),
-    redis.exceptions.BusyLoadingError("Redis is loading the dataset in memory"),
-    redis.ResponseError("MISCONF Errors writing to the AOF file"),
-    redis.ResponseError("BUSY Redis is busy running a script."),
-    redis.ResponseError("NOREPLICAS Not enough good replicas to write."),
-    redis.ResponseError("Command # 1 (HSET k f v) of pipeline caused error: OOM command not allowed"),
-], ids=repr)
+@pytest.mark.parametrize(
+    "exc",
+    [
+        TransientError("any dependency down"),
+        type("QueueDown", (TransientError,), {})("a kind no list names"),
+        redis.ConnectionError("Connection refused"),
+        redis.TimeoutError("Timeout reading from socket"),
+        redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'."),
+        redis.exceptions.ReadOnlyError("You can't write against a read only replica."),
+        redis.exceptions.BusyLoadingError("Redis is loading the dataset in memory"),
+        redis.ResponseError("MISCONF Errors writing to the AOF file"),
+        redis.ResponseError("BUSY Redis is busy running a script."),
+        redis.ResponseError("NOREPLICAS Not enough good replicas to write."),
+        redis.ResponseError("Command # 1 (HSET k f v) of pipeline caused error: OOM command not allowed"),
+    ],
+    ids=repr,
+)
 def test_a_dependencys_failure_is_transient(exc):
     assert is_transient(exc)
 
 
-@pytest.mark.parametrize("exc", [
-    PermanentError("this input can never succeed"),
-    redis.ResponseError("NOGROUP No such key 'k' or consumer group 'g'"),
-    redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value"),
-    redis.exceptions.NoPermissionError("NOPERM this user has no permissions"),
-    ValueError("bad event"),
-    RuntimeError("a bug"),
-], ids=repr)
+@pytest.mark.parametrize(
+    "exc",
+    [
+        PermanentError("this input can never succeed"),
+        redis.ResponseError("NOGROUP No such key 'k' or consumer group 'g'"),
+        redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value"),
+        redis.exceptions.NoPermissionError("NOPERM this user has no permissions"),
+        ValueError("bad event"),
+        RuntimeError("a bug"),
+    ],
+    ids=repr,
+)
 def test_the_inputs_fault_or_a_bug_is_not_transient(exc):
     assert not is_transient(exc)
 
@@ -103,8 +123,8 @@ def test_store_and_embedder_outages_are_transient_and_their_refusals_are_not():
     from memstream.projections.embedders.port import EmbedderError
     from memstream.projections.stores.port import DimensionMismatch, StoreLocked
 
-    assert all(is_transient(e) for e in (StoreUnavailable("qdrant 503"), StoreLocked("open elsewhere"),
-                                          EmbedderUnavailable("ollama down")))
-    assert not any(is_transient(e) for e in (StoreError("closed"), DimensionMismatch("384 != 8"),
-                                              EmbedderError("no model")))
-
+    assert all(
+        is_transient(e)
+        for e in (StoreUnavailable("qdrant 503"), StoreLocked("open elsewhere"), EmbedderUnavailable("ollama down"))
+    )
+    assert not any(is_transient(e) for e in (StoreError("closed"), DimensionMismatch("384 != 8"), EmbedderError("no model")))

@@ -18,13 +18,32 @@ PREFIX = "ms-test"
 SOURCE = Path(keys.__file__).resolve().parents[1]  # the memstream package
 
 # an argument for every parameter name a key function takes
-ARGS = {"prefix": PREFIX, "shard": 2, "tenant": "acme", "group": "facts.v1", "version": 7,
-        "agent": "a1", "session": "s1", "target": "memory", "request_id": "0" * 32,
-        "family": "facts", "name": "turns"}
+ARGS = {
+    "prefix": PREFIX,
+    "shard": 2,
+    "tenant": "acme",
+    "group": "facts.v1",
+    "version": 7,
+    "agent": "a1",
+    "session": "s1",
+    "target": "memory",
+    "request_id": "0" * 32,
+    "family": "facts",
+    "name": "turns",
+}
 
 # the keys a projection owns: each carries the projection's version
-PROJECTION_KEYS = ("facts", "facts_current", "facts_pattern", "fact_sources", "turn_context",
-                   "sessions", "session", "session_bookends", "version_pattern")
+PROJECTION_KEYS = (
+    "facts",
+    "facts_current",
+    "facts_pattern",
+    "fact_sources",
+    "turn_context",
+    "sessions",
+    "session",
+    "session_bookends",
+    "version_pattern",
+)
 
 
 def _build(name: str, **overrides) -> str:
@@ -106,8 +125,7 @@ def test_everything_the_pipeline_writes_to_redis_is_under_the_prefix(tmp_path):
     client = fakeredis.FakeRedis()
     log = EventLog(client, PREFIX)
     kept, gone = turn("I live in Berlin and work on the ingest service"), turn("My dog is called Rex")
-    log.append([kept, gone, memory("add", "Deploys go out on Tuesdays"), remembered("I like green tea"),
-                forgotten(gone.id)])
+    log.append([kept, gone, memory("add", "Deploys go out on Tuesdays"), remembered("I like green tea"), forgotten(gone.id)])
     log.client.xadd(keys.events(PREFIX, 0), {"id": "x", "type": "turn.recorded", "data": b"not an event"})
     pipeline = make_pipeline(tmp_path / "home", log)
     try:
@@ -115,9 +133,15 @@ def test_everything_the_pipeline_writes_to_redis_is_under_the_prefix(tmp_path):
     finally:
         pipeline.stop()
     written = sorted(k.decode() for k in client.scan_iter("*"))
-    assert {keys.dlq(PREFIX), keys.tombstones(PREFIX, "t1"), keys.facts(PREFIX, 1, "t1"),
-            keys.sessions(PREFIX, 1, "t1"), keys.counters(PREFIX, "facts.v1"),
-            keys.positions(PREFIX, "facts.v1"), keys.health(PREFIX, "facts.v1")} <= set(written)
+    assert {
+        keys.dlq(PREFIX),
+        keys.tombstones(PREFIX, "t1"),
+        keys.facts(PREFIX, 1, "t1"),
+        keys.sessions(PREFIX, 1, "t1"),
+        keys.counters(PREFIX, "facts.v1"),
+        keys.positions(PREFIX, "facts.v1"),
+        keys.health(PREFIX, "facts.v1"),
+    } <= set(written)
     assert [k for k in written if not k.startswith(PREFIX + ":")] == []
 
 
@@ -136,17 +160,23 @@ def _builds_a_key(line: str) -> bool:
 
 
 def test_the_key_check_recognises_the_ways_keys_were_built_before():
-    for line in ('self.key = f"{prefix}:counters:{group}"',
-                 'return f"{self.prefix}:facts:{tenant}"',
-                 'pipe.hincrby(f"{eventlog.prefix}:counters:spool", k, v)',
-                 'stream = f"{STREAM_PREFIX}:events:0"',
-                 'client.rpush(f"{PREFIX}:queries", raw)',
-                 'return f"{tenant_space(self.prefix, tenant)}:shipped"',
-                 'f"%W~{prefix}:events:*",',
-                 'key = self.prefix + ":dlq"'):
+    for line in (
+        'self.key = f"{prefix}:counters:{group}"',
+        'return f"{self.prefix}:facts:{tenant}"',
+        'pipe.hincrby(f"{eventlog.prefix}:counters:spool", k, v)',
+        'stream = f"{STREAM_PREFIX}:events:0"',
+        'client.rpush(f"{PREFIX}:queries", raw)',
+        'return f"{tenant_space(self.prefix, tenant)}:shipped"',
+        'f"%W~{prefix}:events:*",',
+        'key = self.prefix + ":dlq"',
+    ):
         assert _builds_a_key(line), line
-    for line in ('line = f"{prefix} {text}"', 'return f"{prefix}-{tenant}"',
-                 'problems.append(f"{path}: ignored")', 'self.key = keys.dlq(prefix)'):
+    for line in (
+        'line = f"{prefix} {text}"',
+        'return f"{prefix}-{tenant}"',
+        'problems.append(f"{path}: ignored")',
+        "self.key = keys.dlq(prefix)",
+    ):
         assert not _builds_a_key(line), line
 
 

@@ -32,7 +32,8 @@ def test_the_readme_table_lists_every_setting_in_order_with_its_meaning():
     rows = _readme_rows()
     expected = "\n".join(_expected_row(o) for o in OPTIONS)
     assert [(env, meaning) for env, _, meaning in rows] == [(o.env, o.meaning) for o in OPTIONS], (
-        "README.md's configuration table should read:\n" + expected)
+        "README.md's configuration table should read:\n" + expected
+    )
 
 
 def test_the_readme_defaults_read_as_the_environment_are_the_defaults(monkeypatch):
@@ -49,16 +50,26 @@ def test_the_readme_defaults_read_as_the_environment_are_the_defaults(monkeypatc
 def _reads_environment(tree: ast.AST) -> list[int]:
     """Lines that read ``os.environ`` / ``os.getenv`` (``dict(os.environ, ...)``, handing
     the environment to a child process, is no read)."""
-    handed = {id(call.args[0]) for call in ast.walk(tree)
-              if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "dict"
-              and call.args}
+    handed = {
+        id(call.args[0])
+        for call in ast.walk(tree)
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "dict" and call.args
+    }
     lines = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os" \
-                and node.attr in ("environ", "environb", "getenv", "getenvb") and id(node) not in handed:
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "os"
+            and node.attr in ("environ", "environb", "getenv", "getenvb")
+            and id(node) not in handed
+        ):
             lines.append(node.lineno)
-        elif isinstance(node, ast.ImportFrom) and node.module == "os" \
-                and any(a.name in ("environ", "environb", "getenv", "getenvb") for a in node.names):
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "os"
+            and any(a.name in ("environ", "environb", "getenv", "getenvb") for a in node.names)
+        ):
             lines.append(node.lineno)
     return lines
 
@@ -87,8 +98,11 @@ def test_every_memstream_variable_the_code_names_is_a_setting_or_a_known_other()
     named = set()
     for path in [*PACKAGE.rglob("*.py"), *(ROOT / "tests" / "support").rglob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) \
-                    and re.fullmatch(r"MEMSTREAM_[A-Z0-9_]+", node.value):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and re.fullmatch(r"MEMSTREAM_[A-Z0-9_]+", node.value)
+            ):
                 named.add(node.value)
             elif isinstance(node, ast.keyword) and node.arg and node.arg.startswith("MEMSTREAM_"):
                 named.add(node.arg)

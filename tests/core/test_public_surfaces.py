@@ -26,8 +26,14 @@ MODULES = _modules_with_all()
 
 
 def test_the_walk_finds_the_packages_and_their_modules():
-    assert {"memstream.core", "memstream.producers", "memstream.projections", "memstream.query",
-            "memstream.workers.consumer", "memstream.query.server"} <= set(MODULES)
+    assert {
+        "memstream.core",
+        "memstream.producers",
+        "memstream.projections",
+        "memstream.query",
+        "memstream.workers.consumer",
+        "memstream.query.server",
+    } <= set(MODULES)
 
 
 @pytest.mark.parametrize("name", MODULES)

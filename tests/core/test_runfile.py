@@ -86,6 +86,9 @@ def _starts_the_service(tree: ast.AST) -> bool:
 
 
 def test_only_the_run_file_module_starts_the_service_in_the_background():
-    starters = sorted(path.relative_to(PACKAGE).as_posix() for path in PACKAGE.rglob("*.py")
-                      if _starts_the_service(ast.parse(path.read_text(), str(path))))
+    starters = sorted(
+        path.relative_to(PACKAGE).as_posix()
+        for path in PACKAGE.rglob("*.py")
+        if _starts_the_service(ast.parse(path.read_text(), str(path)))
+    )
     assert starters == ["core/runfile.py"]

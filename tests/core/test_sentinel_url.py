@@ -15,8 +15,9 @@ from memstream.core.settings import Settings
 
 
 def test_hosts_service_db_and_both_sets_of_credentials():
-    target = parse_sentinel_url("redis+sentinel://ops:p%40ss@s1:26380,[::1],s3/mymaster/2"
-                                "?sentinel_username=watch&sentinel_password=sp")
+    target = parse_sentinel_url(
+        "redis+sentinel://ops:p%40ss@s1:26380,[::1],s3/mymaster/2?sentinel_username=watch&sentinel_password=sp"
+    )
     assert target.sentinels == (("s1", 26380), ("::1", DEFAULT_PORT), ("s3", DEFAULT_PORT))
     assert (target.service_name, target.db) == ("mymaster", 2)
     assert (target.username, target.password) == ("ops", "p@ss")
@@ -30,20 +31,23 @@ def test_defaults_a_password_alone_and_db_as_an_option():
     assert is_sentinel_url("redis+sentinel://s1/svc") and not is_sentinel_url("redis://s1:6379/0")
 
 
-@pytest.mark.parametrize("url, why", [
-    ("redis+sentinel://s1", "names no service"),
-    ("redis+sentinel://s1/", "names no service"),
-    ("redis+sentinel:///svc", "names no Sentinel"),
-    ("redis+sentinel://s1,,s2/svc", "names no Sentinel"),
-    ("redis+sentinel://s1:0/svc", "port is not a number"),
-    ("redis+sentinel://s1:http/svc", "port is not a number"),
-    ("redis+sentinel://[::1/svc", "not host[:port]"),
-    ("redis+sentinel://s1/svc/x", "db that is not"),
-    ("redis+sentinel://s1/svc/0/1", "path other than"),
-    ("redis+sentinel://s1/svc?sentinel_pasword=x", "unknown option 'sentinel_pasword'"),
-    ("redis+sentinel://s1/svc#frag", "fragment"),
-    ("redis://s1/svc", "not a redis+sentinel"),
-])
+@pytest.mark.parametrize(
+    "url, why",
+    [
+        ("redis+sentinel://s1", "names no service"),
+        ("redis+sentinel://s1/", "names no service"),
+        ("redis+sentinel:///svc", "names no Sentinel"),
+        ("redis+sentinel://s1,,s2/svc", "names no Sentinel"),
+        ("redis+sentinel://s1:0/svc", "port is not a number"),
+        ("redis+sentinel://s1:http/svc", "port is not a number"),
+        ("redis+sentinel://[::1/svc", "not host[:port]"),
+        ("redis+sentinel://s1/svc/x", "db that is not"),
+        ("redis+sentinel://s1/svc/0/1", "path other than"),
+        ("redis+sentinel://s1/svc?sentinel_pasword=x", "unknown option 'sentinel_pasword'"),
+        ("redis+sentinel://s1/svc#frag", "fragment"),
+        ("redis://s1/svc", "not a redis+sentinel"),
+    ],
+)
 def test_malformed_urls_are_refused_with_the_reason(url, why):
     with pytest.raises(ValueError, match=re.escape(why)):
         parse_sentinel_url(url)
@@ -59,8 +63,10 @@ def test_a_valid_sentinel_url_is_no_problem_and_is_kept():
 
 
 def test_mask_url_hides_both_passwords_and_keeps_the_hosts():
-    assert (mask_url("redis+sentinel://u:pw@s1:26379,s2/mymaster/0?sentinel_password=sp")
-            == "redis+sentinel://u:***@s1:26379,s2/mymaster/0?sentinel_password=***")
+    assert (
+        mask_url("redis+sentinel://u:pw@s1:26379,s2/mymaster/0?sentinel_password=sp")
+        == "redis+sentinel://u:***@s1:26379,s2/mymaster/0?sentinel_password=***"
+    )
 
 
 # secrets and the rest of the URL from disjoint alphabets: a problem that names a part of

@@ -19,8 +19,26 @@ ENVS = [env for _, env, _, _ in OPTIONS]
 ENV_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
 ENV_VALUE = st.one_of(
     ENV_TEXT,
-    st.sampled_from(["nan", "inf", "-inf", "-1", "0", "1e309", "1" * 5000, "~nosuchuser-ms/x", "maybe", "",
-                     "redis://h:port", "http://[::1", "valkey://h", "redis://", "unix://", "https://q:99999"]),
+    st.sampled_from(
+        [
+            "nan",
+            "inf",
+            "-inf",
+            "-1",
+            "0",
+            "1e309",
+            "1" * 5000,
+            "~nosuchuser-ms/x",
+            "maybe",
+            "",
+            "redis://h:port",
+            "http://[::1",
+            "valkey://h",
+            "redis://",
+            "unix://",
+            "https://q:99999",
+        ]
+    ),
     st.integers(min_value=-(1 << 70), max_value=1 << 70).map(str),
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
 )
@@ -30,8 +48,17 @@ def _plain(text: str, default: object) -> object:
     """``text`` read as the option's type, the plain way (None when it is not one)."""
     try:
         if isinstance(default, bool):
-            return {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False,
-                    "no": False, "off": False, "": False}[text.strip().lower()]
+            return {
+                "1": True,
+                "true": True,
+                "yes": True,
+                "on": True,
+                "0": False,
+                "false": False,
+                "no": False,
+                "off": False,
+                "": False,
+            }[text.strip().lower()]
         if isinstance(default, int):
             try:
                 return int(text)
@@ -68,33 +95,37 @@ def test_load_never_raises_and_every_value_it_keeps_is_usable(monkeypatch, env):
     json.dumps(loaded.public())  # JSON-ready
 
 
-@pytest.mark.parametrize("env, value, problem", [
-    ("MEMSTREAM_SHARDS", "nan", "MEMSTREAM_SHARDS='nan' is not a valid int"),
-    ("MEMSTREAM_SHARDS", "0", "shards must be between 1 and 1024"),
-    ("MEMSTREAM_TOOL_TIMEOUT", "nan", "is not a valid float (not finite)"),
-    ("MEMSTREAM_SHUTDOWN_TIMEOUT", "inf", "is not a valid float (not finite)"),
-    ("MEMSTREAM_SHUTDOWN_TIMEOUT", "-1", "shutdown_timeout must be between"),
-    ("MEMSTREAM_MAX_TEXT_BYTES", "-5", "max_text_bytes must be between"),
-    ("MEMSTREAM_SHIP_BATCH", "0", "ship_batch must be between"),
-    ("MEMSTREAM_AUTOSTART", "maybe", "MEMSTREAM_AUTOSTART='maybe' is not a valid bool"),
-    ("MEMSTREAM_TENANT", "   ", "tenant must be 1 to 256 printable characters"),
-    ("MEMSTREAM_STREAM_PREFIX", "a\nb", "stream_prefix must be 1 to 256 printable characters"),
-    ("MEMSTREAM_SPOOL_FSYNC", "inf", "spool_fsync='inf' is not never|always|SECONDS"),
-    ("MEMSTREAM_REDIS_URL", "redis://cache:port", "MEMSTREAM_REDIS_URL='redis://cache:port' is not a URL with a valid"),
-    ("MEMSTREAM_REDIS_URL", "http://cache:6379", "has no supported scheme"),
-    ("MEMSTREAM_REDIS_URL", "redis://", "names no host"),
-    ("MEMSTREAM_REDIS_URL", "redis://cache?socket_timeout=soon", "has an invalid query parameter"),
-    ("MEMSTREAM_QDRANT_URL", "qdrant:6333", "MEMSTREAM_QDRANT_URL='qdrant:6333' has no supported scheme"),
-    ("MEMSTREAM_HOME", "~nosuchuser-memstream/x", "cannot expand '~'"),
-])
+@pytest.mark.parametrize(
+    "env, value, problem",
+    [
+        ("MEMSTREAM_SHARDS", "nan", "MEMSTREAM_SHARDS='nan' is not a valid int"),
+        ("MEMSTREAM_SHARDS", "0", "shards must be between 1 and 1024"),
+        ("MEMSTREAM_TOOL_TIMEOUT", "nan", "is not a valid float (not finite)"),
+        ("MEMSTREAM_SHUTDOWN_TIMEOUT", "inf", "is not a valid float (not finite)"),
+        ("MEMSTREAM_SHUTDOWN_TIMEOUT", "-1", "shutdown_timeout must be between"),
+        ("MEMSTREAM_MAX_TEXT_BYTES", "-5", "max_text_bytes must be between"),
+        ("MEMSTREAM_SHIP_BATCH", "0", "ship_batch must be between"),
+        ("MEMSTREAM_AUTOSTART", "maybe", "MEMSTREAM_AUTOSTART='maybe' is not a valid bool"),
+        ("MEMSTREAM_TENANT", "   ", "tenant must be 1 to 256 printable characters"),
+        ("MEMSTREAM_STREAM_PREFIX", "a\nb", "stream_prefix must be 1 to 256 printable characters"),
+        ("MEMSTREAM_SPOOL_FSYNC", "inf", "spool_fsync='inf' is not never|always|SECONDS"),
+        ("MEMSTREAM_REDIS_URL", "redis://cache:port", "MEMSTREAM_REDIS_URL='redis://cache:port' is not a URL with a valid"),
+        ("MEMSTREAM_REDIS_URL", "http://cache:6379", "has no supported scheme"),
+        ("MEMSTREAM_REDIS_URL", "redis://", "names no host"),
+        ("MEMSTREAM_REDIS_URL", "redis://cache?socket_timeout=soon", "has an invalid query parameter"),
+        ("MEMSTREAM_QDRANT_URL", "qdrant:6333", "MEMSTREAM_QDRANT_URL='qdrant:6333' has no supported scheme"),
+        ("MEMSTREAM_HOME", "~nosuchuser-memstream/x", "cannot expand '~'"),
+    ],
+)
 def test_invalid_values_are_recorded_problems(monkeypatch, env, value, problem):
     monkeypatch.setenv(env, value)
     loaded = Settings.load()
     assert any(problem in p for p in loaded.problems), loaded.problems
 
 
-@pytest.mark.parametrize("url", ["", "redis://cache:6379/0", "rediss://u:p@cache", "unix:///run/valkey.sock",
-                                 "redis://[::1]:6380"])
+@pytest.mark.parametrize(
+    "url", ["", "redis://cache:6379/0", "rediss://u:p@cache", "unix:///run/valkey.sock", "redis://[::1]:6380"]
+)
 def test_valid_redis_urls_are_no_problem(monkeypatch, url):
     monkeypatch.setenv("MEMSTREAM_REDIS_URL", url)
     loaded = Settings.load()
@@ -106,16 +137,20 @@ def test_a_malformed_url_is_kept_not_replaced_by_the_embedded_service(monkeypatc
     assert Settings.load().redis_url == "redis://cache:port"  # connecting fails clearly, nothing splits the log
 
 
-PASSWORD = st.text(st.characters(min_codepoint=33, max_codepoint=0x2FF, blacklist_categories=("Cs",)),
-                   min_size=6, max_size=20).map(lambda p: "Pw" + p)
+PASSWORD = st.text(
+    st.characters(min_codepoint=33, max_codepoint=0x2FF, blacklist_categories=("Cs",)), min_size=6, max_size=20
+).map(lambda p: "Pw" + p)
 
 
 @hsettings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(password=PASSWORD, where=st.sampled_from(["userinfo", "user-only", "query", "raw-userinfo"]),
-       env=st.sampled_from(["MEMSTREAM_REDIS_URL", "MEMSTREAM_QDRANT_URL"]),
-       scheme=st.sampled_from(["redis", "rediss", "http", "https", "unix", "valkey", ""]),
-       param=st.sampled_from(["password", "api_key", "token", "apikey", "auth", "secret"]),
-       port=st.sampled_from(["", ":6379", ":port", ":99999"]))
+@given(
+    password=PASSWORD,
+    where=st.sampled_from(["userinfo", "user-only", "query", "raw-userinfo"]),
+    env=st.sampled_from(["MEMSTREAM_REDIS_URL", "MEMSTREAM_QDRANT_URL"]),
+    scheme=st.sampled_from(["redis", "rediss", "http", "https", "unix", "valkey", ""]),
+    param=st.sampled_from(["password", "api_key", "token", "apikey", "auth", "secret"]),
+    port=st.sampled_from(["", ":6379", ":port", ":99999"]),
+)
 def test_public_and_problems_never_show_a_planted_password(monkeypatch, password, where, env, scheme, param, port):
     quoted = quote(password, safe="")
     prefix = f"{scheme}://" if scheme else ""
@@ -140,12 +175,15 @@ def test_mask_url_keeps_what_helps_find_the_server():
     assert mask_url("redis://cache:6379") == "redis://cache:6379"
 
 
-@pytest.mark.parametrize("name, closest", [
-    ("MEMSTREAM_TENENT", "MEMSTREAM_TENANT"),
-    ("MEMSTREAM_REDIS_URI", "MEMSTREAM_REDIS_URL"),
-    ("MEMSTREAM_EMBED_APIKEY", "MEMSTREAM_EMBED_API_KEY"),
-    ("MEMSTREAM_DEBUGG", "MEMSTREAM_DEBUG"),
-])
+@pytest.mark.parametrize(
+    "name, closest",
+    [
+        ("MEMSTREAM_TENENT", "MEMSTREAM_TENANT"),
+        ("MEMSTREAM_REDIS_URI", "MEMSTREAM_REDIS_URL"),
+        ("MEMSTREAM_EMBED_APIKEY", "MEMSTREAM_EMBED_API_KEY"),
+        ("MEMSTREAM_DEBUGG", "MEMSTREAM_DEBUG"),
+    ],
+)
 def test_a_variable_that_is_no_setting_is_a_problem_naming_the_closest_one(monkeypatch, name, closest):
     monkeypatch.setenv(name, "sk-planted-secret")
     problems = Settings.load().problems
@@ -165,13 +203,16 @@ def test_the_variables_memstream_reads_beside_its_settings_are_no_problem(monkey
 
 
 def test_a_file_key_that_is_no_setting_is_a_problem_naming_the_closest_one(tmp_path):
-    (tmp_path / "memstream.json").write_text(json.dumps(
-        {"tenent": "sk-planted-secret", "MEMSTREAM_SHARDS": 2, "colour": "blue", "app": "bench"}))
+    (tmp_path / "memstream.json").write_text(
+        json.dumps({"tenent": "sk-planted-secret", "MEMSTREAM_SHARDS": 2, "colour": "blue", "app": "bench"})
+    )
     loaded = Settings.load(hermes_home=tmp_path)
     path = tmp_path / "memstream.json"
-    assert loaded.problems == (f"{path}: 'tenent' is not a setting (did you mean 'tenant'?); ignored",
-                               f"{path}: 'MEMSTREAM_SHARDS' is not a setting (did you mean 'shards'?); ignored",
-                               f"{path}: 'colour' is not a setting; ignored")
+    assert loaded.problems == (
+        f"{path}: 'tenent' is not a setting (did you mean 'tenant'?); ignored",
+        f"{path}: 'MEMSTREAM_SHARDS' is not a setting (did you mean 'shards'?); ignored",
+        f"{path}: 'colour' is not a setting; ignored",
+    )
     assert loaded.app == "bench" and loaded.tenant == "default" and loaded.shards == 1
 
 
@@ -192,11 +233,17 @@ def test_a_file_value_of_no_usable_type_is_a_problem_and_never_shown_when_secret
 
 
 @hsettings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(content=st.dictionaries(
-    st.one_of(st.sampled_from([o.attribute for o in OPTIONS]), st.text(max_size=12)),
-    st.recursive(st.none() | st.booleans() | st.integers(min_value=-(1 << 80), max_value=1 << 80)
-                 | st.floats() | st.text(max_size=20), lambda inner: st.lists(inner, max_size=3), max_leaves=4),
-    max_size=8))
+@given(
+    content=st.dictionaries(
+        st.one_of(st.sampled_from([o.attribute for o in OPTIONS]), st.text(max_size=12)),
+        st.recursive(
+            st.none() | st.booleans() | st.integers(min_value=-(1 << 80), max_value=1 << 80) | st.floats() | st.text(max_size=20),
+            lambda inner: st.lists(inner, max_size=3),
+            max_leaves=4,
+        ),
+        max_size=8,
+    )
+)
 def test_load_never_raises_whatever_the_file_holds(tmp_path, content):
     (tmp_path / "memstream.json").write_text(json.dumps(content))
     loaded = Settings.load(hermes_home=tmp_path)
@@ -210,15 +257,18 @@ def test_load_never_raises_whatever_the_file_holds(tmp_path, content):
     json.dumps(loaded.public())
 
 
-@pytest.mark.parametrize("env, value, problem", [
-    ("MEMSTREAM_EMBED_DIM", "wide", "MEMSTREAM_EMBED_DIM='wide' is not a valid int"),
-    ("MEMSTREAM_EMBED_DIM", "-1", "embed_dim must be between 0 and 65536"),
-    ("MEMSTREAM_EMBED_THREADS", "-2", "embed_threads must be between 0 and 1024"),
-    ("MEMSTREAM_EMBED_URL", "llm.example:8080", "MEMSTREAM_EMBED_URL='llm.example:8080' has no supported scheme"),
-    ("MEMSTREAM_STALL_AFTER_S", "soon", "MEMSTREAM_STALL_AFTER_S='soon' is not a valid float"),
-    ("MEMSTREAM_STALL_AFTER_S", "0", "stall_after_s must be between 0.1 and 86400.0"),
-    ("MEMSTREAM_WORKER_INDEX", "", "worker_index must be 1 to 256 printable characters"),
-])
+@pytest.mark.parametrize(
+    "env, value, problem",
+    [
+        ("MEMSTREAM_EMBED_DIM", "wide", "MEMSTREAM_EMBED_DIM='wide' is not a valid int"),
+        ("MEMSTREAM_EMBED_DIM", "-1", "embed_dim must be between 0 and 65536"),
+        ("MEMSTREAM_EMBED_THREADS", "-2", "embed_threads must be between 0 and 1024"),
+        ("MEMSTREAM_EMBED_URL", "llm.example:8080", "MEMSTREAM_EMBED_URL='llm.example:8080' has no supported scheme"),
+        ("MEMSTREAM_STALL_AFTER_S", "soon", "MEMSTREAM_STALL_AFTER_S='soon' is not a valid float"),
+        ("MEMSTREAM_STALL_AFTER_S", "0", "stall_after_s must be between 0.1 and 86400.0"),
+        ("MEMSTREAM_WORKER_INDEX", "", "worker_index must be 1 to 256 printable characters"),
+    ],
+)
 def test_invalid_embedder_and_worker_values_are_recorded_problems(monkeypatch, env, value, problem):
     monkeypatch.setenv(env, value)
     loaded = Settings.load()
@@ -240,8 +290,15 @@ def test_every_setting_is_read_from_its_variable(monkeypatch):
     monkeypatch.setenv("MEMSTREAM_WORKER_INDEX", "w2")
     loaded = Settings.load()
     assert loaded.problems == ()
-    assert (loaded.embed_url, loaded.embed_model, loaded.embed_api_key, loaded.embed_dim, loaded.embed_threads,
-            loaded.stall_after_s, loaded.worker_index) == ("https://llm.example/v1", "m", "sk-x", 768, 3, 0.5, "w2")
+    assert (
+        loaded.embed_url,
+        loaded.embed_model,
+        loaded.embed_api_key,
+        loaded.embed_dim,
+        loaded.embed_threads,
+        loaded.stall_after_s,
+        loaded.worker_index,
+    ) == ("https://llm.example/v1", "m", "sk-x", 768, 3, 0.5, "w2")
 
 
 def test_public_hides_the_api_key_and_shows_every_other_setting(monkeypatch):
@@ -268,24 +325,36 @@ def test_sources_name_where_each_value_came_from_and_never_the_value(tmp_path, m
     monkeypatch.setenv("MEMSTREAM_EMBED_DIM", "wide")  # not a number: the default is used
     loaded = Settings.load(hermes_home=tmp_path, home=str(tmp_path / "h"))
     path = str(tmp_path / "memstream.json")
-    assert dict(loaded.sources) == {"home": "given", "app": path, "tenant": "MEMSTREAM_TENANT",
-                                    "embed_api_key": "MEMSTREAM_EMBED_API_KEY"}  # shards=0: out of bounds
+    assert dict(loaded.sources) == {
+        "home": "given",
+        "app": path,
+        "tenant": "MEMSTREAM_TENANT",
+        "embed_api_key": "MEMSTREAM_EMBED_API_KEY",
+    }  # shards=0: out of bounds
     assert "sk-planted-key" not in repr(loaded.sources) and loaded.tenant == "from-env"
     assert "sources" not in {o.attribute for o in OPTIONS} and "sources" not in loaded.public()
 
 
-@pytest.mark.parametrize("text, address", [
-    ("127.0.0.1:9464", ("127.0.0.1", 9464)), ("[::1]:9464", ("::1", 9464)), ("localhost:0", ("localhost", 0)),
-    ("10.0.0.5:9100", ("10.0.0.5", 9100)), ("", None), ("  ", None),
-])
+@pytest.mark.parametrize(
+    "text, address",
+    [
+        ("127.0.0.1:9464", ("127.0.0.1", 9464)),
+        ("[::1]:9464", ("::1", 9464)),
+        ("localhost:0", ("localhost", 0)),
+        ("10.0.0.5:9100", ("10.0.0.5", 9100)),
+        ("", None),
+        ("  ", None),
+    ],
+)
 def test_the_metrics_address_is_host_and_port_or_empty_for_none(monkeypatch, text, address):
     monkeypatch.setenv("MEMSTREAM_METRICS_ADDR", text)
     loaded = Settings.load()
     assert loaded.problems == () and loaded.metrics_address == address
 
 
-@pytest.mark.parametrize("text", [":9464", "9464", "host:70000", "host:-1", "host:９", "::1:9464", "a b:1",
-                                  "host:port", "http://host:1"])
+@pytest.mark.parametrize(
+    "text", [":9464", "9464", "host:70000", "host:-1", "host:９", "::1:9464", "a b:1", "host:port", "http://host:1"]
+)
 def test_a_malformed_metrics_address_is_a_problem_and_the_default_is_used(monkeypatch, text):
     monkeypatch.setenv("MEMSTREAM_METRICS_ADDR", text)
     loaded = Settings.load()

@@ -28,8 +28,9 @@ def ignores(root: Path) -> list[tuple[str, int, str]]:
 
 
 def test_every_type_ignore_names_its_error_code_and_says_why():
-    unexplained = [f"{name}:{number}: {line}" for name, number, line in ignores(ROOT)
-                   if name not in NOT_YET and not EXPLAINED.search(line)]
+    unexplained = [
+        f"{name}:{number}: {line}" for name, number, line in ignores(ROOT) if name not in NOT_YET and not EXPLAINED.search(line)
+    ]
     assert not unexplained, "type: ignore without [code]  # reason:\n" + "\n".join(unexplained)
 
 
@@ -39,7 +40,8 @@ def test_the_check_finds_bare_ignores_and_ignores_without_a_reason(tmp_path):
         "y = g()  # type: ignore[arg-type]\n"
         "z = h()  # type: ignore[arg-type]  # the stub is wrong\n"
         "w = k()  # type: ignore[misc, attr-defined]  # built at run time\n"
-        "v = 1\n")
+        "v = 1\n"
+    )
     flagged = [number for _, number, line in ignores(tmp_path) if not EXPLAINED.search(line)]
     assert flagged == [1, 2]
 

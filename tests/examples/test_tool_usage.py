@@ -14,9 +14,15 @@ SPEC = "memstream_tool_usage:ToolUsageProjection"
 
 
 def tool_turn(agent: str, *tools: str, index: int = 0) -> TurnRecorded:
-    return TurnRecorded(id=new_event_id(), occurred_at=at(index), scope=scope(agent=agent), turn_index=index,
-                        user_text="run it", assistant_text="done",
-                        tool_calls=[ToolCall(name=t, arguments="{}") for t in tools])
+    return TurnRecorded(
+        id=new_event_id(),
+        occurred_at=at(index),
+        scope=scope(agent=agent),
+        turn_index=index,
+        user_text="run it",
+        assistant_text="done",
+        tool_calls=[ToolCall(name=t, arguments="{}") for t in tools],
+    )
 
 
 def pipeline_with_the_example(home, event_log) -> Pipeline:
@@ -25,8 +31,11 @@ def pipeline_with_the_example(home, event_log) -> Pipeline:
 
 
 def test_the_example_is_built_from_the_whole_history_before_readers_see_it(tmp_path, event_log):
-    history = [tool_turn("a1", "terminal", "web_search", index=0), tool_turn("a1", "terminal", index=1),
-               tool_turn("a2", "browser", index=0)]
+    history = [
+        tool_turn("a1", "terminal", "web_search", index=0),
+        tool_turn("a1", "terminal", index=1),
+        tool_turn("a2", "browser", index=0),
+    ]
     event_log.append(history)
     pipeline = pipeline_with_the_example(tmp_path / "home", event_log)
     catalog = Catalog(event_log.client, event_log.prefix)

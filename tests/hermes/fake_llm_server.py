@@ -64,8 +64,7 @@ def last_user_text(messages: list) -> str:
 
 
 def _call(rid: int, name: str, args: dict) -> dict:
-    return {"tool": {"id": tool_call_id(rid), "type": "function",
-                     "function": {"name": name, "arguments": json.dumps(args)}}}
+    return {"tool": {"id": tool_call_id(rid), "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}}
 
 
 def _tool_results(messages: list) -> list[tuple[str, str]]:
@@ -122,13 +121,14 @@ def decide(body: dict, rid: int) -> dict:
         return _call(rid, "memstream_search", {"query": user.split(" ", 1)[1], "scope": "all"})
     for prefix, (name, args) in ONE_CALL.items():
         if user.startswith(prefix) and name in tools and last.get("role") != "tool":
-            return _call(rid, name, args(user[len(prefix):].strip()))
+            return _call(rid, name, args(user[len(prefix) :].strip()))
     if last.get("role") == "tool":
         return {"text": TOOL_DONE_REPLY}
     if "REMEMBER" in user and "memory" in tools:
         args = {"action": "add", "target": "user", "content": REMEMBER_CONTENT}
-        return {"tool": {"id": tool_call_id(rid), "type": "function",
-                         "function": {"name": "memory", "arguments": json.dumps(args)}}}
+        return {
+            "tool": {"id": tool_call_id(rid), "type": "function", "function": {"name": "memory", "arguments": json.dumps(args)}}
+        }
     return {"text": reply_for(user)}
 
 
@@ -170,9 +170,14 @@ class FakeLLM:
     def _record(self, path: str, body: dict) -> int:
         with self._lock:
             rid = len(self.requests) + 1
-            row = {"rid": rid, "path": path, "stream": bool(body.get("stream")), "at": time.time(),
-                   "tools": [t.get("function", {}).get("name") for t in body.get("tools") or []],
-                   "messages": body.get("messages") or []}
+            row = {
+                "rid": rid,
+                "path": path,
+                "stream": bool(body.get("stream")),
+                "at": time.time(),
+                "tools": [t.get("function", {}).get("name") for t in body.get("tools") or []],
+                "messages": body.get("messages") or [],
+            }
             self.requests.append(row)
             if self.reqlog:
                 with open(self.reqlog, "a") as f:
@@ -198,8 +203,12 @@ class FakeLLM:
 
             def do_GET(self):
                 if self.path.rstrip("/").endswith("/models"):
-                    return self._json({"object": "list", "data": [
-                        {"id": MODEL, "object": "model", "owned_by": "fake", "context_length": 131072}]})
+                    return self._json(
+                        {
+                            "object": "list",
+                            "data": [{"id": MODEL, "object": "model", "owned_by": "fake", "context_length": 131072}],
+                        }
+                    )
                 self._json({"error": "not found"}, 404)
 
             def do_POST(self):
@@ -222,9 +231,16 @@ class FakeLLM:
                     msg = {"role": "assistant", "content": d["text"]}
                     finish = "stop"
                 if not body.get("stream"):
-                    return self._json({"id": cid, "object": "chat.completion", "created": int(time.time()),
-                                       "model": model, "usage": usage,
-                                       "choices": [{"index": 0, "message": msg, "finish_reason": finish}]})
+                    return self._json(
+                        {
+                            "id": cid,
+                            "object": "chat.completion",
+                            "created": int(time.time()),
+                            "model": model,
+                            "usage": usage,
+                            "choices": [{"index": 0, "message": msg, "finish_reason": finish}],
+                        }
+                    )
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Cache-Control", "no-cache")

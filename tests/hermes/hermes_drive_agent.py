@@ -6,6 +6,7 @@ argv[1]: JSON {"base_url", "prompts": [...], "agent_kwargs": {...}, "trace_hooks
 MEMSTREAM_* variables come from the environment. Prints one line
 ``MEMSTREAM_DRIVER_RESULT <json>`` describing what the agent saw.
 """
+
 import json
 import os
 import sys
@@ -16,17 +17,31 @@ spec = json.loads(sys.argv[1])
 # The provider's structured logs (warnings, hook failures) go to a file the test reads;
 # inside Hermes, stdout may be redirected while the agent runs.
 structlog.configure(
-    processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"),
-                structlog.processors.format_exc_info, structlog.processors.JSONRenderer()],
-    logger_factory=structlog.PrintLoggerFactory(open(os.environ["MEMSTREAM_TEST_LOG"], "a", buffering=1)))
+    processors=[
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso"),
+        structlog.processors.format_exc_info,
+        structlog.processors.JSONRenderer(),
+    ],
+    logger_factory=structlog.PrintLoggerFactory(open(os.environ["MEMSTREAM_TEST_LOG"], "a", buffering=1)),
+)
 
 from hermes_state import SessionDB  # noqa: E402
 from run_agent import AIAgent  # noqa: E402
 
 db = SessionDB()
-agent = AIAgent(base_url=spec["base_url"], api_key="sk-fake", provider="custom",
-                api_mode="chat_completions", model="fake-model", quiet_mode=True,
-                session_db=db, tool_delay=0, skip_context_files=True, **spec.get("agent_kwargs", {}))
+agent = AIAgent(
+    base_url=spec["base_url"],
+    api_key="sk-fake",
+    provider="custom",
+    api_mode="chat_completions",
+    model="fake-model",
+    quiet_mode=True,
+    session_db=db,
+    tool_delay=0,
+    skip_context_files=True,
+    **spec.get("agent_kwargs", {}),
+)
 agent.suppress_status_output = True
 manager = agent._memory_manager
 providers = list(manager.providers) if manager is not None else []
@@ -54,9 +69,11 @@ if spec.get("trace_hooks"):
         def hook(*args, **kwargs):
             entered = time.time()
             result = inner(*args, **kwargs)
-            out["hooks"].append({"hook": name, "at": entered, "until": time.time(),
-                                 "chars": len(result) if isinstance(result, str) else None})
+            out["hooks"].append(
+                {"hook": name, "at": entered, "until": time.time(), "chars": len(result) if isinstance(result, str) else None}
+            )
             return result
+
         setattr(provider, name, hook)
 
     for p in providers:

@@ -3,6 +3,7 @@
 Run with the Hermes venv's Python; argv[1]: JSON {"prompts": [first, second]}. The model
 comes from $HERMES_HOME/config.yaml. Prints ``MEMSTREAM_DRIVER_RESULT <json>``.
 """
+
 import json
 import os
 import sys
@@ -13,9 +14,14 @@ spec = json.loads(sys.argv[1])
 # The provider's structured logs (warnings, hook failures) go to a file the test reads;
 # inside Hermes, stdout may be redirected while the agent runs.
 structlog.configure(
-    processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"),
-                structlog.processors.format_exc_info, structlog.processors.JSONRenderer()],
-    logger_factory=structlog.PrintLoggerFactory(open(os.environ["MEMSTREAM_TEST_LOG"], "a", buffering=1)))
+    processors=[
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso"),
+        structlog.processors.format_exc_info,
+        structlog.processors.JSONRenderer(),
+    ],
+    logger_factory=structlog.PrintLoggerFactory(open(os.environ["MEMSTREAM_TEST_LOG"], "a", buffering=1)),
+)
 
 import cli as hermes_cli  # noqa: E402  (Hermes's cli.py)
 

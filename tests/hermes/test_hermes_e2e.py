@@ -60,25 +60,42 @@ def world(hermes_venv, tmp_path_factory):
     valkey = ValkeyProcess(work / "valkey").start()
     try:
         # A Hermes home as a user has it before installing memstream: a model configured.
-        (home / "config.yaml").write_text(yaml.safe_dump(
-            {"model": {"provider": "custom", "base_url": llm.url, "default": fake_llm.MODEL},
-             "memory": {"memory_char_limit": 2200}}, sort_keys=False))
-        env = _clean_env(HERMES_HOME=str(home), MEMSTREAM_REDIS_URL=valkey.url, MEMSTREAM_TENANT=TENANT,
-                         MEMSTREAM_HOME=str(work / "memstream-home"), MEMSTREAM_AUTOSTART="0",
-                         MEMSTREAM_SPOOL_FSYNC="never", MEMSTREAM_SHUTDOWN_TIMEOUT="5",
-                         MEMSTREAM_TEST_LOG=str(work / "provider-log.jsonl"))
+        (home / "config.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "model": {"provider": "custom", "base_url": llm.url, "default": fake_llm.MODEL},
+                    "memory": {"memory_char_limit": 2200},
+                },
+                sort_keys=False,
+            )
+        )
+        env = _clean_env(
+            HERMES_HOME=str(home),
+            MEMSTREAM_REDIS_URL=valkey.url,
+            MEMSTREAM_TENANT=TENANT,
+            MEMSTREAM_HOME=str(work / "memstream-home"),
+            MEMSTREAM_AUTOSTART="0",
+            MEMSTREAM_SPOOL_FSYNC="never",
+            MEMSTREAM_SHUTDOWN_TIMEOUT="5",
+            MEMSTREAM_TEST_LOG=str(work / "provider-log.jsonl"),
+        )
 
         proc = _run([bin_dir / "memstream", "install-hermes", "--home", home, "--json"], 60, env=env, cwd=work)
         assert proc.returncode == 0, f"memstream install-hermes failed:\n{_tail(proc)}"
         installed = _last_json(proc.stdout)
 
-        agent_spec = {"base_url": llm.url, "prompts": AGENT_PROMPTS,
-                      "agent_kwargs": {"platform": "telegram", "user_id": "u-123", "chat_id": "chat-9",
-                                       "gateway_session_key": GATEWAY_KEY}}
-        agent = _driver_result(_run([VENV_PY, HERE / "hermes_drive_agent.py", json.dumps(agent_spec)],
-                                    120, env=env, cwd=work), "the AIAgent driver")
-        cli = _driver_result(_run([VENV_PY, HERE / "hermes_drive_cli.py", json.dumps({"prompts": CLI_PROMPTS})],
-                                  120, env=env, cwd=work), "the HermesCLI driver")
+        agent_spec = {
+            "base_url": llm.url,
+            "prompts": AGENT_PROMPTS,
+            "agent_kwargs": {"platform": "telegram", "user_id": "u-123", "chat_id": "chat-9", "gateway_session_key": GATEWAY_KEY},
+        }
+        agent = _driver_result(
+            _run([VENV_PY, HERE / "hermes_drive_agent.py", json.dumps(agent_spec)], 120, env=env, cwd=work), "the AIAgent driver"
+        )
+        cli = _driver_result(
+            _run([VENV_PY, HERE / "hermes_drive_cli.py", json.dumps({"prompts": CLI_PROMPTS})], 120, env=env, cwd=work),
+            "the HermesCLI driver",
+        )
         doctor = _run([bin_dir / "hermes", "memstream", "doctor", "--json"], 60, env=env, cwd=work)
 
         client = redis.Redis.from_url(valkey.url)
@@ -88,9 +105,21 @@ def world(hermes_venv, tmp_path_factory):
         client.close()
         log_path = work / "provider-log.jsonl"
         provider_log = [json.loads(line) for line in log_path.read_text().splitlines()] if log_path.exists() else []
-        yield SimpleNamespace(home=home, work=work, env=env, llm=llm, valkey=valkey, installed=installed,
-                              agent=agent, cli=cli, doctor=doctor, events=events, reports=reports, bin=bin_dir,
-                              provider_log=provider_log)
+        yield SimpleNamespace(
+            home=home,
+            work=work,
+            env=env,
+            llm=llm,
+            valkey=valkey,
+            installed=installed,
+            agent=agent,
+            cli=cli,
+            doctor=doctor,
+            events=events,
+            reports=reports,
+            bin=bin_dir,
+            provider_log=provider_log,
+        )
     finally:
         valkey.stop()
         llm.stop()
@@ -146,11 +175,15 @@ def test_each_hermes_process_left_its_fleet_report_of_the_hooks_hermes_called(wo
 
 def test_every_turn_is_recorded_with_its_text_index_and_tool_calls(world):
     sid = world.agent["session_id"]
-    assert world.agent["replies"] == [fake_llm.reply_for(AGENT_PROMPTS[0]), fake_llm.TOOL_DONE_REPLY,
-                                      fake_llm.reply_for(AGENT_PROMPTS[2])]
+    assert world.agent["replies"] == [
+        fake_llm.reply_for(AGENT_PROMPTS[0]),
+        fake_llm.TOOL_DONE_REPLY,
+        fake_llm.reply_for(AGENT_PROMPTS[2]),
+    ]
     turns = sorted(of_session(world.events, TurnRecorded, sid), key=lambda e: e.turn_index)
     assert [(t.turn_index, t.user_text, t.assistant_text) for t in turns] == [
-        (i + 1, prompt, reply) for i, (prompt, reply) in enumerate(zip(AGENT_PROMPTS, world.agent["replies"]))]
+        (i + 1, prompt, reply) for i, (prompt, reply) in enumerate(zip(AGENT_PROMPTS, world.agent["replies"]))
+    ]
     assert turns[0].tool_calls == [] and turns[2].tool_calls == []
     [call] = turns[1].tool_calls
     assert call.name == "memory" and call.call_id.startswith("call_fake_")
@@ -167,8 +200,13 @@ def test_the_memory_tool_write_is_mirrored_with_its_tool_call_id(world):
     assert write.tool_call_id == turn.tool_calls[0].call_id
     assert write.origin == "assistant_tool"
     # the same id the model produced
-    tool_ids = {tc["id"] for r in world.llm.chat_requests() for m in r["messages"]
-                if m.get("role") == "assistant" for tc in m.get("tool_calls") or []}
+    tool_ids = {
+        tc["id"]
+        for r in world.llm.chat_requests()
+        for m in r["messages"]
+        if m.get("role") == "assistant"
+        for tc in m.get("tool_calls") or []
+    }
     assert write.tool_call_id in tool_ids
     # Hermes's own store got it too
     assert fake_llm.REMEMBER_CONTENT in (world.home / "memories" / "USER.md").read_text()
@@ -203,8 +241,9 @@ def test_scope_carries_tenant_agent_identity_platform_and_sessions(world):
     cli_sessions = {world.cli["first_session_id"], world.cli["second_session_id"]}
     cli_events = [e for e in world.events if e.scope.session_id in cli_sessions]
     assert len(agent_events) + len(cli_events) == len(world.events)
-    assert {(e.scope.tenant, e.scope.app, e.scope.agent, e.scope.platform, e.scope.user_id)
-            for e in agent_events} == {(TENANT, "hermes", GATEWAY_KEY, "telegram", "u-123")}
+    assert {(e.scope.tenant, e.scope.app, e.scope.agent, e.scope.platform, e.scope.user_id) for e in agent_events} == {
+        (TENANT, "hermes", GATEWAY_KEY, "telegram", "u-123")
+    }
     # the interactive CLI passes no gateway key: the profile name is the identity
     assert {(e.scope.tenant, e.scope.agent, e.scope.platform) for e in cli_events} == {(TENANT, "default", "cli")}
     # one run id per provider instance (one per process here)

@@ -50,22 +50,28 @@ def world(hermes_venv, tmp_path_factory):
     valkey = ValkeyProcess(work / "valkey").start()
     try:
         # a Hermes home as a user has it before memstream: a model, Hermes's built-in memory
-        (home / "config.yaml").write_text(yaml.safe_dump(
-            {"model": {"provider": "custom", "base_url": llm.url, "default": fake_llm.MODEL}}, sort_keys=False))
+        (home / "config.yaml").write_text(
+            yaml.safe_dump({"model": {"provider": "custom", "base_url": llm.url, "default": fake_llm.MODEL}}, sort_keys=False)
+        )
         env = _clean_env(HERMES_HOME=str(home), MEMSTREAM_TEST_LOG=str(work / "driver-log.jsonl"))
-        agent_spec = {"base_url": llm.url, "prompts": AGENT_PROMPTS,
-                      "agent_kwargs": {"platform": "telegram", "user_id": "u-123"}}
-        agent = _driver_result(_run([VENV_PY, HERE / "hermes_drive_agent.py", json.dumps(agent_spec)],
-                                    120, env=env, cwd=work), "the AIAgent driver")
-        cli = _driver_result(_run([VENV_PY, HERE / "hermes_drive_cli.py", json.dumps({"prompts": CLI_PROMPTS})],
-                                  120, env=env, cwd=work), "the HermesCLI driver")
+        agent_spec = {"base_url": llm.url, "prompts": AGENT_PROMPTS, "agent_kwargs": {"platform": "telegram", "user_id": "u-123"}}
+        agent = _driver_result(
+            _run([VENV_PY, HERE / "hermes_drive_agent.py", json.dumps(agent_spec)], 120, env=env, cwd=work), "the AIAgent driver"
+        )
+        cli = _driver_result(
+            _run([VENV_PY, HERE / "hermes_drive_cli.py", json.dumps({"prompts": CLI_PROMPTS})], 120, env=env, cwd=work),
+            "the HermesCLI driver",
+        )
         assert agent["providers"] == [] and cli["providers"] == []  # Hermes's built-in memory only
 
-        ms_env = _clean_env(MEMSTREAM_REDIS_URL=valkey.url, MEMSTREAM_TENANT=TENANT, MEMSTREAM_AUTOSTART="0",
-                            MEMSTREAM_HOME=str(work / "memstream-home"))
+        ms_env = _clean_env(
+            MEMSTREAM_REDIS_URL=valkey.url,
+            MEMSTREAM_TENANT=TENANT,
+            MEMSTREAM_AUTOSTART="0",
+            MEMSTREAM_HOME=str(work / "memstream-home"),
+        )
         memstream = hermes_venv / "bin" / "memstream"
-        runs = [_run([memstream, "import", "hermes", "--home", home, "--json"], 120, env=ms_env, cwd=work)
-                for _ in range(2)]
+        runs = [_run([memstream, "import", "hermes", "--home", home, "--json"], 120, env=ms_env, cwd=work) for _ in range(2)]
         for proc in runs:
             assert proc.returncode == 0, _tail(proc)
 
@@ -80,9 +86,18 @@ def world(hermes_venv, tmp_path_factory):
         version = db.execute("SELECT version FROM schema_version").fetchone()[0]
         columns = {t: [r[1] for r in db.execute(f"PRAGMA table_info({t})")] for t in ("sessions", "messages")}
         db.close()
-        yield SimpleNamespace(home=home, agent=agent, cli=cli, results=[_last_json(p.stdout) for p in runs],
-                              entries=entries, events=[EventLog.decode_entry(f) for f in entries],
-                              sessions=sessions, messages=messages, version=version, columns=columns)
+        yield SimpleNamespace(
+            home=home,
+            agent=agent,
+            cli=cli,
+            results=[_last_json(p.stdout) for p in runs],
+            entries=entries,
+            events=[EventLog.decode_entry(f) for f in entries],
+            sessions=sessions,
+            messages=messages,
+            version=version,
+            columns=columns,
+        )
     finally:
         valkey.stop()
         llm.stop()
@@ -104,7 +119,11 @@ def test_the_import_counts_what_hermes_stored(world):
     first = world.results[0]
     ended = sum(1 for s in world.sessions.values() if s["ended_at"] is not None)
     assert (first["sessions"], first["turns"], first["memories"], first["session_ends"]) == (
-        len(world.sessions), len(AGENT_PROMPTS) + len(CLI_PROMPTS), 1, ended)
+        len(world.sessions),
+        len(AGENT_PROMPTS) + len(CLI_PROMPTS),
+        1,
+        ended,
+    )
     assert first["appended"] == first["events"] == len(world.events) and first["skipped"] == {}
 
 
@@ -115,22 +134,28 @@ def test_a_second_import_appends_nothing(world):
 
 
 def test_every_turn_has_its_text_its_answer_s_time_and_an_id_of_that_time(world):
-    replies = {world.agent["session_id"]: world.agent["replies"],
-               world.cli["first_session_id"]: world.cli["replies"][:1],
-               world.cli["second_session_id"]: world.cli["replies"][1:]}
-    prompts = {world.agent["session_id"]: AGENT_PROMPTS, world.cli["first_session_id"]: CLI_PROMPTS[:1],
-               world.cli["second_session_id"]: CLI_PROMPTS[1:]}
+    replies = {
+        world.agent["session_id"]: world.agent["replies"],
+        world.cli["first_session_id"]: world.cli["replies"][:1],
+        world.cli["second_session_id"]: world.cli["replies"][1:],
+    }
+    prompts = {
+        world.agent["session_id"]: AGENT_PROMPTS,
+        world.cli["first_session_id"]: CLI_PROMPTS[:1],
+        world.cli["second_session_id"]: CLI_PROMPTS[1:],
+    }
     for sid, said in prompts.items():
-        turns = sorted((e for e in world.events if isinstance(e, TurnRecorded) and e.scope.session_id == sid),
-                       key=lambda t: t.turn_index)
+        turns = sorted(
+            (e for e in world.events if isinstance(e, TurnRecorded) and e.scope.session_id == sid), key=lambda t: t.turn_index
+        )
         assert [(t.turn_index, t.user_text, t.assistant_text) for t in turns] == [
-            (i, p, r) for i, (p, r) in enumerate(zip(said, replies[sid]), 1)]
+            (i, p, r) for i, (p, r) in enumerate(zip(said, replies[sid]), 1)
+        ]
         answers = [m for m in world.messages if m["session_id"] == sid and m["role"] == "assistant" and m["content"]]
         assert [t.occurred_at for t in turns] == [at(m["timestamp"]) for m in answers]
         for t in turns:
             assert event_id_time_ms(t.id) == int(t.occurred_at.timestamp() * 1000)
-            assert (t.scope.tenant, t.scope.agent, t.scope.platform) == (
-                TENANT, "default", world.sessions[sid]["source"])
+            assert (t.scope.tenant, t.scope.agent, t.scope.platform) == (TENANT, "default", world.sessions[sid]["source"])
 
 
 def test_the_memory_tool_s_entry_is_a_memory_dated_by_the_call_that_wrote_it(world):
@@ -149,8 +174,7 @@ def test_ended_sessions_end_at_hermes_s_time_with_their_turns(world):
     assert set(ends) == {sid for sid, s in world.sessions.items() if s["ended_at"] is not None}
     for sid, end in ends.items():
         assert end.occurred_at == at(world.sessions[sid]["ended_at"])
-        assert end.turn_count == sum(1 for e in world.events if isinstance(e, TurnRecorded)
-                                     and e.scope.session_id == sid)
+        assert end.turn_count == sum(1 for e in world.events if isinstance(e, TurnRecorded) and e.scope.session_id == sid)
 
 
 def test_every_imported_entry_is_admitted_by_the_projections(world):

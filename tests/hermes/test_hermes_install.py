@@ -53,9 +53,11 @@ def test_install_into_a_fresh_home_writes_the_plugin_and_creates_the_config(tmp_
 def test_install_keeps_every_other_key_backs_up_and_is_idempotent(tmp_path):
     home = tmp_path / "hermes"
     home.mkdir()
-    original = {"model": {"provider": "custom", "base_url": "http://127.0.0.1:1/v1", "default": "m"},
-                "memory": {"provider": "holographic", "memory_char_limit": 3000},
-                "toolsets": ["memory", "terminal"]}
+    original = {
+        "model": {"provider": "custom", "base_url": "http://127.0.0.1:1/v1", "default": "m"},
+        "memory": {"provider": "holographic", "memory_char_limit": 3000},
+        "toolsets": ["memory", "terminal"],
+    }
     (home / "config.yaml").write_text(yaml.safe_dump(original))
     (home / "config.yaml").chmod(0o600)
     result = install(home)
@@ -136,13 +138,16 @@ def test_memstream_install_hermes_command(tmp_path, capsys):
     assert check(home)["ok"] is True
 
 
-@pytest.mark.parametrize("argv, expected", [
-    (["memstream", "doctor", "--json"], ["doctor", "--json"]),
-    (["memstream", "add", "--target", "user", "--sync", "likes tea"], ["add", "--target", "user", "--sync", "likes tea"]),
-    (["memstream", "export", "--since", "0-1", "--help"], ["export", "--since", "0-1", "--help"]),
-    (["memstream", "stats"], ["stats"]),
-    (["memstream"], ["doctor"]),
-])
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["memstream", "doctor", "--json"], ["doctor", "--json"]),
+        (["memstream", "add", "--target", "user", "--sync", "likes tea"], ["add", "--target", "user", "--sync", "likes tea"]),
+        (["memstream", "export", "--since", "0-1", "--help"], ["export", "--since", "0-1", "--help"]),
+        (["memstream", "stats"], ["stats"]),
+        (["memstream"], ["doctor"]),
+    ],
+)
 def test_the_plugin_cli_passes_arguments_through_to_memstream(monkeypatch, argv, expected):
     plugin_cli = load_plugin_cli()
     parser = argparse.ArgumentParser(prog="hermes")  # what Hermes builds around it
@@ -167,4 +172,3 @@ def test_the_plugin_cli_is_light_to_import():
     tree = ast.parse((PACKAGED / "cli.py").read_text())
     top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     assert [a.name for n in top for a in n.names] == ["argparse"]  # Hermes imports it to build its parser
-

@@ -66,16 +66,21 @@ class Worker:
     """``memstream worker --embedded-store`` (pipeline + query server) as a subprocess."""
 
     def __init__(self, work, url):
-        self.env = _clean_env(MEMSTREAM_REDIS_URL=url, MEMSTREAM_HOME=str(work / "worker-home"),
-                              MEMSTREAM_EMBEDDER="hash", MEMSTREAM_AUTOSTART="0")
+        self.env = _clean_env(
+            MEMSTREAM_REDIS_URL=url, MEMSTREAM_HOME=str(work / "worker-home"), MEMSTREAM_EMBEDDER="hash", MEMSTREAM_AUTOSTART="0"
+        )
         self.proc: subprocess.Popen | None = None
         self.log = work / "worker.log"
 
     def start(self) -> Worker:
         with open(self.log, "a") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "memstream", "worker", "--embedded-store",
-                                          "--name", "e2e"], env=self.env, stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=log)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "memstream", "worker", "--embedded-store", "--name", "e2e"],
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
         return self
 
     def stop(self) -> None:
@@ -101,40 +106,50 @@ class Stack:
         self.homes: dict[str, object] = {}
         self.timings: list[dict] = []
 
-    def hermes(self, name: str, prompts: list[str], tenant: str = TENANT, env: dict | None = None,
-               **agent_kwargs) -> dict:
+    def hermes(self, name: str, prompts: list[str], tenant: str = TENANT, env: dict | None = None, **agent_kwargs) -> dict:
         """One new Hermes process running ``prompts`` in one session (Hermes home ``name``)."""
         home = self.homes.get(name)
         if home is None:
             home = self.work / f"home-{name}"
             home.mkdir()
-            (home / "config.yaml").write_text(yaml.safe_dump(
-                {"model": {"provider": "custom", "base_url": self.llm.url, "default": fake_llm.MODEL}}))
+            (home / "config.yaml").write_text(
+                yaml.safe_dump({"model": {"provider": "custom", "base_url": self.llm.url, "default": fake_llm.MODEL}})
+            )
             self.homes[name] = home
-        run_env = _clean_env(HERMES_HOME=str(home), MEMSTREAM_REDIS_URL=self.valkey.url,
-                             MEMSTREAM_TENANT=tenant, MEMSTREAM_HOME=str(self.work / f"ms-{name}"),
-                             MEMSTREAM_AUTOSTART="0", MEMSTREAM_SPOOL_FSYNC="never",
-                             MEMSTREAM_PREFETCH_BUDGET_MS=str(BUDGET_MS),
-                             MEMSTREAM_TEST_LOG=str(self.work / "provider-log.jsonl"), **(env or {}))
+        run_env = _clean_env(
+            HERMES_HOME=str(home),
+            MEMSTREAM_REDIS_URL=self.valkey.url,
+            MEMSTREAM_TENANT=tenant,
+            MEMSTREAM_HOME=str(self.work / f"ms-{name}"),
+            MEMSTREAM_AUTOSTART="0",
+            MEMSTREAM_SPOOL_FSYNC="never",
+            MEMSTREAM_PREFETCH_BUDGET_MS=str(BUDGET_MS),
+            MEMSTREAM_TEST_LOG=str(self.work / "provider-log.jsonl"),
+            **(env or {}),
+        )
         if not (home / "plugins" / "memstream").exists():
-            proc = _run([self.venv / "bin" / "memstream", "install-hermes", "--home", home], 60,
-                        env=run_env, cwd=self.work)
+            proc = _run([self.venv / "bin" / "memstream", "install-hermes", "--home", home], 60, env=run_env, cwd=self.work)
             assert proc.returncode == 0, _tail(proc)
-        spec = {"base_url": self.llm.url, "prompts": prompts, "trace_hooks": True,
-                "agent_kwargs": {"platform": "cli", **agent_kwargs}}
+        spec = {
+            "base_url": self.llm.url,
+            "prompts": prompts,
+            "trace_hooks": True,
+            "agent_kwargs": {"platform": "cli", **agent_kwargs},
+        }
         first = len(self.llm.chat_requests())
         log_path = self.work / "provider-log.jsonl"
         log_at = log_path.stat().st_size if log_path.exists() else 0
-        out = _driver_result(_run([VENV_PY, HERE / "hermes_drive_agent.py", json.dumps(spec)], 120,
-                                  env=run_env, cwd=self.work), f"hermes run {name}")
+        out = _driver_result(
+            _run([VENV_PY, HERE / "hermes_drive_agent.py", json.dumps(spec)], 120, env=run_env, cwd=self.work),
+            f"hermes run {name}",
+        )
         assert out["providers"] == ["memstream"] and out["initialized"] == [True], out
         assert out["flushed"] is True, out
         stats = out["stats"][0]
         assert not stats.get("hook_errors") and not stats.get("refused") and not stats.get("not_initialized"), stats
         with open(log_path, "rb") as f:  # the provider's structured log of this run: no warnings
             f.seek(log_at)
-            problems = [row for row in map(json.loads, f.read().splitlines())
-                        if row.get("level") not in ("info", "debug")]
+            problems = [row for row in map(json.loads, f.read().splitlines()) if row.get("level") not in ("info", "debug")]
         assert not problems, problems
         out["requests"] = self.llm.chat_requests()[first:]
         out["timings"] = _turn_timings(out)
@@ -143,8 +158,12 @@ class Stack:
 
     def search(self, query: str, agent: str, tenant: str = TENANT, scope: str = "current") -> list[dict]:
         """A search straight from the service (what memstream_search asks), not through Hermes."""
-        answer = ask(self.client, "memstream", {"op": "search", "tenant": tenant, "agent": agent,
-                                                "scope": scope, "query": query, "k": 20}, timeout=5)
+        answer = ask(
+            self.client,
+            "memstream",
+            {"op": "search", "tenant": tenant, "agent": agent, "scope": scope, "query": query, "k": 20},
+            timeout=5,
+        )
         assert "error" not in answer, answer
         return answer["results"]
 
@@ -160,13 +179,13 @@ class Stack:
             except QueryTimeout:  # the worker is (re)starting
                 pass
             if time.monotonic() > deadline:
-                raise AssertionError(f"{what}: not within {timeout}s; last results: "
-                                     f"{[r['text'] for r in results]}")
+                raise AssertionError(f"{what}: not within {timeout}s; last results: {[r['text'] for r in results]}")
             time.sleep(0.2)
 
     def until_found(self, query: str, agent: str, needle: str, **kw) -> list[dict]:
-        return self.until(f"{needle!r} searchable for {agent}", query, agent,
-                          lambda rs: any(needle in r["text"] for r in rs), **kw)
+        return self.until(
+            f"{needle!r} searchable for {agent}", query, agent, lambda rs: any(needle in r["text"] for r in rs), **kw
+        )
 
     def events(self) -> list:
         log = EventLog(self.client)
@@ -228,10 +247,14 @@ def _turn_timings(run: dict) -> list[dict]:
     assert len(starts) == len(prefetches) == len(run["started_at"]), hooks
     out = []
     for started, turn_start, pf, request in zip(run["started_at"], starts, prefetches, _turn_requests(run)):
-        out.append({"turn_start_to_request_ms": round((request["at"] - turn_start) * 1000, 1),
-                    "prefetch_ms": round((pf["until"] - pf["at"]) * 1000, 1),
-                    "run_start_to_request_ms": round((request["at"] - started) * 1000, 1),
-                    "injected_chars": pf["chars"]})
+        out.append(
+            {
+                "turn_start_to_request_ms": round((request["at"] - turn_start) * 1000, 1),
+                "prefetch_ms": round((pf["until"] - pf["at"]) * 1000, 1),
+                "run_start_to_request_ms": round((request["at"] - started) * 1000, 1),
+                "injected_chars": pf["chars"],
+            }
+        )
     return out
 
 
@@ -261,20 +284,32 @@ def _assert_not_held_up(run: dict) -> None:
 
 # -- 1 -----------------------------------------------------------------------------------------
 def test_a_new_process_recalls_the_memory_of_the_last_session_within_the_budget(stack, record_property):
-    first = stack.hermes("solo", ["I live in Lisbon and my editor is Helix",
-                                  "I prefer my coffee black and I dislike meetings before ten",
-                                  "Please REMEMBER that I like green tea"], gateway_session_key="agent:solo")
+    first = stack.hermes(
+        "solo",
+        [
+            "I live in Lisbon and my editor is Helix",
+            "I prefer my coffee black and I dislike meetings before ten",
+            "Please REMEMBER that I like green tea",
+        ],
+        gateway_session_key="agent:solo",
+    )
     assert first["replies"][2] == fake_llm.TOOL_DONE_REPLY
     assert [name for name, _ in _tool_results(first)] == ["memory"]
     assert _tool_results(first)[0][1].get("success") is True
     # projected: the memory-tool write (a memory) and the turns
-    stack.until("the memory write projected", "green tea", "agent:solo",
-                lambda rs: any(r["text"] == fake_llm.REMEMBER_CONTENT for r in rs))
+    stack.until(
+        "the memory write projected",
+        "green tea",
+        "agent:solo",
+        lambda rs: any(r["text"] == fake_llm.REMEMBER_CONTENT for r in rs),
+    )
     stack.until_found("editor Helix Lisbon", "agent:solo", "Helix")
 
-    second = stack.hermes("solo", ["what should I drink this afternoon, maybe some tea?",
-                                   "which editor should I set up for this repository?"],
-                          gateway_session_key="agent:solo")
+    second = stack.hermes(
+        "solo",
+        ["what should I drink this afternoon, maybe some tea?", "which editor should I set up for this repository?"],
+        gateway_session_key="agent:solo",
+    )
     assert second["session_id"] != first["session_id"]
     blocks = [_injected(r) for r in _turn_requests(second)]
     _report(record_property, "session 2 injected blocks", blocks)
@@ -292,8 +327,11 @@ def test_a_new_process_recalls_the_memory_of_the_last_session_within_the_budget(
     stats = second["stats"][0]
     _report(record_property, "session 2 timings", second["timings"])
     _report(record_property, "session 1 timings (nothing to recall yet)", first["timings"])
-    _report(record_property, "session 2 provider stats", {k: v for k, v in stats.items() if "prefetch" in k
-                                                          or k in ("recalls", "recall_errors", "superseded")})
+    _report(
+        record_property,
+        "session 2 provider stats",
+        {k: v for k, v in stats.items() if "prefetch" in k or k in ("recalls", "recall_errors", "superseded")},
+    )
     assert stats.get("prefetch_fresh", 0) >= 1 and not stats.get("recall_errors"), stats
     _assert_not_held_up(second)
 
@@ -309,8 +347,11 @@ def test_agents_recall_their_own_memory_and_scope_all_shares_it_but_never_across
     # each recalls its own by default
     a = stack.hermes("a", ["what is the locker code at the gym?"], gateway_session_key="agent:a")
     assert "4711" in _injected(a["requests"][0]) and "Fridays" not in _injected(a["requests"][0])
-    b = stack.hermes("b", ["what is the locker code at the gym?", "when does the staging cluster password rotate?",
-                           "SEARCHALL locker code gym"], gateway_session_key="agent:b")
+    b = stack.hermes(
+        "b",
+        ["what is the locker code at the gym?", "when does the staging cluster password rotate?", "SEARCHALL locker code gym"],
+        gateway_session_key="agent:b",
+    )
     b_blocks = [_injected(r) for r in _turn_requests(b)]
     assert not any("4711" in block for block in b_blocks), b_blocks
     assert any("Fridays" in block for block in b_blocks), b_blocks
@@ -320,14 +361,17 @@ def test_agents_recall_their_own_memory_and_scope_all_shares_it_but_never_across
     assert locker["id"] in [r["id"] for r in shared["results"] if r["agent"] == "agent:a"], shared
 
     # another tenant, even with the same agent name: nothing of acme, and it cannot forget acme's items
-    other = stack.hermes("other", ["what is the locker code at the gym?", "SEARCHALL locker code gym",
-                                   f"FORGET {locker['id']}"], tenant="globex", gateway_session_key="agent:a")
+    other = stack.hermes(
+        "other",
+        ["what is the locker code at the gym?", "SEARCHALL locker code gym", f"FORGET {locker['id']}"],
+        tenant="globex",
+        gateway_session_key="agent:a",
+    )
     blocks = [_injected(r) for r in _turn_requests(other)]
     assert not any("4711" in block or "Fridays" in block for block in blocks), blocks
     (s_name, found), (f_name, forgot) = _tool_results(other)
     assert s_name == "memstream_search" and "results" in found, found
-    assert not [r for r in found["results"] if "4711" in r["text"] or "Fridays" in r["text"]
-                or r["id"] == locker["id"]], found
+    assert not [r for r in found["results"] if "4711" in r["text"] or "Fridays" in r["text"] or r["id"] == locker["id"]], found
     # an id of another tenant is not globex's to forget: an error, no tombstone
     assert f_name == "memstream_forget" and "no turn, memory or fact" in forgot.get("error", ""), forgot
     # once the globex session's last turn is projected, acme's item is still there, and globex's own search sees its own turns but no acme ones
@@ -339,9 +383,15 @@ def test_agents_recall_their_own_memory_and_scope_all_shares_it_but_never_across
 
 # -- 3 -----------------------------------------------------------------------------------------
 def test_the_model_searches_scrolls_and_forgets_through_the_tools(stack, record_property):
-    stack.hermes("tools", ["Our release train leaves every second Thursday",
-                           "The notes live in the wiki under ops/pages",
-                           "Hotfixes need the consent of the on-call lead"], gateway_session_key="agent:t")
+    stack.hermes(
+        "tools",
+        [
+            "Our release train leaves every second Thursday",
+            "The notes live in the wiki under ops/pages",
+            "Hotfixes need the consent of the on-call lead",
+        ],
+        gateway_session_key="agent:t",
+    )
     stack.until_found("release train Thursday", "agent:t", "second Thursday")
     stack.until_found("hotfixes on-call lead", "agent:t", "on-call lead")
 
@@ -353,8 +403,7 @@ def test_the_model_searches_scrolls_and_forgets_through_the_tools(stack, record_
     hit = search["results"][0]
     assert hit["kind"] == "turn" and "second Thursday" in hit["text"] and hit["agent"] == "agent:t", search
     # the model passed the hit's id on (read from the tool result in its request)
-    sent = [json.loads(c["function"]["arguments"]) for m in run["requests"][-1]["messages"]
-            for c in m.get("tool_calls") or []]
+    sent = [json.loads(c["function"]["arguments"]) for m in run["requests"][-1]["messages"] for c in m.get("tool_calls") or []]
     assert sent[1]["id"] == sent[2]["id"] == hit["id"], sent
     # context: the hit is the session's first turn, so one turn after it and none before
     assert context["anchor"]["id"] == hit["id"] and context["anchor"]["agent"] == "agent:t", context
@@ -363,8 +412,9 @@ def test_the_model_searches_scrolls_and_forgets_through_the_tools(stack, record_
     assert forget["ok"] is True and forget["forgotten_id"] == hit["id"] and forget["tombstone"], forget
 
     # the tombstone reaches every projection: the turn is no longer found, the others still are
-    gone = stack.until("the forgotten turn gone", "release train Thursday", "agent:t",
-                       lambda rs: hit["id"] not in [r["id"] for r in rs])
+    gone = stack.until(
+        "the forgotten turn gone", "release train Thursday", "agent:t", lambda rs: hit["id"] not in [r["id"] for r in rs]
+    )
     # (the CHAIN turn itself, recorded since, says "release train second Thursday" too)
     assert not [r for r in gone if "every second Thursday" in r["text"]], gone
     stack.until_found("hotfixes on-call lead", "agent:t", "on-call lead")
@@ -382,19 +432,21 @@ def test_the_model_searches_scrolls_and_forgets_through_the_tools(stack, record_
 
 # -- 4 -----------------------------------------------------------------------------------------
 def test_with_the_worker_stopped_turns_complete_and_nothing_is_lost(stack, record_property):
-    prompts = ["The backup window is 02:00 to 03:00 UTC",
-               "MEMO Backups are verified by restoring into the scratch cluster",
-               "KEEP The user wants backup reports in Portuguese",
-               "SEARCH backup window",
-               "what is the backup window?"]
+    prompts = [
+        "The backup window is 02:00 to 03:00 UTC",
+        "MEMO Backups are verified by restoring into the scratch cluster",
+        "KEEP The user wants backup reports in Portuguese",
+        "SEARCH backup window",
+        "what is the backup window?",
+    ]
     stack.worker.stop()
     try:
-        run = stack.hermes("down", prompts, gateway_session_key="agent:down",
-                           env={"MEMSTREAM_TOOL_TIMEOUT": "1"})
+        run = stack.hermes("down", prompts, gateway_session_key="agent:down", env={"MEMSTREAM_TOOL_TIMEOUT": "1"})
         _report(record_property, "worker stopped: timings", run["timings"])
         _report(record_property, "worker stopped: turn seconds", [round(s, 2) for s in run["turn_s"]])
         assert run["replies"] == [fake_llm.reply_for(prompts[0])] + [fake_llm.TOOL_DONE_REPLY] * 3 + [
-            fake_llm.reply_for(prompts[4])]
+            fake_llm.reply_for(prompts[4])
+        ]
         calls = _tool_results(run)
         assert [name for name, _ in calls] == ["memory", "memstream_remember", "memstream_search"], calls
         assert calls[0][1].get("success") is True and calls[1][1]["ok"] is True, calls
@@ -413,10 +465,18 @@ def test_with_the_worker_stopped_turns_complete_and_nothing_is_lost(stack, recor
         stack.worker.start()
     started = time.monotonic()
     stack.until_found("backup window UTC", "agent:down", "02:00 to 03:00")
-    stack.until("the memory-tool write projected", "restoring scratch cluster", "agent:down",
-                lambda rs: any(r["text"] == prompts[1][5:] for r in rs))
-    stack.until("the memstream_remember projected", "backup reports Portuguese", "agent:down",
-                lambda rs: any(r["text"] == prompts[2][5:] for r in rs))
+    stack.until(
+        "the memory-tool write projected",
+        "restoring scratch cluster",
+        "agent:down",
+        lambda rs: any(r["text"] == prompts[1][5:] for r in rs),
+    )
+    stack.until(
+        "the memstream_remember projected",
+        "backup reports Portuguese",
+        "agent:down",
+        lambda rs: any(r["text"] == prompts[2][5:] for r in rs),
+    )
     _report(record_property, "worker restarted: all searchable after (s)", round(time.monotonic() - started, 2))
 
 
@@ -449,13 +509,11 @@ def _redis_values_with(client: redis.Redis, needle: str) -> dict[str, str]:
 
 def test_a_forgotten_turn_leaves_no_copy_of_its_text_outside_the_log(stack):
     secret = "31-62-93"
-    stack.hermes("leak", [f"The vault combination is {secret}", "Lunch is served at noon"],
-                 gateway_session_key="agent:leak")
+    stack.hermes("leak", [f"The vault combination is {secret}", "Lunch is served at noon"], gateway_session_key="agent:leak")
     [turn] = [r for r in stack.until_found("vault combination", "agent:leak", secret) if secret in r["text"]]
     stack.until_found("lunch served noon", "agent:leak", "noon")
     run = stack.hermes("leak", [f"FORGET {turn['id']}"], gateway_session_key="agent:leak")
     assert _tool_results(run)[0][1]["ok"] is True
-    stack.until("the forgotten turn gone", "vault combination", "agent:leak",
-                lambda rs: turn["id"] not in [r["id"] for r in rs])
+    stack.until("the forgotten turn gone", "vault combination", "agent:leak", lambda rs: turn["id"] not in [r["id"] for r in rs])
     stack.until_found("FORGET", "agent:leak", "FORGET")  # the run's own turn: after the tombstone
     assert _redis_values_with(stack.client, secret) == {}

@@ -31,36 +31,46 @@ def test_reading_stops_at_the_bound_and_keeps_a_character_whole():
     assert got == ("abcd", "stdin", True)  # é's first byte is the fifth: it is not split
 
 
-@pytest.mark.parametrize("kwargs, says", [
-    ({"text": "-", "file": None, "stdin": None}, "`add -` reads the text from stdin, and there is no stdin"),
-    ({"text": None, "file": None, "stdin": None}, "nothing to add: give TEXT"),
-    ({"text": "-", "file": None, "stdin": io.BytesIO(b"\xff")}, "stdin is not UTF-8 text (invalid byte at offset 0)"),
-    ({"text": None, "file": "a\0b", "stdin": None}, "is not a valid path"),
-])
+@pytest.mark.parametrize(
+    "kwargs, says",
+    [
+        ({"text": "-", "file": None, "stdin": None}, "`add -` reads the text from stdin, and there is no stdin"),
+        ({"text": None, "file": None, "stdin": None}, "nothing to add: give TEXT"),
+        ({"text": "-", "file": None, "stdin": io.BytesIO(b"\xff")}, "stdin is not UTF-8 text (invalid byte at offset 0)"),
+        ({"text": None, "file": "a\0b", "stdin": None}, "is not a valid path"),
+    ],
+)
 def test_a_text_that_cannot_be_had_is_a_command_error_saying_why(kwargs, says):
     with pytest.raises(CommandError, match=says.replace("(", r"\(").replace(")", r"\)")):
         source_text(100, **kwargs)
 
 
 def test_the_memory_write_drops_a_files_final_newline_and_is_of_the_clis_origin(settings):
-    event, clipped = memory_event(settings, "prefers green tea\n", "note.txt", False, tenant=None, agent="a1",
-                                  session=None, target="user")
+    event, clipped = memory_event(
+        settings, "prefers green tea\n", "note.txt", False, tenant=None, agent="a1", session=None, target="user"
+    )
     assert (event.content, clipped, event.target, event.action, event.origin) == (
-        "prefers green tea", False, "user", "add", "memstream-cli")
+        "prefers green tea",
+        False,
+        "user",
+        "add",
+        "memstream-cli",
+    )
     assert (event.scope.tenant, event.scope.agent, event.scope.session_id, event.scope.platform) == (
-        settings.tenant, "a1", "", "cli")
-    kept, _ = memory_event(settings, "as typed\n", "TEXT", False, tenant="t9", agent="a1", session="s1",
-                           target="memory")
+        settings.tenant,
+        "a1",
+        "",
+        "cli",
+    )
+    kept, _ = memory_event(settings, "as typed\n", "TEXT", False, tenant="t9", agent="a1", session="s1", target="memory")
     assert kept.content == "as typed\n" and kept.scope.tenant == "t9" and kept.scope.session_id == "s1"
 
 
 def test_a_text_read_only_up_to_the_bound_is_clipped_as_the_writer_clips_the_whole(settings):
     whole = "é" * 5000  # 10000 bytes
     read = whole.encode()[:1000].decode()
-    event, clipped = memory_event(settings, read, "stdin", True, tenant=None, agent="a1", session=None,
-                                  target="memory")
-    from_whole, also_clipped = memory_event(settings, whole, "TEXT", True, tenant=None, agent="a1", session=None,
-                                            target="memory")
+    event, clipped = memory_event(settings, read, "stdin", True, tenant=None, agent="a1", session=None, target="memory")
+    from_whole, also_clipped = memory_event(settings, whole, "TEXT", True, tenant=None, agent="a1", session=None, target="memory")
     assert clipped and also_clipped and event.clipped == ["content"]
     assert event.content == from_whole.content and len(event.content.encode()) <= 1000
 

@@ -20,8 +20,7 @@ def test_an_unreachable_log_fails_redis_and_streams_and_skips_what_needs_the_log
     report = doctor(settings)
     assert list(report["checks"]) == ["config", "embedder", "redis", "streams", "spool"]
     assert report["ok"] is False
-    assert report["checks"]["redis"]["error"] == ("no memstream service is running; start it with "
-                                                  "`memstream up --detach`")
+    assert report["checks"]["redis"]["error"] == ("no memstream service is running; start it with `memstream up --detach`")
     assert report["checks"]["streams"] == {"ok": False, "state": "failed", "error": "log unreachable"}
     assert report["state"] == "failed" and report["checks"]["redis"]["state"] == "failed"
     assert report["checks"]["spool"]["ok"] is True and report["checks"]["spool"]["segments"] == 0
@@ -44,8 +43,18 @@ def test_a_reachable_log_without_workers_checks_every_registered_projection(valk
     settings = Settings.load(home=str(tmp_path / "ms-home"), autostart=False, redis_url=valkey_server.url)
     report = doctor(settings, hermes=lambda: {"ok": True, "skipped": True})
     checks = report["checks"]
-    assert list(checks) == ["config", "embedder", "redis", "streams", "queries", "tenants", "projections", "dense", "spool",
-                            "hermes"]
+    assert list(checks) == [
+        "config",
+        "embedder",
+        "redis",
+        "streams",
+        "queries",
+        "tenants",
+        "projections",
+        "dense",
+        "spool",
+        "hermes",
+    ]
     assert report["ok"] is True  # nothing waits: no projection is behind
     assert checks["redis"]["redis_version"] and checks["queries"]["answering"] is False
     assert list(checks["projections"]["groups"]) == list(group_names())
@@ -79,8 +88,9 @@ def test_corrupt_regions_set_aside_in_the_spool_are_a_warning(tmp_path):
     (settings.spool_dir / "quarantine" / "seg-1-0.bad").write_bytes(b"\x00garbage")
     check = check_spool(settings)
     assert check["ok"] is True and check["quarantined"] == 1
-    assert check["warning"] == (f"corrupt spool regions set aside in {settings.spool_dir}/quarantine: 1 "
-                                "(the events in them could not be read)")
+    assert check["warning"] == (
+        f"corrupt spool regions set aside in {settings.spool_dir}/quarantine: 1 (the events in them could not be read)"
+    )
 
 
 def test_the_config_check_says_where_each_value_came_from(tmp_path, monkeypatch):
@@ -89,13 +99,17 @@ def test_the_config_check_says_where_each_value_came_from(tmp_path, monkeypatch)
     settings = Settings.load(home=str(tmp_path / "ms-home"))
     config = doctor(settings)["checks"]["config"]
     assert config["home"] == str(tmp_path / "ms-home")
-    assert config["sources"] == {"home": "given", "embedder": "MEMSTREAM_EMBEDDER",
-                                 "autostart": "MEMSTREAM_AUTOSTART"}
+    assert config["sources"] == {"home": "given", "embedder": "MEMSTREAM_EMBEDDER", "autostart": "MEMSTREAM_AUTOSTART"}
 
 
 def test_the_streams_check_counts_streams_and_events_and_when_they_were_appended(event_log):
     assert {k: v for k, v in check_streams(event_log).items() if k != "streams"} == {
-        "ok": True, "count": 1, "events": 0, "first_at": None, "last_at": None}
+        "ok": True,
+        "count": 1,
+        "events": 0,
+        "first_at": None,
+        "last_at": None,
+    }
     first, _, last = event_log.append([turn("one"), memory("add", "two"), turn("three")])
     check = check_streams(event_log)
     assert (check["count"], check["events"]) == (1, 3)
@@ -116,8 +130,9 @@ def test_through_sentinels_the_redis_check_names_the_primary_and_too_few_replica
         assert "replicas" not in check  # WAIT off: not asked
         eventlog.client.close()
         for wanted, ok in ((1, True), (2, False)):
-            check, eventlog = check_redis(Settings.load(home=str(tmp_path / "ms-home"), autostart=False,
-                                                        redis_url=topology.url, ship_replicas=wanted))
+            check, eventlog = check_redis(
+                Settings.load(home=str(tmp_path / "ms-home"), autostart=False, redis_url=topology.url, ship_replicas=wanted)
+            )
             assert (check["ok"], check["replicas"]) == (ok, 1)
             assert ok or "MEMSTREAM_SHIP_REPLICAS=2 but the primary has 1 replicas" in check["error"]
             eventlog.client.close()
@@ -153,8 +168,13 @@ def test_the_dense_check_is_ok_without_a_backlog_and_while_a_stage_keeps_up(even
     _write(turns, *(turn(f"Build {i} shipped", index=i) for i in range(3)))
     check = check_dense(event_log, settings)
     assert check["ok"] and "warning" not in check
-    assert check["groups"]["turns.v1"] == {"waiting": 3, "oldest_s": check["groups"]["turns.v1"]["oldest_s"],
-                                           "readers": 0, "last_read_s": None, "dead_letters": 0}
+    assert check["groups"]["turns.v1"] == {
+        "waiting": 3,
+        "oldest_s": check["groups"]["turns.v1"]["oldest_s"],
+        "readers": 0,
+        "last_read_s": None,
+        "dead_letters": 0,
+    }
     assert EmbedConsumer(event_log.client, turns, "w1").drain() == 3
     check = check_dense(event_log, settings)
     assert check["ok"] and "warning" not in check

@@ -48,23 +48,36 @@ def test_forget_match_removes_the_text_from_every_place(tmp_path, reach, setting
         facts = FactsTable(log.client, log.prefix)
         assert any(token in f.value for f in facts.query("t1", history=True))
         handlers = pipeline.reads.handlers()  # what the query server answers the tools and commands with
-        assert token in repr(handlers["search"]({"op": "search", "tenant": "t1", "agent": "a1", "scope": "all",
-                                                 "query": f"code word {token}"}))
+        assert token in repr(
+            handlers["search"]({"op": "search", "tenant": "t1", "agent": "a1", "scope": "all", "query": f"code word {token}"})
+        )
         assert handlers["exists"]({"op": "exists", "tenant": "t1", "id": said.id}).get("exists") is True
         # copies: a dead letter of the raw entry, a backlog entry, a cache row, a spool record
         raw = log.client.xrange(log.stream_keys[0])[-2]
         DeadLetters(log.client, log.prefix).add("facts.v1", log.stream_keys[0], as_str(raw[0]), raw[1], "boom", 5)
         backlog = keys.embed_backlog(log.prefix, group_of("turns"))
-        log.client.xadd(backlog, {"id": "p1", "key": "k", "tenant": "t1", "event": said.id,
-                                  "text": f"unit: {said.user_text}"})
-        log.client.xadd(backlog, {"id": "p2", "key": "k", "tenant": "t1", "event": kept.id,  # a later unit quoting it
-                                  "text": f"earlier: {said.user_text}\nnow: {kept.user_text}"})
+        log.client.xadd(backlog, {"id": "p1", "key": "k", "tenant": "t1", "event": said.id, "text": f"unit: {said.user_text}"})
+        log.client.xadd(
+            backlog,
+            {
+                "id": "p2",
+                "key": "k",
+                "tenant": "t1",
+                "event": kept.id,  # a later unit quoting it
+                "text": f"earlier: {said.user_text}\nnow: {kept.user_text}",
+            },
+        )
         log.client.xadd(backlog, {"id": "p3", "key": "k", "tenant": "t1", "event": kept.id, "text": kept.user_text})
         cache_path = settings.data_dir / "embeddings.sqlite3"
         with EmbeddingCache(cache_path) as cache:
-            cache.put_many("hash", {text_key(said.user_text): np.ones(4, dtype="<f4"),
-                                    text_key(f"unit: {said.user_text}"): np.ones(4, dtype="<f4"),
-                                    text_key("Prefers green tea"): np.ones(4, dtype="<f4")})
+            cache.put_many(
+                "hash",
+                {
+                    text_key(said.user_text): np.ones(4, dtype="<f4"),
+                    text_key(f"unit: {said.user_text}"): np.ones(4, dtype="<f4"),
+                    text_key("Prefers green tea"): np.ones(4, dtype="<f4"),
+                },
+            )
         spooled = remembered(f"spooled {token}")
         spool = Spool(settings.spool_dir)
         spool.append(Record.of(spooled).data)
@@ -78,8 +91,14 @@ def test_forget_match_removes_the_text_from_every_place(tmp_path, reach, setting
         assert files_holding(tmp_path / "pipe-home", token.encode())  # the store's write-ahead log has it
         plan = ops.forget(settings, ops.Selector(match=token), dry_run=True)
         assert set(plan["events"]) == {archived_memory.id, fact_turn.id, said.id}
-        assert plan["removed"] == {"stream_entries": 2, "archive_entries": 1, "dead_letters": 1, "embed_backlog": 2,
-                                   "embedding_cache": 0, "spool_records": 1}
+        assert plan["removed"] == {
+            "stream_entries": 2,
+            "archive_entries": 1,
+            "dead_letters": 1,
+            "embed_backlog": 2,
+            "embedding_cache": 0,
+            "spool_records": 1,
+        }
         assert token in json.dumps(list(ops.export(settings)))  # a dry run removes nothing
 
         done = ops.forget(settings, ops.Selector(match=token), wait=0)
@@ -144,7 +163,6 @@ def _all():
     return Filter(tenant="t1")
 
 
-
 def test_tombstoned_erases_what_the_forget_tool_and_memory_remove_forgot(tmp_path, reach, settings):
     token = f"Qz{uuid.uuid4().hex[:12]}"
     log = reach
@@ -195,8 +213,9 @@ def test_selectors_combine_and_every_other_event_is_kept(tmp_path, reach, settin
     assert ours.id not in exported and {other_agent.id, other_tenant.id, later.id} <= exported
     from memstream.producers import Scope, SessionEnded, utcnow
 
-    elsewhere = SessionEnded(id="0190aaaa-0000-7000-8000-00000000000a", occurred_at=utcnow(),
-                             scope=Scope(tenant="t1", agent="a1", session_id="s2"))
+    elsewhere = SessionEnded(
+        id="0190aaaa-0000-7000-8000-00000000000a", occurred_at=utcnow(), scope=Scope(tenant="t1", agent="a1", session_id="s2")
+    )
     log.append([elsewhere])
     by_session = ops.forget(settings, ops.Selector(session="s1", tenant="t1"), dry_run=True)["events"]
     assert other_agent.id in by_session and later.id in by_session and elsewhere.id not in by_session
@@ -214,8 +233,13 @@ def test_a_replay_after_forget_builds_versions_without_the_text(tmp_path, reach)
     pipeline = make_pipeline(tmp_path / "pipe-home", log)
     own = pipeline.settings  # the pipeline's archive, spool and cache
     try:
-        log.append([turn(f"I live in {token} City", index=0), memory("add", f"vault phrase {token}"),
-                    turn("I work at Acme Corp", index=1)])
+        log.append(
+            [
+                turn(f"I live in {token} City", index=0),
+                memory("add", f"vault phrase {token}"),
+                turn("I work at Acme Corp", index=1),
+            ]
+        )
         pipeline.drain()
         assert ops.archive(own)["archived"] >= 2
         log.append([turn(f"the code word is {token}", index=2), remembered("Prefers green tea")])

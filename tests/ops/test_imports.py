@@ -46,16 +46,25 @@ def home(tmp_path):
 def test_hermes_history_is_appended_with_its_counts_and_a_second_import_appends_nothing(settings, log_of, home):
     progress = []
     result = import_hermes(settings, home, progress=lambda done, total: progress.append((done, total)))
-    assert {k: result[k] for k in ("sessions", "turns", "memories", "session_ends", "session_switches", "events",
-                                   "new", "appended", "skipped")} == {
-        "sessions": 2, "turns": 3, "memories": 2, "session_ends": 1, "session_switches": 0, "events": 6, "new": 6,
-        "appended": 6, "skipped": {}}
+    assert {
+        k: result[k]
+        for k in ("sessions", "turns", "memories", "session_ends", "session_switches", "events", "new", "appended", "skipped")
+    } == {
+        "sessions": 2,
+        "turns": 3,
+        "memories": 2,
+        "session_ends": 1,
+        "session_switches": 0,
+        "events": 6,
+        "new": 6,
+        "appended": 6,
+        "skipped": {},
+    }
     assert progress[0] == (0, 6) and progress[-1] == (6, 6)
     events = events_in(log_of)
     assert [type(e) for e in events].count(TurnRecorded) == 3
     assert {type(e) for e in events} == {TurnRecorded, SessionEnded, MemoryWritten}
-    assert [e.user_text for e in events if isinstance(e, TurnRecorded)] == ["hello there", "what do I like?",
-                                                                            "next session"]
+    assert [e.user_text for e in events if isinstance(e, TurnRecorded)] == ["hello there", "what do I like?", "next session"]
     assert all(e.scope.tenant == settings.tenant for e in events)
     again = import_hermes(settings, home)
     assert (again["new"], again["appended"], again["skipped"]) == (0, 0, {"already in the log": 6})
@@ -100,11 +109,15 @@ def _bad_memory_file(home):
     (home / "memories" / "USER.md").write_bytes(b"ok\n\xc2\xa7\n\xfe")
 
 
-@pytest.mark.parametrize("damage, says", [
-    (_corrupt, r"state\.db: table schema_version: unreadable"),
-    (_unknown_schema, r"state\.db: table schema_version: schema version 99 is not one memstream knows"),
-    (_bad_memory_file, r"USER\.md: line 3: not UTF-8"),
-], ids=["corrupt", "unknown-schema", "memory-file"])
+@pytest.mark.parametrize(
+    "damage, says",
+    [
+        (_corrupt, r"state\.db: table schema_version: unreadable"),
+        (_unknown_schema, r"state\.db: table schema_version: schema version 99 is not one memstream knows"),
+        (_bad_memory_file, r"USER\.md: line 3: not UTF-8"),
+    ],
+    ids=["corrupt", "unknown-schema", "memory-file"],
+)
 def test_a_rejected_file_appends_nothing_of_the_history(settings, log_of, home, damage, says):
     damage(home)
     with pytest.raises(CommandError, match=says + r".*; nothing was imported"):
@@ -151,17 +164,26 @@ def other_log(redis_client, settings):
 
 
 def _export_file(settings, path):
-    path.write_text("".join(json.dumps(item, ensure_ascii=False) + "\n" for item in export(settings)),
-                    encoding="utf-8")
+    path.write_text("".join(json.dumps(item, ensure_ascii=False) + "\n" for item in export(settings)), encoding="utf-8")
     return path
 
 
 def test_an_export_imported_into_an_empty_log_gives_the_same_events_in_the_same_order(
-        settings, log_of, home, other_log, tmp_path, monkeypatch):
+    settings, log_of, home, other_log, tmp_path, monkeypatch
+):
     import_hermes(settings, home)
-    log_of.append([TurnRecorded(id="hand-made-1", occurred_at=events_in(log_of)[0].occurred_at,
-                                scope=events_in(log_of)[0].scope, turn_index=9, user_text="by hand",
-                                assistant_text="ok")])
+    log_of.append(
+        [
+            TurnRecorded(
+                id="hand-made-1",
+                occurred_at=events_in(log_of)[0].occurred_at,
+                scope=events_in(log_of)[0].scope,
+                turn_index=9,
+                user_text="by hand",
+                assistant_text="ok",
+            )
+        ]
+    )
     path = _export_file(settings, tmp_path / "export.jsonl")
     monkeypatch.setattr("memstream.ops.imports.connect", lambda settings: other_log)
     result = import_jsonl(settings, path)

@@ -25,8 +25,10 @@ def test_a_version_is_built_with_its_own_options_and_bad_options_add_nothing(ops
     pipeline = make_pipeline(tmp_path / "home", log)
     log.append([turn(f"turn {i} about the deploy", index=i) for i in range(4)])
     pipeline.drain()
-    for options, message in (({"nope": 1}, "unknown option 'nope' of the turns projection"),
-                             ({"context_turns": "2"}, "option 'context_turns' of the turns projection must be int")):
+    for options, message in (
+        ({"nope": 1}, "unknown option 'nope' of the turns projection"),
+        ({"context_turns": "2"}, "option 'context_turns' of the turns projection must be int"),
+    ):
         with pytest.raises(CommandError, match=message):
             start_replay(ops_settings, ["turns"], options=options)
     with pytest.raises(CommandError, match="facts takes no options"):

@@ -21,9 +21,12 @@ def test_every_registered_group_has_its_position_lag_and_items(tmp_path, event_l
         assert p["exists"] and p["pending"] == 0 and p["dead_letters"] == 0, group
         assert p["last_applied_at"] and p["health"]["status"] in ("idle", "ok"), group
     sources = {group: p["items_source"] for group, p in stats.items()}
-    assert sources == {group_of("turns"): "points written (no worker answered)",
-                       group_of("memories"): "points written (no worker answered)",
-                       group_of("facts"): "facts table", group_of("sessions"): "turns recorded"}
+    assert sources == {
+        group_of("turns"): "points written (no worker answered)",
+        group_of("memories"): "points written (no worker answered)",
+        group_of("facts"): "facts table",
+        group_of("sessions"): "turns recorded",
+    }
     assert stats[group_of("sessions")]["items"] == 1 and stats[group_of("memories")]["items"] == 1
     assert stats[group_of("turns")]["embedding"] == {"waiting": 0, "oldest_s": None, "dead_letters": 0}
     assert "embedding" not in stats[group_of("facts")]

@@ -23,8 +23,7 @@ def test_a_memory_write_not_yet_applied_is_logged_with_a_hint_at_the_deadline(ev
     assert wait_projected(event_log, event, entry, 0.05) == "logged (not yet projected: are the workers running?)"
 
 
-def test_a_memory_write_is_searchable_once_the_memory_write_groups_applied_it_whatever_the_others(
-        pipeline, event_log):
+def test_a_memory_write_is_searchable_once_the_memory_write_groups_applied_it_whatever_the_others(pipeline, event_log):
     event = memory("add", "Deploys go out on Tuesdays")
     entry = event_log.append([event])[0]
     for consumer in pipeline.consumers:
@@ -43,4 +42,5 @@ def test_a_memory_write_a_projection_gave_up_on_names_its_group_and_error(pipeli
     entry = event_log.append([event])[0]
     pipeline.drain()
     assert wait_projected(event_log, event, entry, 5.0) == (
-        f"dead-lettered in {group_of('facts')}: ValueError: cannot read this memory")
+        f"dead-lettered in {group_of('facts')}: ValueError: cannot read this memory"
+    )

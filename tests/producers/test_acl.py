@@ -69,8 +69,9 @@ def refusals(root: redis.Redis) -> list[str]:
     out = []
     for entry in root.execute_command("ACL", "LOG"):
         fields = dict(zip(entry[::2], entry[1::2], strict=False)) if isinstance(entry, list) else entry
-        got = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
-               for k, v in fields.items()}
+        got = {
+            (k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v) for k, v in fields.items()
+        }
         user, what = got.get("username", ""), f"{got.get('reason')} {got.get('object')}"
         if not (user.startswith(f"{PREFIX}-") and what in HOST_PROBES):
             out.append(f"{user} {what}")
@@ -88,8 +89,7 @@ def test_the_recipe_names_users_no_tenant_can_take_and_bounds_keys_to_the_prefix
     assert not TENANT_NAME.match("+worker")
     for rules in (worker_rules("ms", "pw"), admin_rules("ms", "pw")):
         assert rules[:3] == ["reset", "on", ">pw"]
-        assert [r for r in rules if r.startswith(("~", "%", "&", "allkeys", "allchannels", "+@", "allcommands"))] \
-            == ["~ms:*"]
+        assert [r for r in rules if r.startswith(("~", "%", "&", "allkeys", "allchannels", "+@", "allcommands"))] == ["~ms:*"]
         assert "resetchannels" in rules and "-@all" in rules
     assert not any(r.startswith("+acl") or r in ("+info", "+xtrim") for r in worker_rules("ms", "pw"))
 
@@ -113,9 +113,14 @@ def test_each_role_works_with_exactly_its_rights(tmp_path, users):
             try:
                 kept = remembered(f"{tenant} keeps the kite in the shed", tenant=tenant)
                 gone = remembered(f"{tenant} temporary note", tenant=tenant)
-                for event in (turn(f"{tenant} asks about kites", "kites fly in wind", tenant=tenant),
-                              memory("add", f"{tenant} user likes kites", tenant=tenant), kept, gone,
-                              forgotten(gone.id, tenant=tenant), session_ended(tenant=tenant)):
+                for event in (
+                    turn(f"{tenant} asks about kites", "kites fly in wind", tenant=tenant),
+                    memory("add", f"{tenant} user likes kites", tenant=tenant),
+                    kept,
+                    gone,
+                    forgotten(gone.id, tenant=tenant),
+                    session_ended(tenant=tenant),
+                ):
                     assert writer.emit(event)
                 assert writer.flush(10.0), writer.stats()
             finally:
@@ -124,11 +129,13 @@ def test_each_role_works_with_exactly_its_rights(tmp_path, users):
             recall = Recall(host, lambda tenant=tenant: {"tenant": tenant, "agent": "a1", "session": "s1"})
 
             def found(recall=recall, tenant=tenant) -> bool:
-                answer = recall.ask({"op": "search", "tenant": tenant, "agent": "a1", "query": "kite shed",
-                                     "scope": "all"}, timeout=5.0)
+                answer = recall.ask(
+                    {"op": "search", "tenant": tenant, "agent": "a1", "query": "kite shed", "scope": "all"}, timeout=5.0
+                )
                 texts = [r["text"] for r in answer.get("results", [])]
-                return any("kite in the shed" in t for t in texts) and all(t.startswith(tenant) for t in texts
-                                                                          if "kite in the shed" in t)
+                return any("kite in the shed" in t for t in texts) and all(
+                    t.startswith(tenant) for t in texts if "kite in the shed" in t
+                )
 
             wait_for(found, what=f"{tenant}'s memory answered to its host")
             for op in ({"op": "facts"}, {"op": "recent", "scope": "all"}):
@@ -186,13 +193,29 @@ def test_each_role_works_with_exactly_its_rights(tmp_path, users):
 
 
 REFUSED_TO_ALL = [
-    ("FLUSHALL",), ("FLUSHDB",), ("CONFIG", "RESETSTAT"), ("CONFIG", "REWRITE"), ("KEYS", "*"),
-    ("SHUTDOWN", "NOSAVE"), ("CLIENT", "LIST"), ("CLIENT", "KILL", "ID", "1"),
-    ("MONITOR",), ("SUBSCRIBE", "anything"), ("PUBLISH", "anything", "x"), ("ACL", "LIST"),
-    ("SET", "other-app:key", "x"), ("GET", "other-app:key"), ("DEL", "other-app:key"),
+    ("FLUSHALL",),
+    ("FLUSHDB",),
+    ("CONFIG", "RESETSTAT"),
+    ("CONFIG", "REWRITE"),
+    ("KEYS", "*"),
+    ("SHUTDOWN", "NOSAVE"),
+    ("CLIENT", "LIST"),
+    ("CLIENT", "KILL", "ID", "1"),
+    ("MONITOR",),
+    ("SUBSCRIBE", "anything"),
+    ("PUBLISH", "anything", "x"),
+    ("ACL", "LIST"),
+    ("SET", "other-app:key", "x"),
+    ("GET", "other-app:key"),
+    ("DEL", "other-app:key"),
     ("EVAL", "return redis.call('GET', KEYS[1])", "1", "other-app:key"),
-    ("FUNCTION", "FLUSH"), ("SCRIPT", "FLUSH"), ("SLAVEOF", "NO", "ONE"), ("REPLICAOF", "NO", "ONE"),
-    ("SAVE",), ("BGSAVE",), ("MIGRATE", "127.0.0.1", "1", "memstream:x", "0", "10"),
+    ("FUNCTION", "FLUSH"),
+    ("SCRIPT", "FLUSH"),
+    ("SLAVEOF", "NO", "ONE"),
+    ("REPLICAOF", "NO", "ONE"),
+    ("SAVE",),
+    ("BGSAVE",),
+    ("MIGRATE", "127.0.0.1", "1", "memstream:x", "0", "10"),
 ]
 
 
@@ -206,9 +229,15 @@ def test_the_worker_and_the_admin_are_refused_what_is_not_theirs(users):
                 with pytest.raises(redis.ResponseError, match="(?i)no permissions|permission"):
                     client.execute_command(*attempt)
         # only the admin manages users, trims the log, reads the server's facts
-        for attempt in (("ACL", "SETUSER", "intruder", "on", ">x", "~*", "+@all"), ("ACL", "DELUSER", "memstream-t1"),
-                        ("XTRIM", f"{PREFIX}:events:0", "MAXLEN", "0"), ("INFO", "server"),
-                        ("CONFIG", "GET", "*"), ("CONFIG", "SET", "maxmemory", "1"), ("BGREWRITEAOF",)):
+        for attempt in (
+            ("ACL", "SETUSER", "intruder", "on", ">x", "~*", "+@all"),
+            ("ACL", "DELUSER", "memstream-t1"),
+            ("XTRIM", f"{PREFIX}:events:0", "MAXLEN", "0"),
+            ("INFO", "server"),
+            ("CONFIG", "GET", "*"),
+            ("CONFIG", "SET", "maxmemory", "1"),
+            ("BGREWRITEAOF",),
+        ):
             with pytest.raises(redis.ResponseError, match="(?i)no permissions|permission"):
                 worker.execute_command(*attempt)
         assert admin.info("server")["redis_version"]
@@ -225,13 +254,19 @@ def test_an_agent_host_is_refused_other_tenants_data_by_redis(tmp_path, users):
     host = redis.Redis.from_url(urls["t1"])
     try:
         assert host.xadd(keys.events(PREFIX, 0), {"type": "junk", "data": b"x"})  # append: allowed
-        for attempt in (("XRANGE", keys.events(PREFIX, 0), "-", "+"), ("XREAD", "STREAMS", keys.events(PREFIX, 0), "0"),
-                        ("HGETALL", keys.facts(PREFIX, 1, "t2")), ("HGETALL", keys.facts(PREFIX, 1, "t1")),
-                        ("ZRANGE", keys.sessions(PREFIX, 1, "t2"), "0", "-1"),
-                        ("HGETALL", keys.positions(PREFIX, group_of("memories"))), ("XRANGE", keys.dlq(PREFIX), "-", "+"),
-                        ("BLPOP", keys.reply(keys.tenant_queries(PREFIX, "t2"), "0" * 32), "0.01"),
-                        ("LRANGE", keys.tenant_queries(PREFIX, "t2"), "0", "-1"),
-                        ("HGETALL", keys.tenants(PREFIX)), ("SCAN", "0")):
+        for attempt in (
+            ("XRANGE", keys.events(PREFIX, 0), "-", "+"),
+            ("XREAD", "STREAMS", keys.events(PREFIX, 0), "0"),
+            ("HGETALL", keys.facts(PREFIX, 1, "t2")),
+            ("HGETALL", keys.facts(PREFIX, 1, "t1")),
+            ("ZRANGE", keys.sessions(PREFIX, 1, "t2"), "0", "-1"),
+            ("HGETALL", keys.positions(PREFIX, group_of("memories"))),
+            ("XRANGE", keys.dlq(PREFIX), "-", "+"),
+            ("BLPOP", keys.reply(keys.tenant_queries(PREFIX, "t2"), "0" * 32), "0.01"),
+            ("LRANGE", keys.tenant_queries(PREFIX, "t2"), "0", "-1"),
+            ("HGETALL", keys.tenants(PREFIX)),
+            ("SCAN", "0"),
+        ):
             with pytest.raises(redis.ResponseError, match="(?i)no permissions|permission"):
                 host.execute_command(*attempt)
     finally:
@@ -247,8 +282,16 @@ def test_the_service_on_a_shared_redis_runs_with_the_workers_user(tmp_path, user
     started = json.loads(ms(home, "up", "--detach", "--json", env=worker_env).stdout)
     try:
         assert started["url"].startswith("redis://memstream%2Bworker:***@")
-        added = json.loads(ms(home, "add", "--sync", "--json", "t1 note through the service",
-                              env={**worker_env, "MEMSTREAM_REDIS_URL": urls["admin"]}).stdout)
+        added = json.loads(
+            ms(
+                home,
+                "add",
+                "--sync",
+                "--json",
+                "t1 note through the service",
+                env={**worker_env, "MEMSTREAM_REDIS_URL": urls["admin"]},
+            ).stdout
+        )
         assert added["state"] == "searchable"
     finally:
         ms(home, "down", env=worker_env)

@@ -88,8 +88,7 @@ def test_history_after_since_and_entries_of_some_streams_read_only_what_was_aske
     archive(log, store, original[14][1])  # half archived, half still in the streams
     since = original[9][1]
     # streams may hold the same id (one millisecond, one sequence each): "after" is by id
-    assert list(history(log, store, since=since)) == [e for e in original
-                                                      if parse_entry_id(e[1]) > parse_entry_id(since)]
+    assert list(history(log, store, since=since)) == [e for e in original if parse_entry_id(e[1]) > parse_entry_id(since)]
     wanted = log.stream_keys[2]
     assert list(store.entries(streams=[wanted])) == [e for e in original[:14] if e[0] == wanted]
 
@@ -126,15 +125,18 @@ def test_the_point_can_be_a_date_or_a_time(log, tmp_path):
     assert list(history(log, store)) == original
 
 
-@pytest.mark.parametrize("given, means", [
-    ("1795398237060", "1795398237060-0"),
-    ("1795398237060-7", "1795398237060-7"),
-    ("2026-11-01", "1793491200000-0"),
-    ("2026-11-01T12:00:00Z", "1793534400000-0"),
-    ("2026-11-01T13:00:00+01:00", "1793534400000-0"),
-    ("2026-11-01T12:00:00", "1793534400000-0"),  # no zone: UTC
-    (date(2026, 11, 1), "1793491200000-0"),
-])
+@pytest.mark.parametrize(
+    "given, means",
+    [
+        ("1795398237060", "1795398237060-0"),
+        ("1795398237060-7", "1795398237060-7"),
+        ("2026-11-01", "1793491200000-0"),
+        ("2026-11-01T12:00:00Z", "1793534400000-0"),
+        ("2026-11-01T13:00:00+01:00", "1793534400000-0"),
+        ("2026-11-01T12:00:00", "1793534400000-0"),  # no zone: UTC
+        (date(2026, 11, 1), "1793491200000-0"),
+    ],
+)
 def test_a_point_is_an_entry_id_or_a_date_or_time_in_utc(given, means):
     assert point_id(given) == means
 

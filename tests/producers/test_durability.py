@@ -30,8 +30,7 @@ def own_valkey(tmp_path):
 
 
 @pytest.mark.valkey
-def test_events_appended_while_valkey_stops_and_restarts_arrive_once_in_order_per_agent(
-        own_valkey, monkeypatch):
+def test_events_appended_while_valkey_stops_and_restarts_arrive_once_in_order_per_agent(own_valkey, monkeypatch):
     proc = own_valkey["proc"]
     port, data_dir = proc.port, proc.data_dir
     monkeypatch.setenv("MEMSTREAM_REDIS_URL", proc.url)
@@ -81,8 +80,10 @@ def test_events_appended_while_valkey_stops_and_restarts_arrive_once_in_order_pe
         own_valkey["proc"] = proc = ValkeyProcess(data_dir, port=port, appendfsync="always").start()
         client = redis.Redis.from_url(proc.url)
         log = EventLog(client, "memstream", shards=2)
-        wait_for(lambda: sum(i["length"] for i in log.stream_info()) >= spooled_while_down + 30,
-                 what="shipping resumed after the restart")
+        wait_for(
+            lambda: sum(i["length"] for i in log.stream_info()) >= spooled_while_down + 30,
+            what="shipping resumed after the restart",
+        )
     finally:
         stop.set()
         thread.join(10)
@@ -108,8 +109,7 @@ def test_events_appended_while_valkey_stops_and_restarts_arrive_once_in_order_pe
 
 
 def _run_hooks_then_sigkill(n: int, redis_url: str) -> None:
-    proc, _ = start_child("provider", str(n), env={"MEMSTREAM_REDIS_URL": redis_url},
-                          expect="HOOKS-RETURNED")
+    proc, _ = start_child("provider", str(n), env={"MEMSTREAM_REDIS_URL": redis_url}, expect="HOOKS-RETURNED")
     proc.send_signal(signal.SIGKILL)  # right after the line: no shutdown, no atexit
     assert proc.wait(timeout=30) == -signal.SIGKILL
     proc.stdout.close()
@@ -117,7 +117,8 @@ def _run_hooks_then_sigkill(n: int, redis_url: str) -> None:
 
 
 def test_hooks_that_returned_before_a_sigkill_with_the_log_down_are_shipped_by_the_next_process(
-        redis_client, settings, event_log):
+    redis_client, settings, event_log
+):
     n = 300
     _run_hooks_then_sigkill(n, f"redis://127.0.0.1:{free_port()}/0")  # nothing listens there
     assert list(settings.spool_dir.glob("*.seg"))

@@ -28,22 +28,43 @@ SAMPLES = Path(__file__).parent / "samples" / "events_v1.jsonl"
 
 # Written by hand, independent of the sample file: what the frozen bytes must decode to.
 AT = datetime(2026, 11, 22, 5, 3, 4, 567000, tzinfo=UTC)
-SCOPE = Scope(tenant="acme", app="hermes", agent="agent:main:telegram:dm:42", user_id="u-123",
-              session_id="20261122_050250_57e41d", run_id="019a8b7c-0000-7000-8000-000000000001",
-              platform="telegram")
+SCOPE = Scope(
+    tenant="acme",
+    app="hermes",
+    agent="agent:main:telegram:dm:42",
+    user_id="u-123",
+    session_id="20261122_050250_57e41d",
+    run_id="019a8b7c-0000-7000-8000-000000000001",
+    platform="telegram",
+)
 EXPECTED = {
-    "turn.recorded": {"turn_index": 3, "user_text": "What's the weather in Zürich?",
-                      "assistant_text": "Sunny, 21 °C.", "author": "Ada", "clipped": ["assistant_text"],
-                      "tool_calls": [{"name": "web_search", "arguments": '{"q": "Zürich weather"}',
-                                      "result": "sunny 21C", "call_id": "call_1"}]},
-    "memory.written": {"action": "replace", "target": "user", "content": "Ada prefers metric units",
-                       "old_text": "prefers imperial", "tool_call_id": "call_7",
-                       "origin": "assistant_tool", "clipped": ["content"]},
+    "turn.recorded": {
+        "turn_index": 3,
+        "user_text": "What's the weather in Zürich?",
+        "assistant_text": "Sunny, 21 °C.",
+        "author": "Ada",
+        "clipped": ["assistant_text"],
+        "tool_calls": [
+            {"name": "web_search", "arguments": '{"q": "Zürich weather"}', "result": "sunny 21C", "call_id": "call_1"}
+        ],
+    },
+    "memory.written": {
+        "action": "replace",
+        "target": "user",
+        "content": "Ada prefers metric units",
+        "old_text": "prefers imperial",
+        "tool_call_id": "call_7",
+        "origin": "assistant_tool",
+        "clipped": ["content"],
+    },
     "session.ended": {"turn_count": 5, "message_count": 17, "clipped": []},
-    "session.switched": {"reason": "new_session", "parent_session_id": "20261121_230000_aaaaaa",
-                         "reset": True, "rewound": True},
-    "delegation.completed": {"task": "summarise the report", "result": "three findings",
-                             "child_session_id": "20261122_050300_bbbbbb", "clipped": ["result"]},
+    "session.switched": {"reason": "new_session", "parent_session_id": "20261121_230000_aaaaaa", "reset": True, "rewound": True},
+    "delegation.completed": {
+        "task": "summarise the report",
+        "result": "three findings",
+        "child_session_id": "20261122_050300_bbbbbb",
+        "clipped": ["result"],
+    },
     "memory.remembered": {"content": "the deploy key lives in vault", "target": "user"},
     "memory.forgotten": {"forgotten_id": "019a8b7c-1000-7000-8000-000000000006", "reason": "user asked"},
 }
@@ -56,7 +77,8 @@ def _samples() -> list[dict]:
 def test_every_event_type_has_a_frozen_sample():
     tags = [s["type"] for s in _samples()]
     assert sorted(set(tags)) == sorted(EVENT_TYPES), (
-        "every event type needs a frozen sample: run tests/samples/make_events_v1.py --append")
+        "every event type needs a frozen sample: run tests/samples/make_events_v1.py --append"
+    )
     assert sorted(EXPECTED) == sorted(EVENT_TYPES)
 
 
@@ -81,8 +103,9 @@ def test_frozen_json_sample_decodes_to_the_same_event_as_its_bytes(sample):
 
 
 def test_event_round_trips_through_msgpack_with_aware_utc_time():
-    event = TurnRecorded(id=new_event_id(), occurred_at=utcnow(), scope=Scope(tenant="t"),
-                         turn_index=1, user_text="hi", assistant_text="hello")
+    event = TurnRecorded(
+        id=new_event_id(), occurred_at=utcnow(), scope=Scope(tenant="t"), turn_index=1, user_text="hi", assistant_text="hello"
+    )
     back = decode(encode(event))
     assert back == event
     assert back.occurred_at.tzinfo is not None
@@ -108,8 +131,9 @@ def test_an_event_missing_a_required_field_is_rejected():
 
 
 def test_an_unknown_memory_action_does_not_decode():
-    good = to_builtins(MemoryWritten(id="e1", occurred_at=utcnow(), scope=Scope(tenant="t"),
-                                     action="add", target="memory", content="x"))
+    good = to_builtins(
+        MemoryWritten(id="e1", occurred_at=utcnow(), scope=Scope(tenant="t"), action="add", target="memory", content="x")
+    )
     good["action"] = "append"
     with pytest.raises(msgspec.ValidationError):
         decode(msgspec.msgpack.encode(good))

@@ -48,22 +48,32 @@ def db(home):
 
 
 def test_each_answered_turn_is_a_turn_event_dated_by_its_answer_with_its_tool_calls(home, db):
-    db.session("s1", started_at=T0, source="telegram", user_id="u-1", ended_at=T0 + 100, end_reason="agent_close",
-               message_count=7)
+    db.session(
+        "s1", started_at=T0, source="telegram", user_id="u-1", ended_at=T0 + 100, end_reason="agent_close", message_count=7
+    )
     db.turn("s1", "hello there", "ACK[hello there]", T0 + 1)
     db.message("s1", "user", "look it up", T0 + 10)
-    db.message("s1", "assistant", "", T0 + 11, tool_calls=[
-        {"id": "call_1", "type": "function", "function": {"name": "web_search", "arguments": '{"q": "x"}'}}])
+    db.message(
+        "s1",
+        "assistant",
+        "",
+        T0 + 11,
+        tool_calls=[{"id": "call_1", "type": "function", "function": {"name": "web_search", "arguments": '{"q": "x"}'}}],
+    )
     db.message("s1", "tool", "3 results", T0 + 12, tool_call_id="call_1", tool_name="web_search")
     db.message("s1", "assistant", "Found it.", T0 + 13)
     history = read_hermes(home, tenant="acme")
     turns = of(history, TurnRecorded)
     assert [(t.turn_index, t.user_text, t.assistant_text, t.occurred_at) for t in turns] == [
-        (1, "hello there", "ACK[hello there]", at(T0 + 1.5)), (2, "look it up", "Found it.", at(T0 + 13))]
+        (1, "hello there", "ACK[hello there]", at(T0 + 1.5)),
+        (2, "look it up", "Found it.", at(T0 + 13)),
+    ]
     [call] = turns[1].tool_calls
     assert (call.name, call.arguments, call.result, call.call_id) == ("web_search", '{"q": "x"}', "3 results", "call_1")
-    assert {(t.scope.tenant, t.scope.app, t.scope.agent, t.scope.session_id, t.scope.platform, t.scope.user_id,
-             t.author) for t in turns} == {("acme", "hermes", "default", "s1", "telegram", "u-1", "u-1")}
+    assert {
+        (t.scope.tenant, t.scope.app, t.scope.agent, t.scope.session_id, t.scope.platform, t.scope.user_id, t.author)
+        for t in turns
+    } == {("acme", "hermes", "default", "s1", "telegram", "u-1", "u-1")}
     [ended] = of(history, SessionEnded)
     assert (ended.occurred_at, ended.turn_count, ended.message_count) == (at(T0 + 100), 2, 7)
     assert (history.sessions, history.turns, history.session_ends, history.memories) == (1, 2, 1, 0)
@@ -136,10 +146,17 @@ def test_a_session_started_by_compression_switches_from_its_parent_and_its_copie
     db.turn("branch", "q2", "a2", T0 + 91)  # not a compression child: a turn of its own
     history = read_hermes(home, tenant="acme")
     assert [(t.scope.session_id, t.user_text) for t in of(history, TurnRecorded)] == [
-        ("old", "q0"), ("old", "q1"), ("old", "q2"), ("new", "q3"), ("branch", "q2")]
+        ("old", "q0"),
+        ("old", "q1"),
+        ("old", "q2"),
+        ("new", "q3"),
+        ("branch", "q2"),
+    ]
     switches = of(history, SessionSwitched)
     assert [(s.scope.session_id, s.parent_session_id, s.reason, s.reset, s.occurred_at) for s in switches] == [
-        ("new", "old", "compression", False, at(T0 + 41)), ("branch", "new", "other", False, at(T0 + 90))]
+        ("new", "old", "compression", False, at(T0 + 41)),
+        ("branch", "new", "other", False, at(T0 + 90)),
+    ]
     assert history.skipped == {"turns copied by compaction": 1}
 
 
@@ -160,24 +177,42 @@ def test_text_over_the_bound_is_clipped_and_flagged_as_the_hooks_do(home, db):
 
 def test_memory_entries_are_adds_dated_by_the_tool_call_that_wrote_them_else_by_the_file(home, db):
     db.session("s1", session_key="gw-1", source="telegram")
-    db.memory_call("s1", "call_7", T0 + 5, {"action": "add", "target": "user", "content": "User prefers green tea."},
-                   {"success": True})
-    db.memory_call("s1", "call_8", T0 + 6, {"target": "memory", "operations": [
-        {"action": "add", "content": "Deploys go out on Tuesdays"}]}, {"success": True})
-    db.memory_call("s1", "call_9", T0 + 7, {"action": "add", "target": "memory", "content": "Staged only"},
-                   {"success": True, "staged": True})
-    write_memories(home, memory=["Deploys go out on Tuesdays", "Staged only", "multi\nline entry"],
-                   user=["User prefers green tea."])
+    db.memory_call(
+        "s1", "call_7", T0 + 5, {"action": "add", "target": "user", "content": "User prefers green tea."}, {"success": True}
+    )
+    db.memory_call(
+        "s1",
+        "call_8",
+        T0 + 6,
+        {"target": "memory", "operations": [{"action": "add", "content": "Deploys go out on Tuesdays"}]},
+        {"success": True},
+    )
+    db.memory_call(
+        "s1", "call_9", T0 + 7, {"action": "add", "target": "memory", "content": "Staged only"}, {"success": True, "staged": True}
+    )
+    write_memories(
+        home, memory=["Deploys go out on Tuesdays", "Staged only", "multi\nline entry"], user=["User prefers green tea."]
+    )
     mtime = T0 + 1000
     for name in ("MEMORY.md", "USER.md"):
         os.utime(home / "memories" / name, (mtime, mtime))
     history = read_hermes(home, tenant="acme")
     memories = {(m.target, m.content): m for m in of(history, MemoryWritten)}
-    assert set(memories) == {("memory", "Deploys go out on Tuesdays"), ("memory", "Staged only"),
-                             ("memory", "multi\nline entry"), ("user", "User prefers green tea.")}
+    assert set(memories) == {
+        ("memory", "Deploys go out on Tuesdays"),
+        ("memory", "Staged only"),
+        ("memory", "multi\nline entry"),
+        ("user", "User prefers green tea."),
+    }
     tea = memories["user", "User prefers green tea."]
-    assert (tea.action, tea.occurred_at, tea.tool_call_id, tea.scope.session_id, tea.scope.agent,
-            tea.origin) == ("add", at(T0 + 5), "call_7", "s1", "gw-1", "hermes-import")
+    assert (tea.action, tea.occurred_at, tea.tool_call_id, tea.scope.session_id, tea.scope.agent, tea.origin) == (
+        "add",
+        at(T0 + 5),
+        "call_7",
+        "s1",
+        "gw-1",
+        "hermes-import",
+    )
     assert memories["memory", "Deploys go out on Tuesdays"].occurred_at == at(T0 + 6)
     for content in ("Staged only", "multi\nline entry"):  # no committed tool call: the file's time
         m = memories["memory", content]
@@ -215,8 +250,11 @@ def test_the_id_bound_is_admissions():
 def test_a_file_that_is_no_database_is_rejected_naming_it(home):
     home.mkdir()
     (home / "state.db").write_bytes(b"not a database at all " * 100)
-    with pytest.raises(ImportFileError, match=r"state\.db: table schema_version: unreadable: a corrupt or "
-                                              r"non-SQLite file \(file is not a database\)"):
+    with pytest.raises(
+        ImportFileError,
+        match=r"state\.db: table schema_version: unreadable: a corrupt or "
+        r"non-SQLite file \(file is not a database\)",
+    ):
         read_hermes(home, tenant="acme")
 
 
@@ -229,7 +267,7 @@ def test_a_database_corrupt_inside_is_rejected_naming_the_table(home, db):
     page = 4096
     raw = bytearray((home / "state.db").read_bytes())
     assert len(raw) > 20 * page
-    raw[10 * page:20 * page] = b"\xa5" * (10 * page)  # pages in the middle: the messages' b-tree
+    raw[10 * page : 20 * page] = b"\xa5" * (10 * page)  # pages in the middle: the messages' b-tree
     (home / "state.db").write_bytes(bytes(raw))
     with pytest.raises(ImportFileError, match=r"state\.db: table (sessions|messages): .*malformed"):
         read_hermes(home, tenant="acme")
@@ -245,12 +283,15 @@ def test_a_database_locked_by_another_process_is_rejected_naming_it(home, db):
         read_hermes(home, tenant="acme", lock_wait=0.05)
 
 
-@pytest.mark.parametrize("version, says", [
-    (23, "schema version 23 is not one memstream knows"),
-    (0, "schema version 0 is not one memstream knows"),
-    ("v22", "schema version 'v22' is not one memstream knows"),
-    (None, "schema version None is not one memstream knows"),  # the table without its row
-])
+@pytest.mark.parametrize(
+    "version, says",
+    [
+        (23, "schema version 23 is not one memstream knows"),
+        (0, "schema version 0 is not one memstream knows"),
+        ("v22", "schema version 'v22' is not one memstream knows"),
+        (None, "schema version None is not one memstream knows"),  # the table without its row
+    ],
+)
 def test_an_unknown_schema_version_is_rejected_naming_the_table(home, version, says):
     db = StateDB(home, version=None)
     if version is not None:
@@ -306,8 +347,11 @@ def test_a_row_with_a_value_of_the_wrong_type_is_rejected_naming_its_table_and_r
 def test_an_event_admission_would_refuse_is_rejected_naming_its_row(home, db):
     db.session("s" * (MAX_ID_BYTES + 1))
     db.turn("s" * (MAX_ID_BYTES + 1), "hi", "yo", T0)
-    with pytest.raises(ImportFileError, match=r"table messages, row 1: its event would be refused by admission "
-                                              rf"\(scope.session_id is over {MAX_ID_BYTES} bytes\)"):
+    with pytest.raises(
+        ImportFileError,
+        match=r"table messages, row 1: its event would be refused by admission "
+        rf"\(scope.session_id is over {MAX_ID_BYTES} bytes\)",
+    ):
         read_hermes(home, tenant="acme")
 
 

@@ -76,8 +76,7 @@ def test_a_script_cache_flushed_under_the_shipper_is_loaded_again(primary):
     assert logged_contents(log) == ["r0", "r1"]
 
 
-def test_the_shipper_keeps_what_too_few_replicas_confirmed_counts_it_and_ships_it_once_later(
-        tmp_path, primary, replica):
+def test_the_shipper_keeps_what_too_few_replicas_confirmed_counts_it_and_ships_it_once_later(tmp_path, primary, replica):
     log = EventLog(primary, "memstream")
     spool = Spool(tmp_path / "spool")
     shipper = Shipper(spool, lambda: log, batch=4, replicas=2, replica_timeout_ms=20)
@@ -101,8 +100,7 @@ def test_the_shipper_keeps_what_too_few_replicas_confirmed_counts_it_and_ships_i
 def test_a_writer_configured_for_replicas_ships_through_a_sentinel_url(tmp_path, settings):
     topology = ReplicatedValkey(tmp_path / "ha", replicas=1, sentinels=3).start()
     try:
-        configured = msgspec.structs.replace(settings, redis_url=topology.url, ship_replicas=1,
-                                             ship_replica_timeout_ms=2000)
+        configured = msgspec.structs.replace(settings, redis_url=topology.url, ship_replicas=1, ship_replica_timeout_ms=2000)
         locator = LogLocator(configured)
         writer = Writer(configured, locator=locator)
         writer.shipper.start()
@@ -174,7 +172,8 @@ def test_a_batch_the_replica_never_got_is_kept_and_shipped_once_to_the_promoted_
             assert waiting.spool.drained()
             contents = logged_contents(promoted)
             assert sorted(x for x in contents if x.startswith("kept")) == sorted(
-                [f"kept-early{i}" for i in range(4)] + [f"kept-late{i}" for i in range(4)])
+                [f"kept-early{i}" for i in range(4)] + [f"kept-late{i}" for i in range(4)]
+            )
             assert not any(x.startswith("lost-late") for x in contents)  # what no WAIT loses
             assert waiting.duplicates == 0 and waiting.shipped == 8
         for shipper in (waiting, trusting):

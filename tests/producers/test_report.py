@@ -138,18 +138,24 @@ def test_a_gateways_writers_one_after_another_report_under_one_name_with_cumulat
         p = harness.provider(f"sess-{i}", gateway_session_key=f"agent:main:telegram:dm:{i}")
         writer = p.writer
         p.on_turn_start(1, f"message {i}")
-        wait_for(lambda i=i: any(calls(r, "on_turn_start") == i + 1 for r in reports(harness.log).values()),
-                 what=f"a report of message {i}")
+        wait_for(
+            lambda i=i: any(calls(r, "on_turn_start") == i + 1 for r in reports(harness.log).values()),
+            what=f"a report of message {i}",
+        )
         p.shutdown()
-        wait_for(lambda writer=writer: writer._closed and not writer.shipper._thread.is_alive(),
-                 what="the writer to end after its wind-down")
+        wait_for(
+            lambda writer=writer: writer._closed and not writer.shipper._thread.is_alive(),
+            what="the writer to end after its wind-down",
+        )
         names.add(writer.shipper.reporter.name)
     assert len(names) == 1
     (report,) = reports(harness.log).values()
     assert calls(report, "initialize") == 3 and report.agents_total == 1
     last = harness.provider("sess-last")
-    wait_for(lambda: any(calls(r, "shutdown") == 3 for r in reports(harness.log).values()),
-             what="the next writer's report, with the shutdowns of the earlier providers")
+    wait_for(
+        lambda: any(calls(r, "shutdown") == 3 for r in reports(harness.log).values()),
+        what="the next writer's report, with the shutdowns of the earlier providers",
+    )
     assert last.writer.shipper.reporter.name in names
 
 
@@ -285,9 +291,11 @@ def test_redis_gone_when_a_report_is_due_skips_it_silently_and_ships_as_before(s
 
 # -- a new name after a long silence --------------------------------------------------------------
 def _reporter(tally: Tally, refused: list[int]) -> Reporter:
-    return Reporter(Settings(report_every_s=5.0), tally,
-                    lambda: Figures(backlog=0, backlog_bytes=0, refused=refused[0], invalid=0, agents=["a"],
-                                    served=True))
+    return Reporter(
+        Settings(report_every_s=5.0),
+        tally,
+        lambda: Figures(backlog=0, backlog_bytes=0, refused=refused[0], invalid=0, agents=["a"], served=True),
+    )
 
 
 def test_a_process_silent_for_half_an_hour_reports_under_a_new_name_from_its_last_written_figures(redis_client):
@@ -312,7 +320,7 @@ def test_a_process_silent_for_half_an_hour_reports_under_a_new_name_from_its_las
 
 
 def test_a_reporters_name_is_one_a_label_may_carry_whatever_the_host_is_called():
-    for host in ("web-1.example.com", "bad host\"{}\n", "é" * 100, "", "..--", "a:b:c"):
+    for host in ("web-1.example.com", 'bad host"{}\n', "é" * 100, "", "..--", "a:b:c"):
         name = reporter_name(host=host, pid=4242)
         assert REPORTER_NAME.fullmatch(name), name
         assert name.split(":")[1] == "4242"
@@ -321,20 +329,33 @@ def test_a_reporters_name_is_one_a_label_may_carry_whatever_the_host_is_called()
 
 # -- the decoder of what is read from Redis -------------------------------------------------------
 _count = st.integers(min_value=0, max_value=(1 << 63) - 1)
-_rows = st.one_of(st.lists(_count, min_size=ROW, max_size=ROW).map(pack_row),
-                  st.binary(min_size=ROW_BYTES, max_size=ROW_BYTES))
+_rows = st.one_of(st.lists(_count, min_size=ROW, max_size=ROW).map(pack_row), st.binary(min_size=ROW_BYTES, max_size=ROW_BYTES))
 valid_reports = st.builds(
     AgentReport,
-    at=st.floats(min_value=0, max_value=1e11), started=st.floats(min_value=0, max_value=1e11),
-    host=st.text(max_size=64), pid=st.integers(0, (1 << 32) - 1), tenant=st.text(max_size=64),
-    agents=st.lists(st.text(max_size=64), max_size=MAX_AGENTS), agents_total=_count, backlog=_count,
-    backlog_bytes=_count, refused=_count, invalid=_count,
+    at=st.floats(min_value=0, max_value=1e11),
+    started=st.floats(min_value=0, max_value=1e11),
+    host=st.text(max_size=64),
+    pid=st.integers(0, (1 << 32) - 1),
+    tenant=st.text(max_size=64),
+    agents=st.lists(st.text(max_size=64), max_size=MAX_AGENTS),
+    agents_total=_count,
+    backlog=_count,
+    backlog_bytes=_count,
+    refused=_count,
+    invalid=_count,
     prefetch=st.builds(Prefetch, _count, _count, _count),
-    hooks=st.dictionaries(st.sampled_from(HOOKS), _rows, max_size=4))
-_json = st.recursive(st.none() | st.booleans() | st.integers(-(1 << 63), (1 << 64) - 1) | st.floats() | st.text(max_size=20)
-                     | st.binary(max_size=20),
-                     lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=12), inner, max_size=6),
-                     max_leaves=30)
+    hooks=st.dictionaries(st.sampled_from(HOOKS), _rows, max_size=4),
+)
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(1 << 63), (1 << 64) - 1)
+    | st.floats()
+    | st.text(max_size=20)
+    | st.binary(max_size=20),
+    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=12), inner, max_size=6),
+    max_leaves=30,
+)
 _names = st.one_of(st.binary(max_size=140), st.from_regex(REPORTER_NAME, fullmatch=True))
 
 
@@ -344,12 +365,17 @@ def _mutated(report: AgentReport, field: str, value) -> bytes:
     return msgspec.msgpack.encode(raw)
 
 
-@given(name=_names, data=st.one_of(
-    st.binary(max_size=MAX_REPORT_BYTES + 10),
-    _json.map(msgspec.msgpack.encode),
-    st.tuples(valid_reports, st.sampled_from(["at", "hooks", "agents", "pid", "kind", "prefetch", "backlog"]),
-              _json).map(lambda t: _mutated(*t)),
-    valid_reports.map(encode_report)))
+@given(
+    name=_names,
+    data=st.one_of(
+        st.binary(max_size=MAX_REPORT_BYTES + 10),
+        _json.map(msgspec.msgpack.encode),
+        st.tuples(valid_reports, st.sampled_from(["at", "hooks", "agents", "pid", "kind", "prefetch", "backlog"]), _json).map(
+            lambda t: _mutated(*t)
+        ),
+        valid_reports.map(encode_report),
+    ),
+)
 @hsettings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_any_bytes_read_from_redis_decode_to_a_report_within_its_bounds_or_a_report_error(name, data):
     try:
@@ -375,14 +401,18 @@ def test_a_report_within_its_bounds_reads_back_as_written(report):
 def test_reports_of_another_shape_are_refused():
     good = AgentReport(at=time.time(), started=time.time(), hooks={"sync_turn": pack_row([0] * ROW)})
     assert decode_report("h:1:aa", encode_report(good))[1] == good
-    for data in (_mutated(good, "hooks", {"sync_turn": b"\0" * (ROW_BYTES - 8)}),  # the bucket count differs
-                 _mutated(good, "hooks", {"sync_turn": [0] * ROW}),  # not packed
-                 _mutated(good, "hooks", {f"hook{i}": b"\0" * ROW_BYTES for i in range(17)}),
-                 _mutated(good, "kind", "agent.v2"),
-                 _mutated(good, "at", float("nan")),
-                 _mutated(good, "agents", ["a"] * (MAX_AGENTS + 1)),
-                 _mutated(good, "backlog", 1 << 63),
-                 b"\xc1", b"", encode_report(good) + b"x" * MAX_REPORT_BYTES):
+    for data in (
+        _mutated(good, "hooks", {"sync_turn": b"\0" * (ROW_BYTES - 8)}),  # the bucket count differs
+        _mutated(good, "hooks", {"sync_turn": [0] * ROW}),  # not packed
+        _mutated(good, "hooks", {f"hook{i}": b"\0" * ROW_BYTES for i in range(17)}),
+        _mutated(good, "kind", "agent.v2"),
+        _mutated(good, "at", float("nan")),
+        _mutated(good, "agents", ["a"] * (MAX_AGENTS + 1)),
+        _mutated(good, "backlog", 1 << 63),
+        b"\xc1",
+        b"",
+        encode_report(good) + b"x" * MAX_REPORT_BYTES,
+    ):
         with pytest.raises(ReportError):
             decode_report("h:1:aa", data)
     for name in (b"", b"a b", b"x" * 200, b"\xff", b"-lead", 'a"b', "a\nb", None):
@@ -405,8 +435,11 @@ def test_a_record_over_its_bound_drops_its_list_of_agents_and_keeps_the_rest():
     for hook in HOOKS:
         tally.hooks[hook] = [(1 << 64) - 1] * ROW  # the widest rows there are
     wide = ["\U0001f600" * 64 + str(i) for i in range(MAX_AGENTS)]
-    reporter = Reporter(Settings(tenant="t" * 256), tally,
-                        lambda: Figures(backlog=1, backlog_bytes=1, refused=0, invalid=0, agents=wide, served=True))
+    reporter = Reporter(
+        Settings(tenant="t" * 256),
+        tally,
+        lambda: Figures(backlog=1, backlog_bytes=1, refused=0, invalid=0, agents=wide, served=True),
+    )
     client = fakeredis.FakeRedis()
     assert reporter.send(client, "p")
     (data,) = client.hvals(keys.agent_reports("p"))

@@ -78,8 +78,7 @@ def test_when_the_log_comes_back_everything_ships_exactly_once_in_order(writers,
 
 
 def test_a_real_locator_pointed_at_a_closed_port_fails_quietly_and_close_is_bounded(writers, settings, event_log):
-    down = msgspec.structs.replace(settings, redis_url=f"redis://127.0.0.1:{free_port()}/0",
-                               shutdown_timeout=0.5)
+    down = msgspec.structs.replace(settings, redis_url=f"redis://127.0.0.1:{free_port()}/0", shutdown_timeout=0.5)
     w = Writer(down)  # the real LogLocator
     w.shipper.start()
     labels = [f"e{i}" for i in range(50)]
@@ -211,8 +210,9 @@ def test_a_run_file_left_by_a_crash_whose_pid_was_reused_does_not_stop_autostart
 
     settings.run_file.parent.mkdir(parents=True)
     # the crashed service's pid now belongs to another process (here: this one)
-    settings.run_file.write_text(json.dumps({"pid": os.getpid(), "pid_start": process_start(os.getpid()) - 1,
-                                             "url": "redis://127.0.0.1:1"}))
+    settings.run_file.write_text(
+        json.dumps({"pid": os.getpid(), "pid_start": process_start(os.getpid()) - 1, "url": "redis://127.0.0.1:1"})
+    )
     spawned = []
 
     class Started:  # the service process, not really started
@@ -247,7 +247,8 @@ def test_log_locator_connects_to_a_configured_url(valkey_server, settings):
 
 
 def test_close_while_the_shipper_is_stuck_in_a_call_to_the_log_keeps_the_spool_locked_until_it_returns(
-        writers, settings, event_log):
+    writers, settings, event_log
+):
     entered, release = threading.Event(), threading.Event()
 
     def slow_connect():
@@ -294,7 +295,7 @@ def test_two_shippers_that_lose_the_log_together_retry_on_different_schedules(tm
             schedules.append(delays)
         for delays in schedules:  # exponential from RETRY_BASE, capped at RETRY_CAP, never 0
             for n, d in enumerate(delays, start=1):
-                top = min(Shipper.RETRY_CAP, Shipper.RETRY_BASE * 2 ** n)
+                top = min(Shipper.RETRY_CAP, Shipper.RETRY_BASE * 2**n)
                 assert top / 2 <= d <= top
         assert schedules[0] != schedules[1]
         assert all(a != b for a, b in zip(*schedules))  # jittered at every retry, the first too
@@ -338,8 +339,7 @@ def test_a_retry_while_the_log_is_down_reads_nothing_from_the_spool(tmp_path, ev
     spool.close()
 
 
-def test_a_pass_sleeps_between_batches_so_a_waiting_agent_thread_gets_the_interpreter(tmp_path, event_log,
-                                                                                      monkeypatch):
+def test_a_pass_sleeps_between_batches_so_a_waiting_agent_thread_gets_the_interpreter(tmp_path, event_log, monkeypatch):
     from memstream.producers import shipper as shipper_module
 
     spool = Spool(tmp_path / "spool")
@@ -478,8 +478,7 @@ def _raw_log(event_log: EventLog) -> bytes:
     return raw
 
 
-def test_a_secret_is_redacted_before_the_event_reaches_the_log_and_the_spool_keeps_it_owner_only(
-        writers, settings, event_log):
+def test_a_secret_is_redacted_before_the_event_reaches_the_log_and_the_spool_keeps_it_owner_only(writers, settings, event_log):
     link = Switchable(event_log, down=True)
     w = make_writer(writers, settings, link)
     assert w.emit(remembered(f"deploy with {SECRET} and redis://:hunter2pass@cache:6379"))
@@ -495,7 +494,8 @@ def test_a_secret_is_redacted_before_the_event_reaches_the_log_and_the_spool_kee
     assert w.flush(timeout=15)
     assert logged_contents(event_log) == [
         "deploy with [REDACTED:github_token] and redis://:[REDACTED:url_password]@cache:6379",
-        "nothing secret here"]
+        "nothing secret here",
+    ]
     raw = _raw_log(event_log)
     assert SECRET.encode() not in raw and b"hunter2pass" not in raw
     assert w.stats()["redacted"] == 2
@@ -503,8 +503,7 @@ def test_a_secret_is_redacted_before_the_event_reaches_the_log_and_the_spool_kee
     assert list(spool_dir.glob("*.seg")) == []  # shipped: nothing left behind on disk
 
 
-def test_redaction_runs_on_the_shipper_thread_never_on_the_thread_that_emits(writers, settings, event_log,
-                                                                             monkeypatch):
+def test_redaction_runs_on_the_shipper_thread_never_on_the_thread_that_emits(writers, settings, event_log, monkeypatch):
     from memstream.text import redaction
 
     callers: list[str] = []

@@ -64,6 +64,7 @@ def ship_all(spool_dir, log: EventLog) -> tuple[Spool, Shipper]:
 
 # -- the record format -----------------------------------------------------------------
 
+
 def test_records_read_back_in_order_with_increasing_sequence_numbers(spool):
     payloads = [payload(f"r{i}") for i in range(50)] + [payload("é" * 300), b"", os.urandom(70_000)]
     for data in payloads:
@@ -84,7 +85,7 @@ def test_a_record_is_header_magic_length_seq_crc_then_payload(spool):
 
     assert (magic, length, seq) == (MAGIC, 5, 1)
     assert crc == zlib.crc32(b"hello", zlib.crc32(struct.pack(">Q", 1)))
-    assert raw[HEADER.size:] == b"hello"
+    assert raw[HEADER.size :] == b"hello"
 
 
 def test_reads_are_paged_by_max_records_and_resume_from_the_offset(spool):
@@ -147,6 +148,7 @@ def test_a_failed_write_is_refused_and_counted_not_raised(spool_dir):
 
 # -- the bound -------------------------------------------------------------------------
 
+
 def test_the_bound_refuses_and_counts_then_accepts_again_once_shipped(spool_dir, event_log):
     record = HEADER.size + len(payload("0"))
     s = Spool(spool_dir, max_bytes=record * 5 + record // 2)
@@ -192,15 +194,16 @@ def test_the_bound_counts_adopted_segments_so_restarts_do_not_grow_the_spool(spo
 
 # -- corruption ------------------------------------------------------------------------
 
+
 def test_a_corrupt_region_is_quarantined_counted_and_everything_else_ships(spool_dir, event_log):
     labels = [str(i) for i in range(10)]
     path = write_and_leave(spool_dir, labels)
     spots = offsets(path)
     data = bytearray(path.read_bytes())
     data[spots[2][0] + HEADER.size + 3] ^= 0xFF  # record "2": payload flipped, bad CRC
-    data[spots[5][0]:spots[5][0] + 4] = b"XXXX"  # record "5": bad magic
+    data[spots[5][0] : spots[5][0] + 4] = b"XXXX"  # record "5": bad magic
     struct.pack_into(">I", data, spots[7][0] + 4, 1 << 20)  # record "7": length past the end
-    del data[spots[9][0] + spots[9][1] // 2:]  # record "9": torn tail of a dead writer
+    del data[spots[9][0] + spots[9][1] // 2 :]  # record "9": torn tail of a dead writer
     path.write_bytes(bytes(data))
 
     s, shipper = ship_all(spool_dir, event_log)
@@ -259,6 +262,7 @@ def test_a_record_with_a_valid_crc_but_no_valid_event_is_quarantined_and_the_res
 
 # -- rotation --------------------------------------------------------------------------
 
+
 def test_rotation_ships_every_segment_in_order_and_deletes_shipped_ones(spool_dir, event_log):
     s = Spool(spool_dir, rotate_bytes=400)
     link = Switchable(event_log, down=True)
@@ -287,10 +291,10 @@ def test_rotation_ships_every_segment_in_order_and_deletes_shipped_ones(spool_di
 
 # -- adoption of a dead process's segments ----------------------------------------------
 
+
 @pytest.mark.parametrize("death", ["exit", "sigkill"])
 def test_a_segment_left_by_a_dead_process_is_adopted_and_shipped_once(spool_dir, event_log, death):
-    proc, line = start_child("spool", str(spool_dir), "25", "exit" if death == "exit" else "wait",
-                             expect="WRITTEN")
+    proc, line = start_child("spool", str(spool_dir), "25", "exit" if death == "exit" else "wait", expect="WRITTEN")
     if death == "sigkill":
         proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
@@ -386,6 +390,7 @@ def test_close_deletes_fully_shipped_segments_and_keeps_the_rest(spool_dir, even
 
 # -- the backlog in events (the fleet report's) --------------------------------------------
 
+
 def test_the_backlog_counts_the_events_of_own_rotated_and_adopted_segments_until_they_ship(spool_dir, event_log):
     write_and_leave(spool_dir, ["dead 0", "dead 1", "dead 2"])  # a dead process's backlog
     s = Spool(spool_dir, rotate_bytes=400)
@@ -437,8 +442,7 @@ def test_a_torn_last_record_of_a_dead_writer_is_not_counted_in_the_backlog(spool
 
 
 # -- erase_records: memstream forget on this host's spool --------------------------------------
-def test_erase_rewrites_a_left_segment_without_the_records_and_shipping_resumes_after_its_checkpoint(
-        spool_dir, event_log):
+def test_erase_rewrites_a_left_segment_without_the_records_and_shipping_resumes_after_its_checkpoint(spool_dir, event_log):
     from memstream.producers.spool import Segment, erase_records
 
     path = write_and_leave(spool_dir, ["a", "SECRET b", "c", "SECRET d", "e"])
@@ -451,8 +455,7 @@ def test_erase_rewrites_a_left_segment_without_the_records_and_shipping_resumes_
     (spool_dir / "quarantine" / "y.0.bad").write_bytes(b"torn harmless bytes")
 
     doomed = lambda data: b"SECRET" in data  # noqa: E731
-    assert erase_records(spool_dir, doomed, dry_run=True) == {"records": 2, "segments": 0, "quarantined": 1,
-                                                              "held": 0}
+    assert erase_records(spool_dir, doomed, dry_run=True) == {"records": 2, "segments": 0, "quarantined": 1, "held": 0}
     assert b"SECRET" in path.read_bytes()
     assert erase_records(spool_dir, doomed) == {"records": 2, "segments": 1, "quarantined": 1, "held": 0}
     assert b"SECRET" not in path.read_bytes() and len(offsets(path)) == 3
@@ -470,6 +473,5 @@ def test_erase_only_counts_the_records_of_a_segment_a_live_process_holds(spool_d
 
     assert spool.append(payload("SECRET live"))
     before = spool.segments[-1].path.read_bytes()
-    assert erase_records(spool_dir, lambda data: b"SECRET" in data) == {"records": 0, "segments": 0,
-                                                                       "quarantined": 0, "held": 1}
+    assert erase_records(spool_dir, lambda data: b"SECRET" in data) == {"records": 0, "segments": 0, "quarantined": 0, "held": 1}
     assert spool.segments[-1].path.read_bytes() == before

@@ -95,8 +95,7 @@ def test_an_empty_batch_is_a_no_op(event_log):
 def test_shard_of_is_stable_and_spreads_agents():
     # pinned values: crc32(tenant \0 agent) mod shards, the same on every host and version
     assert shard_of("t1", "a1", 4) == shard_of("t1", "a1", 4)
-    assert [shard_of("default", f"agent-{i}", 4) for i in range(8)] == [
-        _crc_shard("default", f"agent-{i}", 4) for i in range(8)]
+    assert [shard_of("default", f"agent-{i}", 4) for i in range(8)] == [_crc_shard("default", f"agent-{i}", 4) for i in range(8)]
     assert {shard_of("default", f"agent-{i}", 4) for i in range(64)} == {0, 1, 2, 3}
     assert shard_of("t1", "a1", 1) == 0 and shard_of("t1", "a1", 0) == 0
     assert shard_of("t1", "\ud800", 4) in range(4)  # lone surrogates do not raise
@@ -110,8 +109,13 @@ def _crc_shard(tenant: str, agent: str, shards: int) -> int:
 
 def test_pinned_shard_values_do_not_change():
     # a change here re-maps every existing agent to another stream: never change it
-    assert [shard_of("default", n, 4) for n in ("default", "hermes", "agent:main:test:dm:chat-9",
-                                                 "agent-1", "agent-2")] == [0, 0, 3, 2, 0]
+    assert [shard_of("default", n, 4) for n in ("default", "hermes", "agent:main:test:dm:chat-9", "agent-1", "agent-2")] == [
+        0,
+        0,
+        3,
+        2,
+        0,
+    ]
     assert shard_of("acme", "agent-1", 16) == 13
 
 
@@ -153,8 +157,7 @@ def test_entries_merges_every_stream_oldest_first(redis_client):
 def test_entries_yields_appended_events_per_agent_in_order_and_ids_never_go_back(redis_client):
     log = EventLog(redis_client, "ms", shards=4)
     for i in range(12):
-        log.append_batch([Record.of(remembered(f"{i % 5}/{i}", agent=f"agent-{i % 5}"), seq=i + 1)],
-                         segment="s")
+        log.append_batch([Record.of(remembered(f"{i % 5}/{i}", agent=f"agent-{i % 5}"), seq=i + 1)], segment="s")
     seen = list(log.entries(count=2))
     ids = [parse_entry_id(i) for _, i, _ in seen]
     assert ids == sorted(ids)
@@ -192,8 +195,9 @@ def test_stream_info_reports_length_and_first_and_last_ids(redis_client):
 
 
 def test_type_counts_count_appended_events_by_tag(event_log):
-    event_log.append([remembered("a"), remembered("b"),
-                      SessionEnded(id=new_event_id(), occurred_at=utcnow(), scope=Scope(tenant="t1"))])
+    event_log.append(
+        [remembered("a"), remembered("b"), SessionEnded(id=new_event_id(), occurred_at=utcnow(), scope=Scope(tenant="t1"))]
+    )
     assert event_log.type_counts() == {"memory.remembered": 2, "session.ended": 1}
 
 
@@ -205,13 +209,17 @@ def test_decode_entry_returns_the_event_that_was_appended(event_log):
     assert fields[b"id"].decode() == event.id and fields[b"type"] == b"memory.remembered"
 
 
-@pytest.mark.parametrize("fields", [
-    {},
-    {b"id": b"x", b"type": b"memory.remembered"},
-    {b"data": b"not msgpack \xc1"},
-    {b"data": b"\x81\xa4type\xa8no.such"},
-    {"data": "plain text"},
-], ids=["empty", "no-data", "garbage", "unknown-type", "str-garbage"])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},
+        {b"id": b"x", b"type": b"memory.remembered"},
+        {b"data": b"not msgpack \xc1"},
+        {b"data": b"\x81\xa4type\xa8no.such"},
+        {"data": "plain text"},
+    ],
+    ids=["empty", "no-data", "garbage", "unknown-type", "str-garbage"],
+)
 def test_decode_entry_raises_entry_decode_error_on_a_malformed_entry(fields):
     with pytest.raises(EntryDecodeError):
         EventLog.decode_entry(fields)

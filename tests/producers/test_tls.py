@@ -44,21 +44,34 @@ def clean(tls_server):
 
 
 def tls_settings(home, server, **overrides) -> Settings:
-    values = {"redis_url": server.url, "redis_tls_ca_file": str(server.certs.ca),
-              "redis_tls_cert_file": str(server.certs.client_cert),
-              "redis_tls_key_file": str(server.certs.client_key)}
+    values = {
+        "redis_url": server.url,
+        "redis_tls_ca_file": str(server.certs.ca),
+        "redis_tls_cert_file": str(server.certs.client_cert),
+        "redis_tls_key_file": str(server.certs.client_key),
+    }
     values.update(overrides)
-    return Settings.load(home=str(home), autostart=False, embedder="hash", tenant="t1",
-                         **{k: v for k, v in values.items() if v is not None})
+    return Settings.load(
+        home=str(home), autostart=False, embedder="hash", tenant="t1", **{k: v for k, v in values.items() if v is not None}
+    )
 
 
 def test_tls_arguments_apply_to_rediss_urls_only(tmp_path, certs):
-    settings = Settings.load(home=str(tmp_path), redis_url="rediss://h:1/0", redis_tls_ca_file=str(certs.ca),
-                             redis_tls_cert_file=str(certs.client_cert), redis_tls_key_file=str(certs.client_key),
-                             redis_tls_check_hostname=False)
+    settings = Settings.load(
+        home=str(tmp_path),
+        redis_url="rediss://h:1/0",
+        redis_tls_ca_file=str(certs.ca),
+        redis_tls_cert_file=str(certs.client_cert),
+        redis_tls_key_file=str(certs.client_key),
+        redis_tls_check_hostname=False,
+    )
     assert tls_kwargs("rediss://h:1/0", settings) == {
-        "ssl_cert_reqs": "required", "ssl_check_hostname": False, "ssl_ca_certs": str(certs.ca),
-        "ssl_certfile": str(certs.client_cert), "ssl_keyfile": str(certs.client_key)}
+        "ssl_cert_reqs": "required",
+        "ssl_check_hostname": False,
+        "ssl_ca_certs": str(certs.ca),
+        "ssl_certfile": str(certs.client_cert),
+        "ssl_keyfile": str(certs.client_key),
+    }
     assert tls_kwargs("redis://h:1/0", settings) == {}
     # no settings (a benchmark, a test): still verified, against the system's CAs
     assert tls_kwargs("REDISS://h:1/0", None) == {"ssl_cert_reqs": "required", "ssl_check_hostname": True}
@@ -66,8 +79,9 @@ def test_tls_arguments_apply_to_rediss_urls_only(tmp_path, certs):
 
 
 def test_tls_files_with_a_plain_url_are_a_configuration_problem(tmp_path, certs):
-    settings = Settings.load(home=str(tmp_path), redis_url="redis://h:1/0", redis_tls_ca_file=str(certs.ca),
-                             redis_tls_key_file=str(certs.client_key))
+    settings = Settings.load(
+        home=str(tmp_path), redis_url="redis://h:1/0", redis_tls_ca_file=str(certs.ca), redis_tls_key_file=str(certs.client_key)
+    )
     assert any("not a rediss:// URL" in p for p in settings.problems), settings.problems
     assert any("KEY_FILE set without" in p for p in settings.problems), settings.problems
 
@@ -96,23 +110,29 @@ def test_every_component_works_over_tls_with_a_client_certificate(tmp_path, clea
         recall = Recall(settings, lambda: {"tenant": "t1", "agent": "a1", "session": "s1"})
 
         def found() -> bool:
-            answer = recall.ask({"op": "search", "tenant": "t1", "agent": "a1", "query": "heron dawn",
-                                 "scope": "all"}, timeout=5.0)
+            answer = recall.ask(
+                {"op": "search", "tenant": "t1", "agent": "a1", "query": "heron dawn", "scope": "all"}, timeout=5.0
+            )
             return any("heron" in r["text"] for r in answer.get("results", []))
 
         wait_for(found, what="the note answered over TLS")
         # the command line, with the settings in its environment (a child process, as a user runs it)
-        env = {"MEMSTREAM_REDIS_URL": server.url, "MEMSTREAM_REDIS_TLS_CA_FILE": str(server.certs.ca),
-               "MEMSTREAM_REDIS_TLS_CERT_FILE": str(server.certs.client_cert),
-               "MEMSTREAM_REDIS_TLS_KEY_FILE": str(server.certs.client_key), "MEMSTREAM_TENANT": "t1"}
+        env = {
+            "MEMSTREAM_REDIS_URL": server.url,
+            "MEMSTREAM_REDIS_TLS_CA_FILE": str(server.certs.ca),
+            "MEMSTREAM_REDIS_TLS_CERT_FILE": str(server.certs.client_cert),
+            "MEMSTREAM_REDIS_TLS_KEY_FILE": str(server.certs.client_key),
+            "MEMSTREAM_TENANT": "t1",
+        }
         assert "heron" in ms(tmp_path / "cli", "search", "--json", "--scope", "all", "heron", env=env).stdout
         stats = ms(tmp_path / "cli", "stats", "--json", env=env).stdout
         assert json.loads(stats)["streams"] and PASSWORD not in stats
         doctor = ms(tmp_path / "cli", "doctor", "--json", check=False, env=env).stdout
         report = json.loads(doctor)
         assert report["checks"]["redis"]["ok"], report["checks"]["redis"]
-        assert report["checks"]["redis"]["tls"] == (f"verified against {server.certs.ca}, host name checked, "
-                                                    "client certificate sent")
+        assert report["checks"]["redis"]["tls"] == (
+            f"verified against {server.certs.ca}, host name checked, client certificate sent"
+        )
         assert PASSWORD not in doctor
         # every connection the server holds is a TLS one: it has no plain port
         clients = server.admin().client_list()
@@ -157,8 +177,9 @@ def test_the_servers_host_name_is_checked(tmp_path, clean):
     assert "MEMSTREAM_REDIS_TLS_CHECK_HOSTNAME" in str(refused.value), refused.value
     relaxed = tls_settings(tmp_path / "home", server, redis_url=url, redis_tls_check_hostname=False)
     assert LogLocator(relaxed, autostart=False)().client.ping()
-    unsigned = tls_settings(tmp_path / "home", server, redis_url=url, redis_tls_check_hostname=False,
-                            redis_tls_ca_file=str(server.certs.other_ca))
+    unsigned = tls_settings(
+        tmp_path / "home", server, redis_url=url, redis_tls_check_hostname=False, redis_tls_ca_file=str(server.certs.other_ca)
+    )
     with pytest.raises(redis.ConnectionError, match="MEMSTREAM_REDIS_TLS_CA_FILE"):
         LogLocator(unsigned, autostart=False)()
 
@@ -172,9 +193,11 @@ def test_rediss_to_a_plain_port_says_so(tmp_path, valkey_server):
 
 def test_a_tls_file_that_cannot_be_used_is_named(tmp_path, clean):
     server = clean
-    for setting, env in (("redis_tls_ca_file", "MEMSTREAM_REDIS_TLS_CA_FILE"),
-                         ("redis_tls_cert_file", "MEMSTREAM_REDIS_TLS_CERT_FILE"),
-                         ("redis_tls_key_file", "MEMSTREAM_REDIS_TLS_KEY_FILE")):
+    for setting, env in (
+        ("redis_tls_ca_file", "MEMSTREAM_REDIS_TLS_CA_FILE"),
+        ("redis_tls_cert_file", "MEMSTREAM_REDIS_TLS_CERT_FILE"),
+        ("redis_tls_key_file", "MEMSTREAM_REDIS_TLS_KEY_FILE"),
+    ):
         settings = tls_settings(tmp_path / "home", server, **{setting: str(tmp_path / "missing.pem")})
         with pytest.raises(redis.ConnectionError, match=f"{env}=.*missing.pem.* cannot be read"):
             LogLocator(settings, autostart=False)()
@@ -189,10 +212,14 @@ def test_the_service_and_its_projection_process_run_over_tls(tmp_path, clean):
     child process of the projections without a store (facts, sessions) all connect with
     the certificates; a memory added by the command line is projected and found."""
     server = clean
-    env = {"MEMSTREAM_REDIS_URL": server.url, "MEMSTREAM_REDIS_TLS_CA_FILE": str(server.certs.ca),
-           "MEMSTREAM_REDIS_TLS_CERT_FILE": str(server.certs.client_cert),
-           "MEMSTREAM_REDIS_TLS_KEY_FILE": str(server.certs.client_key), "MEMSTREAM_TENANT": "t1",
-           "MEMSTREAM_PROJECTION_PROCESS": "1"}
+    env = {
+        "MEMSTREAM_REDIS_URL": server.url,
+        "MEMSTREAM_REDIS_TLS_CA_FILE": str(server.certs.ca),
+        "MEMSTREAM_REDIS_TLS_CERT_FILE": str(server.certs.client_cert),
+        "MEMSTREAM_REDIS_TLS_KEY_FILE": str(server.certs.client_key),
+        "MEMSTREAM_TENANT": "t1",
+        "MEMSTREAM_PROJECTION_PROCESS": "1",
+    }
     home = tmp_path / "svc"
     started = json.loads(ms(home, "up", "--detach", "--json", env=env).stdout)
     try:

@@ -27,21 +27,39 @@ from memstream.projections.stores.qdrant import QdrantStore
 
 START = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 SCOPE = Scope(tenant="t1", agent="a1", session_id="s1", app="test")
-TEXTS = ("I adopted a greyhound named Zephyr last spring.",
-         "The billing deployment failed twice this morning.",
-         "We should repaint the kitchen before the guests arrive.")
+TEXTS = (
+    "I adopted a greyhound named Zephyr last spring.",
+    "The billing deployment failed twice this morning.",
+    "We should repaint the kitchen before the guests arrive.",
+)
 
 
 def _turns(texts=TEXTS, start: int = 1) -> list[Delivery]:
-    return [Delivery(stream="s", entry_id=f"{i}-0", fields={}, event=TurnRecorded(
-                id=new_event_id(), occurred_at=START + timedelta(seconds=i), scope=SCOPE, turn_index=i,
-                user_text=text, assistant_text=""))
-            for i, text in enumerate(texts, start=start)]
+    return [
+        Delivery(
+            stream="s",
+            entry_id=f"{i}-0",
+            fields={},
+            event=TurnRecorded(
+                id=new_event_id(),
+                occurred_at=START + timedelta(seconds=i),
+                scope=SCOPE,
+                turn_index=i,
+                user_text=text,
+                assistant_text="",
+            ),
+        )
+        for i, text in enumerate(texts, start=start)
+    ]
 
 
 def _forget(event_id: str) -> Delivery:
-    return Delivery(stream="s", entry_id="99-0", fields={}, event=MemoryForgotten(
-        id=new_event_id(), occurred_at=START, scope=SCOPE, forgotten_id=event_id))
+    return Delivery(
+        stream="s",
+        entry_id="99-0",
+        fields={},
+        event=MemoryForgotten(id=new_event_id(), occurred_at=START, scope=SCOPE, forgotten_id=event_id),
+    )
 
 
 def _deferred(event_log, store=None, cls=TurnsProjection):
@@ -136,8 +154,9 @@ def test_a_rewrite_with_another_text_drops_the_old_vector_and_queues_the_new_one
     event_log.client.delete(turns.backlog)
     turns.apply([_forget(batch[0].event.id)])  # turn 2 quoted turn 1: re-indexed without it
     (newer,) = _backlog(turns)
-    points = {p.id: p for p in turns.store.retrieve(
-        turns.collection, [point_id(d.event.id, 0) for d in batch], with_vectors=True)}
+    points = {
+        p.id: p for p in turns.store.retrieve(turns.collection, [point_id(d.event.id, 0) for d in batch], with_vectors=True)
+    }
     assert points[newer[0]].dense is None and points[newer[0]].payload[DENSE_KEY] == newer[1]
     assert points[point_id(batch[2].event.id, 0)].dense is not None  # untouched
     turns.apply(batch[1:])  # and the batch redelivered: turn 2's new text is the one written, still no vector
@@ -191,24 +210,29 @@ def test_a_reindexed_turn_keeps_the_vector_of_its_newest_text_whatever_the_order
 
 def test_memories_are_found_by_keywords_at_once_and_by_meaning_after_the_dense_stage(event_log):
     memories = _deferred(event_log, cls=MemoriesProjection)
-    event = MemoryRemembered(id=new_event_id(), occurred_at=START, scope=SCOPE,
-                             content="Ana prefers green tea in the afternoon")
+    event = MemoryRemembered(id=new_event_id(), occurred_at=START, scope=SCOPE, content="Ana prefers green tea in the afternoon")
     memories.apply([Delivery(stream="s", entry_id="1-0", fields={}, event=event)])
     f = Filter("t1")
-    assert [h.payload["event_id"] for h in memories.store.search(
-        memories.collection, sparse=sparse_vector("green tea"), filter=f, limit=5)] == [event.id]
+    assert [
+        h.payload["event_id"]
+        for h in memories.store.search(memories.collection, sparse=sparse_vector("green tea"), filter=f, limit=5)
+    ] == [event.id]
     dense = memories.embedder.embed(["Ana prefers green tea"])[0]
     assert memories.store.search(memories.collection, dense=dense, filter=f, limit=5) == []
     assert memories.embed_backlog(_backlog(memories)) == 1
     assert len(memories.store.search(memories.collection, dense=dense, filter=f, limit=5)) == 1
 
 
-@pytest.mark.parametrize("fields", [
-    {}, {b"id": point_id("x").encode(), b"key": b"k", b"tenant": b"t1", b"event": b"e"},
-    {b"id": b"not-a-uuid", b"key": b"k", b"tenant": b"t1", b"event": b"e", b"text": b"x"},
-    {b"id": point_id("x").encode(), b"key": b"", b"tenant": b"t1", b"event": b"e", b"text": b"x"},
-    {b"id": point_id("x").encode(), b"key": b"k", b"tenant": b"t1", b"event": b"e", b"text": b"\xff"},
-])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},
+        {b"id": point_id("x").encode(), b"key": b"k", b"tenant": b"t1", b"event": b"e"},
+        {b"id": b"not-a-uuid", b"key": b"k", b"tenant": b"t1", b"event": b"e", b"text": b"x"},
+        {b"id": point_id("x").encode(), b"key": b"", b"tenant": b"t1", b"event": b"e", b"text": b"x"},
+        {b"id": point_id("x").encode(), b"key": b"k", b"tenant": b"t1", b"event": b"e", b"text": b"\xff"},
+    ],
+)
 def test_a_backlog_entry_that_does_not_decode_is_refused(fields):
     assert backlog_entry(fields) is None
 

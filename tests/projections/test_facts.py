@@ -33,8 +33,12 @@ def test_in_one_batch_facts_are_asserted_and_retracted_in_the_order_of_the_log(r
 
 def test_a_batch_delivered_again_changes_no_fact(redis_client):
     facts = FactsProjection(redis_client, "p")
-    events = [turn("I live in Berlin", when=0), turn("I moved to Lisbon", when=1), turn("I live in Lisbon", when=2),
-              turn("I love tea and I live in Rome", when=0.5)]
+    events = [
+        turn("I live in Berlin", when=0),
+        turn("I moved to Lisbon", when=1),
+        turn("I live in Lisbon", when=2),
+        turn("I love tea and I live in Rome", when=0.5),
+    ]
     _apply(facts, events)
     stored = [keys.facts("p", facts.version, "t1"), keys.facts_current("p", facts.version, "t1")]
     table = [redis_client.hgetall(key) for key in stored]

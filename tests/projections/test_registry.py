@@ -24,8 +24,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "memstream"
 
 
 def test_each_group_is_its_class_name_and_version():
-    assert [row.cls for row in PROJECTIONS] == [TurnsProjection, MemoriesProjection, FactsProjection,
-                                               SessionsProjection]
+    assert [row.cls for row in PROJECTIONS] == [TurnsProjection, MemoriesProjection, FactsProjection, SessionsProjection]
     for row in PROJECTIONS:
         assert (row.name, row.version) == (row.cls.name, row.cls.version)
         assert row.group == group_of(row.name) == f"{row.cls.name}.v{row.cls.version}"
@@ -61,10 +60,12 @@ def test_an_unknown_projection_is_an_error_naming_the_known_ones():
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
-    nodes = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                                 ast.ClassDef)))]
-    return {id(n.body[0].value) for n in nodes
-            if n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    nodes = [tree, *(n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))]
+    return {
+        id(n.body[0].value)
+        for n in nodes
+        if n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)
+    }
 
 
 def _group_literals(source: str, names: list[str]) -> list[tuple[int, str]]:
@@ -75,13 +76,11 @@ def _group_literals(source: str, names: list[str]) -> list[tuple[int, str]]:
     literal = re.compile(rf"\b(?:{'|'.join(map(re.escape, names))})\.v\d+\b")
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs \
-                and literal.search(node.value):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs and literal.search(node.value):
             found.append((node.lineno, node.value))
         elif isinstance(node, ast.JoinedStr):
             for part, after in zip(node.values, node.values[1:]):
-                if isinstance(part, ast.Constant) and str(part.value).endswith(".v") \
-                        and isinstance(after, ast.FormattedValue):
+                if isinstance(part, ast.Constant) and str(part.value).endswith(".v") and isinstance(after, ast.FormattedValue):
                     found.append((node.lineno, ast.unparse(node)))
     return found
 

@@ -32,8 +32,7 @@ def test_a_batch_records_every_session_and_forgets_a_bookend_named_later_in_it(r
     recent = {r["session"]: r for r in sessions.index.recent("t1")}
     assert [r["session"] for r in sessions.index.recent("t1")] == ["s1", "s2"]
     assert (recent["s1"]["first"]["id"], recent["s1"]["first"]["user"]) == (first.id, "(forgotten)")
-    assert (recent["s1"]["last"]["id"], recent["s1"]["last"]["user"], recent["s1"]["turns"]) == (
-        last.id, "The last word", 2)
+    assert (recent["s1"]["last"]["id"], recent["s1"]["last"]["user"], recent["s1"]["turns"]) == (last.id, "The last word", 2)
     assert recent["s2"]["first"]["user"] == recent["s2"]["last"]["user"] == "Another session"
     assert Counters(redis_client, "p", "sessions.v1").get() == {"turns": 4, "forgotten": 1}
 

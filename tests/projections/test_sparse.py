@@ -17,28 +17,71 @@ from memstream.text.scripts import CJK_RE, HAN_KANA_RANGES, HANGUL_RANGES
 # Porter's own examples (1980 paper and his C implementation's vocabulary), as Snowball's
 # English (Porter2) stemmer stems them: all as Porter did but "generalization".
 PORTER = {
-    "caresses": "caress", "ponies": "poni", "cats": "cat", "feed": "feed", "agreed": "agre",
-    "plastered": "plaster", "motoring": "motor", "sing": "sing", "conflated": "conflat",
-    "troubled": "troubl", "sized": "size", "hopping": "hop", "falling": "fall",
-    "hissing": "hiss", "filing": "file", "happy": "happi", "sky": "sky",
-    "relational": "relat", "conditional": "condit", "rational": "ration",
-    "vietnamization": "vietnam", "predication": "predic", "operator": "oper",
-    "hopefulness": "hope", "sensibiliti": "sensibl", "triplicate": "triplic",
-    "electrical": "electr", "goodness": "good", "allowance": "allow", "airliner": "airlin",
-    "adjustable": "adjust", "replacement": "replac", "adoption": "adopt",
-    "homologous": "homolog", "effective": "effect", "probate": "probat", "rate": "rate",
-    "controll": "control", "roll": "roll", "generalization": "general",
+    "caresses": "caress",
+    "ponies": "poni",
+    "cats": "cat",
+    "feed": "feed",
+    "agreed": "agre",
+    "plastered": "plaster",
+    "motoring": "motor",
+    "sing": "sing",
+    "conflated": "conflat",
+    "troubled": "troubl",
+    "sized": "size",
+    "hopping": "hop",
+    "falling": "fall",
+    "hissing": "hiss",
+    "filing": "file",
+    "happy": "happi",
+    "sky": "sky",
+    "relational": "relat",
+    "conditional": "condit",
+    "rational": "ration",
+    "vietnamization": "vietnam",
+    "predication": "predic",
+    "operator": "oper",
+    "hopefulness": "hope",
+    "sensibiliti": "sensibl",
+    "triplicate": "triplic",
+    "electrical": "electr",
+    "goodness": "good",
+    "allowance": "allow",
+    "airliner": "airlin",
+    "adjustable": "adjust",
+    "replacement": "replac",
+    "adoption": "adopt",
+    "homologous": "homolog",
+    "effective": "effect",
+    "probate": "probat",
+    "rate": "rate",
+    "controll": "control",
+    "roll": "roll",
+    "generalization": "general",
 }
 
 
 # Where sparse VERSION 2 (Porter2) stems conversation words (LoCoMo's) apart from VERSION 1
 # (Porter): it stops merging words of other meanings and merges adverbs with their adjectives.
 PORTER2 = {
-    "news": "news", "new": "new", "used": "use", "us": "us", "one": "one", "on": "on",
-    "general": "general", "generation": "generat", "evening": "evening", "even": "even",
-    "community": "communiti", "communicate": "communic", "organization": "organiz",
-    "quickly": "quick", "hopefully": "hope", "tried": "tri", "trying": "tri",
-    "skies": "sky", "dying": "die",
+    "news": "news",
+    "new": "new",
+    "used": "use",
+    "us": "us",
+    "one": "one",
+    "on": "on",
+    "general": "general",
+    "generation": "generat",
+    "evening": "evening",
+    "even": "even",
+    "community": "communiti",
+    "communicate": "communic",
+    "organization": "organiz",
+    "quickly": "quick",
+    "hopefully": "hope",
+    "tried": "tri",
+    "trying": "tri",
+    "skies": "sky",
+    "dying": "die",
 }
 
 
@@ -76,11 +119,14 @@ def test_english_words_are_case_folded_stemmed_and_stop_words_dropped():
     assert tokenize(text) == ["quick", "brown", "fox", "run", "fast"]
 
 
-@pytest.mark.parametrize("query, document", [
-    ("서울역", "내일서울역에서만나요"),
-    ("北京大学", "我明天去北京大学看朋友"),
-    ("東京タワー", "週末に東京タワーへ行きました"),
-])
+@pytest.mark.parametrize(
+    "query, document",
+    [
+        ("서울역", "내일서울역에서만나요"),
+        ("北京大学", "我明天去北京大学看朋友"),
+        ("東京タワー", "週末に東京タワーへ行きました"),
+    ],
+)
 def test_every_token_of_a_cjk_phrase_occurs_in_unspaced_text_containing_it(query, document):
     q = tokenize(query)
     assert len(q) == 2 * len(query) - 1  # unigrams + bigrams

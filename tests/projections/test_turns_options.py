@@ -14,17 +14,32 @@ from memstream.projections.embedders.port import get_embedder
 from memstream.projections.stores.qdrant import QdrantStore
 
 START = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
-SESSION = ("Caroline: I adopted a greyhound named Zephyr last spring.",
-           "Melanie: That sounds lovely, how is the training going?",
-           "Caroline: Slowly, he still pulls on the lead every morning.")
+SESSION = (
+    "Caroline: I adopted a greyhound named Zephyr last spring.",
+    "Melanie: That sounds lovely, how is the training going?",
+    "Caroline: Slowly, he still pulls on the lead every morning.",
+)
 
 
 def _turns(texts=SESSION) -> list[Delivery]:
     scope = Scope(tenant="t1", agent="a1", session_id="s1", app="test")
-    return [Delivery(stream="s", entry_id=f"{i}-0", fields={}, event=TurnRecorded(
-                id=new_event_id(), occurred_at=START + timedelta(seconds=i), scope=scope, turn_index=i,
-                user_text=text, assistant_text="", author=text.split(":")[0]))
-            for i, text in enumerate(texts, start=1)]
+    return [
+        Delivery(
+            stream="s",
+            entry_id=f"{i}-0",
+            fields={},
+            event=TurnRecorded(
+                id=new_event_id(),
+                occurred_at=START + timedelta(seconds=i),
+                scope=scope,
+                turn_index=i,
+                user_text=text,
+                assistant_text="",
+                author=text.split(":")[0],
+            ),
+        )
+        for i, text in enumerate(texts, start=1)
+    ]
 
 
 def _build(event_log, store, **kwargs) -> TurnsProjection:
@@ -32,15 +47,13 @@ def _build(event_log, store, **kwargs) -> TurnsProjection:
 
 
 def _keyword_hits(projection: TurnsProjection, word: str) -> set[int]:
-    hits = projection.store.search(projection.collection, sparse=sparse_vector(word), filter=Filter(tenant="t1"),
-                                   limit=10)
+    hits = projection.store.search(projection.collection, sparse=sparse_vector(word), filter=Filter(tenant="t1"), limit=10)
     return {int(h.payload["turn_index"]) for h in hits}
 
 
 def test_the_default_options_are_the_unit_indexed_so_far(event_log):
     assert TurnsProjection.validate_options(None) == TurnsProjection.OPTIONS
-    assert TurnsProjection.OPTIONS == {"context_turns": 1, "context_chars": 300, "keyword_context_turns": 0,
-                                       "date": True}
+    assert TurnsProjection.OPTIONS == {"context_turns": 1, "context_chars": 300, "keyword_context_turns": 0, "date": True}
     store = QdrantStore()
     v1 = _build(event_log, store)
     v1.apply(_turns())
@@ -59,8 +72,10 @@ def test_keyword_context_turns_let_the_keyword_side_see_the_turns_before_the_quo
     assert _keyword_hits(v1, "greyhound") == {1, 2}
     assert _keyword_hits(v2, "greyhound") == {1, 2, 3}
     # the dense side is what it was: the same unit, so the same vector
-    a = store.retrieve(v1.collection, [h.id for h in store.search(v1.collection, sparse=sparse_vector("lead"),
-                                                                    filter=Filter(tenant="t1"), limit=1)])
+    a = store.retrieve(
+        v1.collection,
+        [h.id for h in store.search(v1.collection, sparse=sparse_vector("lead"), filter=Filter(tenant="t1"), limit=1)],
+    )
     query = get_embedder("hash").embed(["Caroline: Slowly, he still pulls on the lead every morning."])[0]
     d1 = store.search(v1.collection, dense=query, filter=Filter(tenant="t1"), limit=3)
     d2 = store.search(v2.collection, dense=query, filter=Filter(tenant="t1"), limit=3)
@@ -93,20 +108,33 @@ def test_forgetting_a_turn_reindexes_every_turn_whose_keyword_side_quoted_it(eve
     batch = _turns()
     projection.apply(batch)
     first = batch[0].event
-    projection.apply([Delivery(stream="s", entry_id="9-0", fields={}, event=MemoryForgotten(
-        id=new_event_id(), occurred_at=START + timedelta(minutes=1), scope=first.scope, forgotten_id=first.id))])
+    projection.apply(
+        [
+            Delivery(
+                stream="s",
+                entry_id="9-0",
+                fields={},
+                event=MemoryForgotten(
+                    id=new_event_id(), occurred_at=START + timedelta(minutes=1), scope=first.scope, forgotten_id=first.id
+                ),
+            )
+        ]
+    )
     assert _keyword_hits(projection, "greyhound") == set()
     assert _keyword_hits(projection, "training") == {2, 3}
 
 
-@pytest.mark.parametrize("options, named", [
-    ({"colour": 1}, "colour"),
-    ({"context_turns": True}, "context_turns"),  # a bool is not an int
-    ({"context_turns": "1"}, "context_turns"),
-    ({"date": 1}, "date"),
-    ({"context_chars": 0}, "context_chars"),
-    ({"keyword_context_turns": 99}, "keyword_context_turns"),
-])
+@pytest.mark.parametrize(
+    "options, named",
+    [
+        ({"colour": 1}, "colour"),
+        ({"context_turns": True}, "context_turns"),  # a bool is not an int
+        ({"context_turns": "1"}, "context_turns"),
+        ({"date": 1}, "date"),
+        ({"context_chars": 0}, "context_chars"),
+        ({"keyword_context_turns": 99}, "keyword_context_turns"),
+    ],
+)
 def test_an_unknown_option_or_a_wrong_value_is_refused_naming_the_option(event_log, options, named):
     with pytest.raises(ValueError, match=named):
         TurnsProjection.validate_options(options)

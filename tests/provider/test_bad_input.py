@@ -18,6 +18,7 @@ def of(kind, events):
 
 # -- clean_text, the one place text from outside is cleaned ---------------------------------
 
+
 @pytest.mark.parametrize("text", ["a" * 5000, "é" * 5000, "日本" * 3000, "a" * 99 + "€" * 10])
 def test_clean_text_never_returns_more_than_max_bytes(text):
     for max_bytes in (100, 101, 102, 1000):
@@ -51,6 +52,7 @@ def test_clean_text_coerces_other_types_and_survives_unprintable_objects():
 
 
 # -- through the hooks -----------------------------------------------------------------------
+
 
 def test_none_content_becomes_empty_text_without_complaint(harness):
     p = harness.provider()
@@ -117,8 +119,7 @@ def test_surrogates_in_the_transcript_s_tool_calls_do_not_lose_the_turn(harness)
     p = harness.provider()
     messages = [
         {"role": "user", "content": "read the binary"},
-        {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "read_file",
-                                                                      "arguments": '{"p": "\udcff"}'}}]},
+        {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "read_file", "arguments": '{"p": "\udcff"}'}}]},
         {"role": "tool", "tool_call_id": "c1", "content": "bytes \udc80\udc81 decoded with surrogateescape"},
         {"role": "assistant", "content": "done"},
     ]
@@ -133,7 +134,9 @@ def test_surrogates_in_the_transcript_s_tool_calls_do_not_lose_the_turn(harness)
 def test_a_malformed_transcript_does_not_lose_the_turn(harness):
     p = harness.provider()
     messages = [
-        "not a message", None, 42,
+        "not a message",
+        None,
+        42,
         {"role": "user", "content": [{"type": "text", "text": "look"}, {"type": "image_url"}, "junk"]},
         {"role": "assistant", "tool_calls": ["junk", {"id": "c1"}, {"function": None}]},
         {"role": "tool", "tool_call_id": None, "content": None},
@@ -147,10 +150,17 @@ def test_a_malformed_transcript_does_not_lose_the_turn(harness):
     assert "hook_errors" not in p.stats()
 
 
-@pytest.mark.parametrize(("action", "target"), [
-    ("append", "memory"), ("add", "notes"), (None, "memory"), ("add", None), (["add"], "memory"),
-    ("ADD", "memory"),
-])
+@pytest.mark.parametrize(
+    ("action", "target"),
+    [
+        ("append", "memory"),
+        ("add", "notes"),
+        (None, "memory"),
+        ("add", None),
+        (["add"], "memory"),
+        ("ADD", "memory"),
+    ],
+)
 def test_an_unknown_action_or_target_is_rejected_counted_and_nothing_else_is_lost(harness, action, target):
     p = harness.provider()
     p.on_memory_write("add", "memory", "before")

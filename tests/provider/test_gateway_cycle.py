@@ -28,8 +28,7 @@ def _threads() -> set[threading.Thread]:
 
 def _stacks(threads: set[threading.Thread]) -> str:
     frames = sys._current_frames()
-    return "\n".join(f"{t.name}:\n" + "".join(traceback.format_stack(frames[t.ident]))
-                     for t in threads if t.ident in frames)
+    return "\n".join(f"{t.name}:\n" + "".join(traceback.format_stack(frames[t.ident])) for t in threads if t.ident in frames)
 
 
 def _fds() -> int:
@@ -71,6 +70,7 @@ def test_a_thousand_gateway_cycles_leave_nothing_behind_and_lose_no_turn(valkey_
     wait_for(lambda: _fds() <= fds, timeout=30, what="no file descriptor left")
     wait_for(lambda: _connections(client) <= connections, timeout=30, what="no connection left")
     assert sorted(e.scope.session_id for e in logged_events(log) if isinstance(e, TurnRecorded)) == sorted(
-        f"sess-{i}" for i in range(CYCLES))
+        f"sess-{i}" for i in range(CYCLES)
+    )
     assert list(settings.spool_dir.glob("*.seg")) == []  # everything shipped, the segments removed
     client.close()

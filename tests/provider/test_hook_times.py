@@ -9,10 +9,27 @@ from memstream.producers.report import HOOKS, ROW
 from memstream.provider.provider import MemstreamProvider
 
 # the MemoryProvider members Hermes calls (the Hermes contract, 0.19)
-HERMES_METHODS = {"name", "is_available", "initialize", "get_tool_schemas", "system_prompt_block", "prefetch",
-                  "queue_prefetch", "sync_turn", "handle_tool_call", "shutdown", "on_turn_start", "on_session_end",
-                  "on_session_switch", "on_pre_compress", "on_memory_write", "on_delegation", "get_config_schema",
-                  "save_config", "backup_paths"}
+HERMES_METHODS = {
+    "name",
+    "is_available",
+    "initialize",
+    "get_tool_schemas",
+    "system_prompt_block",
+    "prefetch",
+    "queue_prefetch",
+    "sync_turn",
+    "handle_tool_call",
+    "shutdown",
+    "on_turn_start",
+    "on_session_end",
+    "on_session_switch",
+    "on_pre_compress",
+    "on_memory_write",
+    "on_delegation",
+    "get_config_schema",
+    "save_config",
+    "backup_paths",
+}
 # called by Hermes's command line or once while it builds the agent, never on a turn
 UNTIMED = {"name", "is_available", "get_tool_schemas", "get_config_schema", "save_config", "backup_paths"}
 

@@ -38,8 +38,11 @@ TURN_1 = [
 ]
 TURN_2 = [
     {"role": "user", "content": "summarise it"},
-    {"role": "assistant", "content": None, "tool_calls": [call("c2", "read_file", '{"path": "report.pdf"}'),
-                                                          call("c3", "terminal", '{"cmd": "wc -w"}')]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [call("c2", "read_file", '{"path": "report.pdf"}'), call("c3", "terminal", '{"cmd": "wc -w"}')],
+    },
     {"role": "tool", "tool_call_id": "c2", "content": "three findings"},
     {"role": "tool", "tool_call_id": "c3", "content": [{"type": "text", "text": "1200 words"}]},
     {"role": "assistant", "content": "Three findings, 1200 words."},
@@ -52,30 +55,45 @@ def brief(turn: TurnRecorded) -> list[tuple[str, str, str, str]]:
 
 
 TURN_1_CALLS = [("web_search", '{"q": "report"}', "found report.pdf", "c1")]
-TURN_2_CALLS = [("read_file", '{"path": "report.pdf"}', "three findings", "c2"),
-                ("terminal", '{"cmd": "wc -w"}', "1200 words", "c3")]
+TURN_2_CALLS = [
+    ("read_file", '{"path": "report.pdf"}', "three findings", "c2"),
+    ("terminal", '{"cmd": "wc -w"}', "1200 words", "c3"),
+]
 
 
 # -- scope --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("kwargs", "agent"), [
-    ({"gateway_session_key": "agent:main:tg:dm:9", "agent_identity": "coder", "agent_workspace": "hermes"},
-     "agent:main:tg:dm:9"),
-    ({"agent_identity": "coder", "agent_workspace": "hermes"}, "coder"),
-    ({"agent_workspace": "hermes"}, "hermes"),
-    ({}, "default"),
-    ({"gateway_session_key": "  ", "agent_identity": None, "agent_workspace": "ws"}, "ws"),
-    ({"gateway_session_key": 42, "agent_identity": "  coder "}, "coder"),
-])
+
+@pytest.mark.parametrize(
+    ("kwargs", "agent"),
+    [
+        (
+            {"gateway_session_key": "agent:main:tg:dm:9", "agent_identity": "coder", "agent_workspace": "hermes"},
+            "agent:main:tg:dm:9",
+        ),
+        ({"agent_identity": "coder", "agent_workspace": "hermes"}, "coder"),
+        ({"agent_workspace": "hermes"}, "hermes"),
+        ({}, "default"),
+        ({"gateway_session_key": "  ", "agent_identity": None, "agent_workspace": "ws"}, "ws"),
+        ({"gateway_session_key": 42, "agent_identity": "  coder "}, "coder"),
+    ],
+)
 def test_agent_identity_is_gateway_key_then_profile_then_workspace_then_default(kwargs, agent):
     assert resolve_agent(kwargs) == agent
 
 
 def test_every_event_carries_the_scope_resolved_at_initialize(harness, monkeypatch):
     monkeypatch.setenv("MEMSTREAM_TENANT", "acme")
-    p = harness.provider("20261122_050250_57e41d", platform="telegram", user_id="u-123",
-                         user_name="Ada", chat_id="chat-9", gateway_session_key="agent:main:test:dm:chat-9",
-                         agent_identity="default", agent_workspace="hermes")
+    p = harness.provider(
+        "20261122_050250_57e41d",
+        platform="telegram",
+        user_id="u-123",
+        user_name="Ada",
+        chat_id="chat-9",
+        gateway_session_key="agent:main:test:dm:chat-9",
+        agent_identity="default",
+        agent_workspace="hermes",
+    )
     p.on_memory_write("add", "user", "Ada likes tea", {"session_id": "20261122_050250_57e41d"})
     p.sync_turn("hi", "hello", session_id="20261122_050250_57e41d")
     p.on_delegation("task", "done", child_session_id="child-1")
@@ -85,7 +103,13 @@ def test_every_event_carries_the_scope_resolved_at_initialize(harness, monkeypat
     assert len(scopes) == 1
     scope = scopes.pop()
     assert (scope.tenant, scope.app, scope.agent, scope.user_id, scope.session_id, scope.platform) == (
-        "acme", "hermes", "agent:main:test:dm:chat-9", "u-123", "20261122_050250_57e41d", "telegram")
+        "acme",
+        "hermes",
+        "agent:main:test:dm:chat-9",
+        "u-123",
+        "20261122_050250_57e41d",
+        "telegram",
+    )
     assert uuid.UUID(scope.run_id).version == 7
     assert of(TurnRecorded, events)[0].author == "Ada"
 
@@ -110,13 +134,13 @@ def test_memory_write_scope_follows_the_session_in_its_metadata(harness):
 
 # -- sync_turn -----------------------------------------------------------------------------
 
+
 def test_sync_turn_takes_only_this_turns_tool_calls_from_the_whole_transcript(harness):
     p = harness.provider()
     p.on_turn_start(1, "find the report")
     p.sync_turn("find the report", "It is report.pdf", session_id="sess-1", messages=SYSTEM + TURN_1)
     p.on_turn_start(2, "summarise it")
-    p.sync_turn("summarise it", "Three findings, 1200 words.", session_id="sess-1",
-                messages=SYSTEM + TURN_1 + TURN_2)
+    p.sync_turn("summarise it", "Three findings, 1200 words.", session_id="sess-1", messages=SYSTEM + TURN_1 + TURN_2)
     turns = of(TurnRecorded, harness.events())
     assert [t.turn_index for t in turns] == [1, 2]
     assert [brief(t) for t in turns] == [TURN_1_CALLS, TURN_2_CALLS]
@@ -129,8 +153,7 @@ def test_a_late_sync_of_turn_n_after_turn_n_plus_1_started_gets_turn_n(harness):
     p.on_turn_start(2, "summarise it")  # Hermes's sync worker is behind: turn 2 already runs
     in_flight = SYSTEM + TURN_1 + TURN_2[:2]  # turn 2's first tool call has no result yet
     p.sync_turn("find the report", "It is report.pdf", session_id="sess-1", messages=in_flight)
-    p.sync_turn("summarise it", "Three findings, 1200 words.", session_id="sess-1",
-                messages=SYSTEM + TURN_1 + TURN_2)
+    p.sync_turn("summarise it", "Three findings, 1200 words.", session_id="sess-1", messages=SYSTEM + TURN_1 + TURN_2)
     turns = of(TurnRecorded, harness.events())
     assert [(t.turn_index, t.user_text) for t in turns] == [(1, "find the report"), (2, "summarise it")]
     assert [brief(t) for t in turns] == [TURN_1_CALLS, TURN_2_CALLS]
@@ -164,9 +187,13 @@ def test_after_compression_the_turn_is_found_in_the_compacted_transcript(harness
         {"role": "assistant", "content": "Sent."},
     ]
     # the compacted transcript keeps turn 2 verbatim, and turn 4 already started (late sync)
-    compacted = SYSTEM + [{"role": "user", "content": "[Summary of turn 1: report found]"},
-                          {"role": "assistant", "content": "Understood."}] + TURN_2 + turn_3 + [
-                         {"role": "user", "content": "thanks"}]
+    compacted = (
+        SYSTEM
+        + [{"role": "user", "content": "[Summary of turn 1: report found]"}, {"role": "assistant", "content": "Understood."}]
+        + TURN_2
+        + turn_3
+        + [{"role": "user", "content": "thanks"}]
+    )
     assert len(compacted) > len(long_history)  # the old watermark now points into turn 3
     p.on_turn_start(3, "email it to Bob")
     p.on_turn_start(4, "thanks")
@@ -176,7 +203,11 @@ def test_after_compression_the_turn_is_found_in_the_compacted_transcript(harness
     assert [(t.turn_index, brief(t)) for t in turns][-1] == (3, [("send_email", '{"to": "bob"}', "sent", "c7")])
     switch = of(SessionSwitched, events)[0]
     assert (switch.reason, switch.reset, switch.parent_session_id, switch.scope.session_id) == (
-        "compression", False, "sess-1", "sess-1")
+        "compression",
+        False,
+        "sess-1",
+        "sess-1",
+    )
     ended = of(SessionEnded, events)
     assert [(e.turn_count, e.message_count) for e in ended] == [(2, len(long_history))]
 
@@ -217,21 +248,32 @@ def test_turn_index_restarts_after_new_and_the_switch_is_recorded(harness):
     events = harness.events()
     turns = of(TurnRecorded, events)
     assert [(t.turn_index, t.scope.session_id) for t in turns] == [
-        (1, "old-sess"), (2, "old-sess"), (1, "new-sess"), (2, "new-sess")]
+        (1, "old-sess"),
+        (2, "old-sess"),
+        (1, "new-sess"),
+        (2, "new-sess"),
+    ]
     switch = of(SessionSwitched, events)[0]
     assert (switch.reason, switch.reset, switch.parent_session_id, switch.scope.session_id) == (
-        "new_session", True, "old-sess", "new-sess")
+        "new_session",
+        True,
+        "old-sess",
+        "new-sess",
+    )
     assert of(SessionEnded, events)[0].scope.session_id == "old-sess"
 
 
-@pytest.mark.parametrize(("kwargs", "reason"), [
-    ({"reset": True}, "new_session"),
-    ({"rewound": True}, "rewind"),
-    ({"reason": "resume"}, "resume"),
-    ({"reason": "branch"}, "branch"),
-    ({"reason": "something-new"}, "other"),
-    ({}, "other"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        ({"reset": True}, "new_session"),
+        ({"rewound": True}, "rewind"),
+        ({"reason": "resume"}, "resume"),
+        ({"reason": "branch"}, "branch"),
+        ({"reason": "something-new"}, "other"),
+        ({}, "other"),
+    ],
+)
 def test_session_switch_reason_is_taken_from_hermes_or_derived(harness, kwargs, reason):
     p = harness.provider("s1")
     p.on_session_switch("s2", parent_session_id="s1", **kwargs)
@@ -240,6 +282,7 @@ def test_session_switch_reason_is_taken_from_hermes_or_derived(harness, kwargs, 
 
 
 # -- on_session_end -----------------------------------------------------------------------
+
 
 def test_session_end_fired_twice_with_the_same_state_is_recorded_once(harness):
     p = harness.provider()
@@ -251,14 +294,20 @@ def test_session_end_fired_twice_with_the_same_state_is_recorded_once(harness):
     p.on_session_end(TURN_1 + TURN_2)  # a new state: recorded
     p.on_session_end(None)
     ended = of(SessionEnded, harness.events())
-    assert [(e.turn_count, e.message_count) for e in ended] == [
-        (1, len(TURN_1)), (2, len(TURN_1 + TURN_2)), (2, 0)]
+    assert [(e.turn_count, e.message_count) for e in ended] == [(1, len(TURN_1)), (2, len(TURN_1 + TURN_2)), (2, 0)]
 
 
 # -- on_memory_write -----------------------------------------------------------------------
 
-METADATA = {"write_origin": "assistant_tool", "execution_context": "foreground", "session_id": "sess-1",
-            "platform": "cli", "tool_name": "memory", "task_id": "t-1", "tool_call_id": "call_42"}
+METADATA = {
+    "write_origin": "assistant_tool",
+    "execution_context": "foreground",
+    "session_id": "sess-1",
+    "platform": "cli",
+    "tool_name": "memory",
+    "task_id": "t-1",
+    "tool_call_id": "call_42",
+}
 
 
 def test_memory_writes_add_replace_and_remove_are_mirrored(harness):
@@ -284,8 +333,7 @@ def test_memory_write_accepts_metadata_positionally_by_keyword_or_not_at_all(har
     p.on_memory_write("add", "memory", "c")
     p.on_memory_write("add", "memory", "d", "not a dict")
     writes = of(MemoryWritten, harness.events())
-    assert [(w.content, w.tool_call_id) for w in writes] == [
-        ("a", "call_42"), ("b", "call_42"), ("c", ""), ("d", "")]
+    assert [(w.content, w.tool_call_id) for w in writes] == [("a", "call_42"), ("b", "call_42"), ("c", ""), ("d", "")]
 
 
 def test_delegation_is_recorded_with_the_child_session(harness):
@@ -296,6 +344,7 @@ def test_delegation_is_recorded_with_the_child_session(harness):
 
 
 # -- no hook raises ----------------------------------------------------------------------
+
 
 def _boom(*args, **kwargs):
     raise RuntimeError("injected failure")
@@ -366,6 +415,7 @@ def test_hooks_after_shutdown_are_dropped_and_counted_not_raised(harness):
 
 # -- availability and the read-side stubs ------------------------------------------------
 
+
 def test_is_available_reads_configuration_only(monkeypatch, tmp_path):
     monkeypatch.setenv("MEMSTREAM_REDIS_URL", "redis://10.255.255.1:6379/0")
 
@@ -386,8 +436,14 @@ def test_read_side_hooks_answer_nothing_when_no_service_runs(harness):
     p = harness.provider()
     assert p.name == "memstream"
     schemas = p.get_tool_schemas()
-    assert [s["name"] for s in schemas] == ["memstream_search", "memstream_context", "memstream_recent",
-                                             "memstream_facts", "memstream_remember", "memstream_forget"]
+    assert [s["name"] for s in schemas] == [
+        "memstream_search",
+        "memstream_context",
+        "memstream_recent",
+        "memstream_facts",
+        "memstream_remember",
+        "memstream_forget",
+    ]
     assert all(s["parameters"]["type"] == "object" and s["description"] for s in schemas)
     assert p.get_tool_schemas() == schemas  # deterministic: Hermes calls it several times
     assert p.prefetch("anything") == "" and p.queue_prefetch("q") is None
@@ -432,8 +488,7 @@ def test_a_secret_said_to_the_agent_reaches_the_log_redacted(harness):
     log never holds it (made-up credentials)."""
     token = "ghp_Ab3dEf6hIj9lMn2pQr5tUv8xYz1bCd4fGh7jK"
     p = harness.provider("s-secret")
-    p.sync_turn(f"my token is {token}", "the cache is redis://:hunter2pass@cache.internal:6379/0",
-                session_id="s-secret")
+    p.sync_turn(f"my token is {token}", "the cache is redis://:hunter2pass@cache.internal:6379/0", session_id="s-secret")
     p.on_memory_write("add", "memory", "the db password is Winter#2024!", {"session_id": "s-secret"})
     events = harness.events()
     turn = of(TurnRecorded, events)[0]

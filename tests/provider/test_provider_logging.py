@@ -11,17 +11,24 @@ import textwrap
 
 
 def run_python(code: str, tmp_path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, MEMSTREAM_HOME=str(tmp_path / "ms-home"), MEMSTREAM_AUTOSTART="0",
-               MEMSTREAM_TENANT="t1", HERMES_HOME=str(tmp_path / "hermes-home"))
+    env = dict(
+        os.environ,
+        MEMSTREAM_HOME=str(tmp_path / "ms-home"),
+        MEMSTREAM_AUTOSTART="0",
+        MEMSTREAM_TENANT="t1",
+        HERMES_HOME=str(tmp_path / "hermes-home"),
+    )
     env.pop("MEMSTREAM_REDIS_URL", None)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          env=env, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
     assert proc.returncode == 0, proc.stderr
     return proc
 
 
 def test_a_hook_warning_of_a_registered_provider_never_reaches_stdout(tmp_path):
-    proc = run_python("""
+    proc = run_python(
+        """
         import structlog
         from memstream.provider import register
 
@@ -35,14 +42,17 @@ def test_a_hook_warning_of_a_registered_provider_never_reaches_stdout(tmp_path):
         register(hermes)
         hermes.provider.on_memory_write("bogus", "memory", "x")  # warns: unknown action
         assert hermes.provider.stats()["rejected"] == 1
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert proc.stdout == ""
     # no logging configured in this process: Python's last resort prints warnings on stderr
     assert "provider.memory_write_rejected" in proc.stderr
 
 
 def test_the_host_logging_configuration_decides_where_the_lines_go(tmp_path):
-    proc = run_python("""
+    proc = run_python(
+        """
         import logging
         import sys
 
@@ -56,7 +66,9 @@ def test_the_host_logging_configuration_decides_where_the_lines_go(tmp_path):
         logging.getLogger("memstream.provider").setLevel(logging.WARNING)
         p.sync_turn(42, "not text: coerced")  # warns: bad input
         p.shutdown()
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert proc.stdout == ""
     assert "memory_write_rejected" not in proc.stderr
     lines = [line for line in proc.stderr.splitlines() if "provider.bad_input" in line]
@@ -64,7 +76,8 @@ def test_the_host_logging_configuration_decides_where_the_lines_go(tmp_path):
 
 
 def test_a_host_that_configured_structlog_keeps_its_configuration(tmp_path):
-    proc = run_python("""
+    proc = run_python(
+        """
         import sys
 
         import structlog
@@ -83,6 +96,8 @@ def test_a_host_that_configured_structlog_keeps_its_configuration(tmp_path):
         register(hermes)
         hermes.provider.on_memory_write("bogus", "memory", "x")
         assert structlog.get_config() == before
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert proc.stdout == ""
     assert '"event": "provider.memory_write_rejected"' in proc.stderr

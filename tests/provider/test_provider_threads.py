@@ -47,8 +47,7 @@ def test_turn_starts_and_syncs_on_two_threads_lose_no_turn(tmp_path):
     starter.start()
     try:
         for i in range(20000):
-            p.sync_turn(f"unmatched {i}", "answer", session_id="s1",
-                        messages=[{"role": "user", "content": f"unmatched {i}"}])
+            p.sync_turn(f"unmatched {i}", "answer", session_id="s1", messages=[{"role": "user", "content": f"unmatched {i}"}])
     finally:
         stop.set()
         starter.join()

@@ -32,6 +32,7 @@ from memstream.text.facts.kinds import FACT_KINDS
 
 def strict(text: str):
     """``json.loads`` that refuses NaN and Infinity (not JSON; strict parsers reject them)."""
+
     def refuse(name):
         raise ValueError(f"not strict JSON: {name}")
 
@@ -66,32 +67,35 @@ def test_the_enums_of_the_schemas_are_the_lists_the_checks_use():
         assert remember_args({"content": "c", "target": target}) == ("c", target)
 
 
-@pytest.mark.parametrize(("name", "args", "error"), [
-    ("memstream_search", {"query": "x", "tenant": "t1"}, "memstream_search has no argument 'tenant'; it takes query"),
-    ("memstream_search", {"query": "x", "top_k": 3}, "has no argument 'top_k'"),
-    ("memstream_recent", {"limit": 3, "agent": "other"}, "has no argument 'agent'"),
-    ("memstream_remember", {"content": "x", "tags": ["a"]}, "has no argument 'tags'"),
-    ("memstream_forget", {"id": "x", "tenant": "t2"}, "has no argument 'tenant'"),
-    ("memstream_search", ["query", "x"], "takes a JSON object of arguments, got ['query', 'x']"),
-    ("memstream_recent", None, "takes a JSON object of arguments"),
-    ("memstream_search", {"query": "x", "limit": 3.0}, "limit must be an integer, got 3.0"),
-    ("memstream_search", {"query": "x", "limit": "²"}, "limit must be an integer, got '²'"),
-    ("memstream_search", {"query": "x", "limit": "9" * 5000}, "limit must be an integer, got '999"),
-    ("memstream_search", {"query": "x", "limit": True}, "limit must be an integer, got True"),
-    ("memstream_search", {"query": "x", "limit": float("nan")}, "limit must be an integer, got nan"),
-    ("memstream_search", {"query": "x" * 2001}, "query must be at most 2000 characters, got 2001"),
-    ("memstream_search", {"query": "x", "scope": ["all"]}, "scope must be a non-empty string, got ['all']"),
-    ("memstream_context", {"id": "i" * 201}, "id must be at most 200 characters"),
-    ("memstream_facts", {"history": "true"}, "history must be true or false, got 'true'"),
-    ("memstream_facts", {"subject": {"a": 1}}, "subject must be a non-empty string"),
-    ("memstream_remember", {"content": "x", "target": ""}, None),  # blank: the default target
-    ("memstream_remember", {"content": "x", "target": "users"}, "target must be one of memory, user; got 'users'"),
-    ("memstream_remember", {"content": "x", "target": 0}, "target must be a non-empty string, got 0"),
-    ("memstream_remember", {"content": 42}, "content must be a non-empty string, got 42"),
-    ("memstream_forget", {"id": "x", "reason": 0}, "reason must be a string, got 0"),
-    ("memstream_forget", {"id": "x", "reason": "r" * 501}, "reason must be at most 500 characters, got 501"),
-    ("memstream_forget", {"id": " "}, "id must be a non-empty string"),
-])
+@pytest.mark.parametrize(
+    ("name", "args", "error"),
+    [
+        ("memstream_search", {"query": "x", "tenant": "t1"}, "memstream_search has no argument 'tenant'; it takes query"),
+        ("memstream_search", {"query": "x", "top_k": 3}, "has no argument 'top_k'"),
+        ("memstream_recent", {"limit": 3, "agent": "other"}, "has no argument 'agent'"),
+        ("memstream_remember", {"content": "x", "tags": ["a"]}, "has no argument 'tags'"),
+        ("memstream_forget", {"id": "x", "tenant": "t2"}, "has no argument 'tenant'"),
+        ("memstream_search", ["query", "x"], "takes a JSON object of arguments, got ['query', 'x']"),
+        ("memstream_recent", None, "takes a JSON object of arguments"),
+        ("memstream_search", {"query": "x", "limit": 3.0}, "limit must be an integer, got 3.0"),
+        ("memstream_search", {"query": "x", "limit": "²"}, "limit must be an integer, got '²'"),
+        ("memstream_search", {"query": "x", "limit": "9" * 5000}, "limit must be an integer, got '999"),
+        ("memstream_search", {"query": "x", "limit": True}, "limit must be an integer, got True"),
+        ("memstream_search", {"query": "x", "limit": float("nan")}, "limit must be an integer, got nan"),
+        ("memstream_search", {"query": "x" * 2001}, "query must be at most 2000 characters, got 2001"),
+        ("memstream_search", {"query": "x", "scope": ["all"]}, "scope must be a non-empty string, got ['all']"),
+        ("memstream_context", {"id": "i" * 201}, "id must be at most 200 characters"),
+        ("memstream_facts", {"history": "true"}, "history must be true or false, got 'true'"),
+        ("memstream_facts", {"subject": {"a": 1}}, "subject must be a non-empty string"),
+        ("memstream_remember", {"content": "x", "target": ""}, None),  # blank: the default target
+        ("memstream_remember", {"content": "x", "target": "users"}, "target must be one of memory, user; got 'users'"),
+        ("memstream_remember", {"content": "x", "target": 0}, "target must be a non-empty string, got 0"),
+        ("memstream_remember", {"content": 42}, "content must be a non-empty string, got 42"),
+        ("memstream_forget", {"id": "x", "reason": 0}, "reason must be a string, got 0"),
+        ("memstream_forget", {"id": "x", "reason": "r" * 501}, "reason must be at most 500 characters, got 501"),
+        ("memstream_forget", {"id": " "}, "id must be a non-empty string"),
+    ],
+)
 def test_arguments_the_schema_does_not_allow_are_clear_errors(harness, name, args, error):
     p = harness.provider()
     answer = call(p, name, args)
@@ -118,30 +122,39 @@ def test_remember_says_when_it_clipped_the_content(harness):
 
 def test_a_service_answer_that_is_not_strict_json_is_made_strict(harness, monkeypatch):
     p = harness.provider()
-    monkeypatch.setattr(p.recall, "ask", lambda request, timeout: {"results": [{"score": math.nan},
-                                                                               {"score": math.inf}]})
+    monkeypatch.setattr(p.recall, "ask", lambda request, timeout: {"results": [{"score": math.nan}, {"score": math.inf}]})
     assert call(p, "memstream_search", {"query": "x"}) == {"results": [{"score": None}, {"score": None}]}
     monkeypatch.setattr(p.recall, "ask", lambda request, timeout: ["not", "an", "object"])
     assert "malformed answer" in call(p, "memstream_search", {"query": "x"})["error"]
 
 
 # -- any arguments at all -------------------------------------------------------------------
-_TEXT = st.one_of(st.text(max_size=30), st.text(st.characters(exclude_categories=()), max_size=10),
-                  st.sampled_from(["", " ", "all", "current", "session", "facts", "user", "memory", "note",
-                                   "10", "-1", "²", "9" * 30, "true", "x" * 2500]))
+_TEXT = st.one_of(
+    st.text(max_size=30),
+    st.text(st.characters(exclude_categories=()), max_size=10),
+    st.sampled_from(
+        ["", " ", "all", "current", "session", "facts", "user", "memory", "note", "10", "-1", "²", "9" * 30, "true", "x" * 2500]
+    ),
+)
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | _TEXT,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3),
-    max_leaves=6)
+    max_leaves=6,
+)
 _KEYS = sorted({k for s in TOOL_SCHEMAS for k in s["parameters"]["properties"]} | {"tenant", "agent"})
 _ARGS = st.one_of(
     st.dictionaries(st.one_of(st.sampled_from(_KEYS), _TEXT), _JSON, max_size=5),
-    st.builds(lambda known, extra: {**extra, **known},
-              st.dictionaries(st.sampled_from(_KEYS), _JSON, max_size=5), st.dictionaries(_TEXT, _JSON, max_size=1)),
-    _JSON)
+    st.builds(
+        lambda known, extra: {**extra, **known},
+        st.dictionaries(st.sampled_from(_KEYS), _JSON, max_size=5),
+        st.dictionaries(_TEXT, _JSON, max_size=1),
+    ),
+    _JSON,
+)
 _NAMES = st.one_of(st.sampled_from(TOOL_NAMES), _JSON)
-_FUZZ = settings(max_examples=examples(300), deadline=None,
-                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+_FUZZ = settings(
+    max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 
 
 @_FUZZ
@@ -182,10 +195,17 @@ def test_no_hook_raises_whatever_it_is_given(harness, hook, data):
         if data.draw(st.booleans(), label=f"replace {i}"):
             args[i] = data.draw(_JSON, label=f"arg {i}")
     args += data.draw(st.lists(_JSON, max_size=2), label="extra args")
-    kwargs = data.draw(st.dictionaries(st.sampled_from(["session_id", "messages", "metadata", "reason",
-                                                        "parent_session_id", "reset", "rewound",
-                                                        "child_session_id"]) | st.text(max_size=8),
-                                       _JSON, max_size=3), label="kwargs")
+    kwargs = data.draw(
+        st.dictionaries(
+            st.sampled_from(
+                ["session_id", "messages", "metadata", "reason", "parent_session_id", "reset", "rewound", "child_session_id"]
+            )
+            | st.text(max_size=8),
+            _JSON,
+            max_size=3,
+        ),
+        label="kwargs",
+    )
     method = getattr(p, hook, None)
     if method is None:  # a hook this provider leaves to the base class
         return
@@ -201,8 +221,7 @@ def test_after_any_hook_input_the_provider_still_records_what_it_is_given(harnes
     p = harness.provider()
 
     @_FUZZ
-    @given(sync=st.tuples(_JSON, _JSON, _JSON), write=st.tuples(_JSON, _JSON, _JSON, _JSON),
-           start=st.tuples(_JSON, _JSON))
+    @given(sync=st.tuples(_JSON, _JSON, _JSON), write=st.tuples(_JSON, _JSON, _JSON, _JSON), start=st.tuples(_JSON, _JSON))
     def bad_input(sync, write, start):
         p.on_turn_start(*start)
         p.sync_turn(sync[0], sync[1], messages=sync[2])
@@ -260,8 +279,7 @@ def test_any_tool_call_answers_strict_json_from_a_running_service(tmp_path, valk
         any_call()
         assert answered  # some calls were valid and answered, not only refused
         assert call(p, "memstream_search", {"query": "build server"})["results"]
-        assert call(p, "memstream_facts", {"kind": "preference", "subject": "user", "history": True})["facts"] \
-            is not None
+        assert call(p, "memstream_facts", {"kind": "preference", "subject": "user", "history": True})["facts"] is not None
     finally:
         p.shutdown()
         for w in list(writer_module._registry.values()):

@@ -98,16 +98,19 @@ def test_recalls_of_many_providers_in_one_process_share_the_connections(valkey_s
     """A gateway: 30 providers' recall threads, each with a turn's query, and a tool call
     beside each recall, on one process's connections."""
     before, unnamed = _connections(served), _unnamed(served)
-    shared = msgspec.structs.replace(settings, redis_url=valkey_server.url, stream_prefix=PREFIX,
-                                     prefetch_budget_ms=2000)  # recalls wait 5 s
+    shared = msgspec.structs.replace(
+        settings, redis_url=valkey_server.url, stream_prefix=PREFIX, prefetch_budget_ms=2000
+    )  # recalls wait 5 s
     recalls = [Recall(shared, lambda: {"tenant": "t1", "agent": "a1"}) for _ in range(30)]
     for r in recalls:
         r.start()
     try:
         queries = [r.submit(f"turn of provider {i}", "s1") for i, r in enumerate(recalls)]
         tools: list[dict] = []
-        tool_threads = [threading.Thread(target=lambda r=r, i=i: tools.append(
-            r.ask(_request(f"tool call {i}"), timeout=10.0))) for i, r in enumerate(recalls)]
+        tool_threads = [
+            threading.Thread(target=lambda r=r, i=i: tools.append(r.ask(_request(f"tool call {i}"), timeout=10.0)))
+            for i, r in enumerate(recalls)
+        ]
         for t in tool_threads:
             t.start()
         for t in tool_threads:
@@ -153,8 +156,7 @@ def test_an_answer_after_its_caller_gave_up_goes_to_nobody_else_and_expires(valk
         assert len(outcome) == 1 and isinstance(outcome[0], QueryTimeout)
         gate.set()
         # the reader took it (its BLPOP still named the key) and dropped it, or it waits to expire
-        wait_for(lambda: asker.stats()["late_answers"] or client.keys(f"{PREFIX}:reply:[0-9a-f]*"),
-                 what="the late answer")
+        wait_for(lambda: asker.stats()["late_answers"] or client.keys(f"{PREFIX}:reply:[0-9a-f]*"), what="the late answer")
         assert asker.ask(PREFIX, _request("on time"), timeout=10.0)["items"] == ["on time"]
         assert all(0 < client.ttl(k) <= ANSWER_TTL for k in client.keys(f"{PREFIX}:reply:*"))
         assert asker.stats()["timed_out"] == 1 and asker.stats()["answered"] == 1

@@ -26,12 +26,31 @@ PREFIX = "ms"
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | st.text(),
     lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=10), children, max_size=5),
-    max_leaves=20)
+    max_leaves=20,
+)
 
 request_dicts = st.fixed_dictionaries(
     {"op": st.sampled_from(list(OPS) + ["shell", "os.system", "", "__init__"]) | st.text(max_size=10)},
-    optional={k: json_values for k in ("tenant", "agent", "session", "scope", "query", "k", "kind", "id",
-                                        "before", "after", "limit", "subject", "history", "extra")})
+    optional={
+        k: json_values
+        for k in (
+            "tenant",
+            "agent",
+            "session",
+            "scope",
+            "query",
+            "k",
+            "kind",
+            "id",
+            "before",
+            "after",
+            "limit",
+            "subject",
+            "history",
+            "extra",
+        )
+    },
+)
 
 
 def recording_server(client) -> tuple[QueryServer, list[dict]]:
@@ -90,8 +109,9 @@ def test_any_request_is_answered_or_refused_and_handlers_see_only_valid_ones(req
 
 def test_an_answer_goes_beside_the_channel_never_where_the_request_says(redis_client):
     server, _ = recording_server(redis_client)
-    raw = json.dumps({"id": "../../" + "a" * 26, "deadline": time.time() + 5,
-                      "req": {"op": "count"}, "reply": "ms:facts:t1"}).encode()
+    raw = json.dumps(
+        {"id": "../../" + "a" * 26, "deadline": time.time() + 5, "req": {"op": "count"}, "reply": "ms:facts:t1"}
+    ).encode()
     assert server.handle(redis_client, operator_channel(PREFIX), raw) is None
     assert not redis_client.exists("ms:facts:t1")
     counters = redis_client.hgetall(f"{PREFIX}:counters:queries")
@@ -101,8 +121,9 @@ def test_an_answer_goes_beside_the_channel_never_where_the_request_says(redis_cl
 def test_an_oversized_request_is_refused_with_its_reason(redis_client):
     server, seen = recording_server(redis_client)
     rid = uuid.uuid4().hex
-    raw = json.dumps({"id": rid, "deadline": time.time() + 5,
-                      "req": {"op": "search", "tenant": "t", "query": "x" * MAX_ENVELOPE_BYTES}}).encode()
+    raw = json.dumps(
+        {"id": rid, "deadline": time.time() + 5, "req": {"op": "search", "tenant": "t", "query": "x" * MAX_ENVELOPE_BYTES}}
+    ).encode()
     server.handle(redis_client, operator_channel(PREFIX), raw)
     assert not seen
     assert "limit" in json.loads(redis_client.lpop(f"{PREFIX}:reply:{rid}"))["error"]
@@ -114,9 +135,12 @@ def test_a_server_on_a_client_that_decodes_replies_refuses_an_oversized_request_
     client = fakeredis.FakeRedis(decode_responses=True)
     server, seen = recording_server(client)
     rid = uuid.uuid4().hex
-    client.rpush(operator_channel(PREFIX), json.dumps(
-        {"id": rid, "deadline": time.time() + 5,
-         "req": {"op": "search", "tenant": "t", "query": "x" * MAX_ENVELOPE_BYTES}}))
+    client.rpush(
+        operator_channel(PREFIX),
+        json.dumps(
+            {"id": rid, "deadline": time.time() + 5, "req": {"op": "search", "tenant": "t", "query": "x" * MAX_ENVELOPE_BYTES}}
+        ),
+    )
     assert server.serve_once()
     assert not seen
     assert "limit" in json.loads(client.lpop(f"{PREFIX}:reply:{rid}"))["error"]
@@ -150,8 +174,11 @@ def test_a_failing_handler_answers_an_error_and_the_server_goes_on(redis_client)
     server = QueryServer(redis_client, PREFIX, {"count": boom, "search": lambda r: {"results": []}})
     for op, body in (("count", {}), ("search", {"tenant": "t", "query": "q"})):
         rid = uuid.uuid4().hex
-        server.handle(redis_client, operator_channel(PREFIX),
-                      json.dumps({"id": rid, "deadline": time.time() + 5, "req": {"op": op, **body}}).encode())
+        server.handle(
+            redis_client,
+            operator_channel(PREFIX),
+            json.dumps({"id": rid, "deadline": time.time() + 5, "req": {"op": op, **body}}).encode(),
+        )
         answer = json.loads(redis_client.lpop(f"{PREFIX}:reply:{rid}"))
         assert ("error" in answer) == (op == "count")
 
@@ -165,9 +192,11 @@ def test_the_server_reports_the_seconds_of_each_handler_by_operation_and_nothing
     server = QueryServer(redis_client, PREFIX, {"count": boom, "search": lambda r: {"results": []}})
     with observing(Recorder()) as seen:
         for op, body in (("count", {}), ("search", {"tenant": "t", "query": "q"}), ("search", {"query": "q"})):
-            server.handle(redis_client, operator_channel(PREFIX),
-                          json.dumps({"id": uuid.uuid4().hex, "deadline": time.time() + 5,
-                                      "req": {"op": op, **body}}).encode())
+            server.handle(
+                redis_client,
+                operator_channel(PREFIX),
+                json.dumps({"id": uuid.uuid4().hex, "deadline": time.time() + 5, "req": {"op": op, **body}}).encode(),
+            )
         server.handle(redis_client, operator_channel(PREFIX), b"not json")
     assert [op for op, _ in seen.answers] == ["count", "search"]  # a failing handler too; no tenant: refused
     assert all(seconds >= 0 for _, seconds in seen.answers)
@@ -184,8 +213,14 @@ def test_the_server_threads_survive_garbage_and_keep_answering(valkey_server):
     client.flushall()
     server = QueryServer(client, PREFIX, {"count": lambda r: {"items": {}}}, threads=2).start()
     try:
-        for junk in (b"", b"\x00\xff", b"{", b"[1,2]", b"x" * 100_000,
-                     json.dumps({"id": "0" * 32, "deadline": "soon", "req": {}}).encode()):
+        for junk in (
+            b"",
+            b"\x00\xff",
+            b"{",
+            b"[1,2]",
+            b"x" * 100_000,
+            json.dumps({"id": "0" * 32, "deadline": "soon", "req": {}}).encode(),
+        ):
             client.rpush(operator_channel(PREFIX), junk)
         assert "items" in ask(client, PREFIX, {"op": "count"}, timeout=5.0)
         with pytest.raises(QueryRefused):

@@ -5,8 +5,22 @@ from __future__ import annotations
 import pytest
 from pipeline_support import make_pipeline, turn
 
-LANGUAGES = ["Rust", "Go", "Python", "Zig", "Haskell", "OCaml", "Elixir", "Kotlin", "Swift", "Scala",
-             "Ruby", "Perl", "Lua", "Julia"]
+LANGUAGES = [
+    "Rust",
+    "Go",
+    "Python",
+    "Zig",
+    "Haskell",
+    "OCaml",
+    "Elixir",
+    "Kotlin",
+    "Swift",
+    "Scala",
+    "Ruby",
+    "Perl",
+    "Lua",
+    "Julia",
+]
 
 
 @pytest.fixture
@@ -32,15 +46,17 @@ def test_search_and_recall_rank_turns_that_have_keywords_but_no_dense_vector_yet
     monkeypatch.setattr("memstream.projections.vector.embeds_inline", lambda embedder: False)
     p = make_pipeline(tmp_path / "pipe-home", event_log)
     try:
-        old, new = turn("The billing service deploys on Tuesdays", index=0), turn("Zephyr the greyhound pulls on the lead", index=1)
+        old, new = (
+            turn("The billing service deploys on Tuesdays", index=0),
+            turn("Zephyr the greyhound pulls on the lead", index=1),
+        )
         event_log.append([old])
         p.drain()  # both stages: this one has its dense vector
         event_log.append([new])
         p.runs["turns.v1"].consumer.drain()  # keywords only, as while the model catches up
         found = p.searcher.search("greyhound Zephyr", tenant="t1", agent="a1", k=5, kinds=("turns",))
         assert found and found[0]["id"] == new.id  # the sparse side alone ranks it
-        assert {r["id"] for r in p.searcher.search("billing deploys", tenant="t1", agent="a1", k=5,
-                                                   kinds=("turns",))} >= {old.id}
+        assert {r["id"] for r in p.searcher.search("billing deploys", tenant="t1", agent="a1", k=5, kinds=("turns",))} >= {old.id}
         recalled = p.reads.recall({"tenant": "t1", "agent": "a1", "query": "greyhound Zephyr", "k": 5})
         assert recalled["items"][0]["id"] == new.id
     finally:

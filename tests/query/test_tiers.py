@@ -20,14 +20,19 @@ from memstream.workers import Pipeline, PipelineConfig
 
 
 def recent_turn(text: str, days_ago: float, index: int) -> TurnRecorded:
-    return TurnRecorded(id=new_event_id(), occurred_at=datetime.now(UTC) - timedelta(days=days_ago),
-                        scope=scope(), turn_index=index, user_text=text, assistant_text="Noted.")
+    return TurnRecorded(
+        id=new_event_id(),
+        occurred_at=datetime.now(UTC) - timedelta(days=days_ago),
+        scope=scope(),
+        turn_index=index,
+        user_text=text,
+        assistant_text="Noted.",
+    )
 
 
 @pytest.fixture
 def tiered(tmp_path, event_log):
-    settings = pipeline_settings(tmp_path / "pipe-home", stream_prefix=event_log.prefix, shards=event_log.shards,
-                                 hot_days=30.0)
+    settings = pipeline_settings(tmp_path / "pipe-home", stream_prefix=event_log.prefix, shards=event_log.shards, hot_days=30.0)
     p = Pipeline(settings, event_log, PipelineConfig(embedder="hash", consumer="w1"))
     yield p
     p.stop()
@@ -35,8 +40,7 @@ def tiered(tmp_path, event_log):
 
 def test_prefetch_reads_the_hot_tier_within_its_budget_and_search_reaches_the_cold(tiered, event_log):
     cold = turn("The harbour crane Brackwater lifts forty tonnes", index=0)  # 2025: long before 30 days
-    hot = [recent_turn(f"The harbour crane Brackwater moved to pier {i} with a {'long ' * 30}note", 2, i + 1)
-           for i in range(8)]
+    hot = [recent_turn(f"The harbour crane Brackwater moved to pier {i} with a {'long ' * 30}note", 2, i + 1) for i in range(8)]
     memory = remembered("The harbour crane Brackwater belongs to the port authority")  # memories are always hot
     event_log.append([cold, *hot, memory])
     tiered.drain()
@@ -59,19 +63,37 @@ def test_prefetch_reads_the_hot_tier_within_its_budget_and_search_reaches_the_co
 
 
 def test_stats_shows_what_each_tier_holds(tiered, event_log, settings):
-    event_log.append([turn("an old turn about lighthouses", index=0), recent_turn("a new turn about ferries", 1, 1),
-                      remembered("a memory about tides")])
+    event_log.append(
+        [
+            turn("an old turn about lighthouses", index=0),
+            recent_turn("a new turn about ferries", 1, 1),
+            remembered("a memory about tides"),
+        ]
+    )
     tiered.drain()
     answer = tiered._count({"op": "count", "tenant": "t1"})  # what the query server answers `stats`
     assert answer["tiers"] == {"turns": {"hot": 1, "cold": 1}, "memories": {"hot": 1, "cold": 0}}
     shown = ops.tier_stats(msgspec.structs.replace(settings, tenant="t1", hot_days=30.0), answer)
     assert shown == {"tenant": "t1", "hot_days": 30.0, "tiers": answer["tiers"]}
     assert ops.tier_stats(settings, {"tiers": {"turns": {"hot": "x"}, "bad": 3}})["tiers"] == {}  # untrusted
-    text = stats_text({"streams": [], "types": {}, "projections": {}, "spool": {}, "spool_losses": {},
-                       "tiers": shown, "retention": {"kinds": {"turns": {"days": 90.0, "erased": 2,
-                                                                         "next_expiry": None},
-                                                               "memories": {"days": 0.0, "erased": 0,
-                                                                            "next_expiry": None}},
-                                                     "every_s": 3600.0, "runs": 1, "last_run": None}})
+    text = stats_text(
+        {
+            "streams": [],
+            "types": {},
+            "projections": {},
+            "spool": {},
+            "spool_losses": {},
+            "tiers": shown,
+            "retention": {
+                "kinds": {
+                    "turns": {"days": 90.0, "erased": 2, "next_expiry": None},
+                    "memories": {"days": 0.0, "erased": 0, "next_expiry": None},
+                },
+                "every_s": 3600.0,
+                "runs": 1,
+                "last_run": None,
+            },
+        }
+    )
     assert "turns 1 hot / 1 cold" in text and "memories 1 hot / 0 cold" in text
     assert "turns 90 days (2 erased, none pending)" in text and "memories forever" in text

@@ -47,8 +47,13 @@ def secret_env(valkey_server, tmp_path):
     root.execute_command("ACL", "SETUSER", "ops", "reset", "on", f">{REDIS_PW}", "~*", "&*", "+@all")
     url = f"redis://ops:{REDIS_PW}@127.0.0.1:{valkey_server.port}/0"
     qdrant = f"http://quser:{QDRANT_PW}@127.0.0.1:{free_port()}/?api_key={QDRANT_TOKEN}"
-    env = {"MEMSTREAM_REDIS_URL": url, "MEMSTREAM_QDRANT_URL": qdrant, "MEMSTREAM_EMBED_API_KEY": EMBED_KEY,
-           "MEMSTREAM_METRICS_ADDR": "127.0.0.1:0", "MEMSTREAM_TENANT": "t1"}
+    env = {
+        "MEMSTREAM_REDIS_URL": url,
+        "MEMSTREAM_QDRANT_URL": qdrant,
+        "MEMSTREAM_EMBED_API_KEY": EMBED_KEY,
+        "MEMSTREAM_METRICS_ADDR": "127.0.0.1:0",
+        "MEMSTREAM_TENANT": "t1",
+    }
     try:
         yield tmp_path / "home", env, valkey_server
     finally:
@@ -63,9 +68,18 @@ def _run(home, env, *args: str) -> str:
 
 def test_commands_and_their_errors_show_no_credentials(secret_env):
     home, env, server = secret_env
-    for args in (("doctor",), ("doctor", "--json"), ("stats",), ("stats", "--json"), ("add", "--json", "a note"),
-                 ("dlq",), ("projections", "--json"), ("tenant", "list"), ("acl", "recipe"),
-                 ("search", "--timeout", "0.5", "note")):
+    for args in (
+        ("doctor",),
+        ("doctor", "--json"),
+        ("stats",),
+        ("stats", "--json"),
+        ("add", "--json", "a note"),
+        ("dlq",),
+        ("projections", "--json"),
+        ("tenant", "list"),
+        ("acl", "recipe"),
+        ("search", "--timeout", "0.5", "note"),
+    ):
         out = _run(home, env, *args)
         assert "exit" in out
         assert_hidden(f"memstream {' '.join(args)}", out)
@@ -73,16 +87,21 @@ def test_commands_and_their_errors_show_no_credentials(secret_env):
     assert doctor["checks"]["redis"]["ok"] and "ops:***@" in doctor["checks"]["redis"]["url"]
     # refused: a wrong password, a closed port, a malformed URL, with the password in it
     port = server.port
-    for url in (f"redis://ops:{WRONG_PW}@127.0.0.1:{port}/0", f"redis://ops:{REDIS_PW}@127.0.0.1:{free_port()}/0",
-                f"redis://ops:{REDIS_PW}@127.0.0.1:notaport/0", f"rediss://ops:{REDIS_PW}@127.0.0.1:{port}/0",
-                f"redis://:{REDIS_PW}@127.0.0.1:{free_port()}/0"):
+    for url in (
+        f"redis://ops:{WRONG_PW}@127.0.0.1:{port}/0",
+        f"redis://ops:{REDIS_PW}@127.0.0.1:{free_port()}/0",
+        f"redis://ops:{REDIS_PW}@127.0.0.1:notaport/0",
+        f"rediss://ops:{REDIS_PW}@127.0.0.1:{port}/0",
+        f"redis://:{REDIS_PW}@127.0.0.1:{free_port()}/0",
+    ):
         for args in (("stats",), ("doctor",), ("doctor", "--json"), ("export",), ("add", "--sync", "x")):
             out = _run(home, {**env, "MEMSTREAM_REDIS_URL": url}, *args)
             assert not out.startswith("exit 0"), out
             assert_hidden(f"memstream {' '.join(args)} with {url.split('@')[1]}", out)
     # the debug traceback of an unexpected error names no URL either
-    out = _run(home, {**env, "MEMSTREAM_DEBUG": "1", "MEMSTREAM_REDIS_URL": f"redis://ops:{WRONG_PW}@127.0.0.1:{port}/0"},
-               "stats")
+    out = _run(
+        home, {**env, "MEMSTREAM_DEBUG": "1", "MEMSTREAM_REDIS_URL": f"redis://ops:{WRONG_PW}@127.0.0.1:{port}/0"}, "stats"
+    )
     assert_hidden("memstream stats with MEMSTREAM_DEBUG=1", out)
 
 
@@ -94,8 +113,14 @@ def _fetch(url: str) -> str:
 def _background(home, env, log_path, *args: str) -> subprocess.Popen:
     full = dict(os.environ, MEMSTREAM_HOME=str(home), MEMSTREAM_AUTOSTART="0", MEMSTREAM_EMBEDDER="hash", **env)
     with open(log_path, "w") as log_file:
-        return subprocess.Popen([sys.executable, "-m", "memstream", *args], env=full, text=True,
-                                stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "memstream", *args],
+            env=full,
+            text=True,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -115,8 +140,11 @@ def test_the_service_its_logs_dashboard_and_metrics_show_no_credentials(secret_e
     log_path = tmp_path / "up.log"
     proc = _background(home, env, log_path, "up")
     try:
-        wait_for(lambda: (read_run_file(home / "run" / "service.json") or {}).get("metrics"), timeout=60,
-                 what="the service's metrics address")
+        wait_for(
+            lambda: (read_run_file(home / "run" / "service.json") or {}).get("metrics"),
+            timeout=60,
+            what="the service's metrics address",
+        )
         base = read_run_file(home / "run" / "service.json")["metrics"].removesuffix("/metrics")
         ms(home, "add", "--json", "a note for the dashboard", env=env)
         time.sleep(2.5)  # a sample or two of the dashboard's history

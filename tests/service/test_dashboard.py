@@ -55,8 +55,9 @@ def _summary(metrics: Metrics, fresh: bool = True) -> dict:
 def served(tmp_path, event_log):
     """A pipeline on the test's log and this process's metrics and dashboard on a free port."""
     pipeline = make_pipeline(tmp_path / "home", event_log)
-    settings = pipeline_settings(tmp_path / "home", metrics_addr="127.0.0.1:0",
-                                 stream_prefix=event_log.prefix, shards=event_log.shards)
+    settings = pipeline_settings(
+        tmp_path / "home", metrics_addr="127.0.0.1:0", stream_prefix=event_log.prefix, shards=event_log.shards
+    )
     metrics = start_metrics(settings, event_log, consumers=lambda: pipeline.consumers)
     assert metrics is not None
     yield pipeline, metrics
@@ -91,17 +92,25 @@ GROUP = ("group", "projection", "version")
 
 def test_the_summary_shows_what_the_metrics_report_for_streams_types_versions_and_queries(served, event_log):
     pipeline, metrics = served
-    event_log.append([turn(f"Build {i} shipped with flag O{i}", index=i) for i in range(6)]
-                     + [remembered("the staging database is read-only on Fridays")])
-    DeadLetters(event_log.client, event_log.prefix).add(group_of("facts"), event_log.stream_keys[0], "1-1",
-                                                        {b"data": b"\xff"}, "malformed", 1)
+    event_log.append(
+        [turn(f"Build {i} shipped with flag O{i}", index=i) for i in range(6)]
+        + [remembered("the staging database is read-only on Fridays")]
+    )
+    DeadLetters(event_log.client, event_log.prefix).add(
+        group_of("facts"), event_log.stream_keys[0], "1-1", {b"data": b"\xff"}, "malformed", 1
+    )
     pipeline.drain()
     summary = _summary(metrics)
     text = scrape(metrics)
     stream = event_log.stream_keys[0]
     assert summary["redis_up"] is True and summary["process"]["role"] == "service"
-    assert summary["streams"] == [{"stream": stream, "entries": value(text, "memstream_stream_entries", stream=stream),
-                                   "bytes": value(text, "memstream_stream_bytes", stream=stream)}]
+    assert summary["streams"] == [
+        {
+            "stream": stream,
+            "entries": value(text, "memstream_stream_entries", stream=stream),
+            "bytes": value(text, "memstream_stream_bytes", stream=stream),
+        }
+    ]
     assert summary["events_in"]["by_type"]["turn.recorded"]["total"] == 6
     assert summary["events_in"]["total"] == 7
     rows = {r["group"]: r for r in summary["projections"]}
@@ -175,8 +184,10 @@ def test_rates_come_from_counters_between_samples_and_a_counter_that_went_down_r
     def sample(at: float, turns: float, memories: float, applied: float) -> None:
         out = CounterMetricFamily("memstream_projection_applied_total", "help", labels=list(GROUP))
         out.add_metric(["turns.v1", "turns", "1"], applied)
-        history.record([_counter("memstream_events_appended_total", "type",
-                                 {"turn.recorded": turns, "memory.remembered": memories}), out], at=at)
+        history.record(
+            [_counter("memstream_events_appended_total", "type", {"turn.recorded": turns, "memory.remembered": memories}), out],
+            at=at,
+        )
 
     sample(1000.0, 100, 10, 0)
     first = history.summary()
@@ -201,13 +212,14 @@ def test_a_series_new_since_the_last_sample_counts_from_zero_unless_redis_was_un
 
     history = History()
     history.record([redis_up(1), _counter("memstream_events_appended_total", "type", {"turn.recorded": 10})], at=0.0)
-    history.record([redis_up(1), _counter("memstream_events_appended_total", "type",
-                                          {"turn.recorded": 10, "memory.remembered": 4})], at=2.0)
+    history.record(
+        [redis_up(1), _counter("memstream_events_appended_total", "type", {"turn.recorded": 10, "memory.remembered": 4})], at=2.0
+    )
     assert history.summary()["events_in"]["by_type"]["memory.remembered"]["per_s"] == 2.0  # a type first appended
-    history.record([redis_up(0), CounterMetricFamily("memstream_events_appended_total", "help", labels=["type"])],
-                   at=4.0)
-    history.record([redis_up(1), _counter("memstream_events_appended_total", "type",
-                                          {"turn.recorded": 12, "memory.remembered": 4})], at=6.0)
+    history.record([redis_up(0), CounterMetricFamily("memstream_events_appended_total", "help", labels=["type"])], at=4.0)
+    history.record(
+        [redis_up(1), _counter("memstream_events_appended_total", "type", {"turn.recorded": 12, "memory.remembered": 4})], at=6.0
+    )
     assert history.summary()["history"]["events_in"] == [None, 2.0, None, None]  # no spike after an outage
 
 
@@ -218,8 +230,9 @@ def test_percentiles_come_from_the_buckets_filled_in_the_last_window():
     def sample(at: float, fast: float, slow: float) -> None:
         # cumulative buckets: `fast` observations <= 0.1 s, `slow` more <= 10 s
         family = HistogramMetricFamily(name, "help", labels=list(GROUP))
-        family.add_metric(["turns.v1", "turns", "1"], [("0.1", fast), ("10.0", fast + slow), ("+Inf", fast + slow)],
-                          sum_value=0.0)
+        family.add_metric(
+            ["turns.v1", "turns", "1"], [("0.1", fast), ("10.0", fast + slow), ("+Inf", fast + slow)], sum_value=0.0
+        )
         history.record([family], at=at)
 
     sample(0.0, 0, 0)
@@ -245,19 +258,21 @@ def test_histogram_series_told_apart_by_other_labels_are_added_up():
     assert hook["count"] == 4 and hook["p50"] == pytest.approx(0.1 + 0.9 * (2 - 1) / 3)
 
 
-@pytest.mark.parametrize(("q", "buckets", "expected"), [
-    (0.5, [(1.0, 10), (2.0, 20), (float("inf"), 20)], 1.0),
-    (0.75, [(1.0, 10), (2.0, 20), (float("inf"), 20)], 1.5),
-    (0.5, [(1.0, 0), (2.0, 0), (float("inf"), 10)], 2.0),  # in +Inf: the highest finite bound
-    (0.99, [(0.5, 0), (float("inf"), 0)], None),  # nothing observed
-    (0.5, [], None),
-])
+@pytest.mark.parametrize(
+    ("q", "buckets", "expected"),
+    [
+        (0.5, [(1.0, 10), (2.0, 20), (float("inf"), 20)], 1.0),
+        (0.75, [(1.0, 10), (2.0, 20), (float("inf"), 20)], 1.5),
+        (0.5, [(1.0, 0), (2.0, 0), (float("inf"), 10)], 2.0),  # in +Inf: the highest finite bound
+        (0.99, [(0.5, 0), (float("inf"), 0)], None),  # nothing observed
+        (0.5, [], None),
+    ],
+)
 def test_a_quantile_interpolates_within_its_bucket_as_prometheus_does(q, buckets, expected):
     assert quantile(q, buckets) == expected
 
 
-def test_the_fleet_figures_show_when_the_registry_has_them_with_the_top_agents_and_the_rest_as_other(tmp_path,
-                                                                                                    event_log):
+def test_the_fleet_figures_show_when_the_registry_has_them_with_the_top_agents_and_the_rest_as_other(tmp_path, event_log):
     metrics = Metrics(event_log, pipeline_settings(tmp_path / "home"))
     backlog = {(f"agent-{i}",): float(i) for i in range(8)}
 
@@ -266,8 +281,7 @@ def test_the_fleet_figures_show_when_the_registry_has_them_with_the_top_agents_a
             yield _gauge("memstream_agents_active", (), {(): 8.0})
             yield _gauge("memstream_agent_spool_backlog_events", ("agent",), backlog)
             yield _counter("memstream_agent_spool_refusals_total", "agent", {"agent-1": 3.0})
-            yield _histogram("memstream_hook_seconds", "hook", {"sync_turn": [("0.001", 5.0), ("0.01", 10.0),
-                                                                               ("+Inf", 10.0)]})
+            yield _histogram("memstream_hook_seconds", "hook", {"sync_turn": [("0.001", 5.0), ("0.01", 10.0), ("+Inf", 10.0)]})
             yield _counter("memstream_prefetch_total", "outcome", {"fresh": 4.0, "cached": 5.0, "empty": 1.0})
 
     # the service's own fleet figures (read from Redis: no agent has reported) left out, then these
@@ -281,9 +295,13 @@ def test_the_fleet_figures_show_when_the_registry_has_them_with_the_top_agents_a
     assert fleet["agents_active"] == 8
     assert fleet["spool_backlog"]["total"] == 28
     assert fleet["spool_backlog"]["agents"] == [
-        {"agent": "agent-7", "events": 7}, {"agent": "agent-6", "events": 6}, {"agent": "agent-5", "events": 5},
-        {"agent": "agent-4", "events": 4}, {"agent": "agent-3", "events": 3},
-        {"agent": "other", "events": 3, "agents": 3}]
+        {"agent": "agent-7", "events": 7},
+        {"agent": "agent-6", "events": 6},
+        {"agent": "agent-5", "events": 5},
+        {"agent": "agent-4", "events": 4},
+        {"agent": "agent-3", "events": 3},
+        {"agent": "other", "events": 3, "agents": 3},
+    ]
     assert fleet["refusals"]["total"] == 3 and fleet["refusals"]["agents"] == [{"agent": "agent-1", "events": 3}]
     assert fleet["hooks"]["sync_turn"]["p50"] == pytest.approx(0.001) and fleet["hooks"]["sync_turn"]["count"] == 10
     assert {k: v["total"] for k, v in fleet["prefetch"].items()} == {"fresh": 4, "cached": 5, "empty": 1}
@@ -294,8 +312,7 @@ def test_the_fleet_figures_show_when_the_registry_has_them_with_the_top_agents_a
 def test_the_history_keeps_a_bounded_number_of_points_and_since_returns_the_newer_ones():
     history = History(interval=2.0, keep=20.0, window=6.0, rate_window=4.0)
     for i in range(50):
-        history.record([_counter("memstream_events_appended_total", "type", {"turn.recorded": float(i)})],
-                       at=100.0 + 2 * i)
+        history.record([_counter("memstream_events_appended_total", "type", {"turn.recorded": float(i)})], at=100.0 + 2 * i)
     assert len(history) == 10
     assert history.summary()["history"]["t"] == [100.0 + 2 * i for i in range(40, 50)]
     assert history.summary(since=194.0)["history"]["t"] == [196.0, 198.0]
@@ -308,8 +325,10 @@ def test_no_memory_text_reaches_the_summary_or_the_page(served, event_log):
     event_log.append([turn(secret, "the assistant said quokka-5519", index=0), remembered("marmot-2288 likes tea")])
     pipeline.drain()
     _summary(metrics)
-    bodies = b"".join(_get(metrics.base_url + path)[2] for path in (
-        "/api/summary", "/", "/static/dashboard.js", "/static/dashboard.css", "/metrics"))
+    bodies = b"".join(
+        _get(metrics.base_url + path)[2]
+        for path in ("/api/summary", "/", "/static/dashboard.js", "/static/dashboard.css", "/metrics")
+    )
     for word in (b"zebra", b"kumquat", b"quokka", b"marmot", b"vault"):
         assert word not in bodies
 
@@ -377,8 +396,12 @@ def test_the_sampler_logs_nothing_while_redis_is_down_and_a_scrape_still_warns(t
 
 
 def test_the_page_and_its_files_ship_in_the_wheel_a_non_editable_install_installs(tmp_path):
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(tmp_path), str(ROOT)],
-                           capture_output=True, text=True, timeout=600)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(tmp_path), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert built.returncode == 0, built.stderr[-3000:]
     wheel = next(tmp_path.glob("memstream-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())

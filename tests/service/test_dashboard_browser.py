@@ -29,13 +29,16 @@ from memstream.workers.deadletters import DeadLetters
 
 CHROMIUM = find_chromium()
 pytestmark = [
-    pytest.mark.valkey, pytest.mark.browser,
+    pytest.mark.valkey,
+    pytest.mark.browser,
     pytest.mark.skipif(CHROMIUM is None, reason="chromium is absent: `apt-get install chromium` (.ci/run does)"),
 ]
 
 # every number the page shows: [metric, group or null, unformatted value]
-SHOWN = ("Array.from(document.querySelectorAll('[data-metric]'))"
-         ".map(e => [e.dataset.metric, e.dataset.group === undefined ? null : e.dataset.group, e.dataset.value])")
+SHOWN = (
+    "Array.from(document.querySelectorAll('[data-metric]'))"
+    ".map(e => [e.dataset.metric, e.dataset.group === undefined ? null : e.dataset.group, e.dataset.value])"
+)
 
 
 def _text(url: str) -> str:
@@ -95,8 +98,16 @@ def _check_against_summary(shown: dict, summary: dict) -> None:
     for row in summary["projections"]:
         g = row["group"]
         assert shown[("state", g)] == row["state"]
-        for figure in ("lag_entries", "lag_seconds", "pending", "dead_letters", "consumers", "applied_per_s",
-                       "freshness_p50", "freshness_p95"):
+        for figure in (
+            "lag_entries",
+            "lag_seconds",
+            "pending",
+            "dead_letters",
+            "consumers",
+            "applied_per_s",
+            "freshness_p50",
+            "freshness_p95",
+        ):
             assert _number(shown[(figure, g)]) == row[figure], (figure, g)
         if row["replay"]:
             assert _number(shown[("replay_fraction", g)]) == row["replay"]["fraction"]
@@ -123,17 +134,22 @@ def _check_against_summary(shown: dict, summary: dict) -> None:
 
 def test_the_dashboard_shows_in_a_browser_the_numbers_the_service_reports(service, tmp_path):
     home, info = service
-    base = info["metrics"][:-len("/metrics")]
+    base = info["metrics"][: -len("/metrics")]
     settings = Settings.load(home=str(home), autostart=False, embedder="hash")
     traffic = Traffic(settings, rate=10.0).start()
     try:
         client = redis.Redis.from_url(info["url"])
-        DeadLetters(client, "memstream").add(group_of("facts"), "memstream:events:0", "1-1", {b"data": b"\xff"},
-                                             "malformed", 1)
+        DeadLetters(client, "memstream").add(group_of("facts"), "memstream:events:0", "1-1", {b"data": b"\xff"}, "malformed", 1)
         client.close()
         ms(home, "replay", "turns", "--detach", "--activate", "manual")
-        _wait(lambda: (s := json.loads(_text(base + "/api/summary")))["events_in"]["per_s"]
-              and s["queries"]["latency"] and len(s["history"]["t"]) >= 4, what="the service to show traffic")
+        _wait(
+            lambda: (
+                (s := json.loads(_text(base + "/api/summary")))["events_in"]["per_s"]
+                and s["queries"]["latency"]
+                and len(s["history"]["t"]) >= 4
+            ),
+            what="the service to show traffic",
+        )
 
         with Chromium(CHROMIUM, width=1400, height=1000) as browser:
             tab = browser.open()
@@ -148,12 +164,12 @@ def test_the_dashboard_shows_in_a_browser_the_numbers_the_service_reports(servic
             _check_against_summary(shown, summary)
             assert summary["events_in"]["per_s"] > 0 and _number(shown[("events_in_per_s", None)]) > 0
             assert tab.evaluate("document.querySelectorAll('#chart-events path.line').length") >= 2
-            assert tab.evaluate("document.querySelectorAll('#projections tbody tr').length") == \
-                len(summary["projections"])
+            assert tab.evaluate("document.querySelectorAll('#projections tbody tr').length") == len(summary["projections"])
             for row in summary["projections"]:
                 g = row["group"]
-                assert row["state"] == next(s.labels["state"] for s in samples(after, "memstream_projection_state",
-                                                                                 group=g) if s.value == 1)
+                assert row["state"] == next(
+                    s.labels["state"] for s in samples(after, "memstream_projection_state", group=g) if s.value == 1
+                )
                 assert row["consumers"] == value(after, "memstream_projection_consumers", group=g)
             stream = summary["streams"][0]["stream"]
             assert summary["streams"][0]["entries"] <= value(after, "memstream_stream_entries", stream=stream)
@@ -167,8 +183,11 @@ def test_the_dashboard_shows_in_a_browser_the_numbers_the_service_reports(servic
             def caught_up() -> str | None:
                 text = _text(info["metrics"])
                 groups = {s.labels["group"] for s in samples(text, "memstream_projection_lag_entries")}
-                done = all(value(text, "memstream_projection_lag_entries", group=g) == 0 and
-                           value(text, "memstream_projection_pending_entries", group=g) == 0 for g in groups)
+                done = all(
+                    value(text, "memstream_projection_lag_entries", group=g) == 0
+                    and value(text, "memstream_projection_pending_entries", group=g) == 0
+                    for g in groups
+                )
                 return text if done and value(text, "memstream_stream_entries", stream=stream) == appended else None
 
             _wait(caught_up, what="every version to apply every turn")
@@ -178,25 +197,35 @@ def test_the_dashboard_shows_in_a_browser_the_numbers_the_service_reports(servic
             shown, summary = page.consistent_with_summary(base)
             text = _text(info["metrics"])
             _check_against_summary(shown, summary)
-            assert _number(shown[("stream_entries", stream)]) == value(text, "memstream_stream_entries",
-                                                                        stream=stream) == appended
-            assert _number(shown[("events_total", "turn.recorded")]) == value(
-                text, "memstream_events_appended_total", type="turn.recorded") == appended
+            assert (
+                _number(shown[("stream_entries", stream)]) == value(text, "memstream_stream_entries", stream=stream) == appended
+            )
+            assert (
+                _number(shown[("events_total", "turn.recorded")])
+                == value(text, "memstream_events_appended_total", type="turn.recorded")
+                == appended
+            )
             for row in summary["projections"]:
                 g = row["group"]
-                for figure, metric in (("lag_entries", "memstream_projection_lag_entries"),
-                                       ("pending", "memstream_projection_pending_entries"),
-                                       ("dead_letters", "memstream_projection_dead_letters"),
-                                       ("consumers", "memstream_projection_consumers")):
+                for figure, metric in (
+                    ("lag_entries", "memstream_projection_lag_entries"),
+                    ("pending", "memstream_projection_pending_entries"),
+                    ("dead_letters", "memstream_projection_dead_letters"),
+                    ("consumers", "memstream_projection_consumers"),
+                ):
                     assert _number(shown[(figure, g)]) == value(text, metric, group=g), (figure, g)
             assert _number(shown[("dead_letters", group_of("facts"))]) == 1
             assert _number(shown[("dead_letters_total", None)]) == 1
-            assert _number(shown[("queries_total", "answered")]) == value(text, "memstream_queries_total",
-                                                                          outcome="answered") >= 1
+            assert (
+                _number(shown[("queries_total", "answered")]) == value(text, "memstream_queries_total", outcome="answered") >= 1
+            )
             v2 = next(r for r in summary["projections"] if r["state"] == "building")["group"]
-            assert _number(shown[("replay_fraction", v2)]) == 1.0 == \
-                value(text, "memstream_replay_applied_entries", group=v2) / value(text, "memstream_replay_log_entries",
-                                                                                  group=v2)
+            assert (
+                _number(shown[("replay_fraction", v2)])
+                == 1.0
+                == value(text, "memstream_replay_applied_entries", group=v2)
+                / value(text, "memstream_replay_log_entries", group=v2)
+            )
             fleet_empty = tab.evaluate("!document.getElementById('fleet-empty').hidden")
             if summary["fleet"] is None:  # no agent reports in this registry
                 assert fleet_empty and "no agent reports yet" in tab.evaluate("document.body.innerText")
@@ -213,20 +242,32 @@ def test_the_dashboard_shows_in_a_browser_the_numbers_the_service_reports(servic
         shutil.copy(shot, target / "dashboard.png")
 
 
-
 FORMATTED = [  # (formatter, value, what a person reads)
-    ("seconds", 0, "0 s"), ("seconds", 0.0005, "0.5 ms"), ("seconds", 0.0025, "2.5 ms"), ("seconds", 0.005, "5 ms"),
-    ("seconds", 0.0075, "7.5 ms"), ("seconds", 0.045, "45 ms"), ("seconds", 2.5, "2.5 s"), ("seconds", 5, "5 s"),
-    ("seconds", 200, "3 min 20 s"), ("seconds", None, "—"),
-    ("rate", 0, "0 /s"), ("rate", 2.5, "2.5 /s"), ("rate", 5, "5 /s"), ("rate", 22.4, "22 /s"), ("rate", 12500, "12.5k /s"),
-    ("count", 1234567, "1,234,567"), ("bytes", 1536, "1.5 KiB"), ("percent", 0.5, "50%"),
+    ("seconds", 0, "0 s"),
+    ("seconds", 0.0005, "0.5 ms"),
+    ("seconds", 0.0025, "2.5 ms"),
+    ("seconds", 0.005, "5 ms"),
+    ("seconds", 0.0075, "7.5 ms"),
+    ("seconds", 0.045, "45 ms"),
+    ("seconds", 2.5, "2.5 s"),
+    ("seconds", 5, "5 s"),
+    ("seconds", 200, "3 min 20 s"),
+    ("seconds", None, "—"),
+    ("rate", 0, "0 /s"),
+    ("rate", 2.5, "2.5 /s"),
+    ("rate", 5, "5 /s"),
+    ("rate", 22.4, "22 /s"),
+    ("rate", 12500, "12.5k /s"),
+    ("count", 1234567, "1,234,567"),
+    ("bytes", 1536, "1.5 KiB"),
+    ("percent", 0.5, "50%"),
 ]
 
 
 def test_the_page_formats_numbers_for_people(service):
     _, info = service
     with Chromium(CHROMIUM) as browser:
-        tab = browser.open(info["metrics"][:-len("/metrics")] + "/")
+        tab = browser.open(info["metrics"][: -len("/metrics")] + "/")
         tab.wait_for("window.memstreamFormat", timeout=30)
         shown = tab.evaluate(f"{json.dumps(FORMATTED)}.map(([f, v]) => window.memstreamFormat[f](v))")
     assert shown == [text for _, _, text in FORMATTED]

@@ -72,8 +72,9 @@ def test_a_scrape_shows_the_reporting_agents_their_backlogs_hooks_and_prefetch_o
         tally.prefetch.update(fresh=i + 1, cached=1, empty=0)
 
         def figures(backlog=backlog, refused=refused, i=i) -> Figures:
-            return Figures(backlog=backlog, backlog_bytes=backlog * 900, refused=refused, invalid=0,
-                           agents=[f"agent-{i}"], served=True)
+            return Figures(
+                backlog=backlog, backlog_bytes=backlog * 900, refused=refused, invalid=0, agents=[f"agent-{i}"], served=True
+            )
 
         reporter = Reporter(Settings(report_every_s=5.0), tally, figures)
         assert reporter.send(redis_client, PREFIX)
@@ -82,9 +83,17 @@ def test_a_scrape_shows_the_reporting_agents_their_backlogs_hooks_and_prefetch_o
     assert value(text, "memstream_redis_up") == 1
     assert value(text, "memstream_agents_active") == 3
     assert {s.labels["agent"]: s.value for s in samples(text, "memstream_agent_spool_backlog_events")} == {
-        names[0]: 7, names[1]: 0, names[2]: 2, OTHER: 0}
+        names[0]: 7,
+        names[1]: 0,
+        names[2]: 2,
+        OTHER: 0,
+    }
     assert {s.labels["agent"]: s.value for s in samples(text, "memstream_agent_spool_refusals_total")} == {
-        names[0]: 0, names[1]: 3, names[2]: 1, OTHER: 0}
+        names[0]: 0,
+        names[1]: 3,
+        names[2]: 1,
+        OTHER: 0,
+    }
     assert value(text, "memstream_hook_seconds_count", hook="sync_turn") == 60
     assert value(text, "memstream_hook_seconds_bucket", hook="sync_turn", le=f"{BUCKETS_NS[2] / 1e9}") == 60
     assert value(text, "memstream_hook_seconds_bucket", hook="sync_turn", le=f"{BUCKETS_NS[1] / 1e9}") == 0
@@ -93,9 +102,16 @@ def test_a_scrape_shows_the_reporting_agents_their_backlogs_hooks_and_prefetch_o
     assert value(text, "memstream_hook_seconds_count", hook="on_memory_write") == 0  # every hook, always
     assert value(text, "memstream_hook_seconds_count", hook=OTHER) is None
     assert {s.labels["outcome"]: s.value for s in samples(text, "memstream_prefetch_total")} == {
-        "fresh": 6, "cached": 3, "empty": 0}
+        "fresh": 6,
+        "cached": 3,
+        "empty": 0,
+    }
     assert {s.labels["reason"]: s.value for s in samples(text, "memstream_agent_reports_skipped")} == {
-        "malformed": 0, "oversized": 0, "ahead": 0, "unread": 0}
+        "malformed": 0,
+        "oversized": 0,
+        "ahead": 0,
+        "unread": 0,
+    }
 
 
 def test_with_no_report_the_fleet_is_zero_and_named_by_other_only(redis_client, tmp_path):
@@ -129,7 +145,9 @@ def test_malformed_oversized_and_hostile_records_are_counted_and_skipped_never_f
     hostile = {
         "garbage:1:aaaaaa": b"\xde\xad\xbe\xef",
         "json:1:aaaaaa": b'{"kind": "agent.v1", "at": 1}',
-        "other-version:1:aaaaaa": msgspec.msgpack.encode({**msgspec.to_builtins(good, builtin_types=(bytes,)), "kind": "agent.v9"}),
+        "other-version:1:aaaaaa": msgspec.msgpack.encode(
+            {**msgspec.to_builtins(good, builtin_types=(bytes,)), "kind": "agent.v9"}
+        ),
         "rows:1:aaaaaa": msgspec.msgpack.encode(wrong_rows),
         "negative:1:aaaaaa": msgspec.msgpack.encode({**msgspec.to_builtins(good, builtin_types=(bytes,)), "backlog": -5}),
         'label"}injection': encode_report(good),
@@ -145,7 +163,11 @@ def test_malformed_oversized_and_hostile_records_are_counted_and_skipped_never_f
     text = scrape(metrics_of(redis_client, tmp_path))
     assert value(text, "memstream_redis_up") == 1
     assert {s.labels["reason"]: s.value for s in samples(text, "memstream_agent_reports_skipped")} == {
-        "malformed": len(hostile), "oversized": 2, "ahead": 1, "unread": 0}
+        "malformed": len(hostile),
+        "oversized": 2,
+        "ahead": 1,
+        "unread": 0,
+    }
     assert value(text, "memstream_agents_active") == 1
     assert {s.labels["agent"] for s in samples(text, "memstream_agent_spool_backlog_events")} == {"good:1:aaaaaa", OTHER}
     assert value(text, "memstream_hook_seconds_count", hook="sync_turn") == 2
@@ -163,9 +185,19 @@ def test_a_reports_key_of_another_type_is_one_malformed_record_and_the_scrape_go
 
 def test_retired_sums_that_are_not_ours_are_left_out(redis_client):
     put(redis_client, "a:1:aaaaaa", report(refused=2))
-    redis_client.hset(keys.agent_reports_retired(PREFIX), mapping={
-        "refusals": 5, "hook:sync_turn:3": 4, "hook:sync_turn:sum": 4000, "prefetch:fresh": 1,
-        "hook:evil:3": 9, "refusals ": 9, "prefetch:cached": b"many", "prefetch:empty": -3})
+    redis_client.hset(
+        keys.agent_reports_retired(PREFIX),
+        mapping={
+            "refusals": 5,
+            "hook:sync_turn:3": 4,
+            "hook:sync_turn:sum": 4000,
+            "prefetch:fresh": 1,
+            "hook:evil:3": 9,
+            "refusals ": 9,
+            "prefetch:cached": b"many",
+            "prefetch:empty": -3,
+        },
+    )
     fleet = reader(redis_client).read()
     assert dict(fleet.refusals)[OTHER] == 5
     assert fleet.hooks["sync_turn"][3] == 4 and fleet.hooks["sync_turn"][-1] == 4000 and OTHER not in fleet.hooks
@@ -187,7 +219,9 @@ def test_an_agent_that_stopped_reporting_leaves_the_active_ones_and_its_backlog_
     text = scrape(metrics_of(redis_client, tmp_path, report_every_s=5.0))
     assert value(text, "memstream_agents_active") == 1
     assert {s.labels["agent"]: s.value for s in samples(text, "memstream_agent_spool_backlog_events")} == {
-        "live:1:aaaaaa": 3, OTHER: 0}
+        "live:1:aaaaaa": 3,
+        OTHER: 0,
+    }
     assert value(text, "memstream_agent_spool_refusals_total", agent="gone:2:aaaaaa") == 4  # until removed
     assert value(text, "memstream_hook_seconds_count", hook="sync_turn") == 12
     assert redis_client.hexists(keys.agent_reports(PREFIX), "gone:2:aaaaaa")
@@ -195,10 +229,18 @@ def test_an_agent_that_stopped_reporting_leaves_the_active_ones_and_its_backlog_
 
 def test_a_report_an_hour_old_is_removed_its_counts_retired_and_no_sum_goes_down(redis_client):
     now = time.time()
-    put(redis_client, "live:1:aaaaaa", report(at=now, refused=1, prefetch=Prefetch(2, 0, 1),
-                                              hooks={"sync_turn": row(b2=5)}))
-    put(redis_client, "gone:2:aaaaaa", report(at=now - KEEP_S - 5, refused=4, invalid=1, prefetch=Prefetch(3, 1, 0),
-                                              hooks={"sync_turn": row(b2=7), "prefetch": row(b8=2)}))
+    put(redis_client, "live:1:aaaaaa", report(at=now, refused=1, prefetch=Prefetch(2, 0, 1), hooks={"sync_turn": row(b2=5)}))
+    put(
+        redis_client,
+        "gone:2:aaaaaa",
+        report(
+            at=now - KEEP_S - 5,
+            refused=4,
+            invalid=1,
+            prefetch=Prefetch(3, 1, 0),
+            hooks={"sync_turn": row(b2=7), "prefetch": row(b8=2)},
+        ),
+    )
     r = reader(redis_client)
     before = r.read(now)
     assert before.removed == 1 and not redis_client.hexists(keys.agent_reports(PREFIX), "gone:2:aaaaaa")

@@ -40,8 +40,9 @@ def _readme_rows() -> dict[str, tuple[str, tuple[str, ...], str, str, str]]:
 def served(tmp_path, event_log):
     """A pipeline on the test's log and this process's metrics on a free loopback port."""
     pipeline = make_pipeline(tmp_path / "home", event_log)
-    settings = pipeline_settings(tmp_path / "home", metrics_addr="127.0.0.1:0",
-                                 stream_prefix=event_log.prefix, shards=event_log.shards)
+    settings = pipeline_settings(
+        tmp_path / "home", metrics_addr="127.0.0.1:0", stream_prefix=event_log.prefix, shards=event_log.shards
+    )
     metrics = start_metrics(settings, event_log, consumers=lambda: pipeline.consumers)
     assert metrics is not None
     yield pipeline, metrics
@@ -68,8 +69,10 @@ def test_the_readme_table_lists_every_exported_metric_with_its_type_labels_unit_
 
 def test_a_scrape_shows_what_redis_holds_and_what_this_process_applied(served, event_log):
     pipeline, metrics = served
-    event_log.append([turn(f"Build {i} shipped with flag O{i}", index=i) for i in range(6)]
-                     + [remembered("the staging database is read-only on Fridays")])
+    event_log.append(
+        [turn(f"Build {i} shipped with flag O{i}", index=i) for i in range(6)]
+        + [remembered("the staging database is read-only on Fridays")]
+    )
     handled = pipeline.drain()
     text = scrape(metrics)
     stream = event_log.stream_keys[0]
@@ -77,8 +80,11 @@ def test_a_scrape_shows_what_redis_holds_and_what_this_process_applied(served, e
     assert value(text, "memstream_stream_entries", stream=stream) == length == 7
     assert value(text, "memstream_events_appended_total", type="turn.recorded") == 6
     assert value(text, "memstream_events_appended_total", type="memory.remembered") == 1
-    assert value(text, "memstream_stream_first_entry_age_seconds", stream=stream) >= \
-        value(text, "memstream_stream_last_entry_age_seconds", stream=stream) >= 0
+    assert (
+        value(text, "memstream_stream_first_entry_age_seconds", stream=stream)
+        >= value(text, "memstream_stream_last_entry_age_seconds", stream=stream)
+        >= 0
+    )
     for group in group_names():
         assert value(text, "memstream_projection_state", group=group, state="active") == 1
         assert value(text, "memstream_projection_state", group=group, state="building") == 0
@@ -134,7 +140,8 @@ def test_a_lag_the_server_cannot_count_is_absent_never_zero(tmp_path, valkey_ser
         assert value(text, "memstream_projection_lag_entries", group=group) is None
         # the age of the oldest entry waiting is known all the same: the stream's first
         assert value(text, "memstream_projection_lag_seconds", group=group) == pytest.approx(
-            value(text, "memstream_stream_first_entry_age_seconds", stream=stream), abs=1e-6)
+            value(text, "memstream_stream_first_entry_age_seconds", stream=stream), abs=1e-6
+        )
         assert value(text, "memstream_projection_pending_entries", group=group) == 0
 
 
@@ -146,7 +153,8 @@ def test_a_log_no_worker_reads_yet_lags_by_its_whole_length_and_the_age_of_its_f
     group = group_of("turns")
     assert value(text, "memstream_projection_lag_entries", group=group) == 3
     assert value(text, "memstream_projection_lag_seconds", group=group) == pytest.approx(
-        value(text, "memstream_stream_first_entry_age_seconds", stream=log.stream_keys[0]), abs=1e-6)
+        value(text, "memstream_stream_first_entry_age_seconds", stream=log.stream_keys[0]), abs=1e-6
+    )
     assert value(text, "memstream_projection_consumers", group=group) == 0
     assert samples(text, "memstream_projection_state") == []  # no catalog yet: no state to tell
     assert value(text, "memstream_stream_bytes", stream=log.stream_keys[0]) is None  # no MEMORY USAGE here
@@ -204,8 +212,10 @@ def test_an_event_type_outside_the_contract_counts_as_other(tmp_path, event_log)
     event_log.client.hincrby(keys.types(event_log.prefix), "x" * 300, 3)
     event_log.client.hincrby(keys.types(event_log.prefix), "turn.recorded", 2)
     text = scrape(Metrics(event_log, pipeline_settings(tmp_path / "home")))
-    assert {s.labels["type"]: s.value for s in samples(text, "memstream_events_appended_total")} == \
-        {"other": 3, "turn.recorded": 2}
+    assert {s.labels["type"]: s.value for s in samples(text, "memstream_events_appended_total")} == {
+        "other": 3,
+        "turn.recorded": 2,
+    }
 
 
 def test_a_count_in_redis_that_is_no_number_fails_the_redis_figures_not_the_scrape(tmp_path, event_log):
@@ -218,8 +228,7 @@ def test_with_redis_unreadable_a_scrape_says_so_and_reports_no_redis_figure(tmp_
     from memstream.service import free_port
 
     dead = redis.Redis(port=free_port(), socket_connect_timeout=1, socket_timeout=1)
-    metrics = start_metrics(pipeline_settings(tmp_path / "home", metrics_addr="127.0.0.1:0"),
-                            EventLog(dead, "memstream"))
+    metrics = start_metrics(pipeline_settings(tmp_path / "home", metrics_addr="127.0.0.1:0"), EventLog(dead, "memstream"))
     assert metrics is not None
     try:
         with capture_logs() as logs:
@@ -243,8 +252,7 @@ def test_a_second_process_on_a_taken_port_warns_and_goes_on_without_metrics(tmp_
         taken.listen()
         port = taken.getsockname()[1]
         with capture_logs() as logs:
-            metrics = start_metrics(pipeline_settings(tmp_path / "home", metrics_addr=f"127.0.0.1:{port}"),
-                                    event_log)
+            metrics = start_metrics(pipeline_settings(tmp_path / "home", metrics_addr=f"127.0.0.1:{port}"), event_log)
     assert metrics is None
     warning = next(e for e in logs if e["event"] == "metrics.not_served")
     assert warning["log_level"] == "warning" and warning["address"] == f"127.0.0.1:{port}"
@@ -281,7 +289,7 @@ def test_a_batch_histogram_exposes_what_a_prometheus_histogram_does_for_the_same
     ours.register(batched)
     reference = Histogram(family.name, family.help, family.labels, registry=theirs, buckets=FRESHNESS_BUCKETS)
     for start in range(0, len(values), 7):  # batches of any size
-        batched.observe(("g.v1", "g", "1"), values[start:start + 7])
+        batched.observe(("g.v1", "g", "1"), values[start : start + 7])
     for v in values:
         reference.labels("g.v1", "g", "1").observe(v)
     created = re.compile(r".*_created.*\n")
@@ -292,8 +300,9 @@ def test_the_points_waiting_for_their_dense_vector_are_the_dense_stages_lag(tmp_
     monkeypatch.setattr("memstream.projections.vector.embeds_inline", lambda embedder: False)
     pipeline = make_pipeline(tmp_path / "home", event_log)
     try:
-        metrics = Metrics(event_log, pipeline_settings(tmp_path / "home", stream_prefix=event_log.prefix,
-                                                      shards=event_log.shards))
+        metrics = Metrics(
+            event_log, pipeline_settings(tmp_path / "home", stream_prefix=event_log.prefix, shards=event_log.shards)
+        )
         group = group_of("turns")
         assert value(scrape(metrics), "memstream_projection_embed_waiting_points", group=group) is None  # no backlog
         event_log.append([turn(f"Build {i} shipped with flag O{i}", index=i) for i in range(3)])
@@ -334,6 +343,5 @@ def test_a_scrape_counts_the_backlog_entries_a_dense_stage_of_this_process_dead_
         event_log.client.xadd(turns.backlog, {"id": "not-a-point", "text": "x"})
     assert EmbedConsumer(event_log.client, turns, "w1").drain() == 2
     text = scrape(metrics)
-    assert value(text, "memstream_projection_embed_dead_lettered_total", group=group, projection="turns",
-                 version="1") == 2
+    assert value(text, "memstream_projection_embed_dead_lettered_total", group=group, projection="turns", version="1") == 2
     assert value(text, "memstream_projection_dead_letters", group=group) == 2

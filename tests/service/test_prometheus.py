@@ -28,14 +28,21 @@ from memstream.workers.deadletters import DeadLetters
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
 PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
-ALERTS = {"MemstreamLagGrowing", "MemstreamDeadLetters", "MemstreamFreshnessSlow", "MemstreamNoConsumer",
-          "MemstreamMetricsAbsent", "MemstreamRedisUnreadable", "MemstreamSpoolBackingUp"}
+ALERTS = {
+    "MemstreamLagGrowing",
+    "MemstreamDeadLetters",
+    "MemstreamFreshnessSlow",
+    "MemstreamNoConsumer",
+    "MemstreamMetricsAbsent",
+    "MemstreamRedisUnreadable",
+    "MemstreamSpoolBackingUp",
+}
 
 pytestmark = pytest.mark.prometheus
 needs_prometheus = pytest.mark.skipif(
-    PROMETHEUS is None, reason="the prometheus binary is absent: `apt-get install prometheus` (.ci/run does)")
-needs_promtool = pytest.mark.skipif(
-    PROMTOOL is None, reason="promtool is absent: `apt-get install prometheus` (.ci/run does)")
+    PROMETHEUS is None, reason="the prometheus binary is absent: `apt-get install prometheus` (.ci/run does)"
+)
+needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool is absent: `apt-get install prometheus` (.ci/run does)")
 
 
 def _get(base: str, path: str, **params: str) -> dict:
@@ -59,15 +66,31 @@ def prometheus(tmp_path):
     def start(target: str) -> str:
         port = free_port()
         config = tmp_path / "prometheus.yml"
-        config.write_text(json.dumps({  # JSON is YAML
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "rule_files": [str(DEPLOY / "rules.yml")],
-            "scrape_configs": [{"job_name": "memstream", "static_configs": [{"targets": [target]}]}],
-        }))
+        config.write_text(
+            json.dumps(
+                {  # JSON is YAML
+                    "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                    "rule_files": [str(DEPLOY / "rules.yml")],
+                    "scrape_configs": [{"job_name": "memstream", "static_configs": [{"targets": [target]}]}],
+                }
+            )
+        )
         log = open(tmp_path / "prometheus.log", "w")  # closed with the process, below
-        procs.append((subprocess.Popen(
-            [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{port}"], stdout=log, stderr=subprocess.STDOUT), log))
+        procs.append(
+            (
+                subprocess.Popen(
+                    [
+                        PROMETHEUS,
+                        f"--config.file={config}",
+                        f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                        f"--web.listen-address=127.0.0.1:{port}",
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                ),
+                log,
+            )
+        )
         base = f"http://127.0.0.1:{port}"
 
         def ready() -> bool:
@@ -89,37 +112,39 @@ def prometheus(tmp_path):
 
 @needs_prometheus
 @pytest.mark.valkey
-def test_prometheus_scrapes_a_running_pipeline_and_its_queries_return_what_redis_holds(
-        tmp_path, valkey_server, prometheus):
+def test_prometheus_scrapes_a_running_pipeline_and_its_queries_return_what_redis_holds(tmp_path, valkey_server, prometheus):
     client = redis.Redis.from_url(valkey_server.url)
     client.flushall()
     log = EventLog(client, "memstream")
-    log.append([turn(f"Release {i} ships the parser fix number {i}", index=i) for i in range(8)]
-               + [remembered("the on-call rotation changes on Mondays")])
-    DeadLetters(client, log.prefix).add(group_of("facts"), log.stream_keys[0], "1-1", {b"data": b"\xff"},
-                                        "malformed", 1)
+    log.append(
+        [turn(f"Release {i} ships the parser fix number {i}", index=i) for i in range(8)]
+        + [remembered("the on-call rotation changes on Mondays")]
+    )
+    DeadLetters(client, log.prefix).add(group_of("facts"), log.stream_keys[0], "1-1", {b"data": b"\xff"}, "malformed", 1)
     pipeline = make_pipeline(tmp_path / "home", log)
-    metrics = start_metrics(pipeline_settings(tmp_path / "home", metrics_addr="127.0.0.1:0"),
-                            EventLog(redis.Redis.from_url(valkey_server.url), "memstream"),
-                            consumers=lambda: pipeline.consumers)
+    metrics = start_metrics(
+        pipeline_settings(tmp_path / "home", metrics_addr="127.0.0.1:0"),
+        EventLog(redis.Redis.from_url(valkey_server.url), "memstream"),
+        consumers=lambda: pipeline.consumers,
+    )
     try:
         assert metrics is not None and metrics.address is not None
         pipeline.start()  # as the service does: metrics first, so they see every batch
         wait_for(lambda: all_applied(log), what="the pipeline to apply the log")
         base = prometheus(f"127.0.0.1:{metrics.address[1]}")
-        wait_for(lambda: _query(base, "memstream_projection_applied_total"), timeout=60,
-                 what="Prometheus to scrape memstream")
+        wait_for(lambda: _query(base, "memstream_projection_applied_total"), timeout=60, what="Prometheus to scrape memstream")
         length = client.xlen(log.stream_keys[0])
         assert _query(base, 'up{job="memstream"}') == {"": 1.0}
         assert _query(base, f'memstream_stream_entries{{stream="{log.stream_keys[0]}"}}') == {"": float(length)}
-        assert _query(base, "sum by (group) (memstream_projection_applied_total)") == \
-            {group: float(length) for group in group_names()}
-        assert _query(base, "max by (group) (memstream_projection_lag_entries)") == \
-            {group: 0.0 for group in group_names()}
+        assert _query(base, "sum by (group) (memstream_projection_applied_total)") == {
+            group: float(length) for group in group_names()
+        }
+        assert _query(base, "max by (group) (memstream_projection_lag_entries)") == {group: 0.0 for group in group_names()}
         assert _query(base, 'sum(memstream_events_appended_total{type="turn.recorded"})') == {"": 8.0}
         assert _query(base, "memstream_projection_dead_letters") == {g: float(g == group_of("facts")) for g in group_names()}
-        assert _query(base, f'memstream_projection_freshness_seconds_count{{group="{group_of("turns")}"}}') == \
-            {group_of("turns"): float(length)}
+        assert _query(base, f'memstream_projection_freshness_seconds_count{{group="{group_of("turns")}"}}') == {
+            group_of("turns"): float(length)
+        }
 
         # the rules: loaded, evaluated without error, and the one the data calls for is pending
         def evaluated() -> list[dict] | None:
@@ -163,7 +188,8 @@ def _evaluate(base: str, promql: str) -> tuple[str | None, list]:
 @needs_prometheus
 @pytest.mark.valkey
 def test_every_expression_of_the_grafana_dashboard_evaluates_in_prometheus_and_returns_what_is_reported(
-        tmp_path, valkey_server, prometheus):
+    tmp_path, valkey_server, prometheus
+):
     from dashboard_support import concrete, dashboard, expressions, scan
 
     from memstream.query import ask
@@ -173,26 +199,29 @@ def test_every_expression_of_the_grafana_dashboard_evaluates_in_prometheus_and_r
     log = EventLog(client, "memstream")
     log.append([turn(f"Release {i} ships the parser fix number {i}", index=i) for i in range(4)])
     pipeline = make_pipeline(tmp_path / "home", log)
-    metrics = start_metrics(pipeline_settings(tmp_path / "home", metrics_addr="127.0.0.1:0"),
-                            EventLog(redis.Redis.from_url(valkey_server.url), "memstream"),
-                            consumers=lambda: pipeline.consumers)
+    metrics = start_metrics(
+        pipeline_settings(tmp_path / "home", metrics_addr="127.0.0.1:0"),
+        EventLog(redis.Redis.from_url(valkey_server.url), "memstream"),
+        consumers=lambda: pipeline.consumers,
+    )
     try:
         assert metrics is not None and metrics.address is not None
         pipeline.start()
         wait_for(lambda: all_applied(log), what="the pipeline to apply the log")
         ask(client, "memstream", {"op": "count"}, timeout=10)  # a query handler's seconds
         base = prometheus(f"127.0.0.1:{metrics.address[1]}")
-        wait_for(lambda: _query(base, "memstream_query_seconds_count"), timeout=60,
-                 what="Prometheus to scrape memstream")
+        wait_for(lambda: _query(base, "memstream_query_seconds_count"), timeout=60, what="Prometheus to scrape memstream")
         board = expressions(dashboard())
         errors = {where: error for where, expr in board if (error := _evaluate(base, concrete(expr))[0])}
         assert not errors, errors
         # an expression over figures this process reports returns series once they are scraped
         # twice (the rates); the others (a build's progress, the agents' figures) may be empty
-        reported = {name for where, expr in board for name in scan(expr).metrics
-                    if _evaluate(base, f"count({name})")[1]}
-        expected = [(where, concrete(expr)) for where, expr in board
-                    if all(n.startswith("memstream_") and n in reported for n in scan(expr).metrics)]
+        reported = {name for where, expr in board for name in scan(expr).metrics if _evaluate(base, f"count({name})")[1]}
+        expected = [
+            (where, concrete(expr))
+            for where, expr in board
+            if all(n.startswith("memstream_") and n in reported for n in scan(expr).metrics)
+        ]
         assert len(expected) >= 15, expected
         empty: list[str] = []
 
@@ -213,11 +242,13 @@ def test_every_expression_of_the_grafana_dashboard_evaluates_in_prometheus_and_r
 
 @needs_promtool
 def test_the_alert_rules_pass_their_unit_tests_and_the_example_configuration_is_valid():
-    tested = subprocess.run([PROMTOOL, "test", "rules", str(DEPLOY / "rules_test.yml")],
-                            capture_output=True, text=True, timeout=120)
+    tested = subprocess.run(
+        [PROMTOOL, "test", "rules", str(DEPLOY / "rules_test.yml")], capture_output=True, text=True, timeout=120
+    )
     assert tested.returncode == 0, tested.stdout + tested.stderr
-    checked = subprocess.run([PROMTOOL, "check", "config", str(DEPLOY / "prometheus.yml")],
-                             capture_output=True, text=True, timeout=120)
+    checked = subprocess.run(
+        [PROMTOOL, "check", "config", str(DEPLOY / "prometheus.yml")], capture_output=True, text=True, timeout=120
+    )
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
@@ -228,4 +259,3 @@ def test_each_alert_rule_is_unit_tested():
     tests = yaml.safe_load((DEPLOY / "rules_test.yml").read_text())["tests"]
     tested = {case["alertname"] for t in tests for case in t["alert_rule_test"] if case["exp_alerts"]}
     assert rules == tested == ALERTS
-

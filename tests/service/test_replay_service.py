@@ -47,8 +47,9 @@ def test_a_build_killed_mid_way_resumes_after_restart_and_equals_an_uninterrupte
     client = redis.Redis.from_url(info["url"])
     log = EventLog(client, "memstream")
     for i in range(0, TURNS, 500):
-        log.append([turn(f"note {n}: the fleet's host {n % 97} runs service {n % 13}", when=n, index=n)
-                    for n in range(i, i + 500)])
+        log.append(
+            [turn(f"note {n}: the fleet's host {n % 97} runs service {n % 13}", when=n, index=n) for n in range(i, i + 500)]
+        )
     wait_for(lambda: group_progress(client, log.stream_keys, "turns.v1").done == TURNS, 120)
 
     started = json.loads(ms(home, "replay", "turns", "sessions", "--detach", "--json").stdout)
@@ -121,8 +122,13 @@ def test_ctrl_c_detaches_from_a_build_and_leaves_it_running(tmp_path):
             log.append([turn(f"entry {n} of the deploy log", when=n, index=n) for n in range(i, i + 500)])
         wait_for(lambda: group_progress(client, log.stream_keys, "turns.v1").done == TURNS, 120)
         env = dict(os.environ, MEMSTREAM_HOME=str(home), MEMSTREAM_AUTOSTART="0", MEMSTREAM_EMBEDDER="hash")
-        proc = subprocess.Popen([sys.executable, "-m", "memstream", "replay", "turns"], env=env, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memstream", "replay", "turns"],
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         wait_for(lambda: group_progress(client, log.stream_keys, "turns.v2").done, 60)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)

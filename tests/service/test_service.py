@@ -86,8 +86,14 @@ def test_ctrl_c_stops_the_foreground_service_cleanly(tmp_path):
     env = dict(os.environ, MEMSTREAM_HOME=str(home), MEMSTREAM_AUTOSTART="0", MEMSTREAM_EMBEDDER="hash")
     log_path = tmp_path / "up.log"
     with open(log_path, "w") as log_file:
-        proc = subprocess.Popen([sys.executable, "-m", "memstream", "up"], env=env, text=True,
-                                stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memstream", "up"],
+            env=env,
+            text=True,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         wait_for(lambda: "Ctrl-C stops it" in log_path.read_text(), timeout=60)
         client = redis.Redis.from_url(read_run_file(home / "run" / "service.json")["url"])
@@ -114,8 +120,9 @@ def _pings(client) -> bool:
 
 def test_add_stats_export_round_trip_through_the_cli(service):
     home, info = service
-    added = json.loads(ms(home, "add", "--sync", "--json", "--agent", "minion-7", "--target", "user",
-                          "prefers tea over coffee").stdout)
+    added = json.loads(
+        ms(home, "add", "--sync", "--json", "--agent", "minion-7", "--target", "user", "prefers tea over coffee").stdout
+    )
     assert added["state"] == "searchable" and added["entry_id"]
     found = json.loads(ms(home, "search", "--json", "--agent", "minion-7", "tea or coffee").stdout)
     assert found["results"][0]["text"] == "prefers tea over coffee"
@@ -164,8 +171,7 @@ def test_rq_info_shows_no_queue_and_no_worker_of_a_running_service_and_the_readm
     rq = Path(sys.executable).with_name("rq")
 
     def rq_info() -> str:
-        shown = subprocess.run([str(rq), "info", "--url", info["url"]], capture_output=True, text=True,
-                               timeout=60)
+        shown = subprocess.run([str(rq), "info", "--url", info["url"]], capture_output=True, text=True, timeout=60)
         assert shown.returncode == 0, shown.stderr
         return shown.stdout
 
@@ -180,14 +186,13 @@ def test_rq_info_shows_no_queue_and_no_worker_of_a_running_service_and_the_readm
     finally:
         client.close()
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    queues = readme[readme.index("**Queues.**"):].split("\n\n", 1)[0]
+    queues = readme[readme.index("**Queues.**") :].split("\n\n", 1)[0]
     assert f"`{keys.queries('memstream')}`" in queues
     assert f"`{keys.tenant_queries('memstream', 'TENANT')}`" in queues
 
 
 def test_add_sync_fails_clearly_when_the_log_is_unreachable(tmp_path):
-    proc = ms(tmp_path / "nohome", "add", "--sync", "x", check=False,
-              env={"MEMSTREAM_REDIS_URL": "redis://127.0.0.1:9/0"})
+    proc = ms(tmp_path / "nohome", "add", "--sync", "x", check=False, env={"MEMSTREAM_REDIS_URL": "redis://127.0.0.1:9/0"})
     assert proc.returncode == 1
     assert "cannot reach the log" in proc.stderr
 
@@ -270,8 +275,11 @@ def test_service_adopts_a_spool_left_by_a_dead_process(tmp_path):
         wait_for(lambda: log.client.xlen("memstream:events:0") >= 20)
         contents = [log.decode_entry(f).content for _, _, f in log.entries()]
         assert contents == [f"left behind {i}" for i in range(20)]
-        wait_for(lambda: not list((home / "spool").glob("*-*-*.seg"))
-                 or all(p.stat().st_size == 0 for p in (home / "spool").glob("*.seg")))
+        wait_for(
+            lambda: (
+                not list((home / "spool").glob("*-*-*.seg")) or all(p.stat().st_size == 0 for p in (home / "spool").glob("*.seg"))
+            )
+        )
     finally:
         ms(home, "down", check=False)
 

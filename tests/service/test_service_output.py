@@ -29,8 +29,9 @@ def test_up_on_a_terminal_logs_readable_lines_with_the_url_masked(tmp_path):
     code, text = run_until(["up"], _env(tmp_path / "home"), "Ctrl-C stops it", tty=True)
     assert code == 0, text
     started = [line for line in text.splitlines() if "service.started" in line]
-    assert len(started) == 1 and re.search(r"\[info\s*\] service\.started .*url=redis://:\*\*\*@127\.0\.0\.1:\d+/0",
-                                           started[0]), text
+    assert len(started) == 1 and re.search(
+        r"\[info\s*\] service\.started .*url=redis://:\*\*\*@127\.0\.0\.1:\d+/0", started[0]
+    ), text
     assert not [line for line in text.splitlines() if line.lstrip().startswith("{")], text
     assert "service.stopped" in text and not UNMASKED.search(text), text
 
@@ -54,17 +55,19 @@ def test_up_piped_logs_json_lines_with_the_url_masked(tmp_path):
     serving = next(line for line in logged if line.get("event") == "metrics.serving")
     dashboard = serving["url"].removesuffix("metrics")  # http://127.0.0.1:PORT/
     assert [line for line in text.splitlines() if not line.startswith("{")] == [
-        f"memstream service running at {started['url']}, dashboard at {dashboard} (home {tmp_path / 'home'}); "
-        "Ctrl-C stops it"]
+        f"memstream service running at {started['url']}, dashboard at {dashboard} (home {tmp_path / 'home'}); Ctrl-C stops it"
+    ]
 
 
 def test_up_detach_says_where_it_runs_and_quiet_prints_nothing(tmp_path):
     home = tmp_path / "home"
     try:
         started = ms(home, "up", "--detach")
-        assert re.fullmatch(r"memstream service running \(pid \d+\) at redis://:\*\*\*@127\.0\.0\.1:\d+/0, "
-                            r"dashboard at http://127\.0\.0\.1:\d+/; `memstream down` stops it\n",
-                            started.stdout), started.stdout
+        assert re.fullmatch(
+            r"memstream service running \(pid \d+\) at redis://:\*\*\*@127\.0\.0\.1:\d+/0, "
+            r"dashboard at http://127\.0\.0\.1:\d+/; `memstream down` stops it\n",
+            started.stdout,
+        ), started.stdout
         quiet = ms(home, "up", "--detach", "--quiet")  # already running: still a success
         assert (quiet.stdout, quiet.stderr) == ("", "")
         shown = json.loads(ms(home, "up", "--detach", "--json").stdout)

@@ -54,16 +54,17 @@ def _children(pid: int) -> list[int]:
 
 def _turns(n: int, salt: str = "", first: int = 0) -> list:
     cities = ["Paris", "Lisbon", "Osaka", "Lima", "Oslo"]
-    return [turn(f"My name is Ann{salt}{i} and I live in {cities[i % 5]}. I work at Acme{i}.",
-                 "Noted.", agent=f"a{i % 3}", index=i) for i in range(first, first + n)]
+    return [
+        turn(f"My name is Ann{salt}{i} and I live in {cities[i % 5]}. I work at Acme{i}.", "Noted.", agent=f"a{i % 3}", index=i)
+        for i in range(first, first + n)
+    ]
 
 
 @pytest.fixture
 def log_on_valkey(valkey_server, tmp_path):
     client = redis.Redis.from_url(valkey_server.url)
     client.flushall()
-    settings = Settings(redis_url=valkey_server.url, home=tmp_path / "home", embedder="hash", autostart=False,
-                        metrics_addr="")
+    settings = Settings(redis_url=valkey_server.url, home=tmp_path / "home", embedder="hash", autostart=False, metrics_addr="")
     yield settings, EventLog(client, settings.stream_prefix, settings.shards)
     client.close()
 
@@ -86,8 +87,9 @@ def _reference(settings: Settings, events: list) -> tuple:
     prefix = "reference"
     eventlog = EventLog(client, prefix, settings.shards)
     eventlog.append(events)
-    ref = Settings(redis_url=settings.redis_url, home=settings.home / "ref", embedder="hash", autostart=False,
-                   stream_prefix=prefix)
+    ref = Settings(
+        redis_url=settings.redis_url, home=settings.home / "ref", embedder="hash", autostart=False, stream_prefix=prefix
+    )
     pipeline = Pipeline(ref, eventlog, PipelineConfig(projections=APART))
     try:
         pipeline.drain()
@@ -138,8 +140,11 @@ def test_the_child_applies_facts_and_sessions_and_passes_its_figures_on(log_on_v
         assert pid is not None and pid != os.getpid()
         eventlog.append(events)
         wait_for(lambda: _caught_up(eventlog), 60, "facts and sessions caught up")
-        wait_for(lambda: {c.group: c.stats.applied for c in sidecar.consumers} == {"facts.v1": 40, "sessions.v1": 40},
-                 10, "the child's counters reported")
+        wait_for(
+            lambda: {c.group: c.stats.applied for c in sidecar.consumers} == {"facts.v1": 40, "sessions.v1": 40},
+            10,
+            "the child's counters reported",
+        )
         applied = {g: sum(len(ids) for grp, ids in recorder.batches if grp == g) for g in ("facts.v1", "sessions.v1")}
         assert applied == {"facts.v1": 40, "sessions.v1": 40}  # each batch reported once, to the parent's observer
         assert _state(eventlog.client, settings.stream_prefix) == _reference(settings, events)
@@ -162,7 +167,7 @@ def test_a_killed_child_is_started_again_and_loses_nothing(log_on_valkey):
         assert first is not None
         pids.append(first)
         for start in range(0, len(events), 50):
-            eventlog.append(events[start:start + 50])
+            eventlog.append(events[start : start + 50])
         wait_for(lambda: any(c.stats.applied for c in sidecar.consumers), 60, "the child applying")
         before = {c.group: c.stats.applied for c in sidecar.consumers}
         os.kill(first, signal.SIGKILL)  # in the middle of the work, most likely mid-batch
@@ -173,6 +178,7 @@ def test_a_killed_child_is_started_again_and_loses_nothing(log_on_valkey):
         eventlog.append(later)
         events += later
         wait_for(lambda: _caught_up(eventlog), 90, "caught up after the restart")
+
         # the counters keep what the first child reported (what it applied after its last
         # report is not counted: a kill loses it; an entry it held and did not ack counts twice)
         def counted() -> dict[str, int]:
@@ -203,8 +209,9 @@ PARENT = textwrap.dedent("""
 
 def test_the_child_does_not_outlive_a_killed_parent(log_on_valkey, tmp_path):
     settings, eventlog = log_on_valkey
-    parent = subprocess.Popen([sys.executable, "-c", PARENT, settings.redis_url, str(tmp_path / "p")],
-                              stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, settings.redis_url, str(tmp_path / "p")], stdout=subprocess.PIPE, text=True
+    )
     try:
         child = int(parent.stdout.readline())
         assert not _gone(child)
@@ -227,8 +234,9 @@ def test_the_service_runs_facts_and_sessions_in_its_child_and_shows_their_figure
     pid, child = info["pid"], None
     try:
         run = read_run_file(home / "run" / "service.json")
-        children = wait_for(lambda: [c for c in _children(pid)
-                                     if "sidecar" in Path(f"/proc/{c}/cmdline").read_text()], 30, "the child")
+        children = wait_for(
+            lambda: [c for c in _children(pid) if "sidecar" in Path(f"/proc/{c}/cmdline").read_text()], 30, "the child"
+        )
         child = children[0]
         ms(home, "add", "My name is Alice and I live in Paris.")
 
@@ -258,8 +266,13 @@ def test_without_the_setting_the_service_keeps_one_process(tmp_path):
     info = json.loads(ms(home, "up", "--detach", "--json", env={"MEMSTREAM_PROJECTION_PROCESS": "false"}).stdout)
     try:
         ms(home, "add", "My name is Bob.")
-        facts = wait_for(lambda: (lambda f: f if f["lag"] == 0 and f["health"]["consumers"] else None)(
-            json.loads(ms(home, "stats", "--json").stdout)["projections"]["facts.v1"]), 30, "facts applied")
+        facts = wait_for(
+            lambda: (lambda f: f if f["lag"] == 0 and f["health"]["consumers"] else None)(
+                json.loads(ms(home, "stats", "--json").stdout)["projections"]["facts.v1"]
+            ),
+            30,
+            "facts applied",
+        )
         assert {c["pid"] for c in facts["health"]["consumers"].values()} == {info["pid"]}
         assert [c for c in _children(info["pid"]) if "sidecar" in Path(f"/proc/{c}/cmdline").read_text()] == []
     finally:

@@ -1,13 +1,13 @@
 """A child process for the crash tests: it spools events, says so, then exits or waits.
 
-    python tests/child_writer.py spool DIR N exit|wait
-        append N events (contents "child/0" … "child/N-1") to a Spool in DIR, print
-        "WRITTEN", then leave without closing anything (exit) or wait to be killed (wait).
+python tests/child_writer.py spool DIR N exit|wait
+    append N events (contents "child/0" … "child/N-1") to a Spool in DIR, print
+    "WRITTEN", then leave without closing anything (exit) or wait to be killed (wait).
 
-    python tests/child_writer.py provider N
-        build a MemstreamProvider from the environment (MEMSTREAM_HOME,
-        MEMSTREAM_REDIS_URL, …), initialize it, call on_memory_write N times (contents
-        "hook/0" …), print "HOOKS-RETURNED" and wait to be killed.
+python tests/child_writer.py provider N
+    build a MemstreamProvider from the environment (MEMSTREAM_HOME,
+    MEMSTREAM_REDIS_URL, …), initialize it, call on_memory_write N times (contents
+    "hook/0" …), print "HOOKS-RETURNED" and wait to be killed.
 """
 
 from __future__ import annotations
@@ -34,8 +34,7 @@ def spool(directory: str, n: int, mode: str) -> None:
     s = Spool(directory)
     scope = Scope(tenant="t1", agent="child", session_id="s1")
     for i in range(n):
-        ok = s.append(encode(MemoryRemembered(id=new_event_id(), occurred_at=utcnow(), scope=scope,
-                                              content=f"child/{i}")))
+        ok = s.append(encode(MemoryRemembered(id=new_event_id(), occurred_at=utcnow(), scope=scope, content=f"child/{i}")))
         assert ok
     print("WRITTEN", s.segments[-1].id, flush=True)
     _park(mode)

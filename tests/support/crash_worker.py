@@ -46,8 +46,9 @@ def main() -> None:
                     client.set("test:stalled", written)
                     threading.Event().wait()  # stuck mid-batch until killed
 
-        turns.store = type("Stalling", (), {"__getattr__": lambda _, n: getattr(pipeline.store, n),
-                                            "upsert": staticmethod(upsert)})()
+        turns.store = type(
+            "Stalling", (), {"__getattr__": lambda _, n: getattr(pipeline.store, n), "upsert": staticmethod(upsert)}
+        )()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     pipeline.start()

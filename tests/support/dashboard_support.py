@@ -14,8 +14,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "memstream.json"
 
 # PromQL's words that look like names: binary operators, modifiers and the grouping keywords
-KEYWORDS = frozenset({"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring",
-                      "group_left", "group_right", "inf", "nan"})
+KEYWORDS = frozenset(
+    {"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring", "group_left", "group_right", "inf", "nan"}
+)
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
 _GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)")
 _RANGE = re.compile(r"\[[^\]]*\]")
@@ -66,8 +67,11 @@ def panels(board: dict) -> Iterator[dict]:
 def expressions(board: dict) -> list[tuple[str, str]]:
     """(where, PromQL) of every panel's target, and the series selector of every query
     variable (``label_values(SELECTOR, LABEL)``)."""
-    found = [(f"panel {panel['title']!r} {target['refId']}", target["expr"])
-             for panel in panels(board) for target in panel.get("targets", [])]
+    found = [
+        (f"panel {panel['title']!r} {target['refId']}", target["expr"])
+        for panel in panels(board)
+        for target in panel.get("targets", [])
+    ]
     found += [(f"variable {name}", selector) for name, selector, _ in variable_queries(board)]
     return found
 

@@ -27,23 +27,45 @@ class StateDB:
         if version is not None:
             self.conn.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
 
-    def session(self, sid: str, *, started_at: float = T0, source: str = "cli", ended_at: float | None = None,
-                end_reason: str | None = None, parent: str | None = None, session_key: str | None = None,
-                profile: str | None = None, user_id: str | None = None, message_count: int = 0) -> str:
+    def session(
+        self,
+        sid: str,
+        *,
+        started_at: float = T0,
+        source: str = "cli",
+        ended_at: float | None = None,
+        end_reason: str | None = None,
+        parent: str | None = None,
+        session_key: str | None = None,
+        profile: str | None = None,
+        user_id: str | None = None,
+        message_count: int = 0,
+    ) -> str:
         self.conn.execute(
             "INSERT INTO sessions (id, source, user_id, session_key, parent_session_id, started_at, ended_at, "
             "end_reason, message_count, profile_name) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (sid, source, user_id, session_key, parent, started_at, ended_at, end_reason, message_count, profile))
+            (sid, source, user_id, session_key, parent, started_at, ended_at, end_reason, message_count, profile),
+        )
         return sid
 
-    def message(self, sid: str, role: str, content: object, ts: float, *, tool_calls: list | None = None,
-                tool_call_id: str | None = None, tool_name: str | None = None, active: int = 1,
-                compacted: int = 0) -> int:
+    def message(
+        self,
+        sid: str,
+        role: str,
+        content: object,
+        ts: float,
+        *,
+        tool_calls: list | None = None,
+        tool_call_id: str | None = None,
+        tool_name: str | None = None,
+        active: int = 1,
+        compacted: int = 0,
+    ) -> int:
         cur = self.conn.execute(
             "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, timestamp, "
             "active, compacted) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (sid, role, content, tool_call_id, json.dumps(tool_calls) if tool_calls else None, tool_name, ts,
-             active, compacted))
+            (sid, role, content, tool_call_id, json.dumps(tool_calls) if tool_calls else None, tool_name, ts, active, compacted),
+        )
         return int(cur.lastrowid or 0)
 
     def turn(self, sid: str, user: str, answer: str, ts: float, **flags: int) -> tuple[int, int]:
@@ -52,8 +74,13 @@ class StateDB:
 
     def memory_call(self, sid: str, call_id: str, ts: float, args: dict, result: dict) -> None:
         """An assistant message calling Hermes's ``memory`` tool at ``ts``, and its result."""
-        self.message(sid, "assistant", "", ts, tool_calls=[
-            {"id": call_id, "type": "function", "function": {"name": "memory", "arguments": json.dumps(args)}}])
+        self.message(
+            sid,
+            "assistant",
+            "",
+            ts,
+            tool_calls=[{"id": call_id, "type": "function", "function": {"name": "memory", "arguments": json.dumps(args)}}],
+        )
         self.message(sid, "tool", json.dumps(result), ts + 0.01, tool_call_id=call_id, tool_name="memory")
 
     def close(self) -> None:

@@ -47,8 +47,15 @@ fake_llm = _load_fake_llm()
 
 # -- the cached Hermes environment ----------------------------------------------------------
 def _run(cmd, timeout, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL, cwd=kw.pop("cwd", "/"), **kw)
+    return subprocess.run(
+        [str(c) for c in cmd],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+        cwd=kw.pop("cwd", "/"),
+        **kw,
+    )
 
 
 def _tail(proc: subprocess.CompletedProcess, n: int = 40) -> str:
@@ -62,9 +69,11 @@ def _source_stamp() -> dict:
 def _hermes_ready(stamp_required: bool = True) -> bool:
     if not ((HERMES_OK.exists() or not stamp_required) and VENV_PY.exists() and (VENV / "bin" / "hermes").exists()):
         return False
-    code = ("import importlib.metadata as m, importlib.util as u, sys\n"
-            f"sys.exit(0 if m.version('hermes-agent') == {HERMES_VERSION!r} and u.find_spec('run_agent') "
-            "and u.find_spec('agent.memory_provider') else 1)")
+    code = (
+        "import importlib.metadata as m, importlib.util as u, sys\n"
+        f"sys.exit(0 if m.version('hermes-agent') == {HERMES_VERSION!r} and u.find_spec('run_agent') "
+        "and u.find_spec('agent.memory_provider') else 1)"
+    )
     try:
         return _run([VENV_PY, "-c", code], 60).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
@@ -79,8 +88,7 @@ def _source_ready() -> bool:
         return False
     if not (VENV / "bin" / "memstream").exists():
         return False
-    code = ("import json, memstream, memstream.provider\n"
-            "print(json.dumps([memstream.__file__, memstream.provider.__file__]))")
+    code = "import json, memstream, memstream.provider\nprint(json.dumps([memstream.__file__, memstream.provider.__file__]))"
     try:
         proc = _run([VENV_PY, "-c", code], 60)
         files = json.loads(proc.stdout) if proc.returncode == 0 else []
@@ -91,8 +99,7 @@ def _source_ready() -> bool:
 
 def _index_reachable() -> bool:
     try:
-        proc = _run([sys.executable, "-m", "pip", "index", "versions", "hermes-agent",
-                     "--retries", "1", "--timeout", "20"], 120)
+        proc = _run([sys.executable, "-m", "pip", "index", "versions", "hermes-agent", "--retries", "1", "--timeout", "20"], 120)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return proc.returncode == 0 and HERMES_VERSION in proc.stdout
@@ -120,8 +127,9 @@ def _build(pip_timeout: float = 900) -> None:
     pip = [VENV_PY, "-m", "pip", "install", "--disable-pip-version-check", "--retries", "2"]
     if not _hermes_ready():
         if not _index_reachable():
-            pytest.skip(f"no cached Hermes environment at {VENV} and pip cannot reach an index "
-                        f"offering hermes-agent=={HERMES_VERSION}")
+            pytest.skip(
+                f"no cached Hermes environment at {VENV} and pip cannot reach an index offering hermes-agent=={HERMES_VERSION}"
+            )
         shutil.rmtree(VENV, ignore_errors=True)
         proc = _run([sys.executable, "-m", "venv", VENV], 300)
         assert proc.returncode == 0, f"python -m venv failed:\n{_tail(proc)}"
@@ -181,5 +189,3 @@ def _last_json(text: str) -> dict:
         if line.startswith("{"):
             return json.loads(line)
     raise AssertionError(f"no JSON object in output:\n{text[-2000:]}")
-
-

@@ -31,8 +31,12 @@ def families(text: str) -> dict:
 
 def samples(text: str, name: str, **labels) -> list:
     """The samples called ``name`` whose labels include ``labels``."""
-    return [s for f in text_string_to_metric_families(text) for s in f.samples
-            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]
+    return [
+        s
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    ]
 
 
 def value(text: str, name: str, **labels) -> float | None:

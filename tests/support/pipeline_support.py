@@ -36,31 +36,41 @@ def scope(tenant: str = "t1", agent: str = "a1", session: str = "s1") -> Scope:
     return Scope(tenant=tenant, agent=agent, session_id=session)
 
 
-def turn(user: str, assistant: str = "Noted.", *, tenant="t1", agent="a1", when: float = 0.0,
-         index: int = 0) -> TurnRecorded:
-    return TurnRecorded(id=new_event_id(), occurred_at=at(when), scope=scope(tenant, agent),
-                        turn_index=index, user_text=user, assistant_text=assistant)
+def turn(user: str, assistant: str = "Noted.", *, tenant="t1", agent="a1", when: float = 0.0, index: int = 0) -> TurnRecorded:
+    return TurnRecorded(
+        id=new_event_id(),
+        occurred_at=at(when),
+        scope=scope(tenant, agent),
+        turn_index=index,
+        user_text=user,
+        assistant_text=assistant,
+    )
 
 
-def memory(action: str, content: str = "", old_text: str = "", *, target="memory", tenant="t1",
-           agent="a1", when: float = 0.0) -> MemoryWritten:
-    return MemoryWritten(id=new_event_id(), occurred_at=at(when), scope=scope(tenant, agent),
-                         action=action, target=target, content=content, old_text=old_text)
+def memory(
+    action: str, content: str = "", old_text: str = "", *, target="memory", tenant="t1", agent="a1", when: float = 0.0
+) -> MemoryWritten:
+    return MemoryWritten(
+        id=new_event_id(),
+        occurred_at=at(when),
+        scope=scope(tenant, agent),
+        action=action,
+        target=target,
+        content=content,
+        old_text=old_text,
+    )
 
 
 def remembered(content: str, *, tenant="t1", agent="a1", when: float = 0.0) -> MemoryRemembered:
-    return MemoryRemembered(id=new_event_id(), occurred_at=at(when), scope=scope(tenant, agent),
-                            content=content)
+    return MemoryRemembered(id=new_event_id(), occurred_at=at(when), scope=scope(tenant, agent), content=content)
 
 
 def forgotten(event_id: str, *, tenant="t1", agent="a1", when: float = 0.0) -> MemoryForgotten:
-    return MemoryForgotten(id=new_event_id(), occurred_at=at(when), scope=scope(tenant, agent),
-                           forgotten_id=event_id)
+    return MemoryForgotten(id=new_event_id(), occurred_at=at(when), scope=scope(tenant, agent), forgotten_id=event_id)
 
 
 def delegation(task: str, result: str, *, tenant="t1", agent="a1") -> DelegationCompleted:
-    return DelegationCompleted(id=new_event_id(), occurred_at=at(0), scope=scope(tenant, agent),
-                               task=task, result=result)
+    return DelegationCompleted(id=new_event_id(), occurred_at=at(0), scope=scope(tenant, agent), task=task, result=result)
 
 
 def session_ended(*, tenant="t1", agent="a1") -> SessionEnded:
@@ -90,8 +100,6 @@ def points(store, collection: str, tenant: str, **narrow) -> list[Point]:
 
 def texts(store, collection: str, tenant: str, **narrow) -> set[str]:
     return {p.payload["text"] for p in points(store, collection, tenant, **narrow)}
-
-
 
 
 def all_applied(eventlog: EventLog, groups: Iterable[str] | None = None) -> bool:

@@ -43,7 +43,7 @@ class Harness:
 @pytest.fixture
 def harness(monkeypatch, event_log):
     """Every Writer built during the test connects to ``event_log`` (fakeredis or Valkey)."""
-    monkeypatch.setattr(writer_module, "LogLocator", lambda settings: (lambda: event_log))
+    monkeypatch.setattr(writer_module, "LogLocator", lambda settings: lambda: event_log)
     h = Harness(event_log)
     yield h
     h.close()

@@ -14,27 +14,29 @@ import time
 from pathlib import Path
 
 
-def run_until(args: list[str], env: dict[str, str], until: str, *, tty: bool, log: Path | None = None,
-              timeout: float = 60.0) -> tuple[int, str]:
+def run_until(
+    args: list[str], env: dict[str, str], until: str, *, tty: bool, log: Path | None = None, timeout: float = 60.0
+) -> tuple[int, str]:
     """``python -m memstream ARGS`` until ``until`` appears in its output, then Ctrl-C: its
     exit code and its output (on a terminal: stdout and stderr as the terminal shows them,
     line ends as ``\\n``; else both streams through the file ``log``)."""
     command = [sys.executable, "-m", "memstream", *args]
     if tty:
         leader, follower = pty.openpty()
-        proc = subprocess.Popen(command, env=env, stdin=follower, stdout=follower, stderr=follower,
-                                start_new_session=True)
+        proc = subprocess.Popen(command, env=env, stdin=follower, stdout=follower, stderr=follower, start_new_session=True)
         os.close(follower)
         read = _pty_reader(leader)
     else:
         assert log is not None
         with open(log, "w") as out:
-            proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            proc = subprocess.Popen(
+                command, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
         leader = -1
 
         def read() -> str:
             return log.read_text()
+
     try:
         deadline = time.monotonic() + timeout
         text = read()

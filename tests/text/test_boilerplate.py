@@ -35,23 +35,54 @@ BUNDLE_WITH_INSTRUCTION = (
     "\n\n[Loaded as part of the ops bundle]\n# Ops\n..."
 )
 SESSION_NOTE = (
-    "[System note: The user's previous session expired due to inactivity. This is a fresh "
-    "conversation with no prior context.]"
+    "[System note: The user's previous session expired due to inactivity. This is a fresh conversation with no prior context.]"
 )
 
 
 @pytest.mark.parametrize(
     "text",
     [
-        "ok", "okay", "OK!", "thanks", "Thank you", "thx", "continue", "go on", "yes", "no",
-        "sure", "got it", "cool", "great", "👍",
-        "danke", "Weiter", "ja",
-        "merci", "d'accord", "D’accord !", "oui", "continue",
-        "gracias", "vale", "sí", "si", "sigue",
-        "obrigado", "obrigada", "grazie",
-        "ありがとう", "はい", "続けて",
-        "谢谢", "好的", "继续",
-        "감사합니다", "고마워", "네", "계속",
+        "ok",
+        "okay",
+        "OK!",
+        "thanks",
+        "Thank you",
+        "thx",
+        "continue",
+        "go on",
+        "yes",
+        "no",
+        "sure",
+        "got it",
+        "cool",
+        "great",
+        "👍",
+        "danke",
+        "Weiter",
+        "ja",
+        "merci",
+        "d'accord",
+        "D’accord !",
+        "oui",
+        "continue",
+        "gracias",
+        "vale",
+        "sí",
+        "si",
+        "sigue",
+        "obrigado",
+        "obrigada",
+        "grazie",
+        "ありがとう",
+        "はい",
+        "続けて",
+        "谢谢",
+        "好的",
+        "继续",
+        "감사합니다",
+        "고마워",
+        "네",
+        "계속",
     ],
 )
 def test_acknowledgement_in_any_supported_language_is_an_ack(text):
@@ -60,8 +91,18 @@ def test_acknowledgement_in_any_supported_language_is_an_ack(text):
 
 @pytest.mark.parametrize(
     "text",
-    ["ok thanks!!", "Thank you so much!", "OK, OK. Thanks 🙏", "great, continue", "yes please",
-     "好的谢谢", "Merci beaucoup 🙏", "vale, gracias", "no no no", "Danke schön!"],
+    [
+        "ok thanks!!",
+        "Thank you so much!",
+        "OK, OK. Thanks 🙏",
+        "great, continue",
+        "yes please",
+        "好的谢谢",
+        "Merci beaucoup 🙏",
+        "vale, gracias",
+        "no no no",
+        "Danke schön!",
+    ],
 )
 def test_acknowledgements_are_recognised_through_case_punctuation_emoji_and_repetition(text):
     assert FILTER.reason(text) == ACK
@@ -87,8 +128,7 @@ def test_a_turn_that_says_more_than_an_acknowledgement_is_substantive(text):
 
 @pytest.mark.parametrize(
     "text",
-    ["My name is Al", "I live in Berlin", "我叫李明", "저는 서울에 살아요",
-     "Deploy the billing service to staging"],
+    ["My name is Al", "I live in Berlin", "我叫李明", "저는 서울에 살아요", "Deploy the billing service to staging"],
 )
 def test_short_but_meaningful_turns_are_substantive(text):
     assert FILTER.reason(text) is None
@@ -140,9 +180,7 @@ def test_a_bundle_invocation_keeps_only_the_users_instruction():
 
 
 def test_a_skill_invocation_with_an_acknowledgement_as_instruction_is_an_ack():
-    text = SKILL_BARE + (
-        "\n\nThe user has provided the following instruction alongside the skill invocation: ok thanks"
-    )
+    text = SKILL_BARE + ("\n\nThe user has provided the following instruction alongside the skill invocation: ok thanks")
     assert FILTER.reason(text) == ACK
 
 
@@ -190,8 +228,7 @@ def test_a_disabled_filter_lets_every_turn_through_unchanged():
 
 @pytest.mark.parametrize(
     "text",
-    ["ok", "/new", SKILL_BARE, SKILL_WITH_INSTRUCTION, SESSION_NOTE,
-     SESSION_NOTE + "\n\nthanks!", "I live in Berlin", "fix it"],
+    ["ok", "/new", SKILL_BARE, SKILL_WITH_INSTRUCTION, SESSION_NOTE, SESSION_NOTE + "\n\nthanks!", "I live in Berlin", "fix it"],
 )
 def test_a_turn_is_substantive_exactly_when_its_cleaned_text_is(text):
     assert (FILTER.reason(text) is None) == (FILTER.reason(FILTER.clean(text)) is None)

@@ -29,10 +29,7 @@ KOREAN = "저는 서울에 살고 있습니다. 우리 팀은 파이썬과 러�
 HASHES = "commits 9f2c1e7a3b4d5e6f708192a3b4c5d6e7f8091a2b and a3f9c2e1b7d40123456789abcdef0123456789ab, "
 URLS = "see https://github.com/example/repo/blob/9f2c1e7a3b4d5e6f708192a3b4c5d6e7f8091a2b/src/main.py#L10-L40 "
 
-MIXED = "\n\n".join(
-    [ENGLISH * 6, GERMAN * 4, CODE * 5, CHINESE * 8, JAPANESE * 8, KOREAN * 6, HASHES * 10, URLS * 8]
-)
-
+MIXED = "\n\n".join([ENGLISH * 6, GERMAN * 4, CODE * 5, CHINESE * 8, JAPANESE * 8, KOREAN * 6, HASHES * 10, URLS * 8])
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +135,7 @@ def test_consecutive_chunks_overlap_by_whole_words_within_the_overlap_budget():
     chunks = chunk(text, max_tokens=50, overlap_tokens=10)
     for prev, nxt in zip(chunks, chunks[1:]):
         prev_words, next_words = _words(prev), _words(nxt)
-        shared = next(k for k in range(len(next_words), -1, -1) if prev_words[len(prev_words) - k:] == next_words[:k])
+        shared = next(k for k in range(len(next_words), -1, -1) if prev_words[len(prev_words) - k :] == next_words[:k])
         assert 1 <= shared
         assert estimate_tokens(" ".join(next_words[:shared])) <= 10
 

@@ -44,8 +44,7 @@ def _scores(cases) -> tuple[float, float]:
 @pytest.mark.parametrize(
     ("text", "speaker", "expected"),
     [
-        pytest.param(*case, marks=pytest.mark.xfail(reason=KNOWN_WRONG[case[0]], strict=True))
-        if case[0] in KNOWN_WRONG else case
+        pytest.param(*case, marks=pytest.mark.xfail(reason=KNOWN_WRONG[case[0]], strict=True)) if case[0] in KNOWN_WRONG else case
         for case in DEV_CASES + HELD_OUT_CASES
     ],
     ids=lambda v: v[:40] if isinstance(v, str) and len(v) > 12 else None,
@@ -86,16 +85,19 @@ def test_love_and_hate_in_one_sentence_give_two_facts():
 
 @pytest.mark.parametrize(
     "text",
-    ["Do you like Rust?", "do you prefer tabs or spaces?", "Would you say I love chaos?", "Is your name Bob?",
-     "I live in Berlin?"],
+    [
+        "Do you like Rust?",
+        "do you prefer tabs or spaces?",
+        "Would you say I love chaos?",
+        "Is your name Bob?",
+        "I live in Berlin?",
+    ],
 )
 def test_a_question_yields_no_facts(text):
     assert extract_facts(text) == []
 
 
-@pytest.mark.parametrize(
-    "text", ["I'm not sure.", "I'm going to deploy later.", "I'm happy with it.", "I'm Still waiting."]
-)
+@pytest.mark.parametrize("text", ["I'm not sure.", "I'm going to deploy later.", "I'm happy with it.", "I'm Still waiting."])
 def test_states_and_intentions_are_not_names(text):
     assert not [f for f in extract_facts(text) if f.key == "name"]
 
@@ -150,10 +152,25 @@ def test_numbers_with_units_are_not_versions():
 
 @pytest.mark.parametrize(
     ("key", "single"),
-    [("name", True), ("location", True), ("employer", True), ("role", True), ("host", True),
-     ("port", True), ("url", True), ("decision:queue", True), ("version:python", True),
-     ("favorite:editor", True), ("likes", False), ("dislikes", False), ("uses", False),
-     ("constraint", False), ("decision", False), ("note", False), ("mention:url", False)],
+    [
+        ("name", True),
+        ("location", True),
+        ("employer", True),
+        ("role", True),
+        ("host", True),
+        ("port", True),
+        ("url", True),
+        ("decision:queue", True),
+        ("version:python", True),
+        ("favorite:editor", True),
+        ("likes", False),
+        ("dislikes", False),
+        ("uses", False),
+        ("constraint", False),
+        ("decision", False),
+        ("note", False),
+        ("mention:url", False),
+    ],
 )
 def test_single_valued_keys_supersede_and_others_accumulate(key, single):
     assert is_single_valued(key) is single
@@ -179,8 +196,22 @@ def test_a_fact_candidate_is_frozen_and_encodes_to_json():
 
 @pytest.mark.parametrize(
     "text",
-    ["", " ", "\n\n", "🙂" * 50, "?" * 100, "[" * 500, "C[", "V[]: ", "I'm", "my name is",
-     "x" * 20000, "/a/b " * 2000, "I love " * 500, "\x00\x01 binary \ud800 junk"],
+    [
+        "",
+        " ",
+        "\n\n",
+        "🙂" * 50,
+        "?" * 100,
+        "[" * 500,
+        "C[",
+        "V[]: ",
+        "I'm",
+        "my name is",
+        "x" * 20000,
+        "/a/b " * 2000,
+        "I love " * 500,
+        "\x00\x01 binary \ud800 junk",
+    ],
 )
 def test_odd_input_never_raises(text):
     assert isinstance(extract_facts(text), list)
@@ -210,8 +241,11 @@ def test_the_fact_kinds_are_written_down_once_in_kinds_py():
                 words = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
                 if len(words) >= 3 and set(words) <= set(FACT_KINDS):
                     elsewhere.append(f"{path.relative_to(root)}:{node.lineno} lists {words}")
-            if (isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Name)
-                    and node.value.id == "FACT_KINDS"):
+            if (
+                isinstance(node, (ast.Assign, ast.AnnAssign))
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "FACT_KINDS"
+            ):
                 elsewhere.append(f"{path.relative_to(root)}:{node.lineno} names FACT_KINDS again")
     assert not elsewhere
 
@@ -220,9 +254,11 @@ def test_the_agents_process_describes_the_facts_tool_without_loading_the_extract
     import subprocess
     import sys
 
-    probe = ("import sys, memstream.provider\n"
-             "from memstream.text import FACT_KINDS\n"
-             "print(sorted(m for m in sys.modules if m.startswith('memstream.text.facts.')))")
+    probe = (
+        "import sys, memstream.provider\n"
+        "from memstream.text import FACT_KINDS\n"
+        "print(sorted(m for m in sys.modules if m.startswith('memstream.text.facts.')))"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['memstream.text.facts.kinds']"
 
@@ -253,7 +289,7 @@ def test_every_text_a_gated_pattern_matches_contains_one_of_its_words(gated, dat
     swaps = data.draw(st.lists(st.integers(0, max(0, len(text) - 1)), max_size=4))
     for i in swaps:  # a letter swapped for one the pattern matches it to, where there is one
         if text and text[i] in _EXOTIC:
-            text = text[:i] + data.draw(st.sampled_from(_EXOTIC[text[i]])) + text[i + 1:]
+            text = text[:i] + data.draw(st.sampled_from(_EXOTIC[text[i]])) + text[i + 1 :]
     if gated.rx.search(text):
         assert gated.may_match(gate_fold(text))
         assert gated.search(text, gate_fold(text)) is not None
@@ -269,22 +305,39 @@ def test_the_gate_fold_knows_every_letter_a_case_insensitive_pattern_takes_for_a
     assert gate_fold("I LIVE IN Paris, İstanbul ſide") == "i live in paris, istanbul side"
 
 
-_ODD_TEXTS = ["I\u2019m Ada", "I\u2019m from İzmir", "MY NAME IS ADA", "my name is ada", "I ЛЮБЛЮ Rust, I love Go",
-              "I live in Kraków", "I LIVE IN KRAKÓW", "I work at Ünicorn GmbH", "I use Rust 🦀 daily",
-              "We uſe Zig for the build", "I\u02bcm ba\u017fed in O\u017flo", "I\u2019ve been living in Lyon",
-              "my favourite editor is Helix", "My e-mail is ada@example.com", "Je m\u2019appelle Zoé",
-              "Ich wohne jetzt in Köln", "I'm a data engineer at Acme", "I joined Globex last year"]
+_ODD_TEXTS = [
+    "I\u2019m Ada",
+    "I\u2019m from İzmir",
+    "MY NAME IS ADA",
+    "my name is ada",
+    "I ЛЮБЛЮ Rust, I love Go",
+    "I live in Kraków",
+    "I LIVE IN KRAKÓW",
+    "I work at Ünicorn GmbH",
+    "I use Rust 🦀 daily",
+    "We uſe Zig for the build",
+    "I\u02bcm ba\u017fed in O\u017flo",
+    "I\u2019ve been living in Lyon",
+    "my favourite editor is Helix",
+    "My e-mail is ada@example.com",
+    "Je m\u2019appelle Zoé",
+    "Ich wohne jetzt in Köln",
+    "I'm a data engineer at Acme",
+    "I joined Globex last year",
+]
 
 
 def test_the_gates_change_no_fact_that_the_patterns_alone_give(monkeypatch):
     from memstream.text.facts.patterns import Gated
 
     texts = [text for text, _, _ in DEV_CASES + HELD_OUT_CASES] + _ODD_TEXTS
-    gated = [[(f.kind, f.subject, f.key, f.value) for f in extract_facts(t, speaker=sp)]
-             for t in texts for sp in ("user", "assistant")]
+    gated = [
+        [(f.kind, f.subject, f.key, f.value) for f in extract_facts(t, speaker=sp)] for t in texts for sp in ("user", "assistant")
+    ]
     monkeypatch.setattr(Gated, "search", lambda self, text, folded: self.rx.search(text))
     monkeypatch.setattr(Gated, "finditer", lambda self, text, folded: self.rx.finditer(text))
 
-    assert gated == [[(f.kind, f.subject, f.key, f.value) for f in extract_facts(t, speaker=sp)]
-                     for t in texts for sp in ("user", "assistant")]
+    assert gated == [
+        [(f.kind, f.subject, f.key, f.value) for f in extract_facts(t, speaker=sp)] for t in texts for sp in ("user", "assistant")
+    ]
     assert any(gated)

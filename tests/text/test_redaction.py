@@ -14,11 +14,23 @@ from memstream.text.redaction import SECRET_KINDS, redact
 # (text, secret that must disappear, kind)
 SECRETS = [
     ("key sk-proj-AbC123def456GHI789jkl012MNO345pqr678 ok", "sk-proj-AbC123def456GHI789jkl012MNO345pqr678", "openai_key"),
-    ("OPENAI_API_KEY=sk-AbC123def456GHI789jkl012MNO345pqr678stu901vw", "sk-AbC123def456GHI789jkl012MNO345pqr678stu901vw", "openai_key"),
-    ("use sk-ant-api03-AbC123def456GHI789jkl012MNO345pqr678stu901-xyz_AA now", "sk-ant-api03-AbC123def456GHI789jkl012MNO345pqr678stu901-xyz_AA", "anthropic_key"),
+    (
+        "OPENAI_API_KEY=sk-AbC123def456GHI789jkl012MNO345pqr678stu901vw",
+        "sk-AbC123def456GHI789jkl012MNO345pqr678stu901vw",
+        "openai_key",
+    ),
+    (
+        "use sk-ant-api03-AbC123def456GHI789jkl012MNO345pqr678stu901-xyz_AA now",
+        "sk-ant-api03-AbC123def456GHI789jkl012MNO345pqr678stu901-xyz_AA",
+        "anthropic_key",
+    ),
     ("token ghp_abcdefghijklmnopqrstuvwxyzABCDEF123456 here", "ghp_abcdefghijklmnopqrstuvwxyzABCDEF123456", "github_token"),
     ("gho_16C7e42F292c6912E7710c838347Ae178B4a", "gho_16C7e42F292c6912E7710c838347Ae178B4a", "github_token"),
-    ("pat github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", "github_token"),
+    (
+        "pat github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+        "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz",
+        "github_token",
+    ),
     ("slack xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOp", "xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOp", "slack_token"),
     ("xoxp-1234567890-0987654321-AbCdEf", "xoxp-1234567890-0987654321-AbCdEf", "slack_token"),
     ("stripe sk_live_51HAbCdEfGhIjKlMnOpQrStUv", "sk_live_51HAbCdEfGhIjKlMnOpQrStUv", "stripe_key"),
@@ -27,16 +39,34 @@ SECRETS = [
     ("HF_TOKEN hf_AbCdEfGhIjKlMnOpQrStUvWxYz12345678", "hf_AbCdEfGhIjKlMnOpQrStUvWxYz12345678", "hf_token"),
     ("id AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE", "aws_access_key_id"),
     ("temp ASIAY34FZKBOKMUTVV7A", "ASIAY34FZKBOKMUTVV7A", "aws_access_key_id"),
-    ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_key"),
-    ('AWS_SECRET_ACCESS_KEY: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"', "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_key"),
-    ("DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFy==;EndpointSuffix=core.windows.net",
-     "Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFy==", "azure_key"),
-    ("https://acct.blob.core.windows.net/c/b?sv=2021-08-06&sig=AbCdEf%2BGhIjKlMnOpQrStUvWx%3D", "AbCdEf%2BGhIjKlMnOpQrStUvWx%3D", "azure_key"),
+    (
+        "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "aws_secret_key",
+    ),
+    (
+        'AWS_SECRET_ACCESS_KEY: "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"',
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "aws_secret_key",
+    ),
+    (
+        "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFy==;EndpointSuffix=core.windows.net",
+        "Zm9vYmFyYmF6cXV4Zm9vYmFyYmF6cXV4Zm9vYmFy==",
+        "azure_key",
+    ),
+    (
+        "https://acct.blob.core.windows.net/c/b?sv=2021-08-06&sig=AbCdEf%2BGhIjKlMnOpQrStUvWx%3D",
+        "AbCdEf%2BGhIjKlMnOpQrStUvWx%3D",
+        "azure_key",
+    ),
     ("curl -H 'Authorization: Bearer abcDEF123456ghiJKL' https://api.example.com", "abcDEF123456ghiJKL", "bearer"),
     ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA==", "bearer"),
     ("send it with Bearer 9f8e7d6c5b4a39281706f5e4", "9f8e7d6c5b4a39281706f5e4", "bearer"),
-    ("jwt eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
-     "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U", "jwt"),
+    (
+        "jwt eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "jwt",
+    ),
     ("password=hunter2 please", "hunter2", "secret"),
     ("db_password: 'correct horse'", "correct horse", "secret"),
     ('{"client_secret": "zq81-Xx_aa"}', "zq81-Xx_aa", "secret"),
@@ -66,16 +96,14 @@ def test_every_kind_named_here_is_a_documented_kind():
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("cache: redis://:hunter2pass@cache.internal:6379/0",
-         "cache: redis://:[REDACTED:url_password]@cache.internal:6379/0"),
+        ("cache: redis://:hunter2pass@cache.internal:6379/0", "cache: redis://:[REDACTED:url_password]@cache.internal:6379/0"),
         ("PGPASSWORD=Winter#1 psql -h db", "PGPASSWORD=[REDACTED:secret] psql -h db"),
         ("the password is hunter2 btw", "the password is [REDACTED:secret] btw"),
         ("the password for the staging box is Sunsh1ne!", "the password for the staging box is [REDACTED:secret]"),
         ("mysql -u root -pS3cretPw app", "mysql -u root -p[REDACTED:secret] app"),
         ("curl -u admin:pa55word https://x.example.com", "curl -u admin:[REDACTED:secret] https://x.example.com"),
         ("docker run -u 1000:1000 -p 8080:80 nginx", "docker run -u 1000:1000 -p 8080:80 nginx"),
-        ("-----BEGIN PGP PRIVATE KEY BLOCK-----\nlQOYBGX1\n-----END PGP PRIVATE KEY BLOCK-----",
-         "[REDACTED:private_key]"),
+        ("-----BEGIN PGP PRIVATE KEY BLOCK-----\nlQOYBGX1\n-----END PGP PRIVATE KEY BLOCK-----", "[REDACTED:private_key]"),
         ("-----BEGIN rsa private key-----\nMIIEow\n-----END rsa private key-----", "[REDACTED:private_key]"),
         ("ghp_abcdefghijklmnopqrstuvwxyzABCDEF12345", "[REDACTED:github_token]"),  # one short
         ("glpat-Ab3dEf6hIj9lMn2pQr5t", "[REDACTED:gitlab_token]"),
@@ -89,8 +117,10 @@ def test_every_kind_named_here_is_a_documented_kind():
         ("token:\nghp_Ab3dEf6hIj9lMn\n2pQr5tUv8xYz1bCd4fGh7jK", "token:\n[REDACTED:secret]"),
         ("token ghp_Ab3dEf6hIj9l\u200bMn2pQr5tUv8xYz1bCd4fGh7jK", "token [REDACTED:github_token]"),
         ("here: ghp_Ab3dЕf6hIj9lMn2pQr5tUv8xYz1bCd4fGh7jK", "here: [REDACTED:github_token]"),  # a Cyrillic Е
-        ("new keys: AKIAABCDEFGHIJKLMNOP / wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLE12",
-         "new keys: [REDACTED:aws_access_key_id] / [REDACTED:aws_secret_key]"),
+        (
+            "new keys: AKIAABCDEFGHIJKLMNOP / wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLE12",
+            "new keys: [REDACTED:aws_access_key_id] / [REDACTED:aws_secret_key]",
+        ),
         ('<add key="APP_SECRET" value="x9Kq2LmN4pR7sT0v" />', '<add key="APP_SECRET" value="[REDACTED:secret]" />'),
     ],
 )

@@ -14,8 +14,7 @@ _TABLE_ENTRY = re.compile(r"0x0*(?:4E00|AC00)\b|\\u(?:4e00|ac00)|[\u4e00\uac00]-
 
 def test_no_module_but_text_scripts_holds_a_table_of_cjk_code_points():
     root = Path(memstream.__file__).parent
-    holders = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
-                     if _TABLE_ENTRY.search(p.read_text(encoding="utf-8")))
+    holders = sorted(str(p.relative_to(root)) for p in root.rglob("*.py") if _TABLE_ENTRY.search(p.read_text(encoding="utf-8")))
     assert holders == ["text/scripts.py"]
 
 

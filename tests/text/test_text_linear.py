@@ -40,6 +40,7 @@ def test_every_stage_finishes_an_adversarial_256k_text_within_the_bound(stage, n
 
 # --- the bounded / rewritten patterns still find real secrets -------------------------
 
+
 def test_a_200_character_password_value_is_redacted_whole():
     value = "Ab1" + "x" * 197
     out, n = redact(f"password={value} and more")

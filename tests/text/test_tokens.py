@@ -10,8 +10,15 @@ import pytest
 import memstream
 from memstream.text import CHARS_PER_TOKEN, estimate_tokens, prompt_tokens
 
-SAMPLES = ["", "the cat sat", "9f2c1e7a", "我们决定用 Redis 做队列。", "서울에서 만나요",
-           "Der Schlüsselbund liegt auf dem Küchentisch.", "x" * 1000]
+SAMPLES = [
+    "",
+    "the cat sat",
+    "9f2c1e7a",
+    "我们决定用 Redis 做队列。",
+    "서울에서 만나요",
+    "Der Schlüsselbund liegt auf dem Küchentisch.",
+    "x" * 1000,
+]
 
 
 def test_no_module_but_text_tokens_defines_a_token_estimate():
@@ -31,8 +38,10 @@ def test_chunking_the_block_and_the_remote_embedders_use_the_estimates_of_text_t
 
     assert chunking.estimate_tokens is estimate_tokens  # chunk()'s default counter
     assert block.prompt_tokens is prompt_tokens and block.CHARS_PER_TOKEN == CHARS_PER_TOKEN
-    for embedder in (OpenAIEmbedder(base_url="http://127.0.0.1:9", model="m", dim=3),
-                     OllamaEmbedder(base_url="http://127.0.0.1:9", model="m", dim=3)):
+    for embedder in (
+        OpenAIEmbedder(base_url="http://127.0.0.1:9", model="m", dim=3),
+        OllamaEmbedder(base_url="http://127.0.0.1:9", model="m", dim=3),
+    ):
         assert [embedder.count_tokens(s) for s in SAMPLES] == [estimate_tokens(s) for s in SAMPLES]
 
 

@@ -57,13 +57,16 @@ def _valkey(valkey_server) -> redis.Redis:
 # -- 2. SIGKILL mid-batch ----------------------------------------------------------------------
 def _worker(url: str, home: Path, mode: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")]))
-    return subprocess.Popen([sys.executable, str(HERE.parent / "support" / "crash_worker.py"), url, str(home), mode],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, str(HERE.parent / "support" / "crash_worker.py"), url, str(home), mode],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 @pytest.mark.valkey
-def test_a_worker_killed_mid_batch_and_restarted_projects_every_event_exactly_once(
-        tmp_path, valkey_server):
+def test_a_worker_killed_mid_batch_and_restarted_projects_every_event_exactly_once(tmp_path, valkey_server):
     client = _valkey(valkey_server)
     log = EventLog(client, "memstream")
     turns = [turn(f"Host number {i} in rack {i % 7} runs the ingest service version {i}") for i in range(150)]
@@ -123,7 +126,7 @@ def test_two_workers_racing_on_one_group_apply_each_event_once_and_miss_none(tmp
         t.start()
     try:
         for i in range(0, len(events), 12):  # fed while both consume
-            log.append(events[i:i + 12])
+            log.append(events[i : i + 12])
         wait_for(lambda: all_applied(log, groups=("turns.v1",)), 30, "both workers to drain the group")
     finally:
         stop.set()
@@ -149,8 +152,11 @@ def test_entries_idle_on_a_dead_consumer_are_reclaimed_and_applied_once(event_lo
     # a consumer that read half the log and died before acking any of it
     event_log.client.xreadgroup(live.group, "dead", {key: ">"}, count=10)
 
-    wait_for(lambda: live.step(block=False) is not None and len(recorder.applied) == len(events),
-             10, "the live consumer to reclaim the dead one's entries")
+    wait_for(
+        lambda: live.step(block=False) is not None and len(recorder.applied) == len(events),
+        10,
+        "the live consumer to reclaim the dead one's entries",
+    )
 
     assert max(recorder.applied.values()) == 1
     assert live.stats.reclaimed == 10
@@ -196,8 +202,7 @@ def test_a_store_or_embedder_outage_backs_off_and_dead_letters_nothing(event_log
 
     events = [turn(f"Deploy step {i}") for i in range(5)]
     event_log.append(events)
-    outages = [StoreUnavailable("qdrant unreachable"), EmbedderUnavailable("ollama down"),
-               StoreUnavailable("qdrant unreachable")]
+    outages = [StoreUnavailable("qdrant unreachable"), EmbedderUnavailable("ollama down"), StoreUnavailable("qdrant unreachable")]
 
     class Flaky(Recording):
         def apply(self, batch):
@@ -234,8 +239,9 @@ def test_any_transient_error_spends_no_delivery_not_only_the_adapters_it_knows(e
             super().apply(batch)
 
     projection = Flaky()
-    consumer = Consumer(event_log, projection, "c1", batch=10, max_deliveries=1, claim_every=3600,
-                        backoff_base=0.01, transient_cap=0.05)
+    consumer = Consumer(
+        event_log, projection, "c1", batch=10, max_deliveries=1, claim_every=3600, backoff_base=0.01, transient_cap=0.05
+    )
     with running(consumer):
         wait_for(lambda: len(projection.applied) == len(events), 20, "the consumer to recover")
     assert consumer.stats.transient_failures == 2

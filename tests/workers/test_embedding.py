@@ -27,8 +27,7 @@ def deferred(monkeypatch):
 
 
 def _turns(event_log, store=None) -> TurnsProjection:
-    return TurnsProjection(store or QdrantStore(), get_embedder("hash"), event_log.client, event_log.prefix,
-                           inline=False)
+    return TurnsProjection(store or QdrantStore(), get_embedder("hash"), event_log.client, event_log.prefix, inline=False)
 
 
 def _apply(projection, *events):
@@ -39,8 +38,7 @@ def _apply(projection, *events):
 
 def _dense_ids(projection) -> set[str]:
     ids = [p.id for p in points(projection.store, projection.collection, "t1")]
-    return {p.id for p in projection.store.retrieve(projection.collection, ids, with_vectors=True)
-            if p.dense is not None}
+    return {p.id for p in projection.store.retrieve(projection.collection, ids, with_vectors=True) if p.dense is not None}
 
 
 def test_the_dense_stage_sets_every_vector_and_deletes_what_it_applied(event_log):
@@ -94,8 +92,9 @@ def test_a_transient_failure_keeps_the_entries_and_a_lasting_one_dead_letters_th
     _apply(turns, event)
     failing = turns.embedder = _Failing(turns.embedder)
     failing.failure[0] = EmbedderUnavailable("model server down")
-    stage = EmbedConsumer(event_log.client, turns, "w1", max_deliveries=3, backoff_base=0.001, backoff_cap=0.001,
-                          transient_cap=0.001)
+    stage = EmbedConsumer(
+        event_log.client, turns, "w1", max_deliveries=3, backoff_base=0.001, backoff_cap=0.001, transient_cap=0.001
+    )
     with running(stage):
         wait_for(lambda: stage.stats.transient_failures >= 5, 10, "transient failures")
     assert stage.stats.dead_lettered == 0 and event_log.client.xlen(turns.backlog) == 1
@@ -151,8 +150,7 @@ def test_a_malformed_backlog_entry_is_dead_lettered_and_the_others_applied(event
     assert dead["id"] == "not-a-point" and "malformed" in dead["error"] and dead["stream"] == turns.backlog
 
 
-def test_a_pipeline_on_a_model_finds_by_keywords_at_once_and_by_meaning_once_the_stage_ran(
-        deferred, tmp_path, event_log):
+def test_a_pipeline_on_a_model_finds_by_keywords_at_once_and_by_meaning_once_the_stage_ran(deferred, tmp_path, event_log):
     pipeline = make_pipeline(tmp_path / "home", event_log)
     try:
         turns = pipeline.projection("turns")
@@ -176,8 +174,7 @@ def test_a_pipeline_on_a_model_finds_by_keywords_at_once_and_by_meaning_once_the
         pipeline.stop()
 
 
-def test_a_started_pipeline_gives_vectors_in_the_background_and_a_forget_between_stays_forgotten(
-        deferred, tmp_path, event_log):
+def test_a_started_pipeline_gives_vectors_in_the_background_and_a_forget_between_stays_forgotten(deferred, tmp_path, event_log):
     pipeline = make_pipeline(tmp_path / "home", event_log, claim_idle_ms=1000)
     turns = pipeline.projection("turns")
     kept, gone = turn("Our deploys go out on Tuesdays", index=0), turn("The VPN password is in the vault", index=1)

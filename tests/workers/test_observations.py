@@ -76,8 +76,12 @@ def test_entries_read_again_after_a_failure_count_as_redelivered(event_log):
 def test_each_embedding_call_of_a_version_is_reported_for_its_group_and_queries_are_not(tmp_path, event_log):
     pipeline = make_pipeline(tmp_path / "home", event_log)
     try:
-        event_log.append([remembered("the release train leaves on Thursdays"),
-                          turn("Where is the staging database?", "On db-staging-2, read-only on Fridays.")])
+        event_log.append(
+            [
+                remembered("the release train leaves on Thursdays"),
+                turn("Where is the staging database?", "On db-staging-2, read-only on Fridays."),
+            ]
+        )
         with observing(Recorder()) as seen:
             pipeline.drain()
             embedded = list(seen.embeds)

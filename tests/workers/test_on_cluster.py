@@ -36,8 +36,9 @@ def flushed(cluster):
 
 
 def _settings(cluster: ValkeyCluster, home) -> Settings:
-    return Settings.load(home=str(home), redis_url=cluster.url, shards=SHARDS, autostart=False, embedder="hash",
-                         shutdown_timeout=10.0)
+    return Settings.load(
+        home=str(home), redis_url=cluster.url, shards=SHARDS, autostart=False, embedder="hash", shutdown_timeout=10.0
+    )
 
 
 def _owner(cluster: ValkeyCluster, key: str) -> int:
@@ -58,8 +59,15 @@ def test_a_cluster_url_tags_the_prefix_and_spreads_the_shards_over_the_primaries
     owners = {_owner(flushed, key) for key in log.stream_keys}
     assert owners == {0, 1, 2}, owners  # six shards' tags land on all three primaries
     # everything else is in the prefix's one slot
-    assert len({_owner(flushed, k) for k in (keys.queries(log.prefix), keys.facts(log.prefix, 1, "t1"),
-                                              keys.positions(log.prefix, "turns.v1"))}) == 1
+    assert (
+        len(
+            {
+                _owner(flushed, k)
+                for k in (keys.queries(log.prefix), keys.facts(log.prefix, 1, "t1"), keys.positions(log.prefix, "turns.v1"))
+            }
+        )
+        == 1
+    )
 
 
 def test_tenants_redis_users_are_refused_on_a_cluster_with_a_clear_error(flushed, tmp_path):
@@ -73,8 +81,7 @@ def test_tenants_redis_users_are_refused_on_a_cluster_with_a_clear_error(flushed
 
 def test_a_batch_re_sent_whole_after_a_partial_append_lands_once(flushed, tmp_path):
     log = LogLocator(_settings(flushed, tmp_path / "home"), autostart=False)()
-    records = [Record(seq=i, event_id=f"e{i}", type="turn.v1", tenant="t1", agent=f"agent{i}", data=b"x")
-               for i in range(40)]
+    records = [Record(seq=i, event_id=f"e{i}", type="turn.v1", tenant="t1", agent=f"agent{i}", data=b"x") for i in range(40)]
     assert {log.stream_for("t1", r.agent) for r in records} == set(log.stream_keys)
     first = log.append_batch(records[:25], "seg-1")  # as if the batch were cut short after 25
     assert all(first)
@@ -106,8 +113,7 @@ def test_providers_append_the_worker_projects_and_search_finds_every_event_once(
         writer = Writer.shared(_settings(flushed, tmp_path / f"provider{p}"))
         ids = []
         for i in range(per_provider):
-            event = turn(f"provider {p} note {i}: the deploy key rotates on friday {p}x{i}",
-                         agent=f"agent{p}-{i % 5}", index=i)
+            event = turn(f"provider {p} note {i}: the deploy key rotates on friday {p}x{i}", agent=f"agent{p}-{i % 5}", index=i)
             assert writer.emit(event)
             ids.append(event.id)
         assert writer.flush(30.0), f"the spool did not empty: {writer.stats()}"
@@ -140,17 +146,23 @@ def test_providers_append_the_worker_projects_and_search_finds_every_event_once(
         server = QueryServer(log.client, log.prefix, pipeline.reads.handlers(), threads=1).start()
         try:
             client = redis_client(settings.redis_url, timeout=10.0)
-            answer = wait_for(lambda: ask(client, log.prefix, {"op": "search", "tenant": "t1", "scope": "all",
-                                                               "query": "provider 2 note 7 friday 2x7"},
-                                          timeout=10.0))
+            answer = wait_for(
+                lambda: ask(
+                    client,
+                    log.prefix,
+                    {"op": "search", "tenant": "t1", "scope": "all", "query": "provider 2 note 7 friday 2x7"},
+                    timeout=10.0,
+                )
+            )
             texts = [r.get("text", "") for r in answer["results"]]
             assert any("provider 2 note 7:" in t for t in texts), texts
             client.close()
             # the agents' recall asks over one node's connections: the query keys' primary
             recall = Recall(settings, lambda: {"tenant": "t1"})
             try:
-                got = recall.ask({"op": "search", "tenant": "t1", "scope": "all",
-                                  "query": "provider 1 note 4 friday 1x4"}, timeout=10.0)
+                got = recall.ask(
+                    {"op": "search", "tenant": "t1", "scope": "all", "query": "provider 1 note 4 friday 1x4"}, timeout=10.0
+                )
                 assert any("provider 1 note 4:" in r.get("text", "") for r in got["results"]), got
             finally:
                 recall.close()
@@ -160,8 +172,7 @@ def test_providers_append_the_worker_projects_and_search_finds_every_event_once(
         pipeline.stop()
 
 
-def test_the_archive_trims_the_shards_and_history_reads_it_all_once_and_forget_rewrites_every_aof(
-        flushed, tmp_path):
+def test_the_archive_trims_the_shards_and_history_reads_it_all_once_and_forget_rewrites_every_aof(flushed, tmp_path):
     from memstream.ops.forget import rewrite_append_only_file
     from memstream.producers import Archive, archive, history
 

@@ -48,10 +48,8 @@ def _event_ids(store, collection: str, tenant: str) -> list[str]:
 
 
 # -- 1. exactly once ------------------------------------------------------------------------
-def test_every_substantive_event_is_projected_exactly_once_and_boilerplate_is_only_counted(
-        pipeline, event_log):
-    substantive = [turn(f"Please remember that build number {i} used compiler flag O{i}", index=i)
-                   for i in range(12)]
+def test_every_substantive_event_is_projected_exactly_once_and_boilerplate_is_only_counted(pipeline, event_log):
+    substantive = [turn(f"Please remember that build number {i} used compiler flag O{i}", index=i) for i in range(12)]
     boilerplate = [turn("thanks", "ok"), turn("ok", "👍"), turn("thank you!", "Got it.")]
     delegated = [delegation("summarise the release notes", "Three fixes and one feature.")]
     adds = [memory("add", f"Fact number {i}: the cache lives on disk {i}") for i in range(5)]
@@ -87,24 +85,28 @@ def test_the_pipeline_consumes_exactly_the_registered_groups(pipeline, event_log
 
 
 def test_redelivering_the_whole_log_changes_no_projection(pipeline, event_log):
-    event_log.append([turn("The staging database runs Postgres 16"),
-                      memory("add", "Deploys go out on Tuesdays"),
-                      turn("I live in Berlin")])
+    event_log.append(
+        [turn("The staging database runs Postgres 16"), memory("add", "Deploys go out on Tuesdays"), turn("I live in Berlin")]
+    )
     pipeline.drain()
-    before = ({p.id: dict(p.payload) for p in points(pipeline.store, "turns", "t1")},
-              {p.id: dict(p.payload) for p in points(pipeline.store, "memories", "t1")},
-              event_log.client.hgetall(_facts_key(event_log, "t1")),
-              pipeline.reads.sessions.recent("t1", None, 10))
+    before = (
+        {p.id: dict(p.payload) for p in points(pipeline.store, "turns", "t1")},
+        {p.id: dict(p.payload) for p in points(pipeline.store, "memories", "t1")},
+        event_log.client.hgetall(_facts_key(event_log, "t1")),
+        pipeline.reads.sessions.recent("t1", None, 10),
+    )
     assert before[3] and before[3][0]["turns"] >= 0
 
     for c in pipeline.consumers:  # replay from the start of the log, as a rebuild would
         event_log.client.xgroup_setid(event_log.stream_keys[0], c.group, "0")
     assert pipeline.drain() == 3 * len(pipeline.consumers)
 
-    after = ({p.id: dict(p.payload) for p in points(pipeline.store, "turns", "t1")},
-             {p.id: dict(p.payload) for p in points(pipeline.store, "memories", "t1")},
-             event_log.client.hgetall(_facts_key(event_log, "t1")),
-             pipeline.reads.sessions.recent("t1", None, 10))
+    after = (
+        {p.id: dict(p.payload) for p in points(pipeline.store, "turns", "t1")},
+        {p.id: dict(p.payload) for p in points(pipeline.store, "memories", "t1")},
+        event_log.client.hgetall(_facts_key(event_log, "t1")),
+        pipeline.reads.sessions.recent("t1", None, 10),
+    )
     assert after == before
 
 
@@ -119,7 +121,7 @@ def test_started_pipeline_projects_events_appended_while_it_runs(tmp_path, valke
     try:
         events = [turn(f"Service number {i} listens on port {8000 + i}") for i in range(20)]
         for i in range(0, 20, 5):
-            log.append(events[i:i + 5])
+            log.append(events[i : i + 5])
         wait_for(lambda: all_applied(log), what="every group to apply the log")
         assert sorted(_event_ids(pipe.store, "turns", "t1")) == sorted(e.id for e in events)
     finally:
@@ -138,8 +140,9 @@ def test_an_unknown_newer_event_type_is_skipped_with_a_warning_and_acked(tmp_pat
     first, last = turn("The first substantive turn about Kubernetes"), turn("The last turn about Nomad")
     event_log.append([first])
     key = event_log.stream_keys[0]
-    event_log.client.xadd(key, {"id": "01900000-0000-7000-8000-000000000000",
-                                "type": "memory.compacted", "data": b"\x81\xa1x\x01"})
+    event_log.client.xadd(
+        key, {"id": "01900000-0000-7000-8000-000000000000", "type": "memory.compacted", "data": b"\x81\xa1x\x01"}
+    )
     event_log.append([last])
 
     with structlog.testing.capture_logs() as logs:
@@ -154,8 +157,7 @@ def test_an_unknown_newer_event_type_is_skipped_with_a_warning_and_acked(tmp_pat
 
 
 # -- 6. supersession ---------------------------------------------------------------------------
-def test_a_move_supersedes_the_old_location_which_stays_as_history_with_provenance(
-        pipeline, event_log):
+def test_a_move_supersedes_the_old_location_which_stays_as_history_with_provenance(pipeline, event_log):
     berlin = turn("I live in Berlin", when=0)
     lisbon = turn("I moved to Lisbon", when=60)
     event_log.append([berlin, lisbon])
@@ -210,8 +212,11 @@ def test_memory_tool_writes_apply_as_hermes_memory_tool_does(pipeline, event_log
     pipeline.drain()
 
     assert texts(pipeline.store, "memories", "t1") == {
-        "User prefers light mode in every editor", "Runs the CI on GitHub Actions",
-        "Deploys happen on Fridays", "Uses tmux in the terminal"}
+        "User prefers light mode in every editor",
+        "Runs the CI on GitHub Actions",
+        "Deploys happen on Fridays",
+        "Uses tmux in the terminal",
+    }
     counters = Counters(event_log.client, event_log.prefix, "memories.v1").get()
     assert counters["duplicate_adds"] == 1
     assert counters["unmatched"] == 1
@@ -229,8 +234,12 @@ def test_facts_of_a_removed_or_replaced_memory_entry_are_retracted(pipeline, eve
     assert {("location", "Berlin"), ("name", "Ada")} <= current
     assert any("tea" in v for k, v in current if k != "location")
 
-    event_log.append([memory("remove", "", old_text="Berlin", target="user", when=3),
-                      memory("replace", "I prefer black coffee", old_text="green tea", target="user", when=4)])
+    event_log.append(
+        [
+            memory("remove", "", old_text="Berlin", target="user", when=3),
+            memory("replace", "I prefer black coffee", old_text="green tea", target="user", when=4),
+        ]
+    )
     pipeline.drain()
     every = pipeline.facts.query("t1", history=True)
     assert not any(berlin.id in f.event_ids or tea.id in f.event_ids for f in every)
@@ -272,8 +281,7 @@ def test_a_tombstone_applied_before_its_event_keeps_it_out_of_every_projection(p
 
     assert _event_ids(pipeline.store, "turns", "t1") == [kept.id]
     assert texts(pipeline.store, "memories", "t1") == set()
-    assert not any({gone_turn.id, gone_memory.id} & set(f.event_ids)
-                   for f in pipeline.facts.query("t1", history=True))
+    assert not any({gone_turn.id, gone_memory.id} & set(f.event_ids) for f in pipeline.facts.query("t1", history=True))
     bookends = pipeline.reads.sessions.recent("t1", "a1", 5)
     assert [(b["first"]["id"], b["last"]["id"]) for b in bookends] == [(kept.id, kept.id)]
     # a fact forgotten by its own id stays forgotten when its event is replayed
@@ -350,11 +358,14 @@ def test_forgetting_and_memory_writes_never_cross_tenants(pipeline, event_log):
     event_log.append([theirs, their_turn])
     pipeline.drain()
 
-    event_log.append([
-        forgotten(theirs.id, tenant="t2"), forgotten(their_turn.id, tenant="t2"),
-        memory("remove", "", old_text="vault-one", tenant="t2"),
-        memory("replace", "Tenant two took it over", old_text="Tenant one", tenant="t2"),
-    ])
+    event_log.append(
+        [
+            forgotten(theirs.id, tenant="t2"),
+            forgotten(their_turn.id, tenant="t2"),
+            memory("remove", "", old_text="vault-one", tenant="t2"),
+            memory("replace", "Tenant two took it over", old_text="Tenant one", tenant="t2"),
+        ]
+    )
     pipeline.drain()
 
     assert texts(pipeline.store, "memories", "t1") == {theirs.content}
@@ -363,13 +374,14 @@ def test_forgetting_and_memory_writes_never_cross_tenants(pipeline, event_log):
 
 
 # -- 8. CJK keyword search -----------------------------------------------------------------------------
-CJK = [("내일오후세시에서울역에서팀장님과회의가있어요", "서울역"),
-       ("我们下周三在上海浦东机场集合然后去杭州", "浦东机场"),
-       ("週末に東京タワーへ行ってから浅草で天ぷらを食べた", "東京タワー")]
+CJK = [
+    ("내일오후세시에서울역에서팀장님과회의가있어요", "서울역"),
+    ("我们下周三在上海浦东机场集合然后去杭州", "浦东机场"),
+    ("週末に東京タワーへ行ってから浅草で天ぷらを食べた", "東京タワー"),
+]
 
 
-def test_keyword_search_finds_korean_chinese_and_japanese_phrases_inside_unspaced_text(
-        pipeline, event_log):
+def test_keyword_search_finds_korean_chinese_and_japanese_phrases_inside_unspaced_text(pipeline, event_log):
     targets = [turn(text) for text, _ in CJK]
     distractors = [turn(f"Release {i} of the service went out without incident on schedule") for i in range(6)]
     event_log.append(distractors[:3] + targets + distractors[3:])
@@ -389,15 +401,18 @@ SECRETS = {
 PEM = f"-----BEGIN PRIVATE KEY-----\n{SECRETS['pem']}\nAbCdEf0123456789\n-----END PRIVATE KEY-----"
 
 
-def test_keys_pasted_into_turns_and_memories_reach_no_projection_and_no_search_result(
-        pipeline, event_log):
-    event_log.append([
-        turn(f"My name is Dana and my OpenAI key is {SECRETS['openai']} for the billing bot",
-             f"I will use {SECRETS['aws']} as the AWS access key id"),
-        turn(f"Here is the deploy key, keep it:\n{PEM}\nIt is for the billing server."),
-        memory("add", f"The AWS key of the billing account is {SECRETS['aws']}"),
-        remembered(f"I live in Porto and my key is {SECRETS['openai']}"),
-    ])
+def test_keys_pasted_into_turns_and_memories_reach_no_projection_and_no_search_result(pipeline, event_log):
+    event_log.append(
+        [
+            turn(
+                f"My name is Dana and my OpenAI key is {SECRETS['openai']} for the billing bot",
+                f"I will use {SECRETS['aws']} as the AWS access key id",
+            ),
+            turn(f"Here is the deploy key, keep it:\n{PEM}\nIt is for the billing server."),
+            memory("add", f"The AWS key of the billing account is {SECRETS['aws']}"),
+            remembered(f"I live in Porto and my key is {SECRETS['openai']}"),
+        ]
+    )
     pipeline.drain()
 
     stored = [p.payload for c in ("turns", "memories") for p in points(pipeline.store, c, "t1")]
@@ -438,8 +453,9 @@ def test_time_questions_favour_newer_items_and_repeated_texts_come_back_once(pip
     event_log.append([new, old, *twice])
     pipeline.drain()
 
-    latest = pipeline.searcher.search("what is the latest deploy target staging cluster", tenant="t1",
-                                      agent="a1", kinds=("memories",))
+    latest = pipeline.searcher.search(
+        "what is the latest deploy target staging cluster", tenant="t1", agent="a1", kinds=("memories",)
+    )
     assert [r["id"] for r in latest[:2]] == [new.id, old.id]
     found = pipeline.searcher.search("backup bucket zebra-archive", tenant="t1", agent="a1", kinds=("memories",))
     assert [r["text"] for r in found].count("The backup bucket is called zebra-archive") == 1
@@ -487,8 +503,7 @@ def test_the_query_server_runs_as_many_threads_as_the_settings_say(tmp_path, eve
 
     from memstream.workers.pipeline import Pipeline, PipelineConfig
 
-    settings = pipeline_settings(tmp_path / "home", stream_prefix=event_log.prefix, shards=event_log.shards,
-                                 query_threads=3)
+    settings = pipeline_settings(tmp_path / "home", stream_prefix=event_log.prefix, shards=event_log.shards, query_threads=3)
     p = Pipeline(settings, event_log, PipelineConfig(embedder="hash", consumer="w1"))
     try:
         p.queries.start()

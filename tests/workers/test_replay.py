@@ -27,38 +27,56 @@ def history() -> list:
     """Events whose projection exercises every table: sessions of turns with context,
     memory writes that replace and remove, facts that supersede each other, a forget."""
     events = []
-    for i, text in enumerate(["I live in Berlin and work on the billing service",
-                              "The staging database runs Postgres 15",
-                              "Our deploys go out on Tuesdays after the standup",
-                              "I moved to Lisbon last month",
-                              "The staging database now runs Postgres 16"]):
+    for i, text in enumerate(
+        [
+            "I live in Berlin and work on the billing service",
+            "The staging database runs Postgres 15",
+            "Our deploys go out on Tuesdays after the standup",
+            "I moved to Lisbon last month",
+            "The staging database now runs Postgres 16",
+        ]
+    ):
         events.append(turn(text, f"Noted: {text.lower()}", when=i, index=i))
     events.append(memory("add", "User prefers short answers", when=6))
     events.append(memory("add", "Deploy window: Tuesday 10:00", when=7))
-    events.append(memory("replace", "Deploy window: Wednesday 10:00", old_text="Deploy window: Tuesday 10:00",
-                         when=8))
+    events.append(memory("replace", "Deploy window: Wednesday 10:00", old_text="Deploy window: Tuesday 10:00", when=8))
     events.append(remembered("My manager is Dana", when=9))
     events.append(forgotten(events[2].id, when=10))
     events.append(turn("What do I work on?", "You work on billing.", agent="a2", when=11, index=0))
     return events
 
 
-def snapshot(client, prefix: str, store, version: int, vectors: bool = True,
-             families: tuple[str, ...] = ("facts", "fact_sources", "turn_context", "sessions", "session",
-                                          "session_bookends")) -> dict:
+def snapshot(
+    client,
+    prefix: str,
+    store,
+    version: int,
+    vectors: bool = True,
+    families: tuple[str, ...] = ("facts", "fact_sources", "turn_context", "sessions", "session", "session_bookends"),
+) -> dict:
     """Everything version ``version`` of the four projections holds, with the version taken
     out of its names, so two versions compare equal when they hold the same."""
     out: dict = {}
     for name in ("turns", "memories") if vectors else ():
         collection = physical_name(name, version)
         ids = [p.id for p in points(store, collection, "t1")]
-        out[name] = sorted(((p.id, tuple(round(float(x), 6) for x in p.dense), tuple(sorted(p.payload.items())))
-                            for p in store.retrieve(collection, ids, with_vectors=True)), key=str)
+        out[name] = sorted(
+            (
+                (p.id, tuple(round(float(x), 6) for x in p.dense), tuple(sorted(p.payload.items())))
+                for p in store.retrieve(collection, ids, with_vectors=True)
+            ),
+            key=str,
+        )
     for family in families:
         for key in sorted(as_str(k) for k in client.scan_iter(match=keys.version_pattern(prefix, family, version))):
             kind = as_str(client.type(key))
-            value = {"hash": client.hgetall, "zset": lambda k: client.zrange(k, 0, -1, withscores=True),
-                     "set": client.smembers, "string": client.get, "list": lambda k: client.lrange(k, 0, -1)}[kind](key)
+            value = {
+                "hash": client.hgetall,
+                "zset": lambda k: client.zrange(k, 0, -1, withscores=True),
+                "set": client.smembers,
+                "string": client.get,
+                "list": lambda k: client.lrange(k, 0, -1),
+            }[kind](key)
             if isinstance(value, dict):
                 value = sorted(value.items())
             elif isinstance(value, set):
@@ -78,7 +96,7 @@ def test_a_replayed_version_holds_the_same_items_as_live_ingest_and_readers_swit
     pipeline = make_pipeline(tmp_path / "home", event_log)
     events = history()
     for i in range(0, len(events), 3):  # live: applied as they arrive, a few at a time
-        event_log.append(events[i:i + 3])
+        event_log.append(events[i : i + 3])
         pipeline.drain()
     live = snapshot(event_log.client, event_log.prefix, pipeline.store, 1)
     assert live["turns"] and live["memories"] and any(k.startswith("memstream:facts:") for k in live)
@@ -101,8 +119,11 @@ def test_a_rebuilt_version_holds_nothing_the_log_cannot_produce(tmp_path, event_
     pipeline = make_pipeline(tmp_path / "home", event_log)
     event_log.append(history())
     pipeline.drain()
-    planted = Point(id="00000000-0000-4000-8000-00000000beef", dense=[0.1] * pipeline.embedder.dim,
-                    payload={"tenant": "t1", "agent": "a1", "text": "planted by hand", "event_id": "x"})
+    planted = Point(
+        id="00000000-0000-4000-8000-00000000beef",
+        dense=[0.1] * pipeline.embedder.dim,
+        payload={"tenant": "t1", "agent": "a1", "text": "planted by hand", "event_id": "x"},
+    )
     pipeline.store.upsert("turns_v1", [planted])
     event_log.client.hset(keys.facts(event_log.prefix, 1, "t1"), "planted", "{}")
 
@@ -207,8 +228,7 @@ def test_each_version_is_queried_with_the_embedder_it_was_built_with(tmp_path, e
     assert len(pipeline.store.retrieve("turns_v2", [some.id], with_vectors=True)[0].dense) == onnx.dim
     assert catalog.active("turns").model == onnx.name != pipeline.embedder.name
     assert pipeline.versions.embedder("turns") is onnx and pipeline.versions.embedder("memories") is pipeline.embedder
-    hits = pipeline.searcher.search("Which database runs on staging?", tenant="t1", agent="a1", k=2,
-                                    kinds=("turns", "memories"))
+    hits = pipeline.searcher.search("Which database runs on staging?", tenant="t1", agent="a1", k=2, kinds=("turns", "memories"))
     assert "Postgres" in hits[0]["text"]
 
 
@@ -232,8 +252,7 @@ def test_a_builds_progress_counts_the_log_and_resumes_from_its_group_after_a_res
     assert Catalog(event_log.client, event_log.prefix).active("sessions").version == 2
     sessions = ("sessions", "session", "session_bookends")
     rebuilt = snapshot(event_log.client, event_log.prefix, second.store, 2, vectors=False, families=sessions)
-    assert rebuilt and rebuilt == snapshot(event_log.client, event_log.prefix, second.store, 1, vectors=False,
-                                           families=sessions)
+    assert rebuilt and rebuilt == snapshot(event_log.client, event_log.prefix, second.store, 1, vectors=False, families=sessions)
 
 
 def test_active_versions_are_read_once_a_ttl_and_an_unreadable_record_is_never_trusted(redis_client):
@@ -356,8 +375,9 @@ def test_a_replay_of_facts_is_built_where_facts_run_and_the_readers_beside_the_s
     apart.drain()
     catalog = Catalog(event_log.client, event_log.prefix)
     assert catalog.active("facts").version == 2
-    assert snapshot(event_log.client, event_log.prefix, None, 2, vectors=False,
-                    families=("facts", "fact_sources")) == {k: v for k, v in live.items() if ":fact" in k}
+    assert snapshot(event_log.client, event_log.prefix, None, 2, vectors=False, families=("facts", "fact_sources")) == {
+        k: v for k, v in live.items() if ":fact" in k
+    }
     stored.versions.refresh()
     assert stored.reads.facts.version == 2 and stored.reads.sessions.version == 1
     assert {c.group for c in stored.consumers} == {"turns.v1", "memories.v1"}

@@ -41,8 +41,7 @@ def _payloads(pipeline, name: str) -> str:
             return repr(found)
 
 
-def test_an_expired_turn_is_erased_everywhere_and_what_is_within_retention_stays(tmp_path, reach, settings,
-                                                                                  redis_client):
+def test_an_expired_turn_is_erased_everywhere_and_what_is_within_retention_stays(tmp_path, reach, settings, redis_client):
     old_a, old_b, young = (f"Qz{uuid.uuid4().hex[:12]}" for _ in range(3))
     keep = f"Mq{uuid.uuid4().hex[:12]}"
     log = reach

@@ -50,10 +50,10 @@ def fleet(tmp_path, valkey_server):
     for name in ("acme", "globex"):
         tenant, password = registry.add(name)
         creds[name] = tenant_url(valkey_server, tenant.user, password)
-    settings = Settings.load(home=str(tmp_path / "svc"), redis_url=valkey_server.url, autostart=False,
-                             embedder="hash")
-    pipeline = Pipeline(settings, event_log(admin, valkey_server.url, settings),
-                        PipelineConfig(embedder="hash", consumer="w1")).start()
+    settings = Settings.load(home=str(tmp_path / "svc"), redis_url=valkey_server.url, autostart=False, embedder="hash")
+    pipeline = Pipeline(
+        settings, event_log(admin, valkey_server.url, settings), PipelineConfig(embedder="hash", consumer="w1")
+    ).start()
     hosts = {name: redis.Redis.from_url(url) for name, url in creds.items()}
     try:
         yield admin, pipeline, creds, hosts
@@ -81,18 +81,15 @@ def applied_everywhere(admin, pipeline) -> bool:
 
 
 def search(client, tenant, query, **extra):
-    return ask(client, PREFIX, {"op": "search", "tenant": tenant, "query": query, "scope": "all", **extra},
-               timeout=5.0)
+    return ask(client, PREFIX, {"op": "search", "tenant": tenant, "query": query, "scope": "all", **extra}, timeout=5.0)
 
 
 def test_a_host_appends_and_asks_for_its_own_tenant_only(fleet, tmp_path):
     admin, pipeline, creds, hosts = fleet
     acme = host_log(creds["acme"], "acme", tmp_path)
     globex = host_log(creds["globex"], "globex", tmp_path)
-    acme.append_batch([Record.of(remembered("acme launch code is blue falcon", tenant="acme"), seq=1)],
-                      segment="seg-a")
-    globex.append_batch([Record.of(remembered("globex secret plan is green heron", tenant="globex"), seq=1)],
-                        segment="seg-g")
+    acme.append_batch([Record.of(remembered("acme launch code is blue falcon", tenant="acme"), seq=1)], segment="seg-a")
+    globex.append_batch([Record.of(remembered("globex secret plan is green heron", tenant="globex"), seq=1)], segment="seg-g")
     wait_for(lambda: applied_everywhere(admin, pipeline), what="both events applied")
 
     # its own: found
@@ -157,8 +154,9 @@ def test_an_event_appended_in_another_tenants_name_is_dead_lettered(fleet, tmp_p
     with pytest.raises(redis.exceptions.NoPermissionError):
         acme.append_batch([Record.of(forged, seq=1)], segment="seg-forge")
     rec = Record.of(forged)
-    hosts["acme"].xadd(f"{PREFIX}:events:0", {"id": rec.event_id, "type": rec.type, "data": rec.data,
-                                              "sig": acme.signer("acme", rec.data)})
+    hosts["acme"].xadd(
+        f"{PREFIX}:events:0", {"id": rec.event_id, "type": rec.type, "data": rec.data, "sig": acme.signer("acme", rec.data)}
+    )
     # and the same with no signature at all, straight XADD
     raw = remembered("globex prefers the forged vendor", tenant="globex")
     rec = Record.of(raw)
@@ -189,8 +187,7 @@ def test_an_event_appended_in_another_tenants_name_is_dead_lettered(fleet, tmp_p
 def test_a_host_writes_through_its_spool_with_tenant_credentials(fleet, tmp_path):
     """The real write path (spool, shipper, ship script) works under the tenant's ACL."""
     admin, pipeline, creds, hosts = fleet
-    settings = Settings.load(home=str(tmp_path / "agent"), redis_url=creds["acme"], tenant="acme",
-                             autostart=False)
+    settings = Settings.load(home=str(tmp_path / "agent"), redis_url=creds["acme"], tenant="acme", autostart=False)
     writer = Writer(settings)
     writer.shipper.start()
     try:
@@ -214,13 +211,13 @@ def test_no_request_from_redis_chooses_code(fleet, tmp_path):
     from rq.serializers import JSONSerializer
 
     # the operator's credentials, even: there is no rq worker to run it
-    Queue(f"{PREFIX}:queries", connection=admin, serializer=JSONSerializer).enqueue(
-        "os.system", f"touch {marker}")
+    Queue(f"{PREFIX}:queries", connection=admin, serializer=JSONSerializer).enqueue("os.system", f"touch {marker}")
     # a raw envelope naming a function as its op, on the tenant's own channel
     rid = uuid.uuid4().hex
     channel = tenant_channel(PREFIX, "acme")
-    hosts["acme"].rpush(channel, json.dumps({"id": rid, "deadline": time.time() + 5,
-                                             "req": {"op": "os.system", "cmd": f"touch {marker}"}}))
+    hosts["acme"].rpush(
+        channel, json.dumps({"id": rid, "deadline": time.time() + 5, "req": {"op": "os.system", "cmd": f"touch {marker}"}})
+    )
     got = hosts["acme"].blpop([f"{PREFIX}:t:acme:reply:{rid}"], timeout=5)
     assert got is not None and "error" in json.loads(got[1])
     # garbage of every kind: answered with an error when an id can be read, counted always
@@ -237,12 +234,14 @@ def test_no_request_from_redis_chooses_code(fleet, tmp_path):
 
 def test_requests_out_of_their_limits_are_refused_before_sending(fleet):
     admin, pipeline, creds, hosts = fleet
-    for bad in ({"op": "search", "tenant": "acme", "query": ""},
-                {"op": "search", "tenant": "acme", "query": "x", "k": 0},
-                {"op": "search", "tenant": "acme", "query": "x", "k": 10_000},
-                {"op": "context", "tenant": "acme", "id": "x" * 500},
-                {"op": "shell", "tenant": "acme"},
-                {"op": "search", "tenant": "acme", "query": "x", "unknown_field": 1}):
+    for bad in (
+        {"op": "search", "tenant": "acme", "query": ""},
+        {"op": "search", "tenant": "acme", "query": "x", "k": 0},
+        {"op": "search", "tenant": "acme", "query": "x", "k": 10_000},
+        {"op": "context", "tenant": "acme", "id": "x" * 500},
+        {"op": "shell", "tenant": "acme"},
+        {"op": "search", "tenant": "acme", "query": "x", "unknown_field": 1},
+    ):
         with pytest.raises(QueryRefused):
             ask(hosts["acme"], PREFIX, bad, timeout=2.0)
     with pytest.raises(QueryRefused):
@@ -301,15 +300,18 @@ def test_a_hostile_host_with_tenant_credentials_stalls_nothing(fleet, tmp_path):
         {"type": b"\xff\xfe", "data": good.data, "id": good.event_id},
         {b"\xff": b"\x00", "type": "memory.remembered", "data": good.data},
         {"type": "memory.remembered", "data": b"\xc1" * 64, "id": "x"},
-        {"type": "turn.recorded", "data": good.data, "id": good.event_id,
-         "sig": acme.signer("acme", good.data)},  # body of another type
+        {
+            "type": "turn.recorded",
+            "data": good.data,
+            "id": good.event_id,
+            "sig": acme.signer("acme", good.data),
+        },  # body of another type
     ]
     for fields in poison:
         hosts["acme"].xadd(stream, fields)
     big = remembered("oversized " + "y" * (8 << 20), tenant="acme")
     data = encode(big)
-    hosts["acme"].xadd(stream, {"id": big.id, "type": "memory.remembered", "data": data,
-                                "sig": acme.signer("acme", data)})
+    hosts["acme"].xadd(stream, {"id": big.id, "type": "memory.remembered", "data": data, "sig": acme.signer("acme", data)})
     after = remembered("globex note after the storm about kites", tenant="globex")
     host_log(creds["globex"], "globex", tmp_path).append_batch([Record.of(after, seq=1)], segment="seg-after")
     wait_for(lambda: applied_everywhere(admin, pipeline), what="everything applied")
@@ -351,8 +353,9 @@ def test_a_host_writes_its_fleet_report_with_tenant_credentials_and_cannot_read_
 def test_a_tenant_registered_before_fleet_reports_ships_as_before_and_logs_the_refused_report_once(fleet, tmp_path):
     admin, pipeline, creds, hosts = fleet
     user = f"{PREFIX}-acme"
-    older = [r for r in acl_rules(PREFIX, "acme", "unused") if r.startswith(("~", "%"))
-             and r != "%W~" + keys.agent_reports(PREFIX)]
+    older = [
+        r for r in acl_rules(PREFIX, "acme", "unused") if r.startswith(("~", "%")) and r != "%W~" + keys.agent_reports(PREFIX)
+    ]
     admin.execute_command("ACL", "SETUSER", user, "resetkeys", *older)
     settings = Settings.load(home=str(tmp_path / "agent"), redis_url=creds["acme"], tenant="acme", autostart=False)
     with capture_logs() as logs:

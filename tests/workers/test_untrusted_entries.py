@@ -29,8 +29,10 @@ GROUPS = ("turns.v1", "memories.v1", "facts.v1", "sessions.v1")
 
 
 def good_events(tag: str = "") -> tuple[TurnRecorded, MemoryWritten]:
-    return (turn(f"My name is Ana and I live in Lisbon {tag}".strip(), index=1),
-            memory("add", f"The datacenter is in Oslo {tag}".strip()))
+    return (
+        turn(f"My name is Ana and I live in Lisbon {tag}".strip(), index=1),
+        memory("add", f"The datacenter is in Oslo {tag}".strip()),
+    )
 
 
 def assert_projected_everywhere(pipeline: Pipeline, t: TurnRecorded, m: MemoryWritten) -> None:
@@ -67,16 +69,19 @@ def pipeline(tmp_path, event_log):
 POISON = {
     "type": ({"id": "x", "type": b"\xff\xfe", "data": b"\x80"}, "malformed: field 'type' is not UTF-8"),
     "id": ({"id": b"\xc3\x28", "type": "turn.recorded", "data": b"\x80"}, "malformed: field 'id' is not UTF-8"),
-    "name": ({b"\xff\xfename": b"v", "type": "turn.recorded", "data": b"\x80"},
-             "malformed: field name b'\\xff\\xfename' is not UTF-8"),
-    "retry_of": ({"retry_of": b"\xed\xa0\x80", "type": "turn.recorded", "data": b"\x80"},
-                 "malformed: field 'retry_of' is not UTF-8"),
+    "name": (
+        {b"\xff\xfename": b"v", "type": "turn.recorded", "data": b"\x80"},
+        "malformed: field name b'\\xff\\xfename' is not UTF-8",
+    ),
+    "retry_of": (
+        {"retry_of": b"\xed\xa0\x80", "type": "turn.recorded", "data": b"\x80"},
+        "malformed: field 'retry_of' is not UTF-8",
+    ),
     "data": ({"id": "x", "type": "turn.recorded", "data": b"\xff\xfe\xfd"}, "malformed: "),
 }
 
 
-def test_entries_that_are_not_utf8_are_dead_lettered_by_every_projection_with_their_raw_bytes(
-        pipeline, event_log):
+def test_entries_that_are_not_utf8_are_dead_lettered_by_every_projection_with_their_raw_bytes(pipeline, event_log):
     key = event_log.stream_keys[0]
     before = turn("The build server is called hopper", index=0)
     event_log.append([before])
@@ -84,7 +89,7 @@ def test_entries_that_are_not_utf8_are_dead_lettered_by_every_projection_with_th
     # a valid event whose msgpack text is not UTF-8 (a byte patched after encoding)
     body = bytearray(encode(memory("add", "Zq7 marker")))
     at = body.index(b"Zq7")
-    body[at:at + 3] = b"\xff\xfe\xfd"
+    body[at : at + 3] = b"\xff\xfe\xfd"
     poison["data-text"] = event_log.client.xadd(key, {"id": "y", "type": "memory.written", "data": bytes(body)}).decode()
     # a retry whose group name is not UTF-8 names no group: every projection skips it
     event_log.client.xadd(key, {"only_group": b"\xff", "type": b"\xff", "data": b"\x80"})
@@ -172,8 +177,7 @@ def test_memstream_dlq_list_shows_entries_that_are_not_utf8(tmp_path, valkey_ser
 
 # -- a poison entry left pending ----------------------------------------------------------------
 @pytest.mark.valkey
-def test_a_poison_entry_left_pending_by_a_dead_worker_does_not_stop_the_restarted_pipeline(
-        tmp_path, valkey_server):
+def test_a_poison_entry_left_pending_by_a_dead_worker_does_not_stop_the_restarted_pipeline(tmp_path, valkey_server):
     import redis
 
     client = redis.Redis.from_url(valkey_server.url)
@@ -205,8 +209,7 @@ def test_a_poison_entry_left_pending_by_a_dead_worker_does_not_stop_the_restarte
 
 
 # -- size limit and required fields --------------------------------------------------------------
-def test_eight_mib_of_content_appended_around_the_producer_is_clipped_by_every_projection(
-        tmp_path, event_log, monkeypatch):
+def test_eight_mib_of_content_appended_around_the_producer_is_clipped_by_every_projection(tmp_path, event_log, monkeypatch):
     monkeypatch.setenv("MEMSTREAM_MAX_TEXT_BYTES", str(64 * 1024))
     huge = "The archive holds quarterly reports. " * (8 * 1024 * 1024 // 37 + 1)
     big_memory = memory("add", huge)
@@ -232,9 +235,16 @@ def test_clipping_reuses_the_producer_clip_and_flags_every_clipped_field():
     from memstream.text.clean import clean_text
 
     long = "é" * 40_000  # 80,000 bytes
-    event = TurnRecorded(id=new_event_id(), occurred_at=turn("x").occurred_at, scope=scope(),
-                         turn_index=1, user_text=long, assistant_text="short", clipped=["user_text"],
-                         tool_calls=[ToolCall(name="read", result=long)])
+    event = TurnRecorded(
+        id=new_event_id(),
+        occurred_at=turn("x").occurred_at,
+        scope=scope(),
+        turn_index=1,
+        user_text=long,
+        assistant_text="short",
+        clipped=["user_text"],
+        tool_calls=[ToolCall(name="read", result=long)],
+    )
     fields = {b"id": event.id.encode(), b"type": b"turn.recorded", b"data": encode(event)}
     verdict = admit(fields, "turns.v1", 10_000)
     assert verdict.action == "apply"
@@ -249,11 +259,22 @@ def test_clipping_reuses_the_producer_clip_and_flags_every_clipped_field():
 @pytest.mark.parametrize("tenant", ["", "   "])
 def test_an_event_without_a_tenant_is_dead_lettered_by_all_four_projections_alike(pipeline, event_log, tenant):
     key = event_log.stream_keys[0]
-    orphan_turn = TurnRecorded(id=new_event_id(), occurred_at=turn("x").occurred_at, scope=Scope(tenant=tenant),
-                               turn_index=1, user_text="My name is Bob and I live in Porto", assistant_text="ok")
-    orphan_memory = MemoryWritten(id=new_event_id(), occurred_at=turn("x").occurred_at,
-                                  scope=Scope(tenant=tenant), action="add", target="memory",
-                                  content="The backup runs at 2 am")
+    orphan_turn = TurnRecorded(
+        id=new_event_id(),
+        occurred_at=turn("x").occurred_at,
+        scope=Scope(tenant=tenant),
+        turn_index=1,
+        user_text="My name is Bob and I live in Porto",
+        assistant_text="ok",
+    )
+    orphan_memory = MemoryWritten(
+        id=new_event_id(),
+        occurred_at=turn("x").occurred_at,
+        scope=Scope(tenant=tenant),
+        action="add",
+        target="memory",
+        content="The backup runs at 2 am",
+    )
     ids = event_log.append([orphan_turn, orphan_memory])
     t, m = good_events()
     event_log.append([t, m])
@@ -265,7 +286,8 @@ def test_an_event_without_a_tenant_is_dead_lettered_by_all_four_projections_alik
     for entry in ids:
         assert set(dead[entry]) == set(GROUPS)
         assert {d["error"] for d in dead[entry].values()} == {
-            "rejected: scope.tenant is empty (every projection keys its data by tenant)"}
+            "rejected: scope.tenant is empty (every projection keys its data by tenant)"
+        }
     assert_projected_everywhere(pipeline, t, m)
     assert all(event_log.client.xpending(key, g)["pending"] == 0 for g in GROUPS)
 
@@ -273,8 +295,7 @@ def test_an_event_without_a_tenant_is_dead_lettered_by_all_four_projections_alik
 def test_an_entry_whose_type_field_disagrees_with_its_body_is_dead_lettered_and_not_applied(pipeline, event_log):
     key = event_log.stream_keys[0]
     disguised = memory("add", "The vault code is in the red binder")
-    entry = event_log.client.xadd(key, {"id": disguised.id, "type": "turn.recorded",
-                                        "data": encode(disguised)}).decode()
+    entry = event_log.client.xadd(key, {"id": disguised.id, "type": "turn.recorded", "data": encode(disguised)}).decode()
     t, m = good_events()
     event_log.append([t, m])
 
@@ -283,7 +304,8 @@ def test_an_entry_whose_type_field_disagrees_with_its_body_is_dead_lettered_and_
     dead = dead_by_entry(event_log)
     assert set(dead) == {entry} and set(dead[entry]) == set(GROUPS)
     assert {d["error"] for d in dead[entry].values()} == {
-        "rejected: type field 'turn.recorded' does not match the event body 'memory.written'"}
+        "rejected: type field 'turn.recorded' does not match the event body 'memory.written'"
+    }
     assert disguised.id not in {p.payload["event_id"] for p in points(pipeline.store, "memories", "t1")}
     assert_projected_everywhere(pipeline, t, m)
 
@@ -291,8 +313,7 @@ def test_an_entry_whose_type_field_disagrees_with_its_body_is_dead_lettered_and_
 def test_an_entry_whose_id_field_disagrees_with_its_body_is_dead_lettered(pipeline, event_log):
     key = event_log.stream_keys[0]
     event = memory("add", "The spare keys are in the drawer")
-    entry = event_log.client.xadd(key, {"id": new_event_id(), "type": "memory.written",
-                                        "data": encode(event)}).decode()
+    entry = event_log.client.xadd(key, {"id": new_event_id(), "type": "memory.written", "data": encode(event)}).decode()
     pipeline.drain()
     dead = dead_by_entry(event_log)
     assert set(dead[entry]) == set(GROUPS)
@@ -316,9 +337,20 @@ def _valid_fields() -> dict[bytes, bytes]:
 
 
 _blob = st.binary(max_size=40)
-_tags = st.sampled_from([b"turn.recorded", b"memory.written", b"session.ended", b"memory.forgotten",
-                         b"memory.remembered", b"delegation.completed", b"session.switched",
-                         b"later.type", b"", b"\xff"])
+_tags = st.sampled_from(
+    [
+        b"turn.recorded",
+        b"memory.written",
+        b"session.ended",
+        b"memory.forgotten",
+        b"memory.remembered",
+        b"delegation.completed",
+        b"session.switched",
+        b"later.type",
+        b"",
+        b"\xff",
+    ]
+)
 
 
 @st.composite
@@ -347,9 +379,17 @@ def _mutated(draw) -> dict[bytes, bytes]:
             fields[b"data"] = bytes(data)
         elif how == "body":
             tenant = draw(st.sampled_from(["", " ", "t1", "x" * 2000]))
-            body = msgspec.msgpack.encode({"type": draw(_tags).decode("latin-1"), "id": draw(st.text(max_size=5)),
-                                           "occurred_at": "2025-03-01T12:00:00Z", "scope": {"tenant": tenant},
-                                           "action": "add", "target": "memory", "content": draw(st.text())})
+            body = msgspec.msgpack.encode(
+                {
+                    "type": draw(_tags).decode("latin-1"),
+                    "id": draw(st.text(max_size=5)),
+                    "occurred_at": "2025-03-01T12:00:00Z",
+                    "scope": {"tenant": tenant},
+                    "action": "add",
+                    "target": "memory",
+                    "content": draw(st.text()),
+                }
+            )
             fields[b"data"] = body
     return fields or {b"x": b"y"}
 

@@ -51,8 +51,11 @@ def test_backoff_is_jittered_exponential_and_capped():
 def test_server_state_errors_are_transient_and_event_errors_are_not():
     assert is_transient(redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'."))
     assert is_transient(redis.exceptions.ReadOnlyError("You can't write against a read only replica."))
-    assert is_transient(redis.ResponseError("Command # 1 (HSET k f v) of pipeline caused error: OOM command "
-                                            "not allowed when used memory > 'maxmemory'."))
+    assert is_transient(
+        redis.ResponseError(
+            "Command # 1 (HSET k f v) of pipeline caused error: OOM command not allowed when used memory > 'maxmemory'."
+        )
+    )
     assert is_transient(redis.ResponseError("MISCONF Errors writing to the AOF file"))
     assert not is_transient(redis.ResponseError("NOGROUP No such key 'k' or consumer group 'g'"))
     assert not is_transient(ValueError("bad event"))
@@ -61,8 +64,11 @@ def test_server_state_errors_are_transient_and_event_errors_are_not():
 def test_run_survives_any_error_of_a_step_counts_it_and_resumes(event_log):
     """An error that is no dependency's (a Redis reply the consumer does not expect, a bug)
     is logged, counted, backed off and retried: the thread lives on and resumes."""
-    errors = [redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value"),
-              KeyError("boom"), RuntimeError("a bug")]
+    errors = [
+        redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value"),
+        KeyError("boom"),
+        RuntimeError("a bug"),
+    ]
 
     def fail():
         if errors:
@@ -70,8 +76,7 @@ def test_run_survives_any_error_of_a_step_counts_it_and_resumes(event_log):
 
     event_log.append([turn("The deploy freeze starts Monday")])
     recorder = Recorder(fail=lambda: None)
-    consumer = Consumer(event_log, recorder, "w1", block_ms=50, backoff_base=0.01, backoff_cap=0.05,
-                        claim_every=3600)
+    consumer = Consumer(event_log, recorder, "w1", block_ms=50, backoff_base=0.01, backoff_cap=0.05, claim_every=3600)
     real_read = consumer._read
 
     def flaky_read(start, block):
@@ -112,8 +117,9 @@ def test_workers_survive_a_full_server_and_resume_when_it_has_room(tmp_path, val
         with pytest.raises(redis.exceptions.OutOfMemoryError):
             client.set("probe", "x")
         pipeline = make_pipeline(home, log).start()  # starts on a full server
-        wait_for(lambda: sum(c.stats.transient_failures for c in pipeline.consumers) >= 4, 30,
-                 "the workers to meet the full server")
+        wait_for(
+            lambda: sum(c.stats.transient_failures for c in pipeline.consumers) >= 4, 30, "the workers to meet the full server"
+        )
         assert all(t.is_alive() for t in pipeline._threads)
         assert not all_applied(log)
     finally:
@@ -143,8 +149,11 @@ def test_workers_recreate_their_groups_when_the_stream_is_deleted_under_them(tmp
         wait_for(lambda: all(c.stats.errors for c in pipeline.consumers), 30, "the NOGROUP errors")
         later = memory("add", "The new office is on Rua Augusta")
         log.append([later])
-        wait_for(lambda: all_applied(log) and all(c.stats.applied >= 2 for c in pipeline.consumers), 60,
-                 "the recreated groups to apply the new event")
+        wait_for(
+            lambda: all_applied(log) and all(c.stats.applied >= 2 for c in pipeline.consumers),
+            60,
+            "the recreated groups to apply the new event",
+        )
         assert all(t.is_alive() for t in pipeline._threads)
     finally:
         pipeline.stop()
@@ -180,8 +189,11 @@ def test_a_consumer_thread_killed_anyway_is_restarted_by_the_supervisor(tmp_path
         assert consumer.stats.restarts == 1 and pipeline._threads[2] is not first_thread
         assert all(t.is_alive() for t in pipeline._threads)
         assert all(c.stats.restarts == 0 for c in pipeline.consumers if c is not consumer)
-        wait_for(lambda: read_health(client, log.prefix, "facts.v1").get("w1", {}).get("restarts") == 1, 10,
-                 "the restart in the health record")
+        wait_for(
+            lambda: read_health(client, log.prefix, "facts.v1").get("w1", {}).get("restarts") == 1,
+            10,
+            "the restart in the health record",
+        )
         assert pipeline.health()["facts.v1"]["alive"] is True
     finally:
         pipeline.stop()
@@ -229,8 +241,7 @@ def test_a_projection_with_entries_waiting_and_no_progress_is_stalled(event_log)
 
 
 @pytest.mark.valkey
-def test_doctor_and_stats_report_a_stalled_projection_with_its_group_and_last_error(
-        tmp_path, valkey_server, monkeypatch, capsys):
+def test_doctor_and_stats_report_a_stalled_projection_with_its_group_and_last_error(tmp_path, valkey_server, monkeypatch, capsys):
     client = _valkey(valkey_server)
     monkeypatch.setenv("MEMSTREAM_REDIS_URL", valkey_server.url)
     monkeypatch.setenv("MEMSTREAM_STALL_AFTER_S", "0.5")
@@ -255,8 +266,7 @@ def test_doctor_and_stats_report_a_stalled_projection_with_its_group_and_last_er
     try:
         log.append([turn("My name is Ana and I live in Lisbon")])
         wait_for(lambda: all_applied(log, groups=("turns.v1", "memories.v1", "sessions.v1")), 30, "the others")
-        code, report = wait_for(lambda: (lambda r: r if r[0] == 1 else None)(doctor()), 30,
-                                "doctor to see the stall")
+        code, report = wait_for(lambda: (lambda r: r if r[0] == 1 else None)(doctor()), 30, "doctor to see the stall")
         check = report["checks"]["projections"]
         assert report["ok"] is False and check["ok"] is False
         assert check["error"].startswith("facts.v1 not advancing: 1 entries waiting")
@@ -284,5 +294,6 @@ def test_doctor_and_stats_report_a_stalled_projection_with_its_group_and_last_er
     log.append([memory("add", "The office plant needs water on Mondays")])
     code, report = wait_for(lambda: (lambda r: r if r[0] == 1 else None)(doctor()), 30, "doctor to see no workers")
     assert set(report["checks"]["projections"]["error"].split("; ")) and all(
-        f"{g} not advancing: 1 entries waiting" in report["checks"]["projections"]["error"] for g in GROUPS)
+        f"{g} not advancing: 1 entries waiting" in report["checks"]["projections"]["error"] for g in GROUPS
+    )
     client.close()

@@ -42,8 +42,9 @@ def new_events(events: Sequence[Event], known: set[str]) -> list[Event]:
     return fresh
 
 
-def append_events(eventlog: EventLog, events: Sequence[Event], batch: int = BATCH,
-                  progress: Callable[[int, int], None] | None = None) -> int:
+def append_events(
+    eventlog: EventLog, events: Sequence[Event], batch: int = BATCH, progress: Callable[[int, int], None] | None = None
+) -> int:
     """Append ``events`` in order, ``batch`` at a time (each batch atomic); how many.
     ``progress(done, total)`` after each batch. Raises ``redis.RedisError``: the batches
     before stay appended (the import run again appends the rest, deduplicated by id)."""
@@ -52,7 +53,7 @@ def append_events(eventlog: EventLog, events: Sequence[Event], batch: int = BATC
         progress(0, total)
     step = max(1, batch)
     for start in range(0, total, step):
-        eventlog.append_batch([Record.of(e) for e in events[start:start + step]])
+        eventlog.append_batch([Record.of(e) for e in events[start : start + step]])
         if progress is not None:
             progress(min(start + step, total), total)
     return total

@@ -71,19 +71,39 @@ _CONTENT_JSON_PREFIX = "\x00json:"  # Hermes's encoding of multimodal content (a
 # the first words of a compaction summary (agent/context_compressor.py), current and legacy
 _SUMMARY_PREFIXES = ("[CONTEXT COMPACTION", "[CONTEXT SUMMARY]:")
 _SWITCH_REASONS: dict[str, SwitchReason] = {  # the parent's end_reason -> why the session switched
-    "compression": "compression", "branched": "branch", "new_session": "new_session",
-    "session_reset": "new_session", "resumed_other": "resume",
+    "compression": "compression",
+    "branched": "branch",
+    "new_session": "new_session",
+    "session_reset": "new_session",
+    "resumed_other": "resume",
 }
 _MAX_TIME = 253402300799.0  # 9999-12-31T23:59:59Z: datetime's bound
 
 # columns read: (name, required). A column a database lacks and does not require reads
 # as its default (an older Hermes created it later).
-_SESSION_COLUMNS = (("id", True), ("source", False), ("user_id", False), ("session_key", False),
-                    ("parent_session_id", False), ("started_at", True), ("ended_at", False),
-                    ("end_reason", False), ("message_count", False), ("profile_name", False))
-_MESSAGE_COLUMNS = (("id", True), ("session_id", True), ("role", True), ("content", True),
-                    ("tool_call_id", False), ("tool_calls", False), ("timestamp", True),
-                    ("active", False), ("compacted", False))
+_SESSION_COLUMNS = (
+    ("id", True),
+    ("source", False),
+    ("user_id", False),
+    ("session_key", False),
+    ("parent_session_id", False),
+    ("started_at", True),
+    ("ended_at", False),
+    ("end_reason", False),
+    ("message_count", False),
+    ("profile_name", False),
+)
+_MESSAGE_COLUMNS = (
+    ("id", True),
+    ("session_id", True),
+    ("role", True),
+    ("content", True),
+    ("tool_call_id", False),
+    ("tool_calls", False),
+    ("timestamp", True),
+    ("active", False),
+    ("compacted", False),
+)
 _DEFAULTS = {"active": "1", "compacted": "0"}
 
 
@@ -132,8 +152,7 @@ class _Message:
     live: bool  # active, or archived by compaction: history; False: rewound
 
     def as_dict(self) -> dict[str, Any]:
-        return {"role": self.role, "content": self.text, "tool_calls": self.tool_calls,
-                "tool_call_id": self.tool_call_id}
+        return {"role": self.role, "content": self.text, "tool_calls": self.tool_calls, "tool_call_id": self.tool_call_id}
 
 
 @dataclass
@@ -164,8 +183,15 @@ class _Write:
     call_id: str
 
 
-def read_hermes(home: str | Path, *, tenant: str, app: str = "hermes", agent: str | None = None,
-                max_text_bytes: int = 262144, lock_wait: float = 5.0) -> HermesHistory:
+def read_hermes(
+    home: str | Path,
+    *,
+    tenant: str,
+    app: str = "hermes",
+    agent: str | None = None,
+    max_text_bytes: int = 262144,
+    lock_wait: float = 5.0,
+) -> HermesHistory:
     """The history under the Hermes home ``home`` as events for ``tenant`` (``app``);
     ``agent`` for every event, else each session's as the provider resolves it (the
     gateway's session key, else the profile, else ``default``). Text is clipped to
@@ -196,9 +222,15 @@ def read_hermes(home: str | Path, *, tenant: str, app: str = "hermes", agent: st
             text, problems = clean_text(entry, max_text_bytes)
             event = MemoryWritten(
                 id=derived_event_id(0, "hermes", "memory", tenant, scope_agent, target, entry, ordinal),
-                occurred_at=_utc(at), scope=builder.scope(session, scope_agent),
-                clipped=["content"] if "clipped" in problems else [], action="add", target=target,
-                content=text, tool_call_id=write.call_id if write is not None else "", origin=ORIGIN)
+                occurred_at=_utc(at),
+                scope=builder.scope(session, scope_agent),
+                clipped=["content"] if "clipped" in problems else [],
+                action="add",
+                target=target,
+                content=text,
+                tool_call_id=write.call_id if write is not None else "",
+                origin=ORIGIN,
+            )
             _checked(event, str(path), f"entry {n}")
             out.events.append(event)
             out.memories += 1
@@ -211,8 +243,7 @@ def _read_state_db(path: Path, lock_wait: float) -> tuple[dict[str, _Session], l
     name = str(path)
     table = "schema_version"
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=lock_wait,
-                               isolation_level=None)
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=lock_wait, isolation_level=None)
     except sqlite3.Error as exc:
         raise ImportFileError(name, "", f"cannot open it ({exc})") from None
     try:
@@ -231,8 +262,11 @@ def _read_state_db(path: Path, lock_wait: float) -> tuple[dict[str, _Session], l
         return sessions, messages
     except sqlite3.OperationalError as exc:
         if "locked" in str(exc) or "busy" in str(exc):
-            raise ImportFileError(name, f"table {table}", f"locked by another process for over {lock_wait:g} s "
-                                  f"({exc}): try again when Hermes is idle") from None
+            raise ImportFileError(
+                name,
+                f"table {table}",
+                f"locked by another process for over {lock_wait:g} s ({exc}): try again when Hermes is idle",
+            ) from None
         raise ImportFileError(name, f"table {table}", f"cannot be read ({exc})") from None
     except sqlite3.DatabaseError as exc:  # "file is not a database", "database disk image is malformed"
         raise ImportFileError(name, f"table {table}", f"unreadable: a corrupt or non-SQLite file ({exc})") from None
@@ -258,8 +292,9 @@ def _columns(conn: sqlite3.Connection, name: str, table: str, wanted: tuple[tupl
         raise ImportFileError(name, f"table {table}", "missing: not a Hermes state.db")
     missing = [c for c, required in wanted if required and c not in have]
     if missing:
-        raise ImportFileError(name, f"table {table}", f"has no column {', '.join(missing)}: not a Hermes state.db "
-                                                     "of a schema memstream knows")
+        raise ImportFileError(
+            name, f"table {table}", f"has no column {', '.join(missing)}: not a Hermes state.db of a schema memstream knows"
+        )
     return ", ".join(c if c in have else f"{_DEFAULTS.get(c, 'NULL')} AS {c}" for c, _ in wanted)
 
 
@@ -274,8 +309,7 @@ def _text(value: Any, name: str, where: str, column: str, *, required: bool = Fa
 def _time(value: Any, name: str, where: str, column: str, *, required: bool = True) -> float | None:
     if value is None and not required:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-            math.isfinite(value) and 0 <= value <= _MAX_TIME):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and 0 <= value <= _MAX_TIME):
         raise ImportFileError(name, where, f"{column} is {value!r}, not a time (seconds since 1970)")
     return float(value)
 
@@ -287,13 +321,17 @@ def _session(name: str, row: tuple[Any, ...]) -> _Session:
     if not sid.strip():
         raise ImportFileError(name, where, "id is empty")
     return _Session(
-        id=sid, source=_text(source, name, where, "source"), user_id=_text(user_id, name, where, "user_id"),
-        session_key=_text(key, name, where, "session_key"), parent=_text(parent, name, where, "parent_session_id"),
+        id=sid,
+        source=_text(source, name, where, "source"),
+        user_id=_text(user_id, name, where, "user_id"),
+        session_key=_text(key, name, where, "session_key"),
+        parent=_text(parent, name, where, "parent_session_id"),
         started_at=_time(started, name, where, "started_at", required=False),
         ended_at=_time(ended, name, where, "ended_at", required=False),
         end_reason=_text(reason, name, where, "end_reason"),
         message_count=count if isinstance(count, int) and not isinstance(count, bool) else None,
-        profile=_text(profile, name, where, "profile_name"))
+        profile=_text(profile, name, where, "profile_name"),
+    )
 
 
 def _message(name: str, row: tuple[Any, ...]) -> _Message:
@@ -304,7 +342,7 @@ def _message(name: str, row: tuple[Any, ...]) -> _Message:
     text = _text(content, name, where, "content")
     if text.startswith(_CONTENT_JSON_PREFIX):  # multimodal parts: their text
         try:
-            text = message_text({"content": json.loads(text[len(_CONTENT_JSON_PREFIX):])})
+            text = message_text({"content": json.loads(text[len(_CONTENT_JSON_PREFIX) :])})
         except ValueError:
             pass  # Hermes reads such content as the raw string too
     try:
@@ -313,11 +351,16 @@ def _message(name: str, row: tuple[Any, ...]) -> _Message:
         parsed = []  # as Hermes reads it: unreadable tool calls are none
     timestamp = _time(ts, name, where, "timestamp")
     assert timestamp is not None  # required
-    return _Message(id=mid, session_id=_text(sid, name, where, "session_id", required=True),
-                    role=_text(role, name, where, "role", required=True), text=text,
-                    tool_call_id=_text(call_id, name, where, "tool_call_id"),
-                    tool_calls=parsed if isinstance(parsed, list) else [], timestamp=timestamp,
-                    live=active is None or active == 1 or compacted == 1)
+    return _Message(
+        id=mid,
+        session_id=_text(sid, name, where, "session_id", required=True),
+        role=_text(role, name, where, "role", required=True),
+        text=text,
+        tool_call_id=_text(call_id, name, where, "tool_call_id"),
+        tool_calls=parsed if isinstance(parsed, list) else [],
+        timestamp=timestamp,
+        live=active is None or active == 1 or compacted == 1,
+    )
 
 
 def _memory_writes(messages: list[_Message]) -> dict[tuple[str, str], _Write]:
@@ -424,12 +467,14 @@ class _Builder:
     def scope(self, session: _Session | None, agent: str) -> Scope:
         if session is None:
             return Scope(tenant=self.tenant, app=self.app, agent=agent)
-        return Scope(tenant=self.tenant, app=self.app, agent=agent, user_id=session.user_id,
-                     session_id=session.id, platform=session.source)
+        return Scope(
+            tenant=self.tenant, app=self.app, agent=agent, user_id=session.user_id, session_id=session.id, platform=session.source
+        )
 
 
-def _session_events(db: Path, sessions: dict[str, _Session], messages: list[_Message], b: _Builder,
-                    out: HermesHistory) -> Iterator[list[Event]]:
+def _session_events(
+    db: Path, sessions: dict[str, _Session], messages: list[_Message], b: _Builder, out: HermesHistory
+) -> Iterator[list[Event]]:
     name = str(db)
     by_session: dict[str, list[_Message]] = {}
     for m in messages:
@@ -447,8 +492,9 @@ def _session_events(db: Path, sessions: dict[str, _Session], messages: list[_Mes
         events: list[Event] = []
         turns = turns_of.get(session.id, [])
         parent = sessions.get(session.parent) if session.parent else None
-        before = [t.key for t in turns_of.get(parent.id, [])] if (
-            parent is not None and parent.end_reason == "compression") else []
+        before = (
+            [t.key for t in turns_of.get(parent.id, [])] if (parent is not None and parent.end_reason == "compression") else []
+        )
         kept: list[_Turn] = []
         for segment in sorted({t.segment for t in turns}):
             part = [t for t in turns if t.segment == segment]
@@ -459,10 +505,15 @@ def _session_events(db: Path, sessions: dict[str, _Session], messages: list[_Mes
         if session.parent and session.started_at is not None:
             reason = _SWITCH_REASONS.get(parent.end_reason if parent is not None else "", "other")
             event: Event = SessionSwitched(
-                id=derived_event_id(_ms(session.started_at), "hermes", "session.switched", b.tenant, agent,
-                                    session.id, session.parent),
-                occurred_at=_utc(session.started_at), scope=scope, reason=reason,
-                parent_session_id=session.parent, reset=reason == "new_session")
+                id=derived_event_id(
+                    _ms(session.started_at), "hermes", "session.switched", b.tenant, agent, session.id, session.parent
+                ),
+                occurred_at=_utc(session.started_at),
+                scope=scope,
+                reason=reason,
+                parent_session_id=session.parent,
+                reset=reason == "new_session",
+            )
             _checked(event, name, f"table sessions, row {session.id!r}")
             events.append(event)
             out.session_switches += 1
@@ -473,25 +524,43 @@ def _session_events(db: Path, sessions: dict[str, _Session], messages: list[_Mes
                 continue
             user_text, p1 = clean_text(turn.user.text, b.max_text_bytes)
             answer_text, p2 = clean_text(answer.text, b.max_text_bytes)
-            calls = [ToolCall(name=n, arguments=a, result=r, call_id=c)
-                     for n, a, r, c in tool_calls_of([m.as_dict() for m in turn.span])]
+            calls = [
+                ToolCall(name=n, arguments=a, result=r, call_id=c)
+                for n, a, r, c in tool_calls_of([m.as_dict() for m in turn.span])
+            ]
             event = TurnRecorded(
-                id=derived_event_id(_ms(answer.timestamp), "hermes", "turn", b.tenant, agent, session.id,
-                                    repr(turn.user.timestamp), turn.user.text),
-                occurred_at=_utc(answer.timestamp), scope=scope,
+                id=derived_event_id(
+                    _ms(answer.timestamp),
+                    "hermes",
+                    "turn",
+                    b.tenant,
+                    agent,
+                    session.id,
+                    repr(turn.user.timestamp),
+                    turn.user.text,
+                ),
+                occurred_at=_utc(answer.timestamp),
+                scope=scope,
                 clipped=[f for f, p in (("user_text", p1), ("assistant_text", p2)) if "clipped" in p],
-                turn_index=index, user_text=user_text, assistant_text=answer_text, tool_calls=calls,
-                author=session.user_id or "user")
+                turn_index=index,
+                user_text=user_text,
+                assistant_text=answer_text,
+                tool_calls=calls,
+                author=session.user_id or "user",
+            )
             _checked(event, name, f"table messages, row {turn.user.id}")
             events.append(event)
             out.turns += 1
         if session.ended_at is not None:
             event = SessionEnded(
-                id=derived_event_id(_ms(session.ended_at), "hermes", "session.ended", b.tenant, agent, session.id,
-                                    repr(session.ended_at)),
-                occurred_at=_utc(session.ended_at), scope=scope, turn_count=len(kept),
-                message_count=session.message_count if session.message_count is not None
-                else len(by_session.get(session.id, [])))
+                id=derived_event_id(
+                    _ms(session.ended_at), "hermes", "session.ended", b.tenant, agent, session.id, repr(session.ended_at)
+                ),
+                occurred_at=_utc(session.ended_at),
+                scope=scope,
+                turn_count=len(kept),
+                message_count=session.message_count if session.message_count is not None else len(by_session.get(session.id, [])),
+            )
             _checked(event, name, f"table sessions, row {session.id!r}")
             events.append(event)
             out.session_ends += 1
@@ -509,7 +578,7 @@ def _entries(path: Path) -> list[tuple[str, int]]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
+        line = raw[: exc.start].count(b"\n") + 1
         raise ImportFileError(name, f"line {line}", f"not UTF-8 (invalid byte at offset {exc.start})") from None
     seen: dict[str, int] = {}
     out: list[tuple[str, int]] = []

@@ -46,8 +46,9 @@ def read_jsonl(path: str | Path) -> list[Event]:
             raise ImportFileError(name, where, f"not UTF-8 (invalid byte at column {exc.start + 1})") from None
         except json.JSONDecodeError as exc:
             cut = number == len(lines) or exc.pos >= len(raw.rstrip())
-            raise ImportFileError(name, where, f"{'cut short' if cut else 'not JSON'} ({exc.msg} at column "
-                                               f"{exc.colno})") from None
+            raise ImportFileError(
+                name, where, f"{'cut short' if cut else 'not JSON'} ({exc.msg} at column {exc.colno})"
+            ) from None
         if not isinstance(obj, dict):
             raise ImportFileError(name, where, f"a JSON {type(obj).__name__}, not an event object")
         for field in _LOG_FIELDS:

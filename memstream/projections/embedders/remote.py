@@ -43,8 +43,6 @@ _KNOWN_DIMS = {
 }
 
 
-
-
 class _HttpEmbedder:
     kind = ""
     default_url = ""
@@ -197,8 +195,9 @@ class _HttpEmbedder:
         if code in (401, 403):
             return EmbedderError(f"{where}; check the API key (api_key or MEMSTREAM_EMBED_API_KEY)")
         if code == 404:
-            return EmbedderError(f"{where}; check the URL (MEMSTREAM_EMBED_URL) and the model name "
-                                 f"{self.model!r}{self._hint_404}")
+            return EmbedderError(
+                f"{where}; check the URL (MEMSTREAM_EMBED_URL) and the model name {self.model!r}{self._hint_404}"
+            )
         if 300 <= code < 400:
             return EmbedderError(f"{where}; set MEMSTREAM_EMBED_URL to the final URL (redirects are not followed)")
         return EmbedderError(f"{where}; the input was rejected: lower batch_size or max_tokens, or check the model")

@@ -264,8 +264,7 @@ class EdgeStore:
                 existing = _stored_dim(directory)
                 if existing != dim:
                     raise DimensionMismatch(
-                        f"{collection} exists with dense dim {existing}, not {dim}: "
-                        f"build a new version of {name!r} instead"
+                        f"{collection} exists with dense dim {existing}, not {dim}: build a new version of {name!r} instead"
                     )
                 shard = self._open(collection)
                 self._ensure_indexes(shard.shard)
@@ -361,8 +360,9 @@ class EdgeStore:
             offset = None
             with shard.gate.use(name), _translated(name):
                 while True:
-                    page, offset = shard.shard.scroll(qe.ScrollRequest(offset=offset, limit=1024, with_payload=True,
-                                                                       with_vector=True))
+                    page, offset = shard.shard.scroll(
+                        qe.ScrollRequest(offset=offset, limit=1024, with_payload=True, with_vector=True)
+                    )
                     records += page
                     if offset is None:
                         break
@@ -375,8 +375,11 @@ class EdgeStore:
                 try:
                     self._ensure_indexes(created)
                     for start in range(0, len(records), 1024):
-                        created.update(qe.UpdateOperation.upsert_points(
-                            [qe.Point(r.id, r.vector, r.payload or {}) for r in records[start:start + 1024]]))
+                        created.update(
+                            qe.UpdateOperation.upsert_points(
+                                [qe.Point(r.id, r.vector, r.payload or {}) for r in records[start : start + 1024]]
+                            )
+                        )
                     created.flush()
                 finally:
                     created.close()
@@ -534,7 +537,10 @@ class EdgeStore:
             )
         else:
             request = qe.QueryRequest(
-                limit=limit, query=dense_q or sparse_q, filter=qfilter, with_payload=False,
+                limit=limit,
+                query=dense_q or sparse_q,
+                filter=qfilter,
+                with_payload=False,
                 params=params if dense_q is not None else None,
             )
         generation = shard.payloads.generation
@@ -564,8 +570,11 @@ class EdgeStore:
             raise ValueError("limit must be >= 1")
         shard = self._shard(collection)
         request = qe.ScrollRequest(
-            offset=uuid_ids([offset])[0] if offset is not None else None, limit=limit,
-            filter=_filter(filter), with_payload=True, with_vector=False,
+            offset=uuid_ids([offset])[0] if offset is not None else None,
+            limit=limit,
+            filter=_filter(filter),
+            with_payload=True,
+            with_vector=False,
         )
         with shard.gate.use(shard.name), _translated(shard.name):
             records, next_offset = shard.shard.scroll(request)
@@ -578,9 +587,7 @@ class EdgeStore:
         with shard.gate.use(shard.name), _translated(shard.name):
             return shard.shard.count(request)
 
-    def retrieve(
-        self, collection: str, ids: Sequence[str], *, with_vectors: bool = False
-    ) -> list[Point]:
+    def retrieve(self, collection: str, ids: Sequence[str], *, with_vectors: bool = False) -> list[Point]:
         if not ids:
             return []
         shard = self._shard(collection)
@@ -610,17 +617,14 @@ class EdgeStore:
             # optimizer still turns each appendable segment past INDEXING_KB into an
             # immutable one, which scores about 2.5x cheaper (store_bench).
             kwargs["optimizers"] = qe.EdgeOptimizersConfig(
-                indexing_threshold=INDEXING_KB, default_segment_number=SEGMENTS,
+                indexing_threshold=INDEXING_KB,
+                default_segment_number=SEGMENTS,
                 max_segment_size=MAX_SEGMENT_KB,
             )
-            kwargs["hnsw_config"] = qe.HnswIndexConfig(
-                m=0, ef_construct=100, full_scan_threshold=1_000_000_000, payload_m=0
-            )
+            kwargs["hnsw_config"] = qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=1_000_000_000, payload_m=0)
         else:
             kwargs["optimizers"] = qe.EdgeOptimizersConfig(indexing_threshold=INDEXING_KB)
-            kwargs["hnsw_config"] = qe.HnswIndexConfig(
-                m=16, ef_construct=100, full_scan_threshold=10_000, payload_m=16
-            )
+            kwargs["hnsw_config"] = qe.HnswIndexConfig(m=16, ef_construct=100, full_scan_threshold=10_000, payload_m=16)
         if self._max_search_threads is not None:
             kwargs["max_search_threads"] = self._max_search_threads
         return qe.EdgeConfig(**kwargs)

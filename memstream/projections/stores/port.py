@@ -35,10 +35,26 @@ import numpy as np
 from memstream.core import PermanentError, TransientError
 
 __all__ = [
-    "VectorStore", "Point", "Hit", "Filter", "SparseVector", "Fusion",
-    "StoreError", "StoreUnavailable", "StoreLocked", "CollectionNotFound",
-    "DimensionMismatch", "point_id", "physical_name", "split_physical", "INDEXED_FIELDS",
-    "DENSE", "SPARSE", "DENSE_KEY", "dense_key", "open_store",
+    "VectorStore",
+    "Point",
+    "Hit",
+    "Filter",
+    "SparseVector",
+    "Fusion",
+    "StoreError",
+    "StoreUnavailable",
+    "StoreLocked",
+    "CollectionNotFound",
+    "DimensionMismatch",
+    "point_id",
+    "physical_name",
+    "split_physical",
+    "INDEXED_FIELDS",
+    "DENSE",
+    "SPARSE",
+    "DENSE_KEY",
+    "dense_key",
+    "open_store",
 ]
 
 DENSE = "dense"  # name of the dense vector (cosine)
@@ -129,9 +145,7 @@ def named_uuid(name: str) -> str:
 def physical_name(name: str, version: int) -> str:
     """``{name}_v{version}``; validates both (ValueError)."""
     if not _NAME.match(name) or _PHYSICAL.match(name):
-        raise ValueError(
-            f"collection name {name!r}: use [a-z][a-z0-9_]*, not ending in _v<number>"
-        )
+        raise ValueError(f"collection name {name!r}: use [a-z][a-z0-9_]*, not ending in _v<number>")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:  # type: ignore[redundant-expr]  # for untyped callers
         raise ValueError(f"collection version must be an int >= 1, got {version!r}")
     return f"{name}_v{version}"
@@ -281,9 +295,7 @@ class VectorStore(Protocol):
         """Exact number of points in scope (all points without a filter)."""
         ...
 
-    def retrieve(
-        self, collection: str, ids: Sequence[str], *, with_vectors: bool = False
-    ) -> list[Point]:
+    def retrieve(self, collection: str, ids: Sequence[str], *, with_vectors: bool = False) -> list[Point]:
         """The points that exist among ``ids`` (order not guaranteed)."""
         ...
 
@@ -395,8 +407,13 @@ class PointGone(StoreError):
 DenseWrite = Callable[[list[tuple[str, list[float], str]]], None]
 
 
-def set_dense_looking(retrieve: Callable[[list[str]], Sequence[Point]], vectors: Sequence[tuple[str, Any, str]],
-                      write: DenseWrite, *, dim: int | None) -> int:
+def set_dense_looking(
+    retrieve: Callable[[list[str]], Sequence[Point]],
+    vectors: Sequence[tuple[str, Any, str]],
+    write: DenseWrite,
+    *,
+    dim: int | None,
+) -> int:
     """``VectorStore.set_dense`` for every backend: look the points up (``retrieve``: the
     points among the ids, with payload), keep the ``(id, dense, key)`` whose point holds
     ``key`` now (``dense_matches``; the dense as a list of ``dim`` floats, ValueError

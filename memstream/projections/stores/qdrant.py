@@ -74,7 +74,9 @@ class QdrantStore:
             try:
                 if url:
                     client = QdrantClient(
-                        url=url, api_key=api_key, timeout=int(timeout),
+                        url=url,
+                        api_key=api_key,
+                        timeout=int(timeout),
                         check_compatibility=check_compatibility,  # a warning, in a thread
                     )
                 elif path:
@@ -85,9 +87,7 @@ class QdrantStore:
                 raise StoreLocked(f"{path}: {exc}") from exc
         self._client = client
         # local mode (no url) is plain Python structures: one caller at a time
-        self._lock: contextlib.AbstractContextManager[Any] = (
-            threading.RLock() if url is None else contextlib.nullcontext()
-        )
+        self._lock: contextlib.AbstractContextManager[Any] = threading.RLock() if url is None else contextlib.nullcontext()
         self.exact = exact
         self._dims: dict[str, int] = {}
 
@@ -102,8 +102,7 @@ class QdrantStore:
                 existing = self._dim(collection)
                 if existing != dim:
                     raise DimensionMismatch(
-                        f"{collection} exists with dense dim {existing}, not {dim}: "
-                        f"build a new version of {name!r} instead"
+                        f"{collection} exists with dense dim {existing}, not {dim}: build a new version of {name!r} instead"
                     )
             else:
                 self._client.create_collection(
@@ -116,9 +115,7 @@ class QdrantStore:
                 warnings.simplefilter("ignore")
                 for field, kind in INDEXED_FIELDS.items():
                     if field == "tenant":
-                        schema: Any = models.KeywordIndexParams(
-                            type=models.KeywordIndexType.KEYWORD, is_tenant=True
-                        )
+                        schema: Any = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
                     elif kind == "keyword":
                         schema = models.PayloadSchemaType.KEYWORD
                     else:
@@ -159,9 +156,7 @@ class QdrantStore:
             ops: list[Any] = []
             if any(a.alias_name == name for a in self._client.get_aliases().aliases):
                 ops.append(models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=name)))
-            ops.append(models.CreateAliasOperation(
-                create_alias=models.CreateAlias(collection_name=collection, alias_name=name)
-            ))
+            ops.append(models.CreateAliasOperation(create_alias=models.CreateAlias(collection_name=collection, alias_name=name)))
             self._client.update_collection_aliases(ops)  # one request: atomic for readers
 
     def collection_for_read(self, name: str) -> str:
@@ -198,8 +193,9 @@ class QdrantStore:
             updates = [models.PointVectors(id=pid, vector={DENSE: values}) for pid, values, _ in matched]
             # checked again by the server as it writes (a conditional update, Qdrant 1.16+):
             # a point re-indexed since the look keeps its new key and no vector
-            condition = models.Filter(must=[models.FieldCondition(
-                key=DENSE_KEY, match=models.MatchAny(any=[k for _, _, k in matched]))])
+            condition = models.Filter(
+                must=[models.FieldCondition(key=DENSE_KEY, match=models.MatchAny(any=[k for _, _, k in matched]))]
+            )
             with self._call(collection):
                 try:
                     self._client.update_vectors(collection, updates, update_filter=condition, wait=True)
@@ -210,8 +206,7 @@ class QdrantStore:
                         raise PointGone(exc.content.decode("utf-8", "replace")[:300]) from exc
                     raise
 
-        return set_dense_looking(lambda ids: self.retrieve(collection, ids), vectors, write,
-                                 dim=self._dims.get(collection))
+        return set_dense_looking(lambda ids: self.retrieve(collection, ids), vectors, write, dim=self._dims.get(collection))
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         if not ids:
@@ -264,9 +259,7 @@ class QdrantStore:
                 models.Prefetch(query=sparse_q, using=SPARSE, filter=qfilter, limit=n),
             ]
             kwargs["query"] = (
-                models.RrfQuery(rrf=models.Rrf(k=RRF_K))
-                if fusion == "rrf"
-                else models.FusionQuery(fusion=models.Fusion.DBSF)
+                models.RrfQuery(rrf=models.Rrf(k=RRF_K)) if fusion == "rrf" else models.FusionQuery(fusion=models.Fusion.DBSF)
             )
         elif dense_q is not None:
             kwargs.update(query=dense_q, using=DENSE, search_params=params)
@@ -281,28 +274,26 @@ class QdrantStore:
     ) -> tuple[list[Point], str | None]:
         with self._call(collection):
             records, next_offset = self._client.scroll(
-                collection, scroll_filter=_filter(filter), limit=limit, offset=offset,
-                with_payload=True, with_vectors=False,
+                collection,
+                scroll_filter=_filter(filter),
+                limit=limit,
+                offset=offset,
+                with_payload=True,
+                with_vectors=False,
             )
         points = [Point(id=str(r.id), payload=r.payload or {}) for r in records]
         return points, (str(next_offset) if next_offset is not None else None)
 
     def count(self, collection: str, filter: Filter | None = None) -> int:
         with self._call(collection):
-            result = self._client.count(
-                collection, count_filter=_filter(filter) if filter else None, exact=True
-            )
+            result = self._client.count(collection, count_filter=_filter(filter) if filter else None, exact=True)
         return result.count
 
-    def retrieve(
-        self, collection: str, ids: Sequence[str], *, with_vectors: bool = False
-    ) -> list[Point]:
+    def retrieve(self, collection: str, ids: Sequence[str], *, with_vectors: bool = False) -> list[Point]:
         if not ids:
             return []
         with self._call(collection):
-            records = self._client.retrieve(
-                collection, uuid_ids(ids), with_payload=True, with_vectors=with_vectors
-            )
+            records = self._client.retrieve(collection, uuid_ids(ids), with_payload=True, with_vectors=with_vectors)
         out = []
         for r in records:
             dense = sparse = None
@@ -355,9 +346,7 @@ def _ids(ids: Sequence[str]) -> list[models.ExtendedPointId]:
 
 def _not_found(collection: str, detail: str) -> CollectionNotFound:
     if split_physical(collection) is None:
-        return CollectionNotFound(
-            f"{collection!r} has no active version (set_active_version first): {detail}"
-        )
+        return CollectionNotFound(f"{collection!r} has no active version (set_active_version first): {detail}")
     return CollectionNotFound(f"{collection} does not exist (ensure_collection first): {detail}")
 
 
@@ -370,9 +359,7 @@ def _match(field: str, value: str | tuple[str, ...]) -> models.FieldCondition:
 def _filter(f: Filter) -> models.Filter:
     must: list[Any] = [_match(field, value) for field, value in f.matches()]
     if f.since_ts is not None or f.until_ts is not None:
-        must.append(models.FieldCondition(
-            key="occurred_at_ts", range=models.Range(gte=f.since_ts, lt=f.until_ts)
-        ))
+        must.append(models.FieldCondition(key="occurred_at_ts", range=models.Range(gte=f.since_ts, lt=f.until_ts)))
     must_not: list[Any] = []
     if f.exclude_ids:
         must_not.append(models.HasIdCondition(has_id=_ids(f.exclude_ids)))

@@ -87,11 +87,29 @@ class FactCandidate(msgspec.Struct, frozen=True, kw_only=True):
     confidence: float
 
 
-_SINGLE_KEYS = frozenset({
-    "name", "location", "origin", "employer", "role", "nationality", "email", "phone",
-    "timezone", "pronouns", "username", "website", "birthday",
-    "host", "port", "url", "path", "value", "tentative",
-})
+_SINGLE_KEYS = frozenset(
+    {
+        "name",
+        "location",
+        "origin",
+        "employer",
+        "role",
+        "nationality",
+        "email",
+        "phone",
+        "timezone",
+        "pronouns",
+        "username",
+        "website",
+        "birthday",
+        "host",
+        "port",
+        "url",
+        "path",
+        "value",
+        "tentative",
+    }
+)
 _SINGLE_PREFIXES = ("decision:", "version:", "favorite:")
 
 
@@ -115,9 +133,7 @@ class _Out:
         if not value or not subject or not key:
             return
         ident = (kind, subject, key, value.casefold())
-        fact = FactCandidate(
-            kind=kind, subject=subject, key=key, value=value, text=text, confidence=round(confidence, 3)
-        )
+        fact = FactCandidate(kind=kind, subject=subject, key=key, value=value, text=text, confidence=round(confidence, 3))
         at = self._seen.get(ident)
         if at is None:
             self._seen[ident] = len(self.facts)

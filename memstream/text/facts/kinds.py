@@ -8,6 +8,15 @@ from __future__ import annotations
 __all__ = ["FACT_KINDS"]
 
 FACT_KINDS: tuple[str, ...] = (
-    "identity", "preference", "dislike", "tool", "decision", "constraint", "value", "note",
-    "question", "done", "tentative",
+    "identity",
+    "preference",
+    "dislike",
+    "tool",
+    "decision",
+    "constraint",
+    "value",
+    "note",
+    "question",
+    "done",
+    "tentative",
 )

@@ -15,12 +15,49 @@ import re
 from typing import Iterator
 
 __all__ = [
-    "Gated", "gate_fold", "TERSE", "DETERMINERS", "TRAILING_PUNCT", "VALUE_STOP", "PRONOUN_VALUE", "LIST_SPLIT",
-    "LEADING_ADVERB", "NAME_WORD", "NAME_EXPLICIT", "NAME_IM", "ROLE", "ROLE_END", "ROLE_STOP",
-    "EMPLOYER", "LOCATION", "ORIGIN", "MY_ATTR", "PREFERENCE", "DISLIKE_VERBS", "FAVORITE",
-    "I_LEAD", "TOOL_USER", "TOOL_PROJECT", "TOOL_TRIM", "DECISION", "DECISION_STOP", "TOPIC",
-    "CONSTRAINT_IMPERATIVE", "CONSTRAINT_NAMED", "NOTE", "URL", "HOST", "PATH", "PORT", "DIGIT",
-    "NAMED_PORT", "VERSION_V", "NUMBER", "VERSION_THING", "UNIT_AFTER", "OWNER_VERB",
+    "Gated",
+    "gate_fold",
+    "TERSE",
+    "DETERMINERS",
+    "TRAILING_PUNCT",
+    "VALUE_STOP",
+    "PRONOUN_VALUE",
+    "LIST_SPLIT",
+    "LEADING_ADVERB",
+    "NAME_WORD",
+    "NAME_EXPLICIT",
+    "NAME_IM",
+    "ROLE",
+    "ROLE_END",
+    "ROLE_STOP",
+    "EMPLOYER",
+    "LOCATION",
+    "ORIGIN",
+    "MY_ATTR",
+    "PREFERENCE",
+    "DISLIKE_VERBS",
+    "FAVORITE",
+    "I_LEAD",
+    "TOOL_USER",
+    "TOOL_PROJECT",
+    "TOOL_TRIM",
+    "DECISION",
+    "DECISION_STOP",
+    "TOPIC",
+    "CONSTRAINT_IMPERATIVE",
+    "CONSTRAINT_NAMED",
+    "NOTE",
+    "URL",
+    "HOST",
+    "PATH",
+    "PORT",
+    "DIGIT",
+    "NAMED_PORT",
+    "VERSION_V",
+    "NUMBER",
+    "VERSION_THING",
+    "UNIT_AFTER",
+    "OWNER_VERB",
     "THING_WORD",
 ]
 
@@ -62,9 +99,7 @@ class Gated:
 
 
 # The terse notation: ``<mark>[<target>]: <text>``, one fact per line.
-TERSE = re.compile(
-    r"^\s*(?:[-*•]\s+)?(?P<mark>[CDV?~✓✔☑✅])\[(?P<target>[^\]\n]*)\]\s*:\s*(?P<body>\S.*?)\s*$"
-)
+TERSE = re.compile(r"^\s*(?:[-*•]\s+)?(?P<mark>[CDV?~✓✔☑✅])\[(?P<target>[^\]\n]*)\]\s*:\s*(?P<body>\S.*?)\s*$")
 
 # The shape of a value: where it ends, what it does not start with, how a list splits.
 DETERMINERS = re.compile(r"^(?:the|a|an|our|my|your|their|its|this|that|these|those)\s+", re.I)
@@ -104,11 +139,15 @@ NAME_EXPLICIT = [
     (Gated(re.compile(_W + r"my\s+(?:full\s+|first\s+|real\s+)?name(?:\s+is|'s)\s+(?P<v>.+)", re.I), "name"), True),
     (Gated(re.compile(_W + r"call\s+me\s+(?P<v>.+)", re.I), "call"), False),
     (Gated(re.compile(_W + r"(?:mein\s+name\s+ist|ich\s+hei(?:ß|ss)e)\s+(?P<v>.+)", re.I), "mein", "ich"), True),
-    (Gated(re.compile(_W + r"(?:je\s+m'appelle|mon\s+nom\s+est|mon\s+pr[ée]nom\s+est)\s+(?P<v>.+)", re.I),
-           "appelle", "mon"), True),
+    (
+        Gated(re.compile(_W + r"(?:je\s+m'appelle|mon\s+nom\s+est|mon\s+pr[ée]nom\s+est)\s+(?P<v>.+)", re.I), "appelle", "mon"),
+        True,
+    ),
     (Gated(re.compile(_W + r"(?:me\s+llamo|mi\s+nombre\s+es)\s+(?P<v>.+)", re.I), "llamo", "nombre"), True),
-    (Gated(re.compile(_W + r"(?:meu\s+nome\s+[ée]|mi\s+chiamo|il\s+mio\s+nome\s+[èe])\s+(?P<v>.+)", re.I),
-           "nome", "chiamo"), True),
+    (
+        Gated(re.compile(_W + r"(?:meu\s+nome\s+[ée]|mi\s+chiamo|il\s+mio\s+nome\s+[èe])\s+(?P<v>.+)", re.I), "nome", "chiamo"),
+        True,
+    ),
 ]
 NAME_IM = Gated(re.compile(_I + r"(?:'m|\s+am)\s+(?P<v>.+)"), "'m", "am")
 ROLE = [
@@ -126,47 +165,88 @@ ROLE_STOP = re.compile(
 )
 EMPLOYER = [
     Gated(re.compile(_I + r"\s+(?:currently\s+|now\s+|still\s+)?work\s+(?:at|for)\s+(?P<v>.+)"), "work"),
-    Gated(re.compile(_I + r"(?:'m|\s+am)\s+(?:currently\s+|now\s+)?(?:working|employed)\s+(?:at|for|by)\s+(?P<v>.+)"),
-          "working", "employed"),
+    Gated(
+        re.compile(_I + r"(?:'m|\s+am)\s+(?:currently\s+|now\s+)?(?:working|employed)\s+(?:at|for|by)\s+(?P<v>.+)"),
+        "working",
+        "employed",
+    ),
     Gated(re.compile(_I + r"\s+(?:just\s+)?joined\s+(?P<v>[A-Z].+)"), "joined"),
 ]
 LOCATION = [
-    Gated(re.compile(_I + r"\s+(?:now\s+|currently\s+|still\s+)?(?:live|reside)\s+in\s+(?P<v>.+)", re.I),
-          "live", "reside"),
-    Gated(re.compile(_I + r"(?:'m|\s+am)\s+(?:now\s+|currently\s+)?(?:based|living|located)\s+in\s+(?P<v>.+)", re.I),
-          "based", "living", "located"),
+    Gated(re.compile(_I + r"\s+(?:now\s+|currently\s+|still\s+)?(?:live|reside)\s+in\s+(?P<v>.+)", re.I), "live", "reside"),
+    Gated(
+        re.compile(_I + r"(?:'m|\s+am)\s+(?:now\s+|currently\s+)?(?:based|living|located)\s+in\s+(?P<v>.+)", re.I),
+        "based",
+        "living",
+        "located",
+    ),
     Gated(re.compile(_I + r"(?:'ve|\s+have)\s+been\s+(?:living|based)\s+in\s+(?P<v>.+)", re.I), "living", "based"),
-    Gated(re.compile(_I + r"(?:'m|\s+am)\s+(?:a|an)\s+[^,.;!?]{1,60}?\s+(?:based|living|located)\s+in\s+(?P<v>.+)",
-                     re.I), "based", "living", "located"),
-    Gated(re.compile(
-        _I + r"(?:\s+have|'ve)?\s+(?:just\s+|recently\s+|finally\s+)?(?:moved|relocated)\s+to\s+(?P<v>.+)", re.I
-    ), "moved", "relocated"),
+    Gated(
+        re.compile(_I + r"(?:'m|\s+am)\s+(?:a|an)\s+[^,.;!?]{1,60}?\s+(?:based|living|located)\s+in\s+(?P<v>.+)", re.I),
+        "based",
+        "living",
+        "located",
+    ),
+    Gated(
+        re.compile(_I + r"(?:\s+have|'ve)?\s+(?:just\s+|recently\s+|finally\s+)?(?:moved|relocated)\s+to\s+(?P<v>.+)", re.I),
+        "moved",
+        "relocated",
+    ),
     Gated(re.compile(r"(?<![\w'])ich\s+(?:wohne|lebe)\s+(?:jetzt\s+)?in\s+(?P<v>.+)", re.I), "wohne", "lebe"),
-    Gated(re.compile(r"(?<![\w'])(?:j'habite|je\s+vis|je\s+r[ée]side)\s+(?:à|a|en|au)\s+(?P<v>.+)", re.I),
-          "habite", "vis", "side"),
+    Gated(
+        re.compile(r"(?<![\w'])(?:j'habite|je\s+vis|je\s+r[ée]side)\s+(?:à|a|en|au)\s+(?P<v>.+)", re.I), "habite", "vis", "side"
+    ),
     Gated(re.compile(r"(?<![\w'])(?:vivo|resido)\s+en\s+(?P<v>.+)", re.I), "vivo", "resido"),
     Gated(re.compile(r"(?<![\w'])(?:moro|vivo)\s+(?:em|no|na|a|in)\s+(?P<v>.+)", re.I), "moro", "vivo"),
 ]
 ORIGIN = Gated(re.compile(_I + r"(?:'m|\s+am|\s+come)\s+(?:originally\s+)?from\s+(?P<v>.+)", re.I), "from")
-MY_ATTR = Gated(re.compile(
-    r"(?<![\w'])my\s+(?P<attr>e-?mail(?:\s+address)?|phone(?:\s+number)?|time\s*zone|pronouns|"
-    r"user\s*name|github(?:\s+(?:handle|username))?|handle|website|birthday)\s+(?:is|are)\s+(?P<v>\S+)",
-    re.I,
-), "mail", "phone", "zone", "pronouns", "name", "github", "handle", "website", "birthday")
+MY_ATTR = Gated(
+    re.compile(
+        r"(?<![\w'])my\s+(?P<attr>e-?mail(?:\s+address)?|phone(?:\s+number)?|time\s*zone|pronouns|"
+        r"user\s*name|github(?:\s+(?:handle|username))?|handle|website|birthday)\s+(?:is|are)\s+(?P<v>\S+)",
+        re.I,
+    ),
+    "mail",
+    "phone",
+    "zone",
+    "pronouns",
+    "name",
+    "github",
+    "handle",
+    "website",
+    "birthday",
+)
 
 # Preferences.
-PREFERENCE = Gated(re.compile(
-    r"(?:^|(?<![\w']))(?:(?P<i>I)(?:\s+|(?=')))?" + _ADV
-    + r"(?P<verb>love|like|prefer|enjoy|adore|dislike|hate|detest|loathe|can't\s+stand|cannot\s+stand|"
-    r"can\s+not\s+stand|don't\s+(?:really\s+)?like|do\s+not\s+(?:really\s+)?like|don't\s+enjoy|"
-    r"(?:'m|am)\s+not\s+(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of|(?:'m|am)\s+(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of)"
-    r"\s+(?P<v>.+)"
-), "love", "like", "prefer", "enjoy", "adore", "hate", "detest", "loathe", "stand", "fan")
+PREFERENCE = Gated(
+    re.compile(
+        r"(?:^|(?<![\w']))(?:(?P<i>I)(?:\s+|(?=')))?"
+        + _ADV
+        + r"(?P<verb>love|like|prefer|enjoy|adore|dislike|hate|detest|loathe|can't\s+stand|cannot\s+stand|"
+        r"can\s+not\s+stand|don't\s+(?:really\s+)?like|do\s+not\s+(?:really\s+)?like|don't\s+enjoy|"
+        r"(?:'m|am)\s+not\s+(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of|(?:'m|am)\s+(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of)"
+        r"\s+(?P<v>.+)"
+    ),
+    "love",
+    "like",
+    "prefer",
+    "enjoy",
+    "adore",
+    "hate",
+    "detest",
+    "loathe",
+    "stand",
+    "fan",
+)
 DISLIKE_VERBS = re.compile(r"^(?:dislike|hate|detest|loathe|can|cannot|don't|do\s+not|'m\s+not|am\s+not)", re.I)
-FAVORITE = Gated(re.compile(
-    r"(?<![\w'])my\s+(?:all[- ]time\s+)?favou?rite\s+(?P<thing>[\w\- ]{2,30}?)\s+(?:is|are|has\s+to\s+be)\s+(?P<v>.+)",
-    re.I,
-), "favorite", "favourite")
+FAVORITE = Gated(
+    re.compile(
+        r"(?<![\w'])my\s+(?:all[- ]time\s+)?favou?rite\s+(?P<thing>[\w\- ]{2,30}?)\s+(?:is|are|has\s+to\s+be)\s+(?P<v>.+)",
+        re.I,
+    ),
+    "favorite",
+    "favourite",
+)
 I_LEAD = re.compile(
     r"(?:^|[,;:!\-—–]\s*|\b(?:and|but|so|because|cause|since|honestly|personally|also|really|"
     r"yeah|yes|oh|well|still|now|lol|though|although)\s+)$",
@@ -174,26 +254,47 @@ I_LEAD = re.compile(
 )
 
 # Tools.
-TOOL_USER = Gated(re.compile(
-    _I + r"(?:'m|\s+am)?\s+" + _ADV + r"(?:use|using|work\s+with|code\s+in|write)\s+(?P<v>.+)"
-), "use", "using", "work", "code", "write")
+TOOL_USER = Gated(
+    re.compile(_I + r"(?:'m|\s+am)?\s+" + _ADV + r"(?:use|using|work\s+with|code\s+in|write)\s+(?P<v>.+)"),
+    "use",
+    "using",
+    "work",
+    "code",
+    "write",
+)
 TOOL_PROJECT = [
-    Gated(re.compile(
-        _W + r"we(?:'re|\s+are)?\s+" + _ADV
-        + r"(?:use|using|rely\s+on|build\s+(?:on|with)|built\s+on)\s+(?P<v>.+)",
-        re.I,
-    ), "use", "using", "rely", "build", "built"),
+    Gated(
+        re.compile(
+            _W + r"we(?:'re|\s+are)?\s+" + _ADV + r"(?:use|using|rely\s+on|build\s+(?:on|with)|built\s+on)\s+(?P<v>.+)",
+            re.I,
+        ),
+        "use",
+        "using",
+        "rely",
+        "build",
+        "built",
+    ),
     Gated(re.compile(_W + r"our\s+(?:tech\s+)?stack\s*(?:is|includes|consists\s+of|:)\s*(?P<v>.+)", re.I), "stack"),
-    Gated(re.compile(
-        _W + r"(?:is|are|was|were|gets?|get|it's|we're|we|be)\s+(?:now\s+)?(?:deployed|hosted)\s+(?:on|to)\s+(?P<v>.+)",
-        re.I,
-    ), "deployed", "hosted"),
+    Gated(
+        re.compile(
+            _W + r"(?:is|are|was|were|gets?|get|it's|we're|we|be)\s+(?:now\s+)?(?:deployed|hosted)\s+(?:on|to)\s+(?P<v>.+)",
+            re.I,
+        ),
+        "deployed",
+        "hosted",
+    ),
     Gated(re.compile(_W + r"we\s+(?:deploy|host)\s+(?:\w+\s+)?(?:on|to)\s+(?P<v>.+)", re.I), "deploy", "host"),
-    Gated(re.compile(
-        _W + r"(?:our|the)\s+[\w\-]+(?:\s+[\w\-]+)?\s+(?:runs|is\s+running|is\s+built|is\s+written)"
-        r"\s+(?:on|in|with)\s+(?P<v>.+)",
-        re.I,
-    ), "runs", "running", "built", "written"),
+    Gated(
+        re.compile(
+            _W + r"(?:our|the)\s+[\w\-]+(?:\s+[\w\-]+)?\s+(?:runs|is\s+running|is\s+built|is\s+written)"
+            r"\s+(?:on|in|with)\s+(?P<v>.+)",
+            re.I,
+        ),
+        "runs",
+        "running",
+        "built",
+        "written",
+    ),
 ]
 TOOL_TRIM = re.compile(
     r"\s+(?:for|to|in|on|at|as|with|from|via|because|since|internally|everywhere|daily|"
@@ -204,21 +305,31 @@ TOOL_TRIM = re.compile(
 # Decisions.
 # (pattern, confidence name); group "who" says whose decision it is.
 DECISION = [
-    (re.compile(
-        _W + r"(?P<who>we|I)(?:'ve|\s+have)?\s+(?:finally\s+|just\s+|all\s+|now\s+)?(?:decided|agreed)"
-        r"\s+(?:to\s+|on\s+|that\s+)?(?P<v>.+)", re.I), "decision"),
-    (re.compile(
-        _W + r"(?P<who>we|I)(?:'ve|\s+have)?\s+(?:finally\s+|just\s+)?(?:chose|chosen|opted\s+for|settled\s+on)"
-        r"\s+(?P<v>.+)", re.I), "decision"),
-    (re.compile(
-        _W + r"(?P<who>let)'?s\s+(?:go\s+with|stick\s+with|stick\s+to|settle\s+on)\s+(?P<v>.+)",
-        re.I), "decision_soft"),
-    (re.compile(
-        _W + r"(?P<who>let)'?s\s+(?P<v>(?:use|pick|choose|switch\s+to|move\s+to|adopt|migrate\s+to)\s+.+)",
-        re.I), "decision_soft"),
-    (re.compile(
-        _W + r"(?P<who>we)(?:'ll|\s+will|'re\s+going|\s+are\s+going)\s+(?:go|going)\s+with\s+(?P<v>.+)",
-        re.I), "decision_soft"),
+    (
+        re.compile(
+            _W + r"(?P<who>we|I)(?:'ve|\s+have)?\s+(?:finally\s+|just\s+|all\s+|now\s+)?(?:decided|agreed)"
+            r"\s+(?:to\s+|on\s+|that\s+)?(?P<v>.+)",
+            re.I,
+        ),
+        "decision",
+    ),
+    (
+        re.compile(
+            _W + r"(?P<who>we|I)(?:'ve|\s+have)?\s+(?:finally\s+|just\s+)?(?:chose|chosen|opted\s+for|settled\s+on)"
+            r"\s+(?P<v>.+)",
+            re.I,
+        ),
+        "decision",
+    ),
+    (re.compile(_W + r"(?P<who>let)'?s\s+(?:go\s+with|stick\s+with|stick\s+to|settle\s+on)\s+(?P<v>.+)", re.I), "decision_soft"),
+    (
+        re.compile(_W + r"(?P<who>let)'?s\s+(?P<v>(?:use|pick|choose|switch\s+to|move\s+to|adopt|migrate\s+to)\s+.+)", re.I),
+        "decision_soft",
+    ),
+    (
+        re.compile(_W + r"(?P<who>we)(?:'ll|\s+will|'re\s+going|\s+are\s+going)\s+(?:go|going)\s+with\s+(?P<v>.+)", re.I),
+        "decision_soft",
+    ),
     (re.compile(r"^(?P<who>decision|decided|we\s+decided)\s*:\s*(?P<v>.+)", re.I), "decision"),
 ]
 DECISION_STOP = re.compile(
@@ -274,12 +385,11 @@ URL = re.compile(
 )
 HOST = re.compile(
     r"(?<![\w@./:\-])(?P<h>localhost|(?:\d{1,3}\.){3}\d{1,3}|(?:[a-z0-9](?:[a-z0-9\-]*[a-z0-9])?\.)+(?:"
-    + _TLDS + r"))(?P<port>:\d{2,5})?(?![\w\-]|\.[a-z0-9])",
+    + _TLDS
+    + r"))(?P<port>:\d{2,5})?(?![\w\-]|\.[a-z0-9])",
     re.I,
 )
-PATH = re.compile(
-    r"(?<![\w:/.~\-\[])(?P<p>(?:~|\.{1,2})?/(?:[\w.@+\-]+/)+[\w.@+\-]*|~/[\w.@+\-]+|[A-Za-z]:\\[^\s\"'<>|]+)"
-)
+PATH = re.compile(r"(?<![\w:/.~\-\[])(?P<p>(?:~|\.{1,2})?/(?:[\w.@+\-]+/)+[\w.@+\-]*|~/[\w.@+\-]+|[A-Za-z]:\\[^\s\"'<>|]+)")
 PORT = re.compile(r"(?i)\bport\s+(?P<p>\d{2,5})\b")
 DIGIT = re.compile(r"\d")
 NAMED_PORT = re.compile(

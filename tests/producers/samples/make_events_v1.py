@@ -35,45 +35,89 @@ from memstream.producers.events import (
 
 OUT = Path(__file__).with_name("events_v1.jsonl")
 
-SCOPE = Scope(tenant="acme", app="hermes", agent="agent:main:telegram:dm:42",
-              user_id="u-123", session_id="20261122_050250_57e41d",
-              run_id="019a8b7c-0000-7000-8000-000000000001", platform="telegram")
+SCOPE = Scope(
+    tenant="acme",
+    app="hermes",
+    agent="agent:main:telegram:dm:42",
+    user_id="u-123",
+    session_id="20261122_050250_57e41d",
+    run_id="019a8b7c-0000-7000-8000-000000000001",
+    platform="telegram",
+)
 AT = datetime(2026, 11, 22, 5, 3, 4, 567000, tzinfo=UTC)
 
 
 def samples() -> list:
     return [
-        TurnRecorded(id="019a8b7c-1000-7000-8000-000000000001", occurred_at=AT, scope=SCOPE,
-                     clipped=["assistant_text"], turn_index=3, user_text="What's the weather in Zürich?",
-                     assistant_text="Sunny, 21 °C.",
-                     tool_calls=[ToolCall(name="web_search", arguments='{"q": "Zürich weather"}',
-                                          result="sunny 21C", call_id="call_1")],
-                     author="Ada"),
-        MemoryWritten(id="019a8b7c-1000-7000-8000-000000000002", occurred_at=AT, scope=SCOPE,
-                      clipped=["content"], action="replace", target="user",
-                      content="Ada prefers metric units", old_text="prefers imperial",
-                      tool_call_id="call_7", origin="assistant_tool"),
-        SessionEnded(id="019a8b7c-1000-7000-8000-000000000003", occurred_at=AT, scope=SCOPE,
-                     turn_count=5, message_count=17),
-        SessionSwitched(id="019a8b7c-1000-7000-8000-000000000004", occurred_at=AT, scope=SCOPE,
-                        reason="new_session", parent_session_id="20261121_230000_aaaaaa",
-                        reset=True, rewound=True),
-        DelegationCompleted(id="019a8b7c-1000-7000-8000-000000000005", occurred_at=AT, scope=SCOPE,
-                            clipped=["result"], task="summarise the report", result="three findings",
-                            child_session_id="20261122_050300_bbbbbb"),
-        MemoryRemembered(id="019a8b7c-1000-7000-8000-000000000006", occurred_at=AT, scope=SCOPE,
-                         content="the deploy key lives in vault", target="user"),
-        MemoryForgotten(id="019a8b7c-1000-7000-8000-000000000007", occurred_at=AT, scope=SCOPE,
-                        forgotten_id="019a8b7c-1000-7000-8000-000000000006", reason="user asked"),
+        TurnRecorded(
+            id="019a8b7c-1000-7000-8000-000000000001",
+            occurred_at=AT,
+            scope=SCOPE,
+            clipped=["assistant_text"],
+            turn_index=3,
+            user_text="What's the weather in Zürich?",
+            assistant_text="Sunny, 21 °C.",
+            tool_calls=[ToolCall(name="web_search", arguments='{"q": "Zürich weather"}', result="sunny 21C", call_id="call_1")],
+            author="Ada",
+        ),
+        MemoryWritten(
+            id="019a8b7c-1000-7000-8000-000000000002",
+            occurred_at=AT,
+            scope=SCOPE,
+            clipped=["content"],
+            action="replace",
+            target="user",
+            content="Ada prefers metric units",
+            old_text="prefers imperial",
+            tool_call_id="call_7",
+            origin="assistant_tool",
+        ),
+        SessionEnded(id="019a8b7c-1000-7000-8000-000000000003", occurred_at=AT, scope=SCOPE, turn_count=5, message_count=17),
+        SessionSwitched(
+            id="019a8b7c-1000-7000-8000-000000000004",
+            occurred_at=AT,
+            scope=SCOPE,
+            reason="new_session",
+            parent_session_id="20261121_230000_aaaaaa",
+            reset=True,
+            rewound=True,
+        ),
+        DelegationCompleted(
+            id="019a8b7c-1000-7000-8000-000000000005",
+            occurred_at=AT,
+            scope=SCOPE,
+            clipped=["result"],
+            task="summarise the report",
+            result="three findings",
+            child_session_id="20261122_050300_bbbbbb",
+        ),
+        MemoryRemembered(
+            id="019a8b7c-1000-7000-8000-000000000006",
+            occurred_at=AT,
+            scope=SCOPE,
+            content="the deploy key lives in vault",
+            target="user",
+        ),
+        MemoryForgotten(
+            id="019a8b7c-1000-7000-8000-000000000007",
+            occurred_at=AT,
+            scope=SCOPE,
+            forgotten_id="019a8b7c-1000-7000-8000-000000000006",
+            reason="user asked",
+        ),
     ]
 
 
 def line(event) -> str:
-    return json.dumps({
-        "type": type(event).__struct_config__.tag,
-        "msgpack_hex": encode(event).hex(),
-        "json": json.loads(msgspec.json.encode(event)),
-    }, ensure_ascii=False, sort_keys=True)
+    return json.dumps(
+        {
+            "type": type(event).__struct_config__.tag,
+            "msgpack_hex": encode(event).hex(),
+            "json": json.loads(msgspec.json.encode(event)),
+        },
+        ensure_ascii=False,
+        sort_keys=True,
+    )
 
 
 def main() -> None:

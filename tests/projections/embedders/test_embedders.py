@@ -46,18 +46,22 @@ def test_hash_vectors_are_identical_in_another_process():
         "sys.stdout.buffer.write(HashEmbedder().embed(['The deploy failed on Tuesday'])[0].tobytes())"
     )
     # A different hash seed would change Python's hash(): the embedder must not depend on it.
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, env={**os.environ, "PYTHONHASHSEED": "123"})
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, check=True, env={**os.environ, "PYTHONHASHSEED": "123"}
+    )
     assert np.array_equal(np.frombuffer(out.stdout, dtype=np.float32), here)
 
 
 def test_hash_similarity_follows_shared_words_and_inflections():
     e = HashEmbedder()
-    q, near, inflected, far = e.embed([
-        "the deploy to production failed",
-        "production deploy failed again",
-        "deploying to production fails",
-        "my cat likes sardines",
-    ])
+    q, near, inflected, far = e.embed(
+        [
+            "the deploy to production failed",
+            "production deploy failed again",
+            "deploying to production fails",
+            "my cat likes sardines",
+        ]
+    )
     assert cos(q, near) > cos(q, inflected) > cos(q, far)
     assert abs(cos(q, far)) < 0.3
 
@@ -101,13 +105,15 @@ def test_the_configured_embedder_is_the_one_the_environment_names(monkeypatch):
 
 
 def test_describe_says_what_the_embedder_would_be_without_making_it():
-    assert describe_embedder(Settings()) == {"embedder": "onnx-minilm", "model": MODEL_ID, "dim": DIM,
-                                             "threads": default_threads()}
+    assert describe_embedder(Settings()) == {
+        "embedder": "onnx-minilm",
+        "model": MODEL_ID,
+        "dim": DIM,
+        "threads": default_threads(),
+    }
     assert describe_embedder(Settings(embed_threads=3))["threads"] == 3
-    openai = describe_embedder(Settings(embedder="openai", embed_url="https://u:pw@llm.example/v1",
-                                        embed_api_key="sk-secret"))
-    assert openai == {"embedder": "openai", "url": "https://u:***@llm.example/v1",
-                      "model": "text-embedding-3-small", "dim": 1536}
+    openai = describe_embedder(Settings(embedder="openai", embed_url="https://u:pw@llm.example/v1", embed_api_key="sk-secret"))
+    assert openai == {"embedder": "openai", "url": "https://u:***@llm.example/v1", "model": "text-embedding-3-small", "dim": 1536}
     assert describe_embedder(Settings(embedder="ollama:mxbai"))["dim"] is None  # learnt from its first answer
     with pytest.raises(EmbedderError, match="onnx-minilm, hash"):
         describe_embedder(Settings(embedder="word2vec"))

@@ -25,13 +25,15 @@ def test_default_spec_is_the_int8_minilm_with_384_dims(minilm, monkeypatch):
 
 
 def test_paraphrases_are_closer_than_unrelated_sentences(minilm):
-    v = minilm.embed([
-        "A man is eating food.",
-        "A man is eating a piece of bread.",
-        "The girl is carrying a baby.",
-        "The deployment to production failed last night.",
-        "Last night's release to prod broke.",
-    ])
+    v = minilm.embed(
+        [
+            "A man is eating food.",
+            "A man is eating a piece of bread.",
+            "The girl is carrying a baby.",
+            "The deployment to production failed last night.",
+            "Last night's release to prod broke.",
+        ]
+    )
     assert v.dtype == np.float32 and v.shape == (5, 384)
     np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
     sims = v @ v.T

@@ -44,8 +44,9 @@ class FakeEmbeddingServer:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization"),
-                                        "port": self.client_address[1]})
+                server.requests.append(
+                    {"path": self.path, "body": body, "auth": self.headers.get("Authorization"), "port": self.client_address[1]}
+                )
                 server.respond(self, body)
 
         class Server(ThreadingHTTPServer):
@@ -160,8 +161,12 @@ def test_configuration_comes_from_the_environment_through_the_settings(fake, mon
     assert e.name == "openai:env-model" and e.dim == 8
     e.embed(["a"])
     assert fake.requests[0]["auth"] == "Bearer sk-env"
-    assert describe_embedder(settings, "openai") == {"embedder": "openai", "url": fake.url + "/v1",
-                                                     "model": "env-model", "dim": 8}
+    assert describe_embedder(settings, "openai") == {
+        "embedder": "openai",
+        "url": fake.url + "/v1",
+        "model": "env-model",
+        "dim": 8,
+    }
 
 
 def test_a_model_named_in_the_spec_wins_over_the_model_setting(fake):

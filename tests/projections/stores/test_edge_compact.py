@@ -17,10 +17,18 @@ def files_holding(directory, token: bytes) -> list[str]:
 
 def fill(store: EdgeStore, token: str) -> str:
     collection = store.ensure_collection("turns", 1, 4)
-    store.upsert(collection, [Point(id=point_id(f"e{i}", 0), dense=[0.1, 0.2, 0.3, float(i)],
-                                    sparse=sparse_vector(f"deploy number {i}"),
-                                    payload={"tenant": "t1", "text": token if i == 3 else f"deploy number {i}"})
-                              for i in range(12)])
+    store.upsert(
+        collection,
+        [
+            Point(
+                id=point_id(f"e{i}", 0),
+                dense=[0.1, 0.2, 0.3, float(i)],
+                sparse=sparse_vector(f"deploy number {i}"),
+                payload={"tenant": "t1", "text": token if i == 3 else f"deploy number {i}"},
+            )
+            for i in range(12)
+        ],
+    )
     store.set_active_version("turns", 1)
     return collection
 
@@ -34,14 +42,16 @@ def test_after_compact_no_file_holds_a_deleted_points_payload_and_the_live_point
         store.optimize(collection)
         store.flush()
         assert files_holding(tmp_path / "store", token.encode())  # a delete only marks the point
-        before = store.search(collection, dense=[0.1, 0.2, 0.3, 5.0], sparse=sparse_vector("deploy number 5"),
-                              filter=Filter(tenant="t1"), limit=3)
+        before = store.search(
+            collection, dense=[0.1, 0.2, 0.3, 5.0], sparse=sparse_vector("deploy number 5"), filter=Filter(tenant="t1"), limit=3
+        )
         assert store.compact(collection) == 11
         assert files_holding(tmp_path / "store", token.encode()) == []
         assert files_holding(tmp_path / "store", b"deploy number 5")  # payloads are greppable: the test can fail
         assert store.count(collection) == 11
-        after = store.search(collection, dense=[0.1, 0.2, 0.3, 5.0], sparse=sparse_vector("deploy number 5"),
-                             filter=Filter(tenant="t1"), limit=3)
+        after = store.search(
+            collection, dense=[0.1, 0.2, 0.3, 5.0], sparse=sparse_vector("deploy number 5"), filter=Filter(tenant="t1"), limit=3
+        )
         assert after[0].id == before[0].id == point_id("e5", 0) and len(after) == 3
         kept = store.retrieve(collection, [point_id("e5", 0)], with_vectors=True)[0]
         assert kept.dense is not None and kept.sparse is not None and kept.payload["text"] == "deploy number 5"
@@ -93,8 +103,7 @@ def test_readers_and_writers_during_a_compaction_see_no_error(tmp_path):
         def read() -> None:
             while not stop.is_set():
                 try:
-                    store.search(collection, sparse=sparse_vector("deploy number 5"), filter=Filter(tenant="t1"),
-                                 limit=3)
+                    store.search(collection, sparse=sparse_vector("deploy number 5"), filter=Filter(tenant="t1"), limit=3)
                     store.count(collection)
                 except BaseException as exc:  # noqa: BLE001 - any error is the failure
                     errors.append(exc)
@@ -103,8 +112,16 @@ def test_readers_and_writers_during_a_compaction_see_no_error(tmp_path):
             i = 100
             while not stop.is_set():
                 try:
-                    store.upsert(collection, [Point(id=point_id(f"w{i}", 0), dense=[0.5, 0.5, 0.5, 0.5],
-                                                    payload={"tenant": "t1", "text": f"written {i}"})])
+                    store.upsert(
+                        collection,
+                        [
+                            Point(
+                                id=point_id(f"w{i}", 0),
+                                dense=[0.5, 0.5, 0.5, 0.5],
+                                payload={"tenant": "t1", "text": f"written {i}"},
+                            )
+                        ],
+                    )
                     written.append(point_id(f"w{i}", 0))
                     i += 1
                 except BaseException as exc:  # noqa: BLE001

@@ -82,12 +82,16 @@ class Backend:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-@pytest.fixture(params=[
-    "qdrant-memory",
-    "edge",
-    pytest.param("qdrant-server", marks=pytest.mark.skipif(
-        not SERVER_URL, reason="set MEMSTREAM_QDRANT_URL to test against a Qdrant server")),
-])
+@pytest.fixture(
+    params=[
+        "qdrant-memory",
+        "edge",
+        pytest.param(
+            "qdrant-server",
+            marks=pytest.mark.skipif(not SERVER_URL, reason="set MEMSTREAM_QDRANT_URL to test against a Qdrant server"),
+        ),
+    ]
+)
 def backend(request, tmp_path):
     b = Backend(request.param, tmp_path)
     yield b
@@ -112,13 +116,24 @@ def unit(i: int) -> list[float]:
     return v
 
 
-def pt(key: str, *, tenant="t1", agent="a1", kind="turn", session="s1", ts=0.0,
-       dense=None, text="", **extra) -> Point:
+def pt(key: str, *, tenant="t1", agent="a1", kind="turn", session="s1", ts=0.0, dense=None, text="", **extra) -> Point:
     pid = point_id(tenant, key)
-    payload = {"tenant": tenant, "agent": agent, "kind": kind, "session_id": session,
-               "event_id": pid, "occurred_at_ts": ts, "key": key, **extra}
-    return Point(id=pid, dense=dense if dense is not None else unit(zlib.crc32(key.encode())),
-                 sparse=sparse_vector(text) if text else None, payload=payload)
+    payload = {
+        "tenant": tenant,
+        "agent": agent,
+        "kind": kind,
+        "session_id": session,
+        "event_id": pid,
+        "occurred_at_ts": ts,
+        "key": key,
+        **extra,
+    }
+    return Point(
+        id=pid,
+        dense=dense if dense is not None else unit(zlib.crc32(key.encode())),
+        sparse=sparse_vector(text) if text else None,
+        payload=payload,
+    )
 
 
 def keys(points) -> list[str]:
@@ -162,8 +177,7 @@ def test_point_without_tenant_or_with_non_uuid_id_is_rejected(backend, store):
 def test_filtered_dense_search_never_crosses_tenants_or_agents(backend, store):
     c = store.ensure_collection(backend.name("turns"), 1, DIM)
     same = unit(0)  # every point is an exact match: only the filter can separate them
-    points = [pt(f"{t}-{a}-{i}", tenant=t, agent=a, dense=same)
-              for t in ("t1", "t2") for a in ("a1", "a2") for i in range(5)]
+    points = [pt(f"{t}-{a}-{i}", tenant=t, agent=a, dense=same) for t in ("t1", "t2") for a in ("a1", "a2") for i in range(5)]
     store.upsert(c, points)
     for t in ("t1", "t2"):
         hits = store.search(c, dense=same, filter=Filter(t), limit=50)
@@ -172,8 +186,9 @@ def test_filtered_dense_search_never_crosses_tenants_or_agents(backend, store):
             hits = store.search(c, dense=same, filter=Filter(t, agent=a), limit=50)
             assert len(hits) == 5
             assert {(h.payload["tenant"], h.payload["agent"]) for h in hits} == {(t, a)}
-    hits = store.search(c, dense=np.asarray(same, dtype=np.float32),
-                        filter=Filter("t1", agent=["a1", "a2"], session_id="s1"), limit=50)
+    hits = store.search(
+        c, dense=np.asarray(same, dtype=np.float32), filter=Filter("t1", agent=["a1", "a2"], session_id="s1"), limit=50
+    )
     assert len(hits) == 10
     assert store.search(c, dense=same, filter=Filter("nobody"), limit=5) == []
 
@@ -194,12 +209,16 @@ CORPUS = {
 }
 
 
-@pytest.mark.parametrize("query, expected", [
-    ("서울역", "ko"), ("北京大学", "zh"), ("東京タワー", "ja"), ("deploying", "en"),
-])
-def test_sparse_search_finds_a_phrase_inside_unspaced_text_and_stemmed_words(
-    backend, store, query, expected
-):
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ("서울역", "ko"),
+        ("北京大学", "zh"),
+        ("東京タワー", "ja"),
+        ("deploying", "en"),
+    ],
+)
+def test_sparse_search_finds_a_phrase_inside_unspaced_text_and_stemmed_words(backend, store, query, expected):
     c = store.ensure_collection(backend.name("turns"), 1, DIM)
     store.upsert(c, [pt(k, text=text) for k, text in CORPUS.items()])
     hits = store.search(c, sparse=sparse_vector(query), filter=Filter("t1"), limit=3)
@@ -216,13 +235,16 @@ def test_sparse_search_with_no_keywords_finds_nothing(backend, store):
 def test_hybrid_rrf_returns_the_union_of_dense_and_keyword_hits_ranked(backend, store):
     c = store.ensure_collection(backend.name("turns"), 1, DIM)
     opposite = [-x for x in unit(0)]
-    store.upsert(c, [
-        pt("dense-only", dense=unit(0), text="lunch plans for friday"),
-        pt("both", dense=[0.9, 0.1] + [0.0] * (DIM - 2), text="invoice reconciliation report"),
-        pt("sparse-only", dense=opposite, text="the invoice is overdue"),
-        *[pt(f"filler-{i}", dense=unit(1 + i % (DIM - 1)), text=f"weather note {i}") for i in range(8)],
-        pt("other-tenant", tenant="t2", dense=unit(0), text="invoice reconciliation"),
-    ])
+    store.upsert(
+        c,
+        [
+            pt("dense-only", dense=unit(0), text="lunch plans for friday"),
+            pt("both", dense=[0.9, 0.1] + [0.0] * (DIM - 2), text="invoice reconciliation report"),
+            pt("sparse-only", dense=opposite, text="the invoice is overdue"),
+            *[pt(f"filler-{i}", dense=unit(1 + i % (DIM - 1)), text=f"weather note {i}") for i in range(8)],
+            pt("other-tenant", tenant="t2", dense=unit(0), text="invoice reconciliation"),
+        ],
+    )
     query = dict(dense=unit(0), sparse=sparse_vector("invoice reconciliation"), filter=Filter("t1"))
     dense_only = keys(store.search(c, dense=query["dense"], filter=query["filter"], limit=3))
     sparse_only = keys(store.search(c, sparse=query["sparse"], filter=query["filter"], limit=3))
@@ -306,9 +328,17 @@ def test_set_dense_never_creates_a_deleted_point_nor_dresses_a_reindexed_one(bac
     store.delete(c, [gone.id])
     newer = keyword_only("changed", "the newer text of changed")
     store.upsert(c, [newer])
-    assert store.set_dense(c, [(gone.id, unit(1), gone.payload[DENSE_KEY]),
-                               (changed.id, unit(1), changed.payload[DENSE_KEY]),
-                               (kept.id, unit(1), kept.payload[DENSE_KEY])]) == 1
+    assert (
+        store.set_dense(
+            c,
+            [
+                (gone.id, unit(1), gone.payload[DENSE_KEY]),
+                (changed.id, unit(1), changed.payload[DENSE_KEY]),
+                (kept.id, unit(1), kept.payload[DENSE_KEY]),
+            ],
+        )
+        == 1
+    )
     assert store.count(c) == 2
     got = {p.payload["key"]: p for p in store.retrieve(c, [gone.id, changed.id, kept.id], with_vectors=True)}
     assert set(got) == {"changed", "kept"}
@@ -332,9 +362,7 @@ def _deleting_after_first_look(store, collection: str, doomed: str, monkeypatch)
     return looks
 
 
-def test_set_dense_looks_again_when_a_point_is_deleted_between_its_look_and_its_write(
-    backend, store, monkeypatch
-):
+def test_set_dense_looks_again_when_a_point_is_deleted_between_its_look_and_its_write(backend, store, monkeypatch):
     c = store.ensure_collection(backend.name("turns"), 1, DIM)
     a, b = keyword_only("a", "text of a"), keyword_only("b", "text of b")
     store.upsert(c, [a, b])
@@ -346,9 +374,7 @@ def test_set_dense_looks_again_when_a_point_is_deleted_between_its_look_and_its_
     assert only.id == b.id and np.allclose(only.dense, unit(2))
 
 
-def test_set_dense_leaves_a_point_reindexed_between_its_look_and_its_write_without_a_vector(
-    backend, store, monkeypatch
-):
+def test_set_dense_leaves_a_point_reindexed_between_its_look_and_its_write_without_a_vector(backend, store, monkeypatch):
     """The engine checks the key again as it writes (a conditional update; in qdrant-client's
     local mode too): the look saw the old key, the write finds the new one."""
     c = store.ensure_collection(backend.name("turns"), 1, DIM)
@@ -371,9 +397,7 @@ def test_set_dense_leaves_a_point_reindexed_between_its_look_and_its_write_witho
     assert [h.id for h in store.search(c, dense=unit(1), filter=Filter("t1"), limit=5)] == [b.id]
 
 
-def test_set_dense_gives_up_when_its_points_keep_being_deleted_between_look_and_write(
-    backend, store, monkeypatch
-):
+def test_set_dense_gives_up_when_its_points_keep_being_deleted_between_look_and_write(backend, store, monkeypatch):
     c = store.ensure_collection(backend.name("turns"), 1, DIM)
     a = keyword_only("a", "text of a")
     real, looks = store.retrieve, []
@@ -430,8 +454,7 @@ def test_scroll_pages_through_the_scope_once_each(backend, store):
 
 def test_count_with_a_filter_counts_only_the_scope(backend, store):
     c = store.ensure_collection(backend.name("turns"), 1, DIM)
-    store.upsert(c, [pt(f"k{i}", agent=f"a{i % 2}", kind="turn" if i < 6 else "memory")
-                     for i in range(10)])
+    store.upsert(c, [pt(f"k{i}", agent=f"a{i % 2}", kind="turn" if i < 6 else "memory") for i in range(10)])
     assert store.count(c) == 10
     assert store.count(c, Filter("t1", agent="a0")) == 5
     assert store.count(c, Filter("t1", kind=["memory"])) == 4
@@ -484,8 +507,7 @@ def test_writer_and_readers_share_the_store_across_threads(backend, store):
     def read():
         try:
             while not done.is_set():
-                assert store.search(c, dense=unit(0), sparse=sparse_vector("batch"),
-                                    filter=Filter("t1"), limit=5)
+                assert store.search(c, dense=unit(0), sparse=sparse_vector("batch"), filter=Filter("t1"), limit=5)
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)
 
@@ -558,14 +580,14 @@ def test_edge_optimizer_rewrites_segments_without_losing_or_leaking_points(tmp_p
     try:
         c = store.ensure_collection("turns", 1, DIM)
         for b in range(6):
-            store.upsert(c, [pt(f"k{b}-{i}", tenant=f"t{i % 2}", agent=f"a{i % 5}",
-                                text=f"segment test {b}") for i in range(100)])
+            store.upsert(
+                c, [pt(f"k{b}-{i}", tenant=f"t{i % 2}", agent=f"a{i % 5}", text=f"segment test {b}") for i in range(100)]
+            )
         store.delete_where(c, Filter("t0", agent="a0"))
         assert store._shards[c].shard.info().segments_count > 1
         assert store.count(c) == 600 - 60
         assert store.count(c, Filter("t1", agent="a1")) == 60
-        hits = store.search(c, dense=unit(0), sparse=sparse_vector("segment"),
-                            filter=Filter("t1", agent="a3"), limit=100)
+        hits = store.search(c, dense=unit(0), sparse=sparse_vector("segment"), filter=Filter("t1", agent="a3"), limit=100)
         assert len(hits) == 60 and {h.payload["agent"] for h in hits} == {"a3"}
         seen, offset = [], None
         while True:
@@ -593,8 +615,18 @@ def test_edge_search_answers_the_same_from_its_payload_cache_as_from_the_engine(
     try:
         store = EdgeStore(scratch, payload_cache=0)  # every payload read from the engine
         c = store.ensure_collection("turns", 1, DIM)
-        store.upsert(c, [pt(f"k{i}", agent=f"a{i % 3}", text=f"cache test {i % 7} words {i}",
-                            dense=[float((i * j) % 5) + 0.5 for j in range(DIM)]) for i in range(200)])
+        store.upsert(
+            c,
+            [
+                pt(
+                    f"k{i}",
+                    agent=f"a{i % 3}",
+                    text=f"cache test {i % 7} words {i}",
+                    dense=[float((i * j) % 5) + 0.5 for j in range(DIM)],
+                )
+                for i in range(200)
+            ],
+        )
         queries = [([float((q + j) % 4) + 0.1 for j in range(DIM)], f"cache words {q}") for q in range(8)]
         scopes = [Filter("t1"), Filter("t1", agent="a1")]
         engine = [_hits(store, c, v, w, f) for v, w in queries for f in scopes]
@@ -620,8 +652,9 @@ def test_edge_search_never_answers_a_payload_older_than_the_last_write_to_its_po
 
         def notes() -> dict[str, str]:
             found = {h.payload["key"]: h.payload["note"] for h in store.search(c, dense=unit(0), filter=f, limit=10)}
-            by_words = {h.payload["key"]: h.payload["note"] for h in
-                        store.search(c, sparse=sparse_vector("secret"), filter=f, limit=10)}
+            by_words = {
+                h.payload["key"]: h.payload["note"] for h in store.search(c, sparse=sparse_vector("secret"), filter=f, limit=10)
+            }
             assert by_words == found
             return found
 
@@ -658,9 +691,16 @@ def test_edge_payload_cache_drops_what_it_read_before_a_write_came_in():
     assert cache.get(["a", "c", "d"]) == {}
 
 
-@pytest.mark.parametrize("raised", [StoreUnavailable("No space left on device"), StoreLocked("open elsewhere"),
-                                    CollectionNotFound("turns_v1 was closed"), StoreError("closed")],
-                         ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize(
+    "raised",
+    [
+        StoreUnavailable("No space left on device"),
+        StoreLocked("open elsewhere"),
+        CollectionNotFound("turns_v1 was closed"),
+        StoreError("closed"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
 def test_the_embedded_store_translates_engine_errors_once_and_passes_its_own_through(raised):
     """A store error raised inside a translated call (also by a nested one) keeps its kind:
     an outage stays transient, a refusal permanent."""
@@ -750,8 +790,13 @@ def test_set_dense_through_a_server_passes_other_answers_on_as_their_errors(tmp_
         store.upsert(c, [a])
         vectors = [(a.id, unit(1), a.payload[DENSE_KEY])]
         gone = b'{"status":{"error":"Not found: Collection `turns_v1` doesn\'t exist!"}}'
-        calls = _as_server(store, [UnexpectedResponse(404, "Not Found", gone, httpx.Headers()),
-                                   UnexpectedResponse(503, "Unavailable", b"", httpx.Headers())])
+        calls = _as_server(
+            store,
+            [
+                UnexpectedResponse(404, "Not Found", gone, httpx.Headers()),
+                UnexpectedResponse(503, "Unavailable", b"", httpx.Headers()),
+            ],
+        )
         with pytest.raises(CollectionNotFound):
             store.set_dense(c, vectors)
         with pytest.raises(StoreUnavailable):  # transient: the dense stage retries, spending no delivery

@@ -58,7 +58,7 @@ def _place_or_org(text: str, lowercase_ok: bool) -> str:
     text = DETERMINERS.sub("", text.lstrip()) if re.match(r"(?i)the\s+[A-Z]", text.lstrip()) else text.lstrip()
     run = _capitalized_run(text)
     if run:
-        after = text[text.find(run) + len(run):]
+        after = text[text.find(run) + len(run) :]
         m = re.match(r",\s*([A-Z][\w\-]+(?:\s+[A-Z][\w\-]+)?)\b(?!\s+(?:and|but)\b)", after)
         if m and not re.match(r",\s*(?:I|We|You|He|She|It|They|But|And|So)\b", after):
             run = f"{run}, {m.group(1)}"
@@ -115,7 +115,7 @@ def identity(clauses: list[str], sentence: str, add: Add) -> None:
                 role = ROLE_END.split(raw, maxsplit=1)[0].strip()
                 if role and not ROLE_STOP.match(role) and len(role.split()) <= 4 and not PRONOUN_VALUE.match(role):
                     add("identity", "user", "role", role, sentence, CONFIDENCE["role"])
-                    rest = raw[len(role):]
+                    rest = raw[len(role) :]
                     e = re.match(r"\s+(?:at|for)\s+(?P<v>.+)", rest)
                     if e:
                         org = _place_or_org(e.group("v"), lowercase_ok)
@@ -131,7 +131,7 @@ def identity(clauses: list[str], sentence: str, add: Add) -> None:
                 org = _place_or_org(m.group("v"), lowercase_ok)
                 if org:
                     add("identity", "user", "employer", org, sentence, CONFIDENCE["identity"])
-                    after = m.group("v")[m.group("v").find(org) + len(org):]
+                    after = m.group("v")[m.group("v").find(org) + len(org) :]
                     r = re.match(r"\s+as\s+(?:a|an)\s+(?P<v>.+)", after)
                     role = ROLE_END.split(r.group("v"), maxsplit=1)[0].strip() if r else ""
                     if role and not ROLE_STOP.match(role) and len(role.split()) <= 4:
@@ -155,6 +155,6 @@ def identity(clauses: list[str], sentence: str, add: Add) -> None:
 
 
 def _speaker_owns(clause: str, at: int) -> bool:
-    """"my name is X" is the user's own name, not "my friend's name is X"."""
+    """ "my name is X" is the user's own name, not "my friend's name is X"."""
     before = clause[:at].rstrip().lower()
     return not re.search(r"(?:'s|s')$", before)

@@ -36,7 +36,7 @@ _OWNER_WINDOW = 120  # characters before a value searched for what it belongs to
 def _owner(sentence: str, start: int) -> str:
     """What the sentence says the value at ``start`` belongs to: "the staging DB is at …"
     -> "staging db"; "the Grafana URL is …" -> "grafana"; "" when it does not say."""
-    prefix = sentence[max(0, start - _OWNER_WINDOW):start]
+    prefix = sentence[max(0, start - _OWNER_WINDOW) : start]
     m = OWNER_VERB.search(prefix)
     if not m:
         return ""
@@ -74,31 +74,31 @@ def values(sentence: str, add: Add) -> None:
     spans = []
     lowered = sentence.lower()
     has_digit = DIGIT.search(sentence) is not None
-    for m in (URL.finditer(masked) if "://" in sentence else ()):
+    for m in URL.finditer(masked) if "://" in sentence else ():
         url = m.group().rstrip(".,;:!?)]}'\"")
         found.append((m.start(), "url", url))
         spans.append((m.start(), m.start() + len(url)))
     masked, spans = _blank(masked, spans), []
-    for m in (HOST.finditer(masked) if "." in masked or "localhost" in lowered else ()):
+    for m in HOST.finditer(masked) if "." in masked or "localhost" in lowered else ():
         if m.group("h").lower() == "localhost" and not m.group("port"):
             continue
         found.append((m.start(), "host", m.group()))
         spans.append(m.span())
     masked, spans = _blank(masked, spans), []
-    for m in (PATH.finditer(masked) if "/" in masked or "\\" in masked else ()):
+    for m in PATH.finditer(masked) if "/" in masked or "\\" in masked else ():
         path = m.group("p").rstrip(".,;:!?)")
         found.append((m.start("p"), "path", path))
         spans.append((m.start("p"), m.start("p") + len(path)))
     masked, spans = _blank(masked, spans), []
     named_ports: list[tuple[int, str, str]] = []
     has_port = "port" in lowered
-    for m in (NAMED_PORT.finditer(masked) if has_port else ()):
+    for m in NAMED_PORT.finditer(masked) if has_port else ():
         thing = norm_subject(m.group("thing"))
         if thing and thing.split()[-1] not in THING_STOP:
             named_ports.append((m.start(), thing, m.group("p")))
             spans.append(m.span())
     masked, spans = _blank(masked, spans), []
-    for m in (PORT.finditer(masked) if has_port else ()):
+    for m in PORT.finditer(masked) if has_port else ():
         found.append((m.start(), "port", m.group("p")))
         spans.append(m.span())
     masked, spans = _blank(masked, spans), []
@@ -106,14 +106,14 @@ def values(sentence: str, add: Add) -> None:
     if not has_digit:
         masked = ""  # no digits: no versions
     for m in VERSION_V.finditer(masked):
-        thing = _version_thing(masked[max(0, m.start() - 60): m.start()])
+        thing = _version_thing(masked[max(0, m.start() - 60) : m.start()])
         versions.append((m.start(), thing, m.group("ver")))
         spans.append(m.span())
     masked = _blank(masked, spans)
     lead = len(masked) - len(masked.lstrip())
     for m in NUMBER.finditer(masked):  # "<Thing> [version] <number>"
         ver = m.group("ver")
-        words = masked[max(0, m.start() - 40): m.start()].split()
+        words = masked[max(0, m.start() - 40) : m.start()].split()
         if words and words[-1].lower() == "version":
             words.pop()
         if not words or not VERSION_THING.fullmatch(words[-1]) or UNIT_AFTER.match(masked, m.end()):
