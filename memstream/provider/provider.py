@@ -484,7 +484,7 @@ class MemstreamProvider(MemoryProvider):
             notes.append("service unreachable")
         backlog = self.writer.backlog() if self.writer is not None else 0
         if backlog:
-            notes.append(f"{backlog} events not yet shipped")
+            notes.append(f"{backlog} event{'s' if backlog != 1 else ''} not yet shipped")
         label = self.name + (f" ({'; '.join(notes)})" if notes else "")
         return RecallStatus(provider_label=label, count=count)
 
