@@ -98,6 +98,10 @@ if manager is not None:
     out["flushed"] = manager.flush_pending(timeout=10)
     out["stats"] = [p.stats() for p in providers if hasattr(p, "stats")]
 out["message_count"] = len(history)
+from memstream.core import threads  # noqa: E402  (how the provider's threads were started)
+
+spawner = threads.current()
+out["thread_spawner"] = f"{spawner.__module__}.{spawner.__qualname__}" if spawner is not None else None
 agent.shutdown_memory_provider(history)  # on_session_end + shutdown (ships the spool)
 agent.close()
 db.close()

@@ -176,6 +176,8 @@ def test_hermes_finds_memstream_through_its_entry_point_without_a_plugins_folder
     run = world.hermes(home, ["hello from the entry point"], gateway_session_key="agent:entry")
     assert run["providers"] == ["memstream"] and run["initialized"] == [True], run
     assert run["provider_class"] == ["memstream.provider.provider.MemstreamProvider"]
+    # the provider's background threads start through Hermes's helper (the profile's context goes along)
+    assert run["thread_spawner"] == "agent.memory_provider.spawn_context_thread"
     [turn] = [e for e in world.events() if isinstance(e, TurnRecorded) and e.scope.session_id == run["session_id"]]
     assert (turn.user_text, turn.scope.agent, turn.scope.tenant) == ("hello from the entry point", "agent:entry", TENANT)
 
