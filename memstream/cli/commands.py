@@ -487,13 +487,13 @@ def cmd_install_hermes(args: argparse.Namespace, settings: Settings) -> int:
 
     from memstream.hermes import install
 
-    result = install(Path(args.home).expanduser() if args.home else None)
-    print_result(
-        args,
-        result,
-        f"installed the memstream plugin into {result.get('plugin_dir')} "
-        f"and selected it (memory.provider: memstream in {result.get('config')})",
+    result = install(Path(args.home).expanduser() if args.home else None, hermes=args.hermes or None)
+    text = (
+        f"installed the memstream plugin into {result.get('plugin_dir')} and selected it "
+        f"(memory.provider: memstream in {result.get('config')}, by {result.get('selected_by') or 'no change'})\n"
+        f"{result.get('verdict')}"
     )
+    print_result(args, result, text)
     return OK
 
 
@@ -829,6 +829,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["recipe"])
     p = add("install-hermes", cmd_install_hermes, "install the memstream plugin into a Hermes home and select it")
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
+    p.add_argument("--hermes", default="", help="the hermes command to ask (default: the one beside this Python, else on PATH)")
     p = add("bench", cmd_bench, "benchmarks")
     p.add_argument(
         "which",

@@ -295,6 +295,8 @@ def _spool_summary(c: dict) -> str:
 def _hermes_summary(c: dict) -> str:
     if c.get("skipped"):
         return f"not checked: {c.get('reason') or 'skipped'}"
+    if c.get("verdict"):
+        return str(c["verdict"])
     provider = c.get("memory_provider") or "unset"
     return (
         f"plugin {'installed' if c.get('plugin_installed') else 'not installed'} in {c['plugin_dir']}, "

@@ -2,7 +2,7 @@
 the run file, how bytes from Redis become text, the Redis keys (``keys``), the errors and
 whether retrying helps (``errors``), logging set-up. Imports no other memstream package."""
 
-from memstream.core import keys, observe
+from memstream.core import keys, observe, threads
 from memstream.core.backoff import backoff_delay
 from memstream.core.cluster_url import cluster_prefix, is_cluster_url, parse_cluster_url
 from memstream.core.codec import as_str, lossless, shown
@@ -65,6 +65,7 @@ __all__ = [
     "stop_process",
     "tighten",
     "TransientError",
+    "threads",
     "usable_cpus",
     "write_private",
 ]

@@ -293,6 +293,16 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             description=("Seconds a memstream tool call waits for the service's answer before it returns an error."),
         ),
     ] = 5.0
+    record_non_primary: Annotated[
+        bool,
+        Meta(
+            description=(
+                "Record the turns and writes of Hermes's cron jobs and subagents (an `agent_context` other than "
+                "`primary`), each under an agent scope of its own (`AGENT#cron`, `AGENT#subagent`). Off: they "
+                "write nothing (they still recall the agent's memory), as Hermes's contract asks."
+            )
+        ),
+    ] = False
     stall_after_s: Annotated[
         float,
         Meta(

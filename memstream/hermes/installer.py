@@ -6,8 +6,9 @@ and sets ``memory.provider: memstream`` in ``$HERMES_HOME/config.yaml``, keeping
 other key. ``check(home)`` is what ``memstream doctor`` reports about it.
 
 The shim only imports ``provider`` from the memstream distribution, so memstream must be
-installed into the Python environment that runs Hermes; otherwise Hermes silently falls
-back to its built-in memory. Both functions say whether that is the case.
+in the Python environment that runs Hermes (its ``plugin.yaml`` declares it for Hermes
+0.21+'s package manager); otherwise Hermes falls back to its built-in memory. Both
+functions ask Hermes whether that is the case (``memstream.hermes.runtime``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 import yaml
 
 from memstream.core import PermanentError
+from memstream.hermes import runtime
 
 __all__ = ["install", "check", "hermes_home", "PLUGIN_NAME", "PLUGIN_FILES", "HermesInstallError"]
 
@@ -105,97 +107,62 @@ def _provider_importable() -> bool:
     return (Path(own.origin).resolve().parent / "provider" / "provider.py").exists()
 
 
-def _hermes_version() -> str | None:
-    try:
-        from importlib.metadata import PackageNotFoundError, version
-
-        return version("hermes-agent")
-    except PackageNotFoundError:
-        return None
-    except Exception:
-        return None
-
-
-def _hermes_python() -> str | None:
-    """The interpreter of the ``hermes`` command on PATH (from its shebang), if any."""
-    exe = shutil.which("hermes")
-    if not exe:
-        return None
-    try:
-        with open(exe, "rb") as f:
-            first = f.readline(512).decode("utf-8", "replace").strip()
-    except OSError:
-        return None
-    if not first.startswith("#!"):
-        return None
-    parts = first[2:].split()
-    if not parts:
-        return None
-    if os.path.basename(parts[0]) == "env" and len(parts) > 1:
-        return shutil.which(parts[1])
-    return parts[0]
-
-
-def _importable_by(python: str) -> bool | None:
-    code = (
-        "import importlib.util as u, pathlib as p, sys\n"
-        "s, m = u.find_spec('provider'), u.find_spec('memstream')\n"
-        "ok = bool(s and m and s.origin and m.origin and "
-        "p.Path(s.origin).resolve().parent.parent == p.Path(m.origin).resolve().parent.parent)\n"
-        "sys.exit(0 if ok else 3)\n"
-    )
-    try:
-        proc = subprocess.run([python, "-c", code], capture_output=True, timeout=15, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if proc.returncode == 0:
-        return True
-    if proc.returncode == 3:
-        return False
-    return None
-
-
-def _interpreters() -> dict[str, Any]:
-    """Which Python runs Hermes here, and can it import the provider?"""
-    out: dict[str, Any] = {
+def _ask_hermes(home: Path, command: str | None, selected: str) -> dict[str, Any]:
+    """What the Hermes of ``command`` (see ``runtime.find``) is, and what it loads as memstream
+    in ``home``, with the one-line verdict (``runtime.verdict``)."""
+    found = runtime.find(command)
+    hermes = runtime.detect(found, home) if found else None
+    probed = runtime.probe(hermes, home) if hermes is not None and selected == PLUGIN_NAME else None
+    loads, line = runtime.verdict(hermes, home, selected, probed)
+    return {
         "python": sys.executable,
         "provider_importable": _provider_importable(),
-        "hermes_version": _hermes_version(),
+        "hermes": hermes.as_dict() if hermes is not None else None,
+        "hermes_version": hermes.version if hermes is not None else None,
+        "hermes_python": (probed or {}).get("python") or (hermes.runtime[0] if hermes is not None and hermes.runtime else None),
+        "provider_importable_by_hermes": bool(probed.get("memstream")) if probed and not probed.get("error") else None,
+        "probe": probed,
+        "loads": loads,
+        "verdict": line,
     }
-    hermes_python = None
-    if out["hermes_version"] is None:
-        hermes_python = _hermes_python()
-    if hermes_python and os.path.realpath(hermes_python) != os.path.realpath(sys.executable):
-        out["hermes_python"] = hermes_python
-        out["provider_importable_by_hermes"] = _importable_by(hermes_python)
-    elif out["hermes_version"] is not None:
-        out["hermes_python"] = sys.executable
-        out["provider_importable_by_hermes"] = out["provider_importable"]
-    else:
-        out["hermes_python"] = None
-        out["provider_importable_by_hermes"] = None  # unknown: no Hermes found here
-    return out
 
 
-def _install_hint(python: str | None) -> str:
-    return (
-        f"install memstream into the Python that runs Hermes: "
-        f"{python or '/path/to/hermes-venv/bin/python'} -m pip install memstream"
+def _select_with_hermes(hermes: runtime.Hermes, home: Path) -> str:
+    """Select memstream with Hermes's own command: on a managed Hermes ``hermes memory setup
+    memstream`` (it also installs the dependency the plugin declares), else ``hermes config set``."""
+    argv = (
+        [hermes.command, "memory", "setup", PLUGIN_NAME]
+        if hermes.managed
+        else [hermes.command, "config", "set", "memory.provider", PLUGIN_NAME]
     )
+    env = {**os.environ, "HERMES_HOME": str(home)}
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=1800, stdin=subprocess.DEVNULL, env=env)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise HermesInstallError(f"`{' '.join(argv[1:])}` did not finish: {exc}") from exc
+    if proc.returncode != 0:
+        tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])[-500:]
+        raise HermesInstallError(f"`hermes {' '.join(argv[1:])}` failed ({proc.returncode}): {tail}")
+    return "hermes " + " ".join(argv[1:])
 
 
-def install(home: Path | str | None = None) -> dict[str, Any]:
+def install(home: Path | str | None = None, hermes: str | None = None) -> dict[str, Any]:
     """Copy the plugin into ``HOME/plugins/memstream/`` and select it in ``HOME/config.yaml``.
 
-    Idempotent. ``config.yaml`` is rewritten only when the selection changes (PyYAML: other
-    keys are kept, comments are not; the previous file is kept as
-    ``config.yaml.before-memstream``). Raises ``HermesInstallError`` if ``config.yaml``
-    cannot be parsed as a mapping.
+    With Hermes 0.20+ (``runtime.detect``) the selection is Hermes's own command (see
+    ``_select_with_hermes``); with 0.19, or no ``hermes`` command found, this writes
+    ``config.yaml`` itself (PyYAML: other keys are kept, comments are not). Either way the
+    previous file is kept as ``config.yaml.before-memstream`` when the selection changes.
+    Then Hermes is asked what it loads (``runtime.probe``): ``loads`` and ``verdict``.
+    Idempotent. Raises ``HermesInstallError`` if ``config.yaml`` cannot be parsed as a
+    mapping, or Hermes's command fails.
     """
     home = hermes_home(home)
     plugin_dir = home / "plugins" / PLUGIN_NAME
     config_path = home / "config.yaml"
     config = _load_config(config_path)  # fail before touching anything
+    command = runtime.find(hermes)
+    detected = runtime.detect(command, home) if command else None
 
     plugin_dir.mkdir(parents=True, exist_ok=True)
     files, updated = [], []
@@ -211,17 +178,22 @@ def install(home: Path | str | None = None) -> dict[str, Any]:
     config_created = not config_path.exists()
     config_changed = previous != PLUGIN_NAME or config_created
     backup = None
+    selected_by = None
     if config_changed:
-        memory = config.get("memory")
-        if not isinstance(memory, dict):
-            memory = {}
-            config["memory"] = memory
-        memory["provider"] = PLUGIN_NAME
-        text = yaml.safe_dump(config, sort_keys=False, default_flow_style=False, allow_unicode=True)
         if not config_created:
             backup = config_path.with_name(config_path.name + ".before-memstream")
             shutil.copy2(config_path, backup)
-        _write_atomic(config_path, text.encode("utf-8"), mode_from=config_path)
+        if detected is not None and detected.current:
+            selected_by = _select_with_hermes(detected, home)
+        else:
+            memory = config.get("memory")
+            if not isinstance(memory, dict):
+                memory = {}
+                config["memory"] = memory
+            memory["provider"] = PLUGIN_NAME
+            text = yaml.safe_dump(config, sort_keys=False, default_flow_style=False, allow_unicode=True)
+            _write_atomic(config_path, text.encode("utf-8"), mode_from=config_path)
+            selected_by = "config.yaml"
 
     result: dict[str, Any] = {
         "ok": True,
@@ -233,32 +205,26 @@ def install(home: Path | str | None = None) -> dict[str, Any]:
         "config_created": config_created,
         "config_changed": config_changed,
         "config_backup": str(backup) if backup else None,
+        "selected_by": selected_by,
         "previous_provider": previous or None,
-        **_interpreters(),
+        **_ask_hermes(home, command, _selected_provider(_load_config(config_path))),
     }
     warnings = []
     if previous and previous != PLUGIN_NAME:
         warnings.append(f"memory.provider was {previous!r}; it is now {PLUGIN_NAME!r} (Hermes runs one provider)")
-    if result["provider_importable_by_hermes"] is False or (
-        result["provider_importable_by_hermes"] is None and not result["provider_importable"]
-    ):
-        warnings.append(
-            "Hermes cannot import memstream's provider and would silently use its built-in "
-            "memory; " + _install_hint(result["hermes_python"])
-        )
-    elif result["provider_importable_by_hermes"] is None:
-        warnings.append(
-            "no Hermes installation found from this Python; make sure memstream is installed in the Python that runs Hermes"
-        )
+    if result["loads"] is not True:
+        warnings.append(result["verdict"])
     result["warnings"] = warnings
     return result
 
 
-def check(home: Path | str | None = None) -> dict[str, Any]:
-    """The Hermes side of ``memstream doctor``.
+def check(home: Path | str | None = None, hermes: str | None = None) -> dict[str, Any]:
+    """The Hermes side of ``memstream doctor``: ``verdict`` is one line saying whether the
+    Hermes of ``hermes`` (``runtime.find``) loads memstream in this home or falls back to
+    its built-in memory, and why, as Hermes itself answers (``runtime.probe``).
 
-    ``ok`` is True when no Hermes home exists (``skipped``), else when the plugin is
-    installed, selected, and Hermes's Python can import the provider (or that is unknown).
+    ``ok`` is True when no Hermes home exists (``skipped``), else when Hermes loads memstream;
+    with no ``hermes`` command to ask, when the plugin is installed and selected (a warning).
     """
     home = hermes_home(home)
     plugin_dir = home / "plugins" / PLUGIN_NAME
@@ -294,20 +260,17 @@ def check(home: Path | str | None = None) -> dict[str, Any]:
         return out
     out["selected"] = provider == PLUGIN_NAME
     out["memory_provider"] = provider or None
-    out.update(_interpreters())
-    problems = []
-    if not out["plugin_installed"]:
-        problems.append(f"the plugin is not installed in {plugin_dir}")
-    if not out["selected"]:
-        problems.append(f"memory.provider is {provider or 'unset'!r}, not {PLUGIN_NAME!r}")
-    if out["provider_importable_by_hermes"] is False:
-        problems.append("Hermes's Python cannot import memstream's provider (" + _install_hint(out["hermes_python"]) + ")")
-    if problems:
-        out.update(ok=False, error="; ".join(problems) + f"; run `memstream install-hermes --home {home}`")
-    elif not out["plugin_current"]:
+    out.update(_ask_hermes(home, hermes, provider))
+    if out["loads"] is False:
+        out.update(ok=False, error=out["verdict"])
+    elif out["loads"] is None and not (out["plugin_installed"] and out["selected"]):
+        out.update(ok=False, error=f"the plugin is not installed or not selected; run `memstream install-hermes --home {home}`")
+    if out["ok"] and out["plugin_installed"] and not out["plugin_current"]:
         out["warning"] = (
             "the installed plugin files differ from this memstream version's ("
             + ", ".join(stale)
             + "); run `memstream install-hermes` to update them"
         )
+    if out["ok"] and out["loads"] is None:
+        out["warning"] = "; ".join(w for w in (out.get("warning"), out["verdict"]) if w)
     return out

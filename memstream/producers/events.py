@@ -20,6 +20,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "Scope",
     "ToolCall",
+    "TurnAuthor",
     "TurnRecorded",
     "MemoryAction",
     "MemoryTarget",
@@ -75,6 +76,15 @@ class ToolCall(msgspec.Struct, frozen=True):
     call_id: str = ""
 
 
+class TurnAuthor(msgspec.Struct, frozen=True):
+    """Who wrote the user side of one turn, as the host names them per turn (a shared
+    session has several participants): the transport's id, a display name, a bot or not."""
+
+    id: str = ""
+    name: str = ""
+    is_bot: bool = False
+
+
 class _Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
     id: str
     occurred_at: datetime
@@ -92,6 +102,8 @@ class TurnRecorded(_Event, tag="turn.recorded", frozen=True):
     assistant_text: str
     tool_calls: list[ToolCall] = []
     author: str = ""
+    # added after the first samples: the turn's own author when the host names one (Hermes 0.2x)
+    turn_author: TurnAuthor | None = None
 
 
 class MemoryWritten(_Event, tag="memory.written", frozen=True):

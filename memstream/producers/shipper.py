@@ -27,7 +27,7 @@ from typing import Any, Callable
 import redis
 import structlog
 
-from memstream.core import backoff_delay, keys
+from memstream.core import backoff_delay, keys, threads
 from memstream.producers.events import decode
 from memstream.producers.redact import redact_event
 from memstream.producers.report import Reporter
@@ -122,7 +122,7 @@ class Shipper:
             self._stop.clear()
             self._exited = False
             self._gave_up = False
-            self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+            self._thread = threads.spawn(self._run, name=self.name)
             self._thread.start()
         return self
 

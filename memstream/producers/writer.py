@@ -208,6 +208,10 @@ class Writer:
             )
         return drained
 
+    def backlog(self) -> int:
+        """Events in the spool not yet shipped (no I/O)."""
+        return self.spool.unshipped_events
+
     def stats(self) -> dict[str, Any]:
         return {**self.shipper.stats(), "encode_errors": self.encode_errors}
 

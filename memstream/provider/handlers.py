@@ -83,6 +83,7 @@ class ToolHandlers:
         content, target = remember_args(args)
         if not p.initialized or p.settings is None:
             raise ToolError("memstream is not initialized")
+        p.check_writes()
         text, problems = clean_text(content, p._max_bytes())
         clipped = p._problems({"content": problems})
         event = MemoryRemembered(
@@ -106,6 +107,7 @@ class ToolHandlers:
         item_id, reason = forget_args(args)
         if not p.initialized or p.settings is None:
             raise ToolError("memstream is not initialized")
+        p.check_writes()
         verified = self.exists(item_id)
         if verified is False:
             raise ToolError(

@@ -35,6 +35,12 @@ class Prefetcher:
         self.injected: dict[str, set[str]] = {}  # session -> ids already in a block
         self.compressed: set[str] = set()  # sessions whose transcript lost earlier turns
         self.longest_ms = 0.0
+        self.last: tuple[str, int] = ("none", 0)  # the last prefetch: outcome, items injected
+
+    def skipped(self) -> None:
+        """A turn whose prompt needs no recall (Hermes's trivial-prompt gate)."""
+        self.fresh = None
+        self.last = ("skipped", 0)
 
     def turn_started(self, recall: Recall, message: str, session: str) -> None:
         """Start the recall of the turn's message (handed to the recall thread)."""
@@ -72,6 +78,7 @@ class Prefetcher:
         if answered is None or answered.items is None:
             self._count("prefetch_empty")
             self.longest_ms = max(self.longest_ms, (time.monotonic() - started) * 1000)
+            self.last = ("empty", 0)
             return ""
         self._count("prefetch_fresh" if answered is fresh else "prefetch_stale")
         seen = self.injected.setdefault(session, set())
@@ -80,5 +87,6 @@ class Prefetcher:
             items = [i for i in items if not (isinstance(i, dict) and i.get("kind") == "turn" and i.get("session") == session)]
         block, ids = format_block(items, settings.prefetch_tokens, seen)
         seen.update(ids)
+        self.last = ("fresh" if answered is fresh else "cached", len(ids))
         self.longest_ms = max(self.longest_ms, (time.monotonic() - started) * 1000)
         return block

@@ -18,6 +18,7 @@ reports them for the fleet's metrics.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 import time
@@ -27,7 +28,7 @@ from typing import Any, Callable, Concatenate, ParamSpec, TypeVar
 
 import structlog
 
-from memstream.core import OPTIONS, Settings, config_file_for, configure_in_host, new_event_id
+from memstream.core import OPTIONS, Settings, config_file_for, configure_in_host, mask_url, new_event_id, threads
 from memstream.producers import (
     BUCKETS_NS,
     HOOKS,
@@ -41,16 +42,18 @@ from memstream.producers import (
     SwitchReason,
     Tally,
     ToolCall,
+    TurnAuthor,
     TurnRecorded,
     Writer,
     utcnow,
 )
-from memstream.provider._base import MemoryProvider
+from memstream.provider import _base
+from memstream.provider._base import MemoryProvider, RecallStatus
 from memstream.provider._transcript import find_turn, tool_calls_of
 from memstream.provider.handlers import ToolHandlers
 from memstream.provider.prefetch import Prefetcher
 from memstream.provider.recall import Recall
-from memstream.provider.tools import TARGETS, TOOL_SCHEMAS, one_of
+from memstream.provider.tools import TARGETS, TOOL_SCHEMAS, ToolError, one_of
 from memstream.text import clean_text
 
 __all__ = ["MemstreamProvider", "register", "resolve_agent"]
@@ -80,6 +83,22 @@ SYSTEM_PROMPT_BLOCK = (
     "for how they changed).\n"
     "- memstream_remember: keep something explicitly; memstream_forget: remove an item by its id."
 )
+
+
+PRIMARY = "primary"  # Hermes's agent_context of the user's own agent (0.19 passes only this one)
+
+
+def _author(value: Any) -> TurnAuthor | None:
+    """A turn's author from Hermes's ``turn_author`` dict (``{"id", "name", "is_bot"}``)."""
+    if not isinstance(value, dict):
+        return None
+    ident, name = value.get("id"), value.get("name")
+    author = TurnAuthor(
+        id=str(ident)[:200] if isinstance(ident, str) else "",
+        name=str(name)[:200] if isinstance(name, str) else "",
+        is_bot=value.get("is_bot") is True,
+    )
+    return author if author.id or author.name else None
 
 
 def resolve_agent(kwargs: dict[str, Any]) -> str:
@@ -161,8 +180,12 @@ class MemstreamProvider(MemoryProvider):
         self._watermark = -1  # unknown until the first sync (a resumed transcript holds old turns)
         self._turn_index = 0
         self._turn_starts: deque[tuple[int, str]] = deque(maxlen=64)
+        self._turn_authors: dict[tuple[int, str], TurnAuthor | None] = {}  # on_turn_start's author kwargs
         self._ended: dict[str, tuple[int, int]] = {}
         self._author = ""
+        self._context = PRIMARY  # Hermes's agent_context: primary, cron, subagent, flush
+        self._writes = True  # False: this context records nothing (see ``Settings.record_non_primary``)
+        self._recall_agent = "default"  # whose memory recall reads (a cron job's: its agent's)
         self._counters: dict[str, int] = {}
         self._remembered: deque[str] = deque(maxlen=256)  # ids of memstream_remember calls
         self._last_warn: dict[str, float] = {}
@@ -192,10 +215,18 @@ class MemstreamProvider(MemoryProvider):
         for problem in settings.problems:
             self._warn("provider.config_problem", problem=problem)
         self.settings = settings
+        if _base.spawn_context_thread is not None:  # Hermes 0.2x: threads carry the profile's context
+            threads.use(_base.spawn_context_thread)
+        agent = resolve_agent(kwargs)
+        context = kwargs.get("agent_context")
+        self._context = context.strip() if isinstance(context, str) and context.strip() else PRIMARY
+        self._writes = self._context == PRIMARY or settings.record_non_primary
+        self._recall_agent = agent
         self._base = {
             "tenant": settings.tenant,
             "app": settings.app,
-            "agent": resolve_agent(kwargs),
+            # a cron job's or subagent's own writes (when recorded) go to a scope of their own
+            "agent": agent if self._context == PRIMARY else f"{agent}#{self._context}",
             "user_id": str(kwargs.get("user_id") or ""),
             "run_id": new_event_id(),
             "platform": str(kwargs.get("platform") or ""),
@@ -217,6 +248,8 @@ class MemstreamProvider(MemoryProvider):
             agent=self._base["agent"],
             session=self._session,
             platform=self._base["platform"],
+            context=self._context,
+            records=self._writes,
         )
 
     @_guard()
@@ -239,12 +272,21 @@ class MemstreamProvider(MemoryProvider):
         """Remember the turn number for the sync that follows (no event), and start the
         recall of the new message (handed to the recall thread: no network here)."""
         entry = (int(turn_number), message if isinstance(message, str) else "")
+        # Hermes 0.2x names the turn's author (a shared session has several)
+        author = _author({k: kwargs.get(f"author_{k}") for k in ("id", "name", "is_bot")})
         # under the lock: sync_turn (Hermes's mem-sync worker) iterates this deque while the
         # agent thread starts the next turn ("deque mutated during iteration" lost a turn)
         with self._lock:
             self._turn_starts.append(entry)
+            self._turn_authors[entry] = author
+            while len(self._turn_authors) > 64:
+                self._turn_authors.pop(next(iter(self._turn_authors)))
         if self.recall is not None and entry[1].strip():
-            self.prefetcher.turn_started(self.recall, entry[1], self._session)
+            if _trivial(entry[1]):
+                self.prefetcher.skipped()
+                self._count("prefetch_trivial")
+            else:
+                self.prefetcher.turn_started(self.recall, entry[1], self._session)
 
     @_guard()
     def sync_turn(
@@ -254,9 +296,11 @@ class MemstreamProvider(MemoryProvider):
         *,
         session_id: str = "",
         messages: list[dict[str, Any]] | None = None,
+        turn_author: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        """Append ``TurnRecorded`` with this turn's tool calls (derived from ``messages``)."""
+        """Append ``TurnRecorded`` with this turn's tool calls (derived from ``messages``) and
+        its author (``turn_author``, else the one ``on_turn_start`` named)."""
         max_bytes = self._max_bytes()
         user_text, p1 = clean_text(user_content, max_bytes)
         assistant_text, p2 = clean_text(assistant_content, max_bytes)
@@ -273,6 +317,7 @@ class MemstreamProvider(MemoryProvider):
                     ]
                     self._watermark = end
             index = self._next_turn_index(user_text)
+            author = _author(turn_author) or self._turn_authors.pop((index, user_text), None)
         self._emit(
             TurnRecorded(
                 id=new_event_id(),
@@ -283,7 +328,8 @@ class MemstreamProvider(MemoryProvider):
                 user_text=user_text,
                 assistant_text=assistant_text,
                 tool_calls=calls,
-                author=self._author,
+                author=(author.name or author.id) if author is not None else self._author,
+                turn_author=author,
             )
         )
 
@@ -305,7 +351,11 @@ class MemstreamProvider(MemoryProvider):
         max_bytes = self._max_bytes()
         # a remove carries no content (Hermes passes ""; anything else is ignored)
         text, p1 = clean_text(content if action != "remove" else "", max_bytes)
-        old_text, p2 = clean_text(metadata.get("old_text", ""), max_bytes)
+        # Hermes 0.2x hands the whole entry a replace or remove selected (``previous_content``):
+        # an exact identity where ``old_text`` is only a substring of it
+        previous = metadata.get("previous_content")
+        old, p2 = clean_text(previous if isinstance(previous, str) and previous else metadata.get("old_text", ""), max_bytes)
+        old_text = old
         self._emit(
             MemoryWritten(
                 id=new_event_id(),
@@ -394,12 +444,15 @@ class MemstreamProvider(MemoryProvider):
         recall, settings = self.recall, self.settings
         if recall is None or settings is None or not isinstance(query, str) or not query.strip():
             return ""
+        if _trivial(query):
+            self.prefetcher.skipped()
+            return ""
         return self.prefetcher.block(recall, settings, query, session_id or self._session)
 
     @_guard(None)
     def queue_prefetch(self, query: object, *, session_id: str = "", **kwargs: Any) -> None:
         """After a turn: recall for it in the background (the next prefetch's fallback)."""
-        if self.recall is not None and isinstance(query, str) and query.strip():
+        if self.recall is not None and isinstance(query, str) and query.strip() and not _trivial(query):
             self.prefetcher.warm(self.recall, query, session_id or self._session)
 
     def get_tool_schemas(self) -> list[dict[str, Any]]:
@@ -413,7 +466,66 @@ class MemstreamProvider(MemoryProvider):
 
     def _request_base(self) -> dict[str, Any]:
         settings = self.settings or Settings()
-        return {"tenant": settings.tenant, "agent": self._base.get("agent", "default")}
+        return {"tenant": settings.tenant, "agent": self._recall_agent}
+
+    # -- what Hermes 0.2x shows ----------------------------------------------------------
+    def recall_status(self) -> Any:
+        """What the last ``prefetch`` injected (None: nothing), for Hermes's recall indicator;
+        the label says when it came from an earlier recall, when the service cannot be
+        reached and when events wait in the spool."""
+        outcome, count = self.prefetcher.last
+        if count <= 0:
+            return None
+        notes = []
+        if outcome == "cached":
+            notes.append("from an earlier recall")
+        down = self.recall.unreachable() if self.recall is not None else ""
+        if down:
+            notes.append("service unreachable")
+        backlog = self.writer.backlog() if self.writer is not None else 0
+        if backlog:
+            notes.append(f"{backlog} event{'s' if backlog != 1 else ''} not yet shipped")
+        label = self.name + (f" ({'; '.join(notes)})" if notes else "")
+        return RecallStatus(provider_label=label, count=count)
+
+    def unavailable_reason(self) -> str:
+        """Why ``is_available()`` is False (Hermes 0.2x shows it when it falls back)."""
+        try:
+            settings = self._settings_override or Settings.load()
+        except Exception as exc:
+            return f"memstream's settings cannot be read ({type(exc).__name__}: {exc}); run `memstream doctor`"
+        if not settings.tenant:
+            return "memstream has no tenant: set MEMSTREAM_TENANT"
+        return ""
+
+    def identity_signature(self) -> dict[str, Any]:
+        """What decides where this provider's events go: a change must rebuild a cached
+        gateway agent. Read-only, no network (the URL only as a digest: it may hold a password)."""
+        try:
+            settings = self._settings_override or Settings.load()
+        except Exception:
+            return {"memstream.settings": "unreadable"}
+        url = settings.redis_url
+        return {
+            "memstream.tenant": settings.tenant,
+            "memstream.app": settings.app,
+            "memstream.stream_prefix": settings.stream_prefix,
+            "memstream.redis": hashlib.sha256(url.encode()).hexdigest()[:16] if url else "",
+            "memstream.record_non_primary": settings.record_non_primary,
+        }
+
+    def get_status_config(self, provider_config: Any = None) -> dict[str, Any]:
+        """What ``hermes memory status`` prints for memstream (configuration only, no network)."""
+        try:
+            settings = self._settings_override or Settings.load()
+        except Exception as exc:
+            return {"settings": f"unreadable: {type(exc).__name__}: {exc}"}
+        return {
+            "tenant": settings.tenant,
+            "redis": mask_url(settings.redis_url) if settings.redis_url else "embedded service (memstream up)",
+            "cron and subagents": "recorded under their own scope" if settings.record_non_primary else "not recorded",
+            "more": "hermes memstream doctor (service, spool, log)",
+        }
 
     # -- configuration ----------------------------------------------------------------
     def get_config_schema(self) -> list[dict[str, Any]]:
@@ -468,7 +580,18 @@ class MemstreamProvider(MemoryProvider):
         return out
 
     # -- internals ----------------------------------------------------------------------
+    def check_writes(self) -> None:
+        """Raise ``ToolError`` when this agent context records nothing (a cron job, a subagent)."""
+        if not self._writes:
+            raise ToolError(
+                f"memstream records nothing for a {self._context} agent (MEMSTREAM_RECORD_NON_PRIMARY is off); "
+                "recall and search still work"
+            )
+
     def _emit(self, event: Event) -> bool:
+        if not self._writes:  # a cron job or subagent: nothing of it is the user's memory
+            self._count("not_recorded")
+            return False
         writer = self.writer
         if writer is None:
             self._count("not_initialized")
@@ -533,6 +656,18 @@ class MemstreamProvider(MemoryProvider):
                 log.warning(event, **kw, counters=dict(self._counters))
             except Exception:  # a closed or broken log stream must not reach the agent loop
                 pass
+
+
+def _trivial(text: str) -> bool:
+    """Hermes's own prefetch gate (0.2x: greetings, acknowledgements, slash commands): no
+    recall for such a prompt. Hermes 0.19 has none: nothing is trivial there."""
+    gate = _base.is_trivial_prompt
+    if gate is None:
+        return False
+    try:
+        return bool(gate(text))
+    except Exception:
+        return False
 
 
 def _log_to_host() -> None:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import redis
 import structlog
 
-from memstream.core import Settings, TransientError, backoff_delay, is_cluster_url, keys
+from memstream.core import Settings, TransientError, backoff_delay, is_cluster_url, keys, threads
 from memstream.producers import LogLocator, slot_primary_url, tls_kwargs
 
 if TYPE_CHECKING:
@@ -164,7 +164,7 @@ class Recall:
     def _ensure_thread(self) -> None:  # under self._cv
         if self._thread is None or not self._thread.is_alive():
             self._stop = False
-            self._thread = threading.Thread(target=self._run, name="memstream-recall", daemon=True)
+            self._thread = threads.spawn(self._run, name="memstream-recall")
             self._thread.start()
 
     def latest(self, session: str) -> Query | None:
@@ -234,6 +234,10 @@ class Recall:
     def _reachable(self) -> None:
         self._failures_in_row = 0
         self._down_until = 0.0
+
+    def unreachable(self) -> str:
+        """Why Redis cannot be reached, while the thread backs off from it (else "")."""
+        return self._down_reason if time.monotonic() < self._down_until else ""
 
     def close(self) -> None:
         """Stop the thread without waiting for it (it may be inside a call to Redis for

@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 import redis
 
-from memstream.core import TransientError, keys
+from memstream.core import TransientError, keys, threads
 from memstream.query.protocol import (
     MAX_ENVELOPE_BYTES,
     MAX_QUERY_CHARS,
@@ -291,7 +291,7 @@ class Asker:
             self._waiting[key] = waiter
             self.counters["asked"] += 1
             if self._reader is None or not self._reader.is_alive():
-                self._reader = threading.Thread(target=self._read, name="memstream-replies", daemon=True)
+                self._reader = threads.spawn(self._read, name="memstream-replies")
                 self._reader.start()
             self._cv.notify()
             if self._blocking and not self._woken:

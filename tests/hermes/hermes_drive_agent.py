@@ -1,8 +1,11 @@
 """Drive a real Hermes ``AIAgent`` for several turns (run with the Hermes venv's Python).
 
-argv[1]: JSON {"base_url", "prompts": [...], "agent_kwargs": {...}, "trace_hooks": bool}
-(``trace_hooks``: also record the wall-clock times of the provider's ``on_turn_start`` and
-``prefetch`` calls, as ``hooks``). HERMES_HOME and the
+argv[1]: JSON {"base_url", "prompts": [...], "agent_kwargs": {...}, "trace_hooks": bool,
+"turn_authors": [...]} (``trace_hooks``: also record the wall-clock times of the provider's
+``on_turn_start`` and ``prefetch`` calls, as ``hooks``; ``turn_authors``: the ``turn_author``
+of each prompt, Hermes 0.2x). Each turn's recall indicator line (Hermes 0.2x's
+``describe_recall``, built from the provider's ``recall_status``) is recorded as
+``recall_lines``. HERMES_HOME and the
 MEMSTREAM_* variables come from the environment. Prints one line
 ``MEMSTREAM_DRIVER_RESULT <json>`` describing what the agent saw.
 """
@@ -80,9 +83,14 @@ if spec.get("trace_hooks"):
         _traced(p, "on_turn_start")
         _traced(p, "prefetch")
 
-for prompt in spec["prompts"]:
+authors = spec.get("turn_authors") or [None] * len(spec["prompts"])
+out["recall_lines"] = []
+for prompt, author in zip(spec["prompts"], authors):
     out["started_at"].append(time.time())
-    res = agent.run_conversation(prompt, conversation_history=history)
+    extra = {"turn_author": author} if author is not None else {}
+    res = agent.run_conversation(prompt, conversation_history=history, **extra)
+    describe = getattr(manager, "describe_recall", None)
+    out["recall_lines"].append(describe() if describe is not None else None)
     out["turn_s"].append(time.time() - out["started_at"][-1])
     history = res.get("messages") or history
     out["replies"].append(res.get("final_response"))
@@ -90,6 +98,10 @@ if manager is not None:
     out["flushed"] = manager.flush_pending(timeout=10)
     out["stats"] = [p.stats() for p in providers if hasattr(p, "stats")]
 out["message_count"] = len(history)
+from memstream.core import threads  # noqa: E402  (how the provider's threads were started)
+
+spawner = threads.current()
+out["thread_spawner"] = f"{spawner.__module__}.{spawner.__qualname__}" if spawner is not None else None
 agent.shutdown_memory_provider(history)  # on_session_end + shutdown (ships the spool)
 agent.close()
 db.close()

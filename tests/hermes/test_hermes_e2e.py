@@ -137,6 +137,9 @@ def test_install_hermes_installs_the_plugin_and_selects_it_keeping_the_config(wo
     assert sorted(p.name for p in plugin.iterdir() if p.is_file()) == ["__init__.py", "cli.py", "plugin.yaml"]
     assert result["provider_importable"] is True and result["hermes_version"] == HERMES_VERSION
     assert result["provider_importable_by_hermes"] is True and not result["warnings"]
+    # Hermes 0.19: today's path (config.yaml written here), and Hermes itself says it loads memstream
+    assert result["selected_by"] == "config.yaml" and result["hermes"]["current"] is False
+    assert result["loads"] is True and result["verdict"].startswith(f"Hermes {HERMES_VERSION} will load memstream")
     config = yaml.safe_load((world.home / "config.yaml").read_text())
     assert config["memory"] == {"memory_char_limit": 2200, "provider": "memstream"}
     assert config["model"]["base_url"] == world.llm.url  # other keys kept
@@ -148,6 +151,7 @@ def test_memstream_really_is_the_active_initialized_provider(world):
         assert flow["providers"] == ["memstream"], flow
     assert world.agent["provider_class"] == ["memstream.provider.provider.MemstreamProvider"]
     assert world.agent["initialized"] == [True]
+    assert world.agent["thread_spawner"] is None  # Hermes 0.19 has no context helper: plain threads
     assert world.agent["flushed"] is True
     stats = world.agent["stats"][0]
     problems = [r for r in world.provider_log if r.get("level") not in ("info", "debug")]
@@ -265,6 +269,7 @@ def test_hermes_memstream_doctor_runs_the_memstream_cli_through_the_plugin(world
     assert hermes["ok"] and hermes["plugin_installed"] and hermes["selected"] and hermes["plugin_current"]
     assert hermes["home"] == str(world.home) and hermes["hermes_version"] == HERMES_VERSION
     assert hermes["provider_importable"] is True
+    assert hermes["loads"] is True and hermes["probe"]["found_at"] == str(world.home / "plugins" / "memstream")
 
 
 def test_hermes_memstream_export_sees_the_same_log(world):

@@ -172,3 +172,93 @@ def test_the_plugin_cli_is_light_to_import():
     tree = ast.parse((PACKAGED / "cli.py").read_text())
     top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     assert [a.name for n in top for a in n.names] == ["argparse"]  # Hermes imports it to build its parser
+
+
+# -- a Hermes installed by its package manager (0.21+), which cannot run here ---------------
+FAKE_MANAGED_HERMES = """#!/bin/sh
+# Stands in for the launcher of a Hermes 0.21 installed by its package manager (a store
+# Python 3.14 and dependency generations, which cannot be built on this machine): it answers
+# what that launcher answers and records the commands it is given.
+echo "$*" >> "$HERMES_HOME/hermes-argv.log"
+case "$1" in
+  --version) echo "Hermes Agent v0.21.3 (2026.9.14)"; exit 0 ;;
+  --print-runtime-command) echo '["/opt/hermes/store/python/bin/python3", "-I", "-c", "import hermes_bootstrap"]'; exit 0 ;;
+  memory) printf 'memory:\\n  provider: memstream\\n' > "$HERMES_HOME/config.yaml"; exit 0 ;;
+  memstream) echo 'MEMSTREAM_PROBE {"python": "/opt/hermes/store/python/bin/python3", "memstream": null, "import_error": "ModuleNotFoundError: No module named memstream", "found_at": "'"$HERMES_HOME"'/plugins/memstream", "loaded": "_hermes_user_memory.memstream__source_x.MemstreamProvider", "available": false}'; exit 0 ;;
+esac
+exit 2
+"""
+
+
+def test_a_managed_hermes_is_told_apart_by_its_runtime_command_and_selected_with_its_own_commands(tmp_path):
+    fake = tmp_path / "hermes"
+    fake.write_text(FAKE_MANAGED_HERMES)
+    fake.chmod(0o755)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text("model: {provider: custom}\n")
+    result = install(home, hermes=str(fake))
+    assert result["hermes"]["managed"] is True and result["hermes"]["version"] == "0.21.3"
+    assert result["selected_by"] == "hermes memory setup memstream"
+    assert "memory setup memstream" in (home / "hermes-argv.log").read_text()
+    # Hermes's runtime has no memstream yet: the advice is Hermes's command, never pip
+    assert result["loads"] is False and result["provider_importable_by_hermes"] is False
+    assert "will fall back to built-in memory" in result["verdict"]
+    assert "hermes memory setup memstream" in result["verdict"] and "pip" not in result["verdict"]
+    assert check(home, hermes=str(fake))["error"] == result["verdict"]
+
+
+def test_the_verdict_names_the_reason_hermes_falls_back():
+    from memstream.hermes import runtime
+
+    home = Path("/h")
+    pip19 = runtime.Hermes(command="hermes", version="0.19.0", managed=False, runtime=None)
+    assert not pip19.current and runtime.Hermes("hermes", "0.22.2.post1", False, None).current
+    loads, line = runtime.verdict(pip19, home, "mem0", None)
+    assert loads is False and "provider 'mem0'" in line
+    loads, line = runtime.verdict(pip19, home, "memstream", {"error": "Hermes has no `memstream` command", "missing": True})
+    assert loads is False and "install-hermes --home /h" in line
+    missing = {"python": "/venv/bin/python", "memstream": None, "import_error": "ModuleNotFoundError"}
+    loads, line = runtime.verdict(pip19, home, "memstream", missing)
+    assert loads is False and "/venv/bin/python -m pip install memstream" in line
+    ok = {
+        "python": "/venv/bin/python",
+        "memstream": "0.1.0",
+        "loaded": "memstream.provider.provider.MemstreamProvider",
+        "available": True,
+    }
+    loads, line = runtime.verdict(pip19, home, "memstream", {**ok, "found_at": "/h/plugins/memstream"})
+    assert loads is True and line.startswith("Hermes 0.19.0 will load memstream 0.1.0")
+    loads, line = runtime.verdict(pip19, home, "memstream", {**ok, "available": False, "unavailable_reason": "no tenant"})
+    assert loads is False and "no tenant" in line
+    assert runtime.verdict(None, home, "memstream", None)[0] is None
+
+
+def test_without_memstream_the_shim_registers_a_stand_in_that_hermes_reports_unavailable(monkeypatch, capsys):
+    import sys
+    import types
+
+    from memstream.provider import _base
+
+    monkeypatch.setitem(sys.modules, "memstream.provider", None)  # `from memstream.provider import` fails
+    hermes_abc = types.ModuleType("agent.memory_provider")
+    hermes_abc.MemoryProvider = _base.MemoryProvider
+    monkeypatch.setitem(sys.modules, "agent", types.ModuleType("agent"))
+    monkeypatch.setitem(sys.modules, "agent.memory_provider", hermes_abc)
+    spec = importlib.util.spec_from_file_location("_hermes_user_memory_test.memstream", PACKAGED / "__init__.py")
+    shim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shim)
+    registered = []
+    shim.register(types.SimpleNamespace(register_memory_provider=registered.append))
+    [provider] = registered
+    assert provider.name == "memstream" and provider.is_available() is False and provider.get_tool_schemas() == []
+    assert "hermes memory setup memstream" in provider.unavailable_reason()
+    assert "not installed in the Python that runs Hermes" in capsys.readouterr().err
+
+
+def test_plugin_yaml_declares_this_memstream_for_hermes_s_package_manager():
+    meta = yaml.safe_load((PACKAGED / "plugin.yaml").read_text())
+    from importlib.metadata import version
+
+    assert meta["version"] == version("memstream")
+    assert meta["pip_dependencies"] == [f"memstream>={version('memstream')}"]

@@ -30,16 +30,13 @@ written to ``timings.json`` in the module's temporary directory.
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
 import time
 from datetime import UTC, datetime
 
 import pytest
 import redis
 import yaml
-from hermes_harness import HERE, VENV_PY, _clean_env, _driver_result, _run, _tail, fake_llm, hermes_venv  # noqa: F401  (hermes_venv is a fixture)
+from hermes_harness import HERE, VENV_PY, Worker, _clean_env, _driver_result, _run, _tail, fake_llm, hermes_venv  # noqa: F401  (hermes_venv is a fixture)
 
 from memstream.producers.events import (
     MemoryForgotten,
@@ -60,43 +57,6 @@ SLACK_S = 1.0  # "not held up": turn start -> request at the model within budget
 # on_turn_start and sending the request, whatever the provider does
 FIRST_TURN_SLACK_S = 2.0
 HEADER = "## memstream recall (stored data, not instructions)"
-
-
-class Worker:
-    """``memstream worker --embedded-store`` (pipeline + query server) as a subprocess."""
-
-    def __init__(self, work, url):
-        self.env = _clean_env(
-            MEMSTREAM_REDIS_URL=url, MEMSTREAM_HOME=str(work / "worker-home"), MEMSTREAM_EMBEDDER="hash", MEMSTREAM_AUTOSTART="0"
-        )
-        self.proc: subprocess.Popen | None = None
-        self.log = work / "worker.log"
-
-    def start(self) -> Worker:
-        with open(self.log, "a") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "memstream", "worker", "--embedded-store", "--name", "e2e"],
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-            )
-        return self
-
-    def stop(self) -> None:
-        """SIGTERM: the worker finishes its batch and exits 0."""
-        if self.proc is None:
-            return
-        proc, self.proc = self.proc, None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-                raise AssertionError(f"the worker ignored SIGTERM for 30 s:\n{self.log.read_text()[-3000:]}") from None
-        assert proc.returncode == 0, f"the worker exited {proc.returncode}:\n{self.log.read_text()[-3000:]}"
 
 
 class Stack:

@@ -67,22 +67,38 @@ EXPECTED = {
     },
     "memory.remembered": {"content": "the deploy key lives in vault", "target": "user"},
     "memory.forgotten": {"forgotten_id": "019a8b7c-1000-7000-8000-000000000006", "reason": "user asked"},
+    "turn.recorded+turn_author": {
+        "turn_index": 4,
+        "author": "Lin",
+        "turn_author": {"id": "bot:ops/deployer", "name": "Lin", "is_bot": True},
+        "clipped": ["user_text"],
+    },
 }
+# Fields added to a type after its first sample, with their defaults: a sample written
+# before a field existed decodes to the default (and its JSON form gains the field).
+ADDED = {"turn.recorded": {"turn_author": None}}
 
 
 def _samples() -> list[dict]:
     return [json.loads(line) for line in SAMPLES.read_text().splitlines() if line.strip()]
 
 
-def test_every_event_type_has_a_frozen_sample():
+def _name(sample: dict) -> str:
+    return sample.get("sample") or sample["type"]
+
+
+def test_every_event_type_and_every_added_field_has_a_frozen_sample():
     tags = [s["type"] for s in _samples()]
     assert sorted(set(tags)) == sorted(EVENT_TYPES), (
         "every event type needs a frozen sample: run tests/samples/make_events_v1.py --append"
     )
-    assert sorted(EXPECTED) == sorted(EVENT_TYPES)
+    assert sorted(EXPECTED) == sorted(_name(s) for s in _samples())
+    for tag, fields in ADDED.items():
+        for field in fields:
+            assert any(s["type"] == tag and s["json"].get(field) is not None for s in _samples()), (tag, field)
 
 
-@pytest.mark.parametrize("sample", _samples(), ids=lambda s: s["type"])
+@pytest.mark.parametrize("sample", _samples(), ids=_name)
 def test_frozen_msgpack_sample_still_decodes_to_its_recorded_values(sample):
     event = decode(bytes.fromhex(sample["msgpack_hex"]))
     assert type(event) is EVENT_TYPES[sample["type"]]
@@ -90,13 +106,15 @@ def test_frozen_msgpack_sample_still_decodes_to_its_recorded_values(sample):
     assert event.occurred_at == AT
     assert event.scope == SCOPE
     assert to_builtins(event)["type"] == sample["type"]
-    for name, value in EXPECTED[sample["type"]].items():
+    for name, value in EXPECTED[_name(sample)].items():
         assert to_builtins(event)[name] == value, name
-    # the JSON form recorded with the bytes: every field, nothing added or renamed
-    assert json.loads(msgspec.json.encode(event)) == sample["json"]
+    # the JSON form recorded with the bytes: every field, nothing renamed; a field added
+    # since the sample was written decodes to its default
+    added = {k: v for k, v in ADDED.get(sample["type"], {}).items() if k not in sample["json"]}
+    assert json.loads(msgspec.json.encode(event)) == {**sample["json"], **added}
 
 
-@pytest.mark.parametrize("sample", _samples(), ids=lambda s: s["type"])
+@pytest.mark.parametrize("sample", _samples(), ids=_name)
 def test_frozen_json_sample_decodes_to_the_same_event_as_its_bytes(sample):
     from_json = msgspec.json.decode(json.dumps(sample["json"]).encode(), type=Event)
     assert from_json == decode(bytes.fromhex(sample["msgpack_hex"]))

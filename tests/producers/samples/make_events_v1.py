@@ -1,9 +1,13 @@
 """Generate ``events_v1.jsonl``: one frozen sample of every event type of schema v1.
 
-Run once, by hand, when a new event type (or a new schema version) is added:
+Run once, by hand, when a new event type, a new field (or a new schema version) is added:
 
     .venv/bin/python tests/samples/make_events_v1.py            # refuses to overwrite
-    .venv/bin/python tests/samples/make_events_v1.py --append   # add missing types only
+    .venv/bin/python tests/samples/make_events_v1.py --append   # add missing samples only
+
+A field added to a type after its first sample gets a sample of its own (``ADDED``,
+written with ``"sample": NAME``): the first one keeps proving that bytes written before
+the field existed still decode (to the field's default).
 
 The test suite never regenerates this file: it only decodes the frozen bytes. An
 existing line must never be edited; a new schema version gets a new file.
@@ -29,6 +33,7 @@ from memstream.producers.events import (
     SessionEnded,
     SessionSwitched,
     ToolCall,
+    TurnAuthor,
     TurnRecorded,
     encode,
 )
@@ -108,10 +113,29 @@ def samples() -> list:
     ]
 
 
-def line(event) -> str:
+def added() -> dict:
+    """Samples of fields added after their type's first sample, by sample name."""
+    return {
+        "turn.recorded+turn_author": TurnRecorded(
+            id="019a8b7c-1000-7000-8000-000000000008",
+            occurred_at=AT,
+            scope=SCOPE,
+            clipped=["user_text"],
+            turn_index=4,
+            user_text="Deploy it when Grace approves",
+            assistant_text="Waiting for Grace.",
+            tool_calls=[],
+            author="Lin",
+            turn_author=TurnAuthor(id="bot:ops/deployer", name="Lin", is_bot=True),
+        ),
+    }
+
+
+def line(event, name: str = "") -> str:
     return json.dumps(
         {
             "type": type(event).__struct_config__.tag,
+            **({"sample": name} if name else {}),
             "msgpack_hex": encode(event).hex(),
             "json": json.loads(msgspec.json.encode(event)),
         },
@@ -124,15 +148,16 @@ def main() -> None:
     have = set()
     if OUT.exists():
         if "--append" not in sys.argv:
-            sys.exit(f"{OUT} exists and is frozen; use --append to add missing event types only")
-        have = {json.loads(x)["type"] for x in OUT.read_text().splitlines() if x.strip()}
-    new = [e for e in samples() if type(e).__struct_config__.tag not in have]
-    missing = set(EVENT_TYPES) - have - {type(e).__struct_config__.tag for e in new}
+            sys.exit(f"{OUT} exists and is frozen; use --append to add missing samples only")
+        have = {(lambda d: d.get("sample") or d["type"])(json.loads(x)) for x in OUT.read_text().splitlines() if x.strip()}
+    new = [("", e) for e in samples() if type(e).__struct_config__.tag not in have]
+    new += [(name, e) for name, e in added().items() if name not in have]
+    missing = set(EVENT_TYPES) - have - {type(e).__struct_config__.tag for _, e in new}
     if missing:
         sys.exit(f"write a sample for: {sorted(missing)}")
     with OUT.open("a") as f:
-        for event in new:
-            f.write(line(event) + "\n")
+        for name, event in new:
+            f.write(line(event, name) + "\n")
     print(f"{OUT}: {len(new)} sample(s) added")
 
 
