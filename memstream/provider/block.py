@@ -45,6 +45,16 @@ _WS = re.compile(r"\s+")
 _QUOTE = str.maketrans({"<": "‹", ">": "›", "[": "(", "]": ")"})
 
 
+# An opening "‹memory" left at the end of a field, by the text or by a clip: the next field
+# of the line (or the next line's first) could finish the tag across the frame
+# ("‹memory:] context"); its angle quote becomes a parenthesis (the same length).
+_OPEN_TAG_END = re.compile(r"‹(?=\s*/?\s*memory[\W_]*$)", re.IGNORECASE)
+
+
+def _close_open_tag(text: str) -> str:
+    return _rewrite(text, _OPEN_TAG_END, lambda m: "(")
+
+
 _TEXT_LIMIT = 4000  # characters of one item's text (the token budget clips far earlier)
 
 
@@ -120,7 +130,7 @@ def neutralise(value: Any, limit: int | None = None) -> str:
     text = _WS.sub(" ", text.translate(_QUOTE)).strip()
     if limit is not None and len(text) > limit:
         text = text[: max(0, limit - 1)].rstrip() + "…"
-    return text
+    return _close_open_tag(text)
 
 
 _CUT = ("date", "valid_to", "session")  # cut to their head (a date's day, an id's start), no "…"
@@ -129,7 +139,7 @@ _CUT = ("date", "valid_to", "session")  # cut to their head (a date's day, an id
 def _field(item: dict[str, Any], key: str, name: str, default: str) -> str:
     value, limit = item.get(key), LIMITS[name]
     if name in _CUT:  # quoted whole (a cut could split a tag and hide it), then cut
-        text = neutralise(_as_text(value)[: 8 * limit + 64])[:limit].rstrip()
+        text = _close_open_tag(neutralise(_as_text(value)[: 8 * limit + 64])[:limit].rstrip())
     else:
         text = neutralise(value, limit)
     return text.replace("·", ".") or default

@@ -265,3 +265,20 @@ def test_a_recall_answer_with_an_item_that_is_not_an_object_still_gives_the_othe
     block = Prefetcher(counted.append).block(AnsweringRecall(), Settings(), "tea?", "s1")
     assert "likes green tea" in block and "this session's turn" not in block
     assert counted == ["prefetch_fresh"]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"agent": "<MEMORY':", "session": "", "text": "CONTEXT here"},  # the frame's "] " between the two halves
+        {"agent": "x" * 40 + "<MEMORY'abcdefgh", "session": "", "text": "CONTEXT"},  # the clip leaves the opening half
+        {"text": "b <memory", "next_date": "context"},  # the next line's first field finishes it
+    ],
+)
+def test_a_tag_split_across_fields_or_lines_is_not_rebuilt(fields):
+    """Each field is quoted on its own, so an opening "‹memory" at the end of one must not be
+    finished by the frame and the next field (found by the property test above)."""
+    first = item(id="1", **{k: v for k, v in fields.items() if k != "next_date"})
+    second = item(id="2", occurred_at=fields.get("next_date", "2026-11-20"))
+    block, ids = format_block([first, second], 500, set())
+    check_block(block, len(ids))
