@@ -88,6 +88,7 @@ class Shipper:
         self._exited = True  # no thread running
         self._close_spool_at_exit = False
         self._backoff = 0.0  # the wait before the next pass (0: not backing off)
+        self._retry_at = 0.0  # when that pass is due (time.monotonic())
         self._failures_in_row = 0
         self._flushing = 0  # flush() calls in progress (they skip the quiet wait)
         self._flushing_lock = threading.Lock()
@@ -154,6 +155,9 @@ class Shipper:
         """Wait up to ``timeout`` s until everything spooled so far is shipped.
 
         With ``wait_while_down`` False, give up as soon as the log is found unreachable.
+        A flush does not hasten a retry after a failure: the next pass comes when the
+        back-off says (``retry_in``), and a flush whose time ends before then returns False
+        at once.
         """
         deadline = time.monotonic() + timeout
         with self._flushing_lock:
@@ -165,6 +169,8 @@ class Shipper:
                     left = deadline - time.monotonic()
                     if left <= 0 or (not wait_while_down and self._backoff > 0 and not self.connected):
                         return False  # out of time, or the log is unreachable right now
+                    if self._backoff > 0 and self._retry_at >= deadline:
+                        return False  # no pass before the deadline: the next retry is later
                     self._wake.set()
                     self._idle.wait(min(left, 0.05))
             return True
@@ -235,10 +241,7 @@ class Shipper:
                     self._close_spool_at_exit = True
                 return
             if self._backoff:
-                wait = self._backoff
-                if finish is not None:  # ask ``finish`` again when the wind-down time is up
-                    wait = min(wait, max(0.0, self._wind_down_by - time.monotonic()) + 0.01)
-                self._wake.wait(wait)
+                self._wait_out_backoff(finish)
             elif finish is None:
                 seen = self._wait_for_work(seen)
             elif self._drained():  # wound down: wait for the end of it (or keep_on, flush, stop)
@@ -253,10 +256,26 @@ class Shipper:
                 self.failures += 1
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("shipper.unexpected_error")
-                self._backoff = 1.0
+                self._back_off(1.0)
             self._report()
             with self._idle:
                 self._idle.notify_all()
+
+    def _wait_out_backoff(self, finish: Callable[[], bool] | None) -> None:
+        """Wait until the retry after the last failure is due (``_retry_at``). Only ``stop``
+        and a change of the wind-down (``wind_down``, ``keep_on``) cut it short, and a
+        wind-down's own time: a ``flush`` waits for the retry like everyone else (its
+        wake-ups are taken and dropped here), so a failing Redis costs one attempt per
+        back-off step however many callers flush."""
+        until = self._retry_at
+        if finish is not None:  # ask ``finish`` again when the wind-down time is up
+            until = min(until, self._wind_down_by + 0.01)
+        while not self._stop.is_set() and self._finish is finish:
+            left = until - time.monotonic()
+            if left <= 0:
+                return
+            self._wake.wait(left)
+            self._wake.clear()
 
     def _wait_for_work(self, seen: int) -> int:
         """Wait until there is something to ship and the hooks paused for ``POLL`` s (at
@@ -382,7 +401,7 @@ class Shipper:
             )
         self.last_error = msg
         self._failures_in_row += 1
-        self._backoff = backoff_delay(self._failures_in_row, self.RETRY_BASE, self.RETRY_CAP)
+        self._back_off(backoff_delay(self._failures_in_row, self.RETRY_BASE, self.RETRY_CAP))
         try:
             self._report_losses()  # the count reaches `memstream stats` while the replicas lag
         except redis.RedisError as err:
@@ -399,7 +418,12 @@ class Shipper:
             )
         self.last_error = msg
         self._failures_in_row += 1
-        self._backoff = backoff_delay(self._failures_in_row, self.RETRY_BASE, self.RETRY_CAP)
+        self._back_off(backoff_delay(self._failures_in_row, self.RETRY_BASE, self.RETRY_CAP))
+
+    def _back_off(self, delay: float) -> None:
+        """The next pass waits ``delay`` s from now, whoever asks for one sooner (``flush``)."""
+        self._backoff = delay
+        self._retry_at = time.monotonic() + delay
 
     def _eventlog(self) -> EventLog:
         if self._log is None:
