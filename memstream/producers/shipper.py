@@ -1,7 +1,8 @@
 """The shipper thread: moves spooled records into the log, in order, exactly once.
 
-It reads each segment from its checkpoint, appends batches with
-``EventLog.append_batch`` (atomic, deduplicated by segment id and sequence), then
+It reads each segment from its checkpoint, appends batches through the door
+(``memstream.producers.door``, then ``EventLog.append_batch``: atomic, deduplicated by
+segment id and sequence), then
 advances the checkpoint. When Redis is unreachable or slow it backs off and the spool
 simply grows (jittered, ``memstream.core.backoff``: a fleet's shippers do
 not all come back at once when Redis restarts); segments of dead processes are adopted and shipped first. The agent's
@@ -13,9 +14,10 @@ once it is back), and a last one when ``stop`` waits for the thread to end; none
 winds down (its last user left: the process's next writer goes on with the same report).
 A report's failure never changes the shipping.
 
-Each record's text is redacted here, on this thread, before its batch is appended
-(``memstream.producers.redact``): the shared log never holds a secret that redaction
-recognises, and the agent's hooks never pay for it. The spool keeps the raw text.
+Each record goes through the log's one door (``memstream.producers.door``) on this thread:
+its text is redacted and clipped before its batch is appended, so the shared log never
+holds a secret that redaction recognises, and the agent's hooks never pay for it. The
+spool keeps the raw text.
 """
 
 from __future__ import annotations
@@ -28,11 +30,11 @@ import redis
 import structlog
 
 from memstream.core import backoff_delay, keys
+from memstream.producers.door import Admitted, admit, append
 from memstream.producers.events import decode
-from memstream.producers.redact import redact_event
 from memstream.producers.report import Reporter
 from memstream.producers.spool import Segment, Spool
-from memstream.producers.stream import EventLog, NotReplicated, Record
+from memstream.producers.stream import EventLog, NotReplicated
 
 __all__ = ["Shipper"]
 
@@ -70,8 +72,10 @@ class Shipper:
         name: str = "memstream-shipper",
         replicas: int = 0,
         replica_timeout_ms: int = 1000,
+        max_text_bytes: int | None = None,
     ):
         self.spool = spool
+        self.max_text_bytes = max_text_bytes  # each text field's bound (None: the setting's default)
         self._connect = connect
         self.batch = batch
         # a batch leaves the spool once this many replicas confirmed it (WAIT; 0: once appended)
@@ -438,32 +442,36 @@ class Shipper:
             if seg.offset >= limit:
                 break
             records, end = seg.read(limit, self.batch, self.spool.quarantine)
-            batch = []
+            batch: list[Admitted] = []
             for rec in records:
                 try:
-                    # redacted before it leaves the host; re-encoded only when a secret was found
-                    event, found = redact_event(decode(rec.payload))
-                    batch.append(Record.of(event, seq=rec.seq, data=None if found else rec.payload))
-                    self.redacted += found
+                    # through the door: redacted before it leaves the host, re-encoded only when changed
+                    admitted = admit(decode(rec.payload), seq=rec.seq, data=rec.payload, max_text_bytes=self.max_text_bytes)
+                    batch.append(admitted)
+                    self.redacted += admitted.redacted
                 except Exception as exc:
                     self.malformed += 1
                     seg._quarantine(self.spool.quarantine, rec.end - len(rec.payload), rec.payload)
                     log.warning("shipper.malformed_record", segment=seg.id, seq=rec.seq, error=str(exc))
             if batch:
-                self._segment_tenants.setdefault(seg.id, set()).update(r.tenant for r in batch)
+                self._segment_tenants.setdefault(seg.id, set()).update(a.record.tenant for a in batch)
                 try:
-                    ids = self._eventlog().append_batch(
-                        batch, segment=seg.id, replicas=self.replicas, replica_timeout_ms=self.replica_timeout_ms
+                    ids = append(
+                        self._eventlog(),
+                        batch,
+                        segment=seg.id,
+                        replicas=self.replicas,
+                        replica_timeout_ms=self.replica_timeout_ms,
                     )
                 except NotReplicated as exc:
-                    appended = [r.seq for r, i in zip(batch, exc.ids) if i]
+                    appended = [a.record.seq for a, i in zip(batch, exc.ids) if i]
                     if appended:
                         self._unconfirmed[seg.id] = max(appended + [self._unconfirmed.get(seg.id, -1)])
                     raise
                 waited = self._unconfirmed.pop(seg.id, -1)
                 added = sum(1 for i in ids if i)
-                confirmed = sum(1 for r, i in zip(batch, ids) if not i and r.seq <= waited)
-                if waited > batch[-1].seq:
+                confirmed = sum(1 for a, i in zip(batch, ids) if not i and a.record.seq <= waited)
+                if waited > batch[-1].record.seq:
                     self._unconfirmed[seg.id] = waited  # later records of it are in a later batch
                 self.shipped += added + confirmed
                 self.duplicates += len(ids) - added - confirmed
