@@ -57,14 +57,20 @@ class ErasureError(PermanentError):
 
 
 def texts_of(event: Event) -> list[str]:
-    """The texts an embedder may have been given for ``event`` (the embedding cache's keys)."""
+    """The texts an embedder may have been given for ``event`` (the embedding cache's keys):
+    each as the log holds it and as the projections embed it, redacted (an event appended
+    before the log's door redacted it holds the raw text; the projections redact again)."""
     if isinstance(event, TurnRecorded):
-        return [event.user_text, event.assistant_text, f"{event.user_text}\n{event.assistant_text}"]
-    if isinstance(event, (MemoryWritten, MemoryRemembered)):
-        return [event.content]
-    if isinstance(event, DelegationCompleted):
-        return [event.task, event.result, f"{event.task}\n{event.result}"]
-    return []
+        texts = [event.user_text, event.assistant_text, f"{event.user_text}\n{event.assistant_text}"]
+    elif isinstance(event, (MemoryWritten, MemoryRemembered)):
+        texts = [event.content]
+    elif isinstance(event, DelegationCompleted):
+        texts = [event.task, event.result, f"{event.task}\n{event.result}"]
+    else:
+        return []
+    from memstream.text import redact
+
+    return list(dict.fromkeys(t for text in texts for t in (text, redact(text)[0])))
 
 
 @dataclass
