@@ -135,3 +135,22 @@ def test_a_renamed_raw_append_is_still_the_raw_append():
     raw = raw_append_names(source)
     assert "put_records" in raw and "append_batch" not in raw
     assert door_violations(PACKAGE / "ops" / "example.py", "def f(log, r):\n    log.put_records(r)\n", raw)
+
+
+def test_an_event_through_the_door_keeps_its_bytes_when_nothing_changes_and_is_redacted_before_it_is_clipped():
+    from writepath import remembered
+
+    from memstream.producers.door import admit
+    from memstream.producers.events import decode, encode
+
+    plain = remembered("nothing secret here")
+    data = encode(plain)
+    assert admit(plain, seq=7, data=data).record.data is data  # the spool's bytes, not re-encoded
+
+    pasted = "ghp_Zq8xR2vB7nK4mW1pT6yH3cJ9dF5gL0sA2eUu"  # made up, in GitHub's format
+    text = "x" * 90 + " " + pasted + " and more" * 20  # the bound falls inside the token
+    got = admit(remembered(text), max_text_bytes=120)
+    stored = decode(got.record.data)
+    assert got.redacted == 1 and got.clipped == ("content",) and stored.clipped == ["content"]
+    assert len(stored.content.encode()) <= 120
+    assert pasted[:10] not in stored.content  # redacted whole first, so no half of it is kept
