@@ -13,7 +13,9 @@ carries its model and settings, so a new model never meets an old vector. The ca
 an optimisation: when SQLite fails (locked past the timeout, disk full) the texts are
 embedded anyway, the failure is counted in ``stats()["errors"]`` and logged (counts
 only, never text); ``inner``'s errors propagate unchanged. The file only grows: delete
-it to reclaim space (it is rebuilt on demand).
+it to reclaim space (it is rebuilt on demand). ``note_origins`` records which event each
+text was embedded for (the dense stage calls it), so ``memstream forget`` deletes the rows
+of what was embedded for an event, whatever text that was.
 """
 
 from __future__ import annotations
