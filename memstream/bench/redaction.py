@@ -2,7 +2,8 @@
 
 Quality, on the labelled corpus of ``memstream.bench.secretcorpus`` (the texts the tests read
 from tests/text/corpus/): the share of secrets redacted in the tuned and the held-out
-parts, and the share of ordinary turns changed (false positives), for memstream's rules
+parts, and the share of ordinary turns changed (false positives: the 6,000 ordinary turns,
+and the turns naming hex digests of the tuned and held-out draws), for memstream's rules
 (``memstream.text.redaction``) and, when the ``detect-secrets`` package is installed, for
 detect-secrets with its default plugins and filters, with its entropy limits raised until
 its false positives fit the same budget, and for the two together. detect-secrets reports
@@ -14,9 +15,10 @@ alone), the way it scans a repository's files.
 chat turns changed.
 
 Speed, per thread: ``redact`` over the ordinary turns (texts/s and MB/s of UTF-8), and the
-shipper's step per event (decode, ``redact_event``, encode when something was found)
-against the same loop without redaction, interleaved round by round; medians of
-``rounds``, with their ratio. Timing belongs here, not in the test suite.
+shipper's step per event (decode, then the log's door: ``admit``, redacted and clipped,
+encoded when something changed) against the same loop without redaction and, with a
+baseline, the step as that version's shipper did it (``redact_event`` with its rules),
+interleaved round by round; medians of ``rounds``, with their ratios. Timing belongs here, not in the test suite.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from memstream.bench.secretcorpus import PARTS, leaked, ordinary, secrets
+from memstream.bench.secretcorpus import PARTS, leaked, ordinary, ordinary_digests, secrets
 from memstream.bench.stats import machine
 
 __all__ = ["redaction_bench", "format_redaction", "BUDGET"]
@@ -88,7 +90,7 @@ def _quality(redactor: Redactor, corpus: dict[str, Any]) -> dict[str, Any]:
             "recall": round(1 - len(missed) / len(items), 4),
             "missed_kinds": sorted({it["kind"] for it in missed}),
         }
-    for name in ("ordinary", "locomo"):
+    for name in ("ordinary", "digests_tuned", "digests_heldout", "locomo"):
         texts = corpus.get(name)
         if not texts:
             continue
@@ -106,9 +108,9 @@ def _locomo(data: str | Path) -> list[str]:
         return [json.loads(line)["text"] for line in f if line.strip()]
 
 
-def _speed(turns: list[str], rounds: int) -> dict[str, Any]:
+def _speed(turns: list[str], rounds: int, before: Callable[[str], tuple[str, int]] | None = None) -> dict[str, Any]:
     from memstream.core import new_event_id
-    from memstream.producers import Record, Scope, TurnRecorded, decode, encode, redact_event, utcnow
+    from memstream.producers import Record, Scope, TurnRecorded, admit, decode, encode, redact_event, utcnow
     from memstream.text import redact
 
     size = sum(len(t.encode("utf-8")) for t in turns)
@@ -132,19 +134,29 @@ def _speed(turns: list[str], rounds: int) -> dict[str, Any]:
         for p in payloads:
             Record.of(decode(p), data=p)
 
-    def redacting() -> None:
+    def redacting() -> None:  # the shipper's step: through the log's door (redacted, clipped)
         for p in payloads:
-            event, found = redact_event(decode(p))
+            admit(decode(p), data=p)
+
+    def redacting_before() -> None:  # the same step with the baseline's rules, as the shipper did it
+        for p in payloads:
+            event, found = redact_event(decode(p), before)
             Record.of(event, data=None if found else p)
 
     def texts() -> None:
         for t in turns:
             redact(t)
 
-    times: dict[str, list[float]] = {"redact": [], "ship_plain": [], "ship_redacting": []}
+    times: dict[str, list[float]] = {"redact": [], "ship_plain": [], "ship_redacting": [], "ship_before": []}
     redact(turns[0])  # compile the patterns before timing
-    for _ in range(rounds):  # interleaved: each round runs the three loops back to back
-        for name, fn in (("ship_plain", plain), ("ship_redacting", redacting), ("redact", texts)):
+    loops = [("ship_plain", plain), ("ship_redacting", redacting), ("redact", texts)]
+    if before is not None:
+        before(turns[0])
+        loops.append(("ship_before", redacting_before))
+    else:
+        del times["ship_before"]
+    for _ in range(rounds):  # interleaved: each round runs the loops back to back
+        for name, fn in loops:
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
@@ -160,10 +172,18 @@ def _speed(turns: list[str], rounds: int) -> dict[str, Any]:
         "ship_events_per_s_redacting": round(len(payloads) / med["ship_redacting"]),
         "ship_mb_per_s_redacting": round(event_bytes / 1e6 / med["ship_redacting"], 2),
         "ship_cost_ratio": round(med["ship_redacting"] / med["ship_plain"], 2),
+        **(
+            {
+                "ship_events_per_s_before": round(len(payloads) / med["ship_before"]),
+                "ship_throughput_vs_before": round(med["ship_before"] / med["ship_redacting"], 3),
+            }
+            if "ship_before" in med
+            else {}
+        ),
     }
 
 
-def _baseline(path: str | Path) -> Redactor:
+def _baseline_redact(path: str | Path) -> Callable[[str], tuple[str, int]]:
     """The ``redact`` of another version of memstream/text/redaction.py (a file), e.g.
     ``git show main:memstream/text/redaction.py > /tmp/before.py``."""
     import importlib.util
@@ -173,7 +193,12 @@ def _baseline(path: str | Path) -> Redactor:
         raise OSError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    redact = module.redact
+    redact: Callable[[str], tuple[str, int]] = module.redact
+    return redact
+
+
+def _baseline(path: str | Path) -> Redactor:
+    redact = _baseline_redact(path)
     return lambda texts: [redact(t)[0] for t in texts]
 
 
@@ -185,6 +210,8 @@ def redaction_bench(
     and of the shipper's step. A JSON-ready dict."""
     corpus: dict[str, Any] = {part: secrets(part) for part in PARTS}
     corpus["ordinary"] = ordinary()
+    for part in PARTS:  # ordinary technical turns that name hex digests (cache keys, commits, checksums)
+        corpus[f"digests_{part}"] = ordinary_digests(part)
     if data is not None:
         corpus["locomo"] = _locomo(data)
     detectors: dict[str, Any] = {"memstream": _quality(_memstream, corpus)}
@@ -212,7 +239,7 @@ def redaction_bench(
         "budget": BUDGET,
         "detectors": detectors,
         "detect_secrets": "not installed" if ds is None else _version("detect-secrets"),
-        "speed": _speed(corpus["ordinary"], rounds),
+        "speed": _speed(corpus["ordinary"], rounds, _baseline_redact(baseline) if baseline is not None else None),
     }
 
 
@@ -231,7 +258,7 @@ def format_redaction(r: dict[str, Any]) -> str:
         f"false-positive budget {r['budget']:.1%})",
         "",
     ]
-    head = f"{'detector':<36}{'tuned':>14}{'held-out':>14}{'ordinary changed':>20}"
+    head = f"{'detector':<36}{'tuned':>14}{'held-out':>14}{'ordinary changed':>20}{'digests t/h changed':>22}"
     if any("locomo" in row for row in r["detectors"].values()):
         head += f"{'LoCoMo changed':>18}"
     lines.append(head)
@@ -240,6 +267,12 @@ def format_redaction(r: dict[str, Any]) -> str:
         line = f"{name:<36}" + "".join(f"{c:>14}" for c in cells)
         o = row["ordinary"]
         line += f"{o['changed']}/{o['turns']} {o['share']:.2%}".rjust(20)
+        if "digests_tuned" in row:
+            line += (
+                f"{row['digests_tuned']['changed']}/{row['digests_heldout']['changed']} of {row['digests_tuned']['turns']}".rjust(
+                    22
+                )
+            )
         if "locomo" in row:
             lc = row["locomo"]
             line += f"{lc['changed']}/{lc['turns']} {lc['share']:.2%}".rjust(18)
@@ -257,4 +290,9 @@ def format_redaction(r: dict[str, Any]) -> str:
         f"({s['ship_mb_per_s_redacting']} MB/s), {s['ship_events_per_s_plain']:,} without: "
         f"x{s['ship_cost_ratio']} the time",
     ]
+    if "ship_events_per_s_before" in s:
+        lines.append(
+            f"  the same step with the baseline's rules: {s['ship_events_per_s_before']:,} events/s; "
+            f"this version's throughput x{s['ship_throughput_vs_before']} the baseline's"
+        )
     return "\n".join(lines)

@@ -90,6 +90,21 @@ ADVERSARIAL: dict[str, str] = {
     "we decided": "we decided ",
     "port": "the port is 80 ",
     "C[x]:": "C[x]: ",
+    # the rules of registry tokens, logins, markup, config files and other languages
+    "prefix_": "ab_",
+    "prefix_run": "ab_aB1cD2eF3gH4iJ5kL6m",
+    "login -p": "login -u a ",
+    "secret set": "secret set a ",
+    "<password>": "<password>a",
+    "<x name=password>": '<x name="db.password"',
+    "pgpass": "a:5432:b:c:",
+    "netrc": "machine a login b ",
+    "config password": "\na_pass: ",
+    "mot de passe": "mot de passe du ",
+    "密码": "密码是",
+    "cache key": "the cache key ",
+    "atlasv1": "a.atlasv1.",
+    "Q~": "abc8Q~",
 }
 
 _PROSE = (

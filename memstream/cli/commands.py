@@ -265,8 +265,16 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
         )
     if args.sync:
         result = ops.add_logged(settings, event, args.timeout)
-        print_result(args, result, f"added {result['id']} (log entry {result['entry_id']}, {result['state']})")
-        return OK if result["state"] == "searchable" else FAILED
+        entry = f"log entry {result['entry_id']}" if result["entry_id"] else "in the log"
+        print_result(args, result, f"added {result['id']} ({entry}, {result['state']})")
+        if result["state"] == "searchable":
+            return OK
+        print(
+            f"memstream add: {result['id']} is in the log; adding it again would add it twice"
+            + ("" if result["checked"] else " (only whether it is searchable yet could not be checked)"),
+            file=sys.stderr,
+        )
+        return OK if not result["checked"] else FAILED
     result = ops.add_spooled(settings, event)
     print_result(
         args,

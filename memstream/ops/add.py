@@ -7,13 +7,14 @@ exactly as if it had been read whole.
 
 from __future__ import annotations
 
+import time
 from typing import BinaryIO, Literal
 
-from memstream.core import Settings, new_event_id
+from memstream.core import Settings, backoff_delay, new_event_id
 from memstream.ops.connect import connect
 from memstream.ops.errors import CommandError
-from memstream.ops.sync import wait_projected
-from memstream.producers import MemoryWritten, Scope, Writer, utcnow
+from memstream.ops.sync import wait_projected, wait_searchable
+from memstream.producers import EventLog, MemoryWritten, Scope, Writer, admit, append_through_door, utcnow
 from memstream.text import clean_text
 
 __all__ = ["add_logged", "add_spooled", "memory_event", "read_bounded", "source_text"]
@@ -98,12 +99,59 @@ def memory_event(
 
 
 def add_logged(settings: Settings, event: MemoryWritten, timeout: float) -> dict:
-    """Append ``event`` to the log now (``CommandError`` when unreachable) and wait up to
-    ``timeout`` seconds until it is searchable: ``{"id", "entry_id", "state"}``, ``state``
-    as ``memstream.ops.sync.wait_projected`` says."""
+    """Append ``event`` to the log now, through the log's door (``CommandError`` when it
+    cannot be appended), and wait up to ``timeout`` seconds until it is searchable:
+    ``{"id", "entry_id", "state", "checked"}``. ``checked`` False: the append landed but
+    whether it is searchable could not be told (``state`` says why).
+
+    The event's id is decided before the append, and the append is sent as a one-record
+    segment named by it (the append script's dedup record, ``memstream.producers.stream``):
+    an attempt whose reply was lost and is sent again lands once. Read-your-writes asks
+    what the credentials may read: the projections' positions (``wait_projected``), or,
+    for a tenant's user (which may not read them), the tenant's query channel
+    (``exists``)."""
     eventlog = connect(settings)
-    entry = eventlog.append([event])[0]
-    return {"id": event.id, "entry_id": entry, "state": wait_projected(eventlog, event, entry, timeout)}
+    entry = _append_once(eventlog, event, settings)
+    state, checked = _searchable(eventlog, event, entry, timeout)
+    return {"id": event.id, "entry_id": entry, "state": state, "checked": checked}
+
+
+APPEND_ATTEMPTS = 3
+
+
+def _append_once(eventlog: EventLog, event: MemoryWritten, settings: Settings) -> str:
+    """The entry id of ``event`` appended (once, whatever the retries); "" when an attempt
+    whose reply was lost had appended it."""
+    import redis
+
+    admitted = admit(event, max_text_bytes=settings.max_text_bytes)
+    segment = f"add:{event.id}"
+    for attempt in range(1, APPEND_ATTEMPTS + 1):
+        try:
+            return append_through_door(eventlog, [admitted], segment=segment)[0] or ""
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            if attempt == APPEND_ATTEMPTS:
+                raise CommandError(
+                    f"the log did not confirm the append of {event.id} ({exc}); it may have landed: "
+                    "check with `memstream export` before adding it again"
+                ) from exc
+            time.sleep(backoff_delay(attempt, 0.2, 2.0))
+        except redis.RedisError as exc:
+            raise CommandError(f"the log refused the append of {event.id}: {exc}") from exc
+    raise AssertionError("unreachable")
+
+
+def _searchable(eventlog: EventLog, event: MemoryWritten, entry: str, timeout: float) -> tuple[str, bool]:
+    """(read-your-writes' state, whether it could be checked): by the projections'
+    positions when these credentials may read them, else through the query path."""
+    import redis
+
+    if entry:
+        try:
+            return wait_projected(eventlog, event, entry, timeout), True
+        except redis.exceptions.NoPermissionError:
+            pass  # a tenant's user: the positions are not its to read; its query channel is
+    return wait_searchable(eventlog, event, timeout)
 
 
 def add_spooled(settings: Settings, event: MemoryWritten) -> dict:

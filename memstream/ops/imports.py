@@ -70,7 +70,9 @@ def import_hermes(
         "session_switches": history.session_switches,
         "events": len(history.events),
     }
-    result.update(_append(connect(settings), history.events, dry_run, progress, dict(history.skipped), _archive(settings)))
+    result.update(
+        _append(connect(settings), history.events, dry_run, progress, dict(history.skipped), _archive(settings), settings)
+    )
     return result
 
 
@@ -84,7 +86,7 @@ def import_jsonl(settings: Settings, path: Path, *, dry_run: bool = False, progr
     except ImportFileError as exc:
         raise CommandError(f"{exc}; nothing was imported") from exc
     result: dict[str, Any] = {"source": "jsonl", "file": str(path), "dry_run": dry_run, "events": len(events)}
-    result.update(_append(connect(settings), events, dry_run, progress, {}, _archive(settings)))
+    result.update(_append(connect(settings), events, dry_run, progress, {}, _archive(settings), settings))
     return result
 
 
@@ -105,11 +107,13 @@ def _append(
     progress: Progress | None,
     skipped: dict[str, int],
     archive: Archive | None = None,
+    settings: Settings | None = None,
 ) -> dict[str, Any]:
     unique = new_events(events, set())
     fresh = new_events(unique, existing_ids(eventlog, archive))
     for reason, n in ((DUPLICATE, len(events) - len(unique)), (ALREADY, len(unique) - len(fresh))):
         if n:
             skipped[reason] = n
-    appended = 0 if dry_run else append_events(eventlog, fresh, progress=progress)
+    limit = settings.max_text_bytes if settings is not None else None
+    appended = 0 if dry_run else append_events(eventlog, fresh, progress=progress, max_text_bytes=limit)
     return {"new": len(fresh), "appended": appended, "skipped": skipped}

@@ -6,7 +6,7 @@ import time
 
 from memstream.producers import Event, EventLog
 
-__all__ = ["wait_projected"]
+__all__ = ["wait_projected", "wait_searchable"]
 
 
 def wait_projected(eventlog: EventLog, event: Event, entry: str, timeout: float) -> str:
@@ -36,3 +36,39 @@ def wait_projected(eventlog: EventLog, event: Event, entry: str, timeout: float)
             return "searchable"
         time.sleep(0.02)
     return "logged (not yet projected: are the workers running?)"
+
+
+def wait_searchable(eventlog: EventLog, event: Event, timeout: float) -> tuple[str, bool]:
+    """Wait up to ``timeout`` seconds until the query server finds ``event``'s memory
+    (``exists`` on the channel these credentials may ask on: a tenant's own). Returns
+    (state, checked): ``("searchable", True)``; at the deadline ``"logged (not yet
+    searchable ...)"``, checked, when the server answered that it does not have it; or
+    ``"logged (could not check ...: why)"``, not checked, when no server answered or the
+    question was refused. Never raises for the check: the append has landed by then."""
+    import redis
+
+    from memstream.query import QueryRefused, QueryTimeout, ask
+
+    deadline = time.monotonic() + timeout
+    request = {"op": "exists", "tenant": event.scope.tenant, "id": event.id}
+    answered = False
+    why = "no query server answered"
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        try:
+            answer = ask(eventlog.client, eventlog.prefix, request, timeout=max(0.05, min(left, 2.0)))
+        except QueryTimeout:
+            continue
+        except (QueryRefused, redis.RedisError) as exc:
+            return f"logged (could not check that it is searchable: {str(exc)[:200]})", False
+        if "error" in answer:
+            return f"logged (could not check that it is searchable: {str(answer['error'])[:200]})", False
+        answered = True
+        if answer.get("exists") is True:
+            return "searchable", True
+        time.sleep(0.05)
+    if answered:
+        return "logged (not yet searchable through the query path: are the workers running?)", True
+    return f"logged (could not check that it is searchable: {why} within {timeout:g} s)", False

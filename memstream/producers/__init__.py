@@ -25,6 +25,8 @@ from memstream.producers.archive import (
     point_id,
 )
 from memstream.producers.connect import LogLocator, event_log, redis_client, shipping_timeout, slot_primary_url, tls_kwargs
+from memstream.producers.door import Admitted, admit, clip_event
+from memstream.producers.door import append as append_through_door
 from memstream.producers.events import (
     EVENT_TYPES,
     DelegationCompleted,
@@ -94,6 +96,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ACL_ROLES",
+    "Admitted",
+    "admit",
+    "append_through_door",
+    "clip_event",
     "acl_role_rules",
     "acl_role_user",
     "BUCKETS_NS",

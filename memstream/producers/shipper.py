@@ -1,7 +1,8 @@
 """The shipper thread: moves spooled records into the log, in order, exactly once.
 
-It reads each segment from its checkpoint, appends batches with
-``EventLog.append_batch`` (atomic, deduplicated by segment id and sequence), then
+It reads each segment from its checkpoint, appends batches through the door
+(``memstream.producers.door``, then ``EventLog.append_batch``: atomic, deduplicated by
+segment id and sequence), then
 advances the checkpoint. When Redis is unreachable or slow it backs off and the spool
 simply grows (jittered, ``memstream.core.backoff``: a fleet's shippers do
 not all come back at once when Redis restarts); segments of dead processes are adopted and shipped first. The agent's
@@ -13,9 +14,10 @@ once it is back), and a last one when ``stop`` waits for the thread to end; none
 winds down (its last user left: the process's next writer goes on with the same report).
 A report's failure never changes the shipping.
 
-Each record's text is redacted here, on this thread, before its batch is appended
-(``memstream.producers.redact``): the shared log never holds a secret that redaction
-recognises, and the agent's hooks never pay for it. The spool keeps the raw text.
+Each record goes through the log's one door (``memstream.producers.door``) on this thread:
+its text is redacted and clipped before its batch is appended, so the shared log never
+holds a secret that redaction recognises, and the agent's hooks never pay for it. The
+spool keeps the raw text.
 """
 
 from __future__ import annotations
@@ -28,11 +30,11 @@ import redis
 import structlog
 
 from memstream.core import backoff_delay, keys, threads
+from memstream.producers.door import Admitted, admit, append
 from memstream.producers.events import decode
-from memstream.producers.redact import redact_event
 from memstream.producers.report import Reporter
 from memstream.producers.spool import Segment, Spool
-from memstream.producers.stream import EventLog, NotReplicated, Record
+from memstream.producers.stream import EventLog, NotReplicated
 
 __all__ = ["Shipper"]
 
@@ -70,8 +72,10 @@ class Shipper:
         name: str = "memstream-shipper",
         replicas: int = 0,
         replica_timeout_ms: int = 1000,
+        max_text_bytes: int | None = None,
     ):
         self.spool = spool
+        self.max_text_bytes = max_text_bytes  # each text field's bound (None: the setting's default)
         self._connect = connect
         self.batch = batch
         # a batch leaves the spool once this many replicas confirmed it (WAIT; 0: once appended)
@@ -88,6 +92,7 @@ class Shipper:
         self._exited = True  # no thread running
         self._close_spool_at_exit = False
         self._backoff = 0.0  # the wait before the next pass (0: not backing off)
+        self._retry_at = 0.0  # when that pass is due (time.monotonic())
         self._failures_in_row = 0
         self._flushing = 0  # flush() calls in progress (they skip the quiet wait)
         self._flushing_lock = threading.Lock()
@@ -154,6 +159,9 @@ class Shipper:
         """Wait up to ``timeout`` s until everything spooled so far is shipped.
 
         With ``wait_while_down`` False, give up as soon as the log is found unreachable.
+        A flush does not hasten a retry after a failure: the next pass comes when the
+        back-off says (``retry_in``), and a flush whose time ends before then returns False
+        at once.
         """
         deadline = time.monotonic() + timeout
         with self._flushing_lock:
@@ -165,6 +173,8 @@ class Shipper:
                     left = deadline - time.monotonic()
                     if left <= 0 or (not wait_while_down and self._backoff > 0 and not self.connected):
                         return False  # out of time, or the log is unreachable right now
+                    if self._backoff > 0 and self._retry_at >= deadline:
+                        return False  # no pass before the deadline: the next retry is later
                     self._wake.set()
                     self._idle.wait(min(left, 0.05))
             return True
@@ -235,10 +245,7 @@ class Shipper:
                     self._close_spool_at_exit = True
                 return
             if self._backoff:
-                wait = self._backoff
-                if finish is not None:  # ask ``finish`` again when the wind-down time is up
-                    wait = min(wait, max(0.0, self._wind_down_by - time.monotonic()) + 0.01)
-                self._wake.wait(wait)
+                self._wait_out_backoff(finish)
             elif finish is None:
                 seen = self._wait_for_work(seen)
             elif self._drained():  # wound down: wait for the end of it (or keep_on, flush, stop)
@@ -253,10 +260,26 @@ class Shipper:
                 self.failures += 1
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("shipper.unexpected_error")
-                self._backoff = 1.0
+                self._back_off(1.0)
             self._report()
             with self._idle:
                 self._idle.notify_all()
+
+    def _wait_out_backoff(self, finish: Callable[[], bool] | None) -> None:
+        """Wait until the retry after the last failure is due (``_retry_at``). Only ``stop``
+        and a change of the wind-down (``wind_down``, ``keep_on``) cut it short, and a
+        wind-down's own time: a ``flush`` waits for the retry like everyone else (its
+        wake-ups are taken and dropped here), so a failing Redis costs one attempt per
+        back-off step however many callers flush."""
+        until = self._retry_at
+        if finish is not None:  # ask ``finish`` again when the wind-down time is up
+            until = min(until, self._wind_down_by + 0.01)
+        while not self._stop.is_set() and self._finish is finish:
+            left = until - time.monotonic()
+            if left <= 0:
+                return
+            self._wake.wait(left)
+            self._wake.clear()
 
     def _wait_for_work(self, seen: int) -> int:
         """Wait until there is something to ship and the hooks paused for ``POLL`` s (at
@@ -382,7 +405,7 @@ class Shipper:
             )
         self.last_error = msg
         self._failures_in_row += 1
-        self._backoff = backoff_delay(self._failures_in_row, self.RETRY_BASE, self.RETRY_CAP)
+        self._back_off(backoff_delay(self._failures_in_row, self.RETRY_BASE, self.RETRY_CAP))
         try:
             self._report_losses()  # the count reaches `memstream stats` while the replicas lag
         except redis.RedisError as err:
@@ -399,7 +422,12 @@ class Shipper:
             )
         self.last_error = msg
         self._failures_in_row += 1
-        self._backoff = backoff_delay(self._failures_in_row, self.RETRY_BASE, self.RETRY_CAP)
+        self._back_off(backoff_delay(self._failures_in_row, self.RETRY_BASE, self.RETRY_CAP))
+
+    def _back_off(self, delay: float) -> None:
+        """The next pass waits ``delay`` s from now, whoever asks for one sooner (``flush``)."""
+        self._backoff = delay
+        self._retry_at = time.monotonic() + delay
 
     def _eventlog(self) -> EventLog:
         if self._log is None:
@@ -414,32 +442,36 @@ class Shipper:
             if seg.offset >= limit:
                 break
             records, end = seg.read(limit, self.batch, self.spool.quarantine)
-            batch = []
+            batch: list[Admitted] = []
             for rec in records:
                 try:
-                    # redacted before it leaves the host; re-encoded only when a secret was found
-                    event, found = redact_event(decode(rec.payload))
-                    batch.append(Record.of(event, seq=rec.seq, data=None if found else rec.payload))
-                    self.redacted += found
+                    # through the door: redacted before it leaves the host, re-encoded only when changed
+                    admitted = admit(decode(rec.payload), seq=rec.seq, data=rec.payload, max_text_bytes=self.max_text_bytes)
+                    batch.append(admitted)
+                    self.redacted += admitted.redacted
                 except Exception as exc:
                     self.malformed += 1
                     seg._quarantine(self.spool.quarantine, rec.end - len(rec.payload), rec.payload)
                     log.warning("shipper.malformed_record", segment=seg.id, seq=rec.seq, error=str(exc))
             if batch:
-                self._segment_tenants.setdefault(seg.id, set()).update(r.tenant for r in batch)
+                self._segment_tenants.setdefault(seg.id, set()).update(a.record.tenant for a in batch)
                 try:
-                    ids = self._eventlog().append_batch(
-                        batch, segment=seg.id, replicas=self.replicas, replica_timeout_ms=self.replica_timeout_ms
+                    ids = append(
+                        self._eventlog(),
+                        batch,
+                        segment=seg.id,
+                        replicas=self.replicas,
+                        replica_timeout_ms=self.replica_timeout_ms,
                     )
                 except NotReplicated as exc:
-                    appended = [r.seq for r, i in zip(batch, exc.ids) if i]
+                    appended = [a.record.seq for a, i in zip(batch, exc.ids) if i]
                     if appended:
                         self._unconfirmed[seg.id] = max(appended + [self._unconfirmed.get(seg.id, -1)])
                     raise
                 waited = self._unconfirmed.pop(seg.id, -1)
                 added = sum(1 for i in ids if i)
-                confirmed = sum(1 for r, i in zip(batch, ids) if not i and r.seq <= waited)
-                if waited > batch[-1].seq:
+                confirmed = sum(1 for a, i in zip(batch, ids) if not i and a.record.seq <= waited)
+                if waited > batch[-1].record.seq:
                     self._unconfirmed[seg.id] = waited  # later records of it are in a later batch
                 self.shipped += added + confirmed
                 self.duplicates += len(ids) - added - confirmed

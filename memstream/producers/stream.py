@@ -299,9 +299,11 @@ class EventLog:
         return out
 
     def append(self, events: Iterable[Event]) -> list[str]:
-        """Append events directly (no spool), in order; returns their entry ids."""
-        records = [Record.of(e) for e in events]
-        return [i or "" for i in self.append_batch(records)]
+        """Append events directly (no spool), in order, through the log's door
+        (``memstream.producers.door``: redacted and clipped); returns their entry ids."""
+        from memstream.producers.door import append
+
+        return [i or "" for i in append(self, list(events))]
 
     def last_shipped(self, segment: str, tenant: str) -> int:
         """The highest sequence of ``segment`` known to be in the log (-1: none)."""

@@ -206,6 +206,9 @@ class VectorProjection:
         done = 0
         if items:
             vectors = self.embedder.embed([e[4] for e in items])
+            note = getattr(self.embedder, "note_origins", None)  # a cached embedder: forget finds the rows by event
+            if note is not None:
+                note([(e[3], e[4]) for e in items])
             done = self.store.set_dense(self.collection, [(e[0], vectors[i], e[1]) for i, e in enumerate(items)])
         self.counters.add(embedded=done, embed_skipped=len(entries) - done)
         return done

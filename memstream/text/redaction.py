@@ -13,13 +13,22 @@ Detection is generic rather than a list of exact formats, in three families:
   by their provider's prefix with any plausible length (a token one character shorter or
   longer than the canonical form is still a token): OpenAI, Anthropic, Stripe, GitHub,
   GitLab, npm, Slack, SendGrid, Twilio, Discord, Telegram, Google (API keys and OAuth),
-  AWS key ids, Hugging Face, Mailgun, Shopify, DigitalOcean, PyPI, Vault, Databricks and
-  other ``<prefix>_<random>`` provider keys; an AWS secret key (40 mixed-case base64
-  characters) in a text that names AWS or holds an AWS key id.
+  AWS key ids, Hugging Face, Mailgun, Shopify, DigitalOcean, PyPI, Vault, Databricks,
+  registries and CI (Docker Hub ``dckr_pat_``, Atlassian ``ATATT``/``ATBB``, CircleCI,
+  GitLab runner registration, Buildkite, Terraform Cloud, Pulumi, Grafana, Supabase,
+  SonarQube, RubyGems, NuGet, JFrog, Doppler, Tailscale, Netlify, Fly.io, Sentry, age,
+  Azure AD client secrets), and any other ``<prefix>_<random>`` token whose random part
+  looks drawn (``_random_run``: mixed case and digits, no long word); an AWS secret key (40
+  mixed-case base64 characters) in a text that names AWS or holds an AWS key id.
 * **Places**: the password in a URL or connection string (``scheme://user:pw@host``,
   ``redis://:pw@host``, ``Password=…;``, ``?password=…``), ``Authorization``/``Bearer``
   credentials, Azure ``AccountKey=``/``sig=``, the password of short command-line flags
-  (``mysql -pX``, ``curl -u user:X``, ``sshpass -p X``, ``redis-cli -a X``).
+  (``mysql -pX``, ``curl -u user:X``, ``sshpass -p X``, ``redis-cli -a X``, a registry's
+  ``login -p X``/``--password X``, ``gh secret set NAME --body X``); markup elements and
+  attributes that name a password or secret (``<password>X</password>``, ``<property
+  name="….password">X</property>``); ``~/.pgpass`` lines and ``~/.netrc`` entries; a
+  config file's password line (ini, properties, YAML, TOML, ``.env``: the whole value to
+  the end of the line, plain words too, placeholders and references left alone).
 * **Context**: a value next to a word such as password, passphrase, pwd, secret, token,
   credentials, api key, access key, private key, key or auth, in any of the ways people
   write it: ``=``, ``:``, ``=>``, "is", "was", "set to", a plain space, quoted, in
@@ -30,7 +39,13 @@ Detection is generic rather than a list of exact formats, in three families:
   a digit or a symbol, 16+ letters, or anything quoted; after a weak word (key, auth) or
   with only a space between, a high-entropy run (16+ characters of one token with digits
   and letters, like hex or base64). Code and placeholders are not values (``os.environ[…]``,
-  ``settings.API_KEY``, ``${TOKEN}``, ``<your-key>``, a call).
+  ``settings.API_KEY``, ``${TOKEN}``, ``<your-key>``, a call). "Password" in other
+  languages (French, Spanish, German, Portuguese, Italian, Dutch, Russian, Chinese,
+  Japanese, Korean, Polish, Turkish, Vietnamese, Indonesian, Swedish, Czech) followed by
+  ``:``, a verb of the language or up to three words of its own, then a value with a digit
+  or a symbol, or quoted. A weak word (key) after a word that makes it a key of data
+  (cache, idempotency, primary, partition, object, commit, checksum, hash, …) names no
+  secret: "the cache key is <sha1>" is left alone.
 
 Before matching, zero-width characters inside a token are removed and look-alike letters
 (Cyrillic, Greek, full-width) in a mostly-ASCII token are mapped to ASCII, so a token with
@@ -178,6 +193,14 @@ _NOT_A_VALUE = re.compile(
 _IDENTIFIER = re.compile(r"[A-Za-z_]+(?:\.[A-Za-z_]+)+|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 
 
+# The word before "key" that makes it a key of data, not a secret: a key of a cache, a table,
+# an index, an object store, a request (idempotency), a digest (hash, checksum, commit).
+_QUALIFIED = re.compile(
+    r"(?i:cache|idempotency|idempotence|primary|foreign|partition|sort|range|dedup|dedupe|deduplication|object|row"
+    r"|etag|content|lookup|build|routing|shard|index|composite|unique|hash|commit|checksum|digest|fingerprint"
+    r"|storage|s3|blob|bucket|map|dict|dictionary|cursor|pagination|redis|memcached?|table|record|natural|surrogate)"
+    r"[ \t_\-.]{0,3}$"
+)
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 
 
@@ -227,6 +250,8 @@ class _Context:
             if start <= done:
                 continue
             weak = m.group("weak") is not None or m.group("gkey") is not None
+            if weak and _QUALIFIED.search(text, max(0, m.start() - 40), m.start()) is not None:
+                continue  # "the cache key is <sha1>": a key of a cache, an index, a commit, not a secret
             loose = m.group("space") is not None
             if loose and m.group("strong") is not None and m.group("strong").lower() == "pass":
                 continue  # "pass it on", "pass stdout=PIPE": the verb, unless "pass: …" / "pass is …"
@@ -324,6 +349,169 @@ class _AwsSecret:
 
 _TOKEN = r"[A-Za-z0-9_\-]"
 
+
+def _random_run(value: str) -> bool:
+    """A run that looks drawn at random from letters and digits (a token's secret part),
+    not written: 20+ characters with 2+ digits, 2+ capitals and 2+ small letters, no word
+    of more than 7 small letters in it, and 6+ changes between capitals, small letters
+    and digits (``getUserProfileById2`` has too few)."""
+    if len(value) < 20:
+        return False
+    digits = sum(c.isdigit() for c in value)
+    upper = sum(c.isupper() for c in value)
+    lower = sum(c.islower() for c in value)
+    if digits < 2 or upper < 2 or lower < 2:
+        return False
+    if _LONG_WORD.search(value) is not None:
+        return False
+    kinds = ["d" if c.isdigit() else "u" if c.isupper() else "l" if c.islower() else "" for c in value]
+    kinds = [k for k in kinds if k]
+    return sum(a != b for a, b in zip(kinds, kinds[1:])) >= 6
+
+
+_LONG_WORD = re.compile(r"[a-z]{8,}")
+
+
+class _Prefixed:
+    """A provider token not listed by name: a prefix of 2 to 8 letters (and at most one
+    more short part: ``dckr_pat_``) joined by ``_``, then a random run (``_random_run``)
+    of 20 to 200 letters and digits that ends the token."""
+
+    _TOKEN_RE = re.compile(r"\b([A-Za-z]{2,8}_(?:[A-Za-z]{2,5}_)?)([A-Za-z0-9]{20,200})(?![A-Za-z0-9_\-])")
+
+    @classmethod
+    def subn(cls, replace: Callable[[re.Match[str]], str], text: str) -> tuple[str, int]:
+        count = 0
+
+        def one(m: re.Match[str]) -> str:
+            nonlocal count
+            if not _random_run(m.group(2)):
+                return m.group()
+            count += 1
+            return replace(m)
+
+        out = cls._TOKEN_RE.sub(one, text)
+        return (out, count) if count else (text, 0)
+
+
+class _Judged:
+    """A pattern whose replace function may refuse a match (return it unchanged): only the
+    matches it changed are counted."""
+
+    def __init__(self, pattern: re.Pattern[str]) -> None:
+        self.pattern = pattern
+
+    def subn(self, replace: Callable[[re.Match[str]], str], text: str) -> tuple[str, int]:
+        count = 0
+
+        def one(m: re.Match[str]) -> str:
+            nonlocal count
+            out = replace(m)
+            if out != m.group():
+                count += 1
+            return out
+
+        out = self.pattern.sub(one, text)
+        return (out, count) if count else (text, 0)
+
+
+def _markup(m: re.Match[str]) -> str:
+    """Replace the value of a markup element that names a password or a secret, unless it
+    is a placeholder (``${…}``, ``{{…}}``, ``********``)."""
+    name = "secret" if m.group("secret") is not None else "value"
+    value = m.group(name).strip()
+    if not value or _NOT_A_VALUE.match(value) or _IDENTIFIER.fullmatch(value):
+        return m.group()
+    return _group("secret", name)(m)
+
+
+def _config_value(m: re.Match[str]) -> str:
+    """Replace a config line's password value, unless it is a placeholder or a reference."""
+    value = m.group("secret")
+    if _NOT_A_VALUE.match(value) or _IDENTIFIER.fullmatch(value) or value.lower() in _NOT_PASSWORDS:
+        return m.group()
+    return _group("secret")(m)
+
+
+_NOT_PASSWORDS = frozenset({"none", "null", "true", "false", "yes", "no", "empty", "changeme", "required", "optional", "secret"})
+
+# "password" in the languages agents are most used in (besides English): French, Spanish,
+# German, Portuguese, Italian ("password", "parola d'ordine"), Dutch, Russian and Ukrainian,
+# Chinese, Japanese, Korean, Polish, Turkish, Vietnamese, Indonesian, Swedish, Czech.
+_WORDS = (
+    "mot de passe|mots de passe|contraseña|contrasena|clave de acceso|passwort|kennwort|senha|parola d'ordine"
+    "|wachtwoord|пароль|密码|密碼|口令|パスワード|暗証番号|비밀번호|암호|hasło|haslo|şifre|sifre|parola"
+    "|mật khẩu|mat khau|kata sandi|lösenord|losenord|heslo"
+)
+_ITALIAN = ("la", "le", "il", "di", "della", "del", "tua", "mia", "sua", "nuova", "vecchia")  # "la password del server è …"
+_WORD_TRIGGERS = (
+    "de passe",
+    "contrase",
+    "clave de",
+    "wort",
+    "woord",
+    "senha",
+    "parola",
+    "hasło",
+    "haslo",
+    "şifre",
+    "sifre",
+    "mật khẩu",
+    "mat khau",
+    "kata sandi",
+    "lösenord",
+    "losenord",
+    "heslo",
+    "пароль",
+    "密码",
+    "密碼",
+    "口令",
+    "パスワード",
+    "暗証番号",
+    "비밀번호",
+    "암호",
+)
+# after the word: at most three words of its own (du wifi, del router, für den Server), then
+# ":", "=", a verb (est, es, ist, é, è, is, lautet, c'est, 是, 为, は, 는, 은) or a space; then the value
+_LANGUAGE_TAIL = (
+    r"(?:[ \t]+[^\s:：=?.!,;]{1,20}){0,3}?"
+    r"(?:[ \t]*[:：=][ \t]*|[ \t]+(?i:est|es|ist|é|è|is|lautet|c'est|era|war|was|sera)[ \t]+"
+    r"|[ \t]*(?:是|为|為|は|는|은|이)[ \t]*|[ \t]+)"
+    + _NOT_REDACTED
+    + r"(?P<secret>[\"'][^\"'\n]{4,100}[\"']|(?=[^\s]{0,127}?[0-9!@#$%^&*+=~_])[!-~]{6,128})"
+)
+_LANGUAGE = re.compile(r"(?i:" + _WORDS + r")" + _LANGUAGE_TAIL)
+# Italian says "password": after one of its articles or prepositions (a literal first: a fast search)
+_ITALIAN_PASSWORD = re.compile(
+    r"(?i:password)(?:"
+    + "|".join(rf"(?<=\b{a} password)|(?<=\b{a.capitalize()} password)" for a in _ITALIAN)
+    + ")"
+    + _LANGUAGE_TAIL
+)
+
+
+def _language(m: re.Match[str]) -> str:
+    """Replace the value after "password" in another language when it is quoted or has a
+    digit or a symbol (``Sunsh1ne``, ``maple.hunter!``): a word alone is not a value."""
+    value = m.group("secret")
+    start, end = m.span("secret")
+    quoted = value[0] in "\"'"
+    if not quoted:
+        stripped = value.rstrip(".,;:!?)")
+        end -= len(value) - len(stripped)
+        value = stripped
+        if len(value) < 6 or _NOT_A_VALUE.match(value) or _IDENTIFIER.fullmatch(value):
+            return m.group()
+        if _SYMBOLIC.search(value) is None:
+            return m.group()
+    else:
+        start, end = start + 1, end - 1
+    s, base = m.group(), m.start()
+    return s[: start - base] + MARK.format("secret") + s[end - base :]
+
+
+_SYMBOLIC = re.compile(r"[0-9!@#$%^&*+=~_]")
+
 _RULES: list[_Rule] = [
     (
         "private_key",
@@ -372,8 +560,14 @@ _RULES: list[_Rule] = [
     ),
     (
         "gitlab_token",
-        ("glpat-", "gldt-", "glrt-", "glptt-", "glft-", "glsoat-", "gloas-", "glcbt-"),
-        re.compile("|".join(_lit(f"gl{p}-") + _TOKEN + "{16,}" for p in ("pat", "dt", "rt", "ptt", "ft", "soat", "oas", "cbt"))),
+        ("glpat-", "gldt-", "glrt-", "glptt-", "glft-", "glsoat-", "gloas-", "glcbt-", "gr1348941"),
+        re.compile(
+            "|".join(_lit(f"gl{p}-") + _TOKEN + "{16,}" for p in ("pat", "dt", "rt", "ptt", "ft", "soat", "oas", "cbt"))
+            + "|"
+            + _lit("GR1348941")  # a runner registration token
+            + _TOKEN
+            + "{16,}"
+        ),
         _whole("gitlab_token"),
     ),
     (
@@ -461,8 +655,28 @@ _RULES: list[_Rule] = [
             "pmak-",
             "lin_api_",
             "ntn_",
-            "dp.st.",
+            "dp.",
             "sk_",
+            "dckr_",
+            "atatt",
+            "atctt",
+            "atbb",
+            "ccip",
+            "bkua_",
+            "pul-",
+            "glsa_",
+            "glc_",
+            "sbp_",
+            "squ_",
+            "sqp_",
+            "sqa_",
+            "rubygems_",
+            "oy2",
+            "akcp",
+            "tskey-",
+            "nfp_",
+            "fo1_",
+            "sntry",
         ),
         re.compile(
             "|".join(
@@ -489,6 +703,35 @@ _RULES: list[_Rule] = [
                     ("ntn_", ""),
                     ("dp.st.", ""),
                     ("sk_", "(?=[A-Za-z0-9]{32})"),
+                    # registries and CI: Docker Hub, Atlassian and Bitbucket, CircleCI, GitLab's
+                    # runner registration, Buildkite, Pulumi, Grafana, Supabase, SonarQube,
+                    # RubyGems, NuGet, JFrog, Doppler, Tailscale, Netlify, Fly.io, Sentry
+                    ("dckr_pat_", ""),
+                    ("dckr_oat_", ""),
+                    ("ATATT", ""),
+                    ("ATCTT", ""),
+                    ("ATBB", ""),
+                    ("CCIPAT_", ""),
+                    ("CCIPRJ_", ""),
+                    ("bkua_", ""),
+                    ("pul-", "(?=[0-9a-f]{40})"),
+                    ("glsa_", ""),
+                    ("glc_", ""),
+                    ("sbp_", ""),
+                    ("squ_", ""),
+                    ("sqp_", ""),
+                    ("sqa_", ""),
+                    ("rubygems_", ""),
+                    ("oy2", "(?=[a-z0-9]{43})"),
+                    ("AKCp", ""),
+                    ("dp.pt.", ""),
+                    ("dp.ct.", ""),
+                    ("dp.sa.", ""),
+                    ("tskey-", ""),
+                    ("nfp_", ""),
+                    ("fo1_", ""),
+                    ("sntryu_", ""),
+                    ("sntrys_", ""),
                 )
             )
         ),
@@ -536,6 +779,81 @@ _RULES: list[_Rule] = [
         _group("secret", "secret", "flag", "user"),
     ),
     (
+        "api_key",  # tokens with a prefix of their own, not yet listed: prefix_random, prefix_kind_random
+        ("_",),
+        _Prefixed,
+        _whole("api_key"),
+    ),
+    (
+        "api_key",  # Terraform Cloud / HCP (<14>.atlasv1.<random>), age, Azure AD client secrets
+        (".atlasv1.", "age-secret-key-1", "q~"),
+        re.compile(
+            r"[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_\-=]{40,}"
+            r"|" + _lit("AGE-SECRET-KEY-1") + r"[A-Z0-9]{50,}"
+            r"|(?<![A-Za-z0-9_~.\-])[A-Za-z0-9_~.\-]{3}[0-9]Q~[A-Za-z0-9_~.\-]{30,36}(?![A-Za-z0-9_~.\-])"
+        ),
+        _whole("api_key"),
+    ),
+    (
+        "secret",  # a registry's login on the command line (docker/podman/helm/skopeo/cf login -p X, --password X);
+        # a secret's value given to a CLI (gh secret set NAME --body X)
+        ("login", "secret set"),
+        re.compile(
+            r"(?:(?i:login)\b[^\n|;&]{0,200}?[ \t](?:-p|--password)|(?i:secret)[ \t]+set\b[^\n|;&]{0,200}?[ \t](?:-b|--body))"
+            r"(?:[ \t]+|=)" + _NOT_REDACTED + r"(?P<secret>'[^'\n]+'|\"[^\"\n]+\"|(?!-)[^\s'\"]+)"
+        ),
+        _group("secret"),
+    ),
+    (
+        "secret",  # markup: <password>X</password>, <db-password>, <Password>, <property name="….password">X</…>
+        ("</",),
+        _Judged(
+            re.compile(
+                r"<(?P<tag>[\w:.\-]{0,40}?(?i:password|passwd|pwd|passphrase|secret|token|api[_\-]?key))(?:[ \t][^<>\n]{0,200})?>"
+                + _NOT_REDACTED
+                + r"(?P<secret>[^<>\n]{1,200})</(?P=tag)>"
+                r"|<(?P<tag2>[\w:.\-]{1,40})[ \t][^<>\n]{0,200}?(?i:name|key)=[\"'][^\"'<>\n]{0,80}?"
+                r"(?i:password|passwd|secret|token)[\"']\s*>" + _NOT_REDACTED + r"(?P<value>[^<>\n]{1,200})</(?P=tag2)>"
+            )
+        ),
+        _markup,
+    ),
+    (
+        "secret",  # ~/.pgpass (host:port:database:user:password) and ~/.netrc (machine … login … password …)
+        (":", "machine"),
+        re.compile(
+            r"(?m:^)[ \t]*(?=[^:\s]*[A-Za-z*.])[^:\s#]+:(?:[0-9]{1,5}|\*):(?=[^:\s]*[A-Za-z*])[^:\s]+:"
+            r"(?=[^:\s]*[A-Za-z*])[^:\s]+:" + _NOT_REDACTED + r"(?P<secret>[^\s]+)[ \t]*$"
+            r"|(?i:machine)[ \t\n]+[^\s]+(?:[ \t\n]+(?i:login|account|port)[ \t\n]+[^\s]+){0,3}[ \t\n]+(?i:password)[ \t\n]+"
+            + _NOT_REDACTED
+            + r"(?P<netrc>[^\s]+)",
+            re.MULTILINE,
+        ),
+        _group("secret", "secret", "netrc"),
+    ),
+    (
+        "secret",  # a config file's password line (ini, properties, YAML, TOML, .env): the whole value, words too
+        ("pass", "pwd"),
+        _Judged(
+            re.compile(
+                r"(?m:^)[ \t]*(?:-[ \t]+)?(?:export[ \t]+)?[\"']?"
+                r"(?:[\w.\-]{0,60}?(?i:password|passwd|passphrase|pwd)|[\w.\-]{1,60}?[_.\-](?i:pass))[\"']?"
+                r"[ \t]*[:=][ \t]*(?P<q>[\"']?)"
+                + _NOT_REDACTED
+                + r"(?P<secret>[^\s\"']{4,200})(?P=q)(?:[ \t]+[#;][^\n]*)?[ \t]*$",
+                re.MULTILINE,
+            )
+        ),
+        _config_value,
+    ),
+    (
+        "secret",  # "password" in other languages, then a value with a digit or a symbol (or quoted)
+        _WORD_TRIGGERS,
+        _Judged(_LANGUAGE),
+        _language,
+    ),
+    ("secret", (" password",), _Judged(_ITALIAN_PASSWORD), _language),
+    (
         "secret",
         ("pass", "pwd", "pw", "secret", "token", "credential", "creds", "key", "auth"),
         _Context,
@@ -566,8 +884,10 @@ _RULES: list[_Rule] = [
 
 SECRET_KINDS: tuple[str, ...] = tuple(dict.fromkeys(kind for kind, _, _, _ in _RULES))
 
-# Substring checks on the lower-cased text (fast C searches) decide which rules run.
+# Substring checks on the lower-cased text (fast C searches) decide which rules run; an
+# ASCII text is checked for the ASCII ones only.
 _ALL_TRIGGERS = tuple(sorted({t for _, ts, _, _ in _RULES for t in ts}))
+_ASCII_TRIGGERS = tuple(t for t in _ALL_TRIGGERS if t.isascii())
 
 # A token wrapped over two lines: a mark at the end of a line, and the next line one run of
 # token characters that looks random (the rest of the token), redacted with it.
@@ -593,10 +913,12 @@ def redact(text: str) -> tuple[str, int]:
     if not text:
         return text, 0
     source = text
+    triggers = _ASCII_TRIGGERS
     if not text.isascii():
         text = _normalise(text)
+        triggers = _ALL_TRIGGERS
     lowered = text.lower()
-    found = {t for t in _ALL_TRIGGERS if t in lowered}
+    found = {t for t in triggers if t in lowered}
     if not found:
         return source, 0
     total = 0

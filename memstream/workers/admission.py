@@ -8,18 +8,15 @@ fields every projection keys its data by must be usable: a non-empty event id an
 ``scope.tenant``, and the event id and scope identifiers at most ``MAX_ID_BYTES`` UTF-8
 bytes. Such entries are dead-lettered with the reason (their raw fields kept); text
 fields over ``max_text_bytes`` are clipped as the producers clip them
-(``memstream.text.clean_text``) and named in the event's ``clipped``.
+(``memstream.producers.door.clip_event``) and named in the event's ``clipped``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import msgspec
-
 from memstream.core import MAX_ID_BYTES
-from memstream.producers import EVENT_TYPES, EntryFields, Event, decode
-from memstream.text import clean_text
+from memstream.producers import EVENT_TYPES, EntryFields, Event, clip_event, decode
 
 # -- admission: one check of every entry, for every projection alike ------------------------
 
@@ -110,41 +107,5 @@ def _admit(fields: EntryFields, group: str, max_text_bytes: int) -> Admission:
     for name in _SCOPE_IDS:
         if len(getattr(event.scope, name).encode("utf-8")) > MAX_ID_BYTES:
             return _dead(f"rejected: scope.{name} is over {MAX_ID_BYTES} bytes")
-    event, clipped = _clip(event, max_text_bytes)
+    event, clipped = clip_event(event, max_text_bytes)
     return Admission("apply", event=event, clipped=clipped)
-
-
-def _clip_text(value: str, max_bytes: int) -> str | None:
-    """``value`` clipped as the producers clip it, or None when it is within the bound."""
-    if len(value) * 4 <= max_bytes:  # at most 4 UTF-8 bytes a character: certainly within
-        return None
-    text, problems = clean_text(value, max_bytes)
-    return text if "clipped" in problems else None
-
-
-def _clip(event: Event, max_bytes: int) -> tuple[Event, tuple[str, ...]]:
-    """Every text field of ``event`` (tool calls' included) within ``max_bytes``; the
-    names of those clipped are added to ``event.clipped``."""
-    changes: dict[str, object] = {}
-    for name in event.__struct_fields__:
-        if name in ("id", "scope", "clipped"):
-            continue
-        value = getattr(event, name)
-        if isinstance(value, str):
-            clipped = _clip_text(value, max_bytes)
-            if clipped is not None:
-                changes[name] = clipped
-        elif name == "tool_calls" and value:
-            calls, any_clipped = [], False
-            for call in value:
-                parts = {f: _clip_text(getattr(call, f), max_bytes) for f in call.__struct_fields__}
-                parts = {f: v for f, v in parts.items() if v is not None}
-                any_clipped |= bool(parts)
-                calls.append(msgspec.structs.replace(call, **parts) if parts else call)
-            if any_clipped:
-                changes[name] = calls
-    if not changes:
-        return event, ()
-    names = tuple(changes)
-    flagged = list(event.clipped) + [n for n in names if n not in event.clipped]
-    return msgspec.structs.replace(event, clipped=flagged, **changes), names

@@ -24,7 +24,7 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import redis
 
@@ -57,14 +57,20 @@ class ErasureError(PermanentError):
 
 
 def texts_of(event: Event) -> list[str]:
-    """The texts an embedder may have been given for ``event`` (the embedding cache's keys)."""
+    """The texts an embedder may have been given for ``event`` (the embedding cache's keys):
+    each as the log holds it and as the projections embed it, redacted (an event appended
+    before the log's door redacted it holds the raw text; the projections redact again)."""
     if isinstance(event, TurnRecorded):
-        return [event.user_text, event.assistant_text, f"{event.user_text}\n{event.assistant_text}"]
-    if isinstance(event, (MemoryWritten, MemoryRemembered)):
-        return [event.content]
-    if isinstance(event, DelegationCompleted):
-        return [event.task, event.result, f"{event.task}\n{event.result}"]
-    return []
+        texts = [event.user_text, event.assistant_text, f"{event.user_text}\n{event.assistant_text}"]
+    elif isinstance(event, (MemoryWritten, MemoryRemembered)):
+        texts = [event.content]
+    elif isinstance(event, DelegationCompleted):
+        texts = [event.task, event.result, f"{event.task}\n{event.result}"]
+    else:
+        return []
+    from memstream.text import redact
+
+    return list(dict.fromkeys(t for text in texts for t in (text, redact(text)[0])))
 
 
 @dataclass
@@ -142,7 +148,7 @@ class Plan:
         for key, entry_ids in self.backlog.items():
             for chunk in chunks(sorted(entry_ids)):
                 client.xdel(key, *chunk)
-        removed["embedding_cache"] = _cache(data_dir, self.texts)
+        removed["embedding_cache"] = _cache(data_dir, self.texts, set(d.events))
         if self.spool is not None:
             spooled = erase_records(self.spool, self.payload_doomed)
             removed["spool_records"] = spooled["records"] + spooled["quarantined"]
@@ -215,16 +221,18 @@ def _backlog(client: redis.Redis, prefix: str, ids: set[str], match: str | None)
     return out, texts
 
 
-def _cache(data_dir: Path, texts: set[str]) -> int:
-    """Delete the embedding cache's rows of ``texts`` (the pipeline's file, when there is one)."""
+def _cache(data_dir: Path, texts: set[str], events: Iterable[str] = ()) -> int:
+    """Delete the embedding cache's rows of ``texts`` and of what the dense stage embedded
+    for ``events`` (its recorded origins: a turn's unit), from the pipeline's file when
+    there is one."""
     path = data_dir / "embeddings.sqlite3"
-    if not texts or not path.exists():
+    if not (texts or events) or not path.exists():
         return 0
     from memstream.projections import EmbeddingCache, text_key
 
     try:
         with EmbeddingCache(path, memory_items=0) as cache:
-            return cache.delete([text_key(t) for t in texts])
+            return cache.delete(sorted({text_key(t) for t in texts} | cache.keys_of(sorted(events))))
     except sqlite3.Error as exc:
         raise ErasureError(f"the embedding cache {path} could not be cleaned ({exc})") from exc
 

@@ -14,9 +14,10 @@ def test_the_benchmark_reports_recall_false_positives_and_speed(tmp_path):
     turns.write_text("\n".join(json.dumps({"text": t}) for t in ["Hey Mel!", "I went hiking, the key was patience."]))
     r = redaction_bench(data=tmp_path, rounds=1, detect_secrets=False)
     row = r["detectors"]["memstream"]
-    assert row["tuned"]["redacted"] == row["tuned"]["secrets"] >= 200
-    assert row["heldout"]["secrets"] >= 100 and row["heldout"]["recall"] >= 0.98
+    assert row["tuned"]["redacted"] >= row["tuned"]["secrets"] - 1 and row["tuned"]["secrets"] >= 600
+    assert row["heldout"]["secrets"] >= 90 and row["heldout"]["recall"] >= 0.97
     assert row["ordinary"]["turns"] >= 5000 and row["ordinary"]["share"] <= 0.002
+    assert row["digests_tuned"]["changed"] == row["digests_heldout"]["changed"] == 0
     assert row["locomo"] == {"turns": 2, "changed": 0, "share": 0.0}
     s = r["speed"]
     assert s["redact_texts_per_s"] > 0 and s["ship_events_per_s_redacting"] > 0 and s["ship_cost_ratio"] > 0
@@ -37,3 +38,5 @@ def test_a_baseline_redaction_file_is_scored_on_the_same_corpus():
 
     r = redaction_bench(rounds=1, detect_secrets=False, baseline=current.__file__)
     assert r["detectors"]["baseline redaction.py"] == r["detectors"]["memstream"]
+    assert r["speed"]["ship_events_per_s_before"] > 0 and r["speed"]["ship_throughput_vs_before"] > 0
+    assert "the baseline's" in format_redaction(r)

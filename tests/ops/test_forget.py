@@ -351,3 +351,45 @@ def test_an_entry_that_is_no_valid_event_goes_by_its_id_field_or_by_match(reach,
     assert ops.forget(settings, ops.Selector(events=("bad-2",)), wait=0)["removed"]["stream_entries"] == 1
     left = log.client.xrange(key)
     assert len(left) == 1 and b"8812" not in repr(left).encode()
+
+
+def test_forget_removes_the_cache_row_of_what_was_embedded_the_redacted_text(reach, settings):
+    from memstream.text import redact
+
+    log = reach
+    pasted = "ghp_Zq8xR2vB7nK4mW1pT6yH3cJ9dF5gL0sA2eUu"  # made up, in GitHub's format
+    raw_memory = memory("add", f"the CI token is {pasted}")  # appended raw, as before the log's door
+    through_door = remembered(f"the deploy token is {pasted}")
+    log.append_batch([Record.of(raw_memory)])
+    log.append([through_door])
+    embedded = [redact(raw_memory.content)[0], redact(through_door.content)[0]]  # what the memories projection embeds
+    assert all(pasted not in t for t in embedded)
+    with EmbeddingCache(settings.data_dir / "embeddings.sqlite3") as cache:
+        cache.put_many("hash", {text_key(t): np.ones(4, dtype="<f4") for t in embedded})
+    done = ops.forget(settings, ops.Selector(events=(raw_memory.id, through_door.id)), wait=0)
+    assert done["removed"]["embedding_cache"] == 2
+
+
+def test_forget_removes_the_cache_rows_of_a_turns_unit_found_by_the_event_it_was_embedded_for(reach, settings):
+    from memstream.projections import CachedEmbedder, TurnsProjection
+    from memstream.projections.base import Delivery
+    from memstream.projections.embedders.port import get_embedder
+    from memstream.projections.stores.qdrant import QdrantStore
+    from memstream.workers.embedding import EmbedConsumer
+
+    log = reach
+    cache_path = settings.data_dir / "embeddings.sqlite3"
+    embedder = CachedEmbedder(get_embedder("hash"), cache_path)
+    turns = TurnsProjection(QdrantStore(), embedder, log.client, log.prefix, inline=False)
+    first = turn("The deploy window is Tuesday at noon", index=0)
+    second = turn("We moved it to Wednesday because of the freeze", index=1)
+    log.append([first, second])
+    turns.apply([Delivery(stream="s", entry_id=f"{i + 1}-0", fields={}, event=e) for i, e in enumerate((first, second))])
+    assert EmbedConsumer(log.client, turns, "w1").drain() == 2
+    embedder.close()
+    with EmbeddingCache(cache_path) as cache:
+        assert cache.count() == 2  # each unit: its date, the turn, and the turn before it
+    done = ops.forget(settings, ops.Selector(events=(second.id,)), wait=0)
+    assert done["removed"]["embedding_cache"] == 1  # the unit embedded for it, not derivable from its text
+    with EmbeddingCache(cache_path) as cache:
+        assert cache.count() == 1

@@ -7,14 +7,16 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
+from datetime import UTC, datetime
 
 import fakeredis
+import msgspec
 import pytest
 import redis
 from hermes_db import T0, StateDB, write_memories
 
 from memstream.ops import CommandError, export, import_hermes, import_jsonl
-from memstream.producers import EventLog, MemoryWritten, SessionEnded, TurnRecorded
+from memstream.producers import EventLog, MemoryWritten, Scope, SessionEnded, TurnRecorded, to_builtins
 
 
 @pytest.fixture
@@ -215,3 +217,43 @@ def test_a_jsonl_file_repeating_an_event_appends_it_once(settings, log_of, home,
     monkeypatch.setattr("memstream.ops.imports.connect", lambda settings: other_log)
     result = import_jsonl(settings, path)
     assert (result["events"], result["appended"], result["skipped"]) == (8, 6, {"repeated in the input": 2})
+
+
+# --- through the log's door: what an import appends is redacted and clipped -------------------
+
+PASTED = "ghp_Zq8xR2vB7nK4mW1pT6yH3cJ9dF5gL0sA2eUu"  # made up, in GitHub's format
+
+
+def _raw(eventlog: EventLog) -> bytes:
+    return b"".join(v for _, _, fields in eventlog.entries() for v in fields.values() if isinstance(v, bytes))
+
+
+def test_a_hermes_import_appends_its_turns_and_memory_files_redacted(log_of, settings, tmp_path):
+    home = tmp_path / "hermes-secret"
+    db = StateDB(home)
+    db.session("s1", started_at=T0, ended_at=T0 + 30, end_reason="agent_close", message_count=2)
+    db.turn("s1", f"deploy with token {PASTED} please", "done", T0 + 1)
+    db.close()
+    write_memories(home, memory=[f"The CI token is {PASTED}"], user=["mot de passe: x"])
+    assert import_hermes(settings, home)["appended"] >= 2
+    raw = _raw(log_of)
+    assert PASTED.encode() not in raw and b"[REDACTED:github_token]" in raw
+
+
+def test_an_export_file_import_appends_redacted_and_clipped_events(log_of, settings, tmp_path):
+    small = msgspec.structs.replace(settings, max_text_bytes=200)
+    event = MemoryWritten(
+        id="0190c1a2-0000-7000-8000-000000000001",
+        occurred_at=datetime(2026, 1, 1, tzinfo=UTC),
+        scope=Scope(tenant=settings.tenant, agent="a1"),
+        action="add",
+        target="memory",
+        content=f"the npm token {PASTED} " + "and more " * 100,
+    )
+    path = tmp_path / "export.jsonl"
+    path.write_text(json.dumps(to_builtins(event)) + "\n", encoding="utf-8")
+    assert import_jsonl(small, path)["appended"] == 1
+    [stored] = events_in(log_of)
+    assert PASTED not in stored.content and "[REDACTED:github_token]" in stored.content
+    assert len(stored.content.encode()) <= 200 and stored.clipped == ["content"]
+    assert PASTED.encode() not in _raw(log_of)

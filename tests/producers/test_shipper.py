@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import msgspec
 import pytest
@@ -521,3 +522,73 @@ def test_redaction_runs_on_the_shipper_thread_never_on_the_thread_that_emits(wri
     assert w.flush(timeout=15)
     assert callers and set(callers) == {w.shipper.name}
     assert all("[REDACTED:" in c for c in logged_contents(event_log))
+
+
+# --- a flush waits out the back-off: it never turns a failing Redis into a busy loop ---------
+
+
+def _most_attempts(seconds: float) -> int:
+    """The most passes the back-off schedule allows in ``seconds``: the first at once, then
+    one after each shortest delay (``RETRY_BASE * 2**(n-1)``, at most ``RETRY_CAP / 2``)."""
+    n, spent = 1, 0.0
+    while True:
+        spent += min(Shipper.RETRY_BASE * 2 ** (n - 1), Shipper.RETRY_CAP / 2)
+        if spent > seconds:
+            return n
+        n += 1
+
+
+class _CountingLog(EventLog):
+    """An ``EventLog`` that counts the batches it is asked to append."""
+
+    attempts = 0
+
+    def append_batch(self, *args, **kwargs):
+        type(self).attempts += 1
+        return super().append_batch(*args, **kwargs)
+
+
+def test_a_flush_against_an_unreachable_log_retries_on_the_back_off_schedule(tmp_path):
+    spool = Spool(tmp_path / "spool")
+    calls = []
+
+    def unreachable() -> EventLog:
+        calls.append(1)
+        raise redis.ConnectionError("refused (test)")
+
+    shipper = Shipper(spool, unreachable).start()
+    try:
+        spool.append(encode(remembered("x")))
+        started = time.monotonic()
+        assert shipper.flush(timeout=2.0) is False
+        assert shipper.flush(timeout=1.0) is False  # a second flush does not reset the schedule either
+        elapsed = time.monotonic() - started
+        assert 1 <= len(calls) <= _most_attempts(elapsed) + 1, (len(calls), elapsed)
+    finally:
+        shipper.stop(0.5, close_spool=True)
+
+
+@pytest.mark.valkey
+def test_a_flush_against_a_valkey_out_of_memory_retries_on_the_back_off_schedule(tmp_path, valkey_server):
+    client = redis.Redis.from_url(valkey_server.url)
+    client.flushall()
+    log = _CountingLog(client, "ms")
+    _CountingLog.attempts = 0
+    spool = Spool(tmp_path / "spool")
+    client.config_set("maxmemory-policy", "noeviction")
+    client.config_set("maxmemory", 1)  # every write is refused: "OOM command not allowed"
+    shipper = Shipper(spool, lambda: log).start()
+    try:
+        spool.append(encode(remembered("x")))
+        started = time.monotonic()
+        assert shipper.flush(timeout=2.0) is False
+        elapsed = time.monotonic() - started
+        assert "OutOfMemoryError" in shipper.last_error
+        assert 1 <= _CountingLog.attempts <= _most_attempts(elapsed) + 1, (_CountingLog.attempts, elapsed)
+        client.config_set("maxmemory", 0)
+        assert shipper.flush(timeout=15)  # and it ships once Redis accepts writes again
+        assert logged_contents(log) == ["x"]
+    finally:
+        client.config_set("maxmemory", 0)
+        shipper.stop(0.5, close_spool=True)
+        client.close()

@@ -23,7 +23,7 @@ from pipeline_support import (
 )
 
 from memstream.core import keys
-from memstream.producers.stream import EventLog
+from memstream.producers.stream import EventLog, Record
 from memstream.projections.counters import Counters
 from memstream.projections.facts_table import FactsTable
 from memstream.projections.registry import PROJECTIONS, group_names
@@ -402,17 +402,23 @@ PEM = f"-----BEGIN PRIVATE KEY-----\n{SECRETS['pem']}\nAbCdEf0123456789\n-----EN
 
 
 def test_keys_pasted_into_turns_and_memories_reach_no_projection_and_no_search_result(pipeline, event_log):
-    event_log.append(
+    # appended raw (append_batch, not the log's door): as another host's events may come, so
+    # that the projections' own redaction is what is tested
+    event_log.append_batch(
         [
-            turn(
-                f"My name is Dana and my OpenAI key is {SECRETS['openai']} for the billing bot",
-                f"I will use {SECRETS['aws']} as the AWS access key id",
-            ),
-            turn(f"Here is the deploy key, keep it:\n{PEM}\nIt is for the billing server."),
-            memory("add", f"The AWS key of the billing account is {SECRETS['aws']}"),
-            remembered(f"I live in Porto and my key is {SECRETS['openai']}"),
+            Record.of(e)
+            for e in (
+                turn(
+                    f"My name is Dana and my OpenAI key is {SECRETS['openai']} for the billing bot",
+                    f"I will use {SECRETS['aws']} as the AWS access key id",
+                ),
+                turn(f"Here is the deploy key, keep it:\n{PEM}\nIt is for the billing server."),
+                memory("add", f"The AWS key of the billing account is {SECRETS['aws']}"),
+                remembered(f"I live in Porto and my key is {SECRETS['openai']}"),
+            )
         ]
     )
+    assert SECRETS["aws"].encode() in b"".join(v for _, _, f in event_log.entries() for v in f.values())
     pipeline.drain()
 
     stored = [p.payload for c in ("turns", "memories") for p in points(pipeline.store, c, "t1")]

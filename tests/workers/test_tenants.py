@@ -371,3 +371,72 @@ def test_a_tenant_registered_before_fleet_reports_ships_as_before_and_logs_the_r
     assert stats["shipped"] == 5 and stats["failures"] == 0 and stats["reports_sent"] == 0
     assert [e["event"] for e in logs].count("report.failed") == 1
     assert not admin.exists(f"{PREFIX}:agents")
+
+
+# --- add --sync with a tenant's credentials -------------------------------------------------
+
+PASTED = "ghp_Zq8xR2vB7nK4mW1pT6yH3cJ9dF5gL0sA2eUu"  # made up, in GitHub's format
+
+
+def _entries_of(admin, event_id: str) -> list[dict]:
+    found = []
+    for key in admin.scan_iter(match=f"{PREFIX}:events:*", _type="stream"):
+        for _, fields in admin.xrange(key):
+            if fields.get(b"id") == event_id.encode():
+                found.append(fields)
+    return found
+
+
+def test_add_sync_with_a_tenants_credentials_appends_redacted_and_checks_through_its_query_channel(fleet, monkeypatch, capsys):
+    from memstream import cli
+
+    admin, pipeline, creds, hosts = fleet
+    monkeypatch.setenv("MEMSTREAM_REDIS_URL", creds["acme"])
+    monkeypatch.setenv("MEMSTREAM_TENANT", "acme")
+    code = cli.main(["add", "--sync", "--json", "--agent", "a1", f"acme keeps the ladder in the barn, token {PASTED}"])
+    added = json.loads(capsys.readouterr().out)
+    assert code == 0, added
+    assert added["state"] == "searchable" and added["checked"] is True
+    entries = _entries_of(admin, added["id"])
+    assert len(entries) == 1
+    assert PASTED.encode() not in entries[0][b"data"] and b"[REDACTED:github_token]" in entries[0][b"data"]
+
+
+def test_add_sync_with_a_tenants_credentials_and_no_query_server_says_the_append_landed(fleet, monkeypatch, capsys):
+    from memstream import cli
+
+    admin, pipeline, creds, hosts = fleet
+    pipeline.stop()  # nobody answers the tenant's queries and nothing is projected
+    monkeypatch.setenv("MEMSTREAM_REDIS_URL", creds["acme"])
+    monkeypatch.setenv("MEMSTREAM_TENANT", "acme")
+    code = cli.main(["add", "--sync", "--json", "--timeout", "1", "--agent", "a1", "acme keeps the rake in the shed"])
+    captured = capsys.readouterr()
+    added = json.loads(captured.out)
+    assert code == 0, captured
+    assert added["checked"] is False and added["state"].startswith("logged (could not check"), added
+    assert "is in the log; adding it again would add it twice" in captured.err
+    assert len(_entries_of(admin, added["id"])) == 1
+
+
+def test_an_add_whose_reply_was_lost_is_sent_again_and_lands_once(fleet, tmp_path, monkeypatch):
+    from memstream.ops import add as add_ops
+
+    admin, pipeline, creds, hosts = fleet
+    settings = Settings.load(home=str(tmp_path / "h"), redis_url=creds["acme"], tenant="acme", autostart=False)
+    eventlog = host_log(creds["acme"], "acme", tmp_path)
+    event, _ = add_ops.memory_event(
+        settings, "acme stores the tarp in the loft", "TEXT", False, tenant=None, agent="a1", session=None, target="memory"
+    )
+    real = add_ops.append_through_door
+    calls = []
+
+    def reply_lost(*args, **kwargs):  # the append lands, its reply does not come back
+        calls.append(1)
+        got = real(*args, **kwargs)
+        if len(calls) == 1:
+            raise redis.ConnectionError("connection reset after the append (test)")
+        return got
+
+    monkeypatch.setattr(add_ops, "append_through_door", reply_lost)
+    assert add_ops._append_once(eventlog, event, settings) == ""  # the second attempt found it there
+    assert len(calls) == 2 and len(_entries_of(admin, event.id)) == 1

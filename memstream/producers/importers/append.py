@@ -11,12 +11,13 @@ from typing import Callable, Sequence
 
 from memstream.core import lossless
 from memstream.producers.archive import Archive, history
+from memstream.producers.door import append
 from memstream.producers.events import Event
-from memstream.producers.stream import EventLog, Record
+from memstream.producers.stream import EventLog
 
 __all__ = ["BATCH", "append_events", "existing_ids", "new_events"]
 
-BATCH = 500  # records per append_batch call (one atomic script each)
+BATCH = 500  # events per append (one atomic script call each)
 
 
 def existing_ids(eventlog: EventLog, archive: Archive | None = None) -> set[str]:
@@ -43,17 +44,23 @@ def new_events(events: Sequence[Event], known: set[str]) -> list[Event]:
 
 
 def append_events(
-    eventlog: EventLog, events: Sequence[Event], batch: int = BATCH, progress: Callable[[int, int], None] | None = None
+    eventlog: EventLog,
+    events: Sequence[Event],
+    batch: int = BATCH,
+    progress: Callable[[int, int], None] | None = None,
+    max_text_bytes: int | None = None,
 ) -> int:
-    """Append ``events`` in order, ``batch`` at a time (each batch atomic); how many.
-    ``progress(done, total)`` after each batch. Raises ``redis.RedisError``: the batches
-    before stay appended (the import run again appends the rest, deduplicated by id)."""
+    """Append ``events`` in order through the log's door (``memstream.producers.door``:
+    redacted, each text within ``max_text_bytes``), ``batch`` at a time (each batch
+    atomic); how many. ``progress(done, total)`` after each batch. Raises
+    ``redis.RedisError``: the batches before stay appended (the import run again appends
+    the rest, deduplicated by id)."""
     total = len(events)
     if progress is not None:
         progress(0, total)
     step = max(1, batch)
     for start in range(0, total, step):
-        eventlog.append_batch([Record.of(e) for e in events[start : start + step]])
+        append(eventlog, events[start : start + step], max_text_bytes=max_text_bytes)
         if progress is not None:
             progress(min(start + step, total), total)
     return total

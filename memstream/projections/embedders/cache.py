@@ -13,7 +13,9 @@ carries its model and settings, so a new model never meets an old vector. The ca
 an optimisation: when SQLite fails (locked past the timeout, disk full) the texts are
 embedded anyway, the failure is counted in ``stats()["errors"]`` and logged (counts
 only, never text); ``inner``'s errors propagate unchanged. The file only grows: delete
-it to reclaim space (it is rebuilt on demand).
+it to reclaim space (it is rebuilt on demand). ``note_origins`` records which event each
+text was embedded for (the dense stage calls it), so ``memstream forget`` deletes the rows
+of what was embedded for an event, whatever text that was.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ __all__ = ["EmbeddingCache", "CachedEmbedder", "text_key"]
 
 log = structlog.get_logger("memstream.embedding_cache")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: origins
 _QUERY_CHUNK = 500  # keys per SELECT ... IN (...): under every SQLite's variable limit
 
 
@@ -70,6 +72,13 @@ class EmbeddingCache:
                 "CREATE TABLE IF NOT EXISTS embeddings ("
                 " embedder TEXT NOT NULL, text_sha256 BLOB NOT NULL, vector BLOB NOT NULL,"
                 " PRIMARY KEY (embedder, text_sha256)) WITHOUT ROWID"
+            )
+            # which event each embedded text was for (the dense stage says): forget finds the
+            # rows of what was embedded (a turn's unit: its date and earlier turns around it)
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS origins ("
+                " event_id TEXT NOT NULL, text_sha256 BLOB NOT NULL,"
+                " PRIMARY KEY (event_id, text_sha256)) WITHOUT ROWID"
             )
             self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
@@ -127,6 +136,34 @@ class EmbeddingCache:
                 self._db.execute("ROLLBACK")
                 raise
 
+    def note_origins(self, pairs: Sequence[tuple[str, bytes]]) -> None:
+        """Record that the text of each key was embedded for the event (event id, key), in
+        one transaction; idempotent. Raises ``sqlite3.Error``."""
+        rows = list(dict.fromkeys(pairs))
+        if not rows:
+            return
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany("INSERT OR IGNORE INTO origins VALUES (?, ?)", rows)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def keys_of(self, event_ids: Sequence[str]) -> set[bytes]:
+        """The keys of the texts embedded for ``event_ids`` (``note_origins``)."""
+        ids = sorted(set(event_ids))
+        found: set[bytes] = set()
+        with self._lock:
+            for start in range(0, len(ids), _QUERY_CHUNK):
+                part = ids[start : start + _QUERY_CHUNK]
+                rows = self._db.execute(
+                    f"SELECT text_sha256 FROM origins WHERE event_id IN ({','.join('?' * len(part))})", part
+                ).fetchall()
+                found.update(bytes(r[0]) for r in rows)
+        return found
+
     def count(self, embedder: str | None = None) -> int:
         """Vectors stored in the file (for one embedder, or all)."""
         with self._lock:
@@ -151,6 +188,7 @@ class EmbeddingCache:
                 part = ordered[start : start + _QUERY_CHUNK]
                 cursor = self._db.execute(f"DELETE FROM embeddings WHERE text_sha256 IN ({','.join('?' * len(part))})", part)
                 deleted += max(0, cursor.rowcount)
+                self._db.execute(f"DELETE FROM origins WHERE text_sha256 IN ({','.join('?' * len(part))})", part)
             if deleted and self.path != ":memory:":
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return deleted
@@ -240,6 +278,16 @@ class CachedEmbedder(Wrapper):
             c["disk_hits"] += len(unique) - len(missing) - from_memory
             c["errors"] += errors
         return out
+
+    def note_origins(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """Record which event each text was embedded for ((event id, text) pairs), so that
+        ``memstream forget`` finds its row by the event. A failure is counted, never raised."""
+        try:
+            self.cache.note_origins([(event_id, text_key(text)) for event_id, text in pairs])
+        except sqlite3.Error as exc:
+            with self._count_lock:
+                self._counts["errors"] += 1
+            log.warning("embedding_cache.write_failed", path=self.cache.path, origins=len(pairs), error=str(exc))
 
     def stats(self) -> dict[str, int]:
         """Counts since this instance was made (see the class doc)."""
