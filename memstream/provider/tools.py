@@ -60,7 +60,8 @@ TOOL_SCHEMAS: tuple[dict[str, Any], ...] = (
     {
         "name": "memstream_search",
         "description": "Search long-term memory (earlier conversation turns, saved memories and "
-        "extracted facts) by meaning and keywords. Returns items with ids, dates and sources.",
+        "extracted facts) by meaning and keywords. Returns items with ids, dates, sources and a score "
+        "in [0, 1], and a note of which agents it searched and how many items of other agents match.",
         "parameters": {
             "type": "object",
             "properties": {
