@@ -44,16 +44,17 @@ from memstream.cli.output import (
     archive_text,
     dead_letter_line,
     doctor_text,
+    export_text,
     fail,
     forget_text,
     import_text,
     one_line,
     print_result,
     projections_text,
-    search_line,
-    size,
+    search_text,
     stats_text,
     stdout_to_devnull,
+    verify_text,
 )
 from memstream.core import Settings, configure
 from memstream.ops import CommandError
@@ -171,7 +172,7 @@ def cmd_top(args: argparse.Namespace, settings: Settings) -> int:
             console = Console(width=160)  # a pipe or a file: the projections' table on one line each
         if args.once or not console.is_terminal:
             while True:  # on a terminal with --once, or not on a terminal: one frame a refresh, printed
-                console.print(frame(summary, base, width=console.width))
+                console.print(frame(summary, base, width=console.width, height=console.height if console.is_terminal else None))
                 if args.once:
                     return OK
                 time.sleep(every)
@@ -192,7 +193,7 @@ def cmd_export(args: argparse.Namespace, settings: Settings) -> int:
             continue
         sys.stdout.write(json.dumps(item, ensure_ascii=False) + "\n")
         count += 1
-    print(f"memstream export: {count} events" + (f", {bad} undecodable (skipped)" if bad else ""), file=sys.stderr)
+    print(export_text(count, bad), file=sys.stderr)
     return OK
 
 
@@ -202,12 +203,7 @@ def cmd_archive(args: argparse.Namespace, settings: Settings) -> int:
 
     if args.verify:
         result = ops.verify_archive(settings, args.to)
-        print_result(
-            args,
-            result,
-            f"archive {result['directory']}: {result['segments']} segments, "
-            f"{result['events']} events, {size(result['bytes'])}; every file matches its sha256",
-        )
+        print_result(args, result, verify_text(result))
         return OK
     with Progress(json_lines=args.json) as progress:
         result = ops.archive(settings, args.before, args.to, progress=progress.update)
@@ -285,11 +281,9 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
-    results = ops.search(
-        settings, args.query, tenant=args.tenant, agent=args.agent, scope=args.scope, k=args.k, timeout=args.timeout
-    )
-    lines = [search_line(r) for r in results if isinstance(r, dict)]
-    print_result(args, {"results": results}, "\n".join(lines) or "no results")
+    agent = args.agent or "default"
+    answer = ops.search(settings, args.query, tenant=args.tenant, agent=agent, scope=args.scope, k=args.k, timeout=args.timeout)
+    print_result(args, answer, search_text(answer, defaulted=args.agent is None))
     return OK
 
 
@@ -761,7 +755,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=seconds, default=10.0, help="--sync: seconds to wait for the projections")
     p = add("search", cmd_search, "search the projections (turns, memories, facts)")
     p.add_argument("--tenant", type=printable("tenant"), help="tenant (default: MEMSTREAM_TENANT)")
-    p.add_argument("--agent", default="default", type=printable("agent"), help="the asking agent")
+    p.add_argument("--agent", type=printable("agent"), help="the asking agent (default: the agent `default`)")
     p.add_argument("--scope", default="current", type=printable("scope"), help="current | all | AGENT")
     p.add_argument("-k", type=int_between(1, K_MAX), default=10, help=f"results (1 to {K_MAX})")
     p.add_argument("--timeout", type=seconds, default=10.0, help="seconds to wait for the answer")

@@ -33,6 +33,7 @@ __all__ = [
     "cut",
     "dead_letter_line",
     "doctor_text",
+    "export_text",
     "fail",
     "import_text",
     "one_line",
@@ -40,11 +41,13 @@ __all__ = [
     "projections_text",
     "rate_text",
     "search_line",
+    "search_text",
     "seconds_text",
     "size",
     "span",
     "stats_text",
     "stdout_to_devnull",
+    "verify_text",
 ]
 
 OK, FAILED, USAGE, INTERRUPTED = 0, 1, 2, 130
@@ -168,8 +171,17 @@ def rate_text(per_second: object, unknown: str = "-") -> str:
     return f"{per_second:.1f}/s" if abs(per_second) < 10 and per_second != int(per_second) else f"{per_second:,.0f}/s"
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+def _plural(n: int, word: str, many: str | None = None) -> str:
+    """``n`` and ``word`` agreeing: "1 event", "2 events", "0 events" (``many``: the plural
+    when it is not ``word`` + s, "entries")."""
+    return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"
+
+
+def _count_of(n: int, things: str) -> str:
+    """``n`` of a plural noun phrase ("stream entries", "points"): "1 stream entry"."""
+    if n != 1:
+        return f"{n} {things}"
+    return f"1 {things[:-3] + 'y' if things.endswith('ies') else things.removesuffix('s')}"
 
 
 # -- each command's text for people --------------------------------------------------------
@@ -253,10 +265,10 @@ def _queries_summary(c: dict) -> str:
 
 def _tenants_summary(c: dict) -> str:
     if "registered" not in c:
-        return f"{c['credentials']} credentials"
+        return _plural(c["credentials"], "credential")
     if not c["registered"]:
         return str(c.get("note") or "no tenant registered")
-    return f"{c['registered']} registered, {c['credentials']} credentials: {c['enforced']}"
+    return f"{c['registered']} registered, {_plural(c['credentials'], 'credential')}: {c['enforced']}"
 
 
 def _projections_summary(c: dict) -> str:
@@ -333,6 +345,12 @@ def stats_text(result: dict) -> str:
                 f"; archived {_plural(int(archived['events']), 'event')}, {size(archived['bytes'])} in "
                 f"{_plural(int(archived['segments']), 'segment')} (up to {archived['last_id']})"
             )
+            both = int(archived.get("also_in_redis") or 0)
+            if both:  # the trim keeps the boundary entry: export counts each entry once
+                line += (
+                    f"; {_plural(both, 'entry', 'entries')} in both, "
+                    f"{_plural(int(s['length']) + int(archived['events']) - both, 'event')} in all"
+                )
         lines.append(line)
     if (result.get("archive") or {}).get("error"):
         lines.append(f"archive {result['archive']['directory']}: {cut(result['archive']['error'], ERROR_CUT)}")
@@ -400,10 +418,11 @@ def forget_text(result: dict) -> str:
     removed = result["removed"]
     verb = "would remove" if result["dry_run"] else "removed"
     lines = [
-        f"{len(result['events'])} events {'match' if result['dry_run'] else 'forgotten'}"
-        + ("" if result["dry_run"] else f"; {result['tombstones']} tombstones appended")
+        _plural(len(result["events"]), "event")
+        + (" forgotten" if not result["dry_run"] else " matches" if len(result["events"]) == 1 else " match")
+        + ("" if result["dry_run"] else f"; {_plural(result['tombstones'], 'tombstone')} appended")
     ]
-    lines += [f"  {verb} {n} {place.replace('_', ' ')}" for place, n in removed.items()]
+    lines += [f"  {verb} {_count_of(n, place.replace('_', ' '))}" for place, n in removed.items()]
     if result["dry_run"]:
         lines += [f"  event {event_id}" for event_id in result["events"]]
     else:
@@ -412,12 +431,25 @@ def forget_text(result: dict) -> str:
     return "\n".join(lines)
 
 
+def export_text(count: int, bad: int) -> str:
+    """What ``memstream export`` wrote (to stderr: stdout is the events)."""
+    return f"memstream export: {_plural(count, 'event')}" + (f", {bad} undecodable (skipped)" if bad else "")
+
+
+def verify_text(result: dict) -> str:
+    """What ``memstream archive --verify`` checked."""
+    return (
+        f"archive {result['directory']}: {_plural(result['segments'], 'segment')}, "
+        f"{_plural(result['events'], 'event')}, {size(result['bytes'])}; every file matches its sha256"
+    )
+
+
 def archive_text(result: dict) -> str:
     """What ``memstream archive`` did: the totals, then a line per stream."""
     seconds = result.get("seconds") or {}
     lines = [
-        f"archived {result['archived']} events into {result['segments']} new segments "
-        f"({size(result['bytes'])}) in {result['directory']}; trimmed {result['trimmed']} entries from Redis"
+        f"archived {_plural(result['archived'], 'event')} into {_plural(result['segments'], 'new segment')} "
+        f"({size(result['bytes'])}) in {result['directory']}; trimmed {_plural(result['trimmed'], 'entry', 'entries')} from Redis"
         + (f" ({seconds.get('write', 0) + seconds.get('trim', 0):.1f}s)" if seconds else "")
     ]
     for key, row in result["streams"].items():
@@ -436,6 +468,30 @@ def search_line(result: dict) -> str:
         f"{shown} [{cut(result.get('kind'), 40)}] {cut(result.get('agent'), 80)} "
         f"{ago(result.get('occurred_at'), never='?')}: {cut(result.get('text', ''))}"
     )
+
+
+def search_text(answer: dict, defaulted: bool = False) -> str:
+    """``memstream search`` for people: which agents it searched (``defaulted``: the agent
+    came from no --agent), the results, and how many items of other agents share words with
+    the query."""
+    searched = answer.get("searched") or {}
+    agents = searched.get("agents")
+    if searched.get("scope") == "session":
+        head = "searched this session"
+    elif agents is None:
+        head = "searched every agent of the tenant"
+    else:
+        head = f"searched agent {', '.join(cut(a, 80) for a in agents)}"
+        if defaulted and searched.get("scope") == "current":
+            head += " (no --agent given: the agent `default`)"
+    results = [r for r in answer.get("results") or [] if isinstance(r, dict)]
+    lines = [head + ":", *(search_line(r) for r in results)] if results else [head + ": no results"]
+    others = {a: n for a, n in (answer.get("elsewhere") or {}).items() if isinstance(n, int) and n > 0}
+    if others:
+        total = sum(others.values())
+        shown = ", ".join(f"{cut(a, 40)} {n}" for a, n in list(others.items())[:5]) + (", ..." if len(others) > 5 else "")
+        lines.append(f"{total} more in other agents ({shown}): --scope all, or --scope AGENT")
+    return "\n".join(lines)
 
 
 def dead_letter_line(item: dict) -> str:
@@ -470,12 +526,12 @@ def import_text(result: dict) -> str:
     """What an import read, appended (or would append: dry run) and skipped, and why."""
     if result["source"] == "hermes":
         read = (
-            f"{result['home']}: {result['sessions']} sessions, {result['turns']} turns, "
-            f"{result['memories']} memories, {result['session_ends']} session ends, "
-            f"{result['session_switches']} session switches: {result['events']} events"
+            f"{result['home']}: {_plural(result['sessions'], 'session')}, {_plural(result['turns'], 'turn')}, "
+            f"{_plural(result['memories'], 'memory', 'memories')}, {_plural(result['session_ends'], 'session end')}, "
+            f"{_plural(result['session_switches'], 'session switch', 'session switches')}: {_plural(result['events'], 'event')}"
         )
     else:
-        read = f"{result['file']}: {result['events']} events"
+        read = f"{result['file']}: {_plural(result['events'], 'event')}"
     done = f"would append {result['new']}" if result["dry_run"] else f"appended {result['appended']}"
     skipped = ", ".join(f"{n} {reason}" for reason, n in result["skipped"].items())
     return (

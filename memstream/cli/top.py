@@ -6,6 +6,7 @@ and the agents' reports. Nothing here computes a figure; it only lays out the su
 
 from __future__ import annotations
 
+import io
 import time
 from typing import Any, Callable
 
@@ -71,7 +72,7 @@ def _status(summary: dict[str, Any], base: str, error: str | None, now: float) -
     return line
 
 
-def _headline(summary: dict[str, Any]) -> Text:
+def _headline(summary: dict[str, Any], width: int = WIDE) -> Text:
     rows = summary.get("projections") or []
     applied = [r["applied_per_s"] for r in rows if r.get("applied_per_s") is not None]
     dead = sum(r.get("dead_letters") or 0 for r in rows)
@@ -86,7 +87,13 @@ def _headline(summary: dict[str, Any]) -> Text:
         f"queries waiting {_n(waiting)}, p95 {seconds_text(queries.get('p95'))}",
         f"agents {_n(fleet.get('agents_active'))} active" if fleet else "agents: no reports yet",
     ]
-    text = Text(" · ".join(parts))
+    lines = [parts[0]]
+    for part in parts[1:]:  # wrapped between figures, never inside one
+        if len(lines[-1]) + 3 + len(part) <= width:
+            lines[-1] += " · " + part
+        else:
+            lines.append(part)
+    text = Text("\n".join(lines))
     if dead:
         text.highlight_words([f"dead letters {_n(dead)}"], style="bold red")
     return text
@@ -96,18 +103,29 @@ def _replay(replay: dict[str, Any]) -> str:
     return f"{_bar(replay.get('fraction'))} {_n(replay.get('applied'))} of {_n(replay.get('total'))}"
 
 
-def _projections(summary: dict[str, Any], width: int) -> RenderableType:
+def _more(table: Table, note: str) -> None:
+    """``note`` under ``table`` (a caption: its width leaves the columns alone)."""
+    table.caption = f"{table.caption} · {note}" if table.caption else note
+    table.caption_justify = "left"
+    table.caption_style = "dim"
+
+
+def _projections(summary: dict[str, Any], width: int, cap: int | None = None) -> RenderableType:
     table = _table("Projections")
     table.add_column("version", no_wrap=True)
     table.add_column("state", no_wrap=True)
     for name in ("lag", "age", "pend.", "dead", "cons.", "applied", "p50", "p95"):
         table.add_column(name, justify="right", no_wrap=True)
     rows = summary.get("projections") or []
+    retired = [r for r in rows if r.get("state") == "retired"] if cap is not None else []
+    shown = [r for r in rows if r not in retired]
+    hidden = max(0, len(shown) - cap) if cap is not None else 0
+    shown = shown[: len(shown) - hidden]
     builds = [r for r in rows if r.get("replay")]
     inline = bool(builds) and width >= WIDE  # else the builds' progress below, one line each
     if inline:
         table.add_column("replay", no_wrap=True)
-    for r in rows:
+    for r in shown:
         replay = r.get("replay")
         state = r.get("state") or "-"
         table.add_row(
@@ -129,77 +147,146 @@ def _projections(summary: dict[str, Any], width: int) -> RenderableType:
             *([_replay(replay) if replay else ""] if inline else []),
             style="dim" if state == "retired" else None,
         )
-    table.caption = "lag: entries not delivered · age: of the oldest waiting · p50, p95: freshness, last minute"
-    table.caption_justify = "left"
+    if cap is None:
+        table.caption = "lag: entries not delivered · age: of the oldest waiting · p50, p95: freshness, last minute"
+        table.caption_justify = "left"
+    notes = ([f"+{hidden} more"] if hidden else []) + ([f"{len(retired)} retired hidden"] if retired else [])
+    if notes:
+        _more(table, ", ".join(notes))
     if inline or not builds:
         return table
     return Group(table, *(Text(f"replay {r['group']}: {_replay(r['replay'])}") for r in builds))
 
 
-def _log(summary: dict[str, Any]) -> Table:
+def _log(summary: dict[str, Any], cap: int | None = None) -> RenderableType:
+    streams = summary.get("streams") or []
+    if cap is not None and cap < 4:  # short of room: one line
+        entries = sum(s.get("entries") or 0 for s in streams)
+        return Text(f"Streams: {len(streams)}, {_n(entries)} entries (a taller terminal shows each)", style="dim")
     table = _table("Streams")
     table.add_column("stream")
     table.add_column("entries", justify="right")
     table.add_column("memory", justify="right")
     for s in summary.get("streams") or []:
         table.add_row(s["stream"], _n(s.get("entries")), size(s["bytes"]) if s.get("bytes") is not None else "-")
-    for etype, figures in ((summary.get("events_in") or {}).get("by_type") or {}).items():
-        table.add_row(Text(f"  {etype}", style="dim"), _n(figures.get("total")), rate_text(figures.get("per_s")))
+    if cap is None:
+        for etype, figures in ((summary.get("events_in") or {}).get("by_type") or {}).items():
+            table.add_row(Text(f"  {etype}", style="dim"), _n(figures.get("total")), rate_text(figures.get("per_s")))
     return table
 
 
-def _queries(summary: dict[str, Any]) -> Table:
-    q = summary.get("queries") or {}
-    table = _table("Queries")
+def _figures(title: str) -> Table:
+    """A table whose rows are counts (total, per s) or durations (p50, p95), each figure
+    under its own header."""
+    table = _table(title)
     table.add_column("")
-    table.add_column("total", justify="right")
-    table.add_column("now / p50", justify="right")
-    table.add_column("p95", justify="right")
-    for channel, n in (q.get("queue") or {}).items():
-        table.add_row(f"waiting: {channel}", _n(n), "", "")
-    for outcome, figures in (q.get("outcomes") or {}).items():
-        table.add_row(outcome, _n(figures.get("total")), rate_text(figures.get("per_s")), "")
-    for op, figures in (q.get("latency") or {}).items():
-        table.add_row(f"op {op}", _n(figures.get("count")), seconds_text(figures.get("p50")), seconds_text(figures.get("p95")))
+    for name in ("total", "per s", "p50", "p95"):
+        table.add_column(name, justify="right", no_wrap=True)
     return table
 
 
-def _fleet(summary: dict[str, Any]) -> RenderableType:
+def _capped(table: Table, rows: list[tuple[str, str, str, str, str]], cap: int | None, what: str) -> Table:
+    hidden = max(0, len(rows) - cap) if cap is not None else 0
+    for row in rows[: len(rows) - hidden]:
+        table.add_row(*row)
+    if hidden:
+        _more(table, f"+{hidden} more {what}")
+    return table
+
+
+def _queries(summary: dict[str, Any], cap: int | None = None) -> Table:
+    """The query path: each op's latency, then the outcomes, then what waits (first what a
+    short terminal keeps)."""
+    q = summary.get("queries") or {}
+    rows = [
+        (f"op {op}", _n(f.get("count")), "", seconds_text(f.get("p50")), seconds_text(f.get("p95")))
+        for op, f in (q.get("latency") or {}).items()
+    ]
+    rows += [(outcome, _n(f.get("total")), rate_text(f.get("per_s")), "", "") for outcome, f in (q.get("outcomes") or {}).items()]
+    rows += [(f"waiting: {channel}", _n(n), "", "", "") for channel, n in (q.get("queue") or {}).items()]
+    return _capped(_figures("Queries"), rows, cap, "rows")
+
+
+def _fleet(summary: dict[str, Any], cap: int | None = None) -> RenderableType:
+    """The agents' reports: how many, their hooks' durations, prefetch outcomes, spool
+    refusals, then each agent's backlog."""
     fleet = summary.get("fleet")
     if not fleet:
         return Text("Agents: no agent reports yet", style="dim")
-    table = _table("Agents")
-    table.add_column("")
-    table.add_column("figure", justify="right")
-    table.add_column("p95 / now", justify="right")
-    table.add_row("active", _n(fleet.get("agents_active")), "")
-    for a in (fleet.get("spool_backlog") or {}).get("agents") or []:
-        table.add_row(f"backlog: {a['agent']}", _n(a.get("events")), "")
     refusals = fleet.get("refusals") or {}
-    table.add_row("spool refusals", _n(refusals.get("total")), rate_text(refusals.get("per_s")))
-    for hook, figures in (fleet.get("hooks") or {}).items():
-        table.add_row(f"hook {hook} p50", seconds_text(figures.get("p50")), seconds_text(figures.get("p95")))
-    for outcome, figures in (fleet.get("prefetch") or {}).items():
-        table.add_row(f"prefetch {outcome}", _n(figures.get("total")), rate_text(figures.get("per_s")))
-    return table
+    rows = [("active", _n(fleet.get("agents_active")), "", "", "")]
+    rows += [
+        (f"hook {hook}", "", "", seconds_text(f.get("p50")), seconds_text(f.get("p95")))
+        for hook, f in (fleet.get("hooks") or {}).items()
+    ]
+    rows += [
+        (f"prefetch {outcome}", _n(f.get("total")), rate_text(f.get("per_s")), "", "")
+        for outcome, f in (fleet.get("prefetch") or {}).items()
+    ]
+    rows.append(("spool refusals", _n(refusals.get("total")), rate_text(refusals.get("per_s")), "", ""))
+    rows += [
+        (f"backlog: {a['agent']}", _n(a.get("events")), "", "", "")
+        for a in (fleet.get("spool_backlog") or {}).get("agents") or []
+    ]
+    return _capped(_figures("Agents"), rows, cap, "rows")
 
 
 def frame(
-    summary: dict[str, Any], base: str, error: str | None = None, now: float | None = None, width: int = WIDE
+    summary: dict[str, Any],
+    base: str,
+    error: str | None = None,
+    now: float | None = None,
+    width: int = WIDE,
+    height: int | None = None,
 ) -> RenderableType:
     """One screen of ``memstream top`` from one summary (``error``: why it is not a newer
-    one), laid out for a terminal ``width`` columns wide."""
+    one), laid out for a terminal ``width`` columns wide and, given ``height``, that many
+    lines tall: below ``WIDE`` columns the sections stack, so when they do not fit they
+    shrink (the retired versions and the event types first, then each section to fewer
+    rows, saying how many it hides) until the Queries and the Agents are on screen."""
     now = time.time() if now is None else now
     if not summary.get("sampled_at"):
         return Group(_status(summary, base, error, now), Text("waiting for the first sample", style="dim"))
-    parts: list[RenderableType] = [_log(summary), _queries(summary), _fleet(summary)]
+    if height is None or width >= WIDE:
+        return _layout(summary, base, error, now, width, None)
+    for cap in FIT_ROWS:
+        shown = _layout(summary, base, error, now, width, cap)
+        if _lines(shown, width) <= height:
+            return shown
+    return shown
+
+
+# the rows a section keeps, tried in turn until the frame fits (None: all of them)
+FIT_ROWS: tuple[int | None, ...] = (None, 12, 8, 6, 4, 3, 2, 1, 0)
+
+
+def _layout(summary: dict[str, Any], base: str, error: str | None, now: float, width: int, cap: int | None) -> RenderableType:
+    parts: list[RenderableType] = [_queries(summary, cap), _fleet(summary, cap), _log(summary, cap)]
     if width >= WIDE:
         side = Table.grid(padding=(0, 4))
-        side.add_row(*parts)
+        side.add_row(parts[2], *parts[:2])
         parts = [side]
-    else:
+    elif _columns(parts[0]) + _columns(parts[1]) + 2 <= width:  # the queries and the agents side by side
+        pair = Table.grid(padding=(0, 2))
+        pair.add_row(*parts[:2])
+        parts = [pair, *([Text("")] if cap is None else []), parts[2]]
+    elif cap is None:
         parts = [p for part in parts for p in (Text(""), part)][1:]
-    return Group(_status(summary, base, error, now), _headline(summary), Text(""), _projections(summary, width), Text(""), *parts)
+    head = [_status(summary, base, error, now), _headline(summary, width)]
+    gap = [Text("")] if cap is None else []
+    return Group(*head, *gap, _projections(summary, width, cap), *gap, *parts)
+
+
+def _columns(renderable: RenderableType) -> int:
+    """How many columns ``renderable`` takes at most."""
+    console = Console(width=WIDE, file=io.StringIO(), color_system=None)
+    return console.measure(renderable).maximum
+
+
+def _lines(renderable: RenderableType, width: int) -> int:
+    """How many lines ``renderable`` takes ``width`` columns wide."""
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    return len(console.render_lines(renderable, console.options, pad=False, new_lines=False))
 
 
 def watch(fetch: Callable[[], dict[str, Any]], base: str, console: Console, every: float = 2.0) -> None:
@@ -213,7 +300,11 @@ def watch(fetch: Callable[[], dict[str, Any]], base: str, console: Console, ever
     failing: str | None = None
     # the terminal's own screen while it runs (as top does): a frame taller than it is cut at the bottom
     with Live(
-        frame(summary, base, width=console.width), console=console, auto_refresh=False, screen=True, vertical_overflow="crop"
+        frame(summary, base, width=console.width, height=console.height),
+        console=console,
+        auto_refresh=False,
+        screen=True,
+        vertical_overflow="crop",
     ) as live:
         while True:
             time.sleep(every)
@@ -221,4 +312,4 @@ def watch(fetch: Callable[[], dict[str, Any]], base: str, console: Console, ever
                 summary, failing = fetch(), None
             except CommandError as exc:
                 failing = f"{exc} (retrying every {every:g} s; Ctrl-C quits)"
-            live.update(frame(summary, base, failing, width=console.width), refresh=True)
+            live.update(frame(summary, base, failing, width=console.width, height=console.height), refresh=True)

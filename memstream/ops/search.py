@@ -9,10 +9,10 @@ from memstream.ops.errors import CommandError
 __all__ = ["search"]
 
 
-def search(settings: Settings, query: str, *, tenant: str | None, agent: str, scope: str, k: int, timeout: float) -> list:
-    """The results of searching for ``query`` (``tenant`` None: the configured one), as the
-    query server gives them; ``CommandError`` when none answers within ``timeout`` seconds,
-    the request is refused, or the search failed."""
+def search(settings: Settings, query: str, *, tenant: str | None, agent: str, scope: str, k: int, timeout: float) -> dict:
+    """The answer to searching for ``query`` (``tenant`` None: the configured one), as the
+    query server gives it (``results``, ``searched``, ``elsewhere``); ``CommandError`` when
+    none answers within ``timeout`` seconds, the request is refused, or the search failed."""
     from memstream.query import QueryRefused, QueryTimeout, ask
 
     eventlog = connect(settings)
@@ -23,4 +23,5 @@ def search(settings: Settings, query: str, *, tenant: str | None, agent: str, sc
         raise CommandError(str(exc)) from exc
     if "error" in answer:
         raise CommandError(f"search failed: {answer['error']}")
-    return answer.get("results", [])
+    answer.pop("queued_ms", None)
+    return answer

@@ -175,9 +175,25 @@ def tier_stats(settings: Settings, stored: dict) -> dict:
     return {"tenant": settings.tenant, "hot_days": settings.hot_days, "tiers": tiers}
 
 
+# entries of a stream counted as also archived, at most (past it the count says "at least")
+OVERLAP_MAX = 10_000
+
+
+def _also_archived(eventlog: EventLog, info: dict) -> int:
+    """How many of the stream's entries in Redis the archive holds too (at or below its last
+    id: the trim keeps the boundary entry, and an archive not yet trimmed keeps them all);
+    at most ``OVERLAP_MAX``."""
+    last = info["archive"].get("last_id")
+    if not last or not info.get("length") or not info.get("first_id"):
+        return 0
+    if parse_entry_id(info["first_id"]) > parse_entry_id(last):
+        return 0
+    return len(eventlog.client.xrange(info["stream"], "-", last, count=OVERLAP_MAX) or [])
+
+
 def stats(settings: Settings) -> dict:
     """``streams`` (each with its ``memory_bytes`` in Redis and what of it is in the
-    ``archive``), ``archive`` (its directory and totals), ``types`` (events per type),
+    ``archive``, its ``also_in_redis`` the entries in both), ``archive`` (its directory and totals), ``types`` (events per type),
     ``spool`` (this host's, {} without one), ``spool_losses`` (reported by every host's
     shipper), ``projections``, ``tiers`` (``tier_stats``) and ``retention``
     (``retention_stats``)."""
@@ -192,6 +208,7 @@ def stats(settings: Settings) -> dict:
     for info in infos:
         info["memory_bytes"] = eventlog.memory_bytes(info["stream"])  # every node counted
         info["archive"] = archived["streams"].get(info["stream"]) or {"events": 0, "bytes": 0, "segments": 0, "last_id": None}
+        info["archive"]["also_in_redis"] = _also_archived(eventlog, info)
     return {
         "streams": infos,
         "archive": archived,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from memstream.core import new_event_id
 from memstream.producers import MemoryForgotten, MemoryRemembered, utcnow
 from memstream.provider.recall import RecallUnavailable
-from memstream.provider.tools import TOOL_NAMES, ToolError, finite, forget_args, remember_args, tool_request
+from memstream.provider.tools import TOOL_NAMES, ToolError, finite, forget_args, remember_args, search_note, tool_request
 from memstream.query import QueryRefused, QueryTimeout
 from memstream.text import clean_text
 
@@ -76,6 +76,9 @@ class ToolHandlers:
         if not isinstance(answer, dict):
             raise ToolError(f"the memory service sent a malformed answer ({type(answer).__name__}, not an object)")
         answer.pop("queued_ms", None)
+        note = search_note(answer) if request["op"] == "search" and "error" not in answer else ""
+        if note:
+            answer["note"] = note
         return answer
 
     def remember(self, args: Any) -> dict[str, Any]:

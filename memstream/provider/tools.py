@@ -27,6 +27,7 @@ __all__ = [
     "TOOL_NAMES",
     "ToolError",
     "tool_request",
+    "search_note",
     "check_args",
     "remember_args",
     "forget_args",
@@ -59,7 +60,8 @@ TOOL_SCHEMAS: tuple[dict[str, Any], ...] = (
     {
         "name": "memstream_search",
         "description": "Search long-term memory (earlier conversation turns, saved memories and "
-        "extracted facts) by meaning and keywords. Returns items with ids, dates and sources.",
+        "extracted facts) by meaning and keywords. Returns items with ids, dates, sources and a score "
+        "in [0, 1], and a note of which agents it searched and how many items of other agents match.",
         "parameters": {
             "type": "object",
             "properties": {
@@ -254,6 +256,28 @@ def tool_request(name: str, args: Any) -> dict[str, Any]:
             request["kind"] = kind
         request["history"] = _bool(args, "history", False)
     return request
+
+
+def search_note(answer: dict[str, Any]) -> str:
+    """One sentence for the model on what a ``memstream_search`` answer searched and what
+    its scope left out ("searched the memory of agent alice; 3 more items in other agents
+    share words with the query: scope='all'"); "" when the answer does not say."""
+    searched = answer.get("searched")
+    if not isinstance(searched, dict):
+        return ""  # a service from before answers said what they searched
+    agents = searched.get("agents")
+    if searched.get("scope") == "session":
+        note = "searched this session's memory"
+    elif agents is None:
+        note = "searched the memory of every agent"
+    else:
+        note = f"searched the memory of agent {', '.join(map(str, agents))}"
+    elsewhere = answer.get("elsewhere")
+    counts = elsewhere.values() if isinstance(elsewhere, dict) else ()
+    more: int = sum(n for n in counts if isinstance(n, int) and not isinstance(n, bool) and n > 0)
+    if more:
+        note += f"; {more} more item{'s' if more != 1 else ''} in other agents share words with the query: scope='all'"
+    return note
 
 
 def remember_args(args: Any) -> tuple[str, MemoryTarget]:

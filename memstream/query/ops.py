@@ -129,7 +129,10 @@ class ReadOps:
         return [scope]
 
     # -- ops ------------------------------------------------------------------------------
-    def search(self, request: dict[str, Any], hot_since: float | None = None) -> dict[str, Any]:
+    def search(self, request: dict[str, Any], hot_since: float | None = None, elsewhere: bool = True) -> dict[str, Any]:
+        """The results, the scope searched (``searched``: scope and agents, None for every
+        agent) and, unless every agent was searched, ``elsewhere``: per other agent, how
+        many of its items share words with the query (``Searcher.elsewhere``)."""
         tenant = self._tenant(request)
         query = request.get("query")
         if not isinstance(query, str) or not query.strip():
@@ -151,14 +154,18 @@ class ReadOps:
             history=bool(request.get("history")) or asks_about_history(query),
             hot_since=hot_since,
         )
-        return {"results": results}
+        agents = self._agents(request)
+        answer: dict[str, Any] = {"results": results, "searched": {"scope": scope, "agents": agents}}
+        if elsewhere and agents is not None and scope != "session":
+            answer["elsewhere"] = self.searcher.elsewhere(query, tenant=tenant, agents=agents, kinds=kinds)
+        return answer
 
     def recall(self, request: dict[str, Any]) -> dict[str, Any]:
         """Prefetch: the turn's best items of the hot tier (turns of the last ``hot_days``,
         every memory, the facts of those), current facts first (superseded ones only when
         the message asks about the past)."""
         hot_since = time.time() - self.hot_days * 86_400 if self.hot_days > 0 else None
-        answer = self.search({**request, "kind": "all", "kinds": None}, hot_since=hot_since)
+        answer = self.search({**request, "kind": "all", "kinds": None}, hot_since=hot_since, elsewhere=False)
         items = answer["results"]
         facts = [i for i in items if i.get("kind") == "fact"]
         return {"items": facts + [i for i in items if i.get("kind") != "fact"]}

@@ -26,6 +26,12 @@ Ranking (each step measured on the LoCoMo dev split, see BENCHMARKS.md):
    ``history``; a fact scores as the hit it came from;
 6. diversity: items with the same normalised text are collapsed (a memory repeating the
    turn it came from, the same sentence said twice), the best one kept.
+
+The score an item shows is its ranking score divided by ``SCORE_MAX``, the most that steps
+1-4 can give anything: in [0, 1] for every kind, and ordered as the ranking is (a fact
+scores as the hit it came from). It is relative to this query's candidates (step 1
+normalises each side), not a probability; an item scoring 0 (the weakest of one side and
+absent from the other) is not a match and is not returned.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from memstream.projections import (
     sparse_vector,
 )
 from memstream.query.versions import FixedVersions, Versions
+from memstream.text import fact_sentence
 
 if TYPE_CHECKING:
     import numpy as np
@@ -59,6 +66,8 @@ NEIGHBOUR_WEIGHT = 0.5
 SECOND_NEIGHBOUR_WEIGHT = 0.35  # two turns away
 RECENCY_WEIGHT = 0.15
 AUTHOR_WEIGHT = 0.4
+# the most steps 1-4 give: a fused 1 named author, its neighbours as good, and the newest
+SCORE_MAX = (1.0 + AUTHOR_WEIGHT) * (1.0 + NEIGHBOUR_WEIGHT + SECOND_NEIGHBOUR_WEIGHT) + RECENCY_WEIGHT
 FACT_SOURCES = 10  # the facts of this many best hits (at least 2 k) are looked up
 
 _TIME = re.compile(
@@ -154,16 +163,39 @@ class Searcher:
         seen_ids: set[str] = set()
         seen_texts: set[str] = set()
         for score, item in scored:
+            if score <= 0.0:
+                break  # sorted: no match from here on
             norm = _NORM.sub(" ", str(item.get("text", "")).casefold()).strip()
             if item["id"] in seen_ids or (norm and norm in seen_texts):
                 continue
             seen_ids.add(item["id"])
             seen_texts.add(norm)
-            item["score"] = round(score, 6)
+            item["score"] = round(min(1.0, score / SCORE_MAX), 6)
             out.append(item)
             if len(out) >= k:
                 break
         return out
+
+    def elsewhere(self, query: str, *, tenant: str, agents: list[str], kinds: tuple[str, ...]) -> dict[str, int]:
+        """Per agent of ``tenant`` not in ``agents``: how many of its turns and memories share
+        words with ``query`` (one keyword query per collection, at most ``CANDIDATES`` hits
+        each, so a count is a lower bound past that). What a narrower scope left out."""
+        sparse = sparse_vector(query)
+        if not sparse[0]:
+            return {}
+        found: dict[str, set[str]] = {}
+        for name in ("turns", "memories"):
+            if name not in kinds and "facts" not in kinds:
+                continue
+            try:
+                collection = self.versions.collection(name)
+            except CollectionNotFound:
+                continue
+            for hit in self.store.search(collection, sparse=sparse, filter=Filter(tenant=tenant), limit=CANDIDATES):
+                agent = str(hit.payload.get("agent") or "")
+                if hit.score > 0 and agent not in agents:
+                    found.setdefault(agent, set()).add(str(hit.payload.get("event_id")))
+        return {agent: len(ids) for agent, ids in sorted(found.items())}
 
     # -- turns and memories -------------------------------------------------------------
     def _rank(
@@ -240,6 +272,8 @@ class Searcher:
         # the facts of the best hits only: a fact scores as its hit, so a later one cannot rank
         top = sorted(hits, key=lambda h: -float(h.get("_score", 0.0)))[: max(FACT_SOURCES, 2 * k)]
         for hit in top:
+            if float(hit.get("_score", 0.0)) <= 0.0:
+                continue  # not a match: neither are its facts
             by_event[hit["id"]] = max(by_event.get(hit["id"], 0.0), float(hit.get("_score", 0.0)))
         if not by_event:
             return []
@@ -275,7 +309,7 @@ def fact_item(fact: Fact) -> dict[str, Any]:
     return {
         "id": fact.id,
         "kind": "fact",
-        "text": f"{fact.subject} {fact.key.replace('_', ' ')}: {fact.value}",
+        "text": fact_sentence(fact.subject, fact.key, fact.value),
         "subject": fact.subject,
         "key": fact.key,
         "value": fact.value,

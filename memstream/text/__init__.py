@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from memstream.core import lazy_exports
 from memstream.text.clean import clean_text
 from memstream.text.facts.kinds import FACT_KINDS
+from memstream.text.facts.sentences import fact_sentence
 
 if TYPE_CHECKING:
     from memstream.text.boilerplate import BoilerplateFilter
@@ -30,6 +31,7 @@ __all__ = [
     "extract_facts",
     "FACT_KINDS",
     "FactCandidate",
+    "fact_sentence",
     "is_single_valued",
     "prompt_tokens",
     "redact",

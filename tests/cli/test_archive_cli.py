@@ -53,13 +53,23 @@ def test_archive_reports_progress_and_what_it_did_and_export_reads_the_same_log(
     code, out, _ = run(capsys, "stats")
     assert code == 0
     assert f"{log.stream_keys[0]}: 1 event, " in out and "in Redis; archived 20 events" in out and "in 1 segment (" in out
+    # the trim keeps the boundary entry: stats says it is in both, and counts what export does
+    assert "; 1 entry in both, 20 events in all" in out
     code, out, _ = run(capsys, "archive", "--verify")
-    assert code == 0 and "1 segments, 20 events" in out and "every file matches its sha256" in out
+    assert code == 0 and "1 segment, 20 events" in out and "every file matches its sha256" in out
+
+
+def test_export_since_counts_in_agreement(log, capsys):
+    code, out, err = run(capsys, "export")
+    assert code == 0 and err.strip() == "memstream export: 20 events"
+    last_but_one = json.loads(out.splitlines()[-2])["entry_id"]
+    code, out, err = run(capsys, "export", "--since", last_but_one)
+    assert code == 0 and len(out.splitlines()) == 1 and err.strip() == "memstream export: 1 event"
 
 
 def test_archive_to_a_directory_given(log, capsys, tmp_path):
     code, out, _ = run(capsys, "archive", "--to", str(tmp_path / "elsewhere"), "--before", "2999-01-01T00:00Z")
-    assert code == 0 and out.startswith("archived 20 events into 1 new segments") and str(tmp_path / "elsewhere") in out
+    assert code == 0 and out.startswith("archived 20 events into 1 new segment ") and str(tmp_path / "elsewhere") in out
     assert (tmp_path / "elsewhere" / "manifest.json").exists()
 
 

@@ -245,7 +245,8 @@ def test_search_cuts_a_long_item_for_the_terminal_and_json_carries_it_whole(live
     assert added.returncode == 0, added.stderr
     shown = ms_process("search", "zebra migration", env=env)
     assert shown.returncode == 0, shown.stderr
-    line = shown.stdout.splitlines()[0]
+    head, line = shown.stdout.splitlines()[:2]
+    assert head == "searched agent default (no --agent given: the agent `default`):"
     assert len(line) < 1000 and "more characters; --json shows all" in line
     whole = json.loads(ms_process("search", "--json", "zebra migration", env=env).stdout)
     assert whole["results"][0]["text"] == long_text

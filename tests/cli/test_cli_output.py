@@ -137,7 +137,7 @@ def test_forget_lists_what_a_dry_run_would_remove_then_removes_it_and_needs_a_se
     )
     assert cli.main(["forget", "--match", "DOOR CODE", "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0] == "1 events match" and "  would remove 1 stream entries" in out
+    assert out.splitlines()[0] == "1 event matches" and "  would remove 1 stream entry" in out
     assert f"  event {secret.id}" in out
     assert cli.main(["forget", "--match", "door code", "--wait", "1", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)

@@ -54,7 +54,7 @@ def test_import_hermes_says_what_it_appended_and_skipped_and_a_dry_run_that_it_w
     assert list(eventlog.entries()) == []
     code, out, _ = run(capsys, "import", "hermes", "--home", str(home), "--agent", "ops", "--tenant", "beta")
     assert code == 0
-    assert out.strip() == (f"{home}: 1 sessions, 1 turns, 1 memories, 1 session ends, 0 session switches: 3 events; appended 3")
+    assert out.strip() == (f"{home}: 1 session, 1 turn, 1 memory, 1 session end, 0 session switches: 3 events; appended 3")
     code, out, _ = run(capsys, "import", "hermes", "--home", str(home), "--agent", "ops", "--tenant", "beta")
     assert out.strip().endswith("appended 0; skipped 3 already in the log")
 

@@ -1,9 +1,14 @@
-"""Pieces of the query side (memstream.query.ranking)."""
+"""Pieces of the query side (memstream.query.ranking); a search says what it searched: its
+scope, what other agents have, scores in [0, 1], no zero-score hits, facts as sentences."""
 
 from __future__ import annotations
 
 import pytest
-from pipeline_support import make_pipeline, turn
+from pipeline_support import make_pipeline, remembered, turn
+
+from memstream.cli import output
+from memstream.provider.tools import search_note
+from memstream.text import fact_sentence
 
 LANGUAGES = [
     "Rust",
@@ -61,3 +66,68 @@ def test_search_and_recall_rank_turns_that_have_keywords_but_no_dense_vector_yet
         assert recalled["items"][0]["id"] == new.id
     finally:
         p.stop()
+
+
+def test_a_narrow_search_says_its_scope_and_how_many_other_agents_match(pipeline, event_log):
+    event_log.append(
+        [
+            remembered("The staging database listens on port 5433", agent="alice"),
+            remembered("The staging database is backed up nightly", agent="alice"),
+            remembered("Bob's staging database password rotates monthly", agent="bob"),
+            remembered("Lunch is at noon on Fridays", agent="default"),
+        ]
+    )
+    pipeline.drain()
+    question = "what port is the staging database on"
+    answer = pipeline.reads.search({"tenant": "t1", "agent": "default", "query": question})
+    assert answer["searched"] == {"scope": "current", "agents": ["default"]}
+    assert answer["elsewhere"] == {"alice": 2, "bob": 1}
+    text = output.search_text(answer, defaulted=True)
+    assert text.splitlines()[0].startswith("searched agent default (no --agent given: the agent `default`)")
+    assert text.splitlines()[-1] == "3 more in other agents (alice 2, bob 1): --scope all, or --scope AGENT"
+    assert search_note(answer).endswith("3 more items in other agents share words with the query: scope='all'")
+
+    everyone = pipeline.reads.search({"tenant": "t1", "agent": "default", "query": question, "scope": "all"})
+    assert everyone["searched"] == {"scope": "all", "agents": None} and "elsewhere" not in everyone
+    assert "more in other agents" not in output.search_text(everyone)
+    recalled = pipeline.reads.recall({"tenant": "t1", "agent": "default", "query": question})
+    assert "elsewhere" not in recalled  # prefetch pays for no extra query
+
+
+def test_scores_are_in_0_1_and_zero_score_hits_are_not_listed(pipeline, event_log):
+    # turns of one session that name an author and neighbour each other: every boost at once
+    event_log.append(
+        [turn(f"Caroline said the release train leaves on day {i}", index=i, when=i) for i in range(6)]
+        + [remembered(f"Unrelated note number {i} about gardening") for i in range(4)]
+    )
+    pipeline.drain()
+    for query in ("latest release train Caroline", "what did Caroline say recently about the release"):
+        found = pipeline.searcher.search(query, tenant="t1", agent="a1", k=50)
+        assert found
+        assert all(0.0 < r["score"] <= 1.0 for r in found), [(r["kind"], r["score"]) for r in found]
+
+
+def test_facts_read_as_sentences(pipeline, event_log):
+    event_log.append([turn("Our app targets iOS 16 and I love Rust.")])
+    pipeline.drain()
+    facts = pipeline.searcher.search("iOS Rust", tenant="t1", agent="a1", kinds=("facts",), k=10)
+    texts = {r["text"] for r in facts}
+    assert "the project targets ios 16" in texts or "the project targets iOS 16" in texts, texts
+    assert "the user likes Rust" in texts, texts
+    assert not any(":" in t.split(" ", 2)[1] for t in texts), texts
+
+
+@pytest.mark.parametrize(
+    ("subject", "key", "value", "sentence"),
+    [
+        ("project", "version:ios", "16", "the project targets ios 16"),
+        ("user", "likes", "tea", "the user likes tea"),
+        ("user", "name", "Ana", "the user's name is Ana"),
+        ("user", "favorite:color", "blue", "the user's favorite color is blue"),
+        ("project", "decision:database", "Postgres", "the project decided on database: Postgres"),
+        ("staging db", "port", "5433", "staging db's port is 5433"),
+        ("user", "some_new:key", "x", "the user's some new key is x"),
+    ],
+)
+def test_each_kind_of_fact_key_reads_as_a_sentence(subject, key, value, sentence):
+    assert fact_sentence(subject, key, value) == sentence
