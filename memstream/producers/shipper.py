@@ -27,7 +27,7 @@ from typing import Any, Callable
 import redis
 import structlog
 
-from memstream.core import backoff_delay, keys
+from memstream.core import backoff_delay
 from memstream.producers.events import decode
 from memstream.producers.redact import redact_event
 from memstream.producers.report import Reporter
@@ -70,8 +70,10 @@ class Shipper:
         name: str = "memstream-shipper",
         replicas: int = 0,
         replica_timeout_ms: int = 1000,
+        tenant: str = "",
     ):
         self.spool = spool
+        self.tenant = tenant  # the process's: whose spool-loss counters its losses add to
         self._connect = connect
         self.batch = batch
         # a batch leaves the spool once this many replicas confirmed it (WAIT; 0: once appended)
@@ -343,11 +345,12 @@ class Shipper:
             except Exception:  # noqa: BLE001  down: no report now, and nothing changes for the shipping
                 reporter.postpone()
                 return
-        reporter.send(eventlog.client, eventlog.prefix)
+        reporter.send(eventlog.client, eventlog.prefix, key=eventlog.reports_key(reporter.tenant))
 
     def _report_losses(self) -> None:
-        """Add what this process refused or quarantined since the last report to
-        ``P:counters:spool`` in Redis, where ``memstream stats`` shows every host's."""
+        """Add what this process refused or quarantined since the last report to its
+        tenant's spool counters in Redis (``EventLog.add_spool_losses``), where ``memstream
+        stats`` shows every host's."""
         now = {
             "refused": self.spool.refused,
             "write_errors": self.spool.errors,
@@ -358,11 +361,7 @@ class Shipper:
         delta = {k: v - self._reported.get(k, 0) for k, v in now.items() if v > self._reported.get(k, 0)}
         if not delta:
             return
-        eventlog = self._eventlog()
-        pipe = eventlog.client.pipeline(transaction=True)
-        for k, v in delta.items():
-            pipe.hincrby(keys.spool_counters(eventlog.prefix), k, v)
-        pipe.execute()
+        self._eventlog().add_spool_losses(self.tenant, delta)
         self._reported.update({k: now[k] for k in delta})
 
     def _on_unreplicated(self, exc: NotReplicated) -> None:

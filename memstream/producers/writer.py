@@ -59,6 +59,7 @@ class Writer:
             fsync_interval=settings.fsync_interval,
             replicas=settings.ship_replicas,
             replica_timeout_ms=settings.ship_replica_timeout_ms,
+            tenant=settings.tenant,
         )
         self.shipper.on_exit = getattr(self.locator, "close", None)  # its Redis client
         self.encode_errors = 0

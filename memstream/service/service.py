@@ -139,6 +139,7 @@ class Service:
             name="memstream-adopter",
             replicas=self.settings.ship_replicas,
             replica_timeout_ms=self.settings.ship_replica_timeout_ms,
+            tenant=self.settings.tenant,
         ).start()
         self._start_pipeline(connect())
         if self.pipeline is not None:  # retention erases through the projections' tombstones

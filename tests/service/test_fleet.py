@@ -257,10 +257,11 @@ def test_two_readers_that_saw_the_same_old_report_retire_it_once(redis_client):
     old = report(at=now - KEEP_S - 5, refused=3)
     put(redis_client, "gone:1:aaaaaa", old)
     data = encode_report(old)
-    records = {"gone:1:aaaaaa": (decode_report("gone:1:aaaaaa", data)[1], data)}
+    reports = keys.agent_reports(PREFIX)
+    records = {(reports, "gone:1:aaaaaa"): (decode_report("gone:1:aaaaaa", data)[1], data)}
     first, second = reader(redis_client), reader(redis_client)
-    assert first._remove_due(records, {}, now, complete=True) == 1
-    assert second._remove_due(records, {}, now, complete=True) == 0
+    assert first._remove_due(records, {}, now, complete={reports}) == 1
+    assert second._remove_due(records, {}, now, complete={reports}) == 0
     assert dict(reader(redis_client).read(now).refusals) == {OTHER: 3}
 
 
@@ -269,9 +270,10 @@ def test_a_report_written_anew_after_it_was_read_is_not_removed(redis_client):
     old = report(at=now - KEEP_S - 5, refused=3)
     put(redis_client, "back:1:aaaaaa", old)
     data = encode_report(old)
-    records = {"back:1:aaaaaa": (old, data)}
+    reports = keys.agent_reports(PREFIX)
+    records = {(reports, "back:1:aaaaaa"): (old, data)}
     put(redis_client, "back:1:aaaaaa", report(at=now, refused=3))  # the agent came back meanwhile
-    assert reader(redis_client)._remove_due(records, {}, now, complete=True) == 0
+    assert reader(redis_client)._remove_due(records, {}, now, complete={reports}) == 0
     fleet = reader(redis_client).read(now)
     assert fleet.active == 1 and dict(fleet.refusals) == {"back:1:aaaaaa": 3, OTHER: 0}
 
