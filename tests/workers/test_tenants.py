@@ -13,7 +13,6 @@ import msgspec
 import pytest
 import redis
 from pipeline_support import remembered, wait_for
-from structlog.testing import capture_logs
 
 from memstream.core import keys
 from memstream.core.settings import Settings
