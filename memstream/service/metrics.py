@@ -451,7 +451,7 @@ FAMILIES: tuple[Family, ...] = (
         "Records of the agents' "
         "reports hash this scrape left out: malformed (not a report, out of its bounds, a name that is "
         "no `HOST:PID:NONCE`), oversized (over 4 KiB), ahead (a report time more than 5 minutes ahead of "
-        "this clock), unread (past the 10,000 a scrape reads)",
+        "this clock), unread (past what a scrape reads: 10,000 records, 1,000 of one tenant's)",
         "redis",
     ),
 )

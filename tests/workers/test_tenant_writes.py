@@ -7,6 +7,7 @@ and never stops another tenant's appends, projections or the operator's commands
 from __future__ import annotations
 
 import json
+import time
 
 import msgspec
 import pytest
@@ -238,3 +239,40 @@ def test_a_flood_of_forged_reports_costs_a_scrape_at_most_its_tenants_share(flee
     read = fleet_now.skipped["malformed"] + fleet_now.skipped["oversized"] + fleet_now.skipped["ahead"]
     assert read <= MAX_TENANT_REPORTS, fleet_now.skipped
     assert fleet_now.skipped["unread"] >= 20_000 - MAX_TENANT_REPORTS
+
+
+def test_a_tenants_channel_of_another_type_never_stops_the_answers_to_the_others(valkey_server):
+    """A tenant's user may make its own query channel (or an answer key) a hash: the query
+    server leaves that channel out and answers every other channel, without backing off."""
+    from tenant_support import drop_users
+
+    from memstream.producers.tenants import TenantRegistry
+    from memstream.query.client import tenant_channel
+    from memstream.query.server import QueryServer
+
+    root = redis.Redis.from_url(valkey_server.url)
+    root.flushall()
+    drop_users(root)
+    prefix = "qs"
+    try:
+        registry = TenantRegistry(root, prefix)
+        for name in ("evil", "honest"):
+            registry.add(name)
+        server = QueryServer(root, prefix, {"search": lambda request: {"results": [], "tenant": request["tenant"]}})
+        root.hset(tenant_channel(prefix, "evil"), "a", "b")  # as evil's own user may
+        rid = "1" * 32
+        envelope = {"id": rid, "deadline": time.time() + 30, "req": {"op": "search", "tenant": "x", "query": "kites"}}
+        root.rpush(tenant_channel(prefix, "honest"), json.dumps(envelope))
+        assert server.serve_once(timeout=0.05)
+        answer = root.lpop(keys.reply(tenant_channel(prefix, "honest"), rid))
+        assert json.loads(answer)["tenant"] == "honest"
+        # an answer key of evil's made a hash before its request: no answer there, and no failure
+        evil_rid = "2" * 32
+        root.hset(keys.reply(tenant_channel(prefix, "evil"), evil_rid), "a", "b")
+        root.delete(tenant_channel(prefix, "evil"))
+        root.rpush(tenant_channel(prefix, "evil"), json.dumps({**envelope, "id": evil_rid}))
+        server._channels_at = 0.0  # the channels looked at again (every TENANTS_EVERY s)
+        assert server.serve_once(timeout=0.05)
+    finally:
+        drop_users(root)
+        root.close()
