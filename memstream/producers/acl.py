@@ -86,6 +86,8 @@ _WORKER_COMMANDS = (
     "+type",
     "+scan",
     "+memory|usage",
+    # the server's clock: retention's cutoffs, and the ids of a log ahead of it (doctor, metrics)
+    "+time",
     # transactions and scripts (each command inside a script is checked on its own)
     "+multi",
     "+exec",
