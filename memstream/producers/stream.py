@@ -575,8 +575,10 @@ class EventLog:
         to its own log; the operator's streams are named too, should it ever happen there."""
         out = self.broken()
         streams = [k for k in self.stream_keys if k not in out]
-        seconds, micros = self.client.time()
-        now_ms = int(seconds) * 1000 + int(micros) // 1000
+        now: Any = self.client.time()
+        if isinstance(now, dict):  # a cluster client's reply: node -> its clock
+            now = next(iter(now.values()))
+        now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
         if self.clustered:  # each shard's stream in a slot of its own
             replies: list[Any] = [self.client.xrevrange(key, count=1) for key in streams]
         else:
