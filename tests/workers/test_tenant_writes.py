@@ -190,19 +190,24 @@ def test_an_event_reusing_another_tenants_id_never_replaces_its_point(fleet, tmp
 
 
 # -- finding 10: the fleet's reports ---------------------------------------------------------------
+def _report(tmp_path, url: str, tenant: str) -> None:
+    """A host of ``tenant`` that served an agent ships an event and writes its fleet report."""
+    writer = Writer(host_settings(tmp_path, url, tenant, report_every_s=0.05))
+    writer.attach_agent("ops-bot")
+    writer.shipper.start()
+    try:
+        assert writer.emit(remembered(f"{tenant} reports", tenant=tenant))
+        assert writer.flush(10.0)
+        wait_for(lambda: writer.shipper.reporter.sent >= 1, what=f"{tenant}'s report")
+    finally:
+        writer.close()
+
+
 def test_a_tenant_cannot_delete_or_expire_the_reports_of_other_tenants(fleet, tmp_path):
     from memstream.service.fleet import FleetReader
 
     root, pipeline, urls, hosts = fleet
-    writer = Writer(host_settings(tmp_path, urls["globex"], "globex", report_every_s=0.05))
-    writer.attach_agent("ops-bot")
-    writer.shipper.start()
-    try:
-        assert writer.emit(remembered("globex reports", tenant="globex"))
-        assert writer.flush(10.0)
-        wait_for(lambda: writer.shipper.reporter.sent >= 1, what="globex's report")
-    finally:
-        writer.close()
+    _report(tmp_path, urls["globex"], "globex")
     for key in (keys.agent_reports(PREFIX), keys.agent_reports_retired(PREFIX), f"{PREFIX}:t:globex:agents"):
         for attempt in (("DEL", key), ("UNLINK", key), ("EXPIRE", key, "1"), ("HSET", key, "x", "y")):
             with pytest.raises(redis.ResponseError, match="(?i)no permissions|permission"):
@@ -215,15 +220,7 @@ def test_a_flood_of_forged_reports_costs_a_scrape_at_most_its_tenants_share(flee
     from memstream.service.fleet import MAX_TENANT_REPORTS, FleetReader
 
     root, pipeline, urls, hosts = fleet
-    writer = Writer(host_settings(tmp_path, urls["globex"], "globex", report_every_s=0.05))
-    writer.attach_agent("ops-bot")
-    writer.shipper.start()
-    try:
-        assert writer.emit(remembered("globex reports before the flood", tenant="globex"))
-        assert writer.flush(10.0)
-        wait_for(lambda: writer.shipper.reporter.sent >= 1, what="globex's report")
-    finally:
-        writer.close()
+    _report(tmp_path, urls["globex"], "globex")
     # 20,000 forged reports in every report key acme may write
     flooded = 0
     for key in (keys.agent_reports(PREFIX), f"{PREFIX}:t:acme:agents"):

@@ -13,12 +13,12 @@ import msgspec
 import pytest
 import redis
 from pipeline_support import remembered, wait_for
+from tenant_support import host_log, tenant_fleet
 
 from memstream.core import keys
 from memstream.core.settings import Settings
-from memstream.producers.connect import event_log
 from memstream.producers.report import decode_report
-from memstream.producers.stream import EventLog, Record
+from memstream.producers.stream import Record
 from memstream.producers.tenants import TenantError, TenantRegistry
 from memstream.producers.writer import Writer
 from memstream.query.client import ask, tenant_channel
@@ -29,45 +29,12 @@ pytestmark = pytest.mark.valkey
 PREFIX = "memstream"
 
 
-def tenant_url(server, user: str, password: str) -> str:
-    return f"redis://{user}:{password}@127.0.0.1:{server.port}/0"
-
-
 @pytest.fixture
 def fleet(tmp_path, valkey_server):
     """Two registered tenants, a running pipeline (hash embedder), and each tenant's
     host client built from the URL its `tenant add` printed."""
-    from memstream.workers.pipeline import Pipeline, PipelineConfig
-
-    admin = redis.Redis.from_url(valkey_server.url)
-    admin.flushall()
-    for user in admin.execute_command("ACL", "USERS"):
-        if user != b"default":
-            admin.execute_command("ACL", "DELUSER", user)
-    registry = TenantRegistry(admin, PREFIX)
-    creds = {}
-    for name in ("acme", "globex"):
-        tenant, password = registry.add(name)
-        creds[name] = tenant_url(valkey_server, tenant.user, password)
-    settings = Settings.load(home=str(tmp_path / "svc"), redis_url=valkey_server.url, autostart=False, embedder="hash")
-    pipeline = Pipeline(
-        settings, event_log(admin, valkey_server.url, settings), PipelineConfig(embedder="hash", consumer="w1")
-    ).start()
-    hosts = {name: redis.Redis.from_url(url) for name, url in creds.items()}
-    try:
-        yield admin, pipeline, creds, hosts
-    finally:
-        pipeline.stop()
-        for c in hosts.values():
-            c.close()
-        for name in creds:
-            admin.execute_command("ACL", "DELUSER", f"{PREFIX}-{name}")
-
-
-def host_log(url: str, tenant: str, tmp_path) -> EventLog:
-    settings = Settings.load(home=str(tmp_path / f"h-{tenant}"), redis_url=url, tenant=tenant, autostart=False)
-    client = redis.Redis.from_url(url)
-    return event_log(client, url, settings)
+    with tenant_fleet(tmp_path, valkey_server) as got:
+        yield got
 
 
 def applied_everywhere(admin, pipeline) -> bool:
