@@ -184,11 +184,12 @@ class _Chaos:
     def restore_users(self) -> None:
         """The tenants' users again after a restart of Valkey (its ACL users live in memory;
         a deployment keeps them in an aclfile): the same rules and passwords."""
-        from memstream.producers.tenants import acl_rules, acl_user
+        from memstream.producers import TenantRegistry, acl_role_rules
 
         client = self.client()
+        users = TenantRegistry(client, PREFIX).all(fresh=True)  # the registry is in Valkey's data
         for name, password in self.passwords.items():
-            client.execute_command("ACL", "SETUSER", acl_user(PREFIX, name), *acl_rules(PREFIX, name, password))
+            client.execute_command("ACL", "SETUSER", users[name].user, *acl_role_rules(f"host:{name}", PREFIX, password))
 
     def hostile_tenant(self) -> None:
         """A random handful of what the hostile tenant's user may do, and of what it may not."""
