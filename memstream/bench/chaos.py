@@ -16,7 +16,16 @@ memstream's), ``agents`` agent processes, each a real ``MemstreamProvider`` call
   no data, a body of another type than its ``type`` field, an empty tenant, wrong field
   types) and an oversized one they must clip and apply;
 * ``hostile``: enqueue an rq job naming ``os.system`` and push query requests naming
-  other ops or garbage: nothing may run (a marker file must not appear).
+  other ops or garbage: nothing may run (a marker file must not appear);
+* ``hostile_tenant``: a hostile tenant (``evil``, with the credentials ``memstream tenant
+  add`` gave it) does a random handful of everything its Redis user allows to the keys it
+  can write (``XADD`` with ``MAXLEN 0``, ``MINID``, explicit ids up to the largest, huge
+  values, ``DEL``, ``EXPIRE``, wrong types where its log, channel and counters are, ``NaN``
+  in its counters, a flood of forged reports, events claiming the honest tenant) and tries
+  the same on the honest tenant's keys and the operator's (refused by Redis: counted).
+
+The agents are one honest tenant's hosts (``honest``, with its own credentials), so the
+figures below are the honest tenant's.
 
 Each agent records a turn's marker in its ledger after ``sync_turn`` returns (a turn
 whose ledger line was lost to a SIGKILL counts as extra, never as lost). At the end the
@@ -24,9 +33,11 @@ agents stop, every agent home's spool is shipped, and the bench waits for every
 projection to apply everything. It reports events written (ledger), in the log,
 projected (turn points in the store), poison entries dead-lettered by every projection
 with a reason, ``lost`` (in a ledger, not in the log), ``duplicated`` (an event id or a
-marker more than once in the log), hostile jobs run, and the longest and p99 time a
-``sync_turn`` took. Targets: 0 lost, 0 duplicated, every poison entry dead-lettered,
-nothing run.
+marker more than once in the log), ``foreign_changed`` (an entry in the honest tenant's
+log it did not append, or one of its turns anywhere else), the hostile tenant's attempts
+(done on its own keys, refused on others'), hostile jobs run, and the longest and p99 time
+a ``sync_turn`` took. Targets: 0 lost, 0 duplicated, 0 foreign-changed, every poison entry
+dead-lettered, nothing run, every attempt on another's key refused.
 """
 
 from __future__ import annotations
@@ -54,6 +65,8 @@ from memstream.service import ValkeyProcess
 __all__ = ["chaos_bench", "format_chaos", "POISON"]
 
 PREFIX = "memstream"
+HONEST, EVIL = "honest", "evil"
+MAX_ID = "18446744073709551615-18446744073709551615"
 
 
 def _poison_entries() -> list[tuple[str, dict[Any, Any]]]:
@@ -152,12 +165,114 @@ class _Chaos:
         self.oversized: list[str] = []
         self.marker = root / "pwned"
         self.redis_down_s: list[float] = []
+        self.urls: dict[str, str] = {}  # tenant -> the URL `memstream tenant add` gave
+        self.passwords: dict[str, str] = {}
+        self.hostile_done = 0  # a hostile tenant's destructive commands Redis ran (on its own keys)
+        self.hostile_refused = 0  # and those Redis refused (on keys not its own)
+        self.hostile_breached = 0  # an attempt on a key not its own that Redis ran: must stay 0
 
-    def env(self, home: Path) -> dict[str, str]:
+    def register(self) -> None:
+        """The honest tenant (the agents' hosts) and the hostile one."""
+        from memstream.producers import TenantRegistry
+
+        registry = TenantRegistry(self.client(), PREFIX)
+        for name in (HONEST, EVIL):
+            tenant, password = registry.add(name)
+            self.passwords[name] = password
+            self.urls[name] = f"redis://{tenant.user}:{password}@127.0.0.1:{self.valkey.port}/0"
+
+    def restore_users(self) -> None:
+        """The tenants' users again after a restart of Valkey (its ACL users live in memory;
+        a deployment keeps them in an aclfile): the same rules and passwords."""
+        from memstream.producers import TenantRegistry, acl_role_rules
+
+        client = self.client()
+        users = TenantRegistry(client, PREFIX).all(fresh=True)  # the registry is in Valkey's data
+        for name, password in self.passwords.items():
+            client.execute_command("ACL", "SETUSER", users[name].user, *acl_role_rules(f"host:{name}", PREFIX, password))
+
+    def hostile_tenant(self) -> None:
+        """A random handful of what the hostile tenant's user may do, and of what it may not."""
+        from memstream.core import new_event_id
+        from memstream.producers import Record, TurnRecorded, encode, utcnow
+        from memstream.producers import Scope as EventScope
+
+        try:
+            evil = redis.Redis.from_url(self.urls[EVIL], socket_timeout=5)
+        except KeyError:
+            return
+        own = [
+            keys.tenant_events(PREFIX, EVIL),
+            keys.shipped(PREFIX, EVIL),
+            keys.tenant_types(PREFIX, EVIL),
+            keys.tenant_spool_counters(PREFIX, EVIL),
+            keys.tenant_agent_reports(PREFIX, EVIL),
+            keys.tenant_queries(PREFIX, EVIL),
+        ]
+        others = [
+            keys.events(PREFIX, 0),
+            keys.tenant_events(PREFIX, HONEST),
+            keys.shipped(PREFIX, HONEST),
+            keys.tenant_types(PREFIX, HONEST),
+            keys.tenant_agent_reports(PREFIX, HONEST),
+            keys.tenant_queries(PREFIX, HONEST),
+            keys.types(PREFIX),
+            keys.agent_reports(PREFIX),
+        ]
+        claim = TurnRecorded(
+            id=new_event_id(),
+            occurred_at=utcnow(),
+            scope=EventScope(tenant=HONEST),
+            turn_index=0,
+            user_text="forged",
+            assistant_text="x",
+        )
+        record = Record.of(claim)
+
+        def forms(key: str) -> list[tuple[Any, ...]]:
+            return [
+                ("XADD", key, "MAXLEN", "0", "*", "type", "junk", "data", "x"),
+                ("XADD", key, "MINID", MAX_ID, "*", "type", "junk", "data", "x"),
+                ("XADD", key, MAX_ID, "type", "junk", "data", "x"),
+                ("XADD", key, "*", "id", record.event_id, "type", record.type, "data", encode(claim)),
+                ("XADD", key, "*", "type", "memory.remembered", "data", b"x" * (1 << 20)),
+                ("DEL", key),
+                ("EXPIRE", key, "1"),
+                ("HSET", key, "memory.written", "NaN"),
+                ("HSET", key, "turn.recorded", "-1"),
+                ("RPUSH", key, b"\xff"),
+                ("XTRIM", key, "MAXLEN", "0"),
+                ("RENAME", key, key + ":x"),
+            ]
+
+        try:
+            for _ in range(self.rng.randint(3, 12)):
+                key = self.rng.choice(own)
+                try:
+                    evil.execute_command(*self.rng.choice(forms(key)))
+                    self.hostile_done += 1
+                except redis.exceptions.NoPermissionError:
+                    pass  # a command its user may not send at all
+                except redis.ResponseError:
+                    pass  # refused by Redis for what the key holds (a wrong type, the largest id)
+            if self.rng.random() < 0.3:  # a flood of forged reports in its own hash
+                evil.hset(keys.tenant_agent_reports(PREFIX, EVIL), mapping={f"x:{i}:aaaaaa": b"\x81" * 64 for i in range(2000)})
+            for _ in range(self.rng.randint(1, 4)):
+                try:
+                    evil.execute_command(*self.rng.choice(forms(self.rng.choice(others))))
+                    self.hostile_breached += 1
+                except redis.exceptions.NoPermissionError:
+                    self.hostile_refused += 1
+        except redis.RedisError:
+            pass  # Redis is being restarted
+        finally:
+            evil.close()
+
+    def env(self, home: Path, tenant: str = "") -> dict[str, str]:
         env = dict(
             os.environ,
             MEMSTREAM_HOME=str(home),
-            MEMSTREAM_REDIS_URL=self.url,
+            MEMSTREAM_REDIS_URL=self.urls[tenant] if tenant else self.url,
             MEMSTREAM_EMBEDDER="hash",
             MEMSTREAM_AUTOSTART="0",
             MEMSTREAM_STREAM_PREFIX=PREFIX,
@@ -197,13 +312,16 @@ class _Chaos:
             str(home / f"stats-{self.generation[name]}.json"),
         ]
         log = open(home / "agent.log", "ab")
+        env = {**self.env(home, HONEST), "MEMSTREAM_TENANT": HONEST}
         self.agents[name] = subprocess.Popen(
-            args, env=self.env(home), stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+            args, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
         )
         log.close()
 
     def act(self) -> None:
-        action = self.rng.choice(["kill_worker", "kill_redis", "kill_agent", "poison", "poison", "hostile"])
+        action = self.rng.choice(
+            ["kill_worker", "kill_redis", "kill_agent", "poison", "poison", "hostile", "hostile_tenant", "hostile_tenant"]
+        )
         self.actions[action] = self.actions.get(action, 0) + 1
         if action == "kill_worker" and self.worker is not None:
             self.worker.kill()
@@ -215,6 +333,7 @@ class _Chaos:
             down = time.monotonic()
             time.sleep(self.rng.uniform(0.2, 2.0))
             self.valkey.start()
+            self.restore_users()
             self.redis_down_s.append(time.monotonic() - down)
         elif action == "kill_agent":
             name = self.rng.choice(list(self.agents))
@@ -227,6 +346,8 @@ class _Chaos:
             self.poison()
         elif action == "hostile":
             self.hostile()
+        elif action == "hostile_tenant":
+            self.hostile_tenant()
 
     def poison(self) -> None:
         from memstream.core import new_event_id
@@ -283,8 +404,15 @@ def _hook_times(root: Path, names: Iterable[str]) -> list[float]:
 
 
 def _settled(client: redis.Redis) -> bool:
-    for key in client.scan_iter(keys.events_pattern(PREFIX)):
-        for g in client.xinfo_groups(key):
+    """Every group has applied every entry of the operator's streams and the honest
+    tenant's log (the hostile tenant's own log is its own to break)."""
+    streams = [as_str(k) for k in client.scan_iter(keys.events_pattern(PREFIX))] + [keys.tenant_events(PREFIX, HONEST)]
+    for key in streams:
+        try:
+            groups = client.xinfo_groups(key)
+        except redis.ResponseError:
+            continue
+        for g in groups:
             if g["pending"] or g["lag"] is None or g["lag"]:
                 return False
     return True
@@ -304,6 +432,7 @@ def chaos_bench(
     try:
         chaos.valkey.start()
         chaos.url = chaos.valkey.url
+        chaos.register()
         chaos.start_worker()
         for name in chaos.agents:
             chaos.start_agent(name)
@@ -322,7 +451,9 @@ def chaos_bench(
                 except subprocess.TimeoutExpired:
                     proc.kill()
         for name in chaos.agents:
-            settings = Settings.load(home=str(root / name), redis_url=chaos.url, autostart=False, stream_prefix=PREFIX)
+            settings = Settings.load(
+                home=str(root / name), redis_url=chaos.urls[HONEST], tenant=HONEST, autostart=False, stream_prefix=PREFIX
+            )
             writer = Writer(settings)
             writer.shipper.start()
             writer.flush(60.0)
@@ -337,19 +468,29 @@ def chaos_bench(
         markers: dict[str, int] = {}
         ids: dict[str, int] = {}
         turns = 0
-        for _stream, entry_id, fields in eventlog.entries():
-            if entry_id in chaos.poisoned or fields.get(b"type") != b"turn.recorded":
+        foreign = 0
+        honest_log = keys.tenant_events(PREFIX, HONEST)
+        written = _ledger(root, chaos.agents)
+        for stream, entry_id, fields in eventlog.entries():
+            if entry_id in chaos.poisoned:
                 continue
             try:
                 event = eventlog.decode_entry(fields)
             except Exception:
+                foreign += stream == honest_log  # nothing undecodable is appended there by the honest hosts
                 continue
-            if isinstance(event, TurnRecorded) and event.user_text.startswith("chaos-"):
+            if not isinstance(event, TurnRecorded):
+                foreign += stream == honest_log and event.scope.tenant != HONEST
+                continue
+            # an honest host's turn (one whose ledger line a SIGKILL lost is one too: extra, not foreign)
+            mine = event.scope.tenant == HONEST and event.user_text.startswith("chaos-")
+            if (stream == honest_log) != mine:
+                foreign += 1  # in honest's log and not its own, or one of its turns elsewhere
+            if event.user_text.startswith("chaos-"):
                 turns += 1
                 ids[event.id] = ids.get(event.id, 0) + 1
                 marker = event.user_text.split(":", 1)[0]
                 markers[marker] = markers.get(marker, 0) + 1
-        written = _ledger(root, chaos.agents)
         lost = [m for m in written if m not in markers]
         duplicated = sum(n - 1 for n in ids.values() if n > 1) + sum(n - 1 for n in markers.values() if n > 1)
         # poison: dead-lettered by every projection, each with a reason
@@ -380,6 +521,10 @@ def chaos_bench(
             "lost": len(lost),
             "lost_examples": lost[:5],
             "duplicated": duplicated,
+            "foreign_changed": foreign,
+            "hostile_tenant_done": chaos.hostile_done,
+            "hostile_tenant_refused": chaos.hostile_refused,
+            "hostile_tenant_breached": chaos.hostile_breached,
             "poison_injected": len(chaos.poisoned),
             "poison_dead_lettered_by_every_projection": poison_dead,
             "poison_reasons_present": reasons_ok,
@@ -406,6 +551,8 @@ def format_chaos(r: dict[str, Any]) -> str:
     ok = (
         r["lost"] == 0
         and r["duplicated"] == 0
+        and r.get("foreign_changed", 0) == 0
+        and r.get("hostile_tenant_breached", 0) == 0
         and not r["hostile_jobs_ran"]
         and r["poison_dead_lettered_by_every_projection"] == r["poison_injected"]
         and r["settled"]
@@ -417,7 +564,10 @@ def format_chaos(r: dict[str, Any]) -> str:
             f"  actions: {', '.join(f'{k} {v}' for k, v in sorted(r['actions'].items()))}",
             f"  turns written {r['written']}, in the log {r['in_log']} ({r['distinct_in_log']} distinct), "
             f"turn points projected {r['projected_turn_points']}",
-            f"  lost {r['lost']}, duplicated {r['duplicated']}, settled {r['settled']}",
+            f"  honest tenant: lost {r['lost']}, duplicated {r['duplicated']}, foreign-changed {r['foreign_changed']}, "
+            f"settled {r['settled']}",
+            f"  hostile tenant: {r['hostile_tenant_done']} destructive commands on its own keys, "
+            f"{r['hostile_tenant_refused']} on others' refused, {r['hostile_tenant_breached']} on others' ran",
             f"  poison: {r['poison_injected']} injected, {r['poison_dead_lettered_by_every_projection']} dead-lettered "
             f"by every projection (reasons present: {r['poison_reasons_present']}); oversized {r['oversized_injected']}",
             f"  hostile jobs ran: {r['hostile_jobs_ran']}",

@@ -351,7 +351,6 @@ def _freshness_run(
     once the point is there (its keyword vector is written with it), vector-searchable once
     it has its dense vector (the same moment when the embedder embeds inline). Also: how
     long the turns' dense backlog took to empty after the last append, and its peak."""
-    from memstream.projections import point_id
     from memstream.text import BoilerplateFilter
 
     n = int(rate * seconds)
@@ -407,7 +406,7 @@ def _freshness_run(
                 first = [i for i in appended_at if i not in keyword_at]
                 second = [i for i in keyword_at if i not in vector_at]
             if first:
-                ids = [point_id(events[i].id, 0) for i in first]
+                ids = [turns.point_of(events[i].scope.tenant, events[i].id) for i in first]
                 found = {p.id for p in pipeline.store.retrieve(collection, ids)}
                 now = time.perf_counter()
                 for i, pid in zip(first, ids):
@@ -416,7 +415,7 @@ def _freshness_run(
             now = time.perf_counter()
             if second and now - last_dense >= 0.01:  # vectors are costly to read: every 10 ms
                 last_dense = now
-                ids = [point_id(events[i].id, 0) for i in second]
+                ids = [turns.point_of(events[i].scope.tenant, events[i].id) for i in second]
                 dense = {p.id for p in pipeline.store.retrieve(collection, ids, with_vectors=True) if p.dense is not None}
                 now = time.perf_counter()
                 for i, pid in zip(second, ids):

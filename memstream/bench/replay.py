@@ -50,11 +50,11 @@ def _pipeline(home: Path, url: str, prefix: str, embedder: str) -> Any:
 
 
 def _build_all(pipeline: Any) -> None:
-    from memstream.projections import Catalog
+    from memstream.projections import Catalog, registered
 
     catalog = Catalog(pipeline.log.client, pipeline.log.prefix)
     for name in NAMES:
-        catalog.add_build(name)
+        catalog.add_build(name, options=registered(name).new_options)  # as `memstream replay` records them
 
 
 def _throughput(root: Path, url: str, prefix: str, embedder: str, pairs: list[tuple[str, str]], n: int) -> dict[str, Any]:
@@ -94,7 +94,7 @@ def _throughput(root: Path, url: str, prefix: str, embedder: str, pairs: list[tu
 def _freshness(
     root: Path, url: str, prefix: str, pairs: list[tuple[str, str]], n: int, rate: float, seconds: float, qps: float
 ) -> dict[str, Any]:
-    from memstream.projections import Catalog, point_id
+    from memstream.projections import Catalog, item_point_id
     from memstream.query import ask
     from memstream.text import BoilerplateFilter
 
@@ -114,6 +114,11 @@ def _freshness(
             budget = seconds if phase == "alone" else REPLAY_MAX_S
             events = _events(_texts(pairs, int(rate * budget), f"{phase}-{prefix}"))
             sampled = {i for i in range(len(events)) if i % 10 == 0 and _substantive(events[i], bp)}
+
+            def pid(j: int, events: list[Any] = events) -> str:
+                """The turn point of event ``j`` (every version here records tenant ids)."""
+                return item_point_id(events[j].scope.tenant, events[j].id, 0, scoped=True)
+
             appended_count = 0
             appended: dict[int, float] = {}
             visible: dict[int, float] = {}
@@ -173,16 +178,16 @@ def _freshness(
                 waiting = [j for j in appended if j not in visible]
                 if waiting:
                     collection = pipeline.versions.collection("turns")
-                    found = {p.id for p in pipeline.store.retrieve(collection, [point_id(events[j].id, 0) for j in waiting])}
+                    found = {p.id for p in pipeline.store.retrieve(collection, [pid(j) for j in waiting])}
                     now = time.perf_counter()
-                    visible.update({j: now for j in waiting if point_id(events[j].id, 0) in found})
+                    visible.update({j: now for j in waiting if pid(j) in found})
             deadline = time.perf_counter() + 30
             while len(visible) < len(sampled) and time.perf_counter() < deadline:
                 collection = pipeline.versions.collection("turns")
                 waiting = [j for j in appended if j not in visible]
-                found = {p.id for p in pipeline.store.retrieve(collection, [point_id(events[j].id, 0) for j in waiting])}
+                found = {p.id for p in pipeline.store.retrieve(collection, [pid(j) for j in waiting])}
                 now = time.perf_counter()
-                visible.update({j: now for j in waiting if point_id(events[j].id, 0) in found})
+                visible.update({j: now for j in waiting if pid(j) in found})
                 time.sleep(0.002)
             latencies = [visible[j] - appended[j] for j in visible]
             sampled = {j for j in sampled if j in appended}

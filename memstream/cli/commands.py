@@ -449,6 +449,15 @@ def cmd_tenant(args: argparse.Namespace, settings: Settings) -> int:
             or "no tenants registered: every host with the Redis credentials may write for any tenant",
         )
         return OK
+    if args.action == "update":
+        updated = ops.update_tenants(settings)
+        print_result(
+            args,
+            {"updated": updated},
+            f"the Redis users of {len(updated)} tenants have the current rules (their passwords unchanged)"
+            + (f": {', '.join(updated)}" if updated else ""),
+        )
+        return OK
     if args.action == "remove":
         removed = ops.remove_tenant(settings, args.name)
         print_result(
@@ -824,7 +833,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", nargs="?", type=printable("projection"), help="activate/drop: the projection")
     p.add_argument("version", nargs="?", type=int_between(1, 1_000_000), help="activate/drop: its version")
     p = add("tenant", cmd_tenant, "register tenants: a Redis user each, limited to its own data")
-    p.add_argument("action", choices=["add", "list", "remove"])
+    p.add_argument("action", choices=["add", "list", "remove", "update"])
     p.add_argument("name", nargs="?", default="", help="tenant name (add, remove)")
     p.add_argument("--rotate", action="store_true", help="add: issue a new password for an existing tenant")
     p = add("acl", cmd_acl, "print the ACL SETUSER commands of least-privilege Redis users (worker, admin)")

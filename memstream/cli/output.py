@@ -257,6 +257,12 @@ def _streams_summary(c: dict) -> str:
     return f"{streams}, {_plural(int(c['events']), 'event')}, first appended {ago(c['first_at'])}, last {ago(c['last_at'])}"
 
 
+def _logs_summary(c: dict) -> str:
+    if c.get("note"):
+        return str(c["note"])
+    return f"{_plural(int(c['logs']), 'log')}" + ("" if c.get("broken") else ", each takes appends")
+
+
 def _queries_summary(c: dict) -> str:
     if not c.get("answering"):
         return ""
@@ -320,6 +326,7 @@ _SUMMARIES = {
     "config": _config_summary,
     "redis": _redis_summary,
     "streams": _streams_summary,
+    "logs": _logs_summary,
     "queries": _queries_summary,
     "tenants": _tenants_summary,
     "projections": _projections_summary,
@@ -411,6 +418,11 @@ def stats_text(result: dict) -> str:
         lines.append("spool losses reported by agents (all hosts): " + ", ".join(f"{k} {v}" for k, v in sorted(losses.items())))
     if unreplicated:
         lines.append(f"shipped batches too few replicas confirmed, kept and sent again (all hosts): {unreplicated}")
+    if result.get("unreadable_counters"):
+        lines.append(
+            f"counters left out: {_plural(int(result['unreadable_counters']), 'field')} of the types and spool counters "
+            "hold no count (a tenant may write its own)"
+        )
     return "\n".join(lines)
 
 

@@ -5,7 +5,7 @@ whether retrying helps (``errors``), logging set-up. Imports no other memstream 
 from memstream.core import keys, observe, threads
 from memstream.core.backoff import backoff_delay
 from memstream.core.cluster_url import cluster_prefix, is_cluster_url, parse_cluster_url
-from memstream.core.codec import as_str, lossless, shown
+from memstream.core.codec import COUNT_MAX, as_str, count, counts, lossless, shown
 from memstream.core.errors import (
     MemstreamError,
     PermanentError,
@@ -29,6 +29,9 @@ from memstream.core.settings import OPTIONS, Settings, config_file_for, mask_url
 
 __all__ = [
     "as_str",
+    "count",
+    "counts",
+    "COUNT_MAX",
     "cluster_prefix",
     "is_cluster_url",
     "parse_cluster_url",

@@ -5,8 +5,12 @@ starts with ``P:``. A projection's own keys carry its version (``P:facts:v1:T``)
 consumer group does (``facts.v1``): a new version builds beside the live one and never
 writes into it. Tenant-level data shared by every projection and version (tombstones)
 carries none. A tenant's Redis user may touch only the keys under ``tenant_space``
-(``P:t:T:*``), append to the event streams, add to ``types`` and ``spool_counters``, and
-write (never read) the fleet's reports, ``agent_reports`` (``memstream.producers.tenants.acl_rules``).
+(``P:t:T:*``, ``memstream.producers.tenants.acl_rules``): everything its hosts write is
+there, its own log (``tenant_events``), its dedup record, its counters (``tenant_types``,
+``tenant_spool_counters``), its fleet reports (``tenant_agent_reports``), its query channel
+and answers. Whatever it does to those keys reaches no other tenant's; the readers sum a
+tenant's counters with the operator's (``types``, ``spool_counters``, ``agent_reports``)
+and trust none of them.
 
 On a Redis Cluster (``redis+cluster://``) the prefix is a hash tag, ``{P}``
 (``memstream.core.cluster_url.cluster_prefix``): every key above lives in the one slot of
@@ -22,6 +26,10 @@ from __future__ import annotations
 __all__ = [
     "events",
     "events_pattern",
+    "tenant_events",
+    "tenant_types",
+    "tenant_spool_counters",
+    "tenant_agent_reports",
     "archived",
     "types",
     "shipped",
@@ -109,14 +117,33 @@ def shard_types(prefix: str, shard: int) -> str:
     return f"{_shard_tag(prefix, shard)}:types"
 
 
+def tenant_events(prefix: str, tenant: str) -> str:
+    """``P:t:T:events``: stream, tenant T's own log (appended to by T's hosts and the operator only)."""
+    return f"{tenant_space(prefix, tenant)}:events"
+
+
+def stream_tenant(prefix: str, stream: str) -> str | None:
+    """The tenant whose own log ``stream`` is (``tenant_events``), or None: not a key, a parser of stream keys."""
+    head, tail = f"{prefix}:t:", ":events"
+    if not (stream.startswith(head) and stream.endswith(tail)):
+        return None
+    tenant = stream[len(head) : -len(tail)]
+    return tenant if tenant and ":" not in tenant else None
+
+
 def archived(prefix: str) -> str:
     """``P:archived``: hash, stream key -> last entry id written to the archive (the stream may be trimmed up to it)."""
     return f"{prefix}:archived"
 
 
 def types(prefix: str) -> str:
-    """``P:types``: hash, event type -> number of events appended."""
+    """``P:types``: hash, event type -> number of events appended to the operator's streams."""
     return f"{prefix}:types"
+
+
+def tenant_types(prefix: str, tenant: str) -> str:
+    """``P:t:T:types``: hash, event type -> number of events appended to T's own log (T may write anything here)."""
+    return f"{tenant_space(prefix, tenant)}:types"
 
 
 def shipped(prefix: str, tenant: str) -> str:
@@ -150,14 +177,24 @@ def retention_lock(prefix: str) -> str:
 
 
 def spool_counters(prefix: str) -> str:
-    """``P:counters:spool``: hash, loss (refused, write_errors, ...; unreplicated: kept) -> count, from every shipper."""
+    """``P:counters:spool``: hash, loss (refused, write_errors, ...; unreplicated: kept) -> count, the operator's shippers'."""
     return counters(prefix, "spool")
+
+
+def tenant_spool_counters(prefix: str, tenant: str) -> str:
+    """``P:t:T:counters:spool``: hash, loss -> count, from the shippers of tenant T's hosts."""
+    return f"{tenant_space(prefix, tenant)}:counters:spool"
 
 
 # -- the fleet's reports -----------------------------------------------------------------
 def agent_reports(prefix: str) -> str:
     """``P:agents``: hash, reporting process (``HOST:PID:NONCE``) -> its latest msgpack report (expires a day after the last)."""
     return f"{prefix}:agents"
+
+
+def tenant_agent_reports(prefix: str, tenant: str) -> str:
+    """``P:t:T:agents``: hash, reporting process of tenant T -> its latest msgpack report (as ``agent_reports``)."""
+    return f"{tenant_space(prefix, tenant)}:agents"
 
 
 def agent_reports_retired(prefix: str) -> str:

@@ -32,7 +32,7 @@ from memstream.ops.search import search
 from memstream.ops.service import start_service, stop_service, up_detached
 from memstream.ops.stats import stats, tier_stats
 from memstream.ops.sync import wait_projected
-from memstream.ops.tenants import add_tenant, remove_tenant, tenants
+from memstream.ops.tenants import add_tenant, remove_tenant, tenants, update_tenants
 from memstream.ops.top import dashboard_url, fetch_summary
 from memstream.ops.worker import check_worker, start_worker, worker_projections
 
@@ -73,6 +73,7 @@ __all__ = [
     "tier_stats",
     "stop_service",
     "tenants",
+    "update_tenants",
     "Undecodable",
     "up_detached",
     "verify_archive",

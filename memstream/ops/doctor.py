@@ -24,6 +24,7 @@ __all__ = [
     "check_config",
     "check_dense",
     "check_embedder",
+    "check_logs",
     "check_projections",
     "check_queries",
     "check_redis",
@@ -39,7 +40,7 @@ STATES = ("ok", "warning", "failed")  # a check's state, best first; the report'
 
 def doctor(settings: Settings, hermes: Callable[[], dict] | None = None) -> dict:
     """``{"ok": no check failed, "state": the worst check's, "version", "checks": {name:
-    check}}``: config, embedder, redis, streams, then (when the log answers) queries,
+    check}}``: config, embedder, redis, streams, then (when the log answers) logs, queries,
     tenants and projections, then spool and, when given, ``hermes`` (its caller's check; an
     exception from it is a failed check). Each check carries ``ok`` and ``state`` first."""
     checks: dict[str, dict] = {}
@@ -51,6 +52,10 @@ def doctor(settings: Settings, hermes: Callable[[], dict] | None = None) -> dict
             checks["streams"] = check_streams(eventlog)
         except redis.exceptions.NoPermissionError:
             checks["streams"] = {"ok": True, "note": "a tenant's credentials append to the streams but may not read them"}
+        try:
+            checks["logs"] = check_logs(eventlog)
+        except redis.exceptions.NoPermissionError:
+            checks["logs"] = {"ok": True, "note": "a tenant's credentials may not read the logs: run doctor with the operator's"}
         checks["queries"] = check_queries(eventlog, settings.tenant)
         checks["tenants"] = check_tenants(eventlog)
         try:
@@ -199,26 +204,71 @@ def check_streams(eventlog: EventLog) -> dict:
     }
 
 
+# what a reason of ``EventLog.damaged`` means to the operator
+_DAMAGE = {
+    "wrong_type": "holds another type than a stream: its hosts' appends fail and the workers skip it until it is deleted",
+    "exhausted": "is at the largest entry id: every append to it fails until its entries are moved to a new log",
+    "ahead": "holds ids more than a day ahead of the server's clock (appended with explicit ids)",
+}
+
+
+def check_logs(eventlog: EventLog) -> dict:
+    """The event streams whose appends fail or whose ids are not the server's
+    (``EventLog.damaged``): a tenant can do this to its own log only, and harms only itself,
+    so it is a warning naming the log and what it means (``broken``: key -> reason)."""
+    broken = eventlog.damaged()
+    check: dict[str, Any] = {"ok": True, "logs": len(eventlog.stream_keys) + len(eventlog.broken()), "broken": broken}
+    if broken:
+        check["warning"] = "; ".join(
+            f"{_owner(eventlog, key)} {key} {_DAMAGE.get(reason, reason)} ({reason})" for key, reason in sorted(broken.items())
+        )
+    return check
+
+
+def _owner(eventlog: EventLog, key: str) -> str:
+    tenant = keys.stream_tenant(eventlog.prefix, key)
+    return f"tenant {tenant}'s log" if tenant is not None else "the operator's stream"
+
+
 def check_tenants(eventlog: EventLog) -> dict:
-    """Whether tenants are separated (see Security in the README): informational."""
+    """Whether tenants are separated (see Security in the README): fails when a registered
+    tenant's Redis user has other key rules than the current ones (made by an older release,
+    which let it append to the operator's streams: ``memstream tenant update``)."""
     from memstream.producers import TenantRegistry
 
+    registry = TenantRegistry(eventlog.client, eventlog.prefix)
     try:
-        tenants = TenantRegistry(eventlog.client, eventlog.prefix).all(fresh=True)
+        tenants = registry.all(fresh=True)
     except redis.exceptions.NoPermissionError:
-        return {"ok": True, "credentials": "a tenant's (append, own queries only)"}
+        return {"ok": True, "credentials": "a tenant's (append to its own log, own queries only)"}
     if not tenants:
         return {
             "ok": True,
             "registered": 0,
             "note": "no tenant registered: any holder of these Redis credentials writes and reads for any tenant",
         }
-    return {
+    check: dict[str, Any] = {
         "ok": True,
         "registered": len(tenants),
         "credentials": "the operator's",
-        "enforced": "events must be signed by their registered tenant",
+        "enforced": "each tenant appends to its own log only (Redis ACL); events in the operator's streams "
+        "must be signed by their registered tenant",
     }
+    try:
+        stale = registry.stale()
+    except redis.exceptions.NoPermissionError:
+        check["note"] = "these credentials may not read the tenants' users (ACL GETUSER): the admin's may"
+        return check
+    if stale:
+        check["ok"] = False
+        check["stale"] = stale
+        check["error"] = (
+            "the Redis users of tenants "
+            + ", ".join(sorted(stale))
+            + " have other key rules than the current ones (an older release's let a tenant append to, trim or "
+            "delete what other tenants read): run `memstream tenant update` (passwords stay)"
+        )
+    return check
 
 
 def check_queries(eventlog: EventLog, tenant: str) -> dict:

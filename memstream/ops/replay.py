@@ -86,12 +86,13 @@ def start_replay(
                 built = {"embedder": active.embedder, "model": active.model, "dim": active.dim}
             else:
                 built = _embedder_spec(settings, row, settings.embedder)
-        if options:
+        chosen = {**row.new_options, **(options or {})}  # what every new version records, then the caller's
+        if chosen:
             validate = getattr(row.cls, "validate_options", None)
             if validate is None:
                 raise CommandError(f"{name} takes no options")
             try:
-                validate(options)
+                validate(chosen)
             except ValueError as exc:
                 raise CommandError(str(exc)) from exc
         running = [v for v in catalog.versions(name) if v.state == "building"]
@@ -101,15 +102,15 @@ def start_replay(
                 f"{running[0].group}): `memstream replay --status` shows it, "
                 f"`memstream replay --cancel {name}` stops it"
             )
-        planned.append((row, built, active))
+        planned.append((row, built, active, chosen))
     out = []
     archived = _archive(settings) is not None  # a replay reads it first
-    for row, built, active in planned:
+    for row, built, active, chosen in planned:
         try:
             v = catalog.add_build(
                 row.name,
                 activate=activate,
-                options=options,
+                options=chosen,
                 archive=archived,
                 start=active.version if active is not None else row.version,
                 **built,

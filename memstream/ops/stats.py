@@ -4,12 +4,13 @@ freshness, items and health."""
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
 import redis
 
-from memstream.core import Settings, as_str, keys, shown
+from memstream.core import Settings, keys, shown
 from memstream.ops.connect import connect
 from memstream.producers import Archive, ArchiveError, EventLog, parse_entry_id, spool_usage
 
@@ -137,7 +138,7 @@ def retention_stats(settings: Settings, eventlog: EventLog) -> dict:
     none found or kept forever), the last run (``last_run``), the runs and the interval."""
     from memstream.workers import Retention
 
-    counters = {as_str(k): as_str(v) for k, v in eventlog.client.hgetall(keys.retention_counters(eventlog.prefix)).items()}
+    counters = {shown(k): shown(v) for k, v in eventlog.client.hgetall(keys.retention_counters(eventlog.prefix)).items()}
     try:
         expiry = Retention(settings, eventlog).next_expiry()
     except (redis.ResponseError, ArchiveError):
@@ -145,9 +146,10 @@ def retention_stats(settings: Settings, eventlog: EventLog) -> dict:
 
     def number(text: str | None) -> float:
         try:
-            return float(text or 0)
+            value = float(text or 0)
         except ValueError:
             return 0.0
+        return value if math.isfinite(value) and value >= 0 else 0.0
 
     kinds = {
         kind: {"days": days, "erased": int(number(counters.get(kind))), "next_expiry": expiry.get(kind)}
@@ -195,14 +197,12 @@ def stats(settings: Settings) -> dict:
     """``streams`` (each with its ``memory_bytes`` in Redis and what of it is in the
     ``archive``, its ``also_in_redis`` the entries in both), ``archive`` (its directory and totals), ``types`` (events per type),
     ``spool`` (this host's, {} without one), ``spool_losses`` (reported by every host's
-    shipper), ``projections``, ``tiers`` (``tier_stats``) and ``retention``
-    (``retention_stats``)."""
+    shipper), ``unreadable_counters`` (fields of those counters that hold no count: left
+    out), ``projections``, ``tiers`` (``tier_stats``) and ``retention`` (``retention_stats``)."""
     eventlog = connect(settings)
     usage = spool_usage(settings.spool_dir) if settings.spool_dir.exists() else {}
-    losses = {
-        (k.decode() if isinstance(k, bytes) else k): int(v)
-        for k, v in eventlog.client.hgetall(keys.spool_counters(eventlog.prefix)).items()
-    }
+    losses, unreadable = eventlog.counters("spool")  # every host's shipper: the operator's and each tenant's
+    types, unreadable_types = eventlog.counters("types")
     archived = archive_stats(settings.archive_path)
     infos = streams(eventlog)
     for info in infos:
@@ -212,9 +212,10 @@ def stats(settings: Settings) -> dict:
     return {
         "streams": infos,
         "archive": archived,
-        "types": eventlog.type_counts(),
+        "types": types,
         "spool": usage,
         "spool_losses": losses,
+        "unreadable_counters": unreadable + unreadable_types,
         "projections": projection_stats(eventlog, settings.stall_after_s),
         "tiers": tier_stats(settings, _count(eventlog, settings.tenant)),
         "retention": retention_stats(settings, eventlog),

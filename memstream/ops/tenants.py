@@ -13,7 +13,7 @@ from memstream.ops.connect import connect, user_url
 from memstream.ops.errors import CommandError
 from memstream.producers import TenantError, TenantRegistry
 
-__all__ = ["add_tenant", "remove_tenant", "tenants"]
+__all__ = ["add_tenant", "remove_tenant", "tenants", "update_tenants"]
 
 
 @contextmanager
@@ -51,3 +51,10 @@ def add_tenant(settings: Settings, name: str, rotate: bool = False) -> dict:
     with _registry(settings, "add", name) as registry:
         tenant, password = registry.add(name, rotate=rotate)
     return {"tenant": tenant.name, "user": tenant.user, "redis_url": user_url(settings, tenant.user, password)}
+
+
+def update_tenants(settings: Settings) -> list[str]:
+    """Give every registered tenant's Redis user the current rules, keeping its password (a
+    user made by an older release may append to the operator's streams): the tenants updated."""
+    with _registry(settings, "update") as registry:
+        return registry.update()

@@ -68,7 +68,16 @@ from memstream.producers.report import (
 )
 from memstream.producers.shipper import Shipper
 from memstream.producers.spool import Segment, Spool, erase_records, spool_usage
-from memstream.producers.stream import EntryFields, EventLog, NotReplicated, Record, parse_entry_id, xrange_entry
+from memstream.producers.stream import (
+    MAX_ENTRY_ID,
+    EntryFields,
+    EventLog,
+    NotReplicated,
+    Record,
+    after,
+    parse_entry_id,
+    xrange_entry,
+)
 from memstream.producers.tenants import (
     TenantError,
     TenantRegistry,
@@ -154,6 +163,8 @@ __all__ = [
     "new_events",
     "NotReplicated",
     "parse_entry_id",
+    "after",
+    "MAX_ENTRY_ID",
     "point_id",
     "Record",
     "redact_event",

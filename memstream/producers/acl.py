@@ -3,8 +3,10 @@
 Three roles share one Redis; each gets a user that can do what its programs do and nothing more:
 
 - **agent host** (one per tenant, made by ``memstream tenant add``: ``tenants.acl_rules``):
-  append events, ship its spool, write its fleet report, ask queries on its own channel.
-  It cannot read any stream, projection key or another tenant's answers.
+  every key it may touch is its tenant's own (``P:t:T:*``): append to its log, ship its
+  spool, write its fleet report, ask queries on its own channel. It cannot read or write
+  the operator's streams, another tenant's log, any projection key or another tenant's
+  answers; what it does to its own keys harms only its own tenant.
 - **worker** (``worker_rules``): the projection workers and the query server
   (``memstream worker``, ``memstream up`` with a shared Redis). Every memstream key
   (they project every tenant and answer every channel), with the data commands memstream
@@ -12,10 +14,11 @@ Three roles share one Redis; each gets a user that can do what its programs do a
   ``KEYS``, ``SHUTDOWN``, ``MONITOR``, ``DEBUG``, ``CLIENT KILL``), no ``ACL``, no pub/sub.
 - **admin** (``admin_rules``): the command line of the operator. The worker's rights, plus
   trimming archived entries (``XTRIM``), the server's version (``INFO``), managing the
-  tenants' users (``ACL SETUSER|DELUSER``) and what ``memstream forget`` needs to rewrite
-  the append-only file (``CONFIG GET|SET``, ``BGREWRITEAOF``; without them it reports the
-  rewrite refused and what to do). A user that may run ``ACL SETUSER`` or ``CONFIG SET`` can
-  grant itself anything: keep the admin's credentials on the operator's machine, never on hosts.
+  tenants' users (``ACL SETUSER|DELUSER``; ``ACL GETUSER``: doctor checks their rules) and
+  what ``memstream forget`` needs to rewrite the append-only file (``CONFIG GET|SET``,
+  ``BGREWRITEAOF``; without them it reports the rewrite refused and what to do). A user
+  that may run ``ACL SETUSER`` or ``CONFIG SET`` can grant itself anything: keep the
+  admin's credentials on the operator's machine, never on hosts.
 
 Redis checks the commands a Lua script runs against the caller's rules, so ``EVAL`` and
 ``EVALSHA`` widen nothing. Key patterns cannot carve a read-only key out of a wider pattern:
@@ -83,6 +86,8 @@ _WORKER_COMMANDS = (
     "+type",
     "+scan",
     "+memory|usage",
+    # the server's clock: retention's cutoffs, and the ids of a log ahead of it (doctor, metrics)
+    "+time",
     # transactions and scripts (each command inside a script is checked on its own)
     "+multi",
     "+exec",
@@ -97,7 +102,17 @@ _WORKER_COMMANDS = (
 # the operator's command line, besides the worker's: archive (trim what is archived),
 # doctor (the server's version), tenants (their users), forget (the tombstoned sets; the
 # rewrite of the append-only file, so that no forgotten text stays in Redis's files)
-_ADMIN_COMMANDS = ("+xtrim", "+info", "+acl|setuser", "+acl|deluser", "+sscan", "+config|get", "+config|set", "+bgrewriteaof")
+_ADMIN_COMMANDS = (
+    "+xtrim",
+    "+info",
+    "+acl|setuser",
+    "+acl|deluser",
+    "+acl|getuser",
+    "+sscan",
+    "+config|get",
+    "+config|set",
+    "+bgrewriteaof",
+)
 
 
 def role_user(prefix: str, role: str) -> str:

@@ -66,7 +66,8 @@ import msgspec
 import redis
 
 from memstream.core import PermanentError, TransientError, fsync_dir, keys, open_private, private_dir, shown, write_private
-from memstream.producers.stream import EntryFields, EventLog, parse_entry_id, xrange_entry
+from memstream.producers.stream import MAX_ID, EntryFields, EventLog, parse_entry_id, xrange_entry
+from memstream.producers.stream import after as next_after  # ``after`` names cursors here
 
 __all__ = [
     "Archive",
@@ -152,8 +153,13 @@ def _fmt(entry: Id) -> str:
 
 
 def _next(entry: Id) -> Id:
-    """The smallest entry id above ``entry``."""
+    """The smallest entry id above ``entry`` (above the largest one: past every entry)."""
     return (entry[0], entry[1] + 1) if entry[1] < _U64 else (entry[0] + 1, 0)
+
+
+def _below(entry: Id) -> str:
+    """The XRANGE end bound of the entries below ``entry`` (every entry, past the largest id)."""
+    return "+" if entry > MAX_ID else "(" + _fmt(entry)
 
 
 def point_id(value: str | date | datetime) -> str:
@@ -586,7 +592,9 @@ def _groups(client: redis.Redis, key: str, expected: Iterable[str]) -> list[_Gro
 
 def _first_in(client: redis.Redis, key: str, low: Id, high: Id) -> str | None:
     """The first entry id of ``key`` in [low, high), or None."""
-    got = client.xrange(key, min=_fmt(low), max="(" + _fmt(high), count=1)
+    if low > MAX_ID:
+        return None
+    got = client.xrange(key, min=_fmt(low), max=_below(high), count=1)
     return xrange_entry(got[0])[0] if got else None
 
 
@@ -623,8 +631,15 @@ def archive(
         marks = writer.watermark()
         bounds: dict[str, Id] = {}
         behind = []
-        for key in eventlog.stream_keys:
-            positions = _groups(client, key, expected)
+        streams_read = list(eventlog.stream_keys)
+        for key in list(streams_read):
+            try:
+                positions = _groups(client, key, expected)
+            except redis.ResponseError:
+                if keys.stream_tenant(eventlog.prefix, key) is None:
+                    raise
+                streams_read.remove(key)  # a tenant's log its user made another type: its own to mend
+                continue
             if point is None:
                 bounds[key] = min((g.applied_below for g in positions), default=(0, 0))
                 continue
@@ -641,8 +656,13 @@ def archive(
                 + ". Archive below that point, or let the group catch up (memstream stats shows its lag)"
             )
         streams: dict[str, dict[str, Any]] = {}
-        for key in eventlog.stream_keys:
-            streams[key] = _copy(client, writer, key, marks.get(key), bounds[key], progress, count)
+        for key in list(streams_read):
+            try:
+                streams[key] = _copy(client, writer, key, marks.get(key), bounds[key], progress, count)
+            except redis.ResponseError:
+                if keys.stream_tenant(eventlog.prefix, key) is None:
+                    raise
+                streams_read.remove(key)
         marks = writer.watermark()
         recorded = keys.archived(eventlog.prefix)
         for key, mark in marks.items():
@@ -650,10 +670,15 @@ def archive(
             if current is None or parse_entry_id(current) < parse_entry_id(mark):
                 client.hset(recorded, key, mark)  # before any trim: readers learn what the archive holds
         written = time.perf_counter()
-        for key in eventlog.stream_keys:
+        for key in streams_read:
             row = streams[key]
             row["watermark"] = marks.get(key)
-            row["trimmed"], row["trimmed_below"] = _trim(client, key, marks.get(key), expected) if trim else (0, None)
+            try:
+                row["trimmed"], row["trimmed_below"] = _trim(client, key, marks.get(key), expected) if trim else (0, None)
+            except redis.ResponseError:
+                if keys.stream_tenant(eventlog.prefix, key) is None:
+                    raise
+                row["trimmed"], row["trimmed_below"] = 0, None
     done = time.perf_counter()
     rows = streams.values()
     return {
@@ -672,15 +697,15 @@ def _copy(
 ) -> dict[str, Any]:
     """Write the entries of ``key`` above ``mark`` and below ``below`` as segments."""
     row: dict[str, Any] = {"before": _fmt(below), "archived": 0, "segments": 0, "bytes": 0}
-    after = parse_entry_id(mark) if mark else None
-    if below <= (after or (0, 0)) or below == (0, 0):
+    start = parse_entry_id(mark) if mark else None
+    if below <= (start or (0, 0)) or below == (0, 0):
         return row
     task = f"archive {key}"
-    total = _total(client, key, after, below)
+    total = _total(client, key, start, below)
     seg: _SegmentFile | None = None
-    cursor = "-" if mark is None else "(" + mark
+    cursor: str | None = "-" if mark is None else next_after(mark)
     try:
-        while batch := client.xrange(key, min=cursor, max="(" + _fmt(below), count=count):
+        while cursor is not None and (batch := client.xrange(key, min=cursor, max=_below(below), count=count)):
             for entry in batch:
                 entry_id, fields = xrange_entry(entry)
                 if seg is None:
@@ -690,7 +715,7 @@ def _copy(
                 if seg.full:
                     _commit(writer, seg.close(), row)
                     seg = None
-            cursor = "(" + entry_id
+            cursor = next_after(entry_id)
             if progress is not None:
                 progress(task, row["archived"], total)
         if seg is not None:
@@ -710,12 +735,12 @@ def _commit(writer: _Writer, seg: ArchiveSegment, row: dict[str, Any]) -> None:
     row["bytes"] += seg.bytes
 
 
-def _total(client: redis.Redis, key: str, after: Id | None, below: Id) -> int | None:
+def _total(client: redis.Redis, key: str, start: Id | None, below: Id) -> int | None:
     """How many entries will be written, when the whole stream is (else unknown)."""
     first, last = client.xrange(key, count=1), client.xrevrange(key, count=1)
     if not first or not last:
         return 0
-    if (after is None or parse_entry_id(xrange_entry(first[0])[0]) > after) and parse_entry_id(xrange_entry(last[0])[0]) < below:
+    if (start is None or parse_entry_id(xrange_entry(first[0])[0]) > start) and parse_entry_id(xrange_entry(last[0])[0]) < below:
         return int(client.xlen(key))
     return None
 
@@ -729,6 +754,7 @@ def _trim(client: redis.Redis, key: str, mark: str | None, expected: list[str]) 
         limit = min(limit, g.trim_below)
     if limit <= (0, 1):
         return 0, None
+    limit = min(limit, MAX_ID)  # past the largest id: all but the last entry (a MINID cannot say more)
     trimmed = client.xtrim(key, minid=_fmt(limit), approximate=False)
     return int(trimmed), _fmt(limit)
 
@@ -788,11 +814,24 @@ def history(eventlog: EventLog, archive: Archive, since: str = "-", count: int =
     by_stream = _by_stream(archive.segments())
     ordered = list(eventlog.stream_keys)
     ordered += sorted((k for k in by_stream if k not in set(ordered)), key=_stream_order)
-    after = _since(since)
+    start = _since(since)
+    histories = (_stream_history(eventlog, archive, key, by_stream.get(key, []), start, count) for key in ordered)
     return heapq.merge(
-        *(_stream_history(eventlog, archive, key, by_stream.get(key, []), after, count) for key in ordered),
+        *(_tolerant(eventlog, key, entries) for key, entries in zip(ordered, histories)),
         key=lambda entry: parse_entry_id(entry[1]),
     )
+
+
+def _tolerant(
+    eventlog: EventLog, key: str, entries: Iterator[tuple[str, str, EntryFields]]
+) -> Iterator[tuple[str, str, EntryFields]]:
+    """``entries`` of ``key``, ended (not failed) by a Redis error on a tenant's log: its user
+    may make it another type at any time, and what the other logs hold is read on."""
+    try:
+        yield from entries
+    except redis.ResponseError:
+        if keys.stream_tenant(eventlog.prefix, key) is None:
+            raise
 
 
 def _stream_history(
@@ -802,6 +841,8 @@ def _stream_history(
     cursor = max(after or (0, 0), parse_entry_id(segments[-1].last_id)) if segments else after
     recorded_key = keys.archived(eventlog.prefix)
     while True:
+        if cursor == MAX_ID:
+            return  # nothing can follow the largest id
         low = "-" if cursor is None else "(" + _fmt(cursor)
         if eventlog.clustered:
             # the watermark is in the prefix's slot, the stream in its shard's: no snapshot of

@@ -1,10 +1,12 @@
 """The fleet report: what an agent process tells the operators, and how it is read back.
 
 Every ``MEMSTREAM_REPORT_EVERY_S`` seconds the shipper thread of a process that serves a
-provider writes one record, ``AgentReport``, into its own field of one hash
-(``keys.agent_reports``), with the connection it ships with: one pipelined ``HSET`` and
-``EXPIRE``. Every process that serves metrics reads that hash at each scrape and sums the
-fleet's figures (``memstream.service.fleet``).
+provider writes one record, ``AgentReport``, into its own field of its tenant's reports
+hash (``EventLog.reports_key``: a registered tenant's ``keys.tenant_agent_reports``, which
+only its hosts may write; the operator's ``keys.agent_reports``), with the connection it
+ships with: one pipelined ``HSET`` and ``EXPIRE``. Every process that serves metrics reads
+those hashes at each scrape, within a bound per tenant and per scrape, and sums the fleet's
+figures (``memstream.service.fleet``).
 
 **The fleet's "agent" is the reporting process** (one ``Writer``: one spool, one shipper
 thread), named ``HOST:PID:NONCE``. A backlog belongs to a spool, and a spool to a process: in
@@ -29,8 +31,8 @@ above one second), then the sum of its durations in ns, as ``ROW`` little-endian
 64-bit integers in one byte string (``pack_row``): a reader sums a thousand agents' rows in
 one array operation instead of decoding and adding a quarter of a million numbers. Fields
 are only ever added with defaults; anything else is a new tag. ``decode_report`` is the
-readers' one way in: it checks every bound (the shared Redis is the trust boundary: any
-host may write the hash).
+readers' one way in: it checks every bound (the shared Redis is the trust boundary: every
+host of a tenant may write its tenant's hash).
 """
 
 from __future__ import annotations
@@ -274,8 +276,10 @@ class Reporter:
         self._due = time.monotonic() + self.every
         self.skipped += 1
 
-    def send(self, client: redis.Redis, prefix: str) -> bool:
-        """Write the report now, if the writer ever served a provider. True once written."""
+    def send(self, client: redis.Redis, prefix: str, key: str | None = None) -> bool:
+        """Write the report now, if the writer ever served a provider, into ``key`` (the
+        reports of the process's tenant: ``EventLog.reports_key``; default the operator's,
+        ``keys.agent_reports``). True once written."""
         with self._lock:
             now = time.monotonic()
             self._due = now + self.every
@@ -289,10 +293,10 @@ class Reporter:
                     self.name, self.started, self._base = reporter_name(), time.time(), self._written
                 counts = self._counts(figures)
                 data = self._encoded(figures, counts)
-                key = keys.agent_reports(prefix)
+                where = key or keys.agent_reports(prefix)
                 pipe = client.pipeline(transaction=False)
-                pipe.hset(key, self.name, data)
-                pipe.expire(key, REPORTS_EXPIRE_S)
+                pipe.hset(where, self.name, data)
+                pipe.expire(where, REPORTS_EXPIRE_S)
                 pipe.execute()
             except (redis.ConnectionError, redis.TimeoutError):
                 self.skipped += 1  # Redis is down: the latest report goes once it is back
@@ -307,8 +311,8 @@ class Reporter:
                         reporter=self.name,
                         action=f"shipping goes on; the next report in {self.every} s"
                         + (
-                            " (a tenant registered before fleet reports lacks their ACL rule: "
-                            "`memstream tenant add NAME --rotate`, or README, Security)"
+                            " (a tenant's user made by an older release lacks the rule: "
+                            "`memstream tenant update`, or README, Security)"
                             if isinstance(exc, redis.exceptions.NoPermissionError)
                             else ""
                         ),

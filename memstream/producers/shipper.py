@@ -29,7 +29,7 @@ from typing import Any, Callable
 import redis
 import structlog
 
-from memstream.core import backoff_delay, keys, threads
+from memstream.core import backoff_delay, threads
 from memstream.producers.door import Admitted, admit, append
 from memstream.producers.events import decode
 from memstream.producers.report import Reporter
@@ -73,9 +73,11 @@ class Shipper:
         replicas: int = 0,
         replica_timeout_ms: int = 1000,
         max_text_bytes: int | None = None,
+        tenant: str = "",
     ):
         self.spool = spool
         self.max_text_bytes = max_text_bytes  # each text field's bound (None: the setting's default)
+        self.tenant = tenant  # the process's: whose spool-loss counters its losses add to
         self._connect = connect
         self.batch = batch
         # a batch leaves the spool once this many replicas confirmed it (WAIT; 0: once appended)
@@ -366,11 +368,12 @@ class Shipper:
             except Exception:  # noqa: BLE001  down: no report now, and nothing changes for the shipping
                 reporter.postpone()
                 return
-        reporter.send(eventlog.client, eventlog.prefix)
+        reporter.send(eventlog.client, eventlog.prefix, key=eventlog.reports_key(reporter.tenant))
 
     def _report_losses(self) -> None:
-        """Add what this process refused or quarantined since the last report to
-        ``P:counters:spool`` in Redis, where ``memstream stats`` shows every host's."""
+        """Add what this process refused or quarantined since the last report to its
+        tenant's spool counters in Redis (``EventLog.add_spool_losses``), where ``memstream
+        stats`` shows every host's."""
         now = {
             "refused": self.spool.refused,
             "write_errors": self.spool.errors,
@@ -381,11 +384,7 @@ class Shipper:
         delta = {k: v - self._reported.get(k, 0) for k, v in now.items() if v > self._reported.get(k, 0)}
         if not delta:
             return
-        eventlog = self._eventlog()
-        pipe = eventlog.client.pipeline(transaction=True)
-        for k, v in delta.items():
-            pipe.hincrby(keys.spool_counters(eventlog.prefix), k, v)
-        pipe.execute()
+        self._eventlog().add_spool_losses(self.tenant, delta)
         self._reported.update({k: now[k] for k in delta})
 
     def _on_unreplicated(self, exc: NotReplicated) -> None:

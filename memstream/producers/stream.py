@@ -1,42 +1,78 @@
 """The append side of the Redis Streams log.
 
 Keys (``P`` = the configured prefix; built by ``memstream.core.keys``):
-  ``P:events:{shard}``      the event streams; never trimmed by length
+  ``P:events:{shard}``      the operator's event streams; never trimmed by length
+  ``P:t:{tenant}:events``   a registered tenant's own log (``keys.tenant_events``)
   ``P:t:{tenant}:shipped``  hash: spool segment id -> last sequence number in the log
                             (per tenant: a tenant's Redis user owns it, see tenants.py)
-  ``P:types``               hash: event type -> number of events appended
+  ``P:types``               hash: event type -> number of events appended to the
+                            operator's streams (``P:t:{tenant}:types``: to a tenant's log)
 
-Guarantees: ``EventLog.append_batch`` is atomic (one server-side script: the whole
-batch lands or none of it) and, for records carrying a spool segment id and sequence
-number, exactly-once: a record at or below the segment's recorded sequence is skipped,
-so a batch re-sent after a lost reply or a crash never duplicates an event. Events of
-one (tenant, agent) always go to the same stream, in the order given. With a ``signer``
-each entry carries ``sig``, the signature of its payload by its tenant's key.
+The log is partitioned by tenant. A registered tenant's events go to its own log, the
+only stream its hosts' Redis user may append to (``memstream.producers.tenants``); the
+operator's untenanted events go to the shard streams, as before tenants had logs (where
+events of every tenant appended by older releases stay and are read). ``owns_log`` decides:
+with the operator's credentials, whether the tenant is registered; with a tenant's (the
+registry is refused), always. The workers read every stream of ``stream_keys``: the shards
+and each tenant's log; a tenant's log its user turned into another type is left out and
+named by ``broken``, so that nothing a tenant does to its own keys stops a reader of the
+others'. The counters a tenant's shippers add to (types, spool losses) and its hosts'
+fleet reports live beside its log (``types_key``, ``spool_counters_key``, ``reports_key``);
+``counters`` sums them with the operator's, every value parsed leniently.
+
+Guarantees: ``EventLog.append_batch`` is atomic for one stream while nothing fails (one
+server-side script) and, for records carrying a spool segment id and sequence number,
+exactly-once: a record at or below the segment's recorded sequence is skipped, so a batch
+re-sent after a lost reply or a crash never duplicates an event. The script checks the
+types of its dedup record and streams before the first append, writes the dedup record
+right after the appends (before the counters, which never fail it), and stops at an
+append the server refuses (a log at the largest id) with the records before it recorded:
+a re-sent batch appends exactly what is missing. Events of one (tenant, agent) always go
+to the same stream, in the order given. With a ``signer`` each entry carries ``sig``, the
+signature of its payload by its tenant's key.
 
 On a Redis Cluster (a hash-tagged prefix, ``keys.clustered``) a script may touch one slot
 only: a batch is appended by one script call per shard, each with its shard's dedup records
 (``keys.shard_shipped``) and type counters (``keys.shard_types``) in its stream's slot. Each
 shard's part is atomic and exactly-once on its own (a record is skipped at or below the
 segment's sequence recorded in its shard), so a batch cut short by a failure between two
-shards is re-sent whole and lands once.
+shards is re-sent whole and lands once. Tenants' users are refused on a cluster
+(``TenantRegistry.add``): no tenant has a log of its own there.
 """
 
 from __future__ import annotations
 
 import heapq
+import threading
+import time
 import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import redis
+import structlog
 
-from memstream.core import PermanentError, TransientError, keys
+from memstream.core import PermanentError, TransientError, count, counts, keys
 from memstream.producers.events import Event, decode, encode
+from memstream.producers.tenants import Tenant, TenantRegistry
 
 if TYPE_CHECKING:
     from redis.typing import StreamEntry
 
-__all__ = ["EventLog", "Record", "shard_of", "parse_entry_id", "EntryDecodeError", "EntryFields", "xrange_entry", "NotReplicated"]
+__all__ = [
+    "EventLog",
+    "Record",
+    "shard_of",
+    "parse_entry_id",
+    "after",
+    "MAX_ENTRY_ID",
+    "EntryDecodeError",
+    "EntryFields",
+    "xrange_entry",
+    "NotReplicated",
+]
+
+log = structlog.get_logger("memstream.stream")
 
 # A stream entry's fields as redis-py reads them: bytes (text from a client that decodes).
 EntryFields = dict[bytes | str, bytes | str]
@@ -45,14 +81,15 @@ _SHIP_SCRIPT = """
 -- KEYS: the tenant's dedup hash, the type counters. ARGV: segment id, record count, then
 -- per record: seq, stream index, event id, type, payload, signature ('' for none); then
 -- the former shared dedup hash, then the streams. The streams are not declared keys:
--- EVAL checks declared keys for read and write, and a tenant's Redis user may only
--- write the streams (each command inside is still checked against its ACL). The former
+-- EVAL checks declared keys for read and write, and a tenant's Redis user may write its
+-- own log only (each command inside is still checked against its ACL). The former
 -- dedup hash is read only, as a fallback, and may be refused: pcall.
 local n = tonumber(ARGV[2])
 local streams = {}
 for k = 4 + 6 * n, #ARGV do streams[#streams + 1] = ARGV[k] end
--- Check every key we write before the first write: a script that fails half-way keeps
--- its earlier XADDs, and the shipper's re-send would then duplicate them.
+-- Check every key whose failure could stop the script after its first append: a script
+-- that fails half-way keeps its earlier XADDs. The type counters are not checked: what
+-- they hold (anyone who may write them may put anything there) never fails the append.
 local function check(key, want)
   local t = redis.call('TYPE', key)['ok']
   if t ~= 'none' and t ~= want then
@@ -60,13 +97,17 @@ local function check(key, want)
       ', not a ' .. want .. ': rename or delete it')
   end
 end
-for k = 1, 2 do
-  local err = check(KEYS[k], 'hash')
+local err = check(KEYS[1], 'hash')
+if err then return err end
+for k = 1, #streams do
+  err = check(streams[k], 'stream')
   if err then return err end
 end
-for k = 1, #streams do
-  local err = check(streams[k], 'stream')
-  if err then return err end
+-- a sequence read back is a whole number or nothing (-1: everything is appended again)
+local function seq_of(v)
+  local x = tonumber(v)
+  if x == nil or x ~= x or x < -1 or x > 9007199254740991 or x ~= math.floor(x) then return -1 end
+  return x
 end
 local last = -1
 if ARGV[1] ~= '' then
@@ -77,36 +118,53 @@ if ARGV[1] ~= '' then
     local old = redis.pcall('HGET', ARGV[3 + 6 * n], ARGV[1])
     if type(old) == 'string' then got = old end
   end
-  last = tonumber(got or '-1')
+  last = seq_of(got)
 end
-local added = 0
-local i = 3
 local ids = {}
+local counted, order = {}, {}
+local failed = nil
+local i = 3
 for r = 1, n do
   local seq = tonumber(ARGV[i])
-  if ARGV[1] == '' or seq > last then
+  if failed == nil and (ARGV[1] == '' or seq > last) then
     local key = streams[1 + tonumber(ARGV[i + 1])]
     local sid
     if ARGV[i + 5] ~= '' then
-      sid = redis.call('XADD', key, '*', 'id', ARGV[i + 2], 'type', ARGV[i + 3],
+      sid = redis.pcall('XADD', key, '*', 'id', ARGV[i + 2], 'type', ARGV[i + 3],
         'data', ARGV[i + 4], 'sig', ARGV[i + 5])
     else
-      sid = redis.call('XADD', key, '*', 'id', ARGV[i + 2], 'type', ARGV[i + 3], 'data', ARGV[i + 4])
+      sid = redis.pcall('XADD', key, '*', 'id', ARGV[i + 2], 'type', ARGV[i + 3], 'data', ARGV[i + 4])
     end
-    redis.call('HINCRBY', KEYS[2], ARGV[i + 3], 1)
-    ids[#ids + 1] = sid
-    if seq > last then last = seq end
-    added = added + 1
+    if type(sid) == 'table' and sid['err'] then
+      -- e.g. a log at the largest id: nothing more is appended; what was is recorded below
+      failed = sid['err']
+      ids[#ids + 1] = ''
+    else
+      ids[#ids + 1] = sid
+      if seq > last then last = seq end
+      local t = ARGV[i + 3]
+      if counted[t] == nil then counted[t] = 0; order[#order + 1] = t end
+      counted[t] = counted[t] + 1
+    end
   else
     ids[#ids + 1] = ''
   end
   i = i + 6
 end
+-- the dedup record right after the appends, before anything that may fail: a re-sent
+-- batch appends exactly what is not in the log
 if ARGV[1] ~= '' then
   redis.call('HSET', KEYS[1], ARGV[1], last)
 end
+for k = 1, #order do
+  redis.pcall('HINCRBY', KEYS[2], order[k], counted[order[k]])
+end
+if failed then return redis.error_reply(failed) end
 return ids
 """
+
+MAX_ID = (1 << 64) - 1, (1 << 64) - 1  # the largest entry id: nothing can follow it
+MAX_ENTRY_ID = f"{MAX_ID[0]}-{MAX_ID[1]}"
 
 
 def shard_of(tenant: str, agent: str, shards: int) -> int:
@@ -122,6 +180,14 @@ def parse_entry_id(entry_id: str | bytes) -> tuple[int, int]:
         entry_id = entry_id.decode()
     ms, _, seq = entry_id.partition("-")
     return int(ms), int(seq or 0)
+
+
+def after(entry_id: str | bytes) -> str | None:
+    """The XRANGE bound just after ``entry_id`` (``(ID``), or None when no entry can follow
+    it (the largest id, ``MAX_ENTRY_ID``: Redis refuses the bound). Every reader that pages
+    through a stream stops there instead of failing."""
+    text = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    return None if parse_entry_id(text) == MAX_ID else "(" + text
 
 
 class NotReplicated(TransientError):
@@ -167,6 +233,8 @@ class Record:
 class EventLog:
     """The event streams under one prefix. Thread-safe (redis-py clients are)."""
 
+    LOGS_EVERY = 1.0  # seconds between looks at the tenants' logs (which exist, their types)
+
     def __init__(
         self, client: redis.Redis, prefix: str = "memstream", shards: int = 1, signer: Callable[[str, bytes], str] | None = None
     ):
@@ -176,14 +244,79 @@ class EventLog:
         self.signer = signer
         self._script = client.register_script(_SHIP_SCRIPT)
         self.clustered = keys.clustered(prefix)
+        self.registry = TenantRegistry(client, prefix)
+        self._tenant_credentials = False  # the registry was refused: a tenant's user
+        self._logs_lock = threading.Lock()
+        self._logs: tuple[float, list[str], dict[str, str]] = (-1.0, [], {})
 
     # keys
     def stream_key(self, shard: int) -> str:
         return keys.events(self.prefix, shard)
 
     @property
-    def stream_keys(self) -> list[str]:
+    def shard_keys(self) -> list[str]:
+        """The operator's streams (``P:events:S``)."""
         return [self.stream_key(i) for i in range(self.shards)]
+
+    @property
+    def stream_keys(self) -> list[str]:
+        """Every stream the workers read: the shards, then each tenant's own log (registered
+        or removed since) that holds a stream or nothing yet (one its user made another type
+        is in ``broken`` instead). Looked up at most every ``LOGS_EVERY`` s."""
+        return self.shard_keys + self._tenant_logs()[0]
+
+    def broken(self) -> dict[str, str]:
+        """Tenants' logs the workers cannot read: key -> ``wrong_type`` (its user put
+        something else there; its hosts' appends fail until it is deleted)."""
+        return dict(self._tenant_logs()[1])
+
+    def _tenant_logs(self) -> tuple[list[str], dict[str, str]]:
+        with self._logs_lock:
+            at, found, broken = self._logs
+            now = time.monotonic()
+            if at >= 0 and now - at < self.LOGS_EVERY:
+                return found, broken
+            names = [] if self.clustered or self._tenant_credentials else self._log_names()
+            found, broken = [], {}
+            if names:
+                logs = [keys.tenant_events(self.prefix, name) for name in names]
+                pipe = self.client.pipeline(transaction=False)
+                for key in logs:
+                    pipe.type(key)
+                for key, kind in zip(logs, pipe.execute()):
+                    kind = kind.decode() if isinstance(kind, bytes) else str(kind)
+                    if kind in ("stream", "none"):
+                        found.append(key)
+                    else:
+                        broken[key] = "wrong_type"
+            self._logs = (now, found, broken)
+            return found, broken
+
+    def _log_names(self) -> list[str]:
+        try:
+            return self.registry.logs()
+        except redis.exceptions.NoPermissionError:
+            self._tenant_credentials = True
+            return []
+
+    def _registered(self) -> dict[str, Tenant] | None:
+        """The registered tenants; None with a tenant's credentials (the registry is refused)."""
+        if self._tenant_credentials:
+            return None
+        try:
+            return self.registry.all()
+        except redis.exceptions.NoPermissionError:
+            self._tenant_credentials = True
+            return None
+
+    def owns_log(self, tenant: str) -> bool:
+        """Whether ``tenant``'s events, counters and hosts' reports go to keys of its own
+        (``P:t:T:*``): a registered tenant's with the operator's credentials, any with a
+        tenant's (they may write nothing else); never on a cluster."""
+        if self.clustered:
+            return False
+        registered = self._registered()
+        return True if registered is None else tenant in registered
 
     def shipped_key(self, tenant: str) -> str:
         return keys.shipped(self.prefix, tenant)
@@ -195,9 +328,25 @@ class EventLog:
 
     @property
     def types_key(self) -> str:
+        """The operator's type counters (``P:types``)."""
         return keys.types(self.prefix)
 
-    def stream_for(self, tenant: str, agent: str) -> str:
+    def types_key_of(self, tenant: str, own: bool | None = None) -> str:
+        """The type counters ``tenant``'s appends add to (``own``: ``owns_log(tenant)``)."""
+        return keys.tenant_types(self.prefix, tenant) if (self.owns_log(tenant) if own is None else own) else self.types_key
+
+    def spool_counters_key(self, tenant: str) -> str:
+        """The spool-loss counters ``tenant``'s shippers add to."""
+        return keys.tenant_spool_counters(self.prefix, tenant) if self.owns_log(tenant) else keys.spool_counters(self.prefix)
+
+    def reports_key(self, tenant: str) -> str:
+        """The fleet reports ``tenant``'s hosts write (``memstream.producers.report``)."""
+        return keys.tenant_agent_reports(self.prefix, tenant) if self.owns_log(tenant) else keys.agent_reports(self.prefix)
+
+    def stream_for(self, tenant: str, agent: str, own: bool | None = None) -> str:
+        """The stream an agent's events go to (``own``: ``owns_log(tenant)``, when known)."""
+        if self.owns_log(tenant) if own is None else own:
+            return keys.tenant_events(self.prefix, tenant)
         return self.stream_key(shard_of(tenant, agent, self.shards))
 
     # append
@@ -264,11 +413,12 @@ class EventLog:
     def _run_args(self, records: list[Record], segment: str) -> tuple[list[str], list[bytes | str | int]]:
         """The script's keys and arguments for records of one tenant."""
         tenant = records[0].tenant
-        declared = [self.shipped_key(tenant), self.types_key]
+        own = self.owns_log(tenant)
+        declared = [self.shipped_key(tenant), self.types_key_of(tenant, own)]
         index: dict[str, int] = {}
         argv: list[bytes | str | int] = [segment, len(records)]
         for rec in records:
-            key = self.stream_for(rec.tenant, rec.agent)
+            key = self.stream_for(rec.tenant, rec.agent, own)
             if key not in index:
                 index[key] = len(index)
             sig = self.signer(rec.tenant, rec.data) if self.signer is not None else ""
@@ -306,12 +456,29 @@ class EventLog:
         return [i or "" for i in append(self, list(events))]
 
     def last_shipped(self, segment: str, tenant: str) -> int:
-        """The highest sequence of ``segment`` known to be in the log (-1: none)."""
+        """The highest sequence of ``segment`` known to be in the log (-1: none, or a record
+        that holds no sequence)."""
         if self.clustered:
             found = [self.client.hget(keys.shard_shipped(self.prefix, tenant, s), segment) for s in range(self.shards)]
-            return max((int(v) for v in found if v is not None), default=-1)
-        value = self.client.hget(self.shipped_key(tenant), segment)
-        return int(value) if value is not None else -1
+        else:
+            found = [self.client.hget(self.shipped_key(tenant), segment)]
+        return max((n for n in map(count, found) if n is not None), default=-1)
+
+    def add_spool_losses(self, tenant: str, delta: dict[str, int]) -> None:
+        """Add a shipper's losses to ``tenant``'s spool counters (``spool_counters_key``). A
+        counter that holds no number is left as it is (its readers skip it); raises only
+        what Redis raises for the connection."""
+        if not delta:
+            return
+        key = self.spool_counters_key(tenant)
+        pipe = self.client.pipeline(transaction=False)
+        for k, v in delta.items():
+            pipe.hincrby(key, k, v)
+        for reply in pipe.execute(raise_on_error=False):
+            if isinstance(reply, redis.ResponseError) and not isinstance(reply, redis.exceptions.NoPermissionError):
+                continue  # a counter that holds no number: left as it is
+            if isinstance(reply, Exception):
+                raise reply
 
     def forget_segment(self, segment: str, tenants: Iterable[str]) -> None:
         """Drop the dedup records of a segment whose file is gone, for ``tenants`` (the
@@ -334,15 +501,24 @@ class EventLog:
         """Every entry of every stream after ``since`` (exclusive; "-" for all), merged
         oldest first by entry id (equal ids in stream order). Yields (stream key, entry
         id, raw fields); reads each stream ``count`` entries at a time, as the merge needs."""
-        start = "-" if since in ("-", "0", "") else f"({since}"
+        start = "-" if since in ("-", "0", "") else after(since)
 
         def stream(key: str) -> Iterator[tuple[str, str, EntryFields]]:
             cursor = start
-            while batch := self.client.xrange(key, min=cursor, max="+", count=count):
+            while cursor is not None:
+                try:
+                    batch = self.client.xrange(key, min=cursor, max="+", count=count)
+                except redis.ResponseError:
+                    if keys.stream_tenant(self.prefix, key) is None:
+                        raise
+                    log.warning("stream.unreadable_log", stream=key, action="left out: its tenant's user changed it")
+                    return
+                if not batch:
+                    return
                 for entry in batch:
                     entry_id, fields = xrange_entry(entry)
                     yield key, entry_id, fields
-                cursor = "(" + entry_id
+                cursor = after(entry_id)
 
         return heapq.merge(*map(stream, self.stream_keys), key=lambda entry: parse_entry_id(entry[1]))
 
@@ -358,12 +534,29 @@ class EventLog:
             raise EntryDecodeError(str(exc)) from exc
 
     def stream_info(self) -> list[dict[str, Any]]:
-        """Per stream: key, length, first and last entry ids (None when empty)."""
+        """Per stream: key, length, first and last entry ids (None when empty). A tenant's
+        log its user made another type since it was listed is left out."""
+        streams = self.stream_keys
+        if self.clustered:  # each shard's stream in a slot of its own
+            replies: list[Any] = []
+            for key in streams:
+                replies += [self.client.xlen(key), self.client.xrange(key, count=1), self.client.xrevrange(key, count=1)]
+        else:
+            pipe = self.client.pipeline(transaction=False)
+            for key in streams:
+                pipe.xlen(key)
+                pipe.xrange(key, count=1)
+                pipe.xrevrange(key, count=1)
+            replies = pipe.execute(raise_on_error=False)
         out: list[dict[str, Any]] = []
-        for key in self.stream_keys:
-            length = self.client.xlen(key)
-            first = self.client.xrange(key, count=1)
-            last = self.client.xrevrange(key, count=1)
+        for i, key in enumerate(streams):
+            length, first, last = replies[3 * i : 3 * i + 3]
+            failed = next((r for r in (length, first, last) if isinstance(r, Exception)), None)
+            if failed is not None:
+                if isinstance(failed, redis.ResponseError) and not isinstance(failed, redis.exceptions.NoPermissionError):
+                    if keys.stream_tenant(self.prefix, key) is not None:
+                        continue
+                raise failed
             out.append(
                 {
                     "stream": key,
@@ -372,6 +565,44 @@ class EventLog:
                     "last_id": xrange_entry(last[0])[0] if last else None,
                 }
             )
+        return out
+
+    AHEAD_MS = 86_400_000  # a last id further ahead of the server's clock is ``ahead``
+
+    def damaged(self) -> dict[str, str]:
+        """Streams whose appends fail or whose ids are not the server's: key -> ``wrong_type``
+        (a tenant's log its user made another type), ``exhausted`` (its last id is the largest:
+        every append to it fails) or ``ahead`` (its last id is more than a day past the
+        server's clock: appended with explicit ids; appends go on). Only a tenant can do this
+        to its own log; the operator's streams are named too, should it ever happen there."""
+        out = self.broken()
+        streams = [k for k in self.stream_keys if k not in out]
+        now: Any = self.client.time()
+        if isinstance(now, dict):  # a cluster client's reply: node -> its clock
+            now = next(iter(now.values()))
+        now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+        if self.clustered:  # each shard's stream in a slot of its own
+            replies: list[Any] = [self.client.xrevrange(key, count=1) for key in streams]
+        else:
+            pipe = self.client.pipeline(transaction=False)
+            for key in streams:
+                pipe.xrevrange(key, count=1)
+            replies = pipe.execute(raise_on_error=False)
+        for key, last in zip(streams, replies):
+            if isinstance(last, redis.exceptions.NoPermissionError):
+                raise last
+            if isinstance(last, redis.ResponseError):
+                out[key] = "wrong_type"  # made another type since it was listed
+                continue
+            if isinstance(last, Exception):
+                raise last
+            if not last:
+                continue
+            entry = parse_entry_id(xrange_entry(last[0])[0])
+            if entry == MAX_ID:
+                out[key] = "exhausted"
+            elif entry[0] > now_ms + self.AHEAD_MS:
+                out[key] = "ahead"
         return out
 
     def memory_bytes(self, key: str, samples: int = 0) -> int | None:
@@ -385,14 +616,44 @@ class EventLog:
         return None if used is None else int(used)
 
     def type_counts(self) -> dict[str, int]:
-        if not self.clustered:
-            raw = self.client.hgetall(self.types_key)
-            return {_id(k): int(v) for k, v in sorted(raw.items())}
+        """Events appended per type, over the operator's streams and every tenant's log."""
+        return self.counters("types")[0]
+
+    def counters(self, family: str) -> tuple[dict[str, int], int]:
+        """The ``types`` or ``spool`` (losses) counters summed over the operator's hash and
+        every tenant's: (name -> sum, fields left out because they hold no count). Never
+        trusts what it reads: a field that is no number is counted, not summed."""
+        if family == "types":
+            shared = [keys.shard_types(self.prefix, s) for s in range(self.shards)] if self.clustered else [self.types_key]
+            own = keys.tenant_types
+        elif family == "spool":
+            shared, own = [keys.spool_counters(self.prefix)], keys.tenant_spool_counters
+        else:
+            raise ValueError(f"no counters {family!r}: types or spool")
+        names = [] if self.clustered or self._tenant_credentials else self._log_names()
+        hashes = [*shared, *(own(self.prefix, name) for name in names)]
+        if self.clustered:  # each shard's hash in a slot of its own
+            replies = [self.client.hgetall(key) for key in hashes]
+        else:
+            pipe = self.client.pipeline(transaction=False)
+            for key in hashes:
+                pipe.hgetall(key)
+            replies = pipe.execute(raise_on_error=False)
         total: dict[str, int] = {}
-        for s in range(self.shards):
-            for k, v in self.client.hgetall(keys.shard_types(self.prefix, s)).items():
-                total[_id(k)] = total.get(_id(k), 0) + int(v)
-        return dict(sorted(total.items()))
+        garbage = 0
+        for reply in replies:
+            if isinstance(reply, redis.exceptions.NoPermissionError):
+                raise reply
+            if isinstance(reply, redis.ResponseError):
+                garbage += 1  # a tenant's counters key of another type
+                continue
+            if isinstance(reply, Exception):
+                raise reply
+            found, bad = counts(reply)
+            garbage += bad
+            for name, n in found.items():
+                total[name] = total.get(name, 0) + n
+        return dict(sorted(total.items())), garbage
 
 
 def _id(value: str | bytes) -> str:

@@ -1,20 +1,36 @@
 """Tenants of a shared Redis: their names, their own keys, their credentials, signatures.
 
 A fleet shares one Redis that every agent host can write. The boundary between tenants
-is made by Redis itself (an ACL user per tenant) plus a signature on every event:
+is made by Redis itself (an ACL user per tenant):
 
 - ``memstream tenant add NAME`` (run with the operator's credentials) creates the ACL
   user ``memstream-NAME`` with a random password and records the tenant in the registry
-  ``P:tenants`` (readable by the operator only). The user may append to the event
-  streams but not read them (``%W~P:events:*``), and owns the keys ``P:t:NAME:*``: its
-  spool's dedup record, its query channel and the answers to its queries. It cannot read
-  another tenant's events, facts, sessions or answers, nor ask in another's name: the
-  query server takes the tenant of a request from the channel it arrived on.
-- The streams are shared, so a host could append an event in another tenant's name.
-  Every event is therefore signed (HMAC-SHA256 of its payload) with a key derived from
-  the password of the tenant's Redis user: holding the credentials is what lets a host
-  write for a tenant. Once any tenant is registered, the workers dead-letter an event
-  whose tenant is not registered or whose signature is not that tenant's.
+  ``P:tenants`` (readable by the operator only). The user owns the keys ``P:t:NAME:*`` and
+  no other key: its own log (``P:t:NAME:events``, the stream its hosts append to), its
+  spool's dedup record, its counters, its hosts' fleet reports, its query channel and the
+  answers to its queries. It cannot read or write any other key: no other tenant's log,
+  the operator's streams, a projection's keys or another tenant's answers; nor ask in
+  another's name: the query server takes the tenant of a request from the channel it
+  arrived on.
+- Whatever the user does to its own keys (trim or delete its log, append with an explicit
+  or the largest id, put a hash where its log was, garbage in its counters or reports)
+  reaches no other tenant's: the workers read each tenant's log apart
+  (``memstream.producers.stream``), and the readers trust nothing read from it. Redis
+  cannot refuse ``MAXLEN``, ``MINID`` or an explicit id of an ``XADD`` to a key a user may
+  write, so no user but the operator's and the workers' may write a key another tenant's
+  events are in.
+- An event in a tenant's own log counts only as that tenant's (the workers dead-letter one
+  of another tenant). Events in the operator's streams (appended before tenants had a log of
+  their own, or by the operator) are signed (HMAC-SHA256 of the payload) with a key derived
+  from the password of the tenant's Redis user: once any tenant is registered, the workers
+  dead-letter an event there whose tenant is not registered or whose signature is not that
+  tenant's.
+
+A tenant removed (``memstream tenant remove``) loses its Redis user; its log stays listed
+in the registry (``logs``) so that ``forget``, retention and ``export`` still reach what it
+holds. A user made by an older release (with rules that let it append to the operator's
+streams) gets the current rules, keeping its password, with ``memstream tenant update``
+(``TenantRegistry.update``); ``memstream doctor`` fails until then (``stale``).
 
 With no tenant registered (one user, or a fleet that has not turned tenants on), nothing
 is checked and events carry no signature, as before.
@@ -44,6 +60,7 @@ __all__ = [
     "tenant_space",
     "acl_user",
     "acl_rules",
+    "acl_grants",
     "sign_key_of",
     "sign",
     "verify",
@@ -78,22 +95,13 @@ def acl_user(prefix: str, tenant: str) -> str:
     return f"{prefix}-{tenant}"
 
 
-def acl_rules(prefix: str, tenant: str, password: str) -> list[str]:
-    """ACL SETUSER rules of a tenant's agent hosts: append events, ship the spool, write
-    their fleet reports, ask queries on its own channel; nothing else."""
+def acl_grants(prefix: str, tenant: str) -> list[str]:
+    """What a tenant's user may do (``acl_rules`` without its password): its own keys, the
+    commands of the ship script, the fleet report and the queries; nothing else."""
     return [
-        "reset",
-        "on",
-        f">{password}",
-        # append only: XADD needs write; reading the shared streams is refused
-        "%W~" + keys.events_pattern(prefix),
-        # its own keys: the spool's dedup record, the query channel and its answers
+        # every key its hosts write, and only those: its log, dedup record, counters, reports,
+        # query channel and answers (the tenant's own to break)
         "~" + keys.tenant_pattern(prefix, tenant),
-        # counters a shipper adds to (refusals, event types): numbers, no content
-        "~" + keys.types(prefix),
-        "~" + keys.spool_counters(prefix),
-        # the fleet's reports: written (HSET, EXPIRE), never read (they name other hosts)
-        "%W~" + keys.agent_reports(prefix),
         "resetchannels",
         "-@all",
         "+ping",
@@ -113,13 +121,19 @@ def acl_rules(prefix: str, tenant: str, password: str) -> list[str]:
         "+hset",
         "+hdel",
         "+hincrby",
-        # queries: push the request, wait for the answer, clean up
+        # queries: push the request, wait for the answer, clean up; the report's expiry
         "+rpush",
         "+blpop",
         "+lpop",
         "+expire",
         "+del",
     ]
+
+
+def acl_rules(prefix: str, tenant: str, password: str) -> list[str]:
+    """ACL SETUSER rules of a tenant's agent hosts: append to its own log, ship the spool,
+    write their fleet reports, ask queries on its own channel; nothing else."""
+    return ["reset", "on", f">{password}", *acl_grants(prefix, tenant)]
 
 
 def sign_key_of(password: str) -> bytes:
@@ -144,7 +158,8 @@ class Tenant:
 
 
 class TenantRegistry:
-    """``P:tenants``: tenant -> its ACL user and signing key (the operator's key only)."""
+    """``P:tenants``: tenant -> its ACL user and signing key (the operator's key only); a
+    removed tenant's entry keeps only its user's name and ``removed_at`` (its log stays)."""
 
     CACHE_SECONDS = 5.0
 
@@ -152,15 +167,16 @@ class TenantRegistry:
         self.client = client
         self.prefix = prefix
         self.key = keys.tenants(prefix)
-        self._cache: dict[str, Tenant] | None = None
+        self._cache: tuple[dict[str, Tenant], list[str]] | None = None
         self._cached_at = 0.0
         self._lock = threading.Lock()
 
     def add(self, tenant: str, rotate: bool = False) -> tuple[Tenant, str]:
         """Create (or, with ``rotate``, re-key) the tenant's ACL user; returns the tenant
-        and the new password. Raises TenantError if it exists and ``rotate`` is False."""
+        and the new password. Raises TenantError if it exists and ``rotate`` is False (a
+        removed tenant is added again)."""
         check_name(tenant)
-        if self.client.hexists(self.key, tenant) and not rotate:
+        if tenant in self.all(fresh=True) and not rotate:
             raise TenantError(f"tenant {tenant!r} exists; use --rotate to issue a new password")
         password = secrets.token_urlsafe(32)
         user = acl_user(self.prefix, tenant)
@@ -181,9 +197,12 @@ class TenantRegistry:
         return record, password
 
     def remove(self, tenant: str) -> bool:
-        """Delete the tenant's ACL user and registry entry (its data stays)."""
+        """Delete the tenant's ACL user; its registry entry keeps its name and when it was
+        removed (its data stays, and its log is still read: ``logs``). Whether it was registered."""
         check_name(tenant)
-        existed = bool(self.client.hdel(self.key, tenant))
+        existed = tenant in self.all(fresh=True)
+        if existed:
+            self.client.hset(self.key, tenant, json.dumps({"user": acl_user(self.prefix, tenant), "removed_at": time.time()}))
         try:
             self.client.execute_command("ACL", "DELUSER", acl_user(self.prefix, tenant))
         except redis.ResponseError:
@@ -192,21 +211,62 @@ class TenantRegistry:
         return existed
 
     def all(self, fresh: bool = False) -> dict[str, Tenant]:
-        """Every registered tenant (cached for CACHE_SECONDS unless ``fresh``)."""
+        """Every registered tenant (cached for CACHE_SECONDS unless ``fresh``). Raises
+        ``redis.exceptions.NoPermissionError`` with a tenant's credentials."""
+        return self._read(fresh)[0]
+
+    def logs(self, fresh: bool = False) -> list[str]:
+        """Every tenant with a log of its own, registered or removed since, sorted."""
+        return self._read(fresh)[1]
+
+    def _read(self, fresh: bool) -> tuple[dict[str, Tenant], list[str]]:
         with self._lock:
             now = time.monotonic()
             if not fresh and self._cache is not None and now - self._cached_at < self.CACHE_SECONDS:
                 return self._cache
             out: dict[str, Tenant] = {}
+            names: list[str] = []
             for name, raw in self.client.hgetall(self.key).items():
                 try:
                     name = name.decode() if isinstance(name, bytes) else name
+                    check_name(name)
+                except (UnicodeDecodeError, TenantError):
+                    continue  # a name no tenant may have names no log
+                names.append(name)
+                try:
                     info = json.loads(raw)
                     out[name] = Tenant(name, str(info["user"]), bytes.fromhex(info["sign_key"]), float(info.get("created_at", 0)))
-                except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-                    continue  # a damaged entry registers nothing (and signs nothing)
-            self._cache, self._cached_at = out, now
-            return out
+                except (ValueError, KeyError, TypeError, UnicodeDecodeError, AttributeError):
+                    continue  # removed, or a damaged entry: registers nothing (and signs nothing)
+            self._cache, self._cached_at = (out, sorted(names)), now
+            return self._cache
+
+    def update(self) -> list[str]:
+        """Give every registered tenant's user the current rules (``acl_grants``), keeping
+        its password; the tenants updated."""
+        done = []
+        for name, tenant in sorted(self.all(fresh=True).items()):
+            self.client.execute_command("ACL", "SETUSER", tenant.user, "resetkeys", *acl_grants(self.prefix, name))
+            done.append(name)
+        return done
+
+    def stale(self) -> dict[str, str]:
+        """Registered tenants whose user's key patterns are not the current rules' (made by
+        an older release, or changed by hand): tenant -> the patterns it has. A user that is
+        gone is named too. Needs ``ACL GETUSER`` (the admin's)."""
+        out: dict[str, str] = {}
+        for name, tenant in sorted(self.all(fresh=True).items()):
+            want = " ".join(r for r in acl_grants(self.prefix, name) if r.startswith(("~", "%")))
+            got = self.client.execute_command("ACL", "GETUSER", tenant.user)
+            if not got:
+                out[name] = "no such user"
+                continue
+            info = dict(zip(got[::2], got[1::2])) if isinstance(got, list) else dict(got)
+            patterns = info.get(b"keys", info.get("keys", b""))
+            have = patterns.decode() if isinstance(patterns, bytes) else str(patterns)
+            if have != want:
+                out[name] = have
+        return out
 
 
 class Signer:

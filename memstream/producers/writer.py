@@ -60,6 +60,7 @@ class Writer:
             replicas=settings.ship_replicas,
             replica_timeout_ms=settings.ship_replica_timeout_ms,
             max_text_bytes=settings.max_text_bytes,
+            tenant=settings.tenant,
         )
         self.shipper.on_exit = getattr(self.locator, "close", None)  # its Redis client
         self.encode_errors = 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import redis
 
+from memstream.core import counts as counted
 from memstream.core import keys
 
 
@@ -23,4 +24,5 @@ class Counters:
             pipe.execute()
 
     def get(self) -> dict[str, int]:
-        return {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in self.client.hgetall(self.key).items()}
+        """Counter -> count; a field that holds no count is left out (``core.counts``)."""
+        return counted(self.client.hgetall(self.key))[0]

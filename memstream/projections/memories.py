@@ -8,7 +8,7 @@ import structlog
 
 from memstream.producers import MemoryForgotten, MemoryRemembered, MemoryWritten
 from memstream.projections.base import Delivery
-from memstream.projections.stores.port import Filter, Point, point_id
+from memstream.projections.stores.port import Filter, Point
 from memstream.projections.vector import VectorProjection, item_payload
 from memstream.text import redact
 
@@ -59,7 +59,7 @@ class MemoriesProjection(VectorProjection):
         if not text.strip():
             return
         payload = item_payload(event, event.target, text, source=source, target=event.target, chunks=1)
-        self._index([(point_id(event.id, 0), text, payload)])
+        self._index([(self.point_of(event.scope.tenant, event.id, 0), text, payload)])
         self.counters.add(points=1, redactions=n)
 
     def _write(self, event: MemoryWritten) -> None:

@@ -73,6 +73,12 @@ class Registered:
         """The consumer group: ``{name}.v{version}``."""
         return group_name(self.cls)
 
+    @property
+    def new_options(self) -> dict[str, Any]:
+        """The options every version built from now on records (the class's ``NEW_OPTIONS``):
+        a version recorded before an option existed keeps the behaviour of its default."""
+        return dict(getattr(self.cls, "NEW_OPTIONS", {}) or {})
+
     def build(
         self,
         store: Any,

@@ -24,7 +24,7 @@ from memstream.core import as_str, keys
 from memstream.producers import DelegationCompleted, MemoryForgotten, TurnRecorded
 from memstream.projections.base import Delivery
 from memstream.projections.embedders.port import Embedder
-from memstream.projections.stores.port import Filter, Point, VectorStore, point_id
+from memstream.projections.stores.port import Filter, Point, VectorStore
 from memstream.projections.vector import VectorProjection, item_payload
 from memstream.text import BoilerplateFilter, chunk, redact
 
@@ -85,7 +85,9 @@ class TurnsProjection(VectorProjection):
     - ``context_chars``: characters kept of each quoted turn;
     - ``keyword_context_turns``: turns before those that the keyword (sparse) side alone
       also sees: their words match, the dense vector is not diluted by them;
-    - ``date``: whether the unit starts with the session's date.
+    - ``date``: whether the unit starts with the session's date;
+    - ``tenant_ids``: whether point ids carry the tenant (``VectorProjection``: every version
+      built since records True; one recorded before keeps its ids).
 
     None of them changes the payload (the turn's own text) or what the read side must do:
     the ranking reads every version's collection the same way.
@@ -93,7 +95,13 @@ class TurnsProjection(VectorProjection):
 
     name = "turns"
     FAMILIES = ("turn_context",)  # its versioned Redis keys (core.keys.VERSIONED_FAMILIES)
-    OPTIONS: ClassVar[dict[str, Any]] = {"context_turns": 1, "context_chars": 300, "keyword_context_turns": 0, "date": True}
+    OPTIONS: ClassVar[dict[str, Any]] = {
+        **VectorProjection.OPTIONS,
+        "context_turns": 1,
+        "context_chars": 300,
+        "keyword_context_turns": 0,
+        "date": True,
+    }
     OPTION_BOUNDS: ClassVar[dict[str, tuple[int, int]]] = {
         "context_turns": (0, 8),
         "context_chars": (1, 4000),
@@ -115,41 +123,13 @@ class TurnsProjection(VectorProjection):
         version: int | None = None,
         inline: bool | None = None,
     ) -> None:
-        self.options = self.validate_options(options)
-        if version is not None:
-            if isinstance(version, bool) or not isinstance(version, int) or version < 1:  # type: ignore[redundant-expr]  # for untyped callers
-                raise ValueError(f"version must be an int >= 1, got {version!r}")
-            self.version = version
-        super().__init__(store, embedder, client, prefix, inline=inline)
+        super().__init__(store, embedder, client, prefix, version=version, inline=inline, options=options)
         self.boilerplate = boilerplate or BoilerplateFilter()
         self.max_tokens = max_tokens
         self.context_chars = int(self.options["context_chars"])
         self.context_turns = int(self.options["context_turns"])
         self.keyword_turns = int(self.options["keyword_context_turns"])
         self.depth = self.context_turns + self.keyword_turns  # earlier turns a unit reads
-
-    @classmethod
-    def validate_options(cls, options: Mapping[str, Any] | None) -> dict[str, Any]:
-        """``OPTIONS`` with ``options`` over them; ``ValueError`` naming the option for an
-        unknown name, a wrong type (a bool is not an int) or a value out of bounds."""
-        merged = dict(cls.OPTIONS)
-        for name, value in (options or {}).items():
-            if name not in cls.OPTIONS:
-                raise ValueError(
-                    f"unknown option {name!r} of the {cls.name} projection (known: {', '.join(sorted(cls.OPTIONS))})"
-                )
-            default = cls.OPTIONS[name]
-            if type(value) is not type(default):
-                raise ValueError(
-                    f"option {name!r} of the {cls.name} projection must be "
-                    f"{type(default).__name__}, got {type(value).__name__} {value!r}"
-                )
-            if name in cls.OPTION_BOUNDS:
-                lo, hi = cls.OPTION_BOUNDS[name]
-                if not lo <= value <= hi:
-                    raise ValueError(f"option {name!r} of the {cls.name} projection must be between {lo} and {hi}, got {value!r}")
-            merged[name] = value
-        return merged
 
     def _unit(self, when: datetime, piece: str, earlier: Sequence[str]) -> tuple[str, str]:
         """(the unit, the keyword side's text) of a chunk, ``earlier`` the texts of the
@@ -303,7 +283,7 @@ class TurnsProjection(VectorProjection):
                 payload = item_payload(event, kind, piece, chunk=i, entry_id=d.entry_id, **extra)
                 if i == 0:
                     payload["chunks"] = len(pieces)
-                pid = point_id(event.id, i)
+                pid = self.point_of(event.scope.tenant, event.id, i)
                 unit, keywords[pid] = self._unit(event.occurred_at, piece, before)
                 docs.append((pid, unit, payload))
         written = self._index(docs, keywords)

@@ -34,14 +34,23 @@ backlog entry (``inline``), as fast as one stage.
 
 Every point's payload records ``sparse_version``: the ``memstream.projections.sparse``
 ``VERSION`` that made its keyword vector.
+
+A point's id is its item's (``stores.port.item_point_id``): with the option ``tenant_ids``
+(every version built since it exists: ``NEW_OPTIONS``) it carries the event's tenant, so an
+event of one tenant can never name another tenant's point, whatever id it carries (an
+imported event's id is derived from inputs another tenant may guess). A version recorded
+before keeps computing the ids it did (``OPTIONS``' default), and its writes are guarded
+instead: a point another tenant's event already holds is left as it is and counted
+(``foreign_ids``). ``memstream replay`` builds a version with tenant ids from the log.
 """
 
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 import redis
+import structlog
 
 from memstream.core import as_str, keys
 from memstream.producers import Event, MemoryForgotten
@@ -49,11 +58,13 @@ from memstream.projections.base import group_name
 from memstream.projections.counters import Counters
 from memstream.projections.sparse import VERSION as SPARSE_VERSION
 from memstream.projections.sparse import sparse_vector
-from memstream.projections.stores.port import DENSE_KEY, Point, VectorStore, dense_key, point_id
+from memstream.projections.stores.port import DENSE_KEY, Point, VectorStore, dense_key, item_point_id
 from memstream.projections.tombstones import Tombstones
 
 if TYPE_CHECKING:
     from memstream.projections.embedders.port import Embedder
+
+log = structlog.get_logger("memstream.projection")
 
 
 def embeds_inline(embedder: Any) -> bool:
@@ -104,6 +115,12 @@ def item_payload(event: Event, kind: str, text: str, **extra: Any) -> dict[str, 
 class VectorProjection:
     name = ""
     version = 1
+    # the options a version records (``projections.catalog``), with the values a version
+    # recorded before an option existed computes: ``validate_options`` fills them in
+    OPTIONS: ClassVar[dict[str, Any]] = {"tenant_ids": False}
+    OPTION_BOUNDS: ClassVar[dict[str, tuple[int, int]]] = {}
+    # what every version built from now on records (``memstream replay``, a new log's first)
+    NEW_OPTIONS: ClassVar[dict[str, Any]] = {"tenant_ids": True}
 
     def __init__(
         self,
@@ -114,9 +131,14 @@ class VectorProjection:
         *,
         version: int | None = None,
         inline: bool | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> None:
         if version is not None:
+            if isinstance(version, bool) or not isinstance(version, int) or version < 1:  # type: ignore[redundant-expr]  # for untyped callers
+                raise ValueError(f"version must be an int >= 1, got {version!r}")
             self.version = version  # a replayed version: its collection and keys carry it
+        self.options = self.validate_options(options)
+        self.tenant_ids = bool(self.options["tenant_ids"])
         self.store = store
         self.embedder = embedder
         self.client = client
@@ -129,6 +151,33 @@ class VectorProjection:
             store.set_active_version(self.name, self.version)
         self.counters = Counters(client, prefix, group_name(self))
         self.tombstones = Tombstones(client, prefix)
+
+    @classmethod
+    def validate_options(cls, options: Mapping[str, Any] | None) -> dict[str, Any]:
+        """``OPTIONS`` with ``options`` over them; ``ValueError`` naming the option for an
+        unknown name, a wrong type (a bool is not an int) or a value out of bounds."""
+        merged = dict(cls.OPTIONS)
+        for name, value in (options or {}).items():
+            if name not in cls.OPTIONS:
+                raise ValueError(
+                    f"unknown option {name!r} of the {cls.name} projection (known: {', '.join(sorted(cls.OPTIONS))})"
+                )
+            default = cls.OPTIONS[name]
+            if type(value) is not type(default):
+                raise ValueError(
+                    f"option {name!r} of the {cls.name} projection must be "
+                    f"{type(default).__name__}, got {type(value).__name__} {value!r}"
+                )
+            if name in cls.OPTION_BOUNDS:
+                lo, hi = cls.OPTION_BOUNDS[name]
+                if not lo <= value <= hi:
+                    raise ValueError(f"option {name!r} of the {cls.name} projection must be between {lo} and {hi}, got {value!r}")
+            merged[name] = value
+        return merged
+
+    def point_of(self, tenant: str, event_id: str, chunk: int = 0) -> str:
+        """The id of the point of chunk ``chunk`` of event ``event_id`` of ``tenant`` in this version."""
+        return item_point_id(tenant, event_id, chunk, scoped=self.tenant_ids)
 
     def _index(self, docs: list[tuple[str, str, dict[str, Any]]], keywords: dict[str, str] | None = None) -> int:
         """Write (point id, text, payload) documents as points, a forgotten event's left out;
@@ -149,10 +198,20 @@ class VectorProjection:
                 return 0
         keywords = keywords or {}
         dense_keys = [dense_key(pid, text) for pid, text, _ in docs]
+        held = None if self.tenant_ids else self._held([pid for pid, _, _ in docs], with_vectors=not self.inline)
+        if held is not None:
+            foreign = {pid for pid, _, payload in docs if pid in held and held[pid].payload.get("tenant") != payload["tenant"]}
+            if foreign:  # another tenant's event holds the point: an upsert never replaces it
+                self.counters.add(foreign_ids=len(foreign))
+                log.warning("projection.foreign_point_id", group=group_name(self), points=len(foreign))
+                keep = [i for i, d in enumerate(docs) if d[0] not in foreign]
+                docs, dense_keys = [docs[i] for i in keep], [dense_keys[i] for i in keep]
+                if not docs:
+                    return 0
         if self.inline:
             vectors: list[Any] = list(self.embedder.embed([text for _, text, _ in docs]))
         else:
-            kept = self._kept_vectors([pid for pid, _, _ in docs], dense_keys)
+            kept = self._kept_vectors([pid for pid, _, _ in docs], dense_keys, held)
             vectors = [kept.get(pid) for pid, _, _ in docs]
         points = [
             Point(
@@ -176,7 +235,17 @@ class VectorProjection:
             self.counters.add(dense_kept=sum(1 for v in vectors if v is not None))
         return len(points)
 
-    def _kept_vectors(self, ids: list[str], keys: list[str]) -> dict[str, Any]:
+    def _held(self, ids: list[str], with_vectors: bool) -> dict[str, Point]:
+        """The points among ``ids`` the store holds now, by id as given."""
+        wanted = {str(uuid.UUID(pid)): pid for pid in ids}
+        out: dict[str, Point] = {}
+        for p in self.store.retrieve(self.collection, ids, with_vectors=with_vectors):
+            pid = wanted.get(str(uuid.UUID(p.id)))
+            if pid:
+                out[pid] = p
+        return out
+
+    def _kept_vectors(self, ids: list[str], keys: list[str], held: dict[str, Point] | None = None) -> dict[str, Any]:
         """The dense vectors the points among ``ids`` hold now that were made from the text
         they are written with again (their stored ``dense_key`` is the new one): point id ->
         vector. The keyword stage writes them back with the point, so rewriting a point (a
@@ -185,11 +254,11 @@ class VectorProjection:
         is only ever kept on the text it was made from. A point whose key changed, or that
         has no vector yet, is written without one and gets a backlog entry (a vector the
         dense stage sets between this look and the write is set again from that entry)."""
-        wanted = {str(uuid.UUID(pid)): (pid, key) for pid, key in zip(ids, keys)}
+        points = self._held(ids, with_vectors=True) if held is None else held
         kept: dict[str, Any] = {}
-        for p in self.store.retrieve(self.collection, ids, with_vectors=True):
-            pid, key = wanted.get(str(uuid.UUID(p.id)), ("", ""))
-            if pid and p.dense is not None and p.payload.get(DENSE_KEY) == key:
+        for pid, key in zip(ids, keys):
+            p = points.get(pid)
+            if p is not None and p.dense is not None and p.payload.get(DENSE_KEY) == key:
                 kept[pid] = p.dense
         return kept
 
@@ -217,9 +286,10 @@ class VectorProjection:
         """Record the tombstone and delete the item's points; returns the payload of the
         item's first point when this projection held it (None otherwise)."""
         self.tombstones.add(event.scope.tenant, event.forgotten_id)
-        head = self.store.retrieve(self.collection, [point_id(event.forgotten_id, 0)])
+        tenant = event.scope.tenant
+        head = self.store.retrieve(self.collection, [self.point_of(tenant, event.forgotten_id, 0)])
         n = int(head[0].payload.get("chunks", 1)) if head else 1
-        ids = [point_id(event.forgotten_id, i) for i in range(n)]
+        ids = [self.point_of(tenant, event.forgotten_id, i) for i in range(n)]
         if head and head[0].payload.get("tenant") != event.scope.tenant:
             return None  # never across tenants
         self.store.delete(self.collection, ids)

@@ -21,7 +21,7 @@ from memstream.projections import (
     Filter,
     SessionsIndex,
     VectorStore,
-    point_id,
+    item_point_id,
 )
 from memstream.query.protocol import Handler
 from memstream.query.ranking import Searcher, fact_item
@@ -238,14 +238,17 @@ class ReadOps:
         return {"exists": True, "kind": anchor.get("kind"), "agent": anchor.get("agent")}
 
     def _anchor(self, tenant: str, item_id: str) -> dict[str, Any] | None:
+        # the item's first point as a version with tenant ids names it, and as one without
+        candidates = [item_point_id(tenant, item_id, 0, scoped=True), item_point_id(tenant, item_id, 0, scoped=False)]
         for name in ("turns", "memories"):
             try:
                 collection = self.versions.collection(name)
-                found = self.store.retrieve(collection, [point_id(item_id, 0)])
+                found = self.store.retrieve(collection, candidates)
             except (CollectionNotFound, ValueError):
                 continue
-            if found and found[0].payload.get("tenant") == tenant:
-                return dict(found[0].payload)
+            for point in found:
+                if point.payload.get("tenant") == tenant and point.payload.get("event_id") == item_id:
+                    return dict(point.payload)
         fact = self.facts.get(tenant, item_id)
         if fact is not None and fact.event_ids:
             anchor = self._anchor(tenant, fact.event_ids[0]) or {}

@@ -34,7 +34,7 @@ import msgspec
 import redis
 import structlog
 
-from memstream.core import backoff_delay, keys, observe
+from memstream.core import as_str, backoff_delay, keys, observe
 from memstream.producers import TenantRegistry
 from memstream.query.client import (
     ANSWER_TTL,
@@ -83,7 +83,15 @@ class QueryServer:
             self._channels_at = now
             try:
                 tenants = self.registry.all()
-                self._channels = {operator_channel(self.prefix): "", **{tenant_channel(self.prefix, t): t for t in tenants}}
+                channels = {tenant_channel(self.prefix, t): t for t in tenants}
+                if channels:  # a tenant's channel its user made another type would fail every BLPOP: left out
+                    pipe = self.client.pipeline(transaction=False)
+                    for channel in channels:
+                        pipe.type(channel)
+                    for channel, kind in zip(list(channels), pipe.execute()):
+                        if as_str(kind) not in ("list", "none"):
+                            del channels[channel]
+                self._channels = {operator_channel(self.prefix): "", **channels}
             except redis.RedisError as exc:
                 log.warning("queries.tenants_unreadable", error=f"{type(exc).__name__}: {exc}")
         return self._channels
@@ -145,14 +153,20 @@ class QueryServer:
         return out
 
     def _reply(self, client: redis.Redis, channel: str, request_id: str, answer: dict[str, Any], counted: str = "") -> None:
-        """Send ``answer``; with ``counted``, count it in the same round trip."""
+        """Send ``answer``; with ``counted``, count it in the same round trip. An answer key
+        a tenant's user made another type gets no answer (its own to break)."""
         key = reply_key(channel, request_id)
         pipe = client.pipeline(transaction=True)
         pipe.rpush(key, json.dumps(answer, default=str))
         pipe.expire(key, ANSWER_TTL)
         if counted:
             pipe.hincrby(self.counters_key, counted, 1)
-        pipe.execute()
+        for reply in pipe.execute(raise_on_error=False):
+            if isinstance(reply, redis.ResponseError) and not isinstance(reply, redis.exceptions.NoPermissionError):
+                if channel != operator_channel(self.prefix):
+                    continue
+            if isinstance(reply, Exception):
+                raise reply
         if counted:
             with self._lock:
                 self.counts[counted] = self.counts.get(counted, 0) + 1
@@ -181,6 +195,12 @@ class QueryServer:
                 if got:
                     self.handle(conn, *_popped(got))
             except Exception as exc:  # Redis gone or refusing: come back, never die
+                if _wrong_type(exc):
+                    # a tenant's channel its user made another type since the channels were
+                    # read: looked at again, and the others served on at once
+                    self._channels_at = 0.0
+                    log.debug("queries.tenant_channel_unusable", error=str(exc)[:200])
+                    continue
                 failures += 1
                 delay = backoff_delay(failures, 0.2, 5.0)
                 log.warning("queries.server_error", error=f"{type(exc).__name__}: {exc}", retry_in=round(delay, 2))
@@ -237,3 +257,11 @@ def _popped(got: tuple[bytes | str, bytes | str] | list[bytes | str]) -> tuple[s
     types either, and a client that decodes gives text (the envelope is UTF-8 JSON)."""
     channel, raw = got[0], got[1]
     return (channel.decode() if isinstance(channel, bytes) else channel, raw.encode() if isinstance(raw, str) else raw)
+
+
+def _wrong_type(exc: Exception) -> bool:
+    return (
+        isinstance(exc, redis.ResponseError)
+        and not isinstance(exc, redis.exceptions.NoPermissionError)
+        and "WRONGTYPE" in str(exc)
+    )

@@ -2,12 +2,18 @@
 (``memstream.producers.report``): how many agent processes report, their spool backlogs
 and refusals, their hooks' durations, their prefetch outcomes.
 
-``FleetReader.read`` reads the reports hash with one script call: at most ``MAX_REPORTS``
-fields, each at most ``MAX_REPORT_BYTES`` (a larger one is counted by its length, never
-transferred), and the sums of removed reports (``keys.agent_reports_retired``). Every
-record is untrusted: decoded by ``decode_report`` within the contract's bounds, a record
-that is not is counted in ``skipped`` by its reason and left out; nothing read can fail
-the read but Redis itself.
+The reports are in one hash per tenant (``keys.tenant_agent_reports``: only its hosts may
+write it) and the operator's (``keys.agent_reports``). ``FleetReader.read`` reads them, then
+the sums of removed reports (``keys.agent_reports_retired``, written by the readers only),
+within bounds that hold whatever tenants write: at most ``MAX_REPORTS`` fields a scrape, at
+most ``MAX_TENANT_REPORTS`` of them from one tenant's hash (the tenants' hashes in an order
+that turns at each scrape, so a budget spent reaches a different tenant each time), at
+most ``SCAN_PER_CALL`` (and a page of ``HSCAN``) a script call, so Redis never runs one
+call longer than that, and each field at most ``MAX_REPORT_BYTES`` (a larger one is
+counted by its length, never transferred). A tenant that writes 20,000 reports costs a
+scrape its own share and no more. Every record is untrusted: decoded by ``decode_report``
+within the contract's bounds, a record that is not is counted in ``skipped`` by its reason
+and left out; nothing read can fail the read but Redis itself.
 
 **Active** agents reported within ``active_within`` s of this process's clock (3 report
 intervals). **Removal**: every process that reads removes, at most ``MAX_REMOVALS`` a read,
@@ -37,7 +43,7 @@ from typing import Any
 import redis
 import structlog
 
-from memstream.core import keys
+from memstream.core import as_str, keys
 from memstream.producers import (
     HOOKS,
     MAX_REPORT_BYTES,
@@ -45,15 +51,18 @@ from memstream.producers import (
     ROW,
     AgentReport,
     ReportError,
+    TenantRegistry,
     decode_report,
     unpack_row,
 )
 
-__all__ = ["Fleet", "FleetReader", "SKIP_REASONS", "MAX_REPORTS", "KEEP_S", "MAX_AHEAD_S", "OTHER"]
+__all__ = ["Fleet", "FleetReader", "SKIP_REASONS", "MAX_REPORTS", "MAX_TENANT_REPORTS", "KEEP_S", "MAX_AHEAD_S", "OTHER"]
 
 log = structlog.get_logger("memstream.fleet")
 
 MAX_REPORTS = 10_000  # fields read a scrape: 10 times a fleet of 1,000, 40 MB at worst (4 KB each)
+MAX_TENANT_REPORTS = 1_000  # of them from one tenant's hash: its hosts' processes, and no more whatever it writes
+SCAN_PER_CALL = 1_000  # fields a script call reads (Redis runs nothing else meanwhile)
 MAX_RETIRED_FIELDS = 4096  # the retired sums have 2 + 3 + 13 * 18 fields of ours
 MAX_REMOVALS = 100  # removals a read
 KEEP_S = 3600.0  # a report older than this is removed (its counts retired)
@@ -70,32 +79,34 @@ _RETIRED = frozenset(
     ]
 )
 
-# KEYS: the reports, the retired sums. ARGV: most fields, most bytes a field, most retired fields.
-# Returns {fields in the hash, retired sums (field, value, ...), field, value or its length, ...};
-# {-1} when the reports key holds no hash. A key of another type holds nothing read here.
+# KEYS: the reports, the retired sums. ARGV: most fields, most bytes a field, most retired
+# fields (0: the sums are not read), the cursor to start at. Returns {fields in the hash,
+# retired sums (field, value, ...), the cursor to go on from ('0': done), field, value or its
+# length, ...}; {-1} when the reports key holds no hash. A key of another type holds nothing
+# read here. A page of HSCAN is read whole (a field is never skipped between two calls).
 _SCAN = """
 local function kind(key) local t = redis.call('TYPE', key) return t['ok'] or t end
 local k = kind(KEYS[1])
 if k ~= 'hash' and k ~= 'none' then return {-1} end
 local most, biggest = tonumber(ARGV[1]), tonumber(ARGV[2])
-local out = {redis.call('HLEN', KEYS[1]), {}}
-if kind(KEYS[2]) == 'hash' and redis.call('HLEN', KEYS[2]) <= tonumber(ARGV[3]) then
+local out = {redis.call('HLEN', KEYS[1]), {}, '0'}
+local retired = tonumber(ARGV[3])
+if retired > 0 and kind(KEYS[2]) == 'hash' and redis.call('HLEN', KEYS[2]) <= retired then
   out[2] = redis.call('HGETALL', KEYS[2])
 end
-local cursor, n = '0', 0
+local cursor, n = ARGV[4], 0
 repeat
   local page = redis.call('HSCAN', KEYS[1], cursor, 'COUNT', 256)
   cursor = page[1]
   local items = page[2]
   for i = 1, #items, 2 do
-    if n < most then
-      n = n + 1
-      local value = items[i + 1]
-      out[#out + 1] = items[i]
-      if #value > biggest then out[#out + 1] = #value else out[#out + 1] = value end
-    end
+    n = n + 1
+    local value = items[i + 1]
+    out[#out + 1] = items[i]
+    if #value > biggest then out[#out + 1] = #value else out[#out + 1] = value end
   end
 until cursor == '0' or n >= most
+out[3] = cursor
 return out
 """
 
@@ -129,6 +140,15 @@ def _top(values: list[tuple[str, int]], top: int, rest: int = 0) -> list[tuple[s
     ranked = heapq.nsmallest(top, [(-v, name) for name, v in values]) if top else []
     kept = [(name, -v) for v, name in ranked]
     return kept + [(OTHER, sum(v for _, v in values) + sum(v for v, _ in ranked) + rest)]
+
+
+def _by_name(values: Any) -> list[tuple[str, int]]:
+    """(name, value) pairs with the values of one name summed: two tenants' hashes may name
+    one reporting process alike (a label names it once)."""
+    out: dict[str, int] = {}
+    for name, value in values:
+        out[name] = out.get(name, 0) + value
+    return list(out.items())
 
 
 def _fold(report: AgentReport) -> list[Any]:
@@ -171,57 +191,127 @@ class FleetReader:
         active_within: float,
         keep: float = KEEP_S,
         max_reports: int = MAX_REPORTS,
+        max_tenant_reports: int = MAX_TENANT_REPORTS,
     ) -> None:
         self.client = client
-        self.keys = [keys.agent_reports(prefix), keys.agent_reports_retired(prefix)]
+        self.prefix = prefix
+        self.shared = keys.agent_reports(prefix)
+        self.retired = keys.agent_reports_retired(prefix)
+        self.registry = TenantRegistry(client, prefix)
         self.top = top
         self.active_within = active_within
         self.keep = keep
         self.max_reports = max_reports
+        self.max_tenant_reports = max_tenant_reports
         self._scan = client.register_script(_SCAN)
         self._remove = client.register_script(_REMOVE)
         self._lock = threading.Lock()
-        # skipped records: field -> (what it held, monotonic time it was first seen holding it)
-        self._unchanged: dict[bytes, tuple[bytes | int, float]] = {}
+        # skipped records: (reports key, field) -> (what it held, monotonic time it was first seen holding it)
+        self._unchanged: dict[tuple[str, bytes], tuple[bytes | int, float]] = {}
         self._warned = False
+        self._turn = 0  # where the tenants' hashes start this scrape
+
+    def _hashes(self) -> list[tuple[str, int]]:
+        """(reports hash, most fields to read from it) in this scrape's order: the operator's,
+        then each registered tenant's, starting one further each scrape."""
+        try:
+            tenants = sorted(self.registry.all())
+        except redis.exceptions.NoPermissionError:
+            tenants = []
+        with self._lock:
+            start = self._turn % len(tenants) if tenants else 0
+            self._turn += 1
+        ordered = tenants[start:] + tenants[:start]
+        return [(self.shared, self.max_reports)] + [
+            (keys.tenant_agent_reports(self.prefix, t), self.max_tenant_reports) for t in ordered
+        ]
 
     def read(self, now: float | None = None) -> Fleet:
         """The fleet's figures now; removes what is due (see the module doc). Raises only
         what Redis raises for the read itself."""
         now = time.time() if now is None else now
-        reply = self._scan(keys=self.keys, args=[self.max_reports, MAX_REPORT_BYTES, MAX_RETIRED_FIELDS])
         fleet = Fleet(skipped=dict.fromkeys(SKIP_REASONS, 0))
-        if not reply or reply[0] == -1:
-            fleet.skipped["malformed"] += 1  # the key holds no hash: one malformed record
-            reply = [0, []]
-        total, retired_flat, pairs = int(reply[0]), reply[1], reply[2:]
-        records: dict[str, tuple[AgentReport, bytes]] = {}
-        skipped: dict[bytes, bytes | int] = {}  # field -> what it held
-        seen: set[bytes] = set()
-        for name, value in zip(pairs[::2], pairs[1::2]):
-            if name in seen:  # a scan may return a field twice
-                continue
-            seen.add(name)
-            if isinstance(value, int):
-                fleet.skipped["oversized"] += 1
-                skipped[name] = value
-                continue
-            try:
-                agent, report = decode_report(name, value)
-            except ReportError:
-                fleet.skipped["malformed"] += 1
-                skipped[name] = value
-                continue
-            if report.at > now + MAX_AHEAD_S:
-                fleet.skipped["ahead"] += 1
-                skipped[name] = value
-                continue
-            records[agent] = (report, value)
-        fleet.skipped["unread"] = max(0, total - len(seen))
+        records: dict[tuple[str, str], tuple[AgentReport, bytes]] = {}
+        skipped: dict[tuple[str, bytes], bytes | int] = {}  # (key, field) -> what it held
+        complete: set[str] = set()  # hashes read whole
+        retired_flat: list[Any] = []
+        budget = self.max_reports
+        for key, most in self._hashes():
+            total, seen = self._read_hash(key, min(most, budget), now, fleet, records, skipped, retired_flat)
+            budget -= len(seen)
+            fleet.skipped["unread"] += max(0, total - len(seen))
+            if total <= len(seen):
+                complete.add(key)
         retired = self._retired(retired_flat)
         self._sum(fleet, records, retired, now)
-        fleet.removed = self._remove_due(records, skipped, now, complete=total <= len(seen))
+        fleet.removed = self._remove_due(records, skipped, now, complete)
         return fleet
+
+    def _read_hash(
+        self,
+        key: str,
+        most: int,
+        now: float,
+        fleet: Fleet,
+        records: dict[tuple[str, str], tuple[AgentReport, bytes]],
+        skipped: dict[tuple[str, bytes], bytes | int],
+        retired_flat: list[Any],
+    ) -> tuple[int, set[bytes]]:
+        """Read up to ``most`` fields of the reports hash ``key``, ``SCAN_PER_CALL`` a call
+        (the retired sums with the operator's first call); (fields in it, fields read)."""
+        seen: set[bytes] = set()
+        if most <= 0:  # the scrape's budget is spent: how many there are, no more
+            try:
+                return int(self.client.hlen(key)), seen
+            except redis.ResponseError:
+                fleet.skipped["malformed"] += 1
+                return 0, seen
+        cursor, total, first = "0", 0, True
+        while len(seen) < most:
+            with_retired = MAX_RETIRED_FIELDS if first and key == self.shared else 0
+            wanted = min(SCAN_PER_CALL, most - len(seen))
+            reply = self._scan(keys=[key, self.retired], args=[wanted, MAX_REPORT_BYTES, with_retired, cursor])
+            if not reply or reply[0] == -1:
+                fleet.skipped["malformed"] += 1  # the key holds no hash: one malformed record
+                return 0, seen
+            total, cursor, pairs = int(reply[0]), as_str(reply[2]), reply[3:]
+            if with_retired:
+                retired_flat.extend(reply[1])
+            first = False
+            for name, value in zip(pairs[::2], pairs[1::2]):
+                if name in seen or len(seen) >= most:  # a scan may return a field twice; a page may pass the bound
+                    continue
+                seen.add(name)
+                self._take(key, name, value, now, fleet, records, skipped)
+            if cursor == "0":
+                break
+        return total, seen
+
+    def _take(
+        self,
+        key: str,
+        name: bytes,
+        value: bytes | int,
+        now: float,
+        fleet: Fleet,
+        records: dict[tuple[str, str], tuple[AgentReport, bytes]],
+        skipped: dict[tuple[str, bytes], bytes | int],
+    ) -> None:
+        if isinstance(value, int):
+            fleet.skipped["oversized"] += 1
+            skipped[(key, name)] = value
+            return
+        try:
+            agent, report = decode_report(name, value)
+        except ReportError:
+            fleet.skipped["malformed"] += 1
+            skipped[(key, name)] = value
+            return
+        if report.at > now + MAX_AHEAD_S:
+            fleet.skipped["ahead"] += 1
+            skipped[(key, name)] = value
+            return
+        records[(key, agent)] = (report, value)
 
     # -- summing ---------------------------------------------------------------------------
     def _retired(self, flat: list[Any]) -> dict[str, int]:
@@ -242,12 +332,16 @@ class FleetReader:
                 )
         return out
 
-    def _sum(self, fleet: Fleet, records: dict[str, tuple[AgentReport, bytes]], retired: dict[str, int], now: float) -> None:
-        active = [(agent, report) for agent, (report, _) in records.items() if now - report.at <= self.active_within]
+    def _sum(
+        self, fleet: Fleet, records: dict[tuple[str, str], tuple[AgentReport, bytes]], retired: dict[str, int], now: float
+    ) -> None:
+        active = [(agent, report) for (_, agent), (report, _) in records.items() if now - report.at <= self.active_within]
         fleet.active = len(active)
-        fleet.backlog = _top([(agent, r.backlog) for agent, r in active], self.top)
+        fleet.backlog = _top(_by_name((agent, r.backlog) for agent, r in active), self.top)
         fleet.refusals = _top(
-            [(agent, r.refused + r.invalid) for agent, (r, _) in records.items()], self.top, rest=retired.get("refusals", 0)
+            _by_name((agent, r.refused + r.invalid) for (_, agent), (r, _) in records.items()),
+            self.top,
+            rest=retired.get("refusals", 0),
         )
         prefetch = [retired.get(f"prefetch:{o}", 0) for o in PREFETCH_OUTCOMES]
         # the reports' rows grouped by the hooks they carry, in order: one join a report, one
@@ -274,32 +368,36 @@ class FleetReader:
 
     # -- removing --------------------------------------------------------------------------
     def _remove_due(
-        self, records: dict[str, tuple[AgentReport, bytes]], skipped: dict[bytes, bytes | int], now: float, complete: bool
+        self,
+        records: dict[tuple[str, str], tuple[AgentReport, bytes]],
+        skipped: dict[tuple[str, bytes], bytes | int],
+        now: float,
+        complete: set[str],
     ) -> int:
         """Remove (at most MAX_REMOVALS) reports older than ``keep`` and skipped records held
         unchanged for as long; returns how many this read removed."""
-        due: list[tuple[bytes, bytes | int, list[Any]]] = []
-        for agent, (report, data) in records.items():
+        due: list[tuple[str, bytes, bytes | int, list[Any]]] = []
+        for (key, agent), (report, data) in records.items():
             if now - report.at > self.keep and len(due) < MAX_REMOVALS:
-                due.append((agent.encode("ascii"), data, _fold(report)))
+                due.append((key, agent.encode("ascii"), data, _fold(report)))
         mono = time.monotonic()
         with self._lock:
-            if complete:  # every field was read: forget the ones that are gone
-                for name in [n for n in self._unchanged if n not in skipped]:
-                    del self._unchanged[name]
-            for name, value in skipped.items():
+            # every field of those hashes was read: forget the ones that are gone
+            for seen in [n for n in self._unchanged if n[0] in complete and n not in skipped]:
+                del self._unchanged[seen]
+            for (key, name), value in skipped.items():
                 mark = value if isinstance(value, int) else hashlib.blake2b(value, digest_size=16).digest()
-                held = self._unchanged.get(name)
+                held = self._unchanged.get((key, name))
                 if held is None or held[0] != mark:
-                    self._unchanged[name] = (mark, mono)
+                    self._unchanged[(key, name)] = (mark, mono)
                 elif mono - held[1] > self.keep and len(due) < MAX_REMOVALS:
-                    due.append((name, value, []))
+                    due.append((key, name, value, []))
         if not due:
             return 0
         pipe = self.client.pipeline(transaction=False)
-        for name, held_value, increments in due:
+        for key, name, held_value, increments in due:
             length, expected = (held_value, b"") if isinstance(held_value, int) else (len(held_value), held_value)
-            self._remove(keys=self.keys, args=[name, length, expected, *increments], client=pipe)
+            self._remove(keys=[key, self.retired], args=[name, length, expected, *increments], client=pipe)
         try:
             done = pipe.execute(raise_on_error=False)
         except redis.RedisError as exc:
@@ -310,7 +408,7 @@ class FleetReader:
             )
             return 0
         with self._lock:
-            for (name, _, _), ok in zip(due, done):
+            for (key, name, _, _), ok in zip(due, done):
                 if ok == 1:
-                    self._unchanged.pop(name, None)
+                    self._unchanged.pop((key, name), None)
         return sum(1 for ok in done if ok == 1)

@@ -20,7 +20,8 @@ this same registry; a scrape runs on a worker thread, never on the server's loop
 Guarantees: a scrape never fails because Redis does: ``memstream_redis_up`` is 0 then and
 no Redis figure is reported (never a stale or partial one). A figure that is not known is
 absent, never 0 (a lag the server cannot count, the age of an entry it cannot read).
-Every label's values are bounded: streams by ``MEMSTREAM_SHARDS``, groups by the catalog's
+Every label's values are bounded: streams by ``MEMSTREAM_SHARDS`` (the tenants' own logs are
+summed as one, ``tenants``), groups by the catalog's
 versions of the registered projections (dead letters of other groups count under
 ``other`` past ``MAX_DLQ_GROUPS``), event types by the event contract (any other type
 counts as ``other``), query outcomes and operations by the protocol, channels to
@@ -57,7 +58,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from memstream import __version__
-from memstream.core import Settings, as_str, keys, observe
+from memstream.core import Settings, as_str, counts, keys, observe, shown
 from memstream.producers import BUCKETS_NS, EVENT_TYPES, HOOKS, ROW, EventLog, TenantRegistry, parse_entry_id
 from memstream.projections import STATES
 from memstream.query import OPS, operator_channel, tenant_channel
@@ -123,13 +124,21 @@ FAMILIES: tuple[Family, ...] = (
     ),
     Family("memstream_redis_read_seconds", "gauge", (), "seconds", "How long this scrape took to read Redis", "process"),
     # the log
-    Family("memstream_stream_entries", "gauge", ("stream",), "entries", "Entries in the event stream (XLEN)", "redis"),
+    Family(
+        "memstream_stream_entries",
+        "gauge",
+        ("stream",),
+        "entries",
+        "Entries in the event stream (XLEN); `stream` is `tenants` for the tenants' own logs summed",
+        "redis",
+    ),
     Family(
         "memstream_stream_bytes",
         "gauge",
         ("stream",),
         "bytes",
-        "Memory the event stream takes in Redis (MEMORY USAGE, Redis's estimate from 5 sampled nodes)",
+        "Memory the event stream takes in Redis (MEMORY USAGE, Redis's estimate from 5 sampled nodes; "
+        "the tenants' logs summed as `tenants`)",
         "redis",
     ),
     Family(
@@ -137,7 +146,7 @@ FAMILIES: tuple[Family, ...] = (
         "gauge",
         ("stream",),
         "seconds",
-        "Age of the stream's oldest entry (absent when empty)",
+        "Age of the stream's oldest entry (absent when empty; `tenants`: the oldest of the tenants' logs)",
         "redis",
     ),
     Family(
@@ -145,7 +154,26 @@ FAMILIES: tuple[Family, ...] = (
         "gauge",
         ("stream",),
         "seconds",
-        "Age of the stream's newest entry (absent when empty)",
+        "Age of the stream's newest entry (absent when empty; `tenants`: the newest of the tenants' logs)",
+        "redis",
+    ),
+    Family(
+        "memstream_logs_broken",
+        "gauge",
+        ("reason",),
+        "streams",
+        "Event streams (mostly tenants' own logs: a tenant can do this to its own only) whose appends "
+        "fail or whose ids are not the server's: wrong_type (another type than a stream), exhausted (at the "
+        "largest entry id), ahead (ids more than a day ahead of the server's clock); `memstream doctor` names them",
+        "redis",
+    ),
+    Family(
+        "memstream_counters_unreadable",
+        "gauge",
+        (),
+        "fields",
+        "Fields of the counters read this scrape (event types, spool losses, queries, forget, retention) "
+        "that hold no count (a tenant may write its own counters): left out of every sum",
         "redis",
     ),
     Family(
@@ -423,7 +451,7 @@ FAMILIES: tuple[Family, ...] = (
         "Records of the agents' "
         "reports hash this scrape left out: malformed (not a report, out of its bounds, a name that is "
         "no `HOST:PID:NONCE`), oversized (over 4 KiB), ahead (a report time more than 5 minutes ahead of "
-        "this clock), unread (past the 10,000 a scrape reads)",
+        "this clock), unread (past what a scrape reads: 10,000 records, 1,000 of one tenant's)",
         "redis",
     ),
 )
@@ -456,6 +484,16 @@ def _histogram(name: str) -> HistogramMetricFamily:
 
 _READ_HISTOGRAMS = tuple(f.name for f in FAMILIES if f.source == "redis" and f.type == "histogram")
 HOOK_BUCKETS = tuple(b / 1e9 for b in BUCKETS_NS)  # the reports' bucket bounds, seconds
+
+
+def _length(reply: object) -> int:
+    """A list's length read in a scrape's pipeline (0: a tenant's channel of another type)."""
+    return reply if isinstance(reply, int) and not isinstance(reply, bool) else 0
+
+
+def _tenants_channel_error(reply: Exception) -> bool:
+    """A tenant's query channel of another type (its own to break): counted as empty."""
+    return isinstance(reply, redis.ResponseError) and not isinstance(reply, redis.exceptions.NoPermissionError)
 
 
 def _age(entry_id: str | None, now: float) -> float | None:
@@ -575,18 +613,41 @@ class LogCollector(Collector):
         from memstream.workers import build_progress, consuming, embed_waiting, group_progress, read_health, waiting
 
         c, streams = self.client, self.log.stream_keys
+        tenants: dict[str, Any] = {"length": 0, "bytes": None, "first": [], "last": []}
         for info in self.log.stream_info():
             stream = info["stream"]
-            f["memstream_stream_entries"].add_metric([stream], int(info["length"]))
             used = self.log.memory_bytes(stream, samples=SAMPLES)
+            ages = {which: _age(info[f"{which}_id"], now) for which in ("first", "last")}
+            if keys.stream_tenant(self.prefix, stream) is not None:  # no label names a tenant: summed
+                tenants["length"] += int(info["length"])
+                if used is not None:
+                    tenants["bytes"] = (tenants["bytes"] or 0) + used
+                for which, age in ages.items():
+                    if age is not None:
+                        tenants[which].append(age)
+                continue
+            f["memstream_stream_entries"].add_metric([stream], int(info["length"]))
             if used is not None:  # None: a server without MEMORY USAGE
                 f["memstream_stream_bytes"].add_metric([stream], used)
-            for which in ("first", "last"):
-                age = _age(info[f"{which}_id"], now)
+            for which, age in ages.items():
                 if age is not None:
                     f[f"memstream_stream_{which}_entry_age_seconds"].add_metric([stream], age)
+        if len(streams) > self.log.shards:
+            f["memstream_stream_entries"].add_metric(["tenants"], tenants["length"])
+            if tenants["bytes"] is not None:
+                f["memstream_stream_bytes"].add_metric(["tenants"], tenants["bytes"])
+            if tenants["first"]:
+                f["memstream_stream_first_entry_age_seconds"].add_metric(["tenants"], max(tenants["first"]))
+            if tenants["last"]:
+                f["memstream_stream_last_entry_age_seconds"].add_metric(["tenants"], min(tenants["last"]))
+        broken: dict[str, int] = dict.fromkeys(("wrong_type", "exhausted", "ahead"), 0)
+        for reason in self.log.damaged().values():
+            broken[reason] = broken.get(reason, 0) + 1
+        for reason, n in broken.items():
+            f["memstream_logs_broken"].add_metric([reason], n)
         types: dict[str, int] = {}
-        for etype, n in self.log.type_counts().items():
+        counted, unreadable = self.log.counters("types")
+        for etype, n in counted.items():
             label = etype if etype in EVENT_TYPES else "other"
             types[label] = types.get(label, 0) + n
         for etype, n in sorted(types.items()):
@@ -640,7 +701,7 @@ class LogCollector(Collector):
             counted.setdefault(group, 0)
         for group, n in counted.items():
             dead.add_metric(list(_group_labels(group)), n)
-        self._queues(f)
+        self._queues(f, unreadable)
 
     def _fleet(
         self, f: dict[str, GaugeMetricFamily | CounterMetricFamily], histograms: dict[str, HistogramMetricFamily], now: float
@@ -686,7 +747,7 @@ class LogCollector(Collector):
                 self._dlq_state, self._dlq_counts = state, kept
             return dict(self._dlq_counts)
 
-    def _queues(self, f: dict[str, GaugeMetricFamily | CounterMetricFamily]) -> None:
+    def _queues(self, f: dict[str, GaugeMetricFamily | CounterMetricFamily], types_unreadable: int) -> None:
         c = self.client
         tenants = list(self.registry.all())
         pipe = c.pipeline(transaction=False)
@@ -696,18 +757,22 @@ class LogCollector(Collector):
         pipe.hgetall(keys.query_counters(self.prefix))
         pipe.hgetall(keys.forget_counters(self.prefix))
         pipe.hgetall(keys.retention_counters(self.prefix))
-        pipe.hget(keys.spool_counters(self.prefix), "unreplicated")  # added to by every host's shipper
-        *lengths, counters, forgotten, retained, unreplicated = pipe.execute()
-        f["memstream_spool_unreplicated_batches_total"].add_metric([], int(unreplicated or 0))
-        f["memstream_query_queue_length"].add_metric(["operator"], int(lengths[0]))
-        f["memstream_query_queue_length"].add_metric(["tenants"], sum(int(n) for n in lengths[1:]))
-        outcomes = {as_str(k): int(v) for k, v in (counters or {}).items()}
+        *lengths, counters, forgotten, retained = pipe.execute(raise_on_error=False)
+        for reply in (lengths[0], counters, forgotten, retained, *lengths[1:]):
+            if isinstance(reply, Exception) and not (reply in lengths[1:] and _tenants_channel_error(reply)):
+                raise reply
+        spool, unreadable = self.log.counters("spool")  # added to by every host's shipper
+        f["memstream_spool_unreplicated_batches_total"].add_metric([], spool.get("unreplicated", 0))
+        f["memstream_query_queue_length"].add_metric(["operator"], _length(lengths[0]))
+        f["memstream_query_queue_length"].add_metric(["tenants"], sum(_length(n) for n in lengths[1:]))
+        outcomes, bad_outcomes = counts(counters)
         for outcome in QUERY_OUTCOMES:
             f["memstream_queries_total"].add_metric([outcome], outcomes.get(outcome, 0))
-        removed = {as_str(k): int(v) for k, v in (forgotten or {}).items()}
+        removed, bad_removed = counts(forgotten)
         for place in FORGOTTEN_PLACES:
             f["memstream_forgotten_total"].add_metric([place], removed.get(place, 0))
-        retention = {as_str(k): as_str(v) for k, v in (retained or {}).items()}
+        f["memstream_counters_unreadable"].add_metric([], unreadable + bad_outcomes + bad_removed + types_unreadable)
+        retention = {shown(k): shown(v) for k, v in (retained or {}).items()}
         for kind in RETENTION_KINDS:
             f["memstream_retention_erased_total"].add_metric([kind], _number(retention.get(kind)))
         f["memstream_retention_last_run_timestamp_seconds"].add_metric([], _number(retention.get("last_run")))

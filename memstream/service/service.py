@@ -140,6 +140,7 @@ class Service:
             replicas=self.settings.ship_replicas,
             replica_timeout_ms=self.settings.ship_replica_timeout_ms,
             max_text_bytes=self.settings.max_text_bytes,
+            tenant=self.settings.tenant,
         ).start()
         self._start_pipeline(connect())
         if self.pipeline is not None:  # retention erases through the projections' tombstones

@@ -28,6 +28,13 @@ the event. Any other failure of an entry counts a delivery; after ``max_deliveri
 dead-lettered. Each committed batch is reported to the process's observer
 (``memstream.core.observe``: the seconds of its stages and the entries applied), which
 never fails the batch.
+
+A tenant's own log (``P:t:T:events``) is that tenant's to break: its user may delete it
+(with the groups on it), expire it, or put another type there. A Redis error on such a log
+(``NOGROUP``, ``WRONGTYPE``) never fails a step: the group is created again where it can be,
+the streams are read one by one for that step, and the log that fails is left out until it
+is a stream again (``EventLog.broken``), so every other log is read on. The consumer creates
+its group on a tenant's log as soon as the log is listed (``EventLog.stream_keys``).
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from memstream.core import (
     as_str,
     backoff_delay,
     is_transient,
+    keys,
     observe,
     shown,
 )
@@ -207,24 +215,55 @@ class Consumer:
         self._pending_done = False
         self._last_claim = 0.0
         self._groups_ready = False
+        self._ensured: set[str] = set()  # streams this consumer created (or found) its group on
+        self._faults: dict[str, float] = {}  # tenant's log -> when its last failure was logged
 
     # -- set-up ---------------------------------------------------------------------
-    def ensure_groups(self) -> None:
-        """Create the group on every stream (from the start of the log, or after
-        ``start_at[stream]``: what a replay read from the archive), idempotently."""
-        for key in self.log.stream_keys:
+    def ensure_groups(self, streams: list[str] | None = None) -> None:
+        """Create the group on every stream (or on ``streams``), from the start of the log or
+        after ``start_at[stream]`` (what a replay read from the archive), idempotently. A
+        tenant's log where it cannot be made (another type) is left out: its tenant's to mend."""
+        for key in self.log.stream_keys if streams is None else streams:
             try:
                 self.client.xgroup_create(key, self.group, id=self.start_at.get(key, "0"), mkstream=True)
             except redis.ResponseError as exc:
                 if "BUSYGROUP" not in str(exc):
-                    raise
-        self._groups_ready = True
+                    if not self._tenants_fault(key, exc):
+                        raise
+                    continue
+            self._ensured.add(key)
+        if streams is None:
+            self._groups_ready = True
+
+    def _tenants_fault(self, stream: str, exc: Exception) -> bool:
+        """Whether ``exc`` is a Redis error on a tenant's own log (its tenant's doing: logged,
+        never a failure of the step)."""
+        if isinstance(exc, redis.exceptions.NoPermissionError) or not isinstance(exc, redis.ResponseError):
+            return False
+        if keys.stream_tenant(self.log.prefix, stream) is None:
+            return False
+        now = time.monotonic()
+        if now - self._faults.get(stream, -60.0) < 60.0:
+            return True  # said within the minute
+        self._faults[stream] = now
+        log.warning(
+            "consumer.tenant_log_unreadable",
+            group=self.group,
+            stream=stream,
+            error=f"{type(exc).__name__}: {exc}"[:300],
+            action="left out of this step; the other logs are read on",
+        )
+        return True
 
     # -- one step -------------------------------------------------------------------
     def step(self, block: bool = True) -> int:
         """Read one batch (own pending first, then new), apply, ack. Returns entries handled."""
         if not self._groups_ready:
             self.ensure_groups()
+        else:
+            new = [key for key in self.log.stream_keys if key not in self._ensured]
+            if new:  # a tenant registered since: its log
+                self.ensure_groups(new)
         handled = 0
         now = time.monotonic()
         if now - self._last_claim >= self.claim_every:
@@ -280,7 +319,7 @@ class Consumer:
 
     # -- internals ------------------------------------------------------------------
     def _read(self, start: str, block: bool) -> Read:
-        streams: dict[KeyT, StreamIdT] = {key: start for key in self.log.stream_keys}
+        streams: dict[KeyT, StreamIdT] = {key: start for key in self.log.stream_keys if key in self._ensured}
         if self.low and self.priority is not None:
             self.priority.wait_turn()
         small = self.low and self.priority is not None and self.priority.live_recently()
@@ -289,9 +328,30 @@ class Consumer:
             kwargs["block"] = self.block_ms
         if self.log.clustered and len(streams) > 1:
             return self._read_each(streams, kwargs)
-        got = self.client.xreadgroup(self.group, self.name, streams, **kwargs) or []
+        try:
+            got = self.client.xreadgroup(self.group, self.name, streams, **kwargs) or []
+        except redis.ResponseError as exc:
+            tenants = [k for k in streams if keys.stream_tenant(self.log.prefix, as_str(k)) is not None]
+            if isinstance(exc, redis.exceptions.NoPermissionError) or not tenants:
+                raise
+            # a tenant's log deleted (its groups with it) or made another type: the groups
+            # again, then each stream on its own for this step
+            self.ensure_groups([as_str(k) for k in tenants])
+            return self._read_each({k: v for k, v in streams.items() if as_str(k) in self._ensured}, kwargs)
         assert isinstance(got, list)  # RESP2, as memstream's clients speak: [stream, entries] pairs
         return [(as_str(stream), entries) for stream, entries in got]
+
+    def _read_one(self, key: KeyT, start: StreamIdT, **kwargs: Any) -> list[Any]:
+        """XREADGROUP of one stream; nothing for a tenant's log that fails (``_tenants_fault``)."""
+        try:
+            got = self.client.xreadgroup(self.group, self.name, {key: start}, **kwargs) or []
+        except redis.ResponseError as exc:
+            if not self._tenants_fault(as_str(key), exc):
+                raise
+            self._ensured.discard(as_str(key))  # made again at the next step, where it can be
+            return []
+        assert isinstance(got, list)
+        return got
 
     def _read_each(self, streams: dict[KeyT, StreamIdT], kwargs: dict[str, Any]) -> Read:
         """``_read`` on a cluster, where each shard's stream has a slot of its own and one
@@ -302,8 +362,7 @@ class Consumer:
         count = int(kwargs["count"])
         out: Read = []
         for key, start in streams.items():
-            got = self.client.xreadgroup(self.group, self.name, {key: start}, count=count) or []
-            assert isinstance(got, list)
+            got = self._read_one(key, start, count=count)
             out += [(as_str(stream), entries) for stream, entries in got if entries]
             count -= sum(len(entries) for _, entries in got)
             if count <= 0:
@@ -311,34 +370,39 @@ class Consumer:
         if out or block is None:
             return out
         keys_ = list(streams)
+        if not keys_:
+            return out
         self._turn = (self._turn + 1) % len(keys_)
         key = keys_[self._turn]
-        got = (
-            self.client.xreadgroup(
-                self.group, self.name, {key: streams[key]}, count=int(kwargs["count"]), block=max(1, int(block) // len(keys_))
-            )
-            or []
-        )
-        assert isinstance(got, list)
+        got = self._read_one(key, streams[key], count=int(kwargs["count"]), block=max(1, int(block) // len(keys_)))
         return [(as_str(stream), entries) for stream, entries in got if entries]
 
     def _reclaim(self) -> int:
         handled = 0
         for key in self.log.stream_keys:
-            cursor = "0-0"
-            while True:
-                res = self.client.xautoclaim(key, self.group, self.name, self.claim_idle_ms, cursor, count=self.batch)
-                cursor, claimed = as_str(res[0]), res[1]
-                deleted = res[2] if len(res) > 2 else []
-                if deleted:  # entries removed from the stream: nothing to apply
-                    self.client.xack(key, self.group, *deleted)
-                claimed = [c for c in claimed if c and c[1] is not None]
-                if claimed:
-                    self.stats.reclaimed += len(claimed)
-                    log.info("consumer.reclaimed", group=self.group, stream=key, entries=len(claimed))
-                    handled += self._handle([(key, claimed)], pending=True)
-                if cursor in ("0-0", "0"):
-                    break
+            try:
+                handled += self._reclaim_stream(key)
+            except redis.ResponseError as exc:
+                if not self._tenants_fault(key, exc):
+                    raise
+        return handled
+
+    def _reclaim_stream(self, key: str) -> int:
+        handled = 0
+        cursor = "0-0"
+        while True:
+            res = self.client.xautoclaim(key, self.group, self.name, self.claim_idle_ms, cursor, count=self.batch)
+            cursor, claimed = as_str(res[0]), res[1]
+            deleted = res[2] if len(res) > 2 else []
+            if deleted:  # entries removed from the stream: nothing to apply
+                self.client.xack(key, self.group, *deleted)
+            claimed = [c for c in claimed if c and c[1] is not None]
+            if claimed:
+                self.stats.reclaimed += len(claimed)
+                log.info("consumer.reclaimed", group=self.group, stream=key, entries=len(claimed))
+                handled += self._handle([(key, claimed)], pending=True)
+            if cursor in ("0-0", "0"):
+                break
         return handled
 
     def _delivery_counts(self, stream: str, ids: list[str]) -> dict[str, int]:
@@ -346,9 +410,14 @@ class Consumer:
             return {}
         # this consumer's own pending entries (re-read or just reclaimed): other consumers'
         # entries in the same id range must not crowd them out of the reply
-        rows = self.client.xpending_range(
-            stream, self.group, min=ids[0], max=ids[-1], count=len(ids) + 10, consumername=self.name
-        )
+        try:
+            rows = self.client.xpending_range(
+                stream, self.group, min=ids[0], max=ids[-1], count=len(ids) + 10, consumername=self.name
+            )
+        except redis.ResponseError as exc:
+            if not self._tenants_fault(stream, exc):
+                raise
+            return {}
         return {as_str(r["message_id"]): int(r["times_delivered"]) for r in rows}
 
     def _handle(self, got: Read, pending: bool) -> int:
@@ -356,38 +425,55 @@ class Consumer:
         for stream, read in got:
             if not read:
                 continue
-            started = time.perf_counter()
-            entries = [(as_str(i), f) for i, f in read if f]  # deleted entries come back empty
-            counts = self._delivery_counts(stream, [i for i, _ in entries]) if pending else {}
-            batch, skip = self._admitted(stream, entries, counts)
-            if skip:
-                self.client.xack(stream, self.group, *skip)
-            handled += len(entries)
-            admitted = time.perf_counter()
-            ok = self._apply(stream, batch) if batch else []
-            applied = time.perf_counter()
-            last = max((i for i, _ in entries), key=parse_entry_id)
-            # the position and the acks commit together (MULTI), after the projection
-            # applied the batch: a crash before this point means a harmless redelivery
-            if self.log.clustered:
-                # the position (the prefix's slot) and the stream (its shard's) are in two
-                # slots: the position first, so a crash between leaves the entries pending,
-                # redelivered and applied again (idempotent), never acked behind the position
-                self.positions.record(self.group, stream, last)
-                if ok:
-                    self.client.xack(stream, self.group, *ok)
-            else:
-                pipe = self.client.pipeline(transaction=True)
-                self.positions.record(self.group, stream, last, pipe=pipe)
-                if ok:
-                    pipe.xack(stream, self.group, *ok)
-                pipe.execute()
-            self.stats.applied += len(ok)
-            if pending:  # entries read again: re-read after a failure, or reclaimed
-                self.stats.redelivered += len(entries)
-            stages = {"admit": admitted - started, "apply": applied - admitted, "commit": time.perf_counter() - applied}
-            observe.batch(self.group, stages, ok, time.time())
+            try:
+                handled += self._handle_stream(stream, read, pending)
+            except redis.ResponseError as exc:
+                if not self._tenants_fault(stream, exc):
+                    raise
         self.stats.batches += 1
+        return handled
+
+    def _handle_stream(self, stream: str, read: Any, pending: bool) -> int:
+        """Admit, apply and commit the entries ``read`` of one stream; how many were handled."""
+        handled = 0
+        started = time.perf_counter()
+        entries = [(as_str(i), f) for i, f in read if f]  # deleted entries come back empty
+        gone = [as_str(i) for i, f in read if not f]  # deleted while pending (a trim of a tenant's own log)
+        counts = self._delivery_counts(stream, [i for i, _ in entries]) if pending else {}
+        batch, skip = self._admitted(stream, entries, counts)
+        if skip or gone:
+            self.client.xack(stream, self.group, *skip, *gone)
+        if not entries:
+            return 0
+        handled += len(entries)
+        admitted = time.perf_counter()
+        ok = self._apply(stream, batch) if batch else []
+        applied = time.perf_counter()
+        last = max((i for i, _ in entries), key=parse_entry_id)
+        # the position and the acks commit together (MULTI), after the projection
+        # applied the batch: a crash before this point means a harmless redelivery
+        if self.log.clustered:
+            # the position (the prefix's slot) and the stream (its shard's) are in two
+            # slots: the position first, so a crash between leaves the entries pending,
+            # redelivered and applied again (idempotent), never acked behind the position
+            self.positions.record(self.group, stream, last)
+            if ok:
+                self.client.xack(stream, self.group, *ok)
+        else:
+            pipe = self.client.pipeline(transaction=True)
+            self.positions.record(self.group, stream, last, pipe=pipe)
+            if ok:
+                pipe.xack(stream, self.group, *ok)
+            for reply in pipe.execute(raise_on_error=False):
+                # an ack refused on a tenant's log its user broke meanwhile: its tenant's
+                # entries stay pending there; the position is recorded all the same
+                if isinstance(reply, Exception) and not self._tenants_fault(stream, reply):
+                    raise reply
+        self.stats.applied += len(ok)
+        if pending:  # entries read again: re-read after a failure, or reclaimed
+            self.stats.redelivered += len(entries)
+        stages = {"admit": admitted - started, "apply": applied - admitted, "commit": time.perf_counter() - applied}
+        observe.batch(self.group, stages, ok, time.time())
         return handled
 
     def backfill(self, entries: list[tuple[str, str, EntryFields]]) -> int:
@@ -446,7 +532,7 @@ class Consumer:
                     fields=list(verdict.clipped),
                     max_bytes=self.max_text_bytes,
                 )
-            refusal = self.gate.refusal(event, fields)
+            refusal = self.gate.refusal(event, fields, stream)
             if refusal is not None:
                 self.dlq.add(self.group, stream, entry_id, fields, refusal, counts.get(entry_id, 1))
                 self.stats.dead_lettered += 1

@@ -31,7 +31,7 @@ import redis
 import structlog
 
 from memstream.core import keys, shown
-from memstream.producers import parse_entry_id, xrange_entry
+from memstream.producers import after, parse_entry_id, xrange_entry
 
 if TYPE_CHECKING:
     from memstream.workers.consumer import ConsumerStats
@@ -158,36 +158,44 @@ def waiting(client: redis.Redis, stream_keys: list[str], group: str) -> Waiting:
     entries, since, exists = 0, None, False
     for key in stream_keys:
         try:
-            infos = client.xinfo_groups(key)
-        except redis.ResponseError:  # no stream yet
+            entries, since, exists = _waiting_on(client, key, group, entries, since, exists)
+        except redis.ResponseError:  # no stream yet, or a tenant's log made another type
             continue
-        mine = [g for g in infos if shown(g.get("name", "")) == group]
-        if not mine:
-            first = client.xrange(key, count=1)
-            if first:
-                entries += int(client.xlen(key))
-                t = _entry_time(xrange_entry(first[0])[0])
-                since = t if since is None else min(since, t)
-            continue
-        exists = True
-        g = mine[0]
-        delivered = shown(g.get("last-delivered-id", "0-0"))
-        lag = g.get("lag")
-        nxt = client.xrange(key, min=f"({delivered}", count=1)
-        if lag is None:  # servers or versions that cannot tell: what follows the last delivered
-            lag = 1 if nxt else 0
-        if int(lag) and nxt:
-            entries += int(lag)
-            t = _entry_time(xrange_entry(nxt[0])[0])
-            since = t if since is None else min(since, t)
-        pending = int(g.get("pending", 0) or 0)
-        if pending:
-            entries += pending
-            lowest = client.xpending(key, group).get("min")
-            if lowest:
-                t = _entry_time(lowest)
-                since = t if since is None else min(since, t)
     return Waiting(entries=entries, since=since, exists=exists)
+
+
+def _waiting_on(
+    client: redis.Redis, key: str, group: str, entries: int, since: float | None, exists: bool
+) -> tuple[int, float | None, bool]:
+    """``waiting``'s sums with the stream ``key`` added."""
+    infos = client.xinfo_groups(key)
+    mine = [g for g in infos if shown(g.get("name", "")) == group]
+    if not mine:
+        first = client.xrange(key, count=1)
+        if first:
+            entries += int(client.xlen(key))
+            t = _entry_time(xrange_entry(first[0])[0])
+            since = t if since is None else min(since, t)
+        return entries, since, exists
+    g = mine[0]
+    delivered = shown(g.get("last-delivered-id", "0-0"))
+    lag = g.get("lag")
+    bound = after(delivered)  # None: the largest id was delivered, nothing can follow
+    nxt = client.xrange(key, min=bound, count=1) if bound is not None else []
+    if lag is None:  # servers or versions that cannot tell: what follows the last delivered
+        lag = 1 if nxt else 0
+    if int(lag) and nxt:
+        entries += int(lag)
+        t = _entry_time(xrange_entry(nxt[0])[0])
+        since = t if since is None else min(since, t)
+    pending = int(g.get("pending", 0) or 0)
+    if pending:
+        entries += pending
+        lowest = client.xpending(key, group).get("min")
+        if lowest:
+            t = _entry_time(lowest)
+            since = t if since is None else min(since, t)
+    return entries, since, True
 
 
 def consuming(records: dict[str, dict[str, Any]], now: float, within: float) -> int:

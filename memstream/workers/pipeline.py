@@ -148,7 +148,11 @@ class Pipeline:
         own = {r.name for r in self.rows[len(PROJECTIONS) :]}
         for row in self.rows:
             # a projection of your own, new to a log with a history, builds before readers see it
-            active = self.catalog.ensure(row.name, row.version, build=history and row.name in own, **self._built_with(row))
+            build = history and row.name in own
+            # a first version made now records the options of new versions; one that stands for
+            # a log projected before versions were recorded keeps the behaviour it had
+            options = row.new_options if build or not history else {}
+            active = self.catalog.ensure(row.name, row.version, build=build, options=options, **self._built_with(row))
             for v in self.catalog.versions(row.name):
                 if v.state in ("dropping", "failed") and v.version != active.version:
                     continue

@@ -30,10 +30,12 @@ import threading
 from typing import Any, Callable
 
 import msgspec
+import redis
 import structlog
 
 from memstream.core import Settings, as_str, backoff_delay, keys
 from memstream.producers import Archive, ArchiveError, EntryFields, EventLog, decode, parse_entry_id, xrange_entry
+from memstream.producers import after as next_after  # ``after`` names a cursor here
 from memstream.workers.erasure import Doomed, ErasureError, count_removed, plan, rewrite_append_only_file
 
 __all__ = ["KINDS", "Retention", "RetentionJob", "kind_of_type"]
@@ -109,7 +111,12 @@ class Retention:
             oldest: int | None = None
             for stream in self.log.stream_keys:
                 start = cursors.get(f"{stream}|{kind}", "0-0")
-                found = self._first_of(archive, watermark.get(stream), stream, types, start, limit)
+                try:
+                    found = self._first_of(archive, watermark.get(stream), stream, types, start, limit)
+                except redis.ResponseError:
+                    if keys.stream_tenant(self.prefix, stream) is None:
+                        raise
+                    continue  # a tenant's log its user made another type: its own to mend
                 if found is not None and (oldest is None or found < oldest):
                     oldest = found
             out[kind] = None if oldest is None else oldest / 1000 + days * 86_400
@@ -128,14 +135,14 @@ class Retention:
                 if seen >= limit:
                     return None
             start = max(start, f"{archived_to[0]}-{archived_to[1]}", key=parse_entry_id)
-        cursor = "(" + start if start != "0-0" else "-"
-        while seen < limit and (page := self.client.xrange(stream, min=cursor, max="+", count=500)):
+        cursor = next_after(start) if start != "0-0" else "-"
+        while cursor is not None and seen < limit and (page := self.client.xrange(stream, min=cursor, max="+", count=500)):
             for entry in page:
                 entry_id, fields = xrange_entry(entry)
                 if _field(fields, "type") in types:
                     return parse_entry_id(entry_id)[0]
                 seen += 1
-            cursor = "(" + entry_id
+            cursor = next_after(entry_id)
         return None
 
     def run(self, *, now_ms: int | None = None, wait: float = 60.0, rewrite_aof: bool = True) -> dict[str, Any]:
@@ -172,7 +179,15 @@ class Retention:
                     start = cursors.get(f"{stream}|{kind}", "0-0")
                     if parse_entry_id(start) >= (cutoff, MAX_SEQ):
                         continue
-                    self._erase_range(archive, watermark.get(stream), stream, kind, start, bound, out, wait)
+                    try:
+                        self._erase_range(archive, watermark.get(stream), stream, kind, start, bound, out, wait)
+                    except redis.ResponseError as exc:
+                        if keys.stream_tenant(self.prefix, stream) is None:
+                            raise
+                        # a tenant's log its user made another type: the others' retention goes on
+                        out.setdefault("unreadable", []).append(stream)
+                        log.warning("retention.log_unreadable", stream=stream, error=f"{type(exc).__name__}: {exc}"[:200])
+                        continue
                     self.client.hset(keys.retention_cursors(self.prefix), f"{stream}|{kind}", bound)
             if out["tombstones"] or sum(out["erased"].values()) or pending_aof:
                 # pending until a rewrite after every projection applied the tombstones succeeds
@@ -233,12 +248,12 @@ class Retention:
                 take(entry_id, fields, True)
                 after = entry_id
             after = max(after, f"{archived_to[0]}-{archived_to[1]}", key=parse_entry_id)
-        cursor = "(" + after if after != "0-0" else "-"
-        while page := self.client.xrange(stream, min=cursor, max=bound, count=500):
+        cursor = next_after(after) if after != "0-0" else "-"
+        while cursor is not None and (page := self.client.xrange(stream, min=cursor, max=bound, count=500)):
             for entry in page:
                 entry_id, fields = xrange_entry(entry)
                 take(entry_id, fields, False)
-            cursor = "(" + entry_id
+            cursor = next_after(entry_id)
         if batch[0]:
             self._erase(batch[0], kind, out, wait)
 

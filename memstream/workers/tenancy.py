@@ -1,16 +1,20 @@
 """The workers' side of the tenant boundary: is this event really its tenant's?
 
-The streams are shared by every tenant's hosts (each may append, none may read), so an
-entry's ``scope.tenant`` is only a claim. Once any tenant is registered
-(``memstream tenant add``), an event counts only if its tenant is registered and its
-``sig`` field is that tenant's signature of its payload (``memstream.producers.tenants``); with no
-tenant registered nothing is checked (a single-user log).
+An entry's ``scope.tenant`` is only a claim. In a tenant's own log (``P:t:T:events``) Redis
+has checked who appended it: only T's hosts and the operator may, so an event there counts
+as T's only if it claims T (an event claiming another tenant is forged) and T is registered.
+In the operator's streams (where tenants' hosts appended before they had logs of their own),
+once any tenant is registered (``memstream tenant add``), an event counts only if its
+tenant is registered and its ``sig`` field is that tenant's signature of its payload
+(``memstream.producers.tenants``); with no tenant registered nothing is checked (a
+single-user log).
 """
 
 from __future__ import annotations
 
 import redis
 
+from memstream.core import keys
 from memstream.producers import EntryFields, Event, TenantRegistry, verify
 
 __all__ = ["TenantGate"]
@@ -21,13 +25,24 @@ class TenantGate:
     Raises ``redis.RedisError`` when the registry cannot be read (a transient failure)."""
 
     def __init__(self, client: redis.Redis, prefix: str):
+        self.prefix = prefix
         self.registry = TenantRegistry(client, prefix)
 
-    def refusal(self, event: Event, fields: EntryFields) -> str | None:
+    def refusal(self, event: Event, fields: EntryFields, stream: str = "") -> str | None:
         tenants = self.registry.all()
+        tenant = event.scope.tenant
+        owner = keys.stream_tenant(self.prefix, stream) if stream else None
+        if owner is not None:
+            if tenant != owner:
+                return (
+                    f"forged: the log of tenant {owner[:80]!r} holds an event of tenant {tenant[:80]!r} "
+                    "(a tenant's hosts append their own tenant's events only)"
+                )
+            if tenants and owner not in tenants:
+                return f"forged: tenant {owner[:80]!r} is not registered (removed: its log is kept, not projected again)"
+            return None  # Redis checked the writer: only the tenant's hosts and the operator append here
         if not tenants:
             return None
-        tenant = event.scope.tenant
         found = tenants.get(tenant)
         if found is None:
             return (

@@ -48,6 +48,7 @@ def test_a_reachable_log_without_workers_checks_every_registered_projection(valk
         "embedder",
         "redis",
         "streams",
+        "logs",
         "queries",
         "tenants",
         "projections",

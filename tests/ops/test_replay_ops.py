@@ -36,7 +36,9 @@ def test_a_version_is_built_with_its_own_options_and_bad_options_add_nothing(ops
     assert len(Catalog(log.client, log.prefix).versions("turns")) == 1
 
     [v] = start_replay(ops_settings, ["turns"], options={"keyword_context_turns": 1}, activate="manual")
-    assert v["group"] == "turns.v2" and v["options"] == {"keyword_context_turns": 1} and v["embedder"] == "hash"
+    assert (
+        v["group"] == "turns.v2" and v["options"] == {"tenant_ids": True, "keyword_context_turns": 1} and v["embedder"] == "hash"
+    )
     with pytest.raises(CommandError, match="turns version 2 is still building"):
         activate_version(ops_settings, "turns", 2)
     pipeline.sync_catalog()

@@ -248,13 +248,16 @@ def test_the_worker_and_the_admin_are_refused_what_is_not_theirs(users):
 
 
 def test_an_agent_host_is_refused_other_tenants_data_by_redis(tmp_path, users):
-    """The agent-host user of t1 may append and ask; reading the streams, any projection's
-    keys or t2's answers is refused by Valkey itself, whatever the client sends."""
+    """The agent-host user of t1 may append to its own log and ask; appending anywhere else,
+    reading the streams, any projection's keys or t2's answers is refused by Valkey itself,
+    whatever the client sends."""
     root, urls = users
     host = redis.Redis.from_url(urls["t1"])
     try:
-        assert host.xadd(keys.events(PREFIX, 0), {"type": "junk", "data": b"x"})  # append: allowed
+        assert host.xadd(keys.tenant_events(PREFIX, "t1"), {"type": "junk", "data": b"x"})  # to its own log: allowed
         for attempt in (
+            ("XADD", keys.events(PREFIX, 0), "*", "type", "junk"),
+            ("XADD", keys.tenant_events(PREFIX, "t2"), "*", "type", "junk"),
             ("XRANGE", keys.events(PREFIX, 0), "-", "+"),
             ("XREAD", "STREAMS", keys.events(PREFIX, 0), "0"),
             ("HGETALL", keys.facts(PREFIX, 1, "t2")),

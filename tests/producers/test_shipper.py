@@ -146,11 +146,12 @@ def test_a_batch_the_log_rejects_is_retried_without_duplicates(tmp_path, redis_c
     try:
         for i in range(5):
             spool.append(encode(remembered(str(i))))
-        redis_client.set(log.types_key, "clobbered")
+        redis_client.set(log.shipped_key("t1"), "clobbered")  # the dedup record: checked before any append
         for _ in range(3):
             shipper.ship_once()
         assert shipper.failures == 3 and "WRONGTYPE" in shipper.last_error
-        redis_client.delete(log.types_key)
+        assert not redis_client.exists(log.stream_key(0))
+        redis_client.delete(log.shipped_key("t1"))
         shipper.ship_once()
         assert logged_contents(log) == [str(i) for i in range(5)]
     finally:

@@ -53,7 +53,13 @@ def _keyword_hits(projection: TurnsProjection, word: str) -> set[int]:
 
 def test_the_default_options_are_the_unit_indexed_so_far(event_log):
     assert TurnsProjection.validate_options(None) == TurnsProjection.OPTIONS
-    assert TurnsProjection.OPTIONS == {"context_turns": 1, "context_chars": 300, "keyword_context_turns": 0, "date": True}
+    assert TurnsProjection.OPTIONS == {
+        "context_turns": 1,
+        "context_chars": 300,
+        "keyword_context_turns": 0,
+        "date": True,
+        "tenant_ids": False,  # what versions recorded before it computed; new ones record True
+    }
     store = QdrantStore()
     v1 = _build(event_log, store)
     v1.apply(_turns())

@@ -5,6 +5,7 @@ retired so that no sum goes down, and the read bounded."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import msgspec
@@ -257,10 +258,11 @@ def test_two_readers_that_saw_the_same_old_report_retire_it_once(redis_client):
     old = report(at=now - KEEP_S - 5, refused=3)
     put(redis_client, "gone:1:aaaaaa", old)
     data = encode_report(old)
-    records = {"gone:1:aaaaaa": (decode_report("gone:1:aaaaaa", data)[1], data)}
+    reports = keys.agent_reports(PREFIX)
+    records = {(reports, "gone:1:aaaaaa"): (decode_report("gone:1:aaaaaa", data)[1], data)}
     first, second = reader(redis_client), reader(redis_client)
-    assert first._remove_due(records, {}, now, complete=True) == 1
-    assert second._remove_due(records, {}, now, complete=True) == 0
+    assert first._remove_due(records, {}, now, complete={reports}) == 1
+    assert second._remove_due(records, {}, now, complete={reports}) == 0
     assert dict(reader(redis_client).read(now).refusals) == {OTHER: 3}
 
 
@@ -269,9 +271,10 @@ def test_a_report_written_anew_after_it_was_read_is_not_removed(redis_client):
     old = report(at=now - KEEP_S - 5, refused=3)
     put(redis_client, "back:1:aaaaaa", old)
     data = encode_report(old)
-    records = {"back:1:aaaaaa": (old, data)}
+    reports = keys.agent_reports(PREFIX)
+    records = {(reports, "back:1:aaaaaa"): (old, data)}
     put(redis_client, "back:1:aaaaaa", report(at=now, refused=3))  # the agent came back meanwhile
-    assert reader(redis_client)._remove_due(records, {}, now, complete=True) == 0
+    assert reader(redis_client)._remove_due(records, {}, now, complete={reports}) == 0
     fleet = reader(redis_client).read(now)
     assert fleet.active == 1 and dict(fleet.refusals) == {"back:1:aaaaaa": 3, OTHER: 0}
 
@@ -295,3 +298,30 @@ def test_a_stale_record_is_kept_for_an_hour_before_it_is_removed(redis_client):
     fleet = reader(redis_client).read(now)
     assert fleet.removed == 0 and fleet.active == 0
     assert redis_client.hexists(keys.agent_reports(PREFIX), "quiet:1:aaaaaa")
+
+
+def _register(client, *tenants: str) -> None:
+    """Tenants in the registry as ``memstream tenant add`` records them (no ACL user: fakeredis)."""
+    for name in tenants:
+        client.hset(keys.tenants(PREFIX), name, json.dumps({"user": f"{PREFIX}-{name}", "sign_key": "00" * 32, "created_at": 0}))
+
+
+def test_each_tenants_reports_are_read_within_its_share_and_the_scrapes_budget(redis_client):
+    """The operator's hash and each registered tenant's: at most ``max_tenant_reports`` of one
+    tenant's, at most ``max_reports`` in all, a different tenant left unread each scrape when
+    the budget runs out; the same name in two tenants' hashes is one agent label."""
+    _register(redis_client, "acme", "globex", "initech")
+    put(redis_client, "op:1:aaaaaa", report(backlog=1))
+    for tenant, n in (("acme", 30), ("globex", 4), ("initech", 4)):
+        redis_client.hset(
+            keys.tenant_agent_reports(PREFIX, tenant),
+            mapping={f"{tenant}:{i}:aaaaaa": encode_report(report(backlog=1)) for i in range(n)},
+        )
+    redis_client.hset(keys.tenant_agent_reports(PREFIX, "globex"), "op:1:aaaaaa", encode_report(report(backlog=2)))
+    fleet = reader(redis_client, max_tenant_reports=10).read()
+    assert fleet.active == 1 + 10 + 5 + 4  # acme's share is 10; op:1 is a process in each hash
+    assert fleet.skipped["unread"] == 20
+    assert dict(fleet.backlog)["op:1:aaaaaa"] == 3  # one label, both hashes' figures
+    budget = reader(redis_client, max_tenant_reports=10, max_reports=12)
+    left = [budget.read().skipped["unread"] for _ in range(3)]
+    assert all(n > 20 for n in left)  # the budget ran out: someone's reports unread, counted

@@ -218,10 +218,17 @@ def test_an_event_type_outside_the_contract_counts_as_other(tmp_path, event_log)
     }
 
 
-def test_a_count_in_redis_that_is_no_number_fails_the_redis_figures_not_the_scrape(tmp_path, event_log):
-    event_log.client.hset(keys.types(event_log.prefix), "turn.recorded", "many")
+def test_a_count_in_redis_that_is_no_number_is_counted_and_left_out_never_failing_the_scrape(tmp_path, event_log):
+    """A counter anyone who may write its hash can fill with garbage (a tenant its own):
+    left out of the sums and counted, and every other figure is read (issue 26, finding 2)."""
+    event_log.append([remembered("tea, no sugar")])
+    event_log.client.hset(keys.types(event_log.prefix), mapping={"turn.recorded": "many", "session.ended": "NaN"})
+    event_log.client.hset(keys.spool_counters(event_log.prefix), mapping={"unreplicated": "NaN", "refused": "-3"})
     text = scrape(Metrics(event_log, pipeline_settings(tmp_path / "home")))
-    assert value(text, "memstream_redis_up") == 0 and samples(text, "memstream_stream_entries") == []
+    assert value(text, "memstream_redis_up") == 1 and samples(text, "memstream_stream_entries")
+    assert value(text, "memstream_counters_unreadable") == 4
+    assert value(text, "memstream_events_appended_total", type="memory.remembered") == 1
+    assert value(text, "memstream_spool_unreplicated_batches_total") == 0
 
 
 def test_with_redis_unreadable_a_scrape_says_so_and_reports_no_redis_figure(tmp_path):

@@ -36,6 +36,7 @@ ALERTS = {
     "MemstreamMetricsAbsent",
     "MemstreamRedisUnreadable",
     "MemstreamSpoolBackingUp",
+    "MemstreamLogBroken",
 }
 
 pytestmark = pytest.mark.prometheus

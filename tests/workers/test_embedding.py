@@ -187,8 +187,8 @@ def test_a_started_pipeline_gives_vectors_in_the_background_and_a_forget_between
     pipeline.start()
     try:
         wait_for(lambda: event_log.client.xlen(turns.backlog) == 0, 20, "the dense stage to empty the backlog")
-        assert _dense_ids(turns) == {point_id(kept.id, 0)}
-        assert not turns.store.retrieve(turns.collection, [point_id(gone.id, 0)])
+        assert _dense_ids(turns) == {turns.point_of("t1", kept.id)}  # a new log's version: ids carry the tenant
+        assert not turns.store.retrieve(turns.collection, [turns.point_of("t1", gone.id)])
     finally:
         pipeline.stop()
 

@@ -16,7 +16,7 @@ from pipeline_support import (
 )
 
 from memstream.core import as_str, keys
-from memstream.projections import Catalog, CatalogError, Point, physical_name
+from memstream.projections import Catalog, CatalogError, Point, physical_name, registered
 from memstream.query import ActiveVersions
 from memstream.workers import GroupProgress, build_progress, caught_up, group_progress
 
@@ -86,8 +86,10 @@ def snapshot(
 
 
 def replay(pipeline, *names, **build):
+    """What ``memstream replay`` adds: a building version, with the options every new version records."""
     catalog = Catalog(pipeline.log.client, pipeline.log.prefix)
-    started = [catalog.add_build(n, **build) for n in names]
+    options = build.pop("options", {})
+    started = [catalog.add_build(n, options={**registered(n).new_options, **options}, **build) for n in names]
     pipeline.sync_catalog()
     return started
 
@@ -287,10 +289,8 @@ def test_a_replay_reads_the_archive_then_the_streams_and_equals_the_version_buil
     pipeline.drain()
     live = snapshot(event_log.client, event_log.prefix, pipeline.store, 1)
 
+    replay(pipeline, *NAMES, archive=True)
     catalog = Catalog(event_log.client, event_log.prefix)
-    for name in NAMES:
-        catalog.add_build(name, archive=True)
-    pipeline.sync_catalog()
     assert pipeline.runs["turns.v2"].consumer.start_at == store.watermark()
     pipeline.drain()
 

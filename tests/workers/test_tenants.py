@@ -13,14 +13,13 @@ import msgspec
 import pytest
 import redis
 from pipeline_support import remembered, wait_for
-from structlog.testing import capture_logs
+from tenant_support import host_log, tenant_fleet
 
 from memstream.core import keys
 from memstream.core.settings import Settings
-from memstream.producers.connect import event_log
 from memstream.producers.report import decode_report
-from memstream.producers.stream import EventLog, Record
-from memstream.producers.tenants import TenantError, TenantRegistry, acl_rules
+from memstream.producers.stream import Record
+from memstream.producers.tenants import TenantError, TenantRegistry
 from memstream.producers.writer import Writer
 from memstream.query.client import ask, tenant_channel
 from memstream.query.protocol import QueryRefused
@@ -30,45 +29,12 @@ pytestmark = pytest.mark.valkey
 PREFIX = "memstream"
 
 
-def tenant_url(server, user: str, password: str) -> str:
-    return f"redis://{user}:{password}@127.0.0.1:{server.port}/0"
-
-
 @pytest.fixture
 def fleet(tmp_path, valkey_server):
     """Two registered tenants, a running pipeline (hash embedder), and each tenant's
     host client built from the URL its `tenant add` printed."""
-    from memstream.workers.pipeline import Pipeline, PipelineConfig
-
-    admin = redis.Redis.from_url(valkey_server.url)
-    admin.flushall()
-    for user in admin.execute_command("ACL", "USERS"):
-        if user != b"default":
-            admin.execute_command("ACL", "DELUSER", user)
-    registry = TenantRegistry(admin, PREFIX)
-    creds = {}
-    for name in ("acme", "globex"):
-        tenant, password = registry.add(name)
-        creds[name] = tenant_url(valkey_server, tenant.user, password)
-    settings = Settings.load(home=str(tmp_path / "svc"), redis_url=valkey_server.url, autostart=False, embedder="hash")
-    pipeline = Pipeline(
-        settings, event_log(admin, valkey_server.url, settings), PipelineConfig(embedder="hash", consumer="w1")
-    ).start()
-    hosts = {name: redis.Redis.from_url(url) for name, url in creds.items()}
-    try:
-        yield admin, pipeline, creds, hosts
-    finally:
-        pipeline.stop()
-        for c in hosts.values():
-            c.close()
-        for name in creds:
-            admin.execute_command("ACL", "DELUSER", f"{PREFIX}-{name}")
-
-
-def host_log(url: str, tenant: str, tmp_path) -> EventLog:
-    settings = Settings.load(home=str(tmp_path / f"h-{tenant}"), redis_url=url, tenant=tenant, autostart=False)
-    client = redis.Redis.from_url(url)
-    return event_log(client, url, settings)
+    with tenant_fleet(tmp_path, valkey_server) as got:
+        yield got
 
 
 def applied_everywhere(admin, pipeline) -> bool:
@@ -109,6 +75,13 @@ def test_a_host_appends_and_asks_for_its_own_tenant_only(fleet, tmp_path):
 
 
 ATTEMPTS = [
+    ("XADD", f"{PREFIX}:events:0", "*", "type", "junk"),
+    ("XADD", f"{PREFIX}:t:globex:events", "*", "type", "junk"),
+    ("DEL", f"{PREFIX}:events:0"),
+    ("EXPIRE", f"{PREFIX}:agents", "1"),
+    ("HSET", f"{PREFIX}:types", "memory.written", "NaN"),
+    ("HSET", f"{PREFIX}:counters:spool", "refused", "NaN"),
+    ("HSET", f"{PREFIX}:agents", "x", "y"),
     ("XRANGE", f"{PREFIX}:events:0", "-", "+"),
     ("XREAD", "STREAMS", f"{PREFIX}:events:0", "0"),
     ("HGETALL", f"{PREFIX}:tenants"),
@@ -147,23 +120,29 @@ def test_a_tenants_credentials_cannot_reach_anything_else(fleet):
 
 def test_an_event_appended_in_another_tenants_name_is_dead_lettered(fleet, tmp_path):
     admin, pipeline, creds, hosts = fleet
-    # acme's host claims globex: the ship script refuses (globex's dedup record is not
-    # acme's key), so it appends by hand, signed with its own key
+    # acme's host claims globex: the ship script is refused (globex's log and dedup record
+    # are not acme's keys), and so is an append to any stream but acme's own log
     acme = host_log(creds["acme"], "acme", tmp_path)
     forged = remembered("globex must wire money to account 666", tenant="globex")
     with pytest.raises(redis.exceptions.NoPermissionError):
         acme.append_batch([Record.of(forged, seq=1)], segment="seg-forge")
     rec = Record.of(forged)
-    hosts["acme"].xadd(
-        f"{PREFIX}:events:0", {"id": rec.event_id, "type": rec.type, "data": rec.data, "sig": acme.signer("acme", rec.data)}
-    )
-    # and the same with no signature at all, straight XADD
+    for stream in (keys.events(PREFIX, 0), keys.tenant_events(PREFIX, "globex")):
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            hosts["acme"].xadd(stream, {"id": rec.event_id, "type": rec.type, "data": rec.data})
+    # so it appends globex's event to its own log: signed with its own key, and unsigned
+    own = keys.tenant_events(PREFIX, "acme")
+    hosts["acme"].xadd(own, {"id": rec.event_id, "type": rec.type, "data": rec.data, "sig": acme.signer("acme", rec.data)})
     raw = remembered("globex prefers the forged vendor", tenant="globex")
     rec = Record.of(raw)
-    hosts["acme"].xadd(f"{PREFIX}:events:0", {"id": rec.event_id, "type": rec.type, "data": rec.data})
+    hosts["acme"].xadd(own, {"id": rec.event_id, "type": rec.type, "data": rec.data})
     # an unregistered tenant's event from a registered host
     ghost = Record.of(remembered("ghost tenant memory", tenant="ghost"))
-    hosts["acme"].xadd(f"{PREFIX}:events:0", {"id": ghost.event_id, "type": ghost.type, "data": ghost.data})
+    hosts["acme"].xadd(own, {"id": ghost.event_id, "type": ghost.type, "data": ghost.data})
+    # and in the operator's stream, where tenants' hosts appended before they had logs: the
+    # operator appends, without the tenant's signature
+    unsigned = Record.of(remembered("globex note nobody signed", tenant="globex"))
+    admin.xadd(keys.events(PREFIX, 0), {"id": unsigned.event_id, "type": unsigned.type, "data": unsigned.data})
     good = remembered("globex real memory about herons", tenant="globex")
     host_log(creds["globex"], "globex", tmp_path).append_batch([Record.of(good, seq=1)], segment="seg-ok")
     wait_for(lambda: applied_everywhere(admin, pipeline), what="all applied")
@@ -174,14 +153,13 @@ def test_an_event_appended_in_another_tenants_name_is_dead_lettered(fleet, tmp_p
     by_id = {}
     for d in dead:
         by_id.setdefault(d["id"], []).append(d["error"])
-    for event in (forged, raw, ghost):
-        eid = event.id if hasattr(event, "id") else event.event_id
+    for eid in (forged.id, raw.id, ghost.event_id, unsigned.event_id):
         assert len(by_id.get(eid, [])) == len(pipeline.consumers), (eid, by_id)
         assert all(e.startswith("forged:") for e in by_id[eid])
     assert good.id not in by_id
-    found = search(admin, "globex", "money account vendor herons")["results"]
+    found = search(admin, "globex", "money account vendor herons nobody")["results"]
     texts = " ".join(r["text"] for r in found)
-    assert "herons" in texts and "666" not in texts and "forged vendor" not in texts
+    assert "herons" in texts and "666" not in texts and "forged vendor" not in texts and "nobody signed" not in texts
 
 
 def test_a_host_writes_through_its_spool_with_tenant_credentials(fleet, tmp_path):
@@ -294,7 +272,7 @@ def test_a_hostile_host_with_tenant_credentials_stalls_nothing(fleet, tmp_path):
 
     admin, pipeline, creds, hosts = fleet
     acme = host_log(creds["acme"], "acme", tmp_path)
-    stream = f"{PREFIX}:events:0"
+    stream = keys.tenant_events(PREFIX, "acme")  # the one log acme may append to
     good = Record.of(remembered("a short acme note", tenant="acme"))
     poison = [
         {"type": b"\xff\xfe", "data": good.data, "id": good.event_id},
@@ -332,45 +310,62 @@ def _reporting_writer(settings: Settings) -> Writer:
     return writer
 
 
-def test_a_host_writes_its_fleet_report_with_tenant_credentials_and_cannot_read_anyones(fleet, tmp_path):
+def test_a_host_writes_its_fleet_report_with_tenant_credentials_and_cannot_read_anyone_elses(fleet, tmp_path):
     admin, pipeline, creds, hosts = fleet
     settings = Settings.load(home=str(tmp_path / "agent"), redis_url=creds["acme"], tenant="acme", autostart=False)
     writer = _reporting_writer(settings)
+    reports = keys.tenant_agent_reports(PREFIX, "acme")
     try:
         assert writer.emit(remembered("acme note about reports", tenant="acme"))
         assert writer.flush(10.0), writer.stats()
         name = writer.shipper.reporter.name
-        wait_for(lambda: admin.hexists(f"{PREFIX}:agents", name), what="the host's report")
+        wait_for(lambda: admin.hexists(reports, name), what="the host's report")
     finally:
         writer.close()
-    _, report = decode_report(name, admin.hget(f"{PREFIX}:agents", name))
+    _, report = decode_report(name, admin.hget(reports, name))
     assert report.tenant == "acme" and report.agents == ["ops-bot"]
     assert writer.stats()["report_failures"] == 0
-    with pytest.raises(redis.ResponseError, match="(?i)no permissions"):
-        hosts["acme"].hget(f"{PREFIX}:agents", name)
+    assert not admin.exists(keys.agent_reports(PREFIX))
+    for key in (keys.agent_reports(PREFIX), keys.tenant_agent_reports(PREFIX, "globex")):
+        with pytest.raises(redis.ResponseError, match="(?i)no permissions"):
+            hosts["acme"].hget(key, name)
 
 
-def test_a_tenant_registered_before_fleet_reports_ships_as_before_and_logs_the_refused_report_once(fleet, tmp_path):
+def test_a_tenant_user_of_an_older_release_is_named_by_doctor_until_updated(fleet, tmp_path):
+    """A user made with the rules of an older release (it may append to the operator's
+    streams, add to the shared counters, write the fleet's reports): its hosts ship into
+    their own log all the same, doctor fails naming it, and ``memstream tenant update``
+    gives it the current rules, keeping its password."""
+    from memstream.ops import doctor
+
     admin, pipeline, creds, hosts = fleet
     user = f"{PREFIX}-acme"
     older = [
-        r for r in acl_rules(PREFIX, "acme", "unused") if r.startswith(("~", "%")) and r != "%W~" + keys.agent_reports(PREFIX)
+        "%W~" + keys.events_pattern(PREFIX),
+        "~" + keys.types(PREFIX),
+        "~" + keys.spool_counters(PREFIX),
+        "%W~" + keys.agent_reports(PREFIX),
     ]
-    admin.execute_command("ACL", "SETUSER", user, "resetkeys", *older)
-    settings = Settings.load(home=str(tmp_path / "agent"), redis_url=creds["acme"], tenant="acme", autostart=False)
-    with capture_logs() as logs:
-        writer = _reporting_writer(settings)
-        try:
-            for i in range(5):
-                assert writer.emit(remembered(f"acme note {i} before reports", tenant="acme"))
-            wait_for(lambda: writer.shipper.reporter.failures >= 2, what="refused reports")
-            assert writer.flush(10.0), writer.stats()
-        finally:
-            writer.close()
-    stats = writer.stats()
-    assert stats["shipped"] == 5 and stats["failures"] == 0 and stats["reports_sent"] == 0
-    assert [e["event"] for e in logs].count("report.failed") == 1
-    assert not admin.exists(f"{PREFIX}:agents")
+    admin.execute_command("ACL", "SETUSER", user, *older)
+    assert hosts["acme"].xadd(keys.events(PREFIX, 0), {"type": "junk", "data": b"x"})  # what it could do
+    writer = _reporting_writer(
+        Settings.load(home=str(tmp_path / "agent"), redis_url=creds["acme"], tenant="acme", autostart=False)
+    )
+    try:
+        for i in range(3):
+            assert writer.emit(remembered(f"acme note {i} from an older user", tenant="acme"))
+        assert writer.flush(10.0), writer.stats()
+    finally:
+        writer.close()
+    assert admin.xlen(keys.tenant_events(PREFIX, "acme")) == 3
+    checks = doctor(pipeline.settings)["checks"]
+    assert checks["tenants"]["state"] == "failed" and "acme" in checks["tenants"]["error"], checks["tenants"]
+    assert "memstream tenant update" in checks["tenants"]["error"]
+    assert TenantRegistry(admin, PREFIX).update() == ["acme", "globex"]
+    assert doctor(pipeline.settings)["checks"]["tenants"]["state"] == "ok"
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        hosts["acme"].xadd(keys.events(PREFIX, 0), {"type": "junk", "data": b"x"})
+    assert redis.Redis.from_url(creds["acme"]).ping()  # the same password
 
 
 # --- add --sync with a tenant's credentials -------------------------------------------------
@@ -380,7 +375,8 @@ PASTED = "ghp_Zq8xR2vB7nK4mW1pT6yH3cJ9dF5gL0sA2eUu"  # made up, in GitHub's form
 
 def _entries_of(admin, event_id: str) -> list[dict]:
     found = []
-    for key in admin.scan_iter(match=f"{PREFIX}:events:*", _type="stream"):
+    streams = [*admin.scan_iter(match=f"{PREFIX}:events:*", _type="stream"), keys.tenant_events(PREFIX, "acme")]
+    for key in streams:
         for _, fields in admin.xrange(key):
             if fields.get(b"id") == event_id.encode():
                 found.append(fields)

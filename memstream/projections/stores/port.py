@@ -47,6 +47,7 @@ __all__ = [
     "CollectionNotFound",
     "DimensionMismatch",
     "point_id",
+    "item_point_id",
     "physical_name",
     "split_physical",
     "INDEXED_FIELDS",
@@ -120,6 +121,15 @@ def point_id(*parts: str | int) -> str:
             raise ValueError(f"point_id parts are str or int, got {type(part).__name__}")
     key = json.dumps(list(parts), ensure_ascii=False, separators=(",", ":"))
     return named_uuid(key)
+
+
+def item_point_id(tenant: str, event_id: str, chunk: int, *, scoped: bool) -> str:
+    """The point of chunk ``chunk`` of the item (a turn, a memory) an event is: with
+    ``scoped``, of its tenant too (``point_id("item", tenant, event_id, chunk)``): one
+    tenant's event can never name another tenant's point, whatever id it carries; without,
+    as versions built before (their option ``tenant_ids`` False) keep computing it:
+    ``point_id(event_id, chunk)``."""
+    return point_id("item", tenant, event_id, chunk) if scoped else point_id(event_id, chunk)
 
 
 _NAMESPACE_BYTES = POINT_NAMESPACE.bytes
