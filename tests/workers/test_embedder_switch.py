@@ -150,3 +150,33 @@ def test_a_replay_to_bge_small_switches_readers_once_caught_up_and_no_query_mixe
     assert "turns_v1" not in collections[first_v2:]  # once switched, never back
     for collection, dense in seen:
         assert float(dense @ expected[collection]) > 0.999, f"a search of {collection} embedded its query with another model"
+
+
+def test_an_upgrade_that_configures_another_model_leaves_each_existing_version_on_its_own(tmp_path, event_log):
+    home = str(tmp_path / "home")
+    before = Settings.load(home=home, autostart=False, embedder="onnx-minilm", stream_prefix=event_log.prefix)
+    event_log.append([turn(text, "Noted.", when=i, index=i) for i, text in enumerate(FILLER)])
+    old = Pipeline(before, event_log, PipelineConfig(consumer="w1"))
+    old.drain()
+    old.stop()
+    catalog = Catalog(event_log.client, event_log.prefix)
+    assert catalog.active("turns").embedder == "onnx-minilm"
+
+    # the same install after an upgrade whose configured (or default) embedder is bge-small
+    after = Settings.load(home=home, autostart=False, embedder="bge-small", stream_prefix=event_log.prefix)
+    upgraded = Pipeline(after, event_log, PipelineConfig(consumer="w1"))
+    try:
+        assert upgraded.embedder.name.startswith("bge-small:")  # what a replay would build with
+        assert (catalog.active("turns").embedder, catalog.active("turns").model) == (
+            "onnx-minilm",
+            "onnx-minilm:all-MiniLM-L6-v2-onnx-int8",
+        )
+        assert upgraded.versions.embedder("turns").name == "onnx-minilm:all-MiniLM-L6-v2-onnx-int8"
+        assert upgraded.runs["turns.v1"].projection.embedder.name == "onnx-minilm:all-MiniLM-L6-v2-onnx-int8"
+        event_log.append([turn("The staging database runs Postgres 16 since the upgrade", when=20, index=20)])
+        upgraded.drain()
+        hits = upgraded.searcher.search(QUERY, tenant="t1", agent="a1", k=3, kinds=("turns",))
+        assert any("Postgres 16" in h["text"] for h in hits)
+        assert [v.version for v in catalog.versions("turns")] == [1]  # nothing rebuilt behind the user's back
+    finally:
+        upgraded.stop()
