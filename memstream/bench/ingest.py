@@ -775,7 +775,8 @@ def _format_onnx(result: dict[str, Any]) -> list[str]:
     o, raw = result["onnx"], result["raw"]
     ok = lambda key: "met" if result["met"].get(key) else "MISSED"  # noqa: E731
     return [
-        f"pipeline drain, {o.get('model', 'onnx-minilm')}: {o['events']} events in {o['seconds']} s = {o['events_per_s']} events/s "
+        f"pipeline drain, {o.get('model', 'onnx-minilm')}: {o['events']} events in {o['seconds']} s = "
+        f"{o['events_per_s']} events/s "
         f"({o['texts_embedded']} texts embedded in {o['embed_calls']} calls, {o['turn_points']} turn points; "
         f"{o['texts_per_s']:.1f} texts/s)",
         "  per consumer (s): "
