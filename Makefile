@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet -e '.[test,bge]'
+	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
 install: $(STAMP)

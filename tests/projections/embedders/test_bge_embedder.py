@@ -14,7 +14,7 @@ from memstream.core import Settings
 from memstream.projections.embedders import bge as _bge
 from memstream.projections.embedders.base import EmbedderError, l2_normalize
 from memstream.projections.embedders.bge import OnnxBgeSmallEmbedder
-from memstream.projections.embedders.port import describe_embedder, get_embedder, how_to_load
+from memstream.projections.embedders.port import DEFAULT_SPEC, describe_embedder, get_embedder, how_to_load
 
 
 @pytest.fixture(scope="module")
@@ -22,6 +22,11 @@ def bge() -> OnnxBgeSmallEmbedder:
     made = get_embedder("bge-small", threads=2, batch_size=4)
     assert isinstance(made, OnnxBgeSmallEmbedder)
     return made
+
+
+def test_bge_small_is_the_default_of_new_installs():
+    assert Settings().embedder == DEFAULT_SPEC == "bge-small"
+    assert isinstance(get_embedder(threads=1), OnnxBgeSmallEmbedder)
 
 
 def test_the_spec_names_the_int8_bge_small_with_384_dims_and_512_tokens(bge):

@@ -105,7 +105,7 @@ def test_the_configured_embedder_is_the_one_the_environment_names(monkeypatch):
 
 
 def test_describe_says_what_the_embedder_would_be_without_making_it():
-    assert describe_embedder(Settings()) == {
+    assert describe_embedder(Settings(embedder="onnx-minilm")) == {
         "embedder": "onnx-minilm",
         "model": MODEL_ID,
         "dim": DIM,
