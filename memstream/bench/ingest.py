@@ -299,10 +299,10 @@ def _warm_texts(pairs: list[tuple[str, str]]) -> list[str]:
     return [f"User: {u}\nAssistant: {a}" for u, a in pairs[:32]]
 
 
-def _raw_run(calls: list[list[str]], warm: list[str]) -> dict[str, Any]:
+def _raw_run(calls: list[list[str]], warm: list[str], model: str = "onnx-minilm") -> dict[str, Any]:
     from memstream.projections import configured_embedder
 
-    embedder = configured_embedder(Settings.load(), "onnx-minilm")
+    embedder = configured_embedder(Settings.load(), model)
     flat = [t for c in calls for t in c]
     embedder.embed(warm)  # warm-up, untimed, as the pipeline's embedder is warmed
     gc.collect()
@@ -503,9 +503,11 @@ def ingest(
     profile: bool = False,
     onnx: bool = True,
     freshness_runs: int = 1,
+    model: str = "onnx-minilm",
 ) -> dict[str, Any]:
     """Run the ingest benchmark and return its results (JSON-ready either way); ``onnx``
-    False: the hash embedder's phases only."""
+    False: the hash embedder's phases only; ``model``: the local model of the pipeline
+    against raw model phase (``onnx-minilm`` or ``bge-small``)."""
     pairs, source = _load_pairs(data)
     machine = machine_info()
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-ingest-"))
@@ -595,21 +597,22 @@ def ingest(
                 # side always runs second on a warmer or busier machine; the raw run
                 # embeds the calls the pipeline made (the same for every run: same texts,
                 # same batches)
-                raw = _raw_run(calls, _warm_texts(texts)) if r % 2 and calls else None
+                raw = _raw_run(calls, _warm_texts(texts), model) if r % 2 and calls else None
                 raw_first = raw is not None
                 home, prefix = fresh("onnx")
-                run = _drain_run(home, url, prefix, "onnx-minilm", texts, profile=profile and r == runs - 1)
+                run = _drain_run(home, url, prefix, model, texts, profile=profile and r == runs - 1)
                 calls = run.pop("_calls")
                 profiler = run.pop("_profile", profiler)
                 oruns.append(run)
                 if raw is None:
-                    raw = _raw_run(calls, _warm_texts(texts))
+                    raw = _raw_run(calls, _warm_texts(texts), model)
                 raw["order"] = "raw first" if raw_first else "pipeline first"
                 raw["ratio"] = round(raw["seconds"] / run["seconds"], 3)
                 raw["cpu_ratio"] = round(raw["cpu_seconds"] / run["cpu_seconds"], 3)
                 rruns.append(raw)
         o = oruns[0]
         result["onnx"] = {
+            "model": model,
             "events": events,
             "texts_embedded": o["texts_embedded"],
             "embed_calls": o["embed_calls"],
@@ -771,7 +774,8 @@ def _format_onnx(result: dict[str, Any]) -> list[str]:
     o, raw = result["onnx"], result["raw"]
     ok = lambda key: "met" if result["met"].get(key) else "MISSED"  # noqa: E731
     return [
-        f"pipeline drain, onnx-minilm: {o['events']} events in {o['seconds']} s = {o['events_per_s']} events/s "
+        f"pipeline drain, {o.get('model', 'onnx-minilm')}: {o['events']} events in {o['seconds']} s = "
+        f"{o['events_per_s']} events/s "
         f"({o['texts_embedded']} texts embedded in {o['embed_calls']} calls, {o['turn_points']} turn points; "
         f"{o['texts_per_s']:.1f} texts/s)",
         "  per consumer (s): "

@@ -40,7 +40,7 @@ from memstream.core import PermanentError, Settings, new_event_id
 from memstream.producers import EventLog, Scope, TurnRecorded, redis_client
 from memstream.service import ValkeyProcess
 
-__all__ = ["locomo", "format_locomo", "format_compare", "paired", "parse_options", "SPLITS", "TARGETS"]
+__all__ = ["locomo", "format_locomo", "format_compare", "paired", "paired_runs", "parse_options", "SPLITS", "TARGETS"]
 
 SPLITS = {
     "dev": ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44", "conv-47"),
@@ -188,6 +188,22 @@ def paired(
     return out
 
 
+def _question_key(q: dict[str, Any]) -> str:
+    return f"{q['sample_id']}|{q['question']}"
+
+
+def paired_runs(a: dict[str, Any], b: dict[str, Any], data: str | Path, k: int = 10) -> dict[str, Any]:
+    """``paired`` over two results of ``locomo`` on the same split (their ``retrieved``):
+    b against a, per question (``memstream bench locomo --json`` twice, then this)."""
+    if a.get("split") != b.get("split"):
+        raise BenchDataError(f"runs of different splits: {a.get('split')} and {b.get('split')}")
+    _, questions = load(Path(data), a["split"])
+    ra, rb = a["retrieved"], b["retrieved"]
+    rows_a = [(q, list(ra.get(_question_key(q), []))) for q in questions]
+    rows_b = [(q, list(rb.get(_question_key(q), []))) for q in questions]
+    return paired(rows_a, rows_b, k)
+
+
 def locomo(
     data: str | Path, split: str = "dev", embedder: str = "onnx-minilm", k: int = 10, compare: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -300,6 +316,9 @@ def locomo(
 
         rows, v1 = run_questions()
         out["memstream"] = v1["metrics"]
+        # per question, the dia ids memstream returned: two runs (e.g. two embedders) are
+        # compared question by question with ``paired_runs``
+        out["retrieved"] = {_question_key(q): dia for q, dia in rows}
         out["latency_ms"] = v1["latency_ms"]
         out["injected_tokens"] = v1["injected_tokens"]
         if compare is not None:

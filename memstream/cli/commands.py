@@ -525,6 +525,7 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
             runs=args.runs or 4,
             onnx=args.embedder != "hash",
             freshness_runs=max(1, (args.runs or 4) // 2) if args.embedder == "hash" else 1,
+            model=args.embedder if args.embedder in ("onnx-minilm", "bge-small") else "onnx-minilm",
         )
         print_result(args, result, bench_ingest.format_ingest(result))
         return OK

@@ -203,10 +203,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         str,
         Meta(
             description=(
-                "Embedder of the projections: `onnx-minilm` (offline), `hash` (tests), `openai[:MODEL]`, `ollama[:MODEL]`."
+                "Embedder of new projection versions: `bge-small` (offline), `onnx-minilm` (offline, the default before "
+                "bge-small), `hash` (tests), `openai[:MODEL]`, `ollama[:MODEL]`. A version keeps the embedder it was built "
+                "with: changing this changes no existing version (`memstream replay NAME --embedder SPEC` does)."
             )
         ),
-    ] = "onnx-minilm"
+    ] = "bge-small"
     embed_url: Annotated[
         str,
         Meta(
@@ -245,7 +247,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         Meta(
             ge=0,
             le=1024,
-            description=("onnxruntime threads of the `onnx-minilm` embedder. 0: the CPUs this process may use, at most 8."),
+            description=(
+                "onnxruntime threads of the local embedders (`bge-small`, `onnx-minilm`). "
+                "0: the CPUs this process may use, at most 8."
+            ),
         ),
     ] = 0
     query_threads: Annotated[

@@ -143,10 +143,9 @@ class Searcher:
             if name not in kinds and not (name == "turns" and "facts" in kinds):
                 continue
             try:
-                collection = self.versions.collection(name)
+                collection, embedder = self.versions.reader(name)  # one version: its collection, its model
             except CollectionNotFound:
                 continue
-            embedder = self.versions.embedder(name)
             dense = dense_of.get(id(embedder))
             if dense is None:
                 dense = dense_of[id(embedder)] = embedder.embed([query])[0]

@@ -40,6 +40,11 @@ class Versions(Protocol):
     def embedder(self, name: str) -> Embedder:
         """The embedder to query ``name``'s collection with."""
 
+    def reader(self, name: str) -> tuple[str, Embedder]:
+        """``collection(name)`` and ``embedder(name)`` of one and the same version (read
+        once: a switch between two reads cannot pair one version's collection with the
+        other's model)."""
+
     def facts(self) -> FactsTable:
         """The facts table of the active facts version."""
 
@@ -59,6 +64,9 @@ class FixedVersions:
 
     def embedder(self, name: str) -> Embedder:
         return self._embedder
+
+    def reader(self, name: str) -> tuple[str, Embedder]:
+        return self.collection(name), self._embedder
 
     def facts(self) -> FactsTable:
         return self._facts
@@ -109,6 +117,10 @@ class ActiveVersions:
 
     def embedder(self, name: str) -> Embedder:
         return self.embedder_for(self._active(name))
+
+    def reader(self, name: str) -> tuple[str, Embedder]:
+        v = self._active(name)
+        return physical_name(name, v.version), self.embedder_for(v)
 
     def _table(self, name: str, cls: Any) -> Any:
         v = self.version(name)

@@ -22,7 +22,7 @@ def test_bench_ingest_runs_every_phase_on_a_tiny_workload():
         freshness_onnx=True,
     )
     assert result["hash"]["events"] == 60 and len(result["hash"]["per_run_events_per_s"]) == 2
-    assert result["onnx"]["texts_embedded"] == result["onnx"]["turn_points"] > 0
+    assert result["onnx"]["texts_embedded"] == result["onnx"]["turn_points"] > 0 and result["onnx"]["model"] == "onnx-minilm"
     assert result["raw"]["texts"] == result["onnx"]["texts_embedded"]
     assert result["per_run_order"] == ["pipeline first", "raw first"]
     assert all(r > 0 for r in result["per_run_ratio"])

