@@ -15,6 +15,7 @@ from memstream.projections.embedders.base import EmbedderError, EmbedderUnavaila
 from memstream.projections.embedders.base import Wrapper as EmbedderWrapper
 from memstream.projections.embedders.cache import CachedEmbedder, EmbeddingCache, text_key
 from memstream.projections.embedders.port import (
+    LEGACY_SPEC,
     Embedder,
     configured_embedder,
     describe_embedder,
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
     from memstream.projections.stores.edge import EdgeStore
 
 __all__ = [
+    "LEGACY_SPEC",
     "EmbeddingCache",
     "text_key",
     "BacklogEntry",

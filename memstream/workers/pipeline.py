@@ -48,6 +48,7 @@ import structlog
 from memstream.core import PermanentError, Settings, as_str, backoff_delay, keys
 from memstream.producers import Archive, ArchiveError, EntryFields, EventLog, parse_entry_id
 from memstream.projections import (
+    LEGACY_SPEC,
     PROJECTIONS,
     CachedEmbedder,
     Catalog,
@@ -152,7 +153,13 @@ class Pipeline:
             # a first version made now records the options of new versions; one that stands for
             # a log projected before versions were recorded keeps the behaviour it had
             options = row.new_options if build or not history else {}
-            active = self.catalog.ensure(row.name, row.version, build=build, options=options, **self._built_with(row))
+            built_with = self._built_with(row)
+            if built_with and not build and self._legacy_collection(row):
+                # a collection projected before the catalog recorded embedders: it holds the
+                # vectors of the default of its time, not of today's
+                legacy = self._load_embedder(LEGACY_SPEC)
+                built_with = {"embedder": LEGACY_SPEC, "model": legacy.name, "dim": legacy.dim}
+            active = self.catalog.ensure(row.name, row.version, build=build, options=options, **built_with)
             for v in self.catalog.versions(row.name):
                 if v.state in ("dropping", "failed") and v.version != active.version:
                     continue
@@ -233,6 +240,17 @@ class Pipeline:
     def _embedder_of(self, version: Version) -> Embedder:
         """The embedder ``version`` was built with (the configured one for a version without)."""
         return self._load_embedder(version.embedder or self.spec)
+
+    def _legacy_collection(self, row: Registered) -> bool:
+        """Whether ``row``'s collection was projected before the catalog recorded its
+        embedder (it exists, the catalog has no version of it) and nobody named an embedder."""
+        by_default = self.spec == self.settings.embedder and "embedder" not in dict(self.settings.sources)
+        return (
+            by_default
+            and self._store is not None
+            and not self.catalog.versions(row.name)
+            and row.version in self._store.versions(row.name)
+        )
 
     def _built_with(self, row: Registered) -> dict[str, Any]:
         if not row.vectors:

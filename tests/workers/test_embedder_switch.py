@@ -14,7 +14,7 @@ import pytest
 import redis
 from pipeline_support import turn, wait_for
 
-from memstream.core import Settings
+from memstream.core import Settings, keys
 from memstream.ops.replay import start_replay
 from memstream.producers import EventLog
 from memstream.projections import Catalog, Version
@@ -178,5 +178,29 @@ def test_an_upgrade_that_configures_another_model_leaves_each_existing_version_o
         hits = upgraded.searcher.search(QUERY, tenant="t1", agent="a1", k=3, kinds=("turns",))
         assert any("Postgres 16" in h["text"] for h in hits)
         assert [v.version for v in catalog.versions("turns")] == [1]  # nothing rebuilt behind the user's back
+    finally:
+        upgraded.stop()
+
+
+def test_a_collection_projected_before_the_catalog_keeps_the_model_of_its_time(tmp_path, event_log):
+    """An install last started before the catalog recorded embedders has collections of
+    MiniLM vectors and no catalog: its first start after the upgrade records the default of
+    that time for them, not today's (both are 384-d: the dimension would not tell)."""
+    home = str(tmp_path / "home")
+    before = Settings.load(home=home, autostart=False, embedder="onnx-minilm", stream_prefix=event_log.prefix)
+    event_log.append([turn(text, "Noted.", when=i, index=i) for i, text in enumerate(FILLER)])
+    old = Pipeline(before, event_log, PipelineConfig(consumer="w1"))
+    old.drain()
+    old.stop()
+    for key in event_log.client.scan_iter(match=keys.catalog_pattern(event_log.prefix)):
+        event_log.client.delete(key)  # as before the catalog existed
+    after = Settings.load(home=home, autostart=False, stream_prefix=event_log.prefix)  # the default: bge-small
+    assert after.embedder == "bge-small" and "embedder" not in dict(after.sources)
+    upgraded = Pipeline(after, event_log, PipelineConfig(consumer="w1"))
+    try:
+        catalog = Catalog(event_log.client, event_log.prefix)
+        assert catalog.active("turns").embedder == "onnx-minilm"
+        assert upgraded.runs["turns.v1"].projection.embedder.name == "onnx-minilm:all-MiniLM-L6-v2-onnx-int8"
+        assert upgraded.embedder.name.startswith("bge-small:")  # new versions: today's default
     finally:
         upgraded.stop()

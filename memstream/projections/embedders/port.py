@@ -52,6 +52,7 @@ from memstream.projections.embedders.remote import (
 
 __all__ = [
     "DEFAULT_SPEC",
+    "LEGACY_SPEC",
     "SPECS",
     "Embedder",
     "EmbedderError",
@@ -69,6 +70,9 @@ __all__ = [
 ]
 
 DEFAULT_SPEC = "bge-small"  # = Settings.embedder's default (new installs); existing versions keep theirs
+# the default before bge-small: what a collection projected before the catalog recorded its
+# embedder was embedded with, unless the install named one (workers/pipeline.py)
+LEGACY_SPEC = "onnx-minilm"
 SPECS = ("onnx-minilm", "bge-small", "hash", "openai", "ollama")
 
 
