@@ -14,6 +14,8 @@ import pytest
 import redis
 from metrics_support import families, observing, samples, scrape, value
 from pipeline_support import make_pipeline, pipeline_settings, remembered, turn
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from structlog.testing import capture_logs
 
 from memstream.core import keys
@@ -234,7 +236,9 @@ def test_a_count_in_redis_that_is_no_number_is_counted_and_left_out_never_failin
 def test_with_redis_unreadable_a_scrape_says_so_and_reports_no_redis_figure(tmp_path):
     from memstream.service import free_port
 
-    dead = redis.Redis(port=free_port(), socket_connect_timeout=1, socket_timeout=1)
+    # no retries: redis-py's default retries a refused connection ten times with a growing
+    # back-off, seconds a command, which is not what this test is about
+    dead = redis.Redis(port=free_port(), socket_connect_timeout=1, socket_timeout=1, retry=Retry(NoBackoff(), 0))
     metrics = start_metrics(pipeline_settings(tmp_path / "home", metrics_addr="127.0.0.1:0"), EventLog(dead, "memstream"))
     assert metrics is not None
     try:
