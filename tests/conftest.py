@@ -13,12 +13,21 @@ from memstream.core.settings import Settings
 from memstream.producers.stream import EventLog
 from memstream.service.valkey import ValkeyProcess
 
+# what starts a real server, browser or agent environment is slow by nature
+SLOW_MARKERS = ("valkey", "hermes", "browser", "prometheus", "py314")
+# and the slowest of the rest (`pytest -m "not slow" --durations=40`), by node id
+SLOW: frozenset[str] = frozenset()
+
 
 def pytest_collection_modifyitems(config, items):
-    """Every hypothesis test is a ``property`` test: ``make fuzz`` runs them longer."""
+    """Every hypothesis test is a ``property`` test: ``make fuzz`` runs them longer. What
+    ``make test-fast`` leaves out is ``slow``: every test carrying one of SLOW_MARKERS, and
+    those named in SLOW."""
     for item in items:
         if hasattr(getattr(item, "obj", None), "hypothesis"):
             item.add_marker(pytest.mark.property)
+        if item.nodeid in SLOW or any(item.get_closest_marker(name) for name in SLOW_MARKERS):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)
