@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 
 import fakeredis
 import pytest
@@ -28,6 +29,21 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.property)
         if item.nodeid in SLOW or any(item.get_closest_marker(name) for name in SLOW_MARKERS):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _ctrl_c_as_on_a_terminal():
+    """A suite started in the background (``cmd &`` in a script without job control, as CI
+    runners and scripts do) inherits SIGINT ignored; Python keeps it ignored, and so does
+    every command a test starts, so a test of what Ctrl-C does would see nothing happen. Here
+    Ctrl-C raises KeyboardInterrupt as on a terminal, and a child gets the default (a handler
+    is reset on exec, an ignored signal is not)."""
+    former = signal.getsignal(signal.SIGINT)
+    if former == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    if former == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @pytest.fixture(autouse=True)

@@ -128,7 +128,9 @@ def test_ctrl_c_detaches_from_a_build_and_leaves_it_running(tmp_path):
         # to be running, not finished, when the Ctrl-C comes, however fast or loaded the machine
         os.kill(info["pid"], signal.SIGSTOP)
         stopped = True
-        env = dict(os.environ, MEMSTREAM_HOME=str(home), MEMSTREAM_AUTOSTART="0", MEMSTREAM_EMBEDDER="hash")
+        env = dict(
+            os.environ, MEMSTREAM_HOME=str(home), MEMSTREAM_AUTOSTART="0", MEMSTREAM_EMBEDDER="hash", PYTHONFAULTHANDLER="1"
+        )
         errors = tmp_path / "replay.err"
         with open(errors, "w") as err:
             proc = subprocess.Popen(
@@ -144,7 +146,12 @@ def test_ctrl_c_detaches_from_a_build_and_leaves_it_running(tmp_path):
         first = json.loads(lines.get(timeout=60))
         assert first["progress"] == "turns.v2" and first["state"] == "building", first
         proc.send_signal(signal.SIGINT)
-        wait_for(lambda: proc.poll() is not None, 60, what=f"the command to end: {errors.read_text()[-2000:]}")
+        try:
+            wait_for(lambda: proc.poll() is not None, 60, what="the command to end")
+        except AssertionError:
+            proc.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER: where each of its threads is, on its stderr
+            proc.wait(30)
+            raise AssertionError(f"the command did not end after Ctrl-C: {errors.read_text()[-4000:]}") from None
         err = errors.read_text()
         assert proc.returncode == 0, err
         assert "detached; the build goes on (`memstream replay --status` re-attaches)" in err
