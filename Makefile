@@ -3,12 +3,14 @@
 #   make test  - create .venv, install memstream with its test extras, lint (ruff), type-check (mypy),
 #                check the import layers (lint-imports), pass the suite; its summary lists every
 #                skipped test with the reason (-rs: e.g. no prometheus binary, which .ci/run installs)
+#   make test-fast - the inner loop: the same checks, then the tests not marked slow (no Valkey, Hermes,
+#                browser or Prometheus; tests/conftest.py says which) on every CPU (pytest-xdist)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install bench fuzz clean
+.PHONY: run test test-fast lint install bench fuzz clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,12 +22,17 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/memstream up
 
-test: $(STAMP)
+lint: $(STAMP)
 	$(BIN)/ruff check memstream tests examples
 	$(BIN)/ruff format --check memstream tests examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+test: lint
 	$(BIN)/python -m pytest -q -rs
+
+test-fast: lint
+	$(BIN)/python -m pytest -q -m "not slow" -n auto
 
 # the property-based tests at 50x their CI examples (MEMSTREAM_FUZZ_SCALE), minutes not seconds
 fuzz: $(STAMP)

@@ -193,18 +193,20 @@ def test_a_worker_serves_its_metrics_and_a_second_one_on_the_same_port_runs_with
     client.flushall()
     address = f"127.0.0.1:{free_port()}"
     workers = []
+    logs = {name: tmp_path / f"{name}.log" for name in ("w1", "w2")}
     try:
         for name in ("w1", "w2"):  # each its own home, hence its own embedded store
             env = _worker_env(tmp_path / name, valkey_server.url, MEMSTREAM_METRICS_ADDR=address)
-            workers.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "memstream", "worker", "--embedded-store", "--name", name],
-                    env=env,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
+            with open(logs[name], "w") as err:  # a file, read while it runs (a pipe could fill and block it)
+                workers.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "memstream", "worker", "--embedded-store", "--name", name],
+                        env=env,
+                        stdout=subprocess.DEVNULL,
+                        stderr=err,
+                        text=True,
+                    )
                 )
-            )
             if name == "w1":
 
                 def served() -> str | None:
@@ -221,15 +223,19 @@ def test_a_worker_serves_its_metrics_and_a_second_one_on_the_same_port_runs_with
             timeout=60,
             what="the second worker to consume",
         )
+        # a worker consumes before it binds its metrics: stopping the first one before the second
+        # has tried would free the port for it
+        wait_for(lambda: "metrics.not_served" in logs["w2"].read_text(), timeout=60, what="the second worker's metrics warning")
         assert workers[1].poll() is None  # no metrics, and running all the same
+        assert value(served() or "", "memstream_info", role="worker") == 1  # the first one serves still
     finally:
         for worker in workers:
             worker.send_signal(signal.SIGTERM)
         codes = [worker.wait(30) for worker in workers]
         client.close()
-    second = workers[1].stderr.read()
+    second = logs["w2"].read_text()
     assert codes == [0, 0], second[-2000:]
-    assert "metrics.not_served" in second and "metrics.serving" in workers[0].stderr.read()
+    assert "metrics.serving" not in second and "metrics.serving" in logs["w1"].read_text()
 
 
 @pytest.mark.valkey
