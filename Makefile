@@ -1,5 +1,5 @@
 # Two commands do all set-up on a fresh machine:
-#   make run   - create .venv, install memstream, start the embedded memory service
+#   make run   - create .venv, install memstream (without the test extras), start the embedded memory service
 #   make test  - create .venv, install memstream with its test extras, lint (ruff), type-check (mypy),
 #                check the import layers (lint-imports), pass the suite; its summary lists every
 #                skipped test with the reason (-rs: e.g. no prometheus binary, which .ci/run installs)
@@ -8,18 +8,25 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# two stamps: running needs memstream alone, the checks need its test extras too
+RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 
 .PHONY: run test test-fast lint install bench fuzz clean
 
+$(RUN_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUN_STAMP)
+
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -e '.[test]'
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
 
 install: $(STAMP)
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/memstream up
 
 lint: $(STAMP)
