@@ -648,6 +648,12 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         )
         print_result(args, result, bench_cluster.format_cluster(result))
         return OK
+    if args.which == "noisy":
+        from memstream.bench import noisy as bench_noisy
+
+        result = bench_noisy.noisy_bench(rounds=args.runs or 5)
+        print_result(args, result, bench_noisy.format_noisy(result))
+        return OK
     if args.which == "text":
         from memstream.bench import text as bench_text
 
@@ -852,6 +858,7 @@ def build_parser() -> argparse.ArgumentParser:
             "crypto",
             "redaction",
             "cluster",
+            "noisy",
         ],
     )
     p.add_argument(
