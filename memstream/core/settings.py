@@ -648,6 +648,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 # problem is reported for them): name -> meaning.
 OTHER_VARIABLES: dict[str, str] = {
     "MEMSTREAM_DEBUG": "`1`: the command line prints the traceback of an unexpected error",
+    "MEMSTREAM_READY_FD": "set by `memstream up --detach` for its child: the pipe the service says ready (or its error) on",
     "MEMSTREAM_BENCH_KEEP": "`1`: `memstream bench chaos` keeps its working directory",
     "MEMSTREAM_FUZZ_SCALE": "the test suite: multiplies the examples of its property-based tests",
     "MEMSTREAM_TEST_CACHE": "the test suite: where it keeps the Hermes environment it builds",

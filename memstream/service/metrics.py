@@ -348,6 +348,14 @@ FAMILIES: tuple[Family, ...] = (
         "redis",
     ),
     Family(
+        "memstream_retention_failures",
+        "gauge",
+        (),
+        "runs",
+        "Runs of the retention job that failed in a row (0 once a run succeeds): what it should erase stays",
+        "redis",
+    ),
+    Family(
         "memstream_retention_last_run_timestamp_seconds",
         "gauge",
         (),
@@ -711,6 +719,7 @@ class LogCollector(Collector):
         for kind in RETENTION_KINDS:
             f["memstream_retention_erased_total"].add_metric([kind], _number(retention.get(kind)))
         f["memstream_retention_last_run_timestamp_seconds"].add_metric([], _number(retention.get("last_run")))
+        f["memstream_retention_failures"].add_metric([], _number(retention.get("failures")))
 
 
 class BatchHistogram(Collector):

@@ -37,6 +37,7 @@ from memstream.core import (
     private_dir,
     process_start,
     read_run_file,
+    say_ready,
     start_service,
     tighten,
     write_private,
@@ -146,7 +147,33 @@ class Service:
 
             self.retention = RetentionJob(self.settings, connect).start()
         log.info("service.started", url=mask_url(self.url), embedded=info["embedded"], home=str(self.settings.home))
+        threading.Thread(target=self._announce, name="memstream-ready", daemon=True).start()
         return info
+
+    READY_WAIT_S = 300.0  # how long the ready pipe waits for the first health records at most
+
+    def _announce(self) -> None:
+        """Say ready (``say_ready``, for ``memstream up --detach``) once every consumer of the
+        pipeline wrote its first health record; until then, each new last error of theirs.
+        A pipeline that failed to start: a warning, then ready (the log serves)."""
+        if self.pipeline is None:
+            if self.pipeline_error:
+                say_ready(f"warning: the projections did not start ({self.pipeline_error}); the log serves")
+            say_ready("ready")
+            return
+        said = ""
+        deadline = time.monotonic() + self.READY_WAIT_S
+        pipeline = self.pipeline  # close() may drop it meanwhile
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            consumers = [c.health for c in pipeline.consumers]
+            if all(h.written_at for h in consumers):
+                say_ready("ready")
+                return
+            errors = [h.last_error for h in consumers if h.last_error]
+            if errors and errors[-1] != said:
+                said = errors[-1]
+                say_ready(f"error: {said}")
+            self._stop.wait(0.1)
 
     def _start_pipeline(self, eventlog: EventLog) -> None:
         """The projection workers and the query server live in this process (the

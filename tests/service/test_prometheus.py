@@ -36,6 +36,7 @@ ALERTS = {
     "MemstreamMetricsAbsent",
     "MemstreamRedisUnreadable",
     "MemstreamSpoolBackingUp",
+    "MemstreamRetentionFailing",
 }
 
 pytestmark = pytest.mark.prometheus
