@@ -77,6 +77,7 @@ class Service:
         self.pipeline_error = ""
         self.metrics: Metrics | None = None
         self.retention: RetentionJob | None = None
+        self._info: dict[str, Any] = {}  # what the run file says
 
     @property
     def lock_path(self) -> Path:
@@ -131,6 +132,7 @@ class Service:
         self._start_metrics(connect())
         info["metrics"] = self.metrics.url if self.metrics is not None else None
         write_private(self.settings.run_file, json.dumps(info, indent=2) + "\n")
+        self._info = info
         # ship spool segments that dead agent processes left behind
         self.spool = Spool(self.settings.spool_dir, max_bytes=self.settings.spool_max_bytes)
         self.shipper = Shipper(
@@ -232,14 +234,24 @@ class Service:
         self.handle_signals()
         try:
             while not self._stop.wait(1.0):
-                if self.valkey is not None and self.valkey.proc and self.valkey.proc.poll() is not None:
+                if self.valkey is not None and (self.valkey.proc is None or self.valkey.proc.poll() is not None):
                     log.error(
                         "service.valkey_exited",
-                        code=self.valkey.proc.returncode,
+                        code=self.valkey.proc.returncode if self.valkey.proc is not None else None,
                         action="restarting it on the same data directory",
                     )
                     self.valkey.proc = None
-                    self.valkey.start()
+                    try:
+                        self.valkey.start()
+                    except Exception as exc:  # noqa: BLE001  e.g. a full disk: the next look tries again
+                        log.error("service.valkey_restart_failed", error=f"{type(exc).__name__}: {exc}"[:500])
+                        continue
+                    # the run file names the live server's pid, never the dead one's
+                    self._info["valkey_pid"] = self.valkey.pid
+                    try:
+                        write_private(self.settings.run_file, json.dumps(self._info, indent=2) + "\n")
+                    except OSError as exc:
+                        log.error("service.run_file_unwritten", error=f"{type(exc).__name__}: {exc}"[:300])
                 if self.shipper is not None:
                     self.shipper.notify()
         finally:

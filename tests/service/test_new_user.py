@@ -127,3 +127,24 @@ def test_a_bad_flag_prints_the_subcommands_own_usage(tmp_path, command, args):
     assert proc.returncode == 2
     assert proc.stderr.startswith(f"usage: memstream {command} ")
     assert f"memstream {command}: error: unrecognized arguments: --bogus" in proc.stderr
+
+
+def test_the_run_file_names_the_restarted_valkey_not_the_dead_one(service):
+    import signal
+    import time
+
+    from memstream.core.runfile import pid_alive
+
+    run_file = service / "run" / "service.json"
+    first = read_run_file(run_file)
+    os.kill(first["valkey_pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        info = read_run_file(run_file)
+        if info and info["valkey_pid"] != first["valkey_pid"] and pid_alive(info["valkey_pid"]):
+            break
+        time.sleep(0.1)
+    info = read_run_file(run_file)
+    assert info["valkey_pid"] != first["valkey_pid"] and pid_alive(info["valkey_pid"])
+    assert info["pid"] == first["pid"]
+    assert ms(service, "stats").returncode == 0  # the service serves through it
