@@ -96,10 +96,15 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
         return OK
     service.handle_signals()  # before saying so: from here a Ctrl-C stops it cleanly
     if not args.quiet:
-        print_result(
-            args, info, f"memstream service running at {info['url']}{_dashboard(info)} (home {settings.home}); Ctrl-C stops it"
-        )
-        sys.stdout.flush()
+        try:
+            print_result(
+                args,
+                info,
+                f"memstream service running at {info['url']}{_dashboard(info)} (home {settings.home}); Ctrl-C stops it",
+            )
+            sys.stdout.flush()
+        except OSError:  # a full disk under its log: the service serves all the same
+            pass
     service.serve()
     return OK
 

@@ -265,8 +265,8 @@ def take_ready_fd(environ: dict[str, str] | os._Environ[str]) -> None:
 
 def last_error_line(log_path: Path, tail: int = 16384) -> str:
     """The last line of the log at ``log_path`` that tells an error (a traceback's last
-    line, ``... error: ...``, a JSON line of level error), else its last line; "" when none
-    can be read."""
+    line, ``... error: ...``, a JSON line of level error or critical), else its last line;
+    "" when none can be read."""
     try:
         with open(log_path, "rb") as f:
             f.seek(0, os.SEEK_END)
@@ -276,8 +276,15 @@ def last_error_line(log_path: Path, tail: int = 16384) -> str:
         return ""
     lines = [ln for ln in lines if ln]
     for line in reversed(lines):
-        low = line.lower()
-        if "error" in low or "exception" in low or '"level": "critical"' in low:
+        if line.startswith("{"):  # a JSON log line: an error only by its level
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("level") in ("error", "critical"):
+                return line[:500]
+            continue
+        if "error" in line.lower() or "exception" in line.lower():
             return line[:500]
     return lines[-1][:500] if lines else ""
 

@@ -55,6 +55,7 @@ def test_the_last_error_line_of_a_log_is_a_tracebacks_last_line(tmp_path):
         "Traceback (most recent call last):\n"
         '  File "<frozen runpy>", line 189, in _run_module_as_main\n'
         "ImportError: cannot import name 'main' from 'memstream.cli'\n"
+        '{"error": "Address already in use", "event": "metrics.not_served", "level": "warning"}\n'
     )
     assert last_error_line(log) == "ImportError: cannot import name 'main' from 'memstream.cli'"
     assert last_error_line(tmp_path / "none.log") == ""
