@@ -304,6 +304,17 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             ),
         ),
     ] = 60.0
+    dlq_max_letters: Annotated[
+        int,
+        Meta(
+            ge=1,
+            le=100_000_000,
+            description=(
+                "Dead letters the dead-letter stream keeps at most; past it an entry that fails is acked without "
+                "one, counted in `memstream_dead_letters_dropped_total` (it stays in the log)."
+            ),
+        ),
+    ] = 10_000
     embed_warn_points: Annotated[
         int,
         Meta(

@@ -348,6 +348,15 @@ FAMILIES: tuple[Family, ...] = (
         "redis",
     ),
     Family(
+        "memstream_dead_letters_dropped_total",
+        "counter",
+        (),
+        "entries",
+        "Entries acked without a dead letter because the dead-letter stream held MEMSTREAM_DLQ_MAX_LETTERS "
+        "(they stay in the log)",
+        "redis",
+    ),
+    Family(
         "memstream_retention_failures",
         "gauge",
         (),
@@ -705,7 +714,9 @@ class LogCollector(Collector):
         pipe.hgetall(keys.forget_counters(self.prefix))
         pipe.hgetall(keys.retention_counters(self.prefix))
         pipe.hget(keys.spool_counters(self.prefix), "unreplicated")  # added to by every host's shipper
-        *lengths, counters, forgotten, retained, unreplicated = pipe.execute()
+        pipe.hget(keys.dlq_counters(self.prefix), "dropped")
+        *lengths, counters, forgotten, retained, unreplicated, dropped = pipe.execute()
+        f["memstream_dead_letters_dropped_total"].add_metric([], _number(as_str(dropped) if dropped else None))
         f["memstream_spool_unreplicated_batches_total"].add_metric([], int(unreplicated or 0))
         f["memstream_query_queue_length"].add_metric(["operator"], int(lengths[0]))
         f["memstream_query_queue_length"].add_metric(["tenants"], sum(int(n) for n in lengths[1:]))

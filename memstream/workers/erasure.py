@@ -141,6 +141,8 @@ class Plan:
         removed["archive_entries"] = erased["entries"]
         for chunk in chunks(sorted(self.dead_letters)):
             client.xdel(keys.dlq(eventlog.prefix), *chunk)
+        for chunk in chunks(sorted(f"{s} {e}" for s, es in d.entries.items() for e in es)):
+            client.hdel(keys.dlq_entries(eventlog.prefix), *chunk)  # the shared letters' index
         for key, entry_ids in self.backlog.items():
             for chunk in chunks(sorted(entry_ids)):
                 client.xdel(key, *chunk)

@@ -270,6 +270,7 @@ class Pipeline:
             priority=self.priority,
             low=low,
             start_at=start_at,
+            dlq_max_letters=self.settings.dlq_max_letters,
         )
         embedding = None
         if row.vectors and callable(getattr(projection, "embed_backlog", None)):
@@ -283,6 +284,7 @@ class Pipeline:
                 priority=self.priority,
                 low=low,
             )
+            embedding.dlq.max_letters = self.settings.dlq_max_letters
         run = Run(row, v, projection, consumer, embedding=embedding)
         with self._lock:
             self.runs[consumer.group] = run

@@ -11,11 +11,10 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
-import time
 
 import pytest
 import redis
-from pipeline_support import all_applied, memory
+from pipeline_support import all_applied, memory, wait_for
 from service_support import ms
 
 from memstream.core.runfile import read_run_file
@@ -66,16 +65,6 @@ def fill_up(path) -> None:
                     break
 
 
-def wait_until(predicate, what: str, timeout: float = 90.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout}s: {what}")
-
-
 def refused_writes(client: redis.Redis) -> int:
     stats = client.info("errorstats")
     return sum(int(v.get("count", 0)) for k, v in stats.items() if k.startswith("errorstat_MISCONF"))
@@ -94,20 +83,28 @@ def test_a_full_disk_kills_no_thread_and_the_projections_resume_when_space_retur
         client = redis.Redis.from_url(info["url"])
         log = EventLog(client)
         log.append([memory("add", "before the disk fills")])
-        wait_until(lambda: all_applied(log), "the first event applied")
+        wait_for(lambda: all_applied(log), timeout=90, what="the first event applied")
 
         fill(small_disk / "filler")
         fill_up(small_disk / "run" / "service.log")  # its last page's slack too: the next line fails
         refused = refused_writes(client)
         log.append([memory("add", "while the disk is full")])  # taken in memory; its AOF write fails
-        wait_until(lambda: client.info("persistence").get("aof_last_write_status") == "err", "Valkey to fail its AOF write")
+        wait_for(
+            lambda: client.info("persistence").get("aof_last_write_status") == "err",
+            timeout=90,
+            what="Valkey to fail its AOF write",
+        )
         # the workers meet the refusals (and log them, onto the full disk) again and again
-        wait_until(lambda: refused_writes(client) >= refused + 20, "the service's writes to be refused")
+        wait_for(lambda: refused_writes(client) >= refused + 20, timeout=90, what="the service's writes to be refused")
 
         os.unlink(small_disk / "filler")  # space returns
-        wait_until(lambda: client.info("persistence").get("aof_last_write_status") == "ok", "Valkey to write its AOF again")
+        wait_for(
+            lambda: client.info("persistence").get("aof_last_write_status") == "ok",
+            timeout=90,
+            what="Valkey to write its AOF again",
+        )
         log.append([memory("add", "after space returned")])
-        wait_until(lambda: all_applied(log), "every event applied after space returned, with no restart")
+        wait_for(lambda: all_applied(log), timeout=90, what="every event applied after space returned, with no restart")
         assert read_run_file(home / "run" / "service.json")["pid"] == info["pid"]  # the same service, never restarted
     finally:
         ms(home, "down", check=False)
