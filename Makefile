@@ -1,31 +1,45 @@
 # Two commands do all set-up on a fresh machine:
-#   make run   - create .venv, install memstream, start the embedded memory service
+#   make run   - create .venv, install memstream (without the test extras), start the embedded memory service
 #   make test  - create .venv, install memstream with its test extras, lint (ruff), type-check (mypy),
 #                check the import layers (lint-imports), pass the suite; its summary lists every
 #                skipped test with the reason (-rs: e.g. no prometheus binary, which .ci/run installs)
+#   make test-fast - the inner loop: the same checks, then the tests not marked slow (no Valkey, Hermes,
+#                browser or Prometheus; tests/conftest.py says which) on every CPU (pytest-xdist)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# two stamps: running needs memstream alone, the checks need its test extras too
+RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install bench fuzz clean
+.PHONY: run test test-fast lint install bench fuzz clean
+
+$(RUN_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUN_STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet -e '.[test]'
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
 
 install: $(STAMP)
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/memstream up
 
-test: $(STAMP)
+lint: $(STAMP)
 	$(BIN)/ruff check memstream tests examples
 	$(BIN)/ruff format --check memstream tests examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+test: lint
 	$(BIN)/python -m pytest -q -rs
+
+test-fast: lint
+	$(BIN)/python -m pytest -q -m "not slow" -n auto
 
 # the property-based tests at 50x their CI examples (MEMSTREAM_FUZZ_SCALE), minutes not seconds
 fuzz: $(STAMP)

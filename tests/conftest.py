@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 
 import fakeredis
 import pytest
@@ -13,12 +14,63 @@ from memstream.core.settings import Settings
 from memstream.producers.stream import EventLog
 from memstream.service.valkey import ValkeyProcess
 
+# what starts a real server, browser or agent environment is slow by nature
+SLOW_MARKERS = ("valkey", "hermes", "browser", "prometheus", "py314")
+# and the slowest of the rest, by node id: each took 7-50 s in
+# `pytest -m "not slow" -n 2 --durations=60` on the loaded 2-CPU machine (a real service, TLS
+# servers, a wheel build, or hypothesis at its CI examples; `make test` and `make fuzz` run them)
+SLOW = frozenset(
+    {
+        "tests/bench/test_bench_queries.py::test_the_query_transport_bench_measures_both_transports",
+        "tests/bench/test_bench_reads.py::test_the_read_capacity_bench_reports_each_thread_count_with_no_errors",
+        "tests/bench/test_bench_redaction.py::test_a_baseline_redaction_file_is_scored_on_the_same_corpus",
+        "tests/bench/test_bench_redaction.py::test_the_benchmark_reports_recall_false_positives_and_speed",
+        "tests/cli/test_cli_errors.py::test_a_closed_stdout_ends_the_command_quietly",
+        "tests/cli/test_cli_errors.py::test_main_never_raises_and_never_prints_a_traceback",
+        "tests/cli/test_pipeline_cli.py::test_add_sync_is_searchable_at_once_and_dlq_list_retry_drop_work_on_a_live_service",
+        "tests/ops/test_forget.py::test_a_replay_after_forget_builds_versions_without_the_text[fakeredis]",
+        "tests/ops/test_forget.py::test_forget_match_removes_the_text_from_every_place[fakeredis]",
+        "tests/ops/test_forget.py::test_tombstoned_erases_what_the_forget_tool_and_memory_remove_forgot[fakeredis]",
+        "tests/producers/test_report.py::test_any_bytes_read_from_redis_decode_to_a_report_within_its_bounds_or_a_report_error",
+        "tests/producers/test_tls.py::test_every_component_works_over_tls_with_a_client_certificate",
+        "tests/producers/test_tls.py::test_the_service_and_its_projection_process_run_over_tls",
+        "tests/projections/stores/test_edge_compact.py::test_readers_and_writers_during_a_compaction_see_no_error",
+        "tests/projections/test_facts_table.py::test_any_batch_has_the_outcomes_and_leaves_the_table_of_one_assert_after_the_other",
+        "tests/provider/test_prompt_quoting.py::test_format_block_of_anything_never_raises_and_keeps_its_shape",
+        "tests/provider/test_tools_fuzz.py::test_after_any_hook_input_the_provider_still_records_what_it_is_given[fakeredis]",
+        "tests/provider/test_tools_fuzz.py::test_any_tool_call_answers_strict_json_without_a_service[fakeredis]",
+        "tests/provider/test_tools_fuzz.py::test_no_hook_raises_whatever_it_is_given[fakeredis]",
+        "tests/query/test_query_protocol.py::test_any_request_is_answered_or_refused_and_handlers_see_only_valid_ones",
+        "tests/service/test_dashboard.py::test_the_page_and_its_files_ship_in_the_wheel_a_non_editable_install_installs",
+        "tests/workers/test_untrusted_entries.py::test_any_stream_entry_is_applied_skipped_or_dead_lettered_and_the_next_good_event_flows",
+    }
+)
+
 
 def pytest_collection_modifyitems(config, items):
-    """Every hypothesis test is a ``property`` test: ``make fuzz`` runs them longer."""
+    """Every hypothesis test is a ``property`` test: ``make fuzz`` runs them longer. What
+    ``make test-fast`` leaves out is ``slow``: every test carrying one of SLOW_MARKERS, and
+    those named in SLOW."""
     for item in items:
         if hasattr(getattr(item, "obj", None), "hypothesis"):
             item.add_marker(pytest.mark.property)
+        if item.nodeid in SLOW or any(item.get_closest_marker(name) for name in SLOW_MARKERS):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _ctrl_c_as_on_a_terminal():
+    """A suite started in the background (``cmd &`` in a script without job control, as CI
+    runners and scripts do) inherits SIGINT ignored; Python keeps it ignored, and so does
+    every command a test starts, so a test of what Ctrl-C does would see nothing happen. Here
+    Ctrl-C raises KeyboardInterrupt as on a terminal, and a child gets the default (a handler
+    is reset on exec, an ignored signal is not)."""
+    former = signal.getsignal(signal.SIGINT)
+    if former == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    if former == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @pytest.fixture(autouse=True)

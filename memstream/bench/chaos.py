@@ -32,11 +32,12 @@ whose ledger line was lost to a SIGKILL counts as extra, never as lost). At the 
 agents stop, every agent home's spool is shipped, and the bench waits for every
 projection to apply everything. It reports events written (ledger), in the log,
 projected (turn points in the store), poison entries dead-lettered by every projection
-with a reason, ``lost`` (in a ledger, not in the log), ``duplicated`` (an event id or a
-marker more than once in the log), ``foreign_changed`` (an entry in the honest tenant's
+with a reason, ``lost`` (in a ledger, not in the log nor in a spool), ``spooled_at_end`` (in
+a ledger and still in an agent's spool after the final ship: not lost, but not shipped
+either), ``duplicated`` (an event id or a marker more than once in the log), ``foreign_changed`` (an entry in the honest tenant's
 log it did not append, or one of its turns anywhere else), the hostile tenant's attempts
 (done on its own keys, refused on others'), hostile jobs run, and the longest and p99 time
-a ``sync_turn`` took. Targets: 0 lost, 0 duplicated, 0 foreign-changed, every poison entry
+a ``sync_turn`` took. Targets: 0 lost, 0 spooled at the end, 0 duplicated, 0 foreign-changed, every poison entry
 dead-lettered, nothing run, every attempt on another's key refused.
 """
 
@@ -403,6 +404,40 @@ def _hook_times(root: Path, names: Iterable[str]) -> list[float]:
     return out
 
 
+def _spooled(root: Path, names: Iterable[str]) -> list[str]:
+    """The markers of the turns still in the agents' spools: every record of each segment
+    past its checkpoint (whoever's it is), as a reader that adopted it would ship them."""
+    from memstream.producers import Segment, TurnRecorded, decode
+
+    out: list[str] = []
+    for name in names:
+        spool = root / name / "spool"
+        for path in sorted(spool.glob("*.seg")):
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                size = os.fstat(fd).st_size
+                seg = Segment(path=path, fd=fd, owned=False, closed=True, limit=size)
+                seg.load_checkpoint()
+                while seg.offset < size:
+                    records, end = seg.read(size, 1000, root / "quarantine")
+                    for rec in records:
+                        try:
+                            event = decode(rec.payload)
+                        except Exception:  # noqa: BLE001 - not a turn of the agents'
+                            continue
+                        if isinstance(event, TurnRecorded) and event.user_text.startswith("chaos-"):
+                            out.append(event.user_text.split(":", 1)[0])
+                    if end == seg.offset:
+                        break
+                    seg.offset = end
+            finally:
+                os.close(fd)
+    return out
+
+
 def _settled(client: redis.Redis) -> bool:
     """Every group has applied every entry of the operator's streams and the honest
     tenant's log (the hostile tenant's own log is its own to break)."""
@@ -450,14 +485,16 @@ def chaos_bench(
                     proc.wait(30)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+        shipped_all = True
         for name in chaos.agents:
             settings = Settings.load(
                 home=str(root / name), redis_url=chaos.urls[HONEST], tenant=HONEST, autostart=False, stream_prefix=PREFIX
             )
             writer = Writer(settings)
             writer.shipper.start()
-            writer.flush(60.0)
-            writer.close()
+            shipped_all = writer.flush(60.0) and shipped_all
+            shipped_all = writer.close() and shipped_all
+        spooled = set(_spooled(root, chaos.agents))  # not lost: on the host, shipped by its next writer
         client = chaos.client()
         started = time.monotonic()
         while not _settled(client) and time.monotonic() - started < settle_timeout:
@@ -491,7 +528,7 @@ def chaos_bench(
                 ids[event.id] = ids.get(event.id, 0) + 1
                 marker = event.user_text.split(":", 1)[0]
                 markers[marker] = markers.get(marker, 0) + 1
-        lost = [m for m in written if m not in markers]
+        lost = [m for m in written if m not in markers and m not in spooled]
         duplicated = sum(n - 1 for n in ids.values() if n > 1) + sum(n - 1 for n in markers.values() if n > 1)
         # poison: dead-lettered by every projection, each with a reason
         dead = DeadLetters(client, PREFIX).list(count=1_000_000)
@@ -520,6 +557,8 @@ def chaos_bench(
             "projected_turn_points": items.get(group_of("turns")) if isinstance(items, dict) else None,
             "lost": len(lost),
             "lost_examples": lost[:5],
+            "spooled_at_end": len([m for m in written if m not in markers and m in spooled]),
+            "final_ship_drained": shipped_all,
             "duplicated": duplicated,
             "foreign_changed": foreign,
             "hostile_tenant_done": chaos.hostile_done,
@@ -556,6 +595,7 @@ def format_chaos(r: dict[str, Any]) -> str:
         and not r["hostile_jobs_ran"]
         and r["poison_dead_lettered_by_every_projection"] == r["poison_injected"]
         and r["settled"]
+        and r.get("spooled_at_end", 0) == 0
     )
     return "\n".join(
         [
@@ -566,6 +606,8 @@ def format_chaos(r: dict[str, Any]) -> str:
             f"turn points projected {r['projected_turn_points']}",
             f"  honest tenant: lost {r['lost']}, duplicated {r['duplicated']}, foreign-changed {r['foreign_changed']}, "
             f"settled {r['settled']}",
+            f"  left in the agents' spools at the end (not in the log, not lost): {r.get('spooled_at_end', 0)} turns "
+            f"(the final ship drained: {r.get('final_ship_drained')})",
             f"  hostile tenant: {r['hostile_tenant_done']} destructive commands on its own keys, "
             f"{r['hostile_tenant_refused']} on others' refused, {r['hostile_tenant_breached']} on others' ran",
             f"  poison: {r['poison_injected']} injected, {r['poison_dead_lettered_by_every_projection']} dead-lettered "

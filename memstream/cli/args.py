@@ -7,6 +7,8 @@ import argparse
 import math
 import re
 
+from memstream.query import most
+
 __all__ = [
     "COUNT_MAX",
     "K_MAX",
@@ -25,7 +27,7 @@ __all__ = [
 
 NAME_MAX = 256  # tenant, agent, session, scope, group, worker name: characters
 QUERY_MAX = 4096  # search query: characters
-K_MAX = 50  # search results: the query server's bound
+K_MAX = most("search", "k")  # search results: the query protocol's bound
 TIMEOUT_MAX = 3600.0  # seconds
 COUNT_MAX = 100_000  # dlq list
 _U64 = (1 << 64) - 1

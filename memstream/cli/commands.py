@@ -56,7 +56,7 @@ from memstream.cli.output import (
     stdout_to_devnull,
     verify_text,
 )
-from memstream.core import Settings, configure
+from memstream.core import Settings, configure, say_ready, take_ready_fd
 from memstream.ops import CommandError
 
 __all__ = ["build_parser", "main"]
@@ -86,7 +86,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
                 info,
                 f"memstream service {'already ' if info.get('already_running') else ''}running "
                 f"(pid {info['pid']}) at {info['url']}{_dashboard(info)}; "
-                "`memstream down` stops it",
+                "`memstream down` stops it" + (f"\nwarning: {info['warning']}" if info.get("warning") else ""),
             )
         return OK
     _logs(args, "INFO")
@@ -97,10 +97,15 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
         return OK
     service.handle_signals()  # before saying so: from here a Ctrl-C stops it cleanly
     if not args.quiet:
-        print_result(
-            args, info, f"memstream service running at {info['url']}{_dashboard(info)} (home {settings.home}); Ctrl-C stops it"
-        )
-        sys.stdout.flush()
+        try:
+            print_result(
+                args,
+                info,
+                f"memstream service running at {info['url']}{_dashboard(info)} (home {settings.home}); Ctrl-C stops it",
+            )
+            sys.stdout.flush()
+        except OSError:  # a full disk under its log: the service serves all the same
+            pass
     service.serve()
     return OK
 
@@ -271,7 +276,17 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
             file=sys.stderr,
         )
         return OK if not result["checked"] else FAILED
+    # the shipper's warnings while it waits for the log (or for the service it starts) are
+    # not for this command's reader: the result line says where the memory is
+    configure("ERROR", json=True if args.json else None)
     result = ops.add_spooled(settings, event)
+    if result.get("service_started") and not args.json:
+        started = result["service_started"]
+        print(
+            f"memstream add: no memstream service was running: started one in the background "
+            f"(pid {started['pid']}, home {started['home']}); `memstream down` stops it",
+            file=sys.stderr,
+        )
     print_result(
         args,
         result,
@@ -292,9 +307,15 @@ def cmd_dlq(args: argparse.Namespace, settings: Settings) -> int:
         items = ops.dead_letters(settings, args.count, args.group)
         print_result(args, {"dead_letters": items}, "\n".join(dead_letter_line(i) for i in items) or "no dead letters")
         return OK
-    done = ops.settle(settings, args.action, args.ids)
-    print_result(args, {args.action: done}, "\n".join(f"{k}: {v}" for k, v in done.items()))
-    return OK if all(done.values()) else FAILED
+    result = ops.settle(settings, args.action, args.ids)
+    lines = [
+        f"{dlq_id}: no such dead letter (`memstream dlq list` shows them)"
+        if value is None
+        else (f"{dlq_id}: retried as log entry {value}" if args.action == "retry" else f"{dlq_id}: dropped")
+        for dlq_id, value in result[args.action].items()
+    ]
+    print_result(args, result, "\n".join(lines))
+    return FAILED if result["missing"] else OK
 
 
 def cmd_forget(args: argparse.Namespace, settings: Settings) -> int:
@@ -660,6 +681,12 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
         )
         print_result(args, result, bench_cluster.format_cluster(result))
         return OK
+    if args.which == "noisy":
+        from memstream.bench import noisy as bench_noisy
+
+        result = bench_noisy.noisy_bench(rounds=args.runs or 5)
+        print_result(args, result, bench_noisy.format_noisy(result))
+        return OK
     if args.which == "text":
         from memstream.bench import text as bench_text
 
@@ -685,6 +712,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memstream", description="Event-sourced memory for Hermes agents.")
     parser.add_argument("--version", action="version", version=f"memstream {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    parser.subcommands = sub.choices  # type: ignore[attr-defined]  # main's way to a subcommand's usage
 
     def add(name: str, func, help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
@@ -865,6 +893,7 @@ def build_parser() -> argparse.ArgumentParser:
             "crypto",
             "redaction",
             "cluster",
+            "noisy",
         ],
     )
     p.add_argument(
@@ -1009,11 +1038,17 @@ def main(argv: list[str] | None = None) -> int:
                 pass
     try:
         try:
-            args = build_parser().parse_args(argv)
+            parser = build_parser()
+            args, extra = parser.parse_known_args(argv)
+            if extra:  # the subcommand's own usage, not the top level's
+                parser.subcommands[args.command].error(  # type: ignore[attr-defined]  # set by build_parser
+                    f"unrecognized arguments: {' '.join(extra)}"
+                )
         except SystemExit as exc:  # usage errors (2), --help and --version (0)
             sys.stdout.flush()
             return exc.code if isinstance(exc.code, int) else (OK if exc.code is None else USAGE)
         prog = f"memstream {args.command}"
+        take_ready_fd(os.environ)  # `up` started by `up --detach`: where it says ready, or why not
         _logs(args, "WARNING")
         settings = Settings.load()
         if args.command != "doctor":  # doctor reports them as its config check
@@ -1028,12 +1063,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return INTERRUPTED
     except CommandError as exc:
-        return fail(args, prog, str(exc))
+        return _failed(args, prog, str(exc))
     except redis.RedisError as exc:
-        return fail(args, prog, f"Redis: {type(exc).__name__}: {exc}")
+        return _failed(args, prog, f"Redis: {type(exc).__name__}: {exc}")
     except Exception as exc:
         if os.environ.get("MEMSTREAM_DEBUG", "") not in ("", "0"):
             import traceback
 
             traceback.print_exc()
-        return fail(args, prog, f"unexpected {type(exc).__name__}: {exc} (MEMSTREAM_DEBUG=1 shows the traceback)")
+        return _failed(args, prog, f"unexpected {type(exc).__name__}: {exc} (MEMSTREAM_DEBUG=1 shows the traceback)")
+
+
+def _failed(args: argparse.Namespace | None, prog: str, message: str) -> int:
+    """``fail``, and the same line to the starter of a background service (``up --detach``)."""
+    say_ready(f"failed: {prog}: {message}")
+    return fail(args, prog, message)

@@ -101,7 +101,10 @@ def fail(args: argparse.Namespace | None, prog: str, message: str) -> int:
             sys.stdout.flush()
     except BrokenPipeError:
         stdout_to_devnull()
-    print(f"{prog}: error: {message}", file=sys.stderr)
+    try:
+        print(f"{prog}: error: {message}", file=sys.stderr)
+    except (OSError, ValueError):  # stderr on a full disk or closed: the exit code says it
+        pass
     return FAILED
 
 

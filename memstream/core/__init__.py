@@ -23,7 +23,16 @@ from memstream.core.files import (
 from memstream.core.ids import MAX_ID_BYTES, derived_event_id, new_event_id
 from memstream.core.lazy import lazy_exports
 from memstream.core.logs import configure, configure_in_host, logs_json
-from memstream.core.runfile import pid_alive, process_start, read_run_file, start_service, stop_process
+from memstream.core.runfile import (
+    last_error_line,
+    pid_alive,
+    process_start,
+    read_run_file,
+    say_ready,
+    start_service,
+    stop_process,
+    take_ready_fd,
+)
 from memstream.core.sentinel_url import SentinelURL, is_sentinel_url, parse_sentinel_url
 from memstream.core.settings import OPTIONS, Settings, config_file_for, mask_url, usable_cpus
 
@@ -66,6 +75,9 @@ __all__ = [
     "shown",
     "start_service",
     "stop_process",
+    "last_error_line",
+    "say_ready",
+    "take_ready_fd",
     "tighten",
     "TransientError",
     "threads",

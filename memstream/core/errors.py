@@ -34,9 +34,10 @@ def is_transient(exc: BaseException) -> bool:
     """Whether ``exc`` is a failure of a dependency, which no input causes: any
     ``TransientError``, a Redis connection or timeout error, or a reply of a server in a
     state that refuses writes for now (OOM, READONLY, LOADING, BUSY, MASTERDOWN, MISCONF,
-    NOREPLICAS, TRYAGAIN, CLUSTERDOWN, also as a MULTI reply). Retry later without
-    counting it against the input."""
-    if isinstance(exc, TransientError):
+    NOREPLICAS, TRYAGAIN, CLUSTERDOWN, also as a MULTI reply), or a full disk (``ENOSPC``,
+    ``EDQUOT``, SQLite's "database or disk is full", also as the cause of another error).
+    Retry later without counting it against the input."""
+    if isinstance(exc, TransientError) or _disk_full(exc):
         return True
     import redis  # here, not at the top: core stays light for the layers without Redis
 
@@ -58,4 +59,21 @@ def is_transient(exc: BaseException) -> bool:
         # a MULTI reply names the command first: "Command # 1 (...) of pipeline caused error: OOM ..."
         message = str(exc).rsplit("caused error: ", 1)[-1]
         return message.split(" ", 1)[0].upper() in _SERVER_STATE_CODES
+    return False
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """Whether ``exc``, or an error it was raised from, says the disk is full: it passes
+    when space returns (never dead-letter an entry for it)."""
+    import errno
+
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 8:
+        if isinstance(current, OSError) and current.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if type(current).__module__ == "sqlite3" and "database or disk is full" in str(current):
+            return True
+        current = current.__cause__ or current.__context__
+        seen += 1
     return False

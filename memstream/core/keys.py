@@ -53,6 +53,8 @@ __all__ = [
     "applied_at",
     "health",
     "dlq",
+    "dlq_entries",
+    "dlq_counters",
     "embed_backlog",
     "embed_backlog_pattern",
     "tombstones",
@@ -263,6 +265,16 @@ def health(prefix: str, group: str) -> str:
 def dlq(prefix: str) -> str:
     """``P:dlq``: stream, entries no projection could apply, with their group, error and raw fields."""
     return f"{prefix}:dlq"
+
+
+def dlq_entries(prefix: str) -> str:
+    """``P:dlq:entries``: hash, ``STREAM ENTRY_ID`` -> the shared dead letter of an entry admission refused."""
+    return f"{prefix}:dlq:entries"
+
+
+def dlq_counters(prefix: str) -> str:
+    """``P:counters:dlq``: hash, ``dropped`` -> dead letters not kept (the stream held ``MEMSTREAM_DLQ_MAX_LETTERS``)."""
+    return counters(prefix, "dlq")
 
 
 def embed_backlog(prefix: str, group: str) -> str:

@@ -2,7 +2,8 @@
 
 ``configure``: memstream's own processes (the CLI, the service, the workers): JSON lines
 for services and pipes, the console renderer on a tty; stdlib loggers (redis, rq) go
-through the same processors. ``configure_in_host``: inside another program (the Hermes
+through the same processors. Logging never raises: a line that cannot be written (a full
+disk, a closed pipe) is dropped and counted (``Unfailing``). ``configure_in_host``: inside another program (the Hermes
 plugin), memstream's lines go to stdlib ``logging``, never to stdout. Logs carry ids and
 counts, never memory text.
 """
@@ -17,14 +18,46 @@ from typing import TextIO
 import structlog
 from structlog.typing import Processor
 
-__all__ = ["configure", "configure_in_host", "logs_json"]
+__all__ = ["Unfailing", "configure", "configure_in_host", "logs_json"]
 
 _host_lock = threading.Lock()
 
 
+class Unfailing:
+    """A text stream whose writes never raise: a full disk, a closed pipe or a closed file
+    drops the line (counted in ``dropped``) and the thread that logged goes on. Every log
+    line of memstream's processes goes through one (``configure``): a log that cannot be
+    written must never stop a worker, a supervisor or a query server."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.dropped = 0
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except (OSError, ValueError):  # ENOSPC, EPIPE, EIO; a closed file
+            self.dropped += 1
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except (OSError, ValueError):
+            self.dropped += 1
+
+    def isatty(self) -> bool:
+        try:
+            return self.stream.isatty()
+        except (OSError, ValueError):
+            return False
+
+
 def configure(level: str = "WARNING", json: bool | None = None, stream: TextIO | None = None) -> None:
-    stream = stream or sys.stderr
-    use_json = (not stream.isatty()) if json is None else json
+    """memstream's log lines on ``stream`` (stderr), through an ``Unfailing`` stream."""
+    target = stream or sys.stderr
+    use_json = (not Unfailing(target).isatty()) if json is None else json
+    stream = target if isinstance(target, Unfailing) else Unfailing(target)  # type: ignore[assignment]  # a TextIO's writes
     renderer: Processor = structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer(colors=False)
     shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,

@@ -27,7 +27,18 @@ from memstream.core.files import open_private, private_dir
 if TYPE_CHECKING:
     from memstream.core.settings import Settings
 
-__all__ = ["SERVICE_LOG", "pid_alive", "process_start", "read_run_file", "start_service", "stop_process"]
+__all__ = [
+    "READY_FD",
+    "SERVICE_LOG",
+    "last_error_line",
+    "pid_alive",
+    "process_start",
+    "read_run_file",
+    "say_ready",
+    "start_service",
+    "stop_process",
+    "take_ready_fd",
+]
 
 SERVICE_LOG = "service.log"  # beside the run file: what the background service prints
 
@@ -95,10 +106,13 @@ def start_service(settings: Settings, wait: float | None = 20.0, env: dict[str, 
     collected, so a service that dies leaves no zombie that ``pid_alive`` takes for alive.
 
     Returns the run file's info with ``already_running`` True when a service serves already.
-    With ``wait`` (seconds): returns the run file's info once a service serves,
-    ``already_running`` False when it is the one started here (True when another starter
-    won the race); raises RuntimeError naming the log when it exits first or does not serve
-    within ``wait``. With ``wait=None``: returns at once, ``{"pid": ..., "already_running":
+    With ``wait`` (seconds): the child is given a pipe (``MEMSTREAM_READY_FD``) and says
+    ``ready`` on it once its consumers wrote their first health record (``say_ready``);
+    returns the run file's info then, ``already_running`` False when it is the one started
+    here (True when another starter won the race), ``warning`` when it serves with a
+    problem (its projections failed to start); raises RuntimeError with the child's last
+    error line (what it said on the pipe, else the log's) when it exits first, or with its
+    last error when it does not say ready within ``wait``. With ``wait=None``: returns at once, ``{"pid": ..., "already_running":
     False}``. Raises OSError when the run directory, the log or the process cannot be made.
     """
     existing = read_run_file(settings.run_file)
@@ -106,33 +120,173 @@ def start_service(settings: Settings, wait: float | None = 20.0, env: dict[str, 
         return {**existing, "already_running": True}
     run_dir = private_dir(settings.run_file.parent)
     log_path = run_dir / SERVICE_LOG
-    with os.fdopen(open_private(log_path), "ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "memstream", "up"],
-            env=dict(dict(os.environ, **(env or {})), MEMSTREAM_HOME=str(settings.home)),
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=out,
-            start_new_session=True,
-            close_fds=True,
-        )
+    child_env = dict(dict(os.environ, **(env or {})), MEMSTREAM_HOME=str(settings.home))
+    child_env.pop(READY_FD, None)
+    ready_r, ready_w = os.pipe() if wait is not None else (-1, -1)
+    if wait is not None:
+        child_env[READY_FD] = str(ready_w)
+    try:
+        with os.fdopen(open_private(log_path), "ab") as out:
+            proc = subprocess.Popen(
+                # -P: the caller's working directory is not on the path, so a `memstream/` folder
+                # there cannot shadow the installed package
+                [sys.executable, "-P", "-m", "memstream", "up"],
+                env=child_env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                start_new_session=True,
+                close_fds=True,
+                pass_fds=(ready_w,) if wait is not None else (),
+            )
+    finally:
+        if ready_w >= 0:
+            os.close(ready_w)  # the child holds the only writing end: its exit is our EOF
     if wait is None:
         _reap(proc)
         return {"pid": proc.pid, "already_running": False}
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
+    try:
+        said = _wait_ready(ready_r, wait)
+    finally:
+        os.close(ready_r)
+    info = read_run_file(settings.run_file)
+    if said.state == "ready" and info:
+        _reap(proc)
+        out_info = {**info, "already_running": info.get("pid") != proc.pid}
+        if said.warning:
+            out_info["warning"] = said.warning
+        return out_info
+    if said.state == "eof":  # the child closed the pipe without saying ready: it exited (or is exiting)
+        try:
+            code = proc.wait(5.0)
+        except subprocess.TimeoutExpired:
+            code = None
         info = read_run_file(settings.run_file)
-        if info:
-            _reap(proc)
-            return {**info, "already_running": info.get("pid") != proc.pid}
-        if proc.poll() is not None:
-            info = read_run_file(settings.run_file)
-            if info:  # lost a race with another starter: that one serves
-                return {**info, "already_running": True}
-            raise RuntimeError(f"the service exited with {proc.returncode}; see {log_path}")
-        time.sleep(0.05)
+        if info and info.get("pid") != proc.pid:  # lost a race with another starter: that one serves
+            return {**info, "already_running": True}
+        error = said.error or last_error_line(log_path)
+        raise RuntimeError(
+            f"the service exited with {code if code is not None else 'an error'}"
+            + (f": {error}" if error else "")
+            + f" (its log: {log_path})"
+        )
     _reap(proc)
-    raise RuntimeError(f"the service did not start within {wait}s; see {log_path}")
+    raise RuntimeError(
+        f"the service did not report healthy within {wait:g}s"
+        + (f"; its last error: {said.error}" if said.error else "")
+        + f" (its log: {log_path}; it may still come up: `memstream doctor` says)"
+    )
+
+
+READY_FD = "MEMSTREAM_READY_FD"  # the child's end of the pipe it says ready (or its error) on
+
+
+class _Said:
+    """What a starting service said on its ready pipe: ``state`` ``ready``, ``eof`` (it
+    closed the pipe first: exited) or ``waiting`` (nothing conclusive within the wait); its
+    last ``error`` line and a ``warning``."""
+
+    def __init__(self) -> None:
+        self.state = "waiting"
+        self.error = ""
+        self.warning = ""
+
+
+def _wait_ready(fd: int, wait: float) -> _Said:
+    """Read the lines a starting service writes on its ready pipe (``say_ready``) for up to
+    ``wait`` seconds."""
+    import select
+
+    said = _Said()
+    buffer = b""
+    deadline = time.monotonic() + wait
+    while (left := deadline - time.monotonic()) > 0:
+        readable, _, _ = select.select([fd], [], [], left)
+        if not readable:
+            break
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            said.state = "eof"
+            break
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        for raw in lines:
+            line = raw.decode("utf-8", "replace").strip()
+            if line == "ready":
+                said.state = "ready"
+                return said
+            kind, _, text = line.partition(": ")
+            if kind in ("error", "failed"):
+                said.error = text[:500]
+            elif kind == "warning":
+                said.warning = text[:500]
+    return said
+
+
+def say_ready(line: str) -> None:
+    """In the service started by ``start_service``: write ``line`` on the pipe its starter
+    waits on: ``ready``, ``failed: TEXT`` (it exits: both close the pipe), ``error: TEXT``
+    (its last error while it is not ready yet), ``warning: TEXT``. Does nothing in a
+    service started otherwise; never raises."""
+    global _ready_fd
+    if _ready_fd is None:
+        return
+    try:
+        os.write(_ready_fd, (" ".join(line.split()) + "\n").encode("utf-8", "replace"))
+    except OSError:
+        pass
+    if line == "ready" or line.startswith("failed:"):
+        try:
+            os.close(_ready_fd)
+        except OSError:
+            pass
+        _ready_fd = None
+
+
+_ready_fd: int | None = None
+
+
+def take_ready_fd(environ: dict[str, str] | os._Environ[str]) -> None:
+    """The entry point's part (it reads the environment): take the ready pipe ``start_service``
+    passed (``MEMSTREAM_READY_FD``), so that ``say_ready`` writes on it; removes the
+    variable, so no process this one starts inherits it."""
+    global _ready_fd
+    raw = environ.pop(READY_FD, None)
+    if raw is None:
+        return
+    try:
+        fd = int(raw)
+        os.fstat(fd)
+    except (ValueError, OSError):
+        return
+    os.set_inheritable(fd, False)
+    _ready_fd = fd
+
+
+def last_error_line(log_path: Path, tail: int = 16384) -> str:
+    """The last line of the log at ``log_path`` that tells an error (a traceback's last
+    line, ``... error: ...``, a JSON line of level error or critical), else its last line;
+    "" when none can be read."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - tail))
+            lines = [ln.decode("utf-8", "replace").strip() for ln in f.read().splitlines()]
+    except OSError:
+        return ""
+    lines = [ln for ln in lines if ln]
+    for line in reversed(lines):
+        if line.startswith("{"):  # a JSON log line: an error only by its level
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("level") in ("error", "critical"):
+                return line[:500]
+            continue
+        if "error" in line.lower() or "exception" in line.lower():
+            return line[:500]
+    return lines[-1][:500] if lines else ""
 
 
 def _reap(proc: subprocess.Popen[bytes]) -> None:

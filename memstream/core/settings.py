@@ -319,6 +319,17 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             ),
         ),
     ] = 60.0
+    dlq_max_letters: Annotated[
+        int,
+        Meta(
+            ge=1,
+            le=100_000_000,
+            description=(
+                "Dead letters the dead-letter stream keeps at most; past it an entry that fails is acked without "
+                "one, counted in `memstream_dead_letters_dropped_total` (it stays in the log)."
+            ),
+        ),
+    ] = 10_000
     embed_warn_points: Annotated[
         int,
         Meta(
@@ -663,6 +674,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 # problem is reported for them): name -> meaning.
 OTHER_VARIABLES: dict[str, str] = {
     "MEMSTREAM_DEBUG": "`1`: the command line prints the traceback of an unexpected error",
+    "MEMSTREAM_READY_FD": "set by `memstream up --detach` for its child: the pipe the service says ready (or its error) on",
     "MEMSTREAM_BENCH_KEEP": "`1`: `memstream bench chaos` keeps its working directory",
     "MEMSTREAM_FUZZ_SCALE": "the test suite: multiplies the examples of its property-based tests",
     "MEMSTREAM_TEST_CACHE": "the test suite: where it keeps the Hermes environment it builds",

@@ -157,9 +157,14 @@ def _searchable(eventlog: EventLog, event: MemoryWritten, entry: str, timeout: f
 def add_spooled(settings: Settings, event: MemoryWritten) -> dict:
     """Hand ``event`` to this host's writer and wait up to ``settings.shutdown_timeout``
     for it to ship: ``{"id", "state"}``, ``state`` ``logged`` or ``spooled`` (it ships when
-    the log is reachable)."""
+    the log is reachable); ``service_started`` (its pid and home) when no service ran and
+    the writer started one in the background (``MEMSTREAM_AUTOSTART``)."""
     writer = Writer.shared(settings)
     writer.emit(event)
     shipped = writer.flush(settings.shutdown_timeout)
+    started = writer.locator.started
     writer.release(0.5)
-    return {"id": event.id, "state": "logged" if shipped else "spooled"}
+    out: dict = {"id": event.id, "state": "logged" if shipped else "spooled"}
+    if started and not started.get("already_running"):
+        out["service_started"] = {"pid": started.get("pid"), "home": str(settings.home)}
+    return out

@@ -21,8 +21,8 @@ def dead_letters(settings: Settings, count: int, group: str | None = None) -> li
 
 def settle(settings: Settings, action: Literal["retry", "drop"], ids: list[str]) -> dict:
     """``retry`` (re-append for its group only) or ``drop`` each dead letter of ``ids``:
-    DLQ id -> the retried entry's new id or whether it was dropped (falsy: no such dead
-    letter). ``CommandError`` without ids."""
+    ``{action: {DLQ id: the retried entry's new id, or True when dropped; None: no such
+    dead letter}, "missing": [the ids that named none]}``. ``CommandError`` without ids."""
     from memstream.workers import DeadLetters
 
     eventlog = connect(settings)
@@ -31,5 +31,5 @@ def settle(settings: Settings, action: Literal["retry", "drop"], ids: list[str])
         raise CommandError(f"dlq {action} needs one or more DLQ ids (see `memstream dlq list`)")
     done: dict = {}
     for dlq_id in ids:
-        done[dlq_id] = dlq.retry(dlq_id) if action == "retry" else dlq.drop(dlq_id)
-    return done
+        done[dlq_id] = dlq.retry(dlq_id) if action == "retry" else (dlq.drop(dlq_id) or None)
+    return {action: done, "missing": [i for i, v in done.items() if v is None]}

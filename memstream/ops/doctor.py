@@ -15,7 +15,7 @@ import redis
 from redis.sentinel import SentinelConnectionPool
 
 from memstream import __version__
-from memstream.core import Settings, keys, mask_url
+from memstream.core import Settings, keys, mask_url, shown
 from memstream.ops.stats import group_health, streams
 from memstream.producers import EventLog, LogLocator, spool_usage
 
@@ -28,6 +28,7 @@ __all__ = [
     "check_projections",
     "check_queries",
     "check_redis",
+    "check_retention",
     "check_spool",
     "check_streams",
     "check_tenants",
@@ -41,7 +42,7 @@ STATES = ("ok", "warning", "failed")  # a check's state, best first; the report'
 def doctor(settings: Settings, hermes: Callable[[], dict] | None = None) -> dict:
     """``{"ok": no check failed, "state": the worst check's, "version", "checks": {name:
     check}}``: config, embedder, redis, streams, then (when the log answers) logs, queries,
-    tenants and projections, then spool and, when given, ``hermes`` (its caller's check; an
+    tenants, projections, retention and dense, then spool and, when given, ``hermes`` (its caller's check; an
     exception from it is a failed check). Each check carries ``ok`` and ``state`` first."""
     checks: dict[str, dict] = {}
     checks["config"] = check_config(settings)
@@ -66,6 +67,10 @@ def doctor(settings: Settings, hermes: Callable[[], dict] | None = None) -> dict
                 "note": "a tenant's credentials may not read the projections' "
                 "positions: run doctor with the operator's to check them",
             }
+        try:
+            checks["retention"] = check_retention(eventlog, settings)
+        except redis.exceptions.NoPermissionError:
+            checks["retention"] = {"ok": True, "note": "a tenant's credentials may not read the retention job's record"}
         try:
             checks["dense"] = check_dense(eventlog, settings)
         except redis.exceptions.NoPermissionError:
@@ -157,6 +162,7 @@ def check_redis(settings: Settings) -> tuple[dict, EventLog | None]:
         check["valkey_version"] = server["valkey_version"]
     if major < 7:
         check["error"] = "memstream needs Redis 7.0+ or Valkey"
+    _memory(eventlog.client, check)
     pool = eventlog.client.connection_pool
     if isinstance(pool, SentinelConnectionPool):  # the primary the Sentinels name now
         host, port = pool.get_master_address()
@@ -175,6 +181,68 @@ def check_redis(settings: Settings) -> tuple[dict, EventLog | None]:
                     "replicas connected: no batch is confirmed, the spools keep growing"
                 )
     return check, eventlog
+
+
+MEMORY_WARN = 0.9  # of maxmemory: a warning from here
+
+
+def _memory(client: redis.Redis, check: dict) -> None:
+    """Add the server's memory to ``check``: failed at its ``maxmemory`` (every append is
+    refused with OOM, or keys are evicted), a warning from ``MEMORY_WARN`` of it and under
+    a policy that may evict the log's keys."""
+    try:
+        memory = client.info("memory")
+    except redis.RedisError:
+        return  # not shown to these credentials
+    used, most = int(memory.get("used_memory", 0) or 0), int(memory.get("maxmemory", 0) or 0)
+    policy = str(memory.get("maxmemory_policy", "noeviction"))
+    check.update(used_memory=used, maxmemory=most or None, maxmemory_policy=policy)
+    if not most:
+        return
+    if used >= most and check["ok"]:
+        check["ok"] = False
+        check["error"] = (
+            f"Redis is at its maxmemory ({used} of {most} bytes, policy {policy}): "
+            + ("every append is refused (OOM) and spools grow" if policy == "noeviction" else "it evicts keys, the log's too")
+            + "; raise maxmemory, archive (`memstream archive`) or forget old events"
+        )
+    elif used >= MEMORY_WARN * most:
+        check["warning"] = f"Redis uses {used} of its maxmemory of {most} bytes: appends fail (OOM) when it is full"
+    if check["ok"] and policy.startswith("allkeys"):
+        check["warning"] = (check.get("warning", "") + "; " if check.get("warning") else "") + (
+            f"maxmemory-policy {policy} may evict the log's keys when Redis is full: use noeviction"
+        )
+
+
+def check_retention(eventlog: EventLog, settings: Settings) -> dict:
+    """The retention job (``workers.retention``), as every process that runs it records it in
+    Redis: fails when its last runs failed in a row (what it should erase stays: its last
+    error says why), a warning after one failure; its last run and what it erased."""
+    counters = {shown(k): shown(v) for k, v in eventlog.client.hgetall(keys.retention_counters(eventlog.prefix)).items()}
+
+    def number(name: str) -> float:
+        try:
+            value = float(counters.get(name) or 0)
+        except ValueError:
+            return 0.0
+        return value if value == value and value >= 0 else 0.0
+
+    failures = int(number("failures"))
+    days = {k: v for k, v in settings.retention_days.items() if v > 0}
+    check: dict[str, Any] = {
+        "ok": failures < 2,
+        "retention_days": days,
+        "runs": int(number("runs")),
+        "last_run": number("last_run") or None,
+        "failures": failures,
+    }
+    if failures:
+        said = (
+            f"the retention job failed its last {failures} run{'s' if failures > 1 else ''}"
+            f" (last error: {counters.get('last_error', '?')[:300]}): what expired is not erased"
+        )
+        check["error" if failures >= 2 else "warning"] = said
+    return check
 
 
 def _tls(url: str, settings: Settings) -> str:

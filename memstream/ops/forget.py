@@ -19,6 +19,7 @@ Idempotent: a second run finds nothing left to remove and appends no tombstone a
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from typing import Any
 import msgspec
 import redis
 
-from memstream.core import Settings, as_str, keys
+from memstream.core import MAX_ID_BYTES, Settings, keys, lossless
 from memstream.ops.connect import connect
 from memstream.ops.errors import CommandError
 from memstream.producers import (
@@ -47,6 +48,10 @@ __all__ = ["Selector", "forget"]
 
 REASON = "memstream forget"
 _BATCH = 500
+_ID_HINT = (
+    " (event ids look like 0192f3c4-5e6f-7a8b-9c0d-1e2f3a4b5c6d: `memstream search --json` and `memstream export` show them)"
+)
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,9 @@ class Selector:
             raise CommandError("forget needs a selector: --event, --session, --agent, --tenant, --match or --tombstoned")
         if self.match is not None and not self.match.strip():
             raise CommandError("--match needs some text")
+        for event_id in self.events:
+            if not event_id.strip() or len(event_id.encode("utf-8", "surrogateescape")) > MAX_ID_BYTES:
+                raise CommandError(f"--event {event_id[:80]!r} is no event id{_ID_HINT}")
 
     def selects(self, event: Event, tombstoned: set[tuple[str, str]]) -> bool:
         if isinstance(event, MemoryForgotten):
@@ -139,10 +147,16 @@ def forget(
     archive = Archive(settings.archive_path)
     try:
         tombstoned = _tombstoned(client, eventlog.prefix) | _named(eventlog, archive) if selector.tombstoned else set()
-        found = _scan(eventlog, archive, selector, tombstoned)
+        found, raw_ids = _scan(eventlog, archive, selector, tombstoned)
     except ArchiveError as exc:
         raise CommandError(str(exc)) from exc
     ids = set(found.events)
+    known = ids | raw_ids | {event_id for _, event_id in found.named}  # forgotten before: a second run finds it so
+    unknown = [event_id for event_id in selector.events if event_id not in known]
+    if unknown:  # nothing is erased: an id that names no event is a mistake to say, not a no-op
+        shown = ", ".join(repr(i[:80]) for i in unknown[:5])
+        hint = _ID_HINT if any(not _UUID.match(i) for i in unknown) else " in the log or the archive (with the other selectors)"
+        raise CommandError(f"no event with the id {shown} was found{hint}; nothing was forgotten")
     spool = Path(spool_dir) if spool_dir is not None else settings.spool_dir
     erasure = plan(
         eventlog,
@@ -180,18 +194,34 @@ def forget(
             "they remove the items when they do; run forget again after that to rewrite "
             "the append-only file"
         )
-    try:
-        result["aof"] = rewrite_append_only_file(client) if rewrite_aof else {"state": "skipped"}
-    except ErasureError as exc:
-        raise CommandError(f"{exc}: run forget again") from exc
-    if result["aof"]["state"] != "rewritten":
+    counters = keys.forget_counters(eventlog.prefix)
+    changed = bool(result["tombstones"] or any(result["removed"].values()))
+    if changed:
+        # pending until a rewrite after every projection applied the tombstones succeeds: a
+        # later run that finds nothing new still rewrites then
+        client.hset(counters, "aof_pending", "1")
+    if not rewrite_aof:
+        result["aof"] = {"state": "skipped"}
+    elif not changed and not client.hget(counters, "aof_pending"):
+        result["aof"] = {"state": "not needed", "note": ""}  # nothing was removed: Redis's files hold nothing new to drop
+    else:
+        try:
+            result["aof"] = rewrite_append_only_file(client)
+        except ErasureError as exc:
+            raise CommandError(f"{exc}: run forget again") from exc
+        if result["projections"]["applied"] and result["aof"]["state"] != "failed":
+            client.hdel(counters, "aof_pending")  # rewritten, or a server that cannot: nothing to wait for
+    if result["aof"]["state"] not in ("rewritten", "not needed", "skipped"):
         result["notes"].append(result["aof"]["note"])
-    count_removed(client, keys.forget_counters(eventlog.prefix), result["removed"], result["tombstones"])
+    count_removed(client, counters, result["removed"], result["tombstones"])
     return result
 
 
-def _scan(eventlog: EventLog, archive: Archive, selector: Selector, tombstoned: set[tuple[str, str]]) -> Doomed:
+def _scan(eventlog: EventLog, archive: Archive, selector: Selector, tombstoned: set[tuple[str, str]]) -> tuple[Doomed, set[str]]:
+    """The entries ``selector`` names; and the ids of those that are no valid event but
+    name one of ``selector.events`` in their id field."""
     found = Doomed()
+    raw_ids: set[str] = set()
     watermark = archive.watermark()
     from memstream.producers import parse_entry_id
 
@@ -205,10 +235,12 @@ def _scan(eventlog: EventLog, archive: Archive, selector: Selector, tombstoned: 
         except (msgspec.DecodeError, msgspec.ValidationError):
             event = None
         if event is None:  # no valid event: named by its id field, or by the text in its bytes
-            raw_id = _field(fields, "id")
-            if (data is not None and selector.selects_raw(data)) or (
-                raw_id is not None and raw_id.decode("utf-8", "replace") in selector.events
-            ):
+            raw_field = _field(fields, "id")
+            raw_id = raw_field.decode("utf-8", "replace") if raw_field is not None else None
+            named = raw_id is not None and raw_id in selector.events
+            if raw_id is not None and named:
+                raw_ids.add(raw_id)
+            if (data is not None and selector.selects_raw(data)) or named:
                 found.add(stream, entry_id, None, in_archive)
             continue
         if isinstance(event, MemoryForgotten):
@@ -229,7 +261,7 @@ def _scan(eventlog: EventLog, archive: Archive, selector: Selector, tombstoned: 
             for e in found.events.values()
         ):
             found.add(stream, entry_id, remove, in_archive)
-    return found
+    return found, raw_ids
 
 
 def _named(eventlog: EventLog, archive: Archive) -> set[tuple[str, str]]:
@@ -269,6 +301,6 @@ def _tombstoned(client: redis.Redis, prefix: str) -> set[tuple[str, str]]:
     out: set[tuple[str, str]] = set()
     head = keys.tombstones(prefix, "")
     for key in client.scan_iter(match=keys.tombstones_pattern(prefix), count=500):
-        tenant = as_str(key)[len(head) :]
-        out.update((tenant, as_str(m)) for m in client.sscan_iter(key, count=500))
+        tenant = lossless(key)[len(head) :]  # bytes anyone may have written: never a decode error
+        out.update((tenant, lossless(m)) for m in client.sscan_iter(key, count=500))
     return out

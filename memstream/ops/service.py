@@ -16,11 +16,17 @@ def _masked(info: dict) -> dict:
 
 
 def up_detached(settings: Settings) -> dict:
-    """Start the service in the background and return its run-file info once it serves
-    (``already_running`` when one served already)."""
+    """Start the service in the background and return its run-file info once it serves and
+    its consumers wrote their first health record (``already_running`` when one served
+    already). ``CommandError`` with the child's last error line when it exits first or does
+    not say ready in time."""
+    from memstream.ops.errors import CommandError
     from memstream.service import detach
 
-    return _masked(detach(settings))
+    try:
+        return _masked(detach(settings))
+    except (RuntimeError, OSError) as exc:
+        raise CommandError(str(exc)) from exc
 
 
 def start_service(settings: Settings) -> tuple[Any, dict]:

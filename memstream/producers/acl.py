@@ -57,6 +57,7 @@ _WORKER_COMMANDS = (
     # hashes: positions, health, counters, catalog, facts, sessions, fleet reports, the registry
     "+hget",
     "+hset",
+    "+hsetnx",
     "+hdel",
     "+hgetall",
     "+hmget",

@@ -210,6 +210,7 @@ class LogLocator:
         self.settings = settings
         self.autostart = settings.autostart if autostart is None else autostart
         self._spawned_at = 0.0
+        self.started: dict[str, Any] | None = None  # what the last autostart began (its pid), if any
         self._lock = threading.Lock()
         self._url = ""
         self._client: redis.Redis | None = None
@@ -274,6 +275,7 @@ class LogLocator:
         self._spawned_at = now
         try:
             started = start_service(self.settings, wait=None)
+            self.started = started
             log.info(
                 "service.autostart",
                 home=str(self.settings.home),

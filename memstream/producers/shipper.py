@@ -105,7 +105,10 @@ class Shipper:
         self.on_exit: Callable[[], None] | None = None  # called by the thread as it ends
         self.reporter: Reporter | None = None  # the fleet report (memstream.producers.report)
         self._gave_up = False  # stop() returned before the thread ended: no last report then
-        self._last_adopt = 0.0
+        self._last_adopt = float("-inf")  # the first pass adopts what dead processes left
+        self._adopt_now = False  # a flush asked the next pass to look for them
+        self._passes = 0  # passes ended (``flush`` waits for one that began after its call)
+        self._in_pass = False
         self._last_sync = time.monotonic()
         # counters
         self.shipped = 0
@@ -158,7 +161,10 @@ class Shipper:
         self._wake.set()
 
     def flush(self, timeout: float, wait_while_down: bool = True) -> bool:
-        """Wait up to ``timeout`` s until everything spooled so far is shipped.
+        """Wait up to ``timeout`` s until everything spooled so far is shipped: this
+        process's records and what dead processes left in the spool directory (the pass
+        that ends the wait, begun after the call, adopts their segments first). A spool
+        without a running thread is judged by its own and adopted segments.
 
         With ``wait_while_down`` False, give up as soon as the log is found unreachable.
         A flush does not hasten a retry after a failure: the next pass comes when the
@@ -168,10 +174,14 @@ class Shipper:
         deadline = time.monotonic() + timeout
         with self._flushing_lock:
             self._flushing += 1
+        self._adopt_now = True
+        # the pass that can end the wait: the one after any pass under way now
+        with self._idle:
+            wanted = self._passes + 2 if self._in_pass else self._passes + 1
         try:
             self._wake.set()
             with self._idle:
-                while not self._drained():
+                while not (self._drained() and (self._passes >= wanted or not self._running())):
                     left = deadline - time.monotonic()
                     if left <= 0 or (not wait_while_down and self._backoff > 0 and not self.connected):
                         return False  # out of time, or the log is unreachable right now
@@ -217,6 +227,9 @@ class Shipper:
         """Seconds the thread waits before its next pass after a failure (0: not backing off)."""
         return self._backoff
 
+    def _running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive() and not self._stop.is_set()
+
     def _drained(self) -> bool:
         return self.spool.drained()  # not limit_of here: the thread may close a segment meanwhile
 
@@ -256,6 +269,8 @@ class Shipper:
             if self._stop.is_set():
                 break
             seen = self.spool.appended  # what this pass may ship; later records are new
+            with self._idle:
+                self._in_pass = True
             try:
                 self.ship_once()
             except Exception as exc:  # never let the thread die
@@ -265,6 +280,8 @@ class Shipper:
                 self._back_off(1.0)
             self._report()
             with self._idle:
+                self._in_pass = False
+                self._passes += 1
                 self._idle.notify_all()
 
     def _wait_out_backoff(self, finish: Callable[[], bool] | None) -> None:
@@ -320,7 +337,8 @@ class Shipper:
         if self.fsync_interval is not None and now - self._last_sync >= self.fsync_interval:
             self._last_sync = now
             self.spool.sync()
-        if now - self._last_adopt >= self.ADOPT_EVERY:
+        if self._adopt_now or now - self._last_adopt >= self.ADOPT_EVERY:
+            self._adopt_now = False
             self._last_adopt = now
             self.spool.adopt_orphans()
         self.spool.rotate_if_large()

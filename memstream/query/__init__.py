@@ -27,6 +27,7 @@ from memstream.query.protocol import (
     QueryRefused,
     Request,
     decode_envelope,
+    most,
 )
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ __all__ = [
     "QueryRefused",
     "Request",
     "decode_envelope",
+    "most",
     "QueryServer",
     "ReadOps",
     "Searcher",

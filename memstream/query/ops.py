@@ -23,7 +23,7 @@ from memstream.projections import (
     VectorStore,
     item_point_id,
 )
-from memstream.query.protocol import Handler
+from memstream.query.protocol import Handler, most
 from memstream.query.ranking import Searcher, fact_item
 from memstream.query.versions import FixedVersions, Versions
 
@@ -31,7 +31,6 @@ __all__ = ["ReadOps", "asks_about_history", "BadRequest"]
 
 # The collections a search of each kind reads.
 SEARCH_COLLECTIONS = {"turns": ("turns",), "memories": ("memories",), "facts": ("facts",), "all": ("turns", "memories", "facts")}
-MAX_LIMIT = 50
 
 # Questions about how things were, not how they are: superseded facts are wanted then.
 _HISTORY = re.compile(
@@ -102,7 +101,7 @@ class ReadOps:
         return tenant
 
     @staticmethod
-    def _limit(request: dict[str, Any], key: str, default: int, top: int = MAX_LIMIT) -> int:
+    def _limit(request: dict[str, Any], key: str, default: int, top: int) -> int:
         value = request.get(key, default)
         if value is None:
             return default
@@ -142,7 +141,8 @@ class ReadOps:
         if not kinds or not set(kinds) <= {"turns", "memories", "facts"}:
             raise BadRequest(f"kind must be one of {sorted(SEARCH_COLLECTIONS)}, got {kind!r}")
         scope, agent = self._scope(request)
-        k = self._limit(request, "k", 10) or 10
+        op = "recall" if request.get("op") == "recall" else "search"
+        k = self._limit(request, "k", 10, most(op, "k")) or 10
         results = self.searcher.search(
             query,
             tenant=tenant,
@@ -176,8 +176,8 @@ class ReadOps:
         item_id = request.get("id")
         if not isinstance(item_id, str) or not item_id:
             raise BadRequest("id must be a non-empty string (an id from memstream_search)")
-        before = self._limit(request, "before", 3, 20)
-        after = self._limit(request, "after", 3, 20)
+        before = self._limit(request, "before", 3, most("context", "before"))
+        after = self._limit(request, "after", 3, most("context", "after"))
         anchor = self._anchor(tenant, item_id)
         if anchor is None:
             return {"error": f"no turn, memory or fact with id {item_id!r} in this tenant"}
@@ -295,7 +295,7 @@ class ReadOps:
 
     def recent(self, request: dict[str, Any]) -> dict[str, Any]:
         tenant = self._tenant(request)
-        limit = self._limit(request, "limit", 5) or 5
+        limit = self._limit(request, "limit", 5, most("recent", "limit")) or 5
         scope, agent = self._scope(request)
         if scope == "session":
             scope = "current"
@@ -309,7 +309,7 @@ class ReadOps:
         for name, value in (("subject", subject), ("kind", kind)):
             if value is not None and not isinstance(value, str):
                 raise BadRequest(f"{name} must be a string, got {value!r}")
-        limit = self._limit(request, "limit", 20) or 20
+        limit = self._limit(request, "limit", 20, most("facts", "limit")) or 20
         found = self.facts.query(
             tenant, agents=self._agents(request), subject=subject, kind=kind, history=bool(request.get("history"))
         )

@@ -80,6 +80,21 @@ Request = Union[RecallRequest, SearchRequest, ContextRequest, RecentRequest, Fac
 
 OPS: tuple[str, ...] = tuple(cls.__struct_config__.tag for cls in get_args(Request))
 
+
+def most(op: str, field: str) -> int:
+    """The largest value the protocol allows for ``op``'s integer ``field`` (the ``le`` of
+    its type): the one home of each bound, which the handlers apply as the decoder does.
+    ``KeyError`` for an op or field without one."""
+    import msgspec.inspect as inspect
+
+    for cls in get_args(Request):
+        if cls.__struct_config__.tag == op:
+            for f in inspect.type_info(cls).fields:  # type: ignore[attr-defined]  # a StructType's fields
+                if f.name == field and isinstance(f.type, inspect.IntType) and f.type.le is not None:
+                    return int(f.type.le)
+    raise KeyError(f"{op}.{field}")
+
+
 # What answers one op on the server: the request as a dict in, the answer as a dict out.
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -108,32 +123,44 @@ _ID_AT_START = re.compile(rb'^\s*\{\s*"id"\s*:\s*"([0-9a-f]{32})"')
 
 
 class QueryRefused(PermanentError, ValueError):
-    """A request the protocol refuses (too big, malformed, out of its limits)."""
+    """A request the protocol refuses (too big, malformed, out of its limits). ``kind``
+    names the refusal without quoting the request (``too_big``, ``nested``, ``bad``):
+    what a log may keep, where the message may echo the request's values."""
 
-    def __init__(self, reason: str, request_id: str = ""):
+    def __init__(self, reason: str, request_id: str = "", kind: str = "bad"):
         super().__init__(reason)
         self.request_id = request_id
+        self.kind = kind
 
 
 def decode_envelope(raw: bytes) -> Envelope:
-    """The envelope in ``raw``; raises QueryRefused (with the id when it can be read)."""
+    """The envelope in ``raw``; raises QueryRefused (with the id when it can be read) and
+    nothing else, whatever ``raw`` holds (deep nesting included)."""
     if len(raw) > MAX_ENVELOPE_BYTES:
         found = _ID_AT_START.search(raw[:200])  # not parsed whole: only its id, if it leads
         raise QueryRefused(
-            f"request of {len(raw)} bytes is over the {MAX_ENVELOPE_BYTES}-byte limit", found.group(1).decode() if found else ""
+            f"request of {len(raw)} bytes is over the {MAX_ENVELOPE_BYTES}-byte limit",
+            found.group(1).decode() if found else "",
+            kind="too_big",
         )
     try:
         env = _envelope.decode(raw)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise QueryRefused(f"bad request: {exc}", _id_of(raw)) from None
+    except RecursionError:  # nested deeper than the decoder goes: refused like any bad request
+        raise QueryRefused("bad request: nested too deeply", _id_of(raw), kind="nested") from None
+    except Exception as exc:  # noqa: BLE001  whatever a request makes the decoder raise: refused, never the server's failure
+        raise QueryRefused(f"bad request: it could not be decoded ({type(exc).__name__})", _id_of(raw)) from None
     if not math.isfinite(env.deadline):
         raise QueryRefused("bad request: deadline must be a finite number", env.id)
     return env
 
 
 def _id_of(raw: bytes) -> str:
+    """The request's id when it can be read (any failure to read it: none)."""
     try:
         rid = _loose.decode(raw).id
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return ""
+    except Exception:  # noqa: BLE001  msgspec's errors, RecursionError on deep nesting: no id
+        found = _ID_AT_START.search(raw[:200])
+        return found.group(1).decode() if found else ""
     return rid if len(rid) == 32 and all(c in "0123456789abcdef" for c in rid) else ""

@@ -17,7 +17,9 @@ The protocol, in full (``P`` = the configured prefix):
 
 Guarantees: ``ask`` returns the answer or raises ``QueryTimeout`` within ``timeout``
 seconds (plus one Redis round trip); a failing handler answers ``{"error": ...}``, never
-kills a server thread; answers expire after ``ANSWER_TTL`` s if nobody takes them. The
+kills a server thread; whatever a request holds (deep nesting included) is answered or
+refused and counted, never a backoff of the serving thread (only a Redis failure is); the
+log keeps a refusal's kind and size, never the request's text; answers expire after ``ANSWER_TTL`` s if nobody takes them. The
 seconds each handler took are reported to the process's observer (``memstream.core.observe``).
 """
 
@@ -74,6 +76,7 @@ class QueryServer:
         self._channels: dict[str, str] = {operator_channel(prefix): ""}  # channel -> tenant ("" = operator)
         self._channels_at = 0.0
         self.counts: dict[str, int] = {}
+        self.backoffs = 0  # times a serving thread backed off (a Redis failure), never for a request
         self._lock = threading.Lock()
 
     # the table of channels to serve
@@ -113,7 +116,8 @@ class QueryServer:
             env = decode_envelope(raw)
         except QueryRefused as exc:
             self._count(client, "refused")
-            log.warning("queries.refused", channel=channel, reason=str(exc)[:300])
+            # the refusal's kind and size, never its message: it may quote the request's values
+            log.warning("queries.refused", channel=channel, kind=exc.kind, bytes=len(raw))
             if exc.request_id:
                 self._reply(client, channel, exc.request_id, {"error": str(exc)[:1000]})
             return None
@@ -143,7 +147,7 @@ class QueryServer:
                     out = {"error": f"{op} returned no answer"}
             except Exception as exc:
                 out = {"error": f"{type(exc).__name__}: {exc}"}
-                log.warning("queries.failed", op=op, error=out["error"][:300])
+                log.warning("queries.failed", op=op, error=type(exc).__name__)  # the message may quote the request
                 self._count(client, "failed")
             observe.answered(op, time.perf_counter() - handling)
         out["took_ms"] = round((time.perf_counter() - started) * 1000, 2)
@@ -193,7 +197,7 @@ class QueryServer:
                 got = conn.blpop(channels, timeout=1)
                 failures = 0
                 if got:
-                    self.handle(conn, *_popped(got))
+                    self._handle_one(conn, got)
             except Exception as exc:  # Redis gone or refusing: come back, never die
                 if _wrong_type(exc):
                     # a tenant's channel its user made another type since the channels were
@@ -202,11 +206,23 @@ class QueryServer:
                     log.debug("queries.tenant_channel_unusable", error=str(exc)[:200])
                     continue
                 failures += 1
+                self.backoffs += 1
                 delay = backoff_delay(failures, 0.2, 5.0)
                 log.warning("queries.server_error", error=f"{type(exc).__name__}: {exc}", retry_in=round(delay, 2))
                 self._stop.wait(delay)
                 conn = self._reconnected(conn)
         conn.close()
+
+    def _handle_one(self, conn: redis.Redis, got: Any) -> None:
+        """Answer one popped request. Only a Redis failure gets out (the loop backs off for
+        it); anything else a request causes is counted ``failed`` and the loop goes on at once."""
+        try:
+            self.handle(conn, *_popped(got))
+        except redis.RedisError:
+            raise
+        except Exception as exc:  # noqa: BLE001  a request never backs the server off
+            self._count(conn, "failed")
+            log.warning("queries.failed", error=type(exc).__name__)
 
     def _reconnected(self, conn: redis.Redis) -> redis.Redis:
         """After a failure, on a Redis Cluster: a connection to the channels' primary as the

@@ -58,7 +58,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from memstream import __version__
-from memstream.core import Settings, as_str, counts, keys, observe, shown
+from memstream.core import Settings, as_str, count, counts, keys, observe, shown
 from memstream.producers import BUCKETS_NS, EVENT_TYPES, HOOKS, ROW, EventLog, TenantRegistry, parse_entry_id
 from memstream.projections import STATES
 from memstream.query import OPS, operator_channel, tenant_channel
@@ -373,6 +373,23 @@ FAMILIES: tuple[Family, ...] = (
         "Events the retention job "
         "erased everywhere (as `memstream forget` does) once older than their kind's "
         "MEMSTREAM_RETENTION_*_DAYS, by kind: " + ", ".join(RETENTION_KINDS),
+        "redis",
+    ),
+    Family(
+        "memstream_dead_letters_dropped_total",
+        "counter",
+        (),
+        "entries",
+        "Entries acked without a dead letter because the dead-letter stream held MEMSTREAM_DLQ_MAX_LETTERS "
+        "(they stay in the log)",
+        "redis",
+    ),
+    Family(
+        "memstream_retention_failures",
+        "gauge",
+        (),
+        "runs",
+        "Runs of the retention job that failed in a row (0 once a run succeeds): what it should erase stays",
         "redis",
     ),
     Family(
@@ -757,15 +774,19 @@ class LogCollector(Collector):
         pipe.hgetall(keys.query_counters(self.prefix))
         pipe.hgetall(keys.forget_counters(self.prefix))
         pipe.hgetall(keys.retention_counters(self.prefix))
-        *lengths, counters, forgotten, retained = pipe.execute(raise_on_error=False)
-        for reply in (lengths[0], counters, forgotten, retained, *lengths[1:]):
+        pipe.hget(keys.dlq_counters(self.prefix), "dropped")
+        *lengths, counters, forgotten, retained, dropped = pipe.execute(raise_on_error=False)
+        for reply in (lengths[0], counters, forgotten, retained, dropped, *lengths[1:]):
             if isinstance(reply, Exception) and not (reply in lengths[1:] and _tenants_channel_error(reply)):
                 raise reply
         spool, unreadable = self.log.counters("spool")  # added to by every host's shipper
+        dropped_letters = count(dropped) if dropped is not None else 0
+        f["memstream_dead_letters_dropped_total"].add_metric([], dropped_letters or 0)
         f["memstream_spool_unreplicated_batches_total"].add_metric([], spool.get("unreplicated", 0))
         f["memstream_query_queue_length"].add_metric(["operator"], _length(lengths[0]))
         f["memstream_query_queue_length"].add_metric(["tenants"], sum(_length(n) for n in lengths[1:]))
         outcomes, bad_outcomes = counts(counters)
+        unreadable += dropped_letters is None
         for outcome in QUERY_OUTCOMES:
             f["memstream_queries_total"].add_metric([outcome], outcomes.get(outcome, 0))
         removed, bad_removed = counts(forgotten)
@@ -776,6 +797,7 @@ class LogCollector(Collector):
         for kind in RETENTION_KINDS:
             f["memstream_retention_erased_total"].add_metric([kind], _number(retention.get(kind)))
         f["memstream_retention_last_run_timestamp_seconds"].add_metric([], _number(retention.get("last_run")))
+        f["memstream_retention_failures"].add_metric([], _number(retention.get("failures")))
 
 
 class BatchHistogram(Collector):

@@ -37,6 +37,7 @@ from memstream.core import (
     private_dir,
     process_start,
     read_run_file,
+    say_ready,
     start_service,
     tighten,
     write_private,
@@ -76,6 +77,7 @@ class Service:
         self.pipeline_error = ""
         self.metrics: Metrics | None = None
         self.retention: RetentionJob | None = None
+        self._info: dict[str, Any] = {}  # what the run file says
 
     @property
     def lock_path(self) -> Path:
@@ -130,6 +132,7 @@ class Service:
         self._start_metrics(connect())
         info["metrics"] = self.metrics.url if self.metrics is not None else None
         write_private(self.settings.run_file, json.dumps(info, indent=2) + "\n")
+        self._info = info
         # ship spool segments that dead agent processes left behind
         self.spool = Spool(self.settings.spool_dir, max_bytes=self.settings.spool_max_bytes)
         self.shipper = Shipper(
@@ -148,7 +151,33 @@ class Service:
 
             self.retention = RetentionJob(self.settings, connect).start()
         log.info("service.started", url=mask_url(self.url), embedded=info["embedded"], home=str(self.settings.home))
+        threading.Thread(target=self._announce, name="memstream-ready", daemon=True).start()
         return info
+
+    READY_WAIT_S = 300.0  # how long the ready pipe waits for the first health records at most
+
+    def _announce(self) -> None:
+        """Say ready (``say_ready``, for ``memstream up --detach``) once every consumer of the
+        pipeline wrote its first health record; until then, each new last error of theirs.
+        A pipeline that failed to start: a warning, then ready (the log serves)."""
+        if self.pipeline is None:
+            if self.pipeline_error:
+                say_ready(f"warning: the projections did not start ({self.pipeline_error}); the log serves")
+            say_ready("ready")
+            return
+        said = ""
+        deadline = time.monotonic() + self.READY_WAIT_S
+        pipeline = self.pipeline  # close() may drop it meanwhile
+        while not self._stop.is_set() and time.monotonic() < deadline:
+            consumers = [c.health for c in pipeline.consumers]
+            if all(h.written_at for h in consumers):
+                say_ready("ready")
+                return
+            errors = [h.last_error for h in consumers if h.last_error]
+            if errors and errors[-1] != said:
+                said = errors[-1]
+                say_ready(f"error: {said}")
+            self._stop.wait(0.1)
 
     def _start_pipeline(self, eventlog: EventLog) -> None:
         """The projection workers and the query server live in this process (the
@@ -207,14 +236,24 @@ class Service:
         self.handle_signals()
         try:
             while not self._stop.wait(1.0):
-                if self.valkey is not None and self.valkey.proc and self.valkey.proc.poll() is not None:
+                if self.valkey is not None and (self.valkey.proc is None or self.valkey.proc.poll() is not None):
                     log.error(
                         "service.valkey_exited",
-                        code=self.valkey.proc.returncode,
+                        code=self.valkey.proc.returncode if self.valkey.proc is not None else None,
                         action="restarting it on the same data directory",
                     )
                     self.valkey.proc = None
-                    self.valkey.start()
+                    try:
+                        self.valkey.start()
+                    except Exception as exc:  # noqa: BLE001  e.g. a full disk: the next look tries again
+                        log.error("service.valkey_restart_failed", error=f"{type(exc).__name__}: {exc}"[:500])
+                        continue
+                    # the run file names the live server's pid, never the dead one's
+                    self._info["valkey_pid"] = self.valkey.pid
+                    try:
+                        write_private(self.settings.run_file, json.dumps(self._info, indent=2) + "\n")
+                    except OSError as exc:
+                        log.error("service.run_file_unwritten", error=f"{type(exc).__name__}: {exc}"[:300])
                 if self.shipper is not None:
                     self.shipper.notify()
         finally:

@@ -187,6 +187,7 @@ class Consumer:
         priority: Priority | None = None,
         low: bool = False,
         start_at: dict[str, str] | None = None,
+        dlq_max_letters: int = Settings().dlq_max_letters,
     ) -> None:
         self.log = eventlog
         self._turn = -1  # on a cluster: the stream the last blocking read waited on
@@ -205,7 +206,7 @@ class Consumer:
         self.transient_cap = transient_cap
         self.health = Health(self.client, eventlog.prefix, self.group, name)
         self.positions = Positions(self.client, eventlog.prefix)
-        self.dlq = DeadLetters(self.client, eventlog.prefix)
+        self.dlq = DeadLetters(self.client, eventlog.prefix, dlq_max_letters)
         self.gate = TenantGate(self.client, eventlog.prefix)
         self.stats = ConsumerStats()
         # a replay or a retired version (``low``) yields to the live versions (priority.py)
@@ -514,10 +515,19 @@ class Consumer:
                 skip.append(entry_id)
                 continue
             if verdict.action == "dead":
-                self.dlq.add(self.group, stream, entry_id, fields, verdict.reason, counts.get(entry_id, 1))
+                # admission's verdict is every group's: one letter for the entry, shared
+                kept = self.dlq.add(
+                    self.group, stream, entry_id, fields, verdict.reason, counts.get(entry_id, 1), every_group=True
+                )
                 self.stats.dead_lettered += 1
+                # the reason's kind, never its text: it may quote what the entry holds (the letter keeps it)
                 log.warning(
-                    "consumer.dead_lettered", group=self.group, stream=stream, entry=entry_id, reason=verdict.reason[:200]
+                    "consumer.dead_lettered",
+                    group=self.group,
+                    stream=stream,
+                    entry=entry_id,
+                    reason=verdict.reason.split(":", 1)[0][:40],
+                    letter=kept,
                 )
                 continue
             event = verdict.event
@@ -599,7 +609,7 @@ class Consumer:
                 stream=d.stream,
                 entry=d.entry_id,
                 deliveries=d.deliveries,
-                error=error,
+                error=type(exc).__name__,  # the letter keeps the message, which may quote the event
             )
         else:
             self.stats.retried += 1
@@ -610,6 +620,6 @@ class Consumer:
                 stream=d.stream,
                 entry=d.entry_id,
                 deliveries=d.deliveries,
-                error=error,
+                error=type(exc).__name__,
                 action="left pending for redelivery",
             )

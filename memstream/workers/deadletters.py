@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import redis
 
-from memstream.core import as_str, keys, lossless, shown
+from memstream.core import Settings, as_str, keys, lossless, shown
 from memstream.producers import EntryFields, xrange_entry
 
 if TYPE_CHECKING:
@@ -18,19 +18,76 @@ class DeadLetters:
     """The dead-letter stream ``{prefix}:dlq``: failed entries with their error.
 
     Each record keeps the entry's fields byte for byte as ``f:<name>`` (names and values
-    need not be UTF-8). Guarantee: ``list``, ``take`` and ``retry`` never raise on what a
+    need not be UTF-8). Bounded: at most ``max_letters`` (``MEMSTREAM_DLQ_MAX_LETTERS``);
+    past it an entry is acked without a letter and counted (``dropped``: the metric
+    ``memstream_dead_letters_dropped_total``); it stays in the log. An entry admission
+    refused has one letter that every group shares (``every_group``; ``P:dlq:entries``
+    finds it), so a replay's new version never copies it again. Guarantee: ``list``, ``take`` and ``retry`` never raise on what a
     record holds: ``list`` shows undecodable bytes as backslash escapes, ``take`` keeps
     field names lossless (undecodable bytes as surrogate escapes) and ``retry`` re-appends
     the original bytes.
     """
 
-    def __init__(self, client: redis.Redis, prefix: str) -> None:
+    def __init__(self, client: redis.Redis, prefix: str, max_letters: int = Settings().dlq_max_letters) -> None:
         self.client = client
         self.key = keys.dlq(prefix)
+        self.entries_key = keys.dlq_entries(prefix)
+        self.counters_key = keys.dlq_counters(prefix)
+        self.max_letters = max_letters
 
-    def add(self, group: str, stream: str, entry_id: str, fields: EntryFields, error: str, deliveries: int) -> None:
-        """Dead-letter one entry and ack it in its group, atomically (MULTI)."""
-        self.add_entries(group, stream, [(entry_id, fields)], error, {entry_id: deliveries})
+    def add(
+        self,
+        group: str,
+        stream: str,
+        entry_id: str,
+        fields: EntryFields,
+        error: str,
+        deliveries: int,
+        *,
+        every_group: bool = False,
+    ) -> str:
+        """Dead-letter one entry and ack it in its group, atomically (MULTI). With
+        ``every_group`` (admission's verdict: the entry is the same garbage to every projection
+        and version) the entry gets one dead letter that every group shares: a group (or a
+        replay's new version) that meets an entry which has one only acks it. Returns
+        ``added``, ``shared`` (it had one) or ``dropped`` (the stream holds ``max_letters``:
+        acked without one, counted in ``P:counters:dlq``)."""
+        ref = f"{stream} {entry_id}"
+        if every_group and not self._claim(ref, group):
+            self.client.xack(stream, group, entry_id)
+            return "shared"
+        if self._full():
+            pipe = self.client.pipeline(transaction=True)
+            pipe.hincrby(self.counters_key, "dropped", 1)
+            pipe.xack(stream, group, entry_id)
+            if every_group:
+                pipe.hset(self.entries_key, ref, "dropped")  # counted once, never again by a replay
+            pipe.execute()
+            return "dropped"
+        self.add_entries(group, stream, [(entry_id, fields)], error, {entry_id: deliveries}, every_group=every_group)
+        return "added"
+
+    def _claim(self, ref: str, group: str) -> bool:
+        """Whether ``group`` is the one to record the shared letter of the entry ``ref``: the
+        first to claim it (``HSETNX``), or the claimer itself met it again (it crashed before
+        the letter was written: the entry stayed pending in its group)."""
+        mine = f"claimed:{group}"
+        if self.client.hsetnx(self.entries_key, ref, mine):
+            return True
+        return lossless(self.client.hget(self.entries_key, ref) or b"") == mine
+
+    def _full(self, adding: int = 1) -> bool:
+        """Whether ``adding`` more letters would pass ``max_letters`` (read before the write:
+        concurrent consumers may each add a batch past it)."""
+        return int(self.client.xlen(self.key)) + adding > self.max_letters
+
+    def dropped(self) -> int:
+        """Dead letters not kept since the stream held ``max_letters``."""
+        raw = self.client.hget(self.counters_key, "dropped")
+        try:
+            return max(0, int(raw or 0))
+        except ValueError:
+            return 0
 
     def add_entries(
         self,
@@ -43,6 +100,7 @@ class DeadLetters:
         ack_group: str | None = None,
         delete: bool = False,
         stage: str = "",
+        every_group: bool = False,
     ) -> None:
         """Dead-letter ``entries`` of ``stream`` (each with its deliveries, 1 when not
         given) and ack them in ``ack_group`` (``group`` when None), deleting them from the
@@ -53,7 +111,11 @@ class DeadLetters:
             return
         pipe = self.client.pipeline(transaction=True)
         dead_at = repr(time.time())
-        for entry_id, fields in entries:
+        room = max(0, self.max_letters - int(self.client.xlen(self.key)))
+        kept, dropped = entries[:room], len(entries) - room
+        if dropped > 0:
+            pipe.hincrby(self.counters_key, "dropped", dropped)
+        for entry_id, fields in kept:
             record: dict[FieldT, EncodableT] = {
                 "group": group,
                 "stream": stream,
@@ -64,6 +126,8 @@ class DeadLetters:
             }
             if stage:
                 record["stage"] = stage
+            if every_group:
+                record["every_group"] = "1"
             for k, v in fields.items():
                 record[b"f:" + k if isinstance(k, bytes) else f"f:{k}"] = v
             pipe.xadd(self.key, record)
@@ -71,7 +135,11 @@ class DeadLetters:
         pipe.xack(stream, ack_group or group, *ids)
         if delete:
             pipe.xdel(stream, *ids)
-        pipe.execute()
+        replies = pipe.execute()
+        if every_group and kept:
+            offset = 1 if dropped > 0 else 0
+            shared = {f"{stream} {entry_id}": as_str(replies[offset + i]) for i, (entry_id, _) in enumerate(kept)}
+            self.client.hset(self.entries_key, mapping=shared)  # type: ignore[arg-type]  # str -> str
 
     def list(self, count: int = 100, group: str | None = None) -> list[dict[str, str]]:
         out = []
@@ -85,7 +153,7 @@ class DeadLetters:
                         item[key[2:]] = shown(v)
                     continue
                 item[key] = shown(v)
-            if group is None or item.get("group") == group:
+            if group is None or item.get("group") == group or item.get("every_group") == "1":
                 out.append(item)
         return out
 
@@ -103,7 +171,8 @@ class DeadLetters:
             for k, v in record.items()
             if k.startswith("f:") and k not in ("f:only_group", "f:retry_of")
         }
-        fields[b"only_group"] = record.get("group", b"")
+        if record.get("every_group") not in (b"1", "1"):  # a shared letter goes back to every group
+            fields[b"only_group"] = record.get("group", b"")
         fields[b"retry_of"] = record.get("entry_id", b"")
         pipe = self.client.pipeline(transaction=True)
         pipe.xadd(shown(record.get("stream", b"")), fields)

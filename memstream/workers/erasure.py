@@ -15,7 +15,9 @@ the copies; then it waits for every consumer group to apply the tombstones.
 Redis writes.
 
 Idempotent: an event a tombstone in the log already names (``Doomed.named``) gets none
-again; an entry deleted already is not counted again.
+again; an entry deleted already is not counted again. Never fails on what a record holds:
+dead letters and backlog entries are read losslessly (``core.lossless``), as admission
+reads entries, whatever bytes their names and values are.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import redis
 
-from memstream.core import PermanentError, as_str, keys, new_event_id
+from memstream.core import PermanentError, as_str, keys, lossless, new_event_id
 from memstream.producers import (
     Archive,
     ArchiveBusy,
@@ -145,6 +147,8 @@ class Plan:
         removed["archive_entries"] = erased["entries"]
         for chunk in chunks(sorted(self.dead_letters)):
             client.xdel(keys.dlq(eventlog.prefix), *chunk)
+        for chunk in chunks(sorted(f"{s} {e}" for s, es in d.entries.items() for e in es)):
+            client.hdel(keys.dlq_entries(eventlog.prefix), *chunk)  # the shared letters' index
         for key, entry_ids in self.backlog.items():
             for chunk in chunks(sorted(entry_ids)):
                 client.xdel(key, *chunk)
@@ -184,12 +188,14 @@ def _dead_letters(
     while batch := client.xrange(key, min=cursor, max="+", count=BATCH):
         for entry in batch:
             dlq_id, record = xrange_entry(entry)
-            fields = {as_str(k): v for k, v in record.items()}
+            # a dead letter holds what admission refused, names and values that need not be
+            # UTF-8: decoded losslessly, as admission reads them, never an error
+            fields = {lossless(k): v for k, v in record.items()}
             data = fields.get("f:data")
             raw = data if isinstance(data, bytes) else (data or "").encode("utf-8", "surrogateescape")
             if (
-                as_str(fields.get("f:id", b"")) in ids
-                or (as_str(fields.get("stream", b"")), as_str(fields.get("entry_id", b""))) in entries
+                lossless(fields.get("f:id", b"")) in ids
+                or (lossless(fields.get("stream", b"")), lossless(fields.get("entry_id", b""))) in entries
                 or (raw and payload_doomed(raw))
             ):
                 out.add(dlq_id)
@@ -212,9 +218,9 @@ def _backlog(client: redis.Redis, prefix: str, ids: set[str], match: str | None)
         while batch := client.xrange(key, min=cursor, max="+", count=BATCH):
             for entry in batch:
                 entry_id, record = xrange_entry(entry)
-                fields = {as_str(k): v for k, v in record.items()}
-                text = as_str(fields.get("text", b""))
-                if as_str(fields.get("event", b"")) in ids or (needle is not None and needle in text.casefold()):
+                fields = {lossless(k): v for k, v in record.items()}
+                text = lossless(fields.get("text", b""))
+                if lossless(fields.get("event", b"")) in ids or (needle is not None and needle in text.casefold()):
                     out.setdefault(key, set()).add(entry_id)
                     texts.add(text)
             cursor = "(" + entry_id

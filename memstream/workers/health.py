@@ -60,6 +60,7 @@ class Health:
         self.last_error_at = 0.0
         self.state = "starting"
         self._written = 0.0
+        self.written_at = 0.0  # when a record was last written (0: never yet)
 
     def step(self, handled: int) -> None:
         now = time.time()
@@ -107,6 +108,7 @@ class Health:
             pipe.hset(self.key, self.consumer, json.dumps(self.record(stats)))
             pipe.expire(self.key, KEEP_S)
             pipe.execute()
+            self.written_at = time.time()
             return True
         except Exception as exc:  # the record waits for the next beat
             log.debug("health.write_failed", group=self.group, error=f"{type(exc).__name__}: {exc}")

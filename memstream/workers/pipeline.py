@@ -292,6 +292,7 @@ class Pipeline:
             priority=self.priority,
             low=low,
             start_at=start_at,
+            dlq_max_letters=self.settings.dlq_max_letters,
         )
         embedding = None
         if row.vectors and callable(getattr(projection, "embed_backlog", None)):
@@ -305,6 +306,7 @@ class Pipeline:
                 priority=self.priority,
                 low=low,
             )
+            embedding.dlq.max_letters = self.settings.dlq_max_letters
         run = Run(row, v, projection, consumer, embedding=embedding)
         with self._lock:
             self.runs[consumer.group] = run
@@ -534,47 +536,55 @@ class Pipeline:
             )
 
     def _supervise(self) -> None:
-        """Restart consumer threads that died (not on shutdown), with backoff; follow the catalog."""
+        """Restart consumer threads that died (not on shutdown), with backoff; follow the
+        catalog. Never dies: a look that fails (whatever raised) is tried again at the next."""
         while not self._stop.wait(self.SUPERVISE_EVERY):
-            for r in list(self.runs.values()):
-                if r.thread is None or r.thread.is_alive() or r.stop.is_set():
-                    continue
-                consumer = r.consumer
-                now = time.monotonic()
-                if r.restart_at is None:
-                    lived = now - r.started
-                    r.quick = r.quick + 1 if lived < self.QUICK_DEATH_S else 1
-                    r.restart_at = now + backoff_delay(r.quick, 0.2, 30.0)
-                if now < r.restart_at or self._stop.is_set():
-                    continue
-                r.restart_at = None
-                consumer.stats.restarts += 1
-                consumer._pending_done = False  # re-read what it holds
-                consumer._groups_ready = False
-                consumer.health.beat(consumer.stats, force=True)
-                log.error("pipeline.consumer_restarted", group=consumer.group, restarts=consumer.stats.restarts)
-                self._spawn(r)
-            for r in list(self.runs.values()):
-                t, e = r.embed_thread, r.embedding
-                if t is None or e is None or t.is_alive() or r.stop.is_set() or self._stop.is_set():
-                    continue
-                now = time.monotonic()
-                if r.embed_restart_at is None:
-                    r.embed_restart_at = now + backoff_delay(e.stats.restarts + 1, 0.2, 30.0)
-                if now < r.embed_restart_at:
-                    continue
-                r.embed_restart_at = None
-                e.stats.restarts += 1
-                e._pending_done = False
-                e._ready = False
-                log.error("pipeline.embedding_restarted", group=e.group, restarts=e.stats.restarts)
-                self._spawn_embedding(r)
-            if time.monotonic() - self._last_catalog >= self.CATALOG_EVERY:
-                self._last_catalog = time.monotonic()
-                try:
-                    self.sync_catalog()
-                except Exception as exc:  # noqa: BLE001  logged; the next look retries
-                    log.warning("pipeline.catalog_failed", error=f"{type(exc).__name__}: {exc}"[:500])
+            try:
+                self._look()
+            except Exception:  # noqa: BLE001  the supervisor outlives anything a look meets
+                pass
+
+    def _look(self) -> None:
+        """One look of the supervisor: restart what died (the thread first, the log line after)."""
+        for r in list(self.runs.values()):
+            if r.thread is None or r.thread.is_alive() or r.stop.is_set():
+                continue
+            consumer = r.consumer
+            now = time.monotonic()
+            if r.restart_at is None:
+                lived = now - r.started
+                r.quick = r.quick + 1 if lived < self.QUICK_DEATH_S else 1
+                r.restart_at = now + backoff_delay(r.quick, 0.2, 30.0)
+            if now < r.restart_at or self._stop.is_set():
+                continue
+            r.restart_at = None
+            consumer.stats.restarts += 1
+            consumer._pending_done = False  # re-read what it holds
+            consumer._groups_ready = False
+            self._spawn(r)
+            consumer.health.beat(consumer.stats, force=True)
+            log.error("pipeline.consumer_restarted", group=consumer.group, restarts=consumer.stats.restarts)
+        for r in list(self.runs.values()):
+            t, e = r.embed_thread, r.embedding
+            if t is None or e is None or t.is_alive() or r.stop.is_set() or self._stop.is_set():
+                continue
+            now = time.monotonic()
+            if r.embed_restart_at is None:
+                r.embed_restart_at = now + backoff_delay(e.stats.restarts + 1, 0.2, 30.0)
+            if now < r.embed_restart_at:
+                continue
+            r.embed_restart_at = None
+            e.stats.restarts += 1
+            e._pending_done = False
+            e._ready = False
+            self._spawn_embedding(r)
+            log.error("pipeline.embedding_restarted", group=e.group, restarts=e.stats.restarts)
+        if time.monotonic() - self._last_catalog >= self.CATALOG_EVERY:
+            self._last_catalog = time.monotonic()
+            try:
+                self.sync_catalog()
+            except Exception as exc:  # noqa: BLE001  logged; the next look retries
+                log.warning("pipeline.catalog_failed", error=f"{type(exc).__name__}: {exc}"[:500])
 
     # -- the catalog -----------------------------------------------------------------------
     def sync_catalog(self) -> None:

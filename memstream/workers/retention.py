@@ -14,7 +14,9 @@ appended later have ids above the server's present time, so above every cutoff r
 
 One process at a time runs it across the fleet (``P:retention:lock``, renewed while it
 runs). What it erased is counted in ``P:counters:retention`` (per kind, per place,
-``runs``, ``last_run``): the metric ``memstream_retention_erased_total``.
+``runs``, ``last_run``): the metric ``memstream_retention_erased_total``; a job whose runs
+fail says so there too (``failures`` in a row, ``last_error``): ``memstream doctor``'s
+retention check and the metric ``memstream_retention_failures`` read it.
 
 Guarantees: an entry whose kind has no retention (0: forever), a tombstone, or an entry
 younger than its cutoff is never touched; an interrupted run resumes at the cursors (an
@@ -27,6 +29,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from typing import Any, Callable
 
 import msgspec
@@ -295,6 +298,8 @@ class RetentionJob:
         self._thread: threading.Thread | None = None
         self.last: dict[str, Any] | None = None
         self.failures = 0
+        self.recorded_failure = True  # a failure recorded by an earlier process is cleared by the first success
+        self._log: EventLog | None = None  # the last log connected to: where a run's outcome is recorded
 
     @property
     def enabled(self) -> bool:
@@ -313,20 +318,51 @@ class RetentionJob:
             try:
                 if retention is None:
                     retention = Retention(self.settings, self._connect())
+                    self._log = retention.log
                 self.last = retention.run()
                 self.failures = 0
+                self._record(None)
                 if sum(self.last["erased"].values()):
                     log.info("retention.erased", erased=self.last["erased"], tombstones=self.last["tombstones"])
             except Exception as exc:  # noqa: BLE001  the job never stops the process: it tries again later
                 self.failures += 1
                 retention = None
                 delay = min(delay, backoff_delay(self.failures, base=5.0, cap=300.0))
+                self._record(exc)
                 log.warning(
                     "retention.failed",
-                    error=f"{type(exc).__name__}: {exc}"[:500],
+                    error=type(exc).__name__,  # the message may quote what an entry holds
+                    failures=self.failures,
                     action="retrying later; what was erased stays erased",
                 )
             self._stop.wait(delay)
+
+    def _record(self, exc: Exception | None) -> None:
+        """Say in ``P:counters:retention`` how the last run went, for every process to read
+        (``memstream doctor``, the metric ``memstream_retention_failures``): ``failures`` (runs
+        failed in a row), ``last_error`` and ``last_failed_at``; a run that succeeds clears
+        them. Through the last log connected to (none yet: nothing to record); never raises
+        (Redis may be what failed)."""
+        eventlog = self._log
+        if eventlog is None or (exc is None and not self.recorded_failure):
+            return  # never connected: the log's own failure, which doctor's redis check reports
+        try:
+            key = keys.retention_counters(eventlog.prefix)
+            if exc is None:
+                eventlog.client.hdel(key, "failures", "last_error", "last_failed_at")
+                self.recorded_failure = False
+                return
+            eventlog.client.hset(
+                key,
+                mapping={
+                    "failures": str(self.failures),
+                    "last_error": f"{type(exc).__name__}: {exc}"[:300],
+                    "last_failed_at": repr(time.time()),
+                },
+            )
+            self.recorded_failure = True
+        except Exception:  # noqa: BLE001  the next run records again
+            pass
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()

@@ -5,12 +5,13 @@ never asserted here."""
 
 from __future__ import annotations
 
-import _thread
 import os
+import signal
 import threading
 from pathlib import Path
 
 import pytest
+from writepath import wait_for
 
 from memstream.bench.fleet import HOOKS, fleet_bench, format_fleet, knee, main
 
@@ -93,13 +94,18 @@ def test_bench_fleet_reports_every_level_and_loses_or_duplicates_no_event():
 
 def test_bench_fleet_interrupted_stops_every_process_it_started():
     before = _fleet_dirs()
-    timer = threading.Timer(6.0, _thread.interrupt_main)  # Ctrl-C, while the agents run
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            fleet_bench(levels=(4,), rate=2.0, seconds=60.0, processes=2, settle=5.0)
-    finally:
-        timer.cancel()
+
+    def ctrl_c_once_the_agents_run() -> None:
+        # the state, not a time: both agent processes started (on a loaded machine the service
+        # alone can take longer than any fixed delay); then a real SIGINT, as a terminal sends
+        wait_for(lambda: sum("--agent-process" in c for c in _children_of_this_process()) == 2, 120, "the agents to start")
+        os.kill(os.getpid(), signal.SIGINT)
+
+    watcher = threading.Thread(target=ctrl_c_once_the_agents_run, name="ctrl-c", daemon=True)
+    watcher.start()
+    with pytest.raises(KeyboardInterrupt):
+        fleet_bench(levels=(4,), rate=2.0, seconds=60.0, processes=2, settle=5.0)
+    watcher.join(5)
     assert _children_of_this_process() == []
     assert _fleet_dirs() <= before
 

@@ -52,6 +52,7 @@ def test_a_reachable_log_without_workers_checks_every_registered_projection(valk
         "queries",
         "tenants",
         "projections",
+        "retention",
         "dense",
         "spool",
         "hermes",
@@ -228,3 +229,22 @@ def test_a_long_backlog_and_dead_letters_of_the_dense_stage_are_warnings(event_l
     check = check_dense(event_log, _dense_settings(tmp_path))
     assert state_of(check) == "warning" and check["groups"]["turns.v1"]["dead_letters"] == 1
     assert "1 backlog entries dead-lettered" in check["warning"] and "memstream dlq retry" in check["warning"]
+
+
+@pytest.mark.valkey
+def test_a_redis_at_its_maxmemory_fails_the_redis_check(valkey_server, tmp_path):
+    """Under maxmemory (noeviction) every append fails with OOM: doctor must not say ok."""
+    client = redis.Redis.from_url(valkey_server.url)
+    client.flushall()
+    settings = Settings.load(home=str(tmp_path / "ms-home"), autostart=False, redis_url=valkey_server.url)
+    assert doctor(settings)["checks"]["redis"]["ok"] is True
+    client.config_set("maxmemory", "1")
+    try:
+        with pytest.raises(redis.exceptions.OutOfMemoryError):
+            client.xadd("ms-probe", {"a": "b"})  # what every append meets now
+        report = doctor(settings)
+    finally:
+        client.config_set("maxmemory", "0")
+    check = report["checks"]["redis"]
+    assert report["ok"] is False and check["ok"] is False
+    assert "maxmemory" in check["error"] and "OOM" in check["error"]

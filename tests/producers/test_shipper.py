@@ -111,7 +111,8 @@ def test_stop_with_the_log_down_returns_within_its_bound_and_keeps_the_spool(wri
     link.down = False
     nxt = make_writer(writers, settings, link)
     wait_for(lambda: logged_contents(event_log) == [str(i) for i in range(20)], what="shipped by the next writer")
-    assert nxt.stats()["shipped"] == 20
+    # the shipper counts a batch once its append has returned: a moment after the log holds it
+    wait_for(lambda: nxt.stats()["shipped"] == 20, what="counted as shipped")
 
 
 def test_close_with_the_log_up_ships_everything_first(writers, settings, event_log):
@@ -451,6 +452,43 @@ def test_what_a_detached_writer_could_not_ship_is_shipped_by_the_services_adopte
     adopter.ship_once()
     assert logged_contents(event_log) == labels
     adopter.stop(1.0, close_spool=True)
+
+
+def dead_process_segment(settings: Settings, labels: list[str]) -> None:
+    """A segment of ``labels`` left in the spool by a process that died (its lock is free)."""
+    dead = Spool(settings.spool_dir)
+    for x in labels:
+        assert dead.append(encode(remembered(x)))
+    dead.close()
+
+
+def test_a_new_writers_flush_ships_what_a_dead_process_left_in_the_spool_before_it_says_drained(writers, settings, event_log):
+    labels = [f"e{i}" for i in range(7)]
+    dead_process_segment(settings, labels)
+    w = make_writer(writers, settings, lambda: event_log)
+    assert w.flush(timeout=15)
+    assert logged_contents(event_log) == labels
+
+
+def test_a_new_writers_close_ships_what_a_dead_process_left_in_the_spool(settings, event_log):
+    labels = [f"e{i}" for i in range(7)]
+    dead_process_segment(settings, labels)
+    w = Writer(settings, locator=lambda: event_log)
+    w.shipper.start()
+    assert closes_within(w, 30.0)
+    assert logged_contents(event_log) == labels
+    assert not list(settings.spool_dir.glob("*.seg"))[1:]  # the writer's own (empty) segment at most
+
+
+def test_a_flush_ships_a_segment_whose_process_died_since_the_writers_last_adoption(writers, settings, event_log):
+    w = make_writer(writers, settings, lambda: event_log)
+    w.shipper.ADOPT_EVERY = 3600.0  # no periodic adoption during the test: the flush must look
+    assert w.emit(remembered("mine"))
+    assert w.flush(timeout=15)
+    labels = [f"e{i}" for i in range(5)]
+    dead_process_segment(settings, labels)
+    assert w.flush(timeout=15)
+    assert sorted(logged_contents(event_log)) == sorted(["mine", *labels])
 
 
 def test_a_parked_shipper_woken_by_a_hook_waits_for_the_hooks_to_pause_before_shipping(writers, settings, event_log):

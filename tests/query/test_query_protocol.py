@@ -227,3 +227,109 @@ def test_the_server_threads_survive_garbage_and_keep_answering(valkey_server):
             ask(client, PREFIX, {"op": "count"}, timeout=-1)
     finally:
         server.stop()
+
+
+def nested(depth: int, request_id: str = "") -> bytes:
+    """An envelope under the size bound whose request nests ``depth`` lists deep."""
+    head = f'{{"id":"{request_id or uuid.uuid4().hex}","deadline":{time.time() + 60},"req":{{"op":"recall","query":"q","tenant":"t"}},"x":'
+    return head.encode() + b"[" * depth + b"]" * depth + b"}"
+
+
+def test_a_request_nested_deeper_than_the_decoders_go_is_refused_with_its_id():
+    raw = nested(30_000, "a" * 32)
+    assert len(raw) < MAX_ENVELOPE_BYTES
+    with pytest.raises(QueryRefused) as refused:
+        decode_envelope(raw)
+    assert refused.value.request_id == "a" * 32  # read from its head: the decoder that skips fields recurses
+
+
+@pytest.mark.valkey
+def test_deeply_nested_requests_are_refused_and_counted_and_never_back_the_server_off(valkey_server):
+    client = redis.Redis.from_url(valkey_server.url)
+    client.flushall()
+    server = QueryServer(client, PREFIX, {"count": lambda r: {"items": {}}}, threads=2).start()
+    try:
+        pipe = client.pipeline(transaction=False)
+        for _ in range(1000):
+            pipe.rpush(operator_channel(PREFIX), nested(30_000))
+        pipe.execute()
+        deadline = time.monotonic() + 60
+        while server.counts.get("refused", 0) < 1000 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.counts.get("refused", 0) == 1000
+        assert int(client.hget(f"{PREFIX}:counters:queries", "refused")) == 1000
+        assert server.backoffs == 0  # a request is never taken for a Redis failure
+        assert "items" in ask(client, PREFIX, {"op": "count"}, timeout=5.0)
+    finally:
+        server.stop()
+
+
+def test_a_refused_request_leaves_its_kind_and_size_in_the_log_never_its_values(redis_client):
+    from structlog.testing import capture_logs
+
+    server, _ = recording_server(redis_client)
+    secret = "hunter2-in-the-kind-field"
+    request_id = uuid.uuid4().hex
+    raw = json.dumps(
+        {"id": request_id, "deadline": time.time() + 60, "req": {"op": "search", "tenant": "t", "query": "q", "kind": secret}}
+    ).encode()
+    with capture_logs() as logs:
+        assert server.handle(redis_client, operator_channel(PREFIX), raw) is None
+    assert [e["event"] for e in logs] == ["queries.refused"]
+    assert logs[0]["kind"] == "bad" and logs[0]["bytes"] == len(raw)
+    assert secret not in repr(logs)
+    # the asker still hears why
+    answer = json.loads(redis_client.lpop(f"{PREFIX}:reply:{request_id}"))
+    assert secret in answer["error"]
+
+
+def test_a_failing_handler_leaves_the_errors_type_in_the_log_never_its_message(redis_client):
+    from structlog.testing import capture_logs
+
+    secret = "the-query-text-quoted-by-an-error"
+
+    def failing(request: dict) -> dict:
+        raise ValueError(f"cannot search {request['query']}")
+
+    server = QueryServer(redis_client, PREFIX, {"search": failing})
+    raw = json.dumps(
+        {"id": uuid.uuid4().hex, "deadline": time.time() + 60, "req": {"op": "search", "tenant": "t", "query": secret}}
+    ).encode()
+    with capture_logs() as logs:
+        answer = server.handle(redis_client, operator_channel(PREFIX), raw)
+    assert answer is not None and secret in answer["error"]
+    assert [e["event"] for e in logs] == ["queries.failed"] and secret not in repr(logs)
+
+
+def test_every_bound_the_protocol_allows_is_one_the_handlers_accept(tmp_path):
+    """Each integer bound is written once (the protocol's type): a request at the bound that
+    the decoder admits is answered by its handler, not refused as out of range."""
+    import msgspec.inspect as inspect
+    from pipeline_support import make_pipeline
+
+    from memstream.producers.stream import EventLog
+    from memstream.query.protocol import Request, most
+
+    pipeline = make_pipeline(tmp_path / "home", EventLog(fakeredis.FakeRedis(), "ms", 1))
+    handlers = pipeline.reads.handlers()
+    checked = []
+    try:
+        for cls in Request.__args__:
+            op = cls.__struct_config__.tag
+            for field in inspect.type_info(cls).fields:
+                if not isinstance(field.type, inspect.IntType):
+                    continue
+                top = most(op, field.name)
+                request = {"op": op, "tenant": "t1", field.name: top}
+                if op in ("recall", "search"):
+                    request["query"] = "where is the datacenter"
+                if op == "context":
+                    request["id"] = "no-such-item"
+                env = {"id": uuid.uuid4().hex, "deadline": time.time() + 60, "req": request}
+                decode_envelope(json.dumps(env).encode())  # the protocol admits it
+                answer = handlers[op](dict(request))
+                assert "must be between" not in str(answer.get("error", "")), (op, field.name, answer)
+                checked.append(f"{op}.{field.name}")
+    finally:
+        pipeline.stop()
+    assert "facts.limit" in checked and "search.k" in checked

@@ -37,6 +37,7 @@ ALERTS = {
     "MemstreamRedisUnreadable",
     "MemstreamSpoolBackingUp",
     "MemstreamLogBroken",
+    "MemstreamRetentionFailing",
 }
 
 pytestmark = pytest.mark.prometheus

@@ -110,31 +110,56 @@ def test_replay_of_an_unknown_projection_or_embedder_is_refused_and_adds_nothing
 
 
 def test_ctrl_c_detaches_from_a_build_and_leaves_it_running(tmp_path):
+    import queue
     import subprocess
     import sys
+    import threading
 
     home = tmp_path / "home"
     info = up(home)
+    stopped = False
     try:
         client = redis.Redis.from_url(info["url"])
         log = EventLog(client, "memstream")
         for i in range(0, TURNS, 500):
             log.append([turn(f"entry {n} of the deploy log", when=n, index=n) for n in range(i, i + 500)])
         wait_for(lambda: group_progress(client, log.stream_keys, "turns.v1").done == TURNS, 120)
-        env = dict(os.environ, MEMSTREAM_HOME=str(home), MEMSTREAM_AUTOSTART="0", MEMSTREAM_EMBEDDER="hash")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "memstream", "replay", "turns"],
-            env=env,
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+        # the service (which builds turns in its own process) held still: the build is certain
+        # to be running, not finished, when the Ctrl-C comes, however fast or loaded the machine
+        os.kill(info["pid"], signal.SIGSTOP)
+        stopped = True
+        env = dict(
+            os.environ, MEMSTREAM_HOME=str(home), MEMSTREAM_AUTOSTART="0", MEMSTREAM_EMBEDDER="hash", PYTHONFAULTHANDLER="1"
         )
-        wait_for(lambda: group_progress(client, log.stream_keys, "turns.v2").done, 60)
+        errors = tmp_path / "replay.err"
+        with open(errors, "w") as err:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "memstream", "replay", "turns", "--json"],
+                env=env,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=err,
+            )
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
+        # its first progress line: the command has started the build and is watching it
+        first = json.loads(lines.get(timeout=60))
+        assert first["progress"] == "turns.v2" and first["state"] == "building", first
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=30)
+        try:
+            wait_for(lambda: proc.poll() is not None, 60, what="the command to end")
+        except AssertionError:
+            proc.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER: where each of its threads is, on its stderr
+            proc.wait(30)
+            raise AssertionError(f"the command did not end after Ctrl-C: {errors.read_text()[-4000:]}") from None
+        err = errors.read_text()
         assert proc.returncode == 0, err
         assert "detached; the build goes on (`memstream replay --status` re-attaches)" in err
+        os.kill(info["pid"], signal.SIGCONT)
+        stopped = False
         wait_for(lambda: Catalog(client, "memstream").active("turns").version == 2, 120)
         assert group_progress(client, log.stream_keys, "turns.v2").done == TURNS
     finally:
+        if stopped:
+            os.kill(info["pid"], signal.SIGCONT)
         ms(home, "down", check=False)

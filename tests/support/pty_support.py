@@ -45,7 +45,13 @@ def run_until(
             text = read()
         assert until in text, f"{until!r} not printed: {text[-3000:]}"
         os.killpg(proc.pid, signal.SIGINT)
-        code = proc.wait(timeout)
+        # read on while it ends: a terminal holds only a few kB, and a command whose last frames
+        # nobody reads blocks in its write and never exits
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None and time.monotonic() < deadline:
+            text = read()
+            time.sleep(0.05)
+        code = proc.wait(max(0.0, deadline - time.monotonic()))
         text = read()
     finally:
         if proc.poll() is None:

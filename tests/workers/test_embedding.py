@@ -96,11 +96,11 @@ def test_a_transient_failure_keeps_the_entries_and_a_lasting_one_dead_letters_th
         event_log.client, turns, "w1", max_deliveries=3, backoff_base=0.001, backoff_cap=0.001, transient_cap=0.001
     )
     with running(stage):
-        wait_for(lambda: stage.stats.transient_failures >= 5, 10, "transient failures")
+        wait_for(lambda: stage.stats.transient_failures >= 5, 60, "transient failures")
     assert stage.stats.dead_lettered == 0 and event_log.client.xlen(turns.backlog) == 1
     failing.failure[0] = RuntimeError("the model cannot be loaded")
     with observing(Recorder()) as seen, running(stage):
-        wait_for(lambda: stage.stats.dead_lettered == 1, 10, "the entry dead-lettered after its deliveries")
+        wait_for(lambda: stage.stats.dead_lettered == 1, 60, "the entry dead-lettered after its deliveries")
     assert seen.embed_dead == [("turns.v1", 1)]
     assert event_log.client.xlen(turns.backlog) == 0  # nothing waits: it is in the dead letters
     assert embed_waiting(event_log.client, event_log.prefix, "turns.v1").entries == 0
@@ -129,8 +129,8 @@ def test_an_entry_that_fails_alone_is_dead_lettered_and_the_rest_of_its_batch_ap
     failing.failure[0] = ValueError("input the model refuses")
     stage = EmbedConsumer(event_log.client, turns, "w1", max_deliveries=2, backoff_base=0.001, backoff_cap=0.001)
     with running(stage):
-        wait_for(lambda: stage.stats.dead_lettered == 1, 10, "the poison entry dead-lettered")
-        wait_for(lambda: event_log.client.xlen(turns.backlog) == 0, 10, "the backlog emptied")
+        wait_for(lambda: stage.stats.dead_lettered == 1, 60, "the poison entry dead-lettered")
+        wait_for(lambda: event_log.client.xlen(turns.backlog) == 0, 60, "the backlog emptied")
     assert stage.stats.embedded == 3
     assert _dense_ids(turns) == {point_id(e.id, 0) for e in events}
     (dead,) = DeadLetters(event_log.client, event_log.prefix).list()

@@ -295,7 +295,7 @@ def test_a_hostile_host_with_tenant_credentials_stalls_nothing(fleet, tmp_path):
     wait_for(lambda: applied_everywhere(admin, pipeline), what="everything applied")
 
     dead = DeadLetters(admin, PREFIX).list(count=1000)
-    assert len(dead) == len(poison) * len(pipeline.consumers)
+    assert len(dead) == len(poison)  # admission's verdict: one letter each, every group's
     assert all(d["error"].startswith(("malformed", "rejected")) for d in dead), [d["error"] for d in dead]
     assert any("kites" in r["text"] for r in search(hosts["globex"], "globex", "kites")["results"])
     huge = [r for r in search(hosts["acme"], "acme", "oversized", k=5)["results"] if r["id"] == big.id]
