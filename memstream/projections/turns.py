@@ -18,7 +18,6 @@ from datetime import datetime
 from typing import Any, ClassVar, Mapping, Sequence
 
 import redis
-import structlog
 
 from memstream.core import as_str, keys
 from memstream.producers import DelegationCompleted, MemoryForgotten, TurnRecorded
@@ -30,7 +29,6 @@ from memstream.text import BoilerplateFilter, chunk, redact
 
 __all__ = ["TurnsProjection", "turn_unit", "unit_date"]
 
-log = structlog.get_logger("memstream.projection")
 
 # English month names, fixed: the indexed text (and so a replay) never depends on the
 # locale of the host that builds it (strftime's %B follows LC_TIME).
@@ -70,7 +68,7 @@ class TurnsProjection(VectorProjection):
     What is embedded and keyword-indexed (the unit) is the turn's text after its date and
     followed by the start of the previous turn of the session; the payload keeps the turn's
     own text. The previous turn's text comes from ``P:turn_context:v1:{tenant}:{session}``
-    (turn index -> its event id and first ``CONTEXT_CHARS`` characters, kept
+    (turn index -> its event id and first ``context_chars`` characters, kept
     ``CONTEXT_TTL_S``), so a replay or a redelivery builds the same unit. A forgotten turn
     is never anyone's context: forgetting it removes its entry and re-indexes the turn
     after it without it, and a tombstoned entry is never used. Measured on LoCoMo dev, Recall_any@10:
@@ -107,7 +105,6 @@ class TurnsProjection(VectorProjection):
         "context_chars": (1, 4000),
         "keyword_context_turns": (0, 8),
     }
-    CONTEXT_CHARS = OPTIONS["context_chars"]
     CONTEXT_TTL_S = 30 * 86400
 
     def __init__(

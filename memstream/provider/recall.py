@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 import redis
-import structlog
 
 from memstream.core import Settings, TransientError, backoff_delay, is_cluster_url, keys, threads
 from memstream.producers import LogLocator, slot_primary_url, tls_kwargs
@@ -40,8 +39,6 @@ if TYPE_CHECKING:
     from memstream.query import Asker
 
 __all__ = ["Recall", "Query", "RecallUnavailable"]
-
-log = structlog.get_logger("memstream.recall")
 
 
 class RecallUnavailable(TransientError):
