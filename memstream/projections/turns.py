@@ -1,15 +1,18 @@
-"""The projections fed from the log: ``turns``, ``memories`` and ``facts`` (and
-``sessions``, in ``memstream.projections.sessions``).
+"""The ``turns`` projection (``TurnsProjection``): the conversation's turns as points, and the
+text a turn is indexed by (``turn_unit``, ``unit_date``). Its siblings fed from the same log:
+``memories`` (``memstream.projections.memories``), ``facts`` (``memstream.projections.facts``),
+``sessions`` (``memstream.projections.sessions``).
 
-Each implements ``memstream.workers.consumer.Projection``: ``apply(batch)`` is idempotent (point
-ids and fact ids derive from the event id), so a redelivery after a crash changes
-nothing. Text is cleaned and redacted before anything is embedded or stored. A turn's
-points are written with their keywords at once and get their dense vectors from the
-version's dense stage when the embedder is a model (``memstream.projections.vector``).
+It implements ``memstream.projections.base.Projection``: ``apply(batch)`` is idempotent
+(point ids derive from the event id), so a redelivery after a crash changes nothing. Text
+is cleaned and redacted before anything is embedded or stored. A turn's points are written
+with their keywords at once and get their dense vectors from the version's dense stage
+when the embedder is a model (``memstream.projections.vector``).
 
-Tombstones (``MemoryForgotten``) are also recorded in ``P:tombstones:{tenant}``, and
-nothing named there is ever projected again: with several shards, or in a replay, the
-tombstone may be applied before the event it names (they can sit in different streams).
+Nothing forgotten (``MemoryForgotten``, recorded in ``P:tombstones:{tenant}`` by
+``memstream.projections.tombstones``) is ever projected again: with several shards, or in a
+replay, the tombstone may be applied before the event it names (they can sit in different
+streams).
 """
 
 from __future__ import annotations
