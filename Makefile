@@ -1,7 +1,7 @@
 # Two commands do all set-up on a fresh machine:
 #   make run   - create .venv, install memstream (without the test extras), start the embedded memory service
-#   make test  - create .venv, install memstream with its test extras, lint (ruff), type-check (mypy),
-#                check the import layers (lint-imports), pass the suite; its summary lists every
+#   make test  - create .venv, install memstream with its test extras, lint (ruff, ruff format), type-check (mypy),
+#                check the import layers (lint-imports), find dead code (vulture), pass the suite; its summary lists every
 #                skipped test with the reason (-rs: e.g. no prometheus binary, which .ci/run installs)
 #   make test-fast - the inner loop: the same checks, then the tests not marked slow (no Valkey, Hermes,
 #                browser or Prometheus; tests/conftest.py says which) on every CPU (pytest-xdist)
@@ -34,6 +34,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check memstream tests examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/vulture
 
 test: lint
 	$(BIN)/python -m pytest -q -rs

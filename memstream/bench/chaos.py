@@ -419,7 +419,7 @@ def _spooled(root: Path, names: Iterable[str]) -> list[str]:
                 continue
             try:
                 size = os.fstat(fd).st_size
-                seg = Segment(path=path, fd=fd, owned=False, closed=True, limit=size)
+                seg = Segment(path=path, fd=fd, closed=True, limit=size)
                 seg.load_checkpoint()
                 while seg.offset < size:
                     records, end = seg.read(size, 1000, root / "quarantine")

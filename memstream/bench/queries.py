@@ -5,7 +5,7 @@ A real Valkey (``ValkeyProcess``, temp dir); one server thread per transport in 
 process, answering with the same trivial handler (so the figure is the transport's own
 cost, not a search's):
 
-* ``lists``: ``memstream.query.server.ask`` -> ``QueryServer`` (a typed envelope RPUSHed on
+* ``lists``: ``memstream.query.client.ask`` -> ``QueryServer`` (a typed envelope RPUSHed on
   ``P:queries``, BLPOP by the server, the answer RPUSHed on ``P:reply:{id}``, BLPOP by
   the caller): what memstream runs.
 * ``rq``: the same request as an rq job (JSON serializer) enqueued on a queue, run by

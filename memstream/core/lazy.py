@@ -2,7 +2,8 @@
 line do not pay for what they never touch (qdrant-client, the text stages' patterns, the
 query server's stores).
 
-A package writes ``__getattr__ = lazy_exports(__name__, {"Name": "memstream.pkg.module"})``
+A package writes ``__getattr__ = lazy_exports(__name__, {"Name": "its.module"})`` (``memstream.projections``:
+``{"EdgeStore": "memstream.projections.stores.edge"}``)
 and imports the same names under ``if TYPE_CHECKING:`` for the type checker. Guarantee:
 the first access imports the module and returns its attribute; a name not in the table
 is an ``AttributeError`` as for any module.

@@ -95,7 +95,6 @@ class Segment:
 
     path: Path
     fd: int  # read descriptor, holding the flock for adopted segments
-    owned: bool  # True: this process appends to it
     offset: int = 0
     last_seq: int = 0
     closed: bool = False  # no more appends (rotated, or adopted from a dead process)
@@ -284,7 +283,7 @@ class Spool:
         wfd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         fcntl.flock(wfd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         rfd = os.open(path, os.O_RDONLY)
-        seg = Segment(path=path, fd=rfd, owned=True)
+        seg = Segment(path=path, fd=rfd)
         with self._lock:
             old_wfd = self._wfd
             if self._active is not None:  # rotated: its end is fixed from here on
@@ -366,7 +365,7 @@ class Spool:
                 continue
             # its writer is dead (we hold its flock): the size no longer changes
             size = os.fstat(fd).st_size
-            seg = Segment(path=path, fd=fd, owned=False, closed=True, limit=size)
+            seg = Segment(path=path, fd=fd, closed=True, limit=size)
             seg.load_checkpoint()
             seg.written_seq = _last_seq(fd, seg.offset, size)
             new.append(seg)
@@ -461,7 +460,7 @@ def spool_usage(directory: str | os.PathLike[str]) -> dict[str, Any]:
             size = path.stat().st_size
         except FileNotFoundError:
             continue
-        seg = Segment(path=path, fd=-1, owned=False)
+        seg = Segment(path=path, fd=-1)
         seg.load_checkpoint()
         segments += 1
         total += size
@@ -498,7 +497,7 @@ def erase_records(directory: str | os.PathLike[str], doomed: Callable[[bytes], b
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                     raise
                 held = True
-            seg = Segment(path=path, fd=fd, owned=False, closed=not held)
+            seg = Segment(path=path, fd=fd, closed=not held)
             seg.load_checkpoint()
             checkpoint = seg.offset
             seg.offset = 0

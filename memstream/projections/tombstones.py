@@ -31,13 +31,6 @@ class Tombstones:
         """Record that ``item_id`` was forgotten (with ``pipe``: queued there)."""
         (pipe if pipe is not None else self.client).sadd(self._key(tenant), item_id)
 
-    def has(self, tenant: str, item_id: str, any_cache: dict[str, bool]) -> bool:
-        """Whether ``item_id`` was forgotten; skips the lookup for a tenant without tombstones
-        (``any_cache`` remembers that for the batch)."""
-        if tenant not in any_cache:
-            any_cache[tenant] = bool(self.client.scard(self._key(tenant)))
-        return any_cache[tenant] and bool(self.client.sismember(self._key(tenant), item_id))
-
     def of_batch(self, batch: Sequence[Delivery], kinds: tuple[type, ...]) -> set[str]:
         """Ids of the batch's events of ``kinds`` that are forgotten: by a stored tombstone,
         or by one in the batch itself (the projections drain concurrently: another may not

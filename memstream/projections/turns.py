@@ -1,15 +1,18 @@
-"""The projections fed from the log: ``turns``, ``memories`` and ``facts`` (and
-``sessions``, in ``memstream.projections.sessions``).
+"""The ``turns`` projection (``TurnsProjection``): the conversation's turns as points, and the
+text a turn is indexed by (``turn_unit``, ``unit_date``). Its siblings fed from the same log:
+``memories`` (``memstream.projections.memories``), ``facts`` (``memstream.projections.facts``),
+``sessions`` (``memstream.projections.sessions``).
 
-Each implements ``memstream.workers.consumer.Projection``: ``apply(batch)`` is idempotent (point
-ids and fact ids derive from the event id), so a redelivery after a crash changes
-nothing. Text is cleaned and redacted before anything is embedded or stored. A turn's
-points are written with their keywords at once and get their dense vectors from the
-version's dense stage when the embedder is a model (``memstream.projections.vector``).
+It implements ``memstream.projections.base.Projection``: ``apply(batch)`` is idempotent
+(point ids derive from the event id), so a redelivery after a crash changes nothing. Text
+is cleaned and redacted before anything is embedded or stored. A turn's points are written
+with their keywords at once and get their dense vectors from the version's dense stage
+when the embedder is a model (``memstream.projections.vector``).
 
-Tombstones (``MemoryForgotten``) are also recorded in ``P:tombstones:{tenant}``, and
-nothing named there is ever projected again: with several shards, or in a replay, the
-tombstone may be applied before the event it names (they can sit in different streams).
+Nothing forgotten (``MemoryForgotten``, recorded in ``P:tombstones:{tenant}`` by
+``memstream.projections.tombstones``) is ever projected again: with several shards, or in a
+replay, the tombstone may be applied before the event it names (they can sit in different
+streams).
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ from datetime import datetime
 from typing import Any, ClassVar, Mapping, Sequence
 
 import redis
-import structlog
 
 from memstream.core import as_str, keys
 from memstream.producers import DelegationCompleted, MemoryForgotten, TurnRecorded
@@ -30,7 +32,6 @@ from memstream.text import BoilerplateFilter, chunk, redact
 
 __all__ = ["TurnsProjection", "turn_unit", "unit_date"]
 
-log = structlog.get_logger("memstream.projection")
 
 # English month names, fixed: the indexed text (and so a replay) never depends on the
 # locale of the host that builds it (strftime's %B follows LC_TIME).
@@ -70,7 +71,7 @@ class TurnsProjection(VectorProjection):
     What is embedded and keyword-indexed (the unit) is the turn's text after its date and
     followed by the start of the previous turn of the session; the payload keeps the turn's
     own text. The previous turn's text comes from ``P:turn_context:v1:{tenant}:{session}``
-    (turn index -> its event id and first ``CONTEXT_CHARS`` characters, kept
+    (turn index -> its event id and first ``context_chars`` characters, kept
     ``CONTEXT_TTL_S``), so a replay or a redelivery builds the same unit. A forgotten turn
     is never anyone's context: forgetting it removes its entry and re-indexes the turn
     after it without it, and a tombstoned entry is never used. Measured on LoCoMo dev, Recall_any@10:
@@ -107,7 +108,6 @@ class TurnsProjection(VectorProjection):
         "context_chars": (1, 4000),
         "keyword_context_turns": (0, 8),
     }
-    CONTEXT_CHARS = OPTIONS["context_chars"]
     CONTEXT_TTL_S = 30 * 86400
 
     def __init__(

@@ -159,10 +159,6 @@ def _prefix(item: dict[str, Any]) -> str:
     return f"- [{date} · {label} · {source}]"
 
 
-def _line(item: dict[str, Any]) -> str:
-    return f"{_prefix(item)} {neutralise(item.get('text'), _TEXT_LIMIT)}"
-
-
 def _item_id(item: Any) -> str:
     if not isinstance(item, dict):
         return ""

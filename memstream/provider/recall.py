@@ -1,12 +1,13 @@
 """Recall for the provider: queries run in the service, answers are read from Redis.
 
-The provider never opens the store or loads a model. A query is a request on a Redis
-list (``memstream.query``) answered by the process that holds the store (``memstream up`` or
+The provider never opens the store or loads a model. A query is a typed request
+(``memstream.query.protocol``) on a Redis list (``P:queries``, a tenant's ``P:t:T:queries``:
+``memstream.core.keys``) answered by the process that holds the store (``memstream up`` or
 ``memstream worker``). Prefetch queries are sent and awaited by one background thread
 (``memstream-recall``): the agent thread only hands over the text and, in ``prefetch``,
 waits on an in-process event for at most its budget. Tool calls ask synchronously with
 a bounded timeout (they are part of the agent's tool loop anyway). Both ask through the
-process's ``Asker`` for the URL (``memstream.query``): every provider of a gateway process
+process's ``Asker`` for the URL (``memstream.query.client.Asker``): every provider of a gateway process
 shares its few request connections and its one reader of answers, so the connections a
 process holds do not grow with its agents.
 
@@ -15,11 +16,10 @@ While Redis cannot be reached the thread retries on a jittered back-off
 touching the network: a connection attempt per turn would take the interpreter from the
 agent's thread for about a millisecond each time.
 
-Guarantees: ``submit`` never touches the network and never blocks; ``wait_fresh``
-returns within its timeout whatever Redis or the service do; ``format_block`` keeps the
-injected text within a token budget, never repeats an item already injected in the
-session, and neutralises memory text that tries to close the ``<memory-context>`` block
-or pose as a system note.
+Guarantees: ``submit`` never touches the network and never blocks; a ``Query``'s ``done``
+event is set once its answer or its error is in (``deadline_s`` bounds how long a prefetch
+recall waits for it). The recalled items become the injected text in
+``memstream.provider.block``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 import redis
-import structlog
 
 from memstream.core import Settings, TransientError, backoff_delay, is_cluster_url, keys, threads
 from memstream.producers import LogLocator, slot_primary_url, tls_kwargs
@@ -40,8 +39,6 @@ if TYPE_CHECKING:
     from memstream.query import Asker
 
 __all__ = ["Recall", "Query", "RecallUnavailable"]
-
-log = structlog.get_logger("memstream.recall")
 
 
 class RecallUnavailable(TransientError):

@@ -447,7 +447,7 @@ def test_erase_rewrites_a_left_segment_without_the_records_and_shipping_resumes_
 
     path = write_and_leave(spool_dir, ["a", "SECRET b", "c", "SECRET d", "e"])
     sizes = [size for _, size in offsets(path)]
-    seg = Segment(path=path, fd=-1, owned=False)
+    seg = Segment(path=path, fd=-1)
     seg.offset, seg.last_seq = sum(sizes[:3]), 3  # a, b and c were shipped
     seg.save_checkpoint()
     (spool_dir / "quarantine").mkdir()

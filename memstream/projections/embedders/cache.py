@@ -193,11 +193,6 @@ class EmbeddingCache:
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return deleted
 
-    def clear_memory(self) -> None:
-        """Forget the in-memory LRU (the file keeps everything)."""
-        with self._lock:
-            self._lru.clear()
-
     def close(self) -> None:
         """Close the file; idempotent."""
         with self._lock:

@@ -26,7 +26,6 @@ once per embedder.
 
 from __future__ import annotations
 
-import time
 from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -66,7 +65,6 @@ __all__ = [
     "configured_embedder",
     "describe_embedder",
     "get_embedder",
-    "measure",
 ]
 
 DEFAULT_SPEC = "bge-small"  # = Settings.embedder's default (new installs); existing versions keep theirs
@@ -208,36 +206,6 @@ def check_dim(embedder: Embedder, expected_dim: int, collection: str) -> None:
         f"gets the new size, readers switch when it has caught up), or configure the embedder that built "
         f"{collection!r}"
     )
-
-
-def measure(texts: Sequence[str], embedder: Embedder, *, warmup: int = 16) -> dict[str, Any]:
-    """Embed ``texts`` once with ``embedder`` and time it (after ``warmup`` untimed texts).
-
-    Returns ``embedder``, ``texts``, ``tokens`` (by ``count_tokens``, capped at
-    ``max_tokens``), ``seconds`` (wall), ``cpu_seconds`` (this process, all threads: less
-    disturbed by other load on the machine than wall time), ``texts_per_s``,
-    ``tokens_per_s``. Pass a fresh embedder, not a ``CachedEmbedder`` that has seen the
-    texts. Remote embedders' time is mostly the server's, outside ``cpu_seconds``.
-    """
-    items = list(texts)
-    if warmup and items:
-        embedder.embed(items[:warmup])
-    tokens = sum(min(embedder.count_tokens(t), embedder.max_tokens) for t in items)
-    started, cpu_started = time.perf_counter(), time.process_time()
-    vectors = embedder.embed(items)
-    seconds = time.perf_counter() - started
-    cpu_seconds = time.process_time() - cpu_started
-    if vectors.shape != (len(items), embedder.dim):
-        raise EmbedderError(f"{embedder.name} returned shape {vectors.shape} for {len(items)} texts of dim {embedder.dim}")
-    return {
-        "embedder": embedder.name,
-        "texts": len(items),
-        "tokens": tokens,
-        "seconds": round(seconds, 4),
-        "cpu_seconds": round(cpu_seconds, 4),
-        "texts_per_s": round(len(items) / seconds, 1) if seconds > 0 else float("inf"),
-        "tokens_per_s": round(tokens / seconds, 1) if seconds > 0 else float("inf"),
-    }
 
 
 def how_to_load(spec: str) -> str:

@@ -1,4 +1,4 @@
-"""The embedder port: the hash embedder, the factory, the dimension guard and ``measure``."""
+"""The embedder port: the hash embedder, the factory, and the dimension guard."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from memstream.projections.embedders.port import (
     configured_embedder,
     describe_embedder,
     get_embedder,
-    measure,
 )
 from memstream.projections.embedders.remote import OllamaEmbedder, OpenAIEmbedder
 
@@ -144,11 +143,3 @@ def test_check_dim_names_both_sizes_and_the_way_out():
     assert "'turns_v1' holds 768-d vectors" in msg
     assert "'hash-v1-384' makes 384-d" in msg
     assert "new projection version" in msg
-
-
-def test_measure_reports_throughput_of_one_pass():
-    texts = [f"turn {i} about the deploy" for i in range(50)]
-    r = measure(texts, HashEmbedder(), warmup=4)
-    assert r["embedder"] == "hash-v1-384" and r["texts"] == 50
-    assert r["tokens"] == 50 * 5
-    assert r["texts_per_s"] > 0 and r["seconds"] >= 0

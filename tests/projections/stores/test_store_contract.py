@@ -46,13 +46,12 @@ def _scratch_dir(tmp_path):
 
 
 class Backend:
-    """Opens (and reopens) one kind of store; ``persistent`` stores survive ``close``."""
+    """Opens (and reopens) one kind of store; the edge and qdrant-path stores survive ``close``."""
 
     def __init__(self, kind: str, tmp_path) -> None:
         self.kind = kind
         self.scratch = _scratch_dir(tmp_path)
         self.path = os.path.join(self.scratch, "store")
-        self.persistent = kind in ("edge", "qdrant-path")
         self.prefix = f"c{uuid.uuid4().hex[:10]}"  # unique names: a server is shared
         self.opened: list[VectorStore] = []
 
