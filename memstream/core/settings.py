@@ -189,9 +189,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             ge=0.0,
             le=3600.0,
             description=(
-                "Seconds the shipper goes on in the background after the last `shutdown()` of the process "
-                "(`shutdown()` itself waits for nothing); what it could not ship stays in the spool for the next "
-                "start."
+                "Seconds the shipper goes on in the background after the last `shutdown()` of a gateway process "
+                "(`shutdown()` itself waits for nothing); in Hermes's CLI and `hermes -z`, which exit right after it, "
+                "the most the last `shutdown()` waits while it ships the spool and writes the last fleet report. What "
+                "could not be shipped stays in the spool for the next start."
             ),
         ),
     ] = 2.0

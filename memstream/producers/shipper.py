@@ -195,17 +195,20 @@ class Shipper:
                 self._flushing -= 1
 
     def stop(self, timeout: float, close_spool: bool = False) -> bool:
-        """Ship what can be shipped within ``timeout`` s, then stop. True if drained.
+        """Ship what can be shipped within ``timeout`` s, then stop (writing the last fleet
+        report when the thread ends in time). True if drained.
 
         With ``close_spool``, close the spool once the thread is gone: now, or when a
         call to the log it is stuck in returns (closing the spool under it would let the
         thread read reused descriptors and another writer adopt a segment it ships).
         """
+        deadline = time.monotonic() + timeout
         drained = self.flush(timeout, wait_while_down=False) if self._thread and self._thread.is_alive() else self._drained()
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join(timeout=max(0.1, timeout))
+            # the whole call within ``timeout`` (a last report takes one round trip)
+            self._thread.join(timeout=max(0.1, deadline - time.monotonic()))
             # the caller goes on (and may close the client the thread uses): a thread still
             # in a call to the log ends without its last report
             self._gave_up = self._thread.is_alive()

@@ -2,8 +2,10 @@
 
 One ``Writer`` per spool directory per process, shared by every caller (the Hermes
 gateway builds many provider instances in one process) and reference-counted: the last
-``release`` ships what it can within ``shutdown_timeout`` and leaves the rest spooled.
-``detach`` (the provider's ``shutdown``) drops a reference without waiting: after the
+``release`` ships what it can within ``shutdown_timeout``, writes the last fleet report and
+leaves the rest spooled (the provider's ``shutdown`` in Hermes's CLI, whose process exits
+right after it: ``hermes -z`` through ``os._exit``, past ``atexit``).
+``detach`` (the provider's ``shutdown`` elsewhere) drops a reference without waiting: after the
 last one the shipper thread goes on shipping in the background for ``shutdown_timeout``
 s, then ends and closes the spool; what it leaves there (the log was unreachable) is
 shipped by the next writer of the process, another process that adopts the segment, or

@@ -3,7 +3,8 @@ results computed elsewhere.
 
 Every writing hook builds one event, spools it with one write (``producers.Writer.emit``)
 and returns; a shipper thread moves it to Redis. ``shutdown`` waits for neither the
-shipper nor Redis (see ``producers.writer``). Recall (``on_turn_start`` /
+shipper nor Redis (see ``producers.writer``), except in Hermes's CLI, which exits right
+after it: there it ships and reports within ``shutdown_timeout``. Recall (``on_turn_start`` /
 ``prefetch`` / ``queue_prefetch``) and the ``memstream_*`` tools ask the service, which
 holds the store and the embedder (``memstream.provider.recall``); ``prefetch`` waits at most its
 budget. No hook touches the network on the agent thread except a tool call (bounded by
@@ -86,6 +87,9 @@ SYSTEM_PROMPT_BLOCK = (
 
 
 PRIMARY = "primary"  # Hermes's agent_context of the user's own agent (0.19 passes only this one)
+# platforms whose process exits right after ``shutdown`` (Hermes's CLI and ``hermes -z``):
+# there ``shutdown`` ships and reports before it returns (bounded by ``shutdown_timeout``)
+EXITING_PLATFORMS = frozenset({"cli"})
 
 
 def _author(value: Any) -> TurnAuthor | None:
@@ -183,6 +187,7 @@ class MemstreamProvider(MemoryProvider):
         self._turn_authors: dict[tuple[int, str], TurnAuthor | None] = {}  # on_turn_start's author kwargs
         self._ended: dict[str, tuple[int, int]] = {}
         self._author = ""
+        self._exits_with_process = False  # Hermes's CLI: shutdown ships and reports (see ``shutdown``)
         self._context = PRIMARY  # Hermes's agent_context: primary, cron, subagent, flush
         self._writes = True  # False: this context records nothing (see ``Settings.record_non_primary``)
         self._recall_agent = "default"  # whose memory recall reads (a cron job's: its agent's)
@@ -232,6 +237,7 @@ class MemstreamProvider(MemoryProvider):
             "platform": str(kwargs.get("platform") or ""),
         }
         self._author = str(kwargs.get("user_name") or kwargs.get("user_id") or "user")
+        self._exits_with_process = self._base["platform"] in EXITING_PLATFORMS and not kwargs.get("gateway_session_key")
         self._session = str(session_id or "")
         if self.writer is None:
             self.writer = Writer.shared(settings)
@@ -254,17 +260,25 @@ class MemstreamProvider(MemoryProvider):
 
     @_guard()
     def shutdown(self) -> None:
-        """Detach from the process's writer and stop the recall thread, waiting for
-        neither (no network here): the shipper goes on in the background and ships what
-        is spooled within ``shutdown_timeout``; what it cannot ship stays in the spool for
-        the next provider of the process, another process or ``memstream up``."""
+        """Stop the recall thread (without waiting) and let go of the process's writer.
+
+        A gateway's provider (a platform other than ``cli``, or a gateway session key) waits for nothing: the shipper goes
+        on in the background and ships what is spooled within ``shutdown_timeout``. Hermes's
+        CLI calls ``shutdown`` only as its process exits, and ``hermes -z`` then ends it with
+        ``os._exit`` (no ``atexit``, no thread goes on): there the last provider of the
+        process ships what is spooled and writes the last fleet report before returning,
+        within ``shutdown_timeout`` (giving up at once while the log is unreachable). What
+        is not shipped stays in the spool for another process or ``memstream up``."""
         recall, self.recall = self.recall, None
         if recall is not None:
             recall.close()
         writer, self.writer = self.writer, None
         if writer is not None:
             writer.detach_agent(self._attached)
-            writer.detach()
+            if self._exits_with_process:
+                writer.release()
+            else:
+                writer.detach()
 
     # -- hooks that append ----------------------------------------------------------
     @_guard()

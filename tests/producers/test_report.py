@@ -19,9 +19,10 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from provider_support import harness  # noqa: F401  (fixture)
 from structlog.testing import capture_logs
-from writepath import Switchable, logged_contents, remembered, wait_for
+from writepath import Switchable, logged_contents, logged_events, remembered, wait_for
 
 from memstream.core import Settings, keys
+from memstream.producers.events import TurnRecorded
 from memstream.producers.report import (
     BUCKETS_NS,
     HOOKS,
@@ -157,6 +158,21 @@ def test_a_gateways_writers_one_after_another_report_under_one_name_with_cumulat
         what="the next writer's report, with the shutdowns of the earlier providers",
     )
     assert last.writer.shipper.reporter.name in names
+
+
+def test_a_cli_providers_shutdown_ships_its_spool_and_writes_the_last_report_before_it_returns(harness):
+    """Hermes's CLI calls shutdown as its process exits, and ``hermes -z`` then ends it with
+    os._exit: no atexit handler and no thread runs after the hook returns."""
+    p = harness.provider("sess-1")  # platform cli, no gateway session key
+    p.on_turn_start(1, "hello")
+    p.sync_turn("hello", "hi", session_id="sess-1")
+    writer = p.writer
+    p.shutdown()
+    assert writer._closed and not writer.shipper._thread.is_alive()
+    assert [e.user_text for e in logged_events(harness.log) if isinstance(e, TurnRecorded)] == ["hello"]
+    (report,) = reports(harness.log).values()
+    assert calls(report, "sync_turn") == calls(report, "on_turn_start") == 1
+    assert (report.backlog, report.agents, report.tenant) == (0, [], writer.settings.tenant)
 
 
 def test_with_reports_off_nothing_is_written_and_no_hook_is_timed(harness, monkeypatch):

@@ -403,6 +403,31 @@ def test_detach_returns_at_once_and_the_shipper_ships_everything_then_ends(setti
     assert list(settings.spool_dir.glob("*.seg")) == []  # shipped segments removed
 
 
+def test_release_while_the_log_hangs_gives_up_within_the_shutdown_timeout_and_keeps_the_spool(settings, event_log):
+    # the provider's shutdown in Hermes's CLI: the process exits right after it returns
+    quick = msgspec.structs.replace(settings, shutdown_timeout=0.2)
+    gate = threading.Event()
+    entered = threading.Event()
+
+    def hanging_log():  # the log answers only once the test opens the gate (or after 30 s)
+        entered.set()
+        gate.wait(30)
+        return event_log
+
+    w = Writer.shared(quick)
+    w.locator = w.shipper._connect = hanging_log
+    labels = [f"e{i}" for i in range(10)]
+    assert all(w.emit(remembered(x)) for x in labels)
+    w.shipper.flush(0.0)  # wake it: it is now inside the call to the log
+    assert entered.wait(10)
+    try:
+        assert w.release() is False  # returned while the log still hangs: nothing shipped
+        assert logged_contents(event_log) == [] and w._closed and list(quick.spool_dir.glob("*.seg"))
+    finally:
+        gate.set()
+    wait_for(lambda: not w.shipper._thread.is_alive(), what="the thread ended once the log answered")
+
+
 def test_a_writer_taken_back_while_winding_down_keeps_shipping(settings, event_log):
     connect = Switchable(event_log, down=True)  # down: the wind-down cannot finish yet
     w = Writer.shared(settings)

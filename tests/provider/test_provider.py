@@ -393,9 +393,14 @@ def test_initialize_that_fails_does_not_raise_and_later_hooks_are_dropped_quietl
     p.shutdown()
 
 
-def test_shutdown_that_fails_does_not_raise(harness, monkeypatch):
-    p = harness.provider()
-    monkeypatch.setattr(p.writer, "detach", _boom)
+@pytest.mark.parametrize(
+    "kwargs, method",
+    [({}, "release"), ({"platform": "telegram"}, "detach"), ({"gateway_session_key": "agent:main:cli:dm:1"}, "detach")],
+)
+def test_shutdown_that_fails_does_not_raise(harness, monkeypatch, kwargs, method):
+    # Hermes's CLI exits right after shutdown: its provider ships and reports (release); a gateway's waits for nothing
+    p = harness.provider(**kwargs)
+    monkeypatch.setattr(p.writer, method, _boom)
     p.shutdown()
     assert p.stats()["hook_errors"] == 1
 
