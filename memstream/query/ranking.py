@@ -30,8 +30,8 @@ Ranking (each step measured on the LoCoMo dev split, see BENCHMARKS.md):
 The score an item shows is its ranking score divided by ``SCORE_MAX``, the most that steps
 1-4 can give anything: in [0, 1] for every kind, and ordered as the ranking is (a fact
 scores as the hit it came from). It is relative to this query's candidates (step 1
-normalises each side), not a probability; an item scoring 0 (the weakest of one side and
-absent from the other) is not a match and is not returned.
+normalises each side), not a probability; an item scoring 0 (the weakest dense candidate,
+sharing no word with the query) is not a match and is not returned.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ RECENCY_WEIGHT = 0.15
 AUTHOR_WEIGHT = 0.4
 # the most steps 1-4 give: a fused 1 named author, its neighbours as good, and the newest
 SCORE_MAX = (1.0 + AUTHOR_WEIGHT) * (1.0 + NEIGHBOUR_WEIGHT + SECOND_NEIGHBOUR_WEIGHT) + RECENCY_WEIGHT
+KEYWORD_FLOOR = 1e-6  # the least a keyword match weighs on its side (it is a match)
 FACT_SOURCES = 10  # the facts of this many best hits (at least 2 k) are looked up
 
 _TIME = re.compile(
@@ -212,7 +213,10 @@ class Searcher:
         fused: dict[str, tuple[float, Hit]] = {}
         for pid in set(d) | set(s):
             hit = (d.get(pid) or s[pid])[1]
-            fused[pid] = (DENSE_WEIGHT * d.get(pid, (0.0, None))[0] + (1 - DENSE_WEIGHT) * s.get(pid, (0.0, None))[0], hit)
+            # a keyword match scores above 0 even as the weakest of its side (0 after _minmax):
+            # a 0 is left for a dense candidate that shares no word and is the weakest of its side
+            keyword = max(s[pid][0], KEYWORD_FLOOR) if pid in s else 0.0
+            fused[pid] = (DENSE_WEIGHT * d.get(pid, (0.0, None))[0] + (1 - DENSE_WEIGHT) * keyword, hit)
         # one entry per event (chunks of one turn): the best chunk speaks for it
         best: dict[str, tuple[float, Hit]] = {}
         for score, hit in fused.values():
