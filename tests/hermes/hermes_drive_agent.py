@@ -55,6 +55,7 @@ out = {
     "initialized": [bool(getattr(p, "initialized", False)) for p in providers],
     "tools": sorted(t.get("function", {}).get("name", "") for t in (agent.tools or [])),
     "replies": [],
+    "prompts": spec["prompts"],
     "started_at": [],
     "turn_s": [],
 }

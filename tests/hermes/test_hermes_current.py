@@ -37,6 +37,8 @@ from hermes_harness import (  # noqa: F401  (hermes_current_venv is a fixture)
     _tail,
     fake_llm,
     hermes_current_venv,
+    injected,
+    turn_requests,
 )
 
 from memstream.producers.events import MemoryWritten, TurnAuthor, TurnRecorded
@@ -144,17 +146,6 @@ def world(hermes_current_venv, tmp_path_factory):
             llm.stop()
 
 
-def _injected(request: dict) -> str:
-    user = [m for m in request["messages"] if m.get("role") == "user"][-1]
-    content = user.get("content")
-    text = " ".join(p.get("text", "") for p in content if isinstance(p, dict)) if isinstance(content, list) else content or ""
-    return text.split("<memory-context>", 1)[1].split("</memory-context>", 1)[0] if "<memory-context>" in text else ""
-
-
-def _first_requests(run: dict) -> list[dict]:
-    return [next(r for r in run["requests"] if r["at"] >= started) for started in run["started_at"]]
-
-
 def test_install_hermes_selects_with_hermes_own_command_and_hermes_says_it_loads_memstream(world):
     result = world.installed
     assert result["hermes"]["version"] == HERMES_CURRENT.version and result["hermes"]["current"] is True
@@ -215,9 +206,9 @@ def test_a_remembered_fact_comes_back_in_a_later_session_with_hermes_s_recall_in
         home, ["thanks", "what should I drink this afternoon, maybe some tea?"], gateway_session_key="agent:solo"
     )
     assert second["session_id"] != first["session_id"]
-    trivial, question = _first_requests(second)
-    assert _injected(trivial) == "" and second["recall_lines"][0] == ""  # Hermes's trivial-prompt gate
-    assert fake_llm.REMEMBER_CONTENT in _injected(question), question["messages"][-1]
+    trivial, question = turn_requests(second)
+    assert injected(trivial) == "" and second["recall_lines"][0] == ""  # Hermes's trivial-prompt gate
+    assert fake_llm.REMEMBER_CONTENT in injected(question), question["messages"][-1]
     # the label may carry the provider's state (e.g. the last turn still in the spool)
     assert re.fullmatch(r"🧠 memstream( \([^)]*\))? — recalled \d+ memor(y|ies)", second["recall_lines"][1]), second[
         "recall_lines"
@@ -234,7 +225,7 @@ def test_a_cron_job_or_subagent_recalls_but_writes_nothing(world, context):
         home, [f"{context} run: what should I drink, maybe some tea?"], platform=context, gateway_session_key="agent:ctx"
     )
     assert run["providers"] == ["memstream"] and run["initialized"] == [True], run
-    assert fake_llm.REMEMBER_CONTENT in _injected(_first_requests(run)[0])  # recall still works
+    assert fake_llm.REMEMBER_CONTENT in injected(turn_requests(run)[0])  # recall still works
     assert run["flushed"] is True and run["stats"][0].get("not_recorded", 0) >= 1, run["stats"]
     after = world.events()
     assert [e for e in after[before:] if e.scope.session_id == run["session_id"]] == []

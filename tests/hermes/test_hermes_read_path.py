@@ -36,7 +36,19 @@ from datetime import UTC, datetime
 import pytest
 import redis
 import yaml
-from hermes_harness import HERE, VENV_PY, Worker, _clean_env, _driver_result, _run, _tail, fake_llm, hermes_venv  # noqa: F401  (hermes_venv is a fixture)
+from hermes_harness import (  # noqa: F401  (hermes_venv is a fixture)
+    HERE,
+    VENV_PY,
+    Worker,
+    _clean_env,
+    _driver_result,
+    _run,
+    _tail,
+    fake_llm,
+    hermes_venv,
+    injected,
+    turn_requests,
+)
 
 from memstream.producers.events import (
     MemoryForgotten,
@@ -173,31 +185,6 @@ def stack(hermes_venv, tmp_path_factory):
 
 
 # -- helpers ----------------------------------------------------------------------------------
-def _text(content) -> str:
-    if isinstance(content, list):
-        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return content or ""
-
-
-def _injected(request: dict) -> str:
-    """The ``<memory-context>`` block Hermes appended to the API copy of this turn's user message."""
-    user = [m for m in request["messages"] if m.get("role") == "user"][-1]
-    text = _text(user.get("content"))
-    if "<memory-context>" not in text:
-        return ""
-    block = text.split("<memory-context>", 1)[1]
-    assert "</memory-context>" in block, text
-    return block.split("</memory-context>", 1)[0]
-
-
-def _turn_requests(run: dict) -> list[dict]:
-    """The first request at the model of each turn (a turn's tool loop makes more)."""
-    firsts = []
-    for started in run["started_at"]:
-        firsts.append(next(r for r in run["requests"] if r["at"] >= started))
-    return firsts
-
-
 def _turn_timings(run: dict) -> list[dict]:
     """Per turn: on_turn_start -> the request reaching the model, prefetch's own time, and
     run_conversation() -> the request (includes Hermes's own start-up of a first turn)."""
@@ -206,7 +193,7 @@ def _turn_timings(run: dict) -> list[dict]:
     prefetches = sorted((h for h in hooks if h["hook"] == "prefetch"), key=lambda h: h["at"])
     assert len(starts) == len(prefetches) == len(run["started_at"]), hooks
     out = []
-    for started, turn_start, pf, request in zip(run["started_at"], starts, prefetches, _turn_requests(run)):
+    for started, turn_start, pf, request in zip(run["started_at"], starts, prefetches, turn_requests(run)):
         out.append(
             {
                 "turn_start_to_request_ms": round((request["at"] - turn_start) * 1000, 1),
@@ -226,7 +213,7 @@ def _tool_results(run: dict) -> list[tuple[str, dict]]:
         if last.get("role") != "tool":
             continue
         names = {c["id"]: c["function"]["name"] for m in r["messages"] for c in m.get("tool_calls") or []}
-        out.append((names[last["tool_call_id"]], json.loads(_text(last.get("content")))))
+        out.append((names[last["tool_call_id"]], json.loads(fake_llm._text(last.get("content")))))
     return out
 
 
@@ -271,7 +258,7 @@ def test_a_new_process_recalls_the_memory_of_the_last_session_within_the_budget(
         gateway_session_key="agent:solo",
     )
     assert second["session_id"] != first["session_id"]
-    blocks = [_injected(r) for r in _turn_requests(second)]
+    blocks = [injected(r) for r in turn_requests(second)]
     _report(record_property, "session 2 injected blocks", blocks)
     assert blocks[0].strip(), second["requests"][0]["messages"][-1]
     assert HEADER in blocks[0]
@@ -306,13 +293,13 @@ def test_agents_recall_their_own_memory_and_scope_all_shares_it_but_never_across
 
     # each recalls its own by default
     a = stack.hermes("a", ["what is the locker code at the gym?"], gateway_session_key="agent:a")
-    assert "4711" in _injected(a["requests"][0]) and "Fridays" not in _injected(a["requests"][0])
+    assert "4711" in injected(a["requests"][0]) and "Fridays" not in injected(a["requests"][0])
     b = stack.hermes(
         "b",
         ["what is the locker code at the gym?", "when does the staging cluster password rotate?", "SEARCHALL locker code gym"],
         gateway_session_key="agent:b",
     )
-    b_blocks = [_injected(r) for r in _turn_requests(b)]
+    b_blocks = [injected(r) for r in turn_requests(b)]
     assert not any("4711" in block for block in b_blocks), b_blocks
     assert any("Fridays" in block for block in b_blocks), b_blocks
     # memstream_search(scope="all") finds agent a's
@@ -327,7 +314,7 @@ def test_agents_recall_their_own_memory_and_scope_all_shares_it_but_never_across
         tenant="globex",
         gateway_session_key="agent:a",
     )
-    blocks = [_injected(r) for r in _turn_requests(other)]
+    blocks = [injected(r) for r in turn_requests(other)]
     assert not any("4711" in block or "Fridays" in block for block in blocks), blocks
     (s_name, found), (f_name, forgot) = _tool_results(other)
     assert s_name == "memstream_search" and "results" in found, found
@@ -384,7 +371,7 @@ def test_the_model_searches_scrolls_and_forgets_through_the_tools(stack, record_
     assert name == "memstream_search" and "results" in again, again
     assert hit["id"] not in [r["id"] for r in again["results"]], again
     assert not [r for r in again["results"] if "every second Thursday" in r["text"]], again
-    assert "every second Thursday" not in _injected(later["requests"][0])
+    assert "every second Thursday" not in injected(later["requests"][0])
     [tomb] = [e for e in stack.events() if isinstance(e, MemoryForgotten) and e.forgotten_id == hit["id"]]
     assert tomb.id == forget["tombstone"] and tomb.scope.agent == "agent:t" and tomb.scope.tenant == TENANT
     _report(record_property, "tool runs timings", run["timings"] + later["timings"])
@@ -411,7 +398,7 @@ def test_with_the_worker_stopped_turns_complete_and_nothing_is_lost(stack, recor
         assert [name for name, _ in calls] == ["memory", "memstream_remember", "memstream_search"], calls
         assert calls[0][1].get("success") is True and calls[1][1]["ok"] is True, calls
         assert "no answer within" in calls[2][1].get("error", ""), calls  # an error, not a hang
-        assert not any(_injected(r) for r in _turn_requests(run))  # no service answered: nothing
+        assert not any(injected(r) for r in turn_requests(run))  # no service answered: nothing
         _assert_not_held_up(run)
         # the tool call waits its timeout (1 s), the other turns only the budget: well under
         assert all(s < 5.0 for s in run["turn_s"]), run["turn_s"]

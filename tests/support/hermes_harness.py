@@ -84,6 +84,28 @@ def _load_fake_llm():
 fake_llm = _load_fake_llm()
 
 
+# -- what Hermes sent the model ------------------------------------------------------------
+def injected(request: dict) -> str:
+    """The ``<memory-context>`` block Hermes appended to the API copy of this request's last user message."""
+    user = [m for m in request["messages"] if m.get("role") == "user"][-1]
+    text = fake_llm._text(user.get("content"))
+    if "<memory-context>" not in text:
+        return ""
+    block = text.split("<memory-context>", 1)[1]
+    assert "</memory-context>" in block, text
+    return block.split("</memory-context>", 1)[0]
+
+
+def turn_requests(run: dict) -> list[dict]:
+    """The first request of each turn at the model: the first one after the turn started whose last
+    user message is the turn's prompt (a turn's tool loop makes more, and Hermes's own background
+    calls, such as a session title for an earlier turn, may reach the model in between)."""
+    return [
+        next(r for r in run["requests"] if r["at"] >= started and fake_llm.last_user_text(r["messages"]) == prompt)
+        for started, prompt in zip(run["started_at"], run["prompts"], strict=True)
+    ]
+
+
 # -- the cached Hermes environment ----------------------------------------------------------
 def _run(cmd, timeout, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(
