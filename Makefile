@@ -3,6 +3,8 @@
 #   make test  - create .venv, install memstream with its test extras, lint (ruff, ruff format), type-check (mypy),
 #                check the import layers (lint-imports), find dead code (vulture), pass the suite; its summary lists every
 #                skipped test with the reason (-rs: e.g. no prometheus binary, which .ci/run installs)
+#   make docs  - regenerate the reference pages of docs/ from the code (the CLI's parser, the settings, the
+#                metric families: docs/gen/reference.py) and build the documentation site into build/site
 #   make test-fast - the inner loop: the same checks, then the tests not marked slow (no Valkey, Hermes,
 #                browser or Prometheus; tests/conftest.py says which) on every CPU (pytest-xdist)
 PYTHON ?= python3
@@ -12,7 +14,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast lint install bench fuzz clean
+.PHONY: run test test-fast lint docs install bench fuzz clean
 
 $(RUN_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +37,15 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/vulture
+	$(MKDOCS) build --strict
+
+# the documentation site: mkdocs (not --quiet: strict mode counts only the warnings it logs) fails on a
+# broken link, a page missing from the nav, or a generated page out of date (docs/gen/hooks.py)
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs
+
+docs: $(STAMP)
+	$(BIN)/python docs/gen/reference.py
+	$(MKDOCS) build --strict
 
 test: lint
 	$(BIN)/python -m pytest -q -rs

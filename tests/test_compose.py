@@ -190,12 +190,12 @@ def test_every_image_is_pinned_to_a_release():
         assert tag != "latest" and re.fullmatch(r"v?\d+(\.\d+)+(-[\w.]+)?", tag), f"{name}: {service['image']}"
 
 
-def test_the_worker_runs_the_command_the_readme_documents():
+def test_the_worker_runs_the_command_the_docs_document():
     from memstream.cli.commands import build_parser, cmd_worker
 
-    readme = (ROOT / "README.md").read_text()
-    documented = re.search(r"^\| `(memstream worker[^`]*)` \|", readme, re.MULTILINE)
-    assert documented, "README's Commands table has no `memstream worker` row"
+    commands = (ROOT / "docs" / "commands.md").read_text()
+    documented = re.search(r"^## `(memstream worker[^`]*)`$", commands, re.MULTILINE)
+    assert documented, "docs/commands.md has no `memstream worker` section"
     usage = documented.group(1)
     script = _services()["worker"]["command"]
     assert script[:2] == ["sh", "-c"]
@@ -262,8 +262,8 @@ def test_compose_reads_only_the_documented_variables_of_the_operators_environmen
     unescaped = re.sub(r"\$\$", "", text)  # $$ is a literal $ for compose
     read = set(re.findall(r"\$\{?(\w+)", unescaped))
     assert read == {"GRAFANA_ADMIN_PASSWORD"}, read
-    readme = (ROOT / "README.md").read_text()
-    assert all(f"`{name}`" in readme for name in read)
+    fleets = (ROOT / "docs" / "fleets.md").read_text()  # the multi-host deployment
+    assert all(f"`{name}`" in fleets for name in read)
 
 
 def test_prometheus_as_mounted_scrapes_every_worker_on_its_metrics_port_and_loads_the_rules():

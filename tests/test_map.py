@@ -1,4 +1,4 @@
-"""The map stays true: every package is a room in ARCHITECTURE.md and README.md, and in the
+"""The map stays true: every package is a room in ARCHITECTURE.md and in the docs' Layout page, and in the
 import-layer contract that CI checks."""
 
 from __future__ import annotations
@@ -14,13 +14,12 @@ def _packages() -> list[str]:
     return sorted(d.name for d in PACKAGE.iterdir() if (d / "__init__.py").exists() and d.name != "__pycache__")
 
 
-def test_every_package_is_a_room_of_architecture_md_and_of_the_readme_layout():
+def test_every_package_is_a_room_of_architecture_md_and_of_the_docs_layout():
     architecture = (ROOT / "ARCHITECTURE.md").read_text()
-    readme = (ROOT / "README.md").read_text()
-    layout = readme[readme.index("## Layout") :]
+    layout = (ROOT / "docs" / "layout.md").read_text()
     for name in _packages():
         assert f"  {name}/" in architecture, f"ARCHITECTURE.md's tree does not name memstream/{name}/"
-        assert f"`memstream/{name}/`" in layout, f"README's layout does not name memstream/{name}/"
+        assert f"`memstream/{name}/`" in layout, f"docs/layout.md does not name memstream/{name}/"
 
 
 def test_every_package_has_its_layer_in_the_import_contract():

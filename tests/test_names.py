@@ -1,5 +1,5 @@
 """The names the prose gives stay true: every dotted ``memstream.`` name in a docstring of the
-package or in ARCHITECTURE.md / README.md resolves, and every file ARCHITECTURE.md points to
+package or in ARCHITECTURE.md / README.md / the docs' pages resolves, and every file ARCHITECTURE.md points to
 exists and defines the names it is said to hold.
 
 A module renamed, a function moved or removed: the docstrings and the map that named it fail
@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "memstream"
-DOCS = ("ARCHITECTURE.md", "README.md")
+DOCS = ("ARCHITECTURE.md", "README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md")))
 
 DOTTED = re.compile(r"(?<![\w./-])memstream(?:\.[A-Za-z_]\w*)+")
 # memstream.json and the like are files (a config, a Grafana dashboard), not modules

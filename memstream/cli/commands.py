@@ -499,7 +499,7 @@ def cmd_tenant(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_acl(args: argparse.Namespace, settings: Settings) -> int:
-    """The ACL SETUSER commands of the worker's and the admin's Redis users (README, Security)."""
+    """The ACL SETUSER commands of the worker's and the admin's Redis users (docs/security.md)."""
     users = ops.acl_recipe(settings)
     lines = [
         f"# memstream's Redis users for the key prefix {settings.stream_prefix!r} (Redis/Valkey 7+).",

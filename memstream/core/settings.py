@@ -3,7 +3,8 @@
 One type holds it all: each field of ``Settings`` carries its default, its bounds and its
 meaning (``msgspec.Meta``). Its environment variable is ``MEMSTREAM_`` and the field's name
 in capitals; ``$HERMES_HOME/memstream.json`` uses the field names. ``OPTIONS`` lists them,
-derived from the type; the README's configuration table is checked against it by the tests.
+derived from the type; the documentation's configuration page (docs/reference/configuration.md) is
+generated from it (docs/gen/reference.py).
 Below the entry points (the command line, the service, the benchmarks, the Hermes
 installer) nothing else in memstream reads the environment: the other layers receive
 these values.
@@ -55,7 +56,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
                 "Redis/Valkey URL of a shared server, of the Sentinels that watch it "
                 "(`redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/service_name[/db]`), or of a Redis "
                 "Cluster (`redis+cluster://[[user]:password@]host[:port][,host[:port]...]`: the prefix becomes a hash "
-                "tag); see README, High availability. Empty: the embedded Valkey of `memstream up`."
+                "tag); see docs/ha.md. Empty: the embedded Valkey of `memstream up`."
             )
         ),
     ] = ""
@@ -359,7 +360,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         Meta(
             description=(
                 "Projections of your own, besides those installed through the `memstream.projections` entry "
-                "point: comma-separated `module:Class` (see README, Your own projection)."
+                "point: comma-separated `module:Class` (see docs/concepts/projections.md)."
             )
         ),
     ] = ""
@@ -402,7 +403,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
                 "Where `memstream up` and each `memstream worker` serve Prometheus metrics (`/metrics`) and the "
                 "dashboard (`/`), `HOST:PORT` (`[IPv6]:PORT`). Empty: neither. Port `0`: a free port, logged and named in the "
                 "service's run file. A port another process holds: a warning, and the process runs without "
-                "metrics. Keep it on the loopback (see README, Metrics)."
+                "metrics. Keep it on the loopback (see docs/reference/metrics.md)."
             )
         ),
     ] = "127.0.0.1:9464"
@@ -414,7 +415,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             description=(
                 "Seconds between an agent process's reports for the fleet's metrics (its spool backlog and "
                 "refusals, its hooks' durations, its prefetch outcomes), written by its shipper thread to one "
-                "field of one Redis hash (see README, Metrics); 0: no reports. The processes that serve metrics "
+                "field of one Redis hash (see docs/reference/metrics.md); 0: no reports. The processes that serve metrics "
                 "count an agent active while its last report is at most 3 of their own intervals old."
             ),
         ),
@@ -438,8 +439,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             le=36_500.0,
             description=(
                 "Days a turn (`turn.recorded`) is kept, counted from when the log received it; then the "
-                "service's retention job erases it everywhere, as `memstream forget` does (see README, "
-                "Retention and tiers). 0: forever."
+                "service's retention job erases it everywhere, as `memstream forget` does (see "
+                "docs/operations/retention.md). 0: forever."
             ),
         ),
     ] = 0.0
@@ -688,7 +689,7 @@ _SECRET_NAME = re.compile(r"pass|pwd|token|secret|key|auth|cred|sig", re.IGNOREC
 
 
 class Option(NamedTuple):
-    """One setting as the README's configuration table shows it."""
+    """One setting as the configuration page (docs/reference/configuration.md) shows it."""
 
     attribute: str
     env: str

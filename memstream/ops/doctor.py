@@ -299,7 +299,7 @@ def _owner(eventlog: EventLog, key: str) -> str:
 
 
 def check_tenants(eventlog: EventLog) -> dict:
-    """Whether tenants are separated (see Security in the README): fails when a registered
+    """Whether tenants are separated (see docs/security.md): fails when a registered
     tenant's Redis user has other key rules than the current ones (made by an older release,
     which let it append to the operator's streams: ``memstream tenant update``)."""
     from memstream.producers import TenantRegistry

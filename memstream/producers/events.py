@@ -53,7 +53,7 @@ def utcnow() -> datetime:
 class Scope(msgspec.Struct, frozen=True):
     """Who and where an event belongs to. ``agent`` is the agent identity ("theme").
 
-    Resolution rules (see README): tenant from configuration; agent from
+    Resolution rules (see docs/concepts/log.md): tenant from configuration; agent from
     ``gateway_session_key`` > ``agent_identity`` (profile) > ``agent_workspace`` >
     ``"default"``.
     """

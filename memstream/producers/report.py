@@ -312,7 +312,7 @@ class Reporter:
                         action=f"shipping goes on; the next report in {self.every} s"
                         + (
                             " (a tenant's user made by an older release lacks the rule: "
-                            "`memstream tenant update`, or README, Security)"
+                            "`memstream tenant update`, or docs/security.md)"
                             if isinstance(exc, redis.exceptions.NoPermissionError)
                             else ""
                         ),

@@ -303,7 +303,7 @@ class VectorProjection:
         """After a batch that deleted a forgotten item's points: rewrite the collection
         without them when the store can (the embedded one: ``EdgeStore.compact``), so the
         text is left in none of its files. Once per batch; a Qdrant server keeps its own
-        write-ahead log (see the README's Forgetting)."""
+        write-ahead log (see docs/operations/forget.md)."""
         if not self._compact_due:
             return
         compact = getattr(self.store, "compact", None)

@@ -1,5 +1,5 @@
 """Prometheus metrics of ``memstream up`` and of every ``memstream worker``: ``/metrics``
-on ``MEMSTREAM_METRICS_ADDR`` (README, Metrics, has the table of every metric).
+on ``MEMSTREAM_METRICS_ADDR`` (docs/reference/metrics.md has the table of every metric, generated from ``FAMILIES``).
 
 Two kinds of figures, told apart in ``FAMILIES`` by their ``source``:
 
@@ -1036,7 +1036,7 @@ def start_metrics(
             "metrics.not_loopback",
             url=metrics.url,
             action="keep /metrics and the dashboard off public interfaces: a firewall or a reverse proxy in front "
-            "(README, Metrics)",
+            "(docs/reference/metrics.md)",
         )
     log.info("metrics.serving", url=metrics.url, role=role)
     return metrics

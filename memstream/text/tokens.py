@@ -9,7 +9,7 @@ Two quantities are estimated, for two kinds of reader:
   embedders, whose tokenizer is not at hand (their ``count_tokens``).
 - ``prompt_tokens``: the tokens a language model reads in a prompt, at
   ``CHARS_PER_TOKEN`` (4) characters a token, at least 1. Used for the budget of the
-  block the provider injects (``MEMSTREAM_PREFETCH_TOKENS``, README), whose clipping
+  block the provider injects (``MEMSTREAM_PREFETCH_TOKENS``, docs/hermes.md), whose clipping
   converts tokens back to characters at the same rate, and by the benchmarks' "tokens
   injected".
 

@@ -158,8 +158,8 @@ def test_doctor_is_ok_with_a_running_service_and_fails_without(service, tmp_path
     assert json.loads(down.stdout)["checks"]["redis"]["ok"] is False
 
 
-def test_rq_info_shows_no_queue_and_no_worker_of_a_running_service_and_the_readme_names_its_own_lists(service):
-    """README, Metrics (Queues): memstream's work is in its streams and request lists, not in
+def test_rq_info_shows_no_queue_and_no_worker_of_a_running_service_and_the_docs_name_its_own_lists(service):
+    """docs/reference/metrics.md (Queues): memstream's work is in its streams and request lists, not in
     rq queues; rq's own CLI, run against the service's Redis, says so."""
     from pathlib import Path
 
@@ -185,8 +185,8 @@ def test_rq_info_shows_no_queue_and_no_worker_of_a_running_service_and_the_readm
         assert "1 queues, 1 jobs total" in listed and "0 workers" in listed, listed  # it runs nowhere
     finally:
         client.close()
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    queues = readme[readme.index("**Queues.**") :].split("\n\n", 1)[0]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "metrics.md").read_text()
+    queues = page[page.index("**Queues.**") :].split("\n\n", 1)[0]
     assert f"`{keys.queries('memstream')}`" in queues
     assert f"`{keys.tenant_queries('memstream', 'TENANT')}`" in queues
 
