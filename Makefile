@@ -1,7 +1,8 @@
 # Two commands do all set-up on a fresh machine:
 #   make run   - create .venv, install memstream (without the test extras), start the embedded memory service
 #   make test  - create .venv, install memstream with its test extras, lint (ruff, ruff format), type-check (mypy),
-#                check the import layers (lint-imports), find dead code (vulture), pass the suite; its summary lists every
+#                check the import layers (lint-imports), find dead code (vulture), build the docs site strictly (mkdocs),
+#                pass the suite; its summary lists every
 #                skipped test with the reason (-rs: e.g. no prometheus binary, which .ci/run installs)
 #   make docs  - regenerate the reference pages of docs/ from the code (the CLI's parser, the settings, the
 #                metric families: docs/gen/reference.py) and build the documentation site into build/site
@@ -32,8 +33,8 @@ run: $(RUN_STAMP)
 	$(BIN)/memstream up
 
 lint: $(STAMP)
-	$(BIN)/ruff check memstream tests examples
-	$(BIN)/ruff format --check memstream tests examples
+	$(BIN)/ruff check memstream tests examples docs/gen
+	$(BIN)/ruff format --check memstream tests examples docs/gen
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/vulture

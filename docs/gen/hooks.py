@@ -17,7 +17,7 @@ reference = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(reference)
 
 
-def on_pre_build(config) -> None:  # noqa: ARG001  # mkdocs's hook signature
+def on_pre_build(config) -> None:
     out_of_date = reference.stale(Path(config["docs_dir"]))
     if out_of_date:
         pages = ", ".join(f"docs/{page}" for page in out_of_date)

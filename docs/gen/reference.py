@@ -102,7 +102,7 @@ def _argument_rows(parser: argparse.ArgumentParser) -> Iterator[str]:
 
 
 def _command_sections(parser: argparse.ArgumentParser, depth: int) -> Iterator[str]:
-    for name, sub in _subcommands(parser).items():
+    for sub in _subcommands(parser).values():
         yield f"{'#' * depth} `{sub.prog}`"
         yield ""
         if sub.description:
