@@ -252,6 +252,10 @@ FORMATTED = [  # (formatter, value, what a person reads)
     ("seconds", 2.5, "2.5 s"),
     ("seconds", 5, "5 s"),
     ("seconds", 200, "3 min 20 s"),
+    ("seconds", 300, "5 min"),  # no "0 s" on a round figure (an axis's ticks)
+    ("seconds", 2000, "33 min 20 s"),
+    ("seconds", 3600, "1 h"),
+    ("seconds", 5400, "1 h 30 min"),
     ("seconds", None, "—"),
     ("rate", 0, "0 /s"),
     ("rate", 2.5, "2.5 /s"),
