@@ -13,26 +13,20 @@ import json
 import os
 import shutil
 import time
-import urllib.request
 from pathlib import Path
 
-import pytest
 import redis
+from browser_support import CHROMIUM, MARKS, get_text, number, wait
 from metrics_support import samples, value
 from service_support import ms
 
-from memstream.bench.browser import Chromium, find_chromium
+from memstream.bench.browser import Chromium
 from memstream.bench.dashboard import RENDERED, Traffic
 from memstream.core.runfile import read_run_file
 from memstream.core.settings import Settings
 from memstream.projections import group_of
 
-CHROMIUM = find_chromium()
-pytestmark = [
-    pytest.mark.valkey,
-    pytest.mark.browser,
-    pytest.mark.skipif(CHROMIUM is None, reason="chromium is absent: `apt-get install chromium` (.ci/run does)"),
-]
+pytestmark = MARKS
 
 SHOWN = (
     "Array.from(document.querySelectorAll('[data-metric]'))"
@@ -47,25 +41,6 @@ TICKS = (
 )
 
 
-def _text(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=10) as reply:
-        return reply.read().decode()
-
-
-def _number(shown: str | None) -> float | None:
-    return None if shown in (None, "null") else float(shown)
-
-
-def _wait(predicate, timeout: float = 90.0, what: str = "the condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"{what} not met within {timeout} s")
-
-
 def _states(text: str) -> dict[str, str]:
     return {s.labels["group"]: s.labels["state"] for s in samples(text, "memstream_projection_state") if s.value == 1}
 
@@ -73,7 +48,7 @@ def _states(text: str) -> dict[str, str]:
 def _settled(metrics_url: str, appended: int | None = None) -> str | None:
     """/metrics when every running version has applied every entry (and the streams hold
     ``appended`` entries when given), else None."""
-    text = _text(metrics_url)
+    text = get_text(metrics_url)
     running = {g for g, state in _states(text).items() if state in ("active", "building")}
     if not running:
         return None
@@ -100,14 +75,14 @@ class Dashboard:
     def settled(self) -> tuple[dict, dict, str]:
         """Once the service has settled: what the page shows, the summary of the same sample
         (taken after it settled) and /metrics read after that sample."""
-        text = _wait(lambda: _settled(self.metrics_url), what="every version to catch up")
+        text = wait(lambda: _settled(self.metrics_url), timeout=120, what="every version to catch up")
         since = time.time()
-        _wait(lambda: self.shown()[0] > since + 0.1, timeout=30, what="the page to show a sample taken since")
+        wait(lambda: self.shown()[0] > since + 0.1, timeout=30, what="the page to show a sample taken since")
         for _ in range(50):
             sampled, shown = self.shown()
-            summary = json.loads(_text(self.base + "/api/summary"))
+            summary = json.loads(get_text(self.base + "/api/summary"))
             if summary["sampled_at"] == sampled:
-                text = _text(self.metrics_url)
+                text = get_text(self.metrics_url)
                 return shown, summary, text
             time.sleep(0.1)
         raise AssertionError("the page never showed the summary's newest sample")
@@ -142,7 +117,7 @@ class Dashboard:
 
         # the page against the headline
         def tile(name: str) -> float | None:
-            return _number(shown[(name, None)][0])
+            return number(shown[(name, None)][0])
 
         assert tile("events_in_per_s") == h["events_in_per_s"] == summary["events_in"]["per_s"]
         assert tile("log_entries") == h["log_entries"]
@@ -157,11 +132,11 @@ class Dashboard:
             (build,) = h["building"]
             assert tile("build_fraction") == build["fraction"]
             assert shown[("build_group", None)][0] == build["group"]
-            assert _number(shown[("build_freshness_p95", build["group"])][0]) == build["freshness_p95"]
+            assert number(shown[("build_freshness_p95", build["group"])][0]) == build["freshness_p95"]
         else:
             assert tile("build_fraction") is None and shown[("build_fraction", None)][1] == "none"
         # the chart's legend reads the input rate the tile does (its points to 4 significant digits)
-        legend, rate = _number(shown[("chart:events_in", None)][0]), h["events_in_per_s"]
+        legend, rate = number(shown[("chart:events_in", None)][0]), h["events_in_per_s"]
         assert legend == (None if rate is None else float(f"{rate:.4g}"))
         return shown, summary, text
 
@@ -175,15 +150,15 @@ def test_the_tiles_tell_what_serves_now_after_a_replay_a_forget_and_an_archive(t
         base = info["metrics"][: -len("/metrics")]
         settings = Settings.load(home=str(home), autostart=False, embedder="hash")
         traffic = Traffic(settings, rate=40.0, searches=False).start()
-        _wait(lambda: traffic.appended >= 60, what="60 turns appended")
+        wait(lambda: traffic.appended >= 60, what="60 turns appended")
         assert traffic.stop(20.0), "the writer did not ship every turn"
         appended = traffic.appended
-        _wait(lambda: _settled(info["metrics"], appended), what="every version to apply every turn")
+        wait(lambda: _settled(info["metrics"], appended), timeout=120, what="every version to apply every turn")
 
         # a replay of turns, activated by hand: the build is shown apart while it waits
         ms(home, "replay", "turns", "--detach", "--activate", "manual")
         v1, v2 = group_of("turns"), "turns.v2"
-        _wait(lambda: _states(_text(info["metrics"])).get(v2) == "building", what="turns.v2 to build")
+        wait(lambda: _states(get_text(info["metrics"])).get(v2) == "building", timeout=120, what="turns.v2 to build")
 
         with Chromium(CHROMIUM, width=1400, height=1400) as browser:
             tab = browser.open()
@@ -199,7 +174,7 @@ def test_the_tiles_tell_what_serves_now_after_a_replay_a_forget_and_an_archive(t
 
             # activated: the former version is retired, folded away in the table and the charts
             ms(home, "projections", "activate", "turns", "2")
-            _wait(lambda: _states(_text(info["metrics"])).get(v1) == "retired", what="turns.v1 to retire")
+            wait(lambda: _states(get_text(info["metrics"])).get(v1) == "retired", timeout=120, what="turns.v1 to retire")
             shown, summary, _ = page.check_tiles()
             assert v2 in summary["headline"]["serving"] and v1 not in summary["headline"]["serving"]
             assert summary["headline"]["building"] == []
@@ -246,9 +221,9 @@ def test_the_tiles_tell_what_serves_now_after_a_replay_a_forget_and_an_archive(t
             middle = client.xrange(stream, count=30)[-1][0].decode()
             client.close()
             ms(home, "archive", "--before", middle)
-            _wait(
+            wait(
                 lambda: (
-                    sum(s.value for s in samples(_text(info["metrics"]), "memstream_stream_entries"))
+                    sum(s.value for s in samples(get_text(info["metrics"]), "memstream_stream_entries"))
                     < summary["headline"]["log_entries"]
                 ),
                 what="the archive to trim the stream",
