@@ -89,6 +89,7 @@ FORGOTTEN_PLACES = (
 RETENTION_KINDS = tuple(Settings().retention_days)  # the kinds of event a retention setting covers
 MAX_DLQ_GROUPS = 64
 REPORT_EVERY_OFF = Settings().report_every_s  # the agents' interval when this process's is 0 (the default)
+STATE_FRESH_S = 10.0  # seconds a version's state read from the catalog is taken as current (for freshness)
 SAMPLES = 5  # MEMORY USAGE's estimate from 5 nodes (Redis's default): every node counted is O(N) a scrape
 
 
@@ -564,22 +565,25 @@ class LogCollector(Collector):
         self._local = threading.local()  # quiet: this thread's collections log nothing
         self._embed_dead: dict[str, int] = {}  # group -> backlog entries its dense stage here dead-lettered
         self._embed_dead_lock = threading.Lock()
-        self._states: dict[str, str] = {}  # group -> its state in the catalog at the last read ("": none)
+        # group -> (its state in the catalog, when read: monotonic seconds); "" for none
+        self._states: dict[str, tuple[str, float]] = {}
 
     def state_of(self, group: str) -> str:
         """``group``'s state in the catalog (``building``, ``active``, ...; "" when it has none):
-        as the last scrape read it, else read now (once per group between two scrapes)."""
-        state = self._states.get(group)
-        if state is None:
-            from memstream.projections import Catalog
+        as the last scrape read it, or read now when that read is older than ``STATE_FRESH_S``
+        (a process nobody scrapes reads it at most once in that time for a group)."""
+        now = time.monotonic()
+        known = self._states.get(group)
+        if known is not None and now - known[1] <= STATE_FRESH_S:
+            return known[0]
+        from memstream.projections import Catalog
 
-            try:
-                states = {v.group: v.state for v in Catalog(self.client, self.prefix).versions(_group_labels(group)[1])}
-            except redis.RedisError:
-                return ""  # unknown for now: measured as a live version's
-            state = states.get(group, "")
-            self._states = {**self._states, **states, group: state}  # replaced whole: read by other threads
-        return state
+        try:
+            read = {v.group: (v.state, now) for v in Catalog(self.client, self.prefix).versions(_group_labels(group)[1])}
+        except redis.RedisError:
+            return known[0] if known is not None else ""  # unreadable now: as last read (none: a live version's)
+        self._states = {**self._states, group: ("", now), **read}  # replaced whole: read by other threads
+        return self._states[group][0]
 
     def count_embed_dead_lettered(self, group: str, entries: int) -> None:
         """Count backlog entries of ``group`` that a dense stage of this process dead-lettered."""
@@ -698,11 +702,12 @@ class LogCollector(Collector):
         catalog = Catalog(c, self.prefix)
         groups: list[str] = []
         archived: int | None = None  # entries in the archive, read once a scrape, for builds only
-        states: dict[str, str] = {}
+        states: dict[str, tuple[str, float]] = {}
+        read_at = time.monotonic()
         for name, first in self.projections:
             versions = catalog.versions(name)
             for v in versions:
-                states[v.group] = v.state
+                states[v.group] = (v.state, read_at)
                 for state in STATES:
                     f["memstream_projection_state"].add_metric(
                         [v.group, name, str(v.version), state], 1 if v.state == state else 0

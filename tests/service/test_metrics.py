@@ -377,3 +377,8 @@ def test_a_building_versions_freshness_runs_from_its_read_and_a_live_ones_from_t
     assert value(text, name + "_sum", group=built.group) == pytest.approx(0.08)
     assert value(text, name + "_bucket", group=group_of("turns"), le="3600.0") == 0  # 90 minutes: from the append
     assert value(text, name + "_bucket", group=group_of("turns"), le="7200.0") == 2
+    catalog.activate("turns", built.version)  # a scrape reads the new state: from the append again
+    scrape(metrics)
+    metrics.batch(built.group, stages, [f"{long_ago}-0"], time.time())
+    assert value(scrape(metrics), name + "_bucket", group=built.group, le="3600.0") == 2
+    assert value(scrape(metrics), name + "_count", group=built.group) == 3
