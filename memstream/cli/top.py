@@ -72,17 +72,37 @@ def _status(summary: dict[str, Any], base: str, error: str | None, now: float) -
     return line
 
 
+def _served(summary: dict[str, Any]) -> list[str]:
+    """The headline's figures of the log and the versions that serve (the page's tiles);
+    from the rows for a service whose summary has no headline."""
+    head = summary.get("headline")
+    events = summary.get("events_in") or {}
+    if head is None:
+        applied = [r["applied_per_s"] for r in summary.get("projections") or [] if r.get("applied_per_s") is not None]
+        return [
+            f"events in {rate_text(events.get('per_s'))} ({_n(events.get('total'))} appended)",
+            f"applied {rate_text(sum(applied)) if applied else '-'} (every version here)",
+        ]
+    forgotten = f", {_n(head['forgotten'])} forgotten" if head.get("forgotten") else ""
+    applied = head.get("applied")
+    parts = [
+        f"events in {rate_text(head.get('events_in_per_s'))} ({_n(head.get('log_entries'))} in the stream{forgotten})",
+        f"applied {rate_text(applied['per_s'])} (slowest active: {applied['group']})" if applied else "applied -",
+    ]
+    for build in head.get("building") or []:
+        fraction = build.get("fraction")
+        parts.append(f"building {build['group']} {'-' if fraction is None else f'{fraction:.0%}'}")
+    return parts
+
+
 def _headline(summary: dict[str, Any], width: int = WIDE) -> Text:
     rows = summary.get("projections") or []
-    applied = [r["applied_per_s"] for r in rows if r.get("applied_per_s") is not None]
     dead = sum(r.get("dead_letters") or 0 for r in rows)
     queries = summary.get("queries") or {}
     waiting = sum((queries.get("queue") or {}).values())
-    events = summary.get("events_in") or {}
     fleet = summary.get("fleet")
     parts = [
-        f"events in {rate_text(events.get('per_s'))} ({_n(events.get('total'))} in the log)",
-        f"applied {rate_text(sum(applied)) if applied else '-'} (this process)",
+        *_served(summary),
         f"dead letters {_n(dead)}",
         f"queries waiting {_n(waiting)}, p95 {seconds_text(queries.get('p95'))}",
         f"agents {_n(fleet.get('agents_active'))} active" if fleet else "agents: no reports yet",

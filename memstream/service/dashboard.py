@@ -12,9 +12,15 @@ to draw, and what watching costs does not grow with the viewers (a request reads
 
 - Rates (events in per type, applied per projection version, refusals, prefetches) come
   from counters between samples (a counter that went down restarted: its new value is the
-  increase, as Prometheus's ``rate`` takes it); the current rate is over the last
-  ``RATE_WINDOW`` seconds, the history's between consecutive samples. A series absent
-  from either sample has no rate (null).
+  increase, as Prometheus's ``rate`` takes it), over the last ``RATE_WINDOW`` seconds: the
+  current rate and each chart point alike, so a chart's newest point is the figure shown
+  beside it. A series absent from either sample has no rate (null).
+- The headline (``headline``) describes what serves now: the active versions only (their
+  slowest applied rate, largest lag, oldest waiting entry, worst freshness p95); a building
+  version's progress and freshness apart (``building``; its freshness runs from its read
+  of each entry, as ``memstream_projection_freshness_seconds`` measures a build); the
+  entries in the streams (what the Streams table shows) and how many ``forget`` removed
+  from them and retention erased.
 - Percentiles (freshness, query seconds, hook seconds) come from the histogram buckets
   filled over the last ``WINDOW`` seconds, interpolated within a bucket as Prometheus's
   ``histogram_quantile`` does; null when nothing was observed in the window.
@@ -49,7 +55,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-__all__ = ["History", "Sampler", "dashboard_app", "INTERVAL", "KEEP", "RATE_WINDOW", "WINDOW", "quantile"]
+__all__ = ["History", "Sampler", "dashboard_app", "INTERVAL", "KEEP", "RATE_WINDOW", "WINDOW", "quantile", "serving"]
 
 log = structlog.get_logger("memstream.dashboard")
 
@@ -97,6 +103,8 @@ VALUES = frozenset(
         "memstream_agent_spool_backlog_events",
         "memstream_agent_spool_refusals_total",
         "memstream_prefetch_total",
+        "memstream_forgotten_total",
+        "memstream_retention_erased_total",
     }
 )
 # counters read from Redis: absent while Redis cannot be read (the fleet's too, to be safe)
@@ -299,8 +307,9 @@ class History:
         """Add one collection of the registry (taken at unix time ``at``, default now)."""
         snap = snapshot(metrics, time.time() if at is None else at)
         with self._lock:
-            prev = self._snaps[-1] if self._snaps else None
-            self._points.append(self._point(snap, prev, self._older(snap.at - self.window)))
+            # the rate's base as the summary takes it: the newest snapshot a rate window old
+            recent = self._older(snap.at - self.rate_window) or (self._snaps[0] if self._snaps else None)
+            self._points.append(self._point(snap, recent, self._older(snap.at - self.window)))
             self._snaps.append(snap)
             # keep the newest snapshot a window old (the base of a percentile) and those after it
             horizon = snap.at - max(self.window, self.rate_window)
@@ -315,7 +324,7 @@ class History:
 
     @staticmethod
     def _point(snap: Snapshot, prev: Snapshot | None, base: Snapshot | None) -> dict[str, Any]:
-        """The chart figures of one sample."""
+        """The chart figures of one sample: rates since ``prev``, percentiles since ``base``."""
         groups: dict[str, dict[str, float | None]] = {}
 
         def put(figure: str, group: str, v: float | None) -> None:
@@ -354,6 +363,16 @@ class History:
             base = self._older(snap.at - self.window)
             points = [p for p in self._points if since is None or p["t"] > since]
         recent = None if older is snap else older
+        streams = [
+            {
+                "stream": labels.get("stream", ""),
+                "entries": _count(v),
+                "bytes": _count(snap.by("memstream_stream_bytes", "stream").get(labels.get("stream", ""))),
+            }
+            for labels, v in sorted(snap.series("memstream_stream_entries"), key=lambda lv: lv[0].get("stream", ""))
+        ]
+        events_in = self._events_in(snap, recent)
+        projections = self._projections(snap, recent, base)
         return {
             "sampled_at": round(snap.at, 3),
             "interval_s": self.interval,
@@ -361,16 +380,10 @@ class History:
             "rate_window_s": self.rate_window,
             "process": self._process(snap),
             "redis_up": None if snap.one("memstream_redis_up") is None else snap.one("memstream_redis_up") == 1,
-            "streams": [
-                {
-                    "stream": labels.get("stream", ""),
-                    "entries": _count(v),
-                    "bytes": _count(snap.by("memstream_stream_bytes", "stream").get(labels.get("stream", ""))),
-                }
-                for labels, v in sorted(snap.series("memstream_stream_entries"), key=lambda lv: lv[0].get("stream", ""))
-            ],
-            "events_in": self._events_in(snap, recent),
-            "projections": self._projections(snap, recent, base),
+            "streams": streams,
+            "events_in": events_in,
+            "projections": projections,
+            "headline": _headline(snap, streams, events_in, projections),
             "queries": self._queries(snap, recent, base),
             "fleet": self._fleet(snap, recent, base),
             "history": _columns(points),
@@ -489,6 +502,56 @@ class History:
             },
             "families": [name for name in FLEET if name in snap.families],
         }
+
+
+def serving(row: dict[str, Any]) -> bool:
+    """Whether a projection row of the summary is a version readers use now: active in the
+    catalog, or a version the log is read for before any catalog names its state."""
+    return row["state"] == "active" or (row["state"] is None and row["lag_entries"] is not None)
+
+
+def _worst(rows: list[dict[str, Any]], figure: str) -> dict[str, Any] | None:
+    """The row with the largest known ``figure``: its group and value (None: none known)."""
+    known = [(r[figure], r["group"]) for r in rows if r[figure] is not None]
+    if not known:
+        return None
+    value, group = max(known, key=lambda vg: vg[0])  # the first in the table's order on a tie
+    return {"group": group, "value": value}
+
+
+def _headline(
+    snap: Snapshot, streams: list[dict[str, Any]], events_in: dict[str, Any], rows: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The figures of the page's tiles: what serves now (see the module doc)."""
+    live = [r for r in rows if serving(r)]
+    rates = sorted((r["applied_per_s"], r["group"]) for r in live if r["applied_per_s"] is not None)
+    forgotten = snap.by("memstream_forgotten_total", "place")
+    erased = snap.by("memstream_retention_erased_total", "kind")
+    entries = [s["entries"] for s in streams if s["entries"] is not None]
+    return {
+        "events_in_per_s": events_in["per_s"],
+        "log_entries": _count(sum(entries)) if entries else None,
+        "forgotten": _count(forgotten["stream_entries"]) if "stream_entries" in forgotten else None,
+        "expired": _count(sum(erased.values())) if erased else None,
+        "serving": [r["group"] for r in live],
+        "applied": {"per_s": rates[0][0], "group": rates[0][1], "versions": len(rates)} if rates else None,
+        "lag_entries": _worst(live, "lag_entries"),
+        "lag_seconds": _worst(live, "lag_seconds"),
+        "freshness_p95": _worst(live, "freshness_p95"),
+        "dead_letters": _count(sum(r["dead_letters"] for r in rows if r["dead_letters"] is not None)),
+        "building": [
+            {
+                "group": r["group"],
+                "fraction": (r["replay"] or {}).get("fraction"),
+                "applied": (r["replay"] or {}).get("applied"),
+                "total": (r["replay"] or {}).get("total"),
+                "applied_per_s": r["applied_per_s"],
+                "freshness_p95": r["freshness_p95"],
+            }
+            for r in rows
+            if r["state"] == "building"
+        ],
+    }
 
 
 def _top(by_agent: dict[str, float]) -> dict[str, Any]:

@@ -89,6 +89,7 @@ FORGOTTEN_PLACES = (
 RETENTION_KINDS = tuple(Settings().retention_days)  # the kinds of event a retention setting covers
 MAX_DLQ_GROUPS = 64
 REPORT_EVERY_OFF = Settings().report_every_s  # the agents' interval when this process's is 0 (the default)
+STATE_FRESH_S = 10.0  # seconds a version's state read from the catalog is taken as current (for freshness)
 SAMPLES = 5  # MEMORY USAGE's estimate from 5 nodes (Redis's default): every node counted is O(N) a scrape
 
 
@@ -103,6 +104,7 @@ class Family:
     unit: str
     help: str
     source: str
+    buckets: tuple[float, ...] = ()  # a histogram's bucket bounds (upper, ascending; +Inf implied)
 
 
 FAMILIES: tuple[Family, ...] = (
@@ -310,8 +312,13 @@ FAMILIES: tuple[Family, ...] = (
         "histogram",
         GROUP,
         "seconds",
-        "From an entry's append to the log to its batch committed by this process's consumer of the version",
+        "From an entry's append to the log to its batch committed by this process's consumer of the version; "
+        "for a building version, from when its consumer read the entry (a build replays old entries)",
         "process",
+        # fine from 1 minute to an hour (steps of at most 1.5x): a p95 there is no interpolation across
+        # a wide bucket (300 s to 3,600 s read 52 min on a log 10 minutes old)
+        (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 90.0, 120.0, 180.0, 300.0, 450.0, 600.0, 900.0)
+        + (1200.0, 1800.0, 2700.0, 3600.0, 7200.0, 21600.0, 86400.0),
     ),
     Family(
         "memstream_projection_stage_seconds",
@@ -320,6 +327,7 @@ FAMILIES: tuple[Family, ...] = (
         "seconds",
         "Seconds of each stage of a batch in this process: admit, apply, commit; embed (each embedding call, inside apply)",
         "process",
+        (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0),
     ),
     Family(
         "memstream_projection_embed_batch_texts",
@@ -328,6 +336,7 @@ FAMILIES: tuple[Family, ...] = (
         "texts",
         "Texts per embedding call of the version's projection in this process",
         "process",
+        (1, 4, 16, 64, 128, 256, 1024),
     ),
     # the read path
     Family(
@@ -407,6 +416,7 @@ FAMILIES: tuple[Family, ...] = (
         "seconds",
         "Seconds a query handler of this process took, by operation",
         "process",
+        (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0),
     ),
     # the agents' reports (memstream.service.fleet)
     Family(
@@ -449,6 +459,7 @@ FAMILIES: tuple[Family, ...] = (
         "report in Redis and every removed one summed, so it never decreases (an agent that stopped "
         "reporting adds nothing to a rate)",
         "redis",
+        tuple(b / 1e9 for b in BUCKETS_NS),  # the reports' bounds (producers.report), in seconds
     ),
     Family(
         "memstream_prefetch_total",
@@ -474,11 +485,11 @@ FAMILIES: tuple[Family, ...] = (
 )
 _BY_NAME = {f.name: f for f in FAMILIES}
 
-# bucket bounds, few enough to keep a scrape small (a stage histogram per stage and version)
-FRESHNESS_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 3600.0)
-STAGE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
-QUERY_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
-BATCH_BUCKETS = (1, 4, 16, 64, 128, 256, 1024)
+# bucket bounds (their home: each histogram's Family), few enough to keep a scrape small
+FRESHNESS_BUCKETS = _BY_NAME["memstream_projection_freshness_seconds"].buckets
+STAGE_BUCKETS = _BY_NAME["memstream_projection_stage_seconds"].buckets
+QUERY_BUCKETS = _BY_NAME["memstream_query_seconds"].buckets
+BATCH_BUCKETS = _BY_NAME["memstream_projection_embed_batch_texts"].buckets
 
 
 def _group_labels(group: str) -> tuple[str, str, str]:
@@ -500,7 +511,7 @@ def _histogram(name: str) -> HistogramMetricFamily:
 
 
 _READ_HISTOGRAMS = tuple(f.name for f in FAMILIES if f.source == "redis" and f.type == "histogram")
-HOOK_BUCKETS = tuple(b / 1e9 for b in BUCKETS_NS)  # the reports' bucket bounds, seconds
+HOOK_BUCKETS = _BY_NAME["memstream_hook_seconds"].buckets  # the reports' bucket bounds, seconds
 
 
 def _length(reply: object) -> int:
@@ -554,6 +565,25 @@ class LogCollector(Collector):
         self._local = threading.local()  # quiet: this thread's collections log nothing
         self._embed_dead: dict[str, int] = {}  # group -> backlog entries its dense stage here dead-lettered
         self._embed_dead_lock = threading.Lock()
+        # group -> (its state in the catalog, when read: monotonic seconds); "" for none
+        self._states: dict[str, tuple[str, float]] = {}
+
+    def state_of(self, group: str) -> str:
+        """``group``'s state in the catalog (``building``, ``active``, ...; "" when it has none):
+        as the last scrape read it, or read now when that read is older than ``STATE_FRESH_S``
+        (a process nobody scrapes reads it at most once in that time for a group)."""
+        now = time.monotonic()
+        known = self._states.get(group)
+        if known is not None and now - known[1] <= STATE_FRESH_S:
+            return known[0]
+        from memstream.projections import Catalog
+
+        try:
+            read = {v.group: (v.state, now) for v in Catalog(self.client, self.prefix).versions(_group_labels(group)[1])}
+        except redis.RedisError:
+            return known[0] if known is not None else ""  # unreadable now: as last read (none: a live version's)
+        self._states = {**self._states, group: ("", now), **read}  # replaced whole: read by other threads
+        return self._states[group][0]
 
     def count_embed_dead_lettered(self, group: str, entries: int) -> None:
         """Count backlog entries of ``group`` that a dense stage of this process dead-lettered."""
@@ -672,9 +702,12 @@ class LogCollector(Collector):
         catalog = Catalog(c, self.prefix)
         groups: list[str] = []
         archived: int | None = None  # entries in the archive, read once a scrape, for builds only
+        states: dict[str, tuple[str, float]] = {}
+        read_at = time.monotonic()
         for name, first in self.projections:
             versions = catalog.versions(name)
             for v in versions:
+                states[v.group] = (v.state, read_at)
                 for state in STATES:
                     f["memstream_projection_state"].add_metric(
                         [v.group, name, str(v.version), state], 1 if v.state == state else 0
@@ -713,6 +746,7 @@ class LogCollector(Collector):
                         if done is not None:
                             f["memstream_replay_applied_entries"].add_metric(labels, done)
                         f["memstream_replay_log_entries"].add_metric(labels, total)
+        self._states = states
         dead, counted = f["memstream_projection_dead_letters"], self._dead_letters()
         for group in groups:  # a running version without dead letters has 0, known
             counted.setdefault(group, 0)
@@ -911,11 +945,17 @@ class Metrics:
     def batch(self, group: str, stages: dict[str, float], applied: list[str], at: float) -> None:
         for stage, seconds in stages.items():
             self._child(self.stages, group, stage).observe(seconds)
-        if applied:
-            now_ms = at * 1000.0
-            self.freshness.observe(
-                _group_labels(group), [max(0.0, now_ms - int(entry_id[: entry_id.find("-")])) / 1000.0 for entry_id in applied]
-            )
+        if not applied:
+            return
+        if self.collector.state_of(group) == "building":
+            # a build replays entries appended long ago: its freshness runs from its read (the
+            # batch's stages: from the read's reply to the commit), not from each append
+            self.freshness.observe(_group_labels(group), [max(0.0, sum(stages.values()))] * len(applied))
+            return
+        now_ms = at * 1000.0
+        self.freshness.observe(
+            _group_labels(group), [max(0.0, now_ms - int(entry_id[: entry_id.find("-")])) / 1000.0 for entry_id in applied]
+        )
 
     def embedded(self, group: str, texts: int, seconds: float) -> None:
         self._child(self.stages, group, "embed").observe(seconds)

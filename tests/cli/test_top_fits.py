@@ -171,3 +171,24 @@ def test_top_once_on_an_80_by_24_terminal_keeps_the_queries_and_the_agents_on_sc
     titles = {word for line in lines for word in line.split() if word in ("Projections", "Queries", "Agents")}
     assert titles == {"Projections", "Queries", "Agents"}, "\n".join(lines)
     assert "turns.v3" in text and "active" in text  # the versions that serve stay, their state whole
+
+
+def test_the_headline_is_the_summarys_what_serves_now_and_still_fits_80_by_24():
+    summary = busy_summary(1000.0)
+    summary["headline"] = {
+        "events_in_per_s": 6.0,
+        "log_entries": 35,
+        "forgotten": 1,
+        "expired": 0,
+        "serving": ["facts.v1", "memories.v1", "sessions.v1", "turns.v3"],
+        "applied": {"per_s": 5.5, "group": "facts.v1", "versions": 4},
+        "building": [{"group": "turns.v4", "fraction": 0.5, "applied": 10, "total": 20}],
+    }
+    console = Console(width=80, height=24, record=True, file=io.StringIO())
+    console.print(frame(summary, "http://127.0.0.1:9464", now=1000.0, width=80, height=24))
+    text = console.export_text()
+    flat = " ".join(text.split())
+    assert "(35 in the stream, 1 forgotten)" in flat  # the streams' entries, not every event ever appended
+    assert "applied 5.5/s (slowest active: facts.v1)" in flat  # one active version's rate, not a sum
+    assert "building turns.v4 50%" in flat
+    assert len(text.rstrip("\n").splitlines()) <= 24, text

@@ -203,14 +203,15 @@ def test_rates_come_from_counters_between_samples_and_a_counter_that_went_down_r
     assert summary["projections"][0]["applied_per_s"] == 2.5
     assert summary["history"]["events_out"] == {"turns.v1": [None] + [2.5] * 5}
     sample(1012.0, 30, 22, 25)  # the turns counter went down: restarted, 30 is its increase
-    assert history.summary()["history"]["events_in"][-1] == pytest.approx((30 + 2) / 2)
+    restarted = history.summary()  # over the rate window, from the sample at 1002 (turns 120, memories 12)
+    assert restarted["history"]["events_in"][-1] == restarted["events_in"]["per_s"] == pytest.approx((30 + 10) / 10)
 
 
 def test_a_series_new_since_the_last_sample_counts_from_zero_unless_redis_was_unreadable_then():
     def redis_up(up: float) -> GaugeMetricFamily:
         return _gauge("memstream_redis_up", (), {(): up})
 
-    history = History()
+    history = History(rate_window=2.0)  # each rate from the sample before
     history.record([redis_up(1), _counter("memstream_events_appended_total", "type", {"turn.recorded": 10})], at=0.0)
     history.record(
         [redis_up(1), _counter("memstream_events_appended_total", "type", {"turn.recorded": 10, "memory.remembered": 4})], at=2.0
@@ -416,3 +417,95 @@ def test_a_fleet_whose_agents_never_reported_shows_no_agent_reports_yet(tmp_path
     history = History()
     history.record(sample)
     assert history.summary()["fleet"] is None
+
+
+def test_the_headline_describes_the_active_versions_and_shows_a_build_apart():
+    """After two replays of turns: v1 retired, v2 active, v3 building. The headline's rates,
+    lag and freshness are the active versions' only; the build's progress and freshness
+    stand apart; the log's entries are the streams' (what forget removed said apart)."""
+    versions = {  # group -> (state, lag, lag seconds, applied per 10 s, dead letters)
+        "turns.v1": ("retired", 900, 3000.0, 0, 2),
+        "turns.v2": ("active", 3, 1.5, 50, 0),
+        "turns.v3": ("building", 4000, 2000.0, 400, 0),
+        "memories.v1": ("active", 7, 0.5, 40, 1),
+    }
+
+    def labels(group: str) -> tuple[str, str, str]:
+        name, _, version = group.rpartition(".v")
+        return (group, name, version)
+
+    def sample(at: float, n: int) -> None:
+        state = GaugeMetricFamily("memstream_projection_state", "help", labels=[*GROUP, "state"])
+        applied = CounterMetricFamily("memstream_projection_applied_total", "help", labels=list(GROUP))
+        fresh = HistogramMetricFamily("memstream_projection_freshness_seconds", "help", labels=list(GROUP))
+        for group, (s, _, _, per_10s, _) in versions.items():
+            for each in ("building", "active", "retired"):
+                state.add_metric([*labels(group), each], 1.0 if each == s else 0.0)
+            applied.add_metric(list(labels(group)), per_10s * n)
+            slow = 100.0 * n if s == "retired" else 0.0  # a retired version's old observations: slow
+            fast = 10.0 * n
+            fresh.add_metric(list(labels(group)), [("1.0", fast), ("3600.0", fast + slow), ("+Inf", fast + slow)], 0.0)
+        history.record(
+            [
+                _gauge("memstream_redis_up", (), {(): 1.0}),
+                _gauge("memstream_stream_entries", ("stream",), {("memstream:events:0",): 70.0, ("tenants",): 5.0}),
+                _counter("memstream_events_appended_total", "type", {"turn.recorded": 80.0 + 5 * n}),
+                _counter("memstream_forgotten_total", "place", {"stream_entries": 3.0, "archive_entries": 2.0}),
+                _counter("memstream_retention_erased_total", "kind", {"turns": 0.0}),
+                state,
+                _gauge("memstream_projection_lag_entries", GROUP, {labels(g): v[1] for g, v in versions.items()}),
+                _gauge("memstream_projection_lag_seconds", GROUP, {labels(g): v[2] for g, v in versions.items()}),
+                _gauge("memstream_projection_dead_letters", GROUP, {labels(g): v[4] for g, v in versions.items()}),
+                _gauge("memstream_replay_applied_entries", GROUP, {labels("turns.v3"): 25.0}),
+                _gauge("memstream_replay_log_entries", GROUP, {labels("turns.v3"): 100.0}),
+                applied,
+                fresh,
+            ],
+            at=at,
+        )
+
+    history = History(interval=2.0, rate_window=10.0, window=60.0)
+    sample(1000.0, 0)
+    sample(1010.0, 1)
+    summary = history.summary()
+    h = summary["headline"]
+    assert h["serving"] == ["memories.v1", "turns.v2"]
+    assert h["events_in_per_s"] == summary["events_in"]["per_s"] == 0.5
+    assert summary["history"]["events_in"][-1] == h["events_in_per_s"]  # the chart's newest point is the tile's
+    assert h["log_entries"] == 75 and h["forgotten"] == 3 and h["expired"] == 0
+    assert h["applied"] == {"per_s": 4.0, "group": "memories.v1", "versions": 2}  # not 49/s summed over versions
+    assert h["lag_entries"] == {"group": "memories.v1", "value": 7}  # not the build's 4,000 nor the retired 900
+    assert h["lag_seconds"] == {"group": "turns.v2", "value": 1.5}
+    assert h["freshness_p95"]["group"] in h["serving"] and h["freshness_p95"]["value"] <= 1.0
+    assert h["dead_letters"] == 3
+    assert h["building"] == [
+        {
+            "group": "turns.v3",
+            "fraction": 0.25,
+            "applied": 25,
+            "total": 100,
+            "applied_per_s": 40.0,
+            "freshness_p95": summary["projections"][[r["group"] for r in summary["projections"]].index("turns.v3")][
+                "freshness_p95"
+            ],
+        }
+    ]
+
+
+def test_a_p95_between_five_minutes_and_an_hour_is_read_from_fine_buckets():
+    """Entries 400 s to 590 s old (a log 10 minutes old): the p95 stays under 10 minutes
+    (the buckets from 300 s to 3,600 s read it as 52 minutes)."""
+    from memstream.service.metrics import FAMILIES, FRESHNESS_BUCKETS, BatchHistogram
+
+    family = next(f for f in FAMILIES if f.name == "memstream_projection_freshness_seconds")
+    assert family.buckets == FRESHNESS_BUCKETS
+    inside = [b for b in FRESHNESS_BUCKETS if 60 <= b <= 3600]
+    assert inside[0] == 60 and inside[-1] == 3600
+    assert all(high / low <= 1.5 for low, high in zip(inside, inside[1:]) if low >= 300)
+    histogram = BatchHistogram(family, FRESHNESS_BUCKETS)
+    history = History(window=60.0)
+    history.record(histogram.collect(), at=0.0)
+    histogram.observe(("turns.v1", "turns", "1"), [400.0 + 2 * i for i in range(96)])
+    history.record(histogram.collect(), at=10.0)
+    (row,) = history.summary()["projections"]
+    assert 585.0 <= row["freshness_p95"] <= 600.0

@@ -12,52 +12,28 @@ import json
 import os
 import shutil
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 import redis
+from browser_support import CHROMIUM, MARKS, get_text, number, wait
 from metrics_support import samples, value
 from service_support import ms
 
-from memstream.bench.browser import Chromium, find_chromium
+from memstream.bench.browser import Chromium
 from memstream.bench.dashboard import RENDERED, Traffic
 from memstream.core.runfile import read_run_file
 from memstream.core.settings import Settings
 from memstream.projections import group_of
 from memstream.workers.deadletters import DeadLetters
 
-CHROMIUM = find_chromium()
-pytestmark = [
-    pytest.mark.valkey,
-    pytest.mark.browser,
-    pytest.mark.skipif(CHROMIUM is None, reason="chromium is absent: `apt-get install chromium` (.ci/run does)"),
-]
+pytestmark = MARKS
 
 # every number the page shows: [metric, group or null, unformatted value]
 SHOWN = (
     "Array.from(document.querySelectorAll('[data-metric]'))"
     ".map(e => [e.dataset.metric, e.dataset.group === undefined ? null : e.dataset.group, e.dataset.value])"
 )
-
-
-def _text(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=10) as reply:
-        return reply.read().decode()
-
-
-def _number(shown: str) -> float | None:
-    return None if shown == "null" else float(shown)
-
-
-def _wait(predicate, timeout: float = 60.0, what: str = "the condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"{what} not met within {timeout} s")
 
 
 class Page:
@@ -76,7 +52,7 @@ class Page:
         2 s and the sampler samples every 2 s: read both until they agree on the sample)."""
         for _ in range(50):
             sampled, shown = self.shown()
-            summary = json.loads(_text(base + "/api/summary"))
+            summary = json.loads(get_text(base + "/api/summary"))
             if summary["sampled_at"] == sampled:
                 return shown, summary
             time.sleep(0.1)
@@ -108,28 +84,28 @@ def _check_against_summary(shown: dict, summary: dict) -> None:
             "freshness_p50",
             "freshness_p95",
         ):
-            assert _number(shown[(figure, g)]) == row[figure], (figure, g)
+            assert number(shown[(figure, g)]) == row[figure], (figure, g)
         if row["replay"]:
-            assert _number(shown[("replay_fraction", g)]) == row["replay"]["fraction"]
+            assert number(shown[("replay_fraction", g)]) == row["replay"]["fraction"]
     for s in summary["streams"]:
-        assert _number(shown[("stream_entries", s["stream"])]) == s["entries"]
+        assert number(shown[("stream_entries", s["stream"])]) == s["entries"]
     for etype, figures in summary["events_in"]["by_type"].items():
-        assert _number(shown[("events_total", etype)]) == figures["total"]
-        assert _number(shown[("events_per_s", etype)]) == figures["per_s"]
-    assert _number(shown[("events_in_per_s", None)]) == summary["events_in"]["per_s"]
+        assert number(shown[("events_total", etype)]) == figures["total"]
+        assert number(shown[("events_per_s", etype)]) == figures["per_s"]
+    assert number(shown[("events_in_per_s", None)]) == summary["events_in"]["per_s"]
     for outcome, figures in summary["queries"]["outcomes"].items():
-        assert _number(shown[("queries_total", outcome)]) == figures["total"]
+        assert number(shown[("queries_total", outcome)]) == figures["total"]
     for op, figures in summary["queries"]["latency"].items():
-        assert _number(shown[("query_p95", op)]) == figures["p95"]
-    assert _number(shown[("redis_up", None)]) == (1 if summary["redis_up"] else 0)
+        assert number(shown[("query_p95", op)]) == figures["p95"]
+    assert number(shown[("redis_up", None)]) == (1 if summary["redis_up"] else 0)
     # the charts: each line's newest point, as the legend shows it
     history = summary["history"]
     for figure in ("lag_entries", "lag_seconds", "dead_letters", "freshness_p95", "events_out"):
         for g, values in history[figure].items():
             newest = next((v for v in reversed(values) if v is not None), None)
-            assert _number(shown[(f"chart:{figure}", g)]) == newest, (figure, g)
+            assert number(shown[(f"chart:{figure}", g)]) == newest, (figure, g)
     newest_in = next((v for v in reversed(history["events_in"]) if v is not None), None)
-    assert _number(shown[("chart:events_in", None)]) == newest_in
+    assert number(shown[("chart:events_in", None)]) == newest_in
 
 
 def test_the_dashboard_shows_in_a_browser_the_numbers_the_service_reports(service, tmp_path):
@@ -142,9 +118,9 @@ def test_the_dashboard_shows_in_a_browser_the_numbers_the_service_reports(servic
         DeadLetters(client, "memstream").add(group_of("facts"), "memstream:events:0", "1-1", {b"data": b"\xff"}, "malformed", 1)
         client.close()
         ms(home, "replay", "turns", "--detach", "--activate", "manual")
-        _wait(
+        wait(
             lambda: (
-                (s := json.loads(_text(base + "/api/summary")))["events_in"]["per_s"]
+                (s := json.loads(get_text(base + "/api/summary")))["events_in"]["per_s"]
                 and s["queries"]["latency"]
                 and len(s["history"]["t"]) >= 4
             ),
@@ -160,9 +136,9 @@ def test_the_dashboard_shows_in_a_browser_the_numbers_the_service_reports(servic
 
             # under traffic: the page shows the summary's sample, and /metrics read after it
             shown, summary = page.consistent_with_summary(base)
-            after = _text(info["metrics"])
+            after = get_text(info["metrics"])
             _check_against_summary(shown, summary)
-            assert summary["events_in"]["per_s"] > 0 and _number(shown[("events_in_per_s", None)]) > 0
+            assert summary["events_in"]["per_s"] > 0 and number(shown[("events_in_per_s", None)]) > 0
             assert tab.evaluate("document.querySelectorAll('#chart-events path.line').length") >= 2
             assert tab.evaluate("document.querySelectorAll('#projections tbody tr').length") == len(summary["projections"])
             for row in summary["projections"]:
@@ -181,7 +157,7 @@ def test_the_dashboard_shows_in_a_browser_the_numbers_the_service_reports(servic
             appended = traffic.appended
 
             def caught_up() -> str | None:
-                text = _text(info["metrics"])
+                text = get_text(info["metrics"])
                 groups = {s.labels["group"] for s in samples(text, "memstream_projection_lag_entries")}
                 done = all(
                     value(text, "memstream_projection_lag_entries", group=g) == 0
@@ -190,18 +166,16 @@ def test_the_dashboard_shows_in_a_browser_the_numbers_the_service_reports(servic
                 )
                 return text if done and value(text, "memstream_stream_entries", stream=stream) == appended else None
 
-            _wait(caught_up, what="every version to apply every turn")
+            wait(caught_up, what="every version to apply every turn")
             quiet = time.time()
             time.sleep(0.5)
-            _wait(lambda: page.shown()[0] > quiet + 0.1, timeout=30, what="the page to show a sample after the traffic")
+            wait(lambda: page.shown()[0] > quiet + 0.1, timeout=30, what="the page to show a sample after the traffic")
             shown, summary = page.consistent_with_summary(base)
-            text = _text(info["metrics"])
+            text = get_text(info["metrics"])
             _check_against_summary(shown, summary)
+            assert number(shown[("stream_entries", stream)]) == value(text, "memstream_stream_entries", stream=stream) == appended
             assert (
-                _number(shown[("stream_entries", stream)]) == value(text, "memstream_stream_entries", stream=stream) == appended
-            )
-            assert (
-                _number(shown[("events_total", "turn.recorded")])
+                number(shown[("events_total", "turn.recorded")])
                 == value(text, "memstream_events_appended_total", type="turn.recorded")
                 == appended
             )
@@ -213,15 +187,13 @@ def test_the_dashboard_shows_in_a_browser_the_numbers_the_service_reports(servic
                     ("dead_letters", "memstream_projection_dead_letters"),
                     ("consumers", "memstream_projection_consumers"),
                 ):
-                    assert _number(shown[(figure, g)]) == value(text, metric, group=g), (figure, g)
-            assert _number(shown[("dead_letters", group_of("facts"))]) == 1
-            assert _number(shown[("dead_letters_total", None)]) == 1
-            assert (
-                _number(shown[("queries_total", "answered")]) == value(text, "memstream_queries_total", outcome="answered") >= 1
-            )
+                    assert number(shown[(figure, g)]) == value(text, metric, group=g), (figure, g)
+            assert number(shown[("dead_letters", group_of("facts"))]) == 1
+            assert number(shown[("dead_letters_total", None)]) == 1
+            assert number(shown[("queries_total", "answered")]) == value(text, "memstream_queries_total", outcome="answered") >= 1
             v2 = next(r for r in summary["projections"] if r["state"] == "building")["group"]
             assert (
-                _number(shown[("replay_fraction", v2)])
+                number(shown[("replay_fraction", v2)])
                 == 1.0
                 == value(text, "memstream_replay_applied_entries", group=v2)
                 / value(text, "memstream_replay_log_entries", group=v2)
@@ -231,7 +203,7 @@ def test_the_dashboard_shows_in_a_browser_the_numbers_the_service_reports(servic
                 assert fleet_empty and "no agent reports yet" in tab.evaluate("document.body.innerText")
             else:
                 assert not fleet_empty
-                assert _number(shown[("agents_active", None)]) == summary["fleet"]["agents_active"]
+                assert number(shown[("agents_active", None)]) == summary["fleet"]["agents_active"]
             shot = tab.screenshot(tmp_path / "dashboard.png")
     finally:
         traffic.stop(5.0)
@@ -252,6 +224,10 @@ FORMATTED = [  # (formatter, value, what a person reads)
     ("seconds", 2.5, "2.5 s"),
     ("seconds", 5, "5 s"),
     ("seconds", 200, "3 min 20 s"),
+    ("seconds", 300, "5 min"),  # no "0 s" on a round figure (an axis's ticks)
+    ("seconds", 2000, "33 min 20 s"),
+    ("seconds", 3600, "1 h"),
+    ("seconds", 5400, "1 h 30 min"),
     ("seconds", None, "—"),
     ("rate", 0, "0 /s"),
     ("rate", 2.5, "2.5 /s"),

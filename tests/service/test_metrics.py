@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import socket
+import time
 import urllib.request
 from pathlib import Path
 
@@ -360,3 +361,28 @@ def test_a_scrape_counts_the_backlog_entries_a_dense_stage_of_this_process_dead_
     text = scrape(metrics)
     assert value(text, "memstream_projection_embed_dead_lettered_total", group=group, projection="turns", version="1") == 2
     assert value(text, "memstream_projection_dead_letters", group=group) == 2
+
+
+def test_a_building_versions_freshness_runs_from_its_read_and_a_live_ones_from_the_append(tmp_path, event_log):
+    """A build applies entries appended long ago: measured from the append, its freshness
+    would be their age (an hour and a half here); from its read, it is the batch's own seconds."""
+    catalog = Catalog(event_log.client, event_log.prefix)
+    catalog.ensure("turns", 1)
+    built = catalog.add_build("turns")
+    assert built.group != group_of("turns")
+    metrics = Metrics(event_log, pipeline_settings(tmp_path / "home"))
+    long_ago = int((time.time() - 5400) * 1000)
+    stages = {"admit": 0.004, "apply": 0.03, "commit": 0.006}
+    for group in (built.group, group_of("turns")):
+        metrics.batch(group, stages, [f"{long_ago}-0", f"{long_ago + 1}-0"], time.time())
+    text = scrape(metrics)
+    name = "memstream_projection_freshness_seconds"
+    assert value(text, name + "_bucket", group=built.group, le="0.05") == 2  # 0.04 s: the batch's stages
+    assert value(text, name + "_sum", group=built.group) == pytest.approx(0.08)
+    assert value(text, name + "_bucket", group=group_of("turns"), le="3600.0") == 0  # 90 minutes: from the append
+    assert value(text, name + "_bucket", group=group_of("turns"), le="7200.0") == 2
+    catalog.activate("turns", built.version)  # a scrape reads the new state: from the append again
+    scrape(metrics)
+    metrics.batch(built.group, stages, [f"{long_ago}-0"], time.time())
+    assert value(scrape(metrics), name + "_bucket", group=built.group, le="3600.0") == 2
+    assert value(scrape(metrics), name + "_count", group=built.group) == 3

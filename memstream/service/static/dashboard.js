@@ -14,6 +14,7 @@
   let history = null;
   let summary = null;
   let failingSince = null;
+  let showRetired = false;  // retired versions fold away (table rows and chart lines) until asked for
   const colours = new Map();
 
   // -- formatting for people -----------------------------------------------------------------
@@ -44,9 +45,12 @@
     if (v < 0.01) return trim((v * 1000).toFixed(v < 0.001 ? 2 : 1)) + " ms";  // an axis's 2.5 ms, not 3 ms
     if (v < 1) return Math.round(v * 1000) + " ms";
     if (v < 60) return trim(v.toFixed(v < 10 ? 1 : 0)) + " s";
-    if (v < 3600) return Math.floor(v / 60) + " min " + Math.round(v % 60) + " s";
-    if (v < 86400) return Math.floor(v / 3600) + " h " + Math.round((v % 3600) / 60) + " min";
-    return Math.floor(v / 86400) + " d " + Math.round((v % 86400) / 3600) + " h";
+    if (v < 3600) return two(Math.floor(v / 60), "min", Math.round(v % 60), "s");
+    if (v < 86400) return two(Math.floor(v / 3600), "h", Math.round((v % 3600) / 60), "min");
+    return two(Math.floor(v / 86400), "d", Math.round((v % 86400) / 3600), "h");
+  }
+  function two(a, unit, b, smaller) {  // 5 min, 3 min 20 s (a rounded remainder of 0 is not shown)
+    return a + " " + unit + (b ? " " + b + " " + smaller : "");
   }
   function bytes(v) {
     if (!known(v)) return "—";
@@ -123,16 +127,32 @@
 
   // -- charts ----------------------------------------------------------------------------------
   // a round step for about four gridlines up to v (whole numbers for counts)
-  function niceStep(v, whole) {
+  // steps of a time axis past a minute: whole minutes and hours, as a clock reads them
+  const TIME_STEPS = [60, 120, 300, 600, 900, 1200, 1800, 3600, 7200, 10800, 21600, 43200, 86400];
+  function niceStep(v, whole, time) {
     const raw = v > 0 ? v / 4 : 0.25;
+    if (time && raw > 30) {
+      for (const step of TIME_STEPS) if (step >= raw) return step;
+      return Math.ceil(raw / 86400) * 86400;
+    }
     const p = Math.pow(10, Math.floor(Math.log10(raw)));
     let step = 10 * p;
     for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= raw) { step = m * p; break; }
     return whole ? Math.max(1, Math.round(step)) : step;
   }
 
+  // the width of a tick's text, measured in the page's font (so that no label is clipped)
+  let ruler = null;
+  function textWidth(text) {
+    if (!ruler) {
+      ruler = document.createElement("canvas").getContext("2d");
+      ruler.font = "11px " + getComputedStyle(document.body).fontFamily;
+    }
+    return ruler.measureText(text).width;
+  }
+
   // series: [{key, label, colour, values, dash, bold, group, metric, last, hideLegend}]
-  // opts: {whole: counts on the y axis, empty: the text shown instead of the chart}
+  // opts: {whole: counts on the y axis, time: seconds on the y axis, empty: the text shown instead of the chart}
   function chart(id, times, series, fmt, opts) {
     const empty = opts && opts.empty;
     const fig = document.getElementById(id);
@@ -140,7 +160,7 @@
     const legend = fig.querySelector(".legend");
     const width = Math.max(240, Math.round(box.getBoundingClientRect().width) || 420);
     const height = 170;
-    const m = { l: 64, r: 10, t: 8, b: 22 };
+    const m = { l: 40, r: 10, t: 8, b: 22 };
     box.setAttribute("viewBox", `0 0 ${width} ${height}`);
     box.setAttribute("height", height);
     const nodes = [];
@@ -157,14 +177,17 @@
     const t1 = times[times.length - 1];
     const t0 = Math.min(times[0], t1 - 60);
     const highest = Math.max(...values);
-    const step = niceStep(highest, opts && opts.whole);
+    const step = niceStep(highest, opts && opts.whole, opts && opts.time);
     const top = Math.max(step, Math.ceil(highest / step - 1e-9) * step);
+    const ticks = [];
+    for (let v = 0, i = 0; v <= top + step / 1e6; v = step * ++i) ticks.push([v, fmt(v)]);
+    m.l = Math.max(m.l, Math.ceil(Math.max(...ticks.map(([, text]) => textWidth(text)))) + 12);  // the widest label fits
     const x = (t) => m.l + ((t - t0) / Math.max(1, t1 - t0)) * (width - m.l - m.r);
     const y = (v) => m.t + (1 - v / top) * (height - m.t - m.b);
-    for (let v = 0, i = 0; v <= top + step / 1e6; v = step * ++i) {
+    ticks.forEach(([v, text], i) => {
       nodes.push(svg("line", { x1: m.l, x2: width - m.r, y1: y(v), y2: y(v), class: i ? "grid" : "axis" }));
-      nodes.push(Object.assign(svg("text", { x: m.l - 6, y: y(v) + 4, "text-anchor": "end", class: "tick" }), { textContent: fmt(v) }));
-    }
+      nodes.push(Object.assign(svg("text", { x: m.l - 6, y: y(v) + 4, "text-anchor": "end", class: "tick y" }), { textContent: text }));
+    });
     for (let i = 0; i <= 3; i += 1) {
       const t = t0 + ((t1 - t0) * i) / 3;
       nodes.push(Object.assign(svg("text", { x: x(t), y: height - 6, "text-anchor": i === 0 ? "start" : (i === 3 ? "end" : "middle"), class: "tick" }),
@@ -200,9 +223,17 @@
     return null;
   }
 
+  // the versions whose lines a chart shows: every one but the retired (and those no longer
+  // reported), unless the retired are asked for
+  function shownGroups(s) {
+    const rows = s.projections || [];
+    if (showRetired) return null;
+    return new Set(rows.filter((r) => r.state !== "retired").map((r) => r.group));
+  }
   function drawCharts(s, h) {
     const times = h.t;
-    const byGroup = (figure, opts) => Object.keys(h[figure] || {}).sort().map((g) => ({
+    const shown = shownGroups(s);
+    const byGroup = (figure, opts) => Object.keys(h[figure] || {}).sort().filter((g) => !shown || shown.has(g)).map((g) => ({
       key: g, label: g, colour: colour(g), values: h[figure][g], group: g, metric: "chart:" + figure,
       last: lastOf(h[figure][g]), dash: opts && opts.dash, hideLegend: opts && opts.hideLegend,
     }));
@@ -211,16 +242,16 @@
       ...byGroup("events_out").map((x) => Object.assign(x, { label: x.label + " out" })),
     ], rate);
     chart("chart-lag-entries", times, byGroup("lag_entries"), compact, { whole: true });
-    chart("chart-lag-seconds", times, byGroup("lag_seconds"), seconds);
+    chart("chart-lag-seconds", times, byGroup("lag_seconds"), seconds, { time: true });
     chart("chart-freshness", times, [
       ...byGroup("freshness_p95").map((x) => Object.assign(x, { label: x.label + " p95" })),
       ...byGroup("freshness_p50", { dash: true, hideLegend: true }),
-    ], seconds);
+    ], seconds, { time: true });
     chart("chart-dead", times, byGroup("dead_letters"), compact, { whole: true });
     chart("chart-queries", times, [
       { key: "p95", label: "p95", colour: "#7c3aed", values: h.query_p95, metric: "chart:query_p95", last: lastOf(h.query_p95) },
       { key: "p50", label: "p50", colour: "#7c3aed", values: h.query_p50, dash: true, metric: "chart:query_p50", last: lastOf(h.query_p50) },
-    ], seconds, { empty: s.queries && Object.keys(s.queries.latency || {}).length ? null : "no queries answered yet" });
+    ], seconds, { time: true, empty: s.queries && Object.keys(s.queries.latency || {}).length ? null : "no queries answered yet" });
     const noFleet = s.fleet ? null : "no agent reports yet";
     chart("chart-agents", times, [
       { key: "agents", label: "active", colour: "#059669", values: h.agents_active, metric: "chart:agents_active", last: lastOf(h.agents_active) },
@@ -230,37 +261,44 @@
     ], compact, { whole: true, empty: noFleet });
   }
 
-  // -- headline tiles ----------------------------------------------------------------------------
+  // -- headline tiles: what serves now (api/summary's headline) ---------------------------------
   function tile(label, name, value, text, note, warn) {
     const box = el("div", { class: "tile" + (warn ? " warn" : "") });
-    box.append(el("div", { class: "label" }, label), metric("div", name, null, value, text, { class: "value" }),
-      el("div", { class: "note" }, note || ""));
+    const under = el("div", { class: "note" });
+    under.append(...(Array.isArray(note) ? note : [note || ""]));
+    box.append(el("div", { class: "label" }, label), metric("div", name, null, value, text, { class: "value" }), under);
     return box;
   }
-  function worst(rows, key) {
-    let best = null;
-    for (const r of rows) if (known(r[key]) && (!best || r[key] > best[key])) best = r;
-    return best;
-  }
   function drawTiles(s) {
-    const rows = s.projections || [];
-    const live = rows.filter((r) => r.state !== "retired");
-    const out = rows.map((r) => r.applied_per_s).filter(known);
-    const lag = worst(live, "lag_entries");
-    const age = worst(live, "lag_seconds");
-    const fresh = worst(rows.filter((r) => r.state === "active"), "freshness_p95");  // a build replays old entries
-    const dead = rows.reduce((a, r) => a + (known(r.dead_letters) ? r.dead_letters : 0), 0);
+    const h = s.headline || {};
+    const lag = h.lag_entries;
+    const age = h.lag_seconds;
+    const fresh = h.freshness_p95;
+    const applied = h.applied;
     const queue = Object.values((s.queries || {}).queue || {}).reduce((a, v) => a + (v || 0), 0);
-    const applied = out.length ? out.reduce((a, v) => a + v, 0) : null;
+    const log = [metric("span", "log_entries", null, h.log_entries, count(h.log_entries)), " in the stream"];
+    if (known(h.forgotten)) log.push(", ", metric("span", "forgotten", null, h.forgotten, count(h.forgotten)), " forgotten");
+    if (h.expired) log.push(", ", metric("span", "expired", null, h.expired, count(h.expired)), " expired");
+    // the build furthest behind: its progress, and its own freshness (from its read of each entry)
+    const builds = (h.building || []).slice().sort((a, b) => (known(a.fraction) ? a.fraction : -1) - (known(b.fraction) ? b.fraction : -1));
+    const build = builds[0];
     const tiles = [
-      tile("Events in", "events_in_per_s", s.events_in.per_s, rate(s.events_in.per_s), count(s.events_in.total) + " in the log"),
-      tile("Events applied", "events_out_per_s", applied, rate(applied), `${out.length} versions, this process`),
-      tile("Largest lag", "max_lag_entries", lag ? lag.lag_entries : null, lag ? compact(lag.lag_entries) + (lag.lag_entries === 1 ? " entry" : " entries") : "—",
-        lag ? (lag.lag_entries ? lag.group : "all caught up") : "unknown", lag && lag.lag_entries > 1000),
-      tile("Oldest waiting", "max_lag_seconds", age ? age.lag_seconds : null, seconds(age ? age.lag_seconds : null),
-        age ? (age.lag_seconds ? age.group : "nothing waits") : "unknown", age && age.lag_seconds > 60),
-      tile("Freshness p95", "max_freshness_p95", fresh ? fresh.freshness_p95 : null, seconds(fresh ? fresh.freshness_p95 : null), fresh ? fresh.group + ", last 60 s" : "nothing applied in 60 s", fresh && fresh.freshness_p95 > 5),
-      tile("Dead letters", "dead_letters_total", dead, count(dead), "memstream dlq list", dead > 0),
+      tile("Events in", "events_in_per_s", h.events_in_per_s, rate(h.events_in_per_s), log),
+      tile("Events applied", "events_out_per_s", applied ? applied.per_s : null, rate(applied ? applied.per_s : null),
+        applied ? [applied.versions > 1 ? `slowest of ${applied.versions} active: ` : "", metric("span", "events_out_group", null, applied.group, applied.group)]
+          : "no active version applies here"),
+      tile("Largest lag", "max_lag_entries", lag ? lag.value : null, lag ? compact(lag.value) + (lag.value === 1 ? " entry" : " entries") : "—",
+        lag ? (lag.value ? metric("span", "max_lag_group", null, lag.group, lag.group) : "active versions caught up") : "unknown", lag && lag.value > 1000),
+      tile("Oldest waiting", "max_lag_seconds", age ? age.value : null, seconds(age ? age.value : null),
+        age ? (age.value ? metric("span", "max_lag_seconds_group", null, age.group, age.group) : "nothing waits") : "unknown", age && age.value > 60),
+      tile("Freshness p95", "max_freshness_p95", fresh ? fresh.value : null, seconds(fresh ? fresh.value : null),
+        fresh ? [metric("span", "max_freshness_group", null, fresh.group, fresh.group), ", last 60 s"] : "nothing applied in 60 s", fresh && fresh.value > 5),
+      build
+        ? tile("Building", "build_fraction", build.fraction, percent(build.fraction), [
+          metric("span", "build_group", null, build.group, build.group), builds.length > 1 ? ` (+${builds.length - 1} more)` : "",
+          ", freshness p95 ", metric("span", "build_freshness_p95", build.group, build.freshness_p95, seconds(build.freshness_p95)), " from its read"])
+        : tile("Building", "build_fraction", null, "none", "no replay running"),
+      tile("Dead letters", "dead_letters_total", h.dead_letters, count(h.dead_letters), "memstream dlq list", h.dead_letters > 0),
       tile("Query p95", "query_p95", s.queries.p95, seconds(s.queries.p95), count(queue) + " waiting"),
       tile("Active agents", "agents_active", s.fleet ? s.fleet.agents_active : null, s.fleet ? count(s.fleet.agents_active) : "—", s.fleet ? "reporting" : "no agent reports yet"),
     ];
@@ -272,7 +310,9 @@
     return metric("td", name, group, value, text, { class: cls || "num" });
   }
   function drawProjections(s) {
-    const rows = (s.projections || []).map((r) => {
+    const all = s.projections || [];
+    const retired = all.filter((r) => r.state === "retired");
+    const rows = all.filter((r) => showRetired || r.state !== "retired").map((r) => {
       const tr = el("tr", { class: r.state === "retired" ? "retired" : "" });
       const name = el("th", { scope: "row" });
       name.append(el("i", { class: "key", style: `--c:${colour(r.group)}` }), el("span", {}, r.group));
@@ -302,6 +342,16 @@
       tr.append(replay);
       return tr;
     });
+    if (retired.length) {  // one row folds the retired versions away, and unfolds them
+      const tr = el("tr", { class: "fold" });
+      const cell = el("td", { colspan: 11 });
+      const button = el("button", { type: "button", id: "retired-toggle", "aria-expanded": String(showRetired), "data-retired": retired.length },
+        (showRetired ? "hide the " : "show the ") + retired.length + (retired.length === 1 ? " retired version" : " retired versions"));
+      button.addEventListener("click", () => { showRetired = !showRetired; render(); });
+      cell.append(button);
+      tr.append(cell);
+      rows.push(tr);
+    }
     fill(document.querySelector("#projections tbody"), rows.length ? rows : [emptyRow(11, "no projection reported yet")]);
   }
   function emptyRow(span, text) {
@@ -414,6 +464,8 @@
     }
     setTimeout(refresh, REFRESH_MS);
   }
+
+  window.memstreamChart = chart;  // for the page's tests: a chart drawn from given points
 
   let resizing = null;
   window.addEventListener("resize", () => {
