@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from memstream.core import lazy_exports
 from memstream.text.clean import clean_text
 from memstream.text.facts.kinds import FACT_KINDS
+from memstream.text.facts.past import asks_about_past
 from memstream.text.facts.sentences import fact_sentence
 
 if TYPE_CHECKING:
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from memstream.text.tokens import CHARS_PER_TOKEN, estimate_tokens, prompt_tokens
 
 __all__ = [
+    "asks_about_past",
     "BoilerplateFilter",
     "CHARS_PER_TOKEN",
     "chunk",
