@@ -11,13 +11,12 @@ from typing import TYPE_CHECKING
 from memstream.core import lazy_exports
 from memstream.text.clean import clean_text
 from memstream.text.facts.kinds import FACT_KINDS
-from memstream.text.facts.past import asks_about_past
 from memstream.text.facts.sentences import fact_sentence
 
 if TYPE_CHECKING:
     from memstream.text.boilerplate import BoilerplateFilter
     from memstream.text.chunking import chunk
-    from memstream.text.facts import FactCandidate, extract_facts, is_single_valued
+    from memstream.text.facts import FactCandidate, asks_about_past, extract_facts, is_single_valued
     from memstream.text.redaction import redact
     from memstream.text.scripts import CJK
     from memstream.text.tokens import CHARS_PER_TOKEN, estimate_tokens, prompt_tokens
@@ -40,6 +39,7 @@ __all__ = [
 ]
 
 _LAZY = {
+    "asks_about_past": "memstream.text.facts",
     "BoilerplateFilter": "memstream.text.boilerplate",
     "CHARS_PER_TOKEN": "memstream.text.tokens",
     "chunk": "memstream.text.chunking",

@@ -36,6 +36,7 @@ from memstream.text.facts.patterns import (
     SWITCHED_TO,
     TOOL_GONE,
     UPDATE_GATE,
+    gate_fold,
 )
 from memstream.text.facts.phrases import cut_value, list_items
 from memstream.text.facts.rules import Add
@@ -50,20 +51,41 @@ _MAX_ITEM_WORDS = 6
 _GONE_TAIL = re.compile(r"(?i)\s+(?:anymore|any\s+more|after|since|when|because|last|this|years?|months?|weeks?|ago)\b.*$")
 
 
+_RULES = (
+    MOVED,
+    LOCATION_GONE,
+    EMPLOYER_NEW,
+    EMPLOYER_GONE,
+    JOB_GONE,
+    LEFT,
+    SWITCHED,
+    SWITCHED_TO,
+    TOOL_GONE,
+    LIKE_GONE,
+    ROLE_NEW,
+    ROLE_GONE,
+    ATTR_NEW,
+    ATTR_NEW_UNSAID,
+    ENDS_IN,
+)
+
+
 def may_be_update(body: str) -> bool:
-    """Whether ``body`` has one of the words every update rule needs (a cheap gate)."""
-    return UPDATE_GATE.search(body) is not None
+    """Whether an update rule may match ``body``: one scan for their words together
+    (``UPDATE_GATE``); False means none of them can."""
+    return UPDATE_GATE.search(gate_fold(body)) is not None
 
 
 def updates(body: str, sentence: str, add: Add, retract: Add) -> None:
     """Propose the updates and retractions ``body`` (a sentence of the user's, without its
     leading filler) states."""
     lowercase_ok = sentence == sentence.lower()
+    folded = gate_fold(body)
     new, gone = CONFIDENCE["update"], CONFIDENCE["retraction"]
-    _location(body, sentence, add, retract, lowercase_ok)
-    _employer(body, sentence, add, retract, lowercase_ok)
-    _tools(body, sentence, add, retract)
-    for gone_like in LIKE_GONE.finditer(body):
+    _location(body, folded, sentence, add, retract, lowercase_ok)
+    _employer(body, folded, sentence, add, retract, lowercase_ok)
+    _tools(body, folded, sentence, add, retract)
+    for gone_like in LIKE_GONE.finditer(body, folded):
         verb = gone_like.group("verb") or gone_like.group("verb2") or gone_like.group("verb3") or "like"
         raw = gone_like.group("v") or gone_like.group("v2") or gone_like.group("v3") or gone_like.group("v4") or ""
         if verb == "mind":
@@ -75,35 +97,35 @@ def updates(body: str, sentence: str, add: Add, retract: Add) -> None:
         for item in list_items(value):
             if len(item.split()) <= _MAX_ITEM_WORDS:
                 retract(kind, "user", key, item, sentence, gone)
-    m = ROLE_NEW.search(body)
+    m = ROLE_NEW.search(body, folded)
     if m:
         role = ROLE_END.split(m.group("v"), maxsplit=1)[0].strip()
         if role and not ROLE_STOP.match(role) and len(role.split()) <= 4 and not PRONOUN_VALUE.match(role):
             add("identity", "user", "role", role, sentence, new)
-    m = ROLE_GONE.search(body)
+    m = ROLE_GONE.search(body, folded)
     if m:
         role = ROLE_END.split(m.group("v") or m.group("w"), maxsplit=1)[0].strip()
         if role and not ROLE_STOP.match(role) and len(role.split()) <= 4 and not PRONOUN_VALUE.match(role):
             retract("identity", "user", "role", role, sentence, gone)
-    _attributes(body, sentence, add, retract)
+    _attributes(body, folded, sentence, add, retract)
 
 
-def _location(body: str, sentence: str, add: Add, retract: Add, lowercase_ok: bool) -> None:
-    m = MOVED.search(body)
+def _location(body: str, folded: str, sentence: str, add: Add, retract: Add, lowercase_ok: bool) -> None:
+    m = MOVED.search(body, folded)
     if m:
         old = (m.group("old") or "").strip()
         place = place_or_org(m.group("v"), lowercase_ok)
         if place and not _is_tech(place) and not _is_tech(old):
             add("identity", "user", "location", place, sentence, CONFIDENCE["update"])
-    m = LOCATION_GONE.search(body)
+    m = LOCATION_GONE.search(body, folded)
     if m:
         place = place_or_org(m.group("v") or m.group("w"), lowercase_ok)
         if place:
             retract("identity", "user", "location", place, sentence, CONFIDENCE["retraction"])
 
 
-def _employer(body: str, sentence: str, add: Add, retract: Add, lowercase_ok: bool) -> None:
-    m = EMPLOYER_NEW.search(body)
+def _employer(body: str, folded: str, sentence: str, add: Add, retract: Add, lowercase_ok: bool) -> None:
+    m = EMPLOYER_NEW.search(body, folded)
     if m:
         raw = m.group("v").lstrip()
         if NEW_PLACE.match(raw):
@@ -112,14 +134,14 @@ def _employer(body: str, sentence: str, add: Add, retract: Add, lowercase_ok: bo
             org = place_or_org(raw, lowercase_ok=False)  # "started with a walk": only a name
             if org:
                 add("identity", "user", "employer", org, sentence, CONFIDENCE["update"])
-    m = EMPLOYER_GONE.search(body)
+    m = EMPLOYER_GONE.search(body, folded)
     if m:
         org = place_or_org(m.group("v") or m.group("w") or m.group("x"), lowercase_ok)
         if org:
             retract("identity", "user", "employer", org, sentence, CONFIDENCE["retraction"])
-    elif JOB_GONE.search(body):
+    elif JOB_GONE.search(body, folded):
         retract("identity", "user", "employer", "", sentence, CONFIDENCE["retraction"])
-    m = LEFT.search(body)
+    m = LEFT.search(body, folded)
     if m:
         name = place_or_org(m.group("v"), lowercase_ok=False)
         if name and not _is_tech(name):
@@ -128,8 +150,8 @@ def _employer(body: str, sentence: str, add: Add, retract: Add, lowercase_ok: bo
             retract("identity", "user", "location", name, sentence, CONFIDENCE["retraction"])
 
 
-def _tools(body: str, sentence: str, add: Add, retract: Add) -> None:
-    m = SWITCHED.search(body)
+def _tools(body: str, folded: str, sentence: str, add: Add, retract: Add) -> None:
+    m = SWITCHED.search(body, folded)
     if m:
         who = "user" if m.group("who") == "I" else "project"
         old, value = (m.group("old"), m.group("v")) if m.group("old") else (m.group("old2"), m.group("v2"))
@@ -138,13 +160,13 @@ def _tools(body: str, sentence: str, add: Add, retract: Add) -> None:
             add_tools(who, old, sentence, retract)
             add_tools(who, value, sentence, add)
         return
-    m = SWITCHED_TO.search(body)
+    m = SWITCHED_TO.search(body, folded)
     if m:
         who = "user" if m.group("who") == "I" else "project"
         add_tools(who, m.group("v"), sentence, add)
         if m.group("old"):
             add_tools(who, m.group("old"), sentence, retract)
-    m = TOOL_GONE.search(body)
+    m = TOOL_GONE.search(body, folded)
     if m:
         who = "user" if m.group("who") == "I" else "project"
         value = _GONE_TAIL.sub("", m.group("v"))
@@ -152,8 +174,8 @@ def _tools(body: str, sentence: str, add: Add, retract: Add) -> None:
             add_tools(who, value, sentence, retract)
 
 
-def _attributes(body: str, sentence: str, add: Add, retract: Add) -> None:
-    m = ATTR_NEW.search(body)
+def _attributes(body: str, folded: str, sentence: str, add: Add, retract: Add) -> None:
+    m = ATTR_NEW.search(body, folded)
     if m:
         attr = m.group("attr") or m.group("attr2") or m.group("attr3")
         key = _attr_key(attr)
@@ -168,11 +190,11 @@ def _attributes(body: str, sentence: str, add: Add, retract: Add) -> None:
         if key and value and not PRONOUN_VALUE.match(value):
             add("identity", "user", key, value, sentence, CONFIDENCE["update"])
         return
-    m = ENDS_IN.search(body)
+    m = ENDS_IN.search(body, folded)
     if m:
         add("identity", "user", "phone", "ending in " + " ".join(m.group("v").split()), sentence, CONFIDENCE["update"])
         return
-    m = ATTR_NEW_UNSAID.search(body)
+    m = ATTR_NEW_UNSAID.search(body, folded)
     if m:
         key = _attr_key(m.group("attr"))
         if key and key != "address":
