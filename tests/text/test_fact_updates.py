@@ -66,6 +66,14 @@ def _facts(text: str, speaker: str = "user") -> set[tuple[str, str, str, str, bo
         ("My new email is ana@new.example.", {("identity", "user", "email", "ana@new.example", False)}),
         ("My phone number is now 555-0303.", {("identity", "user", "phone", "555-0303", False)}),
         ("I got a new phone number.", {("identity", "user", "phone", "", True)}),
+        ("My new job is at Stripe.", {("identity", "user", "employer", "Stripe", False)}),
+        ("My new role is team lead.", {("identity", "user", "role", "team lead", False)}),
+        ("Our new place is in Porto.", {("identity", "user", "location", "Porto", False)}),
+        ("I go by Sam now.", {("identity", "user", "name", "Sam", False)}),
+        (
+            "I'm using Linux now instead of Windows.",
+            {("tool", "user", "uses", "Linux", False), ("tool", "user", "uses", "Windows", True)},
+        ),
     ],
 )
 def test_an_update_said_as_news_gives_the_new_value_or_retracts_the_old(text, expected):
@@ -88,6 +96,9 @@ def test_an_update_said_as_news_gives_the_new_value_or_retracts_the_old(text, ex
         "Did you ever leave Google?",
         "I visited Lisbon last week.",
         "Apple started a new project on Monday.",
+        "I go by bus most days.",
+        "My new job is great.",
+        "Our new place is in a quiet street.",
     ],
 )
 def test_someone_elses_change_an_intention_or_a_question_is_no_update(text):
@@ -146,6 +157,8 @@ _ADVERSARIAL = [
     "I'm not a b ",
     "I used to love a ",
     "I got a new phone number ",
+    "I use a instead of ",
+    "my new job is ",
 ]
 
 

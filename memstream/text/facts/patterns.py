@@ -75,6 +75,9 @@ __all__ = [
     "ATTR_NEW",
     "ATTR_NEW_UNSAID",
     "ENDS_IN",
+    "MY_NEW",
+    "GO_BY",
+    "INSTEAD_OF",
     "PHONE_VALUE",
     "UPDATE_GATE",
 ]
@@ -637,10 +640,31 @@ ENDS_IN = Gated(
     "ending",
 )
 PHONE_VALUE = re.compile(r"^\+?\(?\d[\d\s().\-]{3,}\d")
+# "my new job is at Stripe", "my new role is team lead", "our new place is in Porto"
+MY_NEW = Gated(
+    re.compile(
+        r"(?i)(?<![\w'])(?:my|our)\s+new\s+(?:(?P<job>job|company|employer|workplace|firm)\s+is\s+(?:at\s+|with\s+)?"
+        r"|(?P<role>role|title|position|job\s+title)\s+is\s+(?:a\s+|an\s+)?"
+        r"|(?P<home>place|home|flat|apartment|house)\s+is\s+in\s+)(?P<v>.+)"
+    ),
+    "new",
+)
+# "I go by Sam now"
+GO_BY = Gated(re.compile(_I + r"\s+(?:now\s+)?go\s+by\s+(?P<v>.+)"), "go")
+# "I'm using Linux now instead of Windows", "we write Go instead of Python these days"
+INSTEAD_OF = Gated(
+    re.compile(
+        _W + _WHO + r"(?:'m|'re|\s+am|\s+are)?\s+" + _UADV + r"(?:(?:mostly|mainly|only)\s+)?"
+        r"(?:use|using|write|writing|code\s+in|coding\s+in|work\s+with|working\s+with)\s+"
+        r"(?P<new>[^,;.!?]{1,60}?)\s+(?:now\s+|these\s+days\s+)?instead\s+of\s+(?P<v>.+)"
+    ),
+    "instead",
+)
+
 # The gate of the update rules together, as one scan of the folded sentence: each rule's
 # words at the start of a word (a sentence with none is read by no update rule).
 UPDATE_GATE = re.compile(
     r"n't|(?<![a-z])(?:moved|relocated|settled|live|reside|living|based|located|started|began|work|employed|"
     r"any\s*more|quit|left|resigned|job|laid|let|fired|switched|migrated|changed|gone|went|transitioned|replaced|"
-    r"not|no\s+longer|used|stopped|gave|given|ditched|dropped|abandoned|promoted|new|now|changing|ends|ending)"
+    r"not|no\s+longer|used|stopped|gave|given|ditched|dropped|abandoned|promoted|new|now|changing|ends|ending|go\s+by|instead)"
 )

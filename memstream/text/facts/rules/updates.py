@@ -20,11 +20,14 @@ from memstream.text.facts.patterns import (
     EMPLOYER_GONE,
     EMPLOYER_NEW,
     ENDS_IN,
+    GO_BY,
+    INSTEAD_OF,
     JOB_GONE,
     LEFT,
     LIKE_GONE,
     LOCATION_GONE,
     MOVED,
+    MY_NEW,
     NEW_PLACE,
     PHONE_VALUE,
     PRONOUN_VALUE,
@@ -67,6 +70,9 @@ _RULES = (
     ATTR_NEW,
     ATTR_NEW_UNSAID,
     ENDS_IN,
+    MY_NEW,
+    GO_BY,
+    INSTEAD_OF,
 )
 
 
@@ -108,6 +114,25 @@ def updates(body: str, sentence: str, add: Add, retract: Add) -> None:
         if role and not ROLE_STOP.match(role) and len(role.split()) <= 4 and not PRONOUN_VALUE.match(role):
             retract("identity", "user", "role", role, sentence, gone)
     _attributes(body, folded, sentence, add, retract)
+    m = MY_NEW.search(body, folded)
+    if m:
+        if m.group("job"):
+            org = place_or_org(m.group("v"), lowercase_ok=False)
+            if org:
+                add("identity", "user", "employer", org, sentence, new)
+        elif m.group("role"):
+            role = ROLE_END.split(m.group("v"), maxsplit=1)[0].strip()
+            if role and not ROLE_STOP.match(role) and len(role.split()) <= 4 and not PRONOUN_VALUE.match(role):
+                add("identity", "user", "role", role, sentence, new)
+        else:
+            place = place_or_org(m.group("v"), lowercase_ok)
+            if place:
+                add("identity", "user", "location", place, sentence, new)
+    m = GO_BY.search(body, folded)
+    if m:
+        name = place_or_org(m.group("v"), lowercase_ok=False)
+        if name and len(name.split()) <= 3:
+            add("identity", "user", "name", name, sentence, new)
 
 
 def _location(body: str, folded: str, sentence: str, add: Add, retract: Add, lowercase_ok: bool) -> None:
@@ -166,6 +191,11 @@ def _tools(body: str, folded: str, sentence: str, add: Add, retract: Add) -> Non
         add_tools(who, m.group("v"), sentence, add)
         if m.group("old"):
             add_tools(who, m.group("old"), sentence, retract)
+    m = INSTEAD_OF.search(body, folded)
+    if m:
+        who = "user" if m.group("who") == "I" else "project"
+        add_tools(who, m.group("new"), sentence, add)
+        add_tools(who, _GONE_TAIL.sub("", m.group("v")), sentence, retract)
     m = TOOL_GONE.search(body, folded)
     if m:
         who = "user" if m.group("who") == "I" else "project"
