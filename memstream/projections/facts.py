@@ -146,6 +146,7 @@ class FactsProjection:
                         valid_from=event.occurred_at.timestamp(),
                         event_ids=[event.id],
                         session_id=event.scope.session_id,
+                        retracts=cand.retracts,
                     ),
                     is_single_valued(cand.key),
                 )

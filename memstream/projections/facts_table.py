@@ -19,10 +19,16 @@ Guarantees: ``assert_fact`` is idempotent (the fact id derives from the event id
 the fact's index in it) and atomic per tenant (WATCH/MULTI, retried); a new value in a
 slot supersedes the old fact, which gets ``valid_to`` and stays as history; the same
 value again only adds provenance; an older event replayed after a newer one becomes
-history, never the current fact. ``assert_facts`` asserts a batch with the outcome and the
-effect of ``assert_fact`` on each fact in turn (two facts of one slot in a batch
-included), in one transaction for the batch: one read of what the batch needs, one
-write, the whole batch planned again when another writer changed a table it touches.
+history, never the current fact. A retraction (``Fact.retracts``: "I don't live in Berlin
+anymore") ends the slot's current fact when it has the retracted value (any value when the
+retraction names none) and holds the slot itself, never current (``valid_to`` is its
+``valid_from``), so that an older statement replayed late stays history; a later statement
+of any value takes the slot again. Readers never see a retraction: ``query`` and
+``facts_of_events`` leave them out; the fact it ended keeps ``superseded_by`` pointing at it.
+``assert_facts`` asserts a batch with the outcome and the effect of ``assert_fact`` on
+each fact in turn (two facts of one slot in a batch included), in one transaction for the
+batch: one read of what the batch needs, one write, the whole batch planned again when
+another writer changed a table it touches.
 """
 
 from __future__ import annotations
@@ -88,6 +94,7 @@ class Fact(msgspec.Struct, kw_only=True):
     superseded_by: str = ""
     event_ids: list[str] = []
     session_id: str = ""
+    retracts: bool = False  # a retraction: the slot's value (any, when empty) no longer holds
 
     @property
     def current(self) -> bool:
@@ -170,9 +177,9 @@ class FactsTable:
             self.client.hset(self._events_key(tenant), event_id, count)
 
     def facts_of_events(self, tenant: str, event_ids: list[str]) -> list[tuple[str, Fact]]:
-        """Every stored fact extracted from the events (current or history), as
-        (event id, fact), by event then by index; one round trip, two for events with
-        more than ``PROBED_FACTS`` facts."""
+        """Every stored fact extracted from the events (current or history, retractions
+        left out), as (event id, fact), by event then by index; one round trip, two for
+        events with more than ``PROBED_FACTS`` facts."""
         if not event_ids:
             return []
         facts_key = self._keys(tenant)[0]
@@ -191,7 +198,8 @@ class FactsTable:
             extra = iter(self.client.hmget(facts_key, [fid for _, ids in more for fid in ids]))
             for i, ids in more:
                 rows[i] = rows[i] + [next(extra) for _ in ids]
-        return [(eid, _dec.decode(raw)) for eid, row in zip(event_ids, rows) for raw in row if raw]
+        found = [(eid, _dec.decode(raw)) for eid, row in zip(event_ids, rows) for raw in row if raw]
+        return [(eid, fact) for eid, fact in found if not fact.retracts]
 
     @staticmethod
     def slot(agent: str, subject: str, key: str, value: str, single: bool) -> str:
@@ -199,7 +207,8 @@ class FactsTable:
         return "\x1f".join(parts)
 
     def assert_fact(self, fact: Fact, single: bool) -> str:
-        """Record ``fact``; returns "new", "superseded", "history", "confirmed" or "duplicate"."""
+        """Record ``fact``; returns "new", "superseded", "history", "confirmed" or "duplicate";
+        for a retraction "retracted" (it ended the current fact) or "unmatched" (it did not)."""
         return self.assert_facts([(fact, single)])[0]
 
     def assert_facts(self, facts: Sequence[tuple[Fact, bool]], extracted: Sequence[tuple[str, str, int]] = ()) -> list[str]:
@@ -296,8 +305,17 @@ class FactsTable:
         """What asserting ``fact`` into a slot whose current fact is ``cur`` does: its
         outcome, the facts to write (changed in place), and whether ``fact`` becomes the
         slot's current fact."""
+        if fact.retracts:
+            return self._plan_retraction(fact, cur)
         if cur is None:
             return "new", (fact,), True
+        if cur.retracts:  # the slot's value was retracted: any newer statement holds again
+            if fact.valid_from < cur.valid_from:
+                fact.valid_to = cur.valid_from
+                fact.superseded_by = cur.id
+                return "history", (fact,), False
+            cur.superseded_by = fact.id  # a reader following an ended fact arrives here
+            return "new", (cur, fact), True
         if _norm(cur.value) == _norm(fact.value):
             known = len(cur.event_ids)
             for eid in fact.event_ids:
@@ -312,11 +330,25 @@ class FactsTable:
         cur.superseded_by = fact.id
         return "superseded", (cur, fact), True
 
+    @staticmethod
+    def _plan_retraction(fact: Fact, cur: Fact | None) -> tuple[str, tuple[Fact, ...], bool]:
+        """``_plan`` for a retraction: it is never current itself; it ends ``cur`` when
+        ``cur`` is no older and holds the retracted value (any value, when it names none),
+        and holds an empty slot."""
+        fact.valid_to = fact.valid_from
+        if cur is None:
+            return "unmatched", (fact,), True
+        if cur.retracts or fact.valid_from < cur.valid_from or (fact.value and _norm(cur.value) != _norm(fact.value)):
+            return "unmatched", (fact,), False
+        cur.valid_to = fact.valid_from
+        cur.superseded_by = fact.id
+        return "retracted", (cur, fact), True
+
     def retract_event(self, tenant: str, event_id: str) -> int:
         """Remove every fact whose only source is ``event_id`` (a forgotten event)."""
         facts_key, current_key = self._keys(tenant)
         removed = 0
-        for fact in self.query(tenant, history=True):
+        for fact in self.query(tenant, history=True, retractions=True):
             if event_id not in fact.event_ids:
                 continue
             fact.event_ids.remove(event_id)
@@ -361,14 +393,18 @@ class FactsTable:
         kind: str | None = None,
         key: str | None = None,
         history: bool = False,
+        retractions: bool = False,
     ) -> list[Fact]:
-        """Facts of a tenant (current only unless ``history``), newest first."""
+        """Facts of a tenant (current only unless ``history``; retractions only with
+        ``retractions``), newest first."""
         facts_key, _ = self._keys(tenant)
         agent_set = set(agents) if agents is not None else None
         out = []
         for raw in self.client.hvals(facts_key):
             fact = _dec.decode(raw)
             if not history and not fact.current:
+                continue
+            if fact.retracts and not retractions:
                 continue
             if agent_set is not None and fact.agent not in agent_set:
                 continue

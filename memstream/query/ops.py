@@ -10,7 +10,6 @@ dicts; a bad request is ``{"error": ...}``.
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any, Mapping
 
@@ -26,18 +25,12 @@ from memstream.projections import (
 from memstream.query.protocol import Handler, most
 from memstream.query.ranking import Searcher, fact_item
 from memstream.query.versions import FixedVersions, Versions
+from memstream.text import asks_about_past
 
 __all__ = ["ReadOps", "asks_about_history", "BadRequest"]
 
 # The collections a search of each kind reads.
 SEARCH_COLLECTIONS = {"turns": ("turns",), "memories": ("memories",), "facts": ("facts",), "all": ("turns", "memories", "facts")}
-
-# Questions about how things were, not how they are: superseded facts are wanted then.
-_HISTORY = re.compile(
-    r"\b(used to|previous(ly)?|before|formerly|former|earlier|originally|no longer|any ?more|"
-    r"history|changed?|past|old|was|were|did .* (live|work|use))\b",
-    re.IGNORECASE,
-)
 
 
 class BadRequest(PermanentError, ValueError):
@@ -45,7 +38,9 @@ class BadRequest(PermanentError, ValueError):
 
 
 def asks_about_history(query: str) -> bool:
-    return bool(_HISTORY.search(query or ""))
+    """Questions about how things were, not how they are: superseded facts are wanted then
+    (``memstream.text.facts.past``)."""
+    return asks_about_past(query or "")
 
 
 class ReadOps:

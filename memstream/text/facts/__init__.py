@@ -15,9 +15,11 @@ from memstream.text.facts.sentences import fact_sentence
 
 if TYPE_CHECKING:
     from memstream.text.facts.extract import FactCandidate, extract_facts, is_single_valued
+    from memstream.text.facts.past import asks_about_past
 
-__all__ = ["FACT_KINDS", "FactCandidate", "extract_facts", "fact_sentence", "is_single_valued"]
+__all__ = ["FACT_KINDS", "FactCandidate", "asks_about_past", "extract_facts", "fact_sentence", "is_single_valued"]
 
 _LAZY = {name: "memstream.text.facts.extract" for name in ("FactCandidate", "extract_facts", "is_single_valued")}
+_LAZY["asks_about_past"] = "memstream.text.facts.past"
 
 __getattr__ = lazy_exports(__name__, _LAZY)

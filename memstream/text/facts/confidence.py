@@ -22,4 +22,6 @@ CONFIDENCE: dict[str, float] = {
     "value_mention": 0.5,
     "version": 0.7,
     "note": 0.8,
+    "update": 0.8,  # a newer value said as a change: moved to, started at, switched to, my new number
+    "retraction": 0.8,  # a value said to hold no longer: anymore, no longer, left, used to
 }

@@ -63,6 +63,7 @@ from memstream.text.facts.rules.notes import notes
 from memstream.text.facts.rules.preferences import preferences
 from memstream.text.facts.rules.terse import terse
 from memstream.text.facts.rules.tools import tools
+from memstream.text.facts.rules.updates import may_be_update, updates
 from memstream.text.facts.rules.values import values
 from memstream.text.facts.segmentation import (
     APOSTROPHES,
@@ -77,7 +78,10 @@ __all__ = ["FactCandidate", "extract_facts", "is_single_valued"]
 
 class FactCandidate(msgspec.Struct, frozen=True, kw_only=True):
     """One proposed fact: ``kind`` is one of ``FACT_KINDS`` (``memstream.text.facts.kinds``);
-    ``text`` is the sentence (or terse line) it came from."""
+    ``text`` is the sentence (or terse line) it came from. ``retracts``: the sentence says
+    the value no longer holds ("I don't live in Berlin anymore", "I left Google"); the
+    facts table ends a current fact of the same (subject, key) with that value, or with
+    any value when ``value`` is empty (single-valued keys only: "I got a new number")."""
 
     kind: str
     subject: str
@@ -85,6 +89,7 @@ class FactCandidate(msgspec.Struct, frozen=True, kw_only=True):
     value: str
     text: str
     confidence: float
+    retracts: bool = False
 
 
 _SINGLE_KEYS = frozenset(
@@ -126,14 +131,24 @@ class _Out:
 
     def __init__(self) -> None:
         self.facts: list[FactCandidate] = []
-        self._seen: dict[tuple[str, str, str, str], int] = {}
+        self._seen: dict[tuple[str, str, str, str, bool], int] = {}
 
     def add(self, kind: str, subject: str, key: str, value: str, text: str, confidence: float) -> None:
+        self._add(kind, subject, key, value, text, confidence, False)
+
+    def retract(self, kind: str, subject: str, key: str, value: str, text: str, confidence: float) -> None:
+        """Propose that ``value`` of (subject, key) no longer holds; an empty ``value``, any
+        value of a single-valued key."""
+        self._add(kind, subject, key, value, text, confidence, True)
+
+    def _add(self, kind: str, subject: str, key: str, value: str, text: str, confidence: float, retracts: bool) -> None:
         value = fold_value(value)
-        if not value or not subject or not key:
+        if not subject or not key or not (value or (retracts and is_single_valued(key))):
             return
-        ident = (kind, subject, key, value.casefold())
-        fact = FactCandidate(kind=kind, subject=subject, key=key, value=value, text=text, confidence=round(confidence, 3))
+        ident = (kind, subject, key, value.casefold(), retracts)
+        fact = FactCandidate(
+            kind=kind, subject=subject, key=key, value=value, text=text, confidence=round(confidence, 3), retracts=retracts
+        )
         at = self._seen.get(ident)
         if at is None:
             self._seen[ident] = len(self.facts)
@@ -162,6 +177,7 @@ def extract_facts(text: str, *, speaker: str = "user") -> list[FactCandidate]:
     if not text.isascii():  # the apostrophes it maps are not ASCII: an ASCII text has none
         text = text.translate(APOSTROPHES)
     prose: list[str] = []
+    changes: list[tuple[str, str]] = []  # (body, sentence) that may state an update
     for line in text.splitlines():
         m = TERSE.match(line)
         if m is None:
@@ -182,6 +198,8 @@ def extract_facts(text: str, *, speaker: str = "user") -> list[FactCandidate]:
                 tools(clauses, sentence, out.add)
             constraints(body, sentence, out.add)
             notes(body, sentence, out.add)
+            if may_be_update(body):
+                changes.append((body, sentence))
         lowered = body.lower()
         for word in _DECISION_WORDS:  # a loop, not any(): this runs for every sentence
             if word in lowered:
@@ -189,4 +207,8 @@ def extract_facts(text: str, *, speaker: str = "user") -> list[FactCandidate]:
                 break
         if _MAY_BE_VALUE.search(sentence):
             values(sentence, out.add)
+    # after the declarations: the n-th fact of a text keeps the index (and so the id) it had
+    # before update rules existed, so a forget that names a fact by id still names it
+    for body, sentence in changes:
+        updates(body, sentence, out.add, out.retract)
     return out.facts

@@ -59,6 +59,27 @@ __all__ = [
     "UNIT_AFTER",
     "OWNER_VERB",
     "THING_WORD",
+    "MOVED",
+    "LOCATION_GONE",
+    "EMPLOYER_NEW",
+    "NEW_PLACE",
+    "EMPLOYER_GONE",
+    "JOB_GONE",
+    "LEFT",
+    "SWITCHED",
+    "SWITCHED_TO",
+    "TOOL_GONE",
+    "LIKE_GONE",
+    "ROLE_NEW",
+    "ROLE_GONE",
+    "ATTR_NEW",
+    "ATTR_NEW_UNSAID",
+    "ENDS_IN",
+    "MY_NEW",
+    "GO_BY",
+    "INSTEAD_OF",
+    "PHONE_VALUE",
+    "UPDATE_GATE",
 ]
 
 # The characters other than A-Z and a-z that a case-insensitive pattern (re.IGNORECASE)
@@ -203,7 +224,8 @@ ORIGIN = Gated(re.compile(_I + r"(?:'m|\s+am|\s+come)\s+(?:originally\s+)?from\s
 MY_ATTR = Gated(
     re.compile(
         r"(?<![\w'])my\s+(?P<attr>e-?mail(?:\s+address)?|phone(?:\s+number)?|time\s*zone|pronouns|"
-        r"user\s*name|github(?:\s+(?:handle|username))?|handle|website|birthday)\s+(?:is|are)\s+(?P<v>\S+)",
+        r"user\s*name|github(?:\s+(?:handle|username))?|handle|website|birthday)\s+(?:is|are)\s+"
+        r"(?!(?:now|changing|changed)\b)(?P<v>\S+)",
         re.I,
     ),
     "mail",
@@ -413,3 +435,236 @@ OWNER_VERB = re.compile(
     re.I,
 )
 THING_WORD = re.compile(r"[\w.\-]+")
+
+
+# Updates: a newer value said as a change ("we're fully moved to Lisbon now", "I switched
+# from Python to Go", "the new number ends in 0202"), or a value said to hold no longer
+# ("I don't live in Berlin anymore", "I left Google", "I no longer use Vim"). What a
+# lazy group must find before it ends ("… anymore", "from X to") is bounded ({1,60}), so a
+# long text of repeated openings is read in linear time; each is ``Gated`` by the words its
+# every match contains.
+_WHO = r"(?P<who>I|[Ww]e)"
+_HAVE = r"(?:'ve|'re|'m|\s+have|\s+are|\s+am)?"
+_UADV = r"(?:(?:fully|finally|just|recently|now|all|officially|completely|properly|actually|since|already)\s+)*"
+_NOT = r"(?:don't|do\s+not|no\s+longer|not)"
+# "we're fully moved to Lisbon now", "I moved from Berlin to Lisbon", "we've settled in Porto"
+MOVED = Gated(
+    re.compile(
+        _W + _WHO + _HAVE + r"\s+" + _UADV + r"(?:(?:moved|relocated)\s+(?:back\s+|over\s+|house\s+)?"
+        r"(?:from\s+(?P<old>[^,;.!?]{1,60}?)\s+)?(?:to|into)|settled\s+(?:down\s+)?in)\s+(?P<v>.+)"
+    ),
+    "moved",
+    "relocated",
+    "settled",
+)
+# "I don't live in Berlin anymore", "I'm no longer based in Paris", "I used to live in Oslo",
+# "we moved away from Leeds"
+LOCATION_GONE = Gated(
+    re.compile(
+        _I + r"(?:\s+" + _NOT + r"\s+(?:live|reside)|(?:'m|\s+am)\s+(?:no\s+longer|not)\s+(?:living|based|located)|"
+        r"\s+used\s+to\s+(?:live|be\s+based))\s+in\s+(?P<v>.+)"
+        r"|" + _W + r"(?:I|[Ww]e)" + _HAVE + r"\s+" + _UADV + r"moved\s+(?:away\s+from|out\s+of)\s+(?P<w>.+)"
+    ),
+    "live",
+    "reside",
+    "living",
+    "based",
+    "located",
+    "moved",
+)
+# "started at the new company on Monday", "I just started a new job at Stripe"
+EMPLOYER_NEW = Gated(
+    re.compile(
+        r"(?:^|" + _I + r"(?:'ve|\s+have)?\s+)" + _UADV + r"(?:started|began)\s+"
+        r"(?:(?:working|work|my\s+new\s+job|a\s+new\s+job|a\s+new\s+role|a\s+job|a\s+role|my\s+new\s+role)\s+)?"
+        r"(?:at|with|for)\s+(?P<v>.+)",
+        re.I,
+    ),
+    "started",
+    "began",
+)
+# what "started at …" names when it names no company
+NEW_PLACE = re.compile(r"(?i)^(?:the|a|my)\s+new\s+(?:company|job|employer|place|firm|team|startup|gig|office)\b")
+# "I no longer work at Google", "I don't work for Acme anymore", "I'm not at Initech anymore",
+# "I used to work at IBM", "I quit my job at Globex"
+EMPLOYER_GONE = Gated(
+    re.compile(
+        _I + r"(?:\s+" + _NOT + r"\s+work|(?:'m|\s+am)\s+(?:no\s+longer|not)\s+(?:working|employed)|\s+used\s+to\s+work)"
+        r"\s+(?:at|for|by)\s+(?P<v>.+)"
+        r"|" + _I + r"(?:'m|\s+am)\s+(?:no\s+longer|not)\s+(?:at|with)\s+(?P<w>[A-Z].{0,60}?)\s+(?:anymore|any\s+more)\b"
+        r"|"
+        + _I
+        + r"(?:'ve|\s+have)?\s+"
+        + _UADV
+        + r"(?:quit|left|resigned\s+from)\s+my\s+(?:job|position|role)\s+(?:at|with)\s+"
+        r"(?P<x>.+)"
+    ),
+    "work",
+    "employed",
+    "more",
+    "quit",
+    "left",
+    "resigned",
+)
+# "I quit my job", "I got laid off", "I lost my job": whatever the employer was
+JOB_GONE = Gated(
+    re.compile(
+        _I + r"(?:'ve|\s+have)?\s+" + _UADV + r"(?:quit|left|lost)\s+my\s+job\b(?!\s+(?:at|with)\b)"
+        r"|" + _I + r"(?:'ve|\s+have)?\s+(?:got|been|was|just\s+got)\s+(?:laid\s+off|let\s+go|fired)\b(?!\s+from\b)"
+        r"|" + _I + r"(?:'ve|\s+have)?\s+" + _UADV + r"resigned\b(?!\s+(?:from|myself|to)\b)"
+    ),
+    "job",
+    "laid",
+    "let",
+    "fired",
+    "resigned",
+)
+# "I left Google", "I've left Berlin": an employer or a place, whichever it was
+LEFT = Gated(re.compile(_I + r"(?:'ve|\s+have)?\s+" + _UADV + r"(?:left|quit)\s+(?P<v>[A-Z].+)"), "left", "quit")
+# "I switched from Python to Go", "we migrated from MySQL to Postgres", "I replaced Vim with Helix"
+SWITCHED = Gated(
+    re.compile(
+        _W + _WHO + _HAVE + r"\s+" + _UADV + r"(?:(?:switched|moved|migrated|changed|gone|went|transitioned)\s+(?:over\s+)?"
+        r"from\s+(?P<old>[^,;.!?]{1,60}?)\s+(?:over\s+)?to\s+(?P<v>.+)|replaced\s+(?P<old2>[^,;.!?]{1,60}?)\s+with\s+(?P<v2>.+))"
+    ),
+    "switched",
+    "moved",
+    "migrated",
+    "changed",
+    "gone",
+    "went",
+    "transitioned",
+    "replaced",
+)
+# "I switched to Go", "we migrated to Postgres from MySQL"
+SWITCHED_TO = Gated(
+    re.compile(
+        _W + _WHO + _HAVE + r"\s+" + _UADV + r"(?:switched|migrated|transitioned)\s+(?:over\s+)?to\s+(?P<v>[^,;.!?]{1,60}?)"
+        r"(?:\s+from\s+(?P<old>[^,;.!?]{1,60}?))?(?=[,;.!?]|\s+(?:now|these\s+days|last|this|a\s+while|recently|because|since|"
+        r"and|but)\b|$)"
+    ),
+    "switched",
+    "migrated",
+    "transitioned",
+)
+# "I no longer use Vim", "I don't use Java anymore", "I stopped using Emacs", "we dropped Jenkins"
+TOOL_GONE = Gated(
+    re.compile(
+        _W + _WHO + r"(?:\s+" + _NOT + r"\s+(?:use|write|code\s+in|work\s+with)|(?:'m|'re|\s+am|\s+are)\s+(?:no\s+longer|not)\s+"
+        r"(?:using|writing|coding\s+in|working\s+with)|\s+used\s+to\s+(?:use|write|code\s+in)|(?:'ve|\s+have)?\s+"
+        + _UADV
+        + r"(?:stopped\s+(?:using|writing|coding\s+in)|gave\s+up(?:\s+on)?|given\s+up(?:\s+on)?|ditched|dropped|abandoned|"
+        r"moved\s+(?:away\s+)?from|migrated\s+(?:away\s+)?from|switched\s+away\s+from))\s+(?P<v>.+)"
+    ),
+    "not",
+    "n't",
+    "longer",
+    "used",
+    "stopped",
+    "gave",
+    "given",
+    "ditched",
+    "dropped",
+    "abandoned",
+    "moved",
+    "migrated",
+    "switched",
+)
+# "I don't like Java anymore", "I no longer enjoy running", "I used to love sushi"
+LIKE_GONE = Gated(
+    re.compile(
+        _I + r"(?:\s+(?:don't|do\s+not)\s+(?:really\s+)?(?P<verb>like|love|enjoy|hate|mind)\s+(?P<v>.{1,80}?)\s+"
+        r"(?:anymore|any\s+more)\b"
+        r"|\s+no\s+longer\s+(?P<verb2>like|love|enjoy|hate|mind)\s+(?P<v2>.+)"
+        r"|\s+used\s+to\s+(?P<verb3>like|love|enjoy|hate)\s+(?P<v3>.+)"
+        r"|(?:'m|\s+am)\s+(?:no\s+longer|not)\s+(?:into|(?:a\s+)?(?:big\s+|huge\s+)?fan\s+of)\s+(?P<v4>.{1,80}?)\s+"
+        r"(?:anymore|any\s+more)\b)"
+    ),
+    "more",
+    "longer",
+    "used",
+)
+# "I got promoted to staff engineer", "I'm no longer a manager"
+ROLE_NEW = Gated(
+    re.compile(_I + r"(?:'ve|\s+have)?\s+(?:just\s+|finally\s+)?(?:got|been|was)\s+promoted\s+to\s+(?:a\s+|an\s+)?(?P<v>.+)"),
+    "promoted",
+)
+ROLE_GONE = Gated(
+    re.compile(
+        _I + r"(?:'m|\s+am)\s+(?:no\s+longer|not)\s+(?:a|an)\s+(?P<v>[^,;.!?]{1,60}?)\s+(?:anymore|any\s+more)\b"
+        r"|" + _I + r"(?:'m|\s+am)\s+no\s+longer\s+(?:a|an)\s+(?P<w>.+)"
+    ),
+    "more",
+    "longer",
+)
+_ATTR = (
+    r"(?P<attr>phone\s+number|mobile\s+number|cell\s+number|number|phone|mobile|cell|e-?mail(?:\s+address)?|"
+    r"address|time\s*zone|user\s*name|github(?:\s+(?:handle|username))?|handle|website|pronouns)"
+)
+# "my new number is 555 0202", "my email is now ana@new.example", "I changed my number to …"
+ATTR_NEW = Gated(
+    re.compile(
+        _W
+        + r"(?:(?:my|the)\s+new\s+"
+        + _ATTR
+        + r"(?:\s+(?:is|will\s+be|'s)|\s*:)|my\s+"
+        + _ATTR.replace("attr", "attr2")
+        + r"\s+(?:is\s+now|has\s+changed\s+to|changed\s+to|is\s+changing\s+to)|I(?:'ve|\s+have)?\s+changed\s+my\s+"
+        + _ATTR.replace("attr", "attr3")
+        + r"\s+to)\s+(?P<v>.+)",
+        re.I,
+    ),
+    "new",
+    "now",
+    "changed",
+    "changing",
+)
+# "I got a new phone number", "I've changed my email": the old value no longer holds
+ATTR_NEW_UNSAID = Gated(
+    re.compile(
+        _I
+        + r"(?:'ve|\s+have)?\s+(?:just\s+)?(?:(?:got|get|have)\s+a\s+new|changed\s+my)\s+"
+        + _ATTR
+        + r"(?=\s*(?:[,;.!]|$|\s+(?:and|so|now|today|yesterday|last)\b))",
+        re.I,
+    ),
+    "new",
+    "changed",
+)
+# "the new number ends in 0202"
+ENDS_IN = Gated(
+    re.compile(
+        r"(?i)(?<![\w'])(?:my|the)\s+new\s+(?:phone\s+|mobile\s+|cell\s+)?number\s+(?:ends|ending)\s+(?:in|with)\s+(?P<v>\d[\d\s\-]{1,6}\d)\b"
+    ),
+    "ends",
+    "ending",
+)
+PHONE_VALUE = re.compile(r"^\+?\(?\d[\d\s().\-]{3,}\d")
+# "my new job is at Stripe", "my new role is team lead", "our new place is in Porto"
+MY_NEW = Gated(
+    re.compile(
+        r"(?i)(?<![\w'])(?:my|our)\s+new\s+(?:(?P<job>job|company|employer|workplace|firm)\s+is\s+(?:at\s+|with\s+)?"
+        r"|(?P<role>role|title|position|job\s+title)\s+is\s+(?:a\s+|an\s+)?"
+        r"|(?P<home>place|home|flat|apartment|house)\s+is\s+in\s+)(?P<v>.+)"
+    ),
+    "new",
+)
+# "I go by Sam now"
+GO_BY = Gated(re.compile(_I + r"\s+(?:now\s+)?go\s+by\s+(?P<v>.+)"), "go")
+# "I'm using Linux now instead of Windows", "we write Go instead of Python these days"
+INSTEAD_OF = Gated(
+    re.compile(
+        _W + _WHO + r"(?:'m|'re|\s+am|\s+are)?\s+" + _UADV + r"(?:(?:mostly|mainly|only)\s+)?"
+        r"(?:use|using|write|writing|code\s+in|coding\s+in|work\s+with|working\s+with)\s+"
+        r"(?P<new>[^,;.!?]{1,60}?)\s+(?:now\s+|these\s+days\s+)?instead\s+of\s+(?P<v>.+)"
+    ),
+    "instead",
+)
+
+# The gate of the update rules together, as one scan of the folded sentence: each rule's
+# words at the start of a word (a sentence with none is read by no update rule).
+UPDATE_GATE = re.compile(
+    r"n't|(?<![a-z])(?:moved|relocated|settled|live|reside|living|based|located|started|began|work|employed|"
+    r"any\s*more|quit|left|resigned|job|laid|let|fired|switched|migrated|changed|gone|went|transitioned|replaced|"
+    r"not|no\s+longer|used|stopped|gave|given|ditched|dropped|abandoned|promoted|new|now|changing|ends|ending|go\s+by|instead)"
+)

@@ -26,7 +26,7 @@ from memstream.text.facts.phrases import cut_value, list_items
 from memstream.text.facts.rules import Add
 from memstream.text.facts.vocabulary import ATTR_KEY, DEMONYMS, NAME_STOP, RELIGIONS
 
-__all__ = ["identity"]
+__all__ = ["identity", "place_or_org"]
 
 
 def _capitalized_run(text: str, max_words: int = 4, connectors: bool = True) -> str:
@@ -52,7 +52,7 @@ def _capitalized_run(text: str, max_words: int = 4, connectors: bool = True) -> 
     return " ".join(out)
 
 
-def _place_or_org(text: str, lowercase_ok: bool) -> str:
+def place_or_org(text: str, lowercase_ok: bool) -> str:
     """A place or organisation at the start of ``text``: capitalised words (and a
     ", Country" after them), or, in an all-lower-case message, up to three words."""
     text = DETERMINERS.sub("", text.lstrip()) if re.match(r"(?i)the\s+[A-Z]", text.lstrip()) else text.lstrip()
@@ -118,7 +118,7 @@ def identity(clauses: list[str], sentence: str, add: Add) -> None:
                     rest = raw[len(role) :]
                     e = re.match(r"\s+(?:at|for)\s+(?P<v>.+)", rest)
                     if e:
-                        org = _place_or_org(e.group("v"), lowercase_ok)
+                        org = place_or_org(e.group("v"), lowercase_ok)
                         if org:
                             add("identity", "user", "employer", org, sentence, CONFIDENCE["identity"])
                 fan = re.match(r"(?i)(?:big\s+|huge\s+)?fan\s+of\s+(?P<v>.+)", raw)
@@ -128,7 +128,7 @@ def identity(clauses: list[str], sentence: str, add: Add) -> None:
         for rx in EMPLOYER:
             m = rx.search(clause, folded)
             if m:
-                org = _place_or_org(m.group("v"), lowercase_ok)
+                org = place_or_org(m.group("v"), lowercase_ok)
                 if org:
                     add("identity", "user", "employer", org, sentence, CONFIDENCE["identity"])
                     after = m.group("v")[m.group("v").find(org) + len(org) :]
@@ -139,12 +139,12 @@ def identity(clauses: list[str], sentence: str, add: Add) -> None:
         for rx in LOCATION:
             m = rx.search(clause, folded)
             if m:
-                place = _place_or_org(m.group("v"), lowercase_ok)
+                place = place_or_org(m.group("v"), lowercase_ok)
                 if place:
                     add("identity", "user", "location", place, sentence, CONFIDENCE["identity"])
         m = ORIGIN.search(clause, folded)
         if m:
-            place = _place_or_org(m.group("v"), lowercase_ok)
+            place = place_or_org(m.group("v"), lowercase_ok)
             if place:
                 add("identity", "user", "origin", place, sentence, CONFIDENCE["identity"])
         for m in MY_ATTR.finditer(clause, folded):

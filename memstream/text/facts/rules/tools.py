@@ -17,7 +17,7 @@ from memstream.text.facts.phrases import cut_value, list_items
 from memstream.text.facts.rules import Add
 from memstream.text.facts.vocabulary import KNOWN_TECH
 
-__all__ = ["tools"]
+__all__ = ["add_tools", "tools"]
 
 
 def tools(clauses: list[str], sentence: str, add: Add) -> None:
@@ -25,15 +25,15 @@ def tools(clauses: list[str], sentence: str, add: Add) -> None:
         folded = gate_fold(clause)
         m = TOOL_USER.search(clause, folded)
         if m:
-            _add_tools("user", m.group("v"), sentence, add)
+            add_tools("user", m.group("v"), sentence, add)
         for rx in TOOL_PROJECT:
             m = rx.search(clause, folded)
             if m:
-                _add_tools("project", m.group("v"), sentence, add)
+                add_tools("project", m.group("v"), sentence, add)
                 break
 
 
-def _add_tools(subject: str, raw: str, sentence: str, add: Add) -> None:
+def add_tools(subject: str, raw: str, sentence: str, add: Add) -> None:
     value = cut_value(raw)
     for item in list_items(value):
         item = TOOL_TRIM.sub("", item).strip()
