@@ -48,6 +48,7 @@ from memstream.producers.events import (
     to_builtins,
     utcnow,
 )
+from memstream.producers.record import Record
 from memstream.producers.redact import redact_event
 from memstream.producers.report import (
     BUCKETS_NS,
@@ -73,7 +74,6 @@ from memstream.producers.stream import (
     EntryFields,
     EventLog,
     NotReplicated,
-    Record,
     after,
     parse_entry_id,
     xrange_entry,
