@@ -20,9 +20,9 @@ from memstream.producers.archive import (
     CorruptSegment,
     GroupBehind,
     archive,
+    entry_id_of,
     erase,
     history,
-    point_id,
 )
 from memstream.producers.connect import LogLocator, event_log, redis_client, shipping_timeout, slot_primary_url, tls_kwargs
 from memstream.producers.door import Admitted, admit, clip_event
@@ -165,7 +165,7 @@ __all__ = [
     "parse_entry_id",
     "after",
     "MAX_ENTRY_ID",
-    "point_id",
+    "entry_id_of",
     "Record",
     "redact_event",
     "read_hermes",
