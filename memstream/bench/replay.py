@@ -52,7 +52,7 @@ def _pipeline(home: Path, url: str, prefix: str, embedder: str) -> Any:
 def _build_all(pipeline: Any) -> None:
     from memstream.projections import Catalog, registered
 
-    catalog = Catalog(pipeline.log.client, pipeline.log.prefix)
+    catalog = Catalog(pipeline.events.client, pipeline.events.prefix)
     for name in NAMES:
         catalog.add_build(name, options=registered(name).new_options)  # as `memstream replay` records them
 
@@ -61,7 +61,7 @@ def _throughput(root: Path, url: str, prefix: str, embedder: str, pairs: list[tu
     events = _events(_texts(pairs, n, f"tp-{prefix}"))
     live = _pipeline(root / "live", url, prefix, embedder)
     try:
-        live.log.append(events)
+        live.events.append(events)
         started = time.perf_counter()
         live.drain()
         live_s = time.perf_counter() - started
@@ -75,7 +75,7 @@ def _throughput(root: Path, url: str, prefix: str, embedder: str, pairs: list[tu
         replay_s = time.perf_counter() - started
         from memstream.projections import Catalog
 
-        catalog = Catalog(rebuild.log.client, prefix)
+        catalog = Catalog(rebuild.events.client, prefix)
         active = {name: getattr(catalog.active(name), "version", None) for name in NAMES}
     finally:
         rebuild.stop()
@@ -100,9 +100,9 @@ def _freshness(
 
     pipeline = _pipeline(root / "fresh", url, prefix, "hash")
     history = _events(_texts(pairs, n, f"hist-{prefix}"))
-    pipeline.log.append(history)
+    pipeline.events.append(history)
     pipeline.drain()
-    catalog = Catalog(pipeline.log.client, prefix)
+    catalog = Catalog(pipeline.events.client, prefix)
     bp = BoilerplateFilter()
     phases: dict[str, Any] = {}
     questions = [e.user_text.split(".")[0][:80] for e in history[:200] if len(e.user_text) > 20] or ["memory"]
@@ -133,7 +133,7 @@ def _freshness(
                         t = time.perf_counter()
                         try:
                             answer = ask(
-                                pipeline.log.client,
+                                pipeline.events.client,
                                 prefix,
                                 {
                                     "op": "search",
@@ -171,7 +171,7 @@ def _freshness(
                     events = events[:i]
                     break
                 time.sleep(max(0.0, t0 + i / rate - time.perf_counter()))
-                pipeline.log.append([ev])
+                pipeline.events.append([ev])
                 appended_count += 1
                 if i in sampled:
                     appended[i] = time.perf_counter()

@@ -128,9 +128,9 @@ def ascending_counts(text: str) -> tuple[int, ...]:
 def archive_point(text: str) -> str:
     """Where an archive stops: a log entry id ``MS[-SEQ]`` or a date or time (ISO, UTC when
     it names no zone), as the entry id ``MS-SEQ`` it means."""
-    from memstream.producers import point_id
+    from memstream.producers import entry_id_of
 
     try:
-        return point_id(text)
+        return entry_id_of(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None

@@ -90,7 +90,7 @@ def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
             )
         return OK
     _logs(args, "INFO")
-    service, info = ops.start_service(settings)
+    service, info = ops.start_foreground(settings)
     if service is None:
         if not args.quiet:
             print_result(args, info, f"memstream service already running (pid {info.get('pid')}) at {info.get('url')}")

@@ -13,6 +13,7 @@ autostart both use it).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -294,10 +295,17 @@ def _reap(proc: subprocess.Popen[bytes]) -> None:
     threading.Thread(target=proc.wait, name="memstream-service-reaper", daemon=True).start()
 
 
-def stop_process(proc: subprocess.Popen[Any], timeout: float = 10.0) -> int:
-    """Stop a child process: SIGTERM, up to ``timeout`` s for it to exit, then SIGKILL; reaped.
-    Its exit code."""
-    proc.terminate()
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 10.0, *, by_stdin: bool = False) -> int:
+    """Stop a child process: ask it to stop (SIGTERM; with ``by_stdin``, close its stdin: a
+    child that stops at the end of its input), up to ``timeout`` s for it to exit, then
+    SIGKILL; reaped. Its exit code (``-SIGKILL``: it had to be killed)."""
+    if by_stdin:
+        with contextlib.suppress(OSError):
+            if proc.stdin is not None:
+                proc.stdin.close()
+    elif proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
     try:
         return proc.wait(timeout)
     except subprocess.TimeoutExpired:

@@ -29,7 +29,7 @@ from memstream.ops.replay import (
     wait_replay,
 )
 from memstream.ops.search import search
-from memstream.ops.service import start_service, stop_service, up_detached
+from memstream.ops.service import start_foreground, stop_service, up_detached
 from memstream.ops.stats import stats, tier_stats
 from memstream.ops.sync import wait_projected
 from memstream.ops.tenants import add_tenant, remove_tenant, tenants, update_tenants
@@ -66,7 +66,7 @@ __all__ = [
     "Selector",
     "settle",
     "source_text",
-    "start_service",
+    "start_foreground",
     "start_worker",
     "worker_projections",
     "stats",

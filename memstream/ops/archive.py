@@ -9,7 +9,7 @@ from typing import Any, Callable
 from memstream.core import Settings
 from memstream.ops.connect import connect
 from memstream.ops.errors import CommandError
-from memstream.producers import Archive, ArchiveBusy, ArchiveError, point_id
+from memstream.producers import Archive, ArchiveBusy, ArchiveError, entry_id_of
 from memstream.producers import archive as archive_log
 
 __all__ = ["archive", "archive_dir", "verify_archive"]
@@ -35,7 +35,7 @@ def archive(
     at work, or the archive cannot be written."""
     directory = archive_dir(settings, to)
     try:
-        point = None if before is None else point_id(before)
+        point = None if before is None else entry_id_of(before)
     except ValueError as exc:
         raise CommandError(f"--before: {exc}") from exc
     eventlog = connect(settings)

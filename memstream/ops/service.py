@@ -8,7 +8,7 @@ from typing import Any
 
 from memstream.core import Settings, mask_url
 
-__all__ = ["start_service", "stop_service", "up_detached"]
+__all__ = ["start_foreground", "stop_service", "up_detached"]
 
 
 def _masked(info: dict) -> dict:
@@ -29,7 +29,7 @@ def up_detached(settings: Settings) -> dict:
         raise CommandError(str(exc)) from exc
 
 
-def start_service(settings: Settings) -> tuple[Any, dict]:
+def start_foreground(settings: Settings) -> tuple[Any, dict]:
     """(the started ``memstream.service.Service``, its run-file info) for its caller to
     serve; (None, the running one's info with ``already_running``) when another service
     holds this home. A Ctrl-C while starting stops what did start, then goes on up."""
@@ -47,9 +47,9 @@ def start_service(settings: Settings) -> tuple[Any, dict]:
 
 
 def stop_service(settings: Settings) -> tuple[dict, bool]:
-    """Stop the background service: (what ``memstream.service.stop_service`` says, whether
-    the command succeeded: it stopped, or none was running)."""
+    """Stop the background service: (what ``memstream.service.stop_service`` found, whether
+    the command succeeded: it stopped, or none was running: ``Stopped.ok``)."""
     from memstream.service import stop_service as stop
 
     result = stop(settings)
-    return result, bool(result.get("stopped")) or "no memstream service" in result.get("reason", "")
+    return result.as_dict(), result.ok

@@ -20,9 +20,9 @@ from memstream.producers.archive import (
     CorruptSegment,
     GroupBehind,
     archive,
+    entry_id_of,
     erase,
     history,
-    point_id,
 )
 from memstream.producers.connect import LogLocator, event_log, redis_client, shipping_timeout, slot_primary_url, tls_kwargs
 from memstream.producers.door import Admitted, admit, clip_event
@@ -48,6 +48,7 @@ from memstream.producers.events import (
     to_builtins,
     utcnow,
 )
+from memstream.producers.record import Record
 from memstream.producers.redact import redact_event
 from memstream.producers.report import (
     BUCKETS_NS,
@@ -73,7 +74,6 @@ from memstream.producers.stream import (
     EntryFields,
     EventLog,
     NotReplicated,
-    Record,
     after,
     parse_entry_id,
     xrange_entry,
@@ -165,7 +165,7 @@ __all__ = [
     "parse_entry_id",
     "after",
     "MAX_ENTRY_ID",
-    "point_id",
+    "entry_id_of",
     "Record",
     "redact_event",
     "read_hermes",

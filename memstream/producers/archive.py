@@ -80,7 +80,7 @@ __all__ = [
     "archive",
     "erase",
     "history",
-    "point_id",
+    "entry_id_of",
 ]
 
 FORMAT = 1
@@ -162,7 +162,7 @@ def _below(entry: Id) -> str:
     return "+" if entry > MAX_ID else "(" + _fmt(entry)
 
 
-def point_id(value: str | date | datetime) -> str:
+def entry_id_of(value: str | date | datetime) -> str:
     """``value`` as an entry id ``MS-SEQ``: an entry id (``MS`` is ``MS-0``) as it is, a date
     (midnight UTC) or a time (UTC when it names no zone) as the first id of its millisecond;
     ISO text of a date or time too. Raises ValueError saying what it expected."""
@@ -609,7 +609,7 @@ def archive(
     progress: Progress | None = None,
     count: int = 1000,
 ) -> dict[str, Any]:
-    """Archive every entry below ``before`` (an entry id, a date or a time: ``point_id``)
+    """Archive every entry below ``before`` (an entry id, a date or a time: ``entry_id_of``)
     not archived yet, then trim the streams (see the module's guarantees).
 
     ``before`` None: per stream, everything every consumer group on it has applied (a
@@ -625,7 +625,7 @@ def archive(
     """
     client = eventlog.client
     expected = list(groups)
-    point = None if before is None else parse_entry_id(point_id(before))
+    point = None if before is None else parse_entry_id(entry_id_of(before))
     started = time.perf_counter()
     with archive.writing() as writer:
         marks = writer.watermark()

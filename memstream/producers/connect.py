@@ -24,7 +24,6 @@ from memstream.producers.tls import tls_hint
 
 __all__ = [
     "LogLocator",
-    "read_run_file",
     "redis_client",
     "cluster_client",
     "sentinel_client",

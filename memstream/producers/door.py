@@ -25,15 +25,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import msgspec
 
 from memstream.producers.events import Event
+from memstream.producers.record import Record
 from memstream.producers.redact import redact_event
-from memstream.producers.stream import EventLog, Record
 
 __all__ = ["Admitted", "admit", "append", "clip_event"]
+
+
+class Log(Protocol):
+    """Where the door appends: ``EventLog`` (its ``append_batch`` says the guarantees)."""
+
+    def append_batch(
+        self, records: list[Record], segment: str = "", replicas: int = 0, replica_timeout_ms: int = 1000
+    ) -> list[str | None]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +74,7 @@ def admit(event: Event, *, seq: int = 0, data: bytes | None = None, max_text_byt
 
 
 def append(
-    eventlog: EventLog,
+    eventlog: Log,
     items: Sequence[Event | Admitted],
     *,
     segment: str = "",

@@ -85,7 +85,7 @@ class Shipper:
         self.replica_timeout_ms = replica_timeout_ms
         self.fsync_interval = fsync_interval
         self.name = name
-        self._log: EventLog | None = None
+        self._events: EventLog | None = None
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._idle = threading.Condition()
@@ -346,7 +346,7 @@ class Shipper:
             self.spool.adopt_orphans()
         self.spool.rotate_if_large()
         total = 0
-        if self._log is None and not self._drained():
+        if self._events is None and not self._drained():
             # connect before reading anything: while the log is down a retry costs one
             # refused connection, not a re-read and re-decode of a batch of the spool
             try:
@@ -380,7 +380,7 @@ class Shipper:
         reporter = self.reporter
         if reporter is None or not (last or (self._finish is None and reporter.due())) or (last and self._gave_up):
             return
-        eventlog = self._log
+        eventlog = self._events
         if eventlog is None:
             if last or self._backoff:
                 return
@@ -434,7 +434,7 @@ class Shipper:
     def _on_failure(self, exc: Exception) -> None:
         self.failures += 1
         self.connected = False
-        self._log = None
+        self._events = None
         msg = f"{type(exc).__name__}: {exc}"
         if msg != self.last_error:
             log.warning(
@@ -450,10 +450,10 @@ class Shipper:
         self._retry_at = time.monotonic() + delay
 
     def _eventlog(self) -> EventLog:
-        if self._log is None:
-            self._log = self._connect()
+        if self._events is None:
+            self._events = self._connect()
             self.connected = True
-        return self._log
+        return self._events
 
     def _ship_segment(self, seg: Segment) -> int:
         shipped = 0

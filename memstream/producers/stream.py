@@ -46,14 +46,14 @@ import heapq
 import threading
 import time
 import zlib
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import redis
 import structlog
 
 from memstream.core import PermanentError, TransientError, count, counts, keys
-from memstream.producers.events import Event, decode, encode
+from memstream.producers.events import Event, decode
+from memstream.producers.record import Record
 from memstream.producers.tenants import Tenant, TenantRegistry
 
 if TYPE_CHECKING:
@@ -61,7 +61,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EventLog",
-    "Record",
     "shard_of",
     "parse_entry_id",
     "after",
@@ -204,30 +203,6 @@ class NotReplicated(TransientError):
 
 class EntryDecodeError(PermanentError, ValueError):
     """A stream entry whose payload is not a valid event of this schema."""
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One event ready to ship: its encoded payload and where it goes."""
-
-    seq: int
-    event_id: str
-    type: str
-    tenant: str
-    agent: str
-    data: bytes
-
-    @classmethod
-    def of(cls, event: Event, seq: int = 0, data: bytes | None = None) -> Record:
-        """The record of ``event``; ``data`` is its encoding when already at hand."""
-        return cls(
-            seq=seq,
-            event_id=event.id,
-            type=str(type(event).__struct_config__.tag),  # every event's tag is a str
-            tenant=event.scope.tenant,
-            agent=event.scope.agent,
-            data=encode(event) if data is None else data,
-        )
 
 
 class EventLog:

@@ -11,17 +11,16 @@ from memstream.core import lazy_exports
 from memstream.projections.base import Delivery, Projection, group_name
 from memstream.projections.catalog import STATES, Catalog, CatalogError, Version
 from memstream.projections.counters import Counters
-from memstream.projections.embedders.base import EmbedderError, EmbedderUnavailable
 from memstream.projections.embedders.base import Wrapper as EmbedderWrapper
 from memstream.projections.embedders.cache import CachedEmbedder, EmbeddingCache, text_key
-from memstream.projections.embedders.port import (
+from memstream.projections.embedders.factory import (
     LEGACY_SPEC,
-    Embedder,
     configured_embedder,
     describe_embedder,
     get_embedder,
     how_to_load,
 )
+from memstream.projections.embedders.port import Embedder, EmbedderError, EmbedderUnavailable
 from memstream.projections.facts import FactsProjection
 from memstream.projections.facts_table import PROBED_FACTS, Fact, FactsTable, fact_id, fact_ids
 from memstream.projections.memories import MemoriesProjection
@@ -42,8 +41,9 @@ from memstream.projections.registry import (
 )
 from memstream.projections.sessions import SessionsIndex, SessionsProjection
 from memstream.projections.sparse import sparse_vector, tokenize
+from memstream.projections.stores.factory import open_store
+from memstream.projections.stores.ids import POINT_NAMESPACE, item_point_id, point_id
 from memstream.projections.stores.port import (
-    POINT_NAMESPACE,
     CollectionNotFound,
     Filter,
     Hit,
@@ -51,10 +51,7 @@ from memstream.projections.stores.port import (
     StoreError,
     StoreUnavailable,
     VectorStore,
-    item_point_id,
-    open_store,
     physical_name,
-    point_id,
 )
 from memstream.projections.turns import TurnsProjection
 from memstream.projections.vector import BacklogEntry, backlog_entry, embeds_inline

@@ -43,7 +43,7 @@ import redis
 from redis.exceptions import NoScriptError
 
 from memstream.core import as_str, keys
-from memstream.projections.stores.port import named_uuid
+from memstream.projections.stores.ids import named_uuid
 
 __all__ = ["Fact", "FactsTable", "PROBED_FACTS", "fact_id", "fact_ids"]
 

@@ -14,7 +14,7 @@ nothing (the redelivered batch writes the points and their entries again). The w
 (``memstream.workers.embedding``) read the backlog through a consumer group and delete
 each entry once its vector is set.
 
-Exactly once in effect: every point's payload carries ``dense_key`` (``stores.port.dense_key``:
+Exactly once in effect: every point's payload carries ``dense_key`` (``stores.ids.dense_key``:
 a digest of its id and the text its dense vector is made from), and ``VectorStore.set_dense``
 sets a vector only on a point that exists with that key, in one conditional update of the
 engine. An entry applied twice sets the same vector twice; an entry for a point forgotten
@@ -35,7 +35,7 @@ backlog entry (``inline``), as fast as one stage.
 Every point's payload records ``sparse_version``: the ``memstream.projections.sparse``
 ``VERSION`` that made its keyword vector.
 
-A point's id is its item's (``stores.port.item_point_id``): with the option ``tenant_ids``
+A point's id is its item's (``stores.ids.item_point_id``): with the option ``tenant_ids``
 (every version built since it exists: ``NEW_OPTIONS``) it carries the event's tenant, so an
 event of one tenant can never name another tenant's point, whatever id it carries (an
 imported event's id is derived from inputs another tenant may guess). A version recorded
@@ -58,7 +58,8 @@ from memstream.projections.base import group_name
 from memstream.projections.counters import Counters
 from memstream.projections.sparse import VERSION as SPARSE_VERSION
 from memstream.projections.sparse import sparse_vector
-from memstream.projections.stores.port import DENSE_KEY, Point, VectorStore, dense_key, item_point_id
+from memstream.projections.stores.ids import dense_key, item_point_id
+from memstream.projections.stores.port import DENSE_KEY, Point, VectorStore
 from memstream.projections.tombstones import Tombstones
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ service and of every worker, and the dashboard served beside them (``metrics``,
 from typing import TYPE_CHECKING
 
 from memstream.core import lazy_exports
-from memstream.service.service import AlreadyRunning, Service, detach, stop_service
+from memstream.service.service import AlreadyRunning, Service, Stopped, detach, stop_service
 from memstream.service.sidecar import Sidecar, SidecarDrain
 from memstream.service.valkey import ValkeyProcess, binary_path, free_port
 
@@ -25,6 +25,7 @@ __all__ = [
     "SidecarDrain",
     "start_metrics",
     "stop_service",
+    "Stopped",
     "ValkeyProcess",
 ]
 

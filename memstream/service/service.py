@@ -21,6 +21,7 @@ import secrets
 import signal
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
     from memstream.service.metrics import Metrics
     from memstream.workers import Pipeline, RetentionJob
 
-__all__ = ["Service", "AlreadyRunning", "detach", "stop_service"]
+__all__ = ["Service", "AlreadyRunning", "Stopped", "detach", "stop_service"]
 
 log = structlog.get_logger("memstream.service")
 
@@ -301,16 +302,41 @@ def detach(settings: Settings, timeout: float = 20.0) -> dict[str, Any]:
     return start_service(settings, wait=timeout)
 
 
-def stop_service(settings: Settings, timeout: float = 15.0) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Stopped:
+    """What ``stop_service`` found: the service ``stopped``; or none was running
+    (``none_running``); or it was still running after the timeout (``reason`` says so)."""
+
+    stopped: bool
+    none_running: bool = False
+    pid: int | None = None
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """Whether no service runs now: it stopped, or none was running."""
+        return self.stopped or self.none_running
+
+    def as_dict(self) -> dict[str, Any]:
+        """What ``memstream down`` prints: ``stopped``, and the ``pid`` and ``reason`` when known."""
+        out: dict[str, Any] = {"stopped": self.stopped}
+        if self.pid is not None:
+            out["pid"] = self.pid
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+def stop_service(settings: Settings, timeout: float = 15.0) -> Stopped:
     """SIGTERM the running service and wait for it to exit."""
     info = read_run_file(settings.run_file)
     if not info:
-        return {"stopped": False, "reason": "no memstream service is running"}
+        return Stopped(stopped=False, none_running=True, reason="no memstream service is running")
     pid = int(info["pid"])
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while pid_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     if pid_alive(pid):
-        return {"stopped": False, "pid": pid, "reason": f"still running after {timeout}s"}
-    return {"stopped": True, "pid": pid}
+        return Stopped(stopped=False, pid=pid, reason=f"still running after {timeout}s")
+    return Stopped(stopped=True, pid=pid)

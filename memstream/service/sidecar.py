@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -43,7 +44,7 @@ from typing import IO, TYPE_CHECKING, Any
 import msgspec
 import structlog
 
-from memstream.core import Settings, backoff_delay, logs_json, observe
+from memstream.core import Settings, backoff_delay, logs_json, observe, stop_process
 
 if TYPE_CHECKING:
     from memstream.workers import Pipeline
@@ -237,18 +238,8 @@ class Sidecar:
         with self._lock:
             self._stop.set()
             proc = self._proc
-        if proc is not None:
-            try:
-                if proc.stdin is not None:
-                    proc.stdin.close()
-            except OSError:
-                pass
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                log.warning("sidecar.stop_slow", pid=proc.pid, action="terminating it")
-                proc.kill()
-                proc.wait(5.0)
+        if proc is not None and stop_process(proc, timeout, by_stdin=True) == -signal.SIGKILL:
+            log.warning("sidecar.stop_slow", pid=proc.pid, action=f"killed: it did not stop within {timeout}s")
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
@@ -295,13 +286,7 @@ class SidecarDrain:
         return self._until("drained")
 
     def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
+        stop_process(self.proc, 30, by_stdin=True)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
 

@@ -41,30 +41,20 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import redis
-import structlog
 
-from memstream.core import (
-    PermanentError,
-    Settings,
-    TransientError,
-    as_str,
-    backoff_delay,
-    is_transient,
-    keys,
-    observe,
-    shown,
-)
+from memstream.core import Settings, as_str, is_transient, keys, observe, shown
 from memstream.producers import EntryFields, EventLog, parse_entry_id
 from memstream.projections import Delivery, Projection, group_name
 from memstream.workers.admission import admit
 from memstream.workers.deadletters import DeadLetters
 from memstream.workers.health import Health
+from memstream.workers.loop import DEFAULT_TUNING, GroupLoop, Tuning
 from memstream.workers.positions import Positions
-from memstream.workers.priority import LOW_BATCH, Priority
+from memstream.workers.priority import Priority
+from memstream.workers.stats import ConsumerStats
 from memstream.workers.tenancy import TenantGate
 
 if TYPE_CHECKING:
@@ -73,148 +63,43 @@ if TYPE_CHECKING:
     # per stream read: its key and its entries (fields None or empty: deleted while pending)
     Read = list[tuple[str, StreamRangeResponse]]
 
-__all__ = [
-    "Delivery",
-    "Projection",
-    "Consumer",
-    "ConsumerStats",
-    "TransientError",
-    "PermanentError",
-    "Positions",
-    "DeadLetters",
-    "is_transient",
-    "admit",
-    "backoff_delay",
-]
-
-log = structlog.get_logger("memstream.consumer")
+__all__ = ["Consumer"]
 
 
-@dataclass
-class ConsumerStats:
-    applied: int = 0
-    skipped_unknown: int = 0
-    dead_lettered: int = 0
-    retried: int = 0
-    reclaimed: int = 0
-    batches: int = 0
-    transient_failures: int = 0
-    errors: int = 0  # steps that failed otherwise (logged, backed off, retried)
-    restarts: int = 0  # threads restarted by the pipeline's supervisor
-    clipped: int = 0  # events with a text field clipped here
-    redelivered: int = 0  # entries handled again after an earlier delivery (own pending, reclaimed)
-    last_error: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def drain_steps(step: Callable[[], int], pending_done: Callable[[], bool], max_steps: int) -> int:
-    """Call ``step`` (a non-blocking step returning what it handled) until one handles
-    nothing once its pending entries are done, or ``max_steps`` times; the total handled."""
-    total = 0
-    for _ in range(max_steps):
-        n = step()
-        total += n
-        if n == 0 and pending_done():
-            break
-    return total
-
-
-def retry_steps(
-    step: Callable[[], object],
-    stop: threading.Event,
-    stats: Any,
-    failed: Callable[[bool, str, int], None],
-    *,
-    log: Any,
-    event: str,
-    group: str,
-    base: float,
-    cap: float,
-    transient_cap: float,
-) -> None:
-    """Call ``step`` until ``stop`` is set. A step that raises is logged and counted in
-    ``stats`` (transient: ``transient_failures`` and ``EVENT.transient_failure``; any other:
-    ``errors`` and ``EVENT.step_failed``), ``failed(transient, error, failures in a row)``
-    is told, and the next step waits ``backoff_delay`` (capped at ``transient_cap`` or
-    ``cap``)."""
-    failures = 0
-    while not stop.is_set():
-        try:
-            step()
-            failures = 0
-        except Exception as exc:
-            failures += 1
-            error = f"{type(exc).__name__}: {exc}"
-            stats.last_error = error
-            transient = is_transient(exc)
-            delay = backoff_delay(failures, base, transient_cap if transient else cap)
-            if transient:
-                stats.transient_failures += 1
-                log.warning(f"{event}.transient_failure", group=group, error=error[:500], retry_in=round(delay, 2))
-            else:
-                stats.errors += 1
-                log.error(
-                    f"{event}.step_failed",
-                    group=group,
-                    error=error[:500],
-                    failures=failures,
-                    retry_in=round(delay, 2),
-                    exc_info=True,
-                )
-            failed(transient, error, failures)
-            stop.wait(delay)
-
-
-class Consumer:
-    """Feeds ``projection`` from every stream of ``eventlog`` through its group, and
+class Consumer(GroupLoop):
+    """Feeds ``projection`` from every stream of ``events`` through its group, and
     records its health in ``P:health:{group}`` (``memstream.workers.health``)."""
+
+    EVENT = "consumer"
+    stats: ConsumerStats
 
     def __init__(
         self,
-        eventlog: EventLog,
+        events: EventLog,
         projection: Projection,
         name: str,
         *,
-        batch: int = 128,
-        block_ms: int = 500,
-        claim_idle_ms: int = 60_000,
-        claim_every: float = 5.0,
-        max_deliveries: int = 5,
+        tuning: Tuning = DEFAULT_TUNING,
         max_text_bytes: int = Settings().max_text_bytes,
-        backoff_base: float = 0.2,
-        backoff_cap: float = 30.0,
-        transient_cap: float = 5.0,
         priority: Priority | None = None,
         low: bool = False,
         start_at: dict[str, str] | None = None,
         dlq_max_letters: int = Settings().dlq_max_letters,
     ) -> None:
-        self.log = eventlog
-        self._turn = -1  # on a cluster: the stream the last blocking read waited on
-        self.client = eventlog.client
+        super().__init__(tuning, priority, low)
+        self.events = events
+        self._cluster_turn = -1  # on a cluster: the stream the last blocking read waited on
+        self.client = events.client
         self.projection = projection
         self.group = group_name(projection)
         self.name = name
-        self.batch = batch
-        self.block_ms = block_ms
-        self.claim_idle_ms = claim_idle_ms
-        self.claim_every = claim_every
-        self.max_deliveries = max_deliveries
         self.max_text_bytes = max_text_bytes
-        self.backoff_base = backoff_base
-        self.backoff_cap = backoff_cap
-        self.transient_cap = transient_cap
-        self.health = Health(self.client, eventlog.prefix, self.group, name)
-        self.positions = Positions(self.client, eventlog.prefix)
-        self.dlq = DeadLetters(self.client, eventlog.prefix, dlq_max_letters)
-        self.gate = TenantGate(self.client, eventlog.prefix)
+        self.health = Health(self.client, events.prefix, self.group, name)
+        self.positions = Positions(self.client, events.prefix)
+        self.dlq = DeadLetters(self.client, events.prefix, dlq_max_letters)
+        self.gate = TenantGate(self.client, events.prefix)
         self.stats = ConsumerStats()
-        # a replay or a retired version (``low``) yields to the live versions (priority.py)
-        self.priority = priority
-        self.low = low
         self.start_at = dict(start_at or {})  # stream -> id its group starts after ("0": the start)
-        self._pending_done = False
-        self._last_claim = 0.0
         self._groups_ready = False
         self._ensured: set[str] = set()  # streams this consumer created (or found) its group on
         self._faults: dict[str, float] = {}  # tenant's log -> when its last failure was logged
@@ -224,7 +109,7 @@ class Consumer:
         """Create the group on every stream (or on ``streams``), from the start of the log or
         after ``start_at[stream]`` (what a replay read from the archive), idempotently. A
         tenant's log where it cannot be made (another type) is left out: its tenant's to mend."""
-        for key in self.log.stream_keys if streams is None else streams:
+        for key in self.events.stream_keys if streams is None else streams:
             try:
                 self.client.xgroup_create(key, self.group, id=self.start_at.get(key, "0"), mkstream=True)
             except redis.ResponseError as exc:
@@ -241,98 +126,60 @@ class Consumer:
         never a failure of the step)."""
         if isinstance(exc, redis.exceptions.NoPermissionError) or not isinstance(exc, redis.ResponseError):
             return False
-        if keys.stream_tenant(self.log.prefix, stream) is None:
+        if keys.stream_tenant(self.events.prefix, stream) is None:
             return False
         now = time.monotonic()
         if now - self._faults.get(stream, -60.0) < 60.0:
             return True  # said within the minute
         self._faults[stream] = now
-        log.warning(
+        self.logger.warning(
             "consumer.tenant_log_unreadable",
-            group=self.group,
             stream=stream,
             error=f"{type(exc).__name__}: {exc}"[:300],
             action="left out of this step; the other logs are read on",
         )
         return True
 
-    # -- one step -------------------------------------------------------------------
-    def step(self, block: bool = True) -> int:
-        """Read one batch (own pending first, then new), apply, ack. Returns entries handled."""
+    # -- one step (``GroupLoop.step``) ---------------------------------------------------
+    def _prepare(self) -> None:
         if not self._groups_ready:
             self.ensure_groups()
         else:
-            new = [key for key in self.log.stream_keys if key not in self._ensured]
+            new = [key for key in self.events.stream_keys if key not in self._ensured]
             if new:  # a tenant registered since: its log
                 self.ensure_groups(new)
-        handled = 0
-        now = time.monotonic()
-        if now - self._last_claim >= self.claim_every:
-            self._last_claim = now
-            handled += self._reclaim()
-        if not self._pending_done:
-            got = self._read("0", block=False)
-            if not any(entries for _, entries in got):
-                self._pending_done = True
-            else:
-                return self._stepped(handled + self._handle(got, pending=True))
-        got = self._read(">", block=block)
-        return self._stepped(handled + self._handle(got, pending=False))
+
+    def _has(self, got: Read) -> bool:
+        return any(entries for _, entries in got)
 
     def _stepped(self, handled: int) -> int:
         self.health.step(handled)
         self.health.beat(self.stats)
         return handled
 
+    def _failed(self, transient: bool, error: str, failures: int) -> None:
+        if not transient:
+            self._groups_ready = False  # e.g. the stream or group was deleted (NOGROUP)
+        self._pending_done = False  # re-read what we hold
+        self.health.error(error)
+        self.health.beat(self.stats, force=failures == 1)
+
     def run(self, stop: threading.Event) -> None:
-        """Loop until ``stop`` (a threading.Event) is set; finishes the batch in hand.
-
-        Never returns otherwise: an error of a step is logged and counted (transient:
-        ``transient_failures``; any other: ``errors``), then the step is retried after
-        ``backoff_delay`` (capped at ``transient_cap`` or ``backoff_cap``), re-reading the
-        entries this consumer holds."""
-
-        def failed(transient: bool, error: str, failures: int) -> None:
-            if not transient:
-                self._groups_ready = False  # e.g. the stream or group was deleted (NOGROUP)
-            self._pending_done = False  # re-read what we hold
-            self.health.error(error)
-            self.health.beat(self.stats, force=failures == 1)
-
-        retry_steps(
-            lambda: self.step(block=True),
-            stop,
-            self.stats,
-            failed,
-            log=log,
-            event="consumer",
-            group=self.group,
-            base=self.backoff_base,
-            cap=self.backoff_cap,
-            transient_cap=self.transient_cap,
-        )
+        """``GroupLoop.run``, then the health record says ``stopped``."""
+        super().run(stop)
         self.health.state = "stopped"
         self.health.beat(self.stats, force=True)
 
-    def drain(self, max_steps: int = 10_000) -> int:
-        """Burst mode (tests, replays): step without blocking until nothing is left."""
-        return drain_steps(lambda: self.step(block=False), lambda: self._pending_done, max_steps)
-
     # -- internals ------------------------------------------------------------------
     def _read(self, start: str, block: bool) -> Read:
-        streams: dict[KeyT, StreamIdT] = {key: start for key in self.log.stream_keys if key in self._ensured}
-        if self.low and self.priority is not None:
-            self.priority.wait_turn()
-        small = self.low and self.priority is not None and self.priority.live_recently()
-        kwargs: dict[str, Any] = {"count": min(self.batch, LOW_BATCH) if small else self.batch}
-        if block and start == ">":
-            kwargs["block"] = self.block_ms
-        if self.log.clustered and len(streams) > 1:
+        streams: dict[KeyT, StreamIdT] = {key: start for key in self.events.stream_keys if key in self._ensured}
+        kwargs = self._read_options(start, block)
+        if self.events.clustered and len(streams) > 1:
             return self._read_each(streams, kwargs)
         try:
             got = self.client.xreadgroup(self.group, self.name, streams, **kwargs) or []
         except redis.ResponseError as exc:
-            tenants = [k for k in streams if keys.stream_tenant(self.log.prefix, as_str(k)) is not None]
+            tenants = [k for k in streams if keys.stream_tenant(self.events.prefix, as_str(k)) is not None]
             if isinstance(exc, redis.exceptions.NoPermissionError) or not tenants:
                 raise
             # a tenant's log deleted (its groups with it) or made another type: the groups
@@ -373,14 +220,14 @@ class Consumer:
         keys_ = list(streams)
         if not keys_:
             return out
-        self._turn = (self._turn + 1) % len(keys_)
-        key = keys_[self._turn]
+        self._cluster_turn = (self._cluster_turn + 1) % len(keys_)
+        key = keys_[self._cluster_turn]
         got = self._read_one(key, streams[key], count=int(kwargs["count"]), block=max(1, int(block) // len(keys_)))
         return [(as_str(stream), entries) for stream, entries in got if entries]
 
     def _reclaim(self) -> int:
         handled = 0
-        for key in self.log.stream_keys:
+        for key in self.events.stream_keys:
             try:
                 handled += self._reclaim_stream(key)
             except redis.ResponseError as exc:
@@ -392,7 +239,7 @@ class Consumer:
         handled = 0
         cursor = "0-0"
         while True:
-            res = self.client.xautoclaim(key, self.group, self.name, self.claim_idle_ms, cursor, count=self.batch)
+            res = self.client.xautoclaim(key, self.group, self.name, self.tuning.claim_idle_ms, cursor, count=self.tuning.batch)
             cursor, claimed = as_str(res[0]), res[1]
             deleted = res[2] if len(res) > 2 else []
             if deleted:  # entries removed from the stream: nothing to apply
@@ -400,7 +247,7 @@ class Consumer:
             claimed = [c for c in claimed if c and c[1] is not None]
             if claimed:
                 self.stats.reclaimed += len(claimed)
-                log.info("consumer.reclaimed", group=self.group, stream=key, entries=len(claimed))
+                self.logger.info("consumer.reclaimed", stream=key, entries=len(claimed))
                 handled += self._handle([(key, claimed)], pending=True)
             if cursor in ("0-0", "0"):
                 break
@@ -453,7 +300,7 @@ class Consumer:
         last = max((i for i, _ in entries), key=parse_entry_id)
         # the position and the acks commit together (MULTI), after the projection
         # applied the batch: a crash before this point means a harmless redelivery
-        if self.log.clustered:
+        if self.events.clustered:
             # the position (the prefix's slot) and the stream (its shard's) are in two
             # slots: the position first, so a crash between leaves the entries pending,
             # redelivered and applied again (idempotent), never acked behind the position
@@ -486,7 +333,7 @@ class Consumer:
         for stream, entry_id, fields in entries:
             by_stream.setdefault(stream, []).append((entry_id, fields))
         for stream, items in by_stream.items():
-            batch, _ = self._admitted(stream, items, {i: self.max_deliveries for i, _ in items})
+            batch, _ = self._admitted(stream, items, {i: self.tuning.max_deliveries for i, _ in items})
             ok = self._apply(stream, batch) if batch else []
             applied += len(ok)
             self.stats.applied += len(ok)
@@ -504,9 +351,8 @@ class Consumer:
                 if verdict.reason == "unknown event type":
                     self.stats.skipped_unknown += 1
                     etype = fields.get(b"type", fields.get("type", b""))
-                    log.warning(
+                    self.logger.warning(
                         "consumer.unknown_event_type",
-                        group=self.group,
                         stream=stream,
                         entry=entry_id,
                         event_type=shown(etype)[:60],
@@ -521,9 +367,8 @@ class Consumer:
                 )
                 self.stats.dead_lettered += 1
                 # the reason's kind, never its text: it may quote what the entry holds (the letter keeps it)
-                log.warning(
+                self.logger.warning(
                     "consumer.dead_lettered",
-                    group=self.group,
                     stream=stream,
                     entry=entry_id,
                     reason=verdict.reason.split(":", 1)[0][:40],
@@ -534,9 +379,8 @@ class Consumer:
             assert event is not None  # an "apply" verdict carries its event
             if verdict.clipped:
                 self.stats.clipped += 1
-                log.warning(
+                self.logger.warning(
                     "consumer.clipped",
-                    group=self.group,
                     stream=stream,
                     entry=entry_id,
                     fields=list(verdict.clipped),
@@ -546,7 +390,7 @@ class Consumer:
             if refusal is not None:
                 self.dlq.add(self.group, stream, entry_id, fields, refusal, counts.get(entry_id, 1))
                 self.stats.dead_lettered += 1
-                log.warning("consumer.dead_lettered", group=self.group, stream=stream, entry=entry_id, reason="forged")
+                self.logger.warning("consumer.dead_lettered", stream=stream, entry=entry_id, reason="forged")
                 continue
             batch.append(Delivery(stream, entry_id, fields, event, counts.get(entry_id, 1)))
         return batch, skip
@@ -554,10 +398,8 @@ class Consumer:
     def _apply(self, stream: str, batch: list[Delivery]) -> list[str]:
         """Apply ``batch`` (a poison entry isolated one by one); the entry ids to ack. A live
         consumer holds its priority meanwhile (a replay starts no batch then)."""
-        if self.priority is not None:
-            with self.priority.low() if self.low else self.priority.live():
-                return self._apply_batch(stream, batch)
-        return self._apply_batch(stream, batch)
+        with self._turn():
+            return self._apply_batch(stream, batch)
 
     def _apply_batch(self, stream: str, batch: list[Delivery]) -> list[str]:
         started = time.perf_counter()
@@ -568,9 +410,8 @@ class Consumer:
             if is_transient(exc):
                 raise
             # isolate the poison: apply one by one
-            log.warning(
+            self.logger.warning(
                 "consumer.batch_failed",
-                group=self.group,
                 stream=stream,
                 entries=len(batch),
                 error=f"{type(exc).__name__}: {exc}",
@@ -584,10 +425,9 @@ class Consumer:
                 except Exception as one_exc:
                     if is_transient(one_exc):
                         raise
-                    self._failed(d, one_exc)
-        log.debug(
+                    self._entry_failed(d, one_exc)
+        self.logger.debug(
             "consumer.batch",
-            group=self.group,
             stream=stream,
             entries=len(batch),
             applied=len(ok),
@@ -595,17 +435,16 @@ class Consumer:
         )
         return [d.entry_id for d in ok]
 
-    def _failed(self, d: Delivery, exc: Exception) -> None:
+    def _entry_failed(self, d: Delivery, exc: Exception) -> None:
         error = f"{type(exc).__name__}: {exc}"
         self.stats.last_error = error
         # every error counts a delivery, a PermanentError too: a store or embedder
         # misconfigured for a moment must not empty the backlog into the dead letters
-        if d.deliveries >= self.max_deliveries:
+        if d.deliveries >= self.tuning.max_deliveries:
             self.dlq.add(self.group, d.stream, d.entry_id, d.fields, error, d.deliveries)
             self.stats.dead_lettered += 1
-            log.warning(
+            self.logger.warning(
                 "consumer.dead_lettered",
-                group=self.group,
                 stream=d.stream,
                 entry=d.entry_id,
                 deliveries=d.deliveries,
@@ -614,9 +453,8 @@ class Consumer:
         else:
             self.stats.retried += 1
             self._pending_done = False  # it stays pending: read it again
-            log.warning(
+            self.logger.warning(
                 "consumer.apply_failed",
-                group=self.group,
                 stream=d.stream,
                 entry=d.entry_id,
                 deliveries=d.deliveries,

@@ -32,42 +32,40 @@ applies a batch.
 
 from __future__ import annotations
 
-import threading
-import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
 
 import redis
-import structlog
 
-from memstream.core import as_str, is_transient, keys, observe, shown
-from memstream.projections import backlog_entry, group_name
-from memstream.workers.consumer import drain_steps, retry_steps
+from memstream.core import Settings, as_str, is_transient, keys, observe, shown
+from memstream.projections import Projection, backlog_entry, group_name
 from memstream.workers.deadletters import DeadLetters
-from memstream.workers.health import Waiting, _entry_time
-from memstream.workers.priority import LOW_BATCH, Priority
+from memstream.workers.health import Waiting, entry_time
+from memstream.workers.loop import GroupLoop, Tuning
+from memstream.workers.priority import Priority
+from memstream.workers.stats import EmbedStats
 
 if TYPE_CHECKING:
     from memstream.projections import BacklogEntry
 
-__all__ = ["EMBED_GROUP", "EmbedConsumer", "EmbedStats", "embed_readers", "embed_waiting"]
-
-log = structlog.get_logger("memstream.embedding")
+__all__ = ["EMBED_GROUP", "EMBED_TUNING", "EmbedConsumer", "Embedding", "embed_readers", "embed_waiting"]
 
 EMBED_GROUP = "embed"  # the consumer group on every backlog stream
 
 
-@dataclass
-class EmbedStats:
-    applied: int = 0  # entries done with: vectors set, or not wanted any more (dead letters not included)
-    embedded: int = 0  # vectors set
-    dead_lettered: int = 0  # malformed entries, and entries that failed alone max_deliveries times
-    batches: int = 0
-    reclaimed: int = 0
-    transient_failures: int = 0
-    errors: int = 0
-    restarts: int = 0
-    last_error: str = ""
+EMBED_TUNING = Tuning(batch=64)  # one embedding call a batch: smaller than the consumer's
+
+
+@runtime_checkable
+class Embedding(Projection, Protocol):
+    """A vector projection's version with a dense stage (``memstream.projections.vector``):
+    its backlog stream, the prefix its dead letters go under, and what sets the vectors."""
+
+    backlog: str
+    prefix: str
+
+    def embed_backlog(self, entries: Sequence[BacklogEntry]) -> int:
+        """Set the dense vectors of ``entries``' points; how many were set."""
+        ...
 
 
 def embed_waiting(client: redis.Redis, prefix: str, group: str) -> Waiting:
@@ -79,7 +77,7 @@ def embed_waiting(client: redis.Redis, prefix: str, group: str) -> Waiting:
     if not n:
         return Waiting(entries=0, since=None, exists=bool(client.exists(key)))
     first = client.xrange(key, count=1)
-    return Waiting(entries=n, since=_entry_time(as_str(first[0][0])) if first else None, exists=True)
+    return Waiting(entries=n, since=entry_time(as_str(first[0][0])) if first else None, exists=True)
 
 
 def embed_readers(client: redis.Redis, prefix: str, group: str) -> dict[str, dict[str, float]]:
@@ -103,47 +101,33 @@ def embed_readers(client: redis.Redis, prefix: str, group: str) -> dict[str, dic
     return out
 
 
-class EmbedConsumer:
+class EmbedConsumer(GroupLoop):
     """Feeds ``projection.embed_backlog`` from its backlog (see the module docstring)."""
+
+    EVENT = "embedding"
+    stats: EmbedStats
 
     def __init__(
         self,
         client: redis.Redis,
-        projection: Any,
+        projection: Embedding,
         name: str,
         *,
-        batch: int = 64,
-        block_ms: int = 500,
-        claim_idle_ms: int = 60_000,
-        claim_every: float = 5.0,
-        max_deliveries: int = 5,
-        backoff_base: float = 0.2,
-        backoff_cap: float = 30.0,
-        transient_cap: float = 5.0,
+        tuning: Tuning = EMBED_TUNING,
         priority: Priority | None = None,
         low: bool = False,
+        dlq_max_letters: int = Settings().dlq_max_letters,
     ) -> None:
+        super().__init__(tuning, priority, low)
         self.client = client
         self.projection = projection
         self.stream: str = projection.backlog
         self.version_group = group_name(projection)  # the version's group: its dead letters are filed under it
         self.group = f"{self.version_group}:{EMBED_GROUP}"  # for logs: the version's stage
         self.name = name
-        self.batch = batch
-        self.block_ms = block_ms
-        self.claim_idle_ms = claim_idle_ms
-        self.claim_every = claim_every
-        self.max_deliveries = max_deliveries
-        self.backoff_base = backoff_base
-        self.backoff_cap = backoff_cap
-        self.transient_cap = transient_cap
-        self.priority = priority
-        self.low = low
         self.stats = EmbedStats()
-        self.dlq = DeadLetters(client, projection.prefix)
+        self.dlq = DeadLetters(client, projection.prefix, dlq_max_letters)
         self._ready = False
-        self._pending_done = False
-        self._last_claim = 0.0
         self._spared: dict[str, int] = {}  # entry id -> its deliveries that failed transiently
 
     def ensure_group(self) -> None:
@@ -155,65 +139,28 @@ class EmbedConsumer:
                 raise
         self._ready = True
 
-    # -- steps ----------------------------------------------------------------------------
-    def step(self, block: bool = True) -> int:
-        """Read one batch (reclaimed, own pending, else new), embed it, delete it. Returns
-        entries handled."""
+    # -- one step (``GroupLoop.step``) -----------------------------------------------------
+    def _prepare(self) -> None:
         if not self._ready:
             self.ensure_group()
-        now = time.monotonic()
-        handled = 0
-        if now - self._last_claim >= self.claim_every:
-            self._last_claim = now
-            handled += self._reclaim()
-        if not self._pending_done:
-            got = self._read("0", block=False)
-            if got:
-                return handled + self._handle(got, pending=True)
-            self._pending_done = True
-        return handled + self._handle(self._read(">", block=block), pending=False)
 
-    def drain(self, max_steps: int = 100_000) -> int:
-        """Burst mode (tests, replays, benchmarks): step until the backlog is empty."""
-        return drain_steps(lambda: self.step(block=False), lambda: self._pending_done, max_steps)
-
-    def run(self, stop: threading.Event) -> None:
-        """Loop until ``stop`` is set; never returns otherwise (see the module docstring)."""
-
-        def failed(transient: bool, error: str, failures: int) -> None:
-            if not transient:
-                self._ready = False  # e.g. the backlog was deleted with its version (NOGROUP)
-            self._pending_done = False  # re-read what we hold
-
-        retry_steps(
-            lambda: self.step(block=True),
-            stop,
-            self.stats,
-            failed,
-            log=log,
-            event="embedding",
-            group=self.group,
-            base=self.backoff_base,
-            cap=self.backoff_cap,
-            transient_cap=self.transient_cap,
-        )
+    def _failed(self, transient: bool, error: str, failures: int) -> None:
+        if not transient:
+            self._ready = False  # e.g. the backlog was deleted with its version (NOGROUP)
+        self._pending_done = False  # re-read what we hold
 
     # -- internals ------------------------------------------------------------------------
     def _read(self, start: str, block: bool) -> list[tuple[str, Any]]:
-        if self.low and self.priority is not None:
-            self.priority.wait_turn()
-        small = self.low and self.priority is not None and self.priority.live_recently()
-        kwargs: dict[str, Any] = {"count": min(self.batch, LOW_BATCH) if small else self.batch}
-        if block and start == ">":
-            kwargs["block"] = self.block_ms
-        got = self.client.xreadgroup(EMBED_GROUP, self.name, {self.stream: start}, **kwargs) or []
+        got = self.client.xreadgroup(EMBED_GROUP, self.name, {self.stream: start}, **self._read_options(start, block)) or []
         assert isinstance(got, list)  # RESP2: [stream, entries] pairs
         return [(as_str(i), f) for _, entries in got for i, f in entries]
 
     def _reclaim(self) -> int:
         handled, cursor = 0, "0-0"
         while True:
-            res = self.client.xautoclaim(self.stream, EMBED_GROUP, self.name, self.claim_idle_ms, cursor, count=self.batch)
+            res = self.client.xautoclaim(
+                self.stream, EMBED_GROUP, self.name, self.tuning.claim_idle_ms, cursor, count=self.tuning.batch
+            )
             cursor = as_str(res[0])
             deleted = res[2] if len(res) > 2 else []
             if deleted:
@@ -221,7 +168,7 @@ class EmbedConsumer:
             claimed = [(as_str(i), f) for i, f in res[1] if f]
             if claimed:
                 self.stats.reclaimed += len(claimed)
-                log.info("embedding.reclaimed", group=self.group, entries=len(claimed))
+                self.logger.info("embedding.reclaimed", entries=len(claimed))
                 handled += self._handle(claimed, pending=True)
             if cursor in ("0-0", "0"):
                 return handled
@@ -256,7 +203,7 @@ class EmbedConsumer:
             if not pending:
                 raise
             deliveries = self._deliveries([i for i, _, _ in entries])
-            if not any(n >= self.max_deliveries for n in deliveries.values()):
+            if not any(n >= self.tuning.max_deliveries for n in deliveries.values()):
                 raise  # left pending: read again after the backoff
             ok, embedded, left = self._one_by_one(entries, deliveries)
             done = done + ok
@@ -298,7 +245,7 @@ class EmbedConsumer:
                         self._spared[i] = self._spared.get(i, 0) + 1
                     self._commit(ok, embedded)
                     raise
-                if deliveries.get(entry_id, 1) < self.max_deliveries:
+                if deliveries.get(entry_id, 1) < self.tuning.max_deliveries:
                     left.append(entry_id)
                     continue
                 self._dead_letter([(entry_id, fields)], f"{type(exc).__name__}: {exc}", deliveries)
@@ -321,19 +268,16 @@ class EmbedConsumer:
             self._spared.pop(i, None)
         self.stats.dead_lettered += len(entries)
         observe.embed_dead_lettered(self.version_group, len(entries))
-        log.warning(
+        self.logger.warning(
             "embedding.dead_lettered",
-            group=self.group,
             entries=len(entries),
             error=error[:300],
             action="their points stay findable by keywords; `memstream dlq retry` re-embeds them",
         )
 
     def _apply(self, entries: list[BacklogEntry]) -> int:
-        if self.priority is not None:
-            with self.priority.low() if self.low else self.priority.live():
-                return int(self.projection.embed_backlog(entries))
-        return int(self.projection.embed_backlog(entries))
+        with self._turn():
+            return int(self.projection.embed_backlog(entries))
 
     def _deliveries(self, ids: list[str]) -> dict[str, int]:
         """Of ``ids`` (this consumer's pending entries, ascending): entry id -> its

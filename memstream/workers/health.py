@@ -25,16 +25,14 @@ import os
 import socket
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import redis
 import structlog
 
 from memstream.core import keys, shown
 from memstream.producers import after, parse_entry_id, xrange_entry
-
-if TYPE_CHECKING:
-    from memstream.workers.consumer import ConsumerStats
+from memstream.workers.stats import ConsumerStats
 
 __all__ = ["Health", "Waiting", "consuming", "projection_health", "read_health", "waiting"]
 
@@ -135,7 +133,7 @@ def _num(value: Any) -> float:
         return 0.0
 
 
-def _entry_time(entry_id: str | bytes) -> float:
+def entry_time(entry_id: str | bytes) -> float:
     try:
         return parse_entry_id(entry_id)[0] / 1000.0
     except (ValueError, UnicodeDecodeError):
@@ -176,7 +174,7 @@ def _waiting_on(
         first = client.xrange(key, count=1)
         if first:
             entries += int(client.xlen(key))
-            t = _entry_time(xrange_entry(first[0])[0])
+            t = entry_time(xrange_entry(first[0])[0])
             since = t if since is None else min(since, t)
         return entries, since, exists
     g = mine[0]
@@ -188,14 +186,14 @@ def _waiting_on(
         lag = 1 if nxt else 0
     if int(lag) and nxt:
         entries += int(lag)
-        t = _entry_time(xrange_entry(nxt[0])[0])
+        t = entry_time(xrange_entry(nxt[0])[0])
         since = t if since is None else min(since, t)
     pending = int(g.get("pending", 0) or 0)
     if pending:
         entries += pending
         lowest = client.xpending(key, group).get("min")
         if lowest:
-            t = _entry_time(lowest)
+            t = entry_time(lowest)
             since = t if since is None else min(since, t)
     return entries, since, True
 

@@ -54,6 +54,7 @@ from memstream.projections import (
     Catalog,
     Embedder,
     FactsTable,
+    Projection,
     Registered,
     SessionsIndex,
     VectorStore,
@@ -64,11 +65,13 @@ from memstream.projections import (
     group_name,
     how_to_load,
     open_store,
+    physical_name,
     select,
 )
 from memstream.query import ActiveVersions, QueryServer, ReadOps, Searcher
 from memstream.workers.consumer import Consumer
-from memstream.workers.embedding import EmbedConsumer
+from memstream.workers.embedding import EmbedConsumer, Embedding
+from memstream.workers.loop import Tuning
 from memstream.workers.observed import ObservedEmbedder
 from memstream.workers.priority import Priority
 from memstream.workers.replay import Archived, caught_up
@@ -88,6 +91,11 @@ class PipelineConfig:
     claim_idle_ms: int = 60_000
     projections: tuple[str, ...] = ()  # the names of the projections to run; () -> every registered one
 
+    @property
+    def tuning(self) -> Tuning:
+        """How the consumers and the dense stages read and retry."""
+        return Tuning(batch=self.batch, max_deliveries=self.max_deliveries, claim_idle_ms=self.claim_idle_ms)
+
     @classmethod
     def of(cls, settings: Settings, **overrides: Any) -> PipelineConfig:
         values: dict[str, Any] = {"embedder": settings.embedder, "qdrant_url": settings.qdrant_url}
@@ -105,7 +113,7 @@ class Run:
 
     row: Registered
     version: Version
-    projection: Any
+    projection: Projection
     consumer: Consumer
     stop: threading.Event = field(default_factory=threading.Event)
     thread: threading.Thread | None = None
@@ -122,30 +130,55 @@ class Run:
 
 
 class Pipeline:
+    """Every version of the selected projections, fed by their consumers (see the module
+    docstring). Built in steps: the store, the default embedder, whether the log has a
+    history, the catalog's versions with a run each, and the query server."""
+
     def __init__(
-        self, settings: Settings, eventlog: EventLog, config: PipelineConfig | None = None, archive: Archived | None = None
+        self, settings: Settings, events: EventLog, config: PipelineConfig | None = None, archive: Archived | None = None
     ):
         self.settings = settings
-        self.log = eventlog
+        self.events = events
         self.config = config or PipelineConfig(embedder=settings.embedder, qdrant_url=settings.qdrant_url)
         self._archive_given = archive  # what a replay reads before the streams (default: the settings')
         self.rows = select(all_registered(settings.projections), self.config.projections)
         # the store, the embedder and the query server: only beside a vector projection
         self.vectors = any(row.vectors for row in self.rows)
-        self._store = (
-            open_store(url=self.config.qdrant_url or None, path=str(settings.data_dir / "qdrant")) if self.vectors else None
-        )
+        self.spec = self.config.embedder or settings.embedder
         self._embedders: dict[str, Embedder] = {}
         self._embedders_lock = threading.Lock()
-        self.spec = self.config.embedder or settings.embedder
-        self._embedder = self._load_embedder(self.spec) if self.vectors else None  # new versions' default
-        client, prefix = eventlog.client, eventlog.prefix
-        self.catalog = Catalog(client, prefix)
+        self.catalog = Catalog(events.client, events.prefix)
         self.priority = Priority()
         self.consumer_name = self.config.consumer or f"{socket.gethostname()}-{settings.worker_index}"
         self.runs: dict[str, Run] = {}  # group -> its run
         self._lock = threading.RLock()
-        history = any(client.xlen(key) for key in eventlog.stream_keys) or self._archived()
+        self._stop = threading.Event()
+        self._supervisor: threading.Thread | None = None
+        self._last_catalog = 0.0
+        self._running = False
+        self.facts = FactsTable(events.client, events.prefix)
+        self.versions = ActiveVersions(events.client, events.prefix, self._embedder_of)
+        # the steps, in order
+        self._store = self._open_store()
+        self._embedder = self._load_embedder(self.spec) if self.vectors else None  # new versions' default
+        self._enter_catalog(history=self._has_history())
+        self._queries = self._query_server()
+
+    def _open_store(self) -> VectorStore | None:
+        """The vector store, beside a vector projection only: a Qdrant server's, or the
+        embedded one under the data directory."""
+        if not self.vectors:
+            return None
+        return open_store(url=self.config.qdrant_url or None, path=str(self.settings.data_dir / "qdrant"))
+
+    def _has_history(self) -> bool:
+        """Whether the log holds anything yet: an entry in a stream, or an archive."""
+        return any(self.events.client.xlen(key) for key in self.events.stream_keys) or self._archived()
+
+    def _enter_catalog(self, history: bool) -> None:
+        """Each projection's versions in the catalog (its first one made now), and a run for
+        each that runs here. A version whose embedder cannot be loaded fails (the active
+        one raises ``EmbedderMissing``)."""
         own = {r.name for r in self.rows[len(PROJECTIONS) :]}
         for row in self.rows:
             # a projection of your own, new to a log with a history, builds before readers see it
@@ -169,26 +202,24 @@ class Pipeline:
                     if v.version == active.version:
                         raise
                     self.catalog.fail(row.name, v.version, str(exc))
-        self.facts = FactsTable(client, prefix)
-        self.versions = ActiveVersions(client, prefix, self._embedder_of)
-        self._queries: QueryServer | None = None
-        if self._store is not None:
-            self.searcher = Searcher(self._store, self.embedder, self.facts, versions=self.versions)
-            self.reads = ReadOps(
-                self._store,
-                self.searcher,
-                self.facts,
-                SessionsIndex(client, prefix),
-                versions=self.versions,
-                hot_days=settings.hot_days,
-            )
-            self._queries = QueryServer(
-                client, prefix, {**self.reads.handlers(), "count": self._count}, threads=settings.query_server_threads
-            )
-        self._stop = threading.Event()
-        self._supervisor: threading.Thread | None = None
-        self._last_catalog = 0.0
-        self._running = False
+
+    def _query_server(self) -> QueryServer | None:
+        """The query server over the store (None without one: nothing to search)."""
+        if self._store is None:
+            return None
+        client, prefix = self.events.client, self.events.prefix
+        self.searcher = Searcher(self._store, self.embedder, self.facts, versions=self.versions)
+        self.reads = ReadOps(
+            self._store,
+            self.searcher,
+            self.facts,
+            SessionsIndex(client, prefix),
+            versions=self.versions,
+            hot_days=self.settings.hot_days,
+        )
+        return QueryServer(
+            client, prefix, {**self.reads.handlers(), "count": self._count}, threads=self.settings.query_server_threads
+        )
 
     SUPERVISE_EVERY = 0.25  # seconds between the supervisor's looks at the threads
     CATALOG_EVERY = 1.0  # seconds between its reads of the catalog
@@ -272,8 +303,8 @@ class Pipeline:
             )
         if embedder is not None:  # the metrics time each embedding call of this version (observed.py)
             embedder = ObservedEmbedder(embedder, v.group)
-        projection = row.build(
-            self._store, embedder, self.log.client, self.log.prefix, version=v.version, options=v.options or None
+        projection: Projection = row.build(
+            self._store, embedder, self.events.client, self.events.prefix, version=v.version, options=v.options or None
         )
         low = v.state != "active"
         try:
@@ -282,12 +313,10 @@ class Pipeline:
         except ArchiveError:  # the build's backfill fails it, saying why
             start_at = {}
         consumer = Consumer(
-            self.log,
+            self.events,
             projection,
             self.consumer_name,
-            batch=self.config.batch,
-            max_deliveries=self.config.max_deliveries,
-            claim_idle_ms=self.config.claim_idle_ms,
+            tuning=self.config.tuning,
             max_text_bytes=self.settings.max_text_bytes,
             priority=self.priority,
             low=low,
@@ -295,18 +324,16 @@ class Pipeline:
             dlq_max_letters=self.settings.dlq_max_letters,
         )
         embedding = None
-        if row.vectors and callable(getattr(projection, "embed_backlog", None)):
+        if row.vectors and isinstance(projection, Embedding):
             embedding = EmbedConsumer(
-                self.log.client,
+                self.events.client,
                 projection,
                 self.consumer_name,
-                batch=self.config.batch,
-                max_deliveries=self.config.max_deliveries,
-                claim_idle_ms=self.config.claim_idle_ms,
+                tuning=self.config.tuning,
                 priority=self.priority,
                 low=low,
+                dlq_max_letters=self.settings.dlq_max_letters,
             )
-            embedding.dlq.max_letters = self.settings.dlq_max_letters
         run = Run(row, v, projection, consumer, embedding=embedding)
         with self._lock:
             self.runs[consumer.group] = run
@@ -316,7 +343,7 @@ class Pipeline:
         return [r for r in self.runs.values() if not r.consumer.low]
 
     @property
-    def projections(self) -> list[Any]:
+    def projections(self) -> list[Projection]:
         """The active version of each projection, in the table's order."""
         return [r.projection for r in self._active_runs()]
 
@@ -340,7 +367,8 @@ class Pipeline:
         return [r.thread for r in runs if r.thread is not None] + [r.embed_thread for r in runs if r.embed_thread is not None]
 
     def projection(self, name: str) -> Any:
-        """The active version of the projection called ``name`` (``KeyError`` for none)."""
+        """The active version of the projection called ``name`` (``KeyError`` for none), as its
+        own class (its search and read methods, which tests and benchmarks call)."""
         for r in self._active_runs():
             if r.projection.name == name:
                 return r.projection
@@ -351,7 +379,7 @@ class Pipeline:
         with a ``tenant``, also its points per tier (``tiers``)."""
         out: dict[str, Any] = {
             "items": {
-                group_name(r.projection): self.store.count(r.projection.collection)
+                group_name(r.projection): self.store.count(physical_name(r.row.name, r.version.version))
                 for r in list(self.runs.values())
                 if r.row.vectors
             }
@@ -412,8 +440,8 @@ class Pipeline:
         v = self.catalog.get(r.row.name, r.version.version) or r.version
         if v.archive_done:
             return 0
-        lock = keys.backfill_lock(self.log.prefix, v.group)
-        client = self.log.client
+        lock = keys.backfill_lock(self.events.prefix, v.group)
+        client = self.events.client
         while not client.set(lock, self.consumer_name, nx=True, ex=self.BACKFILL_LOCK_S):
             if as_str(client.get(lock) or b"") == self.consumer_name:
                 break  # our own claim, from before a restart of this thread
@@ -450,7 +478,7 @@ class Pipeline:
                     if last is None or parse_entry_id(entry_id) > parse_entry_id(last):
                         continue  # past where the group starts: the group reads it from the stream
                     batch.append((stream, entry_id, fields))
-                    if len(batch) >= r.consumer.batch:
+                    if len(batch) >= r.consumer.tuning.batch:
                         flush()
                 if batch:
                     flush()
@@ -632,8 +660,8 @@ class Pipeline:
                     self._maybe_activate(row, v, r)
 
     def _maybe_activate(self, row: Registered, v: Version, r: Run) -> None:
-        backlog = r.projection.backlog if r.embedding is not None else None
-        if not v.archive_done or not caught_up(self.log.client, self.log.stream_keys, v.group, backlog):
+        backlog = r.embedding.stream if r.embedding is not None else None
+        if not v.archive_done or not caught_up(self.events.client, self.events.stream_keys, v.group, backlog):
             return
         if v.activate == "manual":
             if not v.caught_up_at:
@@ -668,7 +696,7 @@ class Pipeline:
                     t.join(10.0)
             with self._lock:
                 self.runs.pop(r.group, None)
-        drop_version(row, self._store, self.log.client, self.log.prefix, v.version, self.log.stream_keys)
+        drop_version(row, self._store, self.events.client, self.events.prefix, v.version, self.events.stream_keys)
         self.catalog.forget(row.name, v.version)
         log.info("pipeline.version_dropped", group=v.group)
 

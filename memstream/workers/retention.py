@@ -74,13 +74,13 @@ def _field(fields: EntryFields, name: str) -> bytes | None:
 
 
 class Retention:
-    """One run of the retention job over ``eventlog`` and the archive at ``archive_path``."""
+    """One run of the retention job over ``events`` and the archive at ``archive_path``."""
 
-    def __init__(self, settings: Settings, eventlog: EventLog, *, name: str = "") -> None:
+    def __init__(self, settings: Settings, events: EventLog, *, name: str = "") -> None:
         self.settings = settings
-        self.log = eventlog
-        self.client = eventlog.client
-        self.prefix = eventlog.prefix
+        self.events = events
+        self.client = events.client
+        self.prefix = events.prefix
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
 
     def server_now_ms(self) -> int:
@@ -112,7 +112,7 @@ class Retention:
                 continue
             types = {t.encode() for t in KINDS[kind]}
             oldest: int | None = None
-            for stream in self.log.stream_keys:
+            for stream in self.events.stream_keys:
                 start = cursors.get(f"{stream}|{kind}", "0-0")
                 try:
                     found = self._first_of(archive, watermark.get(stream), stream, types, start, limit)
@@ -178,7 +178,7 @@ class Retention:
             cursors = self.cursors()
             for kind, cutoff in cutoffs.items():
                 bound = f"{cutoff}-{MAX_SEQ}"
-                for stream in self.log.stream_keys:
+                for stream in self.events.stream_keys:
                     start = cursors.get(f"{stream}|{kind}", "0-0")
                     if parse_entry_id(start) >= (cutoff, MAX_SEQ):
                         continue
@@ -269,8 +269,8 @@ class Retention:
             except (msgspec.DecodeError, msgspec.ValidationError):
                 return False
 
-        erasure = plan(self.log, doomed, payload_doomed=payload_doomed, match=None, spool=None)
-        done = erasure.apply(self.log, Archive(self.settings.archive_path), self.settings.data_dir, reason=REASON, wait=wait)
+        erasure = plan(self.events, doomed, payload_doomed=payload_doomed, match=None, spool=None)
+        done = erasure.apply(self.events, Archive(self.settings.archive_path), self.settings.data_dir, reason=REASON, wait=wait)
         erased = sum(len(v) for v in doomed.entries.values())
         out["erased"][kind] += erased
         out["tombstones"] += done["tombstones"]
@@ -299,7 +299,7 @@ class RetentionJob:
         self.last: dict[str, Any] | None = None
         self.failures = 0
         self.recorded_failure = True  # a failure recorded by an earlier process is cleared by the first success
-        self._log: EventLog | None = None  # the last log connected to: where a run's outcome is recorded
+        self._events: EventLog | None = None  # the last log connected to: where a run's outcome is recorded
 
     @property
     def enabled(self) -> bool:
@@ -318,7 +318,7 @@ class RetentionJob:
             try:
                 if retention is None:
                     retention = Retention(self.settings, self._connect())
-                    self._log = retention.log
+                    self._events = retention.events
                 self.last = retention.run()
                 self.failures = 0
                 self._record(None)
@@ -343,7 +343,7 @@ class RetentionJob:
         failed in a row), ``last_error`` and ``last_failed_at``; a run that succeeds clears
         them. Through the last log connected to (none yet: nothing to record); never raises
         (Redis may be what failed)."""
-        eventlog = self._log
+        eventlog = self._events
         if eventlog is None or (exc is None and not self.recorded_failure):
             return  # never connected: the log's own failure, which doctor's redis check reports
         try:

@@ -70,10 +70,7 @@ def test_the_exceptions_keep_their_names_where_callers_import_them_and_their_sec
     from memstream.projections.embedders.port import EmbedderError
     from memstream.projections.stores.port import DimensionMismatch, StoreLocked
     from memstream.query import QueryRefused, QueryTimeout
-    from memstream.workers.consumer import PermanentError as ConsumerPermanent
-    from memstream.workers.consumer import TransientError as ConsumerTransient
 
-    assert ConsumerTransient is TransientError and ConsumerPermanent is PermanentError
     for transient in (StoreUnavailable, StoreLocked, EmbedderUnavailable, QueryTimeout):
         assert issubclass(transient, TransientError), transient
     for permanent in (StoreError, CollectionNotFound, DimensionMismatch, EmbedderError, QueryRefused, TenantError):

@@ -92,3 +92,17 @@ def test_only_the_run_file_module_starts_the_service_in_the_background():
         if _starts_the_service(ast.parse(path.read_text(), str(path)))
     )
     assert starters == ["core/runfile.py"]
+
+
+def test_stop_process_by_stdin_lets_the_child_end_its_input_and_kills_one_that_does_not():
+    import signal
+
+    from memstream.core import stop_process
+
+    reads = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    assert stop_process(reads, 30, by_stdin=True) == 0
+    code = "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+    deaf = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert deaf.stdout is not None and deaf.stdout.readline() == b"ready\n"
+    assert stop_process(deaf, 0.2, by_stdin=True) == -signal.SIGKILL
+    deaf.stdout.close()

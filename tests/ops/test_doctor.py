@@ -144,7 +144,7 @@ def test_through_sentinels_the_redis_check_names_the_primary_and_too_few_replica
 
 def _deferred_turns(event_log):
     from memstream.projections import TurnsProjection
-    from memstream.projections.embedders.port import get_embedder
+    from memstream.projections.embedders.factory import get_embedder
     from memstream.projections.stores.qdrant import QdrantStore
 
     return TurnsProjection(QdrantStore(), get_embedder("hash"), event_log.client, event_log.prefix, inline=False)

@@ -373,7 +373,7 @@ def test_forget_removes_the_cache_row_of_what_was_embedded_the_redacted_text(rea
 def test_forget_removes_the_cache_rows_of_a_turns_unit_found_by_the_event_it_was_embedded_for(reach, settings):
     from memstream.projections import CachedEmbedder, TurnsProjection
     from memstream.projections.base import Delivery
-    from memstream.projections.embedders.port import get_embedder
+    from memstream.projections.embedders.factory import get_embedder
     from memstream.projections.stores.qdrant import QdrantStore
     from memstream.workers.embedding import EmbedConsumer
 

@@ -19,7 +19,7 @@ from service_support import ms
 from memstream.core import keys
 from memstream.core.settings import Settings
 from memstream.producers.acl import admin_rules, role_user, worker_rules
-from memstream.producers.stream import Record
+from memstream.producers.record import Record
 from memstream.producers.writer import Writer
 from memstream.projections import group_of
 

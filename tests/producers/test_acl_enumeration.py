@@ -19,7 +19,8 @@ from writepath import wait_for
 
 from memstream.core import keys
 from memstream.producers.acl import admin_rules, role_user, worker_rules
-from memstream.producers.stream import MAX_ENTRY_ID, Record
+from memstream.producers.record import Record
+from memstream.producers.stream import MAX_ENTRY_ID
 from memstream.producers.tenants import acl_grants
 from memstream.producers.writer import Writer
 
@@ -205,7 +206,7 @@ def test_a_hostile_tenant_does_every_destructive_thing_its_user_allows_and_no_ot
         checks = doctor(settings)["checks"]
         assert checks["logs"]["broken"] == {keys.tenant_events(PREFIX, "evil"): "wrong_type"}, checks["logs"]
         assert checks["streams"]["ok"] and checks["projections"]["ok"], (checks["streams"], checks["projections"])
-        text = scrape(Metrics(pipeline.log, settings))
+        text = scrape(Metrics(pipeline.events, settings))
         assert value(text, "memstream_redis_up") == 1
         assert value(text, "memstream_logs_broken", reason="wrong_type") == 1
         forgot = forget(settings, Selector(events=(before[0].id,), tenant="honest"), wait=30.0)
@@ -213,7 +214,7 @@ def test_a_hostile_tenant_does_every_destructive_thing_its_user_allows_and_no_ot
         assert not any(f.get(b"id") == before[0].id.encode() for _, f in root.xrange(honest_log))
         wait_for(lambda: hits("heron colony", "about the heron colony") == 2, what="the forgotten note gone from search")
         assert not hits("heron colony", "note 0 about the heron")
-        retention = Retention(msgspec.structs.replace(settings, retention_turns_days=1.0), pipeline.log).run(
+        retention = Retention(msgspec.structs.replace(settings, retention_turns_days=1.0), pipeline.events).run(
             now_ms=int(root.time()[0]) * 1000 + 2 * 86_400_000, rewrite_aof=False, wait=30.0
         )
         assert retention["erased"]["turns"] >= 1 and not retention["skipped"], retention

@@ -22,8 +22,8 @@ from memstream.producers.archive import (
     CorruptSegment,
     GroupBehind,
     archive,
+    entry_id_of,
     history,
-    point_id,
 )
 from memstream.producers.stream import EventLog, parse_entry_id
 
@@ -138,13 +138,13 @@ def test_the_point_can_be_a_date_or_a_time(log, tmp_path):
     ],
 )
 def test_a_point_is_an_entry_id_or_a_date_or_time_in_utc(given, means):
-    assert point_id(given) == means
+    assert entry_id_of(given) == means
 
 
 @pytest.mark.parametrize("given", ["yesterday", "1-2-3", "", "1969-12-31", f"{1 << 64}-0"])
 def test_a_point_that_is_neither_an_id_nor_a_date_is_refused_saying_what_was_expected(given):
     with pytest.raises(ValueError, match="entry id|1970"):
-        point_id(given)
+        entry_id_of(given)
 
 
 # -- the trim: nothing a group has not applied ------------------------------------------------------

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import pytest
 from hermes_db import T0, StateDB, write_memories
 
+from memstream.core import MAX_ID_BYTES
 from memstream.core.ids import event_id_time_ms
 from memstream.producers import (
     EVENT_TYPES,
@@ -22,7 +23,6 @@ from memstream.producers import (
     encode,
     read_hermes,
 )
-from memstream.producers.importers import MAX_ID_BYTES
 from memstream.workers import admission
 from memstream.workers.admission import admit
 

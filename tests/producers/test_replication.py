@@ -13,9 +13,10 @@ from memstream.bench.failover import ReplicatedValkey
 from memstream.core import keys
 from memstream.producers.connect import LogLocator, redis_client
 from memstream.producers.events import encode
+from memstream.producers.record import Record
 from memstream.producers.shipper import Shipper
 from memstream.producers.spool import Spool
-from memstream.producers.stream import EventLog, NotReplicated, Record
+from memstream.producers.stream import EventLog, NotReplicated
 from memstream.producers.writer import Writer
 
 pytestmark = pytest.mark.valkey

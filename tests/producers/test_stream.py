@@ -8,7 +8,8 @@ from writepath import logged_contents, logged_events, remembered
 
 from memstream.core.ids import new_event_id
 from memstream.producers.events import Scope, SessionEnded, utcnow
-from memstream.producers.stream import EntryDecodeError, EventLog, Record, parse_entry_id, shard_of
+from memstream.producers.record import Record
+from memstream.producers.stream import EntryDecodeError, EventLog, parse_entry_id, shard_of
 
 
 def records(*contents: str, start: int = 1, **scope) -> list[Record]:

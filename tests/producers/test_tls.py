@@ -97,7 +97,7 @@ def test_every_component_works_over_tls_with_a_client_certificate(tmp_path, clea
     # workers and query server
     pipeline = Pipeline(settings, connect(settings), PipelineConfig(embedder="hash", consumer="w1")).start()
     try:
-        assert pipeline.log.client.connection_pool.connection_class is redis.SSLConnection
+        assert pipeline.events.client.connection_pool.connection_class is redis.SSLConnection
         # the provider's write path: spool, shipper thread, ship script
         writer = Writer(settings)
         writer.shipper.start()

@@ -21,7 +21,7 @@ from memstream.projections import (
     sparse_vector,
 )
 from memstream.projections.base import Delivery
-from memstream.projections.embedders.port import get_embedder
+from memstream.projections.embedders.factory import get_embedder
 from memstream.projections.stores.port import DENSE_KEY
 from memstream.projections.stores.qdrant import QdrantStore
 

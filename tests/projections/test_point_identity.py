@@ -22,7 +22,7 @@ from memstream.projections import (
     registered,
 )
 from memstream.projections.base import Delivery
-from memstream.projections.embedders.port import get_embedder
+from memstream.projections.embedders.factory import get_embedder
 from memstream.projections.stores.qdrant import QdrantStore
 
 SHARED = derived_event_id(1_700_000_000_000, "hermes", "memory", "globex", "a1", "memory", "the vault code", 0)

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memstream.projections.sparse import VERSION, sparse_vector, stem, token_index, tokenize
-from memstream.projections.stores.port import POINT_NAMESPACE, named_uuid, point_id
+from memstream.projections.stores.ids import POINT_NAMESPACE, named_uuid, point_id
 from memstream.text.scripts import CJK_RE, HAN_KANA_RANGES, HANGUL_RANGES
 
 # Porter's own examples (1980 paper and his C implementation's vocabulary), as Snowball's

@@ -10,7 +10,7 @@ from memstream.core import keys, new_event_id
 from memstream.producers import Scope, TurnRecorded
 from memstream.projections import Filter, TurnsProjection, group_name, sparse_vector
 from memstream.projections.base import Delivery
-from memstream.projections.embedders.port import get_embedder
+from memstream.projections.embedders.factory import get_embedder
 from memstream.projections.stores.qdrant import QdrantStore
 
 START = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)

@@ -347,7 +347,7 @@ def test_batches_too_few_replicas_confirmed_are_counted_over_every_hosts_shipper
 
 def test_a_scrape_counts_the_backlog_entries_a_dense_stage_of_this_process_dead_lettered(served, event_log):
     from memstream.projections import TurnsProjection
-    from memstream.projections.embedders.port import get_embedder
+    from memstream.projections.embedders.factory import get_embedder
     from memstream.projections.stores.qdrant import QdrantStore
     from memstream.workers import EmbedConsumer
 

@@ -238,7 +238,7 @@ def test_the_background_start_returns_at_once_and_collects_the_service_exit(tmp_
         assert again["already_running"] is True and again["pid"] == info["pid"]
     finally:
         stopped = stop_service(settings)
-    assert stopped["stopped"], stopped  # its exit was collected: no zombie passes for alive
+    assert stopped.stopped, stopped  # its exit was collected: no zombie passes for alive
 
 
 def test_a_background_start_sets_the_variables_it_is_given_over_this_processs(tmp_path, monkeypatch):
@@ -249,7 +249,7 @@ def test_a_background_start_sets_the_variables_it_is_given_over_this_processs(tm
         assert info["already_running"] is False
         assert info["metrics"] is None  # the given empty address, not this process's 127.0.0.1:0
     finally:
-        assert stop_service(settings)["stopped"]
+        assert stop_service(settings).stopped
 
 
 def test_service_adopts_a_spool_left_by_a_dead_process(tmp_path):
@@ -342,3 +342,13 @@ def test_looser_modes_left_in_the_home_are_tightened_at_start(tmp_path):
         assert not {p: oct(m) for p, m in modes.items() if m & 0o077}
     finally:
         ms(home, "down", check=False)
+
+
+def test_down_without_a_service_succeeds_and_one_that_outlives_the_wait_fails(tmp_path):
+    from memstream import ops
+    from memstream.service import Stopped
+
+    result, ok = ops.stop_service(Settings.load(home=str(tmp_path / "none")))
+    assert ok and result == {"stopped": False, "reason": "no memstream service is running"}
+    late = Stopped(stopped=False, pid=12, reason="still running after 15.0s")
+    assert not late.ok and late.as_dict() == {"stopped": False, "pid": 12, "reason": "still running after 15.0s"}

@@ -74,7 +74,7 @@ def host_settings(tmp_path, url: str, tenant: str, name: str = "", **overrides) 
 def settled(root: redis.Redis, pipeline) -> bool:
     """Every running consumer has applied every entry of every stream it reads."""
     for c in pipeline.consumers:
-        for key in c.log.stream_keys:
+        for key in c.events.stream_keys:
             try:
                 infos = root.xinfo_groups(key)
             except redis.ResponseError:

@@ -16,11 +16,12 @@ import redis
 from pipeline_support import all_applied, memory, points, running, turn, wait_for
 
 from memstream.producers.stream import EventLog
-from memstream.projections.embedders.port import get_embedder
+from memstream.projections.embedders.factory import get_embedder
 from memstream.projections.stores.edge import EdgeStore
 from memstream.projections.turns import TurnsProjection
 from memstream.workers.consumer import Consumer
 from memstream.workers.deadletters import DeadLetters
+from memstream.workers.loop import Tuning
 from memstream.workers.positions import is_applied
 
 HERE = Path(__file__).parent
@@ -116,7 +117,7 @@ def test_two_workers_racing_on_one_group_apply_each_event_once_and_miss_none(tmp
     store = EdgeStore(tmp_path / "store")
     embedder = get_embedder("hash")
     recorders = [Recording("turns", inner=TurnsProjection(store, embedder, client, "memstream")) for _ in range(2)]
-    consumers = [Consumer(log, r, f"worker-{i}", batch=8, block_ms=100) for i, r in enumerate(recorders)]
+    consumers = [Consumer(log, r, f"worker-{i}", tuning=Tuning(batch=8, block_ms=100)) for i, r in enumerate(recorders)]
     for c in consumers:
         c.ensure_groups()
     events = [turn(f"Ticket {i} is about the flaky payment webhook number {i}") for i in range(240)]
@@ -146,7 +147,7 @@ def test_entries_idle_on_a_dead_consumer_are_reclaimed_and_applied_once(event_lo
     events = [turn(f"Note {i}") for i in range(20)]
     event_log.append(events)
     recorder = Recording()
-    live = Consumer(event_log, recorder, "live", batch=8, claim_idle_ms=20, claim_every=0)
+    live = Consumer(event_log, recorder, "live", tuning=Tuning(batch=8, claim_idle_ms=20, claim_every=0))
     live.ensure_groups()
     key = event_log.stream_keys[0]
     # a consumer that read half the log and died before acking any of it
@@ -169,7 +170,7 @@ def test_a_batch_whose_position_cannot_be_recorded_stays_pending_and_is_redelive
     events = [turn(f"Line {i} of the runbook") for i in range(6)]
     event_log.append(events)
     recorder = Recording()
-    consumer = Consumer(event_log, recorder, "c1", batch=10, claim_every=3600)
+    consumer = Consumer(event_log, recorder, "c1", tuning=Tuning(batch=10, claim_every=3600))
     consumer.ensure_groups()
     key = event_log.stream_keys[0]
     real_record = consumer.positions.record
@@ -197,7 +198,7 @@ def test_a_store_or_embedder_outage_backs_off_and_dead_letters_nothing(event_log
     """StoreUnavailable / EmbedderUnavailable are the dependency's failure, not the
     event's: the batch stays pending, the consumer backs off, and once the store is back
     everything is applied; no delivery limit is spent on the outage."""
-    from memstream.projections.embedders.base import EmbedderUnavailable
+    from memstream.projections.embedders.port import EmbedderUnavailable
     from memstream.projections.stores.port import StoreUnavailable
 
     events = [turn(f"Deploy step {i}") for i in range(5)]
@@ -211,7 +212,7 @@ def test_a_store_or_embedder_outage_backs_off_and_dead_letters_nothing(event_log
             super().apply(batch)
 
     projection = Flaky()
-    consumer = Consumer(event_log, projection, "c1", batch=10, max_deliveries=2, claim_every=3600)
+    consumer = Consumer(event_log, projection, "c1", tuning=Tuning(batch=10, max_deliveries=2, claim_every=3600))
     with running(consumer):
         wait_for(lambda: len(projection.applied) == len(events), 20, "the consumer to recover")
     assert consumer.stats.transient_failures == 3
@@ -240,7 +241,10 @@ def test_any_transient_error_spends_no_delivery_not_only_the_adapters_it_knows(e
 
     projection = Flaky()
     consumer = Consumer(
-        event_log, projection, "c1", batch=10, max_deliveries=1, claim_every=3600, backoff_base=0.01, transient_cap=0.05
+        event_log,
+        projection,
+        "c1",
+        tuning=Tuning(batch=10, max_deliveries=1, claim_every=3600, backoff_base=0.01, transient_cap=0.05),
     )
     with running(consumer):
         wait_for(lambda: len(projection.applied) == len(events), 20, "the consumer to recover")
@@ -267,7 +271,7 @@ def test_a_permanent_store_error_counts_deliveries_before_it_is_dead_lettered(ev
             super().apply(batch)
 
     projection = Refusing()
-    consumer = Consumer(event_log, projection, "w1", max_deliveries=3)
+    consumer = Consumer(event_log, projection, "w1", tuning=Tuning(max_deliveries=3))
 
     consumer.drain()
 
@@ -282,7 +286,7 @@ def test_a_poison_event_is_dead_lettered_after_max_deliveries_and_the_rest_flows
     poison = events[4]
     event_log.append(events)
     recorder = Recording(poison=[poison.id])
-    consumer = Consumer(event_log, recorder, "w1", max_deliveries=3)
+    consumer = Consumer(event_log, recorder, "w1", tuning=Tuning(max_deliveries=3))
 
     consumer.drain()
 
@@ -304,7 +308,7 @@ def test_malformed_entries_are_dead_lettered_at_once_and_the_rest_flows_on(event
     no_type = event_log.client.xadd(key, {"garbage": "yes"})
     event_log.append([after])
     recorder = Recording()
-    consumer = Consumer(event_log, recorder, "w1", max_deliveries=5)
+    consumer = Consumer(event_log, recorder, "w1", tuning=Tuning(max_deliveries=5))
 
     consumer.drain()
 
@@ -323,7 +327,7 @@ def test_a_retried_dead_letter_is_reapplied_for_its_group_only_and_drop_removes_
     poison = events[2]
     event_log.append(events)
     failing, healthy = Recording("alpha", poison=[poison.id]), Recording("beta")
-    consumers = [Consumer(event_log, p, "w1", max_deliveries=2) for p in (failing, healthy)]
+    consumers = [Consumer(event_log, p, "w1", tuning=Tuning(max_deliveries=2)) for p in (failing, healthy)]
     for c in consumers:
         c.drain()
     dlq = DeadLetters(event_log.client, event_log.prefix)

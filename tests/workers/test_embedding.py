@@ -5,6 +5,7 @@ transient failure, and a version is caught up only once its dense vectors are se
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -13,11 +14,11 @@ from pipeline_support import forgotten, make_pipeline, points, remembered, runni
 
 from memstream.core import keys
 from memstream.projections import Catalog, EmbedderUnavailable, Filter, TurnsProjection, point_id, sparse_vector
-from memstream.projections.embedders.port import get_embedder
+from memstream.projections.embedders.factory import get_embedder
 from memstream.projections.registry import drop_version, registered
 from memstream.projections.stores.qdrant import QdrantStore
 from memstream.workers import DeadLetters, caught_up, embed_waiting
-from memstream.workers.embedding import EMBED_GROUP, EmbedConsumer
+from memstream.workers.embedding import EMBED_GROUP, EMBED_TUNING, EmbedConsumer
 
 
 @pytest.fixture
@@ -48,7 +49,7 @@ def test_the_dense_stage_sets_every_vector_and_deletes_what_it_applied(event_log
     waiting = embed_waiting(event_log.client, event_log.prefix, "turns.v1")
     assert waiting.entries == 5 and waiting.exists and waiting.since is not None
     assert waiting.since <= time.time() + 1
-    stage = EmbedConsumer(event_log.client, turns, "w1", batch=2)
+    stage = EmbedConsumer(event_log.client, turns, "w1", tuning=replace(EMBED_TUNING, batch=2))
     assert stage.drain() == 5
     assert stage.stats.embedded == 5 and stage.stats.batches == 3
     assert _dense_ids(turns) == {point_id(e.id, 0) for e in events}
@@ -63,7 +64,7 @@ def test_entries_a_crashed_worker_held_are_reclaimed_and_applied_by_another(even
     crashed = EmbedConsumer(event_log.client, turns, "w1")
     crashed.ensure_group()
     assert len(crashed._read(">", block=False)) == 1  # read, then the process died: pending on w1
-    other = EmbedConsumer(event_log.client, turns, "w2", claim_idle_ms=0)
+    other = EmbedConsumer(event_log.client, turns, "w2", tuning=replace(EMBED_TUNING, claim_idle_ms=0))
     assert other.step(block=False) == 1
     assert other.stats.reclaimed == 1 and len(_dense_ids(turns)) == 1
     assert event_log.client.xpending(turns.backlog, EMBED_GROUP)["pending"] == 0
@@ -93,7 +94,10 @@ def test_a_transient_failure_keeps_the_entries_and_a_lasting_one_dead_letters_th
     failing = turns.embedder = _Failing(turns.embedder)
     failing.failure[0] = EmbedderUnavailable("model server down")
     stage = EmbedConsumer(
-        event_log.client, turns, "w1", max_deliveries=3, backoff_base=0.001, backoff_cap=0.001, transient_cap=0.001
+        event_log.client,
+        turns,
+        "w1",
+        tuning=replace(EMBED_TUNING, max_deliveries=3, backoff_base=0.001, backoff_cap=0.001, transient_cap=0.001),
     )
     with running(stage):
         wait_for(lambda: stage.stats.transient_failures >= 5, 60, "transient failures")
@@ -127,7 +131,9 @@ def test_an_entry_that_fails_alone_is_dead_lettered_and_the_rest_of_its_batch_ap
     _apply(turns, events[0], poison, *events[1:])
     failing = turns.embedder = _Failing(turns.embedder, poison="poison")
     failing.failure[0] = ValueError("input the model refuses")
-    stage = EmbedConsumer(event_log.client, turns, "w1", max_deliveries=2, backoff_base=0.001, backoff_cap=0.001)
+    stage = EmbedConsumer(
+        event_log.client, turns, "w1", tuning=replace(EMBED_TUNING, max_deliveries=2, backoff_base=0.001, backoff_cap=0.001)
+    )
     with running(stage):
         wait_for(lambda: stage.stats.dead_lettered == 1, 60, "the poison entry dead-lettered")
         wait_for(lambda: event_log.client.xlen(turns.backlog) == 0, 60, "the backlog emptied")

@@ -173,8 +173,8 @@ def test_providers_append_the_worker_projects_and_search_finds_every_event_once(
 
 
 def test_the_archive_trims_the_shards_and_history_reads_it_all_once_and_forget_rewrites_every_aof(flushed, tmp_path):
-    from memstream.ops.forget import rewrite_append_only_file
     from memstream.producers import Archive, archive, history
+    from memstream.workers import rewrite_append_only_file
 
     log = LogLocator(_settings(flushed, tmp_path / "home"), autostart=False)()
     first = [turn(f"I live in Berlin, note {i}", agent=f"agent{i}", index=i) for i in range(24)]

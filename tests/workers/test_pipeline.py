@@ -23,7 +23,8 @@ from pipeline_support import (
 )
 
 from memstream.core import keys
-from memstream.producers.stream import EventLog, Record
+from memstream.producers.record import Record
+from memstream.producers.stream import EventLog
 from memstream.projections.counters import Counters
 from memstream.projections.facts_table import FactsTable
 from memstream.projections.registry import PROJECTIONS, group_names
@@ -131,7 +132,7 @@ def test_started_pipeline_projects_events_appended_while_it_runs(tmp_path, valke
 
 # -- 5. unknown event types ----------------------------------------------------------------------
 def test_an_unknown_newer_event_type_is_skipped_with_a_warning_and_acked(tmp_path, event_log):
-    from memstream.projections.embedders.port import get_embedder
+    from memstream.projections.embedders.factory import get_embedder
     from memstream.projections.stores.qdrant import QdrantStore
 
     store = QdrantStore()

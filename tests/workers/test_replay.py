@@ -4,6 +4,8 @@ atomically once it has caught up."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from pipeline_support import (
     at,
@@ -87,7 +89,7 @@ def snapshot(
 
 def replay(pipeline, *names, **build):
     """What ``memstream replay`` adds: a building version, with the options every new version records."""
-    catalog = Catalog(pipeline.log.client, pipeline.log.prefix)
+    catalog = Catalog(pipeline.events.client, pipeline.events.prefix)
     options = build.pop("options", {})
     started = [catalog.add_build(n, options={**registered(n).new_options, **options}, **build) for n in names]
     pipeline.sync_catalog()
@@ -241,7 +243,7 @@ def test_a_builds_progress_counts_the_log_and_resumes_from_its_group_after_a_res
     first.drain()
     replay(first, "sessions")
     run = first.runs["sessions.v2"]
-    run.consumer.batch = 10
+    run.consumer.tuning = replace(run.consumer.tuning, batch=10)
     run.consumer.step(block=False)  # part of the log, then the process "dies"
     progress = group_progress(event_log.client, event_log.stream_keys, "sessions.v2")
     assert progress.length == 40 and 0 < progress.done < 40 and progress.lag is not None

@@ -18,7 +18,7 @@ from tenant_support import PREFIX, host_log, host_settings, log_ids, settled, te
 from writepath import wait_for
 
 from memstream.core import derived_event_id, keys
-from memstream.producers.stream import Record
+from memstream.producers.record import Record
 from memstream.producers.writer import Writer
 
 pytestmark = pytest.mark.valkey
@@ -105,7 +105,7 @@ def test_a_tenant_that_exhausts_its_own_log_harms_only_itself_and_doctor_reports
     logs = report["checks"]["logs"]
     assert logs["state"] == "warning" and "acme" in logs["warning"] and "exhausted" in logs["warning"], logs
     assert logs["broken"] == {f"{PREFIX}:t:acme:events": "exhausted"}
-    text = scrape(Metrics(pipeline.log, settings))
+    text = scrape(Metrics(pipeline.events, settings))
     assert value(text, "memstream_redis_up") == 1
     assert value(text, "memstream_logs_broken", reason="exhausted") == 1
     # the command line prints the report (no error line instead of it), as text and as JSON
@@ -165,7 +165,7 @@ def test_a_garbage_counter_never_makes_a_host_append_twice_nor_breaks_a_reader(f
     assert code == 0 and stats["unreadable_counters"] >= 5 and "memory.remembered" not in stats["types"], stats
     code, out, err = run(capsys, "stats")
     assert code == 0 and "error:" not in err and "counters left out" in out
-    text = scrape(Metrics(pipeline.log, pipeline.settings))
+    text = scrape(Metrics(pipeline.events, pipeline.settings))
     assert value(text, "memstream_redis_up") == 1
     assert value(text, "memstream_counters_unreadable") >= 5
 

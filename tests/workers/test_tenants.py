@@ -17,8 +17,8 @@ from tenant_support import host_log, tenant_fleet
 
 from memstream.core import keys
 from memstream.core.settings import Settings
+from memstream.producers.record import Record
 from memstream.producers.report import decode_report
-from memstream.producers.stream import Record
 from memstream.producers.tenants import TenantError, TenantRegistry
 from memstream.producers.writer import Writer
 from memstream.query.client import ask, tenant_channel
@@ -39,7 +39,7 @@ def fleet(tmp_path, valkey_server):
 
 def applied_everywhere(admin, pipeline) -> bool:
     for c in pipeline.consumers:
-        for key in c.log.stream_keys:
+        for key in c.events.stream_keys:
             for g in admin.xinfo_groups(key):
                 if g["name"].decode() == c.group and (g["pending"] or g["lag"]):
                     return False

@@ -23,6 +23,7 @@ from memstream.text.clean import CLIPPED_MARK
 from memstream.workers.admission import admit
 from memstream.workers.consumer import Consumer
 from memstream.workers.deadletters import DeadLetters
+from memstream.workers.loop import Tuning
 from memstream.workers.pipeline import Pipeline
 
 GROUPS = ("turns.v1", "memories.v1", "facts.v1", "sessions.v1")
@@ -37,7 +38,7 @@ def good_events(tag: str = "") -> tuple[TurnRecorded, MemoryWritten]:
 
 def assert_projected_everywhere(pipeline: Pipeline, t: TurnRecorded, m: MemoryWritten) -> None:
     """The turn reached turns, facts and sessions; the memory reached memories and facts."""
-    client, prefix = pipeline.log.client, pipeline.log.prefix
+    client, prefix = pipeline.events.client, pipeline.events.prefix
     assert t.id in {p.payload["event_id"] for p in points(pipeline.store, "turns", "t1")}
     assert m.id in {p.payload["event_id"] for p in points(pipeline.store, "memories", "t1")}
     fact_events = {e for f in FactsTable(client, prefix).query("t1", history=True) for e in f.event_ids}
@@ -408,7 +409,7 @@ def test_any_stream_entry_is_applied_skipped_or_dead_lettered_and_the_next_good_
     log = EventLog(fakeredis.FakeRedis(), "prop")
     key = log.stream_keys[0]
     recorder = _Recorder()
-    consumer = Consumer(log, recorder, "w1", claim_every=3600)
+    consumer = Consumer(log, recorder, "w1", tuning=Tuning(claim_every=3600))
     consumer.ensure_groups()
     bad = log.client.xadd(key, fields).decode()
     good = memory("add", "The release is on Friday")

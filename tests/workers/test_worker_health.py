@@ -10,10 +10,11 @@ import redis
 from pipeline_support import all_applied, make_pipeline, memory, running, turn, wait_for
 
 from memstream.cli import main
-from memstream.core import backoff_delay
+from memstream.core import backoff_delay, is_transient
 from memstream.producers.stream import EventLog
-from memstream.workers.consumer import Consumer, is_transient
+from memstream.workers.consumer import Consumer
 from memstream.workers.health import Health, projection_health, read_health
+from memstream.workers.loop import Tuning
 
 GROUPS = ("turns.v1", "memories.v1", "facts.v1", "sessions.v1")
 
@@ -76,7 +77,9 @@ def test_run_survives_any_error_of_a_step_counts_it_and_resumes(event_log):
 
     event_log.append([turn("The deploy freeze starts Monday")])
     recorder = Recorder(fail=lambda: None)
-    consumer = Consumer(event_log, recorder, "w1", block_ms=50, backoff_base=0.01, backoff_cap=0.05, claim_every=3600)
+    consumer = Consumer(
+        event_log, recorder, "w1", tuning=Tuning(block_ms=50, backoff_base=0.01, backoff_cap=0.05, claim_every=3600)
+    )
     real_read = consumer._read
 
     def flaky_read(start, block):
@@ -223,7 +226,7 @@ def test_a_projection_with_entries_waiting_and_no_progress_is_stalled(event_log)
     assert projection_health(client, prefix, keys, "rec.v1", threshold=3600)["status"] == "not started"
 
     recorder = Recorder(fail=lambda: (_ for _ in ()).throw(redis.exceptions.ReadOnlyError("READONLY replica")))
-    consumer = Consumer(event_log, recorder, "w1", claim_every=3600)
+    consumer = Consumer(event_log, recorder, "w1", tuning=Tuning(claim_every=3600))
     with pytest.raises(redis.exceptions.ReadOnlyError):
         consumer.step(block=False)
     consumer.health.error("ReadOnlyError: READONLY replica")

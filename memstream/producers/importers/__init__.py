@@ -8,7 +8,7 @@ side: an event whose id the log holds is not appended again.
 """
 
 from memstream.producers.importers.append import BATCH, append_events, existing_ids, new_events
-from memstream.producers.importers.checks import MAX_ID_BYTES, ImportFileError, check_event
+from memstream.producers.importers.checks import ImportFileError, check_event
 from memstream.producers.importers.hermes import (
     ENTRY_DELIMITER,
     HERMES_SCHEMA_VERSIONS,
@@ -28,7 +28,6 @@ __all__ = [
     "existing_ids",
     "HermesHistory",
     "ImportFileError",
-    "MAX_ID_BYTES",
     "MEMORY_FILES",
     "new_events",
     "read_hermes",

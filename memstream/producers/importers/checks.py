@@ -7,7 +7,7 @@ from __future__ import annotations
 from memstream.core import MAX_ID_BYTES, PermanentError
 from memstream.producers.events import Event, encode
 
-__all__ = ["ImportFileError", "MAX_ID_BYTES", "check_event"]
+__all__ = ["ImportFileError", "check_event"]
 
 # The bound admission puts on the event id and the scope's identifiers (UTF-8 bytes):
 _SCOPE_IDS = ("tenant", "app", "agent", "user_id", "session_id", "run_id", "platform")

@@ -1,8 +1,5 @@
-"""What every embedder shares: its errors, L2 normalisation, input checks, and the base of
-an embedder that wraps another (``Wrapper``).
-
-Private: import these names from ``memstream.projections.embedders.port``.
-"""
+"""What the embedders share: L2 normalisation, input checks, and the base of an embedder
+that wraps another (``Wrapper``). The port and its errors are in ``port``."""
 
 from __future__ import annotations
 
@@ -10,12 +7,10 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from memstream.core import PermanentError, TransientError
-
 if TYPE_CHECKING:
     from memstream.projections.embedders.port import Embedder
 
-__all__ = ["EmbedderError", "EmbedderUnavailable", "l2_normalize", "as_text_list", "Wrapper"]
+__all__ = ["l2_normalize", "as_text_list", "Wrapper"]
 
 
 class Wrapper:
@@ -39,23 +34,6 @@ class Wrapper:
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
-
-
-class EmbedderError(PermanentError):
-    """An embedder cannot make vectors: misconfigured, rejected input, wrong size.
-
-    Permanent: retrying the same call gives the same answer. The message says what to
-    do next. Never carries the texts being embedded.
-    """
-
-
-class EmbedderUnavailable(TransientError):
-    """A remote embedder is unreachable, timed out, overloaded or failed (HTTP 5xx/429).
-
-    Transient: retry later (a projection worker leaves the entry pending for redelivery).
-    Not an ``EmbedderError`` (that one is permanent): catch both to catch every embedder
-    error. Never carries the texts being embedded either.
-    """
 
 
 def l2_normalize(vectors: np.ndarray) -> np.ndarray:

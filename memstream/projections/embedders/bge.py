@@ -32,8 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-from memstream.projections.embedders.base import EmbedderError, l2_normalize
+from memstream.projections.embedders.base import l2_normalize
 from memstream.projections.embedders.onnx import OnnxMiniLMEmbedder
+from memstream.projections.embedders.port import EmbedderError
 
 __all__ = ["OnnxBgeSmallEmbedder", "MODEL_ID", "MODEL_SHA256", "TOKENIZER_SHA256", "DIM", "PACKAGE", "model_files"]
 

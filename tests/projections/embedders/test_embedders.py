@@ -10,16 +10,10 @@ import numpy as np
 import pytest
 
 from memstream.core import Settings
-from memstream.projections.embedders.base import EmbedderError
+from memstream.projections.embedders.factory import configured_embedder, describe_embedder, get_embedder
 from memstream.projections.embedders.hashing import HashEmbedder
 from memstream.projections.embedders.onnx import DIM, MODEL_ID, default_threads
-from memstream.projections.embedders.port import (
-    Embedder,
-    check_dim,
-    configured_embedder,
-    describe_embedder,
-    get_embedder,
-)
+from memstream.projections.embedders.port import Embedder, EmbedderError, check_dim
 from memstream.projections.embedders.remote import OllamaEmbedder, OpenAIEmbedder
 
 
@@ -41,7 +35,7 @@ def test_hash_vectors_are_unit_float32_rows_in_input_order():
 def test_hash_vectors_are_identical_in_another_process():
     here = HashEmbedder().embed(["The deploy failed on Tuesday"])[0]
     code = (
-        "import sys; from memstream.projections.embedders.port import HashEmbedder;"
+        "import sys; from memstream.projections.embedders.hashing import HashEmbedder;"
         "sys.stdout.buffer.write(HashEmbedder().embed(['The deploy failed on Tuesday'])[0].tobytes())"
     )
     # A different hash seed would change Python's hash(): the embedder must not depend on it.

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from memstream.projections.embedders import onnx as _onnx_embedder
-from memstream.projections.embedders.base import EmbedderError
+from memstream.projections.embedders.factory import get_embedder
 from memstream.projections.embedders.onnx import OnnxMiniLMEmbedder
-from memstream.projections.embedders.port import get_embedder
+from memstream.projections.embedders.port import EmbedderError
 
 
 @pytest.fixture(scope="module")

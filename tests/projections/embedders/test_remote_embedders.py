@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from memstream.core import Settings
-from memstream.projections.embedders.base import EmbedderError, EmbedderUnavailable
+from memstream.projections.embedders.factory import configured_embedder, describe_embedder, get_embedder
 from memstream.projections.embedders.hashing import HashEmbedder
-from memstream.projections.embedders.port import check_dim, configured_embedder, describe_embedder, get_embedder
+from memstream.projections.embedders.port import EmbedderError, EmbedderUnavailable, check_dim
 from memstream.projections.embedders.remote import OllamaEmbedder, OpenAIEmbedder
 
 

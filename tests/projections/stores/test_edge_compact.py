@@ -8,7 +8,8 @@ import uuid
 
 from memstream.projections.sparse import sparse_vector
 from memstream.projections.stores.edge import EdgeStore
-from memstream.projections.stores.port import Filter, Point, point_id
+from memstream.projections.stores.ids import point_id
+from memstream.projections.stores.port import Filter, Point
 
 
 def files_holding(directory, token: bytes) -> list[str]:

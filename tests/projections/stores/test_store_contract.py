@@ -14,10 +14,12 @@ import numpy as np
 import pytest
 
 from memstream.projections.sparse import sparse_vector
+from memstream.projections.stores.backend import SET_DENSE_ATTEMPTS
 from memstream.projections.stores.edge import EdgeStore
+from memstream.projections.stores.factory import open_store
+from memstream.projections.stores.ids import dense_key, point_id
 from memstream.projections.stores.port import (
     DENSE_KEY,
-    SET_DENSE_ATTEMPTS,
     CollectionNotFound,
     DimensionMismatch,
     Filter,
@@ -27,9 +29,6 @@ from memstream.projections.stores.port import (
     StoreLocked,
     StoreUnavailable,
     VectorStore,
-    dense_key,
-    open_store,
-    point_id,
 )
 from memstream.projections.stores.qdrant import QdrantStore
 
