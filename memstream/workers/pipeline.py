@@ -39,7 +39,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import redis
@@ -66,7 +66,7 @@ from memstream.projections import (
     open_store,
     select,
 )
-from memstream.query import ActiveVersions, QueryServer, ReadOps, Searcher
+from memstream.query import ActiveVersions, CountAnswer, CountRequest, QueryServer, ReadOps, Searcher
 from memstream.workers.consumer import Consumer
 from memstream.workers.embedding import EmbedConsumer
 from memstream.workers.observed import ObservedEmbedder
@@ -183,7 +183,7 @@ class Pipeline:
                 hot_days=settings.hot_days,
             )
             self._queries = QueryServer(
-                client, prefix, {**self.reads.handlers(), "count": self._count}, threads=settings.query_server_threads
+                client, prefix, replace(self.reads.handlers(), count=self._count), threads=settings.query_server_threads
             )
         self._stop = threading.Event()
         self._supervisor: threading.Thread | None = None
@@ -346,20 +346,13 @@ class Pipeline:
                 return r.projection
         raise KeyError(name)
 
-    def _count(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _count(self, request: CountRequest) -> CountAnswer:
         """Points in each vector projection's store, per running version (``memstream stats``: items);
         with a ``tenant``, also its points per tier (``tiers``)."""
-        out: dict[str, Any] = {
-            "items": {
-                group_name(r.projection): self.store.count(r.projection.collection)
-                for r in list(self.runs.values())
-                if r.row.vectors
-            }
+        items = {
+            group_name(r.projection): self.store.count(r.projection.collection) for r in list(self.runs.values()) if r.row.vectors
         }
-        tenant = request.get("tenant")
-        if isinstance(tenant, str) and tenant:
-            out["tiers"] = self.reads.tiers(tenant)
-        return out
+        return CountAnswer(items=items, tiers=self.reads.tiers(request.tenant) if request.tenant else None)
 
     def drain(self) -> int:
         """Burst mode: apply everything in the log now (tests, replays, benchmarks), every
