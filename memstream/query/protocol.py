@@ -167,8 +167,9 @@ class CountAnswer(Answer):
 @dataclass(frozen=True)
 class Handlers:
     """What answers each op on a server: the typed request in, its typed answer (or a
-    ``Refusal``) out; None: this server does not answer the op. One field per op of the
-    protocol (a test keeps them in step)."""
+    ``Refusal``) out, a new one each call (the server sets its times on it); None: this
+    server does not answer the op. One field per op of the protocol (a test keeps them in
+    step)."""
 
     recall: Callable[[RecallRequest], RecallAnswer | Refusal] | None = None
     search: Callable[[SearchRequest], SearchAnswer | Refusal] | None = None
