@@ -33,6 +33,8 @@ is_bot  # producers/events.py: a field of the frozen event contract (decoded fro
 logged_s  # bench/fleet.py: read through getattr by its report
 _.logged_s
 repl  # text/redaction.py: the parameter name of re.Pattern.subn, which the Protocol mirrors
+queued_ms  # query/protocol.py: a field of every answer, encoded for the asker (read from the JSON)
+_.queued_ms
 
 # -- http.server / socketserver hooks in the tests' fake servers ------------------------------
 _.do_GET

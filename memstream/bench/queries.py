@@ -77,13 +77,13 @@ def queries_bench(queries: int = 500, rounds: int = 4) -> dict[str, Any]:
     from rq.serializers import JSONSerializer
     from rq.timeouts import TimerDeathPenalty
 
-    from memstream.query import QueryServer
+    from memstream.query import CountAnswer, Handlers, QueryServer
 
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-queries-"))
     server = ValkeyProcess(root / "valkey").start()
     try:
         client = redis.Redis.from_url(server.url)
-        lists_server = QueryServer(client, _PREFIX, {"count": echo}, threads=1).start()
+        lists_server = QueryServer(client, _PREFIX, Handlers(count=lambda request: CountAnswer(items={})), threads=1).start()
 
         class Worker(SimpleWorker):
             death_penalty_class = TimerDeathPenalty  # rq's default one uses SIGALRM: main thread only

@@ -19,6 +19,7 @@ reports them for the fleet's metrics.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import threading
@@ -51,7 +52,7 @@ from memstream.producers import (
 from memstream.provider import _base
 from memstream.provider._base import MemoryProvider, RecallStatus
 from memstream.provider._transcript import find_turn, tool_calls_of
-from memstream.provider.handlers import ToolHandlers
+from memstream.provider.handlers import ToolContext, ToolHandlers
 from memstream.provider.prefetch import Prefetcher
 from memstream.provider.recall import Recall
 from memstream.provider.tools import TARGETS, TOOL_SCHEMAS, ToolError, one_of
@@ -69,6 +70,9 @@ _REASONS: tuple[SwitchReason, ...] = ("new_session", "resume", "branch", "compre
 # the provider's prefetch counters -> the fleet report's outcomes
 _OUTCOMES = {"prefetch_fresh": "fresh", "prefetch_stale": "cached", "prefetch_empty": "empty"}
 _clock = time.perf_counter_ns
+
+# what ``$HERMES_HOME/memstream.json`` may hold: the settings, by field name
+_SETTING_NAMES = frozenset(option.attribute for option in OPTIONS)
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -114,58 +118,45 @@ def resolve_agent(kwargs: dict[str, Any]) -> str:
     return "default"
 
 
-def _guard(default: Any = None) -> Callable[[_Hook[_P, _R]], _Hook[_P, _R]]:
-    """Hook wrapper: nothing raises into the agent loop; failures are counted and logged,
-    and the hook returns ``default`` (a value of the hook's return type). A hook of
-    ``HOOKS`` records its duration in the writer's tally (see the module docstring)."""
-
-    def wrap(fn: _Hook[_P, _R]) -> _Hook[_P, _R]:
-        name = fn.__name__
-        timed = name in HOOKS
-
-        def hook(self: MemstreamProvider, *args: _P.args, **kwargs: _P.kwargs) -> _R:
-            started = _clock()
-            try:
-                return fn(self, *args, **kwargs)
-            except Exception as exc:
-                self._count("hook_errors")
-                self._warn("provider.hook_failed", hook=name, error=f"{type(exc).__name__}: {exc}")
-                fallback: _R = default
-                return fallback
-            finally:
-                tally = self._tally
-                if tally is not None and timed:
-                    took = _clock() - started
-                    row = tally.hooks[name]
-                    row[bisect_left(BUCKETS_NS, took)] += 1
-                    row[-1] += took
-
-        hook.__name__ = name
-        hook.__doc__ = fn.__doc__
-        return hook
-
-    return wrap
-
-
-def _timed(fn: _Hook[_P, _R]) -> _Hook[_P, _R]:
-    """The duration part of ``_guard``, for a hook that never raises on its own."""
+def _hooked(fn: _Hook[_P, _R], guarded: bool, default: Any) -> _Hook[_P, _R]:
+    """``fn`` as a hook: a hook of ``HOOKS`` records its duration in the writer's tally (see
+    the module docstring); a guarded one never raises into the agent loop (failures are
+    counted and logged, and it returns ``default``)."""
     name = fn.__name__
+    timed = name in HOOKS
 
+    @functools.wraps(fn)
     def hook(self: MemstreamProvider, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         started = _clock()
         try:
             return fn(self, *args, **kwargs)
+        except Exception as exc:
+            if not guarded:
+                raise
+            self._count("hook_errors")
+            self._warn("provider.hook_failed", hook=name, error=f"{type(exc).__name__}: {exc}")
+            fallback: _R = default
+            return fallback
         finally:
             tally = self._tally
-            if tally is not None:
+            if tally is not None and timed:
                 took = _clock() - started
                 row = tally.hooks[name]
                 row[bisect_left(BUCKETS_NS, took)] += 1
                 row[-1] += took
 
-    hook.__name__ = name
-    hook.__doc__ = fn.__doc__
     return hook
+
+
+def _guard(default: Any = None) -> Callable[[_Hook[_P, _R]], _Hook[_P, _R]]:
+    """Hook wrapper: nothing raises into the agent loop; failures are counted and logged,
+    and the hook returns ``default`` (a value of the hook's return type). Timed as ``_timed``."""
+    return lambda fn: _hooked(fn, True, default)
+
+
+def _timed(fn: _Hook[_P, _R]) -> _Hook[_P, _R]:
+    """The duration part of ``_guard``, for a hook that never raises on its own."""
+    return _hooked(fn, False, None)
 
 
 class MemstreamProvider(MemoryProvider):
@@ -192,12 +183,25 @@ class MemstreamProvider(MemoryProvider):
         self._writes = True  # False: this context records nothing (see ``Settings.record_non_primary``)
         self._recall_agent = "default"  # whose memory recall reads (a cron job's: its agent's)
         self._counters: dict[str, int] = {}
-        self._remembered: deque[str] = deque(maxlen=256)  # ids of memstream_remember calls
         self._last_warn: dict[str, float] = {}
         self.recall: Recall | None = None
         self.prefetcher = Prefetcher(self._count)  # what prefetch injects (memstream.provider.prefetch)
-        self.tools = ToolHandlers(self)  # what the memstream_* tools do (memstream.provider.handlers)
         self.initialized = False
+        # what the memstream_* tools do (memstream.provider.handlers), and all they see of the provider
+        self.tools = ToolHandlers(
+            ToolContext(
+                settings=lambda: self.settings if self.initialized else None,
+                recall=lambda: self.recall,
+                asker=self._asker,
+                scope=self._scope,
+                emit=self._emit,
+                problems=self._problems,
+                check_writes=self.check_writes,
+                forgotten=self.prefetcher.forgotten,
+                count=self._count,
+                warn=self._warn,
+            )
+        )
 
     # -- identity -------------------------------------------------------------------
     @property
@@ -482,6 +486,11 @@ class MemstreamProvider(MemoryProvider):
         settings = self.settings or Settings()
         return {"tenant": settings.tenant, "agent": self._recall_agent}
 
+    def _asker(self) -> tuple[str, str, str]:
+        """(tenant, agent, session) of a tool's query: the tenant from configuration only."""
+        base = self._request_base()
+        return base["tenant"], base["agent"], self._session
+
     # -- what Hermes 0.2x shows ----------------------------------------------------------
     def recall_status(self) -> Any:
         """What the last ``prefetch`` injected (None: nothing), for Hermes's recall indicator;
@@ -562,7 +571,8 @@ class MemstreamProvider(MemoryProvider):
 
     @_guard(None)
     def save_config(self, values: dict[str, Any], hermes_home: str, **kwargs: Any) -> None:
-        """Merge the given values into ``$HERMES_HOME/memstream.json``."""
+        """Merge the given values into ``$HERMES_HOME/memstream.json``: the settings among
+        them (``memstream.core.settings``, by field name), any other key left out."""
         path = config_file_for(hermes_home)
         if path is None:
             return
@@ -572,8 +582,7 @@ class MemstreamProvider(MemoryProvider):
                 current = json.loads(path.read_text()) or {}
             except ValueError:
                 current = {}
-        allowed = {"tenant", "home", "redis_url", "app", "stream_prefix", "shards"}
-        current.update({k: v for k, v in values.items() if k in allowed and v not in (None, "")})
+        current.update({k: v for k, v in values.items() if k in _SETTING_NAMES and v not in (None, "")})
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(current, indent=2) + "\n")
 

@@ -36,7 +36,7 @@ from memstream.core import Settings, TransientError, backoff_delay, is_cluster_u
 from memstream.producers import LogLocator, slot_primary_url, tls_kwargs
 
 if TYPE_CHECKING:
-    from memstream.query import Asker
+    from memstream.query import Asker, Request
 
 __all__ = ["Recall", "Query", "RecallUnavailable"]
 
@@ -273,8 +273,9 @@ class Recall:
                 asker = self._asker
             return asker
 
-    def ask(self, request: dict[str, Any], timeout: float) -> dict[str, Any]:
-        """One query, answered or failed within ``timeout`` s (plus a Redis round trip)."""
+    def ask(self, request: Request | dict[str, Any], timeout: float) -> dict[str, Any]:
+        """One query (a typed request, or a dict the client checks), answered or failed
+        within ``timeout`` s (plus a Redis round trip)."""
         try:
             return self._connection().ask(self.settings.stream_prefix, request, timeout=timeout)
         except redis.RedisError as exc:  # the client is kept: its pool reconnects on the next call

@@ -1,41 +1,58 @@
-"""The agent's memstream tools: their schemas and the checking of their arguments.
+"""The agent's memstream tools: their arguments as types, the schemas Hermes sees, and the
+decoding of a call.
 
-Bare OpenAI function schemas, as Hermes expects from ``get_tool_schemas()`` (constant:
-Hermes calls it several times at start-up). ``tool_request`` turns a query tool's
-arguments into a request for the service; ``remember_args``/``forget_args`` check those
-of ``memstream_remember`` and ``memstream_forget``, which append events instead. All of
-them reject, with a ``ToolError`` the model can act on, anything the schema does not
-allow: a key it does not list, a wrong type, a value out of range or not in an enum, a
-string too long. Nothing is silently ignored or guessed, except numbers sent as digit
-strings. The provider adds the tenant and agent from its configuration, so no argument
-can choose the tenant.
+Each tool's arguments are a msgspec Struct with their bounds in the types
+(``msgspec.Meta``): the one home of each limit and description. The bare OpenAI function
+schemas Hermes expects from ``get_tool_schemas()`` are generated from these Structs
+(``msgspec.json.schema_components``, inlined into a plain JSON-schema object: ``type``,
+``properties``, ``required``, no ``$ref``), once, at import: Hermes calls it several times
+at start-up. ``tool_args`` decodes a call's arguments into its Struct and rejects, with a
+``ToolError`` the model can act on, anything the schema does not allow: a key it does not
+list, a wrong type, a value out of range or not in an enum, a string too long. Nothing is
+silently ignored or guessed, except numbers sent as digit strings and optional arguments
+sent as null or blank (taken as absent). A query tool's arguments become the service's
+typed request (``QueryArgs.request``) with the tenant and agent the provider adds from its
+configuration, so no argument can choose the tenant; ``memstream_remember`` and
+``memstream_forget`` append events instead.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, TypeGuard, TypeVar
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeGuard, TypeVar, get_args, get_origin, get_type_hints
+
+import msgspec
+import msgspec.inspect as inspect
 
 from memstream.core import PermanentError
 from memstream.producers import MemoryTarget
+from memstream.query import ContextRequest, FactsRequest, RecentRequest, Request, SearchKind, SearchRequest
 from memstream.text import FACT_KINDS
 
 _T = TypeVar("_T")
 
 __all__ = [
+    "TOOLS",
     "TOOL_SCHEMAS",
     "TOOL_NAMES",
+    "Tool",
+    "ToolArgs",
+    "QueryArgs",
+    "SearchArgs",
+    "ContextArgs",
+    "RecentArgs",
+    "FactsArgs",
+    "RememberArgs",
+    "ForgetArgs",
     "ToolError",
-    "tool_request",
+    "tool_args",
     "search_note",
-    "check_args",
-    "remember_args",
-    "forget_args",
     "finite",
     "one_of",
     "SEARCH_KINDS",
     "TARGETS",
-    "MAX_CHARS",
 ]
 
 
@@ -43,111 +60,212 @@ class ToolError(PermanentError, ValueError):
     """A tool call the provider cannot run as asked; the message goes back to the model."""
 
 
-SEARCH_KINDS: tuple[str, ...] = ("all", "turns", "memories", "facts")
-TARGETS: tuple[MemoryTarget, ...] = ("memory", "user")
-# the longest string each argument may be (characters); content is clipped to the
-# configured max_text_bytes instead (and the answer says so)
-MAX_CHARS = {"query": 2000, "scope": 200, "id": 200, "subject": 200, "reason": 500}
+SEARCH_KINDS: tuple[SearchKind, ...] = get_args(SearchKind)
+TARGETS: tuple[MemoryTarget, ...] = get_args(MemoryTarget)
+
+if TYPE_CHECKING:
+    FactKind = str
+else:  # the kinds the extractor produces, as an enum of the schema and of the decoder
+    FactKind = Literal[FACT_KINDS]
 
 
-_SCOPE = {
-    "type": "string",
-    "description": "Whose memory: 'current' (this agent, default), 'session' (this session), "
-    "'all' (every agent of the fleet), or another agent's name.",
-}
+# -- the arguments ------------------------------------------------------------------------
+Scope = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=200,
+        description="Whose memory: 'current' (this agent, default), 'session' (this session), "
+        "'all' (every agent of the fleet), or another agent's name.",
+    ),
+]
 
-TOOL_SCHEMAS: tuple[dict[str, Any], ...] = (
-    {
-        "name": "memstream_search",
-        "description": "Search long-term memory (earlier conversation turns, saved memories and "
+
+class ToolArgs(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The arguments of one tool call, decoded (``tool_args``) within their bounds."""
+
+
+class QueryArgs(ToolArgs):
+    """The arguments of a tool the query service answers."""
+
+    def request(self, tenant: str, agent: str, session: str) -> Request:
+        """The service's typed request for these arguments, in ``tenant``'s name."""
+        raise NotImplementedError
+
+
+class SearchArgs(QueryArgs):
+    query: Annotated[str, msgspec.Meta(min_length=1, max_length=2000, description="What to look for.")]
+    scope: Scope = "current"
+    kind: Annotated[SearchKind, msgspec.Meta(description="Which items (default all).")] = "all"
+    limit: Annotated[int, msgspec.Meta(ge=1, le=20, description="At most this many (default 8).")] = 8
+
+    def request(self, tenant: str, agent: str, session: str) -> SearchRequest:
+        return SearchRequest(
+            tenant=tenant, agent=agent, session=session, scope=self.scope, query=self.query, kind=self.kind, k=self.limit
+        )
+
+
+class ContextArgs(QueryArgs):
+    id: Annotated[str, msgspec.Meta(min_length=1, max_length=200, description="An id from memstream_search.")]
+    before: Annotated[int, msgspec.Meta(ge=0, le=20, description="Turns before (default 3).")] = 3
+    after: Annotated[int, msgspec.Meta(ge=0, le=20, description="Turns after (default 3).")] = 3
+    scope: Scope = "current"
+
+    def request(self, tenant: str, agent: str, session: str) -> ContextRequest:
+        return ContextRequest(
+            tenant=tenant, agent=agent, session=session, scope=self.scope, id=self.id, before=self.before, after=self.after
+        )
+
+
+class RecentArgs(QueryArgs):
+    limit: Annotated[int, msgspec.Meta(ge=1, le=20, description="Sessions (default 5).")] = 5
+    scope: Scope = "current"
+
+    def request(self, tenant: str, agent: str, session: str) -> RecentRequest:
+        return RecentRequest(tenant=tenant, agent=agent, session=session, scope=self.scope, limit=self.limit)
+
+
+class FactsArgs(QueryArgs):
+    subject: (
+        Annotated[str, msgspec.Meta(min_length=1, max_length=200, description="Only facts about this subject (e.g. 'user').")]
+        | None
+    ) = None
+    kind: Annotated[FactKind, msgspec.Meta(description="Only facts of this kind.")] | None = None
+    history: Annotated[bool, msgspec.Meta(description="Include superseded facts (default false).")] = False
+    scope: Scope = "current"
+
+    def request(self, tenant: str, agent: str, session: str) -> FactsRequest:
+        return FactsRequest(
+            tenant=tenant,
+            agent=agent,
+            session=session,
+            scope=self.scope,
+            subject=self.subject,
+            kind=self.kind,
+            history=self.history,
+        )
+
+
+class RememberArgs(ToolArgs):
+    # not stripped: cleaned and clipped to the configured max_text_bytes by the writer (the answer says so)
+    content: Annotated[str, msgspec.Meta(min_length=1, description="What to remember, as one self-contained statement.")]
+    target: Annotated[
+        MemoryTarget, msgspec.Meta(description="'user' for facts about the user, 'memory' otherwise (default).")
+    ] = "memory"
+
+
+class ForgetArgs(ToolArgs):
+    id: Annotated[str, msgspec.Meta(min_length=1, max_length=200, description="An id from memstream_search or memstream_facts.")]
+    reason: Annotated[str, msgspec.Meta(max_length=500, description="Why (kept in the log).")] = ""
+
+
+# string arguments kept as sent (every other one is stripped of surrounding white space)
+_UNSTRIPPED = frozenset({"content"})
+
+
+# -- the tools ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Tool:
+    """One memstream tool: its name and description as the model sees them, and its arguments."""
+
+    name: str
+    description: str
+    args: type[ToolArgs]
+
+
+TOOLS: tuple[Tool, ...] = (
+    Tool(
+        "memstream_search",
+        "Search long-term memory (earlier conversation turns, saved memories and "
         "extracted facts) by meaning and keywords. Returns items with ids, dates, sources and a score "
         "in [0, 1], and a note of which agents it searched and how many items of other agents match.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "What to look for."},
-                "scope": _SCOPE,
-                "kind": {"type": "string", "enum": list(SEARCH_KINDS), "description": "Which items (default all)."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": 20, "description": "At most this many (default 8)."},
-            },
-            "required": ["query"],
-        },
-    },
-    {
-        "name": "memstream_context",
-        "description": "The conversation turns around a search hit, in its session (scroll around a hit).",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "id": {"type": "string", "description": "An id from memstream_search."},
-                "before": {"type": "integer", "minimum": 0, "maximum": 20, "description": "Turns before (default 3)."},
-                "after": {"type": "integer", "minimum": 0, "maximum": 20, "description": "Turns after (default 3)."},
-                "scope": _SCOPE,
-            },
-            "required": ["id"],
-        },
-    },
-    {
-        "name": "memstream_recent",
-        "description": "Recent sessions, newest first, each with its first and last user message.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "limit": {"type": "integer", "minimum": 1, "maximum": 20, "description": "Sessions (default 5)."},
-                "scope": _SCOPE,
-            },
-        },
-    },
-    {
-        "name": "memstream_facts",
-        "description": "Current facts extracted from conversations and memories (names, places, "
+        SearchArgs,
+    ),
+    Tool(
+        "memstream_context",
+        "The conversation turns around a search hit, in its session (scroll around a hit).",
+        ContextArgs,
+    ),
+    Tool("memstream_recent", "Recent sessions, newest first, each with its first and last user message.", RecentArgs),
+    Tool(
+        "memstream_facts",
+        "Current facts extracted from conversations and memories (names, places, "
         "preferences, tools...), optionally with how they changed over time.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "subject": {"type": "string", "description": "Only facts about this subject (e.g. 'user')."},
-                "kind": {"type": "string", "enum": list(FACT_KINDS), "description": "Only facts of this kind."},
-                "history": {"type": "boolean", "description": "Include superseded facts (default false)."},
-                "scope": _SCOPE,
-            },
-        },
-    },
-    {
-        "name": "memstream_remember",
-        "description": "Keep something in long-term memory explicitly (a fact, a decision, a preference).",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "content": {"type": "string", "description": "What to remember, as one self-contained statement."},
-                "target": {
-                    "type": "string",
-                    "enum": list(TARGETS),
-                    "description": "'user' for facts about the user, 'memory' otherwise (default).",
-                },
-            },
-            "required": ["content"],
-        },
-    },
-    {
-        "name": "memstream_forget",
-        "description": "Forget an item (turn, memory or fact) by its id: it is removed everywhere and no longer recalled.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "id": {"type": "string", "description": "An id from memstream_search or memstream_facts."},
-                "reason": {"type": "string", "description": "Why (kept in the log)."},
-            },
-            "required": ["id"],
-        },
-    },
+        FactsArgs,
+    ),
+    Tool(
+        "memstream_remember",
+        "Keep something in long-term memory explicitly (a fact, a decision, a preference).",
+        RememberArgs,
+    ),
+    Tool(
+        "memstream_forget",
+        "Forget an item (turn, memory or fact) by its id: it is removed everywhere and no longer recalled.",
+        ForgetArgs,
+    ),
 )
 
-TOOL_NAMES = tuple(schema["name"] for schema in TOOL_SCHEMAS)
+TOOL_NAMES = tuple(tool.name for tool in TOOLS)
 
-_OPS = {"memstream_search": "search", "memstream_context": "context", "memstream_recent": "recent", "memstream_facts": "facts"}
+_BY_NAME = {tool.name: tool for tool in TOOLS}
+
+# each tool's arguments as the decoder sees them (msgspec.inspect), by name
+_FIELDS: dict[type[ToolArgs], dict[str, Any]] = {
+    tool.args: {f.name: f for f in inspect.type_info(tool.args).fields}  # type: ignore[attr-defined]  # a StructType's fields
+    for tool in TOOLS
+}
 
 
-_ACCEPTED = {s["name"]: tuple(s["parameters"]["properties"]) for s in TOOL_SCHEMAS}
+def _parameters(args: type[ToolArgs], component: dict[str, Any]) -> dict[str, Any]:
+    """A Struct's JSON schema as the parameters of a function schema: a plain object schema,
+    every property inlined with its own type (an enum's values in the order of its type)."""
+    properties = {}
+    for name, prop in component["properties"].items():
+        prop = dict(prop)
+        union = prop.pop("anyOf", None)
+        if union is not None:  # X | None: a null is taken as absent, so the schema names X alone
+            (own,) = [member for member in union if member != {"type": "null"}]
+            prop = {**prop, **own}
+            if prop.get("default", 0) is None:
+                del prop["default"]
+        if "enum" in prop:
+            prop["enum"] = _declared(args, name)
+            if "type" not in prop and all(isinstance(v, str) for v in prop["enum"]):
+                prop["type"] = "string"
+        properties[name] = prop
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(component.get("required", [])),
+        "additionalProperties": False,
+    }
+
+
+def _declared(args: type[ToolArgs], name: str) -> list[Any]:
+    """The values of an enum argument in the order its ``Literal`` lists them."""
+    found = [get_type_hints(args, include_extras=True)[name]]
+    while found:
+        hint = found.pop()
+        if get_origin(hint) is Literal:
+            return list(get_args(hint))
+        found.extend(get_args(hint))  # into Annotated[...] and X | None
+    raise TypeError(f"{args.__name__}.{name} is not a Literal")
+
+
+def _schemas(tools: tuple[Tool, ...]) -> tuple[dict[str, Any], ...]:
+    _, components = msgspec.json.schema_components([tool.args for tool in tools])
+    return tuple(
+        {"name": tool.name, "description": tool.description, "parameters": _parameters(tool.args, components[tool.args.__name__])}
+        for tool in tools
+    )
+
+
+# -- decoding a call ----------------------------------------------------------------------
+
+_ABSENT = object()
+
+_AT = re.compile(r"- at `\$\.([A-Za-z_]+)`")
+_MISSING = re.compile(r"missing required field `([A-Za-z_]+)`")
 
 
 def _show(value: Any, limit: int = 60) -> str:
@@ -164,100 +282,93 @@ def one_of(value: object, choices: tuple[_T, ...]) -> TypeGuard[_T]:
     return value in choices
 
 
-def check_args(name: str, args: Any) -> dict[str, Any]:
-    """The arguments of tool ``name`` if they are a JSON object with only the schema's
-    keys; else ``ToolError`` naming what is wrong and what the tool takes (an unknown key
-    is an error, not ignored: ``tenant`` for one, which comes from configuration only)."""
+def _own(t: Any) -> Any:
+    """The type of an argument without its ``None`` (``X | None``: ``X``) and its description."""
+    if isinstance(t, inspect.UnionType):
+        (t,) = [member for member in t.types if not isinstance(member, inspect.NoneType)]
+    while isinstance(t, inspect.Metadata):
+        t = t.type
+    return t
+
+
+def _given(name: str, field: Any, value: Any) -> Any:
+    """An argument as the decoder takes it: null (and a blank optional string) is absent, a
+    string stripped, an integer sent as digits a number."""
+    if value is None:
+        return _ABSENT
+    kind = _own(field.type)
+    if isinstance(value, str):
+        if isinstance(kind, inspect.IntType) and value.strip().lstrip("-").isdecimal():
+            try:
+                return int(value)  # models often send numbers as strings
+            except ValueError:  # more digits than Python converts
+                return value
+        if isinstance(kind, (inspect.StrType, inspect.LiteralType)):
+            stripped = value.strip()
+            if not stripped:
+                return "" if field.required else _ABSENT
+            return value if name in _UNSTRIPPED else stripped
+    return value
+
+
+def tool_args(name: str, args: Any) -> ToolArgs:
+    """The arguments of tool ``name`` decoded into its Struct (``KeyError`` for a name that
+    is not in ``TOOLS``); ``ToolError`` naming what is wrong for arguments the schema does
+    not allow: not a JSON object, a key it does not list (``tenant`` for one, which comes
+    from configuration only), a wrong type, out of range, not one of an enum's values, too
+    long."""
+    tool = _BY_NAME[name]
     if not isinstance(args, dict):
         raise ToolError(f"{name} takes a JSON object of arguments, got {_show(args)}")
-    accepted = _ACCEPTED[name]
-    unknown = [k for k in args if k not in accepted]
+    fields = _FIELDS[tool.args]
+    unknown = [k for k in args if k not in fields]
     if unknown:
-        raise ToolError(f"{name} has no argument {', '.join(_show(k, 40) for k in unknown[:5])}; it takes {', '.join(accepted)}")
-    return args
+        raise ToolError(f"{name} has no argument {', '.join(_show(k, 40) for k in unknown[:5])}; it takes {', '.join(fields)}")
+    given = {}
+    for key, value in args.items():
+        value = _given(key, fields[key], value)
+        if value is not _ABSENT:
+            given[key] = value
+    try:
+        return msgspec.convert(given, tool.args)
+    except msgspec.ValidationError as exc:
+        raise ToolError(_explain(tool, given, str(exc))) from None
 
 
-def _int(args: dict[str, Any], key: str, default: int, low: int, high: int) -> int:
-    value = args.get(key)
-    if value is None:
-        return default
-    if isinstance(value, str) and value.strip().lstrip("-").isdecimal():
-        try:
-            value = int(value)  # models often send numbers as strings
-        except ValueError:  # more digits than Python converts
-            pass
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ToolError(f"{key} must be an integer, got {_show(value)}")
-    if not low <= value <= high:
-        raise ToolError(f"{key} must be between {low} and {high}, got {_show(value)}")
-    return value
+def _explain(tool: Tool, given: dict[str, Any], message: str) -> str:
+    """What the decoder refused, said for the model: which argument, what it must be, what it got."""
+    missing = _MISSING.search(message)
+    if missing:
+        return f"{missing.group(1)} is required"
+    at = _AT.search(message)
+    field = _FIELDS[tool.args].get(at.group(1)) if at else None
+    if field is None:
+        return f"{tool.name}: {message}"
+    key, value, kind = field.name, given.get(field.name), _own(field.type)
+    if isinstance(kind, inspect.IntType):
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"{key} must be an integer, got {_show(value)}"
+        return f"{key} must be between {kind.ge} and {kind.le}, got {_show(value)}"
+    if isinstance(kind, inspect.BoolType):
+        return f"{key} must be true or false, got {_show(value)}"
+    if isinstance(kind, inspect.LiteralType):
+        if not isinstance(value, str) or not value:
+            return f"{key} must be a non-empty string, got {_show(value)}"
+        return f"{key} must be one of {', '.join(map(str, kind.values))}; got {_show(value)}"
+    if isinstance(kind, inspect.StrType):
+        if not isinstance(value, str):
+            return f"{key} must be {'a non-empty string' if kind.min_length else 'a string'}, got {_show(value)}"
+        if kind.max_length is not None and len(value) > kind.max_length:
+            return f"{key} must be at most {kind.max_length} characters, got {len(value)}"
+        return f"{key} must be a non-empty string, got {_show(value)}"
+    return f"{tool.name}: {message}"
 
 
-def _str(args: dict[str, Any], key: str, required: bool = False) -> str | None:
-    """A string argument, stripped; ``None`` if absent, null or blank (not required)."""
-    value = args.get(key)
-    if value is None or (isinstance(value, str) and not value.strip() and not required):
-        if required:
-            raise ToolError(f"{key} is required")
-        return None
-    if not isinstance(value, str) or not value.strip():
-        raise ToolError(f"{key} must be a non-empty string, got {_show(value)}")
-    value = value.strip()
-    limit = MAX_CHARS.get(key)
-    if limit is not None and len(value) > limit:
-        raise ToolError(f"{key} must be at most {limit} characters, got {len(value)}")
-    return value
+# the bare OpenAI function schemas of ``get_tool_schemas()``
+TOOL_SCHEMAS: tuple[dict[str, Any], ...] = _schemas(TOOLS)
 
 
-def _choice(args: dict[str, Any], key: str, choices: tuple[_T, ...], default: _T | None) -> _T | None:
-    value = _str(args, key)
-    if value is None:
-        return default
-    if not one_of(value, choices):
-        raise ToolError(f"{key} must be one of {', '.join(map(str, choices))}; got {_show(value)}")
-    return value
-
-
-def _bool(args: dict[str, Any], key: str, default: bool) -> bool:
-    value = args.get(key)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise ToolError(f"{key} must be true or false, got {_show(value)}")
-    return value
-
-
-def tool_request(name: str, args: Any) -> dict[str, Any]:
-    """The service request of a query tool (without tenant/agent/session); ``ToolError``
-    for arguments that are not the schema's (unknown key, wrong type, out of range,
-    not one of an enum's values, too long)."""
-    op = _OPS[name]
-    args = check_args(name, args)
-    request: dict[str, Any] = {"op": op}
-    scope = _str(args, "scope")
-    if scope:
-        request["scope"] = scope
-    if op == "search":
-        request["query"] = _str(args, "query", required=True)
-        request["kind"] = _choice(args, "kind", SEARCH_KINDS, "all")
-        request["k"] = _int(args, "limit", 8, 1, 20)
-    elif op == "context":
-        request["id"] = _str(args, "id", required=True)
-        request["before"] = _int(args, "before", 3, 0, 20)
-        request["after"] = _int(args, "after", 3, 0, 20)
-    elif op == "recent":
-        request["limit"] = _int(args, "limit", 5, 1, 20)
-    elif op == "facts":
-        subject = _str(args, "subject")
-        if subject:
-            request["subject"] = subject
-        kind = _choice(args, "kind", FACT_KINDS, None)
-        if kind:
-            request["kind"] = kind
-        request["history"] = _bool(args, "history", False)
-    return request
-
-
+# -- answers --------------------------------------------------------------------------------
 def search_note(answer: dict[str, Any]) -> str:
     """One sentence for the model on what a ``memstream_search`` answer searched and what
     its scope left out ("searched the memory of agent alice; 3 more items in other agents
@@ -278,29 +389,6 @@ def search_note(answer: dict[str, Any]) -> str:
     if more:
         note += f"; {more} more item{'s' if more != 1 else ''} in other agents share words with the query: scope='all'"
     return note
-
-
-def remember_args(args: Any) -> tuple[str, MemoryTarget]:
-    """``(content, target)`` of ``memstream_remember``; content unstripped (cleaned and
-    clipped by the writer), target ``memory`` unless given."""
-    args = check_args("memstream_remember", args)
-    content = args.get("content")
-    if not isinstance(content, str) or not content.strip():
-        raise ToolError(f"content must be a non-empty string, got {_show(content)}")
-    return content, _choice(args, "target", TARGETS, "memory") or "memory"
-
-
-def forget_args(args: Any) -> tuple[str, str]:
-    """``(id, reason)`` of ``memstream_forget``."""
-    args = check_args("memstream_forget", args)
-    item_id = _str(args, "id", required=True) or ""
-    reason = args.get("reason")
-    if reason is not None and not isinstance(reason, str):
-        raise ToolError(f"reason must be a string, got {_show(reason)}")
-    reason = (reason or "").strip()
-    if len(reason) > MAX_CHARS["reason"]:
-        raise ToolError(f"reason must be at most {MAX_CHARS['reason']} characters, got {len(reason)}")
-    return item_id, reason
 
 
 def finite(value: Any) -> Any:

@@ -59,8 +59,8 @@ _channels: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()
 
 
 # -- the caller's side -------------------------------------------------------------------
-def ask(client: redis.Redis, prefix: str, request: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
-    """Send ``request`` (a dict with ``op``) and wait for its answer.
+def ask(client: redis.Redis, prefix: str, request: Request | Mapping[str, Any], timeout: float = 10.0) -> dict[str, Any]:
+    """Send ``request`` (a typed ``Request``, or a dict with ``op``) and wait for its answer.
 
     Raises QueryTimeout when nobody answers within ``timeout`` s, QueryRefused when the
     request is not one the protocol accepts (checked here before sending, so a caller
@@ -75,17 +75,22 @@ def ask(client: redis.Redis, prefix: str, request: dict[str, Any], timeout: floa
     return _answer(got[1])
 
 
-def _envelope(request: dict[str, Any], timeout: float) -> tuple[bytes, str, str]:
-    """(the encoded envelope, its request id, the request's tenant); QueryRefused if bad."""
+def _envelope(request: Request | Mapping[str, Any], timeout: float) -> tuple[bytes, str, str]:
+    """(the encoded envelope, its request id, the request's tenant); QueryRefused if bad.
+    A typed request is sent as it is (the server checks its limits); a dict is checked here."""
     if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):  # type: ignore[redundant-expr]  # for untyped callers
         raise QueryRefused(f"timeout must be a positive number of seconds, got {timeout!r}")
-    body = dict(request)
-    if isinstance(body.get("query"), str):
-        body["query"] = body["query"][:MAX_QUERY_CHARS]
-    try:
-        req = msgspec.convert(body, Request)
-    except msgspec.ValidationError as exc:
-        raise QueryRefused(f"bad request: {exc}") from None
+    req: Request
+    if isinstance(request, msgspec.Struct):
+        req = request
+    else:
+        body = dict(request)
+        if isinstance(body.get("query"), str):
+            body["query"] = body["query"][:MAX_QUERY_CHARS]
+        try:
+            req = msgspec.convert(body, Request)
+        except msgspec.ValidationError as exc:
+            raise QueryRefused(f"bad request: {exc}") from None
     now = time.time()
     env = Envelope(id=uuid.uuid4().hex, deadline=now + timeout, req=req, asked_at=now)
     raw = _encoder.encode(env)
@@ -232,7 +237,7 @@ class Asker:
     def ping(self) -> bool:
         return bool(self.client.ping())
 
-    def ask(self, prefix: str, request: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
+    def ask(self, prefix: str, request: Request | Mapping[str, Any], timeout: float = 10.0) -> dict[str, Any]:
         """As ``ask``, over the process's connections (see the class docstring)."""
         raw, request_id, tenant = _envelope(request, timeout)
         channel = _channels.get(self.pool, operator_channel(prefix))

@@ -1,11 +1,12 @@
 """The read operations the query servers answer: recall (prefetch), search, context,
 recent, facts and count.
 
+Each op takes its typed request (``memstream.query.protocol``: decoded and checked there,
+within its limits) and returns its typed answer, or a ``Refusal`` saying why it cannot.
 Every request names its tenant, which the asking side takes from its own configuration
-(the provider never lets a tool argument choose it); a request without one is an error.
-``scope`` is ``current`` (the asking agent, the default), ``session`` (the asking
-session), ``all`` (every agent of the tenant) or an agent's name. Answers are JSON-ready
-dicts; a bad request is ``{"error": ...}``.
+(the provider never lets a tool argument choose it; the server refuses a request without
+one). ``scope`` is ``current`` (the asking agent, the default), ``session`` (the asking
+session), ``all`` (every agent of the tenant) or an agent's name.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping
 
-from memstream.core import PermanentError
 from memstream.projections import (
     CollectionNotFound,
     FactsTable,
@@ -22,19 +22,37 @@ from memstream.projections import (
     VectorStore,
     item_point_id,
 )
-from memstream.query.protocol import Handler, most
+from memstream.query.protocol import (
+    ContextAnswer,
+    ContextRequest,
+    ExistsAnswer,
+    ExistsRequest,
+    FactsAnswer,
+    FactsRequest,
+    Handlers,
+    RecallAnswer,
+    RecallRequest,
+    RecentAnswer,
+    RecentRequest,
+    Refusal,
+    SearchAnswer,
+    Searched,
+    SearchKind,
+    SearchRequest,
+)
 from memstream.query.ranking import Searcher, fact_item
 from memstream.query.versions import FixedVersions, Versions
 from memstream.text import asks_about_past
 
-__all__ = ["ReadOps", "asks_about_history", "BadRequest"]
+__all__ = ["ReadOps", "asks_about_history"]
 
 # The collections a search of each kind reads.
-SEARCH_COLLECTIONS = {"turns": ("turns",), "memories": ("memories",), "facts": ("facts",), "all": ("turns", "memories", "facts")}
-
-
-class BadRequest(PermanentError, ValueError):
-    """A request no handler can answer as asked (the answer says why)."""
+SEARCH_COLLECTIONS: dict[SearchKind, tuple[str, ...]] = {
+    "turns": ("turns",),
+    "memories": ("memories",),
+    "facts": ("facts",),
+    "all": ("turns", "memories", "facts"),
+}
 
 
 def asks_about_history(query: str) -> bool:
@@ -66,119 +84,79 @@ class ReadOps:
     def sessions(self) -> SessionsIndex:
         return self.versions.sessions()
 
-    def handlers(self) -> dict[str, Handler]:
-        ops = {
-            "recall": self.recall,
-            "search": self.search,
-            "context": self.context,
-            "recent": self.recent,
-            "facts": self.facts_op,
-            "exists": self.exists,
-        }
-
-        def checked(fn: Handler) -> Handler:
-            def run(request: dict[str, Any]) -> dict[str, Any]:
-                try:
-                    return fn(request)
-                except BadRequest as exc:
-                    return {"error": str(exc)}
-
-            return run
-
-        return {name: checked(fn) for name, fn in ops.items()}
-
-    # -- request fields ---------------------------------------------------------------
-    @staticmethod
-    def _tenant(request: dict[str, Any]) -> str:
-        tenant = request.get("tenant")
-        if not isinstance(tenant, str) or not tenant:
-            raise BadRequest("the request has no tenant")
-        return tenant
+    def handlers(self) -> Handlers:
+        """The read ops as a query server's table (``count`` is the pipeline's)."""
+        return Handlers(
+            recall=self.recall,
+            search=self.search,
+            context=self.context,
+            recent=self.recent,
+            facts=self.facts_op,
+            exists=self.exists,
+        )
 
     @staticmethod
-    def _limit(request: dict[str, Any], key: str, default: int, top: int) -> int:
-        value = request.get(key, default)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
-            raise BadRequest(f"{key} must be an integer, got {value!r}")
-        if not 0 <= int(value) <= top:
-            raise BadRequest(f"{key} must be between 0 and {top}, got {value}")
-        return int(value)
-
-    @staticmethod
-    def _scope(request: dict[str, Any]) -> tuple[str, str]:
-        scope = request.get("scope") or "current"
-        if not isinstance(scope, str):
-            raise BadRequest(f"scope must be a string, got {scope!r}")
-        agent = str(request.get("agent") or "default")
-        return scope, agent
-
-    def _agents(self, request: dict[str, Any]) -> list[str] | None:
-        scope, agent = self._scope(request)
+    def _agents(scope: str, agent: str) -> list[str] | None:
+        """The agents a scope reads (None: every agent of the tenant)."""
         if scope == "all":
             return None
         if scope in ("current", "session"):
-            return [agent]
+            return [agent or "default"]
         return [scope]
 
     # -- ops ------------------------------------------------------------------------------
-    def search(self, request: dict[str, Any], hot_since: float | None = None, elsewhere: bool = True) -> dict[str, Any]:
+    def search(self, request: SearchRequest) -> SearchAnswer:
         """The results, the scope searched (``searched``: scope and agents, None for every
-        agent) and, unless every agent was searched, ``elsewhere``: per other agent, how
-        many of its items share words with the query (``Searcher.elsewhere``)."""
-        tenant = self._tenant(request)
-        query = request.get("query")
-        if not isinstance(query, str) or not query.strip():
-            raise BadRequest("query must be a non-empty string")
-        kind = request.get("kind") or "all"
-        kinds = tuple(request["kinds"]) if isinstance(request.get("kinds"), list) else SEARCH_COLLECTIONS.get(kind)
-        if not kinds or not set(kinds) <= {"turns", "memories", "facts"}:
-            raise BadRequest(f"kind must be one of {sorted(SEARCH_COLLECTIONS)}, got {kind!r}")
-        scope, agent = self._scope(request)
-        op = "recall" if request.get("op") == "recall" else "search"
-        k = self._limit(request, "k", 10, most(op, "k")) or 10
+        agent) and, unless every agent or the session was searched, ``elsewhere``: per
+        other agent, how many of its items share words with the query (``Searcher.elsewhere``)."""
+        history = request.history or asks_about_history(request.query)
+        return self._search(request, SEARCH_COLLECTIONS[request.kind], history)
+
+    def _search(
+        self,
+        request: SearchRequest | RecallRequest,
+        kinds: tuple[str, ...],
+        history: bool,
+        hot_since: float | None = None,
+        elsewhere: bool = True,
+    ) -> SearchAnswer:
+        scope, agent = request.scope or "current", request.agent or "default"
         results = self.searcher.search(
-            query,
-            tenant=tenant,
+            request.query,
+            tenant=request.tenant,
             agent=agent,
             scope=scope,
-            k=k,
+            k=request.k,
             kinds=kinds,
-            session=str(request.get("session") or ""),
-            history=bool(request.get("history")) or asks_about_history(query),
+            session=request.session,
+            history=history,
             hot_since=hot_since,
         )
-        agents = self._agents(request)
-        answer: dict[str, Any] = {"results": results, "searched": {"scope": scope, "agents": agents}}
+        agents = self._agents(scope, agent)
+        answer = SearchAnswer(results=results, searched=Searched(scope=scope, agents=agents))
         if elsewhere and agents is not None and scope != "session":
-            answer["elsewhere"] = self.searcher.elsewhere(query, tenant=tenant, agents=agents, kinds=kinds)
+            answer.elsewhere = self.searcher.elsewhere(request.query, tenant=request.tenant, agents=agents, kinds=kinds)
         return answer
 
-    def recall(self, request: dict[str, Any]) -> dict[str, Any]:
+    def recall(self, request: RecallRequest) -> RecallAnswer:
         """Prefetch: the turn's best items of the hot tier (turns of the last ``hot_days``,
-        every memory, the facts of those), current facts first (superseded ones only when
-        the message asks about the past)."""
+        every memory, the facts of those) of every kind, current facts first (superseded
+        ones only when the message asks about the past)."""
         hot_since = time.time() - self.hot_days * 86_400 if self.hot_days > 0 else None
-        answer = self.search({**request, "kind": "all", "kinds": None}, hot_since=hot_since, elsewhere=False)
-        items = answer["results"]
+        history = asks_about_history(request.query)
+        items = self._search(request, SEARCH_COLLECTIONS["all"], history, hot_since=hot_since, elsewhere=False).results
         facts = [i for i in items if i.get("kind") == "fact"]
-        return {"items": facts + [i for i in items if i.get("kind") != "fact"]}
+        return RecallAnswer(items=facts + [i for i in items if i.get("kind") != "fact"])
 
-    def context(self, request: dict[str, Any]) -> dict[str, Any]:
+    def context(self, request: ContextRequest) -> ContextAnswer | Refusal:
         """The turns around a hit in its session: ``before`` earlier, ``after`` later."""
-        tenant = self._tenant(request)
-        item_id = request.get("id")
-        if not isinstance(item_id, str) or not item_id:
-            raise BadRequest("id must be a non-empty string (an id from memstream_search)")
-        before = self._limit(request, "before", 3, most("context", "before"))
-        after = self._limit(request, "after", 3, most("context", "after"))
+        tenant, item_id, before, after = request.tenant, request.id, request.before, request.after
         anchor = self._anchor(tenant, item_id)
         if anchor is None:
-            return {"error": f"no turn, memory or fact with id {item_id!r} in this tenant"}
-        agents = self._agents(request)
+            return Refusal(error=f"no turn, memory or fact with id {item_id!r} in this tenant")
+        agents = self._agents(request.scope or "current", request.agent)
         if agents is not None and anchor.get("agent") not in agents:
-            return {"error": f"{item_id!r} belongs to agent {anchor.get('agent')!r}: use scope='all' or that agent's name"}
+            return Refusal(error=f"{item_id!r} belongs to agent {anchor.get('agent')!r}: use scope='all' or that agent's name")
         turns = self._session_turns(tenant, str(anchor.get("session_id") or ""))
         at = float(anchor.get("occurred_at_ts") or 0)
         pos = next((i for i, t in enumerate(turns) if t["id"] == anchor.get("event_id")), None)
@@ -190,16 +168,16 @@ class ReadOps:
         for t in window:
             t.pop("_ts", None)
             t["hit"] = t["id"] == anchor.get("event_id")
-        return {
-            "anchor": {
+        return ContextAnswer(
+            anchor={
                 "id": item_id,
                 "kind": anchor.get("kind"),
                 "session": anchor.get("session_id"),
                 "agent": anchor.get("agent"),
                 "text": anchor.get("text", ""),
             },
-            "turns": window,
-        }
+            turns=window,
+        )
 
     def tiers(self, tenant: str) -> dict[str, dict[str, int]]:
         """Points of the active turns and memories versions of ``tenant`` in each tier
@@ -220,17 +198,13 @@ class ReadOps:
             out[name] = {"hot": hot, "cold": total - hot}
         return out
 
-    def exists(self, request: dict[str, Any]) -> dict[str, Any]:
+    def exists(self, request: ExistsRequest) -> ExistsAnswer:
         """Whether ``id`` names a turn, memory or fact of the request's tenant (what
         ``memstream_forget`` checks before it writes a tombstone)."""
-        tenant = self._tenant(request)
-        item_id = request.get("id")
-        if not isinstance(item_id, str) or not item_id:
-            raise BadRequest("id must be a non-empty string")
-        anchor = self._anchor(tenant, item_id)
+        anchor = self._anchor(request.tenant, request.id)
         if anchor is None:
-            return {"exists": False}
-        return {"exists": True, "kind": anchor.get("kind"), "agent": anchor.get("agent")}
+            return ExistsAnswer(exists=False)
+        return ExistsAnswer(exists=True, kind=anchor.get("kind"), agent=anchor.get("agent"))
 
     def _anchor(self, tenant: str, item_id: str) -> dict[str, Any] | None:
         # the item's first point as a version with tenant ids names it, and as one without
@@ -288,24 +262,19 @@ class ReadOps:
         turns.sort(key=lambda t: (t["_ts"], t["turn_index"] or 0))
         return turns
 
-    def recent(self, request: dict[str, Any]) -> dict[str, Any]:
-        tenant = self._tenant(request)
-        limit = self._limit(request, "limit", 5, most("recent", "limit")) or 5
-        scope, agent = self._scope(request)
+    def recent(self, request: RecentRequest) -> RecentAnswer:
+        scope, agent = request.scope or "current", request.agent or "default"
         if scope == "session":
             scope = "current"
         who = None if scope == "all" else (agent if scope == "current" else scope)
-        return {"sessions": self.sessions.recent(tenant, who, limit)}
+        return RecentAnswer(sessions=self.sessions.recent(request.tenant, who, request.limit))
 
-    def facts_op(self, request: dict[str, Any]) -> dict[str, Any]:
-        tenant = self._tenant(request)
-        subject = request.get("subject") or None
-        kind = request.get("kind") or None
-        for name, value in (("subject", subject), ("kind", kind)):
-            if value is not None and not isinstance(value, str):
-                raise BadRequest(f"{name} must be a string, got {value!r}")
-        limit = self._limit(request, "limit", 20, most("facts", "limit")) or 20
+    def facts_op(self, request: FactsRequest) -> FactsAnswer:
         found = self.facts.query(
-            tenant, agents=self._agents(request), subject=subject, kind=kind, history=bool(request.get("history"))
+            request.tenant,
+            agents=self._agents(request.scope or "current", request.agent),
+            subject=request.subject or None,
+            kind=request.kind or None,
+            history=request.history,
         )
-        return {"facts": [fact_item(f) for f in found[:limit]], "total": len(found)}
+        return FactsAnswer(facts=[fact_item(f) for f in found[: request.limit]], total=len(found))

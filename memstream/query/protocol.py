@@ -3,13 +3,16 @@
 A request is one of the msgspec Structs below, a tagged union on ``op`` with its limits in
 the types; the envelope carries its id, deadline and request as JSON. Decoding never
 trusts what it reads: anything that is not one of these requests within its limits is
-``QueryRefused``.
+``QueryRefused``. Each op's answer is a Struct too (``SearchAnswer``, ...; ``Refusal`` for
+an error), and ``Handlers`` is the server's table: one typed callable per op, the request
+in, its answer out. The limits are checked here, once: a handler trusts its request.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Annotated, Any, Callable, Literal, Union, get_args
 
 import msgspec
@@ -28,7 +31,12 @@ Name = Annotated[str, msgspec.Meta(max_length=256)]
 ItemId = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
 
-QueryText = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_QUERY_CHARS)]
+# not blank: at least one character that is not white space
+QueryText = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_QUERY_CHARS, pattern=r"\S")]
+
+
+# what a search reads: one kind of item, or all of them
+SearchKind = Literal["all", "turns", "memories", "facts"]
 
 
 class _Request(msgspec.Struct, kw_only=True, tag_field="op", forbid_unknown_fields=True):
@@ -45,7 +53,7 @@ class RecallRequest(_Request, tag="recall"):
 
 class SearchRequest(_Request, tag="search"):
     query: QueryText
-    kind: Literal["all", "turns", "memories", "facts"] = "all"
+    kind: SearchKind = "all"
     k: Annotated[int, msgspec.Meta(ge=1, le=50)] = 10
     history: bool = False
 
@@ -83,8 +91,8 @@ OPS: tuple[str, ...] = tuple(cls.__struct_config__.tag for cls in get_args(Reque
 
 def most(op: str, field: str) -> int:
     """The largest value the protocol allows for ``op``'s integer ``field`` (the ``le`` of
-    its type): the one home of each bound, which the handlers apply as the decoder does.
-    ``KeyError`` for an op or field without one."""
+    its type): the one home of each bound, for a caller that states it (the command line's
+    arguments). ``KeyError`` for an op or field without one."""
     import msgspec.inspect as inspect
 
     for cls in get_args(Request):
@@ -95,8 +103,86 @@ def most(op: str, field: str) -> int:
     raise KeyError(f"{op}.{field}")
 
 
-# What answers one op on the server: the request as a dict in, the answer as a dict out.
-Handler = Callable[[dict[str, Any]], dict[str, Any]]
+OP_OF: dict[type, str] = {cls: cls.__struct_config__.tag for cls in get_args(Request)}
+
+
+# -- the answers ---------------------------------------------------------------------------
+class Answer(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """What a handler returns. The server sets how long the request took to answer
+    (``took_ms``) and how long it waited in the channel before (``queued_ms``)."""
+
+    took_ms: float | None = None
+    queued_ms: float | None = None
+
+
+class Refusal(Answer):
+    """A request that is answered with an error (the message says why)."""
+
+    error: str
+
+
+class RecallAnswer(Answer):
+    items: list[dict[str, Any]]
+
+
+class Searched(msgspec.Struct):
+    """The scope a search read: its agents (None: every agent of the tenant)."""
+
+    scope: str
+    agents: list[str] | None
+
+
+class SearchAnswer(Answer):
+    results: list[dict[str, Any]]
+    searched: Searched
+    # per other agent, how many of its items share words with the query (not for scope all or session)
+    elsewhere: dict[str, int] | None = None
+
+
+class ContextAnswer(Answer):
+    anchor: dict[str, Any]
+    turns: list[dict[str, Any]]
+
+
+class RecentAnswer(Answer):
+    sessions: list[dict[str, Any]]
+
+
+class FactsAnswer(Answer):
+    facts: list[dict[str, Any]]
+    total: int
+
+
+class ExistsAnswer(Answer):
+    exists: bool
+    kind: str | None = None
+    agent: str | None = None
+
+
+class CountAnswer(Answer):
+    items: dict[str, int]
+    tiers: dict[str, dict[str, int]] | None = None
+
+
+@dataclass(frozen=True)
+class Handlers:
+    """What answers each op on a server: the typed request in, its typed answer (or a
+    ``Refusal``) out, a new one each call (the server sets its times on it); None: this
+    server does not answer the op. One field per op of the protocol (a test keeps them in
+    step)."""
+
+    recall: Callable[[RecallRequest], RecallAnswer | Refusal] | None = None
+    search: Callable[[SearchRequest], SearchAnswer | Refusal] | None = None
+    context: Callable[[ContextRequest], ContextAnswer | Refusal] | None = None
+    recent: Callable[[RecentRequest], RecentAnswer | Refusal] | None = None
+    facts: Callable[[FactsRequest], FactsAnswer | Refusal] | None = None
+    exists: Callable[[ExistsRequest], ExistsAnswer | Refusal] | None = None
+    count: Callable[[CountRequest], CountAnswer | Refusal] | None = None
+
+    def of(self, op: str) -> Callable[[Any], Answer] | None:
+        """The handler of ``op`` (None: not answered here); it takes ``op``'s request."""
+        handler: Callable[[Any], Answer] | None = getattr(self, op, None)
+        return handler
 
 
 class Envelope(msgspec.Struct, forbid_unknown_fields=True):

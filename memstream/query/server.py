@@ -25,7 +25,6 @@ seconds each handler took are reported to the process's observer (``memstream.co
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import threading
@@ -44,30 +43,32 @@ from memstream.query.client import (
     reply_key,
     tenant_channel,
 )
-from memstream.query.protocol import OPS, Handler, QueryRefused, decode_envelope
+from memstream.query.protocol import OP_OF, OPS, Answer, Handlers, QueryRefused, Refusal, decode_envelope
 
 __all__ = ["QueryServer", "QueryRefused", "OPS", "decode_envelope", "operator_channel", "tenant_channel"]
 
 log = structlog.get_logger("memstream.queries")
 
+# an answer as JSON; a value of a stored payload JSON has no type for becomes its text
+_encode = msgspec.json.Encoder(enc_hook=str).encode
+
 
 # -- the server's side -------------------------------------------------------------------
 class QueryServer:
     """Threads answering the operator's channel and every registered tenant's channel
-    with ``handlers`` (op -> callable taking the request as a dict).
+    with ``handlers`` (``Handlers``: per op, a callable taking its typed request).
 
     A request on a tenant's channel is answered in that tenant's name: its ``tenant``
     field is replaced by the channel's tenant before any handler sees it."""
 
     TENANTS_EVERY = 5.0  # seconds between re-reads of the tenant registry
 
-    def __init__(self, client: redis.Redis, prefix: str, handlers: dict[str, Handler], threads: int = 2) -> None:
-        unknown = set(handlers) - set(OPS)
-        if unknown:
-            raise ValueError(f"handlers for ops the protocol does not have: {sorted(unknown)}")
+    def __init__(self, client: redis.Redis, prefix: str, handlers: Handlers, threads: int = 2) -> None:
+        if not isinstance(handlers, Handlers):  # a table keyed by names read from elsewhere: refused
+            raise TypeError(f"handlers must be a Handlers table, got {type(handlers).__name__}")
         self.client = client
         self.prefix = prefix
-        self.handlers = dict(handlers)
+        self.handlers = handlers
         self.threads = threads
         self.counters_key = keys.query_counters(prefix)
         self.registry = TenantRegistry(client, prefix)
@@ -107,7 +108,7 @@ class QueryServer:
         except redis.RedisError:
             pass
 
-    def handle(self, client: redis.Redis, channel: str, raw: bytes) -> dict[str, Any] | None:
+    def handle(self, client: redis.Redis, channel: str, raw: bytes) -> Answer | None:
         """Answer one raw envelope from ``channel``; returns the answer sent (None: none)."""
         started = time.perf_counter()
         channels = self.channels()
@@ -119,49 +120,49 @@ class QueryServer:
             # the refusal's kind and size, never its message: it may quote the request's values
             log.warning("queries.refused", channel=channel, kind=exc.kind, bytes=len(raw))
             if exc.request_id:
-                self._reply(client, channel, exc.request_id, {"error": str(exc)[:1000]})
+                self._reply(client, channel, exc.request_id, Refusal(error=str(exc)[:1000]))
             return None
         if env.deadline < time.time():
             self._count(client, "expired")
             return None
-        request: dict[str, Any] = msgspec.to_builtins(env.req)
-        out: dict[str, Any]
+        request = env.req
         if tenant:  # a tenant's channel: its tenant, whatever the request says
-            request["tenant"] = tenant
-        op = request["op"]
-        handler = self.handlers.get(op)
+            request.tenant = tenant
+        op = OP_OF[type(request)]
+        handler = self.handlers.of(op)
+        out: Answer
         if handler is None:
-            out = {"error": f"this server does not answer {op!r} requests"}
+            out = Refusal(error=f"this server does not answer {op!r} requests")
             self._count(client, "unsupported")
         elif tenant and op == "count":  # counts every tenant's items: the operator's only
-            out = {"error": "count is answered on the operator's channel only"}
+            out = Refusal(error="count is answered on the operator's channel only")
             self._count(client, "refused")
-        elif not request.get("tenant") and op != "count":
-            out = {"error": "the request has no tenant"}
+        elif not request.tenant and op != "count":
+            out = Refusal(error="the request has no tenant")
             self._count(client, "refused")
         else:
             handling = time.perf_counter()
             try:
                 out = handler(request)
-                if not isinstance(out, dict):
-                    out = {"error": f"{op} returned no answer"}
+                if not isinstance(out, Answer):
+                    out = Refusal(error=f"{op} returned no answer")
             except Exception as exc:
-                out = {"error": f"{type(exc).__name__}: {exc}"}
+                out = Refusal(error=f"{type(exc).__name__}: {exc}")
                 log.warning("queries.failed", op=op, error=type(exc).__name__)  # the message may quote the request
                 self._count(client, "failed")
             observe.answered(op, time.perf_counter() - handling)
-        out["took_ms"] = round((time.perf_counter() - started) * 1000, 2)
+        out.took_ms = round((time.perf_counter() - started) * 1000, 2)
         if env.asked_at and math.isfinite(env.asked_at):
-            out["queued_ms"] = round(max(0.0, time.time() - env.asked_at) * 1000 - out["took_ms"], 2)
+            out.queued_ms = round(max(0.0, time.time() - env.asked_at) * 1000 - out.took_ms, 2)
         self._reply(client, channel, env.id, out, counted="answered")
         return out
 
-    def _reply(self, client: redis.Redis, channel: str, request_id: str, answer: dict[str, Any], counted: str = "") -> None:
+    def _reply(self, client: redis.Redis, channel: str, request_id: str, answer: Answer, counted: str = "") -> None:
         """Send ``answer``; with ``counted``, count it in the same round trip. An answer key
         a tenant's user made another type gets no answer (its own to break)."""
         key = reply_key(channel, request_id)
         pipe = client.pipeline(transaction=True)
-        pipe.rpush(key, json.dumps(answer, default=str))
+        pipe.rpush(key, _encode(answer))
         pipe.expire(key, ANSWER_TTL)
         if counted:
             pipe.hincrby(self.counters_key, counted, 1)

@@ -39,7 +39,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import redis
@@ -68,7 +68,7 @@ from memstream.projections import (
     physical_name,
     select,
 )
-from memstream.query import ActiveVersions, QueryServer, ReadOps, Searcher
+from memstream.query import ActiveVersions, CountAnswer, CountRequest, QueryServer, ReadOps, Searcher
 from memstream.workers.consumer import Consumer
 from memstream.workers.embedding import EmbedConsumer, Embedding
 from memstream.workers.loop import Tuning
@@ -218,7 +218,7 @@ class Pipeline:
             hot_days=self.settings.hot_days,
         )
         return QueryServer(
-            client, prefix, {**self.reads.handlers(), "count": self._count}, threads=self.settings.query_server_threads
+            client, prefix, replace(self.reads.handlers(), count=self._count), threads=self.settings.query_server_threads
         )
 
     SUPERVISE_EVERY = 0.25  # seconds between the supervisor's looks at the threads
@@ -374,20 +374,15 @@ class Pipeline:
                 return r.projection
         raise KeyError(name)
 
-    def _count(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _count(self, request: CountRequest) -> CountAnswer:
         """Points in each vector projection's store, per running version (``memstream stats``: items);
         with a ``tenant``, also its points per tier (``tiers``)."""
-        out: dict[str, Any] = {
-            "items": {
-                group_name(r.projection): self.store.count(physical_name(r.row.name, r.version.version))
-                for r in list(self.runs.values())
-                if r.row.vectors
-            }
+        items = {
+            group_name(r.projection): self.store.count(physical_name(r.row.name, r.version.version))
+            for r in list(self.runs.values())
+            if r.row.vectors
         }
-        tenant = request.get("tenant")
-        if isinstance(tenant, str) and tenant:
-            out["tiers"] = self.reads.tiers(tenant)
-        return out
+        return CountAnswer(items=items, tiers=self.reads.tiers(request.tenant) if request.tenant else None)
 
     def drain(self) -> int:
         """Burst mode: apply everything in the log now (tests, replays, benchmarks), every

@@ -48,7 +48,6 @@ def test_the_walk_finds_the_exceptions_callers_know():
         "HermesInstallError",
         "RecallUnavailable",
         "BenchDataError",
-        "BadRequest",
     } <= names
 
 

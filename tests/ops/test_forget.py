@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pipeline_support import everything_in_redis, files_holding, forgotten, make_pipeline, memory, remembered, turn
+from query_support import answer
 
 from memstream import ops
 from memstream.core import as_str, keys
@@ -49,9 +50,9 @@ def test_forget_match_removes_the_text_from_every_place(tmp_path, reach, setting
         assert any(token in f.value for f in facts.query("t1", history=True))
         handlers = pipeline.reads.handlers()  # what the query server answers the tools and commands with
         assert token in repr(
-            handlers["search"]({"op": "search", "tenant": "t1", "agent": "a1", "scope": "all", "query": f"code word {token}"})
+            answer(handlers, {"op": "search", "tenant": "t1", "agent": "a1", "scope": "all", "query": f"code word {token}"})
         )
-        assert handlers["exists"]({"op": "exists", "tenant": "t1", "id": said.id}).get("exists") is True
+        assert answer(handlers, {"op": "exists", "tenant": "t1", "id": said.id}).get("exists") is True
         # copies: a dead letter of the raw entry, a backlog entry, a cache row, a spool record
         raw = log.client.xrange(log.stream_keys[0])[-2]
         DeadLetters(log.client, log.prefix).add("facts.v1", log.stream_keys[0], as_str(raw[0]), raw[1], "boom", 5)
@@ -125,13 +126,13 @@ def test_forget_match_removes_the_text_from_every_place(tmp_path, reach, setting
             hits = pipeline.searcher.search(words, tenant="t1", agent="a1", scope="all", history=True)
             assert token not in repr(hits)
             for op in ("search", "recall"):
-                answer = handlers[op]({"op": op, "tenant": "t1", "agent": "a1", "scope": "all", "query": words})
-                assert "error" not in answer and token not in repr(answer)
-        for op in ("facts", "recent"):
-            answer = handlers[op]({"op": op, "tenant": "t1", "agent": "a1", "scope": "all", "history": True})
-            assert "error" not in answer and token not in repr(answer)
+                answered = answer(handlers, {"op": op, "tenant": "t1", "agent": "a1", "scope": "all", "query": words})
+                assert "error" not in answered and token not in repr(answered)
+        for extra in ({"op": "facts", "history": True}, {"op": "recent"}):
+            answered = answer(handlers, {**extra, "tenant": "t1", "agent": "a1", "scope": "all"})
+            assert "error" not in answered and token not in repr(answered)
         for item in plan["events"]:
-            assert handlers["exists"]({"op": "exists", "tenant": "t1", "id": item}).get("exists") is False
+            assert answer(handlers, {"op": "exists", "tenant": "t1", "id": item}).get("exists") is False
         assert token not in everything_in_redis(log.client)
         # the raw entry's dead letter went; the planted backlog entry p3 (no real point) is dead-lettered
         # by the dense stage when the pipeline drains, and it never held the text

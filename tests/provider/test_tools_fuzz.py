@@ -24,8 +24,7 @@ from memstream.provider.tools import (
     TOOL_NAMES,
     TOOL_SCHEMAS,
     ToolError,
-    remember_args,
-    tool_request,
+    tool_args,
 )
 from memstream.text.facts.kinds import FACT_KINDS
 
@@ -50,21 +49,21 @@ def call(p: MemstreamProvider, name, args) -> dict:
 # -- the checks, one by one -----------------------------------------------------------------
 def test_facts_with_a_kind_the_extractor_does_not_produce_is_an_error_listing_the_kinds():
     with pytest.raises(ToolError) as raised:
-        tool_request("memstream_facts", {"kind": "favourite"})
+        tool_args("memstream_facts", {"kind": "favourite"})
     message = str(raised.value)
     assert "kind must be one of" in message and "'favourite'" in message
     assert all(kind in message for kind in FACT_KINDS)
-    assert tool_request("memstream_facts", {"kind": "preference"})["kind"] == "preference"
-    assert "kind" not in tool_request("memstream_facts", {"kind": ""})  # blank: every kind
+    assert tool_args("memstream_facts", {"kind": "preference"}).kind == "preference"
+    assert tool_args("memstream_facts", {"kind": ""}).kind is None  # blank: every kind
 
 
 def test_the_enums_of_the_schemas_are_the_lists_the_checks_use():
     schemas = {s["name"]: s["parameters"]["properties"] for s in TOOL_SCHEMAS}
     assert schemas["memstream_facts"]["kind"]["enum"] == list(FACT_KINDS)
     for kind in schemas["memstream_search"]["kind"]["enum"]:
-        assert tool_request("memstream_search", {"query": "q", "kind": kind})["kind"] == kind
+        assert tool_args("memstream_search", {"query": "q", "kind": kind}).kind == kind
     for target in schemas["memstream_remember"]["target"]["enum"]:
-        assert remember_args({"content": "c", "target": target}) == ("c", target)
+        assert tool_args("memstream_remember", {"content": "c", "target": target}).target == target
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ import redis
 from writepath import wait_for
 
 from memstream.provider.recall import Recall
-from memstream.query import ANSWER_TTL, Asker, QueryTimeout
+from memstream.query import ANSWER_TTL, Asker, Handlers, QueryTimeout, RecallAnswer, RecallRequest
 from memstream.query.server import QueryServer
 from memstream.service.valkey import free_port
 
@@ -32,8 +32,8 @@ def _unnamed(client: redis.Redis) -> int:
     return sum(1 for c in client.client_list() if not c.get("name"))
 
 
-def _echo(request: dict) -> dict:
-    return {"items": [request["query"]]}
+def _echo(request: RecallRequest) -> RecallAnswer:
+    return RecallAnswer(items=[request.query])
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def served(valkey_server):
     client = redis.Redis.from_url(valkey_server.url, client_name="counter")
     client.flushall()
     server_client = redis.Redis.from_url(valkey_server.url, client_name="query-server")
-    server = QueryServer(server_client, PREFIX, {"recall": _echo}, threads=2).start()
+    server = QueryServer(server_client, PREFIX, Handlers(recall=_echo), threads=2).start()
     yield client
     server.stop()
     server_client.close()
@@ -132,13 +132,13 @@ def test_an_answer_after_its_caller_gave_up_goes_to_nobody_else_and_expires(valk
     client.flushall()
     gate, started = threading.Event(), threading.Event()
 
-    def slow(request: dict) -> dict:
-        if request["query"] == "too slow":
+    def slow(request: RecallRequest) -> RecallAnswer:
+        if request.query == "too slow":
             started.set()
             gate.wait(30)
         return _echo(request)
 
-    server = QueryServer(client, PREFIX, {"recall": slow}, threads=2).start()
+    server = QueryServer(client, PREFIX, Handlers(recall=slow), threads=2).start()
     asker = Asker.shared(valkey_server.url)
     outcome: list[BaseException] = []
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from pipeline_support import make_pipeline, remembered, turn
+from query_support import answer
 
 from memstream.cli import output
 from memstream.provider.tools import search_note
@@ -43,7 +44,9 @@ def test_every_fact_of_an_event_is_found_by_search_and_prefetch_however_many_it_
     found = pipeline.searcher.search("which languages do I love", tenant="t1", agent="a1", k=50, kinds=("facts",))
     assert sorted(r["value"] for r in found) == sorted(LANGUAGES)
 
-    recalled = pipeline.reads.recall({"tenant": "t1", "agent": "a1", "query": "which languages do I love", "k": 50})
+    recalled = answer(
+        pipeline.reads.handlers(), {"op": "recall", "tenant": "t1", "agent": "a1", "query": "which languages do I love", "k": 50}
+    )
     assert sorted(i["value"] for i in recalled["items"] if i["kind"] == "fact") == sorted(LANGUAGES)
 
 
@@ -62,7 +65,9 @@ def test_search_and_recall_rank_turns_that_have_keywords_but_no_dense_vector_yet
         found = p.searcher.search("greyhound Zephyr", tenant="t1", agent="a1", k=5, kinds=("turns",))
         assert found and found[0]["id"] == new.id  # the sparse side alone ranks it
         assert {r["id"] for r in p.searcher.search("billing deploys", tenant="t1", agent="a1", k=5, kinds=("turns",))} >= {old.id}
-        recalled = p.reads.recall({"tenant": "t1", "agent": "a1", "query": "greyhound Zephyr", "k": 5})
+        recalled = answer(
+            p.reads.handlers(), {"op": "recall", "tenant": "t1", "agent": "a1", "query": "greyhound Zephyr", "k": 5}
+        )
         assert recalled["items"][0]["id"] == new.id
     finally:
         p.stop()
@@ -79,18 +84,20 @@ def test_a_narrow_search_says_its_scope_and_how_many_other_agents_match(pipeline
     )
     pipeline.drain()
     question = "what port is the staging database on"
-    answer = pipeline.reads.search({"tenant": "t1", "agent": "default", "query": question})
-    assert answer["searched"] == {"scope": "current", "agents": ["default"]}
-    assert answer["elsewhere"] == {"alice": 2, "bob": 1}
-    text = output.search_text(answer, defaulted=True)
+    searched = answer(pipeline.reads.handlers(), {"op": "search", "tenant": "t1", "agent": "default", "query": question})
+    assert searched["searched"] == {"scope": "current", "agents": ["default"]}
+    assert searched["elsewhere"] == {"alice": 2, "bob": 1}
+    text = output.search_text(searched, defaulted=True)
     assert text.splitlines()[0].startswith("searched agent default (no --agent given: the agent `default`)")
     assert text.splitlines()[-1] == "3 more in other agents (alice 2, bob 1): --scope all, or --scope AGENT"
-    assert search_note(answer).endswith("3 more items in other agents share words with the query: scope='all'")
+    assert search_note(searched).endswith("3 more items in other agents share words with the query: scope='all'")
 
-    everyone = pipeline.reads.search({"tenant": "t1", "agent": "default", "query": question, "scope": "all"})
+    everyone = answer(
+        pipeline.reads.handlers(), {"op": "search", "tenant": "t1", "agent": "default", "query": question, "scope": "all"}
+    )
     assert everyone["searched"] == {"scope": "all", "agents": None} and "elsewhere" not in everyone
     assert "more in other agents" not in output.search_text(everyone)
-    recalled = pipeline.reads.recall({"tenant": "t1", "agent": "default", "query": question})
+    recalled = answer(pipeline.reads.handlers(), {"op": "recall", "tenant": "t1", "agent": "default", "query": question})
     assert "elsewhere" not in recalled  # prefetch pays for no extra query
 
 

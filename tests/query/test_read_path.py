@@ -16,7 +16,7 @@ from memstream.producers import writer as writer_module
 from memstream.producers.stream import EventLog
 from memstream.provider.block import HEADER, format_block, neutralise
 from memstream.provider.provider import MemstreamProvider
-from memstream.provider.tools import TOOL_NAMES, ToolError, tool_request
+from memstream.provider.tools import TOOL_NAMES, ToolError, tool_args
 from memstream.text import FACT_KINDS, prompt_tokens
 
 pytestmark = pytest.mark.valkey
@@ -227,15 +227,15 @@ def test_memory_text_cannot_close_the_block_or_pose_as_a_system_note():
 
 
 def test_tool_arguments_are_checked():
-    assert tool_request("memstream_search", {"query": "x", "limit": "3"})["k"] == 3
+    assert tool_args("memstream_search", {"query": "x", "limit": "3"}).limit == 3
     with pytest.raises(ToolError, match="query is required"):
-        tool_request("memstream_search", {})
+        tool_args("memstream_search", {})
     with pytest.raises(ToolError, match="kind must be"):
-        tool_request("memstream_search", {"query": "x", "kind": "everything"})
+        tool_args("memstream_search", {"query": "x", "kind": "everything"})
     with pytest.raises(ToolError, match="between 0 and 20"):
-        tool_request("memstream_context", {"id": "x", "before": 99})
+        tool_args("memstream_context", {"id": "x", "before": 99})
     with pytest.raises(ToolError, match="history must be"):
-        tool_request("memstream_facts", {"history": "yes"})
+        tool_args("memstream_facts", {"history": "yes"})
     p = MemstreamProvider(Settings(autostart=False))
     assert {s["name"] for s in p.get_tool_schemas()} == set(TOOL_NAMES)
 

@@ -9,12 +9,14 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 import pytest
 from pipeline_support import pipeline_settings, remembered, scope, turn
+from query_support import answer
 
 from memstream import ops
 from memstream.cli.output import stats_text
 from memstream.core import new_event_id
 from memstream.producers import TurnRecorded
 from memstream.provider.block import format_block
+from memstream.query import CountRequest
 from memstream.text.tokens import prompt_tokens
 from memstream.workers import Pipeline, PipelineConfig
 
@@ -47,19 +49,19 @@ def test_prefetch_reads_the_hot_tier_within_its_budget_and_search_reaches_the_co
     handlers = tiered.reads.handlers()
     request = {"tenant": "t1", "agent": "a1", "query": "harbour crane Brackwater", "k": 20}
 
-    recalled = handlers["recall"]({"op": "recall", **request})["items"]
+    recalled = answer(handlers, {"op": "recall", **request})["items"]
     ids = {i["id"] for i in recalled}
     assert cold.id not in ids and memory.id in ids and {t.id for t in hot} <= ids
     block, injected = format_block(recalled, 120, set())
     assert injected and cold.id not in injected and prompt_tokens(block) <= 120
     assert len(injected) < len(recalled)  # the budget, not the hot tier, stopped it
 
-    searched = handlers["search"]({"op": "search", **request})["results"]
+    searched = answer(handlers, {"op": "search", **request})["results"]
     assert cold.id in {r["id"] for r in searched}  # the cold tier is still searched
     assert tiered.searcher.search("Brackwater forty tonnes", tenant="t1", agent="a1")[0]["id"] == cold.id
 
     tiered.reads.hot_days = 0.0  # no window (the default): every turn is hot
-    assert cold.id in {i["id"] for i in handlers["recall"]({"op": "recall", **request})["items"]}
+    assert cold.id in {i["id"] for i in answer(handlers, {"op": "recall", **request})["items"]}
 
 
 def test_stats_shows_what_each_tier_holds(tiered, event_log, settings):
@@ -71,10 +73,10 @@ def test_stats_shows_what_each_tier_holds(tiered, event_log, settings):
         ]
     )
     tiered.drain()
-    answer = tiered._count({"op": "count", "tenant": "t1"})  # what the query server answers `stats`
-    assert answer["tiers"] == {"turns": {"hot": 1, "cold": 1}, "memories": {"hot": 1, "cold": 0}}
-    shown = ops.tier_stats(msgspec.structs.replace(settings, tenant="t1", hot_days=30.0), answer)
-    assert shown == {"tenant": "t1", "hot_days": 30.0, "tiers": answer["tiers"]}
+    counted = msgspec.to_builtins(tiered._count(CountRequest(tenant="t1")))  # what the query server answers `stats`
+    assert counted["tiers"] == {"turns": {"hot": 1, "cold": 1}, "memories": {"hot": 1, "cold": 0}}
+    shown = ops.tier_stats(msgspec.structs.replace(settings, tenant="t1", hot_days=30.0), counted)
+    assert shown == {"tenant": "t1", "hot_days": 30.0, "tiers": counted["tiers"]}
     assert ops.tier_stats(settings, {"tiers": {"turns": {"hot": "x"}, "bad": 3}})["tiers"] == {}  # untrusted
     text = stats_text(
         {

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 from metrics_support import Recorder, observing
 from pipeline_support import make_pipeline, remembered, turn
+from query_support import answer
 
 from memstream.core import observe
 from memstream.producers.stream import parse_entry_id
@@ -85,7 +86,7 @@ def test_each_embedding_call_of_a_version_is_reported_for_its_group_and_queries_
         with observing(Recorder()) as seen:
             pipeline.drain()
             embedded = list(seen.embeds)
-            pipeline.reads.handlers()["search"]({"op": "search", "tenant": "t1", "query": "release train"})
+            answer(pipeline.reads.handlers(), {"op": "search", "tenant": "t1", "query": "release train"})
     finally:
         pipeline.stop()
     groups = {group for group, _, _ in embedded}

@@ -9,6 +9,7 @@ import threading
 
 import pytest
 from pipeline_support import all_applied, make_pipeline, points, turn, wait_for
+from query_support import answer
 
 from memstream.bench.cluster import ValkeyCluster
 from memstream.core import Settings, as_str, keys
@@ -146,7 +147,7 @@ def test_providers_append_the_worker_projects_and_search_finds_every_event_once(
         server = QueryServer(log.client, log.prefix, pipeline.reads.handlers(), threads=1).start()
         try:
             client = redis_client(settings.redis_url, timeout=10.0)
-            answer = wait_for(
+            found = wait_for(
                 lambda: ask(
                     client,
                     log.prefix,
@@ -154,7 +155,7 @@ def test_providers_append_the_worker_projects_and_search_finds_every_event_once(
                     timeout=10.0,
                 )
             )
-            texts = [r.get("text", "") for r in answer["results"]]
+            texts = [r.get("text", "") for r in found["results"]]
             assert any("provider 2 note 7:" in t for t in texts), texts
             client.close()
             # the agents' recall asks over one node's connections: the query keys' primary
@@ -184,7 +185,7 @@ def test_the_archive_trims_the_shards_and_history_reads_it_all_once_and_forget_r
         pipeline.drain()
         assert all_applied(log)
         # the facts table's transaction (WATCH, a script, MULTI) ran on the prefix's slot
-        assert "Berlin" in str(pipeline.reads.handlers()["facts"]({"op": "facts", "tenant": "t1", "scope": "all"}))
+        assert "Berlin" in str(answer(pipeline.reads.handlers(), {"op": "facts", "tenant": "t1", "scope": "all"}))
     finally:
         pipeline.stop()
     store = Archive(tmp_path / "archive")

@@ -20,10 +20,17 @@ from writepath import wait_for
 from memstream.core import derived_event_id, keys
 from memstream.producers.record import Record
 from memstream.producers.writer import Writer
+from memstream.query import Answer, Handlers
 
 pytestmark = pytest.mark.valkey
 
 MAX_ID = "18446744073709551615-18446744073709551615"
+
+
+class _Echo(Answer):
+    """An answer that says which tenant the handler was asked in."""
+
+    tenant: str
 
 
 @pytest.fixture
@@ -255,7 +262,7 @@ def test_a_tenants_channel_of_another_type_never_stops_the_answers_to_the_others
         registry = TenantRegistry(root, prefix)
         for name in ("evil", "honest"):
             registry.add(name)
-        server = QueryServer(root, prefix, {"search": lambda request: {"results": [], "tenant": request["tenant"]}})
+        server = QueryServer(root, prefix, Handlers(search=lambda request: _Echo(tenant=request.tenant)))
         root.hset(tenant_channel(prefix, "evil"), "a", "b")  # as evil's own user may
         rid = "1" * 32
         envelope = {"id": rid, "deadline": time.time() + 30, "req": {"op": "search", "tenant": "x", "query": "kites"}}
