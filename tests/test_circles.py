@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import grimp
 
-# a known circle, to be removed: the tool handlers use the provider that holds them
-ALLOWED = {frozenset({"memstream.provider.provider", "memstream.provider.handlers"})}
 
 
 def circles(graph: grimp.ImportGraph) -> list[list[str]]:
@@ -56,7 +54,7 @@ def circles(graph: grimp.ImportGraph) -> list[list[str]]:
 
 def test_no_import_circle_among_the_modules():
     graph = grimp.build_graph("memstream", exclude_type_checking_imports=False)
-    found = [c for c in circles(graph) if frozenset(c) not in ALLOWED]
+    found = circles(graph)
     shown = [" <-> ".join(c) for c in found]
     assert not found, "import circles: " + "; ".join(shown)
 
