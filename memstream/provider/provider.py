@@ -51,6 +51,7 @@ from memstream.producers import (
 from memstream.provider import _base
 from memstream.provider._base import MemoryProvider, RecallStatus
 from memstream.provider._transcript import find_turn, tool_calls_of
+from memstream.provider.forget_requests import ForgetRequests
 from memstream.provider.handlers import ToolHandlers
 from memstream.provider.prefetch import Prefetcher
 from memstream.provider.recall import Recall
@@ -197,6 +198,7 @@ class MemstreamProvider(MemoryProvider):
         self.recall: Recall | None = None
         self.prefetcher = Prefetcher(self._count)  # what prefetch injects (memstream.provider.prefetch)
         self.tools = ToolHandlers(self)  # what the memstream_* tools do (memstream.provider.handlers)
+        self.forget_requests = ForgetRequests(self)  # "please forget …" said in a turn (memstream.provider.forget_requests)
         self.initialized = False
 
     # -- identity -------------------------------------------------------------------
@@ -346,6 +348,7 @@ class MemstreamProvider(MemoryProvider):
                 turn_author=author,
             )
         )
+        self.forget_requests.heard(user_text)  # a forget request is honoured off this thread
 
     @_guard()
     def on_memory_write(
@@ -461,7 +464,7 @@ class MemstreamProvider(MemoryProvider):
         if _trivial(query):
             self.prefetcher.skipped()
             return ""
-        return self.prefetcher.block(recall, settings, query, session_id or self._session)
+        return self.forget_requests.notice(self.prefetcher.block(recall, settings, query, session_id or self._session))
 
     @_guard(None)
     def queue_prefetch(self, query: object, *, session_id: str = "", **kwargs: Any) -> None:
