@@ -20,7 +20,7 @@ content word ("everything about me") forgets nothing here: the agent's tool stay
 The forgotten items are kept out of this session's prefetch blocks at once (the workers
 may not have applied the tombstones yet), and the next prefetch block says
 "forgotten at your request: <topic>" once (the topic as the user said it, never a stored
-value). Counts in the provider's ``stats()``: ``forget_requests`` (recognised),
+value; nothing when no item matched). Counts in the provider's ``stats()``: ``forget_requests`` (recognised),
 ``forget_request_items`` (forgotten), ``forget_requests_unmatched`` (nothing matched),
 ``forget_request_errors`` (the service could not be asked, or a forget failed).
 Nothing here raises into the agent loop.
