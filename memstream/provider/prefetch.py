@@ -63,6 +63,11 @@ class Prefetcher:
         for seen in self.injected.values():
             seen.discard(item_id)
 
+    def hide(self, session: str, ids: list[str]) -> None:
+        """Keep these items out of the session's next blocks (an item of a session is injected
+        once): forgotten at the user's request, before the workers apply the tombstones."""
+        self.injected.setdefault(session, set()).update(ids)
+
     def block(self, recall: Recall, settings: Settings, query: str, session: str) -> str:
         """The recalled block for this turn (see the module docstring)."""
         started = time.monotonic()

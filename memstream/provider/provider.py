@@ -52,6 +52,7 @@ from memstream.producers import (
 from memstream.provider import _base
 from memstream.provider._base import MemoryProvider, RecallStatus
 from memstream.provider._transcript import find_turn, tool_calls_of
+from memstream.provider.forget_requests import ForgetRequests
 from memstream.provider.handlers import ToolContext, ToolHandlers
 from memstream.provider.prefetch import Prefetcher
 from memstream.provider.recall import Recall
@@ -202,6 +203,8 @@ class MemstreamProvider(MemoryProvider):
                 warn=self._warn,
             )
         )
+        # "please forget …" said in a turn (memstream.provider.forget_requests)
+        self.forget_requests = ForgetRequests(self.tools, self.prefetcher.hide)
 
     # -- identity -------------------------------------------------------------------
     @property
@@ -350,6 +353,7 @@ class MemstreamProvider(MemoryProvider):
                 turn_author=author,
             )
         )
+        self.forget_requests.heard(user_text)  # a forget request is honoured off this thread
 
     @_guard()
     def on_memory_write(
@@ -465,7 +469,7 @@ class MemstreamProvider(MemoryProvider):
         if _trivial(query):
             self.prefetcher.skipped()
             return ""
-        return self.prefetcher.block(recall, settings, query, session_id or self._session)
+        return self.forget_requests.notice(self.prefetcher.block(recall, settings, query, session_id or self._session))
 
     @_guard(None)
     def queue_prefetch(self, query: object, *, session_id: str = "", **kwargs: Any) -> None:

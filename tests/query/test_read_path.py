@@ -9,56 +9,17 @@ import time
 
 import pytest
 import redis
-from pipeline_support import all_applied, wait_for
+from provider_support import live, settle, tool  # noqa: F401  (live: a fixture)
+from writepath import wait_for
 
 from memstream.core.settings import Settings
 from memstream.producers import writer as writer_module
-from memstream.producers.stream import EventLog
 from memstream.provider.block import HEADER, format_block, neutralise
 from memstream.provider.provider import MemstreamProvider
 from memstream.provider.tools import TOOL_NAMES, ToolError, tool_args
 from memstream.text import FACT_KINDS, prompt_tokens
 
 pytestmark = pytest.mark.valkey
-
-
-@pytest.fixture
-def live(tmp_path, valkey_server):
-    """A started pipeline (hash embedder) on a flushed Valkey, and a provider factory."""
-    from memstream.workers.pipeline import Pipeline, PipelineConfig
-
-    client = redis.Redis.from_url(valkey_server.url)
-    client.flushall()
-    base = dict(redis_url=valkey_server.url, autostart=False, embedder="hash", prefetch_budget_ms=2000)
-    settings = Settings.load(home=str(tmp_path / "svc"), **base)
-    log = EventLog(client, settings.stream_prefix, settings.shards)
-    pipeline = Pipeline(settings, log, PipelineConfig(embedder="hash", consumer="w1")).start()
-    made: list[MemstreamProvider] = []
-
-    def provider(session="s1", tenant="t1", **kwargs) -> MemstreamProvider:
-        p = MemstreamProvider(Settings.load(home=str(tmp_path / f"h-{tenant}"), tenant=tenant, **base))
-        p.initialize(session, platform="cli", **kwargs)
-        made.append(p)
-        return p
-
-    yield provider, pipeline, log
-    for p in made:
-        p.shutdown()
-    for w in list(writer_module._registry.values()):
-        w.close(timeout=0.5)
-    writer_module._registry.clear()
-    pipeline.stop()
-    client.close()
-
-
-def settle(p: MemstreamProvider, log: EventLog) -> None:
-    """Everything the provider wrote is in the log and applied by every projection."""
-    assert p.writer is not None and p.writer.flush(10), "spool not shipped"
-    wait_for(lambda: all_applied(log), what="every projection to apply the log")
-
-
-def tool(p: MemstreamProvider, name: str, **args) -> dict:
-    return json.loads(p.handle_tool_call(name, args))
 
 
 def test_remember_search_context_facts_recent_and_forget(live):
