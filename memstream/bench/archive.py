@@ -24,6 +24,7 @@ of the log (so every group has applied everything). Then, in order:
 
 from __future__ import annotations
 
+import argparse
 import gc
 import shutil
 import tempfile
@@ -32,12 +33,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memstream.bench.command import show
 from memstream.bench.ingest import _events, _load_pairs, _texts
 from memstream.bench.stats import machine as machine_info
+from memstream.core import argtypes
 from memstream.producers import Archive, EventLog, Record, archive, history, redis_client
 from memstream.service import ValkeyProcess
 
-__all__ = ["archive_bench", "format_archive"]
+__all__ = ["archive_bench", "format_archive", "add_arguments", "run"]
 
 _BATCH = 500  # records per append_batch call: the shipper's default batch
 
@@ -175,3 +178,21 @@ def format_archive(result: dict[str, Any]) -> str:
             f"events/s; the ids appended, in order: {'yes' if h['matches'] else 'NO'}",
         ]
     )
+
+
+# -- the command ---------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench archive``'s arguments."""
+    parser.add_argument(
+        "--events",
+        type=argtypes.int_between(1, 10_000_000),
+        default=100_000,
+        help="events appended, archived and read back (default 100000)",
+    )
+    parser.add_argument("--data", default="", help="LoCoMo turns JSONL (default: generated text if absent)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark as the command line asked; print its table (or JSON)."""
+    result = archive_bench(events=args.events, data=args.data or None)
+    return show(args, result, format_archive(result))

@@ -43,6 +43,7 @@ dead-lettered, nothing run, every attempt on another's key refused.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
@@ -59,11 +60,12 @@ from typing import Any, Iterable
 
 import redis
 
+from memstream.bench.command import BenchError, needs, show
 from memstream.bench.stats import percentile
-from memstream.core import as_str, keys
+from memstream.core import argtypes, as_str, keys
 from memstream.service import ValkeyProcess
 
-__all__ = ["chaos_bench", "format_chaos", "POISON"]
+__all__ = ["chaos_bench", "format_chaos", "POISON", "add_arguments", "run"]
 
 PREFIX = "memstream"
 HONEST, EVIL = "honest", "evil"
@@ -617,3 +619,23 @@ def format_chaos(r: dict[str, Any]) -> str:
             f"max {r['hook_max_ms']} ms",
         ]
     )
+
+
+# -- the command ---------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench chaos``'s arguments."""
+    parser.add_argument("--minutes", type=argtypes.minutes, default=2.0, help="how long things break (default 2)")
+    parser.add_argument(
+        "--agents", type=argtypes.ascending_counts, default=(4,), help="agent processes: one count, 1 to 64 (default 4)"
+    )
+    parser.add_argument("--seed", type=argtypes.int_between(0, 2**32 - 1), default=0, help="the random choices (default 0)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark as the command line asked; print its table (or JSON)."""
+    needs("rq", "chaos", "the hostile input includes an rq job the query server must not run")
+    agents = args.agents
+    if len(agents) != 1 or agents[0] > 64:
+        raise BenchError(f"bench chaos takes one --agents count from 1 to 64 (got {','.join(map(str, agents))})")
+    result = chaos_bench(minutes=args.minutes, agents=agents[0], seed=args.seed)
+    return show(args, result, format_chaos(result))

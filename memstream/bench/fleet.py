@@ -59,6 +59,7 @@ their standard input).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import queue
@@ -78,13 +79,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Iterable
 
+from memstream.bench.command import show
 from memstream.bench.prefetch import _memory, _question
 from memstream.bench.stats import latency_summary, machine, percentile
-from memstream.core import Settings, keys
+from memstream.core import Settings, argtypes, keys
 from memstream.producers import Event, TurnRecorded
 from memstream.provider import MemstreamProvider
 
-__all__ = ["fleet_bench", "format_fleet", "knee", "main", "LEVELS", "TARGETS", "HOOKS"]
+__all__ = ["fleet_bench", "format_fleet", "knee", "main", "LEVELS", "TARGETS", "HOOKS", "add_arguments", "run"]
 
 LEVELS = (50, 200, 500, 1000)
 RATE = 0.2  # turns per second per agent: one turn every 5 s
@@ -1339,6 +1341,41 @@ def format_fleet(r: dict[str, Any]) -> str:
         "(floor: the same call on a do-nothing provider, same thread, same moment; ×: memstream's p99 / the floor's)",
     ]
     return "\n".join(lines)
+
+
+# -- the command ---------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench fleet``'s arguments."""
+    parser.add_argument(
+        "--agents",
+        type=argtypes.ascending_counts,
+        default=LEVELS,
+        help=f"agents at each level, ascending (default {','.join(map(str, LEVELS))})",
+    )
+    parser.add_argument(
+        "--rate",
+        type=argtypes.per_second,
+        default=RATE,
+        help=f"turns per second of each agent (default {RATE}: a turn every 5 s)",
+    )
+    parser.add_argument(
+        "--seconds", type=argtypes.seconds, default=SECONDS, help=f"seconds of turns per level (default {SECONDS:g})"
+    )
+    parser.add_argument(
+        "--processes",
+        type=argtypes.int_between(1, 256),
+        default=PROCESSES,
+        help=f"agent processes the agents are spread over (default {PROCESSES})",
+    )
+    parser.add_argument("--embedder", default="hash", help="embedder of the service's pipeline (default hash)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark as the command line asked; print its table (or JSON)."""
+    result = fleet_bench(
+        levels=args.agents, rate=args.rate, seconds=args.seconds, processes=args.processes, embedder=args.embedder or "hash"
+    )
+    return show(args, result, format_fleet(result))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,6 +45,7 @@ reach the log. ``hotpath`` returns a JSON-ready dict; ``format_hotpath`` renders
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import os
@@ -60,14 +61,15 @@ from typing import Any
 
 import redis
 
+from memstream.bench.command import show
 from memstream.bench.stats import machine as machine_info
 from memstream.bench.stats import percentile, sign_test
-from memstream.core import Settings, keys
+from memstream.core import Settings, argtypes, keys
 from memstream.producers import Event, encode, redis_client, xrange_entry
 from memstream.provider import MemstreamProvider
 from memstream.service import ValkeyProcess, free_port
 
-__all__ = ["hotpath", "format_hotpath", "compare", "TARGET_P99_US", "TARGET_P999_US", "REFERENCES"]
+__all__ = ["hotpath", "format_hotpath", "compare", "TARGET_P99_US", "TARGET_P999_US", "REFERENCES", "add_arguments", "run"]
 
 TARGET_P99_US = 60.0
 TARGET_P999_US = 500.0
@@ -776,3 +778,26 @@ def format_hotpath(result: dict[str, Any]) -> str:
     ]
     lines += [f"  {ref['name']}: {ref['figure']}" + (f" ({ref['note']})" if ref["note"] else "") for ref in result["references"]]
     return "\n".join(lines)
+
+
+# -- the command ---------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench hotpath``'s arguments."""
+    parser.add_argument(
+        "--calls",
+        type=argtypes.int_between(1, 10_000_000),
+        default=2000,
+        help="turns of each back-to-back condition, over all rounds",
+    )
+    parser.add_argument(
+        "--runs",
+        type=argtypes.int_between(1, 1000),
+        default=20,
+        help="interleaved rounds, the conditions' order rotating (default 20)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark as the command line asked; print its table (or JSON)."""
+    result = hotpath(calls=args.calls, rounds=args.runs)
+    return show(args, result, format_hotpath(result))

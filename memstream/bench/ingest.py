@@ -34,6 +34,7 @@ Repeated measurements (``runs``) report medians. ``ingest`` returns a JSON-ready
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import os
@@ -47,9 +48,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from memstream.bench.command import show
 from memstream.bench.stats import machine as machine_info
 from memstream.bench.stats import percentile
-from memstream.core import Settings, new_event_id
+from memstream.core import Settings, argtypes, new_event_id
 from memstream.producers import EventLog, Scope, TurnRecorded, redis_client, utcnow
 from memstream.service import SidecarDrain, ValkeyProcess
 
@@ -62,7 +64,7 @@ if TYPE_CHECKING:
     from memstream.text import BoilerplateFilter
     from memstream.workers import Pipeline
 
-__all__ = ["ingest", "format_ingest", "DEFAULT_DATA", "TARGETS"]
+__all__ = ["ingest", "format_ingest", "DEFAULT_DATA", "TARGETS", "add_arguments", "run"]
 
 DEFAULT_DATA = "/work/shared/datasets/locomo/locomo10_turns.jsonl"
 TARGETS = {"ratio": 0.9, "hash_events_per_s": 2000.0, "freshness_p95_s": 1.0}
@@ -790,20 +792,54 @@ def _format_onnx(result: dict[str, Any]) -> list[str]:
     ]
 
 
-if __name__ == "__main__":  # python -m memstream.bench.ingest
-    import argparse
+# -- the command ---------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench ingest``'s arguments (``python -m memstream.bench.ingest`` takes the same)."""
+    parser.add_argument(
+        "--events", type=argtypes.int_between(1, 10_000_000), default=1000, help="events per pipeline drain (default 1000)"
+    )
+    parser.add_argument("--data", default="", help="LoCoMo turns JSONL (default: generated text if absent)")
+    parser.add_argument(
+        "--runs",
+        type=argtypes.int_between(1, 1000),
+        default=4,
+        help="runs per measurement, pipeline and raw alternating which goes first (default 4); "
+        "with --embedder hash the freshness pairs run --runs/2 times",
+    )
+    parser.add_argument(
+        "--embedder",
+        default="",
+        help="hash: the hash phases only; onnx-minilm or bge-small: the model of the ONNX phases (default onnx-minilm)",
+    )
+    parser.add_argument("--seconds", type=argtypes.seconds, default=15.0, help="seconds of each hash freshness run (default 15)")
+    parser.add_argument(
+        "--onnx-seconds", type=argtypes.seconds, default=10.0, help="seconds of each ONNX freshness run (default 10)"
+    )
+    parser.add_argument("--profile", action="store_true", help="also profile one drain (the top functions)")
 
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--events", type=int, default=1000)
-    ap.add_argument("--data", default=None)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--seconds", type=float, default=15.0)
-    ap.add_argument("--onnx-seconds", type=float, default=10.0)
-    ap.add_argument("--profile", action="store_true")
-    ap.add_argument("--json", action="store_true")
-    a = ap.parse_args()
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark as the command line asked; print its table (or JSON)."""
+    result = ingest(
+        events=args.events,
+        as_json=getattr(args, "json", False),
+        data=args.data or None,
+        runs=args.runs,
+        seconds=args.seconds,
+        onnx_seconds=args.onnx_seconds,
+        profile=args.profile,
+        onnx=args.embedder != "hash",
+        freshness_runs=max(1, args.runs // 2) if args.embedder == "hash" else 1,
+        model=args.embedder if args.embedder in ("onnx-minilm", "bge-small") else "onnx-minilm",
+    )
+    return show(args, result, format_ingest(result))
+
+
+if __name__ == "__main__":  # python -m memstream.bench.ingest
     from memstream.core import configure
 
+    _parser = argparse.ArgumentParser(prog="python -m memstream.bench.ingest")
+    _parser.add_argument("--json", action="store_true")
+    add_arguments(_parser)
     configure("WARNING")
-    res = ingest(a.events, data=a.data, runs=a.runs, seconds=a.seconds, onnx_seconds=a.onnx_seconds, profile=a.profile)
-    print(json.dumps(res, indent=2) if a.json else format_ingest(res))
+    raise SystemExit(run(_parser.parse_args()))

@@ -23,6 +23,7 @@ The data is CC BY-NC: pass its directory; nothing of it ships with memstream.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import platform
@@ -35,12 +36,24 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable
 
+from memstream.bench.command import BenchError, show
 from memstream.bench.stats import percentile, sign_test
 from memstream.core import PermanentError, Settings, new_event_id
 from memstream.producers import EventLog, Scope, TurnRecorded, redis_client
 from memstream.service import ValkeyProcess
 
-__all__ = ["locomo", "format_locomo", "format_compare", "paired", "paired_runs", "parse_options", "SPLITS", "TARGETS"]
+__all__ = [
+    "locomo",
+    "format_locomo",
+    "format_compare",
+    "paired",
+    "paired_runs",
+    "parse_options",
+    "SPLITS",
+    "TARGETS",
+    "add_arguments",
+    "run",
+]
 
 SPLITS = {
     "dev": ("conv-26", "conv-30", "conv-41", "conv-42", "conv-43", "conv-44", "conv-47"),
@@ -459,3 +472,30 @@ def format_compare(c: dict[str, Any]) -> list[str]:
         lat, tok = c[v]["latency_ms"], c[v]["injected_tokens"]
         lines.append(f"  {v}: query p50 {lat['p50']} ms, p95 {lat['p95']} ms; injected tokens at 10: {tok['at_10_mean']}")
     return lines
+
+
+# -- the command ---------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench locomo``'s arguments."""
+    parser.add_argument("--data", default="", help="the LoCoMo directory (locomo10_turns.jsonl, locomo10_qrels.jsonl): required")
+    parser.add_argument("--split", default="dev", choices=["dev", "test", "all"], help="conversations to run (default dev)")
+    parser.add_argument("--embedder", default="onnx-minilm", help="embedder of the benchmark's pipeline (default onnx-minilm)")
+    parser.add_argument(
+        "--compare",
+        default=None,
+        metavar="OPTION=VALUE[,...]",
+        help="also rebuild the turns projection as v2 with these options from the same "
+        "events and report v1 and v2 side by side (an empty value: v2 with the defaults)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark as the command line asked; print its table (or JSON)."""
+    if not args.data:
+        raise BenchError("bench locomo needs --data DIR (the LoCoMo directory: locomo10_turns.jsonl, locomo10_qrels.jsonl)")
+    try:
+        compare = parse_options(args.compare) if args.compare is not None else None
+        result = locomo(args.data, split=args.split, embedder=args.embedder or "onnx-minilm", compare=compare)
+    except BenchDataError as exc:
+        raise BenchError(str(exc)) from exc
+    return show(args, result, format_locomo(result))

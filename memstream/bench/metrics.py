@@ -28,6 +28,7 @@ what a scrape costs.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import gzip
 import random
@@ -43,14 +44,15 @@ from typing import Any
 
 import msgspec
 
+from memstream.bench.command import show
 from memstream.bench.ingest import _events, _load_pairs, _settings, _texts
 from memstream.bench.stats import machine as machine_info
 from memstream.bench.stats import percentile
-from memstream.core import Settings, keys, observe
+from memstream.core import Settings, argtypes, keys, observe
 from memstream.producers import HOOKS, EventLog, Figures, Reporter, Tally, redis_client
 from memstream.service import Metrics, ValkeyProcess, start_metrics
 
-__all__ = ["metrics_bench", "format_metrics", "TARGETS"]
+__all__ = ["metrics_bench", "format_metrics", "TARGETS", "add_arguments", "run"]
 
 TARGETS = {"ratio": 0.98, "fleet_scrape_p95_ms": 50.0}
 
@@ -350,3 +352,25 @@ def format_metrics(result: dict[str, Any]) -> str:
         f"{fl['report_write_ms_p50']} ms (p50, one pipelined HSET and EXPIRE)",
     ]
     return "\n".join(lines)
+
+
+# -- the command ---------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench metrics``'s arguments."""
+    parser.add_argument(
+        "--events",
+        type=argtypes.int_between(1, 10_000_000),
+        default=3000,
+        help="events per drain, with metrics on and off (default 3000)",
+    )
+    parser.add_argument(
+        "--runs", type=argtypes.int_between(1, 1000), default=5, help="pairs of drains, metrics on and off (default 5)"
+    )
+    parser.add_argument("--data", default="", help="LoCoMo turns JSONL (default: generated text if absent)")
+    parser.add_argument("--embedder", default="hash", help="embedder of the benchmark's pipeline (default hash)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark as the command line asked; print its table (or JSON)."""
+    result = metrics_bench(events=args.events, runs=args.runs, data=args.data or None, embedder=args.embedder or "hash")
+    return show(args, result, format_metrics(result))

@@ -22,6 +22,7 @@ Results are medians of single runs on a shared machine: compare ratios from one 
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import tempfile
 import threading
@@ -29,13 +30,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from memstream.bench.command import show
 from memstream.bench.ingest import _events, _load_pairs, _settings, _substantive, _texts
 from memstream.bench.stats import machine as machine_info
 from memstream.bench.stats import percentile
+from memstream.core import argtypes
 from memstream.producers import EventLog, redis_client
 from memstream.service import ValkeyProcess
 
-__all__ = ["replay_bench", "format_replay", "TARGETS"]
+__all__ = ["replay_bench", "format_replay", "TARGETS", "add_arguments", "run"]
 
 TARGETS = {"throughput_ratio": 0.9, "freshness_ratio": 2.0, "freshness_p95_s": 1.0}
 REPLAY_MAX_S = 1800.0  # a replay not done by then is reported as not done (replay_s None)
@@ -276,3 +279,24 @@ def format_replay(r: dict[str, Any]) -> str:
     )
     lines.append("met: " + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in r["met"].items()))
     return "\n".join(lines)
+
+
+# -- the command ---------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench replay``'s arguments."""
+    parser.add_argument(
+        "--events", type=argtypes.int_between(1, 10_000_000), default=100_000, help="events in the log (default 100000)"
+    )
+    parser.add_argument("--data", default="", help="LoCoMo turns JSONL (default: generated text if absent)")
+    parser.add_argument("--embedder", default="", help="hash: skip the onnx-minilm throughput round (default: run it)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark as the command line asked; print its table (or JSON)."""
+    result = replay_bench(
+        events=args.events,
+        as_json=getattr(args, "json", False),
+        data=args.data or None,
+        onnx_events=0 if args.embedder == "hash" else 1000,
+    )
+    return show(args, result, format_replay(result))
