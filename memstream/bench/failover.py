@@ -350,7 +350,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--how",
         choices=["kill", "switch"],
         default="kill",
-        help="SIGKILL the primary (writers WAIT for 1 of its 2 replicas), or SENTINEL FAILOVER "
+        help="kill (the default): SIGKILL the primary (writers WAIT for 1 of its 2 replicas), or switch: SENTINEL FAILOVER "
         "(the old primary demoted; writers WAIT for both replicas)",
     )
     parser.add_argument(

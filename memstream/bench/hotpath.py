@@ -787,7 +787,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--calls",
         type=argtypes.int_between(1, 10_000_000),
         default=2000,
-        help="turns of each back-to-back condition, over all rounds",
+        help="turns of each back-to-back condition, over all rounds (default 2000)",
     )
     parser.add_argument(
         "--runs",
