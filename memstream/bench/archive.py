@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from memstream.bench.command import show
-from memstream.bench.ingest import _events, _load_pairs, _texts
 from memstream.bench.stats import machine as machine_info
+from memstream.bench.workload import load_pairs, sample_texts, turn_events
 from memstream.core import argtypes
 from memstream.producers import Archive, EventLog, Record, archive, history, redis_client
 from memstream.service import ValkeyProcess
@@ -56,8 +56,8 @@ def archive_bench(events: int = 100_000, data: str | None = None) -> dict[str, A
     try:
         eventlog = EventLog(client, "bench")
         key = eventlog.stream_keys[0]
-        pairs, source = _load_pairs(data)
-        records = [Record.of(e) for e in _events(_texts(pairs, events, salt="archive"))]
+        pairs, source = load_pairs(data)
+        records = [Record.of(e) for e in turn_events(sample_texts(pairs, events, salt="archive"))]
         started = time.perf_counter()
         appended: list[str | None] = []
         for start in range(0, len(records), _BATCH):
@@ -89,7 +89,7 @@ def archive_bench(events: int = 100_000, data: str | None = None) -> dict[str, A
 
         # as many events again: they take the memory the archive freed (the allocator keeps
         # freed pages for reuse rather than give them back at once)
-        more = [Record.of(e) for e in _events(_texts(pairs, events, salt="again"))]
+        more = [Record.of(e) for e in turn_events(sample_texts(pairs, events, salt="again"))]
         for start in range(0, len(more), _BATCH):
             eventlog.append_batch(more[start : start + _BATCH])
         refill = _memory(client, key)

@@ -31,8 +31,8 @@ from typing import Any, Callable
 import msgspec
 
 from memstream.bench.command import show
-from memstream.bench.ingest import _events, _load_pairs, _texts
 from memstream.bench.stats import machine as machine_info
+from memstream.bench.workload import load_pairs, sample_texts, turn_events
 from memstream.core import argtypes
 from memstream.producers import decode, encode
 
@@ -46,10 +46,10 @@ def crypto_bench(events: int = 2000, rounds: int = 15, tenants: int = 8, data: s
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 
     machine = machine_info()
-    pairs, source = _load_pairs(data)
+    pairs, source = load_pairs(data)
     batch = [
         msgspec.structs.replace(e, scope=msgspec.structs.replace(e.scope, tenant=f"tenant{i % tenants}"))
-        for i, e in enumerate(_events(_texts(pairs, events, salt="crypto")))
+        for i, e in enumerate(turn_events(sample_texts(pairs, events, salt="crypto")))
     ]
     ciphers: dict[str, Callable[[bytes], Any]] = {"aes-256-gcm": AESGCM, "chacha20-poly1305": ChaCha20Poly1305}
     keyrings = {name: {f"tenant{t}": make(os.urandom(32)) for t in range(tenants)} for name, make in ciphers.items()}

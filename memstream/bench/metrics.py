@@ -45,9 +45,9 @@ from typing import Any
 import msgspec
 
 from memstream.bench.command import show
-from memstream.bench.ingest import _events, _load_pairs, _settings, _texts
 from memstream.bench.stats import machine as machine_info
 from memstream.bench.stats import percentile
+from memstream.bench.workload import load_pairs, pipeline_settings, sample_texts, turn_events
 from memstream.core import Settings, argtypes, keys, observe
 from memstream.producers import HOOKS, EventLog, Figures, Reporter, Tally, redis_client
 from memstream.service import Metrics, ValkeyProcess, start_metrics
@@ -82,9 +82,9 @@ def _drain(
     from memstream.workers import Pipeline, PipelineConfig
 
     addr = "127.0.0.1:0" if on else ""
-    settings = msgspec.structs.replace(_settings(root, url, prefix, embedder), metrics_addr=addr)
+    settings = msgspec.structs.replace(pipeline_settings(root, url, prefix, embedder), metrics_addr=addr)
     eventlog = EventLog(redis_client(url), prefix, settings.shards)
-    events = _events(pairs)
+    events = turn_events(pairs)
     for start in range(0, len(events), 500):
         eventlog.append(events[start : start + 500])
     pipeline = Pipeline(settings, eventlog, PipelineConfig(embedder=embedder))
@@ -115,7 +115,7 @@ def _drain(
             "cpu_seconds": round(cpu, 4),
             "events_per_s": round(len(events) / seconds, 1),
             "scrapes_during": scrapes[0],
-            "_pipeline": pipeline,
+            "pipeline_under_test": pipeline,
             "_metrics": metrics,
             "_eventlog": eventlog,
         }
@@ -130,9 +130,9 @@ def _drain(
 def _close(run: dict[str, Any]) -> None:
     if run.get("_metrics") is not None:
         run["_metrics"].stop()
-    run["_pipeline"].stop()
+    run["pipeline_under_test"].stop()
     run["_eventlog"].client.close()
-    for key in ("_pipeline", "_metrics", "_eventlog"):
+    for key in ("pipeline_under_test", "_metrics", "_eventlog"):
         run.pop(key, None)
 
 
@@ -250,7 +250,7 @@ def metrics_bench(
     agents: int = 1000,
 ) -> dict[str, Any]:
     """Run the benchmark (see the module doc); JSON-ready results."""
-    pairs, source = _load_pairs(data)
+    pairs, source = load_pairs(data)
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-metrics-"))
     server = ValkeyProcess(root / "valkey").start()
     result: dict[str, Any] = {
@@ -273,7 +273,9 @@ def metrics_bench(
             pair: dict[bool, dict[str, Any]] = {}
             for on in order:
                 k += 1
-                run = _drain(root / f"run-{k}", server.url, f"b{k}", embedder, _texts(pairs, events, f"m{k}"), on, scrape_every)
+                run = _drain(
+                    root / f"run-{k}", server.url, f"b{k}", embedder, sample_texts(pairs, events, f"m{k}"), on, scrape_every
+                )
                 try:
                     if on and r == runs - 1:  # the scrape costs, on the last log with metrics
                         result["scrape"] = _scrape_costs(run["_metrics"], run["_eventlog"], scrapes)

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from memstream.bench.command import show
-from memstream.bench.ingest import _events, _load_pairs, _settings, _substantive, _texts
 from memstream.bench.stats import machine as machine_info
 from memstream.bench.stats import percentile
+from memstream.bench.workload import load_pairs, pipeline_settings, sample_texts, substantive_turn, turn_events
 from memstream.core import argtypes
 from memstream.producers import EventLog, redis_client
 from memstream.service import ValkeyProcess
@@ -45,10 +45,10 @@ REPLAY_MAX_S = 1800.0  # a replay not done by then is reported as not done (repl
 NAMES = ["turns", "memories", "facts", "sessions"]
 
 
-def _pipeline(home: Path, url: str, prefix: str, embedder: str) -> Any:
+def pipeline_under_test(home: Path, url: str, prefix: str, embedder: str) -> Any:
     from memstream.workers import Pipeline, PipelineConfig
 
-    settings = _settings(home, url, prefix, embedder)
+    settings = pipeline_settings(home, url, prefix, embedder)
     return Pipeline(settings, EventLog(redis_client(url), prefix, settings.shards), PipelineConfig(embedder=embedder))
 
 
@@ -61,8 +61,8 @@ def _build_all(pipeline: Any) -> None:
 
 
 def _throughput(root: Path, url: str, prefix: str, embedder: str, pairs: list[tuple[str, str]], n: int) -> dict[str, Any]:
-    events = _events(_texts(pairs, n, f"tp-{prefix}"))
-    live = _pipeline(root / "live", url, prefix, embedder)
+    events = turn_events(sample_texts(pairs, n, f"tp-{prefix}"))
+    live = pipeline_under_test(root / "live", url, prefix, embedder)
     try:
         live.log.append(events)
         started = time.perf_counter()
@@ -71,7 +71,7 @@ def _throughput(root: Path, url: str, prefix: str, embedder: str, pairs: list[tu
     finally:
         live.stop()
     _build_all(live)
-    rebuild = _pipeline(root / "replay", url, prefix, embedder)  # a fresh home: a cold embedding cache
+    rebuild = pipeline_under_test(root / "replay", url, prefix, embedder)  # a fresh home: a cold embedding cache
     try:
         started = time.perf_counter()
         rebuild.drain()
@@ -101,8 +101,8 @@ def _freshness(
     from memstream.query import ask
     from memstream.text import BoilerplateFilter
 
-    pipeline = _pipeline(root / "fresh", url, prefix, "hash")
-    history = _events(_texts(pairs, n, f"hist-{prefix}"))
+    pipeline = pipeline_under_test(root / "fresh", url, prefix, "hash")
+    history = turn_events(sample_texts(pairs, n, f"hist-{prefix}"))
     pipeline.log.append(history)
     pipeline.drain()
     catalog = Catalog(pipeline.log.client, prefix)
@@ -115,8 +115,8 @@ def _freshness(
         for phase in ("alone", "during_replay"):
             # alone: ``seconds`` of traffic; during the replay: traffic until every build is active
             budget = seconds if phase == "alone" else REPLAY_MAX_S
-            events = _events(_texts(pairs, int(rate * budget), f"{phase}-{prefix}"))
-            sampled = {i for i in range(len(events)) if i % 10 == 0 and _substantive(events[i], bp)}
+            events = turn_events(sample_texts(pairs, int(rate * budget), f"{phase}-{prefix}"))
+            sampled = {i for i in range(len(events)) if i % 10 == 0 and substantive_turn(events[i], bp)}
 
             def pid(j: int, events: list[Any] = events) -> str:
                 """The turn point of event ``j`` (every version here records tenant ids)."""
@@ -225,7 +225,7 @@ def replay_bench(
     qps: float = 50.0,
     throughput_events: int = 20_000,
 ) -> dict[str, Any]:
-    pairs, source = _load_pairs(data)
+    pairs, source = load_pairs(data)
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-replay-"))
     result: dict[str, Any] = {"machine": machine_info(), "source": source}
     try:
