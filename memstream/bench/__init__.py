@@ -31,4 +31,6 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "redaction": ("memstream.bench.redaction", "secret redaction's recall and false changes on the labelled corpus, and speed"),
     "cluster": ("memstream.bench.cluster", "appends/s into one Valkey and into Valkey Clusters"),
     "noisy": ("memstream.bench.noisy", "one tenant's flood against another tenant's recall latency"),
+    "stages": ("memstream.bench.stages", "the text stages' throughput on synthetic (and LoCoMo) turns, as JSON lines"),
+    "store": ("memstream.bench.store", "vector store search latency: filtered dense, sparse and hybrid, as JSON lines"),
 }
