@@ -11,12 +11,14 @@ import argparse
 import json
 from typing import Any
 
+from memstream.core import PermanentError
+
 __all__ = ["BenchError", "OK", "needs", "show"]
 
 OK = 0
 
 
-class BenchError(Exception):
+class BenchError(PermanentError):
     """A benchmark that cannot run as asked (bad input, missing data, a server that did not
     come up): the command prints this one line and exits 1."""
 
