@@ -108,9 +108,5 @@ def test_a_benchmark_without_rq_says_how_to_install_it(capsys, monkeypatch, name
 
 
 def test_no_module_of_the_bench_is_over_400_lines():
-    long = {
-        str(p.relative_to(ROOT)): n
-        for p in BENCH.rglob("*.py")
-        if (n := len(p.read_text().splitlines())) > MOST_LINES
-    }
+    long = {str(p.relative_to(ROOT)): n for p in BENCH.rglob("*.py") if (n := len(p.read_text().splitlines())) > MOST_LINES}
     assert not long, f"split these by what they hold: {long}"
