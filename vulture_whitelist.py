@@ -10,7 +10,7 @@ _.backup_paths
 provider_config  # the argument of Hermes' get_status_config hook (provider, plugin shim)
 glyph  # a field of Hermes' RecallStatus, which the stand-in copies (provider/_base.py)
 ToolUsageProjection  # examples: registered through the memstream.projections entry point
-agent_main  # bench/chaos.py: run in a child process by a `python -c` string
+agent_main  # bench/chaos/agent.py: run in a child process by a `python -c` string
 _close_all  # producers/writer.py: an atexit hook
 death_penalty_class  # bench/queries.py: rq's SimpleWorker reads these overrides
 _._install_signal_handlers
@@ -30,7 +30,7 @@ _.suppress_status_output  # Hermes AIAgent (tests/hermes/hermes_drive_agent.py)
 
 # -- fields read by name: msgspec Structs, dataclasses read through getattr, Protocols --------
 is_bot  # producers/events.py: a field of the frozen event contract (decoded from the wire)
-logged_s  # bench/fleet.py: read through getattr by its report
+logged_s  # bench/fleet/measure.py: read through getattr by its report
 _.logged_s
 repl  # text/redaction.py: the parameter name of re.Pattern.subn, which the Protocol mirrors
 queued_ms  # query/protocol.py: a field of every answer, encoded for the asker (read from the JSON)

@@ -1,0 +1,36 @@
+"""bench: every benchmark of ``memstream bench NAME``, one module each, and what they share
+(``stats``: percentiles, sign tests, the machine's description; ``command``: printing and
+failing). Each benchmark module has ``add_arguments(parser)`` and ``run(args) -> int``; the
+command line loads a benchmark's module only when it is chosen (``BENCHMARKS`` names them).
+The real servers and the browser that benchmarks and tests both start are in
+``memstream.bench.testbed``."""
+
+from memstream.bench.command import BenchError
+
+__all__ = ["BENCHMARKS", "BenchError"]
+
+# name -> (module, one line for `memstream bench --help`)
+BENCHMARKS: dict[str, tuple[str, str]] = {
+    "hotpath": ("memstream.bench.hotpath", "what each hook costs the agent with Redis up, down and reporting off"),
+    "ingest": ("memstream.bench.ingest", "pipeline throughput against the raw stages, memory, and freshness"),
+    "prefetch": ("memstream.bench.prefetch", "prefetch return time and fresh query latency at 10k and 100k memories"),
+    "locomo": ("memstream.bench.locomo", "LoCoMo evidence recall through the real pipeline and query path"),
+    "queries": ("memstream.bench.queries", "the query transport's round trip against rq jobs (needs memstream[bench])"),
+    "chaos": ("memstream.bench.chaos", "agents, workers and Valkey killed and restarted: nothing lost or duplicated"),
+    "text": ("memstream.bench.text", "the text stages on adversarial inputs: linear time"),
+    "archive": ("memstream.bench.archive", "Redis memory freed by archiving, the archive's size and throughput"),
+    "replay": ("memstream.bench.replay", "a replay's throughput over the log"),
+    "import": ("memstream.bench.imports", "`memstream import hermes` of a synthetic state.db: messages/s"),
+    "metrics": ("memstream.bench.metrics", "what the metrics cost the pipeline, and a scrape of 1,000 agents' reports"),
+    "reads": ("memstream.bench.reads", "recall queries a second of one query server, by its thread count"),
+    "fleet": ("memstream.bench.fleet", "many agents on one service: hook cost, freshness, lag, the knee"),
+    "dashboard": ("memstream.bench.dashboard", "the dashboard's first full render in headless Chromium"),
+    "failover": ("memstream.bench.failover", "a primary with replicas and Sentinels killed or switched: recovery, losses"),
+    "wait": ("memstream.bench.wait", "what WAIT 1 costs the shipper per batch"),
+    "crypto": ("memstream.bench.crypto", "what per-tenant encryption of event bodies would cost"),
+    "redaction": ("memstream.bench.redaction", "secret redaction's recall and false changes on the labelled corpus, and speed"),
+    "cluster": ("memstream.bench.cluster", "appends/s into one Valkey and into Valkey Clusters"),
+    "noisy": ("memstream.bench.noisy", "one tenant's flood against another tenant's recall latency"),
+    "stages": ("memstream.bench.stages", "the text stages' throughput on synthetic (and LoCoMo) turns, as JSON lines"),
+    "store": ("memstream.bench.store", "vector store search latency: filtered dense, sparse and hybrid, as JSON lines"),
+}

@@ -24,6 +24,7 @@ of the log (so every group has applied everything). Then, in order:
 
 from __future__ import annotations
 
+import argparse
 import gc
 import shutil
 import tempfile
@@ -32,12 +33,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memstream.bench.ingest import _events, _load_pairs, _texts
+from memstream.bench.command import show
 from memstream.bench.stats import machine as machine_info
+from memstream.bench.workload import load_pairs, sample_texts, turn_events
+from memstream.core import argtypes
 from memstream.producers import Archive, EventLog, Record, archive, history, redis_client
 from memstream.service import ValkeyProcess
 
-__all__ = ["archive_bench", "format_archive"]
+__all__ = ["archive_bench", "format_archive", "add_arguments", "run"]
 
 _BATCH = 500  # records per append_batch call: the shipper's default batch
 
@@ -53,8 +56,8 @@ def archive_bench(events: int = 100_000, data: str | None = None) -> dict[str, A
     try:
         eventlog = EventLog(client, "bench")
         key = eventlog.stream_keys[0]
-        pairs, source = _load_pairs(data)
-        records = [Record.of(e) for e in _events(_texts(pairs, events, salt="archive"))]
+        pairs, source = load_pairs(data)
+        records = [Record.of(e) for e in turn_events(sample_texts(pairs, events, salt="archive"))]
         started = time.perf_counter()
         appended: list[str | None] = []
         for start in range(0, len(records), _BATCH):
@@ -86,7 +89,7 @@ def archive_bench(events: int = 100_000, data: str | None = None) -> dict[str, A
 
         # as many events again: they take the memory the archive freed (the allocator keeps
         # freed pages for reuse rather than give them back at once)
-        more = [Record.of(e) for e in _events(_texts(pairs, events, salt="again"))]
+        more = [Record.of(e) for e in turn_events(sample_texts(pairs, events, salt="again"))]
         for start in range(0, len(more), _BATCH):
             eventlog.append_batch(more[start : start + _BATCH])
         refill = _memory(client, key)
@@ -175,3 +178,21 @@ def format_archive(result: dict[str, Any]) -> str:
             f"events/s; the ids appended, in order: {'yes' if h['matches'] else 'NO'}",
         ]
     )
+
+
+# -- the command ---------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench archive``'s arguments."""
+    parser.add_argument(
+        "--events",
+        type=argtypes.int_between(1, 10_000_000),
+        default=100_000,
+        help="events appended, archived and read back (default 100000)",
+    )
+    parser.add_argument("--data", default="", help="LoCoMo turns JSONL (default: generated text if absent)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark as the command line asked; print its table (or JSON)."""
+    result = archive_bench(events=args.events, data=args.data or None)
+    return show(args, result, format_archive(result))

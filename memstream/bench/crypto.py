@@ -22,6 +22,7 @@ same rounds (the median of the per-round ratios).
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import time
@@ -29,11 +30,13 @@ from typing import Any, Callable
 
 import msgspec
 
-from memstream.bench.ingest import _events, _load_pairs, _texts
+from memstream.bench.command import show
 from memstream.bench.stats import machine as machine_info
+from memstream.bench.workload import load_pairs, sample_texts, turn_events
+from memstream.core import argtypes
 from memstream.producers import decode, encode
 
-__all__ = ["crypto_bench", "format_crypto"]
+__all__ = ["crypto_bench", "format_crypto", "add_arguments", "run"]
 
 NONCE = 12
 
@@ -43,10 +46,10 @@ def crypto_bench(events: int = 2000, rounds: int = 15, tenants: int = 8, data: s
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 
     machine = machine_info()
-    pairs, source = _load_pairs(data)
+    pairs, source = load_pairs(data)
     batch = [
         msgspec.structs.replace(e, scope=msgspec.structs.replace(e.scope, tenant=f"tenant{i % tenants}"))
-        for i, e in enumerate(_events(_texts(pairs, events, salt="crypto")))
+        for i, e in enumerate(turn_events(sample_texts(pairs, events, salt="crypto")))
     ]
     ciphers: dict[str, Callable[[bytes], Any]] = {"aes-256-gcm": AESGCM, "chacha20-poly1305": ChaCha20Poly1305}
     keyrings = {name: {f"tenant{t}": make(os.urandom(32)) for t in range(tenants)} for name, make in ciphers.items()}
@@ -136,3 +139,19 @@ def format_crypto(result: dict[str, Any]) -> str:
                     f"x{figures['ratio']} (rounds {figures['ratio_range'][0]}-{figures['ratio_range'][1]})"
                 )
     return "\n".join(lines)
+
+
+# -- the command ---------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench crypto``'s arguments."""
+    parser.add_argument(
+        "--events", type=argtypes.int_between(1, 10_000_000), default=2000, help="events per round (default 2000)"
+    )
+    parser.add_argument("--runs", type=argtypes.int_between(1, 1000), default=15, help="interleaved rounds (default 15)")
+    parser.add_argument("--data", default="", help="LoCoMo turns JSONL (default: generated text if absent)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark as the command line asked; print its table (or JSON)."""
+    result = crypto_bench(events=args.events, rounds=args.runs, data=args.data or None)
+    return show(args, result, format_crypto(result))

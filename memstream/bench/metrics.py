@@ -28,6 +28,7 @@ what a scrape costs.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import gzip
 import random
@@ -43,14 +44,15 @@ from typing import Any
 
 import msgspec
 
-from memstream.bench.ingest import _events, _load_pairs, _settings, _texts
+from memstream.bench.command import show
 from memstream.bench.stats import machine as machine_info
 from memstream.bench.stats import percentile
-from memstream.core import Settings, keys, observe
+from memstream.bench.workload import load_pairs, pipeline_settings, sample_texts, turn_events
+from memstream.core import Settings, argtypes, keys, observe
 from memstream.producers import HOOKS, EventLog, Figures, Reporter, Tally, redis_client
 from memstream.service import Metrics, ValkeyProcess, start_metrics
 
-__all__ = ["metrics_bench", "format_metrics", "TARGETS"]
+__all__ = ["metrics_bench", "format_metrics", "TARGETS", "add_arguments", "run"]
 
 TARGETS = {"ratio": 0.98, "fleet_scrape_p95_ms": 50.0}
 
@@ -80,9 +82,9 @@ def _drain(
     from memstream.workers import Pipeline, PipelineConfig
 
     addr = "127.0.0.1:0" if on else ""
-    settings = msgspec.structs.replace(_settings(root, url, prefix, embedder), metrics_addr=addr)
+    settings = msgspec.structs.replace(pipeline_settings(root, url, prefix, embedder), metrics_addr=addr)
     eventlog = EventLog(redis_client(url), prefix, settings.shards)
-    events = _events(pairs)
+    events = turn_events(pairs)
     for start in range(0, len(events), 500):
         eventlog.append(events[start : start + 500])
     pipeline = Pipeline(settings, eventlog, PipelineConfig(embedder=embedder))
@@ -113,7 +115,7 @@ def _drain(
             "cpu_seconds": round(cpu, 4),
             "events_per_s": round(len(events) / seconds, 1),
             "scrapes_during": scrapes[0],
-            "_pipeline": pipeline,
+            "pipeline_under_test": pipeline,
             "_metrics": metrics,
             "_eventlog": eventlog,
         }
@@ -128,9 +130,9 @@ def _drain(
 def _close(run: dict[str, Any]) -> None:
     if run.get("_metrics") is not None:
         run["_metrics"].stop()
-    run["_pipeline"].stop()
+    run["pipeline_under_test"].stop()
     run["_eventlog"].client.close()
-    for key in ("_pipeline", "_metrics", "_eventlog"):
+    for key in ("pipeline_under_test", "_metrics", "_eventlog"):
         run.pop(key, None)
 
 
@@ -248,7 +250,7 @@ def metrics_bench(
     agents: int = 1000,
 ) -> dict[str, Any]:
     """Run the benchmark (see the module doc); JSON-ready results."""
-    pairs, source = _load_pairs(data)
+    pairs, source = load_pairs(data)
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-metrics-"))
     server = ValkeyProcess(root / "valkey").start()
     result: dict[str, Any] = {
@@ -271,7 +273,9 @@ def metrics_bench(
             pair: dict[bool, dict[str, Any]] = {}
             for on in order:
                 k += 1
-                run = _drain(root / f"run-{k}", server.url, f"b{k}", embedder, _texts(pairs, events, f"m{k}"), on, scrape_every)
+                run = _drain(
+                    root / f"run-{k}", server.url, f"b{k}", embedder, sample_texts(pairs, events, f"m{k}"), on, scrape_every
+                )
                 try:
                     if on and r == runs - 1:  # the scrape costs, on the last log with metrics
                         result["scrape"] = _scrape_costs(run["_metrics"], run["_eventlog"], scrapes)
@@ -350,3 +354,25 @@ def format_metrics(result: dict[str, Any]) -> str:
         f"{fl['report_write_ms_p50']} ms (p50, one pipelined HSET and EXPIRE)",
     ]
     return "\n".join(lines)
+
+
+# -- the command ---------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench metrics``'s arguments."""
+    parser.add_argument(
+        "--events",
+        type=argtypes.int_between(1, 10_000_000),
+        default=3000,
+        help="events per drain, with metrics on and off (default 3000)",
+    )
+    parser.add_argument(
+        "--runs", type=argtypes.int_between(1, 1000), default=5, help="pairs of drains, metrics on and off (default 5)"
+    )
+    parser.add_argument("--data", default="", help="LoCoMo turns JSONL (default: generated text if absent)")
+    parser.add_argument("--embedder", default="hash", help="embedder of the benchmark's pipeline (default hash)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark as the command line asked; print its table (or JSON)."""
+    result = metrics_bench(events=args.events, runs=args.runs, data=args.data or None, embedder=args.embedder or "hash")
+    return show(args, result, format_metrics(result))

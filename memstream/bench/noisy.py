@@ -22,6 +22,7 @@ cause one).
 
 from __future__ import annotations
 
+import argparse
 import multiprocessing as mp
 import random
 import shutil
@@ -32,13 +33,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memstream.bench.command import show
 from memstream.bench.prefetch import _append, _question
 from memstream.bench.stats import latency_summary, machine
-from memstream.core import Settings
+from memstream.core import Settings, argtypes
 from memstream.producers import EventLog, redis_client
 from memstream.service import ValkeyProcess
 
-__all__ = ["noisy_bench", "format_noisy", "nested_envelope"]
+__all__ = ["noisy_bench", "format_noisy", "nested_envelope", "add_arguments", "run"]
 
 
 def nested_envelope(depth: int) -> bytes:
@@ -163,3 +165,17 @@ def format_noisy(r: dict[str, Any]) -> str:
         f"  refused {r['refused']} of {r['rounds'] * r['flood_requests']}; serving threads backed off {r['backoffs']} times"
     )
     return "\n".join(lines)
+
+
+# -- the command ---------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench noisy``'s arguments."""
+    parser.add_argument(
+        "--runs", type=argtypes.int_between(1, 1000), default=5, help="rounds, quiet and flood alternating (default 5)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark as the command line asked; print its table (or JSON)."""
+    result = noisy_bench(rounds=args.runs)
+    return show(args, result, format_noisy(result))

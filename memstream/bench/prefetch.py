@@ -32,6 +32,7 @@ timed separately in the same run (``onnx_query_embed_ms``) when the model is ava
 
 from __future__ import annotations
 
+import argparse
 import gc
 import random
 import shutil
@@ -42,12 +43,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memstream.bench.command import show
 from memstream.bench.stats import latency_summary, machine
-from memstream.core import Settings, new_event_id
+from memstream.core import Settings, argtypes, new_event_id
 from memstream.producers import EventLog, MemoryRemembered, Scope, redis_client, utcnow
 from memstream.service import ValkeyProcess
 
-__all__ = ["prefetch_bench", "format_prefetch", "TARGETS"]
+__all__ = ["prefetch_bench", "format_prefetch", "TARGETS", "add_arguments", "run"]
 
 TARGETS = {"prefetch_over_budget_p99_ms": 1.0, "fresh_query_p95_ms_at_100k": 50.0}
 
@@ -298,3 +300,24 @@ def format_prefetch(r: dict[str, Any]) -> str:
         f"{'met' if v['met_fresh_query'] else 'MISSED (or largest size < 100k)'}"
     )
     return "\n".join(lines)
+
+
+# -- the command ---------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench prefetch``'s arguments."""
+    parser.add_argument(
+        "--sizes",
+        type=argtypes.ascending_counts,
+        default=(10000, 100000),
+        help="memory counts to measure at, ascending (default 10000,100000)",
+    )
+    parser.add_argument(
+        "--queries", type=argtypes.int_between(1, 1_000_000), default=200, help="questions per size (default 200)"
+    )
+    parser.add_argument("--embedder", default="hash", help="embedder of the benchmark's pipeline (default hash)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark as the command line asked; print its table (or JSON)."""
+    result = prefetch_bench(sizes=args.sizes, queries=args.queries, embedder=args.embedder or "hash")
+    return show(args, result, format_prefetch(result))

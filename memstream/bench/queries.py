@@ -18,6 +18,7 @@ transport (median over rounds) and the ratio rq / lists.
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import statistics
 import tempfile
@@ -28,10 +29,12 @@ from typing import Any
 
 import redis
 
+from memstream.bench.command import needs, show
 from memstream.bench.stats import percentile
+from memstream.core import argtypes
 from memstream.service import ValkeyProcess
 
-__all__ = ["queries_bench", "format_queries"]
+__all__ = ["queries_bench", "format_queries", "add_arguments", "run"]
 
 _PREFIX = "benchq"
 
@@ -135,3 +138,21 @@ def format_queries(result: dict[str, Any]) -> str:
         f"  rq / lists: p50 x{result['ratio_rq_over_lists_p50']}, p95 x{result['ratio_rq_over_lists_p95']}",
     ]
     return "\n".join(lines)
+
+
+# -- the command ---------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench queries``'s arguments."""
+    parser.add_argument(
+        "--queries", type=argtypes.int_between(1, 1_000_000), default=200, help="round trips per round (default 200)"
+    )
+    parser.add_argument(
+        "--runs", type=argtypes.int_between(1, 1000), default=4, help="rounds, the transports alternating (default 4)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark as the command line asked; print its table (or JSON)."""
+    needs("rq", "queries", "the baseline: the same request as an rq job")
+    result = queries_bench(queries=args.queries, rounds=args.runs)
+    return show(args, result, format_queries(result))

@@ -22,6 +22,7 @@ a noisy neighbour weighs on all of them; the figures are medians over rounds.
 
 from __future__ import annotations
 
+import argparse
 import multiprocessing as mp
 import random
 import resource
@@ -33,13 +34,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memstream.bench.command import show
 from memstream.bench.prefetch import _append, _question
 from memstream.bench.stats import latency_summary, machine
-from memstream.core import Settings
+from memstream.core import Settings, argtypes
 from memstream.producers import EventLog, redis_client
 from memstream.service import ValkeyProcess
 
-__all__ = ["reads_bench", "format_reads"]
+__all__ = ["reads_bench", "format_reads", "add_arguments", "run"]
 
 
 def _caller(
@@ -247,3 +249,36 @@ def format_reads(r: dict[str, Any]) -> str:
             f"{lvl['errors']:>6}"
         )
     return "\n".join(lines)
+
+
+# -- the command ---------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench reads``'s arguments."""
+    parser.add_argument(
+        "--events",
+        type=argtypes.int_between(1, 10_000_000),
+        default=10_000,
+        help="memories the query server holds (default 10000)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=argtypes.ascending_counts,
+        default=(1, 2, 4, 8),
+        help="query server thread counts to measure, ascending (default 1,2,4,8)",
+    )
+    parser.add_argument(
+        "--clients",
+        type=argtypes.int_between(1, 4096),
+        default=16,
+        help="callers sending recall back to back, spread over two processes (default 16)",
+    )
+    parser.add_argument("--runs", type=argtypes.int_between(1, 1000), default=3, help="rounds over the thread counts (default 3)")
+    parser.add_argument("--embedder", default="hash", help="embedder of the benchmark's pipeline (default hash)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark as the command line asked; print its table (or JSON)."""
+    result = reads_bench(
+        memories=args.events, threads=args.threads, clients=args.clients, rounds=args.runs, embedder=args.embedder or "hash"
+    )
+    return show(args, result, format_reads(result))

@@ -1,6 +1,6 @@
 """``memstream bench redaction``: how well and how fast secrets are redacted.
 
-Quality, on the labelled corpus of ``memstream.bench.secretcorpus`` (the texts the tests read
+Quality, on the labelled corpus of ``memstream.bench.testbed.secretcorpus`` (the texts the tests read
 from tests/text/corpus/): the share of secrets redacted in the tuned and the held-out
 parts, and the share of ordinary turns changed (false positives: the 6,000 ordinary turns,
 and the turns naming hex digests of the tuned and held-out draws), for memstream's rules
@@ -23,6 +23,7 @@ interleaved round by round; medians of ``rounds``, with their ratios. Timing bel
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -31,10 +32,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from memstream.bench.secretcorpus import PARTS, leaked, ordinary, ordinary_digests, secrets
+from memstream.bench.command import BenchError, show
 from memstream.bench.stats import machine
+from memstream.bench.testbed.secretcorpus import PARTS, leaked, ordinary, ordinary_digests, secrets
+from memstream.core import argtypes
 
-__all__ = ["redaction_bench", "format_redaction", "BUDGET"]
+__all__ = ["redaction_bench", "format_redaction", "BUDGET", "add_arguments", "run"]
 
 BUDGET = 0.002  # at most this share of ordinary turns changed
 
@@ -296,3 +299,24 @@ def format_redaction(r: dict[str, Any]) -> str:
             f"this version's throughput x{s['ship_throughput_vs_before']} the baseline's"
         )
     return "\n".join(lines)
+
+
+# -- the command ---------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench redaction``'s arguments."""
+    parser.add_argument("--data", default="", help="the LoCoMo directory or its turns JSONL: also count the LoCoMo turns changed")
+    parser.add_argument(
+        "--runs", type=argtypes.int_between(1, 1000), default=5, help="interleaved rounds of the speed measurement (default 5)"
+    )
+    parser.add_argument(
+        "--baseline", default="", help="another version's memstream/text/redaction.py (a file), scored on the same corpus"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark as the command line asked; print its table (or JSON)."""
+    try:
+        result = redaction_bench(data=args.data or None, rounds=args.runs, baseline=args.baseline or None)
+    except OSError as exc:
+        raise BenchError(f"bench redaction: {exc} (--data is the LoCoMo directory or its turns JSONL)") from exc
+    return show(args, result, format_redaction(result))

@@ -22,6 +22,7 @@ Results are medians of single runs on a shared machine: compare ratios from one 
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import tempfile
 import threading
@@ -29,23 +30,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memstream.bench.ingest import _events, _load_pairs, _settings, _substantive, _texts
+from memstream.bench.command import show
 from memstream.bench.stats import machine as machine_info
 from memstream.bench.stats import percentile
+from memstream.bench.workload import load_pairs, pipeline_settings, sample_texts, substantive_turn, turn_events
+from memstream.core import argtypes
 from memstream.producers import EventLog, redis_client
 from memstream.service import ValkeyProcess
 
-__all__ = ["replay_bench", "format_replay", "TARGETS"]
+__all__ = ["replay_bench", "format_replay", "TARGETS", "add_arguments", "run"]
 
 TARGETS = {"throughput_ratio": 0.9, "freshness_ratio": 2.0, "freshness_p95_s": 1.0}
 REPLAY_MAX_S = 1800.0  # a replay not done by then is reported as not done (replay_s None)
 NAMES = ["turns", "memories", "facts", "sessions"]
 
 
-def _pipeline(home: Path, url: str, prefix: str, embedder: str) -> Any:
+def pipeline_under_test(home: Path, url: str, prefix: str, embedder: str) -> Any:
     from memstream.workers import Pipeline, PipelineConfig
 
-    settings = _settings(home, url, prefix, embedder)
+    settings = pipeline_settings(home, url, prefix, embedder)
     return Pipeline(settings, EventLog(redis_client(url), prefix, settings.shards), PipelineConfig(embedder=embedder))
 
 
@@ -58,8 +61,8 @@ def _build_all(pipeline: Any) -> None:
 
 
 def _throughput(root: Path, url: str, prefix: str, embedder: str, pairs: list[tuple[str, str]], n: int) -> dict[str, Any]:
-    events = _events(_texts(pairs, n, f"tp-{prefix}"))
-    live = _pipeline(root / "live", url, prefix, embedder)
+    events = turn_events(sample_texts(pairs, n, f"tp-{prefix}"))
+    live = pipeline_under_test(root / "live", url, prefix, embedder)
     try:
         live.events.append(events)
         started = time.perf_counter()
@@ -68,7 +71,7 @@ def _throughput(root: Path, url: str, prefix: str, embedder: str, pairs: list[tu
     finally:
         live.stop()
     _build_all(live)
-    rebuild = _pipeline(root / "replay", url, prefix, embedder)  # a fresh home: a cold embedding cache
+    rebuild = pipeline_under_test(root / "replay", url, prefix, embedder)  # a fresh home: a cold embedding cache
     try:
         started = time.perf_counter()
         rebuild.drain()
@@ -98,8 +101,8 @@ def _freshness(
     from memstream.query import ask
     from memstream.text import BoilerplateFilter
 
-    pipeline = _pipeline(root / "fresh", url, prefix, "hash")
-    history = _events(_texts(pairs, n, f"hist-{prefix}"))
+    pipeline = pipeline_under_test(root / "fresh", url, prefix, "hash")
+    history = turn_events(sample_texts(pairs, n, f"hist-{prefix}"))
     pipeline.events.append(history)
     pipeline.drain()
     catalog = Catalog(pipeline.events.client, prefix)
@@ -112,8 +115,8 @@ def _freshness(
         for phase in ("alone", "during_replay"):
             # alone: ``seconds`` of traffic; during the replay: traffic until every build is active
             budget = seconds if phase == "alone" else REPLAY_MAX_S
-            events = _events(_texts(pairs, int(rate * budget), f"{phase}-{prefix}"))
-            sampled = {i for i in range(len(events)) if i % 10 == 0 and _substantive(events[i], bp)}
+            events = turn_events(sample_texts(pairs, int(rate * budget), f"{phase}-{prefix}"))
+            sampled = {i for i in range(len(events)) if i % 10 == 0 and substantive_turn(events[i], bp)}
 
             def pid(j: int, events: list[Any] = events) -> str:
                 """The turn point of event ``j`` (every version here records tenant ids)."""
@@ -222,7 +225,7 @@ def replay_bench(
     qps: float = 50.0,
     throughput_events: int = 20_000,
 ) -> dict[str, Any]:
-    pairs, source = _load_pairs(data)
+    pairs, source = load_pairs(data)
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-replay-"))
     result: dict[str, Any] = {"machine": machine_info(), "source": source}
     try:
@@ -276,3 +279,24 @@ def format_replay(r: dict[str, Any]) -> str:
     )
     lines.append("met: " + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in r["met"].items()))
     return "\n".join(lines)
+
+
+# -- the command ---------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench replay``'s arguments."""
+    parser.add_argument(
+        "--events", type=argtypes.int_between(1, 10_000_000), default=100_000, help="events in the log (default 100000)"
+    )
+    parser.add_argument("--data", default="", help="LoCoMo turns JSONL (default: generated text if absent)")
+    parser.add_argument("--embedder", default="", help="hash: skip the onnx-minilm throughput round (default: run it)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark as the command line asked; print its table (or JSON)."""
+    result = replay_bench(
+        events=args.events,
+        as_json=getattr(args, "json", False),
+        data=args.data or None,
+        onnx_events=0 if args.embedder == "hash" else 1000,
+    )
+    return show(args, result, format_replay(result))

@@ -8,7 +8,7 @@ answers with code, tracebacks, JSON and URLs, tool output, some Chinese, Japanes
 Korean, and secrets in about 3% of turns. ``--locomo DIR`` adds the LoCoMo chat turns
 (read from the directory given, never shipped).
 
-Command line: ``python -m memstream.bench.stages --turns 10000 [--locomo DIR]`` prints one
+Command line: ``memstream bench stages --turns 10000 [--locomo DIR]`` prints one
 JSON object. Timing belongs here, not in the test suite.
 """
 
@@ -21,9 +21,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from memstream.core import argtypes
 from memstream.text import BoilerplateFilter, chunk, extract_facts, redact
 
-__all__ = ["synthetic_turns", "stages_throughput"]
+__all__ = ["add_arguments", "run", "stages_throughput", "synthetic_turns"]
 
 _USER = [
     "Can you look at why the billing worker keeps crashing on start? It started after the migration.",
@@ -146,11 +147,16 @@ def stages_throughput(turns: list[dict[str, Any]]) -> dict[str, Any]:
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
-    parser.add_argument("--turns", type=int, default=10_000)
-    parser.add_argument("--locomo", type=Path, help="directory holding locomo10_turns.jsonl")
-    args = parser.parse_args(argv)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench stages``'s arguments (``python -m memstream.bench.stages`` takes the same)."""
+    parser.add_argument(
+        "--turns", type=argtypes.int_between(1, 10_000_000), default=10_000, help="synthetic turns (default 10000)"
+    )
+    parser.add_argument("--locomo", type=Path, help="directory holding locomo10_turns.jsonl: also measure on its turns")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print one JSON line per input: the stages' throughput on it."""
     print(json.dumps({"synthetic": stages_throughput(synthetic_turns(args.turns))}))
     if args.locomo:
         print(json.dumps({"locomo": stages_throughput(locomo_turns(args.locomo))}))
@@ -158,4 +164,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    _parser = argparse.ArgumentParser(prog="python -m memstream.bench.stages", description=(__doc__ or "").split("\n")[0])
+    add_arguments(_parser)
+    raise SystemExit(run(_parser.parse_args()))

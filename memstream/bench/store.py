@@ -10,7 +10,7 @@ Distributions: ``"random"`` (uniform on the sphere: the worst case for HNSW) and
 ``"clustered"`` (points around topic centres, queries near existing points: closer to
 real sentence embeddings).
 
-Command line: ``python -m memstream.bench.store --n 10000 100000 --distribution
+Command line: ``memstream bench store --n 10000 100000 --distribution
 random clustered --index plain hnsw`` prints one JSON object per run. Timing belongs
 here, not in the test suite.
 """
@@ -29,7 +29,7 @@ import numpy as np
 from memstream.bench.stats import percentile
 from memstream.projections import Filter, Point, VectorStore, point_id, sparse_vector
 
-__all__ = ["search_latency", "make_points"]
+__all__ = ["add_arguments", "make_points", "run", "search_latency"]
 
 
 def make_points(
@@ -211,17 +211,22 @@ def _measure(
     return result
 
 
-def main(argv: list[str] | None = None) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench store``'s arguments (``python -m memstream.bench.store`` takes the same)."""
+    parser.add_argument("--n", type=int, nargs="+", default=[10_000], help="points per run (default 10000)")
+    parser.add_argument(
+        "--distribution", nargs="+", default=["random", "clustered"], choices=["random", "clustered"], help="(default both)"
+    )
+    parser.add_argument("--index", nargs="+", default=["plain"], choices=["plain", "hnsw"], help="(default plain)")
+    parser.add_argument("--exact-too", action="store_true", help="also measure exact=True")
+    parser.add_argument("--queries", type=int, default=200, help="queries per mode (default 200)")
+    parser.add_argument("--path", default=None, help="parent of the temporary store directory")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print one JSON object per run (index, size, distribution)."""
     from memstream.projections import EdgeStore
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, nargs="+", default=[10_000])
-    parser.add_argument("--distribution", nargs="+", default=["random", "clustered"])
-    parser.add_argument("--index", nargs="+", default=["plain"], choices=["plain", "hnsw"])
-    parser.add_argument("--exact-too", action="store_true", help="also measure exact=True")
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--path", default=None, help="parent of the temporary store directory")
-    args = parser.parse_args(argv)
     for index in args.index:
         with tempfile.TemporaryDirectory(dir=args.path) as path:
             store = EdgeStore(path, index=index, auto_optimize=None)
@@ -234,7 +239,10 @@ def main(argv: list[str] | None = None) -> None:
                         print(json.dumps(res), flush=True)
             finally:
                 store.close()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    _parser = argparse.ArgumentParser(prog="python -m memstream.bench.store", description=__doc__.splitlines()[0])
+    add_arguments(_parser)
+    raise SystemExit(run(_parser.parse_args()))

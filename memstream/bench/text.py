@@ -17,12 +17,16 @@ JSON-ready dict; ``format_text`` renders it. Timing belongs here, not in the tes
 
 from __future__ import annotations
 
+import argparse
 import platform
 import statistics
 import time
 from typing import Any, Callable
 
-__all__ = ["ADVERSARIAL", "STAGES", "adversarial", "prose", "corpus", "text_bench", "format_text"]
+from memstream.bench.command import show
+from memstream.core import argtypes
+
+__all__ = ["ADVERSARIAL", "STAGES", "adversarial", "prose", "corpus", "text_bench", "format_text", "add_arguments", "run"]
 
 # name -> the unit repeated to the size. Each targets a pattern (or a family) that could
 # scan ahead from many starting points: secret names with and without a value, flags,
@@ -239,3 +243,18 @@ def format_text(result: dict[str, Any]) -> str:
             f"{stage:<12} worst {e['worst_input']!r}: {e['worst_ms']:.1f} ms at {top}K{ratio}; prose {e['prose_ms']:.1f} ms"
         )
     return "\n".join(lines)
+
+
+# -- the command ---------------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``memstream bench text``'s arguments."""
+    parser.add_argument(
+        "--sizes", type=argtypes.ascending_counts, default=(16, 64, 256), help="input sizes in KiB, ascending (default 16,64,256)"
+    )
+    parser.add_argument("--runs", type=argtypes.int_between(1, 1000), default=5, help="runs per median (default 5)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark as the command line asked; print its table (or JSON)."""
+    result = text_bench(sizes_kib=args.sizes, runs=args.runs)
+    return show(args, result, format_text(result))

@@ -27,14 +27,10 @@ from memstream.cli.args import (
     K_MAX,
     QUERY_MAX,
     archive_point,
-    ascending_counts,
     entry_id,
-    int_between,
-    minutes,
-    per_second,
     printable,
-    seconds,
 )
+from memstream.cli.bench import add_benchmarks, cmd_bench
 from memstream.cli.output import (
     FAILED,
     INTERRUPTED,
@@ -56,7 +52,7 @@ from memstream.cli.output import (
     stdout_to_devnull,
     verify_text,
 )
-from memstream.core import Settings, configure, say_ready, take_ready_fd
+from memstream.core import Settings, argtypes, configure, say_ready, take_ready_fd
 from memstream.ops import CommandError
 
 __all__ = ["build_parser", "main"]
@@ -513,7 +509,7 @@ def cmd_acl(args: argparse.Namespace, settings: Settings) -> int:
     return OK
 
 
-# -- install-hermes / bench ----------------------------------------------------------------
+# -- install-hermes ----------------------------------------------------------------
 def cmd_install_hermes(args: argparse.Namespace, settings: Settings) -> int:
     from pathlib import Path
 
@@ -527,184 +523,6 @@ def cmd_install_hermes(args: argparse.Namespace, settings: Settings) -> int:
     )
     print_result(args, result, text)
     return OK
-
-
-def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
-    from memstream.bench import hotpath as bench
-
-    if args.which == "hotpath":
-        result = bench.hotpath(calls=args.calls, rounds=args.runs or 20)
-        print_result(args, result, bench.format_hotpath(result))
-        return OK
-    if args.which == "ingest":
-        from memstream.bench import ingest as bench_ingest
-
-        result = bench_ingest.ingest(
-            events=args.events or 1000,
-            as_json=args.json,
-            data=args.data or None,
-            runs=args.runs or 4,
-            onnx=args.embedder != "hash",
-            freshness_runs=max(1, (args.runs or 4) // 2) if args.embedder == "hash" else 1,
-            model=args.embedder if args.embedder in ("onnx-minilm", "bge-small") else "onnx-minilm",
-        )
-        print_result(args, result, bench_ingest.format_ingest(result))
-        return OK
-    if args.which == "archive":
-        from memstream.bench import archive as bench_archive
-
-        result = bench_archive.archive_bench(events=args.events or 100_000, data=args.data or None)
-        print_result(args, result, bench_archive.format_archive(result))
-        return OK
-    if args.which == "prefetch":
-        from memstream.bench import prefetch as bench_prefetch
-
-        result = bench_prefetch.prefetch_bench(
-            sizes=args.sizes or (10000, 100000), queries=args.queries, embedder=args.embedder or "hash"
-        )
-        print_result(args, result, bench_prefetch.format_prefetch(result))
-        return OK
-    if args.which == "locomo":
-        from memstream.bench import locomo as bench_locomo
-
-        if not args.data:
-            raise CommandError("bench locomo needs --data DIR (the LoCoMo directory: locomo10_turns.jsonl, locomo10_qrels.jsonl)")
-        try:
-            compare = bench_locomo.parse_options(args.compare) if args.compare is not None else None
-            result = bench_locomo.locomo(args.data, split=args.split, embedder=args.embedder or "onnx-minilm", compare=compare)
-        except bench_locomo.BenchDataError as exc:
-            raise CommandError(str(exc)) from exc
-        print_result(args, result, bench_locomo.format_locomo(result))
-        return OK
-    if args.which == "chaos":
-        from memstream.bench import chaos as bench_chaos
-
-        agents = args.agents or (4,)
-        if len(agents) != 1 or agents[0] > 64:
-            raise CommandError(f"bench chaos takes one --agents count from 1 to 64 (got {','.join(map(str, agents))})")
-        result = bench_chaos.chaos_bench(minutes=args.minutes or 2.0, agents=agents[0], seed=args.seed)
-        print_result(args, result, bench_chaos.format_chaos(result))
-        return OK
-    if args.which == "reads":
-        from memstream.bench import reads as bench_reads
-
-        result = bench_reads.reads_bench(
-            memories=args.events or 10_000,
-            threads=args.threads or (1, 2, 4, 8),
-            clients=args.clients,
-            rounds=args.runs or 3,
-            embedder=args.embedder or "hash",
-        )
-        print_result(args, result, bench_reads.format_reads(result))
-        return OK
-    if args.which == "fleet":
-        from memstream.bench import fleet as bench_fleet
-
-        result = bench_fleet.fleet_bench(
-            levels=args.agents or bench_fleet.LEVELS,
-            rate=args.rate or bench_fleet.RATE,
-            seconds=args.seconds or bench_fleet.SECONDS,
-            processes=args.processes or bench_fleet.PROCESSES,
-            embedder=args.embedder or "hash",
-        )
-        print_result(args, result, bench_fleet.format_fleet(result))
-        return OK
-    if args.which == "queries":
-        from memstream.bench import queries as bench_queries
-
-        result = bench_queries.queries_bench(queries=args.queries, rounds=args.runs or 4)
-        print_result(args, result, bench_queries.format_queries(result))
-        return OK
-    if args.which == "replay":
-        from memstream.bench import replay as bench_replay
-
-        result = bench_replay.replay_bench(
-            events=args.events or 100_000,
-            as_json=args.json,
-            data=args.data or None,
-            onnx_events=0 if args.embedder == "hash" else 1000,
-        )
-        print_result(args, result, bench_replay.format_replay(result))
-        return OK
-    if args.which == "import":
-        from memstream.bench import imports as bench_import
-
-        result = bench_import.import_bench(messages=args.messages, runs=args.runs or 5)
-        print_result(args, result, bench_import.format_import(result))
-        return OK
-    if args.which == "metrics":
-        from memstream.bench import metrics as bench_metrics
-
-        result = bench_metrics.metrics_bench(
-            events=args.events or 3000, runs=args.runs or 5, data=args.data or None, embedder=args.embedder or "hash"
-        )
-        print_result(args, result, bench_metrics.format_metrics(result))
-        return OK
-    if args.which in ("failover", "wait"):
-        from memstream.bench import failover as bench_failover
-
-        try:
-            if args.which == "wait":
-                result = bench_failover.wait_bench(rounds=args.runs or 9, batches=args.events or 300)
-                print_result(args, result, bench_failover.format_wait(result))
-            else:
-                result = bench_failover.failover_run(
-                    writers=args.agents[0] if args.agents else 4,
-                    after_s=args.seconds or 4.0,
-                    how=args.how,
-                    ship_replicas=args.wait_replicas,
-                )
-                print_result(args, result, bench_failover.format_failover(result))
-        except RuntimeError as exc:  # the replicas or Sentinels did not come up
-            raise CommandError(str(exc)) from exc
-        return OK
-    if args.which == "dashboard":
-        from memstream.bench import dashboard as bench_dashboard
-
-        try:
-            result = bench_dashboard.dashboard_bench(loads=args.runs or 7, warmup=args.minutes * 60 if args.minutes else 20.0)
-        except (bench_dashboard.BrowserError, RuntimeError) as exc:
-            raise CommandError(str(exc)) from exc
-        print_result(args, result, bench_dashboard.format_dashboard(result))
-        return OK
-    if args.which == "crypto":
-        from memstream.bench import crypto as bench_crypto
-
-        result = bench_crypto.crypto_bench(events=args.events or 2000, rounds=args.runs or 15, data=args.data or None)
-        print_result(args, result, bench_crypto.format_crypto(result))
-        return OK
-    if args.which == "cluster":
-        from memstream.bench import cluster as bench_cluster
-
-        result = bench_cluster.cluster_bench(
-            sizes=args.sizes or (1, 3), runs=args.runs or 5, writers=args.processes or 4, seconds=args.seconds or 5.0
-        )
-        print_result(args, result, bench_cluster.format_cluster(result))
-        return OK
-    if args.which == "noisy":
-        from memstream.bench import noisy as bench_noisy
-
-        result = bench_noisy.noisy_bench(rounds=args.runs or 5)
-        print_result(args, result, bench_noisy.format_noisy(result))
-        return OK
-    if args.which == "text":
-        from memstream.bench import text as bench_text
-
-        result = bench_text.text_bench(sizes_kib=args.sizes or (16, 64, 256), runs=args.runs or 5)
-        print_result(args, result, bench_text.format_text(result))
-        return OK
-    if args.which == "redaction":
-        from memstream.bench import redaction as bench_redaction
-
-        try:
-            result = bench_redaction.redaction_bench(
-                data=args.data or None, rounds=args.runs or 5, baseline=args.baseline or None
-            )
-        except OSError as exc:
-            raise CommandError(f"bench redaction: {exc} (--data is the LoCoMo directory or its turns JSONL)") from exc
-        print_result(args, result, bench_redaction.format_redaction(result))
-        return OK
-    raise CommandError(f"unknown benchmark {args.which!r}")
 
 
 # -- the parser and main ---------------------------------------------------------------------
@@ -790,19 +608,19 @@ def build_parser() -> argparse.ArgumentParser:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("text", nargs="?", help="the memory to add; - reads it from stdin")
     source.add_argument("--file", metavar="PATH", help="read the memory from this UTF-8 file")
-    p.add_argument("--timeout", type=seconds, default=10.0, help="--sync: seconds to wait for the projections")
+    p.add_argument("--timeout", type=argtypes.seconds, default=10.0, help="--sync: seconds to wait for the projections")
     p = add("search", cmd_search, "search the projections (turns, memories, facts)")
     p.add_argument("--tenant", type=printable("tenant"), help="tenant (default: MEMSTREAM_TENANT)")
     p.add_argument("--agent", type=printable("agent"), help="the asking agent (default: the agent `default`)")
     p.add_argument("--scope", default="current", type=printable("scope"), help="current | all | AGENT")
-    p.add_argument("-k", type=int_between(1, K_MAX), default=10, help=f"results (1 to {K_MAX})")
-    p.add_argument("--timeout", type=seconds, default=10.0, help="seconds to wait for the answer")
+    p.add_argument("-k", type=argtypes.int_between(1, K_MAX), default=10, help=f"results (1 to {K_MAX})")
+    p.add_argument("--timeout", type=argtypes.seconds, default=10.0, help="seconds to wait for the answer")
     p.add_argument("query", type=printable("query", QUERY_MAX))
     p = add("dlq", cmd_dlq, "list (the default), retry or drop dead letters")
     p.add_argument("action", nargs="?", choices=["list", "retry", "drop"], default="list")
     p.add_argument("ids", nargs="*", type=entry_id, help="DLQ ids (retry/drop)")
     p.add_argument("--group", type=printable("group"), help="only this projection group (list)")
-    p.add_argument("--count", type=int_between(1, COUNT_MAX), default=100, help=f"at most this many (1 to {COUNT_MAX})")
+    p.add_argument("--count", type=argtypes.int_between(1, COUNT_MAX), default=100, help=f"at most this many (1 to {COUNT_MAX})")
     p = add(
         "forget",
         cmd_forget,
@@ -823,7 +641,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--dry-run", action="store_true", help="remove nothing: count per place and list the events")
     p.add_argument(
-        "--wait", type=seconds, default=30.0, help="seconds to wait for the projections to apply the tombstones (default 30)"
+        "--wait",
+        type=argtypes.seconds,
+        default=30.0,
+        help="seconds to wait for the projections to apply the tombstones (default 30)",
     )
     p = add("worker", cmd_worker, "run projection workers against a shared Redis and Qdrant")
     p.add_argument(
@@ -860,7 +681,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("projections", cmd_projections, "list projection versions; activate or drop one")
     p.add_argument("action", nargs="?", choices=["list", "activate", "drop"], default="list")
     p.add_argument("name", nargs="?", type=printable("projection"), help="activate/drop: the projection")
-    p.add_argument("version", nargs="?", type=int_between(1, 1_000_000), help="activate/drop: its version")
+    p.add_argument("version", nargs="?", type=argtypes.int_between(1, 1_000_000), help="activate/drop: its version")
     p = add("tenant", cmd_tenant, "register tenants: a Redis user each, limited to its own data")
     p.add_argument("action", choices=["add", "list", "remove", "update"])
     p.add_argument("name", nargs="?", default="", help="tenant name (add, remove)")
@@ -870,158 +691,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("install-hermes", cmd_install_hermes, "install the memstream plugin into a Hermes home and select it")
     p.add_argument("--home", default="", help="Hermes home (default: $HERMES_HOME or ~/.hermes)")
     p.add_argument("--hermes", default="", help="the hermes command to ask (default: the one beside this Python, else on PATH)")
-    p = add("bench", cmd_bench, "benchmarks")
-    p.add_argument(
-        "which",
-        choices=[
-            "hotpath",
-            "ingest",
-            "prefetch",
-            "locomo",
-            "queries",
-            "chaos",
-            "text",
-            "archive",
-            "replay",
-            "import",
-            "metrics",
-            "reads",
-            "fleet",
-            "dashboard",
-            "failover",
-            "wait",
-            "crypto",
-            "redaction",
-            "cluster",
-            "noisy",
-        ],
-    )
-    p.add_argument(
-        "--minutes",
-        type=minutes,
-        default=None,
-        help="chaos: how long things break (default 2); "
-        "dashboard: minutes of traffic before the first load, hence of history the page draws "
-        "(default 1/3; 10 fills it)",
-    )
-    p.add_argument(
-        "--agents",
-        type=ascending_counts,
-        default=None,
-        help="chaos: agent processes (one count, 1 to 64; default 4); fleet: agents at each level, "
-        "ascending (default 50,200,500,1000); failover: writers (the first count; default 4)",
-    )
-    p.add_argument(
-        "--rate", type=per_second, default=None, help="fleet: turns per second of each agent (default 0.2: a turn every 5 s)"
-    )
-    p.add_argument(
-        "--seconds",
-        type=seconds,
-        default=None,
-        help="fleet: seconds of turns per level (default 60); "
-        "cluster: seconds a run (default 5); failover: seconds the writers go on after the kill (default 4)",
-    )
-    p.add_argument(
-        "--processes",
-        type=int_between(1, 256),
-        default=None,
-        help="fleet: agent processes the agents are spread over (default 4); cluster: writer processes (default 4)",
-    )
-    p.add_argument("--seed", type=int_between(0, 2**32 - 1), default=0, help="chaos: the random choices")
-    p.add_argument(
-        "--how",
-        choices=["kill", "switch"],
-        default="kill",
-        help="failover: SIGKILL the primary (writers WAIT for 1 of its 2 replicas), or SENTINEL FAILOVER "
-        "(the old primary demoted; writers WAIT for both replicas)",
-    )
-    p.add_argument(
-        "--wait-replicas",
-        type=int_between(0, 2),
-        default=None,
-        help="failover: the writers' MEMSTREAM_SHIP_REPLICAS instead (0 to 2)",
-    )
-    p.add_argument(
-        "--calls",
-        type=int_between(1, 10_000_000),
-        default=2000,
-        help="hotpath: turns of each back-to-back condition, over all rounds",
-    )
-    p.add_argument(
-        "--events",
-        type=int_between(1, 10_000_000),
-        default=None,
-        help="ingest: events per pipeline drain (default 1000); archive: events appended, archived and "
-        "read back (default 100000); replay: events in the log (default 100000); metrics: events per "
-        "drain, with metrics on and off (default 3000); reads: memories the query server holds (default 10000); "
-        "wait: batches of 32 events per mode and round (default 300)",
-    )
-    p.add_argument(
-        "--data",
-        default="",
-        help="ingest, archive, replay, metrics: LoCoMo turns JSONL (default: "
-        "generated text if absent); locomo: the LoCoMo directory; redaction: either (LoCoMo turns "
-        "changed)",
-    )
-    p.add_argument(
-        "--baseline",
-        default="",
-        help="redaction: another version's memstream/text/redaction.py (a file), scored on the same corpus",
-    )
-    p.add_argument("--split", default="dev", choices=["dev", "test", "all"], help="locomo: conversations to run")
-    p.add_argument(
-        "--runs",
-        type=int_between(1, 1000),
-        default=None,
-        help="ingest: runs per measurement (pipeline and raw alternate which goes first; default 4); "
-        "text, import: runs per median (default 5); queries: rounds (default 4); metrics: pairs of "
-        "drains, on and off (default 5); hotpath: interleaved rounds (default 20); "
-        "reads: rounds over the thread counts (default 3); dashboard: page loads in headless Chromium "
-        "(default 7); wait: rounds, WAIT off and on alternating which goes first (default 9); "
-        "redaction: interleaved rounds of the speed measurement (default 5); "
-        "cluster: runs per cluster size, the order rotating (default 5)",
-    )
-    p.add_argument(
-        "--messages", type=int_between(1, 10_000_000), default=10_000, help="import: messages of the synthetic Hermes state.db"
-    )
-    p.add_argument(
-        "--sizes",
-        type=ascending_counts,
-        default=None,
-        help="prefetch: memory counts to measure at, ascending (default 10000,100000); "
-        "text: sizes in KiB (default 16,64,256); cluster: primaries (default 1,3)",
-    )
-    p.add_argument(
-        "--queries",
-        type=int_between(1, 1_000_000),
-        default=200,
-        help="prefetch: questions per size; queries: round trips per round",
-    )
-    p.add_argument(
-        "--threads",
-        type=ascending_counts,
-        default=None,
-        help="reads: query server thread counts to measure, ascending (default 1,2,4,8)",
-    )
-    p.add_argument(
-        "--clients",
-        type=int_between(1, 4096),
-        default=16,
-        help="reads: callers sending recall back to back, spread over two processes",
-    )
-    p.add_argument(
-        "--embedder",
-        default="",
-        help="embedder of the benchmark's pipeline (prefetch, fleet: default hash; locomo: onnx-minilm; "
-        "ingest: hash runs its hash phases only, the freshness pairs --runs/2 times)",
-    )
-    p.add_argument(
-        "--compare",
-        default=None,
-        metavar="OPTION=VALUE[,...]",
-        help="locomo: also rebuild the turns projection as v2 with these options from the same "
-        "events and report v1 and v2 side by side (an empty value: v2 with the defaults)",
-    )
+    add_benchmarks(add("bench", cmd_bench, "benchmarks: memstream bench NAME --help for each one's arguments"))
     return parser
 
 

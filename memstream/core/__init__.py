@@ -2,7 +2,7 @@
 the run file, how bytes from Redis become text, the Redis keys (``keys``), the errors and
 whether retrying helps (``errors``), logging set-up. Imports no other memstream package."""
 
-from memstream.core import keys, observe, threads
+from memstream.core import argtypes, keys, observe, threads
 from memstream.core.backoff import backoff_delay
 from memstream.core.cluster_url import cluster_prefix, is_cluster_url, parse_cluster_url
 from memstream.core.codec import COUNT_MAX, as_str, count, counts, lossless, shown
@@ -37,6 +37,7 @@ from memstream.core.sentinel_url import SentinelURL, is_sentinel_url, parse_sent
 from memstream.core.settings import OPTIONS, Settings, config_file_for, mask_url, usable_cpus
 
 __all__ = [
+    "argtypes",
     "as_str",
     "count",
     "counts",

@@ -3,7 +3,7 @@ as spooled, not lost (the bench's report tells the two apart)."""
 
 from __future__ import annotations
 
-from memstream.bench.chaos import _spooled
+from memstream.bench.chaos.measure import _spooled
 from memstream.core import new_event_id
 from memstream.producers import MemoryRemembered, Scope, Spool, TurnRecorded, encode, utcnow
 

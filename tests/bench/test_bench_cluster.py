@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from memstream.bench.cluster import ValkeyCluster, cluster_bench, format_cluster
+from memstream.bench.cluster import cluster_bench, format_cluster
+from memstream.bench.testbed import ValkeyCluster
 
 pytestmark = pytest.mark.valkey
 

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from memstream.bench.browser import BrowserError, Chromium, find_chromium
 from memstream.bench.dashboard import dashboard_bench, format_dashboard
+from memstream.bench.testbed import BrowserError, Chromium, find_chromium
 
 pytestmark = [
     pytest.mark.browser,

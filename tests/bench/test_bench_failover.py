@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from memstream.bench.failover import failover_run, format_failover, format_wait, wait_bench
+from memstream.bench.failover import failover_run, format_failover
+from memstream.bench.wait import format_wait, wait_bench
 
 pytestmark = pytest.mark.valkey
 

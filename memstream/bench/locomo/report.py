@@ -1,0 +1,67 @@
+"""The locomo bench's table: ``format_locomo`` (and ``format_compare`` for v1 against v2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def format_locomo(r: dict[str, Any]) -> str:
+    def row(name: str, m: dict[str, Any]) -> str:
+        return (
+            f"  {name:<24} n={m['n']:>5}  any@5 {m['any@5']:>5}  any@10 {m['any@10']:>5}  "
+            f"all@5 {m['all@5']:>5}  all@10 {m['all@10']:>5}  ndcg@10 {m['ndcg@10']:>5}"
+        )
+
+    lines = [
+        f"memstream bench locomo  ({r['date']}, split {r['split']}, embedder {r['embedder']}, "
+        f"{r['index']['turns']} turns indexed in {r['index']['build_s']} s)",
+        row("memstream cats 1-4", r["memstream"]["cats_1_4"]),
+        row("memstream cats 1-5", r["memstream"]["cats_1_5"]),
+    ]
+    for name, m in r["memstream"]["per_category"].items():
+        if m.get("n"):
+            lines.append(row(f"  cat {name}", m))
+    for name, b in r["baselines"].items():
+        lines.append(row(f"{name} cats 1-4", b["cats_1_4"]))
+    for name, ratio in r["ratios"].items():
+        lines.append(f"  ratio to {name}: " + ", ".join(f"{m} {v}" for m, v in ratio.items()))
+    lines.append(
+        f"  query latency p50 {r['latency_ms']['p50']} ms p95 {r['latency_ms']['p95']} ms; "
+        f"injected tokens at 5: {r['injected_tokens']['at_5_mean']}, at 10: {r['injected_tokens']['at_10_mean']}"
+    )
+    if "compare" in r:
+        lines += format_compare(r["compare"])
+    v = r["verdict"]
+    lines.append(
+        "  targets (test split: any@10 >= 85, all@10 >= 70, p95 <= 50 ms): "
+        + ", ".join(f"{m} {'met' if ok else 'MISSED'}" for m, ok in v.items() if m != "note")
+        + (f" ({v['note']})" if v["note"] else "")
+    )
+    return "\n".join(lines)
+
+
+def format_compare(c: dict[str, Any]) -> list[str]:
+    """v1 and v2 of the turns projection side by side, and their per-question comparison."""
+    lines = ["", "turns projection, v1 against v2 rebuilt from the same events (readers switched to v2):"]
+    for v in ("v1", "v2"):
+        options = ", ".join(f"{k}={val}" for k, val in c[v]["options"].items())
+        lines.append(f"  {v} ({c[v]['collection']}, {c[v]['points']} points, built in {c[v]['build_s']} s): {options}")
+    metrics = ("any@10", "all@10", "ndcg@10")
+    lines.append(f"  {'':<22}" + "".join(f"{v + ' ' + m:>14}" for m in metrics for v in ("v1", "v2")) + f"{'all@10 +/-  p':>18}")
+    groups = ["cats_1_4", "cats_1_5"] + list(c["v1"]["metrics"]["per_category"])
+    for g in groups:
+        m1 = c["v1"]["metrics"].get(g) or c["v1"]["metrics"]["per_category"][g]
+        m2 = c["v2"]["metrics"].get(g) or c["v2"]["metrics"]["per_category"][g]
+        if not m1.get("n"):
+            continue
+        test = c["paired"].get(g, {}).get("all@10")
+        sign = f"+{test['wins']} -{test['losses']}  {test['p']:.3f}" if test else ""
+        lines.append(
+            f"  {g + ' (n=' + str(m1['n']) + ')':<22}"
+            + "".join(f"{mm[m]:>14}" for m in metrics for mm in (m1, m2))
+            + f"{sign:>18}"
+        )
+    for v in ("v1", "v2"):
+        lat, tok = c[v]["latency_ms"], c[v]["injected_tokens"]
+        lines.append(f"  {v}: query p50 {lat['p50']} ms, p95 {lat['p95']} ms; injected tokens at 10: {tok['at_10_mean']}")
+    return lines
