@@ -7,7 +7,6 @@ from __future__ import annotations
 import grimp
 
 
-
 def circles(graph: grimp.ImportGraph) -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan's algorithm,
     iterative: the package's import chains are deeper than the recursion limit cares for)."""

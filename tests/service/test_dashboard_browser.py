@@ -21,7 +21,7 @@ from metrics_support import samples, value
 from service_support import ms
 
 from memstream.bench.dashboard import RENDERED, Traffic
-from memstream.bench.testbed import Chromium, find_chromium
+from memstream.bench.testbed import Chromium
 from memstream.core.runfile import read_run_file
 from memstream.core.settings import Settings
 from memstream.projections import group_of

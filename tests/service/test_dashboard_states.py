@@ -20,8 +20,8 @@ from browser_support import CHROMIUM, MARKS, get_text, number, wait
 from metrics_support import samples, value
 from service_support import ms
 
-from memstream.bench.testbed import Chromium
 from memstream.bench.dashboard import RENDERED, Traffic
+from memstream.bench.testbed import Chromium
 from memstream.core.runfile import read_run_file
 from memstream.core.settings import Settings
 from memstream.projections import group_of
