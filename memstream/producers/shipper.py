@@ -389,7 +389,12 @@ class Shipper:
             except Exception:  # noqa: BLE001  down: no report now, and nothing changes for the shipping
                 reporter.postpone()
                 return
-        reporter.send(eventlog.client, eventlog.prefix, key=eventlog.reports_key(reporter.tenant))
+        try:
+            key = eventlog.reports_key(reporter.tenant)  # reads the tenants' registry: Redis may be gone since the pass
+        except Exception:  # noqa: BLE001  down, or the registry unreadable: the report waits, the shipping goes on
+            reporter.postpone()
+            return
+        reporter.send(eventlog.client, eventlog.prefix, key=key)
 
     def _report_losses(self) -> None:
         """Add what this process refused or quarantined since the last report to its

@@ -305,6 +305,42 @@ def test_redis_gone_when_a_report_is_due_skips_it_silently_and_ships_as_before(s
     assert "report.failed" not in [e["event"] for e in logs]
 
 
+class _NoRegistry(_NoReports):
+    """A client whose reads of the tenants' registry (``HGETALL``: where an event or a report
+    goes) fail with ``error`` while ``failing`` is set; the rest works."""
+
+    failing = False
+
+    def pipeline(self, *args, **kwargs):
+        return self._client.pipeline(*args, **kwargs)
+
+    def hgetall(self, *args, **kwargs):
+        if self.failing:
+            raise self._error
+        return self._client.hgetall(*args, **kwargs)
+
+
+def test_redis_gone_between_a_pass_and_the_report_never_ends_the_shipping(settings, event_log, writers):
+    # the log connected and shipped; then Redis went away while a report was due: reading where
+    # the report goes (the tenants' registry, its cache expired) raised, and the thread died
+    # with every later event left in the spool
+    client = _NoRegistry(event_log.client, redis.ConnectionError("Error 111 connecting (test)"))
+    log = EventLog(client, event_log.prefix, event_log.shards)
+    w = make_writer(writers, settings, lambda: log)
+    w.attach_agent("agent-1")
+    assert w.emit(remembered("before")) and w.flush(15)
+    skipped = w.shipper.reporter.skipped
+    client.failing = True
+    log.registry._cache = None  # the registry's cache has expired
+    wait_for(lambda: w.shipper.reporter.skipped >= skipped + 3, what="several reports postponed")
+    assert w.shipper._thread is not None and w.shipper._thread.is_alive()
+    assert w.emit(remembered("after"))
+    client.failing = False
+    assert w.flush(15)
+    wait_for(lambda: w.shipper.reporter.sent >= 2, what="a report once the registry reads again")
+    assert logged_contents(event_log) == ["before", "after"]
+
+
 # -- a new name after a long silence --------------------------------------------------------------
 def _reporter(tally: Tally, refused: list[int]) -> Reporter:
     return Reporter(
