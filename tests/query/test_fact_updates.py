@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from pipeline_support import make_pipeline, turn
+from query_support import answer
 
 from memstream.provider.block import format_block
 
@@ -17,7 +18,7 @@ def pipeline(tmp_path, event_log):
 
 
 def _facts(pipeline, query: str) -> list[dict]:
-    recalled = pipeline.reads.recall({"tenant": "t1", "agent": "a1", "query": query, "k": 10})
+    recalled = answer(pipeline.reads.handlers(), {"op": "recall", "tenant": "t1", "agent": "a1", "query": query, "k": 10})
     return [i for i in recalled["items"] if i["kind"] == "fact"]
 
 

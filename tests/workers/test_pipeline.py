@@ -29,6 +29,7 @@ from memstream.projections.counters import Counters
 from memstream.projections.facts_table import FactsTable
 from memstream.projections.registry import PROJECTIONS, group_names
 from memstream.projections.turns import TurnsProjection
+from memstream.query import CountRequest
 from memstream.workers.consumer import Consumer
 from memstream.workers.deadletters import DeadLetters
 
@@ -79,7 +80,7 @@ def test_the_pipeline_consumes_exactly_the_registered_groups(pipeline, event_log
     pipeline.drain()
     created = {g["name"].decode() for key in event_log.stream_keys for g in event_log.client.xinfo_groups(key)}
     assert created == set(group_names())
-    assert set(pipeline._count({})["items"]) == {row.group for row in PROJECTIONS if row.vectors}
+    assert set(pipeline._count(CountRequest()).items) == {row.group for row in PROJECTIONS if row.vectors}
     # readers use the active version's tables: the ones its projection writes
     assert pipeline.reads.sessions.version == pipeline.projection("sessions").index.version == 1
     assert pipeline.reads.facts.version == pipeline.projection("facts").table.version == 1
