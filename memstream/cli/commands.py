@@ -588,13 +588,17 @@ def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
     if args.which == "reads":
         from memstream.bench import reads as bench_reads
 
-        result = bench_reads.reads_bench(
-            memories=args.events or 10_000,
-            threads=args.threads or (1, 2, 4, 8),
-            clients=args.clients,
-            rounds=args.runs or 3,
-            embedder=args.embedder or "hash",
-        )
+        options = argparse.ArgumentParser(add_help=False)
+        bench_reads.add_arguments(options)
+        given = options.parse_args([])
+        given.memories = args.events or given.memories
+        given.embedder = args.embedder or given.embedder
+        given.rounds = args.runs or given.rounds
+        given.seconds = args.seconds or given.seconds
+        given.processes = args.processes or given.processes
+        given.threads = args.threads[0] if args.threads else given.threads
+        given.clients, given.cached, given.against = args.clients, args.cached, args.against
+        result = bench_reads.run(given)
         print_result(args, result, bench_reads.format_reads(result))
         return OK
     if args.which == "fleet":
@@ -1001,8 +1005,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads",
         type=ascending_counts,
         default=None,
-        help="reads: query server thread counts to measure, ascending (default 1,2,4,8)",
+        help="reads: query server threads (the first count; default 2)",
     )
+    p.add_argument(
+        "--cached",
+        action="store_true",
+        help="reads: ask the 60 questions of bench prefetch over and over (the embedding cache answers them)",
+    )
+    p.add_argument("--against", default="", metavar="PATH", help="reads: another checkout measured in the same run, interleaved")
     p.add_argument(
         "--clients",
         type=int_between(1, 4096),
