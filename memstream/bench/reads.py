@@ -248,7 +248,7 @@ class _Child:
                 if mode == "lone":
                     for q in questions:
                         handler({**request, "query": q})
-                else:
+                elif many is not None:
                     for i in range(0, len(questions), STAGE_BATCH):
                         many([{**request, "query": q} for q in questions[i : i + STAGE_BATCH]])
             finally:
@@ -364,10 +364,7 @@ class _Tree:
     def __init__(self, label: str, path: Path, url: str, prefix: str, home: Path, embedder: str) -> None:
         self.label = label
         self.prefix = prefix
-        boot = (
-            "import runpy, sys; sys.path.insert(0, sys.argv[1]); "
-            f"runpy.run_path(sys.argv[2], run_name={_CHILD!r})"
-        )
+        boot = f"import runpy, sys; sys.path.insert(0, sys.argv[1]); runpy.run_path(sys.argv[2], run_name={_CHILD!r})"
         env = {**os.environ, "PYTHONPATH": str(path)}
         env.pop("MEMSTREAM_HOME", None)
         self.proc = subprocess.Popen(
@@ -386,8 +383,8 @@ class _Tree:
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError(f"the query process of {self.label} ended (exit {self.proc.wait()})")
-        answer = json.loads(line)
-        if isinstance(answer, dict) and "error" in answer:
+        answer: dict[str, Any] = json.loads(line)
+        if "error" in answer:
             raise RuntimeError(f"{self.label}: {answer['error']}")
         return answer
 

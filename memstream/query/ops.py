@@ -23,8 +23,8 @@ from memstream.projections import (
     VectorStore,
     item_point_id,
 )
-from memstream.query.protocol import Handler, most
-from memstream.query.ranking import Searcher, fact_item
+from memstream.query.protocol import BatchHandler, Handler, most
+from memstream.query.ranking import Ask, Searcher, fact_item
 from memstream.query.versions import FixedVersions, Versions
 
 __all__ = ["ReadOps", "asks_about_history", "BadRequest"]
@@ -128,10 +128,8 @@ class ReadOps:
         return [scope]
 
     # -- ops ------------------------------------------------------------------------------
-    def search(self, request: dict[str, Any], hot_since: float | None = None, elsewhere: bool = True) -> dict[str, Any]:
-        """The results, the scope searched (``searched``: scope and agents, None for every
-        agent) and, unless every agent was searched, ``elsewhere``: per other agent, how
-        many of its items share words with the query (``Searcher.elsewhere``)."""
+    def _ask(self, request: dict[str, Any], hot_since: float | None = None) -> Ask:
+        """The search ``request`` asks for (``BadRequest`` when it cannot be answered as asked)."""
         tenant = self._tenant(request)
         query = request.get("query")
         if not isinstance(query, str) or not query.strip():
@@ -143,7 +141,7 @@ class ReadOps:
         scope, agent = self._scope(request)
         op = "recall" if request.get("op") == "recall" else "search"
         k = self._limit(request, "k", 10, most(op, "k")) or 10
-        results = self.searcher.search(
+        return Ask(
             query,
             tenant=tenant,
             agent=agent,
@@ -154,21 +152,65 @@ class ReadOps:
             history=bool(request.get("history")) or asks_about_history(query),
             hot_since=hot_since,
         )
+
+    def search(self, request: dict[str, Any], hot_since: float | None = None, elsewhere: bool = True) -> dict[str, Any]:
+        """The results, the scope searched (``searched``: scope and agents, None for every
+        agent) and, unless every agent was searched, ``elsewhere``: per other agent, how
+        many of its items share words with the query (``Searcher.elsewhere``)."""
+        ask = self._ask(request, hot_since)
+        results = self.searcher.search(
+            ask.query,
+            tenant=ask.tenant,
+            agent=ask.agent,
+            scope=ask.scope,
+            k=ask.k,
+            kinds=ask.kinds,
+            session=ask.session,
+            history=ask.history,
+            hot_since=ask.hot_since,
+        )
         agents = self._agents(request)
-        answer: dict[str, Any] = {"results": results, "searched": {"scope": scope, "agents": agents}}
-        if elsewhere and agents is not None and scope != "session":
-            answer["elsewhere"] = self.searcher.elsewhere(query, tenant=tenant, agents=agents, kinds=kinds)
+        answer: dict[str, Any] = {"results": results, "searched": {"scope": ask.scope, "agents": agents}}
+        if elsewhere and agents is not None and ask.scope != "session":
+            answer["elsewhere"] = self.searcher.elsewhere(ask.query, tenant=ask.tenant, agents=agents, kinds=ask.kinds)
         return answer
+
+    def _hot_since(self) -> float | None:
+        return time.time() - self.hot_days * 86_400 if self.hot_days > 0 else None
 
     def recall(self, request: dict[str, Any]) -> dict[str, Any]:
         """Prefetch: the turn's best items of the hot tier (turns of the last ``hot_days``,
         every memory, the facts of those), current facts first (superseded ones only when
         the message asks about the past)."""
-        hot_since = time.time() - self.hot_days * 86_400 if self.hot_days > 0 else None
-        answer = self.search({**request, "kind": "all", "kinds": None}, hot_since=hot_since, elsewhere=False)
-        items = answer["results"]
-        facts = [i for i in items if i.get("kind") == "fact"]
-        return {"items": facts + [i for i in items if i.get("kind") != "fact"]}
+        return self.recall_many([request])[0]
+
+    def recall_many(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """What ``recall`` answers to each of ``requests``, in order, with the shared work done
+        once (``Searcher.search_many``): a request that cannot be answered gets its error
+        answer and the others their items. A failure of the shared work (the model, Redis) raises."""
+        hot_since = self._hot_since()
+        answers: list[dict[str, Any] | None] = [None] * len(requests)
+        asks: list[tuple[int, Ask]] = []
+        for i, request in enumerate(requests):
+            try:
+                asks.append((i, self._ask({**request, "kind": "all", "kinds": None}, hot_since)))
+            except BadRequest as exc:
+                answers[i] = {"error": str(exc)}
+        found = self.searcher.search_many([ask for _, ask in asks]) if asks else []
+        for (i, _), items in zip(asks, found):
+            if isinstance(items, Exception):
+                if isinstance(items, BadRequest):
+                    answers[i] = {"error": str(items)}
+                    continue
+                answers[i] = {"error": f"{type(items).__name__}: {items}"}
+                continue
+            facts = [item for item in items if item.get("kind") == "fact"]
+            answers[i] = {"items": facts + [item for item in items if item.get("kind") != "fact"]}
+        return [a if a is not None else {"error": "recall returned no answer"} for a in answers]
+
+    def batched(self) -> dict[str, BatchHandler]:
+        """The ops answered a batch at a time (``QueryServer``'s ``batched``)."""
+        return {"recall": self.recall_many}
 
     def context(self, request: dict[str, Any]) -> dict[str, Any]:
         """The turns around a hit in its session: ``before`` earlier, ``after`` later."""
@@ -209,7 +251,7 @@ class ReadOps:
     def tiers(self, tenant: str) -> dict[str, dict[str, int]]:
         """Points of the active turns and memories versions of ``tenant`` in each tier
         (``memstream stats``): hot (what prefetch reads) and cold (only search and tools)."""
-        cutoff = time.time() - self.hot_days * 86_400 if self.hot_days > 0 else None
+        cutoff = self._hot_since()
         out: dict[str, dict[str, int]] = {}
         for name in ("turns", "memories"):
             try:

@@ -98,6 +98,10 @@ def most(op: str, field: str) -> int:
 # What answers one op on the server: the request as a dict in, the answer as a dict out.
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 
+# What answers several requests of one op taken together: their answers, in order (a
+# request it cannot answer gets its error answer; the others are answered all the same).
+BatchHandler = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+
 
 class Envelope(msgspec.Struct, forbid_unknown_fields=True):
     id: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{32}$")]

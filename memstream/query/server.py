@@ -44,7 +44,7 @@ from memstream.query.client import (
     reply_key,
     tenant_channel,
 )
-from memstream.query.protocol import OPS, Handler, QueryRefused, decode_envelope
+from memstream.query.protocol import OPS, BatchHandler, Handler, QueryRefused, decode_envelope
 
 __all__ = ["QueryServer", "QueryRefused", "OPS", "decode_envelope", "operator_channel", "tenant_channel"]
 
@@ -61,13 +61,25 @@ class QueryServer:
 
     TENANTS_EVERY = 5.0  # seconds between re-reads of the tenant registry
 
-    def __init__(self, client: redis.Redis, prefix: str, handlers: dict[str, Handler], threads: int = 2) -> None:
-        unknown = set(handlers) - set(OPS)
+    BATCH_MAX = 32  # requests taken from a channel in one round trip and answered together
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        prefix: str,
+        handlers: dict[str, Handler],
+        threads: int = 2,
+        batched: dict[str, BatchHandler] | None = None,
+        batch_max: int = BATCH_MAX,
+    ) -> None:
+        unknown = (set(handlers) | set(batched or ())) - set(OPS)
         if unknown:
             raise ValueError(f"handlers for ops the protocol does not have: {sorted(unknown)}")
         self.client = client
         self.prefix = prefix
         self.handlers = dict(handlers)
+        self.batched = {op: fn for op, fn in (batched or {}).items() if op in handlers}
+        self.batch_max = max(1, int(batch_max))
         self.threads = threads
         self.counters_key = keys.query_counters(prefix)
         self.registry = TenantRegistry(client, prefix)
@@ -109,9 +121,48 @@ class QueryServer:
 
     def handle(self, client: redis.Redis, channel: str, raw: bytes) -> dict[str, Any] | None:
         """Answer one raw envelope from ``channel``; returns the answer sent (None: none)."""
+        return self.handle_batch(client, channel, [raw])[0]
+
+    def handle_batch(self, client: redis.Redis, channel: str, raws: list[bytes]) -> list[dict[str, Any] | None]:
+        """Answer the raw envelopes taken together from ``channel``, each as ``handle`` would
+        (refused, expired, failed: that one alone), and return the answers sent in order
+        (None: none). The requests of an op with a batch handler go to it in one call (one
+        model call, one facts lookup); the answers leave in one transaction."""
         started = time.perf_counter()
-        channels = self.channels()
-        tenant = channels.get(channel, "")
+        tenant = self.channels().get(channel, "")
+        answers: list[dict[str, Any] | None] = [None] * len(raws)
+        envelopes: list[Any] = [None] * len(raws)
+        waiting: dict[str, list[tuple[int, dict[str, Any]]]] = {}  # op -> (position, request) to run
+        for i, raw in enumerate(raws):
+            admitted = self._admit(client, channel, tenant, raw)
+            if admitted is None:
+                continue
+            envelopes[i], request, refusal = admitted
+            if refusal is not None:
+                answers[i] = refusal
+            else:
+                waiting.setdefault(request["op"], []).append((i, request))
+        for op, group in waiting.items():
+            for i, out in zip((i for i, _ in group), self._run(client, op, [request for _, request in group])):
+                answers[i] = out
+        now = time.time()
+        took = round((time.perf_counter() - started) * 1000, 2)
+        sent = []
+        for env, answer in zip(envelopes, answers):
+            if env is None or answer is None:
+                continue
+            answer["took_ms"] = took
+            if env.asked_at and math.isfinite(env.asked_at):
+                answer["queued_ms"] = round(max(0.0, now - env.asked_at) * 1000 - took, 2)
+            sent.append((env.id, answer))
+        if sent:
+            self._reply_many(client, channel, sent, counted="answered")
+        return answers
+
+    def _admit(self, client: redis.Redis, channel: str, tenant: str, raw: bytes) -> tuple[Any, dict[str, Any], Any] | None:
+        """The envelope, its request (in the channel's tenant's name) and, when the request
+        is not to run, the error answer it gets; None for one refused or expired (counted,
+        and a refusal answered when its id can be read)."""
         try:
             env = decode_envelope(raw)
         except QueryRefused as exc:
@@ -125,46 +176,73 @@ class QueryServer:
             self._count(client, "expired")
             return None
         request: dict[str, Any] = msgspec.to_builtins(env.req)
-        out: dict[str, Any]
         if tenant:  # a tenant's channel: its tenant, whatever the request says
             request["tenant"] = tenant
         op = request["op"]
-        handler = self.handlers.get(op)
-        if handler is None:
-            out = {"error": f"this server does not answer {op!r} requests"}
+        if op not in self.handlers:
             self._count(client, "unsupported")
-        elif tenant and op == "count":  # counts every tenant's items: the operator's only
-            out = {"error": "count is answered on the operator's channel only"}
+            return env, request, {"error": f"this server does not answer {op!r} requests"}
+        if tenant and op == "count":  # counts every tenant's items: the operator's only
             self._count(client, "refused")
-        elif not request.get("tenant") and op != "count":
-            out = {"error": "the request has no tenant"}
+            return env, request, {"error": "count is answered on the operator's channel only"}
+        if not request.get("tenant") and op != "count":
             self._count(client, "refused")
-        else:
+            return env, request, {"error": "the request has no tenant"}
+        return env, request, None
+
+    def _run(self, client: redis.Redis, op: str, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The answers of ``op``'s handler to ``requests``, in order: through its batch
+        handler when it has one and there are several, else one by one. A batch that
+        fails as a whole is answered again one by one, so a request that breaks a handler
+        fails alone."""
+        batch = self.batched.get(op)
+        if batch is not None and len(requests) > 1:
             handling = time.perf_counter()
             try:
-                out = handler(request)
-                if not isinstance(out, dict):
-                    out = {"error": f"{op} returned no answer"}
-            except Exception as exc:
-                out = {"error": f"{type(exc).__name__}: {exc}"}
-                log.warning("queries.failed", op=op, error=type(exc).__name__)  # the message may quote the request
-                self._count(client, "failed")
-            observe.answered(op, time.perf_counter() - handling)
-        out["took_ms"] = round((time.perf_counter() - started) * 1000, 2)
-        if env.asked_at and math.isfinite(env.asked_at):
-            out["queued_ms"] = round(max(0.0, time.time() - env.asked_at) * 1000 - out["took_ms"], 2)
-        self._reply(client, channel, env.id, out, counted="answered")
+                outs = list(batch(requests))
+            except Exception as exc:  # noqa: BLE001  answered one by one below: the bad one fails alone
+                log.warning("queries.batch_failed", op=op, size=len(requests), error=type(exc).__name__)
+            else:
+                if len(outs) == len(requests):
+                    each = (time.perf_counter() - handling) / len(requests)
+                    answers = []
+                    for out in outs:
+                        if not isinstance(out, dict):
+                            out = {"error": f"{op} returned no answer"}
+                        observe.answered(op, each)
+                        answers.append(out)
+                    return answers
+        return [self._run_one(client, op, request) for request in requests]
+
+    def _run_one(self, client: redis.Redis, op: str, request: dict[str, Any]) -> dict[str, Any]:
+        handling = time.perf_counter()
+        try:
+            out = self.handlers[op](request)
+            if not isinstance(out, dict):
+                out = {"error": f"{op} returned no answer"}
+        except Exception as exc:
+            out = {"error": f"{type(exc).__name__}: {exc}"}
+            log.warning("queries.failed", op=op, error=type(exc).__name__)  # the message may quote the request
+            self._count(client, "failed")
+        observe.answered(op, time.perf_counter() - handling)
         return out
 
     def _reply(self, client: redis.Redis, channel: str, request_id: str, answer: dict[str, Any], counted: str = "") -> None:
-        """Send ``answer``; with ``counted``, count it in the same round trip. An answer key
-        a tenant's user made another type gets no answer (its own to break)."""
-        key = reply_key(channel, request_id)
+        """Send ``answer``; with ``counted``, count it in the same round trip."""
+        self._reply_many(client, channel, [(request_id, answer)], counted)
+
+    def _reply_many(
+        self, client: redis.Redis, channel: str, answers: list[tuple[str, dict[str, Any]]], counted: str = ""
+    ) -> None:
+        """Send each ``(request id, answer)`` in one transaction; with ``counted``, count them
+        in it. An answer key a tenant's user made another type gets no answer (its own to break)."""
         pipe = client.pipeline(transaction=True)
-        pipe.rpush(key, json.dumps(answer, default=str))
-        pipe.expire(key, ANSWER_TTL)
+        for request_id, answer in answers:
+            key = reply_key(channel, request_id)
+            pipe.rpush(key, json.dumps(answer, default=str))
+            pipe.expire(key, ANSWER_TTL)
         if counted:
-            pipe.hincrby(self.counters_key, counted, 1)
+            pipe.hincrby(self.counters_key, counted, len(answers))
         for reply in pipe.execute(raise_on_error=False):
             if isinstance(reply, redis.ResponseError) and not isinstance(reply, redis.exceptions.NoPermissionError):
                 if channel != operator_channel(self.prefix):
@@ -173,16 +251,16 @@ class QueryServer:
                 raise reply
         if counted:
             with self._lock:
-                self.counts[counted] = self.counts.get(counted, 0) + 1
+                self.counts[counted] = self.counts.get(counted, 0) + len(answers)
 
     def serve_once(self, timeout: float = 0.01) -> bool:
         """Answer the queued requests, then return (tests, tools): whether any ran."""
         ran = False
         while True:
-            got = self.client.blpop(list(self.channels()), timeout=timeout)
+            got = self._take(self.client, list(self.channels()), timeout)
             if not got:
                 return ran
-            self.handle(self.client, *_popped(got))
+            self.handle_batch(self.client, *got)
             ran = True
 
     def _loop(self) -> None:
@@ -194,10 +272,10 @@ class QueryServer:
             try:
                 channels = list(self.channels())
                 random.shuffle(channels)  # BLPOP serves the first non-empty key: no channel goes first always
-                got = conn.blpop(channels, timeout=1)
+                got = self._take(conn, channels, 1)
                 failures = 0
                 if got:
-                    self._handle_one(conn, got)
+                    self._handle_taken(conn, *got)
             except Exception as exc:  # Redis gone or refusing: come back, never die
                 if _wrong_type(exc):
                     # a tenant's channel its user made another type since the channels were
@@ -213,11 +291,18 @@ class QueryServer:
                 conn = self._reconnected(conn)
         conn.close()
 
-    def _handle_one(self, conn: redis.Redis, got: Any) -> None:
-        """Answer one popped request. Only a Redis failure gets out (the loop backs off for
-        it); anything else a request causes is counted ``failed`` and the loop goes on at once."""
+    def _take(self, conn: redis.Redis, channels: list[str], timeout: float) -> tuple[str, list[bytes]] | None:
+        """Every request waiting on the first of ``channels`` that has one, up to
+        ``batch_max``, in one round trip (BLMPOP): it returns as soon as one is there, so a
+        lone request never waits for company. None after ``timeout`` seconds without any."""
+        got = conn.blmpop(timeout, len(channels), *channels, direction="LEFT", count=self.batch_max)
+        return _popped(got) if got else None
+
+    def _handle_taken(self, conn: redis.Redis, channel: str, raws: list[bytes]) -> None:
+        """Answer the requests taken together. Only a Redis failure gets out (the loop backs
+        off for it); anything else a request causes is counted ``failed`` and the loop goes on."""
         try:
-            self.handle(conn, *_popped(got))
+            self.handle_batch(conn, channel, raws)
         except redis.RedisError:
             raise
         except Exception as exc:  # noqa: BLE001  a request never backs the server off
@@ -268,11 +353,14 @@ class QueryServer:
         self._threads.clear()
 
 
-def _popped(got: tuple[bytes | str, bytes | str] | list[bytes | str]) -> tuple[str, bytes]:
-    """The (channel, envelope) BLPOP returned. memstream's clients read bytes; redis-py
+def _popped(got: Any) -> tuple[str, list[bytes]]:
+    """The (channel, envelopes) BLMPOP returned. memstream's clients read bytes; redis-py
     types either, and a client that decodes gives text (the envelope is UTF-8 JSON)."""
-    channel, raw = got[0], got[1]
-    return (channel.decode() if isinstance(channel, bytes) else channel, raw.encode() if isinstance(raw, str) else raw)
+    channel, raws = got[0], got[1]
+    return (
+        channel.decode() if isinstance(channel, bytes) else channel,
+        [raw.encode() if isinstance(raw, str) else raw for raw in raws],
+    )
 
 
 def _wrong_type(exc: Exception) -> bool:

@@ -183,7 +183,11 @@ class Pipeline:
                 hot_days=settings.hot_days,
             )
             self._queries = QueryServer(
-                client, prefix, {**self.reads.handlers(), "count": self._count}, threads=settings.query_server_threads
+                client,
+                prefix,
+                {**self.reads.handlers(), "count": self._count},
+                threads=settings.query_server_threads,
+                batched=self.reads.batched(),
             )
         self._stop = threading.Event()
         self._supervisor: threading.Thread | None = None
