@@ -325,8 +325,11 @@ class _Child:
 
 def _child_main() -> None:  # pragma: no cover - runs in the child process
     """Commands on stdin (one JSON object a line), answers on stdout (one a line)."""
+    from memstream.core import logs
+
     out = sys.stdout
     sys.stdout = sys.stderr  # anything else printed goes to the log, not the answers
+    logs.configure("WARNING", stream=sys.stderr)  # the service's level: no debug line in what is measured
     config = json.loads(sys.stdin.readline())
     child = _Child(config["url"], config["prefix"], config["home"], config["embedder"])
     out.write(json.dumps({"ok": True}) + "\n")

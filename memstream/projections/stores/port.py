@@ -186,11 +186,13 @@ class Point:
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """A search result: the point id, its score (cosine, IDF dot or fused) and payload."""
+    """A search result: the point id, its score (cosine, IDF dot or fused) and payload.
+    The payload is read-only (a mapping): a store may hand out a view of the same dict to
+    every search that finds the point (the embedded store's payload cache)."""
 
     id: str
     score: float
-    payload: dict[str, Any]
+    payload: Mapping[str, Any]
 
 
 Values = str | Sequence[str] | None

@@ -666,7 +666,8 @@ def test_edge_search_never_answers_a_payload_older_than_the_last_write_to_its_po
         assert notes() == {}
         store.upsert(c, [pt("k9", text="secret again", dense=unit(0), note="v9")])
         hits = store.search(c, dense=unit(0), filter=f, limit=10)
-        hits[0].payload["note"] = "changed by a caller"  # a hit's payload is the caller's own
+        with pytest.raises(TypeError):  # a hit's payload is read-only: no caller changes what others read
+            hits[0].payload["note"] = "changed by a caller"  # type: ignore[index]
         assert notes() == {"k9": "v9"}
     finally:
         store.close()
