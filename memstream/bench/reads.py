@@ -29,6 +29,9 @@ One run, on this machine:
   in numpy over the agent's vectors, a keyword top-``CANDIDATES`` from an inverted index in
   numpy, and one Redis round trip.
 
+Each query process runs with one BLAS thread (``OPENBLAS_NUM_THREADS=1``, both trees alike):
+OpenBLAS's spinning threads otherwise count as CPU of whatever uses numpy.
+
 Questions are fresh by default: every request is a new sentence (a subject, a verb, an
 object, a time and a ticket number drawn at random), as a prefetch is a new user message
 every turn, so an embedding cache does not answer them. ``cached`` asks only the 60
@@ -368,7 +371,9 @@ class _Tree:
         self.label = label
         self.prefix = prefix
         boot = f"import runpy, sys; sys.path.insert(0, sys.argv[1]); runpy.run_path(sys.argv[2], run_name={_CHILD!r})"
-        env = {**os.environ, "PYTHONPATH": str(path)}
+        # one BLAS thread: OpenBLAS's idle threads spin, and on a shared 2-CPU machine that
+        # spin is counted as the process's CPU (the floor's numpy scan doubled with it)
+        env = {**os.environ, "PYTHONPATH": str(path), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
         env.pop("MEMSTREAM_HOME", None)
         self.proc = subprocess.Popen(
             [sys.executable, "-c", boot, str(path), str(Path(__file__).resolve())],

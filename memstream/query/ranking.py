@@ -220,9 +220,7 @@ class Searcher:
         a failure of the shared work (the model, Redis) raises."""
         plans = [_Plan(ask) for ask in asks]
         for name in ("turns", "memories"):
-            wanting = [
-                p for p in plans if p.error is None and (name in p.ask.kinds or (name == "turns" and "facts" in p.ask.kinds))
-            ]
+            wanting = [p for p in plans if p.error is None and p.wants(name)]
             if not wanting:
                 continue
             try:
