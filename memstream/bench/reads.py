@@ -21,9 +21,11 @@ One run, on this machine:
   searches and the facts lookup timed by wrappers: CPU per recall in the embedding, the
   dense search, the keyword search, the facts lookup, and the rest of the handler (the
   per-hit Python work: ids, payloads, ranking). ``transport`` is the CPU per recall of the
-  throughput run minus the handler's: the Redis round trips, envelopes, JSON, threads. A
-  tree whose read side answers a batch (``ReadOps.recall_many``) is also timed in batches
-  of ``STAGE_BATCH``.
+  throughput run minus the lone handler's: the Redis round trips, envelopes, JSON, threads
+  (below 0 when the server's batches save more than the transport costs). A tree whose
+  read side answers a batch (``ReadOps.recall_many``) also answers as many other recalls
+  in batches of ``STAGE_BATCH``. Every mode (and the floor) asks its own questions, so that
+  no embedding cache answers one.
 * **Floor:** in the same child, the least code doing the same work: the question embedded
   by the same model (alone, and ``STAGE_BATCH`` at once), an exact dense top-``CANDIDATES``
   in numpy over the agent's vectors, a keyword top-``CANDIDATES`` from an inverted index in
@@ -242,22 +244,23 @@ class _Child:
         handler = reads.handlers()["recall"]
         many = getattr(reads, "recall_many", None)
         out: dict[str, Any] = {}
-        for mode in ("lone", "batch"):
+        half = len(questions) // 2  # each mode its own questions: none answered by the cache
+        for mode, asked in (("lone", questions[:half]), ("batch", questions[half:])):
             if mode == "batch" and many is None:
                 continue
             timed = self._instrumented()
             started = _cpu()
             try:
                 if mode == "lone":
-                    for q in questions:
+                    for q in asked:
                         handler({**request, "query": q})
                 elif many is not None:
-                    for i in range(0, len(questions), STAGE_BATCH):
-                        many([{**request, "query": q} for q in questions[i : i + STAGE_BATCH]])
+                    for i in range(0, len(asked), STAGE_BATCH):
+                        many([{**request, "query": q} for q in asked[i : i + STAGE_BATCH]])
             finally:
                 timed.undo()
             total = _cpu() - started
-            n = len(questions)
+            n = len(asked)
             row = {stage: 1000 * timed.cpu.get(stage, 0.0) / n for stage in ("embed", "dense", "keyword", "facts")}
             row["handler"] = 1000 * total / n
             row["per_hit"] = row["handler"] - sum(row[s] for s in ("embed", "dense", "keyword", "facts"))
@@ -464,9 +467,9 @@ def reads_bench(
         for r in range(rounds):
             order = handles if r % 2 == 0 else handles[::-1]
             for h in order:
-                questions = [_ask_question(qrng, cached) for _ in range(stage_questions)]
-                stages = h.ask({"cmd": "stages", "questions": questions})
-                floor = h.ask({"cmd": "floor", "questions": questions})
+                questions = [_ask_question(qrng, cached) for _ in range(3 * stage_questions)]
+                stages = h.ask({"cmd": "stages", "questions": questions[: 2 * stage_questions]})
+                floor = h.ask({"cmd": "floor", "questions": questions[2 * stage_questions :]})
                 h.ask({"cmd": "serve", "threads": threads})
                 results: Any = ctx.Queue()
                 callers = [

@@ -158,17 +158,9 @@ class ReadOps:
         agent) and, unless every agent was searched, ``elsewhere``: per other agent, how
         many of its items share words with the query (``Searcher.elsewhere``)."""
         ask = self._ask(request, hot_since)
-        results = self.searcher.search(
-            ask.query,
-            tenant=ask.tenant,
-            agent=ask.agent,
-            scope=ask.scope,
-            k=ask.k,
-            kinds=ask.kinds,
-            session=ask.session,
-            history=ask.history,
-            hot_since=ask.hot_since,
-        )
+        results = self.searcher.search_many([ask])[0]
+        if isinstance(results, Exception):
+            raise results
         agents = self._agents(request)
         answer: dict[str, Any] = {"results": results, "searched": {"scope": ask.scope, "agents": agents}}
         if elsewhere and agents is not None and ask.scope != "session":
