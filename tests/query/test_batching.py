@@ -50,7 +50,7 @@ def client(valkey_server):
     c.close()
 
 
-def test_requests_waiting_together_reach_the_batch_handler_in_one_call_and_each_gets_its_own_answer(client):
+def test_requests_waiting_together_reach_the_batch_handler_a_bounded_batch_at_a_time_each_with_its_own_answer(client):
     calls: list[int] = []
 
     def one(request: dict) -> dict:
@@ -63,12 +63,12 @@ def test_requests_waiting_together_reach_the_batch_handler_in_one_call_and_each_
     channel = keys.queries(PREFIX)
     sent = [_envelope(_recall(f"question {i}")) for i in range(10)]
     client.rpush(channel, *[raw for _, raw in sent])  # all waiting before the server looks
-    server = QueryServer(client, PREFIX, {"recall": one}, threads=1, batched={"recall": many}).start()
+    server = QueryServer(client, PREFIX, {"recall": one}, threads=1, batched={"recall": many}, batch_max=4).start()
     try:
         answers = _answers(client, channel, [rid for rid, _ in sent])
     finally:
         server.stop()
-    assert calls == [10]
+    assert calls == [4, 4, 2]  # every take up to its bound, in the order they were sent
     for i, (rid, _) in enumerate(sent):
         assert answers[rid]["items"] == [f"question {i}"] and "alone" not in answers[rid]
     assert int(client.hget(keys.query_counters(PREFIX), "answered")) == 10
