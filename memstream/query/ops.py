@@ -178,8 +178,9 @@ class ReadOps:
 
     def recall_many(self, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """What ``recall`` answers to each of ``requests``, in order, with the shared work done
-        once (``Searcher.search_many``): a request that cannot be answered gets its error
-        answer and the others their items. A failure of the shared work (the model, Redis) raises."""
+        once (``Searcher.search_many``): a request that cannot be answered as asked gets its
+        error answer and the others their items. Any other failure (the model, Redis, one
+        search) raises: the server then answers the batch one request at a time."""
         hot_since = self._hot_since()
         answers: list[dict[str, Any] | None] = [None] * len(requests)
         asks: list[tuple[int, Ask]] = []
@@ -190,12 +191,13 @@ class ReadOps:
                 answers[i] = {"error": str(exc)}
         found = self.searcher.search_many([ask for _, ask in asks]) if asks else []
         for (i, _), items in zip(asks, found):
-            if isinstance(items, Exception):
-                if isinstance(items, BadRequest):
-                    answers[i] = {"error": str(items)}
-                    continue
-                answers[i] = {"error": f"{type(items).__name__}: {items}"}
+            if isinstance(items, BadRequest):
+                answers[i] = {"error": str(items)}
                 continue
+            if isinstance(items, Exception):
+                # a failure, not a bad request: raised, so that the server answers the batch
+                # one request at a time and counts and logs this one's failure as any other
+                raise items
             facts = [item for item in items if item.get("kind") == "fact"]
             answers[i] = {"items": facts + [item for item in items if item.get("kind") != "fact"]}
         return [a if a is not None else {"error": "recall returned no answer"} for a in answers]

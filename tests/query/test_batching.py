@@ -133,29 +133,37 @@ def test_a_batch_with_a_bad_request_answers_every_other_one(client):
     assert counts["failed"] == 1 and counts["expired"] == 1 and counts["refused"] == 2 and counts["unsupported"] == 1
 
 
-def test_recalls_answered_as_a_batch_equal_the_same_recalls_answered_alone(tmp_path, client, valkey_server):
-    """The real read side (hash embedder, memories and facts of two agents): a batch of
-    recalls, with one whose scope names nobody and one of another tenant, answers each as
-    ``recall`` does alone."""
+SUBJECTS = ["the billing service", "the VPN", "Maria's team", "the docs site"]
+
+
+def _projected(tmp_path, client, valkey_server):
+    """A pipeline (hash embedder) that projected memories and facts of two agents and two tenants."""
     from memstream.workers.pipeline import Pipeline, PipelineConfig
 
     settings = Settings.load(home=str(tmp_path / "svc"), redis_url=valkey_server.url, autostart=False, embedder="hash")
     log = EventLog(client, settings.stream_prefix, settings.shards)
     rng = random.Random(3)
-    subjects = ["the billing service", "the VPN", "Maria's team", "the docs site"]
     objects = ["Postgres 16", "Grafana", "Nomad", "the Berlin team", "Vault"]
     events = []
     for i in range(120):
         agent = "a1" if i % 3 else "a2"
         scope = Scope(tenant="t1" if i % 5 else "t2", agent=agent, session_id=f"{agent}-s", app="test")
-        text = f"{rng.choice(subjects).capitalize()} moved to {rng.choice(objects)} in sprint {i}. My name is Ana {i}."
+        text = f"{rng.choice(SUBJECTS).capitalize()} moved to {rng.choice(objects)} in sprint {i}. My name is Ana {i}."
         events.append(MemoryRemembered(id=f"ev-{i}", occurred_at=utcnow(), scope=scope, content=text, target="memory"))
     log.append(events)
     pipeline = Pipeline(settings, log, PipelineConfig(embedder="hash", consumer="w1"))
+    pipeline.drain()
+    return pipeline
+
+
+def test_recalls_answered_as_a_batch_equal_the_same_recalls_answered_alone(tmp_path, client, valkey_server):
+    """The real read side (hash embedder, memories and facts of two agents): a batch of
+    recalls, with one whose scope names nobody and one of another tenant, answers each as
+    ``recall`` does alone."""
+    pipeline = _projected(tmp_path, client, valkey_server)
     try:
-        pipeline.drain()
         reads = pipeline.reads
-        requests = [_recall(f"Where did {s} move to?") for s in subjects]
+        requests = [_recall(f"Where did {s} move to?") for s in SUBJECTS]
         requests += [_recall("What is my name?"), _recall("Grafana", scope="all"), _recall("Vault", scope="nobody")]
         requests += [_recall("Nomad", tenant="t2", agent="a2"), _recall("latest sprint", k=3)]
         alone = [reads.recall(dict(r)) for r in requests]
@@ -164,3 +172,29 @@ def test_recalls_answered_as_a_batch_equal_the_same_recalls_answered_alone(tmp_p
         pipeline.stop()
     assert any(a["items"] for a in alone) and any(i["kind"] == "fact" for a in alone for i in a["items"])
     assert together == alone
+
+
+def test_on_the_real_read_side_a_recall_that_breaks_its_search_fails_alone_in_its_batch(tmp_path, client, valkey_server):
+    pipeline = _projected(tmp_path, client, valkey_server)
+    rank = pipeline.searcher._rank
+
+    def breaking(collection, dense, sparse, f, timely, query, neighbours):
+        if query == "explode":
+            raise RuntimeError("the engine failed on this search")
+        return rank(collection, dense, sparse, f, timely, query, neighbours=neighbours)
+
+    pipeline.searcher._rank = breaking  # type: ignore[method-assign]
+    channel = keys.queries(PREFIX)
+    sent = [_envelope(_recall(q)) for q in ("Where did the VPN move to?", "explode", "Grafana", "What is my name?")]
+    client.rpush(channel, *[raw for _, raw in sent])
+    handlers = {**pipeline.reads.handlers()}
+    server = QueryServer(client, PREFIX, handlers, threads=1, batched=pipeline.reads.batched()).start()
+    try:
+        answers = _answers(client, channel, [rid for rid, _ in sent])
+    finally:
+        server.stop()
+        pipeline.stop()
+    assert "the engine failed" in answers[sent[1][0]]["error"]
+    for rid, _ in sent[:1] + sent[2:]:
+        assert "error" not in answers[rid] and answers[rid]["items"]
+    assert int(client.hget(keys.query_counters(PREFIX), "failed")) == 1
