@@ -47,6 +47,7 @@ from memstream.projections import (
     FactsTable,
     Filter,
     Hit,
+    Search,
     VectorStore,
     sparse_vector,
 )
@@ -228,16 +229,23 @@ class Searcher:
             except CollectionNotFound:
                 continue
             dense = self._dense(embedder, [p.ask.query for p in wanting])
+            searches: list[Search] = []
+            at: list[tuple[int, bool]] = []  # per plan: where its dense search is, whether a keyword one follows
             for plan in wanting:
                 ask = plan.ask
+                narrowed = (
+                    replace(plan.filter, since_ts=ask.hot_since) if name == "turns" and ask.hot_since is not None else plan.filter
+                )
+                at.append((len(searches), bool(plan.sparse[0])))
+                searches.append(Search(filter=narrowed, dense=dense[ask.query], limit=CANDIDATES))
+                if plan.sparse[0]:
+                    searches.append(Search(filter=narrowed, sparse=plan.sparse, limit=CANDIDATES))
+            found = self.store.search_many(collection, searches)  # one engine call for the batch's searches
+            for plan, (i, keyword) in zip(wanting, at):
+                ask = plan.ask
                 try:
-                    narrowed = (
-                        replace(plan.filter, since_ts=ask.hot_since)
-                        if name == "turns" and ask.hot_since is not None
-                        else plan.filter
-                    )
                     ranked = self._rank(
-                        collection, dense[ask.query], plan.sparse, narrowed, plan.timely, ask.query, neighbours=name == "turns"
+                        found[i], found[i + 1] if keyword else [], timely=plan.timely, query=ask.query, neighbours=name == "turns"
                     )
                 except Exception as exc:  # noqa: BLE001  this search's failure, the others go on
                     plan.error = exc
@@ -278,17 +286,11 @@ class Searcher:
 
     # -- turns and memories -------------------------------------------------------------
     def _rank(
-        self,
-        collection: str,
-        dense: np.ndarray,
-        sparse: tuple[list[int], list[float]],
-        f: Filter,
-        timely: bool,
-        query: str,
-        neighbours: bool,
+        self, dense_hits: list[Hit], keyword_hits: list[Hit], *, timely: bool, query: str, neighbours: bool
     ) -> list[tuple[float, dict[str, Any]]]:
-        d = _minmax(self.store.search(collection, dense=dense, filter=f, limit=CANDIDATES))
-        s = _minmax(self.store.search(collection, sparse=sparse, filter=f, limit=CANDIDATES)) if sparse[0] else {}
+        """One collection's candidates of one search (its dense and keyword hits), ranked."""
+        d = _minmax(dense_hits)
+        s = _minmax(keyword_hits)
         fused: dict[str, tuple[float, Hit]] = {}
         for pid in set(d) | set(s):
             hit = (d.get(pid) or s[pid])[1]

@@ -178,10 +178,10 @@ def test_on_the_real_read_side_a_recall_that_breaks_its_search_fails_alone_in_it
     pipeline = _projected(tmp_path, client, valkey_server)
     rank = pipeline.searcher._rank
 
-    def breaking(collection, dense, sparse, f, timely, query, neighbours):
-        if query == "explode":
+    def breaking(dense_hits, keyword_hits, **kwargs):
+        if kwargs["query"] == "explode":
             raise RuntimeError("the engine failed on this search")
-        return rank(collection, dense, sparse, f, timely, query, neighbours=neighbours)
+        return rank(dense_hits, keyword_hits, **kwargs)
 
     pipeline.searcher._rank = breaking  # type: ignore[method-assign]
     channel = keys.queries(PREFIX)

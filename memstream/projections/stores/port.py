@@ -38,6 +38,7 @@ __all__ = [
     "VectorStore",
     "Point",
     "Hit",
+    "Search",
     "Filter",
     "SparseVector",
     "Fusion",
@@ -238,6 +239,17 @@ class Filter:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class Search:
+    """One search of ``VectorStore.search_many``: the arguments ``search`` takes."""
+
+    filter: Filter
+    dense: Sequence[float] | Any | None = None
+    sparse: SparseVector | None = None
+    limit: int = 10
+    fusion: Fusion = "rrf"
+
+
 @runtime_checkable
 class VectorStore(Protocol):
     """The port every projection and query uses; see the module docstring for naming."""
@@ -294,6 +306,12 @@ class VectorStore(Protocol):
     ) -> list[Hit]:
         """Top ``limit`` points in scope, best first: by cosine (dense only), IDF dot
         (sparse only) or, with both, fused in the engine (prefetch each + RRF/DBSF)."""
+        ...
+
+    def search_many(self, collection: str, searches: Sequence[Search]) -> list[list[Hit]]:
+        """What ``search`` answers to each of ``searches``, in order, in one engine call where
+        the engine plans a batch (the embedded store: a dense search of 10k points costs about
+        half as much in a batch of 8)."""
         ...
 
     def scroll(
