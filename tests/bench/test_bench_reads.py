@@ -21,7 +21,7 @@ def test_the_read_bench_measures_two_trees_by_stage_with_no_errors():
         assert s["cpu_ms_per_recall"] > 0 and s["floor_lone_ms"] > 0 and s["floor_batch_ms"] > 0
         for mode in ("lone", "batch"):  # this tree answers recalls in batches too
             stages = s["stages"][mode]
-            assert stages["handler"] > 0 and stages["dense"] > 0 and stages["keyword"] > 0 and stages["embed"] > 0
+            assert stages["handler"] > 0 and stages["searches"] > 0 and stages["embed"] > 0
     assert result["ratio"]["recalls_per_s"] > 0
     text = format_reads(result)
     assert "questions: fresh" in text and "per-hit" in text and "floor lone" in text
