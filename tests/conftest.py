@@ -22,7 +22,7 @@ SLOW_MARKERS = ("valkey", "hermes", "browser", "prometheus", "py314")
 SLOW = frozenset(
     {
         "tests/bench/test_bench_queries.py::test_the_query_transport_bench_measures_both_transports",
-        "tests/bench/test_bench_reads.py::test_the_read_capacity_bench_reports_each_thread_count_with_no_errors",
+        "tests/bench/test_bench_reads.py::test_the_read_bench_measures_two_trees_by_stage_with_no_errors",
         "tests/bench/test_bench_redaction.py::test_a_baseline_redaction_file_is_scored_on_the_same_corpus",
         "tests/bench/test_bench_redaction.py::test_the_benchmark_reports_recall_false_positives_and_speed",
         "tests/cli/test_cli_errors.py::test_a_closed_stdout_ends_the_command_quietly",

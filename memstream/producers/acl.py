@@ -74,9 +74,10 @@ _WORKER_COMMANDS = (
     "+scard",
     "+zadd",
     "+zrevrange",
-    # lists: the query channels and their answers
+    # lists: the query channels (a query server takes what waits in one BLMPOP) and their answers
     "+rpush",
     "+blpop",
+    "+blmpop",
     "+llen",
     # keys: a build's lock, cleanup, scans of a version's keys, sizes
     "+set",

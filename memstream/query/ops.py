@@ -23,6 +23,7 @@ from memstream.projections import (
     item_point_id,
 )
 from memstream.query.protocol import (
+    BatchHandler,
     ContextAnswer,
     ContextRequest,
     ExistsAnswer,
@@ -40,7 +41,7 @@ from memstream.query.protocol import (
     SearchKind,
     SearchRequest,
 )
-from memstream.query.ranking import Searcher, fact_item
+from memstream.query.ranking import Ask, Searcher, fact_item
 from memstream.query.versions import FixedVersions, Versions
 from memstream.text import asks_about_past
 
@@ -105,48 +106,65 @@ class ReadOps:
         return [scope]
 
     # -- ops ------------------------------------------------------------------------------
-    def search(self, request: SearchRequest) -> SearchAnswer:
-        """The results, the scope searched (``searched``: scope and agents, None for every
-        agent) and, unless every agent or the session was searched, ``elsewhere``: per
-        other agent, how many of its items share words with the query (``Searcher.elsewhere``)."""
-        history = request.history or asks_about_history(request.query)
-        return self._search(request, SEARCH_COLLECTIONS[request.kind], history)
-
-    def _search(
-        self,
-        request: SearchRequest | RecallRequest,
-        kinds: tuple[str, ...],
-        history: bool,
-        hot_since: float | None = None,
-        elsewhere: bool = True,
-    ) -> SearchAnswer:
-        scope, agent = request.scope or "current", request.agent or "default"
-        results = self.searcher.search(
+    def _ask(
+        self, request: SearchRequest | RecallRequest, kinds: tuple[str, ...], history: bool, hot_since: float | None = None
+    ) -> Ask:
+        """The search ``request`` asks for (already within the protocol's limits)."""
+        return Ask(
             request.query,
             tenant=request.tenant,
-            agent=agent,
-            scope=scope,
+            agent=request.agent or "default",
+            scope=request.scope or "current",
             k=request.k,
             kinds=kinds,
             session=request.session,
             history=history,
             hot_since=hot_since,
         )
-        agents = self._agents(scope, agent)
-        answer = SearchAnswer(results=results, searched=Searched(scope=scope, agents=agents))
-        if elsewhere and agents is not None and scope != "session":
-            answer.elsewhere = self.searcher.elsewhere(request.query, tenant=request.tenant, agents=agents, kinds=kinds)
+
+    def search(self, request: SearchRequest) -> SearchAnswer:
+        """The results, the scope searched (``searched``: scope and agents, None for every
+        agent) and, unless every agent or the session was searched, ``elsewhere``: per
+        other agent, how many of its items share words with the query (``Searcher.elsewhere``)."""
+        history = request.history or asks_about_history(request.query)
+        ask = self._ask(request, SEARCH_COLLECTIONS[request.kind], history)
+        results = self.searcher.search_many([ask])[0]
+        if isinstance(results, Exception):
+            raise results
+        agents = self._agents(ask.scope, ask.agent)
+        answer = SearchAnswer(results=results, searched=Searched(scope=ask.scope, agents=agents))
+        if agents is not None and ask.scope != "session":
+            answer.elsewhere = self.searcher.elsewhere(request.query, tenant=request.tenant, agents=agents, kinds=ask.kinds)
         return answer
+
+    def _hot_since(self) -> float | None:
+        return time.time() - self.hot_days * 86_400 if self.hot_days > 0 else None
 
     def recall(self, request: RecallRequest) -> RecallAnswer:
         """Prefetch: the turn's best items of the hot tier (turns of the last ``hot_days``,
         every memory, the facts of those) of every kind, current facts first (superseded
         ones only when the message asks about the past)."""
-        hot_since = time.time() - self.hot_days * 86_400 if self.hot_days > 0 else None
-        history = asks_about_history(request.query)
-        items = self._search(request, SEARCH_COLLECTIONS["all"], history, hot_since=hot_since, elsewhere=False).results
-        facts = [i for i in items if i.get("kind") == "fact"]
-        return RecallAnswer(items=facts + [i for i in items if i.get("kind") != "fact"])
+        return self.recall_many([request])[0]
+
+    def recall_many(self, requests: list[RecallRequest]) -> list[RecallAnswer]:
+        """What ``recall`` answers to each of ``requests``, in order, with the shared work done
+        once (``Searcher.search_many``: one model call, one engine call per collection, one
+        facts lookup). A failure (the model, Redis, one search) raises: the server then
+        answers the batch one request at a time, so the failing one fails alone."""
+        hot_since = self._hot_since()
+        kinds = SEARCH_COLLECTIONS["all"]
+        asks = [self._ask(r, kinds, asks_about_history(r.query), hot_since) for r in requests]
+        answers = []
+        for items in self.searcher.search_many(asks):
+            if isinstance(items, Exception):
+                raise items
+            facts = [item for item in items if item.get("kind") == "fact"]
+            answers.append(RecallAnswer(items=facts + [item for item in items if item.get("kind") != "fact"]))
+        return answers
+
+    def batched(self) -> dict[str, BatchHandler]:
+        """The ops answered a batch at a time (``QueryServer``'s ``batched``)."""
+        return {"recall": self.recall_many}
 
     def context(self, request: ContextRequest) -> ContextAnswer | Refusal:
         """The turns around a hit in its session: ``before`` earlier, ``after`` later."""
@@ -182,7 +200,7 @@ class ReadOps:
     def tiers(self, tenant: str) -> dict[str, dict[str, int]]:
         """Points of the active turns and memories versions of ``tenant`` in each tier
         (``memstream stats``): hot (what prefetch reads) and cold (only search and tools)."""
-        cutoff = time.time() - self.hot_days * 86_400 if self.hot_days > 0 else None
+        cutoff = self._hot_since()
         out: dict[str, dict[str, int]] = {}
         for name in ("turns", "memories"):
             try:

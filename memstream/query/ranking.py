@@ -37,9 +37,9 @@ sharing no word with the query) is not a match and is not returned.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from memstream.projections import (
     CollectionNotFound,
@@ -47,6 +47,7 @@ from memstream.projections import (
     FactsTable,
     Filter,
     Hit,
+    Search,
     VectorStore,
     sparse_vector,
 )
@@ -58,7 +59,7 @@ if TYPE_CHECKING:
 
     from memstream.projections import Embedder
 
-__all__ = ["Searcher", "asks_about_time", "fact_item"]
+__all__ = ["Ask", "Searcher", "asks_about_time", "fact_item"]
 
 CANDIDATES = 50
 DENSE_WEIGHT = 0.4
@@ -101,6 +102,82 @@ def _minmax(hits: list[Hit]) -> dict[str, tuple[float, Hit]]:
     return {h.id: ((h.score - lo) / (hi - lo) if hi > lo else 1.0, h) for h in hits}
 
 
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """One search, as ``Searcher.search`` takes it."""
+
+    query: str
+    tenant: str
+    agent: str = "default"
+    scope: str = "current"
+    k: int = 10
+    kinds: tuple[str, ...] = ("turns", "memories", "facts")
+    session: str = ""
+    history: bool = False
+    hot_since: float | None = None
+
+
+class _Plan:
+    """One search under way: its filter and keyword vector, what it found so far."""
+
+    __slots__ = ("ask", "filter", "sparse", "timely", "scored", "sources", "by_event", "error")
+
+    def __init__(self, ask: Ask) -> None:
+        self.ask = ask
+        self.error: Exception | None = None
+        self.scored: list[tuple[float, dict[str, Any]]] = []
+        self.sources: list[tuple[float, str]] = []  # (score, event id) of the hits whose facts are wanted
+        self.by_event: dict[str, float] = {}
+        try:
+            if ask.scope == "session":
+                self.filter = Filter(tenant=ask.tenant, session_id=ask.session or "\x00none")
+            else:
+                agent = None if ask.scope == "all" else (ask.agent if ask.scope == "current" else ask.scope)
+                self.filter = Filter(tenant=ask.tenant, agent=agent)
+            self.sparse = sparse_vector(ask.query)
+            self.timely = asks_about_time(ask.query)
+        except Exception as exc:  # noqa: BLE001  this search's failure, the others go on
+            self.error = exc
+
+    def wants(self, collection: str) -> bool:
+        """Whether this search reads ``collection`` (the turns also for the facts of its hits)."""
+        return collection in self.ask.kinds or (collection == "turns" and "facts" in self.ask.kinds)
+
+
+def _fact_sources(sources: list[tuple[float, str]], k: int) -> dict[str, float]:
+    """Event id -> best score, of the best hits only (``FACT_SOURCES``, at least 2 k) that
+    are matches: a fact scores as its hit, so a later one cannot rank."""
+    by_event: dict[str, float] = {}
+    for score, event_id in sorted(sources, key=lambda s: -s[0])[: max(FACT_SOURCES, 2 * k)]:
+        if score <= 0.0:
+            break  # sorted: not a match from here on, nor are its facts
+        if score > by_event.get(event_id, -1.0):
+            by_event[event_id] = score
+    return by_event
+
+
+def _best(scored: list[tuple[float, dict[str, Any]]], k: int) -> list[dict[str, Any]]:
+    """The top ``k`` of ``scored``, best first, the same id or normalised text once, with
+    their shown score; none that scores 0 (not a match)."""
+    scored.sort(key=lambda x: -x[0])
+    out: list[dict[str, Any]] = []
+    seen_ids: set[str] = set()
+    seen_texts: set[str] = set()
+    for score, item in scored:
+        if score <= 0.0:
+            break  # sorted: no match from here on
+        norm = _NORM.sub(" ", str(item.get("text", "")).casefold()).strip()
+        if item["id"] in seen_ids or (norm and norm in seen_texts):
+            continue
+        seen_ids.add(item["id"])
+        seen_texts.add(norm)
+        item["score"] = round(min(1.0, score / SCORE_MAX), 6)
+        out.append(item)
+        if len(out) >= k:
+            break
+    return out
+
+
 class Searcher:
     """Hybrid search over the versions ``versions`` resolves (the active ones, from the
     catalog; by default the store's own pointer, ``embedder`` and ``facts``)."""
@@ -131,50 +208,60 @@ class Searcher:
         occurred_at, event_ids} (facts also valid_to, superseded_by). ``hot_since`` (unix
         seconds): only the hot tier, turns and delegations that happened since then (every
         memory, and the facts of the hits)."""
-        if scope == "session":
-            f = Filter(tenant=tenant, session_id=session or "\x00none")
-        else:
-            f = Filter(tenant=tenant, agent=None if scope == "all" else (agent if scope == "current" else scope))
-        dense_of: dict[int, np.ndarray] = {}  # per embedder: a version queries with its own
-        sparse = sparse_vector(query)
-        timely = asks_about_time(query)
-        scored: list[tuple[float, dict[str, Any]]] = []
-        sources: list[dict[str, Any]] = []  # the hits whose facts are wanted
+        ask = Ask(query, tenant, agent, scope, k, kinds, session, history, hot_since)
+        found = self.search_many([ask])[0]
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    def search_many(self, asks: Sequence[Ask]) -> list[list[dict[str, Any]] | Exception]:
+        """What ``search`` answers to each of ``asks``, in order, doing the shared work once:
+        the questions embedded in one model call per embedder, the facts of every hit read
+        in one lookup per tenant. A search that fails alone is its exception in the list;
+        a failure of the shared work (the model, Redis) raises."""
+        plans = [_Plan(ask) for ask in asks]
         for name in ("turns", "memories"):
-            if name not in kinds and not (name == "turns" and "facts" in kinds):
+            wanting = [p for p in plans if p.error is None and p.wants(name)]
+            if not wanting:
                 continue
             try:
                 collection, embedder = self.versions.reader(name)  # one version: its collection, its model
             except CollectionNotFound:
                 continue
-            dense = dense_of.get(id(embedder))
-            if dense is None:
-                dense = dense_of[id(embedder)] = embedder.embed([query])[0]
-            narrowed = replace(f, since_ts=hot_since) if name == "turns" and hot_since is not None else f
-            for score, item in self._rank(collection, dense, sparse, narrowed, timely, query, neighbours=name == "turns"):
-                if name in kinds:
-                    scored.append((score, item))
-                if "facts" in kinds:
-                    sources.append({**item, "_score": score})
-        if "facts" in kinds:
-            scored.extend(self._facts(tenant, sources, history, k))
-        scored.sort(key=lambda x: -x[0])
-        out: list[dict[str, Any]] = []
-        seen_ids: set[str] = set()
-        seen_texts: set[str] = set()
-        for score, item in scored:
-            if score <= 0.0:
-                break  # sorted: no match from here on
-            norm = _NORM.sub(" ", str(item.get("text", "")).casefold()).strip()
-            if item["id"] in seen_ids or (norm and norm in seen_texts):
-                continue
-            seen_ids.add(item["id"])
-            seen_texts.add(norm)
-            item["score"] = round(min(1.0, score / SCORE_MAX), 6)
-            out.append(item)
-            if len(out) >= k:
-                break
-        return out
+            dense = self._dense(embedder, [p.ask.query for p in wanting])
+            searches: list[Search] = []
+            at: list[tuple[int, bool]] = []  # per plan: where its dense search is, whether a keyword one follows
+            for plan in wanting:
+                ask = plan.ask
+                narrowed = (
+                    replace(plan.filter, since_ts=ask.hot_since) if name == "turns" and ask.hot_since is not None else plan.filter
+                )
+                at.append((len(searches), bool(plan.sparse[0])))
+                searches.append(Search(filter=narrowed, dense=dense[ask.query], limit=CANDIDATES))
+                if plan.sparse[0]:
+                    searches.append(Search(filter=narrowed, sparse=plan.sparse, limit=CANDIDATES))
+            found = self.store.search_many(collection, searches)  # one engine call for the batch's searches
+            for plan, (i, keyword) in zip(wanting, at):
+                ask = plan.ask
+                try:
+                    ranked = self._rank(
+                        found[i], found[i + 1] if keyword else [], timely=plan.timely, query=ask.query, neighbours=name == "turns"
+                    )
+                except Exception as exc:  # noqa: BLE001  this search's failure, the others go on
+                    plan.error = exc
+                    continue
+                for score, item in ranked:
+                    if name in ask.kinds:
+                        plan.scored.append((score, item))
+                    if "facts" in ask.kinds:
+                        plan.sources.append((score, item["id"]))
+        self._facts_many([p for p in plans if p.error is None and "facts" in p.ask.kinds])
+        return [p.error if p.error is not None else _best(p.scored, p.ask.k) for p in plans]
+
+    def _dense(self, embedder: Embedder, queries: list[str]) -> dict[str, np.ndarray]:
+        """Each distinct query's vector by ``embedder``, in one model call."""
+        distinct = list(dict.fromkeys(queries))
+        return dict(zip(distinct, embedder.embed(distinct)))
 
     def elsewhere(self, query: str, *, tenant: str, agents: list[str], kinds: tuple[str, ...]) -> dict[str, int]:
         """Per agent of ``tenant`` not in ``agents``: how many of its turns and memories share
@@ -199,17 +286,11 @@ class Searcher:
 
     # -- turns and memories -------------------------------------------------------------
     def _rank(
-        self,
-        collection: str,
-        dense: np.ndarray,
-        sparse: tuple[list[int], list[float]],
-        f: Filter,
-        timely: bool,
-        query: str,
-        neighbours: bool,
+        self, dense_hits: list[Hit], keyword_hits: list[Hit], *, timely: bool, query: str, neighbours: bool
     ) -> list[tuple[float, dict[str, Any]]]:
-        d = _minmax(self.store.search(collection, dense=dense, filter=f, limit=CANDIDATES))
-        s = _minmax(self.store.search(collection, sparse=sparse, filter=f, limit=CANDIDATES)) if sparse[0] else {}
+        """One collection's candidates of one search (its dense and keyword hits), ranked."""
+        d = _minmax(dense_hits)
+        s = _minmax(keyword_hits)
         fused: dict[str, tuple[float, Hit]] = {}
         for pid in set(d) | set(s):
             hit = (d.get(pid) or s[pid])[1]
@@ -270,28 +351,36 @@ class Searcher:
         return out
 
     # -- facts, through the provenance of the hits -------------------------------------------
-    def _facts(self, tenant: str, hits: list[dict[str, Any]], history: bool, k: int) -> list[tuple[float, dict[str, Any]]]:
-        by_event: dict[str, float] = {}
-        # the facts of the best hits only: a fact scores as its hit, so a later one cannot rank
-        top = sorted(hits, key=lambda h: -float(h.get("_score", 0.0)))[: max(FACT_SOURCES, 2 * k)]
-        for hit in top:
-            if float(hit.get("_score", 0.0)) <= 0.0:
-                continue  # not a match: neither are its facts
-            by_event[hit["id"]] = max(by_event.get(hit["id"], 0.0), float(hit.get("_score", 0.0)))
-        if not by_event:
-            return []
-        found = self.facts.facts_of_events(tenant, list(by_event))
-        out: dict[str, tuple[float, Fact]] = {}
-        for event_id, fact in found:
-            score = by_event[event_id] + 1e-6  # just before the hit it came from
-            if fact.valid_to is not None and not history:
-                current = self._current(tenant, fact)
-                if current is None:
-                    continue
-                fact = current
-            if fact.id not in out or score > out[fact.id][0]:
-                out[fact.id] = (score, fact)
-        return [(score, fact_item(fact)) for score, fact in out.values()]
+    def _facts_many(self, plans: list[_Plan]) -> None:
+        """Each plan's facts, scored as the hit they came from, added to its ``scored``: the
+        facts of every plan's best hits read in one lookup per tenant."""
+        wanted: dict[str, set[str]] = {}
+        for plan in plans:
+            plan.by_event = _fact_sources(plan.sources, plan.ask.k)
+            if plan.by_event:
+                wanted.setdefault(plan.ask.tenant, set()).update(plan.by_event)
+        found: dict[str, dict[str, list[Fact]]] = {}
+        for tenant, events in wanted.items():
+            per_event: dict[str, list[Fact]] = {}
+            for event_id, fact in self.facts.facts_of_events(tenant, sorted(events)):
+                per_event.setdefault(event_id, []).append(fact)
+            found[tenant] = per_event
+        for plan in plans:
+            if not plan.by_event:
+                continue
+            per_event = found.get(plan.ask.tenant, {})
+            out: dict[str, tuple[float, Fact]] = {}
+            for event_id, base in plan.by_event.items():
+                score = base + 1e-6  # just before the hit it came from
+                for fact in per_event.get(event_id, ()):
+                    if fact.valid_to is not None and not plan.ask.history:
+                        current = self._current(plan.ask.tenant, fact)
+                        if current is None:
+                            continue
+                        fact = current
+                    if fact.id not in out or score > out[fact.id][0]:
+                        out[fact.id] = (score, fact)
+            plan.scored.extend((score, fact_item(fact)) for score, fact in out.values())
 
     def _current(self, tenant: str, fact: Fact) -> Fact | None:
         seen = set()

@@ -218,7 +218,11 @@ class Pipeline:
             hot_days=self.settings.hot_days,
         )
         return QueryServer(
-            client, prefix, replace(self.reads.handlers(), count=self._count), threads=self.settings.query_server_threads
+            client,
+            prefix,
+            replace(self.reads.handlers(), count=self._count),
+            threads=self.settings.query_server_threads,
+            batched=self.reads.batched(),
         )
 
     SUPERVISE_EVERY = 0.25  # seconds between the supervisor's looks at the threads

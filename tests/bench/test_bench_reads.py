@@ -1,16 +1,40 @@
-"""``memstream bench reads`` on a tiny workload: every thread count answers every caller."""
+"""``memstream bench reads`` on a tiny workload: each tree's query process answers every
+caller, and the CPU per recall is reported by stage beside the floor of the same work."""
 
-from memstream.bench.reads import format_reads, reads_bench
+import argparse
+import random
+from pathlib import Path
+
+from memstream.bench import reads
+from memstream.bench.reads import format_reads, fresh_question, reads_bench
 
 
-def test_the_read_capacity_bench_reports_each_thread_count_with_no_errors():
-    result = reads_bench(memories=200, threads=(1, 2), clients=2, processes=1, seconds=1.0, rounds=1)
-    assert [level["threads"] for level in result["levels"]] == [1, 2]
-    for level in result["levels"]:
-        assert level["errors"] == 0
-        assert level["answered_per_s"] > 0
-        assert 0 < level["round_trip_p50_ms"] <= level["round_trip_p95_ms"] <= level["round_trip_p99_ms"]
-        assert level["handler_p50_ms"] > 0
-    assert result["levels"][0]["ratio_to_first"] == 1.0
-    assert result["default_threads"] >= 2
-    assert "answered/s" in format_reads(result)
+def test_the_read_bench_measures_two_trees_by_stage_with_no_errors():
+    here = Path(reads.__file__).resolve().parents[2]
+    result = reads_bench(memories=200, clients=2, processes=1, seconds=1.0, rounds=1, stage_questions=16, against=str(here))
+    assert result["questions"] == "fresh"
+    assert set(result["trees"]) == {"this", "against"}
+    for tree in result["trees"].values():
+        s = tree["summary"]
+        assert s["errors"] == 0 and s["recalls_per_s"] > 0
+        assert 0 < s["round_trip_p50_ms"] <= s["round_trip_p95_ms"]
+        assert s["cpu_ms_per_recall"] > 0 and s["floor_lone_ms"] > 0 and s["floor_batch_ms"] > 0
+        for mode in ("lone", "batch"):  # this tree answers recalls in batches too
+            stages = s["stages"][mode]
+            assert stages["handler"] > 0 and stages["searches"] > 0 and stages["embed"] > 0
+    assert result["ratio"]["recalls_per_s"] > 0
+    text = format_reads(result)
+    assert "questions: fresh" in text and "per-hit" in text and "floor lone" in text
+
+
+def test_fresh_questions_do_not_repeat():
+    rng = random.Random(1)
+    asked = [fresh_question(rng) for _ in range(2000)]
+    assert len(set(asked)) == len(asked)
+
+
+def test_the_options_are_the_commands_and_run_takes_them():
+    parser = argparse.ArgumentParser()
+    reads.add_arguments(parser)
+    args = parser.parse_args(["--memories", "50", "--cached", "--rounds", "1", "--against", "/x"])
+    assert (args.memories, args.cached, args.rounds, args.against, args.embedder) == (50, True, 1, "/x", "hash")

@@ -34,6 +34,7 @@ __all__ = [
     "VectorStore",
     "Point",
     "Hit",
+    "Search",
     "Filter",
     "SparseVector",
     "Fusion",
@@ -138,11 +139,13 @@ class Point:
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """A search result: the point id, its score (cosine, IDF dot or fused) and payload."""
+    """A search result: the point id, its score (cosine, IDF dot or fused) and payload.
+    The payload is read-only (a mapping): a store may hand out a view of the same dict to
+    every search that finds the point (the embedded store's payload cache)."""
 
     id: str
     score: float
-    payload: dict[str, Any]
+    payload: Mapping[str, Any]
 
 
 Values = str | Sequence[str] | None
@@ -186,6 +189,17 @@ class Filter:
             if value is not None:
                 out.append((name, value))
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class Search:
+    """One search of ``VectorStore.search_many``: the arguments ``search`` takes."""
+
+    filter: Filter
+    dense: Sequence[float] | Any | None = None
+    sparse: SparseVector | None = None
+    limit: int = 10
+    fusion: Fusion = "rrf"
 
 
 @runtime_checkable
@@ -244,6 +258,12 @@ class VectorStore(Protocol):
     ) -> list[Hit]:
         """Top ``limit`` points in scope, best first: by cosine (dense only), IDF dot
         (sparse only) or, with both, fused in the engine (prefetch each + RRF/DBSF)."""
+        ...
+
+    def search_many(self, collection: str, searches: Sequence[Search]) -> list[list[Hit]]:
+        """What ``search`` answers to each of ``searches``, in order, in one engine call where
+        the engine plans a batch (the embedded store: a dense search of 10k points costs about
+        half as much in a batch of 8)."""
         ...
 
     def scroll(

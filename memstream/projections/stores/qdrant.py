@@ -47,6 +47,7 @@ from memstream.projections.stores.port import (
     Hit,
     Point,
     PointGone,
+    Search,
     SparseVector,
     StoreError,
     StoreLocked,
@@ -270,6 +271,13 @@ class QdrantStore:
         with self._call(collection):
             result = self._client.query_points(collection, **kwargs)
         return [Hit(id=str(p.id), score=p.score, payload=p.payload or {}) for p in result.points]
+
+    def search_many(self, collection: str, searches: Sequence[Search]) -> list[list[Hit]]:
+        # one request each: the server's batch endpoint is a later step (its cost is the network)
+        return [
+            self.search(collection, dense=q.dense, sparse=q.sparse, filter=q.filter, limit=q.limit, fusion=q.fusion)
+            for q in searches
+        ]
 
     def scroll(
         self, collection: str, filter: Filter, *, limit: int = 100, offset: str | None = None

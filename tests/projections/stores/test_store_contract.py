@@ -25,6 +25,7 @@ from memstream.projections.stores.port import (
     Filter,
     Point,
     PointGone,
+    Search,
     StoreError,
     StoreLocked,
     StoreUnavailable,
@@ -252,6 +253,36 @@ def test_hybrid_rrf_returns_the_union_of_dense_and_keyword_hits_ranked(backend, 
     assert fused[0].score > fused[1].score > fused[2].score
     dbsf = store.search(c, **query, limit=3, fusion="dbsf")
     assert keys(dbsf)[0] == "both" and "other-tenant" not in keys(dbsf)
+
+
+def test_a_batch_of_searches_answers_each_as_the_same_search_alone(backend, store):
+    c = store.ensure_collection(backend.name("turns"), 1, DIM)
+    points = [
+        pt(f"p{i}", tenant="t1" if i % 4 else "t2", agent=f"a{i % 3}", dense=unit(i % DIM), text=f"note {i % 5} invoice")
+        for i in range(40)
+    ]
+    store.upsert(c, points)
+    searches = [
+        Search(filter=Filter("t1"), dense=unit(0), limit=7),
+        Search(filter=Filter("t1", agent="a1"), sparse=sparse_vector("invoice note"), limit=5),
+        Search(filter=Filter("t2"), dense=unit(3), sparse=sparse_vector("note"), limit=4),
+        Search(filter=Filter("t1"), sparse=sparse_vector("the of and"), limit=5),  # no keywords: nothing
+        Search(filter=Filter("nobody"), dense=unit(1), limit=5),
+        Search(filter=Filter("t1", agent="a2"), dense=unit(2), sparse=sparse_vector("invoice"), limit=6, fusion="dbsf"),
+    ]
+    together = store.search_many(c, searches)
+    alone = [store.search(c, dense=q.dense, sparse=q.sparse, filter=q.filter, limit=q.limit, fusion=q.fusion) for q in searches]
+
+    # the same scores (equal scores may come in either order, and a tie at the limit keep either point)
+    assert [sorted(round(h.score, 5) for h in hits) for hits in together] == [
+        sorted(round(h.score, 5) for h in hits) for hits in alone
+    ]
+    for q, hits in zip(searches, together):  # each hit with its own payload, within its search's scope
+        for h in hits:
+            assert h.payload["key"] == {p.id: p.payload["key"] for p in points}[h.id]
+            assert h.payload["tenant"] == q.filter.tenant and (q.filter.agent is None or h.payload["agent"] == q.filter.agent)
+    assert together[0] and together[1] and together[2] and together[3] == [] and together[4] == []
+    assert store.search_many(c, []) == []
 
 
 def test_exclude_ids_and_time_range_narrow_a_search(backend, store):
@@ -665,7 +696,8 @@ def test_edge_search_never_answers_a_payload_older_than_the_last_write_to_its_po
         assert notes() == {}
         store.upsert(c, [pt("k9", text="secret again", dense=unit(0), note="v9")])
         hits = store.search(c, dense=unit(0), filter=f, limit=10)
-        hits[0].payload["note"] = "changed by a caller"  # a hit's payload is the caller's own
+        with pytest.raises(TypeError):  # a hit's payload is read-only: no caller changes what others read
+            hits[0].payload["note"] = "changed by a caller"  # type: ignore[index]
         assert notes() == {"k9": "v9"}
     finally:
         store.close()

@@ -1,0 +1,200 @@
+"""The query server answers what arrives together as a batch: every request waiting on a
+channel is taken in one round trip, the recalls among them go to the read side in one call
+(one model call, one facts lookup), and each caller gets its own answer, the same as it
+would alone. A bad request in a batch gets its error and the others their answers. Real Valkey."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import uuid
+
+import pytest
+import redis
+from pipeline_support import wait_for
+
+from memstream.core import keys
+from memstream.core.settings import Settings
+from memstream.producers import EventLog, MemoryRemembered, Scope, utcnow
+from memstream.query.server import QueryServer
+
+pytestmark = pytest.mark.valkey
+
+PREFIX = "ms"
+
+
+def _envelope(request: dict, deadline: float | None = None) -> tuple[str, bytes]:
+    rid = uuid.uuid4().hex
+    return rid, json.dumps({"id": rid, "deadline": deadline or time.time() + 60, "req": request}).encode()
+
+
+def _recall(query: str, **extra) -> dict:
+    return {"op": "recall", "tenant": "t1", "agent": "a1", "session": "s1", "query": query, "k": 12, **extra}
+
+
+def _answers(client: redis.Redis, channel: str, ids: list[str]) -> dict[str, dict]:
+    out = {}
+    for rid in ids:
+        got = client.blpop([keys.reply(channel, rid)], timeout=30)
+        assert got, f"no answer to {rid}"
+        out[rid] = json.loads(got[1])
+    return out
+
+
+@pytest.fixture
+def client(valkey_server):
+    c = redis.Redis.from_url(valkey_server.url)
+    c.flushall()
+    yield c
+    c.close()
+
+
+def test_requests_waiting_together_reach_the_batch_handler_a_bounded_batch_at_a_time_each_with_its_own_answer(client):
+    calls: list[int] = []
+
+    def one(request: dict) -> dict:
+        return {"items": [request["query"]], "alone": True}
+
+    def many(requests: list[dict]) -> list[dict]:
+        calls.append(len(requests))
+        return [{"items": [r["query"]]} for r in requests]
+
+    channel = keys.queries(PREFIX)
+    sent = [_envelope(_recall(f"question {i}")) for i in range(10)]
+    client.rpush(channel, *[raw for _, raw in sent])  # all waiting before the server looks
+    server = QueryServer(client, PREFIX, {"recall": one}, threads=1, batched={"recall": many}, batch_max=4).start()
+    try:
+        answers = _answers(client, channel, [rid for rid, _ in sent])
+    finally:
+        server.stop()
+    assert calls == [4, 4, 2]  # every take up to its bound, in the order they were sent
+    for i, (rid, _) in enumerate(sent):
+        assert answers[rid]["items"] == [f"question {i}"] and "alone" not in answers[rid]
+    assert int(client.hget(keys.query_counters(PREFIX), "answered")) == 10
+
+
+def test_a_lone_request_goes_to_the_single_handler_at_once(client):
+    many_calls: list[int] = []
+    server = QueryServer(
+        client,
+        PREFIX,
+        {"recall": lambda r: {"items": ["alone"]}},
+        threads=1,
+        batched={"recall": lambda rs: many_calls.append(len(rs)) or [{"items": ["batch"]} for _ in rs]},
+    ).start()
+    try:
+        rid, raw = _envelope(_recall("just me"))
+        client.rpush(keys.queries(PREFIX), raw)
+        assert _answers(client, keys.queries(PREFIX), [rid])[rid]["items"] == ["alone"]
+    finally:
+        server.stop()
+    assert many_calls == []
+
+
+def test_a_batch_with_a_bad_request_answers_every_other_one(client):
+    """Garbage, an expired request, an op the server does not answer and a request that
+    breaks the batch handler, among good ones: each good one is answered, the breaking one
+    gets its error alone (the batch is answered again one by one), nothing is lost."""
+
+    def one(request: dict) -> dict:
+        if request["query"] == "boom":
+            raise RuntimeError("this request breaks the handler")
+        return {"items": [request["query"]]}
+
+    def many(requests: list[dict]) -> list[dict]:
+        if any(r["query"] == "boom" for r in requests):
+            raise RuntimeError("one request broke the batch")
+        return [{"items": [r["query"]]} for r in requests]
+
+    channel = keys.queries(PREFIX)
+    good = [_envelope(_recall(f"good {i}")) for i in range(6)]
+    boom = _envelope(_recall("boom"))
+    expired = _envelope(_recall("too late"), deadline=time.time() - 1)
+    unsupported = _envelope({"op": "recent", "tenant": "t1", "agent": "a1"})
+    garbage_id = uuid.uuid4().hex
+    garbage = json.dumps({"id": garbage_id, "deadline": time.time() + 60, "req": {"op": "recall"}}).encode()
+    order = [good[0][1], garbage, good[1][1], boom[1], good[2][1], expired[1], good[3][1], unsupported[1]]
+    order += [b"\xff not json", good[4][1], good[5][1]]
+    client.rpush(channel, *order)
+    server = QueryServer(client, PREFIX, {"recall": one}, threads=1, batched={"recall": many}).start()
+    try:
+        answers = _answers(client, channel, [rid for rid, _ in good] + [boom[0], unsupported[0], garbage_id])
+        wait_for(lambda: client.llen(channel) == 0, what="the channel to drain")
+    finally:
+        server.stop()
+    for i, (rid, _) in enumerate(good):
+        assert answers[rid] == {**answers[rid], "items": [f"good {i}"]}
+    assert "breaks the handler" in answers[boom[0]]["error"]
+    assert "does not answer" in answers[unsupported[0]]["error"]
+    assert "bad request" in answers[garbage_id]["error"]
+    assert not client.exists(keys.reply(channel, expired[0]))
+    counts = {k.decode(): int(v) for k, v in client.hgetall(keys.query_counters(PREFIX)).items()}
+    assert counts["failed"] == 1 and counts["expired"] == 1 and counts["refused"] == 2 and counts["unsupported"] == 1
+
+
+SUBJECTS = ["the billing service", "the VPN", "Maria's team", "the docs site"]
+
+
+def _projected(tmp_path, client, valkey_server):
+    """A pipeline (hash embedder) that projected memories and facts of two agents and two tenants."""
+    from memstream.workers.pipeline import Pipeline, PipelineConfig
+
+    settings = Settings.load(home=str(tmp_path / "svc"), redis_url=valkey_server.url, autostart=False, embedder="hash")
+    log = EventLog(client, settings.stream_prefix, settings.shards)
+    rng = random.Random(3)
+    objects = ["Postgres 16", "Grafana", "Nomad", "the Berlin team", "Vault"]
+    events = []
+    for i in range(120):
+        agent = "a1" if i % 3 else "a2"
+        scope = Scope(tenant="t1" if i % 5 else "t2", agent=agent, session_id=f"{agent}-s", app="test")
+        text = f"{rng.choice(SUBJECTS).capitalize()} moved to {rng.choice(objects)} in sprint {i}. My name is Ana {i}."
+        events.append(MemoryRemembered(id=f"ev-{i}", occurred_at=utcnow(), scope=scope, content=text, target="memory"))
+    log.append(events)
+    pipeline = Pipeline(settings, log, PipelineConfig(embedder="hash", consumer="w1"))
+    pipeline.drain()
+    return pipeline
+
+
+def test_recalls_answered_as_a_batch_equal_the_same_recalls_answered_alone(tmp_path, client, valkey_server):
+    """The real read side (hash embedder, memories and facts of two agents): a batch of
+    recalls, with one whose scope names nobody and one of another tenant, answers each as
+    ``recall`` does alone."""
+    pipeline = _projected(tmp_path, client, valkey_server)
+    try:
+        reads = pipeline.reads
+        requests = [_recall(f"Where did {s} move to?") for s in SUBJECTS]
+        requests += [_recall("What is my name?"), _recall("Grafana", scope="all"), _recall("Vault", scope="nobody")]
+        requests += [_recall("Nomad", tenant="t2", agent="a2"), _recall("latest sprint", k=3)]
+        alone = [reads.recall(dict(r)) for r in requests]
+        together = reads.recall_many([dict(r) for r in requests])
+    finally:
+        pipeline.stop()
+    assert any(a["items"] for a in alone) and any(i["kind"] == "fact" for a in alone for i in a["items"])
+    assert together == alone
+
+
+def test_on_the_real_read_side_a_recall_that_breaks_its_search_fails_alone_in_its_batch(tmp_path, client, valkey_server):
+    pipeline = _projected(tmp_path, client, valkey_server)
+    rank = pipeline.searcher._rank
+
+    def breaking(dense_hits, keyword_hits, **kwargs):
+        if kwargs["query"] == "explode":
+            raise RuntimeError("the engine failed on this search")
+        return rank(dense_hits, keyword_hits, **kwargs)
+
+    pipeline.searcher._rank = breaking  # type: ignore[method-assign]
+    channel = keys.queries(PREFIX)
+    sent = [_envelope(_recall(q)) for q in ("Where did the VPN move to?", "explode", "Grafana", "What is my name?")]
+    client.rpush(channel, *[raw for _, raw in sent])
+    handlers = {**pipeline.reads.handlers()}
+    server = QueryServer(client, PREFIX, handlers, threads=1, batched=pipeline.reads.batched()).start()
+    try:
+        answers = _answers(client, channel, [rid for rid, _ in sent])
+    finally:
+        server.stop()
+        pipeline.stop()
+    assert "the engine failed" in answers[sent[1][0]]["error"]
+    for rid, _ in sent[:1] + sent[2:]:
+        assert "error" not in answers[rid] and answers[rid]["items"]
+    assert int(client.hget(keys.query_counters(PREFIX), "failed")) == 1
