@@ -10,6 +10,7 @@ import random
 import time
 import uuid
 
+import msgspec
 import pytest
 import redis
 from pipeline_support import wait_for
@@ -17,6 +18,7 @@ from pipeline_support import wait_for
 from memstream.core import keys
 from memstream.core.settings import Settings
 from memstream.producers import EventLog, MemoryRemembered, Scope, utcnow
+from memstream.query.protocol import Handlers, RecallAnswer, RecallRequest
 from memstream.query.server import QueryServer
 
 pytestmark = pytest.mark.valkey
@@ -31,6 +33,10 @@ def _envelope(request: dict, deadline: float | None = None) -> tuple[str, bytes]
 
 def _recall(query: str, **extra) -> dict:
     return {"op": "recall", "tenant": "t1", "agent": "a1", "session": "s1", "query": query, "k": 12, **extra}
+
+
+def _typed(request: dict) -> RecallRequest:
+    return msgspec.convert(request, RecallRequest)
 
 
 def _answers(client: redis.Redis, channel: str, ids: list[str]) -> dict[str, dict]:
@@ -53,24 +59,24 @@ def client(valkey_server):
 def test_requests_waiting_together_reach_the_batch_handler_a_bounded_batch_at_a_time_each_with_its_own_answer(client):
     calls: list[int] = []
 
-    def one(request: dict) -> dict:
-        return {"items": [request["query"]], "alone": True}
+    def one(request: RecallRequest) -> RecallAnswer:
+        return RecallAnswer(items=[{"q": request.query, "alone": True}])
 
-    def many(requests: list[dict]) -> list[dict]:
+    def many(requests: list[RecallRequest]) -> list[RecallAnswer]:
         calls.append(len(requests))
-        return [{"items": [r["query"]]} for r in requests]
+        return [RecallAnswer(items=[{"q": r.query}]) for r in requests]
 
     channel = keys.queries(PREFIX)
     sent = [_envelope(_recall(f"question {i}")) for i in range(10)]
     client.rpush(channel, *[raw for _, raw in sent])  # all waiting before the server looks
-    server = QueryServer(client, PREFIX, {"recall": one}, threads=1, batched={"recall": many}, batch_max=4).start()
+    server = QueryServer(client, PREFIX, Handlers(recall=one), threads=1, batched={"recall": many}, batch_max=4).start()
     try:
         answers = _answers(client, channel, [rid for rid, _ in sent])
     finally:
         server.stop()
     assert calls == [4, 4, 2]  # every take up to its bound, in the order they were sent
     for i, (rid, _) in enumerate(sent):
-        assert answers[rid]["items"] == [f"question {i}"] and "alone" not in answers[rid]
+        assert answers[rid]["items"] == [{"q": f"question {i}"}]  # the batch handler's, not the single one's
     assert int(client.hget(keys.query_counters(PREFIX), "answered")) == 10
 
 
@@ -79,14 +85,14 @@ def test_a_lone_request_goes_to_the_single_handler_at_once(client):
     server = QueryServer(
         client,
         PREFIX,
-        {"recall": lambda r: {"items": ["alone"]}},
+        Handlers(recall=lambda r: RecallAnswer(items=[{"q": "alone"}])),
         threads=1,
-        batched={"recall": lambda rs: many_calls.append(len(rs)) or [{"items": ["batch"]} for _ in rs]},
+        batched={"recall": lambda rs: many_calls.append(len(rs)) or [RecallAnswer(items=[{"q": "batch"}]) for _ in rs]},
     ).start()
     try:
         rid, raw = _envelope(_recall("just me"))
         client.rpush(keys.queries(PREFIX), raw)
-        assert _answers(client, keys.queries(PREFIX), [rid])[rid]["items"] == ["alone"]
+        assert _answers(client, keys.queries(PREFIX), [rid])[rid]["items"] == [{"q": "alone"}]
     finally:
         server.stop()
     assert many_calls == []
@@ -97,15 +103,15 @@ def test_a_batch_with_a_bad_request_answers_every_other_one(client):
     breaks the batch handler, among good ones: each good one is answered, the breaking one
     gets its error alone (the batch is answered again one by one), nothing is lost."""
 
-    def one(request: dict) -> dict:
-        if request["query"] == "boom":
+    def one(request: RecallRequest) -> RecallAnswer:
+        if request.query == "boom":
             raise RuntimeError("this request breaks the handler")
-        return {"items": [request["query"]]}
+        return RecallAnswer(items=[{"q": request.query}])
 
-    def many(requests: list[dict]) -> list[dict]:
-        if any(r["query"] == "boom" for r in requests):
+    def many(requests: list[RecallRequest]) -> list[RecallAnswer]:
+        if any(r.query == "boom" for r in requests):
             raise RuntimeError("one request broke the batch")
-        return [{"items": [r["query"]]} for r in requests]
+        return [RecallAnswer(items=[{"q": r.query}]) for r in requests]
 
     channel = keys.queries(PREFIX)
     good = [_envelope(_recall(f"good {i}")) for i in range(6)]
@@ -117,14 +123,14 @@ def test_a_batch_with_a_bad_request_answers_every_other_one(client):
     order = [good[0][1], garbage, good[1][1], boom[1], good[2][1], expired[1], good[3][1], unsupported[1]]
     order += [b"\xff not json", good[4][1], good[5][1]]
     client.rpush(channel, *order)
-    server = QueryServer(client, PREFIX, {"recall": one}, threads=1, batched={"recall": many}).start()
+    server = QueryServer(client, PREFIX, Handlers(recall=one), threads=1, batched={"recall": many}).start()
     try:
         answers = _answers(client, channel, [rid for rid, _ in good] + [boom[0], unsupported[0], garbage_id])
         wait_for(lambda: client.llen(channel) == 0, what="the channel to drain")
     finally:
         server.stop()
     for i, (rid, _) in enumerate(good):
-        assert answers[rid] == {**answers[rid], "items": [f"good {i}"]}
+        assert answers[rid] == {**answers[rid], "items": [{"q": f"good {i}"}]}
     assert "breaks the handler" in answers[boom[0]]["error"]
     assert "does not answer" in answers[unsupported[0]]["error"]
     assert "bad request" in answers[garbage_id]["error"]
@@ -166,8 +172,8 @@ def test_recalls_answered_as_a_batch_equal_the_same_recalls_answered_alone(tmp_p
         requests = [_recall(f"Where did {s} move to?") for s in SUBJECTS]
         requests += [_recall("What is my name?"), _recall("Grafana", scope="all"), _recall("Vault", scope="nobody")]
         requests += [_recall("Nomad", tenant="t2", agent="a2"), _recall("latest sprint", k=3)]
-        alone = [reads.recall(dict(r)) for r in requests]
-        together = reads.recall_many([dict(r) for r in requests])
+        alone = [msgspec.to_builtins(reads.recall(_typed(r))) for r in requests]
+        together = [msgspec.to_builtins(a) for a in reads.recall_many([_typed(r) for r in requests])]
     finally:
         pipeline.stop()
     assert any(a["items"] for a in alone) and any(i["kind"] == "fact" for a in alone for i in a["items"])
@@ -187,7 +193,7 @@ def test_on_the_real_read_side_a_recall_that_breaks_its_search_fails_alone_in_it
     channel = keys.queries(PREFIX)
     sent = [_envelope(_recall(q)) for q in ("Where did the VPN move to?", "explode", "Grafana", "What is my name?")]
     client.rpush(channel, *[raw for _, raw in sent])
-    handlers = {**pipeline.reads.handlers()}
+    handlers = pipeline.reads.handlers()
     server = QueryServer(client, PREFIX, handlers, threads=1, batched=pipeline.reads.batched()).start()
     try:
         answers = _answers(client, channel, [rid for rid, _ in sent])
