@@ -35,6 +35,8 @@ _.logged_s
 repl  # text/redaction.py: the parameter name of re.Pattern.subn, which the Protocol mirrors
 queued_ms  # query/protocol.py: a field of every answer, encoded for the asker (read from the JSON)
 _.queued_ms
+took_ms  # query/protocol.py: a field of every answer the server fills in, read by the asker from the JSON
+_.took_ms
 
 # -- http.server / socketserver hooks in the tests' fake servers ------------------------------
 _.do_GET

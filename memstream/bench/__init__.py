@@ -22,7 +22,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "replay": ("memstream.bench.replay", "a replay's throughput over the log"),
     "import": ("memstream.bench.imports", "`memstream import hermes` of a synthetic state.db: messages/s"),
     "metrics": ("memstream.bench.metrics", "what the metrics cost the pipeline, and a scrape of 1,000 agents' reports"),
-    "reads": ("memstream.bench.reads", "recall queries a second of one query server, by its thread count"),
+    "reads": ("memstream.bench.reads", "CPU per recall by stage with fresh questions, recalls/s and the floor of the same work"),
     "fleet": ("memstream.bench.fleet", "many agents on one service: hook cost, freshness, lag, the knee"),
     "dashboard": ("memstream.bench.dashboard", "the dashboard's first full render in headless Chromium"),
     "failover": ("memstream.bench.failover", "a primary with replicas and Sentinels killed or switched: recovery, losses"),

@@ -1,0 +1,273 @@
+"""The query process of one tree for ``memstream bench reads`` (``memstream.bench.reads``):
+run by path (``runpy.run_path``) with that tree's ``memstream`` first on the path, so it
+imports only what every tree measured has (the pipeline, the query protocol, the bench's
+prefetch workload), never the bench's own newer modules. It reads one command a line on
+stdin (start, throughput, stages, floor, quit) and answers one JSON line each."""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from typing import Any
+
+from memstream.core import Settings
+from memstream.producers import EventLog, redis_client
+
+__all__ = ["CANDIDATES", "CHILD", "STAGES", "STAGE_BATCH"]
+
+STAGE_BATCH = 8
+CANDIDATES = 50  # as the searcher's candidates per side
+CHILD = _CHILD = "__memstream_reads_child__"
+STAGES = ("embed", "dense", "keyword", "searches", "facts", "per_hit", "handler")
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class _Timed:
+    """CPU seconds spent inside wrapped calls, per stage (process CPU: the engines' own
+    threads count). Wraps attributes of objects; ``undo`` puts them back."""
+
+    def __init__(self) -> None:
+        self.cpu: dict[str, float] = {}
+        self._undo: list[tuple[Any, str, Any, bool]] = []
+        self._depth = 0
+
+    def wrap(self, obj: Any, name: str, stage: Any) -> None:
+        if obj is None or not hasattr(obj, name):
+            return
+        had = name in vars(obj) if hasattr(obj, "__dict__") else False
+        inner = getattr(obj, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            which = stage(*args, **kwargs) if callable(stage) else stage
+            if self._depth:  # inside another timed call: counted there
+                return inner(*args, **kwargs)
+            self._depth += 1
+            t = _cpu()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self.cpu[which] = self.cpu.get(which, 0.0) + _cpu() - t
+                self._depth -= 1
+
+        setattr(obj, name, timed)
+        self._undo.append((obj, name, inner, had))
+
+    def undo(self) -> None:
+        for obj, name, inner, had in reversed(self._undo):
+            if had:
+                setattr(obj, name, inner)
+            else:
+                delattr(obj, name)
+        self._undo.clear()
+
+
+def _search_stage(*args: Any, **kwargs: Any) -> str:
+    return "dense" if kwargs.get("dense") is not None else "keyword"
+
+
+class _Child:
+    """The query process of one tree: loads the pipeline, serves, times stages, the floor."""
+
+    def __init__(self, url: str, prefix: str, home: str, embedder: str) -> None:
+        from memstream.workers import Pipeline, PipelineConfig
+
+        self.settings = Settings.load(
+            home=home, redis_url=url, autostart=False, embedder=embedder, tenant="bench", stream_prefix=prefix
+        )
+        self.client = redis_client(url, timeout=30)
+        log = EventLog(self.client, prefix, self.settings.shards)
+        self.pipeline = Pipeline(self.settings, log, PipelineConfig(embedder=embedder, consumer="bench"))
+        self.server: Any = None
+        self.cpu_at = 0.0
+
+    def load(self) -> dict[str, Any]:
+        t = time.perf_counter()
+        self.pipeline.drain()
+        return {"projected_s": round(time.perf_counter() - t, 1)}
+
+    def serve(self, threads: int) -> dict[str, Any]:
+        from memstream.query import QueryServer
+
+        queries = self.pipeline.queries
+        extra = {k: getattr(queries, k) for k in ("batched",) if hasattr(queries, k)}
+        self.server = QueryServer(self.client, self.settings.stream_prefix, queries.handlers, threads=threads, **extra).start()
+        self.cpu_at = _cpu()
+        return {}
+
+    def stop(self) -> dict[str, Any]:
+        cpu = _cpu() - self.cpu_at
+        self.server.stop()
+        return {"cpu_s": cpu, "answered": self.server.counts.get("answered", 0)}
+
+    def _instrumented(self) -> _Timed:
+        timed = _Timed()
+        reads = self.pipeline.reads
+        searcher = reads.searcher
+        embedders = {id(searcher.embedder): searcher.embedder}
+        for name in ("turns", "memories"):
+            try:
+                embedder = reads.versions.reader(name)[1]
+            except Exception:  # noqa: BLE001  no such collection in this tree's store
+                continue
+            embedders[id(embedder)] = embedder
+        for embedder in embedders.values():
+            timed.wrap(embedder, "embed", "embed")
+        store = self.pipeline.store
+        timed.wrap(store, "search", _search_stage)
+        timed.wrap(store, "search_many", "batched")  # dense and keyword searches in one engine call
+        timed.wrap(reads.facts, "facts_of_events", "facts")
+        return timed
+
+    def stages(self, questions: list[str]) -> dict[str, Any]:
+        reads = self.pipeline.reads
+        request = {"op": "recall", "tenant": "bench", "agent": "bench-agent", "session": "s", "k": 12}
+        handlers = reads.handlers()
+        if isinstance(handlers, dict):  # a tree before the typed protocol: its handlers take dicts
+            handler = handlers["recall"]
+
+            def asking(q: str) -> Any:
+                return {**request, "query": q}
+        else:  # the typed protocol: each handler takes its op's request Struct
+            import msgspec
+
+            from memstream.query import RecallRequest
+
+            handler = handlers.recall
+
+            def asking(q: str) -> Any:
+                return msgspec.convert({**request, "query": q}, RecallRequest)
+
+        many = getattr(reads, "recall_many", None)
+        out: dict[str, Any] = {}
+        half = len(questions) // 2  # each mode its own questions: none answered by the cache
+        for mode, asked in (("lone", questions[:half]), ("batch", questions[half:])):
+            if mode == "batch" and many is None:
+                continue
+            timed = self._instrumented()
+            started = _cpu()
+            try:
+                if mode == "lone":
+                    for q in asked:
+                        handler(asking(q))
+                elif many is not None:
+                    for i in range(0, len(asked), STAGE_BATCH):
+                        many([asking(q) for q in asked[i : i + STAGE_BATCH]])
+            finally:
+                timed.undo()
+            total = _cpu() - started
+            n = len(asked)
+            row = {stage: 1000 * timed.cpu.get(stage, 0.0) / n for stage in ("embed", "dense", "keyword", "batched", "facts")}
+            row["searches"] = row["dense"] + row["keyword"] + row.pop("batched")
+            row["handler"] = 1000 * total / n
+            row["per_hit"] = row["handler"] - row["embed"] - row["searches"] - row["facts"]
+            out[mode] = row
+        return out
+
+    def floor(self, questions: list[str]) -> dict[str, Any]:
+        """The least code doing a recall's work, in this process: embed, an exact dense
+        top-50 and a keyword top-50 in numpy over the agent's points, one Redis round trip."""
+        import numpy as np
+
+        from memstream.projections import Filter, sparse_vector
+
+        store = self.pipeline.store
+        collection, embedder = self.pipeline.reads.versions.reader("memories")
+        ids: list[str] = []
+        offset = None
+        while True:
+            page, offset = store.scroll(collection, Filter(tenant="bench", agent="bench-agent"), limit=1024, offset=offset)
+            ids += [p.id for p in page]
+            if offset is None:
+                break
+        points = store.retrieve(collection, ids, with_vectors=True)
+        matrix = np.asarray([p.dense for p in points if p.dense is not None], dtype=np.float32)
+        postings: dict[int, tuple[list[int], list[float]]] = {}
+        for row, p in enumerate(points):
+            for token, weight in zip(*(p.sparse or ([], []))):
+                entry = postings.setdefault(int(token), ([], []))
+                entry[0].append(row)
+                entry[1].append(float(weight))
+        index = {t: (np.asarray(r), np.asarray(w, dtype=np.float32)) for t, (r, w) in postings.items()}
+        n = len(points)
+
+        def search(dense: Any, query: str) -> None:
+            scores = matrix @ dense
+            np.argpartition(-scores, min(CANDIDATES, n - 1))[:CANDIDATES]
+            keyword = np.zeros(n, dtype=np.float32)
+            tokens, weights = sparse_vector(query)
+            for t, w in zip(tokens, weights):
+                hit = index.get(int(t))
+                if hit is not None:
+                    keyword[hit[0]] += w * hit[1]
+            np.argpartition(-keyword, min(CANDIDATES, n - 1))[:CANDIDATES]
+
+        embed = embedder
+        while hasattr(embed, "inner"):  # the model itself, not its cache
+            embed = embed.inner
+        embed.embed(["warm up"])
+        out: dict[str, Any] = {"points": n}
+        started = _cpu()
+        for q in questions:
+            search(np.asarray(embed.embed([q])[0], dtype=np.float32), q)
+            self.client.ping()
+        out["lone_ms"] = 1000 * (_cpu() - started) / len(questions)
+        started = _cpu()
+        for i in range(0, len(questions), STAGE_BATCH):
+            group = questions[i : i + STAGE_BATCH]
+            vectors = np.asarray(embed.embed(group), dtype=np.float32)
+            for v, q in zip(vectors, group):
+                search(v, q)
+            self.client.ping()
+        out["batch_ms"] = 1000 * (_cpu() - started) / len(questions)
+        return out
+
+    def rss_mb(self) -> float:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _child_main() -> None:  # pragma: no cover - runs in the child process
+    """Commands on stdin (one JSON object a line), answers on stdout (one a line)."""
+    from memstream.core import logs
+
+    out = sys.stdout
+    sys.stdout = sys.stderr  # anything else printed goes to the log, not the answers
+    logs.configure("WARNING", stream=sys.stderr)  # the service's level: no debug line in what is measured
+    config = json.loads(sys.stdin.readline())
+    child = _Child(config["url"], config["prefix"], config["home"], config["embedder"])
+    out.write(json.dumps({"ok": True}) + "\n")
+    out.flush()
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        try:
+            what = cmd["cmd"]
+            if what == "load":
+                answer = child.load()
+            elif what == "serve":
+                answer = child.serve(int(cmd["threads"]))
+            elif what == "stop":
+                answer = child.stop()
+            elif what == "stages":
+                answer = child.stages(cmd["questions"])
+            elif what == "floor":
+                answer = child.floor(cmd["questions"])
+            elif what == "quit":
+                child.pipeline.stop()
+                out.write(json.dumps({"rss_mb": child.rss_mb()}) + "\n")
+                out.flush()
+                return
+            else:
+                answer = {"error": f"unknown command {what!r}"}
+        except Exception as exc:  # noqa: BLE001  said to the parent, which fails the run with it
+            answer = {"error": f"{type(exc).__name__}: {exc}"}
+        out.write(json.dumps(answer) + "\n")
+        out.flush()
+
+
+if __name__ == _CHILD:  # pragma: no cover - the query process of one tree (see bench.reads._Tree)
+    _child_main()
