@@ -167,7 +167,7 @@ def test_a_batch_the_replica_never_got_is_kept_and_shipped_once_to_the_promoted_
             c.replicaof("NO", "ONE")  # what a Sentinel does to the replica it promotes
             promoted = EventLog(c, "memstream")
             waiting._connect = lambda: promoted
-            waiting._log = None
+            waiting._events = None
             waiting.replicas = 0  # the new primary has no replica of its own here
             waiting.ship_once()
             assert waiting.spool.drained()
