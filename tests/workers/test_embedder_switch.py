@@ -77,13 +77,16 @@ def test_a_replay_to_bge_small_switches_readers_once_caught_up_and_no_query_mixe
     log.append(events)
 
     seen: list[tuple[str, np.ndarray]] = []  # (collection read, the query vector it was searched with)
-    rank = pipeline.searcher._rank
+    store = pipeline.searcher.store
+    search_many = store.search_many
 
-    def recording_rank(collection: str, dense: np.ndarray, *args: Any, **kwargs: Any) -> Any:
-        seen.append((collection, np.asarray(dense, dtype=np.float32).copy()))
-        return rank(collection, dense, *args, **kwargs)
+    def recording_search_many(collection: str, searches: Any, *args: Any, **kwargs: Any) -> Any:
+        for one in searches:  # every dense search the engine is asked: the collection and the vector
+            if one.dense is not None:
+                seen.append((collection, np.asarray(one.dense, dtype=np.float32).copy()))
+        return search_many(collection, searches, *args, **kwargs)
 
-    pipeline.searcher._rank = recording_rank  # type: ignore[method-assign]
+    store.search_many = recording_search_many  # type: ignore[method-assign]
     gate = threading.Event()
     pipeline._embedders["bge-small"] = Gated(pipeline._load_embedder("bge-small"), gate)
     answers: list[tuple[int, list[str]]] = []  # (len(seen) after the answer, texts)
