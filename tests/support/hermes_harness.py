@@ -214,16 +214,30 @@ def _build(env: HermesEnv, pip_timeout: float = 900) -> None:
 def cached_venv(env: HermesEnv):
     """The cached venv of ``env``, built or brought up to date when needed; a shared lock is
     held while tests use it (an exclusive one while building: two pytest-xdist workers, or
-    two runs, asking at once build it once). Each venv has a lock of its own."""
+    two runs, asking at once build it once). Each venv has a lock of its own.
+
+    Whoever holds the shared lock holds it for its whole session, so the exclusive one can be
+    refused for as long as another worker runs: the one refused looks again under the shared
+    lock (the other may have built it meanwhile) instead of waiting for the exclusive one."""
     CACHE.mkdir(parents=True, exist_ok=True)
     lock = open(CACHE / f"{env.venv.name}.lock", "a+")
+    deadline = time.monotonic() + LOCK_WAIT
     try:
-        _flock(lock, fcntl.LOCK_SH, env)
-        if not (_hermes_ready(env) and _source_ready(env)):
+        while True:
+            _flock(lock, fcntl.LOCK_SH, env)  # waits only while someone builds
+            if _hermes_ready(env) and _source_ready(env):
+                break
             fcntl.flock(lock, fcntl.LOCK_UN)
-            _flock(lock, fcntl.LOCK_EX, env)
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # in use: by this run's other worker, building it, or another checkout's run
+                if time.monotonic() > deadline:
+                    pytest.fail(f"{env.venv} is in use with another checkout (or being built) for more than {LOCK_WAIT:.0f}s")
+                time.sleep(1.0)
+                continue
             _build(env)
             fcntl.flock(lock, fcntl.LOCK_SH)  # downgrade: other runs may use it, not rebuild it
+            break
         yield env.venv
     finally:
         lock.close()
