@@ -1,10 +1,13 @@
 # Two commands do all set-up on a fresh machine:
 #   make run   - create .venv, install memstream (without the test extras), start the embedded memory service
 #   make test  - create .venv, install memstream with its test extras, lint (ruff, ruff format), type-check (mypy),
-#                check the import layers (lint-imports), find dead code (vulture), pass the suite; its summary lists every
-#                skipped test with the reason (-rs: e.g. no prometheus binary, which .ci/run installs)
+#                check the import layers (lint-imports), find dead code (vulture), pass the suite on every CPU
+#                (pytest-xdist; the tests sharing a module's fixture on one worker, the slowest first, in a random
+#                order whose seed the last line names); its summary lists every skipped test with the reason
+#                (-rs: e.g. no prometheus binary, which .ci/run installs)
 #   make test-fast - the inner loop: the same checks, then the tests not marked slow (no Valkey, Hermes,
-#                browser or Prometheus; tests/conftest.py says which) on every CPU (pytest-xdist)
+#                browser or Prometheus; tests/conftest.py says which), the same way
+# PYTEST_XDIST_AUTO_NUM_WORKERS=N sets the number of workers; `make test PARALLEL=` runs the suite in one process
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -36,11 +39,14 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/vulture
 
+# loadgroup: a module's tests that share a module-scoped fixture stay on one worker (tests/conftest.py)
+PARALLEL := -n auto --dist loadgroup
+
 test: lint
-	$(BIN)/python -m pytest -q -rs
+	$(BIN)/python -m pytest -q -rs $(PARALLEL)
 
 test-fast: lint
-	$(BIN)/python -m pytest -q -m "not slow" -n auto
+	$(BIN)/python -m pytest -q -rs -m "not slow" $(PARALLEL)
 
 # the property-based tests at 50x their CI examples (MEMSTREAM_FUZZ_SCALE), minutes not seconds
 fuzz: $(STAMP)
