@@ -39,8 +39,9 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/vulture
 
-# loadgroup: a module's tests that share a module-scoped fixture stay on one worker (tests/conftest.py)
-PARALLEL := -n auto --dist loadgroup
+# loadgroup: a module's tests that share a module-scoped fixture stay on one worker (tests/conftest.py);
+# no-loadscope-reorder: in conftest's order, the slowest first (xdist would put the largest groups first)
+PARALLEL := -n auto --dist loadgroup --no-loadscope-reorder
 
 test: lint
 	$(BIN)/python -m pytest -q -rs $(PARALLEL)
