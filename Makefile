@@ -2,7 +2,7 @@
 #   make run   - create .venv, install memstream (without the test extras), start the embedded memory service
 #   make test  - create .venv, install memstream with its test extras, lint (ruff, ruff format), type-check (mypy),
 #                check the import layers (lint-imports), find dead code (vulture), pass the suite on every CPU
-#                (pytest-xdist; the tests sharing a module's fixture on one worker, the slowest first, in a random
+#                (pytest-xdist; each module's tests on one worker, the slowest modules first, in a random
 #                order whose seed the last line names); its summary lists every skipped test with the reason
 #                (-rs: e.g. no prometheus binary, which .ci/run installs)
 #   make test-fast - the inner loop: the same checks, then the tests not marked slow (no Valkey, Hermes,
@@ -39,9 +39,10 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/vulture
 
-# loadgroup: a module's tests that share a module-scoped fixture stay on one worker (tests/conftest.py);
-# no-loadscope-reorder: in conftest's order, the slowest first (xdist would put the largest groups first)
-PARALLEL := -n auto --dist loadgroup --no-loadscope-reorder
+# loadfile: a module's tests go to one worker, so a module-scoped fixture (a server, a Hermes agent) is built
+# once; no-loadscope-reorder: in tests/conftest.py's order, the slowest modules first (xdist would put the
+# modules with the most tests first)
+PARALLEL := -n auto --dist loadfile --no-loadscope-reorder
 
 test: lint
 	$(BIN)/python -m pytest -q -rs $(PARALLEL)

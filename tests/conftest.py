@@ -57,32 +57,17 @@ def _rank(item: pytest.Item) -> int:
     return next((i for i, name in enumerate(ORDER) if item.get_closest_marker(name)), len(ORDER))
 
 
-def _shared_fixture_scope(item: pytest.Item) -> str | None:
-    """The module, class or package a test shares a fixture with (a server, a Hermes world), or None."""
-    info = getattr(item, "_fixtureinfo", None)
-    for name in getattr(item, "fixturenames", ()):
-        defs = info.name2fixturedefs.get(name) if info else None
-        if defs and defs[-1].scope in ("module", "class", "package"):
-            return str(item.path.relative_to(item.config.rootpath))
-    return None
-
-
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Every hypothesis test is a ``property`` test: ``make fuzz`` runs them longer. What
     ``make test-fast`` leaves out is ``slow``: every test carrying one of SLOW_MARKERS, and
-    those named in SLOW. Under pytest-xdist (``--dist loadgroup``) the tests that share a
-    module-scoped fixture go to one worker (an ``xdist_group`` per module), so the fixture is
-    built once; and the slowest start first (ORDER). Before xdist's own hook, which names
-    each test by its group."""
+    those named in SLOW. The slowest modules start first (ORDER): pytest-xdist
+    (``--dist loadfile --no-loadscope-reorder``) hands a module's tests to one worker, so a
+    module-scoped fixture is built once, in this order."""
     for item in items:
         if hasattr(getattr(item, "obj", None), "hypothesis"):
             item.add_marker(pytest.mark.property)
         if item.nodeid in SLOW or any(item.get_closest_marker(name) for name in SLOW_MARKERS):
             item.add_marker(pytest.mark.slow)
-        shared = _shared_fixture_scope(item)
-        if shared and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(shared))
     # a module moves as a whole (its module-scoped fixtures are built once in one process too),
     # ranked by its slowest test; the sort is stable: the shuffled order within each rank stays
     module_rank: dict[object, int] = {}
