@@ -49,7 +49,7 @@ SLOW = frozenset(
 
 # The order `make test` starts tests in, longest first, so that neither CPU is left with a
 # long test at the end: a real Hermes agent (a minute or more a module), a browser, anything
-# else slow; each class after a shuffle (pytest-randomly; the seed is in the summary's header).
+# else slow; within each, pytest-randomly's shuffle (its seed on the summary's last line).
 ORDER = ("hermes", "browser", "slow")
 
 
