@@ -302,6 +302,9 @@ def _clean_env(**extra: str) -> dict:
     drop = ("HERMES_", "MEMSTREAM_", "OPENAI_", "OPENROUTER_", "ANTHROPIC_", "PYTHONPATH", "VIRTUAL_ENV")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop) and not k.endswith("_API_KEY")}
     env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+    # a service or worker started here serves its metrics on a free port, not on the default
+    # 9464 that another worker's test (or another checkout's suite) may hold
+    env["MEMSTREAM_METRICS_ADDR"] = "127.0.0.1:0"
     env.update(extra)
     return env
 
