@@ -2,12 +2,14 @@
 #   make run   - create .venv, install memstream (without the test extras), start the embedded memory service
 #   make test  - create .venv, install memstream with its test extras, lint (ruff, ruff format), type-check (mypy),
 #                check the import layers (lint-imports), find dead code (vulture), build the docs site strictly (mkdocs),
-#                pass the suite; its summary lists every
-#                skipped test with the reason (-rs: e.g. no prometheus binary, which .ci/run installs)
+#                pass the suite on every CPU (pytest-xdist; each module's tests on one worker, the slowest modules
+#                first, in a random order whose seed the last line names); its summary lists every skipped test
+#                with the reason (-rs: e.g. no prometheus binary, which .ci/run installs)
 #   make docs  - regenerate the reference pages of docs/ from the code (the CLI's parser, the settings, the
 #                metric families: docs/gen/reference.py) and build the documentation site into build/site
 #   make test-fast - the inner loop: the same checks, then the tests not marked slow (no Valkey, Hermes,
-#                browser or Prometheus; tests/conftest.py says which) on every CPU (pytest-xdist)
+#                browser or Prometheus; tests/conftest.py says which), the same way
+# PYTEST_XDIST_AUTO_NUM_WORKERS=N sets the number of workers; `make test PARALLEL=` runs the suite in one process
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -48,11 +50,16 @@ docs: $(STAMP)
 	$(BIN)/python docs/gen/reference.py
 	$(MKDOCS) build --strict
 
+# loadfile: a module's tests go to one worker, so a module-scoped fixture (a server, a Hermes agent) is built
+# once; no-loadscope-reorder: in tests/conftest.py's order, the slowest modules first (xdist would put the
+# modules with the most tests first)
+PARALLEL := -n auto --dist loadfile --no-loadscope-reorder
+
 test: lint
-	$(BIN)/python -m pytest -q -rs
+	$(BIN)/python -m pytest -q -rs $(PARALLEL)
 
 test-fast: lint
-	$(BIN)/python -m pytest -q -m "not slow" -n auto
+	$(BIN)/python -m pytest -q -rs -m "not slow" $(PARALLEL)
 
 # the property-based tests at 50x their CI examples (MEMSTREAM_FUZZ_SCALE), minutes not seconds
 fuzz: $(STAMP)

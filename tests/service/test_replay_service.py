@@ -54,10 +54,16 @@ def test_a_build_killed_mid_way_resumes_after_restart_and_equals_an_uninterrupte
 
     started = json.loads(ms(home, "replay", "turns", "sessions", "--detach", "--json").stdout)
     assert [v["group"] for v in started["versions"]] == ["turns.v2", "sessions.v2"]
+    # the service held still (SIGSTOP; its Valkey runs on): the build cannot finish, on a busy
+    # machine, before the second replay is refused or before the kill lands mid-way
+    os.kill(info["pid"], signal.SIGSTOP)
     refused = ms(home, "replay", "turns", "--detach", check=False)
     assert refused.returncode == 1 and "turns is already building version 2 (group turns.v2)" in refused.stderr
 
-    progress = wait_for(lambda: (p := group_progress(client, log.stream_keys, "turns.v2")).done and p, 60)
+    os.kill(info["pid"], signal.SIGCONT)
+    wait_for(lambda: group_progress(client, log.stream_keys, "turns.v2").done, 60)
+    os.kill(info["pid"], signal.SIGSTOP)
+    progress = group_progress(client, log.stream_keys, "turns.v2")  # read while it holds still
     os.kill(info["pid"], signal.SIGKILL)  # mid-build: the builds' groups hold their positions
     assert 0 < progress.done < TURNS, "the build finished before the kill: make TURNS larger"
     wait_for(lambda: read_run_file(home / "run" / "service.json") is None, 30)

