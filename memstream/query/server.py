@@ -56,7 +56,7 @@ from memstream.query.protocol import (
     decode_envelope,
 )
 
-__all__ = ["QueryServer", "QueryRefused", "OPS", "decode_envelope", "operator_channel", "tenant_channel"]
+__all__ = ["QueryServer"]
 
 log = structlog.get_logger("memstream.queries")
 
