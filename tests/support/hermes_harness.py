@@ -267,10 +267,14 @@ class Worker:
         self.env = _clean_env(
             MEMSTREAM_REDIS_URL=url, MEMSTREAM_HOME=str(work / "worker-home"), MEMSTREAM_EMBEDDER="hash", MEMSTREAM_AUTOSTART="0"
         )
+        self.url = url
         self.proc: subprocess.Popen | None = None
         self.log = work / "worker.log"
 
     def start(self) -> Worker:
+        """Start the worker and return once its query server answers: a SIGTERM before then
+        (a test that stops the worker first, on a busy machine) would find Python still
+        importing, before the worker's handler is installed, and end it with -15."""
         with open(self.log, "a") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "memstream", "worker", "--embedded-store", "--name", "e2e"],
@@ -279,7 +283,36 @@ class Worker:
                 stdout=subprocess.DEVNULL,
                 stderr=log,
             )
+        self._wait_answering()
         return self
+
+    def _wait_answering(self, timeout: float = 180.0) -> None:
+        import redis
+
+        from memstream.query.client import QueryTimeout, ask
+
+        assert self.proc is not None
+        client = redis.Redis.from_url(self.url)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                if self.proc.poll() is not None:
+                    raise AssertionError(
+                        f"the worker exited {self.proc.returncode} while starting:\n{self.log.read_text()[-3000:]}"
+                    )
+                try:  # any answer (an empty search) says the query server runs
+                    ask(
+                        client,
+                        "memstream",
+                        {"op": "search", "tenant": "ready", "agent": "ready", "query": "ready", "k": 1},
+                        timeout=2,
+                    )
+                    return
+                except (QueryTimeout, redis.RedisError):
+                    if time.monotonic() > deadline:
+                        raise AssertionError(f"the worker did not answer within {timeout:.0f} s") from None
+        finally:
+            client.close()
 
     def stop(self) -> None:
         """SIGTERM: the worker finishes its batch and exits 0."""
