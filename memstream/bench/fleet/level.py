@@ -77,8 +77,8 @@ def _level(
         child_env(root / "service", MEMSTREAM_EMBEDDER=embedder, MEMSTREAM_METRICS_ADDR="127.0.0.1:0"),
         root / "service.log",
         on_line=thread_names,
+        started=children,
     )
-    children.append(service)
     info = service.expect("url", time.monotonic() + 120)
     if info.get("pipeline_error"):
         raise RuntimeError(f"the service's pipeline did not start: {info['pipeline_error']}")
@@ -113,8 +113,8 @@ def _level(
             child_env(home, MEMSTREAM_REDIS_URL=url),
             home / "agent.log",
             on_line=prober.add,
+            started=children,
         )
-        children.append(child)
         agents.append(child)
     ready = [a.expect("ready", time.monotonic() + 120 + 0.2 * n) for a in agents]
     clients_ready = int(client.info("clients").get("connected_clients", 0))

@@ -94,11 +94,20 @@ def stop_child(proc: subprocess.Popen[bytes] | None, grace: float) -> None:
 class Child:
     """A child process speaking JSON lines on its stdout, read by a thread."""
 
-    def __init__(self, args: list[str], env: dict[str, str], log: Path, on_line: Any = None) -> None:
-        with open(log, "ab") as err:
-            self.proc: subprocess.Popen[bytes] = subprocess.Popen(
-                args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, start_new_session=True
-            )  # Ctrl-C reaches the bench only; it stops the children
+    def __init__(
+        self, args: list[str], env: dict[str, str], log: Path, on_line: Any = None, started: list[Child] | None = None
+    ) -> None:
+        """Start the process; with ``started``, add this child to it as soon as the process
+        exists (in a ``finally``: a Ctrl-C landing between the start and the caller's own
+        bookkeeping must not leave a child that nobody stops)."""
+        try:
+            with open(log, "ab") as err:
+                self.proc: subprocess.Popen[bytes] = subprocess.Popen(
+                    args, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, start_new_session=True
+                )  # Ctrl-C reaches the bench only; it stops the children
+        finally:
+            if started is not None and getattr(self, "proc", None) is not None:
+                started.append(self)
         self.log = log
         self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
         self.on_line = on_line
