@@ -78,13 +78,16 @@ class Dashboard:
         text = wait(lambda: _settled(self.metrics_url), timeout=120, what="every version to catch up")
         since = time.time()
         wait(lambda: self.shown()[0] > since + 0.1, timeout=30, what="the page to show a sample taken since")
-        for _ in range(50):
+        # the page and the summary each move on every 2 s: on a busy machine several looks may
+        # fall between the page's refresh and the next sample, so look until a deadline
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
             sampled, shown = self.shown()
             summary = json.loads(get_text(self.base + "/api/summary"))
             if summary["sampled_at"] == sampled:
                 text = get_text(self.metrics_url)
                 return shown, summary, text
-            time.sleep(0.1)
+            time.sleep(0.05)
         raise AssertionError("the page never showed the summary's newest sample")
 
     def check_tiles(self) -> tuple[dict, dict, str]:
