@@ -173,11 +173,12 @@ def sentinel_client(url: str, timeout: float = 2.0) -> redis.Redis:
     from redis.sentinel import Sentinel
 
     target = parse_sentinel_url(url)
-    common = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+    common: dict[str, object] = {"socket_timeout": timeout, "socket_connect_timeout": timeout}
     sentinels = Sentinel(
         list(target.sentinels),
         sentinel_kwargs={**common, "username": target.sentinel_username, "password": target.sentinel_password},
-        **common,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
     )
     client: redis.Redis = sentinels.master_for(
         target.service_name, db=target.db, username=target.username, password=target.password, health_check_interval=30
