@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from memstream.provider.handlers import ToolHandlers
     from memstream.text import ForgetRequest
 
-__all__ = ["ForgetRequests", "NOTICE", "matches", "topic_parts"]
+__all__ = ["ForgetRequests", "NOTICE", "matches", "says_a_request", "topic_parts"]
 
 NOTICE = "forgotten at your request: "
 SEARCH_KINDS = ("facts", "memories", "turns")
@@ -60,6 +60,7 @@ _FILLER = frozenset(
 )
 _WORD = re.compile(r"[^\W_]+")
 _PARTS = re.compile(r"(?i)\s*(?:,|;|\band\b|\bas\s+well\s+as\b)\s*")
+_SPEAKER = re.compile(r"^\s*(?:User|Assistant)\s*:\s*")
 _CUES = ("forget", "remember", "delete", "erase", "remove", "wipe", "purge", "clear", "scrub", "drop")
 
 
@@ -87,6 +88,15 @@ def matches(parts: list[frozenset[str]], text: object) -> bool:
         return False
     tokens = set(_WORD.findall(text.casefold()))
     return any(all(_has(w, tokens) for w in part) for part in parts)
+
+
+def says_a_request(text: str) -> bool:
+    """Whether a turn's indexed text ("User: ...", "Assistant: ...", a line each) holds a
+    forget request: each line is read without its speaker's label, which the recogniser
+    would otherwise take for the sentence's first words."""
+    from memstream.text import forget_request
+
+    return any(forget_request(_SPEAKER.sub("", line, count=1)) is not None for line in text.splitlines())
 
 
 class ForgetRequests:
@@ -166,8 +176,6 @@ class ForgetRequests:
                 self.context.warn("provider.forget_request_failed", error=f"{type(exc).__name__}: {exc}")
 
     def _honour(self, request: ForgetRequest, session: str) -> None:
-        from memstream.text import forget_request
-
         c = self.context
         parts = topic_parts(request.topic)
         if not parts:
@@ -191,7 +199,7 @@ class ForgetRequests:
                 if not isinstance(item, dict) or not isinstance(item.get("id"), str):
                     continue
                 text = item.get("text")
-                if not matches(parts, text) or (item.get("kind") == "turn" and forget_request(str(text)) is not None):
+                if not matches(parts, text) or (item.get("kind") == "turn" and says_a_request(str(text))):
                     continue
                 found[item["id"]] = None
         if not found:

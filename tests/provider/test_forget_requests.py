@@ -9,7 +9,7 @@ import pytest
 from provider_support import live, settle, tool  # noqa: F401  (live: a fixture)
 from writepath import wait_for
 
-from memstream.provider.forget_requests import NOTICE, matches, topic_parts
+from memstream.provider.forget_requests import NOTICE, matches, says_a_request, topic_parts
 from memstream.provider.provider import MemstreamProvider
 
 
@@ -85,6 +85,15 @@ def test_an_item_matches_when_it_holds_every_content_word_of_a_part_of_the_topic
     assert matches(parts, "Her email is a@b.c") and matches(parts, "phone number 555-0100")
     assert not matches(parts, "the number 42")
     assert not matches(topic_parts("my health"), None)
+
+
+def test_a_turn_holding_the_request_is_one_whatever_its_speaker_labels():
+    """The turns projection indexes "User: ..." and "Assistant: ..." lines: the request's own
+    turn, found when it was applied before the search ran, must be kept, not forgotten."""
+    assert says_a_request("User: Please forget my home address\nAssistant: Of course.")
+    assert says_a_request("Assistant: Sure.\nUser: could you delete what I told you about my health")
+    assert not says_a_request("User: My home address is 12 Rua Augusta\nAssistant: Noted.")
+    assert not says_a_request("User: I always forget my keys at home")
 
 
 def test_the_notice_is_quoted_like_every_line_of_the_block():
