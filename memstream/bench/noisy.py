@@ -56,7 +56,7 @@ def _caller(
 ) -> None:  # pragma: no cover - runs in a spawned process
     """For each round: ``asks`` recalls quiet, then ``flood`` nested envelopes on the noisy
     tenant's channel and ``asks`` recalls at once; puts (condition, round trips ms, errors)."""
-    from memstream.query import QueryTimeout, ask, tenant_channel
+    from memstream.query import QueryTimeout, RecallRequest, ask, tenant_channel
 
     rng = random.Random(seed)
     client = redis_client(url, timeout=30)
@@ -65,7 +65,7 @@ def _caller(
     def measure() -> tuple[list[float], int]:
         trips, errors = [], 0
         for _ in range(asks):
-            request = {"op": "recall", "tenant": "quiet", "agent": "bench-agent", "k": 12, "query": _question(rng)}
+            request = RecallRequest(tenant="quiet", agent="bench-agent", k=12, query=_question(rng))
             t = time.perf_counter()
             try:
                 answer = ask(client, prefix, request, timeout=10)

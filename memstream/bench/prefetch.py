@@ -159,7 +159,7 @@ def prefetch_bench(
     sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 200, embedder: str = "hash", budget_ms: int = 150, seed: int = 7
 ) -> dict[str, Any]:
     from memstream.provider import MemstreamProvider
-    from memstream.query import ask
+    from memstream.query import RecallRequest, ask
     from memstream.workers import Pipeline, PipelineConfig
 
     rng = random.Random(seed)
@@ -192,6 +192,10 @@ def prefetch_bench(
         provider.initialize("bench-session", agent_identity="bench-agent", platform="bench")
         have = 0
         questions = [_question(rng) for _ in range(queries)]
+
+        def request(q: str) -> RecallRequest:
+            return RecallRequest(tenant="bench", agent="bench-agent", session="bench-session", k=12, query=q)
+
         for size in sizes:
             started = time.perf_counter()
             _append(log, "bench", "bench-agent", size - have, rng, have)
@@ -200,14 +204,13 @@ def prefetch_bench(
             have = size
             pipeline.drain()
             ingest_s = time.perf_counter() - started
-            request = {"op": "recall", "tenant": "bench", "agent": "bench-agent", "session": "bench-session", "k": 12}
             for q in questions[:10]:  # warm
-                ask(client, settings.stream_prefix, {**request, "query": q}, timeout=10)
+                ask(client, settings.stream_prefix, request(q), timeout=10)
             gc.collect()
             fresh, served = [], []
             for q in questions:
                 t = time.perf_counter()
-                answer = ask(client, settings.stream_prefix, {**request, "query": q}, timeout=10)
+                answer = ask(client, settings.stream_prefix, request(q), timeout=10)
                 fresh.append((time.perf_counter() - t) * 1000)
                 served.append(float(answer.get("took_ms", 0)))
                 if "error" in answer:

@@ -32,7 +32,7 @@ def caller(
 ) -> None:  # pragma: no cover - runs in a spawned process
     """``threads`` callers sending recall back to back until ``seconds`` pass; puts
     (round trips ms, errors) on ``out``."""
-    from memstream.query import QueryTimeout, ask
+    from memstream.query import QueryTimeout, RecallRequest, ask
 
     client = redis_client(url, timeout=30)
     trips: list[float] = []
@@ -46,14 +46,7 @@ def caller(
         mine: list[float] = []
         failed = 0
         while time.monotonic() < end:
-            request = {
-                "op": "recall",
-                "tenant": "bench",
-                "agent": "bench-agent",
-                "session": f"s{i}",
-                "k": 12,
-                "query": ask_question(local, cached),
-            }
+            request = RecallRequest(tenant="bench", agent="bench-agent", session=f"s{i}", k=12, query=ask_question(local, cached))
             t = time.perf_counter()
             try:
                 answer = ask(client, prefix, request, timeout=10)

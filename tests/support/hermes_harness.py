@@ -289,7 +289,7 @@ class Worker:
     def _wait_answering(self, timeout: float = 180.0) -> None:
         import redis
 
-        from memstream.query.client import QueryTimeout, ask
+        from memstream.query import QueryTimeout, SearchRequest, ask
 
         assert self.proc is not None
         client = redis.Redis.from_url(self.url)
@@ -304,7 +304,7 @@ class Worker:
                     ask(
                         client,
                         "memstream",
-                        {"op": "search", "tenant": "ready", "agent": "ready", "query": "ready", "k": 1},
+                        SearchRequest(tenant="ready", agent="ready", query="ready", k=1),
                         timeout=2,
                     )
                     return

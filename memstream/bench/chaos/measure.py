@@ -97,7 +97,7 @@ def chaos_bench(
     from memstream.core import Settings
     from memstream.producers import EventLog, TurnRecorded, Writer
     from memstream.projections import group_names, group_of
-    from memstream.query import ask
+    from memstream.query import CountRequest, ask
     from memstream.workers import DeadLetters
 
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-chaos-"))
@@ -179,7 +179,7 @@ def chaos_bench(
         n_groups = len(group_names())
         poison_dead = sum(1 for e in chaos.poisoned if len(groups_per_entry.get(e, ())) == n_groups)
         try:
-            items = ask(client, PREFIX, {"op": "count"}, timeout=10.0).get("items", {})
+            items = ask(client, PREFIX, CountRequest(), timeout=10.0).get("items", {})
         except Exception as exc:  # noqa: BLE001 - reported, not raised
             items = {"error": str(exc)}
         hooks = sorted(_hook_times(root, chaos.agents))
