@@ -150,9 +150,9 @@ def locomo(
                 "v1": {
                     "version": TurnsProjection.version,
                     "options": dict(TurnsProjection.OPTIONS),
-                    "collection": pipeline.projection("turns").collection,
+                    "collection": pipeline.projection("turns", TurnsProjection).collection,
                     "build_s": out["index"]["build_s"],
-                    "points": pipeline.store.count(pipeline.projection("turns").collection),
+                    "points": pipeline.store.count(pipeline.projection("turns", TurnsProjection).collection),
                     **v1,
                 },
                 "v2": {
