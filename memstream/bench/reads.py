@@ -66,7 +66,7 @@ from memstream.bench.prefetch import _append
 from memstream.bench.reads_callers import ask_question, caller
 from memstream.bench.reads_child import CHILD, STAGES
 from memstream.bench.stats import latency_summary, machine
-from memstream.core import Settings, argtypes
+from memstream.core import Settings, argtypes, stop_process, stop_processes
 from memstream.producers import EventLog, redis_client
 from memstream.service import ValkeyProcess
 
@@ -112,10 +112,7 @@ class _Tree:
         except (RuntimeError, OSError, ValueError):
             return {}
         finally:
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+            stop_process(self.proc, 30, by_stdin=True)
 
 
 # -- the run ------------------------------------------------------------------------------
@@ -214,9 +211,7 @@ def reads_bench(
         for h in handles:
             out["trees"][h.label]["rss_mb"] = round(h.close().get("rss_mb", 0.0), 1)
     finally:
-        for h in handles:
-            if h.proc.poll() is None:
-                h.proc.kill()
+        stop_processes([h.proc for h in handles], 10)
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
     for tree in out["trees"].values():
