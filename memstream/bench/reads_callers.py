@@ -9,21 +9,14 @@ import threading
 import time
 from typing import Any
 
-from memstream.bench.prefetch import _OBJECTS, _SUBJECTS, _WHEN, _question
+from memstream.bench.workload import fresh_question, question
 from memstream.producers import redis_client
 
-__all__ = ["ask_question", "caller", "fresh_question"]
-
-
-def fresh_question(rng: random.Random) -> str:
-    """A question nobody asked before (in practice): a subject, verb, object, time and number."""
-    when = rng.choice(_WHEN).format(n=rng.randrange(1, 10**6))
-    verb = rng.choice(["run on", "depend on", "deploy to", "use", "still need", "talk to"])
-    return f"Does {rng.choice(_SUBJECTS)} {verb} {rng.choice(_OBJECTS)} {when}, ticket {rng.randrange(10**7)}?"
+__all__ = ["ask_question", "caller"]
 
 
 def ask_question(rng: random.Random, cached: bool) -> str:
-    return _question(rng) if cached else fresh_question(rng)
+    return question(rng) if cached else fresh_question(rng)
 
 
 # -- the callers (spawned processes) ------------------------------------------------------
