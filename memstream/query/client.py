@@ -26,7 +26,6 @@ _REQUESTS = get_args(Request)
 
 _encoder = msgspec.json.Encoder()
 
-
 ANSWER_TTL = 60
 
 
