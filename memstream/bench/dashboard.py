@@ -37,7 +37,6 @@ from memstream.producers import LogLocator, Scope, TurnRecorded, Writer, utcnow
 from memstream.service import stop_service
 
 __all__ = [
-    "BrowserError",
     "RENDERED",
     "SERVICE_ENV",
     "Traffic",

@@ -47,11 +47,12 @@ from memstream.producers import (
     TurnAuthor,
     TurnRecorded,
     Writer,
+    tool_calls_of,
     utcnow,
 )
 from memstream.provider import _base
 from memstream.provider._base import MemoryProvider, RecallStatus
-from memstream.provider._transcript import find_turn, tool_calls_of
+from memstream.provider._transcript import find_turn
 from memstream.provider.forget_requests import ForgetRequests
 from memstream.provider.handlers import ToolContext, ToolHandlers
 from memstream.provider.prefetch import Prefetcher
