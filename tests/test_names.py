@@ -179,3 +179,31 @@ def test_a_missing_path_or_name_is_found():
         "core/keys.py does not name no_such_key_builder",
         "query/ops.py does not name NoSuchClass",
     ]
+
+
+# -- a private name stays private ----------------------------------------------------------------
+def private_imports(sources: list[tuple[str, str]]) -> list[str]:
+    """Each ``from memstream.X import _name`` of ``sources``: a name one module keeps private
+    (a leading underscore) imported by another (a private *module*, ``_base``, may be)."""
+    found = []
+    for where, source in sources:
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "memstream":
+                for alias in node.names:
+                    if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        try:
+                            importlib.import_module(f"{node.module}.{alias.name}")
+                        except ModuleNotFoundError:
+                            found.append(f"{where}: {alias.name} from {node.module}")
+    return found
+
+
+def test_no_module_of_the_package_imports_another_modules_private_name():
+    sources = [(str(p.relative_to(ROOT)), p.read_text()) for p in sorted(PACKAGE.rglob("*.py"))]
+    assert not private_imports(sources)
+
+
+def test_a_private_import_is_found():
+    planted = [("bench", "from memstream.bench.prefetch import question, _append\n")]
+    assert private_imports(planted) == ["bench: _append from memstream.bench.prefetch"]
+    assert private_imports([("module", "from memstream.provider import _base\n")]) == []

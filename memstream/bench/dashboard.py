@@ -37,7 +37,6 @@ from memstream.producers import LogLocator, Scope, TurnRecorded, Writer, utcnow
 from memstream.service import stop_service
 
 __all__ = [
-    "BrowserError",
     "RENDERED",
     "SERVICE_ENV",
     "Traffic",
@@ -86,7 +85,7 @@ class Traffic:
         self.appended += 1
 
     def _run(self) -> None:
-        from memstream.query import ask
+        from memstream.query import SearchRequest, ask
 
         locator = LogLocator(self.settings, autostart=False)
         started, next_search = time.monotonic(), time.monotonic()
@@ -101,13 +100,7 @@ class Traffic:
                     ask(
                         log.client,
                         log.prefix,
-                        {
-                            "op": "search",
-                            "query": f"deploy {self.appended % 7}",
-                            "tenant": "bench",
-                            "agent": "agent-0",
-                            "scope": "all",
-                        },
+                        SearchRequest(query=f"deploy {self.appended % 7}", tenant="bench", agent="agent-0", scope="all"),
                         timeout=5.0,
                     )
                     self.answered += 1

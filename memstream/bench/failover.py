@@ -172,7 +172,7 @@ def failover_run(
     confirmation keeps a batch, and WAIT for every replica includes it."""
     if how not in ("kill", "switch"):
         raise ValueError(f"how must be kill or switch, not {how!r}")
-    from memstream.query import ask
+    from memstream.query import CountRequest, ask
     from memstream.workers import Pipeline, PipelineConfig
 
     machine = machine_info()
@@ -277,7 +277,7 @@ def failover_run(
             time.sleep(0.05)
         projected = _projected(pipeline.store, "t1")
         asking = redis_client(url, timeout=10)
-        answer = _retrying(lambda: ask(asking, PREFIX, {"op": "count"}, timeout=10), settle_s)
+        answer = _retrying(lambda: ask(asking, PREFIX, CountRequest(), timeout=10), settle_s)
         asking.close()
         counted = {k: v for k, v in answer.get("items", {}).items() if k.startswith("memories")}
         result["failovers"] = _retrying(lambda: topology.epoch(), settle_s) - epoch

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from memstream.bench.command import show
-from memstream.bench.prefetch import _append, _question
 from memstream.bench.stats import latency_summary, machine
+from memstream.bench.workload import append_memories, question
 from memstream.core import Settings, argtypes
 from memstream.producers import EventLog, redis_client
 from memstream.service import ValkeyProcess
@@ -56,7 +56,7 @@ def _caller(
 ) -> None:  # pragma: no cover - runs in a spawned process
     """For each round: ``asks`` recalls quiet, then ``flood`` nested envelopes on the noisy
     tenant's channel and ``asks`` recalls at once; puts (condition, round trips ms, errors)."""
-    from memstream.query import QueryTimeout, ask, tenant_channel
+    from memstream.query import QueryTimeout, RecallRequest, ask, tenant_channel
 
     rng = random.Random(seed)
     client = redis_client(url, timeout=30)
@@ -65,7 +65,7 @@ def _caller(
     def measure() -> tuple[list[float], int]:
         trips, errors = [], 0
         for _ in range(asks):
-            request = {"op": "recall", "tenant": "quiet", "agent": "bench-agent", "k": 12, "query": _question(rng)}
+            request = RecallRequest(tenant="quiet", agent="bench-agent", k=12, query=question(rng))
             t = time.perf_counter()
             try:
                 answer = ask(client, prefix, request, timeout=10)
@@ -114,7 +114,7 @@ def noisy_bench(
         log = EventLog(client, settings.stream_prefix, settings.shards)
         pipeline = Pipeline(settings, log, PipelineConfig(embedder="hash", consumer="bench"))
         TenantRegistry(client, settings.stream_prefix).add("noisy")
-        _append(log, "quiet", "bench-agent", memories, rng, 0)
+        append_memories(log, "quiet", "bench-agent", memories, rng, 0)
         pipeline.drain()
         queries = QueryServer(client, settings.stream_prefix, pipeline.queries.handlers, threads=settings.query_server_threads)
         queries.start()

@@ -45,98 +45,14 @@ from typing import Any
 
 from memstream.bench.command import show
 from memstream.bench.stats import latency_summary, machine
-from memstream.core import Settings, argtypes, new_event_id
-from memstream.producers import EventLog, MemoryRemembered, Scope, redis_client, utcnow
+from memstream.bench.workload import append_memories, question
+from memstream.core import Settings, argtypes
+from memstream.producers import EventLog, redis_client
 from memstream.service import ValkeyProcess
 
 __all__ = ["prefetch_bench", "format_prefetch", "TARGETS", "add_arguments", "run"]
 
 TARGETS = {"prefetch_over_budget_p99_ms": 1.0, "fresh_query_p95_ms_at_100k": 50.0}
-
-_SUBJECTS = [
-    "the staging cluster",
-    "the billing service",
-    "Maria's team",
-    "the mobile app",
-    "the data lake",
-    "the release train",
-    "the on-call rota",
-    "the design system",
-    "the search index",
-    "the CI runners",
-    "the VPN",
-    "the analytics dashboard",
-    "the payments API",
-    "the docs site",
-    "the auth gateway",
-]
-_VERBS = [
-    "runs on",
-    "moved to",
-    "depends on",
-    "is owned by",
-    "was migrated to",
-    "is blocked by",
-    "switched to",
-    "is documented in",
-    "is monitored by",
-    "deploys to",
-]
-_OBJECTS = [
-    "Postgres 16",
-    "Kubernetes 1.31",
-    "the Lisbon office",
-    "Grafana",
-    "a Hetzner box",
-    "Terraform",
-    "the platform group",
-    "Redis 7",
-    "an ARM fleet",
-    "GitHub Actions",
-    "Datadog",
-    "S3 in eu-west-1",
-    "the Berlin team",
-    "Nomad",
-    "ClickHouse",
-    "Cloudflare",
-    "the old Jenkins",
-    "Vault",
-]
-_WHEN = [
-    "since March",
-    "last week",
-    "for the Q3 launch",
-    "after the outage",
-    "until further notice",
-    "as of build {n}",
-    "per ticket OPS-{n}",
-    "on Thursdays",
-    "in sprint {n}",
-    "after review {n}",
-]
-
-
-def _memory(rng: random.Random, n: int) -> str:
-    when = rng.choice(_WHEN).format(n=n)
-    return f"{rng.choice(_SUBJECTS).capitalize()} {rng.choice(_VERBS)} {rng.choice(_OBJECTS)} {when}."
-
-
-def _question(rng: random.Random) -> str:
-    return f"What does {rng.choice(_SUBJECTS)} {rng.choice(['run on', 'depend on', 'deploy to', 'use'])} now?"
-
-
-def _append(log: EventLog, tenant: str, agent: str, count: int, rng: random.Random, start: int) -> None:
-    scope = Scope(tenant=tenant, agent=agent, session_id=f"{agent}-import", app="bench")
-    batch = []
-    for i in range(start, start + count):
-        batch.append(
-            MemoryRemembered(id=new_event_id(), occurred_at=utcnow(), scope=scope, content=_memory(rng, i), target="memory")
-        )
-        if len(batch) == 1000:
-            log.append(batch)
-            batch = []
-    if batch:
-        log.append(batch)
 
 
 def _onnx_query_embed_ms(questions: list[str]) -> dict[str, Any] | None:
@@ -159,7 +75,7 @@ def prefetch_bench(
     sizes: tuple[int, ...] = (10_000, 100_000), queries: int = 200, embedder: str = "hash", budget_ms: int = 150, seed: int = 7
 ) -> dict[str, Any]:
     from memstream.provider import MemstreamProvider
-    from memstream.query import ask
+    from memstream.query import RecallRequest, ask
     from memstream.workers import Pipeline, PipelineConfig
 
     rng = random.Random(seed)
@@ -191,23 +107,26 @@ def prefetch_bench(
         provider = MemstreamProvider(settings)
         provider.initialize("bench-session", agent_identity="bench-agent", platform="bench")
         have = 0
-        questions = [_question(rng) for _ in range(queries)]
+        questions = [question(rng) for _ in range(queries)]
+
+        def request(q: str) -> RecallRequest:
+            return RecallRequest(tenant="bench", agent="bench-agent", session="bench-session", k=12, query=q)
+
         for size in sizes:
             started = time.perf_counter()
-            _append(log, "bench", "bench-agent", size - have, rng, have)
-            _append(log, "bench", "other-agent", max(1, (size - have) // 10), rng, have)
-            _append(log, "other-tenant", "bench-agent", max(1, (size - have) // 10), rng, have)
+            append_memories(log, "bench", "bench-agent", size - have, rng, have)
+            append_memories(log, "bench", "other-agent", max(1, (size - have) // 10), rng, have)
+            append_memories(log, "other-tenant", "bench-agent", max(1, (size - have) // 10), rng, have)
             have = size
             pipeline.drain()
             ingest_s = time.perf_counter() - started
-            request = {"op": "recall", "tenant": "bench", "agent": "bench-agent", "session": "bench-session", "k": 12}
             for q in questions[:10]:  # warm
-                ask(client, settings.stream_prefix, {**request, "query": q}, timeout=10)
+                ask(client, settings.stream_prefix, request(q), timeout=10)
             gc.collect()
             fresh, served = [], []
             for q in questions:
                 t = time.perf_counter()
-                answer = ask(client, settings.stream_prefix, {**request, "query": q}, timeout=10)
+                answer = ask(client, settings.stream_prefix, request(q), timeout=10)
                 fresh.append((time.perf_counter() - t) * 1000)
                 served.append(float(answer.get("took_ms", 0)))
                 if "error" in answer:

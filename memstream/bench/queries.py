@@ -45,12 +45,12 @@ def echo(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def _lists(client: redis.Redis, n: int) -> list[float]:
-    from memstream.query import ask
+    from memstream.query import CountRequest, ask
 
     out = []
     for _ in range(n):
         t = time.perf_counter()
-        answer = ask(client, _PREFIX, {"op": "count"}, timeout=5.0)
+        answer = ask(client, _PREFIX, CountRequest(), timeout=5.0)
         out.append((time.perf_counter() - t) * 1000)
         assert "error" not in answer, answer
     return out

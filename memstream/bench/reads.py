@@ -62,11 +62,11 @@ from typing import Any
 
 from memstream.bench import reads_child
 from memstream.bench.command import show
-from memstream.bench.prefetch import _append
 from memstream.bench.reads_callers import ask_question, caller
 from memstream.bench.reads_child import CHILD, STAGES
 from memstream.bench.stats import latency_summary, machine
-from memstream.core import Settings, argtypes
+from memstream.bench.workload import append_memories
+from memstream.core import Settings, argtypes, stop_process, stop_processes
 from memstream.producers import EventLog, redis_client
 from memstream.service import ValkeyProcess
 
@@ -112,10 +112,7 @@ class _Tree:
         except (RuntimeError, OSError, ValueError):
             return {}
         finally:
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+            stop_process(self.proc, 30, by_stdin=True)
 
 
 # -- the run ------------------------------------------------------------------------------
@@ -162,9 +159,9 @@ def reads_bench(
             prefix = f"bench-{label}"
             log = EventLog(client, prefix, Settings.load(redis_url=server.url, autostart=False).shards)
             rng = random.Random(seed)
-            _append(log, "bench", "bench-agent", memories, rng, 0)
-            _append(log, "bench", "other-agent", max(1, memories // 10), rng, 0)
-            _append(log, "other-tenant", "bench-agent", max(1, memories // 10), rng, 0)
+            append_memories(log, "bench", "bench-agent", memories, rng, 0)
+            append_memories(log, "bench", "other-agent", max(1, memories // 10), rng, 0)
+            append_memories(log, "other-tenant", "bench-agent", max(1, memories // 10), rng, 0)
             handles.append(_Tree(label, path, server.url, prefix, root / f"home-{label}", embedder))
             out["trees"][label] = {"path": str(path), "rounds": []}
         for h in handles:
@@ -214,9 +211,7 @@ def reads_bench(
         for h in handles:
             out["trees"][h.label]["rss_mb"] = round(h.close().get("rss_mb", 0.0), 1)
     finally:
-        for h in handles:
-            if h.proc.poll() is None:
-                h.proc.kill()
+        stop_processes([h.proc for h in handles], 10)
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
     for tree in out["trees"].values():

@@ -9,21 +9,14 @@ import threading
 import time
 from typing import Any
 
-from memstream.bench.prefetch import _OBJECTS, _SUBJECTS, _WHEN, _question
+from memstream.bench.workload import fresh_question, question
 from memstream.producers import redis_client
 
-__all__ = ["ask_question", "caller", "fresh_question"]
-
-
-def fresh_question(rng: random.Random) -> str:
-    """A question nobody asked before (in practice): a subject, verb, object, time and number."""
-    when = rng.choice(_WHEN).format(n=rng.randrange(1, 10**6))
-    verb = rng.choice(["run on", "depend on", "deploy to", "use", "still need", "talk to"])
-    return f"Does {rng.choice(_SUBJECTS)} {verb} {rng.choice(_OBJECTS)} {when}, ticket {rng.randrange(10**7)}?"
+__all__ = ["ask_question", "caller"]
 
 
 def ask_question(rng: random.Random, cached: bool) -> str:
-    return _question(rng) if cached else fresh_question(rng)
+    return question(rng) if cached else fresh_question(rng)
 
 
 # -- the callers (spawned processes) ------------------------------------------------------
@@ -32,7 +25,7 @@ def caller(
 ) -> None:  # pragma: no cover - runs in a spawned process
     """``threads`` callers sending recall back to back until ``seconds`` pass; puts
     (round trips ms, errors) on ``out``."""
-    from memstream.query import QueryTimeout, ask
+    from memstream.query import QueryTimeout, RecallRequest, ask
 
     client = redis_client(url, timeout=30)
     trips: list[float] = []
@@ -46,14 +39,7 @@ def caller(
         mine: list[float] = []
         failed = 0
         while time.monotonic() < end:
-            request = {
-                "op": "recall",
-                "tenant": "bench",
-                "agent": "bench-agent",
-                "session": f"s{i}",
-                "k": 12,
-                "query": ask_question(local, cached),
-            }
+            request = RecallRequest(tenant="bench", agent="bench-agent", session=f"s{i}", k=12, query=ask_question(local, cached))
             t = time.perf_counter()
             try:
                 answer = ask(client, prefix, request, timeout=10)

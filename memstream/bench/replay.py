@@ -98,7 +98,7 @@ def _freshness(
     root: Path, url: str, prefix: str, pairs: list[tuple[str, str]], n: int, rate: float, seconds: float, qps: float
 ) -> dict[str, Any]:
     from memstream.projections import Catalog, item_point_id
-    from memstream.query import ask
+    from memstream.query import SearchRequest, ask
     from memstream.text import BoilerplateFilter
 
     pipeline = pipeline_under_test(root / "fresh", url, prefix, "hash")
@@ -138,15 +138,14 @@ def _freshness(
                             answer = ask(
                                 pipeline.events.client,
                                 prefix,
-                                {
-                                    "op": "search",
-                                    "tenant": "bench",
-                                    "agent": "bench",
-                                    "scope": "all",
-                                    "query": questions[i % len(questions)],
-                                    "kind": "turns",
-                                    "k": 5,
-                                },
+                                SearchRequest(
+                                    tenant="bench",
+                                    agent="bench",
+                                    scope="all",
+                                    query=questions[i % len(questions)],
+                                    kind="turns",
+                                    k=5,
+                                ),
                                 timeout=5.0,
                             )
                             asked["asked"] += 1

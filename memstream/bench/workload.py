@@ -1,15 +1,19 @@
-"""What the pipeline benchmarks (ingest, archive, crypto, metrics, replay) feed and run: texts
-from LoCoMo's turns or generated agent-style turns, ``TurnRecorded`` events of them, the
-settings of a pipeline under test, and which turns the turns projection keeps."""
+"""What the benchmarks feed and run: for the pipeline benchmarks (ingest, archive, crypto,
+metrics, replay), texts from LoCoMo's turns or generated agent-style turns, ``TurnRecorded``
+events of them, the settings of a pipeline under test, and which turns the turns projection
+keeps; for the read benchmarks (prefetch, reads, noisy, fleet), generated memories of a
+team's systems (``memory_text``, ``append_memories``) and questions about them
+(``question``: 60 that repeat, ``fresh_question``: new each time)."""
 
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memstream.core import Settings, new_event_id
-from memstream.producers import Scope, TurnRecorded, utcnow
+from memstream.producers import EventLog, MemoryRemembered, Scope, TurnRecorded, utcnow
 
 if TYPE_CHECKING:
     from memstream.text import BoilerplateFilter
@@ -82,3 +86,100 @@ def substantive_turn(event: TurnRecorded, boilerplate: BoilerplateFilter) -> boo
 
     text, reason = TurnsProjection.turn_text(boilerplate, event)
     return reason is None and bool(text)
+
+
+# -- the read benchmarks' memories and questions ------------------------------------------
+SUBJECTS = [
+    "the staging cluster",
+    "the billing service",
+    "Maria's team",
+    "the mobile app",
+    "the data lake",
+    "the release train",
+    "the on-call rota",
+    "the design system",
+    "the search index",
+    "the CI runners",
+    "the VPN",
+    "the analytics dashboard",
+    "the payments API",
+    "the docs site",
+    "the auth gateway",
+]
+VERBS = [
+    "runs on",
+    "moved to",
+    "depends on",
+    "is owned by",
+    "was migrated to",
+    "is blocked by",
+    "switched to",
+    "is documented in",
+    "is monitored by",
+    "deploys to",
+]
+OBJECTS = [
+    "Postgres 16",
+    "Kubernetes 1.31",
+    "the Lisbon office",
+    "Grafana",
+    "a Hetzner box",
+    "Terraform",
+    "the platform group",
+    "Redis 7",
+    "an ARM fleet",
+    "GitHub Actions",
+    "Datadog",
+    "S3 in eu-west-1",
+    "the Berlin team",
+    "Nomad",
+    "ClickHouse",
+    "Cloudflare",
+    "the old Jenkins",
+    "Vault",
+]
+WHEN = [
+    "since March",
+    "last week",
+    "for the Q3 launch",
+    "after the outage",
+    "until further notice",
+    "as of build {n}",
+    "per ticket OPS-{n}",
+    "on Thursdays",
+    "in sprint {n}",
+    "after review {n}",
+]
+
+
+def memory_text(rng: random.Random, n: int) -> str:
+    """A memory of a subject, what it does with an object, and when (``n`` numbers it)."""
+    when = rng.choice(WHEN).format(n=n)
+    return f"{rng.choice(SUBJECTS).capitalize()} {rng.choice(VERBS)} {rng.choice(OBJECTS)} {when}."
+
+
+def question(rng: random.Random) -> str:
+    """A question about a subject's memories (60 distinct ones: an embedding cache answers repeats)."""
+    return f"What does {rng.choice(SUBJECTS)} {rng.choice(['run on', 'depend on', 'deploy to', 'use'])} now?"
+
+
+def append_memories(log: EventLog, tenant: str, agent: str, count: int, rng: random.Random, start: int) -> None:
+    """``count`` memories (``memory_text``, numbered from ``start``) remembered by ``agent`` of ``tenant``."""
+    scope = Scope(tenant=tenant, agent=agent, session_id=f"{agent}-import", app="bench")
+    batch = []
+    for i in range(start, start + count):
+        batch.append(
+            MemoryRemembered(id=new_event_id(), occurred_at=utcnow(), scope=scope, content=memory_text(rng, i), target="memory")
+        )
+        if len(batch) == 1000:
+            log.append(batch)
+            batch = []
+    if batch:
+        log.append(batch)
+
+
+def fresh_question(rng: random.Random) -> str:
+    """A question nobody asked before (in practice): a subject, verb, object, time and number."""
+    when = rng.choice(WHEN).format(n=rng.randrange(1, 10**6))
+    verb = rng.choice(["run on", "depend on", "deploy to", "use", "still need", "talk to"])
+    return f"Does {rng.choice(SUBJECTS)} {verb} {rng.choice(OBJECTS)} {when}, ticket {rng.randrange(10**7)}?"

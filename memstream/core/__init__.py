@@ -31,6 +31,7 @@ from memstream.core.runfile import (
     say_ready,
     start_service,
     stop_process,
+    stop_processes,
     take_ready_fd,
 )
 from memstream.core.sentinel_url import SentinelURL, is_sentinel_url, parse_sentinel_url
@@ -76,6 +77,7 @@ __all__ = [
     "shown",
     "start_service",
     "stop_process",
+    "stop_processes",
     "last_error_line",
     "say_ready",
     "take_ready_fd",

@@ -16,10 +16,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +40,7 @@ __all__ = [
     "say_ready",
     "start_service",
     "stop_process",
+    "stop_processes",
     "take_ready_fd",
 ]
 
@@ -295,19 +298,47 @@ def _reap(proc: subprocess.Popen[bytes]) -> None:
     threading.Thread(target=proc.wait, name="memstream-service-reaper", daemon=True).start()
 
 
-def stop_process(proc: subprocess.Popen[Any], timeout: float = 10.0, *, by_stdin: bool = False) -> int:
-    """Stop a child process: ask it to stop (SIGTERM; with ``by_stdin``, close its stdin: a
-    child that stops at the end of its input), up to ``timeout`` s for it to exit, then
-    SIGKILL; reaped. Its exit code (``-SIGKILL``: it had to be killed)."""
-    if by_stdin:
-        with contextlib.suppress(OSError):
-            if proc.stdin is not None:
-                proc.stdin.close()
-    elif proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.terminate()
-    try:
-        return proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        return proc.wait()
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 10.0, *, by_stdin: bool = False, group: bool = False) -> int:
+    """Stop a child process (``stop_processes`` of one); its exit code (``-SIGKILL``: it
+    had to be killed)."""
+    return stop_processes([proc], timeout, by_stdin=by_stdin, group=group)[0]
+
+
+def stop_processes(
+    procs: Sequence[subprocess.Popen[Any]], timeout: float = 10.0, *, by_stdin: bool = False, group: bool = False
+) -> list[int]:
+    """Stop child processes, all at once: ask each to stop (SIGTERM; with ``by_stdin``,
+    close its stdin: a child that stops at the end of its input; with ``group``, SIGTERM
+    to its process group, its own children included), up to ``timeout`` s for them all to
+    exit, then SIGKILL (to the group with ``group``); each reaped and its stdin pipe closed.
+    Their exit codes, in order (``-SIGKILL``: it had to be killed)."""
+    for proc in procs:
+        if by_stdin:
+            _close_stdin(proc)
+        elif proc.poll() is None:
+            _signal(proc, signal.SIGTERM, group)
+    deadline = time.monotonic() + timeout
+    codes = []
+    for proc in procs:
+        try:
+            code = proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _signal(proc, signal.SIGKILL, group)
+            code = proc.wait()
+        _close_stdin(proc)
+        codes.append(code)
+    return codes
+
+
+def _signal(proc: subprocess.Popen[Any], sig: signal.Signals, group: bool) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+
+
+def _close_stdin(proc: subprocess.Popen[Any]) -> None:
+    with contextlib.suppress(OSError):  # a child gone with its end of the pipe: what is left to flush is dropped
+        if proc.stdin is not None:
+            proc.stdin.close()

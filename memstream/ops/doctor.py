@@ -345,11 +345,11 @@ def check_queries(eventlog: EventLog, tenant: str) -> dict:
     warning when none answers or one answers with an error.
     Asks as the agents do (``exists`` in this tenant), so it works with a tenant's
     credentials too."""
-    from memstream.query import QueryRefused, QueryTimeout, ask
+    from memstream.query import ExistsRequest, QueryRefused, QueryTimeout, ask
 
     started = time.perf_counter()
     try:
-        answer = ask(eventlog.client, eventlog.prefix, {"op": "exists", "tenant": tenant, "id": "doctor-check"}, timeout=2.0)
+        answer = ask(eventlog.client, eventlog.prefix, ExistsRequest(tenant=tenant, id="doctor-check"), timeout=2.0)
     except (QueryTimeout, QueryRefused, redis.RedisError) as exc:
         return {
             "ok": True,

@@ -233,12 +233,12 @@ def projection_versions(settings: Settings) -> list[dict[str, Any]]:
     """Every version of every projection: state, embedder and dimension, items, lag,
     pending, position, when it was created and activated, options, error."""
     from memstream.projections import Catalog, Counters, FactsTable, all_registered, group_of
-    from memstream.query import QueryTimeout, ask
+    from memstream.query import CountRequest, QueryTimeout, ask
 
     eventlog = connect(settings)
     catalog = Catalog(eventlog.client, eventlog.prefix)
     try:
-        stored = ask(eventlog.client, eventlog.prefix, {"op": "count"}, timeout=1.0).get("items") or {}
+        stored = ask(eventlog.client, eventlog.prefix, CountRequest(), timeout=1.0).get("items") or {}
     except (QueryTimeout, redis.RedisError, ValueError):
         stored = {}
     archived = _archived_total(settings)

@@ -13,10 +13,10 @@ def search(settings: Settings, query: str, *, tenant: str | None, agent: str, sc
     """The answer to searching for ``query`` (``tenant`` None: the configured one), as the
     query server gives it (``results``, ``searched``, ``elsewhere``); ``CommandError`` when
     none answers within ``timeout`` seconds, the request is refused, or the search failed."""
-    from memstream.query import QueryRefused, QueryTimeout, ask
+    from memstream.query import MAX_QUERY_CHARS, QueryRefused, QueryTimeout, SearchRequest, ask
 
     eventlog = connect(settings)
-    request = {"op": "search", "query": query, "tenant": tenant or settings.tenant, "agent": agent, "scope": scope, "k": k}
+    request = SearchRequest(query=query[:MAX_QUERY_CHARS], tenant=tenant or settings.tenant, agent=agent, scope=scope, k=k)
     try:
         answer = ask(eventlog.client, eventlog.prefix, request, timeout=timeout)
     except (QueryTimeout, QueryRefused) as exc:

@@ -78,9 +78,9 @@ def projection_stats(eventlog: EventLog, stall_after_s: float) -> dict:
     positions = Positions(eventlog.client, eventlog.prefix)
     # points in the stores, counted by the process that holds them (the service or a worker)
     try:
-        from memstream.query import QueryTimeout, ask
+        from memstream.query import CountRequest, QueryTimeout, ask
 
-        stored = ask(eventlog.client, eventlog.prefix, {"op": "count"}, timeout=1.0).get("items") or {}
+        stored = ask(eventlog.client, eventlog.prefix, CountRequest(), timeout=1.0).get("items") or {}
     except (QueryTimeout, redis.RedisError, ValueError):
         stored = {}
     out: dict[str, dict] = {}
@@ -225,9 +225,9 @@ def stats(settings: Settings) -> dict:
 def _count(eventlog: EventLog, tenant: str) -> dict:
     """The ``count`` answer of the process that holds the store ({} when none answered)."""
     try:
-        from memstream.query import QueryTimeout, ask
+        from memstream.query import CountRequest, QueryTimeout, ask
 
-        answer = ask(eventlog.client, eventlog.prefix, {"op": "count", "tenant": tenant}, timeout=1.0)
+        answer = ask(eventlog.client, eventlog.prefix, CountRequest(tenant=tenant), timeout=1.0)
     except (QueryTimeout, redis.RedisError, ValueError):
         return {}
     return answer

@@ -47,10 +47,10 @@ def wait_searchable(eventlog: EventLog, event: Event, timeout: float) -> tuple[s
     question was refused. Never raises for the check: the append has landed by then."""
     import redis
 
-    from memstream.query import QueryRefused, QueryTimeout, ask
+    from memstream.query import ExistsRequest, QueryRefused, QueryTimeout, ask
 
     deadline = time.monotonic() + timeout
-    request = {"op": "exists", "tenant": event.scope.tenant, "id": event.id}
+    request = ExistsRequest(tenant=event.scope.tenant, id=event.id)
     answered = False
     why = "no query server answered"
     while True:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from memstream.producers import message_text, tool_calls_of
+from memstream.producers import message_text
 
-__all__ = ["message_text", "find_turn", "tool_calls_of"]
+__all__ = ["find_turn"]
 
 
 def find_turn(messages: list[Any], watermark: int, user_text: str) -> tuple[int, int] | None:

@@ -32,15 +32,11 @@ _SKELETON = str.maketrans(
 
 _TAG = re.compile(r"<[^<>]{0,80}>?")  # a tag-shaped span (closed or not)
 
-
 _SYSTEM = re.compile(r"<?\[\s*(system|developer|assistant)\s*(note|message|prompt)?\s*:?", re.IGNORECASE)
-
 
 _ROLE = re.compile(r"\b(system|developer)\s*:", re.IGNORECASE)
 
-
 _WS = re.compile(r"\s+")
-
 
 _QUOTE = str.maketrans({"<": "‹", ">": "›", "[": "(", "]": ")"})
 

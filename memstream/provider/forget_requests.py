@@ -33,11 +33,12 @@ import re
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from memstream.core import threads
 from memstream.provider.block import HEADER, neutralise
 from memstream.provider.tools import ToolError
+from memstream.query import SearchKind, SearchRequest
 
 if TYPE_CHECKING:
     from memstream.provider.handlers import ToolHandlers
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["ForgetRequests", "NOTICE", "matches", "says_a_request", "topic_parts"]
 
 NOTICE = "forgotten at your request: "
-SEARCH_KINDS = ("facts", "memories", "turns")
+SEARCH_KINDS: tuple[SearchKind, ...] = ("facts", "memories", "turns")
 SEARCH_K = 30  # items read per kind (the protocol allows 50)
 MAX_PENDING = 8  # requests waiting for the thread; older ones beyond this are dropped (counted)
 TOPIC_CHARS = 120  # of a topic in the notice
@@ -188,8 +189,9 @@ class ForgetRequests:
         tenant, agent, _ = c.asker()
         found: dict[str, None] = {}  # ids in the order found, once each
         for kind in SEARCH_KINDS:
-            ask: dict[str, Any] = {"op": "search", "tenant": tenant, "agent": agent, "scope": "current", "session": session}
-            ask.update(query=request.topic, kind=kind, k=SEARCH_K, history=True)
+            ask = SearchRequest(
+                tenant=tenant, agent=agent, session=session, query=request.topic, kind=kind, k=SEARCH_K, history=True
+            )
             answer = recall.ask(ask, timeout=settings.tool_timeout)
             if "error" in answer:  # the service refused the search: nothing is forgotten
                 c.count("forget_request_errors")

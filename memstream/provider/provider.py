@@ -47,11 +47,12 @@ from memstream.producers import (
     TurnAuthor,
     TurnRecorded,
     Writer,
+    tool_calls_of,
     utcnow,
 )
 from memstream.provider import _base
 from memstream.provider._base import MemoryProvider, RecallStatus
-from memstream.provider._transcript import find_turn, tool_calls_of
+from memstream.provider._transcript import find_turn
 from memstream.provider.forget_requests import ForgetRequests
 from memstream.provider.handlers import ToolContext, ToolHandlers
 from memstream.provider.prefetch import Prefetcher
@@ -252,7 +253,7 @@ class MemstreamProvider(MemoryProvider):
             self.writer.attach_agent(self._attached)
             self._tally = self.writer.tally
         if self.recall is None:
-            self.recall = Recall(settings, self._request_base)
+            self.recall = Recall(settings, self._asking_as)
             self.recall.start()
         self.initialized = True
         log.info(
@@ -486,14 +487,13 @@ class MemstreamProvider(MemoryProvider):
         string, errors as ``{"error": ...}``; never raises."""
         return self.tools.handle(tool_name, args)
 
-    def _request_base(self) -> dict[str, Any]:
-        settings = self.settings or Settings()
-        return {"tenant": settings.tenant, "agent": self._recall_agent}
+    def _asking_as(self) -> tuple[str, str]:
+        """(tenant, agent) of a recall: the tenant from configuration only."""
+        return (self.settings or Settings()).tenant, self._recall_agent
 
     def _asker(self) -> tuple[str, str, str]:
         """(tenant, agent, session) of a tool's query: the tenant from configuration only."""
-        base = self._request_base()
-        return base["tenant"], base["agent"], self._session
+        return (*self._asking_as(), self._session)
 
     # -- what Hermes 0.2x shows ----------------------------------------------------------
     def recall_status(self) -> Any:

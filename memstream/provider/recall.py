@@ -28,15 +28,13 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import redis
 
 from memstream.core import Settings, TransientError, backoff_delay, is_cluster_url, keys, threads
 from memstream.producers import LogLocator, slot_primary_url, tls_kwargs
-
-if TYPE_CHECKING:
-    from memstream.query import Asker, Request
+from memstream.query import MAX_QUERY_CHARS, Asker, RecallRequest, Request
 
 __all__ = ["Recall", "Query", "RecallUnavailable"]
 
@@ -58,7 +56,7 @@ class Query:
 
 class Recall:
     """The provider's way to the query servers: a background thread for prefetch, a bounded
-    synchronous call for tools. ``request_base`` gives the tenant/agent/session of a query:
+    synchronous call for tools. ``asking_as`` gives the (tenant, agent) a recall asks in:
     the tenant always comes from configuration, never from a tool's arguments."""
 
     MAX_PENDING = 4
@@ -72,12 +70,12 @@ class Recall:
     RETRY_BASE = 0.5
     RETRY_CAP = 10.0
 
-    def __init__(self, settings: Settings, request_base: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, settings: Settings, asking_as: Callable[[], tuple[str, str]]) -> None:
         self.settings = settings
-        self.request_base = request_base
+        self.asking_as = asking_as
         self._locator = LogLocator(settings, autostart=False)
         self._cv = threading.Condition()
-        self._pending: deque[tuple[Query, dict[str, Any]]] = deque()
+        self._pending: deque[tuple[Query, RecallRequest]] = deque()
         self._latest: dict[str, Query] = {}  # session -> newest answered prefetch query
         self._turns: dict[str, Query] = {}  # session -> newest turn query submitted (not a warm-up)
         self._thread: threading.Thread | None = None
@@ -107,7 +105,8 @@ class Recall:
             query.done.set()
             self._count("recall_errors")
             return query
-        request = {"op": "recall", **self.request_base(), "session": session, "query": text, "k": k}
+        tenant, agent = self.asking_as()
+        request = RecallRequest(tenant=tenant, agent=agent, session=session, query=text[:MAX_QUERY_CHARS], k=k)
         with self._cv:
             if warm:
                 turn = self._turns.get(session)
@@ -141,7 +140,7 @@ class Recall:
         query.done.set()
         self._count("superseded")
 
-    def _next(self) -> tuple[Query, dict[str, Any]]:  # under self._cv, with something pending
+    def _next(self) -> tuple[Query, RecallRequest]:  # under self._cv, with something pending
         """The newest turn query if any (older queries of either kind are stale then),
         else the newest warm-up (older warm-ups are stale)."""
         pending = list(self._pending)
@@ -154,7 +153,7 @@ class Recall:
         return pending[chosen]
 
     def start(self) -> None:
-        """Start the thread now: it imports the query client and connects before the first turn needs it."""
+        """Start the thread now: it connects before the first turn needs it."""
         with self._cv:
             self._ensure_thread()
 
@@ -177,8 +176,6 @@ class Recall:
 
     def _thread_loop(self) -> None:
         try:
-            import memstream.query  # noqa: F401  # the import too is done here, not in a turn
-
             self._connection().ping()  # connect here, not in a turn
         except Exception:  # no service yet: the first query says so (and starts the back-off)
             pass
@@ -254,8 +251,6 @@ class Recall:
         """The process's query client for the current URL (``memstream.query.client.Asker``:
         every provider of the process asks over the same few connections and one reader),
         held until this recall's thread ends."""
-        from memstream.query import Asker  # imported on first use only
-
         url = self._locator.url()
         if not url:
             raise RecallUnavailable("no memstream service is running (`memstream up`) and no MEMSTREAM_REDIS_URL")
@@ -273,9 +268,9 @@ class Recall:
                 asker = self._asker
             return asker
 
-    def ask(self, request: Request | dict[str, Any], timeout: float) -> dict[str, Any]:
-        """One query (a typed request, or a dict the client checks), answered or failed
-        within ``timeout`` s (plus a Redis round trip)."""
+    def ask(self, request: Request, timeout: float) -> dict[str, Any]:
+        """One query (the client checks it), answered or failed within ``timeout`` s (plus
+        a Redis round trip)."""
         try:
             return self._connection().ask(self.settings.stream_prefix, request, timeout=timeout)
         except redis.RedisError as exc:  # the client is kept: its pool reconnects on the next call

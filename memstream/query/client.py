@@ -14,22 +14,17 @@ import time
 import uuid
 import weakref
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, get_args
 
 import msgspec
 import redis
 
 from memstream.core import TransientError, keys, threads
-from memstream.query.protocol import (
-    MAX_ENVELOPE_BYTES,
-    MAX_QUERY_CHARS,
-    Envelope,
-    QueryRefused,
-    Request,
-)
+from memstream.query.protocol import OPS, Envelope, QueryRefused, Request, decode_envelope
+
+_REQUESTS = get_args(Request)
 
 _encoder = msgspec.json.Encoder()
-
 
 ANSWER_TTL = 60
 
@@ -59,12 +54,13 @@ _channels: weakref.WeakKeyDictionary[object, str] = weakref.WeakKeyDictionary()
 
 
 # -- the caller's side -------------------------------------------------------------------
-def ask(client: redis.Redis, prefix: str, request: Request | Mapping[str, Any], timeout: float = 10.0) -> dict[str, Any]:
-    """Send ``request`` (a typed ``Request``, or a dict with ``op``) and wait for its answer.
+def ask(client: redis.Redis, prefix: str, request: Request, timeout: float = 10.0) -> dict[str, Any]:
+    """Send ``request`` (one of the protocol's typed requests) and wait for its answer.
 
     Raises QueryTimeout when nobody answers within ``timeout`` s, QueryRefused when the
-    request is not one the protocol accepts (checked here before sending, so a caller
-    learns at once), and ``redis.RedisError`` when Redis cannot be reached."""
+    request is not one the protocol accepts (checked here before sending, by the server's
+    own decoder, so a caller learns at once), and ``redis.RedisError`` when Redis cannot
+    be reached."""
     raw, request_id, tenant = _envelope(request, timeout)
     channel = _push(client, prefix, raw, tenant)
     key = reply_key(channel, request_id)
@@ -75,28 +71,19 @@ def ask(client: redis.Redis, prefix: str, request: Request | Mapping[str, Any], 
     return _answer(got[1])
 
 
-def _envelope(request: Request | Mapping[str, Any], timeout: float) -> tuple[bytes, str, str]:
+def _envelope(request: Request, timeout: float) -> tuple[bytes, str, str]:
     """(the encoded envelope, its request id, the request's tenant); QueryRefused if bad.
-    A typed request is sent as it is (the server checks its limits); a dict is checked here."""
+    A Struct is not checked when it is made: its limits are checked here, by decoding the
+    envelope as the server will (``decode_envelope``)."""
     if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):  # type: ignore[redundant-expr]  # for untyped callers
         raise QueryRefused(f"timeout must be a positive number of seconds, got {timeout!r}")
-    req: Request
-    if isinstance(request, msgspec.Struct):
-        req = request
-    else:
-        body = dict(request)
-        if isinstance(body.get("query"), str):
-            body["query"] = body["query"][:MAX_QUERY_CHARS]
-        try:
-            req = msgspec.convert(body, Request)
-        except msgspec.ValidationError as exc:
-            raise QueryRefused(f"bad request: {exc}") from None
+    if not isinstance(request, _REQUESTS):
+        raise QueryRefused(f"a request is one of the protocol's Structs ({', '.join(OPS)}), not {type(request).__name__}")
     now = time.time()
-    env = Envelope(id=uuid.uuid4().hex, deadline=now + timeout, req=req, asked_at=now)
+    env = Envelope(id=uuid.uuid4().hex, deadline=now + timeout, req=request, asked_at=now)
     raw = _encoder.encode(env)
-    if len(raw) > MAX_ENVELOPE_BYTES:
-        raise QueryRefused(f"request of {len(raw)} bytes is over the {MAX_ENVELOPE_BYTES}-byte limit")
-    return raw, env.id, getattr(req, "tenant", "") or ""
+    decode_envelope(raw)  # QueryRefused: too big, or out of the protocol's limits
+    return raw, env.id, request.tenant
 
 
 def _push(client: redis.Redis, prefix: str, raw: bytes, tenant: str) -> str:
@@ -237,7 +224,7 @@ class Asker:
     def ping(self) -> bool:
         return bool(self.client.ping())
 
-    def ask(self, prefix: str, request: Request | Mapping[str, Any], timeout: float = 10.0) -> dict[str, Any]:
+    def ask(self, prefix: str, request: Request, timeout: float = 10.0) -> dict[str, Any]:
         """As ``ask``, over the process's connections (see the class docstring)."""
         raw, request_id, tenant = _envelope(request, timeout)
         channel = _channels.get(self.pool, operator_channel(prefix))

@@ -23,12 +23,9 @@ from memstream.core import PermanentError
 
 MAX_ENVELOPE_BYTES = 64 * 1024
 
-
 MAX_QUERY_CHARS = 16 * 1024
 
-
 Name = Annotated[str, msgspec.Meta(max_length=256)]
-
 
 ItemId = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
@@ -86,7 +83,6 @@ class CountRequest(_Request, tag="count"):
 
 
 Request = Union[RecallRequest, SearchRequest, ContextRequest, RecentRequest, FactsRequest, ExistsRequest, CountRequest]
-
 
 OPS: tuple[str, ...] = tuple(cls.__struct_config__.tag for cls in get_args(Request))
 
@@ -206,12 +202,9 @@ class _Loose(msgspec.Struct):
 
 _envelope = msgspec.json.Decoder(Envelope)
 
-
 _loose = msgspec.json.Decoder(_Loose)
 
-
 _encoder = msgspec.json.Encoder()
-
 
 _ID_AT_START = re.compile(rb'^\s*\{\s*"id"\s*:\s*"([0-9a-f]{32})"')
 

@@ -41,9 +41,10 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import redis
+from redis.typing import KeyT, StreamIdT, StreamRangeResponse
 
 from memstream.core import Settings, as_str, is_transient, keys, observe, shown
 from memstream.producers import EntryFields, EventLog, parse_entry_id
@@ -57,16 +58,13 @@ from memstream.workers.priority import Priority
 from memstream.workers.stats import ConsumerStats
 from memstream.workers.tenancy import TenantGate
 
-if TYPE_CHECKING:
-    from redis.typing import KeyT, StreamIdT, StreamRangeResponse
-
-    # per stream read: its key and its entries (fields None or empty: deleted while pending)
-    Read = list[tuple[str, StreamRangeResponse]]
+# per stream read: its key and its entries (fields None or empty: deleted while pending)
+Read = list[tuple[str, StreamRangeResponse]]
 
 __all__ = ["Consumer"]
 
 
-class Consumer(GroupLoop):
+class Consumer(GroupLoop[Read]):
     """Feeds ``projection`` from every stream of ``events`` through its group, and
     records its health in ``P:health:{group}`` (``memstream.workers.health``)."""
 

@@ -101,7 +101,7 @@ def embed_readers(client: redis.Redis, prefix: str, group: str) -> dict[str, dic
     return out
 
 
-class EmbedConsumer(GroupLoop):
+class EmbedConsumer(GroupLoop[list[tuple[str, Any]]]):
     """Feeds ``projection.embed_backlog`` from its backlog (see the module docstring)."""
 
     EVENT = "embedding"

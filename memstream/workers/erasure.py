@@ -26,7 +26,7 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import redis
 
@@ -51,6 +51,7 @@ from memstream.producers import (
 __all__ = ["Doomed", "ErasureError", "Plan", "count_removed", "plan", "rewrite_append_only_file", "texts_of"]
 
 BATCH = 500
+_T = TypeVar("_T")
 
 
 class ErasureError(PermanentError):
@@ -341,6 +342,6 @@ def count_removed(client: redis.Redis, key: str, removed: dict[str, Any], tombst
     pipe.execute()
 
 
-def chunks(items: list[Any]) -> Iterator[list[Any]]:
+def chunks(items: list[_T]) -> Iterator[list[_T]]:
     for start in range(0, len(items), BATCH):
         yield items[start : start + BATCH]

@@ -19,7 +19,7 @@ import threading
 import time
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import structlog
 from structlog.typing import FilteringBoundLogger
@@ -48,9 +48,12 @@ class Tuning:
 DEFAULT_TUNING = Tuning()
 
 
-class GroupLoop:
+_Got = TypeVar("_Got")  # what one read of a subclass returns
+
+
+class GroupLoop(Generic[_Got]):
     """One reader of a consumer group: the steps, their retries and their priority. A subclass
-    reads (``_read``), handles (``_handle``) and reclaims (``_reclaim``) its entries."""
+    reads (``_read``: a ``_Got``), handles (``_handle``) and reclaims (``_reclaim``) its entries."""
 
     EVENT: ClassVar[str]  # the prefix of the loop's log lines ("consumer", "embedding")
     stats: LoopStats
@@ -76,13 +79,13 @@ class GroupLoop:
     def _reclaim(self) -> int:
         raise NotImplementedError
 
-    def _read(self, start: str, block: bool) -> Any:
+    def _read(self, start: str, block: bool) -> _Got:
         raise NotImplementedError
 
-    def _has(self, got: Any) -> bool:
+    def _has(self, got: _Got) -> bool:
         return bool(got)
 
-    def _handle(self, got: Any, pending: bool) -> int:
+    def _handle(self, got: _Got, pending: bool) -> int:
         raise NotImplementedError
 
     def _stepped(self, handled: int) -> int:

@@ -40,7 +40,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import redis
 import structlog
@@ -79,6 +79,8 @@ from memstream.workers.replay import Archived, caught_up
 __all__ = ["Pipeline", "PipelineConfig"]
 
 log = structlog.get_logger("memstream.pipeline")
+
+_P = TypeVar("_P")  # the class a caller asks a projection as (``Pipeline.projection``)
 
 
 @dataclass(frozen=True)
@@ -370,11 +372,20 @@ class Pipeline:
         runs = list(self.runs.values())
         return [r.thread for r in runs if r.thread is not None] + [r.embed_thread for r in runs if r.embed_thread is not None]
 
-    def projection(self, name: str) -> Any:
-        """The active version of the projection called ``name`` (``KeyError`` for none), as its
-        own class (its search and read methods, which tests and benchmarks call)."""
+    @overload
+    def projection(self, name: str) -> Projection: ...
+
+    @overload
+    def projection(self, name: str, kind: type[_P]) -> _P: ...
+
+    def projection(self, name: str, kind: type[Any] | None = None) -> Any:
+        """The active version of the projection called ``name`` (``KeyError`` for none); with
+        ``kind``, as that class (its search and read methods, which tests and benchmarks
+        call; ``TypeError`` when the projection is not one)."""
         for r in self._active_runs():
             if r.projection.name == name:
+                if kind is not None and not isinstance(r.projection, kind):
+                    raise TypeError(f"the projection {name!r} is a {type(r.projection).__name__}, not a {kind.__name__}")
                 return r.projection
         raise KeyError(name)
 

@@ -16,7 +16,7 @@ vector, so activating it never hands readers a version that finds by keywords on
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterator, Protocol
+from typing import Any, Iterable, Iterator, Protocol
 
 import redis
 
@@ -32,7 +32,7 @@ class Archived(Protocol):
     def watermark(self) -> dict[str, str]:
         """Per stream: the last archived entry id (a replay's group starts after it)."""
 
-    def entries(self, streams: Any = None, since: str = "-") -> Iterator[tuple[str, str, EntryFields]]:
+    def entries(self, streams: Iterable[str] | None = None, since: str = "-") -> Iterator[tuple[str, str, EntryFields]]:
         """The archived entries after ``since``, oldest first across streams."""
 
 

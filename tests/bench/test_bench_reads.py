@@ -7,7 +7,7 @@ from pathlib import Path
 
 from memstream.bench import reads
 from memstream.bench.reads import format_reads, reads_bench
-from memstream.bench.reads_callers import fresh_question
+from memstream.bench.workload import fresh_question
 
 
 def test_the_read_bench_measures_two_trees_by_stage_with_no_errors():

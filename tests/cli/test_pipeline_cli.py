@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 
@@ -13,7 +12,7 @@ import redis
 from pipeline_support import wait_for
 
 from memstream.cli import main
-from memstream.core.runfile import read_run_file
+from memstream.core.runfile import read_run_file, stop_process, stop_processes
 from memstream.core.settings import Settings
 from memstream.workers.positions import is_applied
 
@@ -55,12 +54,7 @@ def service(monkeypatch):
 @pytest.mark.valkey
 def _stop(worker: subprocess.Popen) -> int:
     """SIGTERM, as a supervisor stops a worker; its exit code (killed if it does not exit in 30 s)."""
-    worker.send_signal(signal.SIGTERM)
-    try:
-        return worker.wait(30)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
+    return stop_process(worker, 30)
 
 
 def test_add_sync_is_searchable_at_once_and_dlq_list_retry_drop_work_on_a_live_service(service, capsys):
@@ -183,7 +177,6 @@ def test_a_worker_projects_answers_search_and_exits_cleanly_on_sigterm(tmp_path,
 
 @pytest.mark.valkey
 def test_a_worker_serves_its_metrics_and_a_second_one_on_the_same_port_runs_without(tmp_path, valkey_server):
-    import signal
     import urllib.request
 
     from metrics_support import value
@@ -230,9 +223,7 @@ def test_a_worker_serves_its_metrics_and_a_second_one_on_the_same_port_runs_with
         assert workers[1].poll() is None  # no metrics, and running all the same
         assert value(served() or "", "memstream_info", role="worker") == 1  # the first one serves still
     finally:
-        for worker in workers:
-            worker.send_signal(signal.SIGTERM)
-        codes = [worker.wait(30) for worker in workers]
+        codes = stop_processes(workers, 30)
         client.close()
     second = logs["w2"].read_text()
     assert codes == [0, 0], second[-2000:]

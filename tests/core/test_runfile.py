@@ -106,3 +106,50 @@ def test_stop_process_by_stdin_lets_the_child_end_its_input_and_kills_one_that_d
     assert deaf.stdout is not None and deaf.stdout.readline() == b"ready\n"
     assert stop_process(deaf, 0.2, by_stdin=True) == -signal.SIGKILL
     deaf.stdout.close()
+
+
+def test_stop_processes_stops_them_together_and_closes_their_stdin():
+    import signal
+
+    from memstream.core import stop_processes
+
+    sleeper = "import time; print('ready', flush=True); time.sleep(60)"
+    deaf = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        for code in (sleeper, deaf, deaf)
+    ]
+    for proc in procs:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    assert stop_processes(procs, 0.5) == [-signal.SIGTERM, -signal.SIGKILL, -signal.SIGKILL]
+    for proc in procs:
+        assert proc.stdin is not None and proc.stdin.closed
+        assert proc.stdout is not None
+        proc.stdout.close()
+
+
+def test_stop_process_of_a_group_stops_the_childs_own_children(tmp_path):
+    import signal
+
+    from writepath import wait_for
+
+    from memstream.core import stop_process
+
+    code = (
+        "import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']);"
+        "print(c.pid, flush=True); time.sleep(60)"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, start_new_session=True)
+    assert parent.stdout is not None
+    grandchild = int(parent.stdout.readline())
+    assert stop_process(parent, 30, group=True) == -signal.SIGTERM
+    parent.stdout.close()
+    wait_for(lambda: _ended(grandchild), what="the child's own child to be gone")
+
+
+def _ended(pid: int) -> bool:
+    """Gone, or a zombie nobody reaped yet (it ran no more)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True

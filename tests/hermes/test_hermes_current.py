@@ -43,7 +43,7 @@ from hermes_harness import (  # noqa: F401  (hermes_current_venv is a fixture)
 
 from memstream.producers.events import MemoryWritten, TurnAuthor, TurnRecorded
 from memstream.producers.stream import EventLog
-from memstream.query.client import QueryTimeout, ask
+from memstream.query import QueryTimeout, SearchRequest, ask
 from memstream.service.valkey import ValkeyProcess
 
 pytestmark = pytest.mark.hermes
@@ -117,7 +117,7 @@ def world(hermes_current_venv, tmp_path_factory):
                     answer = ask(
                         client,
                         "memstream",
-                        {"op": "search", "tenant": TENANT, "agent": agent, "query": query, "k": 20},
+                        SearchRequest(tenant=TENANT, agent=agent, query=query, k=20),
                         timeout=5,
                     )
                     if any(needle in r["text"] for r in answer.get("results") or []):

@@ -58,7 +58,7 @@ from memstream.producers.events import (
     TurnRecorded,
 )
 from memstream.producers.stream import EventLog
-from memstream.query.client import QueryTimeout, ask
+from memstream.query import QueryTimeout, SearchRequest, ask
 from memstream.service.valkey import ValkeyProcess
 
 pytestmark = pytest.mark.hermes
@@ -130,7 +130,7 @@ class Stack:
         answer = ask(
             self.client,
             "memstream",
-            {"op": "search", "tenant": tenant, "agent": agent, "scope": scope, "query": query, "k": 20},
+            SearchRequest(tenant=tenant, agent=agent, scope=scope, query=query, k=20),
             timeout=5,
         )
         assert "error" not in answer, answer

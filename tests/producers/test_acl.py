@@ -99,6 +99,7 @@ def test_each_role_works_with_exactly_its_rights(tmp_path, users):
     each with its own user: everything they do is allowed, and nothing is refused."""
     from memstream.ops.worker import start_worker
     from memstream.provider.recall import Recall
+    from memstream.query import FactsRequest, RecentRequest, SearchRequest
 
     root, urls = users
     worker_settings = settings_for(tmp_path, urls["worker"], "worker")
@@ -126,20 +127,18 @@ def test_each_role_works_with_exactly_its_rights(tmp_path, users):
             finally:
                 writer.close()
             assert writer.stats()["report_failures"] == 0
-            recall = Recall(host, lambda tenant=tenant: {"tenant": tenant, "agent": "a1", "session": "s1"})
+            recall = Recall(host, lambda tenant=tenant: (tenant, "a1"))
 
             def found(recall=recall, tenant=tenant) -> bool:
-                answer = recall.ask(
-                    {"op": "search", "tenant": tenant, "agent": "a1", "query": "kite shed", "scope": "all"}, timeout=5.0
-                )
+                answer = recall.ask(SearchRequest(tenant=tenant, agent="a1", query="kite shed", scope="all"), timeout=5.0)
                 texts = [r["text"] for r in answer.get("results", [])]
                 return any("kite in the shed" in t for t in texts) and all(
                     t.startswith(tenant) for t in texts if "kite in the shed" in t
                 )
 
             wait_for(found, what=f"{tenant}'s memory answered to its host")
-            for op in ({"op": "facts"}, {"op": "recent", "scope": "all"}):
-                answer = recall.ask({**op, "tenant": tenant, "agent": "a1"}, timeout=5.0)
+            for request in (FactsRequest(tenant=tenant, agent="a1"), RecentRequest(tenant=tenant, agent="a1", scope="all")):
+                answer = recall.ask(request, timeout=5.0)
                 assert "error" not in answer, answer
         # the worker's metrics and dashboard, read as Prometheus and the page do
         import urllib.request

@@ -88,7 +88,7 @@ def test_a_hostile_tenant_does_every_destructive_thing_its_user_allows_and_no_ot
     from metrics_support import scrape, value
 
     from memstream.ops import Selector, doctor, forget
-    from memstream.query.client import ask
+    from memstream.query import SearchRequest, ask
     from memstream.service import Metrics
     from memstream.workers import Retention
 
@@ -196,7 +196,7 @@ def test_a_hostile_tenant_does_every_destructive_thing_its_user_allows_and_no_ot
             writer.close()
 
         def hits(query: str, text: str) -> int:
-            request = {"op": "search", "tenant": "honest", "query": query, "k": 20, "scope": "all"}
+            request = SearchRequest(tenant="honest", query=query, k=20, scope="all")
             return sum(text in r["text"] for r in ask(hosts["honest"], PREFIX, request, timeout=5.0).get("results", []))
 
         wait_for(lambda: hits("kestrels storm", "kestrels") == 3, what="honest's new notes found")

@@ -89,6 +89,7 @@ def test_tls_files_with_a_plain_url_are_a_configuration_problem(tmp_path, certs)
 def test_every_component_works_over_tls_with_a_client_certificate(tmp_path, clean):
     from memstream.ops.connect import connect
     from memstream.provider.recall import Recall
+    from memstream.query import SearchRequest
     from memstream.workers.pipeline import Pipeline, PipelineConfig
 
     server = clean
@@ -107,12 +108,10 @@ def test_every_component_works_over_tls_with_a_client_certificate(tmp_path, clea
         finally:
             writer.close()
         # the provider's query client
-        recall = Recall(settings, lambda: {"tenant": "t1", "agent": "a1", "session": "s1"})
+        recall = Recall(settings, lambda: ("t1", "a1"))
 
         def found() -> bool:
-            answer = recall.ask(
-                {"op": "search", "tenant": "t1", "agent": "a1", "query": "heron dawn", "scope": "all"}, timeout=5.0
-            )
+            answer = recall.ask(SearchRequest(tenant="t1", agent="a1", query="heron dawn", scope="all"), timeout=5.0)
             return any("heron" in r["text"] for r in answer.get("results", []))
 
         wait_for(found, what="the note answered over TLS")

@@ -45,7 +45,7 @@ def test_a_cron_job_or_subagent_writes_nothing_by_default_and_recalls_its_agent_
     events = harness.events(primary)
     assert [e.scope.session_id for e in events] == ["s-0"]  # only the primary agent's turn
     assert p.stats()["not_recorded"] >= 4
-    assert p._request_base()["agent"] == "agent:ops"  # recall reads the agent's memory
+    assert p._asking_as()[1] == "agent:ops"  # recall reads the agent's memory
 
 
 def test_with_record_non_primary_a_cron_job_writes_under_a_scope_of_its_own(harness, monkeypatch):
@@ -57,7 +57,7 @@ def test_with_record_non_primary_a_cron_job_writes_under_a_scope_of_its_own(harn
     kinds = {type(e) for e in events}
     assert {TurnRecorded, MemoryWritten, DelegationCompleted, SessionEnded} <= kinds
     assert {e.scope.agent for e in events} == {"agent:ops#cron"}
-    assert p._request_base()["agent"] == "agent:ops"
+    assert p._asking_as()[1] == "agent:ops"
 
 
 def test_the_primary_agent_and_hermes_0_19_without_a_context_record_as_before(harness):

@@ -16,7 +16,7 @@ from memstream.service.valkey import free_port
 
 def _down_recall(settings) -> tuple[Recall, list[int]]:
     down = msgspec.structs.replace(settings, redis_url=f"redis://127.0.0.1:{free_port()}/0")
-    recall = Recall(down, lambda: {"tenant": "t1", "agent": "a1"})
+    recall = Recall(down, lambda: ("t1", "a1"))
     attempts: list[int] = []
     real_ask = recall.ask
     recall.ask = lambda request, timeout: attempts.append(1) or real_ask(request, timeout)  # type: ignore[method-assign]

@@ -10,17 +10,18 @@ import msgspec
 from writepath import wait_for
 
 from memstream.provider.recall import Recall
+from memstream.query import RecallRequest
 
 
-def _recording_recall(settings, **overrides) -> tuple[Recall, list[tuple[dict, float]]]:
-    recall = Recall(msgspec.structs.replace(settings, **overrides), lambda: {"tenant": "t1", "agent": "a1"})
-    asked: list[tuple[dict, float]] = []
+def _recording_recall(settings, **overrides) -> tuple[Recall, list[tuple[RecallRequest, float]]]:
+    recall = Recall(msgspec.structs.replace(settings, **overrides), lambda: ("t1", "a1"))
+    asked: list[tuple[RecallRequest, float]] = []
     lock = threading.Lock()
 
     def ask(request, timeout):
         with lock:
             asked.append((request, timeout))
-        return {"items": [{"id": request["query"]}]}
+        return {"items": [{"id": request.query}]}
 
     recall.ask = ask  # type: ignore[method-assign]
     return recall, asked
@@ -37,8 +38,8 @@ def test_a_warm_up_of_the_text_the_turn_just_recalled_is_not_sent(settings):
         assert recall.latest("s1") is turn  # the fallback stays the turn's own answer
         assert recall.submit("what do I drink", "s2", warm=True).done.wait(10)  # another session's
         assert recall.submit("something else", "s1", warm=True).done.wait(10)  # another text
-        assert [r["query"] for r, _ in asked] == ["what do I drink", "what do I drink", "something else"]
-        assert [r["session"] for r, _ in asked] == ["s1", "s2", "s1"]
+        assert [r.query for r, _ in asked] == ["what do I drink", "what do I drink", "something else"]
+        assert [r.session for r, _ in asked] == ["s1", "s2", "s1"]
         assert recall.stats()["warm_skipped"] == 1
     finally:
         recall.close()

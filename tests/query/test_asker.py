@@ -49,8 +49,8 @@ def served(valkey_server):
     client.close()
 
 
-def _request(text: str) -> dict:
-    return {"op": "recall", "tenant": "t1", "agent": "a1", "session": "s1", "query": text}
+def _request(text: str) -> RecallRequest:
+    return RecallRequest(tenant="t1", agent="a1", session="s1", query=text)
 
 
 @pytest.mark.valkey
@@ -101,7 +101,7 @@ def test_recalls_of_many_providers_in_one_process_share_the_connections(valkey_s
     shared = msgspec.structs.replace(
         settings, redis_url=valkey_server.url, stream_prefix=PREFIX, prefetch_budget_ms=2000
     )  # recalls wait 5 s
-    recalls = [Recall(shared, lambda: {"tenant": "t1", "agent": "a1"}) for _ in range(30)]
+    recalls = [Recall(shared, lambda: ("t1", "a1")) for _ in range(30)]
     for r in recalls:
         r.start()
     try:

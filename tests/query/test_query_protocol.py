@@ -23,6 +23,7 @@ from memstream.query.protocol import (
     OPS,
     Answer,
     CountAnswer,
+    CountRequest,
     Handlers,
     QueryRefused,
     Refusal,
@@ -255,9 +256,9 @@ def test_the_server_threads_survive_garbage_and_keep_answering(valkey_server):
             json.dumps({"id": "0" * 32, "deadline": "soon", "req": {}}).encode(),
         ):
             client.rpush(operator_channel(PREFIX), junk)
-        assert "items" in ask(client, PREFIX, {"op": "count"}, timeout=5.0)
+        assert "items" in ask(client, PREFIX, CountRequest(), timeout=5.0)
         with pytest.raises(QueryRefused):
-            ask(client, PREFIX, {"op": "count"}, timeout=-1)
+            ask(client, PREFIX, CountRequest(), timeout=-1)
     finally:
         server.stop()
 
@@ -292,7 +293,7 @@ def test_deeply_nested_requests_are_refused_and_counted_and_never_back_the_serve
         assert server.counts.get("refused", 0) == 1000
         assert int(client.hget(f"{PREFIX}:counters:queries", "refused")) == 1000
         assert server.backoffs == 0  # a request is never taken for a Redis failure
-        assert "items" in ask(client, PREFIX, {"op": "count"}, timeout=5.0)
+        assert "items" in ask(client, PREFIX, CountRequest(), timeout=5.0)
     finally:
         server.stop()
 

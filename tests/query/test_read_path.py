@@ -218,14 +218,14 @@ def test_a_late_warm_up_never_cancels_the_turns_own_recall(monkeypatch):
     asked: list[str] = []
 
     def ask(self, request, timeout):
-        asked.append(request["query"])
-        if request["query"] == "turn 1":
+        asked.append(request.query)
+        if request.query == "turn 1":
             gate.wait(5)  # the service is busy with turn 1 while the rest queue up
-        return {"items": [{"id": request["query"], "kind": "turn", "text": request["query"]}]}
+        return {"items": [{"id": request.query, "kind": "turn", "text": request.query}]}
 
     monkeypatch.setattr(Recall, "ask", ask)
     monkeypatch.setattr(Recall, "_connection", lambda self: (_ for _ in ()).throw(RuntimeError("offline")))
-    recall = Recall(Settings(autostart=False), lambda: {"tenant": "t1", "agent": "a1"})
+    recall = Recall(Settings(autostart=False), lambda: ("t1", "a1"))
     try:
         first = recall.submit("turn 1", "s1")
         wait_for(lambda: asked == ["turn 1"], what="turn 1 to be in flight")

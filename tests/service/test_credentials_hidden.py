@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ import redis
 from service_support import ms
 from writepath import wait_for
 
-from memstream.core.runfile import read_run_file
+from memstream.core.runfile import read_run_file, stop_process
 from memstream.service.valkey import free_port
 
 pytestmark = pytest.mark.valkey
@@ -124,13 +123,7 @@ def _background(home, env, log_path, *args: str) -> subprocess.Popen:
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    stop_process(proc, 30, group=True)
 
 
 def test_the_service_its_logs_dashboard_and_metrics_show_no_credentials(secret_env, tmp_path):

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 import redis
-from browser_support import CHROMIUM, MARKS, get_text, number, wait
+from browser_support import CHROMIUM, MARKS, POLL_S, get_text, number
 from metrics_support import samples, value
 from service_support import ms
+from writepath import wait_for
 
 from memstream.bench.dashboard import RENDERED, Traffic
 from memstream.bench.testbed import Chromium
@@ -118,13 +119,15 @@ def test_the_dashboard_shows_in_a_browser_the_numbers_the_service_reports(servic
         DeadLetters(client, "memstream").add(group_of("facts"), "memstream:events:0", "1-1", {b"data": b"\xff"}, "malformed", 1)
         client.close()
         ms(home, "replay", "turns", "--detach", "--activate", "manual")
-        wait(
+        wait_for(
             lambda: (
                 (s := json.loads(get_text(base + "/api/summary")))["events_in"]["per_s"]
                 and s["queries"]["latency"]
                 and len(s["history"]["t"]) >= 4
             ),
             what="the service to show traffic",
+            timeout=60,
+            every=POLL_S,
         )
 
         with Chromium(CHROMIUM, width=1400, height=1000) as browser:
@@ -166,10 +169,15 @@ def test_the_dashboard_shows_in_a_browser_the_numbers_the_service_reports(servic
                 )
                 return text if done and value(text, "memstream_stream_entries", stream=stream) == appended else None
 
-            wait(caught_up, what="every version to apply every turn")
+            wait_for(caught_up, what="every version to apply every turn", timeout=60, every=POLL_S)
             quiet = time.time()
             time.sleep(0.5)
-            wait(lambda: page.shown()[0] > quiet + 0.1, timeout=30, what="the page to show a sample after the traffic")
+            wait_for(
+                lambda: page.shown()[0] > quiet + 0.1,
+                timeout=30,
+                what="the page to show a sample after the traffic",
+                every=POLL_S,
+            )
             shown, summary = page.consistent_with_summary(base)
             text = get_text(info["metrics"])
             _check_against_summary(shown, summary)

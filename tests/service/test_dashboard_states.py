@@ -16,9 +16,10 @@ import time
 from pathlib import Path
 
 import redis
-from browser_support import CHROMIUM, MARKS, get_text, number, wait
+from browser_support import CHROMIUM, MARKS, POLL_S, get_text, number
 from metrics_support import samples, value
 from service_support import ms
+from writepath import wait_for
 
 from memstream.bench.dashboard import RENDERED, Traffic
 from memstream.bench.testbed import Chromium
@@ -75,9 +76,9 @@ class Dashboard:
     def settled(self) -> tuple[dict, dict, str]:
         """Once the service has settled: what the page shows, the summary of the same sample
         (taken after it settled) and /metrics read after that sample."""
-        text = wait(lambda: _settled(self.metrics_url), timeout=120, what="every version to catch up")
+        text = wait_for(lambda: _settled(self.metrics_url), timeout=120, what="every version to catch up", every=POLL_S)
         since = time.time()
-        wait(lambda: self.shown()[0] > since + 0.1, timeout=30, what="the page to show a sample taken since")
+        wait_for(lambda: self.shown()[0] > since + 0.1, timeout=30, what="the page to show a sample taken since", every=POLL_S)
         # the page and the summary each move on every 2 s: on a busy machine several looks may
         # fall between the page's refresh and the next sample, so look until a deadline
         deadline = time.monotonic() + 90
@@ -153,15 +154,17 @@ def test_the_tiles_tell_what_serves_now_after_a_replay_a_forget_and_an_archive(t
         base = info["metrics"][: -len("/metrics")]
         settings = Settings.load(home=str(home), autostart=False, embedder="hash")
         traffic = Traffic(settings, rate=40.0, searches=False).start()
-        wait(lambda: traffic.appended >= 60, what="60 turns appended")
+        wait_for(lambda: traffic.appended >= 60, what="60 turns appended", timeout=60, every=POLL_S)
         assert traffic.stop(20.0), "the writer did not ship every turn"
         appended = traffic.appended
-        wait(lambda: _settled(info["metrics"], appended), timeout=120, what="every version to apply every turn")
+        wait_for(lambda: _settled(info["metrics"], appended), timeout=120, what="every version to apply every turn", every=POLL_S)
 
         # a replay of turns, activated by hand: the build is shown apart while it waits
         ms(home, "replay", "turns", "--detach", "--activate", "manual")
         v1, v2 = group_of("turns"), "turns.v2"
-        wait(lambda: _states(get_text(info["metrics"])).get(v2) == "building", timeout=120, what="turns.v2 to build")
+        wait_for(
+            lambda: _states(get_text(info["metrics"])).get(v2) == "building", timeout=120, what="turns.v2 to build", every=POLL_S
+        )
 
         with Chromium(CHROMIUM, width=1400, height=1400) as browser:
             tab = browser.open()
@@ -177,7 +180,12 @@ def test_the_tiles_tell_what_serves_now_after_a_replay_a_forget_and_an_archive(t
 
             # activated: the former version is retired, folded away in the table and the charts
             ms(home, "projections", "activate", "turns", "2")
-            wait(lambda: _states(get_text(info["metrics"])).get(v1) == "retired", timeout=120, what="turns.v1 to retire")
+            wait_for(
+                lambda: _states(get_text(info["metrics"])).get(v1) == "retired",
+                timeout=120,
+                what="turns.v1 to retire",
+                every=POLL_S,
+            )
             shown, summary, _ = page.check_tiles()
             assert v2 in summary["headline"]["serving"] and v1 not in summary["headline"]["serving"]
             assert summary["headline"]["building"] == []
@@ -224,12 +232,14 @@ def test_the_tiles_tell_what_serves_now_after_a_replay_a_forget_and_an_archive(t
             middle = client.xrange(stream, count=30)[-1][0].decode()
             client.close()
             ms(home, "archive", "--before", middle)
-            wait(
+            wait_for(
                 lambda: (
                     sum(s.value for s in samples(get_text(info["metrics"]), "memstream_stream_entries"))
                     < summary["headline"]["log_entries"]
                 ),
                 what="the archive to trim the stream",
+                timeout=60,
+                every=POLL_S,
             )
             shown, after, text = page.check_tiles()
             assert after["headline"]["log_entries"] < summary["headline"]["log_entries"]

@@ -109,14 +109,14 @@ def test_a_scrape_shows_what_redis_holds_and_what_this_process_applied(served, e
 
 
 def test_the_query_path_shows_its_queue_outcomes_and_handler_seconds(served, event_log):
-    from memstream.query.client import ask
+    from memstream.query import CountRequest, ask
 
     pipeline, metrics = served
     client = event_log.client
     client.rpush(keys.queries(event_log.prefix), b"not json")  # refused: no id to answer
     pipeline.queries.serve_once()
     pipeline.queries.start()
-    ask(client, event_log.prefix, {"op": "count"}, timeout=10)
+    ask(client, event_log.prefix, CountRequest(), timeout=10)
     pipeline.queries.stop()
     client.rpush(keys.queries(event_log.prefix), b"{}", b"{}")  # two waiting
     text = scrape(metrics)

@@ -194,7 +194,7 @@ def test_every_expression_of_the_grafana_dashboard_evaluates_in_prometheus_and_r
 ):
     from dashboard_support import concrete, dashboard, expressions, scan
 
-    from memstream.query import ask
+    from memstream.query import CountRequest, ask
 
     client = redis.Redis.from_url(valkey_server.url)
     client.flushall()
@@ -210,7 +210,7 @@ def test_every_expression_of_the_grafana_dashboard_evaluates_in_prometheus_and_r
         assert metrics is not None and metrics.address is not None
         pipeline.start()
         wait_for(lambda: all_applied(log), what="the pipeline to apply the log")
-        ask(client, "memstream", {"op": "count"}, timeout=10)  # a query handler's seconds
+        ask(client, "memstream", CountRequest(), timeout=10)  # a query handler's seconds
         base = prometheus(f"127.0.0.1:{metrics.address[1]}")
         wait_for(lambda: _query(base, "memstream_query_seconds_count"), timeout=60, what="Prometheus to scrape memstream")
         board = expressions(dashboard())

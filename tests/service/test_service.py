@@ -8,11 +8,11 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 
 import pytest
 import redis
 from service_support import ms
+from writepath import wait_for
 
 from memstream.core.runfile import read_run_file, start_service
 from memstream.core.settings import Settings
@@ -30,16 +30,6 @@ def service(tmp_path):
     assert info["pid"] == printed["pid"] and printed["url"] != info["url"]
     yield home, info
     ms(home, "down", check=False)
-
-
-def wait_for(predicate, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not met within deadline")
 
 
 def test_the_service_serves_its_metrics_where_its_run_file_says(service):
@@ -215,7 +205,7 @@ def test_provider_starts_the_service_when_none_runs_and_ships_its_spool(tmp_path
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=90)
     try:
         assert "FLUSHED True 50" in out.stdout, out.stdout + out.stderr
-        info = wait_for(lambda: read_run_file(home / "run" / "service.json"))
+        info = wait_for(lambda: read_run_file(home / "run" / "service.json"), 20, "the run file")
         log = EventLog(redis.Redis.from_url(info["url"]))
         contents = [log.decode_entry(f).content for _, _, f in log.entries()]
         assert contents == [f"fact {i}" for i in range(50)]
@@ -229,7 +219,7 @@ def test_the_background_start_returns_at_once_and_collects_the_service_exit(tmp_
     started = start_service(settings, wait=None)  # as the producers' autostart calls it
     try:
         assert started["already_running"] is False
-        info = wait_for(lambda: read_run_file(settings.run_file))
+        info = wait_for(lambda: read_run_file(settings.run_file), 20, "the run file")
         assert info["pid"] == started["pid"]
         run_dir = settings.run_file.parent
         assert stat.S_IMODE(run_dir.stat().st_mode) == 0o700
@@ -272,13 +262,15 @@ def test_service_adopts_a_spool_left_by_a_dead_process(tmp_path):
     info = read_run_file(home / "run" / "service.json")
     try:
         log = EventLog(redis.Redis.from_url(info["url"]))
-        wait_for(lambda: log.client.xlen("memstream:events:0") >= 20)
+        wait_for(lambda: log.client.xlen("memstream:events:0") >= 20, 20, "the spooled events shipped")
         contents = [log.decode_entry(f).content for _, _, f in log.entries()]
         assert contents == [f"left behind {i}" for i in range(20)]
         wait_for(
             lambda: (
                 not list((home / "spool").glob("*-*-*.seg")) or all(p.stat().st_size == 0 for p in (home / "spool").glob("*.seg"))
-            )
+            ),
+            20,
+            "the spool emptied",
         )
     finally:
         ms(home, "down", check=False)

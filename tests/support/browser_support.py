@@ -4,7 +4,6 @@ waiting for a state (never for a time)."""
 
 from __future__ import annotations
 
-import time
 import urllib.request
 
 import pytest
@@ -30,12 +29,6 @@ def number(shown: str | None) -> float | None:
     return None if shown in (None, "null") else float(shown)
 
 
-def wait(predicate, timeout: float = 60.0, what: str = "the condition"):
-    """``predicate()``'s first true value, asked every 0.2 s until ``timeout`` s have passed."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"{what} not met within {timeout} s")
+# how often a browser test looks again (``writepath.wait_for``'s ``every``): a look at the page
+# or the service is a DevTools or HTTP round trip
+POLL_S = 0.2

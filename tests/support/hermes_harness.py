@@ -289,7 +289,7 @@ class Worker:
     def _wait_answering(self, timeout: float = 180.0) -> None:
         import redis
 
-        from memstream.query.client import QueryTimeout, ask
+        from memstream.query import QueryTimeout, SearchRequest, ask
 
         assert self.proc is not None
         client = redis.Redis.from_url(self.url)
@@ -304,7 +304,7 @@ class Worker:
                     ask(
                         client,
                         "memstream",
-                        {"op": "search", "tenant": "ready", "agent": "ready", "query": "ready", "k": 1},
+                        SearchRequest(tenant="ready", agent="ready", query="ready", k=1),
                         timeout=2,
                     )
                     return
@@ -316,17 +316,13 @@ class Worker:
 
     def stop(self) -> None:
         """SIGTERM: the worker finishes its batch and exits 0."""
+        from memstream.core import stop_process
+
         if self.proc is None:
             return
         proc, self.proc = self.proc, None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
-                raise AssertionError(f"the worker ignored SIGTERM for 30 s:\n{self.log.read_text()[-3000:]}") from None
+        if stop_process(proc, 30) == -signal.SIGKILL:
+            raise AssertionError(f"the worker ignored SIGTERM for 30 s:\n{self.log.read_text()[-3000:]}")
         assert proc.returncode == 0, f"the worker exited {proc.returncode}:\n{self.log.read_text()[-3000:]}"
 
 

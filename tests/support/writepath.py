@@ -12,8 +12,8 @@ from memstream.producers.events import MemoryRemembered, Scope, utcnow
 from memstream.producers.stream import EventLog
 
 
-def wait_for(predicate: Callable[[], object], timeout: float = 15.0, what: str = "condition"):
-    """Poll ``predicate`` until it is truthy; fail after ``timeout`` seconds."""
+def wait_for(predicate: Callable[[], object], timeout: float = 15.0, what: str = "condition", every: float = 0.01):
+    """``predicate()``'s first truthy value, asked every ``every`` s; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -21,7 +21,7 @@ def wait_for(predicate: Callable[[], object], timeout: float = 15.0, what: str =
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not met within {timeout}s")
-        time.sleep(0.01)
+        time.sleep(every)
 
 
 def remembered(content: str, tenant: str = "t1", agent: str = "a1", session: str = "s1") -> MemoryRemembered:

@@ -15,6 +15,7 @@ import pytest
 import redis
 from pipeline_support import all_applied, memory, points, running, turn, wait_for
 
+from memstream.core import stop_process
 from memstream.producers.stream import EventLog
 from memstream.projections.embedders.factory import get_embedder
 from memstream.projections.stores.edge import EdgeStore
@@ -93,8 +94,7 @@ def test_a_worker_killed_mid_batch_and_restarted_projects_every_event_exactly_on
         wait_for(lambda: all_applied(log) or second.poll() is not None, 30, "the restarted worker")
         assert second.poll() is None, second.stderr.read().decode()[-2000:]
     finally:
-        second.send_signal(signal.SIGTERM)
-        code = second.wait(15)
+        code = stop_process(second, 15)
     assert code == 0
 
     store = EdgeStore(home / "data" / "qdrant")  # the dead and the stopped process let go of it

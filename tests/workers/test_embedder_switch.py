@@ -18,7 +18,7 @@ from memstream.core import Settings, keys
 from memstream.ops.replay import start_replay
 from memstream.producers import EventLog
 from memstream.projections import Catalog, Version
-from memstream.query import ActiveVersions, ask
+from memstream.query import ActiveVersions, SearchRequest, ask
 from memstream.workers import Pipeline, PipelineConfig
 
 QUERY = "Which database version runs on staging?"
@@ -94,7 +94,7 @@ def test_a_replay_to_bge_small_switches_readers_once_caught_up_and_no_query_mixe
     stop = threading.Event()
 
     def search() -> list[str]:
-        request = {"op": "search", "tenant": "t1", "agent": "a1", "scope": "current", "query": QUERY, "k": 3, "kind": "turns"}
+        request = SearchRequest(tenant="t1", agent="a1", query=QUERY, k=3, kind="turns")
         answer = ask(client, settings.stream_prefix, request, timeout=60)
         if "error" in answer:
             raise RuntimeError(answer["error"])

@@ -15,7 +15,7 @@ from memstream.bench.testbed import ValkeyCluster
 from memstream.core import Settings, as_str, keys
 from memstream.producers import LogLocator, Record, Writer, redis_client
 from memstream.provider.recall import Recall
-from memstream.query.client import ask
+from memstream.query import SearchRequest, ask
 from memstream.query.server import QueryServer
 
 pytestmark = pytest.mark.valkey
@@ -151,7 +151,7 @@ def test_providers_append_the_worker_projects_and_search_finds_every_event_once(
                 lambda: ask(
                     client,
                     log.prefix,
-                    {"op": "search", "tenant": "t1", "scope": "all", "query": "provider 2 note 7 friday 2x7"},
+                    SearchRequest(tenant="t1", scope="all", query="provider 2 note 7 friday 2x7"),
                     timeout=10.0,
                 )
             )
@@ -159,11 +159,9 @@ def test_providers_append_the_worker_projects_and_search_finds_every_event_once(
             assert any("provider 2 note 7:" in t for t in texts), texts
             client.close()
             # the agents' recall asks over one node's connections: the query keys' primary
-            recall = Recall(settings, lambda: {"tenant": "t1"})
+            recall = Recall(settings, lambda: ("t1", "default"))
             try:
-                got = recall.ask(
-                    {"op": "search", "tenant": "t1", "scope": "all", "query": "provider 1 note 4 friday 1x4"}, timeout=10.0
-                )
+                got = recall.ask(SearchRequest(tenant="t1", scope="all", query="provider 1 note 4 friday 1x4"), timeout=10.0)
                 assert any("provider 1 note 4:" in r.get("text", "") for r in got["results"]), got
             finally:
                 recall.close()

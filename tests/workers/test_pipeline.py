@@ -84,6 +84,12 @@ def test_the_pipeline_consumes_exactly_the_registered_groups(pipeline, event_log
     # readers use the active version's tables: the ones its projection writes
     assert pipeline.reads.sessions.version == pipeline.projection("sessions").index.version == 1
     assert pipeline.reads.facts.version == pipeline.projection("facts").table.version == 1
+    # asked as its class: that class, or a clear error
+    assert pipeline.projection("turns", TurnsProjection).collection
+    with pytest.raises(TypeError, match="'facts' is a FactsProjection, not a TurnsProjection"):
+        pipeline.projection("facts", TurnsProjection)
+    with pytest.raises(KeyError):
+        pipeline.projection("no-such-projection")
 
 
 def test_redelivering_the_whole_log_changes_no_projection(pipeline, event_log):

@@ -40,9 +40,9 @@ def fleet(tmp_path, valkey_server):
 
 
 def search(client, tenant, query, **extra):
-    from memstream.query.client import ask
+    from memstream.query import SearchRequest, ask
 
-    return ask(client, PREFIX, {"op": "search", "tenant": tenant, "query": query, "scope": "all", **extra}, timeout=5.0)
+    return ask(client, PREFIX, SearchRequest(tenant=tenant, query=query, scope="all", **extra), timeout=5.0)
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:

@@ -21,8 +21,16 @@ from memstream.producers.record import Record
 from memstream.producers.report import decode_report
 from memstream.producers.tenants import TenantError, TenantRegistry
 from memstream.producers.writer import Writer
-from memstream.query.client import ask, tenant_channel
-from memstream.query.protocol import QueryRefused
+from memstream.query import (
+    ContextRequest,
+    CountRequest,
+    FactsRequest,
+    QueryRefused,
+    RecentRequest,
+    SearchRequest,
+    ask,
+    tenant_channel,
+)
 
 pytestmark = pytest.mark.valkey
 
@@ -47,7 +55,7 @@ def applied_everywhere(admin, pipeline) -> bool:
 
 
 def search(client, tenant, query, **extra):
-    return ask(client, PREFIX, {"op": "search", "tenant": tenant, "query": query, "scope": "all", **extra}, timeout=5.0)
+    return ask(client, PREFIX, SearchRequest(tenant=tenant, query=query, scope="all", **extra), timeout=5.0)
 
 
 def test_a_host_appends_and_asks_for_its_own_tenant_only(fleet, tmp_path):
@@ -64,12 +72,12 @@ def test_a_host_appends_and_asks_for_its_own_tenant_only(fleet, tmp_path):
     # another tenant named in the request: answered in the channel's tenant, never globex's
     theirs = search(hosts["acme"], "globex", "secret plan heron")
     assert not any("heron" in r["text"] for r in theirs["results"]), theirs
-    for op in ({"op": "facts"}, {"op": "recent", "scope": "all"}):
-        answer = ask(hosts["acme"], PREFIX, {**op, "tenant": "globex"}, timeout=5.0)
+    for request in (FactsRequest(tenant="globex"), RecentRequest(tenant="globex", scope="all")):
+        answer = ask(hosts["acme"], PREFIX, request, timeout=5.0)
         assert "heron" not in json.dumps(answer), answer
     # counts of every tenant's items are the operator's only
-    assert "error" in ask(hosts["acme"], PREFIX, {"op": "count", "tenant": "acme"}, timeout=5.0)
-    assert "items" in ask(admin, PREFIX, {"op": "count"}, timeout=5.0)
+    assert "error" in ask(hosts["acme"], PREFIX, CountRequest(tenant="acme"), timeout=5.0)
+    assert "items" in ask(admin, PREFIX, CountRequest(), timeout=5.0)
     # the operator still asks for any tenant
     assert any("heron" in r["text"] for r in search(admin, "globex", "secret plan heron")["results"])
 
@@ -212,18 +220,19 @@ def test_no_request_from_redis_chooses_code(fleet, tmp_path):
 
 def test_requests_out_of_their_limits_are_refused_before_sending(fleet):
     admin, pipeline, creds, hosts = fleet
+    # a Struct is not checked when it is made: the client checks it as the server will
     for bad in (
-        {"op": "search", "tenant": "acme", "query": ""},
-        {"op": "search", "tenant": "acme", "query": "x", "k": 0},
-        {"op": "search", "tenant": "acme", "query": "x", "k": 10_000},
-        {"op": "context", "tenant": "acme", "id": "x" * 500},
-        {"op": "shell", "tenant": "acme"},
-        {"op": "search", "tenant": "acme", "query": "x", "unknown_field": 1},
+        SearchRequest(tenant="acme", query=""),
+        SearchRequest(tenant="acme", query="x", k=0),
+        SearchRequest(tenant="acme", query="x", k=10_000),
+        SearchRequest(tenant="acme", query="x" * 70_000),
+        ContextRequest(tenant="acme", id="x" * 500),
+        {"op": "search", "tenant": "acme", "query": "x"},  # a dict is not a request
     ):
         with pytest.raises(QueryRefused):
             ask(hosts["acme"], PREFIX, bad, timeout=2.0)
     with pytest.raises(QueryRefused):
-        ask(hosts["acme"], PREFIX, {"op": "count"}, timeout=float("nan"))
+        ask(hosts["acme"], PREFIX, CountRequest(), timeout=float("nan"))
 
 
 def test_tenant_names_cannot_widen_a_key_pattern(fleet):

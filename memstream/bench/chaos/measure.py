@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -19,7 +17,7 @@ import redis
 from memstream.bench.chaos.orchestrator import Chaos
 from memstream.bench.chaos.plan import HONEST, PREFIX
 from memstream.bench.stats import percentile
-from memstream.core import as_str, keys
+from memstream.core import as_str, keys, stop_processes
 
 
 def _ledger(root: Path, names: Iterable[str]) -> list[str]:
@@ -97,7 +95,7 @@ def chaos_bench(
     from memstream.core import Settings
     from memstream.producers import EventLog, TurnRecorded, Writer
     from memstream.projections import group_names, group_of
-    from memstream.query import ask
+    from memstream.query import CountRequest, ask
     from memstream.workers import DeadLetters
 
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-chaos-"))
@@ -114,15 +112,7 @@ def chaos_bench(
             time.sleep(chaos.rng.uniform(1.0, 4.0))
             chaos.act()
         # the end: agents stop (shutdown ships what it can), then every spool is shipped
-        for proc in chaos.agents.values():
-            if proc is not None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in chaos.agents.values():
-            if proc is not None:
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+        stop_processes([proc for proc in chaos.agents.values() if proc is not None], 30)
         shipped_all = True
         for name in chaos.agents:
             settings = Settings.load(
@@ -179,7 +169,7 @@ def chaos_bench(
         n_groups = len(group_names())
         poison_dead = sum(1 for e in chaos.poisoned if len(groups_per_entry.get(e, ())) == n_groups)
         try:
-            items = ask(client, PREFIX, {"op": "count"}, timeout=10.0).get("items", {})
+            items = ask(client, PREFIX, CountRequest(), timeout=10.0).get("items", {})
         except Exception as exc:  # noqa: BLE001 - reported, not raised
             items = {"error": str(exc)}
         hooks = sorted(_hook_times(root, chaos.agents))
@@ -215,10 +205,7 @@ def chaos_bench(
             "hook_max_ms": round(hooks[-1], 3) if hooks else None,
         }
     finally:
-        for proc in [chaos.worker, *chaos.agents.values()]:
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        stop_processes([proc for proc in [chaos.worker, *chaos.agents.values()] if proc is not None], 10)
         chaos.valkey.stop()
         if os.environ.get("MEMSTREAM_BENCH_KEEP") != "1":
             shutil.rmtree(root, ignore_errors=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any, Iterable
 
 from memstream.bench.fleet.plan import HOOKS
-from memstream.bench.prefetch import _memory, _question
+from memstream.bench.workload import memory_text, question
 from memstream.core import Settings
 from memstream.producers import Event, TurnRecorded
 from memstream.provider import MemstreamProvider
@@ -190,13 +190,13 @@ class _Agent:
         rng = self.rng
         first_null = i % 2 == 0
         token = f"fleetprobe{uuid.uuid4().hex[:16]}" if rng.random() < self.probe_p else ""
-        user = _question(rng) + (f" (ref {token})" if token else "")
-        answer = _memory(rng, i) + " Anything else?"
+        user = question(rng) + (f" (ref {token})" if token else "")
+        answer = memory_text(rng, i) + " Anything else?"
         messages: list[dict[str, Any]] = [{"role": "user", "content": user}]
         self._pair("on_turn_start", first_null, i + 1, user)
         self._pair("prefetch", first_null, user)
         if (i + self.phase) % self.search_every == 0:
-            args = {"query": _question(rng), "limit": 8}
+            args = {"query": question(rng), "limit": 8}
             result = self._pair("handle_tool_call", first_null, "memstream_search", args)
             if '"error"' in result[:200]:
                 self.tool_errors += 1
@@ -216,7 +216,7 @@ class _Agent:
                 {"role": "tool", "tool_call_id": call_id, "content": result[:4000]},
             ]
         if (i + self.phase) % self.memory_every == 0:
-            content = _memory(rng, i)
+            content = memory_text(rng, i)
             call_id = f"call_{uuid.uuid4().hex[:12]}"
             metadata = {
                 "write_origin": "assistant_tool",

@@ -38,9 +38,9 @@ from memstream.bench.fleet.plan import (
     SETTLE_S,
     TARGETS,
 )
-from memstream.bench.fleet.supervise import Child, child_env, stop_child
+from memstream.bench.fleet.supervise import Child, child_env
 from memstream.bench.stats import latency_summary, machine
-from memstream.core import Settings, keys
+from memstream.core import Settings, keys, stop_process, stop_processes
 
 
 def _level(
@@ -155,9 +155,8 @@ def _level(
     }
     client.close()
     counts = count_log(url, prefix, shards)
-    for a in agents:
-        stop_child(a.proc, 10)
-    stop_child(service.proc, 30)
+    stop_processes([a.proc for a in agents], 10)
+    stop_process(service.proc, 30)
     emitted = [i for r in results for i in r["emitted"]]
     emitted_set = set(emitted)
     lost = sum(1 for i in emitted_set if i not in counts)
@@ -366,7 +365,7 @@ def fleet_bench(
             )
     finally:
         for child in reversed(children):  # agents first, then the service (and its Valkey)
-            stop_child(child.proc, 10)
+            stop_process(child.proc, 10)
         if os.environ.get("MEMSTREAM_BENCH_KEEP") != "1":
             shutil.rmtree(root, ignore_errors=True)
         if former is not None:

@@ -86,7 +86,7 @@ class Prober:
 
     def _search(self) -> None:
         from memstream.producers import redis_client
-        from memstream.query import ask
+        from memstream.query import SearchRequest, ask
 
         client = redis_client(self.url, timeout=15)
         try:
@@ -100,7 +100,7 @@ class Prober:
                 if probe is None:
                     time.sleep(0.005)
                     continue
-                request = {"op": "search", "tenant": TENANT, "agent": probe.agent, "query": probe.token, "kind": "turns", "k": 3}
+                request = SearchRequest(tenant=TENANT, agent=probe.agent, query=probe.token, kind="turns", k=3)
                 sent = time.monotonic()
                 try:
                     answer = ask(client, self.prefix, request, timeout=10.0)

@@ -1,5 +1,5 @@
-"""The bench process's hold on its children: their environment, start and stop, and the CPU
-they and the machine spent (``/proc``)."""
+"""The bench process's hold on its children: their environment, start and lines, and the CPU
+they and the machine spent (``/proc``); they are stopped by ``memstream.core.stop_process``."""
 
 from __future__ import annotations
 
@@ -69,26 +69,6 @@ def child_env(home: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSTREAM_") and k != "HERMES_HOME"}
     env.update(MEMSTREAM_HOME=str(home), MEMSTREAM_TENANT=TENANT, MEMSTREAM_AUTOSTART="0", **extra)
     return env
-
-
-def stop_child(proc: subprocess.Popen[bytes] | None, grace: float) -> None:
-    """End ``proc``: its stdin closed, SIGTERM, then SIGKILL after ``grace`` s."""
-    if proc is None:
-        return
-    try:
-        if proc.stdin is not None:
-            proc.stdin.close()
-    except OSError:
-        pass
-    if proc.poll() is None:
-        try:
-            proc.terminate()
-            proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        except OSError:
-            pass
 
 
 class Child:

@@ -51,9 +51,7 @@ class _Recorder:
 def turns_of(pipeline: Pipeline) -> TurnsProjection:
     from memstream.projections import TurnsProjection
 
-    turns = pipeline.projection("turns")
-    assert isinstance(turns, TurnsProjection)
-    return turns
+    return pipeline.projection("turns", TurnsProjection)
 
 
 def apart_groups() -> tuple[tuple[str, ...], tuple[str, ...]]:

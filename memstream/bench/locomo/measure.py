@@ -33,7 +33,7 @@ def locomo(
     import numpy as np
 
     from memstream.projections import TurnsProjection, configured_embedder
-    from memstream.query import ask
+    from memstream.query import SearchRequest, ask
     from memstream.workers import Consumer, Pipeline, PipelineConfig
 
     if compare is not None:
@@ -96,15 +96,7 @@ def locomo(
         }
 
         def memstream_top(q: dict[str, Any]) -> tuple[list[str], list[str], float]:
-            request = {
-                "op": "search",
-                "tenant": "bench",
-                "agent": q["sample_id"],
-                "scope": "current",
-                "query": q["question"],
-                "k": k,
-                "kind": "turns",
-            }
+            request = SearchRequest(tenant="bench", agent=q["sample_id"], query=q["question"], k=k, kind="turns")
             t0 = time.perf_counter()
             answer = ask(client, settings.stream_prefix, request, timeout=30)
             took = (time.perf_counter() - t0) * 1000
@@ -158,9 +150,9 @@ def locomo(
                 "v1": {
                     "version": TurnsProjection.version,
                     "options": dict(TurnsProjection.OPTIONS),
-                    "collection": pipeline.projection("turns").collection,
+                    "collection": pipeline.projection("turns", TurnsProjection).collection,
                     "build_s": out["index"]["build_s"],
-                    "points": pipeline.store.count(pipeline.projection("turns").collection),
+                    "points": pipeline.store.count(pipeline.projection("turns", TurnsProjection).collection),
                     **v1,
                 },
                 "v2": {

@@ -34,7 +34,7 @@ from memstream.projections.embedders.onnx import (
 )
 from memstream.projections.embedders.port import Embedder, EmbedderError
 from memstream.projections.embedders.remote import (
-    _KNOWN_DIMS,
+    KNOWN_DIMS,
     OllamaEmbedder,
     OpenAIEmbedder,
 )
@@ -132,7 +132,7 @@ def describe_embedder(settings: Settings, spec: str | None = None) -> dict[str, 
             "embedder": spec,
             "url": mask_url(str(options.get("base_url") or cls.default_url).rstrip("/")),
             "model": model,
-            "dim": options.get("dim") or _KNOWN_DIMS.get(model),
+            "dim": options.get("dim") or KNOWN_DIMS.get(model),
         }
     if model:
         raise EmbedderError(f"embedder {kind!r} takes no model in its spec ({spec!r}); use {kind!r}")

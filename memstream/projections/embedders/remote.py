@@ -29,10 +29,10 @@ from memstream.projections.embedders.base import as_text_list, l2_normalize
 from memstream.projections.embedders.port import EmbedderError, EmbedderUnavailable
 from memstream.text import estimate_tokens
 
-__all__ = ["OpenAIEmbedder", "OllamaEmbedder"]
+__all__ = ["KNOWN_DIMS", "OpenAIEmbedder", "OllamaEmbedder"]
 
 _PROBE = "dimension probe"
-_KNOWN_DIMS = {
+KNOWN_DIMS = {  # the dimension of each remote model named by its provider (the factory reads it too)
     "text-embedding-3-small": 1536,
     "text-embedding-3-large": 3072,
     "text-embedding-ada-002": 1536,
@@ -64,7 +64,7 @@ class _HttpEmbedder:
             raise EmbedderError(f"the {self.kind} embedder needs a model: pass model=... or set MEMSTREAM_EMBED_MODEL")
         self.model = model
         self._api_key = api_key
-        self._dim: int | None = int(dim) if dim else _KNOWN_DIMS.get(model)
+        self._dim: int | None = int(dim) if dim else KNOWN_DIMS.get(model)
         self.batch_size = int(batch_size or self.default_batch)
         self.max_tokens = int(max_tokens or self.default_max_tokens)
         self.timeout = float(timeout)
