@@ -33,7 +33,8 @@ Ranking (each step measured on the LoCoMo dev split, see BENCHMARKS.md):
    collapsed by their vectors (two alike turns of one conversation are two moments of
    it, each with its neighbours: LoCoMo's multi-hop answers need both). Vectors are
    compared within one collection only (one version: one model's space), within one
-   search (one tenant, one scope).
+   search (one tenant, one scope), for its best ``COLLAPSE_WINDOW`` times k matches (the
+   vectors the store holds, read once per collection for a batch).
 
 The score an item shows is its ranking score divided by ``SCORE_MAX``, the most that steps
 1-4 can give anything: in [0, 1] for every kind, and ordered as the ranking is (a fact
@@ -83,6 +84,7 @@ FACT_SOURCES = 10  # the facts of this many best hits (at least 2 k) are looked 
 # cosine at or above which two items of one collection state the same thing (bge-small;
 # measured on the fleet paraphrase set and LoCoMo, BENCHMARKS.md); 0 or more than 1: off
 COLLAPSE_SIMILARITY = 0.85
+COLLAPSE_WINDOW = 5  # the vectors of this many times k best matches are read (tens of us a point)
 
 _TIME = re.compile(
     r"\b(latest|recent(ly)?|lately|last|newest|now|currently|current|today|yesterday|"
@@ -173,26 +175,28 @@ def _norm(item: dict[str, Any]) -> str:
     return _NORM.sub(" ", str(item.get("text", "")).casefold()).strip()
 
 
+_PRIVATE = ("_point", "_ts")  # what ranking keeps on an item for step 6, never returned
+
+
 class _Group:
     """Items that say one thing: shown as the newest of them, at the best one's score."""
 
-    __slots__ = ("shown", "score", "agents", "vectors", "ts", "home")
+    __slots__ = ("shown", "score", "agents", "ts", "home")
 
-    def __init__(self, score: float, item: dict[str, Any], vector: np.ndarray | None, home: str) -> None:
+    def __init__(self, score: float, item: dict[str, Any], home: str) -> None:
         self.shown, self.score, self.ts, self.home = item, score, float(item.get("_ts") or 0.0), home
         self.agents = {str(item.get("agent") or "")}
-        self.vectors: list[np.ndarray] = [] if vector is None else [vector]
 
-    def add(self, item: dict[str, Any], vector: np.ndarray | None) -> None:
+    def add(self, item: dict[str, Any]) -> None:
         self.agents.add(str(item.get("agent") or ""))
-        if vector is not None:
-            self.vectors.append(vector)
         ts = float(item.get("_ts") or 0.0)
         if ts > self.ts:  # the newest wording speaks for the group
             self.shown, self.ts = item, ts
 
     def item(self) -> dict[str, Any]:
-        out = {key: value for key, value in self.shown.items() if not key.startswith("_")}
+        out = dict(self.shown)
+        for key in _PRIVATE:
+            out.pop(key, None)
         out["score"] = round(min(1.0, self.score / SCORE_MAX), 6)
         if len(self.agents) > 1:
             out[AGREE] = len(self.agents)
@@ -210,9 +214,18 @@ def _best(
     same normalised text and (``similarity`` in (0, 1]) an item of one collection whose
     vector (``vectors``, by item id; ``points``: item id -> its collection) is within
     ``similarity`` cosine of a member's, once (step 6); none that scores 0 (not a match)."""
+    import numpy as np
+
     scored.sort(key=lambda x: -x[0])
     vectors, points = vectors or {}, points or {}
-    collapsing = 0.0 < similarity <= 1.0
+    # the matches' vectors as rows, their cosines computed at once; each row's group, or -1
+    rows: dict[str, int] = {}
+    if vectors and 0.0 < similarity <= 1.0:
+        rows = {iid: r for r, iid in enumerate(dict.fromkeys(i["id"] for sc, i in scored if sc > 0.0 and i["id"] in vectors))}
+    if rows:
+        matrix = np.stack([vectors[iid] for iid in rows])
+        alike = (matrix @ matrix.T) >= similarity
+        group_of = np.full(len(rows), -1)
     groups: list[_Group] = []
     by_id: dict[str, _Group] = {}
     by_text: dict[str, _Group] = {}
@@ -220,28 +233,27 @@ def _best(
         if score <= 0.0:
             break  # sorted: no match from here on
         iid, norm = item["id"], _norm(item)
-        vector = vectors.get(iid)
+        row = rows.get(iid) if rows else None
         group = by_id.get(iid) or (by_text.get(norm) if norm else None)
-        home, agent = points.get(iid, ("",))[0], str(item.get("agent") or "")
-        if group is None and collapsing and vector is not None:
-            group = next(
-                (
-                    g
-                    for g in groups
-                    if g.home == home
-                    and g.vectors
-                    and g.agents != {agent}  # another agent's words: one agent's own items stay apart
-                    and max(float(vector @ v) for v in g.vectors) >= similarity
-                ),
-                None,
-            )
+        home = points.get(iid, ("",))[0] if row is not None else ""
+        if group is None and row is not None:
+            agent = str(item.get("agent") or "")
+            for g in sorted(set(group_of[alike[row] & (group_of >= 0)].tolist())):  # the earliest group first
+                # another agent's words (one agent's own items stay apart), in this collection
+                if groups[g].home == home and groups[g].agents != {agent}:
+                    group = groups[g]
+                    break
         if group is not None:
-            group.add(item, vector)
+            group.add(item)
         elif len(groups) < k:
-            group = _Group(score, item, vector, home)
+            group = _Group(score, item, home)
             groups.append(group)
+        elif not rows:
+            break  # one agent's matches (or no collapse): nothing later adds an agreeing agent
         else:
             continue  # past the k-th: only what folds into one of them still counts
+        if row is not None:
+            group_of[row] = groups.index(group)
         by_id[iid] = group
         if norm:
             by_text.setdefault(norm, group)
@@ -340,20 +352,21 @@ class Searcher:
         return [p.error if p.error is not None else _best(p.scored, p.ask.k, vectors, p.points, self.similarity) for p in plans]
 
     def _vectors(self, plans: list[_Plan]) -> dict[str, np.ndarray]:
-        """Item id -> the unit dense vector of its best point, for the turns and memories the
-        plans found that are matches: one read per collection for the whole batch; none for
-        a plan whose matches are all one agent's (nothing of it can collapse by vector)."""
+        """Item id -> the unit dense vector of its best point, for each plan's best
+        ``COLLAPSE_WINDOW`` times k turns and memories that are matches: one read per
+        collection for the whole batch; none for a plan whose matches are all one agent's
+        (nothing of it can collapse by vector)."""
         import numpy as np
 
         wanted: dict[str, dict[str, str]] = {}  # collection -> point id -> item id
         for plan in plans:
-            matches = [item for score, item in plan.scored if score > 0.0 and item["id"] in plan.points]
-            if len({item.get("agent") for item in matches}) < 2:
+            matches = sorted(((sc, i) for sc, i in plan.scored if sc > 0.0 and i["id"] in plan.points), key=lambda m: -m[0])
+            matches = matches[: COLLAPSE_WINDOW * plan.ask.k]
+            if len({item.get("agent") for _, item in matches}) < 2:
                 continue
-            matched = {item["id"] for item in matches}
-            for iid, (collection, pid) in plan.points.items():
-                if iid in matched:
-                    wanted.setdefault(collection, {})[pid] = iid
+            for _, item in matches:
+                collection, pid = plan.points[item["id"]]
+                wanted.setdefault(collection, {})[pid] = item["id"]
         out: dict[str, np.ndarray] = {}
         for collection, items in wanted.items():
             for point in self.store.retrieve(collection, list(items), with_vectors=True):
