@@ -120,8 +120,16 @@ class Refusal(Answer):
     error: str
 
 
+# An item of a recall or search answer: {id, kind, text, score, agent, session, occurred_at,
+# event_ids} (facts also subject, key, value, valid_to, superseded_by, ...), and ``agree``
+# (an int, at least 2) when that many agents wrote the same thing in their own words or in
+# the same words: those items were collapsed into this one, the newest wording shown
+# (``memstream.query.ranking``, step 6). No ``agree``: one agent's item.
+AGREE = "agree"
+
+
 class RecallAnswer(Answer):
-    items: list[dict[str, Any]]
+    items: list[dict[str, Any]]  # best first, facts leading; each as above (``AGREE``)
 
 
 class Searched(msgspec.Struct):
@@ -132,7 +140,7 @@ class Searched(msgspec.Struct):
 
 
 class SearchAnswer(Answer):
-    results: list[dict[str, Any]]
+    results: list[dict[str, Any]]  # best first, each as a recall's item (``AGREE``)
     searched: Searched
     # per other agent, how many of its items share words with the query (not for scope all or session)
     elsewhere: dict[str, int] | None = None

@@ -24,8 +24,17 @@ Ranking (each step measured on the LoCoMo dev split, see BENCHMARKS.md):
 5. facts come through the provenance of the hits: every fact extracted from a hit's event
    (``FactsTable.facts_of_events``), followed to the current fact of their slot unless
    ``history``; a fact scores as the hit it came from;
-6. diversity: items with the same normalised text are collapsed (a memory repeating the
-   turn it came from, the same sentence said twice), the best one kept.
+6. diversity: items with the same normalised text (a memory repeating the turn it came
+   from, the same sentence said twice) and items of one collection whose dense vectors
+   are within ``COLLAPSE_SIMILARITY`` cosine of one already taken from another agent (a
+   fleet's agents writing the same fact in their own words) are collapsed into one:
+   shown at the best one's place and score, with the newest one's text, and ``agree``,
+   how many agents wrote it, when more than one did. One agent's own items are never
+   collapsed by their vectors (two alike turns of one conversation are two moments of
+   it, each with its neighbours: LoCoMo's multi-hop answers need both). Vectors are
+   compared within one collection only (one version: one model's space), within one
+   search (one tenant, one scope), for its best ``COLLAPSE_WINDOW`` times k matches (the
+   vectors the store holds, read once per collection for a batch).
 
 The score an item shows is its ranking score divided by ``SCORE_MAX``, the most that steps
 1-4 can give anything: in [0, 1] for every kind, and ordered as the ranking is (a fact
@@ -51,6 +60,7 @@ from memstream.projections import (
     VectorStore,
     sparse_vector,
 )
+from memstream.query.protocol import AGREE
 from memstream.query.versions import FixedVersions, Versions
 from memstream.text import fact_sentence
 
@@ -71,6 +81,10 @@ AUTHOR_WEIGHT = 0.4
 SCORE_MAX = (1.0 + AUTHOR_WEIGHT) * (1.0 + NEIGHBOUR_WEIGHT + SECOND_NEIGHBOUR_WEIGHT) + RECENCY_WEIGHT
 KEYWORD_FLOOR = 1e-6  # the least a keyword match weighs on its side (it is a match)
 FACT_SOURCES = 10  # the facts of this many best hits (at least 2 k) are looked up
+# cosine at or above which two items of one collection state the same thing (bge-small;
+# measured on the fleet paraphrase set and LoCoMo, BENCHMARKS.md); 0 or more than 1: off
+COLLAPSE_SIMILARITY = 0.85
+COLLAPSE_WINDOW = 5  # the vectors of this many times k best matches are read (tens of us a point)
 
 _TIME = re.compile(
     r"\b(latest|recent(ly)?|lately|last|newest|now|currently|current|today|yesterday|"
@@ -120,7 +134,7 @@ class Ask:
 class _Plan:
     """One search under way: its filter and keyword vector, what it found so far."""
 
-    __slots__ = ("ask", "filter", "sparse", "timely", "scored", "sources", "by_event", "error")
+    __slots__ = ("ask", "filter", "sparse", "timely", "scored", "sources", "by_event", "error", "points")
 
     def __init__(self, ask: Ask) -> None:
         self.ask = ask
@@ -128,6 +142,7 @@ class _Plan:
         self.scored: list[tuple[float, dict[str, Any]]] = []
         self.sources: list[tuple[float, str]] = []  # (score, event id) of the hits whose facts are wanted
         self.by_event: dict[str, float] = {}
+        self.points: dict[str, tuple[str, str]] = {}  # item id -> (collection, its best point's id)
         try:
             if ask.scope == "session":
                 self.filter = Filter(tenant=ask.tenant, session_id=ask.session or "\x00none")
@@ -156,36 +171,111 @@ def _fact_sources(sources: list[tuple[float, str]], k: int) -> dict[str, float]:
     return by_event
 
 
-def _best(scored: list[tuple[float, dict[str, Any]]], k: int) -> list[dict[str, Any]]:
-    """The top ``k`` of ``scored``, best first, the same id or normalised text once, with
-    their shown score; none that scores 0 (not a match)."""
+def _norm(item: dict[str, Any]) -> str:
+    return _NORM.sub(" ", str(item.get("text", "")).casefold()).strip()
+
+
+_PRIVATE = ("_point", "_ts")  # what ranking keeps on an item for step 6, never returned
+
+
+class _Group:
+    """Items that say one thing: shown as the newest of them, at the best one's score."""
+
+    __slots__ = ("shown", "score", "agents", "ts", "home")
+
+    def __init__(self, score: float, item: dict[str, Any], home: str) -> None:
+        self.shown, self.score, self.ts, self.home = item, score, float(item.get("_ts") or 0.0), home
+        self.agents = {str(item.get("agent") or "")}
+
+    def add(self, item: dict[str, Any]) -> None:
+        self.agents.add(str(item.get("agent") or ""))
+        ts = float(item.get("_ts") or 0.0)
+        if ts > self.ts:  # the newest wording speaks for the group
+            self.shown, self.ts = item, ts
+
+    def item(self) -> dict[str, Any]:
+        out = dict(self.shown)
+        for key in _PRIVATE:
+            out.pop(key, None)
+        out["score"] = round(min(1.0, self.score / SCORE_MAX), 6)
+        if len(self.agents) > 1:
+            out[AGREE] = len(self.agents)
+        return out
+
+
+def _best(
+    scored: list[tuple[float, dict[str, Any]]],
+    k: int,
+    vectors: dict[str, np.ndarray] | None = None,
+    points: dict[str, tuple[str, str]] | None = None,
+    similarity: float = 0.0,
+) -> list[dict[str, Any]]:
+    """The top ``k`` of ``scored``, best first, with their shown score; the same id, the
+    same normalised text and (``similarity`` in (0, 1]) an item of one collection whose
+    vector (``vectors``, by item id; ``points``: item id -> its collection) is within
+    ``similarity`` cosine of a member's, once (step 6); none that scores 0 (not a match)."""
+    import numpy as np
+
     scored.sort(key=lambda x: -x[0])
-    out: list[dict[str, Any]] = []
-    seen_ids: set[str] = set()
-    seen_texts: set[str] = set()
+    vectors, points = vectors or {}, points or {}
+    # the matches' vectors as rows, their cosines computed at once; each row's group, or -1
+    rows: dict[str, int] = {}
+    if vectors and 0.0 < similarity <= 1.0:
+        rows = {iid: r for r, iid in enumerate(dict.fromkeys(i["id"] for sc, i in scored if sc > 0.0 and i["id"] in vectors))}
+    if rows:
+        matrix = np.stack([vectors[iid] for iid in rows])
+        alike = (matrix @ matrix.T) >= similarity
+        group_of = np.full(len(rows), -1)
+    groups: list[_Group] = []
+    by_id: dict[str, _Group] = {}
+    by_text: dict[str, _Group] = {}
     for score, item in scored:
         if score <= 0.0:
             break  # sorted: no match from here on
-        norm = _NORM.sub(" ", str(item.get("text", "")).casefold()).strip()
-        if item["id"] in seen_ids or (norm and norm in seen_texts):
-            continue
-        seen_ids.add(item["id"])
-        seen_texts.add(norm)
-        item["score"] = round(min(1.0, score / SCORE_MAX), 6)
-        out.append(item)
-        if len(out) >= k:
-            break
-    return out
+        iid, norm = item["id"], _norm(item)
+        row = rows.get(iid) if rows else None
+        group = by_id.get(iid) or (by_text.get(norm) if norm else None)
+        home = points.get(iid, ("",))[0] if row is not None else ""
+        if group is None and row is not None:
+            agent = str(item.get("agent") or "")
+            for g in sorted(set(group_of[alike[row] & (group_of >= 0)].tolist())):  # the earliest group first
+                # another agent's words (one agent's own items stay apart), in this collection
+                if groups[g].home == home and groups[g].agents != {agent}:
+                    group = groups[g]
+                    break
+        if group is not None:
+            group.add(item)
+        elif len(groups) < k:
+            group = _Group(score, item, home)
+            groups.append(group)
+        elif not rows:
+            break  # one agent's matches (or no collapse): nothing later adds an agreeing agent
+        else:
+            continue  # past the k-th: only what folds into one of them still counts
+        if row is not None:
+            group_of[row] = groups.index(group)
+        by_id[iid] = group
+        if norm:
+            by_text.setdefault(norm, group)
+    return [g.item() for g in groups]
 
 
 class Searcher:
     """Hybrid search over the versions ``versions`` resolves (the active ones, from the
     catalog; by default the store's own pointer, ``embedder`` and ``facts``)."""
 
-    def __init__(self, store: VectorStore, embedder: Embedder, facts: FactsTable, versions: Versions | None = None) -> None:
+    def __init__(
+        self,
+        store: VectorStore,
+        embedder: Embedder,
+        facts: FactsTable,
+        versions: Versions | None = None,
+        similarity: float = COLLAPSE_SIMILARITY,
+    ) -> None:
         self.store = store
         self.embedder = embedder
         self.versions: Versions = versions or FixedVersions(store, embedder, facts)
+        self.similarity = similarity  # step 6's cosine (0: paraphrases are not collapsed)
 
     @property
     def facts(self) -> FactsTable:
@@ -253,10 +343,40 @@ class Searcher:
                 for score, item in ranked:
                     if name in ask.kinds:
                         plan.scored.append((score, item))
+                        plan.points[item["id"]] = (collection, item["_point"])
                     if "facts" in ask.kinds:
                         plan.sources.append((score, item["id"]))
         self._facts_many([p for p in plans if p.error is None and "facts" in p.ask.kinds])
-        return [p.error if p.error is not None else _best(p.scored, p.ask.k) for p in plans]
+        live = [p for p in plans if p.error is None]
+        vectors = self._vectors(live) if 0.0 < self.similarity <= 1.0 else {}
+        return [p.error if p.error is not None else _best(p.scored, p.ask.k, vectors, p.points, self.similarity) for p in plans]
+
+    def _vectors(self, plans: list[_Plan]) -> dict[str, np.ndarray]:
+        """Item id -> the unit dense vector of its best point, for each plan's best
+        ``COLLAPSE_WINDOW`` times k turns and memories that are matches: one read per
+        collection for the whole batch; none for a plan whose matches are all one agent's
+        (nothing of it can collapse by vector)."""
+        import numpy as np
+
+        wanted: dict[str, dict[str, str]] = {}  # collection -> point id -> item id
+        for plan in plans:
+            matches = sorted(((sc, i) for sc, i in plan.scored if sc > 0.0 and i["id"] in plan.points), key=lambda m: -m[0])
+            matches = matches[: COLLAPSE_WINDOW * plan.ask.k]
+            if len({item.get("agent") for _, item in matches}) < 2:
+                continue
+            for _, item in matches:
+                collection, pid = plan.points[item["id"]]
+                wanted.setdefault(collection, {})[pid] = item["id"]
+        out: dict[str, np.ndarray] = {}
+        for collection, items in wanted.items():
+            for point in self.store.retrieve(collection, list(items), with_vectors=True):
+                if point.dense is None or point.id not in items:
+                    continue
+                vector = np.asarray(point.dense, dtype=np.float32)
+                norm = float(np.linalg.norm(vector))
+                if norm > 0.0:
+                    out[items[point.id]] = vector / norm
+        return out
 
     def _dense(self, embedder: Embedder, queries: list[str]) -> dict[str, np.ndarray]:
         """Each distinct query's vector by ``embedder``, in one model call."""
@@ -345,6 +465,8 @@ class Searcher:
                         "session": p.get("session_id"),
                         "occurred_at": p.get("occurred_at"),
                         "event_ids": [eid],
+                        "_point": hit.id,  # step 6's: which point's vector, and when (not returned)
+                        "_ts": float(p.get("occurred_at_ts") or 0.0),
                     },
                 )
             )
@@ -380,7 +502,7 @@ class Searcher:
                         fact = current
                     if fact.id not in out or score > out[fact.id][0]:
                         out[fact.id] = (score, fact)
-            plan.scored.extend((score, fact_item(fact)) for score, fact in out.values())
+            plan.scored.extend((score, {**fact_item(fact), "_ts": fact.valid_from or 0.0}) for score, fact in out.values())
 
     def _current(self, tenant: str, fact: Fact) -> Fact | None:
         seen = set()
