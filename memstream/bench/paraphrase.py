@@ -71,7 +71,7 @@ def paraphrase(
 ) -> dict[str, Any]:
     """The benchmark (see the module docstring)."""
     from memstream.provider.block import format_block
-    from memstream.query import ask
+    from memstream.query import RecallRequest, ask
     from memstream.text import prompt_tokens
     from memstream.workers import Pipeline, PipelineConfig
 
@@ -114,7 +114,7 @@ def paraphrase(
             return next((fact_of[e] for e in ids if e in fact_of), "?")
 
         def recall(query: str) -> tuple[list[dict[str, Any]], float]:
-            request = {"op": "recall", "tenant": "bench", "agent": "agent-00", "scope": "all", "query": query, "k": 10}
+            request = RecallRequest(tenant="bench", agent="agent-00", scope="all", query=query, k=10)
             t0 = time.perf_counter()
             answer = ask(client, settings.stream_prefix, request, timeout=30)
             took = (time.perf_counter() - t0) * 1000
