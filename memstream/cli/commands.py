@@ -293,7 +293,16 @@ def cmd_add(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     agent = args.agent or "default"
-    answer = ops.search(settings, args.query, tenant=args.tenant, agent=agent, scope=args.scope, k=args.k, timeout=args.timeout)
+    answer = ops.search(
+        settings,
+        args.query,
+        tenant=args.tenant,
+        agent=agent,
+        scope=args.scope,
+        k=args.k,
+        timeout=args.timeout,
+        rerank=not args.no_rerank,
+    )
     print_result(args, answer, search_text(answer, defaulted=args.agent is None))
     return OK
 
@@ -615,6 +624,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scope", default="current", type=printable("scope"), help="current | all | AGENT")
     p.add_argument("-k", type=argtypes.int_between(1, K_MAX), default=10, help=f"results (1 to {K_MAX})")
     p.add_argument("--timeout", type=argtypes.seconds, default=10.0, help="seconds to wait for the answer")
+    p.add_argument(
+        "--no-rerank",
+        action="store_true",
+        help="the ranking's order, without the cross-encoder rerank of the best candidates (faster; the prefetch's order)",
+    )
     p.add_argument("query", type=printable("query", QUERY_MAX))
     p = add("dlq", cmd_dlq, "list (the default), retry or drop dead letters")
     p.add_argument("action", nargs="?", choices=["list", "retry", "drop"], default="list")

@@ -13,6 +13,7 @@ from memstream.projections.catalog import STATES, Catalog, CatalogError, Version
 from memstream.projections.counters import Counters
 from memstream.projections.embedders.base import Wrapper as EmbedderWrapper
 from memstream.projections.embedders.cache import CachedEmbedder, EmbeddingCache, text_key
+from memstream.projections.embedders.crossencoder import CrossEncoder, RerankerError, shared_cross_encoder
 from memstream.projections.embedders.factory import (
     LEGACY_SPEC,
     configured_embedder,
@@ -83,6 +84,9 @@ __all__ = [
     "CollectionNotFound",
     "configured_embedder",
     "Counters",
+    "CrossEncoder",
+    "RerankerError",
+    "shared_cross_encoder",
     "Delivery",
     "describe_embedder",
     "EdgeStore",

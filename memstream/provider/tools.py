@@ -100,8 +100,16 @@ class SearchArgs(QueryArgs):
     limit: Annotated[int, msgspec.Meta(ge=1, le=20, description="At most this many (default 8).")] = 8
 
     def request(self, tenant: str, agent: str, session: str) -> SearchRequest:
+        # reranked by the cross-encoder: a tool call can wait a few hundred ms (prefetch cannot)
         return SearchRequest(
-            tenant=tenant, agent=agent, session=session, scope=self.scope, query=self.query, kind=self.kind, k=self.limit
+            tenant=tenant,
+            agent=agent,
+            session=session,
+            scope=self.scope,
+            query=self.query,
+            kind=self.kind,
+            k=self.limit,
+            rerank=True,
         )
 
 

@@ -12,15 +12,18 @@ session), ``all`` (every agent of the tenant) or an agent's name.
 from __future__ import annotations
 
 import time
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from memstream.projections import (
     CollectionNotFound,
+    CrossEncoder,
     FactsTable,
     Filter,
+    RerankerError,
     SessionsIndex,
     VectorStore,
     item_point_id,
+    shared_cross_encoder,
 )
 from memstream.query.protocol import (
     BatchHandler,
@@ -42,6 +45,7 @@ from memstream.query.protocol import (
     SearchRequest,
 )
 from memstream.query.ranking import Ask, Searcher, fact_item
+from memstream.query.rerank import rerank
 from memstream.query.versions import FixedVersions, Versions
 from memstream.text import asks_about_past
 
@@ -71,8 +75,11 @@ class ReadOps:
         sessions: SessionsIndex,
         versions: Versions | None = None,
         hot_days: float = 0.0,
+        cross_encoder: Callable[[], CrossEncoder] = shared_cross_encoder,
     ) -> None:
         self.store = store
+        # what reranks a request that asks for it (loaded on its first use: one per process)
+        self.cross_encoder = cross_encoder
         self.hot_days = hot_days  # prefetch (recall) reads the hot tier only; 0: every turn is hot
         self.searcher = searcher
         self.versions: Versions = versions or FixedVersions(store, searcher.embedder, facts, sessions)
@@ -115,7 +122,7 @@ class ReadOps:
             tenant=request.tenant,
             agent=request.agent or "default",
             scope=request.scope or "current",
-            k=request.k,
+            k=max(request.k, request.rerank_candidates) if isinstance(request, SearchRequest) and request.rerank else request.k,
             kinds=kinds,
             session=request.session,
             history=history,
@@ -133,9 +140,20 @@ class ReadOps:
             raise results
         agents = self._agents(ask.scope, ask.agent)
         answer = SearchAnswer(results=results, searched=Searched(scope=ask.scope, agents=agents))
+        if request.rerank:
+            answer.results, answer.reranked, answer.rerank_error = self._reranked(request, results)
         if agents is not None and ask.scope != "session":
             answer.elsewhere = self.searcher.elsewhere(request.query, tenant=request.tenant, agents=agents, kinds=ask.kinds)
         return answer
+
+    def _reranked(self, request: SearchRequest, results: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool, str | None]:
+        """``results`` (the ranking's, up to the candidates) reranked by the cross-encoder and
+        cut to the request's ``k``, and whether they were; a cross-encoder that cannot load or
+        score leaves the ranking's order, and says why."""
+        try:
+            return rerank(request.query, results, request.k, self.cross_encoder, request.rerank_candidates), True, None
+        except RerankerError as exc:
+            return results[: request.k], False, str(exc)
 
     def _hot_since(self) -> float | None:
         return time.time() - self.hot_days * 86_400 if self.hot_days > 0 else None

@@ -45,6 +45,14 @@ class _Request(msgspec.Struct, kw_only=True, tag_field="op", forbid_unknown_fiel
     scope: Name = "current"
 
 
+# how many of the ranking's best a cross-encoder reranks (a search's ``rerank``): at most 50,
+# its cost grows with each (``memstream.query.rerank``; the default chosen on LoCoMo dev).
+# Recall (the synchronous prefetch, and the warm-up after a turn, which holds the provider's
+# one recall thread) has no rerank.
+RerankCandidates = Annotated[int, msgspec.Meta(ge=2, le=50)]
+RERANK_CANDIDATES = 30
+
+
 class RecallRequest(_Request, tag="recall"):
     query: QueryText
     k: Annotated[int, msgspec.Meta(ge=1, le=50)] = 12
@@ -55,6 +63,9 @@ class SearchRequest(_Request, tag="search"):
     kind: SearchKind = "all"
     k: Annotated[int, msgspec.Meta(ge=1, le=50)] = 10
     history: bool = False
+    # the best ``rerank_candidates`` reordered by a cross-encoder (a few hundred ms more)
+    rerank: bool = False
+    rerank_candidates: RerankCandidates = RERANK_CANDIDATES
 
 
 class ContextRequest(_Request, tag="context"):
@@ -144,6 +155,10 @@ class SearchAnswer(Answer):
     searched: Searched
     # per other agent, how many of its items share words with the query (not for scope all or session)
     elsewhere: dict[str, int] | None = None
+    # when rerank was asked: whether the results were reranked, and why not (the results
+    # are then the ranking's, as without rerank)
+    reranked: bool | None = None
+    rerank_error: str | None = None
 
 
 class ContextAnswer(Answer):

@@ -80,6 +80,44 @@ def test_bench_locomo_runs_the_real_path_and_scores_against_baselines(tmp_path):
     assert set(result["ratios"]) == {"bm25", "dense"} and result["ratios"]["bm25"]["any@10"] == 1.0
     assert result["latency_ms"]["n"] == 12 and result["injected_tokens"]["at_10_mean"] > 0
     assert "ratio to bm25" in format_locomo(result)
+    # per path: prefetch (recall), the tool's search, the same reranked; each paired with prefetch
+    paths = result["paths"]
+    assert list(paths) == ["prefetch", "search", "search+rerank"]
+    for name, figures in paths.items():
+        assert figures["metrics"]["cats_1_4"]["n"] == 10 and figures["latency_ms"]["n"] == 12, name
+        assert set(result["retrieved_paths"][name]) == set(result["retrieved"])
+    assert "paired_with_prefetch" not in paths["prefetch"]
+    test = paths["search+rerank"]["paired_with_prefetch"]["cats_1_4"]["all@10"]
+    assert test["wins"] == test["losses"] == 0  # every path finds every fact here
+    assert result["index"]["build_s_per_1000_turns"] == round(result["index"]["build_s"] * 1000 / 48, 1)
+    assert set(result["verdict"]) == {"prefetch", "search", "search+rerank", "note"}
+    assert result["verdict"]["search+rerank"]["all@10"] is True
+    text = format_locomo(result)
+    assert "search+rerank" in text and "targets of prefetch" in text
+
+
+def test_bench_locomo_runs_the_paths_asked_and_tunes_the_rerank_on_one_scoring(tmp_path):
+    _write(tmp_path)
+    result = locomo(tmp_path, split="dev", embedder="hash", paths=("search",), grid=True)
+    assert list(result["paths"]) == ["search"] and "paired_with_prefetch" not in result["paths"]["search"]
+    grid = result["rerank_grid"]
+    assert [(p["candidates"], p["weight"]) for p in grid["points"]][:2] == [(20, 0.3), (20, 0.5)]
+    assert len(grid["points"]) == 15 and all(p["cats_1_4"]["n"] == 10 for p in grid["points"])
+    assert "rerank grid" in format_locomo(result)
+
+
+def test_bench_locomo_refuses_a_path_it_does_not_know(tmp_path):
+    import argparse
+
+    from memstream.bench.command import BenchError
+    from memstream.bench.locomo import add_arguments, run
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    with pytest.raises(BenchError, match="--paths"):
+        run(parser.parse_args(["--data", str(tmp_path), "--paths", "search,telepathy"]))
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--data", str(tmp_path), "--rerank-candidates", "51"])
 
 
 def test_bench_locomo_rejects_what_is_not_locomo(tmp_path):

@@ -134,3 +134,14 @@ def test_every_bound_a_schema_states_is_the_one_the_decoder_applies():
                 else:
                     with pytest.raises(ToolError, match=name):
                         tool_args(tool.name, args)
+
+
+def test_the_search_tool_asks_for_the_cross_encoder_rerank():
+    """A tool call can wait for the rerank (a few hundred ms); the prefetch's recall has none."""
+    from memstream.provider.tools import SearchArgs
+    from memstream.query.protocol import RERANK_CANDIDATES
+
+    args = tool_args("memstream_search", {"query": "where did I move"})
+    assert isinstance(args, SearchArgs)
+    request = args.request("t1", "a1", "s1")
+    assert request.rerank is True and request.rerank_candidates == RERANK_CANDIDATES and request.k == 8

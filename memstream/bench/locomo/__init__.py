@@ -31,8 +31,11 @@ import argparse
 from memstream.bench.command import BenchError, show
 from memstream.bench.locomo.data import SPLITS, BenchDataError, parse_options
 from memstream.bench.locomo.measure import TARGETS, locomo
+from memstream.bench.locomo.paths import PATHS
 from memstream.bench.locomo.report import format_compare, format_locomo
 from memstream.bench.locomo.scoring import BM25, paired, paired_runs
+from memstream.core.argtypes import int_between
+from memstream.query import most
 
 __all__ = [
     "BM25",
@@ -63,6 +66,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also rebuild the turns projection as v2 with these options from the same "
         "events and report v1 and v2 side by side (an empty value: v2 with the defaults)",
     )
+    parser.add_argument(
+        "--paths",
+        default=",".join(PATHS),
+        help=f"the read paths to ask, comma-separated, of {', '.join(PATHS)} (default all); each is paired with prefetch",
+    )
+    parser.add_argument(
+        "--rerank-candidates",
+        type=int_between(2, most("search", "rerank_candidates")),
+        default=None,
+        help="how many of the ranking's best the search+rerank path reranks (default: the protocol's, 30)",
+    )
+    parser.add_argument(
+        "--rerank-grid",
+        action="store_true",
+        help="also score the best 50 of search with the cross-encoder once and report every candidate "
+        "count (20, 30, 50) and weight of the rerank (tuning; dev split only)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -71,7 +91,19 @@ def run(args: argparse.Namespace) -> int:
         raise BenchError("bench locomo needs --data DIR (the LoCoMo directory: locomo10_turns.jsonl, locomo10_qrels.jsonl)")
     try:
         compare = parse_options(args.compare) if args.compare is not None else None
-        result = locomo(args.data, split=args.split, embedder=args.embedder or "onnx-minilm", compare=compare)
+        paths = tuple(p.strip() for p in args.paths.split(",") if p.strip())
+        unknown = sorted(set(paths) - set(PATHS))
+        if unknown or not paths:
+            raise BenchError(f"--paths takes some of {', '.join(PATHS)}, got {args.paths!r}")
+        result = locomo(
+            args.data,
+            split=args.split,
+            embedder=args.embedder or "onnx-minilm",
+            compare=compare,
+            paths=paths,
+            rerank_candidates=args.rerank_candidates,
+            grid=args.rerank_grid,
+        )
     except BenchDataError as exc:
         raise BenchError(str(exc)) from exc
     return show(args, result, format_locomo(result))

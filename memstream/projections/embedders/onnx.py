@@ -20,7 +20,7 @@ import hashlib
 import os
 import threading
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from memstream.core import usable_cpus
 from memstream.projections.embedders.base import as_text_list, l2_normalize
 from memstream.projections.embedders.port import EmbedderError
 
-__all__ = ["OnnxMiniLMEmbedder", "MODEL_ID", "MODEL_SHA256", "TOKENIZER_SHA256", "default_threads"]
+__all__ = ["OnnxMiniLMEmbedder", "MODEL_ID", "MODEL_SHA256", "TOKENIZER_SHA256", "cpu_session", "default_threads"]
 
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 # Pinned here, not read from the package, so an upgraded package with another file is
@@ -73,6 +73,24 @@ def _read_verified(path: Path, expected_sha256: str | None, what: str) -> bytes:
     return data
 
 
+def cpu_session(model_bytes: bytes, threads: int, *, spin: bool = False) -> Any:
+    """An onnxruntime session of ``model_bytes`` on the CPU provider: ``threads`` intra-op
+    threads, sequential, every graph optimisation, errors only on stderr; idle pool threads
+    sleep instead of busy-waiting unless ``spin`` (the models share 2 cores with the
+    projector loop and the query side, and spinning burns CPU they need). onnxruntime's own
+    exceptions pass through (each caller says what failed)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.log_severity_level = 3  # errors only: no warnings on stderr
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+    return ort.InferenceSession(model_bytes, sess_options=opts, providers=["CPUExecutionProvider"])
+
+
 def default_threads() -> int:
     """onnxruntime threads when none are given: the CPUs this process may use, at most 8."""
     return min(usable_cpus(), 8)
@@ -111,7 +129,7 @@ class OnnxMiniLMEmbedder:
         if not 2 < max_length <= 512:
             raise ValueError(f"max_length must be in 3..512 (the model's position limit), got {max_length}")
         try:
-            import onnxruntime as ort
+            import onnxruntime  # noqa: F401  # here, to say what is missing
             from tokenizers import Tokenizer
         except ImportError as exc:
             raise EmbedderError(f"the onnx-minilm embedder needs onnxruntime and tokenizers ({exc}); {_INSTALL_HINT}") from exc
@@ -142,18 +160,9 @@ class OnnxMiniLMEmbedder:
         self._counter.no_truncation()
 
         model_bytes = _read_verified(Path(model_path), model_sha256, "ONNX model")
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = self.threads
-        opts.inter_op_num_threads = 1
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.log_severity_level = 3  # errors only: no warnings on stderr
-        # Idle pool threads sleep instead of busy-waiting: the embedder shares 2 cores with
-        # the projector loop and the query side, and spinning burns CPU they need.
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
         self.spin = bool(spin)
         try:
-            self._session = ort.InferenceSession(model_bytes, sess_options=opts, providers=["CPUExecutionProvider"])
+            self._session = cpu_session(model_bytes, self.threads, spin=self.spin)
         except Exception as exc:  # onnxruntime's own exception types
             raise EmbedderError(f"onnxruntime cannot load {model_path}: {exc}; reinstall {self.package}") from exc
         inputs = {i.name for i in self._session.get_inputs()}

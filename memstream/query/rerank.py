@@ -1,0 +1,75 @@
+"""The cross-encoder rerank of a search's top candidates (a request's ``rerank`` option).
+
+The ranking (``memstream.query.ranking``) finds the candidates; where the caller can wait
+(the agent's ``memstream_search``, the CLI's ``memstream search``, the warm-up after a
+turn) the best ``candidates`` of them are scored by a cross-encoder
+(``memstream.projections.CrossEncoder``) against the question, and ordered by
+
+    (1 - CE_WEIGHT) * fused + CE_WEIGHT * cross-encoder
+
+each min-max normalised over the candidates (the fused score is the ranking's shown
+score). Never on the synchronous prefetch: 30 pairs cost a few hundred milliseconds on two
+cores, where prefetch has 50. The candidate count and the weight were measured on LoCoMo's
+dev split (BENCHMARKS.md, "Cross-encoder rerank on the tool-search path"): weights 0.5-0.7 are
+a plateau, the cross-encoder alone loses to the fused ranking, and 20 candidates cost about
+half of 30.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from memstream.projections import CrossEncoder
+from memstream.query.protocol import RERANK_CANDIDATES
+
+__all__ = ["CE_WEIGHT", "combine", "rerank"]
+
+CE_WEIGHT = 0.7  # the cross-encoder's share of the final score
+# a passage is cut to this many characters before it is scored: more than the pair's tokens
+# hold (the cross-encoder truncates them), and within what it accepts
+PASSAGE_CHARS = 4096
+
+
+def _minmax(values: np.ndarray) -> np.ndarray:
+    lo, hi = float(values.min()), float(values.max())
+    return (values - lo) / (hi - lo) if hi > lo else np.ones_like(values)
+
+
+def combine(fused: Sequence[float], logits: Sequence[float] | np.ndarray, weight: float = CE_WEIGHT) -> np.ndarray:
+    """The final score of each candidate: the weighted sum of its fused score and its
+    cross-encoder logit, each min-max normalised over the candidates (in [0, 1])."""
+    f = np.asarray(fused, dtype=np.float64)
+    c = np.asarray(logits, dtype=np.float64)
+    if f.shape != c.shape:
+        raise ValueError(f"{f.shape[0]} fused scores for {c.shape[0]} cross-encoder scores")
+    if f.size == 0:
+        return f
+    return (1.0 - weight) * _minmax(f) + weight * _minmax(c)
+
+
+def rerank(
+    query: str,
+    results: list[dict[str, Any]],
+    k: int,
+    encoder: Callable[[], CrossEncoder],
+    candidates: int = RERANK_CANDIDATES,
+    weight: float = CE_WEIGHT,
+) -> list[dict[str, Any]]:
+    """The top ``k`` of ``results`` (the ranking's, best first) after the best
+    ``candidates`` of them are reordered by ``combine``; each reranked item's ``score`` is
+    its final score, rounded. The ones past ``candidates`` keep their order after them.
+    ``RerankerError`` (from ``encoder`` or its ``score``) when the cross-encoder cannot."""
+    head, tail = results[:candidates], results[candidates:]
+    if len(head) < 2:
+        return results[:k]
+    logits = encoder().score(query, [str(item.get("text", ""))[:PASSAGE_CHARS] for item in head])
+    final = combine([float(item.get("score") or 0.0) for item in head], logits, weight)
+    order = np.argsort(-final, kind="stable")
+    out = []
+    for i in order:
+        item = head[int(i)]
+        item["score"] = round(float(final[int(i)]), 6)
+        out.append(item)
+    return (out + tail)[:k]
