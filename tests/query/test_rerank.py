@@ -131,9 +131,9 @@ def test_a_reranked_search_through_the_query_server_on_valkey(tmp_path, valkey_s
     try:
         pipeline.drain()
         server = QueryServer(client, "ms", pipeline.reads.handlers(), threads=1).start()
-        request = {"op": "search", "tenant": "t1", "agent": "a1", "query": QUERY, "kind": "memories", "k": 2}
+        request = SearchRequest(tenant="t1", agent="a1", query=QUERY, kind="memories", k=2)
         plain = ask(client, "ms", request, timeout=30)
-        answer = ask(client, "ms", {**request, "rerank": True, "rerank_candidates": 5}, timeout=30)
+        answer = ask(client, "ms", msgspec.structs.replace(request, rerank=True, rerank_candidates=5), timeout=30)
     finally:
         if server is not None:
             server.stop()
