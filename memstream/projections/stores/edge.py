@@ -34,7 +34,7 @@ itself; call ``optimize`` at quiet times instead).
 Dense searches: a search by meaning only (no keywords) is answered from a read copy of the
 collection's dense vectors, one contiguous matrix per scope (tenant, agent:
 ``DenseScopes``), exactly: the engine's exact filtered scan of 10k points cost 2.9-3.4 ms a
-search where the matrix product costs a fraction, and the searches of a batch in one scope
+search where a pass over a matrix costs a fraction, and the searches of a batch in one scope
 share one product. Every write applies to the copy what it did to the engine, under the
 collection's write lock (a failed write drops the copy, built again from the engine by the
 next dense search, as after a compaction or an open). A session of every agent (the engine's
@@ -569,7 +569,7 @@ class EdgeStore:
             if by_scope:
                 scopes = self._dense_scopes(shard)
                 for (f, limit), at in by_scope.items():
-                    # one matrix product for the searches of one scope
+                    # the searches of one scope in one pass over its matrix
                     for i, found in zip(at, scopes.search(f, _unit([searches[i].dense for i in at]), limit)):
                         scored[i] = found
             if engine and shard.shard.info().points_count > 0:
@@ -862,7 +862,9 @@ def _by_scope(dense: Any, sparse: SparseVector | None, f: Filter) -> bool:
 
 def _unit(dense: Sequence[Any]) -> np.ndarray:
     """Query vectors as unit rows of float32 (ValueError if one is not finite)."""
-    vectors = np.asarray([dense_list(d) for d in dense], dtype=np.float32)
+    vectors = np.asarray([d if isinstance(d, np.ndarray) else dense_list(d) for d in dense], dtype=np.float32)
+    if not np.isfinite(vectors).all():
+        raise ValueError("dense vector must be non-empty and finite")
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return vectors / np.where(norms > 0, norms, 1.0)
 
