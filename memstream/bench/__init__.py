@@ -33,4 +33,5 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "noisy": ("memstream.bench.noisy", "one tenant's flood against another tenant's recall latency"),
     "stages": ("memstream.bench.stages", "the text stages' throughput on synthetic (and LoCoMo) turns, as JSON lines"),
     "store": ("memstream.bench.store", "vector store search latency: filtered dense, sparse and hybrid, as JSON lines"),
+    "idle": ("memstream.bench.idle", "the resident memory of the embedded default at rest, per process"),
 }
