@@ -21,6 +21,7 @@ _.__class__  # producers/connect.py: the client's class swapped in place
 _.caption_justify  # rich Table (cli/top.py)
 _.caption_style
 _.intra_op_num_threads  # onnxruntime SessionOptions (projections/embedders/onnx.py)
+_.enable_cpu_mem_arena  # onnxruntime SessionOptions (projections/embedders/onnx.py)
 _.inter_op_num_threads
 _.execution_mode
 _.graph_optimization_level

@@ -34,4 +34,5 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "stages": ("memstream.bench.stages", "the text stages' throughput on synthetic (and LoCoMo) turns, as JSON lines"),
     "store": ("memstream.bench.store", "vector store search latency: filtered dense, sparse and hybrid, as JSON lines"),
     "paraphrase": ("memstream.bench.paraphrase", "a fleet's paraphrases of a few facts in recall: distinct facts, tokens"),
+    "idle": ("memstream.bench.idle", "the resident memory of the embedded default at rest, per process"),
 }

@@ -26,8 +26,9 @@ from typing import Sequence
 
 import numpy as np
 
+from memstream.projections.embedders.base import release_freed_heap
 from memstream.projections.embedders.bge import PACKAGE, package_files
-from memstream.projections.embedders.onnx import _read_verified, cpu_session, default_threads
+from memstream.projections.embedders.onnx import _read_verified, _verified_path, cpu_session, default_threads
 from memstream.projections.embedders.port import EmbedderError
 
 __all__ = ["CrossEncoder", "RerankerError", "MODEL_ID", "MAX_PAIRS", "shared_cross_encoder"]
@@ -101,7 +102,7 @@ class CrossEncoder:
         self.name = f"cross-encoder:{MODEL_ID}" + ("" if max_length == DEFAULT_MAX_LENGTH else f":max{max_length}")
         try:
             tok_json = _read_verified(Path(tokenizer_path), tokenizer_sha256, "cross-encoder tokenizer")
-            model_bytes = _read_verified(Path(model_path), model_sha256, "cross-encoder model")
+            _verified_path(Path(model_path), model_sha256, "cross-encoder model")
         except RerankerError:
             raise
         except EmbedderError as exc:
@@ -113,7 +114,8 @@ class CrossEncoder:
         self._tokenizer.no_padding()  # the file pads to a fixed 512: each batch is padded to its longest
         self._tokenizer.enable_truncation(max_length=self.max_length)
         try:
-            self._session = cpu_session(model_bytes, self.threads)  # idle threads sleep: it shares the CPUs
+            # from its path (no second copy of the file); idle threads sleep: it shares the CPUs
+            self._session = cpu_session(str(model_path), self.threads)
         except Exception as exc:  # onnxruntime's own exception types
             raise RerankerError(f"onnxruntime cannot load {model_path}: {exc}; {INSTALL_HINT}") from exc
         inputs = {i.name for i in self._session.get_inputs()}
@@ -122,6 +124,7 @@ class CrossEncoder:
             raise RerankerError(f"{model_path} is not a BERT-style cross-encoder (no input {sorted(missing)})")
         self._with_type_ids = "token_type_ids" in inputs
         self._output = self._session.get_outputs()[0].name
+        release_freed_heap()  # what building the session freed
 
     def __repr__(self) -> str:
         return f"CrossEncoder(threads={self.threads}, batch_size={self.batch_size}, max_length={self.max_length})"

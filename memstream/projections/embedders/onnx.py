@@ -20,12 +20,12 @@ import hashlib
 import os
 import threading
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from memstream.core import usable_cpus
-from memstream.projections.embedders.base import as_text_list, l2_normalize
+from memstream.projections.embedders.base import as_text_list, l2_normalize, release_freed_heap
 from memstream.projections.embedders.port import EmbedderError
 
 __all__ = ["OnnxMiniLMEmbedder", "MODEL_ID", "MODEL_SHA256", "TOKENIZER_SHA256", "cpu_session", "default_threads"]
@@ -56,12 +56,37 @@ def _read_verified(path: Path, expected_sha256: str | None, what: str) -> bytes:
         st = path.stat()
     except OSError as exc:
         raise EmbedderError(f"cannot read the {what} at {path}: {exc}; reinstall it or pass its path") from exc
+    _check_digest(path, (st.st_size, st.st_mtime_ns), expected_sha256, what, lambda: hashlib.sha256(data).hexdigest())
+    return data
+
+
+def _verified_path(path: Path, expected_sha256: str | None, what: str) -> tuple[int, int]:
+    """Check the file's sha256 without holding it in memory (read in chunks); its
+    ``(size, mtime_ns)``, for the caller to see that what it loads is what was checked."""
+
+    def digest() -> str:
+        with path.open("rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+
+    try:
+        st = path.stat()
+        stamp = (st.st_size, st.st_mtime_ns)
+        _check_digest(path, stamp, expected_sha256, what, digest)
+    except OSError as exc:
+        raise EmbedderError(f"cannot read the {what} at {path}: {exc}; reinstall it or pass its path") from exc
+    return stamp
+
+
+def _check_digest(
+    path: Path, stamp: tuple[int, int], expected_sha256: str | None, what: str, digest_of: Callable[[], str]
+) -> None:
+    """Raise unless the file's sha256 (``digest_of()``, or the one this process found before) is the expected one."""
     if expected_sha256 is None:
-        return data
-    key = (str(path), st.st_size, st.st_mtime_ns)
+        return
+    key = (str(path), *stamp)
     with _verified_lock:
         known = _verified.get(key)
-    digest = known or hashlib.sha256(data).hexdigest()
+    digest = known or digest_of()
     if digest != expected_sha256.lower():
         raise EmbedderError(
             f"the {what} at {path} has sha256 {digest}, expected {expected_sha256}: the file is "
@@ -70,15 +95,36 @@ def _read_verified(path: Path, expected_sha256: str | None, what: str) -> bytes:
         )
     with _verified_lock:
         _verified[key] = digest
-    return data
 
 
-def cpu_session(model_bytes: bytes, threads: int, *, spin: bool = False) -> Any:
-    """An onnxruntime session of ``model_bytes`` on the CPU provider: ``threads`` intra-op
-    threads, sequential, every graph optimisation, errors only on stderr; idle pool threads
-    sleep instead of busy-waiting unless ``spin`` (the models share 2 cores with the
-    projector loop and the query side, and spinning burns CPU they need). onnxruntime's own
-    exceptions pass through (each caller says what failed)."""
+def _stamp(path: Path) -> tuple[int, int]:
+    try:
+        st = path.stat()
+    except OSError:
+        return (-1, -1)
+    return (st.st_size, st.st_mtime_ns)
+
+
+def _trailing_specials(mask: list[int]) -> int:
+    """How many special tokens end an encoding (``special_tokens_mask``)."""
+    n = 0
+    for flag in reversed(mask):
+        if not flag:
+            break
+        n += 1
+    return n
+
+
+def cpu_session(model: str | bytes, threads: int, *, spin: bool = False) -> Any:
+    """An onnxruntime session of ``model`` (a path: onnxruntime then holds no second copy
+    of the file; or its bytes) on the CPU provider: ``threads`` intra-op threads,
+    sequential, every graph optimisation, errors only on stderr; idle pool threads sleep
+    instead of busy-waiting unless ``spin`` (the models share 2 cores with the projector
+    loop and the query side, and spinning burns CPU they need); no CPU memory arena (the
+    arena keeps the largest batch's buffers for the life of the process, about 600 MB after
+    one batch of 32 long texts, and a query of a few tokens runs as fast without it:
+    BENCHMARKS.md, "Memory of the embedded default"). onnxruntime's own exceptions pass
+    through (each caller says what failed)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -88,7 +134,8 @@ def cpu_session(model_bytes: bytes, threads: int, *, spin: bool = False) -> Any:
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.log_severity_level = 3  # errors only: no warnings on stderr
     opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
-    return ort.InferenceSession(model_bytes, sess_options=opts, providers=["CPUExecutionProvider"])
+    opts.enable_cpu_mem_arena = False
+    return ort.InferenceSession(model, sess_options=opts, providers=["CPUExecutionProvider"])
 
 
 def default_threads() -> int:
@@ -149,20 +196,27 @@ class OnnxMiniLMEmbedder:
 
         tok_json = _read_verified(Path(tokenizer_path or TOKENIZER_PATH), tokenizer_sha256, "tokenizer")
         try:
-            # One tokenizer truncates (for the model), one does not (for count_tokens).
+            # One tokenizer, without truncation: count_tokens needs the whole count, and
+            # embed truncates the ids itself (_truncated), as the tokenizer's own right
+            # truncation of one sequence would (a second tokenizer cost 8 MB).
             self._tokenizer = Tokenizer.from_str(tok_json.decode("utf-8"))
-            self._counter = Tokenizer.from_str(tok_json.decode("utf-8"))
         except Exception as exc:  # tokenizers raises plain Exception on bad JSON
             raise EmbedderError(f"cannot load the tokenizer: {exc}; reinstall memstream") from exc
         self._tokenizer.no_padding()  # the file pads to a fixed 128: we pad per batch
-        self._tokenizer.enable_truncation(max_length=self.max_tokens)
-        self._counter.no_padding()
-        self._counter.no_truncation()
+        self._tokenizer.no_truncation()
+        # the special tokens the post-processor appends after the text ([SEP]): kept on truncation
+        self._tail = _trailing_specials(self._tokenizer.encode("a").special_tokens_mask)
 
-        model_bytes = _read_verified(Path(model_path), model_sha256, "ONNX model")
+        model_file = Path(model_path)
+        stamp = _verified_path(model_file, model_sha256, "ONNX model")
         self.spin = bool(spin)
         try:
-            self._session = cpu_session(model_bytes, self.threads, spin=self.spin)
+            # from its path, not its bytes: onnxruntime then holds no second copy of the file (33 MB)
+            self._session = cpu_session(str(model_file), self.threads, spin=self.spin)
+            if _stamp(model_file) != stamp:
+                raise EmbedderError(f"{model_file} changed while it was loaded; load it again")
+        except EmbedderError:
+            raise
         except Exception as exc:  # onnxruntime's own exception types
             raise EmbedderError(f"onnxruntime cannot load {model_path}: {exc}; reinstall {self.package}") from exc
         inputs = {i.name for i in self._session.get_inputs()}
@@ -171,13 +225,22 @@ class OnnxMiniLMEmbedder:
             raise EmbedderError(f"{model_path} is not a BERT-style encoder (no input {sorted(missing)})")
         self._with_type_ids = "token_type_ids" in inputs
         self._output = self._session.get_outputs()[0].name
+        release_freed_heap()  # what building the session freed (60 MB): the process keeps its peak otherwise
 
     def __repr__(self) -> str:
         return f"OnnxMiniLMEmbedder(threads={self.threads}, batch_size={self.batch_size}, max_length={self.max_tokens})"
 
     def count_tokens(self, text: str) -> int:
         """Model tokens in ``text`` including [CLS] and [SEP], without truncation."""
-        return len(self._counter.encode(text).ids)
+        return len(self._tokenizer.encode(text).ids)
+
+    def _truncated(self, ids: list[int]) -> list[int]:
+        """At most ``max_tokens`` ids: the first ones and the trailing special tokens, as
+        the tokenizer's right truncation of one sequence keeps them."""
+        if len(ids) <= self.max_tokens:
+            return ids
+        keep = self.max_tokens - self._tail
+        return ids[:keep] + ids[len(ids) - self._tail :]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Unit float32 vectors, shape ``(len(texts), 384)``, in input order.
@@ -190,13 +253,19 @@ class OnnxMiniLMEmbedder:
         if n == 0:
             return out
         encodings = self._tokenizer.encode_batch_fast(items)
-        ids = [e.ids for e in encodings]
+        ids = [self._truncated(e.ids) for e in encodings]
         lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=n)
         order = np.argsort(lengths, kind="stable") if self.sort_by_length else np.arange(n)
         for start in range(0, n, self.batch_size):
             rows = order[start : start + self.batch_size]
             out[rows] = self._run(rows, ids, lengths)
+        if int(lengths.sum()) >= self.TRIM_AFTER_TOKENS:
+            release_freed_heap()  # a few ms after a call of this size, which took hundreds
         return out
+
+    # Tokens in one embed call past which the heap it freed is given back (about 50 MB after
+    # 32 texts of 256 tokens); a query's few tokens never pay for it.
+    TRIM_AFTER_TOKENS = 2048
 
     def _run(self, rows: np.ndarray, ids: list[list[int]], lengths: np.ndarray) -> np.ndarray:
         width = int(lengths[rows].max())

