@@ -2,14 +2,15 @@
 #   make run   - create .venv, install memstream (without the test extras), start the embedded memory service
 #   make test  - create .venv, install memstream with its test extras, lint (ruff, ruff format), type-check (mypy),
 #                check the import layers (lint-imports), find dead code (vulture), build the docs site strictly (mkdocs),
-#                pass the suite on every CPU (pytest-xdist; each module's tests on one worker, the slowest modules
+#                pass the suite on two workers a CPU (pytest-xdist; each module's tests on one worker, the slowest modules
 #                first, in a random order whose seed the last line names); its summary lists every skipped test
 #                with the reason (-rs: e.g. no prometheus binary, which .ci/run installs)
 #   make docs  - regenerate the reference pages of docs/ from the code (the CLI's parser, the settings, the
 #                metric families: docs/gen/reference.py) and build the documentation site into build/site
 #   make test-fast - the inner loop: the same checks, then the tests not marked slow (no Valkey, Hermes,
 #                browser or Prometheus; tests/conftest.py says which), the same way
-# PYTEST_XDIST_AUTO_NUM_WORKERS=N sets the number of workers; `make test PARALLEL=` runs the suite in one process
+# WORKERS=N sets the number of workers (twice the CPUs: many tests wait on child processes and servers, see
+# BENCHMARKS.md); `make test PARALLEL=` runs the suite in one process
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -53,7 +54,8 @@ docs: $(STAMP)
 # loadfile: a module's tests go to one worker, so a module-scoped fixture (a server, a Hermes agent) is built
 # once; no-loadscope-reorder: in tests/conftest.py's order, the slowest modules first (xdist would put the
 # modules with the most tests first)
-PARALLEL := -n auto --dist loadfile --no-loadscope-reorder
+WORKERS ?= $(shell $(PYTHON) -c 'import os; print(2 * (os.cpu_count() or 1))')
+PARALLEL := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: lint
 	$(BIN)/python -m pytest -q -rs $(PARALLEL)

@@ -57,5 +57,6 @@ pytest_terminal_summary
 _ctrl_c_as_on_a_terminal  # autouse fixtures (tests/conftest.py)
 _isolated_env
 _structlog_defaults
+_pipelines_stopped
 _own_tempdir  # autouse (tests/bench/test_bench_fleet.py)
 c_time_locale  # a fixture requested by name (tests/projections/test_turns.py)

@@ -9,6 +9,7 @@ import fakeredis
 import pytest
 import redis
 import structlog
+from pipeline_support import stop_made
 
 from memstream.core.settings import Settings
 from memstream.producers.stream import EventLog
@@ -16,9 +17,11 @@ from memstream.service.valkey import ValkeyProcess
 
 # what starts a real server, browser or agent environment is slow by nature
 SLOW_MARKERS = ("valkey", "hermes", "browser", "prometheus", "py314")
-# and the slowest of the rest, by node id: each took 7-50 s in
+# and the slowest of the rest, by node id (a name without its [parameters] is every case of
+# that test): each took 7-50 s in
 # `pytest -m "not slow" -n 2 --durations=60` on the loaded 2-CPU machine (a real service, TLS
-# servers, a wheel build, or hypothesis at its CI examples; `make test` and `make fuzz` run them)
+# servers, a wheel build, or hypothesis at its CI examples; `make test` and `make fuzz` run them);
+# the linear-time guard is 296 cases of a 256 KiB text, 20 s of CPU in all (14% of the fast subset's)
 SLOW = frozenset(
     {
         "tests/bench/test_bench_queries.py::test_the_query_transport_bench_measures_both_transports",
@@ -41,6 +44,7 @@ SLOW = frozenset(
         "tests/provider/test_tools_fuzz.py::test_any_tool_call_answers_strict_json_without_a_service[fakeredis]",
         "tests/provider/test_tools_fuzz.py::test_no_hook_raises_whatever_it_is_given[fakeredis]",
         "tests/query/test_query_protocol.py::test_any_request_is_answered_or_refused_and_handlers_see_only_valid_ones",
+        "tests/text/test_text_linear.py::test_every_stage_finishes_an_adversarial_256k_text_within_the_bound",
         "tests/service/test_dashboard.py::test_the_page_and_its_files_ship_in_the_wheel_a_non_editable_install_installs",
         "tests/workers/test_untrusted_entries.py::test_any_stream_entry_is_applied_skipped_or_dead_lettered_and_the_next_good_event_flows",
     }
@@ -66,7 +70,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if hasattr(getattr(item, "obj", None), "hypothesis"):
             item.add_marker(pytest.mark.property)
-        if item.nodeid in SLOW or any(item.get_closest_marker(name) for name in SLOW_MARKERS):
+        if (
+            item.nodeid in SLOW
+            or item.nodeid.split("[")[0] in SLOW
+            or any(item.get_closest_marker(name) for name in SLOW_MARKERS)
+        ):
             item.add_marker(pytest.mark.slow)
     # a module moves as a whole (its module-scoped fixtures are built once in one process too),
     # ranked by its slowest test; the sort is stable: the shuffled order within each rank stays
@@ -109,6 +117,15 @@ def _isolated_env(tmp_path, monkeypatch):
     monkeypatch.delenv("MEMSTREAM_TENANT", raising=False)
     # a Hermes home that does not exist: doctor must not judge the developer's ~/.hermes
     monkeypatch.setenv("HERMES_HOME", str(tmp_path / "no-hermes-home"))
+
+
+@pytest.fixture(autouse=True)
+def _pipelines_stopped():
+    """Every pipeline a test built with ``make_pipeline`` is stopped when the test ends, its
+    store closed: one dropped open left its lock file to the garbage collector, whose
+    ResourceWarning then fell in whichever test ran next."""
+    yield
+    stop_made()
 
 
 @pytest.fixture(autouse=True)

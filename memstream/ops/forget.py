@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import redis
@@ -42,7 +42,9 @@ from memstream.producers import (
     decode,
     history,
 )
-from memstream.workers import Doomed, ErasureError, count_removed, plan, rewrite_append_only_file
+
+if TYPE_CHECKING:  # the workers are imported when a forget runs: every command imports this module
+    from memstream.workers import Doomed
 
 __all__ = ["Selector", "forget"]
 
@@ -142,6 +144,8 @@ def forget(
     ``tombstones`` appended, ``projections`` (whether every group applied them within
     ``wait`` seconds), ``aof`` (what was done about Redis's files) and ``notes`` (what an
     operator must still do). ``CommandError`` when the log or the archive cannot be read."""
+    from memstream.workers import ErasureError, count_removed, plan, rewrite_append_only_file
+
     eventlog = connect(settings)
     client = eventlog.client
     archive = Archive(settings.archive_path)
@@ -220,6 +224,8 @@ def forget(
 def _scan(eventlog: EventLog, archive: Archive, selector: Selector, tombstoned: set[tuple[str, str]]) -> tuple[Doomed, set[str]]:
     """The entries ``selector`` names; and the ids of those that are no valid event but
     name one of ``selector.events`` in their id field."""
+    from memstream.workers import Doomed
+
     found = Doomed()
     raw_ids: set[str] = set()
     watermark = archive.watermark()

@@ -81,11 +81,25 @@ def pipeline_settings(home: Path, **overrides) -> Settings:
     return Settings.load(home=str(home), embedder="hash", autostart=False, **overrides)
 
 
+# the pipelines make_pipeline built in the running test; the autouse fixture of tests/conftest.py
+# stops them at its end (stop_made), so a test that drops one leaves no store lock file or
+# thread behind for the garbage collector to find in a later test
+_MADE: list = []
+
+
 def make_pipeline(home: Path, eventlog: EventLog, consumer: str = "w1", **config):
     from memstream.workers.pipeline import Pipeline, PipelineConfig
 
     settings = pipeline_settings(home, stream_prefix=eventlog.prefix, shards=eventlog.shards)
-    return Pipeline(settings, eventlog, PipelineConfig(embedder="hash", consumer=consumer, **config))
+    pipeline = Pipeline(settings, eventlog, PipelineConfig(embedder="hash", consumer=consumer, **config))
+    _MADE.append(pipeline)
+    return pipeline
+
+
+def stop_made() -> None:
+    """Stops every pipeline make_pipeline built since the last call (stopping twice is harmless)."""
+    while _MADE:
+        _MADE.pop().stop(timeout=5.0)
 
 
 def points(store, collection: str, tenant: str, **narrow) -> list[Point]:

@@ -117,7 +117,20 @@ def fake():
 @pytest.fixture(params=["openai", "ollama"])
 def remote(request, fake):
     base = fake.url + "/v1" if request.param == "openai" else fake.url
-    return get_embedder(request.param, base_url=base, model="fake-embed", dim=8, batch_size=3, timeout=0.5)
+    embedder = get_embedder(request.param, base_url=base, model="fake-embed", dim=8, batch_size=3, timeout=0.5)
+    yield embedder
+    embedder.close()
+
+
+@pytest.fixture
+def own(request):
+    """Closes the embedder it is given when the test ends (its HTTP client's connections)."""
+
+    def closed_after(embedder):
+        request.addfinalizer(embedder.close)
+        return embedder
+
+    return closed_after
 
 
 def test_remote_vectors_are_normalised_and_in_input_order(remote, fake):
@@ -130,34 +143,34 @@ def test_remote_vectors_are_normalised_and_in_input_order(remote, fake):
     assert all(r["body"]["model"] == "fake-embed" for r in fake.requests)
 
 
-def test_openai_requests_go_to_embeddings_with_the_api_key(fake):
-    e = OpenAIEmbedder(base_url=fake.url + "/v1/", model="m", api_key="sk-test", dim=8)
+def test_openai_requests_go_to_embeddings_with_the_api_key(fake, own):
+    e = own(OpenAIEmbedder(base_url=fake.url + "/v1/", model="m", api_key="sk-test", dim=8))
     e.embed(["a"])
     assert fake.requests[0]["path"] == "/v1/embeddings"
     assert fake.requests[0]["auth"] == "Bearer sk-test"
     assert fake.requests[0]["body"] == {"model": "m", "input": ["a"]}
 
 
-def test_openai_items_are_put_back_in_index_order(fake):
+def test_openai_items_are_put_back_in_index_order(fake, own):
     fake.mode = "shuffled"
-    e = OpenAIEmbedder(base_url=fake.url + "/v1", model="m", dim=8)
+    e = own(OpenAIEmbedder(base_url=fake.url + "/v1", model="m", dim=8))
     np.testing.assert_allclose(e.embed(["x", "y", "z"]), HashEmbedder(dim=8).embed(["x", "y", "z"]), atol=1e-6)
 
 
-def test_ollama_requests_go_to_api_embed_without_a_key(fake):
-    OllamaEmbedder(base_url=fake.url, model="all-minilm", dim=8).embed(["a", "b"])
+def test_ollama_requests_go_to_api_embed_without_a_key(fake, own):
+    own(OllamaEmbedder(base_url=fake.url, model="all-minilm", dim=8)).embed(["a", "b"])
     r = fake.requests[0]
     assert r["path"] == "/api/embed" and r["auth"] is None
     assert r["body"] == {"model": "all-minilm", "input": ["a", "b"], "truncate": True}
 
 
-def test_configuration_comes_from_the_environment_through_the_settings(fake, monkeypatch):
+def test_configuration_comes_from_the_environment_through_the_settings(fake, monkeypatch, own):
     monkeypatch.setenv("MEMSTREAM_EMBED_URL", fake.url + "/v1")
     monkeypatch.setenv("MEMSTREAM_EMBED_MODEL", "env-model")
     monkeypatch.setenv("MEMSTREAM_EMBED_API_KEY", "sk-env")
     monkeypatch.setenv("MEMSTREAM_EMBED_DIM", "8")
     settings = Settings.load()
-    e = configured_embedder(settings, "openai")
+    e = own(configured_embedder(settings, "openai"))
     assert e.name == "openai:env-model" and e.dim == 8
     e.embed(["a"])
     assert fake.requests[0]["auth"] == "Bearer sk-env"
@@ -169,23 +182,23 @@ def test_configuration_comes_from_the_environment_through_the_settings(fake, mon
     }
 
 
-def test_a_model_named_in_the_spec_wins_over_the_model_setting(fake):
+def test_a_model_named_in_the_spec_wins_over_the_model_setting(fake, own):
     settings = Settings(embed_url=fake.url, embed_model="setting-model", embed_dim=8)
-    assert configured_embedder(settings, "ollama:spec-model").name == "ollama:spec-model"
-    assert configured_embedder(settings, "ollama").name == "ollama:setting-model"
+    assert own(configured_embedder(settings, "ollama:spec-model")).name == "ollama:spec-model"
+    assert own(configured_embedder(settings, "ollama")).name == "ollama:setting-model"
     assert describe_embedder(settings, "ollama:spec-model")["model"] == "spec-model"
 
 
-def test_the_embedders_read_no_environment(fake, monkeypatch):
+def test_the_embedders_read_no_environment(fake, monkeypatch, own):
     monkeypatch.setenv("MEMSTREAM_EMBED_URL", "http://127.0.0.1:9/never")
     monkeypatch.setenv("MEMSTREAM_EMBED_MODEL", "env-model")
     monkeypatch.setenv("MEMSTREAM_EMBED_DIM", "not a number")
-    e = get_embedder("ollama", base_url=fake.url)
+    e = own(get_embedder("ollama", base_url=fake.url))
     assert e.name == "ollama:nomic-embed-text" and e.url == fake.url + "/api/embed"
 
 
-def test_unknown_dim_is_learnt_from_one_probe(fake):
-    e = OllamaEmbedder(base_url=fake.url, model="m")
+def test_unknown_dim_is_learnt_from_one_probe(fake, own):
+    e = own(OllamaEmbedder(base_url=fake.url, model="m"))
     assert e.dim == 8
     assert len(fake.requests) == 1
     assert e.embed([]).shape == (0, 8) and len(fake.requests) == 1
@@ -210,10 +223,10 @@ def test_a_rejected_key_is_permanent_and_points_at_the_key(remote, fake):
     assert not isinstance(err.value, EmbedderUnavailable)
 
 
-def test_an_unknown_model_or_path_points_at_url_and_model(fake):
+def test_an_unknown_model_or_path_points_at_url_and_model(fake, own):
     fake.mode = "http404"
     with pytest.raises(EmbedderError, match="ollama pull"):
-        OllamaEmbedder(base_url=fake.url, model="nope", dim=8).embed(["a"])
+        own(OllamaEmbedder(base_url=fake.url, model="nope", dim=8)).embed(["a"])
 
 
 def test_vectors_of_the_wrong_size_are_refused(remote, fake):
@@ -241,13 +254,13 @@ def test_a_slow_server_times_out_as_transient(remote, fake):
         remote.embed(["a"])
 
 
-def test_an_unreachable_server_is_transient_and_names_the_url():
+def test_an_unreachable_server_is_transient_and_names_the_url(own):
     import socket
 
     with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    e = OpenAIEmbedder(base_url=f"http://127.0.0.1:{port}/v1", model="m", dim=8, timeout=2)
+    e = own(OpenAIEmbedder(base_url=f"http://127.0.0.1:{port}/v1", model="m", dim=8, timeout=2))
     with pytest.raises(EmbedderUnavailable, match=f"cannot reach http://127.0.0.1:{port}/v1/embeddings"):
         e.embed(["a"])
 
@@ -265,8 +278,8 @@ def test_check_dim_against_a_remote_model(remote):
         check_dim(remote, 384, "turns_v1")
 
 
-def test_one_embedder_keeps_its_connection_alive_across_batches(fake):
-    e = OpenAIEmbedder(base_url=fake.url + "/v1", model="m", dim=8, batch_size=2)
+def test_one_embedder_keeps_its_connection_alive_across_batches(fake, own):
+    e = own(OpenAIEmbedder(base_url=fake.url + "/v1", model="m", dim=8, batch_size=2))
     e.embed([f"t{i}" for i in range(6)])
     e.embed(["again"])
     assert len(fake.requests) == 4
@@ -290,18 +303,18 @@ def test_a_server_that_hangs_up_without_answering_is_transient(remote, fake):
         remote.embed(["a"])
 
 
-def test_a_url_without_http_is_a_configuration_error():
-    e = OllamaEmbedder(base_url="localhost:11434", model="m", dim=8)
+def test_a_url_without_http_is_a_configuration_error(own):
+    e = own(OllamaEmbedder(base_url="localhost:11434", model="m", dim=8))
     with pytest.raises(EmbedderError, match="not an http\\(s\\) URL.*MEMSTREAM_EMBED_URL") as err:
         e.embed(["a"])
     assert not isinstance(err.value, EmbedderUnavailable)
 
 
-def test_the_api_key_is_never_logged_nor_in_an_error(fake, caplog):
+def test_the_api_key_is_never_logged_nor_in_an_error(fake, caplog, own):
     import logging
 
     key = "sk-never-log-this-key"
-    e = OpenAIEmbedder(base_url=fake.url + "/v1", model="m", api_key=key, dim=8)
+    e = own(OpenAIEmbedder(base_url=fake.url + "/v1", model="m", api_key=key, dim=8))
     with caplog.at_level(logging.DEBUG):  # every logger, httpx's and httpcore's too
         e.embed(["a"])
         for mode in ("http401", "http500", "redirect", "hangup"):
