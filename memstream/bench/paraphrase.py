@@ -30,8 +30,9 @@ from typing import Any
 from memstream.bench.command import show
 from memstream.bench.paraphrase_set import fleet_set
 from memstream.bench.stats import machine, percentile
-from memstream.core import Settings, new_event_id
-from memstream.producers import EventLog, MemoryRemembered, Scope, redis_client
+from memstream.bench.workload import query_pipeline
+from memstream.core import new_event_id
+from memstream.producers import MemoryRemembered, Scope
 from memstream.service import ValkeyProcess
 
 __all__ = ["add_arguments", "paraphrase", "run"]
@@ -73,7 +74,6 @@ def paraphrase(
     from memstream.provider.block import format_block
     from memstream.query import RecallRequest, ask
     from memstream.text import prompt_tokens
-    from memstream.workers import Pipeline, PipelineConfig
 
     memories, questions = fleet_set(part, agents)
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-paraphrase-"))
@@ -90,11 +90,7 @@ def paraphrase(
         "runs": [],
     }
     try:
-        settings = Settings.load(home=str(root / "home"), redis_url=server.url, autostart=False, embedder=embedder)
-        client = redis_client(server.url, timeout=60)
-        log = EventLog(client, settings.stream_prefix, settings.shards)
-        pipeline = Pipeline(settings, log, PipelineConfig(embedder=embedder, consumer="bench"))
-        pipeline.queries.start()
+        settings, client, log, pipeline = query_pipeline(root, server.url, embedder, timeout=60)
         fact_of: dict[str, str] = {}
         writers = {m.fact: 0 for m in memories}
         events = []

@@ -3,7 +3,8 @@ metrics, replay), texts from LoCoMo's turns or generated agent-style turns, ``Tu
 events of them, the settings of a pipeline under test, and which turns the turns projection
 keeps; for the read benchmarks (prefetch, reads, noisy, fleet), generated memories of a
 team's systems (``memory_text``, ``append_memories``) and questions about them
-(``question``: 60 that repeat, ``fresh_question``: new each time)."""
+(``question``: 60 that repeat, ``fresh_question``: new each time); a pipeline answering
+queries on a bench's own Valkey (``query_pipeline``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ from memstream.core import Settings, new_event_id
 from memstream.producers import EventLog, MemoryRemembered, Scope, TurnRecorded, utcnow
 
 if TYPE_CHECKING:
+    import redis
+
     from memstream.text import BoilerplateFilter
+    from memstream.workers import Pipeline
 
 
 DEFAULT_DATA = "/work/shared/datasets/locomo/locomo10_turns.jsonl"
@@ -79,6 +83,22 @@ def pipeline_settings(root: Path, url: str, prefix: str, embedder: str) -> Setti
         embedder=embedder,
         embed_threads=Settings.load().embed_threads,
     ).validated()
+
+
+def query_pipeline(
+    root: Path, url: str, embedder: str, *, timeout: float = 30.0
+) -> tuple[Settings, redis.Redis, EventLog, Pipeline]:
+    """The settings (``root``'s home, the server at ``url``, ``embedder``), a client, the log
+    and a pipeline (consumer ``bench``) of a read benchmark, its query server started."""
+    from memstream.producers import redis_client
+    from memstream.workers import Pipeline, PipelineConfig
+
+    loaded = Settings.load(home=str(root / "home"), redis_url=url, autostart=False, embedder=embedder)
+    client = redis_client(url, timeout=timeout)
+    log = EventLog(client, loaded.stream_prefix, loaded.shards)
+    pipeline = Pipeline(loaded, log, PipelineConfig(embedder=embedder, consumer="bench"))
+    pipeline.queries.start()
+    return loaded, client, log, pipeline
 
 
 def substantive_turn(event: TurnRecorded, boilerplate: BoilerplateFilter) -> bool:

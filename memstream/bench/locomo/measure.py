@@ -15,8 +15,9 @@ from typing import Any, Callable
 from memstream.bench.locomo.data import SPLITS, BenchDataError, load, parse_when, unit_text
 from memstream.bench.locomo.paths import PATHS, rerank_grid, run_path, run_paths
 from memstream.bench.locomo.scoring import BM25, paired, question_key, recall_metrics
-from memstream.core import Settings, new_event_id
-from memstream.producers import EventLog, Scope, TurnRecorded, redis_client
+from memstream.bench.workload import query_pipeline
+from memstream.core import new_event_id
+from memstream.producers import Scope, TurnRecorded
 from memstream.service import ValkeyProcess
 
 # issue 29's, per path (test split, categories 1-4): a minimum of each recall, a maximum of p95
@@ -49,7 +50,7 @@ def locomo(
 
     from memstream.projections import TurnsProjection, configured_embedder
     from memstream.query import Request, ask
-    from memstream.workers import Consumer, Pipeline, PipelineConfig
+    from memstream.workers import Consumer
 
     if compare is not None:
         try:
@@ -74,11 +75,7 @@ def locomo(
         "targets": TARGETS,
     }
     try:
-        settings = Settings.load(home=str(root / "home"), redis_url=server.url, autostart=False, embedder=embedder)
-        client = redis_client(server.url, timeout=60)
-        log = EventLog(client, settings.stream_prefix, settings.shards)
-        pipeline = Pipeline(settings, log, PipelineConfig(embedder=embedder, consumer="bench"))
-        pipeline.queries.start()
+        settings, client, log, pipeline = query_pipeline(root, server.url, embedder, timeout=60)
         event_to_dia: dict[str, str] = {}
         events = []
         seq: Counter[tuple[Any, Any]] = Counter()
