@@ -71,7 +71,7 @@ def paraphrase(
     part: str = "held_out", agents: int = 50, embedder: str = "bge-small", similarity: list[float] | None = None, rounds: int = 3
 ) -> dict[str, Any]:
     """The benchmark (see the module docstring)."""
-    from memstream.provider.block import format_block
+    from memstream.provider import format_block
     from memstream.query import RecallRequest, ask
     from memstream.text import prompt_tokens
 

@@ -3,10 +3,12 @@
 A thin shell over ``producers``: hooks append events, nothing else.
 """
 
+from memstream.provider.block import format_block
 from memstream.provider.provider import MemstreamProvider, register, resolve_agent
 
 __all__ = [
     "MemstreamProvider",
+    "format_block",
     "register",
     "resolve_agent",
 ]

@@ -20,6 +20,7 @@ from memstream.query.client import (
     tenant_channel,
 )
 from memstream.query.protocol import (
+    AGREE,
     MAX_ENVELOPE_BYTES,
     MAX_QUERY_CHARS,
     OPS,
@@ -52,6 +53,7 @@ from memstream.query.protocol import (
 if TYPE_CHECKING:
     from memstream.query.ops import ReadOps
     from memstream.query.ranking import Searcher
+    from memstream.query.rerank import PASSAGE_CHARS, combine
     from memstream.query.server import QueryServer
     from memstream.query.versions import ActiveVersions, FixedVersions
 
@@ -63,6 +65,7 @@ __all__ = [
     "operator_channel",
     "reply_key",
     "tenant_channel",
+    "AGREE",
     "MAX_ENVELOPE_BYTES",
     "MAX_QUERY_CHARS",
     "OPS",
@@ -95,6 +98,8 @@ __all__ = [
     "Searcher",
     "ActiveVersions",
     "FixedVersions",
+    "PASSAGE_CHARS",
+    "combine",
 ]
 
 _LAZY = {  # the server side: stores, embedders, ranking
@@ -103,6 +108,8 @@ _LAZY = {  # the server side: stores, embedders, ranking
     "Searcher": "memstream.query.ranking",
     "ActiveVersions": "memstream.query.versions",
     "FixedVersions": "memstream.query.versions",
+    "PASSAGE_CHARS": "memstream.query.rerank",
+    "combine": "memstream.query.rerank",
 }
 
 __getattr__ = lazy_exports(__name__, _LAZY)

@@ -25,16 +25,17 @@ Ranking (each step measured on the LoCoMo dev split, see BENCHMARKS.md):
    (``FactsTable.facts_of_events``), followed to the current fact of their slot unless
    ``history``; a fact scores as the hit it came from;
 6. diversity: items with the same normalised text (a memory repeating the turn it came
-   from, the same sentence said twice) and items of one collection whose dense vectors
-   are within ``COLLAPSE_SIMILARITY`` cosine of one already taken from another agent (a
-   fleet's agents writing the same fact in their own words) are collapsed into one:
+   from, the same sentence said twice) and memories whose dense vectors are within
+   ``COLLAPSE_SIMILARITY`` cosine of one already taken from another agent (a fleet's
+   agents writing the same fact in their own words) are collapsed into one:
    shown at the best one's place and score, with the newest one's text, and ``agree``,
-   how many agents wrote it, when more than one did. One agent's own items are never
-   collapsed by their vectors (two alike turns of one conversation are two moments of
-   it, each with its neighbours: LoCoMo's multi-hop answers need both). Vectors are
-   compared within one collection only (one version: one model's space), within one
-   search (one tenant, one scope), for its best ``COLLAPSE_WINDOW`` times k matches (the
-   vectors the store holds, read once per collection for a batch).
+   how many agents wrote it, when more than one did. Turns are never collapsed by their
+   vectors (two alike turns, of one conversation or of two agents', are two moments, each
+   with its neighbours: LoCoMo's multi-hop answers need both), nor one agent's own
+   memories. Vectors are compared within one collection only (one version: one model's
+   space), within one search (one tenant, one scope), for its best ``COLLAPSE_WINDOW``
+   times k matching memories (the vectors the store holds, read once per collection for
+   a batch).
 
 The score an item shows is its ranking score divided by ``SCORE_MAX``, the most that steps
 1-4 can give anything: in [0, 1] for every kind, and ordered as the ranking is (a fact
@@ -353,14 +354,18 @@ class Searcher:
 
     def _vectors(self, plans: list[_Plan]) -> dict[str, np.ndarray]:
         """Item id -> the unit dense vector of its best point, for each plan's best
-        ``COLLAPSE_WINDOW`` times k turns and memories that are matches: one read per
+        ``COLLAPSE_WINDOW`` times k memories that are matches (a turn is a moment of one
+        conversation, never folded into another agent's): one read per
         collection for the whole batch; none for a plan whose matches are all one agent's
         (nothing of it can collapse by vector)."""
         import numpy as np
 
         wanted: dict[str, dict[str, str]] = {}  # collection -> point id -> item id
         for plan in plans:
-            matches = sorted(((sc, i) for sc, i in plan.scored if sc > 0.0 and i["id"] in plan.points), key=lambda m: -m[0])
+            matches = sorted(
+                ((sc, i) for sc, i in plan.scored if sc > 0.0 and i.get("kind") == "memory" and i["id"] in plan.points),
+                key=lambda m: -m[0],
+            )
             matches = matches[: COLLAPSE_WINDOW * plan.ask.k]
             if len({item.get("agent") for _, item in matches}) < 2:
                 continue

@@ -34,7 +34,7 @@ from memstream.bench.locomo.measure import TARGETS, locomo
 from memstream.bench.locomo.paths import PATHS
 from memstream.bench.locomo.report import format_compare, format_locomo
 from memstream.bench.locomo.scoring import BM25, paired, paired_runs
-from memstream.core.argtypes import int_between
+from memstream.core import argtypes
 from memstream.query import most
 
 __all__ = [
@@ -73,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--rerank-candidates",
-        type=int_between(2, most("search", "rerank_candidates")),
+        type=argtypes.int_between(2, most("search", "rerank_candidates")),
         default=None,
         help="how many of the ranking's best the search+rerank path reranks (default: the protocol's, 30)",
     )

@@ -95,7 +95,7 @@ def rerank_grid(
     """Recall of every (candidate count, weight) of the rerank on the same candidates (the
     best 50 of ``search``, scored once; ``against``: the rows each is paired with)."""
     from memstream.projections import shared_cross_encoder
-    from memstream.query.rerank import PASSAGE_CHARS, combine
+    from memstream.query import PASSAGE_CHARS, combine
 
     encoder = shared_cross_encoder()
     scored = []

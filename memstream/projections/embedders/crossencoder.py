@@ -28,7 +28,7 @@ import numpy as np
 
 from memstream.projections.embedders.base import release_freed_heap
 from memstream.projections.embedders.bge import PACKAGE, package_files
-from memstream.projections.embedders.onnx import _read_verified, _verified_path, cpu_session, default_threads
+from memstream.projections.embedders.onnx import cpu_session, default_threads, read_verified, verified_path
 from memstream.projections.embedders.port import EmbedderError
 
 __all__ = ["CrossEncoder", "RerankerError", "MODEL_ID", "MAX_PAIRS", "shared_cross_encoder"]
@@ -101,8 +101,8 @@ class CrossEncoder:
         self.threads = int(threads) if threads else default_threads()
         self.name = f"cross-encoder:{MODEL_ID}" + ("" if max_length == DEFAULT_MAX_LENGTH else f":max{max_length}")
         try:
-            tok_json = _read_verified(Path(tokenizer_path), tokenizer_sha256, "cross-encoder tokenizer")
-            _verified_path(Path(model_path), model_sha256, "cross-encoder model")
+            tok_json = read_verified(Path(tokenizer_path), tokenizer_sha256, "cross-encoder tokenizer")
+            verified_path(Path(model_path), model_sha256, "cross-encoder model")
         except RerankerError:
             raise
         except EmbedderError as exc:

