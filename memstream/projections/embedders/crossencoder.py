@@ -26,9 +26,8 @@ from typing import Sequence
 
 import numpy as np
 
-from memstream.projections.embedders.base import release_freed_heap
 from memstream.projections.embedders.bge import PACKAGE, package_files
-from memstream.projections.embedders.onnx import cpu_session, default_threads, read_verified, verified_path
+from memstream.projections.embedders.onnx import bert_session, default_threads, read_verified
 from memstream.projections.embedders.port import EmbedderError
 
 __all__ = ["CrossEncoder", "RerankerError", "MODEL_ID", "MAX_PAIRS", "shared_cross_encoder"]
@@ -102,7 +101,11 @@ class CrossEncoder:
         self.name = f"cross-encoder:{MODEL_ID}" + ("" if max_length == DEFAULT_MAX_LENGTH else f":max{max_length}")
         try:
             tok_json = read_verified(Path(tokenizer_path), tokenizer_sha256, "cross-encoder tokenizer")
-            verified_path(Path(model_path), model_sha256, "cross-encoder model")
+            # from its path (no second copy of the file), checked against its sha256 and refused if
+            # it changed meanwhile; idle threads sleep: it shares the CPUs
+            self._session, self._with_type_ids, self._output = bert_session(
+                Path(model_path), model_sha256, "cross-encoder model", self.threads, hint=INSTALL_HINT
+            )
         except RerankerError:
             raise
         except EmbedderError as exc:
@@ -113,18 +116,6 @@ class CrossEncoder:
             raise RerankerError(f"cannot load the cross-encoder's tokenizer: {exc}; {INSTALL_HINT}") from exc
         self._tokenizer.no_padding()  # the file pads to a fixed 512: each batch is padded to its longest
         self._tokenizer.enable_truncation(max_length=self.max_length)
-        try:
-            # from its path (no second copy of the file); idle threads sleep: it shares the CPUs
-            self._session = cpu_session(str(model_path), self.threads)
-        except Exception as exc:  # onnxruntime's own exception types
-            raise RerankerError(f"onnxruntime cannot load {model_path}: {exc}; {INSTALL_HINT}") from exc
-        inputs = {i.name for i in self._session.get_inputs()}
-        missing = {"input_ids", "attention_mask"} - inputs
-        if missing:
-            raise RerankerError(f"{model_path} is not a BERT-style cross-encoder (no input {sorted(missing)})")
-        self._with_type_ids = "token_type_ids" in inputs
-        self._output = self._session.get_outputs()[0].name
-        release_freed_heap()  # what building the session freed
 
     def __repr__(self) -> str:
         return f"CrossEncoder(threads={self.threads}, batch_size={self.batch_size}, max_length={self.max_length})"

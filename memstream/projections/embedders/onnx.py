@@ -33,6 +33,7 @@ __all__ = [
     "MODEL_ID",
     "MODEL_SHA256",
     "TOKENIZER_SHA256",
+    "bert_session",
     "cpu_session",
     "default_threads",
     "read_verified",
@@ -124,9 +125,9 @@ def _trailing_specials(mask: list[int]) -> int:
     return n
 
 
-def cpu_session(model: str | bytes, threads: int, *, spin: bool = False) -> Any:
-    """An onnxruntime session of ``model`` (a path: onnxruntime then holds no second copy
-    of the file; or its bytes) on the CPU provider: ``threads`` intra-op threads,
+def cpu_session(model_path: str, threads: int, *, spin: bool = False) -> Any:
+    """An onnxruntime session of the model at ``model_path`` (from its path, not its bytes:
+    onnxruntime then holds no second copy of the file) on the CPU provider: ``threads`` intra-op threads,
     sequential, every graph optimisation, errors only on stderr; idle pool threads sleep
     instead of busy-waiting unless ``spin`` (the models share 2 cores with the projector
     loop and the query side, and spinning burns CPU they need); no CPU memory arena (the
@@ -144,7 +145,30 @@ def cpu_session(model: str | bytes, threads: int, *, spin: bool = False) -> Any:
     opts.log_severity_level = 3  # errors only: no warnings on stderr
     opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
     opts.enable_cpu_mem_arena = False
-    return ort.InferenceSession(model, sess_options=opts, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model_path, sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+def bert_session(
+    model_path: Path, expected_sha256: str | None, what: str, threads: int, *, hint: str, spin: bool = False
+) -> tuple[Any, bool, str]:
+    """The session of the BERT-style ONNX model at ``model_path`` (``cpu_session``), with
+    whether it takes ``token_type_ids`` and the name of its first output: the file's sha256
+    checked first (in chunks, ``verified_path``), the session built from its path, and the
+    file refused if it changed meanwhile, so what runs is what was checked. The heap the
+    build freed is given back. ``EmbedderError`` (``hint`` says what to do) on any failure."""
+    stamp = verified_path(model_path, expected_sha256, what)
+    try:
+        session = cpu_session(str(model_path), threads, spin=spin)
+    except Exception as exc:  # onnxruntime's own exception types
+        raise EmbedderError(f"onnxruntime cannot load {model_path}: {exc}; {hint}") from exc
+    if _stamp(model_path) != stamp:
+        raise EmbedderError(f"{model_path} changed while it was loaded; load it again")
+    inputs = {i.name for i in session.get_inputs()}
+    missing = {"input_ids", "attention_mask"} - inputs
+    if missing:
+        raise EmbedderError(f"{model_path} is not a BERT-style {what} (no input {sorted(missing)})")
+    release_freed_heap()  # what building the session freed (60 MB): the process keeps its peak otherwise
+    return session, "token_type_ids" in inputs, session.get_outputs()[0].name
 
 
 def default_threads() -> int:
@@ -216,25 +240,10 @@ class OnnxMiniLMEmbedder:
         # the special tokens the post-processor appends after the text ([SEP]): kept on truncation
         self._tail = _trailing_specials(self._tokenizer.encode("a").special_tokens_mask)
 
-        model_file = Path(model_path)
-        stamp = verified_path(model_file, model_sha256, "ONNX model")
         self.spin = bool(spin)
-        try:
-            # from its path, not its bytes: onnxruntime then holds no second copy of the file (33 MB)
-            self._session = cpu_session(str(model_file), self.threads, spin=self.spin)
-            if _stamp(model_file) != stamp:
-                raise EmbedderError(f"{model_file} changed while it was loaded; load it again")
-        except EmbedderError:
-            raise
-        except Exception as exc:  # onnxruntime's own exception types
-            raise EmbedderError(f"onnxruntime cannot load {model_path}: {exc}; reinstall {self.package}") from exc
-        inputs = {i.name for i in self._session.get_inputs()}
-        missing = {"input_ids", "attention_mask"} - inputs
-        if missing:
-            raise EmbedderError(f"{model_path} is not a BERT-style encoder (no input {sorted(missing)})")
-        self._with_type_ids = "token_type_ids" in inputs
-        self._output = self._session.get_outputs()[0].name
-        release_freed_heap()  # what building the session freed (60 MB): the process keeps its peak otherwise
+        self._session, self._with_type_ids, self._output = bert_session(
+            Path(model_path), model_sha256, "ONNX model", self.threads, hint=f"reinstall {self.package}", spin=self.spin
+        )
 
     def __repr__(self) -> str:
         return f"OnnxMiniLMEmbedder(threads={self.threads}, batch_size={self.batch_size}, max_length={self.max_tokens})"
