@@ -564,10 +564,12 @@ class EdgeStore:
                 request = self._request(q)
                 if request is not None:
                     engine.append((i, request))
+        # before the gate: building the copy takes the write lock, which is taken before the gate
+        # (as every write and a compaction take them)
+        scopes = self._dense_scopes(shard) if by_scope else None
         generation = shard.payloads.generation
         with shard.gate.use(shard.name), _translated(shard.name):
-            if by_scope:
-                scopes = self._dense_scopes(shard)
+            if scopes is not None:
                 for (f, limit), at in by_scope.items():
                     # the searches of one scope in one pass over its matrix
                     for i, found in zip(at, scopes.search(f, _unit([searches[i].dense for i in at]), limit)):
@@ -582,11 +584,13 @@ class EdgeStore:
 
     def _dense_scopes(self, shard: _Shard) -> DenseScopes:
         """The shard's dense vectors by scope, built from the engine if not yet (under the
-        write lock: no write comes in between the read and its keeping)."""
+        write lock, then the gate, in the order of every write and of a compaction: no write
+        comes in between the read and its keeping). Called outside the gate: a compaction
+        holding the write lock waits for the calls in the gate to end."""
         scopes = shard.dense
         if scopes is not None:
             return scopes
-        with shard.write_lock:
+        with shard.write_lock, shard.gate.use(shard.name), _translated(shard.name):
             if shard.dense is None:
                 built = DenseScopes(shard.dim)
                 offset = None

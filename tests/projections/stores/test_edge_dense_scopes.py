@@ -204,3 +204,35 @@ def test_a_failed_write_drops_the_dense_copy_and_the_next_search_reads_the_engin
         assert found == {first.id, second.id}  # the engine applied it: the copy built again says so
     finally:
         store.close()
+
+
+def test_building_the_copy_takes_the_write_lock_outside_the_gate_as_a_compaction_does(tmp_path):
+    """A compaction holds the write lock and then waits for every call in the gate to end: a
+    search that entered the gate and then waited for the write lock to build the copy would
+    wait for it forever. The write lock is asked for by a search outside the gate."""
+    rng = random.Random(5)
+    store = EdgeStore(tmp_path / "store")
+    try:
+        c = store.ensure_collection("turns", 1, DIM)
+        point = _point(rng, 1, tenant="t1", agent="a1")
+        store.upsert(c, [point])
+        shard = store._shards[c]
+        assert shard.dense is None  # not built yet: the next dense search builds it
+        calls_in_gate: list[int] = []
+
+        class Recorded:
+            def __init__(self, lock):
+                self.lock = lock
+
+            def __enter__(self):
+                calls_in_gate.append(shard.gate._active)
+                return self.lock.__enter__()
+
+            def __exit__(self, *exc):
+                return self.lock.__exit__(*exc)
+
+        shard.write_lock = Recorded(shard.write_lock)
+        assert [h.id for h in store.search(c, dense=point.dense, filter=Filter("t1"), limit=5)] == [point.id]
+        assert shard.dense is not None and calls_in_gate == [0]
+    finally:
+        store.close()
