@@ -1,8 +1,9 @@
 """The cross-encoder rerank of a search's top candidates (a request's ``rerank`` option).
 
 The ranking (``memstream.query.ranking``) finds the candidates; where the caller can wait
-(the agent's ``memstream_search``, the CLI's ``memstream search``, the warm-up after a
-turn) the best ``candidates`` of them are scored by a cross-encoder
+(the agent's ``memstream_search``, the CLI's ``memstream search``; not the warm-up after a
+turn, whose recall stands in for the next prefetch and shares its one thread) the best
+``candidates`` of them are scored by a cross-encoder
 (``memstream.projections.CrossEncoder``) against the question, and ordered by
 
     (1 - CE_WEIGHT) * fused + CE_WEIGHT * cross-encoder
