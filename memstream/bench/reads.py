@@ -12,6 +12,11 @@ One run, on this machine:
   service (qdrant-edge in a temp ``MEMSTREAM_HOME``) projects the log, then serves with
   its ``QueryServer``. ``--against PATH`` adds another checkout (e.g. the tree before a
   change) measured the same way in the same run; the trees alternate in every round.
+* **Query processes:** with ``query_processes`` N above 1, this tree also runs N - 1 read
+  replicas (``PipelineConfig.replica``: a child each, its own store and groups, projected
+  from the same log) and, in every round, measures the throughput again with all N answering
+  the same request lists: recalls/s and CPU per recall of N processes, their ratio to the
+  one process of the same round, and each process's peak RSS.
 * **Throughput:** ``clients`` callers in ``processes`` other processes (spawned) send
   ``recall`` requests back to back (``ask``, the call the provider makes) for ``seconds``
   seconds. Reported: recalls answered per second, round trip p50/p95, errors, and the query
@@ -77,7 +82,7 @@ __all__ = ["add_arguments", "run", "reads_bench", "format_reads"]
 class _Tree:
     """The parent's handle on one tree's query process."""
 
-    def __init__(self, label: str, path: Path, url: str, prefix: str, home: Path, embedder: str) -> None:
+    def __init__(self, label: str, path: Path, url: str, prefix: str, home: Path, embedder: str, replica: int = 0) -> None:
         self.label = label
         self.prefix = prefix
         boot = f"import runpy, sys; sys.path.insert(0, sys.argv[1]); runpy.run_path(sys.argv[2], run_name={CHILD!r})"
@@ -92,7 +97,7 @@ class _Tree:
             text=True,
             env=env,
         )
-        self.ask({"url": url, "prefix": prefix, "home": str(home), "embedder": embedder})
+        self.ask({"url": url, "prefix": prefix, "home": str(home), "embedder": embedder, "replica": replica})
 
     def ask(self, cmd: dict[str, Any]) -> dict[str, Any]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -113,6 +118,8 @@ class _Tree:
             return {}
         finally:
             stop_process(self.proc, 30, by_stdin=True)
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
 
 
 # -- the run ------------------------------------------------------------------------------
@@ -128,6 +135,7 @@ def reads_bench(
     against: str = "",
     stage_questions: int = 200,
     seed: int = 7,
+    query_processes: int = 1,
 ) -> dict[str, Any]:
     """The figures of one run (JSON-ready): per tree, medians over ``rounds``."""
     this = Path(__file__).resolve().parents[2]
@@ -137,7 +145,6 @@ def reads_bench(
             raise ValueError(f"{path} is not a memstream checkout (no memstream/query/server.py)")
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-reads-"))
     server = ValkeyProcess(root / "valkey").start()
-    ctx = mp.get_context("spawn")
     out: dict[str, Any] = {
         "benchmark": "reads",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -150,9 +157,12 @@ def reads_bench(
         "processes": processes,
         "seconds": seconds,
         "rounds": rounds,
+        "query_processes": query_processes,
         "trees": {},
     }
     handles: list[_Tree] = []
+    replicas: list[_Tree] = []  # this tree's read replicas (query_processes - 1)
+    spread: list[dict[str, Any]] = []  # per round: this tree's N processes against its one
     try:
         client = redis_client(server.url, timeout=30)
         for label, path in trees:
@@ -164,8 +174,12 @@ def reads_bench(
             append_memories(log, "other-tenant", "bench-agent", max(1, memories // 10), rng, 0)
             handles.append(_Tree(label, path, server.url, prefix, root / f"home-{label}", embedder))
             out["trees"][label] = {"path": str(path), "rounds": []}
-        for h in handles:
-            out["trees"][h.label]["projected_s"] = h.ask({"cmd": "load"})["projected_s"]
+        home = root / "home-this"  # the replicas' stores beside this tree's (data/qdrant-replica-N)
+        replicas += [_Tree(f"this-r{i}", this, server.url, "bench-this", home, embedder, i) for i in range(1, query_processes)]
+        for h in handles + replicas:
+            projected = h.ask({"cmd": "load"})["projected_s"]
+            if h in handles:
+                out["trees"][h.label]["projected_s"] = projected
         split = [clients // processes + (1 if i < clients % processes else 0) for i in range(processes)]
         qrng = random.Random(seed + 1)
         for r in range(rounds):
@@ -174,29 +188,18 @@ def reads_bench(
                 questions = [ask_question(qrng, cached) for _ in range(3 * stage_questions)]
                 stages = h.ask({"cmd": "stages", "questions": questions[: 2 * stage_questions]})
                 floor = h.ask({"cmd": "floor", "questions": questions[2 * stage_questions :]})
-                h.ask({"cmd": "serve", "threads": threads})
-                results: Any = ctx.Queue()
-                callers = [
-                    ctx.Process(
-                        target=caller,
-                        args=(server.url, h.prefix, n, seconds, seed + 100 * r + i, cached, results),
-                        daemon=True,
+                trips, errors, cpu_s = _throughput([h], threads, split, server.url, h.prefix, seconds, seed + 100 * r, cached)
+                cpu_ms = 1000 * cpu_s / max(1, len(trips))
+                if h.label == "this" and replicas:
+                    many = _throughput([h, *replicas], threads, split, server.url, h.prefix, seconds, seed + 100 * r, cached)
+                    spread.append(
+                        {
+                            "one": len(trips) / seconds,
+                            "many": len(many[0]) / seconds,
+                            "many_cpu_ms": 1000 * many[2] / max(1, len(many[0])),
+                            "errors": many[1],
+                        }
                     )
-                    for i, n in enumerate(split)
-                    if n
-                ]
-                for c in callers:
-                    c.start()
-                trips: list[float] = []
-                errors = 0
-                for _ in callers:
-                    a, e = results.get(timeout=seconds + 120)
-                    trips += a
-                    errors += e
-                for c in callers:
-                    c.join(10)
-                served = h.ask({"cmd": "stop"})
-                cpu_ms = 1000 * served["cpu_s"] / max(1, len(trips))
                 out["trees"][h.label]["rounds"].append(
                     {
                         "recalls_per_s": len(trips) / seconds,
@@ -210,8 +213,10 @@ def reads_bench(
                 )
         for h in handles:
             out["trees"][h.label]["rss_mb"] = round(h.close().get("rss_mb", 0.0), 1)
+        if replicas:
+            out["replicas"] = _spread(spread, out["trees"]["this"]["rss_mb"], [h.close().get("rss_mb", 0.0) for h in replicas])
     finally:
-        stop_processes([h.proc for h in handles], 10)
+        stop_processes([h.proc for h in handles + replicas], 10)
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
     for tree in out["trees"].values():
@@ -223,6 +228,45 @@ def reads_bench(
             "cpu_ms_per_recall": _ratio(a["cpu_ms_per_recall"], b["cpu_ms_per_recall"]),
         }
     return out
+
+
+def _throughput(
+    serving: list[_Tree], threads: int, split: list[int], url: str, prefix: str, seconds: float, seed: int, cached: bool
+) -> tuple[list[float], int, float]:
+    """``sum(split)`` callers asking for ``seconds`` while ``serving`` answer: the round
+    trips, the errors, and the CPU seconds the serving processes spent."""
+    ctx = mp.get_context("spawn")
+    for h in serving:
+        h.ask({"cmd": "serve", "threads": threads})
+    results: Any = ctx.Queue()
+    callers = [
+        ctx.Process(target=caller, args=(url, prefix, n, seconds, seed + i, cached, results), daemon=True)
+        for i, n in enumerate(split)
+        if n
+    ]
+    for c in callers:
+        c.start()
+    trips: list[float] = []
+    errors = 0
+    for _ in callers:
+        a, e = results.get(timeout=seconds + 120)
+        trips += a
+        errors += e
+    for c in callers:
+        c.join(10)
+    return trips, errors, sum(h.ask({"cmd": "stop"})["cpu_s"] for h in serving)
+
+
+def _spread(rows: list[dict[str, Any]], rss_mb: float, replicas_rss_mb: list[float]) -> dict[str, Any]:
+    """This tree's N query processes against its one, medians over the rounds."""
+    return {
+        "recalls_per_s": _median([r["many"] for r in rows]),
+        "per_round_recalls_per_s": [round(r["many"], 1) for r in rows],
+        "cpu_ms_per_recall": _median([r["many_cpu_ms"] for r in rows]),
+        "errors": sum(r["errors"] for r in rows),
+        "ratio_to_one": _median([r["many"] / r["one"] if r["one"] else None for r in rows]),
+        "rss_mb": [round(rss_mb, 1)] + [round(v, 1) for v in replicas_rss_mb],
+    }
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -284,6 +328,13 @@ def format_reads(r: dict[str, Any]) -> str:
         lines.append(
             f"this / against: recalls/s x{r['ratio']['recalls_per_s']}, CPU per recall x{r['ratio']['cpu_ms_per_recall']}"
         )
+    if "replicas" in r:
+        q = r["replicas"]
+        lines.append(
+            f"this, {r['query_processes']} query processes: {q['recalls_per_s'] or 0:.1f} recalls/s "
+            f"(rounds {q['per_round_recalls_per_s']}), x{q['ratio_to_one']} one process of the same round, "
+            f"cpu ms/recall {q['cpu_ms_per_recall'] or 0:.2f}, errors {q['errors']}, peak RSS MB per process {q['rss_mb']}"
+        )
     return "\n".join(lines)
 
 
@@ -309,6 +360,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--processes", type=argtypes.int_between(1, 64), default=2, help="processes the callers are spread over (default 2)"
+    )
+    parser.add_argument(
+        "--query-processes",
+        type=argtypes.int_between(1, 16),
+        default=1,
+        help="this tree's query processes measured besides its one: N - 1 read replicas answer too (default 1: none)",
     )
     parser.add_argument("--seconds", type=argtypes.seconds, default=8.0, help="seconds of calls per tree and round (default 8)")
     parser.add_argument(
@@ -340,5 +397,6 @@ def run(args: argparse.Namespace) -> int:
         cached=args.cached,
         against=args.against,
         stage_questions=args.stage_questions,
+        query_processes=args.query_processes,
     )
     return show(args, result, format_reads(result))

@@ -74,7 +74,7 @@ def _search_stage(*args: Any, **kwargs: Any) -> str:
 class _Child:
     """The query process of one tree: loads the pipeline, serves, times stages, the floor."""
 
-    def __init__(self, url: str, prefix: str, home: str, embedder: str) -> None:
+    def __init__(self, url: str, prefix: str, home: str, embedder: str, replica: int = 0) -> None:
         from memstream.workers import Pipeline, PipelineConfig
 
         self.settings = Settings.load(
@@ -82,7 +82,13 @@ class _Child:
         )
         self.client = redis_client(url, timeout=30)
         log = EventLog(self.client, prefix, self.settings.shards)
-        self.pipeline = Pipeline(self.settings, log, PipelineConfig(embedder=embedder, consumer="bench"))
+        # a read replica (``replica`` 1 or more: this tree's, never the tree before's) has its own store and groups
+        config = (
+            PipelineConfig(embedder=embedder, consumer="bench", replica=replica)
+            if replica
+            else PipelineConfig(embedder=embedder, consumer="bench")
+        )
+        self.pipeline = Pipeline(self.settings, log, config)
         self.server: Any = None
         self.cpu_at = 0.0
 
@@ -239,7 +245,7 @@ def _child_main() -> None:  # pragma: no cover - runs in the child process
     sys.stdout = sys.stderr  # anything else printed goes to the log, not the answers
     logs.configure("WARNING", stream=sys.stderr)  # the service's level: no debug line in what is measured
     config = json.loads(sys.stdin.readline())
-    child = _Child(config["url"], config["prefix"], config["home"], config["embedder"])
+    child = _Child(config["url"], config["prefix"], config["home"], config["embedder"], int(config.get("replica") or 0))
     out.write(json.dumps({"ok": True}) + "\n")
     out.flush()
     for line in sys.stdin:

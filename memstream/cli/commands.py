@@ -19,6 +19,7 @@ import json
 import os
 import sys
 
+import msgspec
 import redis
 
 from memstream import __version__, ops
@@ -74,8 +75,12 @@ def _dashboard(info: dict[str, object]) -> str:
 
 
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
+    env: dict[str, str] = {}
+    if args.query_replicas is not None:
+        settings = msgspec.structs.replace(settings, query_replicas=args.query_replicas)
+        env["MEMSTREAM_QUERY_REPLICAS"] = str(args.query_replicas)
     if args.detach:
-        info = ops.up_detached(settings)
+        info = ops.up_detached(settings, env=env)
         if not args.quiet:
             print_result(
                 args,
@@ -550,6 +555,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("up", cmd_up, "run the memstream service (embedded Valkey unless MEMSTREAM_REDIS_URL is set)")
     p.add_argument("--detach", action="store_true", help="run it in the background")
     p.add_argument("--quiet", action="store_true", help="print nothing on success")
+    p.add_argument(
+        "--query-replicas",
+        type=argtypes.int_between(0, 16),
+        default=None,
+        metavar="N",
+        help="read replicas beside the service's query process, each a process with its own copy of the vector "
+        "projections (default MEMSTREAM_QUERY_REPLICAS, 0)",
+    )
     add("down", cmd_down, "stop the background memstream service")
     add("doctor", cmd_doctor, "check configuration, Redis, streams, spool and the Hermes plugin")
     add("stats", cmd_stats, "per-stream length, first/last id, events per type, spool size")

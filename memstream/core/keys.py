@@ -57,6 +57,8 @@ __all__ = [
     "dlq_counters",
     "embed_backlog",
     "embed_backlog_pattern",
+    "replica_groups",
+    "replica_beat",
     "tombstones",
     "tombstones_pattern",
     "facts",
@@ -285,6 +287,16 @@ def embed_backlog(prefix: str, group: str) -> str:
 def embed_backlog_pattern(prefix: str) -> str:
     """``P:embed:*``: glob pattern of every version's dense backlog (``memstream forget`` scans them)."""
     return f"{prefix}:embed:*"
+
+
+def replica_groups(prefix: str) -> str:
+    """``P:replicas:groups``: set of the consumer groups the read replicas run (``turns.v1~r1``), each of them."""
+    return f"{prefix}:replicas:groups"
+
+
+def replica_beat(prefix: str, replica: int) -> str:
+    """``P:replicas:beat:N``: string, replica N's heartbeat (unix time; expires when the replica stops beating)."""
+    return f"{prefix}:replicas:beat:{replica}"
 
 
 # -- the projections ---------------------------------------------------------------------

@@ -268,6 +268,21 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             ),
         ),
     ] = 0
+    query_replicas: Annotated[
+        int,
+        Meta(
+            ge=0,
+            le=16,
+            description=(
+                "Read replicas `memstream up` runs beside its query process on the embedded store: each a "
+                "supervised child process with a copy of the vector projections of its own "
+                "(`data/qdrant-replica-N`), fed from the log through consumer groups of its own, answering the "
+                "same request lists; one query process uses about one CPU, so more answers a second need more "
+                "processes (docs/scaling.md). 0: none. Ignored with `MEMSTREAM_QDRANT_URL` (every "
+                "`memstream worker` answers queries from the shared store)."
+            ),
+        ),
+    ] = 0
     autostart: Annotated[
         bool,
         Meta(description=("Start the embedded service (`memstream up --detach`) when none is running and no Redis URL is set.")),

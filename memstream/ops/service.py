@@ -15,16 +15,17 @@ def _masked(info: dict) -> dict:
     return {**info, "url": mask_url(str(info.get("url", "")))}
 
 
-def up_detached(settings: Settings) -> dict:
-    """Start the service in the background and return its run-file info once it serves and
-    its consumers wrote their first health record (``already_running`` when one served
-    already). ``CommandError`` with the child's last error line when it exits first or does
-    not say ready in time."""
+def up_detached(settings: Settings, env: dict[str, str] | None = None) -> dict:
+    """Start the service in the background (``env``: variables of its environment, the
+    command line's settings) and return its run-file info once it serves and its consumers
+    wrote their first health record (``already_running`` when one served already).
+    ``CommandError`` with the child's last error line when it exits first or does not say
+    ready in time."""
     from memstream.ops.errors import CommandError
     from memstream.service import detach
 
     try:
-        return _masked(detach(settings))
+        return _masked(detach(settings, env=env))
     except (RuntimeError, OSError) as exc:
         raise CommandError(str(exc)) from exc
 

@@ -40,6 +40,7 @@ from memstream.projections.registry import (
     running_versions,
     select,
 )
+from memstream.projections.replicas import BEAT_EVERY_S, Replicas, replica_group, replica_of
 from memstream.projections.sessions import SessionsIndex, SessionsProjection
 from memstream.projections.sparse import sparse_vector, tokenize
 from memstream.projections.stores.factory import open_store
@@ -62,6 +63,7 @@ if TYPE_CHECKING:
     from memstream.projections.stores.edge import EdgeStore
 
 __all__ = [
+    "BEAT_EVERY_S",
     "LEGACY_SPEC",
     "EmbeddingCache",
     "text_key",
@@ -117,6 +119,9 @@ __all__ = [
     "Projection",
     "PROJECTIONS",
     "registered",
+    "Replicas",
+    "replica_group",
+    "replica_of",
     "select",
     "Registered",
     "SessionsIndex",

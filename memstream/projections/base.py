@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, Sequence
 
 from memstream.producers import EntryFields, Event
+from memstream.projections.replicas import replica_group
 
 
 @dataclass(slots=True)
@@ -35,5 +36,7 @@ class Projection(Versioned, Protocol):
 
 
 def group_name(projection: Versioned | type[Any]) -> str:
-    """The consumer group of ``projection`` (an instance or its class): ``{name}.v{version}``."""
-    return f"{projection.name}.v{projection.version}"
+    """The consumer group of ``projection`` (an instance or its class): ``{name}.v{version}``;
+    a read replica's projection (its ``replica``, 1 or more) has the replica's group of that
+    version (``projections.replicas``: ``{name}.v{version}~r{replica}``)."""
+    return replica_group(f"{projection.name}.v{projection.version}", int(getattr(projection, "replica", 0) or 0))

@@ -24,6 +24,7 @@ from memstream.projections.base import group_name
 from memstream.projections.catalog import Catalog
 from memstream.projections.facts import FactsProjection
 from memstream.projections.memories import MemoriesProjection
+from memstream.projections.replicas import Replicas, destroy_group
 from memstream.projections.sessions import SessionsProjection
 from memstream.projections.turns import TurnsProjection
 
@@ -88,12 +89,19 @@ class Registered:
         *,
         version: int | None = None,
         options: dict[str, Any] | None = None,
+        replica: int = 0,
     ) -> Any:
         """The projection, on ``client`` under ``prefix`` (and on ``store`` and ``embedder`` when
-        it needs them), as ``version`` (default: the class's) with ``options`` (its own)."""
+        it needs them), as ``version`` (default: the class's) with ``options`` (its own); with
+        ``replica``, a read replica's (its own consumer group: ``projections.replicas``; memstream's
+        vector projections only)."""
         extra: dict[str, Any] = {"version": version}
         if options:
             extra["options"] = options
+        if replica:
+            if not (self.vectors and self in PROJECTIONS):
+                raise ValueError(f"a read replica runs memstream's vector projections only, not {self.name!r}")
+            extra["replica"] = replica
         if self.vectors:
             return self.cls(store, embedder, client, prefix, **extra)
         return self.cls(client, prefix, **extra)
@@ -201,7 +209,8 @@ def running_versions(client: redis.Redis, prefix: str, spec: str = "") -> list[t
 def drop_version(row: Registered, store: Any, client: redis.Redis, prefix: str, version: int, streams: list[str]) -> None:
     """Remove everything version ``version`` of ``row`` wrote: its collection (vectors),
     its versioned keys (the class's ``FAMILIES``), its group on every stream and the group's
-    own records (its dense stage's backlog too). The dead letters stay: they are the log's history."""
+    own records (its dense stage's backlog too), and the read replicas' groups of it. The dead
+    letters stay: they are the log's history."""
     group = f"{row.name}.v{version}"
     if row.vectors and store is not None:
         store.drop_collection(row.name, version)
@@ -216,18 +225,10 @@ def drop_version(row: Registered, store: Any, client: redis.Redis, prefix: str, 
                 batch = []
         if batch:
             client.delete(*batch)
-    for stream in streams:
-        try:
-            client.xgroup_destroy(stream, group)
-        except redis.ResponseError:
-            pass  # no such stream or group
-    client.delete(
-        keys.positions(prefix, group),
-        keys.applied_at(prefix, group),
-        keys.counters(prefix, group),
-        keys.health(prefix, group),
-        keys.embed_backlog(prefix, group),
-    )
+    destroy_group(client, prefix, group, streams)
+    replicas = Replicas(client, prefix)  # the read replicas' groups of the version go with it
+    for replica_group in replicas.of_version(group):
+        replicas.drop(replica_group, streams)
 
 
 def group_names() -> tuple[str, ...]:
@@ -242,5 +243,9 @@ def group_of(name: str) -> str:
 
 def memory_write_groups(client: redis.Redis, prefix: str) -> tuple[str, ...]:
     """The groups that must apply a memory write before search finds it: those of the
-    versions readers use (a build is not searched until it is active)."""
-    return tuple(active_group(client, prefix, row.name) for row in PROJECTIONS if row.memory_writes)
+    versions readers use (a build is not searched until it is active), and the groups every
+    live read replica answers from (``projections.replicas``; its own group of the version it
+    serves), so that searchable means searchable in every query process."""
+    rows = [row for row in PROJECTIONS if row.memory_writes]
+    groups = tuple(active_group(client, prefix, row.name) for row in rows)
+    return groups + tuple(Replicas(client, prefix).serving(row.name for row in rows))

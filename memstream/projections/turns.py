@@ -122,8 +122,9 @@ class TurnsProjection(VectorProjection):
         options: Mapping[str, Any] | None = None,
         version: int | None = None,
         inline: bool | None = None,
+        replica: int = 0,
     ) -> None:
-        super().__init__(store, embedder, client, prefix, version=version, inline=inline, options=options)
+        super().__init__(store, embedder, client, prefix, version=version, inline=inline, options=options, replica=replica)
         self.boilerplate = boilerplate or BoilerplateFilter()
         self.max_tokens = max_tokens
         self.context_chars = int(self.options["context_chars"])

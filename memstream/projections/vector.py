@@ -133,7 +133,9 @@ class VectorProjection:
         version: int | None = None,
         inline: bool | None = None,
         options: Mapping[str, Any] | None = None,
+        replica: int = 0,
     ) -> None:
+        self.replica = replica  # a read replica's: its consumer group and records are its own (group_name)
         if version is not None:
             if isinstance(version, bool) or not isinstance(version, int) or version < 1:  # type: ignore[redundant-expr]  # for untyped callers
                 raise ValueError(f"version must be an int >= 1, got {version!r}")

@@ -79,15 +79,25 @@ class FixedVersions:
 
 class ActiveVersions:
     """The active versions from the catalog under ``prefix``. ``embedder_for(version)`` gives
-    the embedder a version was built with (it raises when that embedder is missing here)."""
+    the embedder a version was built with (it raises when that embedder is missing here).
+    ``pick(name, active)``, when given, chooses the version to read instead of the catalog's
+    active one (a read replica's: the version it served until its own copy of the active
+    one has caught up, ``workers.pipeline``)."""
 
     def __init__(
-        self, client: redis.Redis, prefix: str, embedder_for: Callable[[Version], Embedder], *, ttl: float = 1.0
+        self,
+        client: redis.Redis,
+        prefix: str,
+        embedder_for: Callable[[Version], Embedder],
+        *,
+        ttl: float = 1.0,
+        pick: Callable[[str, Version | None], Version | None] | None = None,
     ) -> None:
         self.client = client
         self.prefix = prefix
         self.catalog = Catalog(client, prefix)
         self.embedder_for = embedder_for
+        self.pick = pick
         self.ttl = ttl
         self._cache: dict[str, tuple[float, Version | None]] = {}
         self._tables: dict[tuple[str, int], Any] = {}
@@ -99,6 +109,8 @@ class ActiveVersions:
         if hit is not None and now - hit[0] < self.ttl:
             return hit[1]
         v = self.catalog.active(name)
+        if self.pick is not None:
+            v = self.pick(name, v)
         self._cache[name] = (now, v)
         return v
 

@@ -1,7 +1,10 @@
 """The memstream service: the embedded Valkey (when no Redis URL is set) plus the
 background services, in one process, but for the projections that need no vector store:
 with ``MEMSTREAM_PROJECTION_PROCESS`` (the default on 2 CPUs or more) they run in a
-supervised child process (``service.sidecar``), whose figures the service's metrics show.
+supervised child process (``service.sidecar``), whose figures the service's metrics show;
+with ``MEMSTREAM_QUERY_REPLICAS`` (``memstream up --query-replicas N``) N read replicas, each
+a child supervised the same way with a copy of the vector projections of its own and a
+query server on the same request lists (``workers.pipeline``, docs/scaling.md).
 ``memstream up`` runs it; ``--detach`` runs it in the background; ``memstream down`` stops it.
 
 Guarantees: at most one service per ``MEMSTREAM_HOME`` (an flock held for its lifetime);
@@ -43,7 +46,7 @@ from memstream.core import (
     tighten,
     write_private,
 )
-from memstream.producers import EventLog, Shipper, Spool, event_log, redis_client, shipping_timeout
+from memstream.producers import ArchiveError, EventLog, Shipper, Spool, event_log, redis_client, shipping_timeout
 from memstream.service.sidecar import Sidecar
 from memstream.service.valkey import ValkeyProcess
 
@@ -75,6 +78,7 @@ class Service:
         self.spool: Spool | None = None
         self.pipeline: Pipeline | None = None
         self.sidecar: Sidecar | None = None
+        self.replicas: list[Sidecar] = []
         self.pipeline_error = ""
         self.metrics: Metrics | None = None
         self.retention: RetentionJob | None = None
@@ -196,6 +200,7 @@ class Service:
                     self.sidecar = Sidecar(self.settings, self.url, apart).start()
                     config = PipelineConfig.of(self.settings, projections=tuple(r.name for r in rows if r.vectors))
             self.pipeline = Pipeline(self.settings, eventlog, config).start()
+            self._start_replicas(self.pipeline, eventlog)
         except Exception as exc:
             self.pipeline_error = f"{type(exc).__name__}: {exc}"
             log.error(
@@ -203,6 +208,39 @@ class Service:
                 error=self.pipeline_error,
                 action="the log keeps serving; fix the error and restart `memstream up`",
             )
+
+    def _start_replicas(self, pipeline: Pipeline, eventlog: EventLog) -> None:
+        """The read replicas (``query_replicas``), once the catalog holds the versions they
+        copy; the groups of replicas numbered above them that are gone for good are removed
+        first (no forget waits for a group nobody reads)."""
+        from memstream.projections import PROJECTIONS, Replicas
+
+        wanted = self.settings.query_replicas
+        removed = Replicas(eventlog.client, eventlog.prefix).retire(wanted, eventlog.stream_keys)
+        if removed:
+            log.info("service.replicas_retired", groups=removed)
+        if not wanted:
+            return
+        if self.settings.qdrant_url:
+            log.warning(
+                "service.replicas_ignored",
+                action="with a Qdrant server every `memstream worker` answers queries; MEMSTREAM_QUERY_REPLICAS is ignored",
+            )
+            return
+        try:
+            archived = pipeline.archive() is not None
+        except ArchiveError:
+            archived = True
+        if archived:
+            log.error(
+                "service.replicas_not_started",
+                reason="the log has an archive, which a read replica does not replay yet",
+                action="the service's own query process answers alone",
+            )
+            return
+        names = tuple(row.name for row in PROJECTIONS if row.vectors)
+        for n in range(1, wanted + 1):
+            self.replicas.append(Sidecar(self.settings, self.url, names, replica=n).start())
 
     def _start_metrics(self, eventlog: EventLog) -> None:
         """``/metrics`` on ``MEMSTREAM_METRICS_ADDR`` (service/metrics.py), its own Redis
@@ -222,6 +260,8 @@ class Service:
         out: list[Any] = list(self.pipeline.consumers) if self.pipeline is not None else []
         if self.sidecar is not None:
             out += self.sidecar.consumers
+        for replica in self.replicas:
+            out += replica.consumers
         return out
 
     def handle_signals(self) -> None:
@@ -276,6 +316,9 @@ class Service:
         if self.sidecar is not None:  # before Valkey: its consumers finish their batches
             self.sidecar.stop()
             self.sidecar = None
+        for replica in self.replicas:
+            replica.stop()
+        self.replicas = []
         if self.shipper is not None:
             # the spool closes when the shipper thread is gone, never under its feet
             self.shipper.stop(2.0, close_spool=True)
@@ -296,10 +339,11 @@ class Service:
         log.info("service.stopped")
 
 
-def detach(settings: Settings, timeout: float = 20.0) -> dict[str, Any]:
-    """Start the service in the background; return its run-file info once it serves
-    (``already_running`` when one served already). See ``memstream.core.start_service``."""
-    return start_service(settings, wait=timeout)
+def detach(settings: Settings, timeout: float = 20.0, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Start the service in the background (``env``: variables of its environment over this
+    process's); return its run-file info once it serves (``already_running`` when one served
+    already). See ``memstream.core.start_service``."""
+    return start_service(settings, wait=timeout, env=env)
 
 
 @dataclass(frozen=True)

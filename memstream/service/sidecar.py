@@ -17,6 +17,12 @@ metrics of the parent need (its consumers' counters; the batches and embedding c
 consumers reported through ``core.observe``, which the parent passes on to its own
 observer). Everything else the child says goes to stderr (the service's log).
 
+The same supervision runs the read replicas of ``memstream up --query-replicas N``
+(``Sidecar(..., replica=N)``): the child then runs a replica's pipeline (``workers.pipeline``,
+``PipelineConfig.replica``: the vector projections over a store of its own, through groups
+of its own, and a query server on the same request lists), and its reports carry the
+queries it answered too (``answered``, passed on to the parent's observer).
+
 Guarantees: the child uses the consumer name the service's pipeline uses, so a new child
 takes over the entries an earlier one held (nothing is lost; ``apply`` is idempotent, so
 an entry applied before a kill and redelivered changes nothing). A child that exits
@@ -106,11 +112,13 @@ class Sidecar:
         consumer: str = "",
         python: str = sys.executable,
         log_level: str = "INFO",
+        replica: int = 0,
     ) -> None:
         self.settings = settings
         self.url = url
         self.names = names
         self.consumer = consumer
+        self.replica = replica  # 1 or more: the child is that read replica
         self.python = python
         self.log_level = log_level
         self.restarts = 0  # children started again after one exited
@@ -140,7 +148,8 @@ class Sidecar:
         return self._ready.wait(timeout)
 
     def start(self) -> Sidecar:
-        self._thread = threading.Thread(target=self._supervise, name="memstream-sidecar", daemon=True)
+        name = f"memstream-replica-{self.replica}" if self.replica else "memstream-sidecar"
+        self._thread = threading.Thread(target=self._supervise, name=name, daemon=True)
         self._thread.start()
         return self
 
@@ -151,6 +160,7 @@ class Sidecar:
             "url": self.url,
             "projections": list(self.names),
             "consumer": self.consumer,
+            "replica": self.replica,
             "settings": settings_of(self.settings),
             "log_level": self.log_level,
             "log_json": logs_json(),
@@ -175,9 +185,15 @@ class Sidecar:
                     log.error("sidecar.not_started", error=f"{type(exc).__name__}: {exc}"[:300])
                     proc = None
             if proc is not None:
-                log.info("sidecar.started", pid=proc.pid, projections=list(self.names))
+                log.info("sidecar.started", pid=proc.pid, projections=list(self.names), replica=self.replica)
                 self._read(proc)
                 code = proc.wait()
+                for pipe in (proc.stdin, proc.stdout):  # a child that died: its pipes go with it
+                    if pipe is not None:
+                        try:
+                            pipe.close()
+                        except OSError:
+                            pass
                 self.last_exit = code
                 self._ready.clear()
                 with self._lock:
@@ -188,7 +204,11 @@ class Sidecar:
             quick = quick + 1 if time.monotonic() - started < QUICK_DEATH_S else 1
             delay = backoff_delay(quick, 0.2, 30.0)
             log.error(
-                "sidecar.exited", code=self.last_exit, projections=list(self.names), action=f"starting it again in {delay:.1f} s"
+                "sidecar.exited",
+                code=self.last_exit,
+                projections=list(self.names),
+                replica=self.replica,
+                action=f"starting it again in {delay:.1f} s",
             )
             if self._stop.wait(delay):
                 return
@@ -231,6 +251,12 @@ class Sidecar:
         for item in report.get("embedded") or ():
             if isinstance(item, list) and len(item) == 3:
                 observe.embedded(str(item[0]), _counter(item[1]), float(item[2]))
+        for item in report.get("answered") or ():
+            if isinstance(item, list) and len(item) == 2 and isinstance(item[1], (int, float)):
+                observe.answered(str(item[0]), float(item[1]))
+        for item in report.get("embed_dead_lettered") or ():
+            if isinstance(item, list) and len(item) == 2:
+                observe.embed_dead_lettered(str(item[0]), _counter(item[1]))
 
     def stop(self, timeout: float = 15.0) -> None:
         """Close the child's pipe (it stops: each consumer finishes its batch), wait for it,
@@ -322,6 +348,8 @@ class _Reports:
         self.lock = threading.Lock()
         self.batches: list[list[Any]] = []
         self.embeds: list[list[Any]] = []
+        self.answers: list[list[Any]] = []
+        self.embed_letters: list[list[Any]] = []
         self.dropped = 0
         self.gone = threading.Event()  # the parent stopped reading
 
@@ -340,10 +368,15 @@ class _Reports:
             self.embeds.append([group, texts, seconds])
 
     def answered(self, op: str, seconds: float) -> None:
-        pass  # the child serves no queries
+        with self.lock:  # a read replica's query server
+            if len(self.answers) >= MAX_QUEUED:
+                self.dropped += 1
+                return
+            self.answers.append([op, seconds])
 
     def embed_dead_lettered(self, group: str, entries: int) -> None:
-        pass  # the child runs no vector projection, hence no dense stage
+        with self.lock:  # a read replica's dense stage
+            self.embed_letters.append([group, entries])
 
     def write(self, report: dict[str, Any]) -> None:
         if self.gone.is_set():
@@ -358,9 +391,20 @@ class _Reports:
         with self.lock:
             batches, self.batches = self.batches, []
             embeds, self.embeds = self.embeds, []
+            answers, self.answers = self.answers, []
+            letters, self.embed_letters = self.embed_letters, []
             dropped = self.dropped
         stats = {c.group: [c.stats.applied, c.stats.dead_lettered, c.stats.redelivered] for c in self.pipeline.consumers}
-        self.write({"stats": stats, "batches": batches, "embedded": embeds, "dropped": dropped})
+        self.write(
+            {
+                "stats": stats,
+                "batches": batches,
+                "embedded": embeds,
+                "answered": answers,
+                "embed_dead_lettered": letters,
+                "dropped": dropped,
+            }
+        )
 
     def run(self, stop: threading.Event) -> None:
         while not stop.wait(REPORT_EVERY):
@@ -395,8 +439,16 @@ def main() -> None:  # pragma: no cover - runs in the child (tests/service/test_
     client = redis_client(settings.redis_url, settings=settings)
     eventlog = event_log(client, settings.redis_url, settings)
     names = tuple(str(n) for n in config.get("projections") or ())
+    replica = config.get("replica")
     pipeline = Pipeline(
-        settings, eventlog, PipelineConfig.of(settings, projections=names, consumer=str(config.get("consumer") or ""))
+        settings,
+        eventlog,
+        PipelineConfig.of(
+            settings,
+            projections=names,
+            consumer=str(config.get("consumer") or ""),
+            replica=replica if isinstance(replica, int) and not isinstance(replica, bool) and replica > 0 else 0,
+        ),
     )
     reports = _Reports(out, pipeline)
     observe.install(reports)

@@ -10,7 +10,7 @@ from memstream.workers.deadletters import DeadLetters
 from memstream.workers.embedding import EmbedConsumer, embed_readers, embed_waiting
 from memstream.workers.erasure import Doomed, ErasureError, Plan, count_removed, plan, rewrite_append_only_file
 from memstream.workers.health import Waiting, consuming, projection_health, read_health, waiting
-from memstream.workers.pipeline import Pipeline, PipelineConfig
+from memstream.workers.pipeline import Pipeline, PipelineConfig, ReplicaRefused
 from memstream.workers.positions import Positions, is_applied
 from memstream.workers.replay import GroupProgress, build_progress, caught_up, group_progress
 from memstream.workers.retention import KINDS, Retention, RetentionJob
@@ -38,6 +38,7 @@ __all__ = [
     "is_applied",
     "Pipeline",
     "PipelineConfig",
+    "ReplicaRefused",
     "Positions",
     "projection_health",
     "read_health",

@@ -32,6 +32,18 @@ projections without vectors in a process of their own (``service.sidecar``, ``me
 worker --projections``), the others beside the store. One without any vector projection
 opens no store, loads no embedder and serves no queries; it follows the catalog of its
 own projections (a replay of facts is built and activated where facts run).
+
+A **read replica**'s pipeline (``PipelineConfig.replica``: N, 1 or more; a child of
+``memstream up --query-replicas``, ``service.sidecar``) runs memstream's vector projections
+(turns, memories) over a store of its own (``data/qdrant-replica-N``) through consumer
+groups of its own (``projections.replicas``: ``turns.v1~rN``), and a query server on the
+same request lists. It follows the catalog but never writes it: it runs every version the
+catalog keeps, activates nothing, and answers from the version it served (its store's
+pointer) until its own group of the catalog's active version has caught up
+(``caught_up`` with its backlog), then from that one. It beats in the replicas' registry
+(its groups, and those it answers from: read-your-writes waits for them). A version
+dropped in the catalog is dropped from its store by the replica. A log with an archive is
+refused (a replica does not replay the archive yet).
 """
 
 from __future__ import annotations
@@ -48,6 +60,7 @@ import structlog
 from memstream.core import PermanentError, Settings, as_str, backoff_delay, keys
 from memstream.producers import Archive, ArchiveError, EntryFields, EventLog, parse_entry_id
 from memstream.projections import (
+    BEAT_EVERY_S,
     LEGACY_SPEC,
     PROJECTIONS,
     CachedEmbedder,
@@ -56,6 +69,7 @@ from memstream.projections import (
     FactsTable,
     Projection,
     Registered,
+    Replicas,
     SessionsIndex,
     VectorStore,
     Version,
@@ -66,6 +80,7 @@ from memstream.projections import (
     how_to_load,
     open_store,
     physical_name,
+    replica_group,
     select,
 )
 from memstream.query import ActiveVersions, CountAnswer, CountRequest, QueryServer, ReadOps, Searcher
@@ -92,6 +107,7 @@ class PipelineConfig:
     max_deliveries: int = 5
     claim_idle_ms: int = 60_000
     projections: tuple[str, ...] = ()  # the names of the projections to run; () -> every registered one
+    replica: int = 0  # 1 or more: a read replica's pipeline (its own store and groups; see the module docstring)
 
     @property
     def tuning(self) -> Tuning:
@@ -107,6 +123,10 @@ class PipelineConfig:
 
 class EmbedderMissing(PermanentError):
     """A version's embedder cannot be loaded in this process (the message says how to fix it)."""
+
+
+class ReplicaRefused(PermanentError, ValueError):
+    """A read replica cannot run here (the message says why)."""
 
 
 @dataclass
@@ -143,7 +163,14 @@ class Pipeline:
         self.events = events
         self.config = config or PipelineConfig(embedder=settings.embedder, qdrant_url=settings.qdrant_url)
         self._archive_given = archive  # what a replay reads before the streams (default: the settings')
+        self.replica = self.config.replica
         self.rows = select(all_registered(settings.projections), self.config.projections)
+        if self.replica:  # memstream's own vector projections, over the embedded store
+            if self.config.qdrant_url:
+                raise ReplicaRefused("a read replica copies the embedded store; with a Qdrant server run `memstream worker`s")
+            self.rows = tuple(row for row in self.rows if row.vectors and row in PROJECTIONS)
+            if self._archived():
+                raise ReplicaRefused("a read replica of a log with an archive is not supported: it would miss what was archived")
         # the store, the embedder and the query server: only beside a vector projection
         self.vectors = any(row.vectors for row in self.rows)
         self.spec = self.config.embedder or settings.embedder
@@ -159,11 +186,18 @@ class Pipeline:
         self._last_catalog = 0.0
         self._running = False
         self.facts = FactsTable(events.client, events.prefix)
-        self.versions = ActiveVersions(events.client, events.prefix, self._embedder_of)
+        self.replicas = Replicas(events.client, events.prefix)
+        self._served: dict[str, Version] = {}  # a replica's: per projection, the version it answers from
+        self._served_lock = threading.Lock()
+        self._last_beat = 0.0
+        self.versions = ActiveVersions(events.client, events.prefix, self._embedder_of, pick=self._pick if self.replica else None)
         # the steps, in order
         self._store = self._open_store()
         self._embedder = self._load_embedder(self.spec) if self.vectors else None  # new versions' default
-        self._enter_catalog(history=self._has_history())
+        if self.replica:
+            self._enter_catalog_replica()
+        else:
+            self._enter_catalog(history=self._has_history())
         self._queries = self._query_server()
 
     def _open_store(self) -> VectorStore | None:
@@ -171,7 +205,8 @@ class Pipeline:
         embedded one under the data directory."""
         if not self.vectors:
             return None
-        return open_store(url=self.config.qdrant_url or None, path=str(self.settings.data_dir / "qdrant"))
+        where = f"qdrant-replica-{self.replica}" if self.replica else "qdrant"
+        return open_store(url=self.config.qdrant_url or None, path=str(self.settings.data_dir / where))
 
     def _has_history(self) -> bool:
         """Whether the log holds anything yet: an entry in a stream, or an archive."""
@@ -204,6 +239,59 @@ class Pipeline:
                     if v.version == active.version:
                         raise
                     self.catalog.fail(row.name, v.version, str(exc))
+
+    def _enter_catalog_replica(self) -> None:
+        """A replica's runs: one for each version the catalog keeps (it makes none: a version
+        the primary has not recorded yet is added by ``sync_catalog`` once it is there)."""
+        for row in self.rows:
+            for v in self.catalog.versions(row.name):
+                if v.state in ("dropping", "failed"):
+                    continue
+                try:
+                    self._add_run(row, v)
+                except EmbedderMissing as exc:
+                    log.error("pipeline.replica_version_skipped", group=v.group, error=str(exc)[:500])
+
+    def _group(self, v: Version) -> str:
+        """The group this pipeline reads ``v`` through (a replica's own)."""
+        return replica_group(v.group, self.replica)
+
+    def _pick(self, name: str, active: Version | None) -> Version | None:
+        """A replica's version of ``name`` to answer from: the one it served (its store's
+        pointer, across restarts) until its own group of the catalog's ``active`` version
+        has caught up; a served version the catalog dropped is left at once."""
+        if active is None or all(row.name != name for row in self.rows):
+            return active  # facts and sessions: the primary's, read from Redis as they are
+        with self._served_lock:
+            served = self._served.get(name)
+            if served is None:
+                pointer = self.store.active_version(name)
+                served = self.catalog.get(name, pointer) if pointer is not None else None
+            elif served.version != active.version:
+                served = self.catalog.get(name, served.version)
+            if served is None or served.state in ("dropping", "failed") or self._group(served) not in self.runs:
+                served = active
+            if served.version != active.version:
+                r = self.runs.get(self._group(active))
+                backlog = r.embedding.stream if r is not None and r.embedding is not None else None
+                if r is not None and caught_up(self.events.client, self.events.stream_keys, r.group, backlog):
+                    log.info("pipeline.replica_switched", projection=name, version=active.version, replica=self.replica)
+                    served = active
+            if self.store.active_version(name) != served.version:
+                self.store.set_active_version(name, served.version)
+            self._served[name] = served
+            return served
+
+    def _beat(self) -> None:
+        """A replica's beat: its groups, and those it answers from."""
+        serving = [self._group(v) for v in list(self._served.values())]
+        for row in self.rows:  # not asked yet: what it would answer from
+            if row.name not in self._served:
+                v = self.versions.version(row.name)
+                if v is not None:
+                    serving.append(self._group(v))
+        self.replicas.beat(self.replica, list(self.runs), serving)
+        self._last_beat = time.monotonic()
 
     def _query_server(self) -> QueryServer | None:
         """The query server over the store (None without one: nothing to search)."""
@@ -310,11 +398,18 @@ class Pipeline:
         if embedder is not None:  # the metrics time each embedding call of this version (observed.py)
             embedder = ObservedEmbedder(embedder, v.group)
         projection: Projection = row.build(
-            self._store, embedder, self.events.client, self.events.prefix, version=v.version, options=v.options or None
+            self._store,
+            embedder,
+            self.events.client,
+            self.events.prefix,
+            version=v.version,
+            options=v.options or None,
+            replica=self.replica,
         )
         low = v.state != "active"
         try:
-            archive = None if v.archive_done else self.archive()
+            # a replica reads every version from the log's start (it refuses a log with an archive)
+            archive = None if v.archive_done or self.replica else self.archive()
             start_at = archive.watermark() if archive is not None else {}
         except ArchiveError:  # the build's backfill fails it, saying why
             start_at = {}
@@ -505,6 +600,8 @@ class Pipeline:
     def start(self) -> Pipeline:
         for r in list(self.runs.values()):
             self._start_run(r)
+        if self.replica:  # listed before it answers: read-your-writes waits for it from its first answer
+            self._beat()
         if self._queries is not None:
             self._queries.start()
         self._running = True
@@ -556,7 +653,8 @@ class Pipeline:
     def _run(self, r: Run) -> None:
         consumer = r.consumer
         try:
-            self._backfill(r, r.stop)
+            if not self.replica:  # a replica refuses a log with an archive
+                self._backfill(r, r.stop)
             consumer.run(r.stop)
         except BaseException as exc:  # noqa: BLE001  the supervisor restarts the thread
             if r.stop.is_set():
@@ -623,12 +721,17 @@ class Pipeline:
                 self.sync_catalog()
             except Exception as exc:  # noqa: BLE001  logged; the next look retries
                 log.warning("pipeline.catalog_failed", error=f"{type(exc).__name__}: {exc}"[:500])
+        if self.replica and time.monotonic() - self._last_beat >= BEAT_EVERY_S:
+            self._beat()
 
     # -- the catalog -----------------------------------------------------------------------
     def sync_catalog(self) -> None:
         """Follow the catalog once: start new versions, activate caught-up builds, drop the
         versions asked to go, stop those another worker dropped, and give each running
         version its priority."""
+        if self.replica:
+            self._sync_catalog_replica()
+            return
         for row in self.rows:
             versions = self.catalog.versions(row.name)
             active = next((v for v in versions if v.state == "active"), None)
@@ -668,6 +771,52 @@ class Pipeline:
                     r.embedding.low = r.consumer.low
                 if v.state == "building":
                     self._maybe_activate(row, v, r)
+
+    def _sync_catalog_replica(self) -> None:
+        """A replica's look at the catalog: a run for each new version, its own copy of a
+        dropped one removed (collection and group), each run's priority."""
+        for row in self.rows:
+            versions = self.catalog.versions(row.name)
+            known = {self._group(v): v for v in versions if v.state not in ("dropping", "failed")}
+            for gone in [r for g, r in self.runs.items() if r.row.name == row.name and g not in known]:
+                self._drop_own(gone)
+            for group, v in known.items():
+                r = self.runs.get(group)
+                if r is None:
+                    try:
+                        r = self._add_run(row, v)
+                    except EmbedderMissing as exc:
+                        log.error("pipeline.replica_version_skipped", group=group, error=str(exc)[:500])
+                        continue
+                    log.info("pipeline.version_added", group=group, state=v.state)
+                    if self._running:
+                        self._start_run(r)
+                r.version = v
+                r.consumer.low = v.state != "active"
+                if r.embedding is not None:
+                    r.embedding.low = r.consumer.low
+
+    def _drop_own(self, r: Run) -> None:
+        """A replica's copy of a version the catalog dropped: its run stopped, its collection
+        and its group gone."""
+        r.stop.set()
+        for t in (r.thread, r.embed_thread):
+            if t is not None:
+                t.join(10.0)
+        with self._lock:
+            self.runs.pop(r.group, None)
+        with self._served_lock:
+            served = self._served.get(r.row.name)
+            if served is not None and served.version == r.version.version:
+                self._served.pop(r.row.name, None)
+        self.versions.refresh()
+        if self.store.active_version(r.row.name) == r.version.version:
+            active = self.catalog.active(r.row.name)
+            if active is not None:
+                self.store.set_active_version(r.row.name, active.version)
+        self.store.drop_collection(r.row.name, r.version.version)
+        self.replicas.drop(r.group, self.events.stream_keys)
+        log.info("pipeline.version_dropped", group=r.group)
 
     def _maybe_activate(self, row: Registered, v: Version, r: Run) -> None:
         backlog = r.embedding.stream if r.embedding is not None else None

@@ -28,6 +28,14 @@ def test_the_read_bench_measures_two_trees_by_stage_with_no_errors():
     assert "questions: fresh" in text and "per-hit" in text and "floor lone" in text
 
 
+def test_the_read_bench_measures_two_query_processes_a_replica_answering_beside_the_tree():
+    result = reads_bench(memories=200, clients=4, processes=1, seconds=1.0, rounds=1, stage_questions=8, query_processes=2)
+    spread = result["replicas"]
+    assert spread["errors"] == 0 and spread["recalls_per_s"] > 0 and spread["cpu_ms_per_recall"] > 0
+    assert spread["ratio_to_one"] > 0 and len(spread["rss_mb"]) == 2 and min(spread["rss_mb"]) > 0
+    assert "2 query processes" in format_reads(result)
+
+
 def test_fresh_questions_do_not_repeat():
     rng = random.Random(1)
     asked = [fresh_question(rng) for _ in range(2000)]

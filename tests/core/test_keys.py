@@ -30,6 +30,7 @@ ARGS = {
     "request_id": "0" * 32,
     "family": "facts",
     "name": "turns",
+    "replica": 3,
 }
 
 # the keys a projection owns: each carries the projection's version
