@@ -7,6 +7,9 @@ size (``VmRSS``) of the service and of each of its children, and ``memstream dow
 ``--against PATH`` runs another checkout's code the same way (its tree on ``PYTHONPATH``,
 this interpreter and its packages), the trees alternating in every round; medians over the
 rounds. The default embedder is the product's (``MEMSTREAM_EMBEDDER`` unset).
+``--query-replicas N`` runs this tree's service with N read replicas (``MEMSTREAM_QUERY_REPLICAS``;
+the tree before has none): each is measured as a ``read replica`` (a child holding its own
+store, ``data/qdrant-replica-N``), once every one of them has opened its store.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ SESSION = (
 )
 
 
-ORDER = ("service", "projection child", "valkey", "child", "total")
+ORDER = ("service", "projection child", "read replica", "valkey", "child", "total")
 
 
 def _rss_mb(pid: int) -> float:
@@ -73,16 +76,33 @@ def _role(pid: int) -> str:
     if any(b"valkey" in a for a in argv[:1]):
         return "valkey"
     if b"-c" in argv:
-        return "projection child"
+        return "read replica" if _holds_replica_store(pid) else "projection child"
     return "child"
 
 
-def _one(tree: Path, settle: float, root: Path, pids: list[int]) -> dict[str, float]:
+def _holds_replica_store(pid: int) -> bool:
+    """Whether the process has a file of a read replica's store open (``data/qdrant-replica-N``)."""
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if "qdrant-replica-" in os.readlink(fd):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _one(tree: Path, settle: float, root: Path, pids: list[int], replicas: int = 0) -> dict[str, float]:
     """One tree's idle service after the first session: MB per process role, and ``total``
-    (the processes measured appended to ``pids``)."""
+    (the processes measured appended to ``pids``); with ``replicas`` read replicas."""
     home = Path(tempfile.mkdtemp(prefix="home-", dir=root))
     env = {k: v for k, v in os.environ.items() if k not in ("MEMSTREAM_REDIS_URL", "MEMSTREAM_QDRANT_URL")}
     env.update({"MEMSTREAM_HOME": str(home), "MEMSTREAM_METRICS_ADDR": "127.0.0.1:0", "PYTHONPATH": str(tree)})
+    if replicas:
+        env["MEMSTREAM_QUERY_REPLICAS"] = str(replicas)
 
     def memstream(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -97,8 +117,13 @@ def _one(tree: Path, settle: float, root: Path, pids: list[int]) -> dict[str, fl
             done = memstream(*argv)
             if done.returncode != 0:
                 raise BenchError(f"`memstream {' '.join(argv)}` on {tree} failed: {done.stderr.strip()[:300]}")
-        time.sleep(settle)  # the rest being measured
         pid = int(json.loads((home / "run" / "service.json").read_text())["pid"])
+        deadline = time.monotonic() + 300
+        while replicas and sum(_role(c) == "read replica" for c in _children(pid)) < replicas:
+            if time.monotonic() > deadline:
+                raise BenchError(f"{replicas} read replicas did not open their stores within 300 s")
+            time.sleep(0.2)  # polling another process's state: its children as the kernel lists them
+        time.sleep(settle)  # the rest being measured
         out: dict[str, float] = {"service": _rss_mb(pid)}
         pids.append(pid)
         for child in _children(pid):
@@ -112,7 +137,7 @@ def _one(tree: Path, settle: float, root: Path, pids: list[int]) -> dict[str, fl
         shutil.rmtree(home, ignore_errors=True)
 
 
-def idle_bench(rounds: int = 3, settle: float = 8.0, against: str = "") -> dict[str, Any]:
+def idle_bench(rounds: int = 3, settle: float = 8.0, against: str = "", query_replicas: int = 0) -> dict[str, Any]:
     """The figures of one run (JSON-ready): per tree and process, MB per round and median."""
     this = Path(__file__).resolve().parents[2]
     trees = [("this", this)] + ([("against", Path(against).resolve())] if against else [])
@@ -126,13 +151,14 @@ def idle_bench(rounds: int = 3, settle: float = 8.0, against: str = "") -> dict[
         "machine": machine(),
         "rounds": rounds,
         "settle_s": settle,
+        "query_replicas": query_replicas,
         "trees": {label: {"path": str(path), "rounds": [], "pids": []} for label, path in trees},
     }
     try:
         for r in range(rounds):
             for label, path in trees if r % 2 == 0 else trees[::-1]:
                 tree = out["trees"][label]
-                tree["rounds"].append(_one(path, settle, root, tree["pids"]))
+                tree["rounds"].append(_one(path, settle, root, tree["pids"], query_replicas if label == "this" else 0))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     for tree in out["trees"].values():
@@ -148,7 +174,8 @@ def idle_bench(rounds: int = 3, settle: float = 8.0, against: str = "") -> dict[
 def format_idle(r: dict[str, Any]) -> str:
     m = r["machine"]
     lines = [
-        f"memstream bench idle  ({r['date']}, {r['rounds']} rounds, {r['settle_s']:g} s at rest; "
+        f"memstream bench idle  ({r['date']}, {r['rounds']} rounds, {r['settle_s']:g} s at rest, "
+        f"this tree with {r.get('query_replicas', 0)} read replicas; "
         f"{m.get('cpus')} CPUs, load at start {m.get('loadavg_at_start')})",
         "tree      process            MB (median)  per round",
     ]
@@ -173,11 +200,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--settle", type=argtypes.seconds, default=8.0, help="seconds at rest before the measurement (default 8)")
     parser.add_argument("--against", default="", metavar="PATH", help="another checkout measured in the same run")
+    parser.add_argument(
+        "--query-replicas",
+        type=argtypes.int_between(0, 16),
+        default=0,
+        help="read replicas of this tree's service (MEMSTREAM_QUERY_REPLICAS; the tree before has none; default 0)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark as the command line asked; print its table (or JSON)."""
     if not sys.platform.startswith("linux"):
         raise BenchError("bench idle reads /proc: Linux only")
-    result = idle_bench(rounds=args.rounds, settle=args.settle, against=args.against)
+    result = idle_bench(rounds=args.rounds, settle=args.settle, against=args.against, query_replicas=args.query_replicas)
     return show(args, result, format_idle(result))
