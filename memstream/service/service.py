@@ -216,9 +216,7 @@ class Service:
         from memstream.projections import PROJECTIONS, Replicas
 
         wanted = self.settings.query_replicas
-        removed = Replicas(eventlog.client, eventlog.prefix).retire(wanted, eventlog.stream_keys)
-        if removed:
-            log.info("service.replicas_retired", groups=removed)
+        self._retire_replicas()
         if not wanted:
             return
         if self.settings.qdrant_url:
@@ -231,15 +229,17 @@ class Service:
             archived = pipeline.archive() is not None
         except ArchiveError:
             archived = True
-        if archived:
-            log.error(
-                "service.replicas_not_started",
-                reason="the log has an archive, which a read replica does not replay yet",
-                action="the service's own query process answers alone",
-            )
-            return
+        listed = Replicas(eventlog.client, eventlog.prefix).groups()
         names = tuple(row.name for row in PROJECTIONS if row.vectors)
         for n in range(1, wanted + 1):
+            if archived and n not in listed:  # it would start from the streams, missing what was archived
+                log.error(
+                    "service.replica_not_started",
+                    replica=n,
+                    reason="the log has an archive, which a new read replica does not replay",
+                    action="the other query processes answer",
+                )
+                continue
             self.replicas.append(Sidecar(self.settings, self.url, names, replica=n).start())
 
     def _start_metrics(self, eventlog: EventLog) -> None:
@@ -275,6 +275,7 @@ class Service:
     def serve(self) -> None:
         """Block until SIGTERM/SIGINT or ``stop()``; then shut down cleanly."""
         self.handle_signals()
+        retired = time.monotonic()
         try:
             while not self._stop.wait(1.0):
                 if self.valkey is not None and (self.valkey.proc is None or self.valkey.proc.poll() is not None):
@@ -297,8 +298,31 @@ class Service:
                         log.error("service.run_file_unwritten", error=f"{type(exc).__name__}: {exc}"[:300])
                 if self.shipper is not None:
                     self.shipper.notify()
+                if time.monotonic() - retired >= self.RETIRE_EVERY_S:
+                    retired = time.monotonic()
+                    self._retire_replicas()
         finally:
             self.close()
+
+    RETIRE_EVERY_S = 60.0  # how often the service removes the groups of replicas gone for good
+
+    def _retire_replicas(self) -> None:
+        """The groups of replicas numbered above ``query_replicas`` whose beat is gone (a
+        service run with more of them, stopped less than a beat's life before this one started)."""
+        pipeline = self.pipeline
+        if pipeline is None:
+            return
+        from memstream.projections import Replicas
+
+        try:
+            removed = Replicas(pipeline.events.client, pipeline.events.prefix).retire(
+                self.settings.query_replicas, pipeline.events.stream_keys
+            )
+        except Exception as exc:  # noqa: BLE001  e.g. Redis down: the next look tries again
+            log.warning("service.replicas_retire_failed", error=f"{type(exc).__name__}: {exc}"[:300])
+            return
+        if removed:
+            log.info("service.replicas_retired", groups=removed)
 
     def stop(self) -> None:
         self._stop.set()

@@ -42,8 +42,10 @@ catalog keeps, activates nothing, and answers from the version it served (its st
 pointer) until its own group of the catalog's active version has caught up
 (``caught_up`` with its backlog), then from that one. It beats in the replicas' registry
 (its groups, and those it answers from: read-your-writes waits for them). A version
-dropped in the catalog is dropped from its store by the replica. A log with an archive is
-refused (a replica does not replay the archive yet).
+dropped in the catalog is dropped from its store by the replica. A replica reads the
+streams only, never the archive: on a log with an archive it runs only the versions whose
+groups it made before (the archiver trims only what every group applied), and a new
+replica is refused.
 """
 
 from __future__ import annotations
@@ -169,8 +171,10 @@ class Pipeline:
             if self.config.qdrant_url:
                 raise ReplicaRefused("a read replica copies the embedded store; with a Qdrant server run `memstream worker`s")
             self.rows = tuple(row for row in self.rows if row.vectors and row in PROJECTIONS)
-            if self._archived():
-                raise ReplicaRefused("a read replica of a log with an archive is not supported: it would miss what was archived")
+            if self._archived() and not Replicas(events.client, events.prefix).groups().get(self.replica):
+                raise ReplicaRefused(
+                    "a new read replica of a log with an archive is not supported: it would miss what was archived"
+                )
         # the store, the embedder and the query server: only beside a vector projection
         self.vectors = any(row.vectors for row in self.rows)
         self.spec = self.config.embedder or settings.embedder
@@ -249,8 +253,16 @@ class Pipeline:
                     continue
                 try:
                     self._add_run(row, v)
-                except EmbedderMissing as exc:
+                except (EmbedderMissing, ReplicaRefused) as exc:
                     log.error("pipeline.replica_version_skipped", group=v.group, error=str(exc)[:500])
+
+    def _may_copy(self, v: Version) -> None:
+        """``ReplicaRefused`` for a version this replica cannot copy whole: its group is new
+        and the log has an archive (a replica reads the streams only, never the archive)."""
+        group = self._group(v)
+        if group in self.replicas.groups().get(self.replica, []) or not self._archived():
+            return
+        raise ReplicaRefused(f"{group}: a read replica does not replay the archive, so it cannot copy a version it has not run")
 
     def _group(self, v: Version) -> str:
         """The group this pipeline reads ``v`` through (a replica's own)."""
@@ -384,6 +396,8 @@ class Pipeline:
 
     # -- runs ------------------------------------------------------------------------------
     def _add_run(self, row: Registered, v: Version) -> Run:
+        if self.replica:
+            self._may_copy(v)
         embedder = self._embedder_of(v) if row.vectors else None
         if row.vectors and v.state == "active" and embedder is not None and embedder.name != self.embedder.name:
             log.warning(
@@ -753,6 +767,7 @@ class Pipeline:
                 if v.state == "dropping":
                     self._drop(row, v, r)
                     continue
+                added = r is None
                 if r is None:
                     if v.state == "failed":
                         continue
@@ -762,13 +777,7 @@ class Pipeline:
                         self.catalog.fail(row.name, v.version, str(exc))
                         log.error("pipeline.version_failed", group=group, error=str(exc)[:500])
                         continue
-                    log.info("pipeline.version_added", group=group, state=v.state)
-                    if self._running:
-                        self._start_run(r)
-                r.version = v
-                r.consumer.low = v.state != "active"
-                if r.embedding is not None:
-                    r.embedding.low = r.consumer.low
+                self._follow(r, v, added)
                 if v.state == "building":
                     self._maybe_activate(row, v, r)
 
@@ -782,29 +791,31 @@ class Pipeline:
                 self._drop_own(gone)
             for group, v in known.items():
                 r = self.runs.get(group)
+                added = r is None
                 if r is None:
                     try:
                         r = self._add_run(row, v)
-                    except EmbedderMissing as exc:
+                    except (EmbedderMissing, ReplicaRefused) as exc:
                         log.error("pipeline.replica_version_skipped", group=group, error=str(exc)[:500])
                         continue
-                    log.info("pipeline.version_added", group=group, state=v.state)
-                    if self._running:
-                        self._start_run(r)
-                r.version = v
-                r.consumer.low = v.state != "active"
-                if r.embedding is not None:
-                    r.embedding.low = r.consumer.low
+                self._follow(r, v, added)
+
+    def _follow(self, r: Run, v: Version, added: bool) -> None:
+        """``r`` follows its version's record ``v``: started when just ``added``, below the
+        live versions when ``v`` is not the active one."""
+        if added:
+            log.info("pipeline.version_added", group=r.group, state=v.state)
+            if self._running:
+                self._start_run(r)
+        r.version = v
+        r.consumer.low = v.state != "active"
+        if r.embedding is not None:
+            r.embedding.low = r.consumer.low
 
     def _drop_own(self, r: Run) -> None:
         """A replica's copy of a version the catalog dropped: its run stopped, its collection
         and its group gone."""
-        r.stop.set()
-        for t in (r.thread, r.embed_thread):
-            if t is not None:
-                t.join(10.0)
-        with self._lock:
-            self.runs.pop(r.group, None)
+        self._end_run(r)
         with self._served_lock:
             served = self._served.get(r.row.name)
             if served is not None and served.version == r.version.version:
@@ -847,14 +858,18 @@ class Pipeline:
         log.info("pipeline.version_activated", projection=name, version=version)
         return new
 
+    def _end_run(self, r: Run) -> None:
+        """``r`` stopped (its threads given 10 s to finish their batch) and no longer run here."""
+        r.stop.set()
+        for t in (r.thread, r.embed_thread):
+            if t is not None:
+                t.join(10.0)
+        with self._lock:
+            self.runs.pop(r.group, None)
+
     def _drop(self, row: Registered, v: Version, r: Run | None) -> None:
         if r is not None:
-            r.stop.set()
-            for t in (r.thread, r.embed_thread):
-                if t is not None:
-                    t.join(10.0)
-            with self._lock:
-                self.runs.pop(r.group, None)
+            self._end_run(r)
         drop_version(row, self._store, self.events.client, self.events.prefix, v.version, self.events.stream_keys)
         self.catalog.forget(row.name, v.version)
         log.info("pipeline.version_dropped", group=v.group)

@@ -88,15 +88,26 @@ def test_a_replica_before_any_primary_runs_nothing_and_writes_no_catalog(tmp_pat
     assert set(replica.runs) == {TURNS_R1, MEMORIES_R1}
 
 
-def test_a_replica_refuses_a_qdrant_server_and_a_log_with_an_archive(tmp_path, log, monkeypatch):
+def test_a_replica_refuses_a_qdrant_server_and_copies_nothing_new_of_a_log_with_an_archive(tmp_path, log, monkeypatch):
     with pytest.raises(ReplicaRefused, match="Qdrant server"):
         make_pipeline(tmp_path / "home", log, replica=1, qdrant_url="http://127.0.0.1:1")
     make_pipeline(tmp_path / "home", log)
     from memstream.workers.pipeline import Pipeline
 
+    ran = make_pipeline(tmp_path / "home", log, replica=1)  # before the log had an archive
+    ran.drain()
+    ran._beat()
+    ran.stop()
     monkeypatch.setattr(Pipeline, "_archived", lambda self: True)
     with pytest.raises(ReplicaRefused, match="archive"):
-        make_pipeline(tmp_path / "home", log, replica=1)
+        make_pipeline(tmp_path / "home", log, replica=2)  # a new one would miss what was archived
+    # the one that ran before resumes its groups (the archiver trims only what they applied) ...
+    resumed = make_pipeline(tmp_path / "home", log, replica=1)
+    assert set(resumed.runs) == {TURNS_R1, MEMORIES_R1}
+    # ... but copies no version it has not run: a build would need the archive
+    Catalog(log.client, log.prefix).add_build("memories", options=registered("memories").new_options)
+    resumed.sync_catalog()
+    assert set(resumed.runs) == {TURNS_R1, MEMORIES_R1}
 
 
 def test_add_sync_waits_for_every_live_replicas_group(tmp_path, log):
