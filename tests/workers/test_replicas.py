@@ -110,6 +110,36 @@ def test_a_replica_refuses_a_qdrant_server_and_copies_nothing_new_of_a_log_with_
     assert set(resumed.runs) == {TURNS_R1, MEMORIES_R1}
 
 
+def test_a_replicas_dense_stage_reads_its_own_backlog_and_the_shared_embedding_cache(tmp_path, log, monkeypatch):
+    from memstream.projections import get_embedder
+
+    def model(settings, spec):  # the hash embedder, costed as a model: deferred to the dense stage, cached
+        embedder = get_embedder("hash")
+        embedder.worth_caching = True
+        return embedder
+
+    monkeypatch.setattr("memstream.workers.pipeline.configured_embedder", model)
+    primary = make_pipeline(tmp_path / "home", log)
+    replica = make_pipeline(tmp_path / "home", log, replica=1)
+    log.append([remembered("Deploys go out on Tuesdays")])
+    primary.drain()  # its dense stage embeds the text once, into data/embeddings.sqlite3
+    replica.runs[MEMORIES_R1].consumer.drain()  # the keyword stage only: the dense work waits in its own backlog
+    assert log.client.xlen(keys.embed_backlog(log.prefix, MEMORIES_R1)) == 1
+    assert log.client.xlen(keys.embed_backlog(log.prefix, "memories.v1")) == 0
+    replica.drain()
+    assert log.client.xlen(keys.embed_backlog(log.prefix, MEMORIES_R1)) == 0
+    [point] = replica.store.retrieve("memories_v1", [p.id for p in _points(replica)], with_vectors=True)
+    assert point.dense is not None
+    cached = replica._embedders["hash"]
+    assert cached.stats()["misses"] == 0 and cached.stats()["disk_hits"] >= 1  # computed once, by the primary
+
+
+def _points(pipeline):
+    from pipeline_support import points
+
+    return points(pipeline.store, "memories_v1", "t1")
+
+
 def test_add_sync_waits_for_every_live_replicas_group(tmp_path, log):
     primary = make_pipeline(tmp_path / "home", log)
     replica = make_pipeline(tmp_path / "home", log, replica=1)
