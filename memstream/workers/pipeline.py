@@ -78,7 +78,6 @@ from memstream.projections import (
     all_registered,
     configured_embedder,
     drop_version,
-    group_name,
     how_to_load,
     open_store,
     physical_name,
@@ -499,10 +498,11 @@ class Pipeline:
         raise KeyError(name)
 
     def _count(self, request: CountRequest) -> CountAnswer:
-        """Points in each vector projection's store, per running version (``memstream stats``: items);
-        with a ``tenant``, also its points per tier (``tiers``)."""
+        """Points in each vector projection's store, per running version (``memstream stats``: items,
+        by the version's group: a replica counts its own copy of the version); with a ``tenant``,
+        also its points per tier (``tiers``)."""
         items = {
-            group_name(r.projection): self.store.count(physical_name(r.row.name, r.version.version))
+            r.version.group: self.store.count(physical_name(r.row.name, r.version.version))
             for r in list(self.runs.values())
             if r.row.vectors
         }

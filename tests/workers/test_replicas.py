@@ -22,7 +22,7 @@ from memstream.core import Settings, as_str, keys
 from memstream.core.runfile import read_run_file
 from memstream.producers import EventLog
 from memstream.projections import Catalog, Replicas, memory_write_groups, registered, replica_group, replica_of
-from memstream.query import RecallRequest
+from memstream.query import CountRequest, RecallRequest
 from memstream.service.sidecar import Sidecar
 from memstream.workers import ReplicaRefused
 from memstream.workers.positions import is_applied
@@ -73,6 +73,8 @@ def test_a_replica_projects_into_its_own_store_through_its_own_groups_and_answer
     assert texts(primary.store, "memories_v1", "t1") == set()  # the primary's groups have read nothing yet
     assert Path(tmp_path / "home" / "data" / "qdrant-replica-1").is_dir()
     assert "Deploys go out on Tuesdays" in _recall(replica, "when do deploys go out")
+    counted = replica._count(CountRequest()).items  # `memstream stats` items, by the version: whoever answers
+    assert set(counted) == {"turns.v1", "memories.v1"} and counted["memories.v1"] == 1
     # its records are its own group's; the catalog is the primary's alone
     assert log.client.exists(keys.positions(log.prefix, MEMORIES_R1))
     assert not log.client.exists(keys.positions(log.prefix, "memories.v1"))
