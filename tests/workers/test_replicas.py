@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from metrics_support import Recorder, observing
 from pipeline_support import make_pipeline, memory, remembered, texts, turn
 from service_support import ms
 from writepath import wait_for
@@ -230,31 +231,41 @@ def test_replicas_gone_for_good_are_retired_with_their_groups(tmp_path, log):
 
 
 def test_a_killed_replica_restarts_and_resumes_its_groups_and_answers_the_request_lists(tmp_path, log):
-    from memstream.query import ask
-
     home = tmp_path / "home"
     make_pipeline(home, log)  # the primary's catalog; its query server is not running: the replica answers
     url = log.client.connection_pool.connection_kwargs
     settings = Settings.load(
         home=str(home), redis_url=f"redis://{url['host']}:{url['port']}", autostart=False, embedder="hash", metrics_addr=""
     )
-    replica = Sidecar(settings, settings.redis_url, ("turns", "memories"), replica=1).start()
-    try:
-        assert replica.wait_ready(60)
-        first = replica.pid
-        log.append([remembered("Deploys go out on Tuesdays")])
-        wait_for(lambda: _applied(log, MEMORIES_R1), 60, "the replica applied the first memory")
-        os.kill(first, signal.SIGKILL)
-        wait_for(lambda: replica.restarts >= 1 and replica.pid not in (None, first), 60, "the replica restarted")
-        log.append([remembered("The standup moved to 9:30")])
-        wait_for(lambda: _applied(log, MEMORIES_R1), 60, "the restarted replica applied the second memory")
-        assert MEMORIES_R1 in memory_write_groups(log.client, log.prefix)  # live all along: its beat outlives a restart
-        answer = ask(log.client, log.prefix, RecallRequest(tenant="t1", agent="a1", query="when is the standup", k=5), timeout=30)
-        assert "The standup moved to 9:30" in json.dumps(answer)
-        assert texts_count(log) == 1  # one consumer of the replica's group: the restarted child took over the name
-    finally:
-        replica.stop()
+    recorder = Recorder()
+    replica = Sidecar(settings, settings.redis_url, ("turns", "memories"), replica=1)
+    with observing(recorder):
+        replica.start()
+        try:
+            _killed_and_resumed(replica, log, recorder)
+        finally:
+            replica.stop()
     assert replica.pid is None
+
+
+def _killed_and_resumed(replica: Sidecar, log: EventLog, recorder: Recorder) -> None:
+    from memstream.query import ask
+
+    assert replica.wait_ready(60)
+    first = replica.pid
+    log.append([remembered("Deploys go out on Tuesdays")])
+    wait_for(lambda: _applied(log, MEMORIES_R1), 60, "the replica applied the first memory")
+    os.kill(first, signal.SIGKILL)
+    wait_for(lambda: replica.restarts >= 1 and replica.pid not in (None, first), 60, "the replica restarted")
+    log.append([remembered("The standup moved to 9:30")])
+    wait_for(lambda: _applied(log, MEMORIES_R1), 60, "the restarted replica applied the second memory")
+    assert MEMORIES_R1 in memory_write_groups(log.client, log.prefix)  # live all along: its beat outlives a restart
+    answer = ask(log.client, log.prefix, RecallRequest(tenant="t1", agent="a1", query="when is the standup", k=5), timeout=30)
+    assert "The standup moved to 9:30" in json.dumps(answer)
+    assert consumers_of_replica_group(log) == 1  # one consumer of the replica's group: the restarted child took over the name
+    # its figures reach the service's metrics: what its consumers applied, the queries it answered
+    wait_for(lambda: any(op == "recall" for op, _ in recorder.answers), 30, "the replica's answer reported")
+    assert any(group == MEMORIES_R1 for group, *_ in recorder.batches)
 
 
 def _applied(eventlog: EventLog, group: str) -> bool:
@@ -262,7 +273,7 @@ def _applied(eventlog: EventLog, group: str) -> bool:
     return all(is_applied(eventlog.client, s, group, as_str(e[0][0])) for s, e in last.items() if e)
 
 
-def texts_count(eventlog: EventLog) -> int:
+def consumers_of_replica_group(eventlog: EventLog) -> int:
     """Consumers of the replica's memories group on the streams that hold entries."""
     names = set()
     for s in eventlog.stream_keys:
