@@ -360,10 +360,10 @@ class Searcher:
 
         wanted: dict[str, dict[str, str]] = {}  # collection -> point id -> item id
         for plan in plans:
-            matches = sorted(
-                ((sc, i) for sc, i in plan.scored if sc > 0.0 and i.get("kind") == "memory" and i["id"] in plan.points),
-                key=lambda m: -m[0],
-            )
+            matches = [(sc, i) for sc, i in plan.scored if sc > 0.0 and i.get("kind") == "memory" and i["id"] in plan.points]
+            if len({item.get("agent") for _, item in matches}) < 2:
+                continue  # one agent's (and so are the best of them): not sorted
+            matches.sort(key=lambda m: -m[0])
             matches = matches[: COLLAPSE_WINDOW * plan.ask.k]
             if len({item.get("agent") for _, item in matches}) < 2:
                 continue
