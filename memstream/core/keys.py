@@ -63,6 +63,8 @@ __all__ = [
     "tombstones_pattern",
     "facts",
     "facts_current",
+    "facts_index",
+    "facts_indexed",
     "facts_pattern",
     "fact_sources",
     "turn_context",
@@ -321,12 +323,22 @@ def facts_current(prefix: str, version: int, tenant: str) -> str:
 
 
 def facts_events(prefix: str, version: int, tenant: str) -> str:
-    """``P:facts:v{version}:T:events``: hash, event id -> how many facts it gave (only events with more than the probed 12)."""
+    """``P:facts:v{version}:T:events``: hash, event id -> facts it gave, above 12 (older releases'; read once, deleted)."""
     return f"{facts(prefix, version, tenant)}:events"
 
 
+def facts_index(prefix: str, version: int, tenant: str) -> str:
+    """``P:facts:v{version}:T:by_event``: hash, event id -> the ids (space-separated) of the facts from it the table holds."""
+    return f"{facts(prefix, version, tenant)}:by_event"
+
+
+def facts_indexed(prefix: str, version: int, tenant: str) -> str:
+    """``P:facts:v{version}:T:indexed``: string, set once ``facts_index`` covers the tenant's whole table."""
+    return f"{facts(prefix, version, tenant)}:indexed"
+
+
 def facts_pattern(prefix: str, version: int) -> str:
-    """``P:facts:v{version}:*``: glob pattern of every facts-table key of one version (``facts``, ``facts_current``)."""
+    """``P:facts:v{version}:*``: glob pattern of every facts-table key of one version (``facts`` and its neighbours)."""
     return f"{prefix}:facts:v{version}:*"
 
 

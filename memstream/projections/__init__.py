@@ -23,7 +23,7 @@ from memstream.projections.embedders.factory import (
 )
 from memstream.projections.embedders.port import Embedder, EmbedderError, EmbedderUnavailable
 from memstream.projections.facts import FactsProjection
-from memstream.projections.facts_table import PROBED_FACTS, Fact, FactsTable, fact_id, fact_ids
+from memstream.projections.facts_table import Fact, FactsTable, fact_id, fact_ids
 from memstream.projections.memories import MemoriesProjection
 from memstream.projections.registry import (
     PROJECTIONS,
@@ -115,7 +115,6 @@ __all__ = [
     "point_id",
     "item_point_id",
     "POINT_NAMESPACE",
-    "PROBED_FACTS",
     "Projection",
     "PROJECTIONS",
     "registered",

@@ -3,6 +3,9 @@ idempotent ``apply(batch)``) and the ``Delivery`` of one stream entry it is give
 
 The consumer group of a projection is ``{name}.v{version}``; ``apply`` must be idempotent
 with the event id as its key, because a crash between applying and acking redelivers.
+A projection may also have ``prepare()``: run by its consumer's thread before it reads
+(after every start or restart of the thread: a look once its work is done), for a
+one-time migration of what an older release wrote (the facts' event → facts index).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ import json
 from typing import Sequence
 
 import redis
+import structlog
 
 from memstream.core import as_str, keys
 from memstream.producers import (
@@ -24,6 +25,8 @@ from memstream.projections.facts_table import Fact, FactsTable, fact_ids
 from memstream.projections.memories import match_entry
 from memstream.projections.tombstones import Tombstones
 from memstream.text import BoilerplateFilter, FactCandidate, extract_facts, is_single_valued, redact
+
+log = structlog.get_logger("memstream.projection")
 
 
 class FactsProjection:
@@ -80,6 +83,13 @@ class FactsProjection:
             return [(event.content, "user" if event.target == "user" else "assistant")]
         return []
 
+    def prepare(self) -> None:
+        """Before the first batch: index the facts of tables written before the event →
+        facts index existed (``FactsTable.index_existing``; once per tenant, then a look)."""
+        indexed = self.table.index_existing()
+        if indexed:
+            log.info("facts.indexed", tenants=len(indexed), group=group_name(self))
+
     def apply(self, batch: Sequence[Delivery]) -> None:
         """Apply the batch in order. The facts of consecutive events are asserted together
         (``FactsTable.assert_facts``: one transaction); a forgotten event or a memory entry
@@ -95,7 +105,7 @@ class FactsProjection:
             if isinstance(event, MemoryForgotten):
                 self._assert(extracted, outcomes)
                 self.tombstones.add(event.scope.tenant, event.forgotten_id)
-                removed = self.table.retract_event(event.scope.tenant, event.forgotten_id)
+                removed = self.table.forget_event(event.scope.tenant, event.forgotten_id)
                 removed += self.table.forget_fact(event.scope.tenant, event.forgotten_id)  # a fact's own id
                 self._forget_entry(event)
                 outcomes["forgotten"] = outcomes.get("forgotten", 0) + removed
@@ -117,8 +127,8 @@ class FactsProjection:
 
     def _assert(self, extracted: list[tuple[Event, list[FactCandidate]]], outcomes: dict[str, int]) -> None:
         """Assert the facts of ``extracted`` (events and their candidates, in order) that
-        are confident enough and not forgotten, noting each event's count first, in one
-        transaction; count the outcomes; empty ``extracted``."""
+        are confident enough and not forgotten, in one transaction; count the outcomes;
+        empty ``extracted``."""
         if not extracted:
             return
         kept: list[tuple[Event, str, FactCandidate]] = []
@@ -151,7 +161,6 @@ class FactsProjection:
                     is_single_valued(cand.key),
                 )
             )
-        notes = [(event.scope.tenant, event.id, len(candidates)) for event, candidates in extracted]
-        for outcome in self.table.assert_facts(facts, notes):
+        for outcome in self.table.assert_facts(facts):
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
         extracted.clear()

@@ -4,16 +4,18 @@ Keys (``P`` = prefix, ``N`` = the table's version, the facts projection's; built
 ``memstream.core.keys``): ``P:facts:vN:{tenant}`` hash fact id -> JSON fact;
 ``P:facts:vN:{tenant}:current`` hash slot -> fact id. A slot is (agent, subject, key) for a
 single-valued key (name, location, ...) and (agent, subject, key, value) for a
-multi-valued one (likes, uses, ...). ``P:facts:vN:{tenant}:events`` hash event id -> how
-many facts were extracted from the event, for the events with more than
-``PROBED_FACTS``. A new version of the facts projection builds its own table beside the
-live one.
+multi-valued one (likes, uses, ...). ``P:facts:vN:{tenant}:by_event`` hash event id -> the
+ids of the facts extracted from it that the table holds (the event → facts index, written
+in the transaction that writes the facts, entries removed with the facts they name);
+``P:facts:vN:{tenant}:indexed`` says the index covers the whole table. A new version of the
+facts projection builds its own table beside the live one.
 
 Fact ids: the n-th fact extracted from an event (n from 1, counting every fact the
 extractor proposed, kept or not) has the id ``fact_id(event_id, n)``, the same in every
 process and release. ``facts_of_events`` finds every stored fact of the events it is
-given: the first ``PROBED_FACTS`` ids of each event are looked up directly, the others
-through the event's count.
+given through the index: one script call reads the index entries of the events and the
+facts they name, nothing else. A table written before the index existed is indexed once
+(``index_existing``, run by the facts projection before it applies anything).
 
 Guarantees: ``assert_fact`` is idempotent (the fact id derives from the event id and
 the fact's index in it) and atomic per tenant (WATCH/MULTI, retried); a new value in a
@@ -40,16 +42,23 @@ from typing import Any, Iterable, Sequence
 
 import msgspec
 import redis
+import structlog
 from redis.exceptions import NoScriptError
 
 from memstream.core import as_str, keys
 from memstream.projections.stores.ids import named_uuid
 
-__all__ = ["Fact", "FactsTable", "PROBED_FACTS", "fact_id", "fact_ids"]
+__all__ = ["Fact", "FactsTable", "fact_id", "fact_ids"]
 
-# How many facts of an event are looked up by id without asking how many it has (a LoCoMo
-# turn gives at most 3); an event with more records its count (``note_extracted``).
-PROBED_FACTS = 12
+log = structlog.get_logger("memstream.projection")
+
+# Releases before the event → facts index looked up the first 12 ids of each event and
+# recorded the count of an event with more (``keys.facts_events``): the build of the index
+# for such a table (``index_existing``) searches an event's ids that far, or to its count.
+_LEGACY_PROBED = 12
+
+# The suffixes of a table's keys that are not its facts hash (``keys.facts_pattern`` finds them all).
+_NOT_FACTS = (":current", ":events", ":by_event", ":indexed")
 
 
 def fact_ids(event_id: str, first: int, last: int) -> list[str]:
@@ -57,17 +66,6 @@ def fact_ids(event_id: str, first: int, last: int) -> list[str]:
     asks for the ids of every hit: the JSON encoding of the event id is done once)."""
     head = '["fact",' + json.dumps(event_id, ensure_ascii=False, separators=(",", ":")) + ","
     return [named_uuid(f"{head}{n}]") for n in range(first, last + 1)]
-
-
-# The probed ids of this many events are kept (about 1 KB each): a query server looks up
-# the facts of every hit, two dozen events a search, and the same events come back across
-# searches (a recall at 10k memories spent 0.4 ms of its ~4 ms computing them).
-PROBED_CACHE = 4096
-
-
-@functools.lru_cache(maxsize=PROBED_CACHE)
-def _probed_ids(event_id: str) -> tuple[str, ...]:
-    return tuple(fact_ids(event_id, 1, PROBED_FACTS))
 
 
 def fact_id(event_id: str, n: int) -> str:
@@ -109,12 +107,13 @@ def _norm(value: str) -> str:
     return " ".join(value.casefold().split())
 
 
-# What a batch of asserts reads, in one round trip: KEYS are each tenant's facts hash and
-# current hash, in pairs; ARGV per tenant: n, n fact ids, m, m slots. Per tenant it returns
-# {whether each fact id is stored (1/0), each slot's current fact id, that fact}.
+# What a batch of asserts reads, in one round trip: KEYS are each tenant's facts hash,
+# current hash and event → facts index, in threes; ARGV per tenant: n, n fact ids, m, m
+# slots, e, e event ids. Per tenant it returns {whether each fact id is stored (1/0), each
+# slot's current fact id, that fact, each event's index entry}.
 _LOOKUP = """
 local out, a = {}, 1
-for t = 1, #KEYS, 2 do
+for t = 1, #KEYS, 3 do
   local n = tonumber(ARGV[a]); a = a + 1
   local stored = {}
   for i = 1, n do stored[i] = redis.call('HEXISTS', KEYS[t], ARGV[a]); a = a + 1 end
@@ -125,26 +124,59 @@ for t = 1, #KEYS, 2 do
     ids[i] = id
     facts[i] = id and redis.call('HGET', KEYS[t], id)
   end
-  out[#out + 1] = {stored, ids, facts}
+  local e = tonumber(ARGV[a]); a = a + 1
+  local entries = {}
+  for i = 1, e do entries[i] = redis.call('HGET', KEYS[t + 2], ARGV[a]) or ''; a = a + 1 end
+  out[#out + 1] = {stored, ids, facts, entries}
 end
 return out
 """
 _LOOKUP_SHA = hashlib.sha1(_LOOKUP.encode()).hexdigest()
 
+# The facts of some events, in one round trip: KEYS the index and the facts hash, ARGV the
+# event ids; per event, the stored facts its index entry names, in its order.
+_OF_EVENTS = """
+local out = {}
+for i = 1, #ARGV do
+  local found = {}
+  local ids = redis.call('HGET', KEYS[1], ARGV[i])
+  if ids then
+    for fid in string.gmatch(ids, '%S+') do
+      local raw = redis.call('HGET', KEYS[2], fid)
+      if raw then found[#found + 1] = raw end
+    end
+  end
+  out[i] = found
+end
+return out
+"""
+_OF_EVENTS_SHA = hashlib.sha1(_OF_EVENTS.encode()).hexdigest()
+
+
+def _script(client: Any, script: str, sha: str, script_keys: Sequence[str], args: Sequence[str | int]) -> Any:
+    """``script`` run by its sha, loaded when the server's script cache lacks it."""
+    try:
+        return client.evalsha(sha, len(script_keys), *script_keys, *args)
+    except NoScriptError:  # the server's script cache was flushed (or never had it)
+        return client.eval(script, len(script_keys), *script_keys, *args)
+
 
 class _TenantPlan:
     """One tenant's share of a batch of asserts: what was read, and what planning changed
-    (facts by id, slots), for the facts that come after it in the batch and for the write."""
+    (facts by id, slots, index entries), for the facts that come after it in the batch and
+    for the write."""
 
-    __slots__ = ("facts_key", "current_key", "stored", "current", "facts", "written", "moved")
+    __slots__ = ("facts_key", "current_key", "index_key", "stored", "current", "facts", "written", "moved", "index", "indexed")
 
-    def __init__(self, facts_key: str, current_key: str) -> None:
-        self.facts_key, self.current_key = facts_key, current_key
+    def __init__(self, facts_key: str, current_key: str, index_key: str) -> None:
+        self.facts_key, self.current_key, self.index_key = facts_key, current_key, index_key
         self.stored: set[str] = set()  # fact ids in the table (read, or written by this batch)
         self.current: dict[str, str] = {}  # slot -> its current fact id
         self.facts: dict[str, Fact] = {}  # id -> fact, for the current facts of the slots read
         self.written: dict[str, Fact] = {}  # id -> fact to write
         self.moved: dict[str, str] = {}  # slot -> the fact id that becomes its current one
+        self.index: dict[str, list[str]] = {}  # event id -> its index entry (read, with this batch's facts)
+        self.indexed: set[str] = set()  # the events whose entry this batch changes
 
 
 def _copy(fact: Fact) -> Fact:
@@ -162,43 +194,23 @@ class FactsTable:
         self.client = client
         self.prefix = prefix
 
-    def _keys(self, tenant: str) -> tuple[str, str]:
-        return (keys.facts(self.prefix, self.version, tenant), keys.facts_current(self.prefix, self.version, tenant))
-
-    def _events_key(self, tenant: str) -> str:
-        return keys.facts_events(self.prefix, self.version, tenant)
-
-    def note_extracted(self, tenant: str, event_id: str, count: int) -> None:
-        """Record that ``count`` facts were extracted from ``event_id`` (their ids are
-        ``fact_id(event_id, 1..count)``), when that is more than ``PROBED_FACTS``. Called
-        before the facts are asserted: a reader may look up an id not stored yet, never
-        miss one that is (``assert_facts`` writes it with the facts, atomically)."""
-        if count > PROBED_FACTS:
-            self.client.hset(self._events_key(tenant), event_id, count)
+    def _keys(self, tenant: str) -> tuple[str, str, str]:
+        """The tenant's facts hash, current hash and event → facts index."""
+        return (
+            keys.facts(self.prefix, self.version, tenant),
+            keys.facts_current(self.prefix, self.version, tenant),
+            keys.facts_index(self.prefix, self.version, tenant),
+        )
 
     def facts_of_events(self, tenant: str, event_ids: list[str]) -> list[tuple[str, Fact]]:
         """Every stored fact extracted from the events (current or history, retractions
-        left out), as (event id, fact), by event then by index; one round trip, two for
-        events with more than ``PROBED_FACTS`` facts."""
+        left out), as (event id, fact), by event then in the order extracted; one round
+        trip that reads the events' index entries and the facts they name."""
         if not event_ids:
             return []
-        facts_key = self._keys(tenant)[0]
-        probed = [_probed_ids(eid) for eid in event_ids]
-        with self.client.pipeline(transaction=False) as pipe:
-            pipe.hmget(facts_key, [fid for ids in probed for fid in ids])
-            pipe.hmget(self._events_key(tenant), event_ids)
-            raws, counts = pipe.execute()
-        rows = [raws[i * PROBED_FACTS : (i + 1) * PROBED_FACTS] for i in range(len(event_ids))]
-        more = [
-            (i, fact_ids(eid, PROBED_FACTS + 1, int(c)))
-            for i, (eid, c) in enumerate(zip(event_ids, counts))
-            if c is not None and int(c) > PROBED_FACTS
-        ]
-        if more:
-            extra = iter(self.client.hmget(facts_key, [fid for _, ids in more for fid in ids]))
-            for i, ids in more:
-                rows[i] = rows[i] + [next(extra) for _ in ids]
-        found = [(eid, _dec.decode(raw)) for eid, row in zip(event_ids, rows) for raw in row if raw]
+        facts_key, _, index_key = self._keys(tenant)
+        rows = _script(self.client, _OF_EVENTS, _OF_EVENTS_SHA, [index_key, facts_key], event_ids)
+        found = [(eid, _dec.decode(raw)) for eid, row in zip(event_ids, rows) for raw in row]
         return [(eid, fact) for eid, fact in found if not fact.retracts]
 
     @staticmethod
@@ -211,30 +223,27 @@ class FactsTable:
         for a retraction "retracted" (it ended the current fact) or "unmatched" (it did not)."""
         return self.assert_facts([(fact, single)])[0]
 
-    def assert_facts(self, facts: Sequence[tuple[Fact, bool]], extracted: Sequence[tuple[str, str, int]] = ()) -> list[str]:
+    def assert_facts(self, facts: Sequence[tuple[Fact, bool]]) -> list[str]:
         """Record each ``(fact, single)`` in order, as ``assert_fact`` one after the other
-        would (a fact sees those before it in the batch), and note each ``(tenant, event
-        id, count)`` of ``extracted`` as ``note_extracted`` does, in the same transaction,
-        ahead of the facts. Returns each fact's outcome, in order.
+        would (a fact sees those before it in the batch), with each new fact (not a
+        retraction) added to the index entry of the event it came from (its first
+        ``event_ids``). Returns each fact's outcome, in order.
 
         One transaction for the batch: its tenants' tables are WATCHed, read in one round
         trip, planned here and written in one MULTI/EXEC; when another writer changed one
         of them in between, the batch is read and planned again (redis-py's
         ``transaction``). The facts given are never changed (planning works on copies)."""
-        notes = [(tenant, eid, count) for tenant, eid, count in extracted if count > PROBED_FACTS]
         if not facts:
-            if notes:
-                with self.client.pipeline(transaction=True) as pipe:
-                    for tenant, eid, count in notes:
-                        pipe.hset(self._events_key(tenant), eid, count)
-                    pipe.execute()
             return []
         slots = [self.slot(f.agent, f.subject, f.key, f.value, single) for f, single in facts]
-        tenants: dict[str, tuple[list[str], dict[str, None]]] = {}  # tenant -> its fact ids, its slots
+        # tenant -> its fact ids, its slots, the events its facts came from
+        tenants: dict[str, tuple[list[str], dict[str, None], dict[str, None]]] = {}
         for (fact, _), slot in zip(facts, slots):
-            ids, wanted = tenants.setdefault(fact.tenant, ([], {}))
+            ids, wanted, events = tenants.setdefault(fact.tenant, ([], {}, {}))
             ids.append(fact.id)
             wanted[slot] = None
+            if fact.event_ids:
+                events[fact.event_ids[0]] = None
         watched = [key for tenant in tenants for key in self._keys(tenant)]
 
         def attempt(pipe: redis.client.Pipeline) -> list[str]:
@@ -242,13 +251,14 @@ class FactsTable:
             tables = self._lookup(pipe, tenants)
             outcomes = [self._assert_in(tables[fact.tenant], _copy(fact), slot) for (fact, _), slot in zip(facts, slots)]
             pipe.multi()
-            for tenant, eid, count in notes:
-                pipe.hset(self._events_key(tenant), eid, count)
-            for table in tables.values():
+            for tenant, table in tables.items():
                 if table.written:
                     pipe.hset(table.facts_key, mapping={fid: _enc.encode(f) for fid, f in table.written.items()})
                 if table.moved:
                     pipe.hset(table.current_key, mapping={slot: fid for slot, fid in table.moved.items()})
+                if table.indexed:
+                    pipe.hset(table.index_key, mapping={eid: " ".join(table.index[eid]) for eid in table.indexed})
+                pipe.set(keys.facts_indexed(self.prefix, self.version, tenant), 1)  # a new tenant's index is whole
             return outcomes
 
         # with value_from_callable the transaction returns what ``attempt`` returns;
@@ -262,20 +272,17 @@ class FactsTable:
         return outcomes
 
     def _lookup(
-        self, pipe: redis.client.Pipeline, tenants: dict[str, tuple[list[str], dict[str, None]]]
+        self, pipe: redis.client.Pipeline, tenants: dict[str, tuple[list[str], dict[str, None], dict[str, None]]]
     ) -> dict[str, _TenantPlan]:
         """What the batch needs of each tenant's table, read in one round trip (``_LOOKUP``)."""
         script_keys: list[str] = []
         args: list[str | int] = []
-        for tenant, (ids, wanted) in tenants.items():
+        for tenant, (ids, wanted, events) in tenants.items():
             script_keys += self._keys(tenant)
-            args += [len(ids), *ids, len(wanted), *wanted]
-        try:
-            replies = pipe.evalsha(_LOOKUP_SHA, len(script_keys), *script_keys, *args)
-        except NoScriptError:  # the server's script cache was flushed (or never had it)
-            replies = pipe.eval(_LOOKUP, len(script_keys), *script_keys, *args)
+            args += [len(ids), *ids, len(wanted), *wanted, len(events), *events]
+        replies = _script(pipe, _LOOKUP, _LOOKUP_SHA, script_keys, args)
         tables = {}
-        for (tenant, (ids, wanted)), (stored, current, raws) in zip(tenants.items(), replies):
+        for (tenant, (ids, wanted, events)), (stored, current, raws, entries) in zip(tenants.items(), replies):
             table = _TenantPlan(*self._keys(tenant))
             table.stored = {fid for fid, flag in zip(ids, stored) if flag}
             for slot, fid, raw in zip(wanted, current, raws):
@@ -284,6 +291,7 @@ class FactsTable:
                 table.current[slot] = as_str(fid)
                 if raw:
                     table.facts[as_str(fid)] = _dec.decode(raw)
+            table.index = {eid: as_str(entry).split() for eid, entry in zip(events, entries)}
             tables[tenant] = table
         return tables
 
@@ -299,6 +307,11 @@ class FactsTable:
             table.stored.add(f.id)
         if becomes_current:
             table.current[slot] = table.moved[slot] = fact.id
+        if not fact.retracts and fact.event_ids and any(f is fact for f in changed):  # a fact the table did not hold
+            entry = table.index.setdefault(fact.event_ids[0], [])
+            if fact.id not in entry:
+                entry.append(fact.id)
+                table.indexed.add(fact.event_ids[0])
         return outcome
 
     def _plan(self, fact: Fact, cur: Fact | None) -> tuple[str, tuple[Fact, ...], bool]:
@@ -345,9 +358,10 @@ class FactsTable:
         return "retracted", (cur, fact), True
 
     def retract_event(self, tenant: str, event_id: str) -> int:
-        """Remove every fact whose only source is ``event_id`` (a forgotten event)."""
-        facts_key, current_key = self._keys(tenant)
-        removed = 0
+        """Remove every fact whose only source is ``event_id`` (a forgotten event, a memory
+        entry removed), and those facts' index entries."""
+        facts_key, current_key, _ = self._keys(tenant)
+        removed: list[str] = []
         for fact in self.query(tenant, history=True, retractions=True):
             if event_id not in fact.event_ids:
                 continue
@@ -359,9 +373,88 @@ class FactsTable:
             for slot, fid in self.client.hgetall(current_key).items():
                 if (fid.decode() if isinstance(fid, bytes) else fid) == fact.id:
                     self.client.hdel(current_key, slot)
-            removed += 1
-        self.client.hdel(self._events_key(tenant), event_id)
+            removed.append(fact.id)
+        self._unindex(tenant, set(removed))
+        return len(removed)
+
+    def forget_event(self, tenant: str, event_id: str) -> int:
+        """``retract_event`` for a forgotten event, whose own index entry goes too (the facts
+        it gave that other events also stated stay, found through those events' hits, as the
+        forgotten event's points are gone): how many facts were removed."""
+        removed = self.retract_event(tenant, event_id)
+        self.client.hdel(self._keys(tenant)[2], event_id)
         return removed
+
+    def _unindex(self, tenant: str, fact_ids: set[str]) -> None:
+        """Remove ``fact_ids`` from the tenant's index entries (an entry left empty goes)."""
+        if not fact_ids:
+            return
+        index_key = self._keys(tenant)[2]
+        changed: dict[str, str] = {}
+        for eid, entry in self.client.hgetall(index_key).items():
+            ids = as_str(entry).split()
+            kept = [fid for fid in ids if fid not in fact_ids]
+            if len(kept) != len(ids):
+                changed[as_str(eid)] = " ".join(kept)
+        if not changed:
+            return
+        with self.client.pipeline(transaction=True) as pipe:
+            gone = [eid for eid, entry in changed.items() if not entry]
+            if gone:
+                pipe.hdel(index_key, *gone)
+            if len(gone) < len(changed):
+                pipe.hset(index_key, mapping={eid: entry for eid, entry in changed.items() if entry})
+            pipe.execute()
+
+    def index_existing(self) -> list[str]:
+        """Build the event → facts index of every tenant's table written before the index
+        existed (no ``facts_indexed`` mark): each fact is indexed under the event among its
+        ``event_ids`` its id derives from, searched up to the event's count recorded by those
+        releases. One transaction a tenant (WATCHed: a writer meanwhile makes it read again),
+        idempotent; the tenants indexed. A fact that cannot be read is left out, logged."""
+        head = keys.facts(self.prefix, self.version, "")
+        done = []
+        for raw_key in self.client.scan_iter(match=keys.facts_pattern(self.prefix, self.version), count=500):
+            key = as_str(raw_key)
+            if key.endswith(_NOT_FACTS):
+                continue
+            tenant = key[len(head) :]
+            if self.client.exists(keys.facts_indexed(self.prefix, self.version, tenant)):
+                continue
+            self.client.transaction(functools.partial(self._index_tenant, tenant=tenant), *self._keys(tenant))
+            done.append(tenant)
+        return done
+
+    def _index_tenant(self, pipe: redis.client.Pipeline, *, tenant: str) -> None:
+        facts_key, _, index_key = self._keys(tenant)
+        legacy_key = keys.facts_events(self.prefix, self.version, tenant)
+        counts = {as_str(eid): int(n) for eid, n in pipe.hgetall(legacy_key).items() if as_str(n).isdigit()}
+        entries: dict[str, list[str]] = {as_str(eid): as_str(ids).split() for eid, ids in pipe.hgetall(index_key).items()}
+        found: dict[str, list[tuple[int, str]]] = {}
+        unreadable = 0
+        for raw in pipe.hvals(facts_key):
+            try:
+                fact = _dec.decode(raw)
+            except msgspec.DecodeError:
+                unreadable += 1
+                continue
+            if fact.retracts:
+                continue
+            for eid in fact.event_ids:
+                ids = fact_ids(eid, 1, max(_LEGACY_PROBED, counts.get(eid, 0)))
+                if fact.id in ids:
+                    found.setdefault(eid, []).append((ids.index(fact.id), fact.id))
+                    break
+        if unreadable:
+            log.warning("facts.index_unreadable", tenant=tenant, facts=unreadable, action="left out of the index")
+        for eid, ranked in found.items():
+            entry = entries.setdefault(eid, [])
+            entry += [fid for _, fid in sorted(ranked) if fid not in entry]
+        pipe.multi()
+        if found:
+            pipe.hset(index_key, mapping={eid: " ".join(entries[eid]) for eid in found})
+        pipe.set(keys.facts_indexed(self.prefix, self.version, tenant), 1)
+        pipe.delete(legacy_key)
 
     def get_many(self, tenant: str, fact_ids: list[str]) -> list[Fact]:
         """The facts among ``fact_ids`` that exist (current or history), one round trip."""
@@ -375,13 +468,15 @@ class FactsTable:
         return found[0] if found else None
 
     def forget_fact(self, tenant: str, fact_id: str) -> int:
-        """Remove one fact (a tombstone named it): 1 if it existed; the slot it held is freed."""
-        facts_key, current_key = self._keys(tenant)
+        """Remove one fact (a tombstone named it): 1 if it existed; the slot it held is freed,
+        its index entry goes."""
+        facts_key, current_key, _ = self._keys(tenant)
         if not self.client.hdel(facts_key, fact_id):
             return 0
         for slot, fid in self.client.hgetall(current_key).items():
             if (fid.decode() if isinstance(fid, bytes) else fid) == fact_id:
                 self.client.hdel(current_key, slot)
+        self._unindex(tenant, {fact_id})
         return 1
 
     def query(
@@ -397,7 +492,7 @@ class FactsTable:
     ) -> list[Fact]:
         """Facts of a tenant (current only unless ``history``; retractions only with
         ``retractions``), newest first."""
-        facts_key, _ = self._keys(tenant)
+        facts_key = self._keys(tenant)[0]
         agent_set = set(agents) if agents is not None else None
         out = []
         for raw in self.client.hvals(facts_key):
@@ -424,7 +519,7 @@ class FactsTable:
         total = 0
         for key in self.client.scan_iter(match=keys.facts_pattern(self.prefix, self.version), count=500):
             k = key.decode() if isinstance(key, bytes) else key
-            if not k.endswith((":current", ":events")):
+            if not k.endswith(_NOT_FACTS):
                 total += int(self.client.hlen(k))
         return total
 

@@ -109,12 +109,10 @@ def asks_about_time(query: str) -> bool:
     return bool(_TIME.search(query or ""))
 
 
-def _minmax(hits: list[Hit]) -> dict[str, tuple[float, Hit]]:
-    if not hits:
-        return {}
+def _bounds(hits: list[Hit]) -> tuple[float, float]:
+    """The least and the most score of ``hits`` (not empty): each side's min-max range (step 1)."""
     scores = [h.score for h in hits]
-    lo, hi = min(scores), max(scores)
-    return {h.id: ((h.score - lo) / (hi - lo) if hi > lo else 1.0, h) for h in hits}
+    return min(scores), max(scores)
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,10 +360,10 @@ class Searcher:
 
         wanted: dict[str, dict[str, str]] = {}  # collection -> point id -> item id
         for plan in plans:
-            matches = sorted(
-                ((sc, i) for sc, i in plan.scored if sc > 0.0 and i.get("kind") == "memory" and i["id"] in plan.points),
-                key=lambda m: -m[0],
-            )
+            matches = [(sc, i) for sc, i in plan.scored if sc > 0.0 and i.get("kind") == "memory" and i["id"] in plan.points]
+            if len({item.get("agent") for _, item in matches}) < 2:
+                continue  # one agent's (and so are the best of them): not sorted
+            matches.sort(key=lambda m: -m[0])
             matches = matches[: COLLAPSE_WINDOW * plan.ask.k]
             if len({item.get("agent") for _, item in matches}) < 2:
                 continue
@@ -413,51 +411,55 @@ class Searcher:
     def _rank(
         self, dense_hits: list[Hit], keyword_hits: list[Hit], *, timely: bool, query: str, neighbours: bool
     ) -> list[tuple[float, dict[str, Any]]]:
-        """One collection's candidates of one search (its dense and keyword hits), ranked."""
-        d = _minmax(dense_hits)
-        s = _minmax(keyword_hits)
-        fused: dict[str, tuple[float, Hit]] = {}
-        for pid in set(d) | set(s):
-            hit = (d.get(pid) or s[pid])[1]
-            # a keyword match scores above 0 even as the weakest of its side (0 after _minmax):
-            # a 0 is left for a dense candidate that shares no word and is the weakest of its side
-            keyword = max(s[pid][0], KEYWORD_FLOOR) if pid in s else 0.0
-            fused[pid] = (DENSE_WEIGHT * d.get(pid, (0.0, None))[0] + (1 - DENSE_WEIGHT) * keyword, hit)
+        """One collection's candidates of one search (its dense and keyword hits), ranked:
+        one pass over the hits for the fused score, each payload read once after it."""
+        fused: dict[str, list[Any]] = {}  # point id -> [fused score, hit]
+        if dense_hits:
+            lo, hi = _bounds(dense_hits)
+            for h in dense_hits:
+                fused[h.id] = [DENSE_WEIGHT * ((h.score - lo) / (hi - lo) if hi > lo else 1.0), h]
+        if keyword_hits:
+            lo, hi = _bounds(keyword_hits)
+            for h in keyword_hits:
+                # a keyword match scores above 0 even as the weakest of its side: a 0 is left
+                # for a dense candidate that shares no word and is the weakest of its side
+                keyword = (1 - DENSE_WEIGHT) * max((h.score - lo) / (hi - lo) if hi > lo else 1.0, KEYWORD_FLOOR)
+                entry = fused.get(h.id)
+                if entry is None:
+                    fused[h.id] = [keyword, h]
+                else:
+                    entry[0] += keyword
         # one entry per event (chunks of one turn): the best chunk speaks for it
-        best: dict[str, tuple[float, Hit]] = {}
+        best: dict[str, list[Any]] = {}  # event id -> [score, hit, its payload]
         for score, hit in fused.values():
-            eid = str(hit.payload.get("event_id"))
-            if eid not in best or score > best[eid][0]:
-                best[eid] = (score, hit)
-        named = named_authors(query, {str(h.payload.get("author") or "") for _, h in best.values()})
+            payload = hit.payload
+            eid = str(payload.get("event_id"))
+            held = best.get(eid)
+            if held is None or score > held[0]:
+                best[eid] = [score, hit, payload]
+        rows = list(best.items())
+        authors = [row[2].get("author") for _, row in rows]
+        named = named_authors(query, {str(a or "") for a in authors})
         if named:
-            best = {eid: (sc + AUTHOR_WEIGHT * (h.payload.get("author") in named), h) for eid, (sc, h) in best.items()}
+            for (_, row), author in zip(rows, authors):
+                row[0] += AUTHOR_WEIGHT * (author in named)
         if neighbours:
-            at = {
-                (h.payload.get("session_id"), h.payload.get("turn_index")): sc
-                for sc, h in best.values()
-                if isinstance(h.payload.get("turn_index"), int)
-            }
-            boosted = {}
-            for eid, (score, hit) in best.items():
-                i = hit.payload.get("turn_index")
+            places = [(row[2].get("session_id"), row[2].get("turn_index")) for _, row in rows]
+            at = {place: row[0] for (_, row), place in zip(rows, places) if isinstance(place[1], int)}
+            for (_, row), (sess, i) in zip(rows, places):
                 if isinstance(i, int):
-                    sess = hit.payload.get("session_id")
+                    score = row[0]
                     score += NEIGHBOUR_WEIGHT * max(at.get((sess, i - 1), 0.0), at.get((sess, i + 1), 0.0))
                     score += SECOND_NEIGHBOUR_WEIGHT * max(at.get((sess, i - 2), 0.0), at.get((sess, i + 2), 0.0))
-                boosted[eid] = (score, hit)
-            best = boosted
-        if timely and best:
-            times = [float(h.payload.get("occurred_at_ts") or 0) for _, h in best.values()]
+                    row[0] = score
+        times = [float(row[2].get("occurred_at_ts") or 0.0) for _, row in rows]
+        if timely and rows:
             lo, hi = min(times), max(times)
             if hi > lo:
-                best = {
-                    eid: (sc + RECENCY_WEIGHT * (float(h.payload.get("occurred_at_ts") or 0) - lo) / (hi - lo), h)
-                    for eid, (sc, h) in best.items()
-                }
+                for (_, row), ts in zip(rows, times):
+                    row[0] = row[0] + RECENCY_WEIGHT * (ts - lo) / (hi - lo)
         out = []
-        for eid, (score, hit) in best.items():
-            p = hit.payload
+        for (eid, (score, hit, p)), ts in zip(rows, times):
             kind = p.get("kind", "turn")
             out.append(
                 (
@@ -471,7 +473,7 @@ class Searcher:
                         "occurred_at": p.get("occurred_at"),
                         "event_ids": [eid],
                         "_point": hit.id,  # step 6's: which point's vector, and when (not returned)
-                        "_ts": float(p.get("occurred_at_ts") or 0.0),
+                        "_ts": ts,
                     },
                 )
             )

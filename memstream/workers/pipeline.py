@@ -521,6 +521,7 @@ class Pipeline:
 
         def run(i: int, r: Run) -> None:
             try:
+                self._prepare(r)
                 counts[i] = self._backfill(r) + r.consumer.drain()
                 if r.embedding is not None:
                     r.embedding.drain()
@@ -659,6 +660,13 @@ class Pipeline:
                 exc_info=True,
             )
 
+    @staticmethod
+    def _prepare(r: Run) -> None:
+        """What the projection does once before it reads (``prepare``, when it has one)."""
+        prepare = getattr(r.projection, "prepare", None)
+        if prepare is not None:
+            prepare()
+
     def _spawn(self, r: Run) -> None:
         r.thread = threading.Thread(target=self._run, args=(r,), name=f"memstream-{r.group}", daemon=True)
         r.started = time.monotonic()
@@ -667,6 +675,7 @@ class Pipeline:
     def _run(self, r: Run) -> None:
         consumer = r.consumer
         try:
+            self._prepare(r)
             if not self.replica:  # a replica refuses a log with an archive
                 self._backfill(r, r.stop)
             consumer.run(r.stop)

@@ -37,6 +37,8 @@ ARGS = {
 PROJECTION_KEYS = (
     "facts",
     "facts_current",
+    "facts_index",
+    "facts_indexed",
     "facts_pattern",
     "fact_sources",
     "turn_context",

@@ -1,4 +1,5 @@
-"""The facts table (memstream.projections.facts_table): fact ids and the facts of an event."""
+"""The facts table (memstream.projections.facts_table): fact ids, the facts of an event and
+the event → facts index."""
 
 from __future__ import annotations
 
@@ -11,8 +12,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from memstream.core import keys
-from memstream.projections import PROBED_FACTS, Fact, FactsTable, fact_id, fact_ids, point_id
-from memstream.projections.facts_table import _probed_ids
+from memstream.projections import Fact, FactsTable, fact_id, fact_ids, point_id
 
 EVENT = "01a206c3-66eb-715d-a5e8-90c910201b07"
 
@@ -38,38 +38,104 @@ def test_the_nth_fact_of_an_event_has_the_same_id_in_every_release():
     for event_id in (EVENT, 'odd "id" é\\n'):
         assert fact_ids(event_id, 1, 20) == [fact_id(event_id, n) for n in range(1, 21)]
         assert [fact_id(event_id, n) for n in (1, 12, 13)] == [point_id("fact", event_id, n) for n in (1, 12, 13)]
-        assert _probed_ids(event_id) == tuple(fact_ids(event_id, 1, PROBED_FACTS))  # kept, the same
-        assert _probed_ids(event_id) == tuple(fact_ids(event_id, 1, PROBED_FACTS))
 
 
-@pytest.mark.parametrize("count", [1, PROBED_FACTS, PROBED_FACTS + 1, 3 * PROBED_FACTS])
+def _index(client, table: FactsTable, tenant: str = "t1") -> dict[str, list[str]]:
+    return {k.decode(): v.decode().split() for k, v in client.hgetall(keys.facts_index("ms", table.version, tenant)).items()}
+
+
+@pytest.mark.parametrize("count", [1, 12, 13, 40])
 def test_every_stored_fact_of_an_event_is_found_however_many_it_has(redis_client, count):
     table = FactsTable(redis_client, "ms")
     other = "01a206c3-66eb-715d-a5e8-90c910201b08"
-    table.note_extracted("t1", EVENT, count)
     for n in range(1, count + 1):
         table.assert_fact(_fact(EVENT, n, f"thing {n}"), single=False)
     table.assert_fact(_fact(other, 1, "something else"), single=False)
 
-    found = table.facts_of_events("t1", [EVENT, other])
+    found = table.facts_of_events("t1", [EVENT, other, "no-such-event"])
     assert [(eid, f.value) for eid, f in found] == [(EVENT, f"thing {n}") for n in range(1, count + 1)] + [
         (other, "something else")
     ]
     assert table.facts_of_events("t2", [EVENT]) == []  # another tenant's table
-    assert table.count() == table.count("t1") == count + 1  # the counts of events are not facts
+    assert table.count() == table.count("t1") == count + 1  # the index and its mark are not facts
+    assert _index(redis_client, table) == {EVENT: fact_ids(EVENT, 1, count), other: [fact_id(other, 1)]}
+    assert redis_client.get(keys.facts_indexed("ms", table.version, "t1")) == b"1"
 
 
-def test_a_retracted_event_leaves_neither_its_facts_nor_its_count(redis_client):
+def test_the_index_names_what_the_table_holds_once_each(redis_client):
     table = FactsTable(redis_client, "ms")
-    table.note_extracted("t1", EVENT, PROBED_FACTS + 2)
-    for n in range(1, PROBED_FACTS + 3):
-        table.assert_fact(_fact(EVENT, n, f"thing {n}"), single=False)
+    first = _fact(EVENT, 1, "tea")
+    assert table.assert_facts([(first, False), (_fact(EVENT, 2, "coffee"), False)]) == ["new", "new"]
+    # delivered again, and the same value said by another event: no entry changes or grows
+    again = _fact("e2", 1, "tea")
+    assert table.assert_facts([(first, False), (again, False)]) == ["duplicate", "confirmed"]
+    retraction = msgspec.structs.replace(_fact("e3", 1, "coffee"), retracts=True, valid_from=2.0)
+    assert table.assert_facts([(retraction, False)]) == ["retracted"]
+    assert _index(redis_client, table) == {EVENT: fact_ids(EVENT, 1, 2)}  # a retraction is never read: not indexed
+    assert [f.value for _, f in table.facts_of_events("t1", [EVENT, "e2", "e3"])] == ["tea", "coffee"]
 
-    events_key = keys.facts_events("ms", table.version, "t1")
-    assert redis_client.exists(events_key)
-    assert table.retract_event("t1", EVENT) == PROBED_FACTS + 2
+
+def test_a_retracted_event_leaves_neither_its_facts_nor_their_index_entries(redis_client):
+    table = FactsTable(redis_client, "ms")
+    for n in range(1, 15):
+        table.assert_fact(_fact(EVENT, n, f"thing {n}"), single=False)
+    table.assert_fact(_fact("kept", 1, "other"), single=False)
+
+    assert table.retract_event("t1", EVENT) == 14
     assert table.facts_of_events("t1", [EVENT]) == []
-    assert not redis_client.exists(events_key)
+    assert _index(redis_client, table) == {"kept": [fact_id("kept", 1)]}
+
+
+def test_a_forgotten_event_and_a_forgotten_fact_leave_the_index(redis_client):
+    table = FactsTable(redis_client, "ms")
+    shared = _fact(EVENT, 1, "tea")
+    table.assert_facts([(shared, False), (_fact(EVENT, 2, "coffee"), False), (_fact("e2", 1, "tea"), False)])
+    table.assert_facts([(_fact("e3", 1, "jazz"), False), (_fact("e3", 2, "blues"), False)])
+    # the fact of EVENT that e2 stated too stays (e2's); EVENT's own entry goes
+    assert table.forget_event("t1", EVENT) == 1
+    assert _index(redis_client, table) == {"e3": fact_ids("e3", 1, 2)}
+    assert [f.value for _, f in table.facts_of_events("t1", [EVENT, "e3"])] == ["jazz", "blues"]
+    assert table.forget_fact("t1", fact_id("e3", 1)) == 1
+    assert _index(redis_client, table) == {"e3": [fact_id("e3", 2)]}
+    assert table.forget_fact("t1", fact_id("e3", 2)) == 1
+    assert _index(redis_client, table) == {}
+    assert table.forget_fact("t1", fact_id("e3", 2)) == 0
+
+
+def _as_an_older_release_wrote(client, table: FactsTable, facts: list[Fact], counts: dict[str, int]) -> None:
+    """The table as releases before the index left it: facts and the counts of events with more than 12, no index."""
+    table.assert_facts([(f, False) for f in facts])
+    for key in (keys.facts_index("ms", table.version, "t1"), keys.facts_indexed("ms", table.version, "t1")):
+        client.delete(key)
+    if counts:
+        client.hset(keys.facts_events("ms", table.version, "t1"), mapping=counts)
+
+
+def test_a_table_written_before_the_index_is_indexed_once(redis_client):
+    table = FactsTable(redis_client, "ms")
+    facts = [_fact(EVENT, n, f"thing {n}") for n in (3, 1, 20)] + [_fact("small", 2, "tea")]
+    facts.append(msgspec.structs.replace(_fact("e9", 1, "jazz"), retracts=True))
+    _as_an_older_release_wrote(redis_client, table, facts, {EVENT: 20})
+    redis_client.hset(keys.facts("ms", table.version, "t1"), "garbage", b"not a fact")
+    assert table.facts_of_events("t1", [EVENT]) == []  # not indexed yet
+
+    assert table.index_existing() == ["t1"]
+    assert _index(redis_client, table) == {
+        EVENT: [fact_id(EVENT, n) for n in (1, 3, 20)],  # in the order extracted
+        "small": [fact_id("small", 2)],
+    }
+    assert [f.value for _, f in table.facts_of_events("t1", [EVENT])] == ["thing 1", "thing 3", "thing 20"]
+    assert not redis_client.exists(keys.facts_events("ms", table.version, "t1"))  # the old counts are not needed
+    assert table.index_existing() == []  # once: the mark says the index is whole
+    assert table.count("t1") == 6  # nothing of the table lost, the unreadable entry included
+
+
+def test_a_table_with_a_new_fact_before_its_build_keeps_both(redis_client):
+    table = FactsTable(redis_client, "ms")
+    _as_an_older_release_wrote(redis_client, table, [_fact(EVENT, 1, "tea")], {})
+    redis_client.hset(keys.facts_index("ms", table.version, "t1"), "e2", fact_id("e2", 1))  # written meanwhile
+    table.index_existing()
+    assert _index(redis_client, table) == {EVENT: [fact_id(EVENT, 1)], "e2": [fact_id("e2", 1)]}
 
 
 # -- one atomic read-plan-write, retried when another writer won ----------------------------
@@ -147,7 +213,7 @@ def test_a_write_that_lands_while_a_batch_is_planned_makes_the_whole_batch_start
 
 # -- a batch of asserts: one transaction, the outcomes of one assert after the other -------------
 def _table_state(client, table: FactsTable, tenant: str = "t1") -> tuple[dict, dict]:
-    facts_key, current_key = table._keys(tenant)
+    facts_key, current_key, _ = table._keys(tenant)
     return ({k: FactsTable.to_dict(_decode(v)) for k, v in client.hgetall(facts_key).items()}, client.hgetall(current_key))
 
 
@@ -199,20 +265,6 @@ def test_a_batch_leaves_the_table_and_outcomes_that_one_assert_after_the_other_l
         "duplicate",
     ]  # delivered again: nothing changes
     assert _table_state(redis_client, batched) == _table_state(redis_client, one_by_one)
-
-
-def test_a_batch_notes_the_counts_of_its_events_with_their_facts(redis_client):
-    table = FactsTable(redis_client, "ms")
-    count = PROBED_FACTS + 3
-    outcomes = table.assert_facts(
-        [(_fact(EVENT, n, f"thing {n}"), False) for n in range(1, count + 1)], [("t1", EVENT, count), ("t1", "small", 2)]
-    )
-
-    assert outcomes == ["new"] * count
-    assert [f.value for _, f in table.facts_of_events("t1", [EVENT])] == [f"thing {n}" for n in range(1, count + 1)]
-    assert redis_client.hkeys(keys.facts_events("ms", table.version, "t1")) == [EVENT.encode()]  # only above PROBED_FACTS
-    table.assert_facts([], [("t1", "other", count)])  # a count without facts kept (below the threshold)
-    assert redis_client.hget(keys.facts_events("ms", table.version, "t1"), "other") == str(count).encode()
 
 
 def test_a_batch_over_several_tenants_keeps_each_tenants_facts_apart(redis_client):

@@ -889,4 +889,4 @@ def _hits(scored: list[tuple[str, float]], payloads: dict[str, dict[str, Any]]) 
     """The hits of ``scored`` whose payload was read (a point deleted between the search and
     the read of its payload is left out); each payload the cache's own behind a read-only
     view (see Hit): no copy per hit."""
-    return [Hit(id=pid, score=score, payload=MappingProxyType(payloads[pid])) for pid, score in scored if pid in payloads]
+    return [Hit(pid, score, MappingProxyType(payloads[pid])) for pid, score in scored if pid in payloads]
