@@ -9,11 +9,13 @@ turn, whose recall stands in for the next prefetch and shares its one thread) th
     (1 - CE_WEIGHT) * fused + CE_WEIGHT * cross-encoder
 
 each min-max normalised over the candidates (the fused score is the ranking's shown
-score). Never on the synchronous prefetch: 30 pairs cost a few hundred milliseconds on two
-cores, where prefetch has 50. The candidate count and the weight were measured on LoCoMo's
-dev split (BENCHMARKS.md, "Cross-encoder rerank on the tool-search path"): weights 0.5-0.7 are
-a plateau, the cross-encoder alone loses to the fused ranking, and 20 candidates cost about
-half of 30.
+score; ``FUSIONS`` also has the logit through a sigmoid and reciprocal-rank fusion, which
+the bench's dev grid tries). Never on the synchronous prefetch: 30 pairs cost a few hundred
+milliseconds on two cores, where prefetch has 50 (the cross-encoder's batches of 4 take
+half the time of the 16 they were: BENCHMARKS.md, "The rerank's cost"). The candidate count
+and the weight were measured on LoCoMo's dev split (BENCHMARKS.md, "Cross-encoder rerank on
+the tool-search path"): weights 0.5-0.7 are a plateau, the cross-encoder alone loses to the
+fused ranking, and 20 candidates cost about half of 30.
 """
 
 from __future__ import annotations
