@@ -53,7 +53,7 @@ from memstream.query.protocol import (
 if TYPE_CHECKING:
     from memstream.query.ops import ReadOps
     from memstream.query.ranking import Searcher
-    from memstream.query.rerank import PASSAGE_CHARS, combine
+    from memstream.query.rerank import FUSIONS, PASSAGE_CHARS, combine
     from memstream.query.server import QueryServer
     from memstream.query.versions import ActiveVersions, FixedVersions
 
@@ -98,6 +98,7 @@ __all__ = [
     "Searcher",
     "ActiveVersions",
     "FixedVersions",
+    "FUSIONS",
     "PASSAGE_CHARS",
     "combine",
 ]
@@ -108,6 +109,7 @@ _LAZY = {  # the server side: stores, embedders, ranking
     "Searcher": "memstream.query.ranking",
     "ActiveVersions": "memstream.query.versions",
     "FixedVersions": "memstream.query.versions",
+    "FUSIONS": "memstream.query.rerank",
     "PASSAGE_CHARS": "memstream.query.rerank",
     "combine": "memstream.query.rerank",
 }

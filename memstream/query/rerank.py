@@ -9,11 +9,13 @@ turn, whose recall stands in for the next prefetch and shares its one thread) th
     (1 - CE_WEIGHT) * fused + CE_WEIGHT * cross-encoder
 
 each min-max normalised over the candidates (the fused score is the ranking's shown
-score). Never on the synchronous prefetch: 30 pairs cost a few hundred milliseconds on two
-cores, where prefetch has 50. The candidate count and the weight were measured on LoCoMo's
-dev split (BENCHMARKS.md, "Cross-encoder rerank on the tool-search path"): weights 0.5-0.7 are
-a plateau, the cross-encoder alone loses to the fused ranking, and 20 candidates cost about
-half of 30.
+score; ``FUSIONS`` also has the logit through a sigmoid and reciprocal-rank fusion, which
+the bench's dev grid tries). Never on the synchronous prefetch: 30 pairs cost a few hundred
+milliseconds on two cores, where prefetch has 50 (the cross-encoder's batches of 4 take
+half the time of the 16 they were: BENCHMARKS.md, "The rerank's cost"). The candidate count
+and the weight were measured on LoCoMo's dev split (BENCHMARKS.md, "Cross-encoder rerank on
+the tool-search path"): weights 0.5-0.7 are a plateau, the cross-encoder alone loses to the
+fused ranking, and 20 candidates cost about half of 30.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 from memstream.projections import CrossEncoder
 from memstream.query.protocol import RERANK_CANDIDATES
 
-__all__ = ["CE_WEIGHT", "combine", "rerank"]
+__all__ = ["CE_WEIGHT", "FUSIONS", "combine", "rerank"]
 
 CE_WEIGHT = 0.7  # the cross-encoder's share of the final score
 # a passage is cut to this many characters before it is scored: more than the pair's tokens
@@ -38,16 +40,39 @@ def _minmax(values: np.ndarray) -> np.ndarray:
     return (values - lo) / (hi - lo) if hi > lo else np.ones_like(values)
 
 
-def combine(fused: Sequence[float], logits: Sequence[float] | np.ndarray, weight: float = CE_WEIGHT) -> np.ndarray:
+def _ranks(values: np.ndarray) -> np.ndarray:
+    """Reciprocal-rank scores (``1 / (RRF_K + rank)``, rank 1 the highest value; ties by position)."""
+    order = np.argsort(-values, kind="stable")
+    out = np.empty_like(values)
+    out[order] = 1.0 / (RRF_K + np.arange(1, values.size + 1))
+    return out
+
+
+RRF_K = 60  # reciprocal-rank fusion's constant (the usual one)
+# how the fused score and the cross-encoder logit are put on one scale before they are weighed
+FUSIONS: dict[str, Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]] = {
+    "minmax": lambda f, c: (_minmax(f), _minmax(c)),  # each min-max normalised over the candidates
+    "sigmoid": lambda f, c: (_minmax(f), 1.0 / (1.0 + np.exp(-c))),  # the logit as a probability
+    "rank": lambda f, c: (_ranks(f), _ranks(c)),  # reciprocal ranks (weighted RRF)
+}
+
+
+def combine(
+    fused: Sequence[float], logits: Sequence[float] | np.ndarray, weight: float = CE_WEIGHT, fusion: str = "minmax"
+) -> np.ndarray:
     """The final score of each candidate: the weighted sum of its fused score and its
-    cross-encoder logit, each min-max normalised over the candidates (in [0, 1])."""
+    cross-encoder logit, each put on one scale by ``fusion`` (``FUSIONS``; by default each
+    min-max normalised over the candidates, in [0, 1])."""
     f = np.asarray(fused, dtype=np.float64)
     c = np.asarray(logits, dtype=np.float64)
     if f.shape != c.shape:
         raise ValueError(f"{f.shape[0]} fused scores for {c.shape[0]} cross-encoder scores")
+    if fusion not in FUSIONS:
+        raise ValueError(f"fusion must be one of {sorted(FUSIONS)}, got {fusion!r}")
     if f.size == 0:
         return f
-    return (1.0 - weight) * _minmax(f) + weight * _minmax(c)
+    a, b = FUSIONS[fusion](f, c)
+    return (1.0 - weight) * a + weight * b
 
 
 def rerank(

@@ -101,8 +101,11 @@ def test_bench_locomo_runs_the_paths_asked_and_tunes_the_rerank_on_one_scoring(t
     result = locomo(tmp_path, split="dev", embedder="hash", paths=("search",), grid=True)
     assert list(result["paths"]) == ["search"] and "paired_with_prefetch" not in result["paths"]["search"]
     grid = result["rerank_grid"]
-    assert [(p["candidates"], p["weight"]) for p in grid["points"]][:2] == [(20, 0.3), (20, 0.5)]
-    assert len(grid["points"]) == 15 and all(p["cats_1_4"]["n"] == 10 for p in grid["points"])
+    assert [(p["fusion"], p["candidates"], p["weight"]) for p in grid["points"]][:2] == [("minmax", 20, 0.3), ("minmax", 20, 0.5)]
+    assert len(grid["points"]) == 3 * 4 * 5 and all(p["cats_1_4"]["n"] == 10 for p in grid["points"])
+    assert {p["fusion"] for p in grid["points"]} == {"minmax", "sigmoid", "rank"}
+    # what was scored is kept per question, the ranking's order: a dia id, the fused score and the logit
+    assert len(grid["scored"]) == 12 and all(len(c) == 3 for cands in grid["scored"].values() for c in cands)
     assert "rerank grid" in format_locomo(result)
 
 

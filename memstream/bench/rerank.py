@@ -1,0 +1,143 @@
+"""``memstream bench rerank``: what the cross-encoder costs a reranked search, by batch size.
+
+The candidates: for each of ``questions`` LoCoMo questions of the split (drawn with a fixed
+seed), the best ``pairs`` turns of its conversation by BM25 (the keyword side of the
+ranking; the turn text as the bench indexes it). Each (question, candidates) is scored by
+the process's cross-encoder (``CrossEncoder``, warm) once per batch size, the batch sizes
+alternating question by question and their order turning every round, so each is measured
+beside the others on the same load; the p50 and p95 of one ``score`` call, in ms, and the
+tokens the batches padded against the pairs' own (padding is work the model does for
+nothing). Also the tokens of a pair (the question's and the passage's together). The
+batch size of the tree before (16) is the baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memstream.bench.command import BenchError, show
+from memstream.bench.stats import machine, percentile
+from memstream.core import argtypes
+
+__all__ = ["add_arguments", "format_rerank", "rerank_cost", "run"]
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1 or max(values) > 100:
+        raise argparse.ArgumentTypeError(f"comma-separated counts from 1 to 100, e.g. 16,4 (got {argtypes.shown(text)})")
+    return values
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True, help="the LoCoMo directory (locomo10_turns.jsonl, locomo10_qrels.jsonl)")
+    parser.add_argument("--split", choices=("dev", "test", "all"), default="dev", help="whose questions (default: dev)")
+    parser.add_argument("--pairs", type=_counts, default=(20, 30), help="candidates scored per search (default: 20,30)")
+    parser.add_argument("--batch-sizes", type=_counts, default=(16, 4), help="pairs per model call (default: 16,4)")
+    parser.add_argument("--questions", type=argtypes.int_between(1, 2000), default=40, help="questions (default: 40)")
+    parser.add_argument("--rounds", type=argtypes.int_between(1, 20), default=3, help="passes over them (default: 3)")
+    parser.add_argument("--threads", type=argtypes.int_between(1, 8), default=None, help="onnxruntime threads (default: CPUs)")
+
+
+def _candidates(data: Path, split: str, questions: int, pairs: int) -> list[tuple[str, list[str]]]:
+    from memstream.bench.locomo.data import load, unit_text
+    from memstream.bench.locomo.scoring import BM25
+
+    turns, qs = load(data, split)
+    by_conv: dict[str, list[dict[str, Any]]] = {}
+    for t in turns:
+        by_conv.setdefault(t["sample_id"], []).append(t)
+    index = {c: BM25([(t["dia_id"], unit_text(t)) for t in ts]) for c, ts in by_conv.items()}
+    text = {(t["sample_id"], t["dia_id"]): unit_text(t) for t in turns}
+    out = []
+    for q in random.Random(7).sample(qs, min(questions, len(qs))):
+        ids = index[q["sample_id"]].top(q["question"], pairs)
+        ids += [t["dia_id"] for t in by_conv[q["sample_id"]] if t["dia_id"] not in ids][: pairs - len(ids)]
+        out.append((q["question"], [text[(q["sample_id"], i)] for i in ids]))
+    return out
+
+
+def _padding(encoder: Any, question: str, passages: list[str], batch: int) -> tuple[int, int]:
+    """(tokens of the pairs, tokens the batches of ``batch`` pairs sorted by length hold)."""
+    lengths = sorted(len(e.ids) for e in encoder._tokenizer.encode_batch_fast([(question, p) for p in passages]))
+    padded = sum(max(lengths[i : i + batch]) * len(lengths[i : i + batch]) for i in range(0, len(lengths), batch))
+    return sum(lengths), padded
+
+
+def rerank_cost(
+    data: str | Path,
+    split: str = "dev",
+    pairs: tuple[int, ...] = (20, 30),
+    batch_sizes: tuple[int, ...] = (16, 4),
+    questions: int = 40,
+    rounds: int = 3,
+    threads: int | None = None,
+) -> dict[str, Any]:
+    from memstream.bench.locomo.data import BenchDataError
+    from memstream.projections import CrossEncoder
+
+    try:
+        sets = _candidates(Path(data), split, questions, max(pairs))
+    except BenchDataError as exc:
+        raise BenchError(str(exc)) from exc
+    result: dict[str, Any] = {"benchmark": "rerank", "machine": machine(), "split": split, "questions": len(sets)}
+    encoders = {b: CrossEncoder(threads=threads, batch_size=b) for b in batch_sizes}
+    first = encoders[batch_sizes[0]]
+    lengths = [len(e.ids) for q, ps in sets for e in first._tokenizer.encode_batch_fast([(q, p) for p in ps[: max(pairs)]])]
+    result["pair_tokens"] = {"p50": float(np.median(lengths)), "p95": percentile(lengths, 0.95), "max": max(lengths)}
+    result["threads"] = first.threads
+    for q, ps in sets[:3]:  # warm every session
+        for enc in encoders.values():
+            enc.score(q, ps[: max(pairs)])
+    times: dict[tuple[int, int], list[float]] = {(n, b): [] for n in pairs for b in batch_sizes}
+    order = list(batch_sizes)
+    for r in range(rounds):
+        for i, (q, ps) in enumerate(sets):
+            turn = order[(i + r) % len(order) :] + order[: (i + r) % len(order)]
+            for n in pairs:
+                for b in turn:
+                    t0 = time.perf_counter()
+                    encoders[b].score(q, ps[:n])
+                    times[(n, b)].append((time.perf_counter() - t0) * 1000)
+    result["runs"] = []
+    for (n, b), ts in times.items():
+        tok = [_padding(first, q, ps[:n], b) for q, ps in sets]
+        result["runs"].append(
+            {
+                "pairs": n,
+                "batch_size": b,
+                "p50_ms": round(statistics.median(ts), 1),
+                "p95_ms": round(percentile(ts, 0.95), 1),
+                "calls": len(ts),
+                "padded_over_real_tokens": round(sum(p for _, p in tok) / sum(t for t, _ in tok), 2),
+            }
+        )
+    return result
+
+
+def format_rerank(result: dict[str, Any]) -> str:
+    t = result["pair_tokens"]
+    lines = [
+        f"cross-encoder cost: {result['questions']} {result['split']} questions, BM25's best as candidates, "
+        f"{result['threads']} threads, load average {result['machine'].get('loadavg_at_start')}",
+        f"tokens of a pair: p50 {t['p50']:.0f}, p95 {t['p95']:.0f}, max {t['max']}",
+        f"{'pairs':>5} {'batch':>5} {'p50 ms':>8} {'p95 ms':>8} {'padded/real':>12}",
+    ]
+    for r in result["runs"]:
+        lines.append(f"{r['pairs']:>5} {r['batch_size']:>5} {r['p50_ms']:>8} {r['p95_ms']:>8} {r['padded_over_real_tokens']:>12}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    result = rerank_cost(args.data, args.split, args.pairs, args.batch_sizes, args.questions, args.rounds, args.threads)
+    return show(args, result, format_rerank(result))
