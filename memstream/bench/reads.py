@@ -13,10 +13,9 @@ One run, on this machine:
   its ``QueryServer``. ``--against PATH`` adds another checkout (e.g. the tree before a
   change) measured the same way in the same run; the trees alternate in every round.
 * **Query processes:** with ``query_processes`` N above 1, this tree also runs N - 1 read
-  replicas (``PipelineConfig.replica``: a child each, its own store and groups, projected
-  from the same log) and, in every round, measures the throughput again with all N answering
-  the same request lists: recalls/s and CPU per recall of N processes, their ratio to the
-  one process of the same round, and each process's peak RSS.
+  replicas (``PipelineConfig.replica``: a child each, its own store and groups, fed from the
+  log) and in every round measures again with all N on the same request lists: recalls/s,
+  CPU per recall, the ratio to the round's one process, each process's peak RSS.
 * **Throughput:** ``clients`` callers in ``processes`` other processes (spawned) send
   ``recall`` requests back to back (``ask``, the call the provider makes) for ``seconds``
   seconds. Reported: recalls answered per second, round trip p50/p95, errors, and the query
@@ -176,10 +175,8 @@ def reads_bench(
             out["trees"][label] = {"path": str(path), "rounds": []}
         home = root / "home-this"  # the replicas' stores beside this tree's (data/qdrant-replica-N)
         replicas += [_Tree(f"this-r{i}", this, server.url, "bench-this", home, embedder, i) for i in range(1, query_processes)]
-        for h in handles + replicas:
-            projected = h.ask({"cmd": "load"})["projected_s"]
-            if h in handles:
-                out["trees"][h.label]["projected_s"] = projected
+        for h in handles + replicas:  # a replica's projection time is not reported
+            out["trees"].get(h.label, {})["projected_s"] = h.ask({"cmd": "load"})["projected_s"]
         split = [clients // processes + (1 if i < clients % processes else 0) for i in range(processes)]
         qrng = random.Random(seed + 1)
         for r in range(rounds):
