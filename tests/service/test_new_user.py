@@ -74,12 +74,22 @@ def test_add_that_starts_a_service_says_so_in_words_not_a_json_log_line(tmp_path
         ms(home, "down", check=False)
 
 
-@pytest.fixture
-def service(tmp_path):
-    home = tmp_path / "home"
-    ms(home, "up", "--detach")
-    yield home
-    ms(home, "down", check=False)
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    """One service for the module's tests that ask a running one (each asks of it only what
+    no other changes). Module-scoped, so set up before the autouse per-test environment: the
+    same isolation here (a metrics port the kernel chose, no Redis URL or tenant from outside)."""
+    home = tmp_path_factory.mktemp("new-user") / "home"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("MEMSTREAM_METRICS_ADDR", "127.0.0.1:0")
+        env.setenv("HERMES_HOME", str(home.parent / "no-hermes-home"))
+        env.delenv("MEMSTREAM_REDIS_URL", raising=False)
+        env.delenv("MEMSTREAM_TENANT", raising=False)
+        ms(home, "up", "--detach")
+        try:
+            yield home
+        finally:
+            ms(home, "down", check=False)
 
 
 @pytest.mark.parametrize("action", ["retry", "drop"])
