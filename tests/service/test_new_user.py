@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from service_support import ms
+from service_support import isolated, ms
 
 from memstream.core.runfile import last_error_line, read_run_file
 
@@ -77,14 +77,10 @@ def test_add_that_starts_a_service_says_so_in_words_not_a_json_log_line(tmp_path
 @pytest.fixture(scope="module")
 def service(tmp_path_factory):
     """One service for the module's tests that ask a running one (each asks of it only what
-    no other changes). Module-scoped, so set up before the autouse per-test environment: the
-    same isolation here (a metrics port the kernel chose, no Redis URL or tenant from outside)."""
-    home = tmp_path_factory.mktemp("new-user") / "home"
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("MEMSTREAM_METRICS_ADDR", "127.0.0.1:0")
-        env.setenv("HERMES_HOME", str(home.parent / "no-hermes-home"))
-        env.delenv("MEMSTREAM_REDIS_URL", raising=False)
-        env.delenv("MEMSTREAM_TENANT", raising=False)
+    no other changes), in the isolation every test has (``isolated``)."""
+    root = tmp_path_factory.mktemp("new-user")
+    home = root / "home"
+    with isolated(root):
         ms(home, "up", "--detach")
         try:
             yield home
