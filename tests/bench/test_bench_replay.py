@@ -10,10 +10,10 @@ pytestmark = pytest.mark.valkey
 
 
 def test_bench_replay_measures_throughput_freshness_and_queries_during_activation():
-    r = replay_bench(events=100, onnx_events=0, rate=20.0, seconds=1.0, qps=20.0, throughput_events=60)
+    r = replay_bench(events=300, onnx_events=0, rate=20.0, seconds=1.0, qps=20.0, throughput_events=200)
     t = r["throughput_hash"]
     assert (
-        t["events"] == 60
+        t["events"] == 200
         and len(t["ratios"]) == 3
         and t["active_after"] == dict.fromkeys(["turns", "memories", "facts", "sessions"], 2)
     )
