@@ -10,6 +10,7 @@ import pytest
 import redis
 import structlog
 from pipeline_support import stop_made
+from service_support import isolate
 
 from memstream.core.settings import Settings
 from memstream.producers.stream import EventLog
@@ -108,15 +109,10 @@ def _ctrl_c_as_on_a_terminal():
 
 @pytest.fixture(autouse=True)
 def _isolated_env(tmp_path, monkeypatch):
-    """No test reads the developer's ~/.memstream or starts a service by surprise."""
-    monkeypatch.setenv("MEMSTREAM_HOME", str(tmp_path / "ms-home"))
-    monkeypatch.setenv("MEMSTREAM_AUTOSTART", "0")
-    # every service or worker a test starts serves its metrics on a free loopback port
-    monkeypatch.setenv("MEMSTREAM_METRICS_ADDR", "127.0.0.1:0")
-    monkeypatch.delenv("MEMSTREAM_REDIS_URL", raising=False)
-    monkeypatch.delenv("MEMSTREAM_TENANT", raising=False)
-    # a Hermes home that does not exist: doctor must not judge the developer's ~/.hermes
-    monkeypatch.setenv("HERMES_HOME", str(tmp_path / "no-hermes-home"))
+    """No test reads the developer's ~/.memstream or starts a service by surprise; every
+    service or worker a test starts serves its metrics on a free loopback port; doctor does
+    not judge the developer's ~/.hermes (``service_support.isolate``)."""
+    isolate(monkeypatch, tmp_path)
 
 
 @pytest.fixture(autouse=True)

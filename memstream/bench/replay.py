@@ -183,6 +183,7 @@ def _freshness(
                     found = {p.id for p in pipeline.store.retrieve(collection, [pid(j) for j in waiting])}
                     now = time.perf_counter()
                     visible.update({j: now for j in waiting if pid(j) in found})
+            sampled = {j for j in sampled if j in appended}  # the replay's end cut the traffic short
             deadline = time.perf_counter() + 30
             while len(visible) < len(sampled) and time.perf_counter() < deadline:
                 collection = pipeline.versions.collection("turns")
@@ -192,7 +193,6 @@ def _freshness(
                 visible.update({j: now for j in waiting if pid(j) in found})
                 time.sleep(0.002)
             latencies = [visible[j] - appended[j] for j in visible]
-            sampled = {j for j in sampled if j in appended}
             result: dict[str, Any] = {
                 "events": appended_count,
                 "sampled": len(sampled),

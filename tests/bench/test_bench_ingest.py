@@ -10,15 +10,17 @@ from memstream.bench.ingest import format_ingest, ingest
 
 @pytest.mark.valkey
 def test_bench_ingest_runs_every_phase_on_a_tiny_workload():
+    # the model's phases embed every text (about 0.2 s of CPU a turn here): ten turns, and a
+    # "high" rate of ten a second, check the same as more would
     result = ingest(
-        events=40,
+        events=10,
         runs=2,
         hash_events=60,
         rate=20.0,
         seconds=1.0,
         onnx_seconds=1.0,
         onnx_rate=5.0,
-        onnx_high_rate=40.0,
+        onnx_high_rate=10.0,
         freshness_onnx=True,
     )
     assert result["hash"]["events"] == 60 and len(result["hash"]["per_run_events_per_s"]) == 2

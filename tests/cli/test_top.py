@@ -14,7 +14,7 @@ import pytest
 from pipeline_support import wait_for
 from pty_support import run_until
 from rich.console import Console
-from service_support import ms
+from service_support import isolated, ms
 
 from memstream.core.runfile import read_run_file
 from memstream.ops import fetch_summary
@@ -22,14 +22,20 @@ from memstream.service.dashboard import History
 from memstream.workers.deadletters import DeadLetters
 
 
-@pytest.fixture
-def service(tmp_path):
-    home = tmp_path / "home"
-    ms(home, "up", "--detach")
-    info = read_run_file(home / "run" / "service.json")
-    assert info and info["metrics"]
-    yield home, info
-    ms(home, "down", check=False)
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    """One service for the module: one test writes to it and counts what it wrote, the other
+    only draws it; in the isolation every test has (``isolated``)."""
+    root = tmp_path_factory.mktemp("top")
+    home = root / "home"
+    with isolated(root):
+        ms(home, "up", "--detach")
+        try:
+            info = read_run_file(home / "run" / "service.json")
+            assert info and info["metrics"]
+            yield home, info
+        finally:
+            ms(home, "down", check=False)
 
 
 @pytest.mark.valkey

@@ -11,8 +11,8 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import redis
@@ -60,14 +60,25 @@ def secret_env(valkey_server, tmp_path):
         root.close()
 
 
-def _run(home, env, *args: str) -> str:
-    proc = ms(home, *args, check=False, env=env)
+def _shown(proc: subprocess.CompletedProcess) -> str:
+    """Everything a command showed: its exit code, stdout and stderr."""
     return f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+
+
+def _run(home, env, *args: str) -> str:
+    return _shown(ms(home, *args, check=False, env=env))
+
+
+def _run_all(home, runs: list[tuple[dict, tuple[str, ...]]]) -> list[subprocess.CompletedProcess]:
+    """Each (env, args) run as ``memstream ARGS``, the commands started four at a time (each a
+    child process of its own, as a user's would be), the finished processes in order."""
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return list(pool.map(lambda run: ms(home, *run[1], check=False, env=run[0]), runs))
 
 
 def test_commands_and_their_errors_show_no_credentials(secret_env):
     home, env, server = secret_env
-    for args in (
+    commands = (
         ("doctor",),
         ("doctor", "--json"),
         ("stats",),
@@ -78,30 +89,32 @@ def test_commands_and_their_errors_show_no_credentials(secret_env):
         ("tenant", "list"),
         ("acl", "recipe"),
         ("search", "--timeout", "0.5", "note"),
-    ):
-        out = _run(home, env, *args)
-        assert "exit" in out
-        assert_hidden(f"memstream {' '.join(args)}", out)
-    doctor = json.loads(ms(home, "doctor", "--json", check=False, env=env).stdout)
-    assert doctor["checks"]["redis"]["ok"] and "ops:***@" in doctor["checks"]["redis"]["url"]
+    )
+    for args, proc in zip(commands, _run_all(home, [(env, args) for args in commands]), strict=True):
+        assert_hidden(f"memstream {' '.join(args)}", _shown(proc))
+        if args == ("doctor", "--json"):
+            doctor = json.loads(proc.stdout)
+            assert doctor["checks"]["redis"]["ok"] and "ops:***@" in doctor["checks"]["redis"]["url"]
     # refused: a wrong password, a closed port, a malformed URL, with the password in it
     port = server.port
-    for url in (
-        f"redis://ops:{WRONG_PW}@127.0.0.1:{port}/0",
-        f"redis://ops:{REDIS_PW}@127.0.0.1:{free_port()}/0",
-        f"redis://ops:{REDIS_PW}@127.0.0.1:notaport/0",
-        f"rediss://ops:{REDIS_PW}@127.0.0.1:{port}/0",
-        f"redis://:{REDIS_PW}@127.0.0.1:{free_port()}/0",
-    ):
-        for args in (("stats",), ("doctor",), ("doctor", "--json"), ("export",), ("add", "--sync", "x")):
-            out = _run(home, {**env, "MEMSTREAM_REDIS_URL": url}, *args)
-            assert not out.startswith("exit 0"), out
-            assert_hidden(f"memstream {' '.join(args)} with {url.split('@')[1]}", out)
-    # the debug traceback of an unexpected error names no URL either
-    out = _run(
-        home, {**env, "MEMSTREAM_DEBUG": "1", "MEMSTREAM_REDIS_URL": f"redis://ops:{WRONG_PW}@127.0.0.1:{port}/0"}, "stats"
-    )
-    assert_hidden("memstream stats with MEMSTREAM_DEBUG=1", out)
+    refused = [
+        ({**env, "MEMSTREAM_REDIS_URL": url}, args)
+        for url in (
+            f"redis://ops:{WRONG_PW}@127.0.0.1:{port}/0",
+            f"redis://ops:{REDIS_PW}@127.0.0.1:{free_port()}/0",
+            f"redis://ops:{REDIS_PW}@127.0.0.1:notaport/0",
+            f"rediss://ops:{REDIS_PW}@127.0.0.1:{port}/0",
+            f"redis://:{REDIS_PW}@127.0.0.1:{free_port()}/0",
+        )
+        for args in (("stats",), ("doctor",), ("doctor", "--json"), ("export",), ("add", "--sync", "x"))
+    ]
+    # and the debug traceback of an unexpected error names no URL either
+    debug = {**env, "MEMSTREAM_DEBUG": "1", "MEMSTREAM_REDIS_URL": f"redis://ops:{WRONG_PW}@127.0.0.1:{port}/0"}
+    *outs, debug_out = _run_all(home, [*refused, (debug, ("stats",))])
+    for (run_env, args), proc in zip(refused, outs, strict=True):
+        assert proc.returncode != 0, _shown(proc)
+        assert_hidden(f"memstream {' '.join(args)} with {run_env['MEMSTREAM_REDIS_URL'].split('@')[1]}", _shown(proc))
+    assert_hidden("memstream stats with MEMSTREAM_DEBUG=1", _shown(debug_out))
 
 
 def _fetch(url: str) -> str:
@@ -140,7 +153,12 @@ def test_the_service_its_logs_dashboard_and_metrics_show_no_credentials(secret_e
         )
         base = read_run_file(home / "run" / "service.json")["metrics"].removesuffix("/metrics")
         ms(home, "add", "--json", "a note for the dashboard", env=env)
-        time.sleep(2.5)  # a sample or two of the dashboard's history
+        wait_for(  # a sample or two of the dashboard's history
+            lambda: len(json.loads(_fetch(base + "/api/summary"))["history"]["t"]) >= 2,
+            timeout=60,
+            what="two samples in the dashboard's history",
+            every=0.5,
+        )
         pages = {path: _fetch(base + path) for path in ("/", "/metrics", "/api/summary")}
         for asset in ("/static/dashboard.js", "/static/app.js", "/static/dashboard.css"):
             try:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from service_support import ms
+from service_support import isolated, ms
 
 from memstream.core.runfile import last_error_line, read_run_file
 
@@ -74,12 +74,18 @@ def test_add_that_starts_a_service_says_so_in_words_not_a_json_log_line(tmp_path
         ms(home, "down", check=False)
 
 
-@pytest.fixture
-def service(tmp_path):
-    home = tmp_path / "home"
-    ms(home, "up", "--detach")
-    yield home
-    ms(home, "down", check=False)
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    """One service for the module's tests that ask a running one (each asks of it only what
+    no other changes), in the isolation every test has (``isolated``)."""
+    root = tmp_path_factory.mktemp("new-user")
+    home = root / "home"
+    with isolated(root):
+        ms(home, "up", "--detach")
+        try:
+            yield home
+        finally:
+            ms(home, "down", check=False)
 
 
 @pytest.mark.parametrize("action", ["retry", "drop"])

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 import redis
-from service_support import ms
+from service_support import isolated, ms
 from writepath import wait_for
 
 from memstream.core.runfile import read_run_file, start_service
@@ -22,22 +22,43 @@ from memstream.service import stop_service
 pytestmark = pytest.mark.valkey
 
 
-@pytest.fixture
-def service(tmp_path):
-    home = tmp_path / "home"
+def _up(home):
     printed = json.loads(ms(home, "up", "--detach", "--json").stdout)
     info = read_run_file(home / "run" / "service.json")  # the URL with its password is only there
     assert info["pid"] == printed["pid"] and printed["url"] != info["url"]
+    return info
+
+
+@pytest.fixture
+def service(tmp_path):
+    """A service of the test's own: for a test that writes to it or stops it."""
+    home = tmp_path / "home"
+    info = _up(home)
     yield home, info
     ms(home, "down", check=False)
 
 
-def test_the_service_serves_its_metrics_where_its_run_file_says(service):
+@pytest.fixture(scope="module")
+def watched_service(tmp_path_factory):
+    """One service for the tests that only look at it (its log stays empty; a queue of rq's
+    is the one thing a test adds, and only that test counts them), in the isolation every
+    test has (``isolated``)."""
+    root = tmp_path_factory.mktemp("watched")
+    home = root / "home"
+    with isolated(root):
+        info = _up(home)
+        try:
+            yield home, info
+        finally:
+            ms(home, "down", check=False)
+
+
+def test_the_service_serves_its_metrics_where_its_run_file_says(watched_service):
     import urllib.request
 
     from metrics_support import value
 
-    home, info = service
+    home, info = watched_service
     assert info["metrics"].startswith("http://127.0.0.1:") and info["metrics"].endswith("/metrics")
     with urllib.request.urlopen(info["metrics"], timeout=10) as reply:
         text = reply.read().decode()
@@ -47,10 +68,10 @@ def test_the_service_serves_its_metrics_where_its_run_file_says(service):
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="process identity comes from /proc")
-def test_the_run_file_records_when_the_service_process_started(service):
+def test_the_run_file_records_when_the_service_process_started(watched_service):
     from memstream.core.runfile import process_start
 
-    _, info = service
+    _, info = watched_service
     assert isinstance(info["pid_start"], int) and info["pid_start"] == process_start(info["pid"])
 
 
@@ -136,8 +157,8 @@ def test_add_stats_export_round_trip_through_the_cli(service):
     assert memories["last_applied_at"] > 0
 
 
-def test_doctor_is_ok_with_a_running_service_and_fails_without(service, tmp_path):
-    home, info = service
+def test_doctor_is_ok_with_a_running_service_and_fails_without(watched_service, tmp_path):
+    home, info = watched_service
     report = json.loads(ms(home, "doctor", "--json").stdout)
     assert report["ok"] is True, report
     assert report["checks"]["redis"]["ok"] and report["checks"]["redis"]["redis_version"] >= "7"
@@ -148,7 +169,7 @@ def test_doctor_is_ok_with_a_running_service_and_fails_without(service, tmp_path
     assert json.loads(down.stdout)["checks"]["redis"]["ok"] is False
 
 
-def test_rq_info_shows_no_queue_and_no_worker_of_a_running_service_and_the_docs_name_its_own_lists(service):
+def test_rq_info_shows_no_queue_and_no_worker_of_a_running_service_and_the_docs_name_its_own_lists(watched_service):
     """docs/reference/metrics.md (Queues): memstream's work is in its streams and request lists, not in
     rq queues; rq's own CLI, run against the service's Redis, says so."""
     from pathlib import Path
@@ -157,7 +178,7 @@ def test_rq_info_shows_no_queue_and_no_worker_of_a_running_service_and_the_docs_
 
     from memstream.core import keys
 
-    home, info = service
+    home, info = watched_service
     rq = Path(sys.executable).with_name("rq")
 
     def rq_info() -> str:
