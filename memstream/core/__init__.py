@@ -24,12 +24,14 @@ from memstream.core.ids import MAX_ID_BYTES, derived_event_id, new_event_id
 from memstream.core.lazy import lazy_exports
 from memstream.core.logs import configure, configure_in_host, logs_json
 from memstream.core.runfile import (
+    STARTING,
     last_error_line,
     pid_alive,
     process_start,
     read_run_file,
     say_ready,
     start_service,
+    starting_service,
     stop_process,
     stop_processes,
     take_ready_fd,
@@ -72,6 +74,8 @@ __all__ = [
     "process_start",
     "PRIVATE_UMASK",
     "read_run_file",
+    "STARTING",
+    "starting_service",
     "Settings",
     "SentinelURL",
     "shown",

@@ -8,7 +8,10 @@ password included. ``read_run_file`` returns it only when the process it names i
 and is still that process: on Linux, started at ``pid_start`` and owned by the run file's
 owner (a pid reused after a crash names some other process). ``start_service`` starts
 ``memstream up`` in the background (``memstream up --detach`` and the producers'
-autostart both use it).
+autostart both use it). Until the service has written its run file, the start marker beside
+it (``service.starting``, the same fields) names the process that is starting, so that
+``memstream down`` right after a background start stops it instead of finding nothing
+(``starting_service``).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memstream.core.files import open_private, private_dir
+from memstream.core.files import open_private, private_dir, write_private
 
 if TYPE_CHECKING:
     from memstream.core.settings import Settings
@@ -33,18 +36,21 @@ if TYPE_CHECKING:
 __all__ = [
     "READY_FD",
     "SERVICE_LOG",
+    "STARTING",
     "last_error_line",
     "pid_alive",
     "process_start",
     "read_run_file",
     "say_ready",
     "start_service",
+    "starting_service",
     "stop_process",
     "stop_processes",
     "take_ready_fd",
 ]
 
 SERVICE_LOG = "service.log"  # beside the run file: what the background service prints
+STARTING = "service.starting"  # beside the run file: the process a background start began
 
 _PROC = Path("/proc")
 
@@ -146,6 +152,8 @@ def start_service(settings: Settings, wait: float | None = 20.0, env: dict[str, 
     finally:
         if ready_w >= 0:
             os.close(ready_w)  # the child holds the only writing end: its exit is our EOF
+    marker = {"pid": proc.pid, "pid_start": process_start(proc.pid)}
+    write_private(run_dir / STARTING, json.dumps(marker) + "\n")
     if wait is None:
         _reap(proc)
         return {"pid": proc.pid, "already_running": False}
@@ -180,6 +188,20 @@ def start_service(settings: Settings, wait: float | None = 20.0, env: dict[str, 
         + (f"; its last error: {said.error}" if said.error else "")
         + f" (its log: {log_path}; it may still come up: `memstream doctor` says)"
     )
+
+
+def starting_service(settings: Settings, timeout: float) -> dict[str, Any] | None:
+    """The run file of the service, waiting up to ``timeout`` seconds for it while the
+    process a background start began (the start marker, ``STARTING``) is alive and has not
+    written it yet: None when no service runs or starts, or the starting one does not write
+    its run file in time (or exits first)."""
+    marker = settings.run_file.parent / STARTING
+    deadline = time.monotonic() + timeout
+    while True:
+        info = read_run_file(settings.run_file)
+        if info or read_run_file(marker) is None or time.monotonic() >= deadline:
+            return info
+        time.sleep(0.05)
 
 
 READY_FD = "MEMSTREAM_READY_FD"  # the child's end of the pipe it says ready (or its error) on

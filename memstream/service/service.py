@@ -33,6 +33,7 @@ import structlog
 from memstream import __version__
 from memstream.core import (
     PRIVATE_UMASK,
+    STARTING,
     PermanentError,
     Settings,
     mask_url,
@@ -43,6 +44,7 @@ from memstream.core import (
     read_run_file,
     say_ready,
     start_service,
+    starting_service,
     tighten,
     write_private,
 )
@@ -138,6 +140,9 @@ class Service:
         info["metrics"] = self.metrics.url if self.metrics is not None else None
         write_private(self.settings.run_file, json.dumps(info, indent=2) + "\n")
         self._info = info
+        marker = self.settings.run_file.parent / STARTING
+        if (read_run_file(marker) or {}).get("pid") == os.getpid():  # the run file now says it
+            marker.unlink(missing_ok=True)
         # ship spool segments that dead agent processes left behind
         self.spool = Spool(self.settings.spool_dir, max_bytes=self.settings.spool_max_bytes)
         self.shipper = Shipper(
@@ -396,9 +401,13 @@ class Stopped:
 
 
 def stop_service(settings: Settings, timeout: float = 15.0) -> Stopped:
-    """SIGTERM the running service and wait for it to exit."""
-    info = read_run_file(settings.run_file)
+    """SIGTERM the running service and wait for it to exit; a service started in the
+    background that has not yet written its run file is waited for first (up to
+    ``timeout``), then stopped."""
+    info = starting_service(settings, timeout)
     if not info:
+        if read_run_file(settings.run_file.parent / STARTING):
+            return Stopped(stopped=False, reason=f"still starting after {timeout}s (its run file not written)")
         return Stopped(stopped=False, none_running=True, reason="no memstream service is running")
     pid = int(info["pid"])
     os.kill(pid, signal.SIGTERM)

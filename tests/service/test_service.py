@@ -365,3 +365,14 @@ def test_down_without_a_service_succeeds_and_one_that_outlives_the_wait_fails(tm
     assert ok and result == {"stopped": False, "reason": "no memstream service is running"}
     late = Stopped(stopped=False, pid=12, reason="still running after 15.0s")
     assert not late.ok and late.as_dict() == {"stopped": False, "pid": 12, "reason": "still running after 15.0s"}
+
+
+def test_down_right_after_a_background_start_stops_the_service_that_is_still_starting(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMSTREAM_EMBEDDER", "hash")
+    settings = Settings.load(home=str(tmp_path / "early"))
+    started = start_service(settings, wait=None)  # as `memstream add`'s autostart does
+    assert read_run_file(settings.run_file) is None  # it has not written its run file yet
+    stopped = stop_service(settings)
+    assert stopped.stopped and stopped.pid == started["pid"], stopped
+    assert read_run_file(settings.run_file) is None
+    assert read_run_file(settings.run_file.parent / "service.starting") is None  # nothing left starting
