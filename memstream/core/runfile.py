@@ -153,7 +153,8 @@ def start_service(settings: Settings, wait: float | None = 20.0, env: dict[str, 
         if ready_w >= 0:
             os.close(ready_w)  # the child holds the only writing end: its exit is our EOF
     marker = {"pid": proc.pid, "pid_start": process_start(proc.pid)}
-    write_private(run_dir / STARTING, json.dumps(marker) + "\n")
+    with contextlib.suppress(OSError):  # a full disk: the child says why; `down` then waits for no marker
+        write_private(run_dir / STARTING, json.dumps(marker) + "\n")
     if wait is None:
         _reap(proc)
         return {"pid": proc.pid, "already_running": False}

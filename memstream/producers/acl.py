@@ -67,8 +67,10 @@ _WORKER_COMMANDS = (
     "+hexists",
     "+hscan",
     "+hstrlen",
-    # sets and sorted sets: tombstones, sessions
+    # sets and sorted sets: tombstones, sessions, the read replicas' groups
     "+sadd",
+    "+srem",
+    "+smembers",
     "+sismember",
     "+smismember",
     "+scard",
