@@ -113,6 +113,12 @@ class _Tree:
             return {}
         finally:
             stop_process(self.proc, 30, by_stdin=True)
+            self.close_stdout()
+
+    def close_stdout(self) -> None:
+        """Once the process is stopped (``stop_process`` closed its stdin): its stdout closed."""
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
 
 # -- the run ------------------------------------------------------------------------------
@@ -153,8 +159,8 @@ def reads_bench(
         "trees": {},
     }
     handles: list[_Tree] = []
+    client = redis_client(server.url, timeout=30)
     try:
-        client = redis_client(server.url, timeout=30)
         for label, path in trees:
             prefix = f"bench-{label}"
             log = EventLog(client, prefix, Settings.load(redis_url=server.url, autostart=False).shards)
@@ -212,6 +218,9 @@ def reads_bench(
             out["trees"][h.label]["rss_mb"] = round(h.close().get("rss_mb", 0.0), 1)
     finally:
         stop_processes([h.proc for h in handles], 10)
+        for h in handles:
+            h.close_stdout()
+        client.close()
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
     for tree in out["trees"].values():
