@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 
@@ -117,6 +118,16 @@ def _isolated_env(tmp_path, monkeypatch):
     monkeypatch.delenv("MEMSTREAM_TENANT", raising=False)
     # a Hermes home that does not exist: doctor must not judge the developer's ~/.hermes
     monkeypatch.setenv("HERMES_HOME", str(tmp_path / "no-hermes-home"))
+
+
+@pytest.fixture(autouse=True)
+def _garbage_collected():
+    """After each test (the last of its fixtures to end: it starts first) the garbage is
+    collected, so that what the test left unclosed in a reference cycle (a socket, a file, a
+    pipe) gives its ResourceWarning now, an error in this test's teardown, rather than in
+    whichever test the collector happens to run in later (pyproject.toml's filterwarnings)."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture(autouse=True)
