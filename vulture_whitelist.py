@@ -54,9 +54,11 @@ disable_nagle_algorithm
 pytestmark
 pytest_collection_modifyitems
 pytest_terminal_summary
+pytest_plugins  # a plugin a test module loads (tests/test_resource_warnings.py: pytester)
 _ctrl_c_as_on_a_terminal  # autouse fixtures (tests/conftest.py)
 _isolated_env
 _structlog_defaults
 _pipelines_stopped
+_garbage_collected
 _own_tempdir  # autouse (tests/bench/test_bench_fleet.py)
 c_time_locale  # a fixture requested by name (tests/projections/test_turns.py)

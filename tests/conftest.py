@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 
@@ -113,6 +114,19 @@ def _isolated_env(tmp_path, monkeypatch):
     service or worker a test starts serves its metrics on a free loopback port; doctor does
     not judge the developer's ~/.hermes (``service_support.isolate``)."""
     isolate(monkeypatch, tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def _garbage_collected():
+    """After each test (the last of its fixtures to end: it starts first) the young garbage is
+    collected, so that what the test left unclosed in a reference cycle (a socket, a file, a
+    pipe) gives its ResourceWarning now, an error in this test's teardown, rather than in
+    whichever test the collector happens to run in later (pyproject.toml's filterwarnings).
+    Generations 0 and 1 only: a full collection is about 0.1 s of CPU in a worker, more than
+    a typical test; what was promoted to the oldest generation while still in use is found by
+    the collector's own next full pass."""
+    yield
+    gc.collect(1)
 
 
 @pytest.fixture(autouse=True)

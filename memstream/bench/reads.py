@@ -117,8 +117,12 @@ class _Tree:
             return {}
         finally:
             stop_process(self.proc, 30, by_stdin=True)
-            if self.proc.stdout is not None:
-                self.proc.stdout.close()
+            self.close_stdout()
+
+    def close_stdout(self) -> None:
+        """Once the process is stopped (``stop_process`` closed its stdin): its stdout closed."""
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
 
 # -- the run ------------------------------------------------------------------------------
@@ -162,8 +166,8 @@ def reads_bench(
     handles: list[_Tree] = []
     replicas: list[_Tree] = []  # this tree's read replicas (query_processes - 1)
     spread: list[dict[str, Any]] = []  # per round: this tree's N processes against its one
+    client = redis_client(server.url, timeout=30)
     try:
-        client = redis_client(server.url, timeout=30)
         for label, path in trees:
             prefix = f"bench-{label}"
             log = EventLog(client, prefix, Settings.load(redis_url=server.url, autostart=False).shards)
@@ -214,6 +218,9 @@ def reads_bench(
             out["replicas"] = _spread(spread, out["trees"]["this"]["rss_mb"], [h.close().get("rss_mb", 0.0) for h in replicas])
     finally:
         stop_processes([h.proc for h in handles + replicas], 10)
+        for h in handles + replicas:
+            h.close_stdout()
+        client.close()
         server.stop()
         shutil.rmtree(root, ignore_errors=True)
     for tree in out["trees"].values():

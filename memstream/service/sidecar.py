@@ -36,6 +36,7 @@ reports it cannot keep up with are dropped in the child, and counted there
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -188,12 +189,7 @@ class Sidecar:
                 log.info("sidecar.started", pid=proc.pid, projections=list(self.names), replica=self.replica)
                 self._read(proc)
                 code = proc.wait()
-                for pipe in (proc.stdin, proc.stdout):  # a child that died: its pipes go with it
-                    if pipe is not None:
-                        try:
-                            pipe.close()
-                        except OSError:
-                            pass
+                self._close_pipes(proc)
                 self.last_exit = code
                 self._ready.clear()
                 with self._lock:
@@ -224,6 +220,17 @@ class Sidecar:
                 continue
             if isinstance(report, dict):
                 self._take(report)
+
+    def _close_pipes(self, proc: subprocess.Popen[bytes]) -> None:
+        """The pipes of a child that ended: its stdout, read to its end on this thread, and its
+        stdin, unless ``stop`` is closing it (a child started again after each exit must not
+        leave two open pipes behind each time)."""
+        assert proc.stdout is not None and proc.stdin is not None
+        proc.stdout.close()
+        with self._lock:
+            if not self._stop.is_set():
+                with contextlib.suppress(OSError):  # what it did not read is dropped with it
+                    proc.stdin.close()
 
     def _take(self, report: dict[str, Any]) -> None:
         if report.get("ready"):
@@ -291,9 +298,13 @@ class SidecarDrain:
             "log_level": log_level,
             "log_json": logs_json(),
         }
-        self.proc.stdin.write((json.dumps(config) + "\n").encode())
-        self.proc.stdin.flush()
-        self._until("ready")
+        try:
+            self.proc.stdin.write((json.dumps(config) + "\n").encode())
+            self.proc.stdin.flush()
+            self._until("ready")
+        except BaseException:  # a child that did not start is stopped and its pipes closed
+            self.close()
+            raise
 
     def _until(self, key: str) -> dict[str, Any]:
         assert self.proc.stdout is not None

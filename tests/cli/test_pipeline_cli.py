@@ -52,9 +52,12 @@ def service(monkeypatch):
 
 
 @pytest.mark.valkey
-def _stop(worker: subprocess.Popen) -> int:
-    """SIGTERM, as a supervisor stops a worker; its exit code (killed if it does not exit in 30 s)."""
-    return stop_process(worker, 30)
+def _stop(worker: subprocess.Popen) -> tuple[int, str]:
+    """SIGTERM, as a supervisor stops a worker; its exit code (killed if it does not exit in 30 s)
+    and the end of its stderr, its pipes closed."""
+    code = stop_process(worker, 30)
+    with worker.stdout, worker.stderr:
+        return code, worker.stderr.read()[-2000:]
 
 
 def test_add_sync_is_searchable_at_once_and_dlq_list_retry_drop_work_on_a_live_service(service, capsys):
@@ -171,8 +174,8 @@ def test_a_worker_projects_answers_search_and_exits_cleanly_on_sigterm(tmp_path,
         assert all(c["name"].decode() == "w1" for g in GROUPS for c in client.xinfo_consumers("memstream:events:0", g))
     finally:
         client.close()
-        code = _stop(worker)
-    assert code == 0, worker.stderr.read()[-2000:]
+        code, stderr = _stop(worker)
+    assert code == 0, stderr
 
 
 @pytest.mark.valkey
@@ -283,5 +286,5 @@ def test_a_worker_of_the_projections_without_vectors_needs_no_qdrant_and_runs_on
         assert not (tmp_path / "worker-home" / "data" / "qdrant").exists()  # it opened no store
     finally:
         client.close()
-        code = _stop(worker)
-    assert code == 0, worker.stderr.read()[-2000:]
+        code, stderr = _stop(worker)
+    assert code == 0, stderr

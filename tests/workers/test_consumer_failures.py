@@ -86,8 +86,8 @@ def test_a_worker_killed_mid_batch_and_restarted_projects_every_event_exactly_on
         first.send_signal(signal.SIGKILL)
         assert first.wait(10) == -signal.SIGKILL
     finally:
-        if first.poll() is None:
-            first.kill()
+        stop_process(first, 0)  # SIGKILLed already, or killed now; reaped, its pipes closed below
+        first.stderr.close()
 
     second = _worker(valkey_server.url, home, "run")
     try:
@@ -95,6 +95,7 @@ def test_a_worker_killed_mid_batch_and_restarted_projects_every_event_exactly_on
         assert second.poll() is None, second.stderr.read().decode()[-2000:]
     finally:
         code = stop_process(second, 15)
+        second.stderr.close()
     assert code == 0
 
     store = EdgeStore(home / "data" / "qdrant")  # the dead and the stopped process let go of it

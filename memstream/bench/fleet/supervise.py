@@ -95,15 +95,18 @@ class Child:
         self.reader.start()
 
     def _read(self) -> None:
+        """The child's lines until its stdout ends; then the pipe is closed here, by its only
+        reader (stopping the process closes its stdin alone)."""
         assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
-            try:
-                message = json.loads(raw)
-            except ValueError:
-                continue
-            if self.on_line is not None and self.on_line(message):
-                continue
-            self.lines.put(message)
+        with self.proc.stdout:
+            for raw in self.proc.stdout:
+                try:
+                    message = json.loads(raw)
+                except ValueError:
+                    continue
+                if self.on_line is not None and self.on_line(message):
+                    continue
+                self.lines.put(message)
         self.lines.put({"exited": True})
 
     def expect(self, key: str, deadline: float) -> dict[str, Any]:
