@@ -36,16 +36,13 @@ One run, on this machine:
   in numpy over the agent's vectors, a keyword top-``CANDIDATES`` from an inverted index in
   numpy, and one Redis round trip.
 
-Each query process runs with one BLAS thread (``OPENBLAS_NUM_THREADS=1``, both trees alike):
-OpenBLAS's spinning threads otherwise count as CPU of whatever uses numpy.
-
-Questions are fresh by default: every request is a new sentence (a subject, a verb, an
-object, a time and a ticket number drawn at random), as a prefetch is a new user message
-every turn, so an embedding cache does not answer them. ``cached`` asks only the 60
-questions ``bench prefetch`` asks, which the embedding cache answers after the first round
-(labelled ``questions: cached``).
-
-The figures are medians over ``rounds`` rounds.
+Each query process runs with one BLAS thread (``OPENBLAS_NUM_THREADS=1``, both trees alike:
+OpenBLAS's spinning threads otherwise count as CPU of whatever uses numpy). Questions are fresh
+by default: every request is a new sentence (a subject, a verb, an object, a time and a ticket
+number drawn at random), as a prefetch is a new user message every turn, so no embedding cache
+answers them; ``cached`` asks only the 60 questions ``bench prefetch`` asks, which the embedding
+cache answers after the first round (labelled ``questions: cached``). Figures are medians over
+``rounds`` rounds.
 """
 
 from __future__ import annotations
@@ -85,8 +82,7 @@ class _Tree:
         self.label = label
         self.prefix = prefix
         boot = f"import runpy, sys; sys.path.insert(0, sys.argv[1]); runpy.run_path(sys.argv[2], run_name={CHILD!r})"
-        # one BLAS thread: OpenBLAS's idle threads spin, and on a shared 2-CPU machine that
-        # spin is counted as the process's CPU (the floor's numpy scan doubled with it)
+        # one BLAS thread: OpenBLAS's idle threads spin, counted as the process's CPU
         env = {**os.environ, "PYTHONPATH": str(path), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
         env.pop("MEMSTREAM_HOME", None)
         self.proc = subprocess.Popen(
@@ -119,8 +115,7 @@ class _Tree:
             stop_process(self.proc, 30, by_stdin=True)
             self.close_stdout()
 
-    def close_stdout(self) -> None:
-        """Once the process is stopped (``stop_process`` closed its stdin): its stdout closed."""
+    def close_stdout(self) -> None:  # once stopped (``stop_process`` closed its stdin)
         if self.proc.stdout is not None:
             self.proc.stdout.close()
 
@@ -237,8 +232,7 @@ def reads_bench(
 def _throughput(
     serving: list[_Tree], threads: int, split: list[int], url: str, prefix: str, seconds: float, seed: int, cached: bool
 ) -> tuple[list[float], int, float]:
-    """``sum(split)`` callers asking for ``seconds`` while ``serving`` answer: the round
-    trips, the errors, and the CPU seconds the serving processes spent."""
+    """``sum(split)`` callers asking for ``seconds``: round trips, errors, the servers' CPU seconds."""
     ctx = mp.get_context("spawn")
     for h in serving:
         h.ask({"cmd": "serve", "threads": threads})

@@ -38,29 +38,33 @@ def test_the_example_is_built_from_the_whole_history_before_readers_see_it(tmp_p
     ]
     event_log.append(history)
     pipeline = pipeline_with_the_example(tmp_path / "home", event_log)
-    catalog = Catalog(event_log.client, event_log.prefix)
-    assert catalog.versions("tool_usage")[0].state == "building"  # new to a log with a history
-    pipeline.drain()
-    assert catalog.active("tool_usage").version == 1
-    usage = pipeline.runs["tool_usage.v1"].projection
-    assert usage.usage("t1", "a1") == {"terminal": 2, "web_search": 1}
-    assert usage.usage("t1", "a2") == {"browser": 1}
+    try:
+        catalog = Catalog(event_log.client, event_log.prefix)
+        assert catalog.versions("tool_usage")[0].state == "building"  # new to a log with a history
+        pipeline.drain()
+        assert catalog.active("tool_usage").version == 1
+        usage = pipeline.runs["tool_usage.v1"].projection
+        assert usage.usage("t1", "a1") == {"terminal": 2, "web_search": 1}
+        assert usage.usage("t1", "a2") == {"browser": 1}
 
-    event_log.append([forgotten(history[0].id)])
-    pipeline.drain()
-    assert usage.usage("t1", "a1") == {"terminal": 1}
+        event_log.append([forgotten(history[0].id)])
+        pipeline.drain()
+        assert usage.usage("t1", "a1") == {"terminal": 1}
 
-    catalog.add_build("tool_usage")
-    pipeline.sync_catalog()
-    pipeline.drain()
-    rebuilt = pipeline.runs["tool_usage.v2"].projection
-    assert catalog.active("tool_usage").version == 2
-    assert rebuilt.usage("t1", "a1") == usage.usage("t1", "a1") and rebuilt.usage("t1", "a2") == {"browser": 1}
+        catalog.add_build("tool_usage")
+        pipeline.sync_catalog()
+        pipeline.drain()
+        rebuilt = pipeline.runs["tool_usage.v2"].projection
+        assert catalog.active("tool_usage").version == 2
+        assert rebuilt.usage("t1", "a1") == usage.usage("t1", "a1") and rebuilt.usage("t1", "a2") == {"browser": 1}
 
-    catalog.drop("tool_usage", 1)
-    pipeline.sync_catalog()
-    assert not list(event_log.client.scan_iter(match=keys.own_pattern(event_log.prefix, "tool_usage", 1)))
-    assert list(event_log.client.scan_iter(match=keys.own_pattern(event_log.prefix, "tool_usage", 2)))
+        catalog.drop("tool_usage", 1)
+        pipeline.sync_catalog()
+        assert not list(event_log.client.scan_iter(match=keys.own_pattern(event_log.prefix, "tool_usage", 1)))
+        assert list(event_log.client.scan_iter(match=keys.own_pattern(event_log.prefix, "tool_usage", 2)))
+
+    finally:
+        pipeline.stop()  # its store's files and lock closed
 
 
 def test_a_projection_that_cannot_be_loaded_or_clashes_is_named_in_a_clear_error():

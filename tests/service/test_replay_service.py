@@ -124,8 +124,9 @@ def test_ctrl_c_detaches_from_a_build_and_leaves_it_running(tmp_path):
     home = tmp_path / "home"
     info = up(home)
     stopped = False
+    proc: subprocess.Popen[str] | None = None
+    client = redis.Redis.from_url(info["url"])
     try:
-        client = redis.Redis.from_url(info["url"])
         log = EventLog(client, "memstream")
         for i in range(0, TURNS, 500):
             log.append([turn(f"entry {n} of the deploy log", when=n, index=n) for n in range(i, i + 500)])
@@ -169,3 +170,10 @@ def test_ctrl_c_detaches_from_a_build_and_leaves_it_running(tmp_path):
         if stopped:
             os.kill(info["pid"], signal.SIGCONT)
         ms(home, "down", check=False)
+        if proc is not None:
+            if proc.poll() is None:  # a check failed before the command ended
+                proc.kill()
+                proc.wait(30)
+            assert proc.stdout is not None
+            proc.stdout.close()
+        client.close()

@@ -8,6 +8,7 @@ import signal
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import redis
@@ -172,7 +173,6 @@ def test_doctor_is_ok_with_a_running_service_and_fails_without(watched_service, 
 def test_rq_info_shows_no_queue_and_no_worker_of_a_running_service_and_the_docs_name_its_own_lists(watched_service):
     """docs/reference/metrics.md (Queues): memstream's work is in its streams and request lists, not in
     rq queues; rq's own CLI, run against the service's Redis, says so."""
-    from pathlib import Path
 
     from rq import Queue
 
@@ -330,7 +330,7 @@ def test_the_embedded_service_keeps_its_home_owner_only_and_its_valkey_behind_a_
     password = redis.connection.parse_url(info["url"])["password"]
     assert len(password) >= 32
     # never on a command line (any local user reads /proc/PID/cmdline), never printed
-    cmdline = open(f"/proc/{info['valkey_pid']}/cmdline", "rb").read().decode(errors="replace")
+    cmdline = Path(f"/proc/{info['valkey_pid']}/cmdline").read_bytes().decode(errors="replace")
     assert password not in cmdline
     for args in (("doctor", "--json"), ("stats", "--json"), ("up", "--detach", "--json")):
         shown = ms(home, *args, check=False)
