@@ -64,11 +64,23 @@ def ask(client: redis.Redis, prefix: str, request: Request, timeout: float = 10.
     raw, request_id, tenant = _envelope(request, timeout)
     channel = _push(client, prefix, raw, tenant)
     key = reply_key(channel, request_id)
-    got = client.blpop([key], timeout=max(0.001, timeout))
-    if not got:
-        _forget(client, key)
-        raise _timeout(timeout)
-    return _answer(got[1])
+    deadline, step = time.monotonic() + timeout, _longest_block(client)
+    while (left := deadline - time.monotonic()) > 0:
+        got = client.blpop([key], timeout=max(0.001, min(left, step)))
+        if got:
+            return _answer(got[1])
+    _forget(client, key)
+    raise _timeout(timeout)
+
+
+def _longest_block(client: redis.Redis) -> float:
+    """The longest BLPOP ``client``'s connections can wait through: half their socket
+    timeout. redis-py does not lengthen a connection's socket timeout for a blocking command,
+    so one wait past it is a ``TimeoutError`` while the answer is still coming (a search
+    that takes 3 s on a client made with a 2 s timeout); ``ask`` waits in steps below it."""
+    kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
+    socket_timeout = kwargs.get("socket_timeout", 1.0)  # a cluster client: its nodes' own pools
+    return math.inf if socket_timeout is None else max(0.05, float(socket_timeout) / 2)
 
 
 def _envelope(request: Request, timeout: float) -> tuple[bytes, str, str]:

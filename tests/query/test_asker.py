@@ -175,3 +175,38 @@ def test_while_redis_is_down_an_ask_fails_at_once_with_a_connection_error():
     finally:
         asker.release()
     assert asker._closed
+
+
+@pytest.mark.valkey
+def test_an_answer_slower_than_the_clients_socket_timeout_is_still_received(valkey_server):
+    """``ask`` on a client whose socket timeout (0.3 s) is shorter than the answer's wait
+    (an answer after the handler has been held): a single BLPOP for the whole timeout would
+    end in redis-py's TimeoutError; the answer comes, within the ask's own timeout."""
+    from memstream.query import ask
+
+    client = redis.Redis.from_url(valkey_server.url, socket_timeout=0.3)
+    client.flushall()
+    server_client = redis.Redis.from_url(valkey_server.url)
+    asked, gate = threading.Event(), threading.Event()
+
+    def held(request: RecallRequest) -> RecallAnswer:
+        asked.set()
+        gate.wait(30)
+        return _echo(request)
+
+    server = QueryServer(server_client, PREFIX, Handlers(recall=held), threads=1).start()
+    try:
+        answers: list[dict] = []
+        caller = threading.Thread(target=lambda: answers.append(ask(client, PREFIX, _request("held"), timeout=20.0)))
+        caller.start()
+        assert asked.wait(30)
+        caller.join(1.0)  # three of the client's socket timeouts go by while the answer is held
+        assert caller.is_alive() and not answers
+        gate.set()
+        caller.join(30)
+        assert answers and answers[0]["items"] == ["held"]
+    finally:
+        gate.set()
+        server.stop()
+        server_client.close()
+        client.close()
