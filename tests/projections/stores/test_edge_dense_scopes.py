@@ -263,3 +263,13 @@ def test_a_batch_through_the_blas_product_answers_the_scores_einsum_gives_each_q
             for j, many in enumerate(batch):
                 alone = scopes.search(f, queries[j : j + 1], limit)[0]
                 assert many == alone  # the same ids and floats, equal scores in the order of their ids
+
+
+def test_a_dense_copy_runs_numpy_s_blas_at_one_thread_in_its_process():
+    """OpenBLAS's default thread per CPU spins on a batch's small product: the process that
+    holds a copy runs numpy's BLAS at one thread (set once, whichever BLAS numpy loaded)."""
+    from threadpoolctl import threadpool_info
+
+    DenseScopes(8)
+    blas = [lib for lib in threadpool_info() if lib["user_api"] == "blas"]
+    assert blas and all(lib["num_threads"] == 1 for lib in blas)
