@@ -49,6 +49,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Sequence
 
 from memstream.projections import (
@@ -171,10 +172,18 @@ def _fact_sources(sources: list[tuple[float, str]], k: int) -> dict[str, float]:
 
 
 def _norm(item: dict[str, Any]) -> str:
-    return _NORM.sub(" ", str(item.get("text", "")).casefold()).strip()
+    return _normalised(str(item.get("text", "")))
+
+
+@lru_cache(maxsize=8192)
+def _normalised(text: str) -> str:
+    """``text`` as step 6 compares it (case and runs of non-word characters folded): the
+    same memories come back recall after recall, so each text is folded once."""
+    return _NORM.sub(" ", text.casefold()).strip()
 
 
 _PRIVATE = ("_point", "_ts")  # what ranking keeps on an item for step 6, never returned
+_OWN_KINDS = frozenset(("turn", "delegation"))  # the kinds an item of a point keeps (any other is a memory)
 
 
 class _Group:
@@ -309,6 +318,7 @@ class Searcher:
         in one lookup per tenant. A search that fails alone is its exception in the list;
         a failure of the shared work (the model, Redis) raises."""
         plans = [_Plan(ask) for ask in asks]
+        embedded: dict[int, dict[str, np.ndarray]] = {}  # per embedder: the questions it embedded
         for name in ("turns", "memories"):
             wanting = [p for p in plans if p.error is None and p.wants(name)]
             if not wanting:
@@ -317,7 +327,7 @@ class Searcher:
                 collection, embedder = self.versions.reader(name)  # one version: its collection, its model
             except CollectionNotFound:
                 continue
-            dense = self._dense(embedder, [p.ask.query for p in wanting])
+            dense = self._dense(embedder, [p.ask.query for p in wanting], embedded.setdefault(id(embedder), {}))
             searches: list[Search] = []
             at: list[tuple[int, bool]] = []  # per plan: where its dense search is, whether a keyword one follows
             for plan in wanting:
@@ -381,10 +391,13 @@ class Searcher:
                     out[items[point.id]] = vector / norm
         return out
 
-    def _dense(self, embedder: Embedder, queries: list[str]) -> dict[str, np.ndarray]:
-        """Each distinct query's vector by ``embedder``, in one model call."""
-        distinct = list(dict.fromkeys(queries))
-        return dict(zip(distinct, embedder.embed(distinct)))
+    def _dense(self, embedder: Embedder, queries: list[str], known: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Each distinct query's vector by ``embedder``: those ``known`` (this embedder's,
+        already asked for another collection) as they are, the others in one model call."""
+        distinct = [q for q in dict.fromkeys(queries) if q not in known]
+        if distinct:
+            known.update(zip(distinct, embedder.embed(distinct)))
+        return known
 
     def elsewhere(self, query: str, *, tenant: str, agents: list[str], kinds: tuple[str, ...]) -> dict[str, int]:
         """Per agent of ``tenant`` not in ``agents``: how many of its turns and memories share
@@ -460,17 +473,18 @@ class Searcher:
                     row[0] = row[0] + RECENCY_WEIGHT * (ts - lo) / (hi - lo)
         out = []
         for (eid, (score, hit, p)), ts in zip(rows, times):
-            kind = p.get("kind", "turn")
+            get = p.get
+            kind = get("kind", "turn")
             out.append(
                 (
                     score,
                     {
                         "id": eid,
-                        "kind": kind if kind in ("turn", "delegation") else "memory",
-                        "text": p.get("text", ""),
-                        "agent": p.get("agent"),
-                        "session": p.get("session_id"),
-                        "occurred_at": p.get("occurred_at"),
+                        "kind": kind if kind in _OWN_KINDS else "memory",
+                        "text": get("text", ""),
+                        "agent": get("agent"),
+                        "session": get("session_id"),
+                        "occurred_at": get("occurred_at"),
                         "event_ids": [eid],
                         "_point": hit.id,  # step 6's: which point's vector, and when (not returned)
                         "_ts": ts,

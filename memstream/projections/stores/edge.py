@@ -182,11 +182,11 @@ class _Payloads:
     def __init__(self, size: int) -> None:
         self.size = size
         self.generation = 0
-        self._items: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._items: OrderedDict[str, Mapping[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        found: dict[str, dict[str, Any]] = {}
+    def get(self, ids: Sequence[str]) -> dict[str, Mapping[str, Any]]:
+        found: dict[str, Mapping[str, Any]] = {}
         with self._lock:
             items = self._items
             for pid in ids:
@@ -196,7 +196,7 @@ class _Payloads:
                     found[pid] = payload
         return found
 
-    def keep(self, payloads: Mapping[str, dict[str, Any]], generation: int) -> None:
+    def keep(self, payloads: Mapping[str, Mapping[str, Any]], generation: int) -> None:
         if self.size <= 0:
             return
         with self._lock:
@@ -637,13 +637,14 @@ class EdgeStore:
         )
 
     @staticmethod
-    def _payloads(shard: _Shard, ids: list[str], generation: int) -> dict[str, dict[str, Any]]:
-        """The payloads of ``ids``: those a search found lately from the cache, the others
-        read from the engine (about 2 us a point, most of a search's cost) and kept."""
+    def _payloads(shard: _Shard, ids: list[str], generation: int) -> dict[str, Mapping[str, Any]]:
+        """The payloads of ``ids``, each behind a read-only view made once (see Hit): those
+        a search found lately from the cache, the others read from the engine (about 2 us a
+        point, most of a search's cost) and kept."""
         found = shard.payloads.get(ids)
         missing = [pid for pid in ids if pid not in found]
         if missing:
-            read = {str(r.id): r.payload or {} for r in shard.shard.retrieve(list(missing), True, False)}
+            read = {str(r.id): MappingProxyType(r.payload or {}) for r in shard.shard.retrieve(list(missing), True, False)}
             shard.payloads.keep(read, generation)
             found.update(read)
         return found
@@ -885,8 +886,8 @@ def _read_back(shard: _Shard, dense: DenseScopes, ids: list[str]) -> None:
     dense.put((pid, _dense_of(held[pid]), held[pid].payload or {}) if pid in held else (pid, None, {}) for pid in ids)
 
 
-def _hits(scored: list[tuple[str, float]], payloads: dict[str, dict[str, Any]]) -> list[Hit]:
+def _hits(scored: list[tuple[str, float]], payloads: dict[str, Mapping[str, Any]]) -> list[Hit]:
     """The hits of ``scored`` whose payload was read (a point deleted between the search and
-    the read of its payload is left out); each payload the cache's own behind a read-only
-    view (see Hit): no copy per hit."""
-    return [Hit(pid, score, MappingProxyType(payloads[pid])) for pid, score in scored if pid in payloads]
+    the read of its payload is left out); each payload the cache's own read-only view (see
+    Hit): no copy and no new view per hit."""
+    return [Hit(pid, score, payloads[pid]) for pid, score in scored if pid in payloads]

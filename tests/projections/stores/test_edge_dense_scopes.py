@@ -9,6 +9,7 @@ import random
 import numpy as np
 import pytest
 
+from memstream.projections.stores.dense_scope import BLAS_FROM, DenseScopes
 from memstream.projections.stores.edge import EdgeStore
 from memstream.projections.stores.ids import point_id
 from memstream.projections.stores.port import Filter, Point, Search
@@ -80,7 +81,8 @@ def _filters(rng: random.Random, ids: list[str]) -> list[Filter]:
 
 def _check(store: EdgeStore, c: str, oracle: Oracle, rng: random.Random) -> None:
     filters = _filters(rng, list(oracle.points))
-    queries = [np.asarray([rng.gauss(0, 1) for _ in range(DIM)]) for _ in range(3)]
+    # as many queries a scope as a batch holds: the BLAS product's path (BLAS_FROM), against einsum's alone
+    queries = [np.asarray([rng.gauss(0, 1) for _ in range(DIM)]) for _ in range(BLAS_FROM + 1)]
     asked = [Search(filter=f, dense=q.tolist(), limit=limit) for f in filters for q in queries for limit in (1, 7, 400)]
     batch = store.search_many(c, asked)
     for search, many in zip(asked, batch):
@@ -236,3 +238,38 @@ def test_building_the_copy_takes_the_write_lock_outside_the_gate_as_a_compaction
         assert shard.dense is not None and calls_in_gate == [0]
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("dim", [16, 384])
+def test_a_batch_through_the_blas_product_answers_the_scores_einsum_gives_each_query_alone(dim):
+    """Near-ties at the cut (rows a rounding apart, exact duplicates) are where a BLAS
+    product's other summation order could change the top: the candidates within the slack
+    are scored again by einsum, so the batch's answers are bit for bit the lone ones (ties
+    in the order of their ids, whichever path found them)."""
+    rng = np.random.default_rng(dim)
+    scopes = DenseScopes(dim)
+    base = rng.standard_normal((300, dim)).astype(np.float32)
+    rows = np.concatenate([base, base[:100], base[:100] + rng.standard_normal((100, dim)).astype(np.float32) * 1e-6])
+    scopes.put(
+        (f"p{i}", row, {"tenant": "t", "agent": "a", "kind": ("turn", "memory")[i % 2], "occurred_at_ts": float(i)})
+        for i, row in enumerate(rows)
+    )
+    queries = rng.standard_normal((8, dim)).astype(np.float32)
+    queries[1] = base[0]  # the duplicated rows at the top
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    for f in (Filter("t"), Filter("t", agent="a", kind="memory", since_ts=50.0), Filter("t", exclude_ids=("p0", "p300"))):
+        for limit in (1, 12, 50, 1000):
+            batch = scopes.search(f, queries, limit)
+            for j, many in enumerate(batch):
+                alone = scopes.search(f, queries[j : j + 1], limit)[0]
+                assert many == alone  # the same ids and floats, equal scores in the order of their ids
+
+
+def test_a_dense_copy_runs_numpy_s_blas_at_one_thread_in_its_process():
+    """OpenBLAS's default thread per CPU spins on a batch's small product: the process that
+    holds a copy runs numpy's BLAS at one thread (set once, whichever BLAS numpy loaded)."""
+    from threadpoolctl import threadpool_info
+
+    DenseScopes(8)
+    blas = [lib for lib in threadpool_info() if lib["user_api"] == "blas"]
+    assert blas and all(lib["num_threads"] == 1 for lib in blas)
