@@ -102,7 +102,7 @@ def test_bench_locomo_runs_the_paths_asked_and_tunes_the_rerank_on_one_scoring(t
     assert list(result["paths"]) == ["search"] and "paired_with_prefetch" not in result["paths"]["search"]
     grid = result["rerank_grid"]
     assert [(p["fusion"], p["candidates"], p["weight"]) for p in grid["points"]][:2] == [("minmax", 20, 0.3), ("minmax", 20, 0.5)]
-    assert len(grid["points"]) == 3 * 4 * 5 and all(p["cats_1_4"]["n"] == 10 for p in grid["points"])
+    assert len(grid["points"]) == 3 * 4 * 6 and all(p["cats_1_4"]["n"] == 10 for p in grid["points"])
     assert {p["fusion"] for p in grid["points"]} == {"minmax", "sigmoid", "rank"}
     # what was scored is kept per question, the ranking's order: a dia id, the fused score and the logit
     assert len(grid["scored"]) == 12 and all(len(c) == 3 for cands in grid["scored"].values() for c in cands)

@@ -32,7 +32,8 @@ PATHS: dict[str, dict[str, Any]] = {
     "search+rerank": {"op": "search", "kind": "all", "rerank": True},
 }
 GRID_CANDIDATES = (20, 30, 40, 50)
-GRID_WEIGHTS = (0.3, 0.5, 0.7, 0.85, 1.0)
+GRID_WEIGHTS = (0.3, 0.5, 0.6, 0.7, 0.85, 1.0)
+GRID_NEIGHBOUR_WEIGHTS = (0.5, 0.7)
 GRID_NEIGHBOURS_OF = (3, 5, 10)  # the grid's neighbour turns: of the best m candidates
 
 Asker = Callable[[Request], tuple[list[dict[str, Any]], float]]  # request -> (items, ms)
@@ -179,7 +180,7 @@ def neighbour_points(
     points = []
     for n in GRID_CANDIDATES[:3]:
         for m in GRID_NEIGHBOURS_OF:
-            for weight in GRID_WEIGHTS[1:3]:
+            for weight in GRID_NEIGHBOUR_WEIGHTS:
                 rows: Rows = []
                 for q, items, logits in scored:
                     dias = [dia_of(str(i.get("id"))) for i in items]
