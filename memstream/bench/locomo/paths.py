@@ -91,6 +91,17 @@ def run_paths(
     return rows, out
 
 
+def _point(rows: Rows, against: Rows, k: int, **setting: Any) -> dict[str, Any]:
+    """A grid point: its setting, recall (cats 1-4, multi-hop) and its sign test against ``against``."""
+    metrics = recall_metrics(rows)
+    return {
+        **setting,
+        "cats_1_4": metrics["cats_1_4"],
+        "multi_hop": metrics["per_category"]["1 multi-hop"],
+        "paired": paired(against, rows, k)["cats_1_4"],
+    }
+
+
 def rerank_grid(
     questions: list[dict[str, Any]],
     ask: Asker,
@@ -141,17 +152,7 @@ def rerank_grid(
                         final = combine([float(i.get("score") or 0.0) for i in head], logits[:n], weight, fusion)
                         head = [head[i] for i in sorted(range(len(head)), key=lambda i: -final[i])]
                     rows.append((q, [dia_of(str(i.get("id"))) for i in (head + tail)[:k]]))
-                metrics = recall_metrics(rows)
-                out["points"].append(
-                    {
-                        "fusion": fusion,
-                        "candidates": n,
-                        "weight": weight,
-                        "cats_1_4": metrics["cats_1_4"],
-                        "multi_hop": metrics["per_category"]["1 multi-hop"],
-                        "paired": paired(against, rows, k)["cats_1_4"],
-                    }
-                )
+                out["points"].append(_point(rows, against, k, fusion=fusion, candidates=n, weight=weight))
     if neighbours is not None:
         out["neighbour_points"] = neighbour_points(scored, extra, neighbours, dia_of, against, k)
     # what was scored, per question (the dia id, fused score and logit of each candidate, best
@@ -199,15 +200,5 @@ def neighbour_points(
                         final = combine([of[d][0] for d in head], [of[d][1] for d in head], weight)
                         head = [head[i] for i in sorted(range(len(head)), key=lambda i: -final[i])]
                     rows.append((q, (head + [d for d in dias if d not in head])[:k]))
-                metrics = recall_metrics(rows)
-                points.append(
-                    {
-                        "candidates": n,
-                        "neighbours_of": m,
-                        "weight": weight,
-                        "cats_1_4": metrics["cats_1_4"],
-                        "multi_hop": metrics["per_category"]["1 multi-hop"],
-                        "paired": paired(against, rows, k)["cats_1_4"],
-                    }
-                )
+                points.append(_point(rows, against, k, candidates=n, neighbours_of=m, weight=weight))
     return points
