@@ -35,5 +35,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "store": ("memstream.bench.store", "vector store search latency: filtered dense, sparse and hybrid, as JSON lines"),
     "paraphrase": ("memstream.bench.paraphrase", "a fleet's paraphrases of a few facts in recall: distinct facts, tokens"),
     "idle": ("memstream.bench.idle", "the resident memory of the embedded default at rest, per process"),
-    "rerank": ("memstream.bench.rerank", "what the cross-encoder costs a reranked search (LoCoMo candidates), by batch size"),
+    "rerank": (
+        "memstream.bench.rerank",
+        "what the cross-encoder costs a reranked search (LoCoMo candidates), by batch size, threads and token cap",
+    ),
 }

@@ -1,4 +1,5 @@
-"""``memstream bench rerank``: what the cross-encoder costs a reranked search, by batch size.
+"""``memstream bench rerank``: what the cross-encoder costs a reranked search, by batch size,
+onnxruntime threads and a pair's token cap.
 
 The candidates: for each of ``questions`` LoCoMo questions of the split (drawn with a fixed
 seed), the best ``pairs`` turns of its conversation by BM25 (the keyword side of the
@@ -25,6 +26,7 @@ import numpy as np
 from memstream.bench.command import BenchError, show
 from memstream.bench.stats import machine, percentile
 from memstream.core import argtypes
+from memstream.projections.embedders.crossencoder import DEFAULT_MAX_LENGTH, MAX_LENGTH
 
 __all__ = ["add_arguments", "format_rerank", "rerank_cost", "run"]
 
@@ -39,6 +41,18 @@ def _counts(text: str) -> tuple[int, ...]:
     return values
 
 
+def _counts_of_tokens(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        values = ()
+    if not values or min(values) < 8 or max(values) > MAX_LENGTH:
+        raise argparse.ArgumentTypeError(
+            f"comma-separated token caps from 8 to {MAX_LENGTH}, e.g. 256,128 (got {argtypes.shown(text)})"
+        )
+    return values
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True, help="the LoCoMo directory (locomo10_turns.jsonl, locomo10_qrels.jsonl)")
     parser.add_argument("--split", choices=("dev", "test", "all"), default="dev", help="whose questions (default: dev)")
@@ -46,7 +60,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-sizes", type=_counts, default=(16, 4), help="pairs per model call (default: 16,4)")
     parser.add_argument("--questions", type=argtypes.int_between(1, 2000), default=40, help="questions (default: 40)")
     parser.add_argument("--rounds", type=argtypes.int_between(1, 20), default=3, help="passes over them (default: 3)")
-    parser.add_argument("--threads", type=argtypes.int_between(1, 8), default=None, help="onnxruntime threads (default: CPUs)")
+    parser.add_argument(
+        "--threads", type=_counts, default=None, help="onnxruntime intra-op threads, comma-separated (default: the CPUs)"
+    )
+    parser.add_argument(
+        "--max-lengths",
+        type=_counts_of_tokens,
+        default=(DEFAULT_MAX_LENGTH,),
+        help=f"a pair's token caps, comma-separated (default: {DEFAULT_MAX_LENGTH}, the cross-encoder's)",
+    )
 
 
 def _candidates(data: Path, split: str, questions: int, pairs: int) -> list[tuple[str, list[str]]]:
@@ -74,6 +96,9 @@ def _padding(encoder: Any, question: str, passages: list[str], batch: int) -> tu
     return sum(lengths), padded
 
 
+Setting = tuple[int, int, int]  # (batch size, threads, max_length)
+
+
 def rerank_cost(
     data: str | Path,
     split: str = "dev",
@@ -81,41 +106,51 @@ def rerank_cost(
     batch_sizes: tuple[int, ...] = (16, 4),
     questions: int = 40,
     rounds: int = 3,
-    threads: int | None = None,
+    threads: tuple[int, ...] | int | None = None,
+    max_lengths: tuple[int, ...] = (DEFAULT_MAX_LENGTH,),
 ) -> dict[str, Any]:
     from memstream.bench.locomo.data import BenchDataError
     from memstream.projections import CrossEncoder
+    from memstream.projections.embedders.onnx import default_threads
 
     try:
         sets = _candidates(Path(data), split, questions, max(pairs))
     except BenchDataError as exc:
         raise BenchError(str(exc)) from exc
     result: dict[str, Any] = {"benchmark": "rerank", "machine": machine(), "split": split, "questions": len(sets)}
-    encoders = {b: CrossEncoder(threads=threads, batch_size=b) for b in batch_sizes}
-    first = encoders[batch_sizes[0]]
+    thread_counts = (threads,) if isinstance(threads, int) else threads or (default_threads(),)
+    settings: list[Setting] = [(b, t, m) for b in batch_sizes for t in thread_counts for m in max_lengths]
+    encoders = {s: CrossEncoder(threads=s[1], batch_size=s[0], max_length=s[2]) for s in settings}
+    first = CrossEncoder(threads=1, max_length=MAX_LENGTH)  # the pairs' own tokens, uncut
     lengths = [len(e.ids) for q, ps in sets for e in first._tokenizer.encode_batch_fast([(q, p) for p in ps[: max(pairs)]])]
-    result["pair_tokens"] = {"p50": float(np.median(lengths)), "p95": percentile(lengths, 0.95), "max": max(lengths)}
-    result["threads"] = first.threads
+    result["pair_tokens"] = {
+        "p50": float(np.median(lengths)),
+        "p95": percentile(lengths, 0.95),
+        "max": max(lengths),
+        "cut_share": {str(m): round(sum(n > m for n in lengths) / len(lengths), 4) for m in max_lengths},
+    }
+    result["threads"] = thread_counts[0] if len(thread_counts) == 1 else list(thread_counts)
     for q, ps in sets[:3]:  # warm every session
         for enc in encoders.values():
             enc.score(q, ps[: max(pairs)])
-    times: dict[tuple[int, int], list[float]] = {(n, b): [] for n in pairs for b in batch_sizes}
-    order = list(batch_sizes)
+    times: dict[tuple[int, Setting], list[float]] = {(n, s): [] for n in pairs for s in settings}
     for r in range(rounds):
         for i, (q, ps) in enumerate(sets):
-            turn = order[(i + r) % len(order) :] + order[: (i + r) % len(order)]
+            turn = settings[(i + r) % len(settings) :] + settings[: (i + r) % len(settings)]
             for n in pairs:
-                for b in turn:
+                for s in turn:
                     t0 = time.perf_counter()
-                    encoders[b].score(q, ps[:n])
-                    times[(n, b)].append((time.perf_counter() - t0) * 1000)
+                    encoders[s].score(q, ps[:n])
+                    times[(n, s)].append((time.perf_counter() - t0) * 1000)
     result["runs"] = []
-    for (n, b), ts in times.items():
-        tok = [_padding(first, q, ps[:n], b) for q, ps in sets]
+    for (n, (b, t, m)), ts in times.items():
+        tok = [_padding(encoders[(b, t, m)], q, ps[:n], b) for q, ps in sets]
         result["runs"].append(
             {
                 "pairs": n,
                 "batch_size": b,
+                "threads": t,
+                "max_length": m,
                 "p50_ms": round(statistics.median(ts), 1),
                 "p95_ms": round(percentile(ts, 0.95), 1),
                 "calls": len(ts),
@@ -127,17 +162,23 @@ def rerank_cost(
 
 def format_rerank(result: dict[str, Any]) -> str:
     t = result["pair_tokens"]
+    cut = ", ".join(f"{m}: {100 * share:.1f}%" for m, share in t.get("cut_share", {}).items())
     lines = [
         f"cross-encoder cost: {result['questions']} {result['split']} questions, BM25's best as candidates, "
-        f"{result['threads']} threads, load average {result['machine'].get('loadavg_at_start')}",
-        f"tokens of a pair: p50 {t['p50']:.0f}, p95 {t['p95']:.0f}, max {t['max']}",
-        f"{'pairs':>5} {'batch':>5} {'p50 ms':>8} {'p95 ms':>8} {'padded/real':>12}",
+        f"threads {result['threads']}, load average {result['machine'].get('loadavg_at_start')}",
+        f"tokens of a pair: p50 {t['p50']:.0f}, p95 {t['p95']:.0f}, max {t['max']}; pairs a cap cuts: {cut}",
+        f"{'pairs':>5} {'batch':>5} {'threads':>7} {'max len':>7} {'p50 ms':>8} {'p95 ms':>8} {'padded/real':>12}",
     ]
     for r in result["runs"]:
-        lines.append(f"{r['pairs']:>5} {r['batch_size']:>5} {r['p50_ms']:>8} {r['p95_ms']:>8} {r['padded_over_real_tokens']:>12}")
+        lines.append(
+            f"{r['pairs']:>5} {r['batch_size']:>5} {r['threads']:>7} {r['max_length']:>7} "
+            f"{r['p50_ms']:>8} {r['p95_ms']:>8} {r['padded_over_real_tokens']:>12}"
+        )
     return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
-    result = rerank_cost(args.data, args.split, args.pairs, args.batch_sizes, args.questions, args.rounds, args.threads)
+    result = rerank_cost(
+        args.data, args.split, args.pairs, args.batch_sizes, args.questions, args.rounds, args.threads, args.max_lengths
+    )
     return show(args, result, format_rerank(result))

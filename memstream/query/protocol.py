@@ -46,11 +46,12 @@ class _Request(msgspec.Struct, kw_only=True, tag_field="op", forbid_unknown_fiel
 
 
 # how many of the ranking's best a cross-encoder reranks (a search's ``rerank``): at most 50,
-# its cost grows with each (``memstream.query.rerank``; the default chosen on LoCoMo dev).
+# its cost grows with each (``memstream.query.rerank``; the default chosen on LoCoMo dev: 40
+# beat 30 question by question, BENCHMARKS.md "The rerank's cost").
 # Recall (the synchronous prefetch, and the warm-up after a turn, which holds the provider's
 # one recall thread) has no rerank.
 RerankCandidates = Annotated[int, msgspec.Meta(ge=2, le=50)]
-RERANK_CANDIDATES = 30
+RERANK_CANDIDATES = 40
 
 
 class RecallRequest(_Request, tag="recall"):

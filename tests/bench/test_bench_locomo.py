@@ -102,11 +102,22 @@ def test_bench_locomo_runs_the_paths_asked_and_tunes_the_rerank_on_one_scoring(t
     assert list(result["paths"]) == ["search"] and "paired_with_prefetch" not in result["paths"]["search"]
     grid = result["rerank_grid"]
     assert [(p["fusion"], p["candidates"], p["weight"]) for p in grid["points"]][:2] == [("minmax", 20, 0.3), ("minmax", 20, 0.5)]
-    assert len(grid["points"]) == 3 * 4 * 5 and all(p["cats_1_4"]["n"] == 10 for p in grid["points"])
+    assert len(grid["points"]) == 3 * 4 * 6 and all(p["cats_1_4"]["n"] == 10 for p in grid["points"])
     assert {p["fusion"] for p in grid["points"]} == {"minmax", "sigmoid", "rank"}
     # what was scored is kept per question, the ranking's order: a dia id, the fused score and the logit
     assert len(grid["scored"]) == 12 and all(len(c) == 3 for cands in grid["scored"].values() for c in cands)
     assert "rerank grid" in format_locomo(result)
+    # the turns beside the best candidates: scored once when not among them, and reranked with them
+    beside = grid["neighbour_points"]
+    assert [(p["candidates"], p["neighbours_of"], p["weight"]) for p in beside][:2] == [(20, 3, 0.5), (20, 3, 0.7)]
+    assert len(beside) == 3 * 3 * 2 and all(p["cats_1_4"]["n"] == 10 for p in beside)
+    scored = {d for cands in grid["scored"].values() for d, _, _ in cands}
+    outside = [(d, x) for found in grid["scored_neighbours"].values() for d, x in found]
+    assert all(isinstance(x, float) for _, x in outside)
+    assert all(
+        d not in {c for c, _, _ in grid["scored"][key]} for key, found in grid["scored_neighbours"].items() for d, _ in found
+    )
+    assert scored and "turns beside the best" in format_locomo(result)
 
 
 def test_bench_locomo_refuses_a_path_it_does_not_know(tmp_path):

@@ -138,7 +138,9 @@ def locomo(
         out["latency_ms"] = v1["latency_ms"]
         out["injected_tokens"] = v1["injected_tokens"]
         if grid:
-            out["rerank_grid"] = rerank_grid(questions, ask_items, dia_of, path_rows.get("prefetch") or rows, k)
+            out["rerank_grid"] = rerank_grid(
+                questions, ask_items, dia_of, path_rows.get("prefetch") or rows, k, session_neighbours(turns)
+            )
         if compare is not None:
             v2 = TurnsProjection(
                 pipeline.store,
@@ -210,6 +212,20 @@ def locomo(
     out["verdict"] = {path: verdict(out["paths"][path], TARGETS[path]) for path in out["paths"]}
     out["verdict"]["note"] = "targets apply to the test split" if split != "test" else ""
     return out
+
+
+def session_neighbours(turns: list[dict[str, Any]]) -> Callable[[dict[str, Any], str], list[tuple[str, str]]]:
+    """(question, dia id) -> the (dia id, text as a search returns it) of the turns just
+    before and after that one in its session (the rerank grid's neighbour turns)."""
+    by_session: dict[tuple[str, Any], list[dict[str, Any]]] = {}
+    for t in turns:
+        by_session.setdefault((t["sample_id"], t["session"]), []).append(t)
+    beside: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for ts in by_session.values():
+        for i, t in enumerate(ts):
+            near = [ts[j] for j in (i - 1, i + 1) if 0 <= j < len(ts)]
+            beside[(t["sample_id"], t["dia_id"])] = [(n["dia_id"], f"User: {unit_text(n)}") for n in near]
+    return lambda q, dia: beside.get((q["sample_id"], dia), [])
 
 
 def verdict(figures: dict[str, Any], targets: dict[str, float]) -> dict[str, bool]:

@@ -32,7 +32,9 @@ PATHS: dict[str, dict[str, Any]] = {
     "search+rerank": {"op": "search", "kind": "all", "rerank": True},
 }
 GRID_CANDIDATES = (20, 30, 40, 50)
-GRID_WEIGHTS = (0.3, 0.5, 0.7, 0.85, 1.0)
+GRID_WEIGHTS = (0.3, 0.5, 0.6, 0.7, 0.85, 1.0)
+GRID_NEIGHBOUR_WEIGHTS = (0.5, 0.7)
+GRID_NEIGHBOURS_OF = (3, 5, 10)  # the grid's neighbour turns: of the best m candidates
 
 Asker = Callable[[Request], tuple[list[dict[str, Any]], float]]  # request -> (items, ms)
 
@@ -89,11 +91,33 @@ def run_paths(
     return rows, out
 
 
+def _point(rows: Rows, against: Rows, k: int, **setting: Any) -> dict[str, Any]:
+    """A grid point: its setting, recall (cats 1-4, multi-hop) and its sign test against ``against``."""
+    metrics = recall_metrics(rows)
+    return {
+        **setting,
+        "cats_1_4": metrics["cats_1_4"],
+        "multi_hop": metrics["per_category"]["1 multi-hop"],
+        "paired": paired(against, rows, k)["cats_1_4"],
+    }
+
+
 def rerank_grid(
-    questions: list[dict[str, Any]], ask: Asker, dia_of: Callable[[str], str], against: Rows, k: int = 10
+    questions: list[dict[str, Any]],
+    ask: Asker,
+    dia_of: Callable[[str], str],
+    against: Rows,
+    k: int = 10,
+    neighbours: Callable[[dict[str, Any], str], list[tuple[str, str]]] | None = None,
 ) -> dict[str, Any]:
     """Recall of every (candidate count, weight) of the rerank on the same candidates (the
-    best 50 of ``search``, scored once; ``against``: the rows each is paired with)."""
+    best 50 of ``search``, scored once; ``against``: the rows each is paired with).
+
+    ``neighbours`` (question, dia id -> the (dia id, text) of the turns beside it in its
+    session): the turns beside the best ``max(GRID_NEIGHBOURS_OF)`` candidates that are not
+    among the 50 are scored too, and each (candidates, neighbours of the best m) point
+    reranks the candidates and those neighbours together, a neighbour entering at the
+    candidates' lowest fused score (``neighbour_points``)."""
     from memstream.projections import shared_cross_encoder
     from memstream.query import FUSIONS, PASSAGE_CHARS, combine
 
@@ -105,6 +129,19 @@ def rerank_grid(
         found = encoder.score(q["question"], [str(item.get("text", ""))[:PASSAGE_CHARS] for item in items])
         scored.append((q, items, [float(x) for x in found]))
     out: dict[str, Any] = {"scoring_s": round(time.perf_counter() - started, 1), "points": []}
+    extra: dict[str, list[list[Any]]] = {}
+    if neighbours is not None:
+        started = time.perf_counter()
+        for q, items, _ in scored:
+            seen = {dia_of(str(i.get("id"))) for i in items}
+            near: dict[str, str] = {}
+            for item in items[: max(GRID_NEIGHBOURS_OF)]:
+                for dia, text in neighbours(q, dia_of(str(item.get("id")))):
+                    if dia not in seen:
+                        near.setdefault(dia, text)
+            logits: Any = encoder.score(q["question"], [t[:PASSAGE_CHARS] for t in near.values()]) if near else []
+            extra[question_key(q)] = [[dia, float(x)] for dia, x in zip(near, logits)]
+        out["neighbour_scoring_s"] = round(time.perf_counter() - started, 1)
     for fusion in FUSIONS:
         for n in GRID_CANDIDATES:
             for weight in GRID_WEIGHTS:
@@ -115,21 +152,53 @@ def rerank_grid(
                         final = combine([float(i.get("score") or 0.0) for i in head], logits[:n], weight, fusion)
                         head = [head[i] for i in sorted(range(len(head)), key=lambda i: -final[i])]
                     rows.append((q, [dia_of(str(i.get("id"))) for i in (head + tail)[:k]]))
-                metrics = recall_metrics(rows)
-                out["points"].append(
-                    {
-                        "fusion": fusion,
-                        "candidates": n,
-                        "weight": weight,
-                        "cats_1_4": metrics["cats_1_4"],
-                        "multi_hop": metrics["per_category"]["1 multi-hop"],
-                        "paired": paired(against, rows, k)["cats_1_4"],
-                    }
-                )
+                out["points"].append(_point(rows, against, k, fusion=fusion, candidates=n, weight=weight))
+    if neighbours is not None:
+        out["neighbour_points"] = neighbour_points(scored, extra, neighbours, dia_of, against, k)
     # what was scored, per question (the dia id, fused score and logit of each candidate, best
     # first): other rules can be tried on it without scoring again
     out["scored"] = {
         question_key(q): [[dia_of(str(i.get("id"))), float(i.get("score") or 0.0), logit] for i, logit in zip(items, logits)]
         for q, items, logits in scored
     }
+    out["scored_neighbours"] = extra
     return out
+
+
+def neighbour_points(
+    scored: list[tuple[dict[str, Any], list[dict[str, Any]], list[float]]],
+    extra: dict[str, list[list[Any]]],
+    neighbours: Callable[[dict[str, Any], str], list[tuple[str, str]]],
+    dia_of: Callable[[str], str],
+    against: Rows,
+    k: int,
+) -> list[dict[str, Any]]:
+    """The grid's points with neighbour turns: for each candidate count n and m of
+    ``GRID_NEIGHBOURS_OF``, the best n and the turns beside the best m (those among the 50
+    with their own fused score, the others at the n's lowest) reranked together (min-max)."""
+    from memstream.query import combine
+
+    points = []
+    for n in GRID_CANDIDATES[:3]:
+        for m in GRID_NEIGHBOURS_OF:
+            for weight in GRID_NEIGHBOUR_WEIGHTS:
+                rows: Rows = []
+                for q, items, logits in scored:
+                    dias = [dia_of(str(i.get("id"))) for i in items]
+                    fused = [float(i.get("score") or 0.0) for i in items]
+                    of = {d: (fused[j], logits[j]) for j, d in enumerate(dias)}
+                    outside = {d: x for d, x in extra.get(question_key(q), [])}
+                    head = dias[:n]
+                    low = min(fused[:n]) if fused[:n] else 0.0
+                    for d in dias[:m]:
+                        for near, _ in neighbours(q, d):
+                            if near not in head and (near in of or near in outside):
+                                head.append(near)
+                                if near not in of:
+                                    of[near] = (low, outside[near])
+                    if len(head) >= 2:
+                        final = combine([of[d][0] for d in head], [of[d][1] for d in head], weight)
+                        head = [head[i] for i in sorted(range(len(head)), key=lambda i: -final[i])]
+                    rows.append((q, (head + [d for d in dias if d not in head])[:k]))
+                points.append(_point(rows, against, k, candidates=n, neighbours_of=m, weight=weight))
+    return points

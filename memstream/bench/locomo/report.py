@@ -107,4 +107,13 @@ def format_grid(grid: dict[str, Any]) -> list[str]:
             f"any@10 {m['any@10']:>5} all@10 {m['all@10']:>5} "
             f"multi-hop all@10 {mh.get('all@10', 0):>5}  all@10 +{t['all@10']['wins']} -{t['all@10']['losses']}"
         )
+    if "neighbour_points" in grid:
+        lines.append(f"  with the turns beside the best m (scored in {grid['neighbour_scoring_s']} s), min-max:")
+    for p in grid.get("neighbour_points", []):
+        m, mh, t = p["cats_1_4"], p["multi_hop"], p["paired"]
+        lines.append(
+            f"  candidates {p['candidates']:>2} + beside {p['neighbours_of']:>2} weight {p['weight']:<5} "
+            f"any@10 {m['any@10']:>5} all@10 {m['all@10']:>5} "
+            f"multi-hop all@10 {mh.get('all@10', 0):>5}  all@10 +{t['all@10']['wins']} -{t['all@10']['losses']}"
+        )
     return lines
