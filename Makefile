@@ -57,11 +57,21 @@ docs: $(STAMP)
 WORKERS ?= $(shell $(PYTHON) -c 'import os; print(2 * (os.cpu_count() or 1))')
 PARALLEL := -n $(WORKERS) --dist loadfile --no-loadscope-reorder
 
+# The suite writes bytecode whatever the shell says (PYTHONDONTWRITEBYTECODE unset for pytest and every process it
+# starts): with it set, each worker compiled memstream and rewrote the asserts of every test module anew (13.5 s of
+# CPU a worker against 3.6 s), and each child (a command, a service, a Hermes run) compiled what it imported. One
+# collection first writes them (its errors are the suite's to report), so the workers read what it wrote instead of
+# all compiling the same at once (see BENCHMARKS.md)
+SUITE := PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest
+COMPILED := $(SUITE) -q --collect-only -p no:randomly >/dev/null || true
+
 test: lint
-	$(BIN)/python -m pytest -q -rs $(PARALLEL)
+	$(COMPILED)
+	$(SUITE) -q -rs $(PARALLEL)
 
 test-fast: lint
-	$(BIN)/python -m pytest -q -rs -m "not slow" $(PARALLEL)
+	$(COMPILED)
+	$(SUITE) -q -rs -m "not slow" $(PARALLEL)
 
 # the property-based tests at 50x their CI examples (MEMSTREAM_FUZZ_SCALE), minutes not seconds
 fuzz: $(STAMP)

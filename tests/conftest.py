@@ -57,9 +57,14 @@ SLOW = frozenset(
 # long test at the end: a real Hermes agent (a minute or more a module), a browser, anything
 # else slow; within each, pytest-randomly's shuffle (its seed on the summary's last line).
 ORDER = ("hermes", "browser", "slow")
+# modules without a Hermes agent as long as a Hermes module, which start with them: the longest by
+# wall in the per-module record of the whole suite (BENCHMARKS.md, "The test suite's wall time")
+LONGEST = frozenset({"tests/service/test_service.py", "tests/service/test_replay_service.py"})
 
 
 def _rank(item: pytest.Item) -> int:
+    if item.nodeid.split("::")[0] in LONGEST:
+        return 0
     return next((i for i, name in enumerate(ORDER) if item.get_closest_marker(name)), len(ORDER))
 
 

@@ -37,6 +37,7 @@ from hermes_harness import (  # noqa: F401  (hermes_current_venv is a fixture)
     _tail,
     fake_llm,
     hermes_current_venv,
+    home_config,
     injected,
     turn_requests,
 )
@@ -65,7 +66,7 @@ def world(hermes_current_venv, tmp_path_factory):
         for name in ("folder", "entry"):
             home = work / f"home-{name}"
             home.mkdir()
-            config = {"model": {"provider": "custom", "base_url": llm.url, "default": fake_llm.MODEL}}
+            config = home_config(llm.url)
             if name == "entry":  # no plugins folder: only the selection
                 config["memory"] = {"provider": "memstream"}
             (home / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
@@ -215,17 +216,27 @@ def test_a_remembered_fact_comes_back_in_a_later_session_with_hermes_s_recall_in
     ]
 
 
-@pytest.mark.parametrize("context", ["cron", "subagent"])
-def test_a_cron_job_or_subagent_recalls_but_writes_nothing(world, context):
-    home = world.homes["folder"]
-    world.hermes(home, ["Please REMEMBER that I like green tea"], gateway_session_key="agent:ctx")
+@pytest.fixture(scope="module")
+def ctx_memory(world):
+    """A memory of ``agent:ctx`` for the cron and subagent runs to recall (written once: each
+    run checks only what it writes itself, from the log's length before it on)."""
+    wrote = world.hermes(world.homes["folder"], ["Please REMEMBER that I like green tea"], gateway_session_key="agent:ctx")
     world.until_found("green tea", "agent:ctx", fake_llm.REMEMBER_CONTENT)
+    return wrote["session_id"]
+
+
+@pytest.mark.parametrize("context", ["cron", "subagent"])
+def test_a_cron_job_or_subagent_recalls_but_writes_nothing(world, ctx_memory, context):
+    home = world.homes["folder"]
     before = len(world.events())
     run = world.hermes(
         home, [f"{context} run: what should I drink, maybe some tea?"], platform=context, gateway_session_key="agent:ctx"
     )
     assert run["providers"] == ["memstream"] and run["initialized"] == [True], run
     assert fake_llm.REMEMBER_CONTENT in injected(turn_requests(run)[0])  # recall still works
+    assert run["session_id"] != ctx_memory  # of the memory the primary agent's session wrote
+    [written] = [e for e in world.events() if isinstance(e, MemoryWritten) and e.scope.session_id == ctx_memory]
+    assert (written.content, written.scope.agent) == (fake_llm.REMEMBER_CONTENT, "agent:ctx")
     assert run["flushed"] is True and run["stats"][0].get("not_recorded", 0) >= 1, run["stats"]
     after = world.events()
     assert [e for e in after[before:] if e.scope.session_id == run["session_id"]] == []

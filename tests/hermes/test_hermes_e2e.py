@@ -39,6 +39,7 @@ from hermes_harness import (  # noqa: F401  (hermes_venv is a fixture)
     _tail,
     fake_llm,
     hermes_venv,
+    home_config,
 )
 
 from memstream.core import keys
@@ -62,10 +63,7 @@ def world(hermes_venv, tmp_path_factory):
         # A Hermes home as a user has it before installing memstream: a model configured.
         (home / "config.yaml").write_text(
             yaml.safe_dump(
-                {
-                    "model": {"provider": "custom", "base_url": llm.url, "default": fake_llm.MODEL},
-                    "memory": {"memory_char_limit": 2200},
-                },
+                {**home_config(llm.url), "memory": {"memory_char_limit": 2200}},
                 sort_keys=False,
             )
         )

@@ -28,6 +28,7 @@ from hermes_harness import (  # noqa: F401  (hermes_venv is a fixture)
     _tail,
     fake_llm,
     hermes_venv,
+    home_config,
 )
 
 from memstream.core.ids import event_id_time_ms
@@ -50,9 +51,7 @@ def world(hermes_venv, tmp_path_factory):
     valkey = ValkeyProcess(work / "valkey").start()
     try:
         # a Hermes home as a user has it before memstream: a model, Hermes's built-in memory
-        (home / "config.yaml").write_text(
-            yaml.safe_dump({"model": {"provider": "custom", "base_url": llm.url, "default": fake_llm.MODEL}}, sort_keys=False)
-        )
+        (home / "config.yaml").write_text(yaml.safe_dump(home_config(llm.url), sort_keys=False))
         env = _clean_env(HERMES_HOME=str(home), MEMSTREAM_TEST_LOG=str(work / "driver-log.jsonl"))
         agent_spec = {"base_url": llm.url, "prompts": AGENT_PROMPTS, "agent_kwargs": {"platform": "telegram", "user_id": "u-123"}}
         agent = _driver_result(

@@ -23,6 +23,7 @@ from hermes_harness import (  # noqa: F401  (hermes_venv is a fixture)
     _tail,
     fake_llm,
     hermes_venv,
+    home_config,
 )
 from service_support import ms
 from writepath import wait_for
@@ -55,9 +56,7 @@ def test_a_one_shot_hermes_run_appears_on_the_dashboard_with_its_turn_shipped(he
     try:
         home = tmp_path / "hermes-home"
         home.mkdir()
-        (home / "config.yaml").write_text(
-            yaml.safe_dump({"model": {"provider": "custom", "base_url": llm.url, "default": fake_llm.MODEL}}, sort_keys=False)
-        )
+        (home / "config.yaml").write_text(yaml.safe_dump(home_config(llm.url), sort_keys=False))
         env = _clean_env(
             HERMES_HOME=str(home),
             MEMSTREAM_REDIS_URL=service["url"],

@@ -31,8 +31,10 @@ written to ``timings.json`` in the module's temporary directory.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import redis
@@ -47,6 +49,7 @@ from hermes_harness import (  # noqa: F401  (hermes_venv is a fixture)
     _tail,
     fake_llm,
     hermes_venv,
+    home_config,
     injected,
     turn_requests,
 )
@@ -72,20 +75,12 @@ class Stack:
     def __init__(self, work, llm, valkey, worker, client, venv):
         self.work, self.llm, self.valkey, self.worker, self.client = work, llm, valkey, worker, client
         self.venv = venv
-        self.homes: dict[str, object] = {}
+        self.homes: dict[str, Path] = {}
+        self.template: Path | None = None
         self.timings: list[dict] = []
 
-    def hermes(self, name: str, prompts: list[str], tenant: str = TENANT, env: dict | None = None, **agent_kwargs) -> dict:
-        """One new Hermes process running ``prompts`` in one session (Hermes home ``name``)."""
-        home = self.homes.get(name)
-        if home is None:
-            home = self.work / f"home-{name}"
-            home.mkdir()
-            (home / "config.yaml").write_text(
-                yaml.safe_dump({"model": {"provider": "custom", "base_url": self.llm.url, "default": fake_llm.MODEL}})
-            )
-            self.homes[name] = home
-        run_env = _clean_env(
+    def env(self, home: Path, name: str, tenant: str = TENANT, env: dict | None = None) -> dict:
+        return _clean_env(
             HERMES_HOME=str(home),
             MEMSTREAM_REDIS_URL=self.valkey.url,
             MEMSTREAM_TENANT=tenant,
@@ -96,9 +91,35 @@ class Stack:
             MEMSTREAM_TEST_LOG=str(self.work / "provider-log.jsonl"),
             **(env or {}),
         )
-        if not (home / "plugins" / "memstream").exists():
-            proc = _run([self.venv / "bin" / "memstream", "install-hermes", "--home", home], 60, env=run_env, cwd=self.work)
+
+    def installed_home(self) -> Path:
+        """A Hermes home with the model's config and memstream put in by ``memstream
+        install-hermes``, made once: each Hermes home starts as a copy of it (what the install
+        writes is the same for every home, and ``test_hermes_e2e`` and ``test_hermes_current``
+        check the install itself), so the module runs the install, three Hermes commands, once."""
+        if self.template is None:
+            home = self.work / "home-installed"
+            home.mkdir()
+            (home / "config.yaml").write_text(yaml.safe_dump(home_config(self.llm.url)))
+            proc = _run(
+                [self.venv / "bin" / "memstream", "install-hermes", "--home", home],
+                60,
+                env=self.env(home, "installed"),
+                cwd=self.work,
+            )
             assert proc.returncode == 0, _tail(proc)
+            assert (home / "plugins" / "memstream").is_dir(), _tail(proc)
+            self.template = home
+        return self.template
+
+    def hermes(self, name: str, prompts: list[str], tenant: str = TENANT, env: dict | None = None, **agent_kwargs) -> dict:
+        """One new Hermes process running ``prompts`` in one session (Hermes home ``name``)."""
+        home = self.homes.get(name)
+        if home is None:
+            home = self.work / f"home-{name}"
+            shutil.copytree(self.installed_home(), home)
+            self.homes[name] = home
+        run_env = self.env(home, name, tenant, env)
         spec = {
             "base_url": self.llm.url,
             "prompts": prompts,

@@ -84,6 +84,17 @@ def _load_fake_llm():
 fake_llm = _load_fake_llm()
 
 
+def home_config(llm_url: str) -> dict:
+    """A test Hermes home's ``config.yaml`` before memstream: the scripted model at ``llm_url``,
+    and Hermes's environment probe off (``agent.environment_probe``): it runs six Python and pip
+    child processes a Hermes process to describe the machine's Python toolchain in the system
+    prompt, about 1 s of CPU, a third of a short Hermes run's, and nothing memstream reads."""
+    return {
+        "model": {"provider": "custom", "base_url": llm_url, "default": fake_llm.MODEL},
+        "agent": {"environment_probe": False},
+    }
+
+
 # -- what Hermes sent the model ------------------------------------------------------------
 def injected(request: dict) -> str:
     """The ``<memory-context>`` block Hermes appended to the API copy of this request's last user message."""
