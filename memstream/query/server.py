@@ -358,8 +358,10 @@ class QueryServer:
             kwargs.pop("host", None), kwargs.pop("port", None)
             return redis.Redis(host=node.host, port=node.port, **kwargs)
         kwargs = {**self.client.connection_pool.connection_kwargs, "socket_timeout": None}
-        return redis.Redis(
-            connection_pool=redis.ConnectionPool(connection_class=self.client.connection_pool.connection_class, **kwargs)
+        # from_pool: the client owns its pool, so closing it closes the socket (a client given
+        # ``connection_pool=`` leaves the pool's connection open: one socket a thread a stop)
+        return redis.Redis.from_pool(
+            redis.ConnectionPool(connection_class=self.client.connection_pool.connection_class, **kwargs)
         )
 
     def start(self) -> QueryServer:
