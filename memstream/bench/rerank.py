@@ -26,7 +26,7 @@ import numpy as np
 from memstream.bench.command import BenchError, show
 from memstream.bench.stats import machine, percentile
 from memstream.core import argtypes
-from memstream.projections.embedders.crossencoder import DEFAULT_MAX_LENGTH, MAX_LENGTH
+from memstream.projections import CrossEncoder
 
 __all__ = ["add_arguments", "format_rerank", "rerank_cost", "run"]
 
@@ -46,9 +46,9 @@ def _counts_of_tokens(text: str) -> tuple[int, ...]:
         values = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         values = ()
-    if not values or min(values) < 8 or max(values) > MAX_LENGTH:
+    if not values or min(values) < 8 or max(values) > CrossEncoder.MAX_LENGTH:
         raise argparse.ArgumentTypeError(
-            f"comma-separated token caps from 8 to {MAX_LENGTH}, e.g. 256,128 (got {argtypes.shown(text)})"
+            f"comma-separated token caps from 8 to {CrossEncoder.MAX_LENGTH}, e.g. 256,128 (got {argtypes.shown(text)})"
         )
     return values
 
@@ -66,8 +66,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-lengths",
         type=_counts_of_tokens,
-        default=(DEFAULT_MAX_LENGTH,),
-        help=f"a pair's token caps, comma-separated (default: {DEFAULT_MAX_LENGTH}, the cross-encoder's)",
+        default=(CrossEncoder.DEFAULT_MAX_LENGTH,),
+        help=f"a pair's token caps, comma-separated (default: {CrossEncoder.DEFAULT_MAX_LENGTH}, the cross-encoder's)",
     )
 
 
@@ -107,21 +107,19 @@ def rerank_cost(
     questions: int = 40,
     rounds: int = 3,
     threads: tuple[int, ...] | int | None = None,
-    max_lengths: tuple[int, ...] = (DEFAULT_MAX_LENGTH,),
+    max_lengths: tuple[int, ...] = (CrossEncoder.DEFAULT_MAX_LENGTH,),
 ) -> dict[str, Any]:
     from memstream.bench.locomo.data import BenchDataError
-    from memstream.projections import CrossEncoder
-    from memstream.projections.embedders.onnx import default_threads
 
     try:
         sets = _candidates(Path(data), split, questions, max(pairs))
     except BenchDataError as exc:
         raise BenchError(str(exc)) from exc
     result: dict[str, Any] = {"benchmark": "rerank", "machine": machine(), "split": split, "questions": len(sets)}
-    thread_counts = (threads,) if isinstance(threads, int) else threads or (default_threads(),)
+    thread_counts = (threads,) if isinstance(threads, int) else threads or (CrossEncoder.default_threads(),)
     settings: list[Setting] = [(b, t, m) for b in batch_sizes for t in thread_counts for m in max_lengths]
     encoders = {s: CrossEncoder(threads=s[1], batch_size=s[0], max_length=s[2]) for s in settings}
-    first = CrossEncoder(threads=1, max_length=MAX_LENGTH)  # the pairs' own tokens, uncut
+    first = CrossEncoder(threads=1, max_length=CrossEncoder.MAX_LENGTH)  # the pairs' own tokens, uncut
     lengths = [len(e.ids) for q, ps in sets for e in first._tokenizer.encode_batch_fast([(q, p) for p in ps[: max(pairs)]])]
     result["pair_tokens"] = {
         "p50": float(np.median(lengths)),

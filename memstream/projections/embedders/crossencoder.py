@@ -77,6 +77,10 @@ class CrossEncoder:
     file or a checksum is wrong, and for input out of bounds.
     """
 
+    MAX_LENGTH = MAX_LENGTH  # the bounds of ``max_length``, for callers outside the package
+    DEFAULT_MAX_LENGTH = DEFAULT_MAX_LENGTH
+    default_threads = staticmethod(default_threads)  # ``threads`` when none is given
+
     def __init__(
         self,
         *,
