@@ -364,26 +364,24 @@ class _Reports:
         self.dropped = 0
         self.gone = threading.Event()  # the parent stopped reading
 
-    def batch(self, group: str, stages: dict[str, float], applied: list[str], at: float) -> None:
+    def _queue(self, name: str, item: list[Any]) -> None:
+        """``item`` kept in the list called ``name`` for the next report (read under the lock:
+        ``flush`` swaps the lists), or dropped and counted past ``MAX_QUEUED``."""
         with self.lock:
-            if len(self.batches) >= MAX_QUEUED:
+            items: list[list[Any]] = getattr(self, name)
+            if len(items) >= MAX_QUEUED:
                 self.dropped += 1
                 return
-            self.batches.append([group, stages, applied, at])
+            items.append(item)
+
+    def batch(self, group: str, stages: dict[str, float], applied: list[str], at: float) -> None:
+        self._queue("batches", [group, stages, applied, at])
 
     def embedded(self, group: str, texts: int, seconds: float) -> None:
-        with self.lock:
-            if len(self.embeds) >= MAX_QUEUED:
-                self.dropped += 1
-                return
-            self.embeds.append([group, texts, seconds])
+        self._queue("embeds", [group, texts, seconds])
 
     def answered(self, op: str, seconds: float) -> None:
-        with self.lock:  # a read replica's query server
-            if len(self.answers) >= MAX_QUEUED:
-                self.dropped += 1
-                return
-            self.answers.append([op, seconds])
+        self._queue("answers", [op, seconds])  # a read replica's query server
 
     def embed_dead_lettered(self, group: str, entries: int) -> None:
         with self.lock:  # a read replica's dense stage
