@@ -50,7 +50,7 @@ import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from memstream.projections import (
     CollectionNotFound,
@@ -110,10 +110,15 @@ def asks_about_time(query: str) -> bool:
     return bool(_TIME.search(query or ""))
 
 
-def _bounds(hits: list[Hit]) -> tuple[float, float]:
-    """The least and the most score of ``hits`` (not empty): each side's min-max range (step 1)."""
+def _scaled(hits: list[Hit]) -> Iterator[tuple[Hit, float]]:
+    """Each of ``hits`` with its score min-max scaled to its side's range, 1.0 when every
+    score is the same (step 1)."""
+    if not hits:
+        return
     scores = [h.score for h in hits]
-    return min(scores), max(scores)
+    lo, hi = min(scores), max(scores)
+    for h in hits:
+        yield h, (h.score - lo) / (hi - lo) if hi > lo else 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,21 +432,17 @@ class Searcher:
         """One collection's candidates of one search (its dense and keyword hits), ranked:
         one pass over the hits for the fused score, each payload read once after it."""
         fused: dict[str, list[Any]] = {}  # point id -> [fused score, hit]
-        if dense_hits:
-            lo, hi = _bounds(dense_hits)
-            for h in dense_hits:
-                fused[h.id] = [DENSE_WEIGHT * ((h.score - lo) / (hi - lo) if hi > lo else 1.0), h]
-        if keyword_hits:
-            lo, hi = _bounds(keyword_hits)
-            for h in keyword_hits:
-                # a keyword match scores above 0 even as the weakest of its side: a 0 is left
-                # for a dense candidate that shares no word and is the weakest of its side
-                keyword = (1 - DENSE_WEIGHT) * max((h.score - lo) / (hi - lo) if hi > lo else 1.0, KEYWORD_FLOOR)
-                entry = fused.get(h.id)
-                if entry is None:
-                    fused[h.id] = [keyword, h]
-                else:
-                    entry[0] += keyword
+        for h, scaled in _scaled(dense_hits):
+            fused[h.id] = [DENSE_WEIGHT * scaled, h]
+        for h, scaled in _scaled(keyword_hits):
+            # a keyword match scores above 0 even as the weakest of its side: a 0 is left
+            # for a dense candidate that shares no word and is the weakest of its side
+            keyword = (1 - DENSE_WEIGHT) * max(scaled, KEYWORD_FLOOR)
+            entry = fused.get(h.id)
+            if entry is None:
+                fused[h.id] = [keyword, h]
+            else:
+                entry[0] += keyword
         # one entry per event (chunks of one turn): the best chunk speaks for it
         best: dict[str, list[Any]] = {}  # event id -> [score, hit, its payload]
         for score, hit in fused.values():
