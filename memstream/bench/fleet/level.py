@@ -55,8 +55,11 @@ def _level(
     seed: int,
     every: tuple[int, int],
     children: list[Child],
+    cached: bool = False,
+    tree: str = "",
 ) -> dict[str, Any]:
-    """One level: a fresh service, ``n`` agents over ``processes`` processes, ``seconds`` of turns."""
+    """One level: a fresh service, ``n`` agents over ``processes`` processes, ``seconds`` of turns;
+    the service runs ``tree``'s code (another checkout first on its path; "": this one's)."""
     from memstream.producers import redis_client
 
     settings = Settings()  # the children's: the defaults (env drops every MEMSTREAM_* variable but theirs)
@@ -74,7 +77,12 @@ def _level(
 
     service = Child(
         [sys.executable, "-m", "memstream.bench.fleet", "--service-process"],
-        child_env(root / "service", MEMSTREAM_EMBEDDER=embedder, MEMSTREAM_METRICS_ADDR="127.0.0.1:0"),
+        child_env(
+            root / "service",
+            MEMSTREAM_EMBEDDER=embedder,
+            MEMSTREAM_METRICS_ADDR="127.0.0.1:0",
+            **({"PYTHONPATH": tree} if tree else {}),
+        ),
         root / "service.log",
         on_line=thread_names,
         started=children,
@@ -104,6 +112,7 @@ def _level(
             "seed": seed,
             "memory_every": every[0],
             "search_every": every[1],
+            "cached": cached,
             "results": str(home / "results.json"),
             "flush_timeout": max(30.0, settle),
         }
@@ -313,6 +322,10 @@ def knee(levels: list[dict[str, Any]]) -> int | None:
     return max(good, default=None)
 
 
+def _lossless(levels: list[dict[str, Any]]) -> bool:
+    return all(lv["events"]["lost"] == 0 and lv["events"]["duplicated"] == 0 for lv in levels)
+
+
 def fleet_bench(
     levels: tuple[int, ...] = LEVELS,
     rate: float = RATE,
@@ -325,9 +338,14 @@ def fleet_bench(
     seed: int = 7,
     memory_every: int = MEMORY_EVERY,
     search_every: int = SEARCH_EVERY,
+    cached: bool = False,
+    against: str = "",
 ) -> dict[str, Any]:
     """Run every level (see the module doc); JSON-ready results. ``memory_every`` and
-    ``search_every``: an agent's turns per memory write and per tool search."""
+    ``search_every``: an agent's turns per memory write and per tool search; ``cached``: the
+    agents ask 60 questions over and over instead of a new one every turn; ``against``: another
+    checkout whose service runs each level too (the trees alternating which goes first), its
+    levels and knee under ``against``."""
     started = time.monotonic()
     out: dict[str, Any] = {
         "benchmark": "fleet",
@@ -340,29 +358,35 @@ def fleet_bench(
         "probes_per_s": probes_per_s,
         "memory_every": memory_every,
         "search_every": search_every,
+        "questions": "cached" if cached else "fresh",
         "targets": TARGETS,
         "levels": [],
     }
+    before: list[dict[str, Any]] = []
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-fleet-"))
     children: list[Child] = []
     former = _interrupt_on_sigterm()
     try:
         for i, n in enumerate(levels):
-            out["levels"].append(
-                _level(
-                    root / f"level-{i}-{n}",
-                    n,
-                    max(1, processes),
-                    rate,
-                    seconds,
-                    embedder,
-                    probes_per_s,
-                    settle,
-                    seed + i,
-                    (memory_every, search_every),
-                    children,
+            trees = [("", out["levels"])] + ([(against, before)] if against else [])
+            for tree, into in trees[:: -1 if i % 2 else 1]:
+                into.append(
+                    _level(
+                        root / f"level-{i}-{n}{'-against' if tree else ''}",
+                        n,
+                        max(1, processes),
+                        rate,
+                        seconds,
+                        embedder,
+                        probes_per_s,
+                        settle,
+                        seed + i,
+                        (memory_every, search_every),
+                        children,
+                        cached,
+                        tree,
+                    )
                 )
-            )
     finally:
         for child in reversed(children):  # agents first, then the service (and its Valkey)
             stop_process(child.proc, 10)
@@ -371,7 +395,9 @@ def fleet_bench(
         if former is not None:
             signal.signal(signal.SIGTERM, former)
     out["knee"] = knee(out["levels"])
-    out["lossless"] = all(lv["events"]["lost"] == 0 and lv["events"]["duplicated"] == 0 for lv in out["levels"])
+    out["lossless"] = _lossless(out["levels"])
+    if against:
+        out["against"] = {"path": against, "levels": before, "knee": knee(before), "lossless": _lossless(before)}
     out["total_s"] = round(time.monotonic() - started, 1)
     out["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     return out
