@@ -75,14 +75,13 @@ def _level(
         service_threads.update({int(k): str(v) for k, v in message["threads"].items()})
         return True
 
+    # another tree's code first on the path (``-m`` would put the working directory before it)
+    boot = f"import sys; sys.path.insert(0, {tree!r}); from memstream.bench.fleet import main; sys.exit(main())"
     service = Child(
-        [sys.executable, "-m", "memstream.bench.fleet", "--service-process"],
-        child_env(
-            root / "service",
-            MEMSTREAM_EMBEDDER=embedder,
-            MEMSTREAM_METRICS_ADDR="127.0.0.1:0",
-            **({"PYTHONPATH": tree} if tree else {}),
-        ),
+        [sys.executable, "-c", boot, "--service-process"]
+        if tree
+        else [sys.executable, "-m", "memstream.bench.fleet", "--service-process"],
+        child_env(root / "service", MEMSTREAM_EMBEDDER=embedder, MEMSTREAM_METRICS_ADDR="127.0.0.1:0"),
         root / "service.log",
         on_line=thread_names,
         started=children,
