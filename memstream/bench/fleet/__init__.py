@@ -62,7 +62,8 @@ their standard input).
 
 The package: ``plan`` (levels, rates, targets), ``children`` (the agent and service
 processes), ``supervise`` (starting, stopping and the CPU of the children), ``measure`` (the
-probes and the samples), ``level`` (one level, the run, the knee), ``report`` (the table).
+probes and the samples), ``level`` (one level), ``run`` (every level, the tree before's beside
+them, the knee), ``report`` (the table).
 """
 
 from __future__ import annotations
@@ -73,9 +74,9 @@ from pathlib import Path
 
 from memstream.bench.command import BenchError, show
 from memstream.bench.fleet.children import agent_process, service_process
-from memstream.bench.fleet.level import fleet_bench, knee
 from memstream.bench.fleet.plan import HOOKS, LEVELS, PROCESSES, RATE, SECONDS, TARGETS
 from memstream.bench.fleet.report import format_fleet
+from memstream.bench.fleet.run import fleet_bench, knee
 from memstream.core import argtypes
 
 __all__ = ["HOOKS", "LEVELS", "TARGETS", "add_arguments", "fleet_bench", "format_fleet", "knee", "main", "run"]
@@ -111,6 +112,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the agents ask 60 questions over and over, which the embedding cache answers (default: a new one every turn)",
     )
     parser.add_argument(
+        "--embed-threads",
+        type=argtypes.int_between(0, 64),
+        default=0,
+        help="onnxruntime threads of every service's model (MEMSTREAM_EMBED_THREADS; default 0: the setting's own)",
+    )
+    parser.add_argument(
         "--against",
         metavar="PATH",
         default="",
@@ -131,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
         embedder=args.embedder or "hash",
         cached=args.cached,
         against=against,
+        embed_threads=args.embed_threads,
     )
     return show(args, result, format_fleet(result))
 

@@ -21,7 +21,9 @@ def format_fleet(r: dict[str, Any]) -> str:
     with ``against``, below it)."""
     m = r["machine"]
     lines = [
-        f"memstream bench fleet — {r['date']}; {r['embedder']} embedder, questions: {r.get('questions', 'cached')}; "
+        f"memstream bench fleet — {r['date']}; {r['embedder']} embedder"
+        + (f" ({r['embed_threads']} threads)" if r.get("embed_threads") else "")
+        + f", questions: {r.get('questions', 'cached')}; "
         f"{r['rate_per_agent']} turns/s per agent, "
         f"{r['seconds']:g} s per level, {r['processes']} agent processes; {r['total_s']} s in all",
         f"machine: {m.get('cpus')} CPUs ({m.get('cpu_model', '')}), Python {m.get('python')}; load average "
