@@ -26,6 +26,7 @@ seconds each handler took are reported to the process's observer (``memstream.co
 from __future__ import annotations
 
 import math
+import queue
 import random
 import threading
 import time
@@ -53,6 +54,8 @@ from memstream.query.protocol import (
     QueryRefused,
     Refusal,
     Request,
+    SearchAnswer,
+    SearchRequest,
     decode_envelope,
 )
 
@@ -80,6 +83,18 @@ class QueryServer:
     # bge-small: recalls/s x0.79 of one at a time despite x0.77 the CPU); a model call of 8
     # questions already costs about half of 8 single calls a question.
     BATCH_MAX = 8
+
+    # Reranked searches (the cross-encoder: a few hundred ms of two cores each) are answered by
+    # a lane of their own, ``SLOW_LANES`` threads beside the serving ones: a serving thread hands
+    # one over and goes on, so a recall (prefetch's budget is 150 ms) never waits behind one. Past
+    # ``SLOW_WAITING`` handed over and not yet started, a reranked search is answered at once
+    # without the rerank (the ranking's order; ``reranked`` false, ``rerank_error`` says why):
+    # with every search waiting its turn, 500 agents asking 10 a second kept both serving threads
+    # in the cross-encoder, tool searches at their 5 s timeout and prefetch fresh in 47% of
+    # turns (BENCHMARKS.md, "Fleet": "The rerank's lane").
+    SLOW_LANES = 1
+    SLOW_WAITING = 1
+    BUSY = "the reranker was busy: the ranking's order"
 
     def __init__(
         self,
@@ -110,6 +125,9 @@ class QueryServer:
         self.counts: dict[str, int] = {}
         self.backoffs = 0  # times a serving thread backed off (a Redis failure), never for a request
         self._lock = threading.Lock()
+        # reranked searches handed to the lane: (channel, envelope, request); only while it runs
+        self._slow: queue.Queue[tuple[str, Envelope, SearchRequest]] = queue.Queue()
+        self._lanes: list[threading.Thread] = []
 
     # the table of channels to serve
     def channels(self) -> dict[str, str]:
@@ -147,37 +165,70 @@ class QueryServer:
         """Answer the raw envelopes taken together from ``channel``, each as ``handle`` would
         (refused, expired, failed: that one alone), and return the answers sent in order
         (None: none). The requests of an op with a batch handler go to it in one call (one
-        model call, one facts lookup); the answers leave in one transaction."""
+        model call, one facts lookup); the answers leave in one transaction. While the lane
+        runs (``start``), a reranked search is handed to it (its answer then leaves from there,
+        None here) or, with the lane's queue full, answered without the rerank."""
         started = time.perf_counter()
         tenant = self.channels().get(channel, "")
         answers: list[Answer | None] = [None] * len(raws)
         envelopes: list[Envelope | None] = [None] * len(raws)
         waiting: dict[str, list[tuple[int, Request]]] = {}  # op -> (position, request) to run
+        shed: list[int] = []  # reranked searches answered without the rerank (the lane was full)
         for i, raw in enumerate(raws):
             admitted = self._admit(client, channel, tenant, raw)
             if admitted is None:
                 continue
-            envelopes[i], request, refusal = admitted
+            env, request, refusal = admitted
             if refusal is not None:
-                answers[i] = refusal
-            else:
-                waiting.setdefault(OP_OF[type(request)], []).append((i, request))
+                envelopes[i], answers[i] = env, refusal
+                continue
+            if isinstance(request, SearchRequest) and request.rerank and self._lanes:
+                if self._slow.qsize() < self.SLOW_WAITING:
+                    self._slow.put((channel, env, request))  # answered by the lane
+                    continue
+                request = msgspec.structs.replace(request, rerank=False)
+                shed.append(i)
+            envelopes[i] = env
+            waiting.setdefault(OP_OF[type(request)], []).append((i, request))
         for op, group in waiting.items():
             for i, out in zip((i for i, _ in group), self._run(client, op, [request for _, request in group])):
                 answers[i] = out
-        now = time.time()
+        for i in shed:
+            answer = answers[i]
+            if isinstance(answer, SearchAnswer):
+                answer.reranked, answer.rerank_error = False, self.BUSY
         took = round((time.perf_counter() - started) * 1000, 2)
-        sent = []
-        for env, answer in zip(envelopes, answers):
-            if env is None or answer is None:
-                continue
-            answer.took_ms = took
-            if env.asked_at and math.isfinite(env.asked_at):
-                answer.queued_ms = round(max(0.0, now - env.asked_at) * 1000 - took, 2)
-            sent.append((env.id, answer))
+        sent = [(env.id, _timed(answer, env, took)) for env, answer in zip(envelopes, answers) if env and answer]
         if sent:
             self._reply_many(client, channel, sent, counted="answered")
+        if shed:  # counted with the server's others (P:counters:queries)
+            with self._lock:
+                self.counts["rerank_shed"] = self.counts.get("rerank_shed", 0) + len(shed)
+            try:
+                client.hincrby(self.counters_key, "rerank_shed", len(shed))
+            except redis.RedisError:
+                pass
         return answers
+
+    def _lane(self) -> None:
+        """Answer the reranked searches handed over, one at a time, until the server stops.
+        A request whose deadline passed while it waited is dropped and counted, as on the list."""
+        while not self._stop.is_set():
+            try:
+                channel, env, request = self._slow.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            try:
+                if env.deadline < time.time():
+                    self._count(self.client, "expired")
+                    continue
+                started = time.perf_counter()
+                answer = self._run_one(self.client, "search", request)
+                took = round((time.perf_counter() - started) * 1000, 2)
+                self._reply_many(self.client, channel, [(env.id, _timed(answer, env, took))], counted="answered")
+            except Exception as exc:  # noqa: BLE001  Redis gone: that answer is lost (its caller times out)
+                self._count(self.client, "failed")
+                log.warning("queries.lane_failed", error=type(exc).__name__)
 
     def _admit(
         self, client: redis.Redis, channel: str, tenant: str, raw: bytes
@@ -365,6 +416,11 @@ class QueryServer:
         )
 
     def start(self) -> QueryServer:
+        if self.handlers.search is not None:  # the reranked searches' lane, started first
+            for i in range(self.SLOW_LANES):
+                t = threading.Thread(target=self._lane, name=f"memstream-queries-rerank-{i}", daemon=True)
+                t.start()
+                self._lanes.append(t)
         for i in range(self.threads):
             t = threading.Thread(target=self._loop, name=f"memstream-queries-{i}", daemon=True)
             t.start()
@@ -373,9 +429,18 @@ class QueryServer:
 
     def stop(self, timeout: float = 3.0) -> None:
         self._stop.set()
-        for t in self._threads:
+        for t in self._threads + self._lanes:
             t.join(timeout)
         self._threads.clear()
+        self._lanes.clear()
+
+
+def _timed(answer: Answer, env: Envelope, took_ms: float) -> Answer:
+    """``answer`` with its times: ``took_ms`` once taken, and how long it waited before."""
+    answer.took_ms = took_ms
+    if env.asked_at and math.isfinite(env.asked_at):
+        answer.queued_ms = round(max(0.0, time.time() - env.asked_at) * 1000 - took_ms, 2)
+    return answer
 
 
 def _popped(got: Any) -> tuple[str, list[bytes]]:

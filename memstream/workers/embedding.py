@@ -32,6 +32,8 @@ applies a batch.
 
 from __future__ import annotations
 
+import os
+import threading
 from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
 
 import redis
@@ -66,6 +68,17 @@ class Embedding(Projection, Protocol):
     def embed_backlog(self, entries: Sequence[BacklogEntry]) -> int:
         """Set the dense vectors of ``entries``' points; how many were set."""
         ...
+
+
+def lower_priority(levels: int) -> bool:
+    """Lower the calling thread's CPU priority by ``levels`` nice levels (Linux, where a
+    thread has its own); whether it did. Never raises: a system without it leaves it as is."""
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + levels))
+    except (AttributeError, OSError):
+        return False
+    return True
 
 
 def embed_waiting(client: redis.Redis, prefix: str, group: str) -> Waiting:
@@ -129,6 +142,18 @@ class EmbedConsumer(GroupLoop[list[tuple[str, Any]]]):
         self.dlq = DeadLetters(client, projection.prefix, dlq_max_letters)
         self._ready = False
         self._spared: dict[str, int] = {}  # entry id -> its deliveries that failed transiently
+
+    # The dense stage's thread runs this many nice levels below the process (Linux: a thread's
+    # own): its model calls, which keep the cores busy while a backlog lasts, then yield them to
+    # the recalls' (a prefetch has 150 ms), and catch up when the cores are free. All of a call
+    # runs on this thread with one onnxruntime thread (``MEMSTREAM_EMBED_THREADS=1``).
+    NICE = 10
+
+    def run(self, stop: threading.Event) -> None:
+        """``GroupLoop.run`` on a thread of lower priority (``NICE``; unchanged where the
+        system has no per-thread priority)."""
+        lower_priority(self.NICE)
+        super().run(stop)
 
     def ensure_group(self) -> None:
         """The group ``embed`` on the backlog, from its start (idempotent)."""

@@ -92,6 +92,24 @@ def test_bench_fleet_reports_every_level_and_loses_or_duplicates_no_event():
     assert _fleet_dirs() <= before  # its temp dir is gone
 
 
+def test_bench_fleet_against_another_checkout_runs_every_level_in_both_trees():
+    import memstream
+
+    checkout = str(Path(memstream.__file__).resolve().parents[1])  # this one, as the tree before
+    result = fleet_bench(levels=(2,), rate=2.0, seconds=2.0, processes=1, probes_per_s=100.0, settle=30.0, against=checkout)
+    assert result["questions"] == "fresh"
+    before = result["against"]
+    assert before["path"] == checkout
+    assert [lv["agents"] for lv in result["levels"]] == [lv["agents"] for lv in before["levels"]] == [2]
+    for lv in result["levels"] + before["levels"]:
+        assert lv["turns"] > 0 and lv["events"]["lost"] == 0 and lv["events"]["emitted"] == lv["events"]["in_log"] > 0
+        assert lv["append_to_searchable_s"]["searchable"]["n"] > 0
+    assert result["lossless"] is True and before["lossless"] is True
+    text = format_fleet(result)
+    assert "questions: fresh" in text and f"the tree before ({checkout})" in text and text.count("knee (") == 2
+    assert _children_of_this_process() == []
+
+
 def test_bench_fleet_interrupted_stops_every_process_it_started():
     before = _fleet_dirs()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 import uuid
 
@@ -18,7 +19,7 @@ from pipeline_support import wait_for
 from memstream.core import keys
 from memstream.core.settings import Settings
 from memstream.producers import EventLog, MemoryRemembered, Scope, utcnow
-from memstream.query.protocol import Handlers, RecallAnswer, RecallRequest
+from memstream.query.protocol import Handlers, RecallAnswer, RecallRequest, SearchAnswer, Searched, SearchRequest
 from memstream.query.server import QueryServer
 
 pytestmark = pytest.mark.valkey
@@ -137,6 +138,88 @@ def test_a_batch_with_a_bad_request_answers_every_other_one(client):
     assert not client.exists(keys.reply(channel, expired[0]))
     counts = {k.decode(): int(v) for k, v in client.hgetall(keys.query_counters(PREFIX)).items()}
     assert counts["failed"] == 1 and counts["expired"] == 1 and counts["refused"] == 2 and counts["unsupported"] == 1
+
+
+def _search(query: str, rerank: bool = True) -> dict:
+    return {"op": "search", "tenant": "t1", "agent": "a1", "query": query, "rerank": rerank}
+
+
+class _SlowSearch:
+    """A search handler whose reranked searches wait for ``release``, so a test holds one
+    in the rerank's lane for as long as it needs."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.running = threading.Event()
+        self.asked: list[tuple[str, bool]] = []
+
+    def __call__(self, request: SearchRequest) -> SearchAnswer:
+        self.asked.append((request.query, request.rerank))
+        if request.rerank:
+            self.running.set()
+            assert self.release.wait(60), "never released"
+        return SearchAnswer(
+            results=[{"q": request.query}], searched=Searched(scope="current", agents=["a1"]), reranked=request.rerank or None
+        )
+
+
+def test_a_reranked_search_goes_to_its_lane_and_the_recalls_taken_with_it_are_answered_meanwhile(client):
+    search = _SlowSearch()
+    channel = keys.queries(PREFIX)
+    slow = _envelope(_search("rerank me"))
+    recalls = [_envelope(_recall(f"question {i}")) for i in range(3)]
+    client.rpush(channel, slow[1], *[raw for _, raw in recalls])  # the search first, taken in one batch
+    handlers = Handlers(recall=lambda r: RecallAnswer(items=[{"q": r.query}]), search=search)
+    server = QueryServer(client, PREFIX, handlers, threads=1).start()
+    try:
+        answers = _answers(client, channel, [rid for rid, _ in recalls])  # while the search still runs
+        assert search.running.is_set() and not client.exists(keys.reply(channel, slow[0]))
+        for i, (rid, _) in enumerate(recalls):
+            assert answers[rid]["items"] == [{"q": f"question {i}"}]
+        search.release.set()
+        done = _answers(client, channel, [slow[0]])[slow[0]]
+    finally:
+        search.release.set()
+        server.stop()
+    assert done["results"] == [{"q": "rerank me"}] and done["reranked"] is True and "took_ms" in done
+    assert int(client.hget(keys.query_counters(PREFIX), "answered")) == 4
+
+
+def test_with_the_rerank_lane_full_a_reranked_search_is_answered_at_once_in_the_rankings_order(client):
+    search = _SlowSearch()
+    channel = keys.queries(PREFIX)
+    handlers = Handlers(recall=lambda r: RecallAnswer(items=[]), search=search)
+    server = QueryServer(client, PREFIX, handlers, threads=1).start()
+    held = [_envelope(_search("held")), _envelope(_search("waiting"))]
+    try:
+        client.rpush(channel, held[0][1])
+        wait_for(search.running.is_set, what="the lane to run the first search")
+        client.rpush(channel, held[1][1])  # waits in the lane's queue (SLOW_WAITING = 1)
+        wait_for(lambda: server._slow.qsize() == QueryServer.SLOW_WAITING, what="the second to wait in the lane")
+        shed = _envelope(_search("no time"))
+        client.rpush(channel, shed[1])
+        answer = _answers(client, channel, [shed[0]])[shed[0]]  # at once: the other two are still held
+        assert not client.exists(keys.reply(channel, held[0][0]))
+        search.release.set()
+        later = _answers(client, channel, [rid for rid, _ in held])
+    finally:
+        search.release.set()
+        server.stop()
+    assert answer["results"] == [{"q": "no time"}]
+    assert answer["reranked"] is False and answer["rerank_error"] == QueryServer.BUSY
+    assert ("no time", False) in search.asked  # the handler was asked without the rerank
+    assert all(later[rid]["reranked"] is True for rid, _ in held)  # the two handed over were reranked
+    assert server.counts["rerank_shed"] == 1 == int(client.hget(keys.query_counters(PREFIX), "rerank_shed"))
+
+
+def test_without_its_threads_running_the_server_answers_a_reranked_search_itself(client):
+    search = _SlowSearch()
+    search.release.set()
+    server = QueryServer(client, PREFIX, Handlers(search=search), threads=1)  # not started: no lane
+    rid, raw = _envelope(_search("inline"))
+    client.rpush(keys.queries(PREFIX), raw)
+    assert server.serve_once()
+    assert _answers(client, keys.queries(PREFIX), [rid])[rid]["reranked"] is True
 
 
 SUBJECTS = ["the billing service", "the VPN", "Maria's team", "the docs site"]

@@ -4,6 +4,9 @@ transient failure, and a version is caught up only once its dense vectors are se
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
 import time
 from dataclasses import replace
 
@@ -240,3 +243,27 @@ def test_the_dense_vector_set_later_is_the_one_written_at_once_with_the_same_emb
     (a,) = store.retrieve(later.collection, [pid], with_vectors=True)
     (b,) = store.retrieve(now.collection, [pid], with_vectors=True)
     assert np.allclose(a.dense, b.dense) and a.payload == b.payload
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own priority is Linux's")
+def test_the_dense_stage_runs_on_a_thread_of_lower_priority_than_the_process(event_log):
+    """Its model calls yield the CPU to the recalls': the stage's thread is ``NICE`` levels
+    below the thread that started it, and the rest of the process is left as it was."""
+    stage = EmbedConsumer(event_log.client, _turns(event_log), "w1")
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    stop = threading.Event()
+    thread = threading.Thread(target=stage.run, args=(stop,), name="dense-stage-under-test")
+    thread.start()
+    try:
+        wait_for(lambda: thread.native_id is not None, what="the stage's thread to start")
+        assert thread.native_id is not None
+        tid = thread.native_id
+        wait_for(
+            lambda: os.getpriority(os.PRIO_PROCESS, tid) == min(19, mine + EmbedConsumer.NICE),
+            what="the stage's thread to lower its priority",
+        )
+    finally:
+        stop.set()
+        thread.join(30)
+    assert not thread.is_alive()
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine  # this thread unchanged

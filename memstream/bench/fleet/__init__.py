@@ -15,8 +15,9 @@ Per level of N agents (default 50, 200, 500, 1,000), everything real and on this
   worker), and does what Hermes does per turn, one turn every ``1 / rate`` s on average
   (each interval drawn from U(0.5, 1.5) times the mean, the first turn at a random point of
   the first interval, so agents never move in lockstep): ``on_turn_start``,
-  ``prefetch(message)`` (the provider's default budget), every ``SEARCH_EVERY``-th turn a
-  ``memstream_search`` tool call (``handle_tool_call``), every ``MEMORY_EVERY``-th turn an
+  ``prefetch(message)`` (the provider's default budget; the message a new question every turn,
+  as a user's is, so no embedding cache answers it; ``cached``: one of 60 over and over), every
+  ``SEARCH_EVERY``-th turn a ``memstream_search`` tool call (``handle_tool_call``), every ``MEMORY_EVERY``-th turn an
   ``on_memory_write`` (Hermes's metadata), then, on the mem-sync executor, ``sync_turn`` with
   the agent's whole growing transcript (the turn's tool calls included) and
   ``queue_prefetch``. After the last turn: ``on_session_end`` and ``shutdown``; the process
@@ -48,6 +49,9 @@ Per level of N agents (default 50, 200, 500, 1,000), everything real and on this
   spool) must be in the log exactly once (the streams are read whole): ``lost`` and
   ``duplicated`` must be 0 and 0.
 
+**The tree before** (``against``: another checkout): every level runs its service too, with
+the same agents (this tree's), the two trees alternating which goes first from level to level.
+
 The **knee** is the largest N at which prefetch got its fresh recall within its budget in
 at least 95% of the turns and append-to-searchable p95 was at most 1 s.
 
@@ -58,19 +62,21 @@ their standard input).
 
 The package: ``plan`` (levels, rates, targets), ``children`` (the agent and service
 processes), ``supervise`` (starting, stopping and the CPU of the children), ``measure`` (the
-probes and the samples), ``level`` (one level, the run, the knee), ``report`` (the table).
+probes and the samples), ``level`` (one level), ``run`` (every level, the tree before's beside
+them, the knee), ``report`` (the table).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from memstream.bench.command import show
+from memstream.bench.command import BenchError, show
 from memstream.bench.fleet.children import agent_process, service_process
-from memstream.bench.fleet.level import fleet_bench, knee
 from memstream.bench.fleet.plan import HOOKS, LEVELS, PROCESSES, RATE, SECONDS, TARGETS
 from memstream.bench.fleet.report import format_fleet
+from memstream.bench.fleet.run import fleet_bench, knee
 from memstream.core import argtypes
 
 __all__ = ["HOOKS", "LEVELS", "TARGETS", "add_arguments", "fleet_bench", "format_fleet", "knee", "main", "run"]
@@ -100,12 +106,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"agent processes the agents are spread over (default {PROCESSES})",
     )
     parser.add_argument("--embedder", default="hash", help="embedder of the service's pipeline (default hash)")
+    parser.add_argument(
+        "--cached",
+        action="store_true",
+        help="the agents ask 60 questions over and over, which the embedding cache answers (default: a new one every turn)",
+    )
+    parser.add_argument(
+        "--embed-threads",
+        type=argtypes.int_between(0, 64),
+        default=0,
+        help="onnxruntime threads of every service's model (MEMSTREAM_EMBED_THREADS; default 0: the setting's own)",
+    )
+    parser.add_argument(
+        "--against",
+        metavar="PATH",
+        default="",
+        help="another checkout whose service runs every level too, the trees alternating (default: none)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark as the command line asked; print its table (or JSON)."""
+    against = str(Path(args.against).resolve()) if args.against else ""
+    if against and not (Path(against) / "memstream" / "bench" / "fleet").is_dir():
+        raise BenchError(f"--against {args.against}: not a memstream checkout with bench fleet")
     result = fleet_bench(
-        levels=args.agents, rate=args.rate, seconds=args.seconds, processes=args.processes, embedder=args.embedder or "hash"
+        levels=args.agents,
+        rate=args.rate,
+        seconds=args.seconds,
+        processes=args.processes,
+        embedder=args.embedder or "hash",
+        cached=args.cached,
+        against=against,
+        embed_threads=args.embed_threads,
     )
     return show(args, result, format_fleet(result))
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any, Iterable
 
 from memstream.bench.fleet.plan import HOOKS
-from memstream.bench.workload import memory_text, question
+from memstream.bench.workload import fresh_question, memory_text, question
 from memstream.core import Settings
 from memstream.producers import Event, TurnRecorded
 from memstream.provider import MemstreamProvider
@@ -124,6 +124,9 @@ class _Agent:
         self.probe_p = float(spec["probe_p"])
         self.memory_every = int(spec["memory_every"])
         self.search_every = int(spec["search_every"])
+        # what the user asks: a new sentence every turn (no embedding cache answers it), or
+        # with ``cached`` one of 60 questions (the cache answers them after the first turns)
+        self.ask = question if spec.get("cached") else fresh_question
         self.say = say
         self.provider = _RecordedProvider()
         self.null = _NullProvider()
@@ -190,13 +193,13 @@ class _Agent:
         rng = self.rng
         first_null = i % 2 == 0
         token = f"fleetprobe{uuid.uuid4().hex[:16]}" if rng.random() < self.probe_p else ""
-        user = question(rng) + (f" (ref {token})" if token else "")
+        user = self.ask(rng) + (f" (ref {token})" if token else "")
         answer = memory_text(rng, i) + " Anything else?"
         messages: list[dict[str, Any]] = [{"role": "user", "content": user}]
         self._pair("on_turn_start", first_null, i + 1, user)
         self._pair("prefetch", first_null, user)
         if (i + self.phase) % self.search_every == 0:
-            args = {"query": question(rng), "limit": 8}
+            args = {"query": self.ask(rng), "limit": 8}
             result = self._pair("handle_tool_call", first_null, "memstream_search", args)
             if '"error"' in result[:200]:
                 self.tool_errors += 1

@@ -1,17 +1,13 @@
-"""One level of N agents from start to settle (``_level``), the run over every level
-(``fleet_bench``) and its knee."""
+"""One level of N agents from start to settle (``level``): a fresh service, the agents, the
+probes and samples, and the level's figures."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
 import sys
-import tempfile
 import threading
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,22 +24,13 @@ from memstream.bench.fleet.measure import (
 )
 from memstream.bench.fleet.plan import (
     HOOKS,
-    LEVELS,
-    MEMORY_EVERY,
-    PROBES_PER_S,
-    PROCESSES,
-    RATE,
-    SEARCH_EVERY,
-    SECONDS,
-    SETTLE_S,
-    TARGETS,
 )
 from memstream.bench.fleet.supervise import Child, child_env
-from memstream.bench.stats import latency_summary, machine
+from memstream.bench.stats import latency_summary
 from memstream.core import Settings, keys, stop_process, stop_processes
 
 
-def _level(
+def level(
     root: Path,
     n: int,
     processes: int,
@@ -55,8 +42,12 @@ def _level(
     seed: int,
     every: tuple[int, int],
     children: list[Child],
+    cached: bool = False,
+    tree: str = "",
+    embed_threads: int = 0,
 ) -> dict[str, Any]:
-    """One level: a fresh service, ``n`` agents over ``processes`` processes, ``seconds`` of turns."""
+    """One level: a fresh service, ``n`` agents over ``processes`` processes, ``seconds`` of turns;
+    the service runs ``tree``'s code (another checkout first on its path; "": this one's)."""
     from memstream.producers import redis_client
 
     settings = Settings()  # the children's: the defaults (env drops every MEMSTREAM_* variable but theirs)
@@ -72,9 +63,18 @@ def _level(
         service_threads.update({int(k): str(v) for k, v in message["threads"].items()})
         return True
 
+    # another tree's code first on the path (``-m`` would put the working directory before it)
+    boot = f"import sys; sys.path.insert(0, {tree!r}); from memstream.bench.fleet import main; sys.exit(main())"
     service = Child(
-        [sys.executable, "-m", "memstream.bench.fleet", "--service-process"],
-        child_env(root / "service", MEMSTREAM_EMBEDDER=embedder, MEMSTREAM_METRICS_ADDR="127.0.0.1:0"),
+        [sys.executable, "-c", boot, "--service-process"]
+        if tree
+        else [sys.executable, "-m", "memstream.bench.fleet", "--service-process"],
+        child_env(
+            root / "service",
+            MEMSTREAM_EMBEDDER=embedder,
+            MEMSTREAM_METRICS_ADDR="127.0.0.1:0",
+            **({"MEMSTREAM_EMBED_THREADS": str(embed_threads)} if embed_threads else {}),
+        ),
         root / "service.log",
         on_line=thread_names,
         started=children,
@@ -104,6 +104,7 @@ def _level(
             "seed": seed,
             "memory_every": every[0],
             "search_every": every[1],
+            "cached": cached,
             "results": str(home / "results.json"),
             "flush_timeout": max(30.0, settle),
         }
@@ -286,92 +287,3 @@ def _level(
         "sampler_errors": sampler.errors,
         "level_s": round(time.monotonic() - level_started, 1),
     }
-
-
-def _interrupt_on_sigterm() -> Any:
-    """SIGTERM stops the run as Ctrl-C does (the children stopped, the temp dir removed);
-    the former handler (None: not on the main thread, nothing changed)."""
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    return signal.signal(signal.SIGTERM, interrupt)
-
-
-def knee(levels: list[dict[str, Any]]) -> int | None:
-    """The largest N whose prefetch was fresh within budget in at least 95% of the turns and
-    whose append-to-searchable p95 was at most 1 s (None: no level)."""
-    good = [
-        lv["agents"]
-        for lv in levels
-        if (lv["prefetch"]["fresh_fraction"] or 0.0) >= TARGETS["fresh_fraction"]
-        and lv["append_to_searchable_s"]["searchable"]["p95"] is not None
-        and lv["append_to_searchable_s"]["searchable"]["p95"] <= TARGETS["append_to_searchable_p95_s"]
-    ]
-    return max(good, default=None)
-
-
-def fleet_bench(
-    levels: tuple[int, ...] = LEVELS,
-    rate: float = RATE,
-    seconds: float = SECONDS,
-    processes: int = PROCESSES,
-    embedder: str = "hash",
-    *,
-    probes_per_s: float = PROBES_PER_S,
-    settle: float = SETTLE_S,
-    seed: int = 7,
-    memory_every: int = MEMORY_EVERY,
-    search_every: int = SEARCH_EVERY,
-) -> dict[str, Any]:
-    """Run every level (see the module doc); JSON-ready results. ``memory_every`` and
-    ``search_every``: an agent's turns per memory write and per tool search."""
-    started = time.monotonic()
-    out: dict[str, Any] = {
-        "benchmark": "fleet",
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": machine(),
-        "embedder": embedder,
-        "rate_per_agent": rate,
-        "seconds": seconds,
-        "processes": processes,
-        "probes_per_s": probes_per_s,
-        "memory_every": memory_every,
-        "search_every": search_every,
-        "targets": TARGETS,
-        "levels": [],
-    }
-    root = Path(tempfile.mkdtemp(prefix="memstream-bench-fleet-"))
-    children: list[Child] = []
-    former = _interrupt_on_sigterm()
-    try:
-        for i, n in enumerate(levels):
-            out["levels"].append(
-                _level(
-                    root / f"level-{i}-{n}",
-                    n,
-                    max(1, processes),
-                    rate,
-                    seconds,
-                    embedder,
-                    probes_per_s,
-                    settle,
-                    seed + i,
-                    (memory_every, search_every),
-                    children,
-                )
-            )
-    finally:
-        for child in reversed(children):  # agents first, then the service (and its Valkey)
-            stop_process(child.proc, 10)
-        if os.environ.get("MEMSTREAM_BENCH_KEEP") != "1":
-            shutil.rmtree(root, ignore_errors=True)
-        if former is not None:
-            signal.signal(signal.SIGTERM, former)
-    out["knee"] = knee(out["levels"])
-    out["lossless"] = all(lv["events"]["lost"] == 0 and lv["events"]["duplicated"] == 0 for lv in out["levels"])
-    out["total_s"] = round(time.monotonic() - started, 1)
-    out["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    return out

@@ -17,15 +17,33 @@ def _f(value: Any, digits: int = 1) -> str:
 
 
 def format_fleet(r: dict[str, Any]) -> str:
-    """A table of ``fleet_bench``'s result, a column per level."""
-    m, levels = r["machine"], r["levels"]
+    """A table of ``fleet_bench``'s result, a column per level (and the tree before's, run
+    with ``against``, below it)."""
+    m = r["machine"]
     lines = [
-        f"memstream bench fleet — {r['date']}; {r['embedder']} embedder; {r['rate_per_agent']} turns/s per agent, "
+        f"memstream bench fleet — {r['date']}; {r['embedder']} embedder"
+        + (f" ({r['embed_threads']} threads)" if r.get("embed_threads") else "")
+        + f", questions: {r.get('questions', 'cached')}; "
+        f"{r['rate_per_agent']} turns/s per agent, "
         f"{r['seconds']:g} s per level, {r['processes']} agent processes; {r['total_s']} s in all",
         f"machine: {m.get('cpus')} CPUs ({m.get('cpu_model', '')}), Python {m.get('python')}; load average "
         f"{m.get('loadavg_at_start')} at start, {m.get('loadavg_at_end')} at end",
         "",
     ]
+    before = r.get("against")
+    if before:
+        lines.append("this tree:")
+    lines += _table(r)
+    if before:
+        lines += ["", f"the tree before ({before['path']}), in the same run:"] + _table(before)
+    lines.append("(floor: the same call on a do-nothing provider, same thread, same moment; ×: memstream's p99 / the floor's)")
+    return "\n".join(lines)
+
+
+def _table(r: dict[str, Any]) -> list[str]:
+    """The rows of one tree's levels, its knee and whether it lost nothing."""
+    levels = r["levels"]
+    lines: list[str] = []
     width = 18
     rows: list[tuple[str, list[str]]] = []
 
@@ -130,6 +148,5 @@ def format_fleet(r: dict[str, Any]) -> str:
         f"append→searchable p95 ≤ {TARGETS['append_to_searchable_p95_s']:g} s): "
         + (_f(r["knee"]) if r["knee"] is not None else "none of the levels"),
         f"lossless (every emitted event in the log exactly once, every level): {'yes' if r['lossless'] else 'NO'}",
-        "(floor: the same call on a do-nothing provider, same thread, same moment; ×: memstream's p99 / the floor's)",
     ]
-    return "\n".join(lines)
+    return lines
