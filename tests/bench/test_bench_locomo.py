@@ -206,7 +206,7 @@ def test_two_runs_pair_per_question_through_what_each_retrieved(tmp_path):
         paired_runs(a, {**b, "split": "test"}, tmp_path)
 
 
-def test_bench_locomo_tries_the_prefetch_weights_one_at_a_time_and_puts_the_defaults_back(tmp_path):
+def test_bench_locomo_tries_the_prefetch_weights_and_puts_the_defaults_back(tmp_path):
     from memstream.bench.locomo.prefetch_grid import PREFETCH_POINTS
     from memstream.query import ranking
 

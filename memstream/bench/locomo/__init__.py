@@ -86,7 +86,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--prefetch-grid",
         action="store_true",
-        help="also ask the prefetch path again with each of the ranking's weights moved one at a time, "
+        help="also ask the prefetch path again with the ranking's weights moved (one or two at a time), "
         "each paired with the defaults (tuning; dev split only)",
     )
 

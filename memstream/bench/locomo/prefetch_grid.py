@@ -2,7 +2,7 @@
 
 The prefetch never reranks, so a change to its recall is a change to the ranking's own
 weights (``memstream.query.ranking``: the dense side's share, the author lift, the
-neighbour lifts, the recency lift, the candidate count). Each point sets one of them on the
+neighbour lifts, the recency lift, the candidate count). Each point sets one or two of them on the
 module the in-process query server reads, asks every question on the prefetch path again,
 and is paired question by question with the defaults' rows of the same run; the defaults
 are put back after each point (and if a point fails).
@@ -14,7 +14,8 @@ from typing import Any
 
 from memstream.bench.locomo.paths import Asker, Rows, _point, run_path
 
-# one weight moved at a time from the defaults (``ranking``'s module constants)
+# one weight moved at a time from the defaults (``ranking``'s module constants), then the
+# neighbour lifts together and the author lift's neighbourhood (the second round on dev)
 PREFETCH_POINTS: tuple[dict[str, float], ...] = (
     {"DENSE_WEIGHT": 0.3},
     {"DENSE_WEIGHT": 0.5},
@@ -27,6 +28,13 @@ PREFETCH_POINTS: tuple[dict[str, float], ...] = (
     {"RECENCY_WEIGHT": 0.0},
     {"RECENCY_WEIGHT": 0.3},
     {"CANDIDATES": 80},
+    {"NEIGHBOUR_WEIGHT": 0.25},
+    {"NEIGHBOUR_WEIGHT": 0.4},
+    {"NEIGHBOUR_WEIGHT": 0.35, "SECOND_NEIGHBOUR_WEIGHT": 0.25},
+    {"NEIGHBOUR_WEIGHT": 0.4, "SECOND_NEIGHBOUR_WEIGHT": 0.25},
+    {"AUTHOR_WEIGHT": 0.3},
+    {"AUTHOR_WEIGHT": 0.5},
+    {"CANDIDATES": 30},
 )
 
 

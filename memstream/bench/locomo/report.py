@@ -122,8 +122,8 @@ def format_grid(grid: dict[str, Any]) -> list[str]:
 
 
 def format_prefetch_grid(points: list[dict[str, Any]]) -> list[str]:
-    """The prefetch with one ranking weight moved, each paired with the defaults."""
-    lines = ["", "prefetch grid (one ranking weight moved; paired with the defaults' prefetch):"]
+    """The prefetch with ranking weights moved, each point paired with the defaults."""
+    lines = ["", "prefetch grid (ranking weights moved; paired with the defaults' prefetch):"]
     for p in points:
         m, mh, t, lat = p["cats_1_4"], p["multi_hop"], p["paired"], p["latency_ms"]
         setting = ", ".join(f"{name} {value}" for name, value in p.items() if name.isupper())
