@@ -204,3 +204,43 @@ def test_two_runs_pair_per_question_through_what_each_retrieved(tmp_path):
     assert got and paired_runs(a, b, tmp_path)["cats_1_4"]["any@10"]["losses"] == got
     with pytest.raises(BenchDataError, match="different splits"):
         paired_runs(a, {**b, "split": "test"}, tmp_path)
+
+
+def test_bench_locomo_tries_the_prefetch_weights_and_puts_the_defaults_back(tmp_path):
+    from memstream.bench.locomo.prefetch_grid import PREFETCH_POINTS
+    from memstream.query import ranking
+
+    _write(tmp_path)
+    defaults = (ranking.DENSE_WEIGHT, ranking.CANDIDATES, ranking.SCORE_MAX)
+    result = locomo(tmp_path, split="dev", embedder="hash", paths=("prefetch",), prefetch_points=True)
+    points = result["prefetch_grid"]
+    assert [{n: v for n, v in p.items() if n.isupper()} for p in points] == list(PREFETCH_POINTS)
+    assert all(p["cats_1_4"]["n"] == 10 and p["latency_ms"]["n"] == 12 for p in points)
+    # every fact is found by every setting here: each point pairs with the defaults at +0 -0
+    assert all(p["paired"]["any@10"]["wins"] == p["paired"]["any@10"]["losses"] == 0 for p in points)
+    assert (ranking.DENSE_WEIGHT, ranking.CANDIDATES, ranking.SCORE_MAX) == defaults
+    assert "prefetch grid" in format_locomo(result) and "DENSE_WEIGHT 0.3" in format_locomo(result)
+    with pytest.raises(BenchDataError, match="prefetch path"):
+        locomo(tmp_path, split="dev", embedder="hash", paths=("search",), prefetch_points=True)
+
+
+def test_the_prefetch_grid_sets_each_point_while_it_asks_and_restores_it_when_asking_fails():
+    from memstream.bench.locomo.prefetch_grid import prefetch_grid
+    from memstream.query import ranking
+
+    seen = []
+
+    def ask(request):
+        seen.append((ranking.DENSE_WEIGHT, ranking.RECENCY_WEIGHT, ranking.SCORE_MAX))
+        if ranking.RECENCY_WEIGHT == 0.3:
+            raise RuntimeError("the server went away")
+        return [], 1.0
+
+    questions = [{"sample_id": "conv-26", "qa_index": 0, "question": "what?", "category": 1, "gold_dia_ids": ["D1:1"]}]
+    default = (ranking.DENSE_WEIGHT, ranking.RECENCY_WEIGHT, ranking.SCORE_MAX)
+    with pytest.raises(RuntimeError, match="went away"):
+        prefetch_grid(questions, ask, lambda item_id: item_id, [(questions[0], [])])
+    assert (0.3, default[1], default[2]) in seen  # the first point, asked with its dense weight
+    no_recency = [m for d, r, m in seen if r == 0.0]
+    assert no_recency and all(m == pytest.approx(default[2] - default[1]) for m in no_recency)  # SCORE_MAX follows
+    assert (ranking.DENSE_WEIGHT, ranking.RECENCY_WEIGHT, ranking.SCORE_MAX) == default

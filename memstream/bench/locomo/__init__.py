@@ -83,6 +83,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also score the best 50 of search with the cross-encoder once and report every candidate "
         "count (20, 30, 50) and weight of the rerank (tuning; dev split only)",
     )
+    parser.add_argument(
+        "--prefetch-grid",
+        action="store_true",
+        help="also ask the prefetch path again with the ranking's weights moved (one or two at a time), "
+        "each paired with the defaults (tuning; dev split only)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -103,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
             paths=paths,
             rerank_candidates=args.rerank_candidates,
             grid=args.rerank_grid,
+            prefetch_points=args.prefetch_grid,
         )
     except BenchDataError as exc:
         raise BenchError(str(exc)) from exc

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from memstream.bench.locomo.data import SPLITS, BenchDataError, load, parse_when, unit_text
 from memstream.bench.locomo.paths import PATHS, rerank_grid, run_path, run_paths
+from memstream.bench.locomo.prefetch_grid import prefetch_grid
 from memstream.bench.locomo.scoring import BM25, paired, question_key, recall_metrics
 from memstream.bench.workload import query_pipeline
 from memstream.core import new_event_id
@@ -37,6 +38,7 @@ def locomo(
     paths: tuple[str, ...] = ("prefetch", "search", "search+rerank"),
     rerank_candidates: int | None = None,
     grid: bool = False,
+    prefetch_points: bool = False,
 ) -> dict[str, Any]:
     """The benchmark. With ``compare`` (turns projection options), a second version of the
     turns projection (v2, with those options) is rebuilt from the same events beside v1
@@ -45,7 +47,9 @@ def locomo(
 
     ``paths``: the read paths asked (``memstream.bench.locomo.paths``), each reported
     and paired with prefetch; ``rerank_candidates``: the rerank path's (None: the
-    protocol's default); ``grid``: also tune the rerank (``rerank_grid``)."""
+    protocol's default); ``grid``: also tune the rerank (``rerank_grid``);
+    ``prefetch_points``: also try the prefetch's ranking weights (``prefetch_grid``: needs
+    the prefetch path)."""
     import numpy as np
 
     from memstream.projections import TurnsProjection, configured_embedder
@@ -58,6 +62,8 @@ def locomo(
         except ValueError as exc:
             raise BenchDataError(str(exc)) from exc
 
+    if prefetch_points and "prefetch" not in paths:
+        raise BenchDataError("the prefetch grid needs the prefetch path (--paths with prefetch)")
     if split not in SPLITS:
         raise BenchDataError(f"split must be one of {sorted(SPLITS)}, got {split!r}")
     turns, questions = load(Path(data), split)
@@ -141,6 +147,8 @@ def locomo(
             out["rerank_grid"] = rerank_grid(
                 questions, ask_items, dia_of, path_rows.get("prefetch") or rows, k, session_neighbours(turns)
             )
+        if prefetch_points:
+            out["prefetch_grid"] = prefetch_grid(questions, ask_items, dia_of, path_rows["prefetch"], k)
         if compare is not None:
             v2 = TurnsProjection(
                 pipeline.store,

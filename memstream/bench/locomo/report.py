@@ -37,6 +37,8 @@ def format_locomo(r: dict[str, Any]) -> str:
     )
     if "rerank_grid" in r:
         lines += format_grid(r["rerank_grid"])
+    if "prefetch_grid" in r:
+        lines += format_prefetch_grid(r["prefetch_grid"])
     if "compare" in r:
         lines += format_compare(r["compare"])
     v = r["verdict"]
@@ -115,5 +117,20 @@ def format_grid(grid: dict[str, Any]) -> list[str]:
             f"  candidates {p['candidates']:>2} + beside {p['neighbours_of']:>2} weight {p['weight']:<5} "
             f"any@10 {m['any@10']:>5} all@10 {m['all@10']:>5} "
             f"multi-hop all@10 {mh.get('all@10', 0):>5}  all@10 +{t['all@10']['wins']} -{t['all@10']['losses']}"
+        )
+    return lines
+
+
+def format_prefetch_grid(points: list[dict[str, Any]]) -> list[str]:
+    """The prefetch with ranking weights moved, each point paired with the defaults."""
+    lines = ["", "prefetch grid (ranking weights moved; paired with the defaults' prefetch):"]
+    for p in points:
+        m, mh, t, lat = p["cats_1_4"], p["multi_hop"], p["paired"], p["latency_ms"]
+        setting = ", ".join(f"{name} {value}" for name, value in p.items() if name.isupper())
+        lines.append(
+            f"  {setting:<30} any@10 {m['any@10']:>5} all@10 {m['all@10']:>5} multi-hop all@10 {mh.get('all@10', 0):>5}"
+            f"  any@10 +{t['any@10']['wins']} -{t['any@10']['losses']} {t['any@10']['p']:.3f}"
+            f"  all@10 +{t['all@10']['wins']} -{t['all@10']['losses']} {t['all@10']['p']:.3f}"
+            f"  p50 {lat['p50']} p95 {lat['p95']} ms"
         )
     return lines
