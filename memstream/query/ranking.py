@@ -50,7 +50,7 @@ import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, cast
 
 from memstream.projections import (
     CollectionNotFound,
@@ -110,15 +110,17 @@ def asks_about_time(query: str) -> bool:
     return bool(_TIME.search(query or ""))
 
 
-def _scaled(hits: list[Hit]) -> Iterator[tuple[Hit, float]]:
-    """Each of ``hits`` with its score min-max scaled to its side's range, 1.0 when every
+def _scaled(hits: list[Hit]) -> list[float]:
+    """The score of each of ``hits`` min-max scaled to its side's range, 1.0 when every
     score is the same (step 1)."""
     if not hits:
-        return
+        return []
     scores = [h.score for h in hits]
     lo, hi = min(scores), max(scores)
-    for h in hits:
-        yield h, (h.score - lo) / (hi - lo) if hi > lo else 1.0
+    if hi > lo:
+        span = hi - lo
+        return [(score - lo) / span for score in scores]
+    return [1.0] * len(scores)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,26 +191,27 @@ _PRIVATE = ("_point", "_ts")  # what an item given as a dict keeps for step 6, n
 
 
 class _Item:
-    """One ranked candidate (a hit's event or a fact) as step 6 reads it: the fields every
-    candidate needs read once, the others (its text, time, session) on first use, and the
+    """One ranked candidate (a hit's event or a fact) as step 6 reads it: its id and point
+    given, every other field read from the hit's payload on first use (once), and the
     answer's dict built only for an item shown."""
 
-    __slots__ = ("id", "kind", "agent", "point", "payload", "answer", "_text", "_ts", "_session")
+    __slots__ = ("id", "point", "payload", "answer", "_kind", "_agent", "_text", "_ts", "_session")
 
     def __init__(
         self,
         iid: str,
-        kind: str,
-        agent: Any,
         point: str,
         payload: Mapping[str, Any] | None = None,
         answer: dict[str, Any] | None = None,
+        *,
+        kind: Any = _UNREAD,
+        agent: Any = _UNREAD,
         ts: Any = _UNREAD,
     ) -> None:
-        self.id, self.kind, self.agent, self.point = iid, kind, agent, point
+        self.id, self.point = iid, point
         self.payload, self.answer = payload, answer  # a hit's payload, or a fact's answer as it is shown
+        self._kind, self._agent, self._ts = kind, agent, ts
         self._text: Any = _UNREAD
-        self._ts: Any = ts
         self._session: Any = _UNREAD
 
     @classmethod
@@ -216,14 +219,21 @@ class _Item:
         """An item given as its answer's dict (``_ts``, its time, and ``_point`` left out of
         what is shown)."""
         answer = {key: value for key, value in item.items() if key not in _PRIVATE}
+        point = str(item.get("_point") or "")
         return cls(
-            item["id"],
-            item.get("kind", ""),
-            item.get("agent"),
-            str(item.get("_point") or ""),
-            answer=answer,
-            ts=item.get("_ts") or 0.0,
+            item["id"], point, answer=answer, kind=item.get("kind", ""), agent=item.get("agent"), ts=item.get("_ts") or 0.0
         )
+
+    def kind(self) -> Any:
+        if self._kind is _UNREAD:
+            kind = self.payload.get("kind", "turn")  # type: ignore[union-attr]  # only a hit's is read
+            self._kind = kind if kind in _OWN_KINDS else "memory"
+        return self._kind
+
+    def agent(self) -> Any:
+        if self._agent is _UNREAD:
+            self._agent = self.payload.get("agent")  # type: ignore[union-attr]  # only a hit's is read
+        return self._agent
 
     def text(self) -> Any:
         if self._text is _UNREAD:
@@ -247,9 +257,9 @@ class _Item:
         get = self.payload.get  # type: ignore[union-attr]  # a hit's payload, when no answer is given
         return {
             "id": self.id,
-            "kind": self.kind,
+            "kind": self.kind(),
             "text": self.text(),
-            "agent": self.agent,
+            "agent": self.agent(),
             "session": self.session(),
             "occurred_at": get("occurred_at"),
             "event_ids": [self.id],
@@ -267,10 +277,10 @@ class _Group:
 
     def __init__(self, score: float, item: _Item, home: str) -> None:
         self.shown, self.score, self.ts, self.home = item, score, item.ts(), home
-        self.agents = {str(item.agent or "")}
+        self.agents = {str(item.agent() or "")}
 
     def add(self, item: _Item) -> None:
-        self.agents.add(str(item.agent or ""))
+        self.agents.add(str(item.agent() or ""))
         ts = item.ts()
         if ts > self.ts:  # the newest wording speaks for the group
             self.shown, self.ts = item, ts
@@ -297,7 +307,11 @@ def _best(
     import numpy as np
 
     scored.sort(key=lambda x: -x[0])
-    ranked = [(sc, i if isinstance(i, _Item) else _Item.of(i)) for sc, i in scored]
+    # a search's items, or (every one of them) answers given as dicts
+    given = not scored or isinstance(scored[0][1], _Item)
+    ranked = (
+        cast("list[tuple[float, _Item]]", scored) if given else [(sc, _Item.of(cast("dict[str, Any]", i))) for sc, i in scored]
+    )
     vectors, points = vectors or {}, points or {}
     # the matches' vectors as rows, their cosines computed at once; each row's group, or -1
     rows: dict[str, int] = {}
@@ -318,7 +332,7 @@ def _best(
         group = by_id.get(iid) or (by_text.get(norm) if norm else None)
         home = points.get(iid, ("",))[0] if row is not None else ""
         if group is None and row is not None:
-            agent = str(item.agent or "")
+            agent = str(item.agent() or "")
             for g in sorted(set(group_of[alike[row] & (group_of >= 0)].tolist())):  # the earliest group first
                 # another agent's words (one agent's own items stay apart), in this collection
                 if groups[g].home == home and groups[g].agents != {agent}:
@@ -443,12 +457,14 @@ class Searcher:
 
         wanted: dict[str, dict[str, str]] = {}  # collection -> point id -> item id
         for plan in plans:
-            matches = [(sc, i) for sc, i in plan.scored if sc > 0.0 and i.kind == "memory" and i.id in plan.points]
-            if len({item.agent for _, item in matches}) < 2:
+            if isinstance(plan.filter.agent, str):
+                continue  # one agent's memories (the store's filter): none can fold into another agent's
+            matches = [(sc, i) for sc, i in plan.scored if sc > 0.0 and i.kind() == "memory" and i.id in plan.points]
+            if len({item.agent() for _, item in matches}) < 2:
                 continue  # one agent's (and so are the best of them): not sorted
             matches.sort(key=lambda m: -m[0])
             matches = matches[: COLLAPSE_WINDOW * plan.ask.k]
-            if len({item.agent for _, item in matches}) < 2:
+            if len({item.agent() for _, item in matches}) < 2:
                 continue
             for _, item in matches:
                 collection, pid = plan.points[item.id]
@@ -501,9 +517,9 @@ class Searcher:
         one pass over the hits for the fused score; then per event, its best chunk's payload
         read for what steps 2-4 and 6 need of every candidate (the rest when it is shown)."""
         fused: dict[str, list[Any]] = {}  # point id -> [fused score, hit]
-        for h, scaled in _scaled(dense_hits):
+        for h, scaled in zip(dense_hits, _scaled(dense_hits)):
             fused[h.id] = [DENSE_WEIGHT * scaled, h]
-        for h, scaled in _scaled(keyword_hits):
+        for h, scaled in zip(keyword_hits, _scaled(keyword_hits)):
             # a keyword match scores above 0 even as the weakest of its side: a 0 is left
             # for a dense candidate that shares no word and is the weakest of its side
             keyword = (1 - DENSE_WEIGHT) * max(scaled, KEYWORD_FLOOR)
@@ -521,13 +537,7 @@ class Searcher:
             held = best.get(eid)
             if held is None or entry[0] > held[0]:
                 best[eid] = entry
-        rows: list[list[Any]] = []  # [score, item, author]
-        for eid, (score, hit) in best.items():
-            p = hit.payload
-            get = p.get
-            kind = get("kind", "turn")
-            item = _Item(eid, kind if kind in _OWN_KINDS else "memory", get("agent"), hit.id, p)
-            rows.append([score, item, get("author")])
+        rows = [[score, _Item(eid, hit.id, hit.payload), hit.payload.get("author")] for eid, (score, hit) in best.items()]
         named = named_authors(query, {str(row[2] or "") for row in rows})
         if named:
             for row in rows:
@@ -581,7 +591,9 @@ class Searcher:
                         out[fact.id] = (score, fact)
             for score, fact in out.values():
                 item = fact_item(fact)
-                plan.scored.append((score, _Item(fact.id, "fact", fact.agent, "", answer=item, ts=fact.valid_from or 0.0)))
+                plan.scored.append(
+                    (score, _Item(fact.id, "", answer=item, kind="fact", agent=fact.agent, ts=fact.valid_from or 0.0))
+                )
 
     def _current(self, tenant: str, fact: Fact) -> Fact | None:
         seen = set()
