@@ -101,6 +101,8 @@ def named_authors(query: str, authors: set[str]) -> set[str]:
     """The authors among ``authors`` the query names (any word of three letters or more of
     the name, case-insensitive): {} unless that singles out some but not all of them."""
     authors = {a for a in authors if a}
+    if len(authors) < 2:
+        return set()  # none, or one: nothing to single out (the question not even read)
     words = set(_WORDS.findall(query.casefold()))
     named = {a for a in authors if words & set(_WORDS.findall(a.casefold()))}
     return named if named and named != authors else set()
