@@ -50,6 +50,7 @@ import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import lru_cache
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Mapping, Sequence, cast
 
 from memstream.projections import (
@@ -94,6 +95,7 @@ _TIME = re.compile(
     re.IGNORECASE,
 )
 _NORM = re.compile(r"\W+")
+_SCORE = itemgetter(0)  # the score of a (score, ...) pair: sorted best first, stable (reverse keeps ties in order)
 _WORDS = re.compile(r"[^\W\d_]{3,}")
 
 
@@ -172,7 +174,7 @@ def _fact_sources(sources: list[tuple[float, str]], k: int) -> dict[str, float]:
     """Event id -> best score, of the best hits only (``FACT_SOURCES``, at least 2 k) that
     are matches: a fact scores as its hit, so a later one cannot rank."""
     by_event: dict[str, float] = {}
-    for score, event_id in sorted(sources, key=lambda s: -s[0])[: max(FACT_SOURCES, 2 * k)]:
+    for score, event_id in sorted(sources, key=_SCORE, reverse=True)[: max(FACT_SOURCES, 2 * k)]:
         if score <= 0.0:
             break  # sorted: not a match from here on, nor are its facts
         if score > by_event.get(event_id, -1.0):
@@ -308,7 +310,7 @@ def _best(
     ``similarity`` cosine of a member's, once (step 6); none that scores 0 (not a match)."""
     import numpy as np
 
-    scored.sort(key=lambda x: -x[0])
+    scored.sort(key=_SCORE, reverse=True)
     # a search's items, or (every one of them) answers given as dicts
     given = not scored or isinstance(scored[0][1], _Item)
     ranked = (
@@ -438,12 +440,11 @@ class Searcher:
                 except Exception as exc:  # noqa: BLE001  this search's failure, the others go on
                     plan.error = exc
                     continue
-                for score, item in ranked:
-                    if name in ask.kinds:
-                        plan.scored.append((score, item))
-                        plan.points[item.id] = (collection, item.point)
-                    if "facts" in ask.kinds:
-                        plan.sources.append((score, item.id))
+                if name in ask.kinds:
+                    plan.scored.extend(ranked)
+                    plan.points.update((item.id, (collection, item.point)) for _, item in ranked)
+                if "facts" in ask.kinds:
+                    plan.sources.extend((score, item.id) for score, item in ranked)
         self._facts_many([p for p in plans if p.error is None and "facts" in p.ask.kinds])
         live = [p for p in plans if p.error is None]
         vectors = self._vectors(live) if 0.0 < self.similarity <= 1.0 else {}
@@ -464,7 +465,7 @@ class Searcher:
             matches = [(sc, i) for sc, i in plan.scored if sc > 0.0 and i.kind() == "memory" and i.id in plan.points]
             if len({item.agent() for _, item in matches}) < 2:
                 continue  # one agent's (and so are the best of them): not sorted
-            matches.sort(key=lambda m: -m[0])
+            matches.sort(key=_SCORE, reverse=True)
             matches = matches[: COLLAPSE_WINDOW * plan.ask.k]
             if len({item.agent() for _, item in matches}) < 2:
                 continue
