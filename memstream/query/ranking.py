@@ -50,7 +50,8 @@ import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, cast
 
 from memstream.projections import (
     CollectionNotFound,
@@ -94,6 +95,7 @@ _TIME = re.compile(
     re.IGNORECASE,
 )
 _NORM = re.compile(r"\W+")
+_SCORE = itemgetter(0)  # the score of a (score, ...) pair: sorted best first, stable (reverse keeps ties in order)
 _WORDS = re.compile(r"[^\W\d_]{3,}")
 
 
@@ -101,6 +103,8 @@ def named_authors(query: str, authors: set[str]) -> set[str]:
     """The authors among ``authors`` the query names (any word of three letters or more of
     the name, case-insensitive): {} unless that singles out some but not all of them."""
     authors = {a for a in authors if a}
+    if len(authors) < 2:
+        return set()  # none, or one: nothing to single out (the question not even read)
     words = set(_WORDS.findall(query.casefold()))
     named = {a for a in authors if words & set(_WORDS.findall(a.casefold()))}
     return named if named and named != authors else set()
@@ -110,15 +114,17 @@ def asks_about_time(query: str) -> bool:
     return bool(_TIME.search(query or ""))
 
 
-def _scaled(hits: list[Hit]) -> Iterator[tuple[Hit, float]]:
-    """Each of ``hits`` with its score min-max scaled to its side's range, 1.0 when every
+def _scaled(hits: list[Hit]) -> list[float]:
+    """The score of each of ``hits`` min-max scaled to its side's range, 1.0 when every
     score is the same (step 1)."""
     if not hits:
-        return
+        return []
     scores = [h.score for h in hits]
     lo, hi = min(scores), max(scores)
-    for h in hits:
-        yield h, (h.score - lo) / (hi - lo) if hi > lo else 1.0
+    if hi > lo:
+        span = hi - lo
+        return [(score - lo) / span for score in scores]
+    return [1.0] * len(scores)
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +150,7 @@ class _Plan:
     def __init__(self, ask: Ask) -> None:
         self.ask = ask
         self.error: Exception | None = None
-        self.scored: list[tuple[float, dict[str, Any]]] = []
+        self.scored: list[tuple[float, _Item]] = []
         self.sources: list[tuple[float, str]] = []  # (score, event id) of the hits whose facts are wanted
         self.by_event: dict[str, float] = {}
         self.points: dict[str, tuple[str, str]] = {}  # item id -> (collection, its best point's id)
@@ -168,16 +174,12 @@ def _fact_sources(sources: list[tuple[float, str]], k: int) -> dict[str, float]:
     """Event id -> best score, of the best hits only (``FACT_SOURCES``, at least 2 k) that
     are matches: a fact scores as its hit, so a later one cannot rank."""
     by_event: dict[str, float] = {}
-    for score, event_id in sorted(sources, key=lambda s: -s[0])[: max(FACT_SOURCES, 2 * k)]:
+    for score, event_id in sorted(sources, key=_SCORE, reverse=True)[: max(FACT_SOURCES, 2 * k)]:
         if score <= 0.0:
             break  # sorted: not a match from here on, nor are its facts
         if score > by_event.get(event_id, -1.0):
             by_event[event_id] = score
     return by_event
-
-
-def _norm(item: dict[str, Any]) -> str:
-    return _normalised(str(item.get("text", "")))
 
 
 @lru_cache(maxsize=8192)
@@ -187,8 +189,89 @@ def _normalised(text: str) -> str:
     return _NORM.sub(" ", text.casefold()).strip()
 
 
-_PRIVATE = ("_point", "_ts")  # what ranking keeps on an item for step 6, never returned
 _OWN_KINDS = frozenset(("turn", "delegation"))  # the kinds an item of a point keeps (any other is a memory)
+_UNREAD = object()  # a field of a hit's payload not read yet
+_PRIVATE = ("_point", "_ts")  # what an item given as a dict keeps for step 6, never shown
+
+
+class _Item:
+    """One ranked candidate (a hit's event or a fact) as step 6 reads it: its id and point
+    given, every other field read from the hit's payload on first use (once), and the
+    answer's dict built only for an item shown."""
+
+    __slots__ = ("id", "point", "payload", "answer", "_kind", "_agent", "_text", "_ts", "_session")
+
+    def __init__(
+        self,
+        iid: str,
+        point: str,
+        payload: Mapping[str, Any] | None = None,
+        answer: dict[str, Any] | None = None,
+        *,
+        kind: Any = _UNREAD,
+        agent: Any = _UNREAD,
+        ts: Any = _UNREAD,
+    ) -> None:
+        self.id, self.point = iid, point
+        self.payload, self.answer = payload, answer  # a hit's payload, or a fact's answer as it is shown
+        self._kind, self._agent, self._ts = kind, agent, ts
+        self._text: Any = _UNREAD
+        self._session: Any = _UNREAD
+
+    @classmethod
+    def of(cls, item: dict[str, Any]) -> _Item:
+        """An item given as its answer's dict (``_ts``, its time, and ``_point`` left out of
+        what is shown)."""
+        answer = {key: value for key, value in item.items() if key not in _PRIVATE}
+        point = str(item.get("_point") or "")
+        return cls(
+            item["id"], point, answer=answer, kind=item.get("kind", ""), agent=item.get("agent"), ts=item.get("_ts") or 0.0
+        )
+
+    def kind(self) -> Any:
+        if self._kind is _UNREAD:
+            kind = self.payload.get("kind", "turn")  # type: ignore[union-attr]  # only a hit's is read
+            self._kind = kind if kind in _OWN_KINDS else "memory"
+        return self._kind
+
+    def agent(self) -> Any:
+        if self._agent is _UNREAD:
+            self._agent = self.payload.get("agent")  # type: ignore[union-attr]  # only a hit's is read
+        return self._agent
+
+    def text(self) -> Any:
+        if self._text is _UNREAD:
+            self._text = self.answer.get("text", "") if self.payload is None else self.payload.get("text", "")  # type: ignore[union-attr]  # a fact's answer is set
+        return self._text
+
+    def ts(self) -> float:
+        if self._ts is _UNREAD:
+            self._ts = float(self.payload.get("occurred_at_ts") or 0.0)  # type: ignore[union-attr]  # a fact's time is given
+        return float(self._ts)
+
+    def session(self) -> Any:
+        if self._session is _UNREAD:
+            self._session = self.payload.get("session_id")  # type: ignore[union-attr]  # only a hit's is read
+        return self._session
+
+    def shown(self) -> dict[str, Any]:
+        """The answer's fields of this item (a fresh dict: the caller adds its score)."""
+        if self.answer is not None:
+            return dict(self.answer)
+        get = self.payload.get  # type: ignore[union-attr]  # a hit's payload, when no answer is given
+        return {
+            "id": self.id,
+            "kind": self.kind(),
+            "text": self.text(),
+            "agent": self.agent(),
+            "session": self.session(),
+            "occurred_at": get("occurred_at"),
+            "event_ids": [self.id],
+        }
+
+
+def _norm(item: _Item) -> str:
+    return _normalised(str(item.text()))
 
 
 class _Group:
@@ -196,20 +279,18 @@ class _Group:
 
     __slots__ = ("shown", "score", "agents", "ts", "home")
 
-    def __init__(self, score: float, item: dict[str, Any], home: str) -> None:
-        self.shown, self.score, self.ts, self.home = item, score, float(item.get("_ts") or 0.0), home
-        self.agents = {str(item.get("agent") or "")}
+    def __init__(self, score: float, item: _Item, home: str) -> None:
+        self.shown, self.score, self.ts, self.home = item, score, item.ts(), home
+        self.agents = {str(item.agent() or "")}
 
-    def add(self, item: dict[str, Any]) -> None:
-        self.agents.add(str(item.get("agent") or ""))
-        ts = float(item.get("_ts") or 0.0)
+    def add(self, item: _Item) -> None:
+        self.agents.add(str(item.agent() or ""))
+        ts = item.ts()
         if ts > self.ts:  # the newest wording speaks for the group
             self.shown, self.ts = item, ts
 
     def item(self) -> dict[str, Any]:
-        out = dict(self.shown)
-        for key in _PRIVATE:
-            out.pop(key, None)
+        out = self.shown.shown()
         out["score"] = round(min(1.0, self.score / SCORE_MAX), 6)
         if len(self.agents) > 1:
             out[AGREE] = len(self.agents)
@@ -217,7 +298,7 @@ class _Group:
 
 
 def _best(
-    scored: list[tuple[float, dict[str, Any]]],
+    scored: list[tuple[float, _Item]] | list[tuple[float, dict[str, Any]]],
     k: int,
     vectors: dict[str, np.ndarray] | None = None,
     points: dict[str, tuple[str, str]] | None = None,
@@ -229,12 +310,17 @@ def _best(
     ``similarity`` cosine of a member's, once (step 6); none that scores 0 (not a match)."""
     import numpy as np
 
-    scored.sort(key=lambda x: -x[0])
+    scored.sort(key=_SCORE, reverse=True)
+    # a search's items, or (every one of them) answers given as dicts
+    given = not scored or isinstance(scored[0][1], _Item)
+    ranked = (
+        cast("list[tuple[float, _Item]]", scored) if given else [(sc, _Item.of(cast("dict[str, Any]", i))) for sc, i in scored]
+    )
     vectors, points = vectors or {}, points or {}
     # the matches' vectors as rows, their cosines computed at once; each row's group, or -1
     rows: dict[str, int] = {}
     if vectors and 0.0 < similarity <= 1.0:
-        rows = {iid: r for r, iid in enumerate(dict.fromkeys(i["id"] for sc, i in scored if sc > 0.0 and i["id"] in vectors))}
+        rows = {iid: r for r, iid in enumerate(dict.fromkeys(i.id for sc, i in ranked if sc > 0.0 and i.id in vectors))}
     if rows:
         matrix = np.stack([vectors[iid] for iid in rows])
         alike = (matrix @ matrix.T) >= similarity
@@ -242,15 +328,15 @@ def _best(
     groups: list[_Group] = []
     by_id: dict[str, _Group] = {}
     by_text: dict[str, _Group] = {}
-    for score, item in scored:
+    for score, item in ranked:
         if score <= 0.0:
             break  # sorted: no match from here on
-        iid, norm = item["id"], _norm(item)
+        iid, norm = item.id, _norm(item)
         row = rows.get(iid) if rows else None
         group = by_id.get(iid) or (by_text.get(norm) if norm else None)
         home = points.get(iid, ("",))[0] if row is not None else ""
         if group is None and row is not None:
-            agent = str(item.get("agent") or "")
+            agent = str(item.agent() or "")
             for g in sorted(set(group_of[alike[row] & (group_of >= 0)].tolist())):  # the earliest group first
                 # another agent's words (one agent's own items stay apart), in this collection
                 if groups[g].home == home and groups[g].agents != {agent}:
@@ -354,12 +440,11 @@ class Searcher:
                 except Exception as exc:  # noqa: BLE001  this search's failure, the others go on
                     plan.error = exc
                     continue
-                for score, item in ranked:
-                    if name in ask.kinds:
-                        plan.scored.append((score, item))
-                        plan.points[item["id"]] = (collection, item["_point"])
-                    if "facts" in ask.kinds:
-                        plan.sources.append((score, item["id"]))
+                if name in ask.kinds:
+                    plan.scored.extend(ranked)
+                    plan.points.update((item.id, (collection, item.point)) for _, item in ranked)
+                if "facts" in ask.kinds:
+                    plan.sources.extend((score, item.id) for score, item in ranked)
         self._facts_many([p for p in plans if p.error is None and "facts" in p.ask.kinds])
         live = [p for p in plans if p.error is None]
         vectors = self._vectors(live) if 0.0 < self.similarity <= 1.0 else {}
@@ -375,16 +460,18 @@ class Searcher:
 
         wanted: dict[str, dict[str, str]] = {}  # collection -> point id -> item id
         for plan in plans:
-            matches = [(sc, i) for sc, i in plan.scored if sc > 0.0 and i.get("kind") == "memory" and i["id"] in plan.points]
-            if len({item.get("agent") for _, item in matches}) < 2:
+            if isinstance(plan.filter.agent, str):
+                continue  # one agent's memories (the store's filter): none can fold into another agent's
+            matches = [(sc, i) for sc, i in plan.scored if sc > 0.0 and i.kind() == "memory" and i.id in plan.points]
+            if len({item.agent() for _, item in matches}) < 2:
                 continue  # one agent's (and so are the best of them): not sorted
-            matches.sort(key=lambda m: -m[0])
+            matches.sort(key=_SCORE, reverse=True)
             matches = matches[: COLLAPSE_WINDOW * plan.ask.k]
-            if len({item.get("agent") for _, item in matches}) < 2:
+            if len({item.agent() for _, item in matches}) < 2:
                 continue
             for _, item in matches:
-                collection, pid = plan.points[item["id"]]
-                wanted.setdefault(collection, {})[pid] = item["id"]
+                collection, pid = plan.points[item.id]
+                wanted.setdefault(collection, {})[pid] = item.id
         out: dict[str, np.ndarray] = {}
         for collection, items in wanted.items():
             for point in self.store.retrieve(collection, list(items), with_vectors=True):
@@ -428,13 +515,14 @@ class Searcher:
     # -- turns and memories -------------------------------------------------------------
     def _rank(
         self, dense_hits: list[Hit], keyword_hits: list[Hit], *, timely: bool, query: str, neighbours: bool
-    ) -> list[tuple[float, dict[str, Any]]]:
+    ) -> list[tuple[float, _Item]]:
         """One collection's candidates of one search (its dense and keyword hits), ranked:
-        one pass over the hits for the fused score, each payload read once after it."""
+        one pass over the hits for the fused score; then per event, its best chunk's payload
+        read for what steps 2-4 and 6 need of every candidate (the rest when it is shown)."""
         fused: dict[str, list[Any]] = {}  # point id -> [fused score, hit]
-        for h, scaled in _scaled(dense_hits):
+        for h, scaled in zip(dense_hits, _scaled(dense_hits)):
             fused[h.id] = [DENSE_WEIGHT * scaled, h]
-        for h, scaled in _scaled(keyword_hits):
+        for h, scaled in zip(keyword_hits, _scaled(keyword_hits)):
             # a keyword match scores above 0 even as the weakest of its side: a 0 is left
             # for a dense candidate that shares no word and is the weakest of its side
             keyword = (1 - DENSE_WEIGHT) * max(scaled, KEYWORD_FLOOR)
@@ -444,55 +532,35 @@ class Searcher:
             else:
                 entry[0] += keyword
         # one entry per event (chunks of one turn): the best chunk speaks for it
-        best: dict[str, list[Any]] = {}  # event id -> [score, hit, its payload]
-        for score, hit in fused.values():
-            payload = hit.payload
-            eid = str(payload.get("event_id"))
+        best: dict[str, list[Any]] = {}  # event id -> [score, hit]
+        for entry in fused.values():
+            eid = entry[1].payload.get("event_id")
+            if type(eid) is not str:
+                eid = str(eid)
             held = best.get(eid)
-            if held is None or score > held[0]:
-                best[eid] = [score, hit, payload]
-        rows = list(best.items())
-        authors = [row[2].get("author") for _, row in rows]
-        named = named_authors(query, {str(a or "") for a in authors})
+            if held is None or entry[0] > held[0]:
+                best[eid] = entry
+        rows = [[score, _Item(eid, hit.id, hit.payload), hit.payload.get("author")] for eid, (score, hit) in best.items()]
+        named = named_authors(query, {str(row[2] or "") for row in rows})
         if named:
-            for (_, row), author in zip(rows, authors):
-                row[0] += AUTHOR_WEIGHT * (author in named)
+            for row in rows:
+                row[0] += AUTHOR_WEIGHT * (row[2] in named)
         if neighbours:
-            places = [(row[2].get("session_id"), row[2].get("turn_index")) for _, row in rows]
-            at = {place: row[0] for (_, row), place in zip(rows, places) if isinstance(place[1], int)}
-            for (_, row), (sess, i) in zip(rows, places):
+            places = [(row[1].session(), row[1].payload.get("turn_index")) for row in rows]
+            at = {place: row[0] for row, place in zip(rows, places) if isinstance(place[1], int)}
+            for row, (sess, i) in zip(rows, places):
                 if isinstance(i, int):
                     score = row[0]
                     score += NEIGHBOUR_WEIGHT * max(at.get((sess, i - 1), 0.0), at.get((sess, i + 1), 0.0))
                     score += SECOND_NEIGHBOUR_WEIGHT * max(at.get((sess, i - 2), 0.0), at.get((sess, i + 2), 0.0))
                     row[0] = score
-        times = [float(row[2].get("occurred_at_ts") or 0.0) for _, row in rows]
         if timely and rows:
+            times = [row[1].ts() for row in rows]
             lo, hi = min(times), max(times)
             if hi > lo:
-                for (_, row), ts in zip(rows, times):
+                for row, ts in zip(rows, times):
                     row[0] = row[0] + RECENCY_WEIGHT * (ts - lo) / (hi - lo)
-        out = []
-        for (eid, (score, hit, p)), ts in zip(rows, times):
-            get = p.get
-            kind = get("kind", "turn")
-            out.append(
-                (
-                    score,
-                    {
-                        "id": eid,
-                        "kind": kind if kind in _OWN_KINDS else "memory",
-                        "text": get("text", ""),
-                        "agent": get("agent"),
-                        "session": get("session_id"),
-                        "occurred_at": get("occurred_at"),
-                        "event_ids": [eid],
-                        "_point": hit.id,  # step 6's: which point's vector, and when (not returned)
-                        "_ts": ts,
-                    },
-                )
-            )
-        return out
+        return [(row[0], row[1]) for row in rows]
 
     # -- facts, through the provenance of the hits -------------------------------------------
     def _facts_many(self, plans: list[_Plan]) -> None:
@@ -524,7 +592,11 @@ class Searcher:
                         fact = current
                     if fact.id not in out or score > out[fact.id][0]:
                         out[fact.id] = (score, fact)
-            plan.scored.extend((score, {**fact_item(fact), "_ts": fact.valid_from or 0.0}) for score, fact in out.values())
+            for score, fact in out.values():
+                item = fact_item(fact)
+                plan.scored.append(
+                    (score, _Item(fact.id, "", answer=item, kind="fact", agent=fact.agent, ts=fact.valid_from or 0.0))
+                )
 
     def _current(self, tenant: str, fact: Fact) -> Fact | None:
         seen = set()

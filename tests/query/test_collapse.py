@@ -116,3 +116,15 @@ def test_vectors_of_two_collections_are_never_compared():
     points = {"m": ("memories_v1", "p1"), "t": ("turns_v2", "p2"), "m2": ("memories_v1", "p3")}
     out = _best(scored, 10, {"m": vector, "t": vector, "m2": vector}, points, 0.99)
     assert [(r["id"], r.get(AGREE)) for r in out] == [("m", 2), ("t", None)]  # m2 folds into m, t stays
+
+
+def test_a_session_of_several_agents_collapses_their_paraphrases_and_one_named_agent_keeps_its_own(pipeline, event_log):
+    writes = [remembered(DARK[i], agent=f"a{i}", when=float(i)) for i in range(3)]
+    event_log.append([*writes, remembered(DARK[0], agent="a1", when=5.0), remembered(DARK[1], agent="a1", when=6.0)])
+    pipeline.drain()
+
+    session = _search(pipeline, "dark mode theme editor", scope="session", session="s1")  # every agent of the session
+    assert [(r["text"], r[AGREE]) for r in session] == [(DARK[1], 3)]  # a1's newest speaks for the three agents
+
+    named = _search(pipeline, "dark mode theme editor", scope="a1")  # one agent's: its alike items stay apart
+    assert sorted((r["text"], r.get(AGREE)) for r in named) == sorted([(DARK[0], None), (DARK[1], None)])
