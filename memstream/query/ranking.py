@@ -51,7 +51,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from functools import lru_cache
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Mapping, Sequence, cast
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from memstream.projections import (
     CollectionNotFound,
@@ -191,7 +191,6 @@ def _normalised(text: str) -> str:
 
 _OWN_KINDS = frozenset(("turn", "delegation"))  # the kinds an item of a point keeps (any other is a memory)
 _UNREAD = object()  # a field of a hit's payload not read yet
-_PRIVATE = ("_point", "_ts")  # what an item given as a dict keeps for step 6, never shown
 
 
 class _Item:
@@ -217,16 +216,6 @@ class _Item:
         self._kind, self._agent, self._ts = kind, agent, ts
         self._text: Any = _UNREAD
         self._session: Any = _UNREAD
-
-    @classmethod
-    def of(cls, item: dict[str, Any]) -> _Item:
-        """An item given as its answer's dict (``_ts``, its time, and ``_point`` left out of
-        what is shown)."""
-        answer = {key: value for key, value in item.items() if key not in _PRIVATE}
-        point = str(item.get("_point") or "")
-        return cls(
-            item["id"], point, answer=answer, kind=item.get("kind", ""), agent=item.get("agent"), ts=item.get("_ts") or 0.0
-        )
 
     def kind(self) -> Any:
         if self._kind is _UNREAD:
@@ -298,7 +287,7 @@ class _Group:
 
 
 def _best(
-    scored: list[tuple[float, _Item]] | list[tuple[float, dict[str, Any]]],
+    scored: list[tuple[float, _Item]],
     k: int,
     vectors: dict[str, np.ndarray] | None = None,
     points: dict[str, tuple[str, str]] | None = None,
@@ -311,16 +300,11 @@ def _best(
     import numpy as np
 
     scored.sort(key=_SCORE, reverse=True)
-    # a search's items, or (every one of them) answers given as dicts
-    given = not scored or isinstance(scored[0][1], _Item)
-    ranked = (
-        cast("list[tuple[float, _Item]]", scored) if given else [(sc, _Item.of(cast("dict[str, Any]", i))) for sc, i in scored]
-    )
     vectors, points = vectors or {}, points or {}
     # the matches' vectors as rows, their cosines computed at once; each row's group, or -1
     rows: dict[str, int] = {}
     if vectors and 0.0 < similarity <= 1.0:
-        rows = {iid: r for r, iid in enumerate(dict.fromkeys(i.id for sc, i in ranked if sc > 0.0 and i.id in vectors))}
+        rows = {iid: r for r, iid in enumerate(dict.fromkeys(i.id for sc, i in scored if sc > 0.0 and i.id in vectors))}
     if rows:
         matrix = np.stack([vectors[iid] for iid in rows])
         alike = (matrix @ matrix.T) >= similarity
@@ -328,7 +312,7 @@ def _best(
     groups: list[_Group] = []
     by_id: dict[str, _Group] = {}
     by_text: dict[str, _Group] = {}
-    for score, item in ranked:
+    for score, item in scored:
         if score <= 0.0:
             break  # sorted: no match from here on
         iid, norm = item.id, _norm(item)
@@ -434,17 +418,17 @@ class Searcher:
             for plan, (i, keyword) in zip(wanting, at):
                 ask = plan.ask
                 try:
-                    ranked = self._rank(
+                    scored = self._rank(
                         found[i], found[i + 1] if keyword else [], timely=plan.timely, query=ask.query, neighbours=name == "turns"
                     )
                 except Exception as exc:  # noqa: BLE001  this search's failure, the others go on
                     plan.error = exc
                     continue
                 if name in ask.kinds:
-                    plan.scored.extend(ranked)
-                    plan.points.update((item.id, (collection, item.point)) for _, item in ranked)
+                    plan.scored.extend(scored)
+                    plan.points.update((item.id, (collection, item.point)) for _, item in scored)
                 if "facts" in ask.kinds:
-                    plan.sources.extend((score, item.id) for score, item in ranked)
+                    plan.sources.extend((score, item.id) for score, item in scored)
         self._facts_many([p for p in plans if p.error is None and "facts" in p.ask.kinds])
         live = [p for p in plans if p.error is None]
         vectors = self._vectors(live) if 0.0 < self.similarity <= 1.0 else {}
@@ -516,7 +500,7 @@ class Searcher:
     def _rank(
         self, dense_hits: list[Hit], keyword_hits: list[Hit], *, timely: bool, query: str, neighbours: bool
     ) -> list[tuple[float, _Item]]:
-        """One collection's candidates of one search (its dense and keyword hits), ranked:
+        """One collection's candidates of one search (its dense and keyword hits), scored:
         one pass over the hits for the fused score; then per event, its best chunk's payload
         read for what steps 2-4 and 6 need of every candidate (the rest when it is shown)."""
         fused: dict[str, list[Any]] = {}  # point id -> [fused score, hit]

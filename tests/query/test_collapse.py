@@ -11,7 +11,7 @@ from pipeline_support import make_pipeline, remembered
 from query_support import answer
 
 from memstream.query.protocol import AGREE
-from memstream.query.ranking import _best
+from memstream.query.ranking import _best, _Item
 
 # the hash embedder's space (the tests' model): these wordings are 0.87-0.93 apart, the
 # other sentences 0.85 or less from them and from each other
@@ -109,9 +109,12 @@ def test_without_a_threshold_only_exact_repeats_collapse(pipeline, event_log):
 def test_vectors_of_two_collections_are_never_compared():
     vector = np.ones(4, dtype=np.float32) / 2.0
     scored = [
-        (2.0, {"id": "m", "kind": "memory", "text": "a", "agent": "x"}),
-        (1.0, {"id": "t", "kind": "turn", "text": "b", "agent": "y"}),
-        (0.5, {"id": "m2", "kind": "memory", "text": "c", "agent": "z"}),
+        (score, _Item(iid, "", answer={"id": iid, "kind": kind, "text": text, "agent": agent}, kind=kind, agent=agent, ts=0.0))
+        for score, iid, kind, text, agent in [
+            (2.0, "m", "memory", "a", "x"),
+            (1.0, "t", "turn", "b", "y"),
+            (0.5, "m2", "memory", "c", "z"),
+        ]
     ]
     points = {"m": ("memories_v1", "p1"), "t": ("turns_v2", "p2"), "m2": ("memories_v1", "p3")}
     out = _best(scored, 10, {"m": vector, "t": vector, "m2": vector}, points, 0.99)
