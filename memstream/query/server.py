@@ -128,6 +128,7 @@ class QueryServer:
         # reranked searches handed to the lane: (channel, envelope, request); only while it runs
         self._slow: queue.Queue[tuple[str, Envelope, SearchRequest]] = queue.Queue()
         self._lanes: list[threading.Thread] = []
+        self._lanes_stop = threading.Event()  # set once the serving threads stopped handing over
 
     # the table of channels to serve
     def channels(self) -> dict[str, str]:
@@ -211,9 +212,10 @@ class QueryServer:
         return answers
 
     def _lane(self) -> None:
-        """Answer the reranked searches handed over, one at a time, until the server stops.
-        A request whose deadline passed while it waited is dropped and counted, as on the list."""
-        while not self._stop.is_set():
+        """Answer the reranked searches handed over, one at a time, until the server stops
+        and none is left (a search handed over is answered, not dropped with the lane). A
+        request whose deadline passed while it waited is dropped and counted, as on the list."""
+        while not (self._lanes_stop.is_set() and self._slow.empty()):
             try:
                 channel, env, request = self._slow.get(timeout=0.2)
             except queue.Empty:
@@ -429,7 +431,10 @@ class QueryServer:
 
     def stop(self, timeout: float = 3.0) -> None:
         self._stop.set()
-        for t in self._threads + self._lanes:
+        for t in self._threads:
+            t.join(timeout)
+        self._lanes_stop.set()  # the lane answers what it was handed, then stops
+        for t in self._lanes:
             t.join(timeout)
         self._threads.clear()
         self._lanes.clear()

@@ -212,6 +212,31 @@ def test_with_the_rerank_lane_full_a_reranked_search_is_answered_at_once_in_the_
     assert server.counts["rerank_shed"] == 1 == int(client.hget(keys.query_counters(PREFIX), "rerank_shed"))
 
 
+def test_stopping_the_server_answers_the_reranked_searches_its_lane_was_handed(client):
+    search = _SlowSearch()
+    channel = keys.queries(PREFIX)
+    server = QueryServer(client, PREFIX, Handlers(recall=lambda r: RecallAnswer(items=[]), search=search), threads=1)
+    server.start()
+    held = [_envelope(_search("running")), _envelope(_search("waiting"))]
+    stopping = threading.Thread(target=server.stop, kwargs={"timeout": 30.0})
+    try:
+        client.rpush(channel, held[0][1])
+        wait_for(search.running.is_set, what="the lane to run the first search")
+        client.rpush(channel, held[1][1])
+        wait_for(lambda: server._slow.qsize() == 1, what="the second to wait in the lane")
+        stopping.start()
+        wait_for(lambda: not any(t.is_alive() for t in server._threads), what="the serving threads to stop")
+        search.release.set()
+        stopping.join(60)
+    finally:
+        search.release.set()
+        server.stop()
+    assert not stopping.is_alive()
+    for rid, _ in held:  # both answered, reranked, though the server stopped while they waited
+        assert client.exists(keys.reply(channel, rid))
+    assert [q for q, _ in search.asked] == ["running", "waiting"]
+
+
 def test_without_its_threads_running_the_server_answers_a_reranked_search_itself(client):
     search = _SlowSearch()
     search.release.set()
