@@ -91,7 +91,7 @@ def run_paths(
     return rows, out
 
 
-def _point(rows: Rows, against: Rows, k: int, **setting: Any) -> dict[str, Any]:
+def grid_point(rows: Rows, against: Rows, k: int, **setting: Any) -> dict[str, Any]:
     """A grid point: its setting, recall (cats 1-4, multi-hop) and its sign test against ``against``."""
     metrics = recall_metrics(rows)
     return {
@@ -152,7 +152,7 @@ def rerank_grid(
                         final = combine([float(i.get("score") or 0.0) for i in head], logits[:n], weight, fusion)
                         head = [head[i] for i in sorted(range(len(head)), key=lambda i: -final[i])]
                     rows.append((q, [dia_of(str(i.get("id"))) for i in (head + tail)[:k]]))
-                out["points"].append(_point(rows, against, k, fusion=fusion, candidates=n, weight=weight))
+                out["points"].append(grid_point(rows, against, k, fusion=fusion, candidates=n, weight=weight))
     if neighbours is not None:
         out["neighbour_points"] = neighbour_points(scored, extra, neighbours, dia_of, against, k)
     # what was scored, per question (the dia id, fused score and logit of each candidate, best
@@ -200,5 +200,5 @@ def neighbour_points(
                         final = combine([of[d][0] for d in head], [of[d][1] for d in head], weight)
                         head = [head[i] for i in sorted(range(len(head)), key=lambda i: -final[i])]
                     rows.append((q, (head + [d for d in dias if d not in head])[:k]))
-                points.append(_point(rows, against, k, candidates=n, neighbours_of=m, weight=weight))
+                points.append(grid_point(rows, against, k, candidates=n, neighbours_of=m, weight=weight))
     return points

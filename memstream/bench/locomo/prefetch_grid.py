@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memstream.bench.locomo.paths import Asker, Rows, _point, run_path
+from memstream.bench.locomo.paths import Asker, Rows, grid_point, run_path
 
 # one weight moved at a time from the defaults (``ranking``'s module constants), then the
 # neighbour lifts together and the author lift's neighbourhood (the second round on dev)
@@ -63,5 +63,5 @@ def prefetch_grid(questions: list[dict[str, Any]], ask: Asker, dia_of: Any, agai
         finally:
             for name, value in defaults.items():
                 setattr(ranking, name, value)
-        out.append({**_point(rows, against, k, **point), "latency_ms": figures["latency_ms"]})
+        out.append({**grid_point(rows, against, k, **point), "latency_ms": figures["latency_ms"]})
     return out
