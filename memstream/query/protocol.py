@@ -114,6 +114,10 @@ def most(op: str, field: str) -> int:
     raise KeyError(f"{op}.{field}")
 
 
+# The query server's counter (``P:counters:queries``) of reranked searches answered without the
+# rerank because its lane was busy: each is also counted ``answered``.
+RERANK_SHED = "rerank_shed"
+
 OP_OF: dict[type, str] = {cls: cls.__struct_config__.tag for cls in get_args(Request)}
 
 

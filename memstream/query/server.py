@@ -47,6 +47,7 @@ from memstream.query.client import (
 from memstream.query.protocol import (
     OP_OF,
     OPS,
+    RERANK_SHED,
     Answer,
     BatchHandler,
     Envelope,
@@ -204,9 +205,9 @@ class QueryServer:
             self._reply_many(client, channel, sent, counted="answered")
         if shed:  # counted with the server's others (P:counters:queries)
             with self._lock:
-                self.counts["rerank_shed"] = self.counts.get("rerank_shed", 0) + len(shed)
+                self.counts[RERANK_SHED] = self.counts.get(RERANK_SHED, 0) + len(shed)
             try:
-                client.hincrby(self.counters_key, "rerank_shed", len(shed))
+                client.hincrby(self.counters_key, RERANK_SHED, len(shed))
             except redis.RedisError:
                 pass
         return answers

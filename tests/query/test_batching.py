@@ -19,7 +19,7 @@ from pipeline_support import wait_for
 from memstream.core import keys
 from memstream.core.settings import Settings
 from memstream.producers import EventLog, MemoryRemembered, Scope, utcnow
-from memstream.query.protocol import Handlers, RecallAnswer, RecallRequest, SearchAnswer, Searched, SearchRequest
+from memstream.query.protocol import RERANK_SHED, Handlers, RecallAnswer, RecallRequest, SearchAnswer, Searched, SearchRequest
 from memstream.query.server import QueryServer
 
 pytestmark = pytest.mark.valkey
@@ -209,7 +209,7 @@ def test_with_the_rerank_lane_full_a_reranked_search_is_answered_at_once_in_the_
     assert answer["reranked"] is False and answer["rerank_error"] == QueryServer.BUSY
     assert ("no time", False) in search.asked  # the handler was asked without the rerank
     assert all(later[rid]["reranked"] is True for rid, _ in held)  # the two handed over were reranked
-    assert server.counts["rerank_shed"] == 1 == int(client.hget(keys.query_counters(PREFIX), "rerank_shed"))
+    assert server.counts[RERANK_SHED] == 1 == int(client.hget(keys.query_counters(PREFIX), RERANK_SHED))
 
 
 def test_stopping_the_server_answers_the_reranked_searches_its_lane_was_handed(client):

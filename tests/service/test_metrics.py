@@ -109,7 +109,7 @@ def test_a_scrape_shows_what_redis_holds_and_what_this_process_applied(served, e
 
 
 def test_the_query_path_shows_its_queue_outcomes_and_handler_seconds(served, event_log):
-    from memstream.query import CountRequest, ask
+    from memstream.query import RERANK_SHED, CountRequest, ask
 
     pipeline, metrics = served
     client = event_log.client
@@ -125,6 +125,9 @@ def test_the_query_path_shows_its_queue_outcomes_and_handler_seconds(served, eve
     assert value(text, "memstream_queries_total", outcome="refused") == 1
     assert value(text, "memstream_queries_total", outcome="answered") == 1
     assert value(text, "memstream_query_seconds_count", op="count") == 1
+    assert value(text, "memstream_searches_unreranked_total") == 0
+    client.hincrby(keys.query_counters(event_log.prefix), RERANK_SHED, 2)  # as the server counts one it sheds
+    assert value(scrape(metrics), "memstream_searches_unreranked_total") == 2
 
 
 @pytest.mark.valkey
