@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from memstream.core import PermanentError
@@ -21,6 +22,15 @@ OK = 0
 class BenchError(PermanentError):
     """A benchmark that cannot run as asked (bad input, missing data, a server that did not
     come up): the command prints this one line and exits 1."""
+
+
+def checkout(path: str, needs: str) -> Path:
+    """``path``, another checkout measured beside this one (``--against``), resolved;
+    ``BenchError`` when it holds no ``needs`` (the part of the tree the bench runs there)."""
+    resolved = Path(path).resolve()
+    if not (resolved / needs).exists():
+        raise BenchError(f"{resolved} is not a memstream checkout (no {needs})")
+    return resolved
 
 
 def show(args: argparse.Namespace, result: Any, text: str) -> int:

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memstream.bench.command import BenchError, show
+from memstream.bench.command import BenchError, checkout, show
 from memstream.bench.stats import machine
 from memstream.core import argtypes
 
@@ -140,10 +140,7 @@ def _one(tree: Path, settle: float, root: Path, pids: list[int], replicas: int =
 def idle_bench(rounds: int = 3, settle: float = 8.0, against: str = "", query_replicas: int = 0) -> dict[str, Any]:
     """The figures of one run (JSON-ready): per tree and process, MB per round and median."""
     this = Path(__file__).resolve().parents[2]
-    trees = [("this", this)] + ([("against", Path(against).resolve())] if against else [])
-    for _, path in trees:
-        if not (path / "memstream" / "service" / "service.py").exists():
-            raise BenchError(f"{path} is not a memstream checkout (no memstream/service/service.py)")
+    trees = [("this", this)] + ([("against", checkout(against, "memstream/service/service.py"))] if against else [])
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-idle-"))
     out: dict[str, Any] = {
         "benchmark": "idle",

@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from memstream.bench import reads_child
-from memstream.bench.command import show
+from memstream.bench.command import checkout, show
 from memstream.bench.reads_callers import ask_question, caller
 from memstream.bench.reads_child import CHILD, STAGES
 from memstream.bench.stats import latency_summary, machine
@@ -137,10 +137,7 @@ def reads_bench(
 ) -> dict[str, Any]:
     """The figures of one run (JSON-ready): per tree, medians over ``rounds``."""
     this = Path(__file__).resolve().parents[2]
-    trees = [("this", this)] + ([("against", Path(against).resolve())] if against else [])
-    for _, path in trees:
-        if not (path / "memstream" / "query" / "server.py").exists():
-            raise ValueError(f"{path} is not a memstream checkout (no memstream/query/server.py)")
+    trees = [("this", this)] + ([("against", checkout(against, "memstream/query/server.py"))] if against else [])
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-reads-"))
     server = ValkeyProcess(root / "valkey").start()
     out: dict[str, Any] = {

@@ -151,11 +151,11 @@ class QueryServer:
                 log.warning("queries.tenants_unreadable", error=f"{type(exc).__name__}: {exc}")
         return self._channels
 
-    def _count(self, pipe_or_client: redis.Redis, what: str) -> None:
+    def _count(self, pipe_or_client: redis.Redis, what: str, n: int = 1) -> None:
         with self._lock:
-            self.counts[what] = self.counts.get(what, 0) + 1
+            self.counts[what] = self.counts.get(what, 0) + n
         try:
-            pipe_or_client.hincrby(self.counters_key, what, 1)
+            pipe_or_client.hincrby(self.counters_key, what, n)
         except redis.RedisError:
             pass
 
@@ -204,12 +204,7 @@ class QueryServer:
         if sent:
             self._reply_many(client, channel, sent, counted="answered")
         if shed:  # counted with the server's others (P:counters:queries)
-            with self._lock:
-                self.counts[RERANK_SHED] = self.counts.get(RERANK_SHED, 0) + len(shed)
-            try:
-                client.hincrby(self.counters_key, RERANK_SHED, len(shed))
-            except redis.RedisError:
-                pass
+            self._count(client, RERANK_SHED, len(shed))
         return answers
 
     def _lane(self) -> None:
@@ -228,7 +223,7 @@ class QueryServer:
                 started = time.perf_counter()
                 answer = self._run_one(self.client, "search", request)
                 took = round((time.perf_counter() - started) * 1000, 2)
-                self._reply_many(self.client, channel, [(env.id, _timed(answer, env, took))], counted="answered")
+                self._reply(self.client, channel, env.id, _timed(answer, env, took), counted="answered")
             except Exception as exc:  # noqa: BLE001  Redis gone: that answer is lost (its caller times out)
                 self._count(self.client, "failed")
                 log.warning("queries.lane_failed", error=type(exc).__name__)

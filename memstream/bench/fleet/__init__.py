@@ -70,9 +70,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from memstream.bench.command import BenchError, show
+from memstream.bench.command import checkout, show
 from memstream.bench.fleet.children import agent_process, service_process
 from memstream.bench.fleet.plan import HOOKS, LEVELS, PROCESSES, RATE, SECONDS, TARGETS
 from memstream.bench.fleet.report import format_fleet
@@ -127,9 +126,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the benchmark as the command line asked; print its table (or JSON)."""
-    against = str(Path(args.against).resolve()) if args.against else ""
-    if against and not (Path(against) / "memstream" / "bench" / "fleet").is_dir():
-        raise BenchError(f"--against {args.against}: not a memstream checkout with bench fleet")
+    against = str(checkout(args.against, "memstream/bench/fleet")) if args.against else ""
     result = fleet_bench(
         levels=args.agents,
         rate=args.rate,
