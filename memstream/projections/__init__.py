@@ -21,6 +21,7 @@ from memstream.projections.embedders.factory import (
     get_embedder,
     how_to_load,
 )
+from memstream.projections.embedders.late import LateError, LatePassages, LateScorer, shared_late_scorer
 from memstream.projections.embedders.port import Embedder, EmbedderError, EmbedderUnavailable
 from memstream.projections.facts import FactsProjection
 from memstream.projections.facts_table import Fact, FactsTable, fact_id, fact_ids
@@ -57,7 +58,7 @@ from memstream.projections.stores.port import (
     physical_name,
 )
 from memstream.projections.turns import TurnsProjection
-from memstream.projections.vector import BacklogEntry, backlog_entry, embeds_inline
+from memstream.projections.vector import BacklogEntry, VectorProjection, backlog_entry, embeds_inline
 
 if TYPE_CHECKING:
     from memstream.projections.stores.edge import EdgeStore
@@ -89,6 +90,10 @@ __all__ = [
     "CrossEncoder",
     "RerankerError",
     "shared_cross_encoder",
+    "LateError",
+    "LatePassages",
+    "LateScorer",
+    "shared_late_scorer",
     "Delivery",
     "describe_embedder",
     "EdgeStore",
@@ -130,6 +135,7 @@ __all__ = [
     "StoreUnavailable",
     "tokenize",
     "TurnsProjection",
+    "VectorProjection",
     "VectorStore",
 ]
 

@@ -136,6 +136,38 @@ class EmbeddingCache:
                 self._db.execute("ROLLBACK")
                 raise
 
+    def get_blobs(self, embedder: str, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        """The stored bytes of ``keys`` under ``embedder`` as they were put (``put_blobs``),
+        read from the file only (not the LRU: a late-interaction passage is kilobytes, its
+        caller keeps its own); one SELECT per 500 keys. Raises ``sqlite3.Error``."""
+        found: dict[bytes, bytes] = {}
+        wanted = list(dict.fromkeys(keys))
+        for start in range(0, len(wanted), _QUERY_CHUNK):
+            part = wanted[start : start + _QUERY_CHUNK]
+            with self._lock:
+                marks = ",".join("?" * len(part))
+                rows = self._db.execute(
+                    f"SELECT text_sha256, vector FROM embeddings WHERE embedder = ? AND text_sha256 IN ({marks})",
+                    [embedder, *part],
+                ).fetchall()
+            found.update((bytes(k), bytes(v)) for k, v in rows)
+        return found
+
+    def put_blobs(self, embedder: str, items: Mapping[bytes, bytes]) -> None:
+        """Store bytes by key under ``embedder`` in one transaction, first write wins; forget
+        deletes them with the key's other rows (``delete``). Raises ``sqlite3.Error``."""
+        rows = [(embedder, key, blob) for key, blob in items.items()]
+        if not rows:
+            return
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany("INSERT OR IGNORE INTO embeddings VALUES (?, ?, ?)", rows)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
     def note_origins(self, pairs: Sequence[tuple[str, bytes]]) -> None:
         """Record that the text of each key was embedded for the event (event id, key), in
         one transaction; idempotent. Raises ``sqlite3.Error``."""

