@@ -63,6 +63,7 @@ from memstream.projections.stores.port import DENSE_KEY, Point, VectorStore
 from memstream.projections.tombstones import Tombstones
 
 if TYPE_CHECKING:
+    from memstream.projections.embedders.late import LatePassages
     from memstream.projections.embedders.port import Embedder
 
 log = structlog.get_logger("memstream.projection")
@@ -122,6 +123,9 @@ class VectorProjection:
     OPTION_BOUNDS: ClassVar[dict[str, tuple[int, int]]] = {}
     # what every version built from now on records (``memstream replay``, a new log's first)
     NEW_OPTIONS: ClassVar[dict[str, Any]] = {"tenant_ids": True}
+    # where the dense stage stores the token vectors of the texts its points show (the
+    # prefetch's late interaction, ``memstream.query.late``); None: not stored
+    late: LatePassages | None = None
 
     def __init__(
         self,
@@ -282,8 +286,28 @@ class VectorProjection:
             if note is not None:
                 note([(e[3], e[4]) for e in items])
             done = self.store.set_dense(self.collection, [(e[0], vectors[i], e[1]) for i, e in enumerate(items)])
+            if self.late is not None and done:
+                self._store_late([e[0] for e in items])
         self.counters.add(embedded=done, embed_skipped=len(entries) - done)
         return done
+
+    def _store_late(self, ids: list[str]) -> None:
+        """The token vectors of the texts the points ``ids`` show (``late``), for the events
+        they are of; a failure is counted (``late_failed``) and logged, never raised: the
+        query side computes what is missing."""
+        from memstream.projections.embedders.late import LateError
+
+        assert self.late is not None
+        try:
+            pairs = [
+                (str(p.payload.get("event_id", "")), str(p.payload.get("text", "")))
+                for p in self.store.retrieve(self.collection, ids)
+                if p.payload.get("kind") != "fact" and p.payload.get("event_id")
+            ]
+            self.counters.add(late_stored=self.late.warm(pairs))
+        except LateError as exc:
+            self.counters.add(late_failed=1)
+            log.warning("projection.late_failed", group=group_name(self), points=len(ids), error=str(exc))
 
     def _forget(self, event: MemoryForgotten) -> dict[str, Any] | None:
         """Record the tombstone and delete the item's points; returns the payload of the

@@ -243,3 +243,39 @@ def test_a_backlog_entry_decodes_from_bytes_or_text():
     as_bytes = {k.encode(): v.encode() for k, v in zip(("id", "key", "tenant", "event", "text"), entry)}
     assert backlog_entry(as_bytes) == entry
     assert backlog_entry(dict(zip(("id", "key", "tenant", "event", "text"), entry))) == entry
+
+
+def test_the_dense_stage_stores_the_token_vectors_of_what_each_point_shows_for_its_event(event_log, tmp_path):
+    """With ``late`` (the prefetch's late interaction), the dense stage also stores the token
+    vectors of each point's shown text, noted for its event (forget finds them by it); a
+    forgotten turn's are never made, and a model that fails is counted, not raised."""
+    from memstream.projections import EmbeddingCache, LateError, LatePassages, LateScorer, text_key
+
+    cache = EmbeddingCache(tmp_path / "embeddings.sqlite3", memory_items=0)
+    try:
+        turns = _deferred(event_log)
+        turns.late = LatePassages(cache)
+        batch = _turns()
+        turns.apply(batch)
+        turns.apply([_forget(batch[1].event.id)])
+        assert turns.embed_backlog(_backlog(turns)) == 2
+        shown = {
+            p.payload["event_id"]: p.payload["text"]
+            for p in turns.store.retrieve(turns.collection, [e[0] for e in _backlog(turns)])
+        }
+        assert set(shown) == {batch[0].event.id, batch[2].event.id}
+        stored = cache.get_blobs(LateScorer.name, [text_key(t) for t in shown.values()])
+        assert len(stored) == 2 and cache.count(LateScorer.name) == 2
+        for event, text in shown.items():
+            assert text_key(text) in cache.keys_of([event])
+        assert cache.keys_of([batch[1].event.id]) == set()
+
+        def broken() -> LateScorer:
+            raise LateError("the late-interaction model is missing")
+
+        turns.late = LatePassages(cache, broken)
+        turns.apply(_turns(("A new turn about the greyhound's vet visit.",), start=4))
+        assert turns.embed_backlog(_backlog(turns)[-1:]) == 1  # the dense vector is set all the same
+        assert turns.counters.get()["late_failed"] == 1
+    finally:
+        cache.close()
