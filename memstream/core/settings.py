@@ -268,6 +268,19 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             ),
         ),
     ] = 0
+    late_rerank: Annotated[
+        str,
+        Meta(
+            pattern=r"^(auto|on|off)$",
+            description=(
+                "Late interaction on the prefetch path: the dense stage stores each turn's and memory's token "
+                "vectors (answerai-colbert-small-v1, from the `bge` extra's package), and a recall reorders its best "
+                '20 by their match with the question (about 6 ms of CPU a recall; BENCHMARKS.md, "Late interaction '
+                'on the prefetch path"). `auto`: on with a local model embedder (`bge-small`, `onnx-minilm`), off '
+                "with `hash` and remote embedders; `on`; `off`."
+            ),
+        ),
+    ] = "auto"
     query_replicas: Annotated[
         int,
         Meta(
@@ -634,6 +647,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     def query_server_threads(self) -> int:
         """``query_threads``, or when it is 0 ``usable_cpus()``, at least 2 and at most 8."""
         return self.query_threads or max(2, min(usable_cpus(), 8))
+
+    def late_reranks(self, embedder: str | None = None) -> bool:
+        """``late_rerank``, with ``auto`` on for a local model embedder (``bge-small``,
+        ``onnx-minilm``): ``embedder``, the configured one by default."""
+        if self.late_rerank != "auto":
+            return self.late_rerank == "on"
+        return (embedder or self.embedder).split(":", 1)[0] in ("bge-small", "onnx-minilm")
 
     @property
     def projections_apart(self) -> bool:

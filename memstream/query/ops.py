@@ -11,20 +11,26 @@ session), ``all`` (every agent of the tenant) or an agent's name.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from typing import Any, Callable, Mapping
+
+import structlog
 
 from memstream.projections import (
     CollectionNotFound,
     CrossEncoder,
     FactsTable,
     Filter,
+    LateError,
+    LatePassages,
     RerankerError,
     SessionsIndex,
     VectorStore,
     item_point_id,
     shared_cross_encoder,
 )
+from memstream.query.late import LATE_CANDIDATES, late_order
 from memstream.query.protocol import (
     BatchHandler,
     ContextAnswer,
@@ -66,6 +72,9 @@ def asks_about_history(query: str) -> bool:
     return asks_about_past(query or "")
 
 
+log = structlog.get_logger("memstream.query")
+
+
 class ReadOps:
     def __init__(
         self,
@@ -76,8 +85,12 @@ class ReadOps:
         versions: Versions | None = None,
         hot_days: float = 0.0,
         cross_encoder: Callable[[], CrossEncoder] = shared_cross_encoder,
+        late: LatePassages | None = None,
     ) -> None:
         self.store = store
+        # what reorders a recall's best turns and memories (None: the ranking's order stands)
+        self.late = late
+        self.late_failures = 0  # recalls answered in the ranking's order because the model failed
         # what reranks a request that asks for it (loaded on its first use: one per process)
         self.cross_encoder = cross_encoder
         self.hot_days = hot_days  # prefetch (recall) reads the hot tier only; 0: every turn is hot
@@ -114,15 +127,23 @@ class ReadOps:
 
     # -- ops ------------------------------------------------------------------------------
     def _ask(
-        self, request: SearchRequest | RecallRequest, kinds: tuple[str, ...], history: bool, hot_since: float | None = None
+        self,
+        request: SearchRequest | RecallRequest,
+        kinds: tuple[str, ...],
+        history: bool,
+        hot_since: float | None = None,
+        least: int = 0,
     ) -> Ask:
-        """The search ``request`` asks for (already within the protocol's limits)."""
+        """The search ``request`` asks for (already within the protocol's limits), of at
+        least ``least`` items (the candidates a reordering takes)."""
+        if isinstance(request, SearchRequest) and request.rerank:
+            least = max(least, request.rerank_candidates)
         return Ask(
             request.query,
             tenant=request.tenant,
             agent=request.agent or "default",
             scope=request.scope or "current",
-            k=max(request.k, request.rerank_candidates) if isinstance(request, SearchRequest) and request.rerank else request.k,
+            k=max(request.k, least),
             kinds=kinds,
             session=request.session,
             history=history,
@@ -171,13 +192,24 @@ class ReadOps:
         answers the batch one request at a time, so the failing one fails alone."""
         hot_since = self._hot_since()
         kinds = SEARCH_COLLECTIONS["all"]
-        asks = [self._ask(r, kinds, asks_about_history(r.query), hot_since) for r in requests]
-        answers = []
+        least = LATE_CANDIDATES if self.late is not None else 0
+        asks = [self._ask(r, kinds, asks_about_history(r.query), hot_since, least) for r in requests]
+        ranked = []
         for items in self.searcher.search_many(asks):
             if isinstance(items, Exception):
                 raise items
-            facts = [item for item in items if item.get("kind") == "fact"]
-            answers.append(RecallAnswer(items=facts + [item for item in items if item.get("kind") != "fact"]))
+            ranked.append(items)
+        ks = [r.k for r in requests]
+        if self.late is not None:
+            try:
+                return [RecallAnswer(items=items) for items in late_order([r.query for r in requests], ranked, ks, self.late)]
+            except (LateError, sqlite3.Error) as exc:
+                self.late_failures += len(requests)
+                log.warning("recall.late_failed", recalls=len(requests), error=str(exc))
+        answers = []
+        for items, k in zip(ranked, ks):
+            facts = [item for item in items[:k] if item.get("kind") == "fact"]
+            answers.append(RecallAnswer(items=(facts + [item for item in items if item.get("kind") != "fact"])[:k]))
         return answers
 
     def batched(self) -> dict[str, BatchHandler]:

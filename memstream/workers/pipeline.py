@@ -68,11 +68,14 @@ from memstream.projections import (
     CachedEmbedder,
     Catalog,
     Embedder,
+    EmbeddingCache,
     FactsTable,
+    LatePassages,
     Projection,
     Registered,
     Replicas,
     SessionsIndex,
+    VectorProjection,
     VectorStore,
     Version,
     all_registered,
@@ -197,6 +200,12 @@ class Pipeline:
         # the steps, in order
         self._store = self._open_store()
         self._embedder = self._load_embedder(self.spec) if self.vectors else None  # new versions' default
+        # token vectors of what the dense stage embeds, for the prefetch's late interaction (query.late)
+        self.late = (
+            LatePassages(EmbeddingCache(settings.data_dir / "embeddings.sqlite3", memory_items=0))
+            if self.vectors and settings.late_reranks(self.spec)
+            else None
+        )
         if self.replica:
             self._enter_catalog_replica()
         else:
@@ -317,6 +326,7 @@ class Pipeline:
             SessionsIndex(client, prefix),
             versions=self.versions,
             hot_days=self.settings.hot_days,
+            late=self.late,
         )
         return QueryServer(
             client,
@@ -419,6 +429,8 @@ class Pipeline:
             options=v.options or None,
             replica=self.replica,
         )
+        if isinstance(projection, VectorProjection):
+            projection.late = self.late
         low = v.state != "active"
         try:
             # a replica reads every version from the log's start (it refuses a log with an archive)
@@ -929,3 +941,5 @@ class Pipeline:
                     t.join(timeout)
         if self._store is not None:
             self._store.close()
+        if self.late is not None and self.late.cache is not None:
+            self.late.cache.close()

@@ -1,0 +1,130 @@
+"""Late interaction on the prefetch path (``memstream.query.late``): a recall's best turns
+and memories reordered by their token vectors' match with the question, facts first, cut
+to ``k``; the real model and read side on fakeredis and through a query server on real
+Valkey; a model that cannot load leaves the ranking's order and is counted."""
+
+from __future__ import annotations
+
+import fakeredis
+import pytest
+import redis
+from pipeline_support import pipeline_settings, remembered
+
+from memstream.producers import EventLog
+from memstream.projections import LateError, LatePassages, LateScorer
+from memstream.query import RecallRequest, ask
+from memstream.query.late import LATE_CANDIDATES, late_order
+from memstream.query.server import QueryServer
+
+QUERY = "Which dog did Mira adopt from the shelter?"
+MEMORIES = [
+    # the words of the question, not its answer: the keyword side puts these first
+    "Mira told us about the shelter fundraiser and the dog show schedule.",
+    "Mira asked which shelter the city funds.",
+    "Mira: we finally adopted Pepper, a three-legged beagle, from the rescue last weekend.",
+    "The printer on the third floor is out of toner again.",
+    "We had pasta for dinner on Friday.",
+]
+ANSWER = MEMORIES[2]
+
+
+def _item(i: int, text: str, score: float, kind: str = "memory") -> dict:
+    return {"id": f"e{i}", "kind": kind, "text": text, "score": score}
+
+
+def test_late_order_keeps_the_facts_first_reorders_the_others_and_cuts_to_k():
+    ranked = [
+        _item(0, "Mira's dog is Pepper.", 0.99, kind="fact"),
+        *[_item(i, t, 1.0 - i / 10) for i, t in enumerate(MEMORIES, start=1)],
+        _item(9, "Mira's employer is a bakery.", 0.1, kind="fact"),  # past k: not kept first
+    ]
+    passages = LatePassages(None)
+    alone = late_order([QUERY], [ranked], [4], passages, weight=1.0)[0]
+    assert [i["id"] for i in alone][:1] == ["e0"] and len(alone) == 4
+    assert alone[1]["text"] == ANSWER  # the model alone puts the answer first
+    assert all(i["kind"] != "fact" for i in alone[1:])
+    kept = late_order([QUERY], [ranked], [4], passages, weight=0.0)[0]  # the ranking alone
+    assert [i["id"] for i in kept] == ["e0", "e1", "e2", "e3"]
+    # a recall with one candidate, or none, is answered as ranked; several in one model call
+    one = [_item(1, MEMORIES[0], 0.5)]
+    both = late_order([QUERY, QUERY], [one, ranked], [3, 2], passages, weight=1.0)
+    assert both[0] == one and [i["id"] for i in both[1]] == ["e0", "e3"]
+    assert late_order([QUERY], [[]], [3], passages) == [[]]
+
+
+def _pipeline(home, log, late: str = "on"):
+    from memstream.workers.pipeline import Pipeline, PipelineConfig
+
+    settings = pipeline_settings(home, stream_prefix=log.prefix, shards=log.shards, late_rerank=late)
+    return Pipeline(settings, log, PipelineConfig(embedder="hash", consumer="w1"))
+
+
+def _recall(reads, k: int = 3) -> list[str]:
+    (answer,) = reads.recall_many([RecallRequest(tenant="t1", agent="a1", query=QUERY, k=k)])
+    return [i["text"] for i in answer.items]
+
+
+def _broken() -> LateScorer:
+    raise LateError("the late-interaction model is missing")
+
+
+def test_recall_reorders_with_the_late_interaction_and_keeps_the_ranking_when_the_model_fails(tmp_path):
+    log = EventLog(fakeredis.FakeRedis(), "ms", 1)
+    log.append([remembered(m) for m in MEMORIES])
+    pipeline = _pipeline(tmp_path / "home", log)
+    try:
+        pipeline.drain()
+        reads = pipeline.reads
+        assert isinstance(reads.late, LatePassages)
+        late = _recall(reads)
+        passages, reads.late = reads.late, None
+        ranking = _recall(reads)
+        (candidates,) = reads.recall_many([RecallRequest(tenant="t1", agent="a1", query=QUERY, k=LATE_CANDIDATES)])
+        reads.late = LatePassages(None, _broken)
+        failed = _recall(reads)
+        assert reads.late_failures == 1
+        reads.late = passages
+    finally:
+        pipeline.stop()
+    assert len(late) == len(ranking) == 3
+    expected = late_order([QUERY], [candidates.items], [3], passages)[0]
+    assert late == [i["text"] for i in expected]
+    assert ranking[0] != ANSWER and late[0] == ANSWER  # the model moved the answer up
+    assert failed == ranking
+
+
+def test_the_setting_turns_it_on_with_a_local_model_and_off_with_hash(tmp_path):
+    assert pipeline_settings(tmp_path, late_rerank="auto").late_reranks("bge-small")
+    assert pipeline_settings(tmp_path, late_rerank="auto").late_reranks("onnx-minilm")
+    assert not pipeline_settings(tmp_path, late_rerank="auto").late_reranks("hash")
+    assert not pipeline_settings(tmp_path, late_rerank="auto").late_reranks("openai:text-embedding-3-small")
+    assert not pipeline_settings(tmp_path, late_rerank="off").late_reranks("bge-small")
+    assert pipeline_settings(tmp_path, late_rerank="on").late_reranks("hash")
+    log = EventLog(fakeredis.FakeRedis(), "ms", 1)
+    pipeline = _pipeline(tmp_path / "home", log, late="auto")
+    try:
+        assert pipeline.reads.late is None  # the hash embedder
+    finally:
+        pipeline.stop()
+
+
+@pytest.mark.valkey
+def test_a_batch_of_recalls_through_the_query_server_on_valkey(tmp_path, valkey_server):
+    client = redis.Redis.from_url(valkey_server.url)
+    client.flushall()
+    log = EventLog(client, "ms", 1)
+    log.append([remembered(m) for m in MEMORIES])
+    pipeline = _pipeline(tmp_path / "home", log)
+    server = None
+    try:
+        pipeline.drain()
+        expected = _recall(pipeline.reads, k=2)
+        server = QueryServer(client, "ms", pipeline.reads.handlers(), threads=1, batched=pipeline.reads.batched()).start()
+        answers = [ask(client, "ms", RecallRequest(tenant="t1", agent="a1", query=QUERY, k=2), timeout=30) for _ in range(3)]
+    finally:
+        if server is not None:
+            server.stop()
+        pipeline.stop()
+        client.close()
+    for answer in answers:
+        assert "error" not in answer and [i["text"] for i in answer["items"]] == expected
