@@ -4,7 +4,10 @@
 - ``search``: the agent's ``memstream_search`` and the CLI's ``memstream search``, op
   ``search`` (kind ``all``, as the tool's default), k 10;
 - ``search+rerank``: the same with ``rerank`` (the cross-encoder over the best
-  ``rerank_candidates``).
+  ``rerank_candidates``);
+- ``prefetch-ranking``: ``prefetch`` with the late interaction off (``memstream.query.late``):
+  the ranking's own order, what ``prefetch`` answered before it (the run turns it off around
+  this path, ``without_late``).
 
 Each path is scored (``recall_metrics``), timed around the request (warm, one client) and
 paired per question against ``prefetch``. ``rerank_grid`` tunes the rerank on one set of
@@ -30,7 +33,9 @@ PATHS: dict[str, dict[str, Any]] = {
     "prefetch": {"op": "recall"},
     "search": {"op": "search", "kind": "all"},
     "search+rerank": {"op": "search", "kind": "all", "rerank": True},
+    "prefetch-ranking": {"op": "recall"},
 }
+WITHOUT_LATE = frozenset({"prefetch-ranking"})  # the paths asked with the late interaction off
 GRID_CANDIDATES = (20, 30, 40, 50)
 GRID_WEIGHTS = (0.3, 0.5, 0.6, 0.7, 0.85, 1.0)
 GRID_NEIGHBOUR_WEIGHTS = (0.5, 0.7)
@@ -78,12 +83,18 @@ def run_paths(
     k: int,
     candidates: int | None = None,
     paths: tuple[str, ...] = tuple(PATHS),
+    late: Callable[[bool], None] | None = None,
 ) -> tuple[dict[str, Rows], dict[str, Any]]:
-    """Every path's rows and figures, each paired against ``prefetch`` (when it runs)."""
+    """Every path's rows and figures, each paired against ``prefetch`` (when it runs);
+    ``late(on)`` turns the server's late interaction on or off around each path."""
     rows: dict[str, Rows] = {}
     out: dict[str, Any] = {}
     for path in paths:
+        if late is not None:
+            late(path not in WITHOUT_LATE)
         rows[path], out[path] = run_path(path, questions, ask, dia_of, k, candidates)
+    if late is not None:
+        late(True)
     if "prefetch" in rows:
         for path in paths:
             if path != "prefetch":
