@@ -4,17 +4,18 @@ reordered by their token vectors' match with the question (``memstream.projectio
 A cross-encoder costs about 12 ms a candidate on two cores, so the synchronous prefetch
 cannot afford one (``memstream.query.rerank`` serves the tool search). A late-interaction
 model reads each passage once, when it is written (the dense stage stores its token
-vectors), so a recall pays one model call for the question (32 tokens) and a few small
-matrix products: about 6 ms. The best ``LATE_CANDIDATES`` turns and memories of the ranking
+vectors), so a recall pays one model call for the question (at most 32 tokens) and a few
+small matrix products: about 6-7 ms of CPU. The best ``LATE_CANDIDATES`` turns and memories of the ranking
 are ordered by
 
     (1 - LATE_WEIGHT) * fused + LATE_WEIGHT * maxsim
 
 each min-max normalised over the candidates (``rerank.combine``); facts keep their place
-first. Measured on LoCoMo's dev split (BENCHMARKS.md, "Late interaction on the prefetch
-path"): 20 candidates at weight 0.6 lifted the prefetch's any@10 from 85.7 to 87.8 and
-all@10 from 73.0 to 74.8 question by question (sign tests p < 0.001); 30 and 40 candidates
-were no better. A model that cannot load or score leaves the ranking's order (counted).
+first. Chosen on LoCoMo's dev split (BENCHMARKS.md, "Late interaction on the prefetch path"):
+over the search path's candidates, 20 at weight 0.6 scored as well as 30 or 40 and better
+than other weights; served, the prefetch's any@10 went from 85.7 to 88.0 and all@10 from
+73.0 to 74.9 question by question (sign tests p 0.0004 and 0.003); on test 86.7 to 88.1.
+A model that cannot load or score leaves the ranking's order (counted).
 """
 
 from __future__ import annotations

@@ -128,13 +128,7 @@ class EmbeddingCache:
         with self._lock:
             for _, key, blob in rows:
                 self._remember(embedder, key, blob)
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.executemany("INSERT OR IGNORE INTO embeddings VALUES (?, ?, ?)", rows)
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+            self._insert("INSERT OR IGNORE INTO embeddings VALUES (?, ?, ?)", rows)
 
     def get_blobs(self, embedder: str, keys: Sequence[bytes]) -> dict[bytes, bytes]:
         """The stored bytes of ``keys`` under ``embedder`` as they were put (``put_blobs``),
@@ -157,31 +151,27 @@ class EmbeddingCache:
         """Store bytes by key under ``embedder`` in one transaction, first write wins; forget
         deletes them with the key's other rows (``delete``). Raises ``sqlite3.Error``."""
         rows = [(embedder, key, blob) for key, blob in items.items()]
-        if not rows:
-            return
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.executemany("INSERT OR IGNORE INTO embeddings VALUES (?, ?, ?)", rows)
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        if rows:
+            with self._lock:
+                self._insert("INSERT OR IGNORE INTO embeddings VALUES (?, ?, ?)", rows)
+
+    def _insert(self, sql: str, rows: Sequence[tuple[object, ...]]) -> None:
+        """``rows`` inserted by ``sql`` in one transaction (the lock held by the caller)."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.executemany(sql, rows)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
 
     def note_origins(self, pairs: Sequence[tuple[str, bytes]]) -> None:
         """Record that the text of each key was embedded for the event (event id, key), in
         one transaction; idempotent. Raises ``sqlite3.Error``."""
         rows = list(dict.fromkeys(pairs))
-        if not rows:
-            return
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.executemany("INSERT OR IGNORE INTO origins VALUES (?, ?)", rows)
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        if rows:
+            with self._lock:
+                self._insert("INSERT OR IGNORE INTO origins VALUES (?, ?)", rows)
 
     def keys_of(self, event_ids: Sequence[str]) -> set[bytes]:
         """The keys of the texts embedded for ``event_ids`` (``note_origins``)."""
