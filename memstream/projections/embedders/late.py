@@ -130,12 +130,13 @@ class LateScorer:
         return f"LateScorer(threads={self.threads})"
 
     def _ids(self, texts: Sequence[object], mark: int, limit: int) -> list[list[int]]:
-        if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+        items = [] if isinstance(texts, str) else [t for t in texts if isinstance(t, str)]
+        if isinstance(texts, str) or len(items) != len(texts):
             raise LateError("texts must be a sequence of strings")
-        if any(len(t) > MAX_CHARS for t in texts):  # type: ignore[arg-type]
+        if any(len(t) > MAX_CHARS for t in items):
             raise LateError(f"a text is over {MAX_CHARS} characters")
         out = []
-        for e in self._tokenizer.encode_batch_fast(list(texts)):
+        for e in self._tokenizer.encode_batch_fast(items):
             ids = e.ids  # [CLS] ... [SEP]
             out.append([ids[0], mark, *ids[1:-1][: limit - 3], ids[-1]])
         return out
