@@ -29,7 +29,7 @@ from typing import Sequence
 import numpy as np
 
 from memstream.projections.embedders.bge import PACKAGE, package_files
-from memstream.projections.embedders.onnx import bert_session, default_threads, read_verified
+from memstream.projections.embedders.onnx import bert_model, default_threads
 from memstream.projections.embedders.port import EmbedderError
 
 __all__ = ["CrossEncoder", "RerankerError", "MODEL_ID", "MAX_PAIRS", "shared_cross_encoder"]
@@ -98,7 +98,7 @@ class CrossEncoder:
             raise ValueError(f"max_length must be in 8..{MAX_LENGTH} (the model's position limit), got {max_length}")
         try:
             import onnxruntime  # noqa: F401  # here, to say what is missing
-            from tokenizers import Tokenizer
+            import tokenizers  # noqa: F401  # here, to say what is missing
         except ImportError as exc:
             raise RerankerError(f"the cross-encoder needs onnxruntime and tokenizers ({exc}); {INSTALL_HINT}") from exc
         if model_path is None or tokenizer_path is None:
@@ -109,21 +109,16 @@ class CrossEncoder:
         self.max_length = int(max_length)
         self.threads = int(threads) if threads else default_threads()
         self.name = f"cross-encoder:{MODEL_ID}" + ("" if max_length == DEFAULT_MAX_LENGTH else f":max{max_length}")
-        try:
-            tok_json = read_verified(Path(tokenizer_path), tokenizer_sha256, "cross-encoder tokenizer")
-            # from its path (no second copy of the file), checked against its sha256 and refused if
-            # it changed meanwhile; idle threads sleep: it shares the CPUs
-            self._session, self._with_type_ids, self._output = bert_session(
-                Path(model_path), model_sha256, "cross-encoder model", self.threads, hint=INSTALL_HINT
-            )
-        except RerankerError:
-            raise
-        except EmbedderError as exc:
-            raise RerankerError(str(exc)) from exc
-        try:
-            self._tokenizer = Tokenizer.from_str(tok_json.decode("utf-8"))
-        except Exception as exc:  # tokenizers raises plain Exception on bad JSON
-            raise RerankerError(f"cannot load the cross-encoder's tokenizer: {exc}; {INSTALL_HINT}") from exc
+        self._session, self._with_type_ids, self._output, self._tokenizer = bert_model(
+            Path(model_path),
+            model_sha256,
+            Path(tokenizer_path),
+            tokenizer_sha256,
+            "cross-encoder",
+            self.threads,
+            hint=INSTALL_HINT,
+            error=RerankerError,
+        )
         self._tokenizer.no_padding()  # the file pads to a fixed 512: each batch is padded to its longest
         self._tokenizer.enable_truncation(max_length=self.max_length)
 

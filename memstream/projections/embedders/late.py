@@ -39,7 +39,7 @@ import structlog
 
 from memstream.projections.embedders.bge import package_files
 from memstream.projections.embedders.crossencoder import INSTALL_HINT
-from memstream.projections.embedders.onnx import bert_session, default_threads, read_verified
+from memstream.projections.embedders.onnx import bert_model, default_threads
 from memstream.projections.embedders.port import EmbedderError
 
 if TYPE_CHECKING:
@@ -105,24 +105,21 @@ class LateScorer:
 
     def __init__(self, *, threads: int | None = None) -> None:
         try:
-            from tokenizers import Tokenizer
+            import tokenizers  # noqa: F401  # here, to say what is missing
         except ImportError as exc:
             raise LateError(f"the late-interaction model needs tokenizers ({exc}); {INSTALL_HINT}") from exc
         model_path, tokenizer_path = model_files()
         self.threads = int(threads) if threads else default_threads()
-        try:
-            tok_json = read_verified(tokenizer_path, TOKENIZER_SHA256, "late-interaction tokenizer")
-            self._session, self._with_type_ids, self._output = bert_session(
-                model_path, MODEL_SHA256, "late-interaction model", self.threads, hint=INSTALL_HINT
-            )
-        except LateError:
-            raise
-        except EmbedderError as exc:
-            raise LateError(str(exc)) from exc
-        try:
-            self._tokenizer = Tokenizer.from_str(tok_json.decode("utf-8"))
-        except Exception as exc:  # tokenizers raises plain Exception on bad JSON
-            raise LateError(f"cannot load the late-interaction tokenizer: {exc}; {INSTALL_HINT}") from exc
+        self._session, self._with_type_ids, self._output, self._tokenizer = bert_model(
+            model_path,
+            MODEL_SHA256,
+            tokenizer_path,
+            TOKENIZER_SHA256,
+            "late-interaction",
+            self.threads,
+            hint=INSTALL_HINT,
+            error=LateError,
+        )
         self._tokenizer.no_padding()
         self._tokenizer.no_truncation()
 

@@ -171,6 +171,38 @@ def bert_session(
     return session, "token_type_ids" in inputs, session.get_outputs()[0].name
 
 
+def bert_model(
+    model_path: Path,
+    model_sha256: str | None,
+    tokenizer_path: Path,
+    tokenizer_sha256: str | None,
+    what: str,
+    threads: int,
+    *,
+    hint: str,
+    error: type[EmbedderError],
+) -> tuple[Any, bool, str, Any]:
+    """``bert_session`` of the model with its tokenizer (both files checked against their
+    sha256): the session, whether it takes ``token_type_ids``, its first output's name and
+    the ``tokenizers.Tokenizer``; ``error`` (``hint`` says what to do) on any failure."""
+    from tokenizers import Tokenizer
+
+    try:
+        tok_json = read_verified(tokenizer_path, tokenizer_sha256, f"{what} tokenizer")
+        # from its path (no second copy of the file), checked against its sha256 and refused if
+        # it changed meanwhile; idle threads sleep: it shares the CPUs
+        session, with_type_ids, output = bert_session(model_path, model_sha256, f"{what} model", threads, hint=hint)
+    except error:
+        raise
+    except EmbedderError as exc:
+        raise error(str(exc)) from exc
+    try:
+        tokenizer = Tokenizer.from_str(tok_json.decode("utf-8"))
+    except Exception as exc:  # tokenizers raises plain Exception on bad JSON
+        raise error(f"cannot load the {what}'s tokenizer: {exc}; {hint}") from exc
+    return session, with_type_ids, output, tokenizer
+
+
 def default_threads() -> int:
     """onnxruntime threads when none are given: the CPUs this process may use, at most 8."""
     return min(usable_cpus(), 8)
