@@ -14,10 +14,11 @@ helper per process (``use`` replaces the former one).
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Callable, Protocol
 
-__all__ = ["Spawner", "spawn", "use", "current"]
+__all__ = ["Spawner", "spawn", "use", "current", "lower_priority"]
 
 
 class Spawner(Protocol):
@@ -50,3 +51,14 @@ def spawn(target: Callable[[], Any], *, name: str, daemon: bool = True) -> threa
         except Exception:  # a host's helper must not cost memstream its thread
             pass
     return threading.Thread(target=target, name=name, daemon=daemon)
+
+
+def lower_priority(levels: int) -> bool:
+    """Lower the calling thread's CPU priority by ``levels`` nice levels (Linux, where a
+    thread has its own); whether it did. Never raises: a system without it leaves it as is."""
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + levels))
+    except (AttributeError, OSError):
+        return False
+    return True

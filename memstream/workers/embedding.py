@@ -32,13 +32,12 @@ applies a batch.
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
 
 import redis
 
-from memstream.core import Settings, as_str, is_transient, keys, observe, shown
+from memstream.core import Settings, as_str, is_transient, keys, observe, shown, threads
 from memstream.projections import Projection, backlog_entry, group_name
 from memstream.workers.deadletters import DeadLetters
 from memstream.workers.health import Waiting, entry_time
@@ -68,17 +67,6 @@ class Embedding(Projection, Protocol):
     def embed_backlog(self, entries: Sequence[BacklogEntry]) -> int:
         """Set the dense vectors of ``entries``' points; how many were set."""
         ...
-
-
-def lower_priority(levels: int) -> bool:
-    """Lower the calling thread's CPU priority by ``levels`` nice levels (Linux, where a
-    thread has its own); whether it did. Never raises: a system without it leaves it as is."""
-    try:
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + levels))
-    except (AttributeError, OSError):
-        return False
-    return True
 
 
 def embed_waiting(client: redis.Redis, prefix: str, group: str) -> Waiting:
@@ -152,7 +140,7 @@ class EmbedConsumer(GroupLoop[list[tuple[str, Any]]]):
     def run(self, stop: threading.Event) -> None:
         """``GroupLoop.run`` on a thread of lower priority (``NICE``; unchanged where the
         system has no per-thread priority)."""
-        lower_priority(self.NICE)
+        threads.lower_priority(self.NICE)
         super().run(stop)
 
     def ensure_group(self) -> None:
