@@ -281,6 +281,21 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             ),
         ),
     ] = "auto"
+    dense_index_from: Annotated[
+        int,
+        Meta(
+            ge=0,
+            le=100_000_000,
+            description=(
+                "On the embedded store, a scope (one agent's points of a collection) of this many points or more "
+                "is searched by meaning through an approximate index (HNSW) over its vectors, built in the "
+                "background and swapped in when ready (the exact scan answers until then), each candidate scored "
+                "again exactly; smaller scopes are scanned exactly (the exact scan is cheaper below about 8,000 "
+                'points when searches come in batches: BENCHMARKS.md, "An approximate index for large scopes"). '
+                "0: every search exact (docs/scaling.md)."
+            ),
+        ),
+    ] = 8000
     query_replicas: Annotated[
         int,
         Meta(

@@ -61,6 +61,8 @@ from memstream.projections.turns import TurnsProjection
 from memstream.projections.vector import BacklogEntry, VectorProjection, backlog_entry, embeds_inline
 
 if TYPE_CHECKING:
+    from memstream.projections.stores.dense_index import Indexer, indexer
+    from memstream.projections.stores.dense_scope import DenseScopes
     from memstream.projections.stores.edge import EdgeStore
 
 __all__ = [
@@ -96,6 +98,7 @@ __all__ = [
     "shared_late_scorer",
     "Delivery",
     "describe_embedder",
+    "DenseScopes",
     "EdgeStore",
     "EmbedderError",
     "EmbedderUnavailable",
@@ -112,6 +115,8 @@ __all__ = [
     "group_names",
     "group_of",
     "Hit",
+    "Indexer",
+    "indexer",
     "Search",
     "MemoriesProjection",
     "memory_write_groups",
@@ -141,6 +146,9 @@ __all__ = [
 
 _LAZY = {  # heavy backends, imported on first use
     "EdgeStore": "memstream.projections.stores.edge",
+    "DenseScopes": "memstream.projections.stores.dense_scope",
+    "Indexer": "memstream.projections.stores.dense_index",
+    "indexer": "memstream.projections.stores.dense_index",
 }
 
 __getattr__ = lazy_exports(__name__, _LAZY)

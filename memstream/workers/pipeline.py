@@ -218,7 +218,11 @@ class Pipeline:
         if not self.vectors:
             return None
         where = f"qdrant-replica-{self.replica}" if self.replica else "qdrant"
-        return open_store(url=self.config.qdrant_url or None, path=str(self.settings.data_dir / where))
+        return open_store(
+            url=self.config.qdrant_url or None,
+            path=str(self.settings.data_dir / where),
+            dense_index_from=self.settings.dense_index_from,
+        )
 
     def _has_history(self) -> bool:
         """Whether the log holds anything yet: an entry in a stream, or an archive."""

@@ -230,6 +230,12 @@ class _Shard:
         # dropped by a failed write or a swap; built from the engine by the next search)
         self.dense: DenseScopes | None = None
 
+    def drop_dense(self) -> None:
+        """Drop the dense copy (and its indexes, and any build of one in flight)."""
+        dense, self.dense = self.dense, None
+        if dense is not None:
+            dense.close()
+
 
 class EdgeStore:
     """A ``VectorStore`` on qdrant-edge shards under ``path`` (see the module docstring)."""
@@ -243,6 +249,7 @@ class EdgeStore:
         auto_optimize: int | None = 10_000,
         max_search_threads: int | None = None,
         payload_cache: int = PAYLOAD_CACHE,
+        dense_index_from: int | None = None,
     ) -> None:
         if index not in ("plain", "hnsw"):
             raise ValueError(f"index must be 'plain' or 'hnsw', got {index!r}")
@@ -253,6 +260,7 @@ class EdgeStore:
         self._auto_optimize = auto_optimize
         self._max_search_threads = max_search_threads
         self._payload_cache = payload_cache
+        self._dense_index_from = dense_index_from
         self._lock = threading.RLock()  # the shard registry and the pointer files
         self._shards: dict[str, _Shard] = {}
         self._active: dict[str, int | None] = {}
@@ -308,6 +316,7 @@ class EdgeStore:
             shard = self._shards.pop(collection, None)
             if shard is not None:
                 shard.gate.close()
+                shard.drop_dense()
                 with _translated(collection):
                     shard.shard.close()
             directory = self._base / collection
@@ -409,7 +418,7 @@ class EdgeStore:
                 shard.shard = qe.EdgeShard.load(str(self._base / name), self._config(shard.dim))
                 shard.writes_since_optimize = 0
                 shard.payloads.forget(None)  # the engine was swapped: nothing read before it is kept
-                shard.dense = None
+                shard.drop_dense()
         return len(records)
 
     def _swap_in(self, name: str) -> None:
@@ -441,6 +450,7 @@ class EdgeStore:
             shards, self._shards = list(self._shards.values()), {}
             for shard in shards:
                 shard.gate.close()
+                shard.drop_dense()
                 with contextlib.suppress(Exception):
                     shard.shard.close()
             if self._lock_file is not None:
@@ -601,6 +611,7 @@ class EdgeStore:
                     built.put((str(r.id), _dense_of(r), r.payload or {}) for r in page)
                     if offset is None:
                         break
+                built.index_from(self._dense_index_from)  # once every block is whole: one build each
                 shard.dense = built
             return shard.dense
 
@@ -767,7 +778,7 @@ class EdgeStore:
                 if shard.dense is not None:
                     then(shard.dense)
             except BaseException:
-                shard.dense = None  # what the engine applied is unknown: built again from it
+                shard.drop_dense()  # what the engine applied is unknown: built again from it
                 raise
             shard.writes_since_optimize += n
             if self._auto_optimize is not None and shard.writes_since_optimize >= self._auto_optimize:

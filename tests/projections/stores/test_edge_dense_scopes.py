@@ -9,6 +9,7 @@ import random
 import numpy as np
 import pytest
 
+from memstream.projections.stores.dense_index import indexer
 from memstream.projections.stores.dense_scope import BLAS_FROM, DenseScopes
 from memstream.projections.stores.edge import EdgeStore
 from memstream.projections.stores.ids import point_id
@@ -80,6 +81,7 @@ def _filters(rng: random.Random, ids: list[str]) -> list[Filter]:
 
 
 def _check(store: EdgeStore, c: str, oracle: Oracle, rng: random.Random) -> None:
+    assert indexer().idle(60), "the indexes' builds did not end"  # a store with dense_index_from: searched through them
     filters = _filters(rng, list(oracle.points))
     # as many queries a scope as a batch holds: the BLAS product's path (BLAS_FROM), against einsum's alone
     queries = [np.asarray([rng.gauss(0, 1) for _ in range(DIM)]) for _ in range(BLAS_FROM + 1)]
@@ -94,11 +96,14 @@ def _check(store: EdgeStore, c: str, oracle: Oracle, rng: random.Random) -> None
         assert all(h.payload["tenant"] == search.filter.tenant for h in alone)
 
 
+@pytest.mark.parametrize("index_from", [None, 1], ids=["exact", "indexed"])
 @pytest.mark.parametrize("seed", [1, 2])
-def test_dense_searches_by_scope_answer_an_exact_scan_of_what_the_engine_holds_through_every_write(tmp_path, seed):
+def test_dense_searches_by_scope_answer_an_exact_scan_of_what_the_engine_holds_through_every_write(tmp_path, seed, index_from):
+    """Also with every scope indexed (``dense_index_from=1``): its scopes are small enough
+    that the graph is asked for most of their rows, and answers as the exact scan."""
     rng = random.Random(seed)
     oracle = Oracle()
-    store = EdgeStore(tmp_path / "store", auto_optimize=150)
+    store = EdgeStore(tmp_path / "store", auto_optimize=150, dense_index_from=index_from)
     try:
         c = store.ensure_collection("turns", 1, DIM)
         store.search(c, dense=[1.0] * DIM, filter=Filter("t1"), limit=3)  # the copy is built (empty) before the writes
@@ -141,7 +146,7 @@ def test_dense_searches_by_scope_answer_an_exact_scan_of_what_the_engine_holds_t
         _check(store, c, oracle, rng)
     finally:
         store.close()
-    reopened = EdgeStore(tmp_path / "store")  # the copy is built from the engine on open
+    reopened = EdgeStore(tmp_path / "store", dense_index_from=index_from)  # the copy is built from the engine on open
     try:
         _check(reopened, c, oracle, rng)
         for pid in gone:
