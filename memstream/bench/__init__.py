@@ -33,6 +33,7 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "noisy": ("memstream.bench.noisy", "one tenant's flood against another tenant's recall latency"),
     "stages": ("memstream.bench.stages", "the text stages' throughput on synthetic (and LoCoMo) turns, as JSON lines"),
     "store": ("memstream.bench.store", "vector store search latency: filtered dense, sparse and hybrid, as JSON lines"),
+    "hnsw": ("memstream.bench.hnsw", "a large scope's dense search through its HNSW index against the exact pass: CPU, recall"),
     "paraphrase": ("memstream.bench.paraphrase", "a fleet's paraphrases of a few facts in recall: distinct facts, tokens"),
     "idle": ("memstream.bench.idle", "the resident memory of the embedded default at rest, per process"),
     "rerank": (

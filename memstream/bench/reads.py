@@ -172,7 +172,7 @@ def reads_bench(
         home = root / "home-this"  # the replicas' stores beside this tree's (data/qdrant-replica-N)
         replicas += [_Tree(f"this-r{i}", this, server.url, "bench-this", home, embedder, i) for i in range(1, query_processes)]
         for h in handles + replicas:  # a replica's projection time is not reported
-            out["trees"].get(h.label, {})["projected_s"] = h.ask({"cmd": "load"})["projected_s"]
+            out["trees"].get(h.label, {}).update(h.ask({"cmd": "load"}))  # projected_s, and indexed_s where built
         split = [clients // processes + (1 if i < clients % processes else 0) for i in range(processes)]
         qrng = random.Random(seed + 1)
         for r in range(rounds):
