@@ -27,10 +27,35 @@ import numpy as np
 from memstream.projections import LatePassages, LateScorer
 from memstream.query.rerank import combine
 
-__all__ = ["LATE_CANDIDATES", "LATE_WEIGHT", "late_order"]
+__all__ = ["LATE_CANDIDATES", "LATE_WEIGHT", "late_first", "late_order", "late_scores"]
 
 LATE_CANDIDATES = 20  # turns and memories of a recall's ranking reordered
 LATE_WEIGHT = 0.6  # the late-interaction score's share of the final score
+
+
+def late_scores(questions: Sequence[str], heads: Sequence[list[dict[str, Any]]], passages: LatePassages) -> list[np.ndarray]:
+    """The late-interaction score (maxsim) of each item of ``heads[i]`` with ``questions[i]``:
+    one model call for the questions and one for the passages not stored; ``LateError``
+    when the model cannot."""
+    texts = [str(item.get("text", "")) for head in heads for item in head]
+    if not texts:
+        return [np.zeros(0) for _ in heads]
+    queries = passages.scorer().queries(list(questions))
+    vectors = iter(passages.vectors(texts))
+    return [LateScorer.maxsim(query, [next(vectors) for _ in head]) for query, head in zip(queries, heads)]
+
+
+def late_first(
+    question: str, items: list[dict[str, Any]], passages: LatePassages, weight: float = LATE_WEIGHT
+) -> list[dict[str, Any]]:
+    """``items`` (every kind, best first) reordered by ``combine`` of their fused score and
+    their late-interaction score with ``question`` (the tool search's cut before the
+    cross-encoder: ``memstream.query.rerank``); ``LateError`` when the model cannot."""
+    if len(items) < 2:
+        return list(items)
+    (scores,) = late_scores([question], [items], passages)
+    final = combine([float(item.get("score") or 0.0) for item in items], scores, weight)
+    return [items[int(i)] for i in np.argsort(-final, kind="stable")]
 
 
 def late_order(
@@ -46,22 +71,15 @@ def late_order(
     items reordered by ``combine``, then the rest, cut to ``ks[i]``. One model call for the
     questions and one for the passages not stored; ``LateError`` when the model cannot."""
     heads = [[item for item in items if item.get("kind") != "fact"][:candidates] for items in ranked]
-    wanted = [bool(len(h) > 1) for h in heads]
-    texts = [str(item.get("text", "")) for h, w in zip(heads, wanted) if w for item in h]
-    if not texts:
-        return [_cut(items, k, None) for items, k in zip(ranked, ks)]
-    scorer = passages.scorer()
-    queries = iter(scorer.queries([q for q, w in zip(questions, wanted) if w]))
-    vectors = iter(passages.vectors(texts))
+    wanted = [i for i, head in enumerate(heads) if len(head) > 1]
+    scored = dict(zip(wanted, late_scores([questions[i] for i in wanted], [heads[i] for i in wanted], passages)))
     out = []
-    for items, k, head, w in zip(ranked, ks, heads, wanted):
-        if not w:
+    for i, (items, k, head) in enumerate(zip(ranked, ks, heads)):
+        if i not in scored:
             out.append(_cut(items, k, None))
             continue
-        query = next(queries)
-        scores = LateScorer.maxsim(query, [next(vectors) for _ in head])
-        final = combine([float(item.get("score") or 0.0) for item in head], scores, weight)
-        out.append(_cut(items, k, [head[int(i)] for i in np.argsort(-final, kind="stable")]))
+        final = combine([float(item.get("score") or 0.0) for item in head], scored[i], weight)
+        out.append(_cut(items, k, [head[int(j)] for j in np.argsort(-final, kind="stable")]))
     return out
 
 

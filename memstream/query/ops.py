@@ -30,7 +30,7 @@ from memstream.projections import (
     item_point_id,
     shared_cross_encoder,
 )
-from memstream.query.late import LATE_CANDIDATES, late_order
+from memstream.query.late import LATE_CANDIDATES, late_first, late_order
 from memstream.query.protocol import (
     BatchHandler,
     ContextAnswer,
@@ -51,7 +51,7 @@ from memstream.query.protocol import (
     SearchRequest,
 )
 from memstream.query.ranking import Ask, Searcher, fact_item
-from memstream.query.rerank import rerank
+from memstream.query.rerank import CE_WEIGHT, LATE_CE_WEIGHT, LATE_KEEP, rerank
 from memstream.query.versions import FixedVersions, Versions
 from memstream.text import asks_about_past
 
@@ -90,7 +90,7 @@ class ReadOps:
         self.store = store
         # what reorders a recall's best turns and memories (None: the ranking's order stands)
         self.late = late
-        self.late_failures = 0  # recalls answered in the ranking's order because the model failed
+        self.late_failures = 0  # recalls (and reranked searches) the late model failed: the ranking's order stands
         # what reranks a request that asks for it (loaded on its first use: one per process)
         self.cross_encoder = cross_encoder
         self.hot_days = hot_days  # prefetch (recall) reads the hot tier only; 0: every turn is hot
@@ -169,10 +169,21 @@ class ReadOps:
 
     def _reranked(self, request: SearchRequest, results: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool, str | None]:
         """``results`` (the ranking's, up to the candidates) reranked by the cross-encoder and
-        cut to the request's ``k``, and whether they were; a cross-encoder that cannot load or
-        score leaves the ranking's order, and says why."""
+        cut to the request's ``k``, and whether they were; with the late interaction on, the
+        candidates are first ordered by it and the cross-encoder scores its best ``LATE_KEEP``
+        (``memstream.query.rerank``). A late model that fails leaves the cross-encoder all of
+        them (counted); a cross-encoder that cannot load or score leaves the order it was
+        given, and says why."""
+        candidates, weight = request.rerank_candidates, CE_WEIGHT
+        if self.late is not None and candidates > LATE_KEEP:  # the late interaction's first cut
+            try:
+                results = late_first(request.query, results[:candidates], self.late) + results[candidates:]
+                candidates, weight = LATE_KEEP, LATE_CE_WEIGHT
+            except (LateError, sqlite3.Error) as exc:
+                self.late_failures += 1
+                log.warning("search.late_failed", error=str(exc))
         try:
-            return rerank(request.query, results, request.k, self.cross_encoder, request.rerank_candidates), True, None
+            return rerank(request.query, results, request.k, self.cross_encoder, candidates, weight), True, None
         except RerankerError as exc:
             return results[: request.k], False, str(exc)
 

@@ -21,6 +21,13 @@ ranking; 20 candidates lose multi-hop questions (all@10 +2 -10 against 30, p 0.0
 turns beside the best candidates, scored as extra candidates, changed nothing (within 0.3
 points). The cost is the pair count: a reranked search near idle, p95 505 ms with 40, 326 ms
 with 30.
+
+Where the late interaction is on (``memstream.query.late``), the best 40 are first ordered by
+it (the prefetch's ``combine`` of fused and maxsim, ``LATE_WEIGHT``), and only its best
+``LATE_KEEP`` (20) go to the cross-encoder, at ``LATE_CE_WEIGHT`` (0.5); the other 20 follow
+in the late order. Half the pairs, for the same recall on LoCoMo dev (BENCHMARKS.md, "The
+late interaction as the rerank's first cut"). ``ReadOps`` makes the cut; a late model that
+fails leaves the cross-encoder over all 40.
 """
 
 from __future__ import annotations
@@ -32,9 +39,11 @@ import numpy as np
 from memstream.projections import CrossEncoder
 from memstream.query.protocol import RERANK_CANDIDATES
 
-__all__ = ["CE_WEIGHT", "FUSIONS", "combine", "rerank"]
+__all__ = ["CE_WEIGHT", "FUSIONS", "LATE_CE_WEIGHT", "LATE_KEEP", "combine", "rerank"]
 
 CE_WEIGHT = 0.6  # the cross-encoder's share of the final score
+LATE_KEEP = 20  # of the candidates ordered by the late interaction, those the cross-encoder scores
+LATE_CE_WEIGHT = 0.5  # the cross-encoder's share after the late interaction's cut
 # a passage is cut to this many characters before it is scored: more than the pair's tokens
 # hold (the cross-encoder truncates them), and within what it accepts
 PASSAGE_CHARS = 4096

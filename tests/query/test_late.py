@@ -11,9 +11,10 @@ import redis
 from pipeline_support import pipeline_settings, remembered
 
 from memstream.producers import EventLog
-from memstream.projections import LateError, LatePassages, LateScorer
-from memstream.query import RecallRequest, ask
-from memstream.query.late import LATE_CANDIDATES, late_order
+from memstream.projections import LateError, LatePassages, LateScorer, shared_cross_encoder
+from memstream.query import RecallRequest, SearchAnswer, SearchRequest, ask
+from memstream.query.late import LATE_CANDIDATES, late_first, late_order
+from memstream.query.rerank import CE_WEIGHT, LATE_CE_WEIGHT, LATE_KEEP, rerank
 from memstream.query.server import QueryServer
 
 QUERY = "Which dog did Mira adopt from the shelter?"
@@ -129,3 +130,57 @@ def test_a_batch_of_recalls_through_the_query_server_on_valkey(tmp_path, valkey_
         client.close()
     for answer in answers:
         assert "error" not in answer and [i["text"] for i in answer["items"]] == expected
+
+
+class _Counted:
+    """The real cross-encoder, with the texts it was asked to score kept."""
+
+    def __init__(self) -> None:
+        self.asked: list[list[str]] = []
+
+    def __call__(self) -> _Counted:
+        return self
+
+    def score(self, query: str, texts: list[str]):
+        self.asked.append(list(texts))
+        return shared_cross_encoder().score(query, texts)
+
+
+def _search(reads, **extra) -> SearchAnswer:
+    request = SearchRequest(tenant="t1", agent="a1", query=QUERY, kind="memories", **{"k": 5, **extra})
+    answer = reads.handlers().search(request)
+    assert isinstance(answer, SearchAnswer), answer
+    return answer
+
+
+def test_a_reranked_search_gives_the_cross_encoder_the_late_interactions_best_and_all_when_it_fails(tmp_path):
+    """30 memories: the best 40 of the ranking are all of them (but near-repeats); the late interaction orders
+    them and the cross-encoder scores only its best LATE_KEEP, at LATE_CE_WEIGHT, the rest
+    following in the late order. A late model that fails leaves the cross-encoder every
+    candidate at CE_WEIGHT (counted)."""
+    log = EventLog(fakeredis.FakeRedis(), "ms", 1)
+    fillers = [f"Mira mentioned the shelter's volunteer rota for week {i} and the dog walking slots." for i in range(25)]
+    log.append([remembered(m) for m in MEMORIES + fillers])
+    pipeline = _pipeline(tmp_path / "home", log)
+    try:
+        pipeline.drain()
+        reads = pipeline.reads
+        counted = _Counted()
+        reads.cross_encoder = counted
+        candidates = _search(reads, k=40).results
+        assert len(candidates) > LATE_KEEP  # (near-repeats of the fillers collapse)
+        cut = _search(reads, rerank=True)
+        passages, reads.late = reads.late, LatePassages(None, _broken)
+        whole = _search(reads, rerank=True)
+        assert reads.late_failures == 1
+        reads.late = passages
+    finally:
+        pipeline.stop()
+    assert cut.reranked is True and whole.reranked is True
+    ordered = late_first(QUERY, [dict(c) for c in candidates], passages)
+    assert counted.asked[0] == [c["text"] for c in ordered[:LATE_KEEP]]
+    expected = rerank(QUERY, ordered, 5, counted, LATE_KEEP, LATE_CE_WEIGHT)
+    assert [(r["id"], r["score"]) for r in cut.results] == [(r["id"], r["score"]) for r in expected]
+    assert counted.asked[1] == [c["text"] for c in candidates]  # the late model failed: every candidate
+    expected = rerank(QUERY, [dict(c) for c in candidates], 5, counted, 40, CE_WEIGHT)
+    assert [(r["id"], r["score"]) for r in whole.results] == [(r["id"], r["score"]) for r in expected]
