@@ -120,6 +120,20 @@ def test_bench_locomo_runs_the_paths_asked_and_tunes_the_rerank_on_one_scoring(t
     assert scored and "turns beside the best" in format_locomo(result)
 
 
+def test_bench_locomo_pairs_the_rerank_against_the_cross_encoder_over_all_its_candidates(tmp_path, monkeypatch):
+    """With the late interaction on, ``search+rerank`` (its first cut, then the cross-encoder)
+    is paired question by question with ``search+rerank-ce40`` (the late interaction off
+    around that path: the cross-encoder over all the candidates)."""
+    monkeypatch.setenv("MEMSTREAM_LATE_RERANK", "on")
+    _write(tmp_path)
+    result = locomo(tmp_path, split="dev", embedder="hash", paths=("search+rerank", "search+rerank-ce40"))
+    assert result["late_interaction"] is True
+    assert list(result["paths"]) == ["search+rerank", "search+rerank-ce40"]
+    pair = result["paths"]["search+rerank"]["paired_with_search+rerank-ce40"]["cats_1_4"]
+    assert set(pair) >= {"any@10", "all@10"} and all(pair[x]["wins"] >= 0 for x in ("any@10", "all@10"))
+    assert "vs search+rerank-ce40" in format_locomo(result)
+
+
 def test_bench_locomo_refuses_a_path_it_does_not_know(tmp_path):
     import argparse
 

@@ -27,6 +27,7 @@ TARGETS: dict[str, dict[str, float]] = {
     "search": {"any@10": 90.0, "all@10": 78.0, "multi-hop all@10": 35.0},
     "search+rerank": {"any@10": 90.0, "all@10": 78.0, "multi-hop all@10": 35.0, "p95_ms": 400.0},
     "prefetch-ranking": {"any@10": 87.0, "p95_ms": 50.0},
+    "search+rerank-ce40": {"any@10": 90.0, "all@10": 78.0, "multi-hop all@10": 35.0, "p95_ms": 400.0},
 }
 
 

@@ -7,7 +7,10 @@
   ``rerank_candidates``);
 - ``prefetch-ranking``: ``prefetch`` with the late interaction off (``memstream.query.late``):
   the ranking's own order, what ``prefetch`` answered before it (the run turns it off around
-  this path, ``without_late``).
+  this path, ``without_late``);
+- ``search+rerank-ce40``: ``search+rerank`` with the late interaction off: the cross-encoder
+  over all the best 40, without the late interaction's first cut to 20 (what the tool's
+  search answered before it), paired against ``search+rerank``.
 
 Each path is scored (``recall_metrics``), timed around the request (warm, one client) and
 paired per question against ``prefetch``. ``rerank_grid`` tunes the rerank on one set of
@@ -34,8 +37,10 @@ PATHS: dict[str, dict[str, Any]] = {
     "search": {"op": "search", "kind": "all"},
     "search+rerank": {"op": "search", "kind": "all", "rerank": True},
     "prefetch-ranking": {"op": "recall"},
+    "search+rerank-ce40": {"op": "search", "kind": "all", "rerank": True},
 }
-WITHOUT_LATE = frozenset({"prefetch-ranking"})  # the paths asked with the late interaction off
+# the paths asked with the late interaction off, each with the path it is the baseline of
+WITHOUT_LATE = {"prefetch-ranking": "prefetch", "search+rerank-ce40": "search+rerank"}
 GRID_CANDIDATES = (20, 30, 40, 50)
 GRID_WEIGHTS = (0.3, 0.5, 0.6, 0.7, 0.85, 1.0)
 GRID_NEIGHBOUR_WEIGHTS = (0.5, 0.7)
@@ -99,6 +104,9 @@ def run_paths(
         for path in paths:
             if path != "prefetch":
                 out[path]["paired_with_prefetch"] = paired(rows["prefetch"], rows[path], k)
+    for path, of in WITHOUT_LATE.items():
+        if path in rows and of in rows and of != "prefetch":
+            out[of][f"paired_with_{path}"] = paired(rows[path], rows[of], k)
     return rows, out
 
 

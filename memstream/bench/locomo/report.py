@@ -96,6 +96,13 @@ def format_paths(paths: dict[str, Any]) -> list[str]:
             f"  {path:<16}{m['n']:>6}{m['any@5']:>7}{m['any@10']:>8}{m['all@5']:>7}{m['all@10']:>8}"
             f"{mh.get('all@10', 0):>11}{lat['p50']:>9}{lat['p95']:>9}   {vs}"
         )
+        for name, pair in f.items():
+            if name.startswith("paired_with_") and name != "paired_with_prefetch":
+                t = pair["cats_1_4"]
+                lines.append(
+                    f"  {'':<16}vs {name.removeprefix('paired_with_')}: "
+                    + " / ".join(f"{x} +{t[x]['wins']} -{t[x]['losses']} {t[x]['p']:.3f}" for x in ("any@10", "all@10"))
+                )
     return lines
 
 
