@@ -69,7 +69,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--paths",
         default=",".join(PATHS),
-        help=f"the read paths to ask, comma-separated, of {', '.join(PATHS)} (default all); each is paired with prefetch",
+        help=(
+            f"the read paths to ask, comma-separated, of {', '.join(PATHS)} (default all); each is paired with "
+            "prefetch, and prefetch-ranking and search+rerank-ce40 (the late interaction off) with the path each stands beside"
+        ),
     )
     parser.add_argument(
         "--rerank-candidates",
