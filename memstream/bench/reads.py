@@ -31,6 +31,9 @@ One run, on this machine:
   read side answers a batch (``ReadOps.recall_many``) also answers as many other recalls
   in batches of ``STAGE_BATCH``. Every mode (and the floor) asks its own questions, so that
   no embedding cache answers one.
+* **Served:** during the throughput run, the serving threads' own CPU (``time.thread_time``)
+  in ``handle_batch`` and in the take (BLMPOP), the rest of the query process's CPU, the
+  callers' CPU, each per recall, and the sizes of the batches taken (``reads_served``).
 * **Floor:** in the same child, the least code doing the same work: the question embedded
   by the same model (alone, and ``STAGE_BATCH`` at once), an exact dense top-``CANDIDATES``
   in numpy over the agent's vectors, a keyword top-``CANDIDATES`` from an inverted index in
@@ -65,6 +68,7 @@ from memstream.bench import reads_child
 from memstream.bench.command import checkout, show
 from memstream.bench.reads_callers import ask_question, caller
 from memstream.bench.reads_child import CHILD, STAGES
+from memstream.bench.reads_served import served_figures, served_lines, served_summary
 from memstream.bench.stats import latency_summary, machine
 from memstream.bench.workload import append_memories
 from memstream.core import Settings, argtypes, stop_process, stop_processes
@@ -181,7 +185,9 @@ def reads_bench(
                 questions = [ask_question(qrng, cached) for _ in range(3 * stage_questions)]
                 stages = h.ask({"cmd": "stages", "questions": questions[: 2 * stage_questions]})
                 floor = h.ask({"cmd": "floor", "questions": questions[2 * stage_questions :]})
-                trips, errors, cpu_s = _throughput([h], threads, split, server.url, h.prefix, seconds, seed + 100 * r, cached)
+                trips, errors, cpu_s, served = _throughput(
+                    [h], threads, split, server.url, h.prefix, seconds, seed + 100 * r, cached
+                )
                 cpu_ms = 1000 * cpu_s / max(1, len(trips))
                 if h.label == "this" and replicas:
                     many = _throughput([h, *replicas], threads, split, server.url, h.prefix, seconds, seed + 100 * r, cached)
@@ -200,6 +206,7 @@ def reads_bench(
                         "errors": errors,
                         "cpu_ms_per_recall": cpu_ms,
                         "transport_ms": cpu_ms - stages["lone"]["handler"],
+                        "served": served,
                         "stages": stages,
                         "floor": floor,
                     }
@@ -228,8 +235,9 @@ def reads_bench(
 
 def _throughput(
     serving: list[_Tree], threads: int, split: list[int], url: str, prefix: str, seconds: float, seed: int, cached: bool
-) -> tuple[list[float], int, float]:
-    """``sum(split)`` callers asking for ``seconds``: round trips, errors, the servers' CPU seconds."""
+) -> tuple[list[float], int, float, dict[str, Any]]:
+    """``sum(split)`` callers asking for ``seconds``: round trips, errors, the servers' CPU
+    seconds, and what the servers' threads and the callers spent (``served_figures``)."""
     ctx = mp.get_context("spawn")
     for h in serving:
         h.ask({"cmd": "serve", "threads": threads})
@@ -243,13 +251,16 @@ def _throughput(
         c.start()
     trips: list[float] = []
     errors = 0
+    callers_cpu = 0.0
     for _ in callers:
-        a, e = results.get(timeout=seconds + 120)
+        a, e, cpu = results.get(timeout=seconds + 120)
         trips += a
         errors += e
+        callers_cpu += cpu
     for c in callers:
         c.join(10)
-    return trips, errors, sum(h.ask({"cmd": "stop"})["cpu_s"] for h in serving)
+    stopped = [h.ask({"cmd": "stop"}) for h in serving]
+    return trips, errors, sum(s["cpu_s"] for s in stopped), served_figures(stopped, callers_cpu, len(trips))
 
 
 def _spread(rows: list[dict[str, Any]], rss_mb: float, replicas_rss_mb: list[float]) -> dict[str, Any]:
@@ -284,6 +295,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "transport_ms": _median([r["transport_ms"] for r in rows]),
         "floor_lone_ms": _median([r["floor"]["lone_ms"] for r in rows]),
         "floor_batch_ms": _median([r["floor"]["batch_ms"] for r in rows]),
+        **served_summary([r["served"] for r in rows], _median),
         "stages": {},
     }
     for mode in ("lone", "batch"):
@@ -319,6 +331,7 @@ def format_reads(r: dict[str, Any]) -> str:
                 + f"  {st['facts']:>5.2f}  {st['per_hit']:>7.2f}  {st['handler']:>7.2f}  "
                 + (f"{s['transport_ms']:>9.2f}" if mode == "lone" and s["transport_ms"] is not None else "")
             )
+    lines += served_lines(r["trees"])
     if "ratio" in r:
         lines.append(
             f"this / against: recalls/s x{r['ratio']['recalls_per_s']}, CPU per recall x{r['ratio']['cpu_ms_per_recall']}"

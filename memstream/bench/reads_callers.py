@@ -24,7 +24,9 @@ def caller(
     url: str, prefix: str, threads: int, seconds: float, seed: int, cached: bool, out: Any
 ) -> None:  # pragma: no cover - runs in a spawned process
     """``threads`` callers sending recall back to back until ``seconds`` pass; puts
-    (round trips ms, errors) on ``out``."""
+    (round trips ms, errors, the CPU seconds its callers spent) on ``out``."""
+    import resource
+
     from memstream.query import QueryTimeout, RecallRequest, ask
 
     client = redis_client(url, timeout=30)
@@ -53,9 +55,14 @@ def caller(
             trips.extend(mine)
             errors += failed
 
+    def cpu() -> float:  # this process's CPU seconds (its import and start-up left out)
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
     workers = [threading.Thread(target=call, args=(i,)) for i in range(threads)]
+    started = cpu()
     for w in workers:
         w.start()
     for w in workers:
         w.join()
-    out.put((trips, errors))
+    out.put((trips, errors, cpu() - started))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import resource
 import sys
+import threading
 import time
 from typing import Any
 
@@ -67,6 +68,45 @@ class _Timed:
         self._undo.clear()
 
 
+class _Served:
+    """What a serving server's threads spend, counted by wrapping its methods (any tree's
+    ``QueryServer``): the batches taken (how many requests each ``handle_batch`` got) and the
+    serving threads' own CPU (``time.thread_time``) answering them and taking them (``_take``:
+    the BLMPOP); the process's other CPU (the store's native threads, the idle lane) is the rest."""
+
+    def __init__(self, server: Any) -> None:
+        self.sizes: dict[int, int] = {}
+        self.cpu = {"handle": 0.0, "take": 0.0}
+        self._lock = threading.Lock()
+        self._wrap(server, "handle_batch", "handle")
+        self._wrap(server, "_take", "take")
+
+    def _wrap(self, server: Any, name: str, stage: str) -> None:
+        inner = getattr(server, name, None)
+        if inner is None:
+            return
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            t = time.thread_time()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                took = time.thread_time() - t
+                with self._lock:
+                    self.cpu[stage] += took
+                    if stage == "handle" and len(args) >= 3:
+                        self.sizes[len(args[2])] = self.sizes.get(len(args[2]), 0) + 1
+
+        setattr(server, name, counted)
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "batch_sizes": dict(sorted(self.sizes.items())),
+            "handle_cpu_s": self.cpu["handle"],
+            "take_cpu_s": self.cpu["take"],
+        }
+
+
 def _search_stage(*args: Any, **kwargs: Any) -> str:
     return "dense" if kwargs.get("dense") is not None else "keyword"
 
@@ -111,14 +151,16 @@ class _Child:
 
         queries = self.pipeline.queries
         extra = {k: getattr(queries, k) for k in ("batched",) if hasattr(queries, k)}
-        self.server = QueryServer(self.client, self.settings.stream_prefix, queries.handlers, threads=threads, **extra).start()
+        self.server = QueryServer(self.client, self.settings.stream_prefix, queries.handlers, threads=threads, **extra)
+        self.served = _Served(self.server)
+        self.server.start()
         self.cpu_at = _cpu()
         return {}
 
     def stop(self) -> dict[str, Any]:
         cpu = _cpu() - self.cpu_at
         self.server.stop()
-        return {"cpu_s": cpu, "answered": self.server.counts.get("answered", 0)}
+        return {"cpu_s": cpu, "answered": self.server.counts.get("answered", 0), **self.served.figures()}
 
     def _instrumented(self) -> _Timed:
         timed = _Timed()

@@ -20,12 +20,16 @@ def test_the_read_bench_measures_two_trees_by_stage_with_no_errors():
         assert s["errors"] == 0 and s["recalls_per_s"] > 0
         assert 0 < s["round_trip_p50_ms"] <= s["round_trip_p95_ms"]
         assert s["cpu_ms_per_recall"] > 0 and s["floor_lone_ms"] > 0 and s["floor_batch_ms"] > 0
+        # the served CPU split: the serving threads answered every recall in batches counted by size
+        served = s["served"]
+        assert 0 < served["handle_ms"] and served["take_ms"] >= 0 and served["callers_ms"] > 0
+        assert sum(size * n for size, n in s["batch_sizes"].items()) >= 1 and served["batch_mean"] >= 1
         for mode in ("lone", "batch"):  # this tree answers recalls in batches too
             stages = s["stages"][mode]
             assert stages["handler"] > 0 and stages["searches"] > 0 and stages["embed"] > 0
     assert result["ratio"]["recalls_per_s"] > 0
     text = format_reads(result)
-    assert "questions: fresh" in text and "per-hit" in text and "floor lone" in text
+    assert "questions: fresh" in text and "per-hit" in text and "floor lone" in text and "handle_batch" in text
 
 
 def test_the_read_bench_measures_two_query_processes_a_replica_answering_beside_the_tree():

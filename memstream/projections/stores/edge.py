@@ -122,8 +122,12 @@ INDEXING_KB = 20_000
 # never rewrites the whole collection: its cost, and the stall, stay bounded.
 SEGMENTS = 8
 MAX_SEGMENT_KB = 50_000
-# Payloads of search hits kept per collection (``_Payloads``; about 1.5 KB each).
-PAYLOAD_CACHE = 8192
+# Payloads of search hits kept per collection (``_Payloads``; about 1.5 KB each). A recall
+# of fresh questions finds points all over its scope: at 10k memories of an agent (12k
+# points with the others') 8,192 left about 13 payloads a recall to read from the engine
+# (one retrieve a batch, 0.15 ms of CPU a recall); 16,384 keep them (BENCHMARKS.md, "The
+# served path at 10k"), for at most about 12 MB more a collection.
+PAYLOAD_CACHE = 16384
 
 
 class _Gate:
