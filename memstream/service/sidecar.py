@@ -62,7 +62,10 @@ log = structlog.get_logger("memstream.sidecar")
 
 # A Ctrl-C in a terminal reaches the whole process group: the child ignores it from its first
 # statement (before its imports, which take a second), and stops when the parent closes its stdin.
-CHILD = "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); from memstream.service.sidecar import main; main()"
+CHILD = (
+    "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); import memstream; memstream.plain_structlog(); "
+    "from memstream.service.sidecar import main; main()"
+)
 REPORT_EVERY = 0.25  # seconds between the child's reports
 MAX_QUEUED = 20_000  # reports the child keeps while its parent does not read (then drops)
 ORPHAN_EXIT_S = 15.0  # the child exits at once this long after its stop began, whatever remains
