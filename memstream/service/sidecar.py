@@ -62,6 +62,8 @@ log = structlog.get_logger("memstream.sidecar")
 
 # A Ctrl-C in a terminal reaches the whole process group: the child ignores it from its first
 # statement (before its imports, which take a second), and stops when the parent closes its stdin.
+# It runs with -P (as the service does): a working directory holding another memstream checkout
+# is not put before this one on its path.
 CHILD = (
     "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); import memstream; memstream.plain_structlog(); "
     "from memstream.service.sidecar import main; main()"
@@ -158,7 +160,7 @@ class Sidecar:
         return self
 
     def _spawn(self) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen([self.python, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
+        proc = subprocess.Popen([self.python, "-P", "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
         assert proc.stdin is not None
         config = {
             "url": self.url,
@@ -291,7 +293,7 @@ class SidecarDrain:
     def __init__(
         self, settings: Settings, url: str, names: tuple[str, ...], python: str = sys.executable, log_level: str = "INFO"
     ) -> None:
-        self.proc = subprocess.Popen([python, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.proc = subprocess.Popen([python, "-P", "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert self.proc.stdin is not None
         config = {
             "url": url,
