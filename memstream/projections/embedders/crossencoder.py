@@ -118,6 +118,7 @@ class CrossEncoder:
             self.threads,
             hint=INSTALL_HINT,
             error=RerankerError,
+            plain=False,  # its own: it truncates pairs with the tokenizer's rule
         )
         self._tokenizer.no_padding()  # the file pads to a fixed 512: each batch is padded to its longest
         self._tokenizer.enable_truncation(max_length=self.max_length)
