@@ -150,6 +150,9 @@ def test_the_child_applies_facts_and_sessions_and_passes_its_figures_on(log_on_v
         assert _state(eventlog.client, settings.stream_prefix) == _reference(settings, events)
         assert _state(eventlog.client, settings.stream_prefix)[0]  # facts were extracted
         assert not (settings.home / "data" / "qdrant").exists()  # the child opens no store
+        maps = Path(f"/proc/{pid}/maps").read_text()
+        assert "_multiarray_umath" not in maps and "onnxruntime" not in maps  # nor numpy, nor a model
+        assert "_multiarray_umath" in Path("/proc/self/maps").read_text()  # which this process has: the check can fail
     finally:
         sidecar.stop()
         observe.install(former)

@@ -80,3 +80,6 @@ def as_text_list(texts: Sequence[str]) -> list[str]:
         if not isinstance(t, str):
             raise TypeError(f"embed() texts must be str; item {i} is {type(t).__name__}")
     return out
+
+
+EmbedderWrapper = Wrapper  # the name other packages import it by (memstream.projections)
