@@ -118,9 +118,9 @@ _plain_lock = threading.Lock()
 def plain_tokenizer(tok_json: bytes) -> Any:
     """The ``tokenizers.Tokenizer`` of a tokenizer file's bytes, without padding and without
     truncation (each model pads per batch and cuts its ids itself), shared by every model of
-    this process whose file differs only in those two: bge-small's and the late model's have
-    the same vocabulary and rules. Callers never change it (it is used from several threads
-    at once); a model that needs the tokenizer's own truncation makes its own. Raises what
+    this process whose file differs only in those two: bge-small's, the late model's and the
+    cross-encoder's have the same vocabulary and rules (the cross-encoder cuts its pairs
+    itself). Callers never change it (it is used from several threads at once). Raises what
     ``json`` or ``tokenizers`` raise on a file that is not a tokenizer."""
     doc = json.loads(tok_json)
     if not isinstance(doc, dict):
@@ -211,15 +211,11 @@ def bert_model(
     *,
     hint: str,
     error: type[EmbedderError],
-    plain: bool = True,
 ) -> tuple[Any, bool, str, Any]:
     """``bert_session`` of the model with its tokenizer (both files checked against their
     sha256): the session, whether it takes ``token_type_ids``, its first output's name and
-    the ``tokenizers.Tokenizer``: with ``plain``, the process's shared one without padding and
-    truncation (``plain_tokenizer``, never to be changed), else one of its own, as the file
-    sets it; ``error`` (``hint`` says what to do) on any failure."""
-    from tokenizers import Tokenizer
-
+    the ``tokenizers.Tokenizer``: the process's shared one without padding and truncation
+    (``plain_tokenizer``, never to be changed); ``error`` (``hint`` says what to do) on any failure."""
     try:
         tok_json = read_verified(tokenizer_path, tokenizer_sha256, f"{what} tokenizer")
         # from its path (no second copy of the file), checked against its sha256 and refused if
@@ -230,7 +226,7 @@ def bert_model(
     except EmbedderError as exc:
         raise error(str(exc)) from exc
     try:
-        tokenizer = plain_tokenizer(tok_json) if plain else Tokenizer.from_str(tok_json.decode("utf-8"))
+        tokenizer = plain_tokenizer(tok_json)
     except Exception as exc:  # tokenizers raises plain Exception on bad JSON
         raise error(f"cannot load the {what}'s tokenizer: {exc}; {hint}") from exc
     return session, with_type_ids, output, tokenizer

@@ -102,10 +102,10 @@ def test_the_memory_is_bounded_by_bytes_and_a_failing_file_is_counted_not_raised
         cache.get_blobs(LateScorer.name, [text_key(ANSWER)])
 
 
-def test_the_late_model_and_bge_small_share_one_tokenizer_that_tokenizes_as_each_file_does():
+def test_the_three_models_share_one_tokenizer_that_tokenizes_as_each_file_does():
     from tokenizers import Tokenizer
 
-    from memstream.projections.embedders import bge, late
+    from memstream.projections.embedders import bge, crossencoder, late
     from memstream.projections.embedders.bge import OnnxBgeSmallEmbedder
     from memstream.projections.embedders.crossencoder import CrossEncoder
     from memstream.projections.embedders.onnx import plain_tokenizer
@@ -113,9 +113,9 @@ def test_the_late_model_and_bge_small_share_one_tokenizer_that_tokenizes_as_each
     scorer, embedder, cross = LateScorer(), OnnxBgeSmallEmbedder(), CrossEncoder()
     shared = scorer._tokenizer
     assert embedder._tokenizer is shared and shared.padding is None and shared.truncation is None
-    assert cross._tokenizer is not shared and cross._tokenizer.truncation["max_length"] == cross.max_length
+    assert cross._tokenizer is shared  # which cuts its pairs itself (test_crossencoder.py)
     texts = [QUESTION, ANSWER, *OTHERS, "naïve café — 東京 🙂 " * 60]
-    for files in (late.model_files(), bge.model_files()):
+    for files in (late.model_files(), bge.model_files(), crossencoder.model_files()):
         own = Tokenizer.from_file(str(files[1]))
         own.no_padding()
         own.no_truncation()
