@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import qdrant_edge as qe
+from store_support import fill_turns
 
 from memstream.projections.sparse import sparse_vector
 from memstream.projections.stores.backend import release_file_pages
@@ -34,20 +35,7 @@ def resident_kb(directory: Path) -> int:
 
 
 def fill(store: EdgeStore) -> str:
-    collection = store.ensure_collection("turns", 1, 4)
-    store.upsert(
-        collection,
-        [
-            Point(
-                id=point_id(f"e{i}", 0),
-                dense=[0.1, 0.2, 0.3, float(i)],
-                sparse=sparse_vector(f"deploy number {i}"),
-                payload={"tenant": "t1", "agent": f"a{i % 2}", "text": f"deploy number {i}"},
-            )
-            for i in range(12)
-        ],
-    )
-    store.set_active_version("turns", 1)
+    collection = fill_turns(store)
     store.flush()
     return collection
 
