@@ -52,6 +52,7 @@ import msgspec
 import structlog
 
 from memstream.core import Settings, backoff_delay, logs_json, observe, stop_process
+from memstream.service.rest import AtRest
 
 if TYPE_CHECKING:
     from memstream.workers import Pipeline
@@ -482,7 +483,9 @@ def main() -> None:  # pragma: no cover - runs in the child (tests/service/test_
         stop.set()
 
     threading.Thread(target=watch, name="memstream-sidecar-parent", daemon=True).start()
+    rest = AtRest()
     while not stop.wait(1.0):
+        rest.tick()  # what a burst of work freed, given back once the child is quiet
         if reports.gone.is_set():  # nobody reads the reports any more: the parent is gone
             stop.set()
     _exit_soon(ORPHAN_EXIT_S)

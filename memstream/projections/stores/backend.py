@@ -3,13 +3,8 @@ and searches, the conditional dense update (``set_dense_looking``) and the fusio
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import math
-import os
-import threading
 import uuid
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -23,7 +18,6 @@ __all__ = [
     "dense_list",
     "dense_matches",
     "prefetch_limit",
-    "release_file_pages",
     "set_dense_looking",
     "sparse_lists",
     "uuid_ids",
@@ -148,45 +142,3 @@ def prefetch_limit(limit: int) -> int:
 
 
 RRF_K = 60  # the constant of Cormack et al.; set explicitly so every backend agrees
-
-
-_MADV_PAGEOUT = 21  # Linux 5.4+ (not in Python 3.11's mmap module)
-_madvise: list[Any] = []  # libc's madvise once looked up; [None] where there is none
-_lock = threading.Lock()
-
-
-def release_file_pages(directory: Path, maps: Path = Path("/proc/self/maps")) -> int:
-    """Ask the kernel to reclaim the pages of the files under ``directory`` that this
-    process has mapped (``madvise(MADV_PAGEOUT)``): the pages a store's engine read through
-    once, as it opened the files (qdrant-edge reads every page of each payload index and id
-    tracker as it loads a shard: 4 MB and 1 MB a field, mostly zeros), stay resident
-    otherwise. Nothing is lost: the kernel writes back what it must before it drops a page,
-    and a page read again is read from the file. The bytes asked for (0 where ``maps`` or
-    ``madvise`` is missing: not Linux)."""
-    with _lock:
-        if not _madvise:
-            try:
-                libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-                fn = libc.madvise
-                fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-                fn.restype = ctypes.c_int
-                _madvise.append(fn)
-            except (OSError, AttributeError):
-                _madvise.append(None)
-        madvise = _madvise[0]
-    if madvise is None:
-        return 0
-    prefix = os.path.join(os.path.realpath(directory), "")
-    try:
-        lines = maps.read_text().splitlines()
-    except OSError:
-        return 0
-    asked = 0
-    for line in lines:
-        parts = line.split(maxsplit=5)
-        if len(parts) < 6 or not parts[5].startswith(prefix):
-            continue
-        start, end = (int(x, 16) for x in parts[0].split("-"))
-        if madvise(start, end - start, _MADV_PAGEOUT) == 0:  # a mapping gone meanwhile: EINVAL/ENOMEM, skipped
-            asked += end - start
-    return asked

@@ -74,13 +74,13 @@ from typing import Any, Callable, Iterator, Literal, Mapping, Sequence, TextIO
 import numpy as np
 import qdrant_edge as qe
 
+from memstream.core.memory import release_file_pages
 from memstream.projections.stores.backend import (
     RRF_K,
     check_point,
     check_search,
     dense_list,
     prefetch_limit,
-    release_file_pages,
     set_dense_looking,
     sparse_lists,
     uuid_ids,

@@ -12,8 +12,8 @@ import pytest
 import qdrant_edge as qe
 from store_support import fill_turns
 
+from memstream.core.memory import release_file_pages
 from memstream.projections.sparse import sparse_vector
-from memstream.projections.stores.backend import release_file_pages
 from memstream.projections.stores.edge import EdgeStore
 from memstream.projections.stores.ids import point_id
 from memstream.projections.stores.port import Filter, Point
