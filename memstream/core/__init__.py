@@ -23,6 +23,7 @@ from memstream.core.files import (
 from memstream.core.ids import MAX_ID_BYTES, derived_event_id, new_event_id
 from memstream.core.lazy import lazy_exports
 from memstream.core.logs import configure, configure_in_host, logs_json
+from memstream.core.memory import release_file_pages, release_freed_heap
 from memstream.core.runfile import (
     STARTING,
     last_error_line,
@@ -51,6 +52,8 @@ __all__ = [
     "backoff_delay",
     "config_file_for",
     "configure",
+    "release_file_pages",
+    "release_freed_heap",
     "derived_event_id",
     "is_transient",
     "is_sentinel_url",

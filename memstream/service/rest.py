@@ -14,7 +14,7 @@ import gc
 import time
 from typing import Callable
 
-from memstream.core.memory import release_freed_heap
+from memstream.core import release_freed_heap
 
 __all__ = ["AtRest"]
 

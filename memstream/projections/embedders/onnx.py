@@ -25,8 +25,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from memstream.core import usable_cpus
-from memstream.core.memory import release_freed_heap
+from memstream.core import release_freed_heap, usable_cpus
 from memstream.projections.embedders.base import as_text_list, l2_normalize
 from memstream.projections.embedders.port import EmbedderError
 

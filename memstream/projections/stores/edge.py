@@ -74,7 +74,7 @@ from typing import Any, Callable, Iterator, Literal, Mapping, Sequence, TextIO
 import numpy as np
 import qdrant_edge as qe
 
-from memstream.core.memory import release_file_pages
+from memstream.core import release_file_pages
 from memstream.projections.stores.backend import (
     RRF_K,
     check_point,
