@@ -1,6 +1,7 @@
 """core: the facts every layer shares, and nothing else: settings, ids, owner-only files,
 the run file, how bytes from Redis become text, the Redis keys (``keys``), the errors and
-whether retrying helps (``errors``), logging set-up. Imports no other memstream package."""
+whether retrying helps (``errors``), logging set-up, memory given back to the system (``memory``).
+Imports no other memstream package."""
 
 from memstream.core import argtypes, keys, observe, threads
 from memstream.core.backoff import backoff_delay
