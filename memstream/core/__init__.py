@@ -1,6 +1,7 @@
 """core: the facts every layer shares, and nothing else: settings, ids, owner-only files,
 the run file, how bytes from Redis become text, the Redis keys (``keys``), the errors and
-whether retrying helps (``errors``), logging set-up. Imports no other memstream package."""
+whether retrying helps (``errors``), logging set-up, memory given back to the system (``memory``).
+Imports no other memstream package."""
 
 from memstream.core import argtypes, keys, observe, threads
 from memstream.core.backoff import backoff_delay
@@ -23,6 +24,7 @@ from memstream.core.files import (
 from memstream.core.ids import MAX_ID_BYTES, derived_event_id, new_event_id
 from memstream.core.lazy import lazy_exports
 from memstream.core.logs import configure, configure_in_host, logs_json
+from memstream.core.memory import release_file_pages, release_freed_heap
 from memstream.core.runfile import (
     STARTING,
     last_error_line,
@@ -51,6 +53,8 @@ __all__ = [
     "backoff_delay",
     "config_file_for",
     "configure",
+    "release_file_pages",
+    "release_freed_heap",
     "derived_event_id",
     "is_transient",
     "is_sentinel_url",

@@ -11,17 +11,6 @@ from memstream.core import lazy_exports
 from memstream.projections.base import Delivery, Projection, group_name
 from memstream.projections.catalog import STATES, Catalog, CatalogError, Version
 from memstream.projections.counters import Counters
-from memstream.projections.embedders.base import Wrapper as EmbedderWrapper
-from memstream.projections.embedders.cache import CachedEmbedder, EmbeddingCache, text_key
-from memstream.projections.embedders.crossencoder import CrossEncoder, RerankerError, shared_cross_encoder
-from memstream.projections.embedders.factory import (
-    LEGACY_SPEC,
-    configured_embedder,
-    describe_embedder,
-    get_embedder,
-    how_to_load,
-)
-from memstream.projections.embedders.late import LateError, LatePassages, LateScorer, shared_late_scorer
 from memstream.projections.embedders.port import Embedder, EmbedderError, EmbedderUnavailable
 from memstream.projections.facts import FactsProjection
 from memstream.projections.facts_table import Fact, FactsTable, fact_id, fact_ids
@@ -63,6 +52,17 @@ from memstream.projections.vector import BacklogEntry, VectorProjection, backlog
 if TYPE_CHECKING:
     from memstream.projections.stores.dense_index import Indexer, indexer
     from memstream.projections.stores.dense_scope import DenseScopes
+    from memstream.projections.embedders.base import EmbedderWrapper
+    from memstream.projections.embedders.cache import CachedEmbedder, EmbeddingCache, text_key
+    from memstream.projections.embedders.crossencoder import CrossEncoder, RerankerError, shared_cross_encoder
+    from memstream.projections.embedders.factory import (
+        LEGACY_SPEC,
+        configured_embedder,
+        describe_embedder,
+        get_embedder,
+        how_to_load,
+    )
+    from memstream.projections.embedders.late import LateError, LatePassages, LateScorer, shared_late_scorer
     from memstream.projections.stores.edge import EdgeStore
 
 __all__ = [
@@ -149,6 +149,24 @@ _LAZY = {  # heavy backends, imported on first use
     "DenseScopes": "memstream.projections.stores.dense_scope",
     "Indexer": "memstream.projections.stores.dense_index",
     "indexer": "memstream.projections.stores.dense_index",
+    # the models and their cache (numpy; onnxruntime once one loads): the projections without
+    # vectors need none, and their process is lighter for it
+    "CachedEmbedder": "memstream.projections.embedders.cache",
+    "EmbeddingCache": "memstream.projections.embedders.cache",
+    "text_key": "memstream.projections.embedders.cache",
+    "CrossEncoder": "memstream.projections.embedders.crossencoder",
+    "RerankerError": "memstream.projections.embedders.crossencoder",
+    "shared_cross_encoder": "memstream.projections.embedders.crossencoder",
+    "LateError": "memstream.projections.embedders.late",
+    "LatePassages": "memstream.projections.embedders.late",
+    "LateScorer": "memstream.projections.embedders.late",
+    "shared_late_scorer": "memstream.projections.embedders.late",
+    "LEGACY_SPEC": "memstream.projections.embedders.factory",
+    "configured_embedder": "memstream.projections.embedders.factory",
+    "describe_embedder": "memstream.projections.embedders.factory",
+    "get_embedder": "memstream.projections.embedders.factory",
+    "how_to_load": "memstream.projections.embedders.factory",
+    "EmbedderWrapper": "memstream.projections.embedders.base",
 }
 
 __getattr__ = lazy_exports(__name__, _LAZY)

@@ -49,6 +49,7 @@ from memstream.core import (
     write_private,
 )
 from memstream.producers import ArchiveError, EventLog, Shipper, Spool, event_log, redis_client, shipping_timeout
+from memstream.service.rest import AtRest
 from memstream.service.sidecar import Sidecar
 from memstream.service.valkey import ValkeyProcess
 
@@ -281,8 +282,10 @@ class Service:
         """Block until SIGTERM/SIGINT or ``stop()``; then shut down cleanly."""
         self.handle_signals()
         retired = time.monotonic()
+        rest = AtRest()
         try:
             while not self._stop.wait(1.0):
+                rest.tick()  # what a burst of work freed, given back once the process is quiet
                 if self.valkey is not None and (self.valkey.proc is None or self.valkey.proc.poll() is not None):
                     log.error(
                         "service.valkey_exited",

@@ -52,6 +52,7 @@ import msgspec
 import structlog
 
 from memstream.core import Settings, backoff_delay, logs_json, observe, stop_process
+from memstream.service.rest import AtRest
 
 if TYPE_CHECKING:
     from memstream.workers import Pipeline
@@ -62,7 +63,12 @@ log = structlog.get_logger("memstream.sidecar")
 
 # A Ctrl-C in a terminal reaches the whole process group: the child ignores it from its first
 # statement (before its imports, which take a second), and stops when the parent closes its stdin.
-CHILD = "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); from memstream.service.sidecar import main; main()"
+# It runs with -P (as the service does): a working directory holding another memstream checkout
+# is not put before this one on its path.
+CHILD = (
+    "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); import memstream; memstream.plain_structlog(); "
+    "from memstream.service.sidecar import main; main()"
+)
 REPORT_EVERY = 0.25  # seconds between the child's reports
 MAX_QUEUED = 20_000  # reports the child keeps while its parent does not read (then drops)
 ORPHAN_EXIT_S = 15.0  # the child exits at once this long after its stop began, whatever remains
@@ -155,7 +161,7 @@ class Sidecar:
         return self
 
     def _spawn(self) -> subprocess.Popen[bytes]:
-        proc = subprocess.Popen([self.python, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
+        proc = subprocess.Popen([self.python, "-P", "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True)
         assert proc.stdin is not None
         config = {
             "url": self.url,
@@ -288,7 +294,7 @@ class SidecarDrain:
     def __init__(
         self, settings: Settings, url: str, names: tuple[str, ...], python: str = sys.executable, log_level: str = "INFO"
     ) -> None:
-        self.proc = subprocess.Popen([python, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.proc = subprocess.Popen([python, "-P", "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert self.proc.stdin is not None
         config = {
             "url": url,
@@ -477,7 +483,9 @@ def main() -> None:  # pragma: no cover - runs in the child (tests/service/test_
         stop.set()
 
     threading.Thread(target=watch, name="memstream-sidecar-parent", daemon=True).start()
+    rest = AtRest()
     while not stop.wait(1.0):
+        rest.tick()  # what a burst of work freed, given back once the child is quiet
         if reports.gone.is_set():  # nobody reads the reports any more: the parent is gone
             stop.set()
     _exit_soon(ORPHAN_EXIT_S)

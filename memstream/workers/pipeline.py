@@ -54,7 +54,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import redis
 import structlog
@@ -63,14 +63,10 @@ from memstream.core import PermanentError, Settings, as_str, backoff_delay, keys
 from memstream.producers import Archive, ArchiveError, EntryFields, EventLog, parse_entry_id
 from memstream.projections import (
     BEAT_EVERY_S,
-    LEGACY_SPEC,
     PROJECTIONS,
-    CachedEmbedder,
     Catalog,
     Embedder,
-    EmbeddingCache,
     FactsTable,
-    LatePassages,
     Projection,
     Registered,
     Replicas,
@@ -79,21 +75,22 @@ from memstream.projections import (
     VectorStore,
     Version,
     all_registered,
-    configured_embedder,
     drop_version,
-    how_to_load,
     open_store,
     physical_name,
     replica_group,
     select,
 )
-from memstream.query import ActiveVersions, CountAnswer, CountRequest, QueryServer, ReadOps, Searcher
+from memstream.query import ActiveVersions, CountAnswer, CountRequest
 from memstream.workers.consumer import Consumer
 from memstream.workers.embedding import EmbedConsumer, Embedding
 from memstream.workers.loop import Tuning
-from memstream.workers.observed import ObservedEmbedder
 from memstream.workers.priority import Priority
 from memstream.workers.replay import Archived, caught_up
+
+if TYPE_CHECKING:
+    from memstream.projections import LatePassages
+    from memstream.query import QueryServer
 
 __all__ = ["Pipeline", "PipelineConfig"]
 
@@ -201,11 +198,11 @@ class Pipeline:
         self._store = self._open_store()
         self._embedder = self._load_embedder(self.spec) if self.vectors else None  # new versions' default
         # token vectors of what the dense stage embeds, for the prefetch's late interaction (query.late)
-        self.late = (
-            LatePassages(EmbeddingCache(settings.data_dir / "embeddings.sqlite3", memory_items=0))
-            if self.vectors and settings.late_reranks(self.spec)
-            else None
-        )
+        self.late: LatePassages | None = None
+        if self.vectors and settings.late_reranks(self.spec):
+            from memstream.projections import EmbeddingCache, LatePassages  # numpy's: a process without vectors never imports it
+
+            self.late = LatePassages(EmbeddingCache(settings.data_dir / "embeddings.sqlite3", memory_items=0))
         if self.replica:
             self._enter_catalog_replica()
         else:
@@ -243,6 +240,8 @@ class Pipeline:
             if built_with and not build and self._legacy_collection(row):
                 # a collection projected before the catalog recorded embedders: it holds the
                 # vectors of the default of its time, not of today's
+                from memstream.projections import LEGACY_SPEC
+
                 legacy = self._load_embedder(LEGACY_SPEC)
                 built_with = {"embedder": LEGACY_SPEC, "model": legacy.name, "dim": legacy.dim}
             active = self.catalog.ensure(row.name, row.version, build=build, options=options, **built_with)
@@ -321,6 +320,8 @@ class Pipeline:
         """The query server over the store (None without one: nothing to search)."""
         if self._store is None:
             return None
+        from memstream.query import QueryServer, ReadOps, Searcher  # the read side's models: with a store only
+
         client, prefix = self.events.client, self.events.prefix
         self.searcher = Searcher(self._store, self.embedder, self.facts, versions=self.versions)
         self.reads = ReadOps(
@@ -367,6 +368,8 @@ class Pipeline:
 
     # -- embedders -------------------------------------------------------------------------
     def _load_embedder(self, spec: str) -> Embedder:
+        from memstream.projections import CachedEmbedder, configured_embedder, how_to_load  # the models' modules
+
         with self._embedders_lock:
             found = self._embedders.get(spec)
             if found is not None:
@@ -423,6 +426,8 @@ class Pipeline:
                 f"`memstream replay {row.name} --embedder {self.spec}`",
             )
         if embedder is not None:  # the metrics time each embedding call of this version (observed.py)
+            from memstream.workers.observed import ObservedEmbedder  # the embedders' modules: with vectors only
+
             embedder = ObservedEmbedder(embedder, v.group)
         projection: Projection = row.build(
             self._store,

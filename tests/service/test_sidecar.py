@@ -150,10 +150,28 @@ def test_the_child_applies_facts_and_sessions_and_passes_its_figures_on(log_on_v
         assert _state(eventlog.client, settings.stream_prefix) == _reference(settings, events)
         assert _state(eventlog.client, settings.stream_prefix)[0]  # facts were extracted
         assert not (settings.home / "data" / "qdrant").exists()  # the child opens no store
+        maps = Path(f"/proc/{pid}/maps").read_text()
+        assert "_multiarray_umath" not in maps and "onnxruntime" not in maps  # nor numpy, nor a model
+        assert "_multiarray_umath" in Path("/proc/self/maps").read_text()  # which this process has: the check can fail
     finally:
         sidecar.stop()
         observe.install(former)
     assert _gone(pid) and sidecar.pid is None
+
+
+def test_the_child_runs_this_checkouts_code_whatever_the_working_directory(log_on_valkey, tmp_path, monkeypatch):
+    settings, eventlog = log_on_valkey
+    shadow = tmp_path / "shadow"
+    (shadow / "memstream").mkdir(parents=True)
+    (shadow / "memstream" / "__init__.py").write_text("raise ImportError('the working directory holds another memstream')\n")
+    monkeypatch.chdir(shadow)  # a service started inside another checkout
+    sidecar = Sidecar(settings, settings.redis_url, APART, log_level="WARNING").start()
+    try:
+        assert sidecar.wait_ready(60)
+        eventlog.append(_turns(3))
+        wait_for(lambda: _caught_up(eventlog), 60, "facts and sessions caught up")
+    finally:
+        sidecar.stop()
 
 
 def test_a_killed_child_is_started_again_and_loses_nothing(log_on_valkey):

@@ -121,7 +121,7 @@ def test_a_replicas_dense_stage_reads_its_own_backlog_and_the_shared_embedding_c
         embedder.worth_caching = True
         return embedder
 
-    monkeypatch.setattr("memstream.workers.pipeline.configured_embedder", model)
+    monkeypatch.setattr("memstream.projections.configured_embedder", model)  # what the pipeline loads its embedders with
     primary = make_pipeline(tmp_path / "home", log)
     replica = make_pipeline(tmp_path / "home", log, replica=1)
     log.append([remembered("Deploys go out on Tuesdays")])

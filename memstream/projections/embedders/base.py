@@ -1,42 +1,17 @@
-"""What the embedders share: L2 normalisation, input checks, the base of an embedder
-that wraps another (``Wrapper``), and giving the heap a model freed back to the system
-(``release_freed_heap``). The port and its errors are in ``port``."""
+"""What the embedders share: L2 normalisation, input checks and the base of an embedder
+that wraps another (``Wrapper``). Giving the heap a model freed back to the system is
+``memstream.core.memory``'s ``release_freed_heap``. The port and its errors are in ``port``."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import threading
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 if TYPE_CHECKING:
     from memstream.projections.embedders.port import Embedder
 
-__all__ = ["l2_normalize", "as_text_list", "Wrapper", "release_freed_heap"]
-
-_trim_lock = threading.Lock()
-_trim: list[Any] = []  # glibc's malloc_trim once looked up; [None] where there is none
-
-
-def release_freed_heap() -> bool:
-    """Give the system back the memory the C heap holds free (glibc's ``malloc_trim``;
-    False, doing nothing, elsewhere). glibc keeps what a large native computation freed
-    (building an onnxruntime session: about 60 MB; a batch of long texts: about 50 MB)
-    for the process's later allocations, so its resident size stays at its peak."""
-    with _trim_lock:
-        if not _trim:
-            try:
-                libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-                _trim.append(getattr(libc, "malloc_trim", None))
-            except OSError:
-                _trim.append(None)
-        trim = _trim[0]
-    if trim is None:
-        return False
-    trim(0)
-    return True
+__all__ = ["l2_normalize", "as_text_list", "Wrapper"]
 
 
 class Wrapper:
@@ -80,3 +55,6 @@ def as_text_list(texts: Sequence[str]) -> list[str]:
         if not isinstance(t, str):
             raise TypeError(f"embed() texts must be str; item {i} is {type(t).__name__}")
     return out
+
+
+EmbedderWrapper = Wrapper  # the name other packages import it by (memstream.projections)

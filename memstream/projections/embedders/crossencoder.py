@@ -118,9 +118,10 @@ class CrossEncoder:
             self.threads,
             hint=INSTALL_HINT,
             error=RerankerError,
-        )
-        self._tokenizer.no_padding()  # the file pads to a fixed 512: each batch is padded to its longest
-        self._tokenizer.enable_truncation(max_length=self.max_length)
+        )  # the process's tokenizer without padding and truncation: pairs are cut here (``pair``)
+        self._cls, self._sep = self._tokenizer.token_to_id("[CLS]"), self._tokenizer.token_to_id("[SEP]")
+        if self._cls is None or self._sep is None:
+            raise RerankerError(f"the cross-encoder's tokenizer has no [CLS] or [SEP] token; {INSTALL_HINT}")
 
     def __repr__(self) -> str:
         return f"CrossEncoder(threads={self.threads}, batch_size={self.batch_size}, max_length={self.max_length})"
@@ -143,8 +144,9 @@ class CrossEncoder:
         out = np.empty(n, dtype=np.float32)
         if n == 0:
             return out
-        encodings = self._tokenizer.encode_batch_fast([(query, p) for p in texts])
-        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=n)
+        question = self._tokenizer.encode(query, add_special_tokens=False).ids
+        pairs = [self.pair(question, e.ids) for e in self._tokenizer.encode_batch_fast(texts, add_special_tokens=False)]
+        lengths = np.fromiter((len(ids) for ids, _ in pairs), dtype=np.int64, count=n)
         order = np.argsort(lengths, kind="stable")
         for start in range(0, n, self.batch_size):
             rows = order[start : start + self.batch_size]
@@ -153,9 +155,8 @@ class CrossEncoder:
             types = np.zeros_like(ids)
             mask = np.zeros_like(ids)
             for r, i in enumerate(rows):
-                e, k = encodings[i], int(lengths[i])
-                ids[r, :k] = e.ids
-                types[r, :k] = e.type_ids
+                k = int(lengths[i])
+                ids[r, :k], types[r, :k] = pairs[i]
                 mask[r, :k] = 1
             feed = {"input_ids": ids, "attention_mask": mask}
             if self._with_type_ids:
@@ -166,6 +167,30 @@ class CrossEncoder:
                 raise RerankerError(f"the cross-encoder failed on a batch of {len(rows)} pairs: {type(exc).__name__}") from exc
             out[rows] = np.asarray(logits, dtype=np.float32).reshape(len(rows), -1)[:, 0]
         return out
+
+    def pair(self, question: list[int], passage: list[int]) -> tuple[list[int], list[int]]:
+        """``[CLS] question [SEP] passage [SEP]``'s ids and token types, the two parts cut to
+        ``max_length`` tokens in all as the tokenizer's own pair truncation (longest first)
+        cuts them (tested equal to it): the tokenizer is the process's shared one, which
+        never truncates."""
+        n1, n2 = longest_first(len(question), len(passage), self.max_length - 3)
+        return [self._cls, *question[:n1], self._sep, *passage[:n2], self._sep], [0] * (n1 + 2) + [1] * (n2 + 1)
+
+
+def longest_first(n1: int, n2: int, limit: int) -> tuple[int, int]:
+    """How many tokens of each part of a pair of ``n1`` and ``n2`` tokens are kept within
+    ``limit`` (the pair's length less its special tokens): the ``tokenizers`` library's
+    ``LongestFirst`` rule. Under the limit, both whole; else the shorter part whole if the
+    longer still gets at least as many, otherwise half of the limit each (the longer part,
+    or the second of two as long, gets the odd one)."""
+    if n1 + n2 <= limit:
+        return n1, n2
+    short, long_ = min(n1, n2), max(n1, n2)
+    long_ = short if short > limit else max(short, limit - short)
+    if short + long_ > limit:
+        short, long_ = limit // 2, limit // 2 + limit % 2
+    a, b = (long_, short) if n1 > n2 else (short, long_)
+    return min(a, n1), min(b, n2)
 
 
 _shared: CrossEncoder | None = None

@@ -119,9 +119,7 @@ class LateScorer:
             self.threads,
             hint=INSTALL_HINT,
             error=LateError,
-        )
-        self._tokenizer.no_padding()
-        self._tokenizer.no_truncation()
+        )  # the process's tokenizer without padding and truncation (bge-small's and the cross-encoder's too)
 
     def __repr__(self) -> str:
         return f"LateScorer(threads={self.threads})"

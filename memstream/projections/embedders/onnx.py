@@ -17,6 +17,7 @@ Heavy imports (onnxruntime, tokenizers) happen when an instance is made, not on 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 from pathlib import Path
@@ -24,8 +25,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from memstream.core import usable_cpus
-from memstream.projections.embedders.base import as_text_list, l2_normalize, release_freed_heap
+from memstream.core import release_freed_heap, usable_cpus
+from memstream.projections.embedders.base import as_text_list, l2_normalize
 from memstream.projections.embedders.port import EmbedderError
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "bert_session",
     "cpu_session",
     "default_threads",
+    "plain_tokenizer",
     "read_verified",
     "verified_path",
 ]
@@ -105,6 +107,34 @@ def _check_digest(
         )
     with _verified_lock:
         _verified[key] = digest
+
+
+# One tokenizer per vocabulary and rules in this process: the digest of a tokenizer file's JSON
+# without its padding and truncation -> its tokenizers.Tokenizer (6 MB each).
+_plain: dict[str, Any] = {}
+_plain_lock = threading.Lock()
+
+
+def plain_tokenizer(tok_json: bytes) -> Any:
+    """The ``tokenizers.Tokenizer`` of a tokenizer file's bytes, without padding and without
+    truncation (each model pads per batch and cuts its ids itself), shared by every model of
+    this process whose file differs only in those two: bge-small's, the late model's and the
+    cross-encoder's have the same vocabulary and rules (the cross-encoder cuts its pairs
+    itself). Callers never change it (it is used from several threads at once). Raises what
+    ``json`` or ``tokenizers`` raise on a file that is not a tokenizer."""
+    doc = json.loads(tok_json)
+    if not isinstance(doc, dict):
+        raise ValueError("a tokenizer file holds a JSON object")
+    doc["padding"] = doc["truncation"] = None
+    text = json.dumps(doc, sort_keys=True, ensure_ascii=False)
+    key = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    with _plain_lock:
+        found = _plain.get(key)
+        if found is None:
+            from tokenizers import Tokenizer
+
+            found = _plain[key] = Tokenizer.from_str(text)
+        return found
 
 
 def _stamp(path: Path) -> tuple[int, int]:
@@ -184,9 +214,8 @@ def bert_model(
 ) -> tuple[Any, bool, str, Any]:
     """``bert_session`` of the model with its tokenizer (both files checked against their
     sha256): the session, whether it takes ``token_type_ids``, its first output's name and
-    the ``tokenizers.Tokenizer``; ``error`` (``hint`` says what to do) on any failure."""
-    from tokenizers import Tokenizer
-
+    the ``tokenizers.Tokenizer``: the process's shared one without padding and truncation
+    (``plain_tokenizer``, never to be changed); ``error`` (``hint`` says what to do) on any failure."""
     try:
         tok_json = read_verified(tokenizer_path, tokenizer_sha256, f"{what} tokenizer")
         # from its path (no second copy of the file), checked against its sha256 and refused if
@@ -197,7 +226,7 @@ def bert_model(
     except EmbedderError as exc:
         raise error(str(exc)) from exc
     try:
-        tokenizer = Tokenizer.from_str(tok_json.decode("utf-8"))
+        tokenizer = plain_tokenizer(tok_json)
     except Exception as exc:  # tokenizers raises plain Exception on bad JSON
         raise error(f"cannot load the {what}'s tokenizer: {exc}; {hint}") from exc
     return session, with_type_ids, output, tokenizer
@@ -242,7 +271,7 @@ class OnnxMiniLMEmbedder:
             raise ValueError(f"max_length must be in 3..512 (the model's position limit), got {max_length}")
         try:
             import onnxruntime  # noqa: F401  # here, to say what is missing
-            from tokenizers import Tokenizer
+            import tokenizers  # noqa: F401  # here, to say what is missing
         except ImportError as exc:
             raise EmbedderError(f"the onnx-minilm embedder needs onnxruntime and tokenizers ({exc}); {_INSTALL_HINT}") from exc
         if model_path is None:
@@ -261,14 +290,13 @@ class OnnxMiniLMEmbedder:
 
         tok_json = read_verified(Path(tokenizer_path or TOKENIZER_PATH), tokenizer_sha256, "tokenizer")
         try:
-            # One tokenizer, without truncation: count_tokens needs the whole count, and
-            # embed truncates the ids itself (_truncated), as the tokenizer's own right
-            # truncation of one sequence would (a second tokenizer cost 8 MB).
-            self._tokenizer = Tokenizer.from_str(tok_json.decode("utf-8"))
+            # One tokenizer, without padding (the file pads to a fixed 128: each batch is padded
+            # to its longest) nor truncation: count_tokens needs the whole count, and embed
+            # truncates the ids itself (_truncated), as the tokenizer's own right truncation of
+            # one sequence would (a second tokenizer cost 8 MB); shared with the late model.
+            self._tokenizer = plain_tokenizer(tok_json)
         except Exception as exc:  # tokenizers raises plain Exception on bad JSON
             raise EmbedderError(f"cannot load the tokenizer: {exc}; reinstall memstream") from exc
-        self._tokenizer.no_padding()  # the file pads to a fixed 128: we pad per batch
-        self._tokenizer.no_truncation()
         # the special tokens the post-processor appends after the text ([SEP]): kept on truncation
         self._tail = _trailing_specials(self._tokenizer.encode("a").special_tokens_mask)
 

@@ -14,11 +14,12 @@ one from its spec are in ``memstream.projections.embedders.factory``; ``CachedEm
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence, runtime_checkable
-
-import numpy as np
+from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
 
 from memstream.core import PermanentError, TransientError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["Embedder", "EmbedderError", "EmbedderUnavailable", "check_dim"]
 

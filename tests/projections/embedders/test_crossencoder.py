@@ -104,3 +104,31 @@ def test_without_the_package_the_error_says_which_extra_to_install(monkeypatch):
 
 def test_one_cross_encoder_per_process(encoder):
     assert shared_cross_encoder() is encoder
+
+
+def test_pairs_are_cut_as_the_tokenizers_own_pair_truncation_cuts_them(encoder):
+    import random
+
+    from tokenizers import Tokenizer
+
+    from memstream.projections.embedders.crossencoder import longest_first
+
+    own = Tokenizer.from_file(str(model_files()[1]))
+    own.no_padding()
+    words = "the deploy went out on tuesday naïve café 東京 🙂 port 6543 staging-database isn't".split()
+    rng = random.Random(28)
+    texts = [" ".join(rng.choice(words) for _ in range(n)) for n in (0, 1, 2, 5, 40, 100, 130, 200, 300, 600)]
+    cases = 0
+    for limit in (8, 9, 64, 255, 256, 512):
+        own.enable_truncation(max_length=limit)
+        for q in texts:
+            for p in texts:
+                e = own.encode(q, p)
+                q_ids = encoder._tokenizer.encode(q, add_special_tokens=False).ids
+                p_ids = encoder._tokenizer.encode(p, add_special_tokens=False).ids
+                kept = (e.type_ids.count(0) - 2, e.type_ids.count(1) - 1)
+                assert longest_first(len(q_ids), len(p_ids), limit - 3) == kept, (limit, len(q_ids), len(p_ids))
+                if limit == encoder.max_length:
+                    assert encoder.pair(q_ids, p_ids) == (e.ids, e.type_ids)
+                cases += kept != (len(q_ids), len(p_ids))
+    assert cases > 50  # many pairs were cut, in each of the rule's cases

@@ -141,7 +141,7 @@ def test_check_dim_names_both_sizes_and_the_way_out():
 
 _HEAP_SCRIPT = """
 import ctypes, sys
-from memstream.projections.embedders.base import release_freed_heap
+from memstream.core.memory import release_freed_heap
 def rss_mb():
     return int(open('/proc/self/status').read().split('VmRSS:')[1].split()[0]) / 1024
 libc = ctypes.CDLL('libc.so.6')

@@ -100,3 +100,27 @@ def test_the_memory_is_bounded_by_bytes_and_a_failing_file_is_counted_not_raised
     assert got[0].shape[0] > 0 and passages.stats()["errors"] >= 2
     with pytest.raises(sqlite3.Error):
         cache.get_blobs(LateScorer.name, [text_key(ANSWER)])
+
+
+def test_the_three_models_share_one_tokenizer_that_tokenizes_as_each_file_does():
+    from tokenizers import Tokenizer
+
+    from memstream.projections.embedders import bge, crossencoder, late
+    from memstream.projections.embedders.bge import OnnxBgeSmallEmbedder
+    from memstream.projections.embedders.crossencoder import CrossEncoder
+    from memstream.projections.embedders.onnx import plain_tokenizer
+
+    scorer, embedder, cross = LateScorer(), OnnxBgeSmallEmbedder(), CrossEncoder()
+    shared = scorer._tokenizer
+    assert embedder._tokenizer is shared and shared.padding is None and shared.truncation is None
+    assert cross._tokenizer is shared  # which cuts its pairs itself (test_crossencoder.py)
+    texts = [QUESTION, ANSWER, *OTHERS, "naïve café — 東京 🙂 " * 60]
+    for files in (late.model_files(), bge.model_files(), crossencoder.model_files()):
+        own = Tokenizer.from_file(str(files[1]))
+        own.no_padding()
+        own.no_truncation()
+        assert [e.ids for e in shared.encode_batch(texts)] == [e.ids for e in own.encode_batch(texts)]
+    other = b'{"version": "1.0", "truncation": null, "padding": null, "model": {"type": "WordLevel", "vocab": {"a": 0, "[UNK]": 1}, "unk_token": "[UNK]"}}'
+    assert plain_tokenizer(other) is not shared and plain_tokenizer(other) is plain_tokenizer(other)
+    with pytest.raises(ValueError):
+        plain_tokenizer(b"[1, 2]")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import shutil
 import uuid
 
+from store_support import fill_turns
+
 from memstream.projections.sparse import sparse_vector
 from memstream.projections.stores.edge import EdgeStore
 from memstream.projections.stores.ids import point_id
@@ -17,21 +19,7 @@ def files_holding(directory, token: bytes) -> list[str]:
 
 
 def fill(store: EdgeStore, token: str) -> str:
-    collection = store.ensure_collection("turns", 1, 4)
-    store.upsert(
-        collection,
-        [
-            Point(
-                id=point_id(f"e{i}", 0),
-                dense=[0.1, 0.2, 0.3, float(i)],
-                sparse=sparse_vector(f"deploy number {i}"),
-                payload={"tenant": "t1", "text": token if i == 3 else f"deploy number {i}"},
-            )
-            for i in range(12)
-        ],
-    )
-    store.set_active_version("turns", 1)
-    return collection
+    return fill_turns(store, lambda i: token if i == 3 else f"deploy number {i}")
 
 
 def test_after_compact_no_file_holds_a_deleted_points_payload_and_the_live_points_search_as_before(tmp_path):
