@@ -50,8 +50,6 @@ from memstream.projections.turns import TurnsProjection
 from memstream.projections.vector import BacklogEntry, VectorProjection, backlog_entry, embeds_inline
 
 if TYPE_CHECKING:
-    from memstream.projections.stores.dense_index import Indexer, indexer
-    from memstream.projections.stores.dense_scope import DenseScopes
     from memstream.projections.embedders.base import EmbedderWrapper
     from memstream.projections.embedders.cache import CachedEmbedder, EmbeddingCache, text_key
     from memstream.projections.embedders.crossencoder import CrossEncoder, RerankerError, shared_cross_encoder
@@ -63,6 +61,8 @@ if TYPE_CHECKING:
         how_to_load,
     )
     from memstream.projections.embedders.late import LateError, LatePassages, LateScorer, shared_late_scorer
+    from memstream.projections.stores.dense_index import Indexer, indexer
+    from memstream.projections.stores.dense_scope import DenseScopes
     from memstream.projections.stores.edge import EdgeStore
 
 __all__ = [
