@@ -99,10 +99,8 @@ def format_paths(paths: dict[str, Any]) -> list[str]:
         for name, pair in f.items():
             if name.startswith("paired_with_") and name != "paired_with_prefetch":
                 t = pair["cats_1_4"]
-                lines.append(
-                    f"  {'':<16}vs {name.removeprefix('paired_with_')}: "
-                    + " / ".join(f"{x} +{t[x]['wins']} -{t[x]['losses']} {t[x]['p']:.3f}" for x in ("any@10", "all@10"))
-                )
+                tests = " / ".join(f"{x} +{t[x]['wins']} -{t[x]['losses']} {t[x]['p']:.3f}" for x in ("any@10", "all@10"))
+                lines.append(" " * 18 + "vs " + name.removeprefix("paired_with_") + " (+ - p): " + tests)
     return lines
 
 
