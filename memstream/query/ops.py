@@ -169,13 +169,13 @@ class ReadOps:
 
     def _reranked(self, request: SearchRequest, results: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool, str | None]:
         """``results`` (the ranking's, up to the candidates) reranked by the cross-encoder and
-        cut to the request's ``k``, and whether they were; with the late interaction on, the
-        candidates are first ordered by it and the cross-encoder scores its best ``LATE_KEEP``
+        cut to the request's ``k``, and whether they were; with the late interaction on and more
+        than ``LATE_KEEP`` candidates, they are first ordered by it and the cross-encoder scores its best ``LATE_KEEP``
         (``memstream.query.rerank``). A late model that fails leaves the cross-encoder all of
         them (counted); a cross-encoder that cannot load or score leaves the order it was
         given, and says why."""
         candidates, weight = request.rerank_candidates, CE_WEIGHT
-        if self.late is not None and candidates > LATE_KEEP:  # the late interaction's first cut
+        if self.late is not None and min(candidates, len(results)) > LATE_KEEP:  # the late interaction's first cut
             try:
                 results = late_first(request.query, results[:candidates], self.late) + results[candidates:]
                 candidates, weight = LATE_KEEP, LATE_CE_WEIGHT

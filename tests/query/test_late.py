@@ -174,13 +174,17 @@ def test_a_reranked_search_gives_the_cross_encoder_the_late_interactions_best_an
         whole = _search(reads, rerank=True)
         assert reads.late_failures == 1
         reads.late = passages
+        asked = list(counted.asked)
+        few = _search(reads, rerank=True, rerank_candidates=LATE_KEEP)  # nothing to cut: the late model is not asked
+        assert counted.asked[len(asked) :] == [[c["text"] for c in candidates[:LATE_KEEP]]]
+        assert few.reranked is True and reads.late_failures == 1
     finally:
         pipeline.stop()
     assert cut.reranked is True and whole.reranked is True
     ordered = late_first(QUERY, [dict(c) for c in candidates], passages)
-    assert counted.asked[0] == [c["text"] for c in ordered[:LATE_KEEP]]
+    assert asked[0] == [c["text"] for c in ordered[:LATE_KEEP]]
     expected = rerank(QUERY, ordered, 5, counted, LATE_KEEP, LATE_CE_WEIGHT)
     assert [(r["id"], r["score"]) for r in cut.results] == [(r["id"], r["score"]) for r in expected]
-    assert counted.asked[1] == [c["text"] for c in candidates]  # the late model failed: every candidate
+    assert asked[1] == [c["text"] for c in candidates]  # the late model failed: every candidate
     expected = rerank(QUERY, [dict(c) for c in candidates], 5, counted, 40, CE_WEIGHT)
     assert [(r["id"], r["score"]) for r in whole.results] == [(r["id"], r["score"]) for r in expected]
