@@ -68,7 +68,8 @@ from memstream.bench import reads_child
 from memstream.bench.command import checkout, show
 from memstream.bench.reads_callers import ask_question, caller
 from memstream.bench.reads_child import CHILD, STAGES
-from memstream.bench.reads_served import served_figures, served_lines, served_summary
+from memstream.bench.reads_report import format_reads
+from memstream.bench.reads_served import served_figures, served_summary
 from memstream.bench.stats import latency_summary, machine
 from memstream.bench.workload import append_memories
 from memstream.core import Settings, argtypes, stop_process, stop_processes
@@ -303,47 +304,6 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         if have:
             out["stages"][mode] = {s: _median([h[s] for h in have]) for s in STAGES}
     return out
-
-
-def format_reads(r: dict[str, Any]) -> str:
-    m = r["machine"]
-    lines = [
-        f"memstream bench reads  ({r['date']}, embedder {r['embedder']}, questions: {r['questions']}, "
-        f"{r['memories']:,} memories, {r['clients']} callers in {r['processes']} processes, {r['threads']} server "
-        f"threads, {r['seconds']} s x {r['rounds']} rounds; {m.get('cpus')} CPUs, load at start {m.get('loadavg_at_start')})",
-        "tree      recalls/s  rt p50  rt p95  errors  cpu ms/recall  floor lone  floor batch  rss MB",
-    ]
-    for label, tree in r["trees"].items():
-        s = tree["summary"]
-        lines.append(
-            f"{label:<8}  {s['recalls_per_s'] or 0:>9.1f}  {s['round_trip_p50_ms'] or 0:>6.1f}  "
-            f"{s['round_trip_p95_ms'] or 0:>6.1f}  {s['errors']:>6}  {s['cpu_ms_per_recall'] or 0:>13.2f}  "
-            f"{s['floor_lone_ms'] or 0:>10.2f}  {s['floor_batch_ms'] or 0:>11.2f}  {tree.get('rss_mb', 0):>6.0f}"
-        )
-    lines.append("CPU ms per recall by stage (handler called directly; transport = served minus handler):")
-    lines.append("tree      mode   embed  searches (dense  keyword)  facts  per-hit  handler  transport")
-    for label, tree in r["trees"].items():
-        s = tree["summary"]
-        for mode, st in s["stages"].items():
-            lines.append(
-                f"{label:<8}  {mode:<5}  {st['embed']:>5.2f}  {st['searches']:>8.2f}  "
-                + (f"({st['dense']:>5.2f}  {st['keyword']:>7.2f})" if st["dense"] or st["keyword"] else "(one call)      ")
-                + f"  {st['facts']:>5.2f}  {st['per_hit']:>7.2f}  {st['handler']:>7.2f}  "
-                + (f"{s['transport_ms']:>9.2f}" if mode == "lone" and s["transport_ms"] is not None else "")
-            )
-    lines += served_lines(r["trees"])
-    if "ratio" in r:
-        lines.append(
-            f"this / against: recalls/s x{r['ratio']['recalls_per_s']}, CPU per recall x{r['ratio']['cpu_ms_per_recall']}"
-        )
-    if "replicas" in r:
-        q = r["replicas"]
-        lines.append(
-            f"this, {r['query_processes']} query processes: {q['recalls_per_s'] or 0:.1f} recalls/s "
-            f"(rounds {q['per_round_recalls_per_s']}), x{q['ratio_to_one']} one process of the same round, "
-            f"cpu ms/recall {q['cpu_ms_per_recall'] or 0:.2f}, errors {q['errors']}, peak RSS MB per process {q['rss_mb']}"
-        )
-    return "\n".join(lines)
 
 
 # -- the command ------------------------------------------------------------------------------
