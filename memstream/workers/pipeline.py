@@ -179,6 +179,7 @@ class Pipeline:
         self.spec = self.config.embedder or settings.embedder
         self._embedders: dict[str, Embedder] = {}
         self._embedders_lock = threading.Lock()
+        self._query_embedders: dict[str, Embedder] = {}  # per spec: the read side's, keeping questions in memory only
         self.catalog = Catalog(events.client, events.prefix)
         self.priority = Priority()
         self.consumer_name = self.config.consumer or f"{socket.gethostname()}-{settings.worker_index}"
@@ -193,7 +194,9 @@ class Pipeline:
         self._served: dict[str, Version] = {}  # a replica's: per projection, the version it answers from
         self._served_lock = threading.Lock()
         self._last_beat = 0.0
-        self.versions = ActiveVersions(events.client, events.prefix, self._embedder_of, pick=self._pick if self.replica else None)
+        self.versions = ActiveVersions(
+            events.client, events.prefix, self._query_embedder_of, pick=self._pick if self.replica else None
+        )
         # the steps, in order
         self._store = self._open_store()
         self._embedder = self._load_embedder(self.spec) if self.vectors else None  # new versions' default
@@ -393,6 +396,22 @@ class Pipeline:
     def _embedder_of(self, version: Version) -> Embedder:
         """The embedder ``version`` was built with (the configured one for a version without)."""
         return self._load_embedder(version.embedder or self.spec)
+
+    def _query_embedder_of(self, version: Version) -> Embedder:
+        """What the read side embeds a question with for ``version``: its embedder, keeping a
+        question's vector in memory only (``CachedEmbedder.for_queries``), so the cache's file
+        holds only what was embedded for an event, which ``memstream forget`` reaches."""
+        from memstream.projections import CachedEmbedder  # the models' modules
+
+        spec = version.embedder or self.spec
+        with self._embedders_lock:
+            found = self._query_embedders.get(spec)
+        if found is None:
+            embedder = self._load_embedder(spec)
+            view = embedder.for_queries() if isinstance(embedder, CachedEmbedder) else embedder
+            with self._embedders_lock:
+                found = self._query_embedders.setdefault(spec, view)
+        return found
 
     def _legacy_collection(self, row: Registered) -> bool:
         """Whether ``row``'s collection was projected before the catalog recorded its

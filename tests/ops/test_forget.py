@@ -394,3 +394,40 @@ def test_forget_removes_the_cache_rows_of_a_turns_unit_found_by_the_event_it_was
     assert done["removed"]["embedding_cache"] == 1  # the unit embedded for it, not derivable from its text
     with EmbeddingCache(cache_path) as cache:
         assert cache.count() == 1
+
+
+def _in_cache_file(path, name: str, dim: int, text: str) -> bool:
+    with EmbeddingCache(path) as cache:  # a new cache: only the file answers
+        return text_key(text) in cache.get_many(name, [text_key(text)], dim)[0]
+
+
+def test_a_search_keeps_its_question_out_of_the_embedding_cache_file(tmp_path):
+    """The read side embeds a question through the cache's memory only: the file holds what
+    was embedded for events (which forget finds by the event), never a question someone
+    typed, which no event names and forget could not reach."""
+    import fakeredis
+    from pipeline_support import pipeline_settings, wait_for
+
+    from memstream.query import SearchRequest
+    from memstream.workers import Pipeline, PipelineConfig
+
+    log = EventLog(fakeredis.FakeRedis(), "ms", 1)
+    stored = "The staging database listens on port 6543"
+    log.append([remembered(stored)])
+    settings = pipeline_settings(tmp_path / "home", stream_prefix=log.prefix, shards=log.shards, late_rerank="off")
+    path = settings.data_dir / "embeddings.sqlite3"
+    pipeline = Pipeline(settings, log, PipelineConfig(embedder="onnx-minilm", consumer="w1"))
+    question = "what port is the staging database on"
+    try:
+        pipeline.drain()
+        name, dim = pipeline.embedder.name, pipeline.embedder.dim
+        # the write side keeps what it embedded for the event in the file
+        wait_for(lambda: _in_cache_file(path, name, dim, stored), what="the memory's vector in the cache file")
+        search = SearchRequest(tenant="t1", agent="a1", query=question, k=3, kind="memories")
+        found = pipeline.reads.handlers().search(search)
+        assert [r["text"] for r in found.results][:1] == [stored]
+        again = pipeline.reads.handlers().search(search)  # the question's vector from memory
+        assert [r["id"] for r in again.results] == [r["id"] for r in found.results]
+    finally:
+        pipeline.stop()
+    assert not _in_cache_file(path, name, dim, question)

@@ -231,7 +231,10 @@ def test_each_version_is_queried_with_the_embedder_it_was_built_with(tmp_path, e
     some = points(pipeline.store, "turns_v2", "t1")[0]
     assert len(pipeline.store.retrieve("turns_v2", [some.id], with_vectors=True)[0].dense) == onnx.dim
     assert catalog.active("turns").model == onnx.name != pipeline.embedder.name
-    assert pipeline.versions.embedder("turns") is onnx and pipeline.versions.embedder("memories") is pipeline.embedder
+    # the read side asks each version's own model, through a view that keeps questions out of the cache's file
+    queried = pipeline.versions.embedder("turns")
+    assert queried.inner is onnx.inner and queried.cache is onnx.cache and queried.persist is False
+    assert pipeline.versions.embedder("memories") is pipeline.embedder  # hash: not cached
     hits = pipeline.searcher.search("Which database runs on staging?", tenant="t1", agent="a1", k=2, kinds=("turns", "memories"))
     assert "Postgres" in hits[0]["text"]
 

@@ -130,6 +130,12 @@ class EmbeddingCache:
                 self._remember(embedder, key, blob)
             self._insert("INSERT OR IGNORE INTO embeddings VALUES (?, ?, ?)", rows)
 
+    def remember_many(self, embedder: str, items: Mapping[bytes, np.ndarray]) -> None:
+        """Keep vectors (float32) in memory only, never in the file (a query's: ``CachedEmbedder.for_queries``)."""
+        with self._lock:
+            for key, vec in items.items():
+                self._remember(embedder, key, np.asarray(vec, dtype="<f4").tobytes())
+
     def get_blobs(self, embedder: str, keys: Sequence[bytes]) -> dict[bytes, bytes]:
         """The stored bytes of ``keys`` under ``embedder`` as they were put (``put_blobs``),
         read from the file only (not the LRU: a late-interaction passage is kilobytes, its
@@ -246,11 +252,14 @@ class CachedEmbedder(Wrapper):
     vectors. ``cache`` is an ``EmbeddingCache`` or a path for one. ``stats()`` counts
     per text: ``hits`` (not embedded: from memory, the file, or a duplicate in the same
     call), ``misses`` (embedded by ``inner``), ``errors`` (cache failures survived).
-    Thread-safe when ``inner`` is.
+    Thread-safe when ``inner`` is. ``persist=False`` (``for_queries``): what it embeds is kept
+    in the cache's memory only, never written to the file, where ``memstream forget`` could not
+    find it (a question has no event); it still reads what the file holds.
     """
 
-    def __init__(self, inner: Embedder, cache: EmbeddingCache | str | os.PathLike[str]) -> None:
+    def __init__(self, inner: Embedder, cache: EmbeddingCache | str | os.PathLike[str], *, persist: bool = True) -> None:
         super().__init__(inner)
+        self.persist = persist
         self._owns_cache = not isinstance(cache, EmbeddingCache)
         self.cache = cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache)
         self._counts = {"hits": 0, "misses": 0, "memory_hits": 0, "disk_hits": 0, "errors": 0}
@@ -279,7 +288,10 @@ class CachedEmbedder(Wrapper):
             fresh = self.inner.embed([items[first[k]] for k in missing])
             new = dict(zip(missing, fresh))
             try:
-                self.cache.put_many(name, new)
+                if self.persist:
+                    self.cache.put_many(name, new)
+                else:
+                    self.cache.remember_many(name, new)
             except sqlite3.Error as exc:
                 errors += 1
                 log.warning("embedding_cache.write_failed", path=self.cache.path, vectors=len(new), error=str(exc))
@@ -295,6 +307,11 @@ class CachedEmbedder(Wrapper):
             c["disk_hits"] += len(unique) - len(missing) - from_memory
             c["errors"] += errors
         return out
+
+    def for_queries(self) -> CachedEmbedder:
+        """The same model and cache for a query's text: read from the file and memory, kept in
+        memory only (``persist=False``)."""
+        return CachedEmbedder(self.inner, self.cache, persist=False)
 
     def note_origins(self, pairs: Sequence[tuple[str, str]]) -> None:
         """Record which event each text was embedded for ((event id, text) pairs), so that

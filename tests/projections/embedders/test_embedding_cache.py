@@ -180,3 +180,26 @@ def test_delete_removes_the_rows_of_the_texts_of_every_embedder_from_memory_and_
         assert cache.delete([text_key("gone")]) == 0
     with EmbeddingCache(path) as cache:
         assert cache.count() == 1 and set(cache.get_many("a", [text_key("kept")], 4)[0]) == {text_key("kept")}
+
+
+def test_a_query_view_reads_the_file_and_keeps_what_it_embeds_in_memory_only(tmp_path):
+    """``for_queries``: a passage stored by the write side is read from the file; a question
+    it embeds is answered again from memory, and never reaches the file (a new cache on the
+    same file embeds it again), so ``memstream forget`` has nothing of it to miss."""
+    path = tmp_path / "emb.sqlite3"
+    inner = CountingEmbedder()
+    writer = CachedEmbedder(inner, path)
+    stored = writer.embed(["the staging database listens on port 6543"])
+    queries = writer.for_queries()
+    assert queries.persist is False and queries.inner is inner and queries.cache is writer.cache
+    question = "what port is the staging database on"
+    first = queries.embed([question, "the staging database listens on port 6543"])
+    assert np.array_equal(first[1], stored[0]) and inner.calls[-1] == [question]
+    again = queries.embed([question])
+    assert np.array_equal(again[0], first[0]) and queries.stats()["memory_hits"] >= 2
+    writer.close()
+    fresh_inner = CountingEmbedder()
+    with EmbeddingCache(path) as cache:
+        reopened = CachedEmbedder(fresh_inner, cache)
+        reopened.embed([question, "the staging database listens on port 6543"])
+    assert fresh_inner.calls == [[question]]  # the passage was in the file; the question was not
