@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from memstream.bench.command import BenchError, show
-from memstream.bench.stats import machine
+from memstream.bench.stats import machine, rss_mb
 from memstream.bench.workload import fresh_question, memory_text
 from memstream.core import argtypes
 from memstream.projections import DenseScopes, Filter, Indexer, get_embedder
@@ -41,11 +41,6 @@ LIMITS = (12, 50)  # a recall's k, and the candidates the ranking takes per side
 
 def _cpu() -> float:
     return time.process_time()
-
-
-def _rss_mb() -> float:
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * 4096 / 2**20
 
 
 def _corpus(rows: int, data: str | None, seed: int) -> tuple[list[str], list[str], str]:
@@ -140,7 +135,7 @@ def _one_size(rows: int, embedder: Any, data: str | None, questions: int, rounds
     builder = Indexer()
     indexed = DenseScopes(vectors.shape[1], indexer=builder)
     indexed.put(points)
-    rss = _rss_mb()
+    rss = rss_mb()
     wall, cpu = time.perf_counter(), _cpu()
     indexed.index_from(rows)
     if not builder.idle(3600) or indexed.indexed() != rows:
@@ -153,7 +148,7 @@ def _one_size(rows: int, embedder: Any, data: str | None, questions: int, rounds
         "build_s": round(wall, 2),
         "build_cpu_s": round(cpu, 2),
         "build_cpu_s_per_10k": round(cpu * 10_000 / rows, 2),
-        "index_rss_mb": round(_rss_mb() - rss, 1),
+        "index_rss_mb": round(rss_mb() - rss, 1),
     }
     times: dict[str, list[float]] = {}
     answers: dict[tuple[str, int], list[list[str]]] = {}

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from memstream.bench.command import BenchError, checkout, show
-from memstream.bench.stats import machine
+from memstream.bench.stats import machine, rss_mb
 from memstream.core import argtypes
 
 __all__ = ["add_arguments", "format_idle", "idle_bench", "run"]
@@ -42,16 +42,6 @@ SESSION = (
 
 
 ORDER = ("service", "projection child", "read replica", "valkey", "child", "total")
-
-
-def _rss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
 
 
 def _children(pid: int) -> list[int]:
@@ -124,12 +114,12 @@ def _one(tree: Path, settle: float, root: Path, pids: list[int], replicas: int =
                 raise BenchError(f"{replicas} read replicas did not open their stores within 300 s")
             time.sleep(0.2)  # polling another process's state: its children as the kernel lists them
         time.sleep(settle)  # the rest being measured
-        out: dict[str, float] = {"service": _rss_mb(pid)}
+        out: dict[str, float] = {"service": rss_mb(pid)}
         pids.append(pid)
         for child in _children(pid):
             pids.append(child)
             role = _role(child)
-            out[role] = out.get(role, 0.0) + _rss_mb(child)
+            out[role] = out.get(role, 0.0) + rss_mb(child)
         out["total"] = sum(out.values())
         return out
     finally:

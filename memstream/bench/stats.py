@@ -1,4 +1,5 @@
-"""What every benchmark shares: one percentile definition and the machine's description.
+"""What every benchmark shares: one percentile definition, the machine's description and a
+process's resident memory.
 
 Percentiles are nearest-rank (the smallest sample with at least ``q`` of the samples at
 or below it: ``sorted[ceil(q * n) - 1]``), never interpolated, so a reported p99 is a
@@ -14,7 +15,19 @@ import platform
 from pathlib import Path
 from typing import Any, Sequence
 
-__all__ = ["percentile", "latency_summary", "machine", "sign_test"]
+__all__ = ["percentile", "latency_summary", "machine", "rss_mb", "sign_test"]
+
+
+def rss_mb(pid: int | str = "self") -> float:
+    """The resident memory of process ``pid`` now (``VmRSS``; this process by default), MB;
+    0.0 when it cannot be read (the process is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 def percentile(values: Sequence[float], q: float) -> float:
