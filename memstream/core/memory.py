@@ -14,8 +14,22 @@ from typing import Any
 
 __all__ = ["release_file_pages", "release_freed_heap"]
 
-_trim_lock = threading.Lock()
-_trim: list[Any] = []  # glibc's malloc_trim once looked up; [None] where there is none
+_libc_lock = threading.Lock()
+_libc_found: dict[str, Any] = {}  # libc's functions once looked up; None where there is none
+
+
+def _libc(name: str, argtypes: list[Any] | None = None, restype: Any = None) -> Any:
+    """The C library's function ``name`` (looked up once; None where it has none)."""
+    with _libc_lock:
+        if name not in _libc_found:
+            try:
+                fn = getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True), name)
+                if argtypes is not None:
+                    fn.argtypes, fn.restype = argtypes, restype
+            except (OSError, AttributeError):
+                fn = None
+            _libc_found[name] = fn
+        return _libc_found[name]
 
 
 def release_freed_heap() -> bool:
@@ -23,14 +37,7 @@ def release_freed_heap() -> bool:
     False, doing nothing, elsewhere). glibc keeps what a large native computation freed
     (building an onnxruntime session: about 60 MB; a batch of long texts: about 50 MB)
     for the process's later allocations, so its resident size stays at its peak."""
-    with _trim_lock:
-        if not _trim:
-            try:
-                libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-                _trim.append(getattr(libc, "malloc_trim", None))
-            except OSError:
-                _trim.append(None)
-        trim = _trim[0]
+    trim = _libc("malloc_trim")
     if trim is None:
         return False
     trim(0)
@@ -38,7 +45,6 @@ def release_freed_heap() -> bool:
 
 
 _MADV_PAGEOUT = 21  # Linux 5.4+ (not in Python 3.11's mmap module)
-_madvise: list[Any] = []  # libc's madvise once looked up; [None] where there is none
 
 
 def release_file_pages(directory: Path, maps: Path = Path("/proc/self/maps")) -> int:
@@ -49,17 +55,7 @@ def release_file_pages(directory: Path, maps: Path = Path("/proc/self/maps")) ->
     otherwise. Nothing is lost: the kernel writes back what it must before it drops a page,
     and a page read again is read from the file. The bytes asked for (0 where ``maps`` or
     ``madvise`` is missing: not Linux)."""
-    with _trim_lock:
-        if not _madvise:
-            try:
-                libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-                fn = libc.madvise
-                fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-                fn.restype = ctypes.c_int
-                _madvise.append(fn)
-            except (OSError, AttributeError):
-                _madvise.append(None)
-        madvise = _madvise[0]
+    madvise = _libc("madvise", [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int)
     if madvise is None:
         return 0
     prefix = os.path.join(os.path.realpath(directory), "")
