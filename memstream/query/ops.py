@@ -30,6 +30,7 @@ from memstream.projections import (
     item_point_id,
     shared_cross_encoder,
 )
+from memstream.query import ranking
 from memstream.query.late import LATE_CANDIDATES, late_first, late_order
 from memstream.query.protocol import (
     BatchHandler,
@@ -133,9 +134,11 @@ class ReadOps:
         history: bool,
         hot_since: float | None = None,
         least: int = 0,
+        candidates: int = 0,
     ) -> Ask:
         """The search ``request`` asks for (already within the protocol's limits), of at
-        least ``least`` items (the candidates a reordering takes)."""
+        least ``least`` items (the candidates a reordering takes), from ``candidates`` a side
+        (0: the ranking's ``CANDIDATES``)."""
         if isinstance(request, SearchRequest) and request.rerank:
             least = max(least, request.rerank_candidates)
         return Ask(
@@ -148,6 +151,7 @@ class ReadOps:
             session=request.session,
             history=history,
             hot_since=hot_since,
+            candidates=candidates,
         )
 
     def search(self, request: SearchRequest) -> SearchAnswer:
@@ -204,7 +208,8 @@ class ReadOps:
         hot_since = self._hot_since()
         kinds = SEARCH_COLLECTIONS["all"]
         least = LATE_CANDIDATES if self.late is not None else 0
-        asks = [self._ask(r, kinds, asks_about_history(r.query), hot_since, least) for r in requests]
+        candidates = ranking.RECALL_CANDIDATES  # read at the call: bench locomo's prefetch grid moves it
+        asks = [self._ask(r, kinds, asks_about_history(r.query), hot_since, least, candidates) for r in requests]
         ranked = []
         for items in self.searcher.search_many(asks):
             if isinstance(items, Exception):

@@ -7,7 +7,8 @@ asking session), ``all`` (every agent of the tenant) or an agent name.
 Ranking (each step measured on the LoCoMo dev split, see BENCHMARKS.md):
 
 1. per collection, the top ``CANDIDATES`` by cosine (dense) and the top ``CANDIDATES``
-   by BM25 (the sparse vector, IDF from the engine), each min-max normalised to [0, 1]
+   by BM25 (the sparse vector, IDF from the engine; a recall takes ``RECALL_CANDIDATES``
+   of each, and never fewer than its ``k``), each min-max normalised to [0, 1]
    and fused convexly: ``DENSE_WEIGHT * dense + (1 - DENSE_WEIGHT) * sparse``. With the
    small int8 MiniLM the keyword side carries more; engine RRF, which ignores the score
    gaps, lost 10 points of Recall@10 to this;
@@ -72,9 +73,14 @@ if TYPE_CHECKING:
 
     from memstream.projections import Embedder
 
-__all__ = ["Ask", "Searcher", "asks_about_time", "fact_item"]
+__all__ = ["RECALL_CANDIDATES", "Ask", "Searcher", "asks_about_time", "fact_item"]
 
 CANDIDATES = 50
+# a recall's (the prefetch's) candidates a side, never fewer than its k: on LoCoMo dev 30 against
+# 50 moved the prefetch's any@10 / all@10 by -0.3 / -0.7 points, within the paired sign tests'
+# noise (p 0.65 / 0.14), for a quarter less of a batched recall's CPU at 10k memories (BENCHMARKS.md,
+# "The recall's candidates and the engine's calls"); the search, which the rerank reads, keeps 50
+RECALL_CANDIDATES = 30
 DENSE_WEIGHT = 0.4
 NEIGHBOUR_WEIGHT = 0.5
 SECOND_NEIGHBOUR_WEIGHT = 0.35  # two turns away
@@ -140,6 +146,11 @@ class Ask:
     session: str = ""
     history: bool = False
     hot_since: float | None = None
+    candidates: int = 0  # a side's candidates per collection, at least k (0: ``CANDIDATES``)
+
+    def limit(self) -> int:
+        """The dense and the keyword candidates this search takes per collection."""
+        return max(self.candidates or CANDIDATES, self.k)
 
 
 class _Plan:
@@ -410,10 +421,11 @@ class Searcher:
                 narrowed = (
                     replace(plan.filter, since_ts=ask.hot_since) if name == "turns" and ask.hot_since is not None else plan.filter
                 )
+                limit = ask.limit()
                 at.append((len(searches), bool(plan.sparse[0])))
-                searches.append(Search(filter=narrowed, dense=dense[ask.query], limit=CANDIDATES))
+                searches.append(Search(filter=narrowed, dense=dense[ask.query], limit=limit))
                 if plan.sparse[0]:
-                    searches.append(Search(filter=narrowed, sparse=plan.sparse, limit=CANDIDATES))
+                    searches.append(Search(filter=narrowed, sparse=plan.sparse, limit=limit))
             found = self.store.search_many(collection, searches)  # one engine call for the batch's searches
             for plan, (i, keyword) in zip(wanting, at):
                 ask = plan.ask

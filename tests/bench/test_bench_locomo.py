@@ -225,14 +225,14 @@ def test_bench_locomo_tries_the_prefetch_weights_and_puts_the_defaults_back(tmp_
     from memstream.query import ranking
 
     _write(tmp_path)
-    defaults = (ranking.DENSE_WEIGHT, ranking.CANDIDATES, ranking.SCORE_MAX)
+    defaults = (ranking.DENSE_WEIGHT, ranking.RECALL_CANDIDATES, ranking.SCORE_MAX)
     result = locomo(tmp_path, split="dev", embedder="hash", paths=("prefetch",), prefetch_points=True)
     points = result["prefetch_grid"]
     assert [{n: v for n, v in p.items() if n.isupper()} for p in points] == list(PREFETCH_POINTS)
     assert all(p["cats_1_4"]["n"] == 10 and p["latency_ms"]["n"] == 12 for p in points)
     # every fact is found by every setting here: each point pairs with the defaults at +0 -0
     assert all(p["paired"]["any@10"]["wins"] == p["paired"]["any@10"]["losses"] == 0 for p in points)
-    assert (ranking.DENSE_WEIGHT, ranking.CANDIDATES, ranking.SCORE_MAX) == defaults
+    assert (ranking.DENSE_WEIGHT, ranking.RECALL_CANDIDATES, ranking.SCORE_MAX) == defaults
     assert "prefetch grid" in format_locomo(result) and "DENSE_WEIGHT 0.3" in format_locomo(result)
     with pytest.raises(BenchDataError, match="prefetch path"):
         locomo(tmp_path, split="dev", embedder="hash", paths=("search",), prefetch_points=True)

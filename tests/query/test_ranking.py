@@ -138,3 +138,31 @@ def test_facts_read_as_sentences(pipeline, event_log):
 )
 def test_each_kind_of_fact_key_reads_as_a_sentence(subject, key, value, sentence):
     assert fact_sentence(subject, key, value) == sentence
+
+
+def test_a_recall_takes_fewer_candidates_a_side_than_a_search_and_never_fewer_than_its_k(pipeline, event_log):
+    from memstream.query import ranking
+
+    event_log.append([remembered(f"The release train number {i} leaves on a Friday") for i in range(60)])
+    pipeline.drain()
+    store = pipeline.searcher.store
+    limits: list[tuple[int, ...]] = []
+    inner = store.search_many
+
+    def recorded(collection, searches):
+        limits.append(tuple(s.limit for s in searches))
+        return inner(collection, searches)
+
+    store.search_many = recorded
+    try:
+        handlers = pipeline.reads.handlers()
+        recalled = answer(handlers, {"op": "recall", "tenant": "t1", "agent": "a1", "query": "release train Friday", "k": 12})
+        assert set(limits.pop()) == {ranking.RECALL_CANDIDATES}  # the memories', dense and keyword
+        assert len(recalled["items"]) == 12
+        wide = answer(handlers, {"op": "recall", "tenant": "t1", "agent": "a1", "query": "release train Friday", "k": 45})
+        assert set(limits.pop()) == {45} and len(wide["items"]) == 45  # a recall's k past its candidates: k a side
+        found = answer(handlers, {"op": "search", "tenant": "t1", "agent": "a1", "query": "release train Friday", "k": 5})
+        assert set(limits.pop()) == {ranking.CANDIDATES} and len(found["results"]) == 5  # a search's as before
+    finally:
+        store.search_many = inner
+    assert ranking.RECALL_CANDIDATES < ranking.CANDIDATES
