@@ -78,7 +78,7 @@ __all__ = ["RECALL_CANDIDATES", "Ask", "Searcher", "asks_about_time", "fact_item
 CANDIDATES = 50
 # a recall's (the prefetch's) candidates a side, never fewer than its k: on LoCoMo dev 30 against
 # 50 moved the prefetch's any@10 / all@10 by -0.3 / -0.7 points, within the paired sign tests'
-# noise (p 0.65 / 0.14), for a quarter less of a batched recall's CPU at 10k memories (BENCHMARKS.md,
+# noise (p 0.65 / 0.14), for x0.79 of a batched recall's CPU at 10k memories (BENCHMARKS.md,
 # "The recall's candidates and the engine's calls"); the search, which the rerank reads, keeps 50
 RECALL_CANDIDATES = 30
 DENSE_WEIGHT = 0.4
