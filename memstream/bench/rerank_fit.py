@@ -32,13 +32,14 @@ import numpy as np
 from memstream.bench.command import BenchError, show
 from memstream.bench.locomo.data import load, unit_text
 from memstream.bench.locomo.scoring import paired, question_key, recall_metrics
+from memstream.core import argtypes
 from memstream.query.rerank import (
     LATE_CE_WEIGHT,
     LATE_KEEP,
-    LATE_WEIGHT,
     LEARNED_FEATURES,
     LEARNED_WEIGHTS,
     combine,
+    cut_order,
     learned_features,
 )
 
@@ -57,22 +58,17 @@ def _floats(text: str) -> tuple[float, ...]:
     return values
 
 
-def _counts(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        values = ()
-    if not values or min(values) < 2 or max(values) > 50:
-        raise argparse.ArgumentTypeError(f"comma-separated counts from 2 to 50, e.g. 20,25 (got {text[:40]!r})")
-    return values
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True, help="the LoCoMo directory (locomo10_turns.jsonl, locomo10_qrels.jsonl)")
     parser.add_argument("--grid", required=True, help="a `bench locomo --rerank-grid --json` result (its stored candidates)")
     parser.add_argument("--split", choices=("dev", "test", "all"), default="dev", help="the grid's split (default: dev)")
     parser.add_argument("--candidates", type=int, default=40, help="the late cut's candidates (default: 40)")
-    parser.add_argument("--keep", type=_counts, default=(LATE_KEEP,), help=f"the cut's best scored (default: {LATE_KEEP})")
+    parser.add_argument(
+        "--keep",
+        type=argtypes.ascending_counts,
+        default=(LATE_KEEP,),
+        help=f"the cut's best scored, e.g. 20,25 (default: {LATE_KEEP})",
+    )
     parser.add_argument("--l2", type=_floats, default=(0.001, 0.003, 0.01), help="L2 penalties (default: 0.001,0.003,0.01)")
 
 
@@ -116,7 +112,7 @@ def learned_rows(question: Question, candidates: int, keep: int) -> tuple[list[s
     q, cands, late = question
     head = cands[:candidates]
     fused = [c[1] for c in head]
-    order = np.argsort(-combine(fused, late[: len(head)], LATE_WEIGHT), kind="stable")
+    order = cut_order(fused, late[: len(head)])
     top = [head[int(i)] for i in order[:keep]]
     _, rows = learned_features(fused, late[: len(head)], [c[2] for c in top], [_session(c[0]) for c in top], [c[3] for c in top])
     gold = set(q["gold_dia_ids"])
@@ -128,7 +124,7 @@ def hand_order(question: Question, candidates: int, keep: int) -> list[str]:
     """The server's order before: the cut's best ``keep`` by fused and logit at ``LATE_CE_WEIGHT``."""
     q, cands, late = question
     head = cands[:candidates]
-    order = np.argsort(-combine([c[1] for c in head], late[: len(head)], LATE_WEIGHT), kind="stable")
+    order = cut_order([c[1] for c in head], late[: len(head)])
     top = [head[int(i)] for i in order[:keep]]
     final = combine([c[1] for c in top], [c[2] for c in top], LATE_CE_WEIGHT)
     return [top[int(i)][0] for i in np.argsort(-final, kind="stable")] + [head[int(i)][0] for i in order[keep:]]
@@ -253,8 +249,8 @@ def run(args: argparse.Namespace) -> int:
         raise BenchError(f"--grid {args.grid}: not a `bench locomo --rerank-grid --json` result ({type(exc).__name__})") from exc
     if not 2 <= args.candidates <= 50:
         raise BenchError(f"--candidates from 2 to 50, got {args.candidates}")
-    if max(args.keep) > args.candidates:
-        raise BenchError(f"--keep at most --candidates ({args.candidates})")
+    if min(args.keep) < 2 or max(args.keep) > args.candidates:
+        raise BenchError(f"--keep from 2 to --candidates ({args.candidates})")
     questions = late_of_grid(Path(args.data), args.split, scored)
     result = fit_table(questions, args.candidates, args.keep, args.l2)
     return show(args, result, format_fit(result))

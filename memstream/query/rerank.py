@@ -59,6 +59,7 @@ __all__ = [
     "LEARNED_FEATURES",
     "LEARNED_WEIGHTS",
     "combine",
+    "cut_order",
     "learned_cut",
     "learned_features",
     "rerank",
@@ -157,6 +158,12 @@ def rerank(
     return (out + tail)[:k]
 
 
+def cut_order(fused: Sequence[float] | np.ndarray, late: Sequence[float] | np.ndarray) -> np.ndarray:
+    """The late interaction's cut: the candidates' indices by ``combine`` of their fused and
+    late-interaction scores at ``LATE_WEIGHT``, best first (ties in the ranking's order)."""
+    return np.argsort(-combine(fused, late, LATE_WEIGHT), kind="stable")
+
+
 def learned_features(
     fused: Sequence[float] | np.ndarray,
     late: Sequence[float] | np.ndarray,
@@ -174,7 +181,7 @@ def learned_features(
     if f.shape != lat.shape or n > f.size or len(sessions) != n or len(lengths) != n:
         raise ValueError(f"{f.size} fused, {lat.size} late, {n} logits, {len(sessions)} sessions, {len(lengths)} lengths")
     cut = combine(f, lat, LATE_WEIGHT)
-    order = np.argsort(-cut, kind="stable")
+    order = np.argsort(-cut, kind="stable")  # cut_order, with the cut's scores kept
     top = order[:n]
     if n == 0:
         return order, np.zeros((0, len(LEARNED_FEATURES)))
@@ -218,7 +225,7 @@ def learned_cut(
     fused = [float(item.get("score") or 0.0) for item in results]
     if len(results) != len(late):
         raise ValueError(f"{len(results)} candidates for {len(late)} late scores")
-    order = np.argsort(-combine(fused, late, LATE_WEIGHT), kind="stable")
+    order = cut_order(fused, late)
     head = [results[int(i)] for i in order[:keep]]
     logits = encoder().score(query, [str(item.get("text", ""))[:PASSAGE_CHARS] for item in head])
     _, rows = learned_features(
