@@ -40,4 +40,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
         "memstream.bench.rerank",
         "what the cross-encoder costs a reranked search (LoCoMo candidates), by batch size, threads and token cap",
     ),
+    "rerank-fit": (
+        "memstream.bench.rerank_fit",
+        "the rerank's learned order fit again from a LoCoMo grid's stored candidates, left out one conversation at a time",
+    ),
 }

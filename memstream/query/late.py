@@ -25,12 +25,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from memstream.projections import LatePassages, LateScorer
-from memstream.query.rerank import combine
+from memstream.query.rerank import LATE_WEIGHT, combine
 
 __all__ = ["LATE_CANDIDATES", "LATE_WEIGHT", "late_first", "late_order", "late_scores"]
 
 LATE_CANDIDATES = 20  # turns and memories of a recall's ranking reordered
-LATE_WEIGHT = 0.6  # the late-interaction score's share of the final score
 
 
 def late_scores(questions: Sequence[str], heads: Sequence[list[dict[str, Any]]], passages: LatePassages) -> list[np.ndarray]:
@@ -46,14 +45,20 @@ def late_scores(questions: Sequence[str], heads: Sequence[list[dict[str, Any]]],
 
 
 def late_first(
-    question: str, items: list[dict[str, Any]], passages: LatePassages, weight: float = LATE_WEIGHT
+    question: str,
+    items: list[dict[str, Any]],
+    passages: LatePassages,
+    weight: float = LATE_WEIGHT,
+    scores: np.ndarray | None = None,
 ) -> list[dict[str, Any]]:
     """``items`` (every kind, best first) reordered by ``combine`` of their fused score and
-    their late-interaction score with ``question`` (the tool search's cut before the
-    cross-encoder: ``memstream.query.rerank``); ``LateError`` when the model cannot."""
+    their late-interaction score with ``question`` (``scores`` when already computed; the tool
+    search's cut before the cross-encoder: ``memstream.query.rerank``); ``LateError`` when the
+    model cannot."""
     if len(items) < 2:
         return list(items)
-    (scores,) = late_scores([question], [items], passages)
+    if scores is None:
+        (scores,) = late_scores([question], [items], passages)
     final = combine([float(item.get("score") or 0.0) for item in items], scores, weight)
     return [items[int(i)] for i in np.argsort(-final, kind="stable")]
 

@@ -31,7 +31,7 @@ from memstream.projections import (
     shared_cross_encoder,
 )
 from memstream.query import ranking
-from memstream.query.late import LATE_CANDIDATES, late_first, late_order
+from memstream.query.late import LATE_CANDIDATES, late_first, late_order, late_scores
 from memstream.query.protocol import (
     BatchHandler,
     ContextAnswer,
@@ -52,7 +52,7 @@ from memstream.query.protocol import (
     SearchRequest,
 )
 from memstream.query.ranking import Ask, Searcher, fact_item
-from memstream.query.rerank import CE_WEIGHT, LATE_CE_WEIGHT, LATE_KEEP, rerank
+from memstream.query.rerank import CE_WEIGHT, LATE_CE_WEIGHT, LATE_KEEP, learned_cut, rerank
 from memstream.query.versions import FixedVersions, Versions
 from memstream.text import asks_about_past
 
@@ -92,6 +92,7 @@ class ReadOps:
         # what reorders a recall's best turns and memories (None: the ranking's order stands)
         self.late = late
         self.late_failures = 0  # recalls (and reranked searches) the late model failed: the ranking's order stands
+        self.learned_rerank = True  # the late cut's best ordered by rerank.LEARNED_WEIGHTS (off: the hand sum, as before)
         # what reranks a request that asks for it (loaded on its first use: one per process)
         self.cross_encoder = cross_encoder
         self.hot_days = hot_days  # prefetch (recall) reads the hot tier only; 0: every turn is hot
@@ -174,20 +175,33 @@ class ReadOps:
     def _reranked(self, request: SearchRequest, results: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool, str | None]:
         """``results`` (the ranking's, up to the candidates) reranked by the cross-encoder and
         cut to the request's ``k``, and whether they were; with the late interaction on and more
-        than ``LATE_KEEP`` candidates, they are first ordered by it and the cross-encoder scores its best ``LATE_KEEP``
-        (``memstream.query.rerank``). A late model that fails leaves the cross-encoder all of
-        them (counted); a cross-encoder that cannot load or score leaves the order it was
+        than ``LATE_KEEP`` candidates, the cross-encoder scores the late order's best ``LATE_KEEP``,
+        ordered by the learned weights (``learned_cut``; by the hand sum at ``LATE_CE_WEIGHT`` with
+        ``learned_rerank`` off). A late model that fails leaves the cross-encoder all of
+        them at ``CE_WEIGHT`` (counted); a cross-encoder that cannot load or score leaves the order it was
         given, and says why."""
-        candidates, weight = request.rerank_candidates, CE_WEIGHT
+        candidates = request.rerank_candidates
         if self.late is not None and min(candidates, len(results)) > LATE_KEEP:  # the late interaction's first cut
+            head, tail = results[:candidates], results[candidates:]
             try:
-                results = late_first(request.query, results[:candidates], self.late) + results[candidates:]
-                candidates, weight = LATE_KEEP, LATE_CE_WEIGHT
+                (late,) = late_scores([request.query], [head], self.late)
             except (LateError, sqlite3.Error) as exc:
                 self.late_failures += 1
                 log.warning("search.late_failed", error=str(exc))
+            else:
+                try:
+                    if self.learned_rerank:
+                        return (
+                            (learned_cut(request.query, head, late, request.k, self.cross_encoder) + tail)[: request.k],
+                            True,
+                            None,
+                        )
+                    ordered = late_first(request.query, head, self.late, scores=late) + tail
+                    return rerank(request.query, ordered, request.k, self.cross_encoder, LATE_KEEP, LATE_CE_WEIGHT), True, None
+                except RerankerError as exc:
+                    return results[: request.k], False, str(exc)
         try:
-            return rerank(request.query, results, request.k, self.cross_encoder, candidates, weight), True, None
+            return rerank(request.query, results, request.k, self.cross_encoder, candidates, CE_WEIGHT), True, None
         except RerankerError as exc:
             return results[: request.k], False, str(exc)
 

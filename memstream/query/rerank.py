@@ -28,6 +28,19 @@ it (the prefetch's ``combine`` of fused and maxsim, ``LATE_WEIGHT``), and only i
 in the late order. Half the pairs, for the same recall on LoCoMo dev (BENCHMARKS.md, "The
 late interaction as the rerank's first cut"). ``ReadOps`` makes the cut; a late model that
 fails leaves the cross-encoder over all 40.
+
+After the cut, the ``LATE_KEEP`` the cross-encoder scored are ordered by a learned linear
+score (``learned_cut``) rather than the hand-weighted sum: ``LEARNED_WEIGHTS`` over the
+``LEARNED_FEATURES`` of each candidate (``learned_features``: its fused, late and
+cross-encoder scores min-max normalised, the logit itself and through a sigmoid, its place
+in each order, how many of the cross-encoder's best five share its session, its length).
+The weights are a pairwise logistic model (every gold turn against every other candidate
+of its question) fit on LoCoMo's dev split by ``memstream bench rerank-fit`` from the
+candidates the dev grid stored; left out one conversation at a time, it beat the hand sum
+question by question (any@10 89.1 against 88.2, +11 -2, p 0.02; all@10 76.8 against 76.4),
+for the same pairs; on test 89.7 / 75.5 against 88.7 / 75.1 (BENCHMARKS.md, "A learned order
+for the rerank"). The hand sum (``rerank`` at ``LATE_CE_WEIGHT``) stays the order with
+``ReadOps.learned_rerank`` off, what the bench pairs it with.
 """
 
 from __future__ import annotations
@@ -39,7 +52,20 @@ import numpy as np
 from memstream.projections import CrossEncoder
 from memstream.query.protocol import RERANK_CANDIDATES
 
-__all__ = ["CE_WEIGHT", "FUSIONS", "LATE_CE_WEIGHT", "LATE_KEEP", "combine", "rerank"]
+__all__ = [
+    "CE_WEIGHT",
+    "FUSIONS",
+    "LATE_CE_WEIGHT",
+    "LATE_KEEP",
+    "LATE_WEIGHT",
+    "LEARNED_FEATURES",
+    "LEARNED_WEIGHTS",
+    "combine",
+    "cut_order",
+    "learned_cut",
+    "learned_features",
+    "rerank",
+]
 
 CE_WEIGHT = 0.6  # the cross-encoder's share of the final score
 LATE_KEEP = 20  # of the candidates ordered by the late interaction, those the cross-encoder scores
@@ -47,6 +73,25 @@ LATE_CE_WEIGHT = 0.5  # the cross-encoder's share after the late interaction's c
 # a passage is cut to this many characters before it is scored: more than the pair's tokens
 # hold (the cross-encoder truncates them), and within what it accepts
 PASSAGE_CHARS = 4096
+LATE_WEIGHT = 0.6  # the late-interaction score's share in its order (the prefetch's, ``memstream.query.late``, and the cut's)
+
+# the learned order of the late cut's best LATE_KEEP: one weight a feature (``learned_features``),
+# fit on LoCoMo dev by `memstream bench rerank-fit` (a pairwise logistic model, L2 0.003)
+LEARNED_FEATURES = (
+    "fused",  # the fused score, min-max over the cut's candidates
+    "late",  # the late-interaction score (maxsim), min-max over them
+    "late_order",  # the cut's own score (fused and maxsim at LATE_WEIGHT), min-max over them
+    "ce",  # the cross-encoder's logit, min-max over the scored
+    "ce_logit",  # the logit itself, / 10
+    "fused_place",  # 1 / (1 + place in the ranking's order)
+    "late_place",  # 1 / (1 + place in the cut's order)
+    "ce_place",  # 1 / (1 + place in the cross-encoder's order)
+    "ce_probability",  # the logit through a sigmoid
+    "same_session",  # the share of the cross-encoder's best SESSION_OF (others) in the candidate's session
+    "length",  # log(1 + characters) / 6
+)
+LEARNED_WEIGHTS = (1.6, 0.37, 0.93, 0.77, 0.96, 0.33, 0.47, 0.59, 0.39, 0.77, 1.06)
+SESSION_OF = 5
 
 
 def _minmax(values: np.ndarray) -> np.ndarray:
@@ -72,7 +117,7 @@ FUSIONS: dict[str, Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarr
 
 
 def combine(
-    fused: Sequence[float], logits: Sequence[float] | np.ndarray, weight: float = CE_WEIGHT, fusion: str = "minmax"
+    fused: Sequence[float] | np.ndarray, logits: Sequence[float] | np.ndarray, weight: float = CE_WEIGHT, fusion: str = "minmax"
 ) -> np.ndarray:
     """The final score of each candidate: the weighted sum of its fused score and its
     cross-encoder logit, each put on one scale by ``fusion`` (``FUSIONS``; by default each
@@ -113,3 +158,85 @@ def rerank(
         item["score"] = round(float(final[int(i)]), 6)
         out.append(item)
     return (out + tail)[:k]
+
+
+def cut_order(fused: Sequence[float] | np.ndarray, late: Sequence[float] | np.ndarray) -> np.ndarray:
+    """The late interaction's cut: the candidates' indices by ``combine`` of their fused and
+    late-interaction scores at ``LATE_WEIGHT``, best first (ties in the ranking's order)."""
+    return np.argsort(-combine(fused, late, LATE_WEIGHT), kind="stable")
+
+
+def learned_features(
+    fused: Sequence[float] | np.ndarray,
+    late: Sequence[float] | np.ndarray,
+    logits: Sequence[float] | np.ndarray,
+    sessions: Sequence[object],
+    lengths: Sequence[int],
+) -> tuple[np.ndarray, np.ndarray]:
+    """The cut's order of the candidates (indices, best first, all of them) and the
+    ``LEARNED_FEATURES`` (one row each) of its first ``len(logits)``, whose cross-encoder
+    logits ``logits`` are (in that order). ``fused`` and ``late`` are every candidate's, in
+    the ranking's order; ``sessions`` and ``lengths`` (characters) the scored ones'."""
+    f, lat = np.asarray(fused, dtype=np.float64), np.asarray(late, dtype=np.float64)
+    ce = np.asarray(logits, dtype=np.float64)
+    n = ce.size
+    if f.shape != lat.shape or n > f.size or len(sessions) != n or len(lengths) != n:
+        raise ValueError(f"{f.size} fused, {lat.size} late, {n} logits, {len(sessions)} sessions, {len(lengths)} lengths")
+    cut = combine(f, lat, LATE_WEIGHT)
+    order = np.argsort(-cut, kind="stable")  # cut_order, with the cut's scores kept
+    top = order[:n]
+    if n == 0:
+        return order, np.zeros((0, len(LEARNED_FEATURES)))
+    ce_place = np.empty(n)
+    ce_order = np.argsort(-ce, kind="stable")
+    ce_place[ce_order] = np.arange(n)
+    best = [int(j) for j in ce_order[:SESSION_OF]]
+    same = np.array([sum(1 for j in best if j != i and sessions[j] == s) for i, s in enumerate(sessions)])
+    rows = np.column_stack(
+        [
+            _minmax(f)[top],
+            _minmax(lat)[top],
+            _minmax(cut)[top],
+            _minmax(ce),
+            ce / 10.0,
+            1.0 / (1.0 + top),
+            1.0 / (1.0 + np.arange(n)),
+            1.0 / (1.0 + ce_place),
+            1.0 / (1.0 + np.exp(-ce)),
+            same / SESSION_OF,
+            np.log1p(np.asarray(lengths, dtype=np.float64)) / 6.0,
+        ]
+    )
+    return order, rows
+
+
+def learned_cut(
+    query: str,
+    results: list[dict[str, Any]],
+    late: Sequence[float] | np.ndarray,
+    k: int,
+    encoder: Callable[[], CrossEncoder],
+    keep: int = LATE_KEEP,
+    weights: Sequence[float] = LEARNED_WEIGHTS,
+) -> list[dict[str, Any]]:
+    """The top ``k`` of ``results`` (the ranking's candidates, best first, each with its
+    late-interaction score in ``late``): the cut's best ``keep`` scored by the cross-encoder
+    and ordered by ``weights`` over their ``learned_features``, then the others in the cut's
+    order. Each scored item's ``score`` is its learned score, rounded. ``RerankerError``
+    (from ``encoder`` or its ``score``) when the cross-encoder cannot."""
+    fused = [float(item.get("score") or 0.0) for item in results]
+    if len(results) != len(late):
+        raise ValueError(f"{len(results)} candidates for {len(late)} late scores")
+    order = cut_order(fused, late)
+    head = [results[int(i)] for i in order[:keep]]
+    logits = encoder().score(query, [str(item.get("text", ""))[:PASSAGE_CHARS] for item in head])
+    _, rows = learned_features(
+        fused, late, logits, [item.get("session") for item in head], [len(str(item.get("text", ""))) for item in head]
+    )
+    final = rows @ np.asarray(weights, dtype=np.float64)
+    out = []
+    for i in np.argsort(-final, kind="stable"):
+        item = head[int(i)]
+        item["score"] = round(float(final[int(i)]), 6)
+        out.append(item)
+    return (out + [results[int(i)] for i in order[keep:]])[:k]

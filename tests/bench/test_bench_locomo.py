@@ -123,15 +123,18 @@ def test_bench_locomo_runs_the_paths_asked_and_tunes_the_rerank_on_one_scoring(t
 def test_bench_locomo_pairs_the_rerank_against_the_cross_encoder_over_all_its_candidates(tmp_path, monkeypatch):
     """With the late interaction on, ``search+rerank`` (its first cut, then the cross-encoder)
     is paired question by question with ``search+rerank-ce40`` (the late interaction off
-    around that path: the cross-encoder over all the candidates)."""
+    around that path: the cross-encoder over all the candidates) and with
+    ``search+rerank-hand`` (the learned order off around that path: the hand sum)."""
     monkeypatch.setenv("MEMSTREAM_LATE_RERANK", "on")
     _write(tmp_path)
-    result = locomo(tmp_path, split="dev", embedder="hash", paths=("search+rerank", "search+rerank-ce40"))
+    paths = ("search+rerank", "search+rerank-ce40", "search+rerank-hand")
+    result = locomo(tmp_path, split="dev", embedder="hash", paths=paths)
     assert result["late_interaction"] is True
-    assert list(result["paths"]) == ["search+rerank", "search+rerank-ce40"]
-    pair = result["paths"]["search+rerank"]["paired_with_search+rerank-ce40"]["cats_1_4"]
-    assert set(pair) >= {"any@10", "all@10"} and all(pair[x]["wins"] >= 0 for x in ("any@10", "all@10"))
-    assert "vs search+rerank-ce40" in format_locomo(result)
+    assert list(result["paths"]) == list(paths)
+    for baseline in paths[1:]:
+        pair = result["paths"]["search+rerank"][f"paired_with_{baseline}"]["cats_1_4"]
+        assert set(pair) >= {"any@10", "all@10"} and all(pair[x]["wins"] >= 0 for x in ("any@10", "all@10"))
+        assert f"vs {baseline}" in format_locomo(result)
 
 
 def test_bench_locomo_refuses_a_path_it_does_not_know(tmp_path):

@@ -13,8 +13,8 @@ from pipeline_support import pipeline_settings, remembered
 from memstream.producers import EventLog
 from memstream.projections import LateError, LatePassages, LateScorer, shared_cross_encoder
 from memstream.query import RecallRequest, SearchAnswer, SearchRequest, ask
-from memstream.query.late import LATE_CANDIDATES, late_first, late_order
-from memstream.query.rerank import CE_WEIGHT, LATE_CE_WEIGHT, LATE_KEEP, rerank
+from memstream.query.late import LATE_CANDIDATES, late_first, late_order, late_scores
+from memstream.query.rerank import CE_WEIGHT, LATE_CE_WEIGHT, LATE_KEEP, learned_cut, rerank
 from memstream.query.server import QueryServer
 
 QUERY = "Which dog did Mira adopt from the shelter?"
@@ -155,8 +155,9 @@ def _search(reads, **extra) -> SearchAnswer:
 
 def test_a_reranked_search_gives_the_cross_encoder_the_late_interactions_best_and_all_when_it_fails(tmp_path):
     """30 memories: the best 40 of the ranking are all of them (but near-repeats); the late interaction orders
-    them and the cross-encoder scores only its best LATE_KEEP, at LATE_CE_WEIGHT, the rest
-    following in the late order. A late model that fails leaves the cross-encoder every
+    them and the cross-encoder scores only its best LATE_KEEP, ordered by the learned weights
+    (``learned_cut``), the rest following in the late order; with the learned order off, by
+    the hand sum at LATE_CE_WEIGHT. A late model that fails leaves the cross-encoder every
     candidate at CE_WEIGHT (counted)."""
     log = EventLog(fakeredis.FakeRedis(), "ms", 1)
     fillers = [f"Mira mentioned the shelter's volunteer rota for week {i} and the dog walking slots." for i in range(25)]
@@ -170,6 +171,9 @@ def test_a_reranked_search_gives_the_cross_encoder_the_late_interactions_best_an
         candidates = _search(reads, k=40).results
         assert len(candidates) > LATE_KEEP  # (near-repeats of the fillers collapse)
         cut = _search(reads, rerank=True)
+        reads.learned_rerank = False
+        hand = _search(reads, rerank=True)
+        reads.learned_rerank = True
         passages, reads.late = reads.late, LatePassages(None, _broken)
         whole = _search(reads, rerank=True)
         assert reads.late_failures == 1
@@ -180,11 +184,15 @@ def test_a_reranked_search_gives_the_cross_encoder_the_late_interactions_best_an
         assert few.reranked is True and reads.late_failures == 1
     finally:
         pipeline.stop()
-    assert cut.reranked is True and whole.reranked is True
+    assert cut.reranked is True and hand.reranked is True and whole.reranked is True
     ordered = late_first(QUERY, [dict(c) for c in candidates], passages)
-    assert asked[0] == [c["text"] for c in ordered[:LATE_KEEP]]
-    expected = rerank(QUERY, ordered, 5, counted, LATE_KEEP, LATE_CE_WEIGHT)
+    assert asked[0] == asked[1] == [c["text"] for c in ordered[:LATE_KEEP]]  # both orders score the same cut
+    (late,) = late_scores([QUERY], [candidates], passages)
+    expected = learned_cut(QUERY, [dict(c) for c in candidates], late, 5, counted)
     assert [(r["id"], r["score"]) for r in cut.results] == [(r["id"], r["score"]) for r in expected]
-    assert asked[1] == [c["text"] for c in candidates]  # the late model failed: every candidate
+    assert cut.results[0]["text"] == ANSWER
+    expected = rerank(QUERY, ordered, 5, counted, LATE_KEEP, LATE_CE_WEIGHT)
+    assert [(r["id"], r["score"]) for r in hand.results] == [(r["id"], r["score"]) for r in expected]
+    assert asked[2] == [c["text"] for c in candidates]  # the late model failed: every candidate
     expected = rerank(QUERY, [dict(c) for c in candidates], 5, counted, 40, CE_WEIGHT)
     assert [(r["id"], r["score"]) for r in whole.results] == [(r["id"], r["score"]) for r in expected]

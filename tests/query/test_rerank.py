@@ -21,7 +21,16 @@ from memstream.projections import CrossEncoder, shared_cross_encoder
 from memstream.projections.embedders.crossencoder import model_files
 from memstream.query import ask
 from memstream.query.protocol import RERANK_CANDIDATES, QueryRefused, SearchAnswer, SearchRequest, decode_envelope, most
-from memstream.query.rerank import CE_WEIGHT, combine, rerank
+from memstream.query.rerank import (
+    CE_WEIGHT,
+    LATE_WEIGHT,
+    LEARNED_FEATURES,
+    LEARNED_WEIGHTS,
+    combine,
+    learned_cut,
+    learned_features,
+    rerank,
+)
 from memstream.query.server import QueryServer
 
 QUERY = "Where did Caroline move last year?"
@@ -92,6 +101,47 @@ def test_rerank_orders_the_candidates_by_the_combined_score_and_cuts_to_k():
     # the weight 0 keeps the ranking's order
     out = rerank(QUERY, [dict(r) for r in results], k=5, encoder=CrossEncoder, candidates=5, weight=0.0)
     assert [r["id"] for r in out] == ["0", "1", "2", "3", "4"]
+
+
+def test_learned_features_follow_the_cut_and_describe_each_scored_candidate():
+    fused = [0.9, 0.8, 0.7, 0.6, 0.5]
+    late = [0.0, 30.0, 20.0, 10.0, 29.0]
+    cut = combine(fused, late, LATE_WEIGHT)
+    order, rows = learned_features(fused, late, [2.0, -4.0, 8.0], ["s1", "s1", "s2"], [40, 400, 4])
+    assert list(order) == list(np.argsort(-cut, kind="stable")) and list(order[:3]) == [1, 2, 4]
+    assert rows.shape == (3, len(LEARNED_FEATURES)) == (3, len(LEARNED_WEIGHTS))
+    col = {name: rows[:, i] for i, name in enumerate(LEARNED_FEATURES)}
+    assert list(col["fused"]) == pytest.approx([0.75, 0.5, 0.0])  # min-max over all five, of the three scored
+    assert list(col["late"]) == pytest.approx([1.0, 20 / 30, 29 / 30])
+    assert list(col["ce"]) == pytest.approx([0.5, 0.0, 1.0]) and list(col["ce_logit"]) == pytest.approx([0.2, -0.4, 0.8])
+    assert list(col["fused_place"]) == pytest.approx([1 / 2, 1 / 3, 1 / 5])  # places 1, 2, 4 of the ranking
+    assert list(col["late_place"]) == pytest.approx([1, 1 / 2, 1 / 3]) and list(col["ce_place"]) == pytest.approx(
+        [1 / 2, 1 / 3, 1]
+    )
+    assert list(col["ce_probability"]) == pytest.approx(list(1 / (1 + np.exp(-np.array([2.0, -4.0, 8.0])))))
+    assert list(col["same_session"]) == pytest.approx([1 / 5, 1 / 5, 0.0])  # the other of s1 among the best five
+    assert list(col["length"]) == pytest.approx(list(np.log1p([40, 400, 4]) / 6))
+    with pytest.raises(ValueError):
+        learned_features(fused, late[:4], [1.0], ["s"], [1])
+    assert learned_features(fused, late, [], [], [])[1].shape == (0, len(LEARNED_FEATURES))
+
+
+def test_learned_cut_scores_the_late_orders_best_and_orders_them_by_the_weights():
+    results = [{"id": str(i), "text": t, "score": 1.0 - i / 10, "session": "s"} for i, t in enumerate(MEMORIES)]
+    late = [5.0, 4.0, 3.0, 2.0, 1.0]  # the cut keeps the ranking's order: the answer (2) is third, past a keep of 2
+    out = learned_cut(QUERY, [dict(r) for r in results], late, k=5, encoder=CrossEncoder, keep=2)
+    assert [r["id"] for r in out] == ["0", "1", "2", "3", "4"]
+    assert [r["score"] for r in out[2:]] == [0.8, 0.7, 0.6]  # not scored: as ranked
+    only_ce = [1.0 if name == "ce_logit" else 0.0 for name in LEARNED_FEATURES]
+    out = learned_cut(QUERY, [dict(r) for r in results], late, k=3, encoder=CrossEncoder, keep=5, weights=only_ce)
+    assert out[0]["text"] == ANSWER and len(out) == 3
+    logits = CrossEncoder().score(QUERY, MEMORIES)
+    assert [r["score"] for r in out] == pytest.approx(sorted(logits / 10, reverse=True)[:3], abs=1e-5)
+    only_fused = [1.0 if name == "fused" else 0.0 for name in LEARNED_FEATURES]
+    out = learned_cut(QUERY, [dict(r) for r in results], late, k=5, encoder=CrossEncoder, keep=5, weights=only_fused)
+    assert [r["id"] for r in out] == ["0", "1", "2", "3", "4"]
+    with pytest.raises(ValueError):
+        learned_cut(QUERY, [dict(r) for r in results], late[:3], k=5, encoder=CrossEncoder)
 
 
 def _broken() -> CrossEncoder:

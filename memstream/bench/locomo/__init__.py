@@ -71,7 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=",".join(PATHS),
         help=(
             f"the read paths to ask, comma-separated, of {', '.join(PATHS)} (default all); each is paired with "
-            "prefetch, and prefetch-ranking and search+rerank-ce40 (the late interaction off) with the path each stands beside"
+            "prefetch, and prefetch-ranking and search+rerank-ce40 (the late interaction off) and search+rerank-hand "
+            "(the rerank's hand-weighted order) with the path each stands beside"
         ),
     )
     parser.add_argument(

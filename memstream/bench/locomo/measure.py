@@ -28,6 +28,7 @@ TARGETS: dict[str, dict[str, float]] = {
     "search+rerank": {"any@10": 90.0, "all@10": 78.0, "multi-hop all@10": 35.0, "p95_ms": 400.0},
     "prefetch-ranking": {"any@10": 87.0, "p95_ms": 50.0},
     "search+rerank-ce40": {"any@10": 90.0, "all@10": 78.0, "multi-hop all@10": 35.0, "p95_ms": 400.0},
+    "search+rerank-hand": {"any@10": 90.0, "all@10": 78.0, "multi-hop all@10": 35.0, "p95_ms": 400.0},
 }
 
 
@@ -137,8 +138,11 @@ def locomo(
         def late(on: bool) -> None:
             pipeline.reads.late = passages if on else None
 
+        def learned(on: bool) -> None:
+            pipeline.reads.learned_rerank = on
+
         out["late_interaction"] = passages is not None
-        path_rows, out["paths"] = run_paths(questions, ask_items, dia_of, k, rerank_candidates, chosen, late)
+        path_rows, out["paths"] = run_paths(questions, ask_items, dia_of, k, rerank_candidates, chosen, late, learned)
         turns_n = out["index"]["turns"]
         out["index"]["build_s_per_1000_turns"] = round(out["index"]["build_s"] * 1000 / turns_n, 1) if turns_n else None
         # the tool's search path as the headline (what the earlier runs of this bench report)

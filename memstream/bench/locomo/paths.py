@@ -10,7 +10,10 @@
   this path, ``without_late``);
 - ``search+rerank-ce40``: ``search+rerank`` with the late interaction off: the cross-encoder
   over all the best 40, without the late interaction's first cut to 20 (what the tool's
-  search answered before it), paired against ``search+rerank``.
+  search answered before it), paired against ``search+rerank``;
+- ``search+rerank-hand``: ``search+rerank`` with the learned order off: the late cut's best 20
+  ordered by the hand sum of fused score and logit (``LATE_CE_WEIGHT``, what the tool's search
+  answered before ``LEARNED_WEIGHTS``), paired against ``search+rerank``.
 
 Each path is scored (``recall_metrics``), timed around the request (warm, one client) and
 paired per question against ``prefetch``. ``rerank_grid`` tunes the rerank on one set of
@@ -38,9 +41,12 @@ PATHS: dict[str, dict[str, Any]] = {
     "search+rerank": {"op": "search", "kind": "all", "rerank": True},
     "prefetch-ranking": {"op": "recall"},
     "search+rerank-ce40": {"op": "search", "kind": "all", "rerank": True},
+    "search+rerank-hand": {"op": "search", "kind": "all", "rerank": True},
 }
 # the paths asked with the late interaction off, each with the path it is the baseline of
 WITHOUT_LATE = {"prefetch-ranking": "prefetch", "search+rerank-ce40": "search+rerank"}
+# the paths asked with the rerank's learned order off (the hand sum), each with the path it is the baseline of
+WITHOUT_LEARNED = {"search+rerank-hand": "search+rerank"}
 GRID_CANDIDATES = (20, 30, 40, 50)
 GRID_WEIGHTS = (0.3, 0.5, 0.6, 0.7, 0.85, 1.0)
 GRID_NEIGHBOUR_WEIGHTS = (0.5, 0.7)
@@ -89,22 +95,28 @@ def run_paths(
     candidates: int | None = None,
     paths: tuple[str, ...] = tuple(PATHS),
     late: Callable[[bool], None] | None = None,
+    learned: Callable[[bool], None] | None = None,
 ) -> tuple[dict[str, Rows], dict[str, Any]]:
     """Every path's rows and figures, each paired against ``prefetch`` (when it runs);
-    ``late(on)`` turns the server's late interaction on or off around each path."""
+    ``late(on)`` turns the server's late interaction on or off around each path, and
+    ``learned(on)`` the rerank's learned order."""
     rows: dict[str, Rows] = {}
     out: dict[str, Any] = {}
     for path in paths:
         if late is not None:
             late(path not in WITHOUT_LATE)
+        if learned is not None:
+            learned(path not in WITHOUT_LEARNED)
         rows[path], out[path] = run_path(path, questions, ask, dia_of, k, candidates)
     if late is not None:
         late(True)
+    if learned is not None:
+        learned(True)
     if "prefetch" in rows:
         for path in paths:
             if path != "prefetch":
                 out[path]["paired_with_prefetch"] = paired(rows["prefetch"], rows[path], k)
-    for path, of in WITHOUT_LATE.items():
+    for path, of in {**WITHOUT_LATE, **WITHOUT_LEARNED}.items():
         if path in rows and of in rows and of != "prefetch":
             out[of][f"paired_with_{path}"] = paired(rows[path], rows[of], k)
     return rows, out
