@@ -179,18 +179,20 @@ class LateScorer:
         return out
 
 
-_shared: LateScorer | None = None
+_shared: dict[int, LateScorer] = {}
 _shared_lock = threading.Lock()
 
 
 def shared_late_scorer(threads: int | None = None) -> LateScorer:
-    """The process's one late-interaction model, loaded on the first call and kept;
-    ``LateError`` when it cannot be loaded (the next call tries again)."""
-    global _shared
+    """The process's late-interaction model with ``threads`` intra-op threads (None or 0:
+    ``default_threads()``), loaded on the first call and kept (a process has one setting,
+    ``MEMSTREAM_EMBED_THREADS``, so one model); ``LateError`` when it cannot be loaded (the
+    next call tries again)."""
+    wanted = int(threads) if threads else default_threads()
     with _shared_lock:
-        if _shared is None:
-            _shared = LateScorer(threads=threads)
-        return _shared
+        if wanted not in _shared:
+            _shared[wanted] = LateScorer(threads=wanted)
+        return _shared[wanted]
 
 
 class LatePassages:
