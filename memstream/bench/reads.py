@@ -17,7 +17,8 @@ One run, on this machine:
 * **Query processes:** with ``query_processes`` N above 1, this tree also runs N - 1 read
   replicas (``PipelineConfig.replica``: a child each, its own store and groups, fed from the
   log) and in every round measures again with all N on the same request lists: recalls/s,
-  CPU per recall, the ratio to the round's one process, each process's peak RSS.
+  CPU per recall, the ratio to the round's one process, each process's peak RSS (while it
+  answers: the projection before the rounds is not in it).
 * **Throughput:** ``clients`` callers in ``processes`` other processes (spawned) send
   ``recall`` requests back to back (``ask``, the call the provider makes) for ``seconds``
   seconds. Reported: recalls answered per second, round trip p50/p95, errors, and the query

@@ -135,8 +135,14 @@ class _Child:
         self.pipeline = Pipeline(self.settings, log, config)
         self.server: Any = None
         self.cpu_at = 0.0
+        self.peak: Any = None  # the rounds' peak RSS (``_serving_peak``)
 
     def load(self) -> dict[str, Any]:
+        out = self._project()
+        self._serving_peak()
+        return out
+
+    def _project(self) -> dict[str, Any]:
         t = time.perf_counter()
         self.pipeline.drain()
         out: dict[str, Any] = {"projected_s": round(time.perf_counter() - t, 1)}
@@ -149,6 +155,16 @@ class _Child:
         indexer().idle(600)
         out["indexed_s"] = round(time.perf_counter() - t, 1)
         return out
+
+    def _serving_peak(self) -> None:
+        """The peak RSS from here on (the rounds), not the projection's: a tree that embedded
+        its memories and one that read their vectors from the first tree's file then compare
+        alike (the ingest bench's ``Phase``: VmHWM reset, else the process's own peak)."""
+        try:
+            from memstream.bench.ingest.memory import Phase
+        except ImportError:  # a tree before it: the process's peak
+            return
+        self.peak = Phase().__enter__()
 
     def serve(self, threads: int) -> dict[str, Any]:
         from memstream.query import QueryServer
@@ -305,7 +321,10 @@ class _Child:
         return out
 
     def rss_mb(self) -> float:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        if self.peak is None:
+            return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        self.peak.__exit__()
+        return float(self.peak.peak_mb)
 
 
 def _child_main() -> None:  # pragma: no cover - runs in the child process
