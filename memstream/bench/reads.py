@@ -6,7 +6,9 @@ One run, on this machine:
 * A real Valkey (``ValkeyProcess``, temp dir). ``memories`` memories of one agent
   (generated sentences, as ``memstream bench prefetch`` writes them), plus noise of another
   agent and another tenant, are appended to the log of each tree measured (its own key
-  prefix: the same events, the same seed).
+  prefix: the same events, the same seed). With a model embedder, a tree after the first
+  starts from a copy of the first tree's embedding cache file (the same texts' vectors and
+  token vectors), so the model embeds the memories once a run; the questions are fresh.
 * Each tree's query process is a child process of its own (``python`` with that tree's
   ``memstream`` first on the path, running this file): the real pipeline of the embedded
   service (qdrant-edge in a temp ``MEMSTREAM_HOME``) projects the log, then serves with
@@ -15,7 +17,8 @@ One run, on this machine:
 * **Query processes:** with ``query_processes`` N above 1, this tree also runs N - 1 read
   replicas (``PipelineConfig.replica``: a child each, its own store and groups, fed from the
   log) and in every round measures again with all N on the same request lists: recalls/s,
-  CPU per recall, the ratio to the round's one process, each process's peak RSS.
+  CPU per recall, the ratio to the round's one process, each process's peak RSS (while it
+  answers: the projection before the rounds is not in it).
 * **Throughput:** ``clients`` callers in ``processes`` other processes (spawned) send
   ``recall`` requests back to back (``ask``, the call the provider makes) for ``seconds``
   seconds. Reported: recalls answered per second, round trip p50/p95, errors, and the query
@@ -24,8 +27,10 @@ One run, on this machine:
   handler directly (no transport), one question at a time, with the embedder, the store's
   searches and the facts lookup timed by wrappers: CPU per recall in the embedding, the
   searches (dense and keyword apart, or together when the tree sends them in one call,
-  ``VectorStore.search_many``), the facts lookup, and the rest of the handler (the
-  per-hit Python work: ids, payloads, ranking). ``transport`` is the CPU per recall of the
+  ``VectorStore.search_many``), the facts lookup, the late interaction where it is on (the
+  question's model call, the passages' stored token vectors, the rest of it; and how many
+  passages a recall had to encode because the dense stage had not stored them), and the
+  rest of the handler (the per-hit Python work: ids, payloads, ranking). ``transport`` is the CPU per recall of the
   throughput run minus the lone handler's: the Redis round trips, envelopes, JSON, threads
   (below 0 when the server's batches save more than the transport costs). A tree whose
   read side answers a batch (``ReadOps.recall_many``) also answers as many other recalls
@@ -56,10 +61,12 @@ import multiprocessing as mp
 import os
 import random
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -172,12 +179,15 @@ def reads_bench(
             append_memories(log, "bench", "bench-agent", memories, rng, 0)
             append_memories(log, "bench", "other-agent", max(1, memories // 10), rng, 0)
             append_memories(log, "other-tenant", "bench-agent", max(1, memories // 10), rng, 0)
+            if handles:  # the same texts: the model's vectors of the first tree's file, not computed again
+                out["embeddings_from_first_tree"] = _seed_embeddings(root / "home-this", root / f"home-{label}")
             handles.append(_Tree(label, path, server.url, prefix, root / f"home-{label}", embedder))
             out["trees"][label] = {"path": str(path), "rounds": []}
+            out["trees"][label].update(handles[-1].ask({"cmd": "load"}))  # projected_s, and indexed_s where built
         home = root / "home-this"  # the replicas' stores beside this tree's (data/qdrant-replica-N)
         replicas += [_Tree(f"this-r{i}", this, server.url, "bench-this", home, embedder, i) for i in range(1, query_processes)]
-        for h in handles + replicas:  # a replica's projection time is not reported
-            out["trees"].get(h.label, {}).update(h.ask({"cmd": "load"}))  # projected_s, and indexed_s where built
+        for h in replicas:  # a replica's projection time is not reported
+            h.ask({"cmd": "load"})
         split = [clients // processes + (1 if i < clients % processes else 0) for i in range(processes)]
         qrng = random.Random(seed + 1)
         for r in range(rounds):
@@ -232,6 +242,22 @@ def reads_bench(
             "cpu_ms_per_recall": _ratio(a["cpu_ms_per_recall"], b["cpu_ms_per_recall"]),
         }
     return out
+
+
+def _seed_embeddings(first: Path, home: Path) -> bool:
+    """Copy the embedding cache's file of the first tree's home (``data/embeddings.sqlite3``:
+    the model's vectors and the late interaction's token vectors of every text it projected)
+    into ``home`` before its tree starts, so that tree's dense stage reads the same texts'
+    vectors instead of running the model again (the run's slowest part with a model
+    embedder); the questions stay fresh (the read side never reads the file). False when
+    the first tree has no such file (the hash embedder)."""
+    source = first / "data" / "embeddings.sqlite3"
+    if not source.is_file():
+        return False
+    (home / "data").mkdir(parents=True, exist_ok=True)
+    with closing(sqlite3.connect(source)) as src, closing(sqlite3.connect(home / "data" / "embeddings.sqlite3")) as dst:
+        src.backup(dst)  # a consistent copy while the first tree's process holds the file open
+    return True
 
 
 def _throughput(

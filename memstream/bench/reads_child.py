@@ -21,7 +21,10 @@ __all__ = ["CANDIDATES", "CHILD", "STAGES", "STAGE_BATCH"]
 STAGE_BATCH = 8
 CANDIDATES = 50  # as the searcher's candidates per side
 CHILD = _CHILD = "__memstream_reads_child__"
-STAGES = ("embed", "dense", "keyword", "searches", "facts", "per_hit", "handler")
+# the late interaction's parts (``memstream.query.late``): the question's model call, the passages'
+# stored token vectors (read, unpacked, or computed when not stored), and the rest of it (maxsim, the order)
+LATE_STAGES = ("late_query", "late_passages", "late_rest")
+STAGES = ("embed", "dense", "keyword", "searches", "facts", *LATE_STAGES, "late_computed", "per_hit", "handler")
 
 
 def _cpu() -> float:
@@ -31,12 +34,13 @@ def _cpu() -> float:
 
 class _Timed:
     """CPU seconds spent inside wrapped calls, per stage (process CPU: the engines' own
-    threads count). Wraps attributes of objects; ``undo`` puts them back."""
+    threads count), each call's own: a wrapped call inside another counts for its stage and
+    not for the outer one. Wraps attributes of objects; ``undo`` puts them back."""
 
     def __init__(self) -> None:
         self.cpu: dict[str, float] = {}
         self._undo: list[tuple[Any, str, Any, bool]] = []
-        self._depth = 0
+        self._inner: list[float] = []  # per open call: the CPU of the wrapped calls inside it
 
     def wrap(self, obj: Any, name: str, stage: Any) -> None:
         if obj is None or not hasattr(obj, name):
@@ -46,15 +50,15 @@ class _Timed:
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             which = stage(*args, **kwargs) if callable(stage) else stage
-            if self._depth:  # inside another timed call: counted there
-                return inner(*args, **kwargs)
-            self._depth += 1
+            self._inner.append(0.0)
             t = _cpu()
             try:
                 return inner(*args, **kwargs)
             finally:
-                self.cpu[which] = self.cpu.get(which, 0.0) + _cpu() - t
-                self._depth -= 1
+                took = _cpu() - t
+                self.cpu[which] = self.cpu.get(which, 0.0) + took - self._inner.pop()
+                if self._inner:
+                    self._inner[-1] += took
 
         setattr(obj, name, timed)
         self._undo.append((obj, name, inner, had))
@@ -131,8 +135,14 @@ class _Child:
         self.pipeline = Pipeline(self.settings, log, config)
         self.server: Any = None
         self.cpu_at = 0.0
+        self.peak: Any = None  # the rounds' peak RSS (``_serving_peak``)
 
     def load(self) -> dict[str, Any]:
+        out = self._project()
+        self._serving_peak()
+        return out
+
+    def _project(self) -> dict[str, Any]:
         t = time.perf_counter()
         self.pipeline.drain()
         out: dict[str, Any] = {"projected_s": round(time.perf_counter() - t, 1)}
@@ -145,6 +155,16 @@ class _Child:
         indexer().idle(600)
         out["indexed_s"] = round(time.perf_counter() - t, 1)
         return out
+
+    def _serving_peak(self) -> None:
+        """The peak RSS from here on (the rounds), not the projection's: a tree that embedded
+        its memories and one that read their vectors from the first tree's file then compare
+        alike (the ingest bench's ``Phase``: VmHWM reset, else the process's own peak)."""
+        try:
+            from memstream.bench.ingest.memory import Phase
+        except ImportError:  # a tree before it: the process's peak
+            return
+        self.peak = Phase().__enter__()
 
     def serve(self, threads: int) -> dict[str, Any]:
         from memstream.query import QueryServer
@@ -179,7 +199,20 @@ class _Child:
         timed.wrap(store, "search", _search_stage)
         timed.wrap(store, "search_many", "batched")  # dense and keyword searches in one engine call
         timed.wrap(reads.facts, "facts_of_events", "facts")
+        late = getattr(reads, "late", None)  # a tree with the late interaction on
+        if late is not None:
+            import memstream.query.ops as ops
+
+            timed.wrap(ops, "late_order", "late_rest")
+            timed.wrap(late, "vectors", "late_passages")
+            timed.wrap(late.scorer(), "queries", "late_query")
         return timed
+
+    def _late_computed(self) -> int:
+        """Passages whose token vectors the query side computed so far (not stored)."""
+        late = getattr(self.pipeline.reads, "late", None)
+        stats = getattr(late, "stats", None)
+        return int(stats().get("computed", 0)) if stats is not None else 0
 
     def stages(self, questions: list[str]) -> dict[str, Any]:
         reads = self.pipeline.reads
@@ -207,6 +240,7 @@ class _Child:
             if mode == "batch" and many is None:
                 continue
             timed = self._instrumented()
+            computed = self._late_computed()
             started = _cpu()
             try:
                 if mode == "lone":
@@ -219,10 +253,12 @@ class _Child:
                 timed.undo()
             total = _cpu() - started
             n = len(asked)
-            row = {stage: 1000 * timed.cpu.get(stage, 0.0) / n for stage in ("embed", "dense", "keyword", "batched", "facts")}
+            named = ("embed", "dense", "keyword", "batched", "facts", *LATE_STAGES)
+            row = {stage: 1000 * timed.cpu.get(stage, 0.0) / n for stage in named}
             row["searches"] = row["dense"] + row["keyword"] + row.pop("batched")
+            row["late_computed"] = (self._late_computed() - computed) / n  # passages a recall encoded
             row["handler"] = 1000 * total / n
-            row["per_hit"] = row["handler"] - row["embed"] - row["searches"] - row["facts"]
+            row["per_hit"] = row["handler"] - sum(row[s] for s in ("embed", "searches", "facts", *LATE_STAGES))
             out[mode] = row
         return out
 
@@ -285,7 +321,10 @@ class _Child:
         return out
 
     def rss_mb(self) -> float:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        if self.peak is None:
+            return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        self.peak.__exit__()
+        return float(self.peak.peak_mb)
 
 
 def _child_main() -> None:  # pragma: no cover - runs in the child process

@@ -27,14 +27,17 @@ def format_reads(r: dict[str, Any]) -> str:
             f"{s['floor_lone_ms'] or 0:>10.2f}  {s['floor_batch_ms'] or 0:>11.2f}  {tree.get('rss_mb', 0):>6.0f}"
         )
     lines.append("CPU ms per recall by stage (handler called directly; transport = served minus handler):")
-    lines.append("tree      mode   embed  searches (dense  keyword)  facts  per-hit  handler  transport")
+    lines.append(
+        "tree      mode   embed  searches (dense  keyword)  facts  late (query  passages  rest  computed)  per-hit  handler"
+        "  transport"
+    )
     for label, tree in r["trees"].items():
         s = tree["summary"]
         for mode, st in s["stages"].items():
             lines.append(
                 f"{label:<8}  {mode:<5}  {st['embed']:>5.2f}  {st['searches']:>8.2f}  "
                 + (f"({st['dense']:>5.2f}  {st['keyword']:>7.2f})" if st["dense"] or st["keyword"] else "(one call)      ")
-                + f"  {st['facts']:>5.2f}  {st['per_hit']:>7.2f}  {st['handler']:>7.2f}  "
+                + f"  {st['facts']:>5.2f}  {_late(st)}  {st['per_hit']:>7.2f}  {st['handler']:>7.2f}  "
                 + (f"{s['transport_ms']:>9.2f}" if mode == "lone" and s["transport_ms"] is not None else "")
             )
     lines += served_lines(r["trees"])
@@ -50,3 +53,10 @@ def format_reads(r: dict[str, Any]) -> str:
             f"cpu ms/recall {q['cpu_ms_per_recall'] or 0:.2f}, errors {q['errors']}, peak RSS MB per process {q['rss_mb']}"
         )
     return "\n".join(lines)
+
+
+def _late(st: dict[str, Any]) -> str:
+    """The late interaction's columns: its CPU in all, its parts, and the passages a recall
+    encoded on the read path (not stored by the dense stage)."""
+    parts = [st.get(s) or 0.0 for s in ("late_query", "late_passages", "late_rest")]
+    return f"{sum(parts):>4.2f} ({parts[0]:>5.2f}  {parts[1]:>8.2f}  {parts[2]:>4.2f}  {st.get('late_computed') or 0.0:>8.2f})"

@@ -250,8 +250,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             ge=0,
             le=1024,
             description=(
-                "onnxruntime threads of the local embedders (`bge-small`, `onnx-minilm`). "
-                "0: the CPUs this process may use, at most 8."
+                "onnxruntime threads of the local embedders (`bge-small`, `onnx-minilm`) and of the late-interaction "
+                "model (`MEMSTREAM_LATE_RERANK`), on the query side and in the dense stage alike. 0: the CPUs this "
+                "process may use, at most 8. On a machine busy with other work, 1 spends less CPU per model call "
+                '(BENCHMARKS.md, "A fresh recall with the default model").'
             ),
         ),
     ] = 0

@@ -203,9 +203,14 @@ class Pipeline:
         # token vectors of what the dense stage embeds, for the prefetch's late interaction (query.late)
         self.late: LatePassages | None = None
         if self.vectors and settings.late_reranks(self.spec):
-            from memstream.projections import EmbeddingCache, LatePassages  # numpy's: a process without vectors never imports it
+            # numpy's: a process without vectors never imports it
+            from memstream.projections import EmbeddingCache, LatePassages, shared_late_scorer
 
-            self.late = LatePassages(EmbeddingCache(settings.data_dir / "embeddings.sqlite3", memory_items=0))
+            threads = settings.embed_threads or None  # the late model's threads are the embedder's
+            self.late = LatePassages(
+                EmbeddingCache(settings.data_dir / "embeddings.sqlite3", memory_items=0),
+                lambda: shared_late_scorer(threads),
+            )
         if self.replica:
             self._enter_catalog_replica()
         else:

@@ -5,8 +5,9 @@ import argparse
 import random
 from pathlib import Path
 
-from memstream.bench import reads
+from memstream.bench import reads, reads_child
 from memstream.bench.reads import format_reads, reads_bench
+from memstream.bench.reads_child import _Timed
 from memstream.bench.workload import fresh_question
 
 
@@ -38,6 +39,52 @@ def test_the_read_bench_measures_two_query_processes_a_replica_answering_beside_
     assert spread["errors"] == 0 and spread["recalls_per_s"] > 0 and spread["cpu_ms_per_recall"] > 0
     assert spread["ratio_to_one"] > 0 and len(spread["rss_mb"]) == 2 and min(spread["rss_mb"]) > 0
     assert "2 query processes" in format_reads(result)
+
+
+def test_the_read_bench_splits_the_late_interaction_of_a_model_recall_and_embeds_once():
+    # bge-small: the late interaction on; the tree before's dense stage reads the first tree's vectors
+    here = Path(reads.__file__).resolve().parents[2]
+    result = reads_bench(
+        memories=30, clients=2, processes=1, seconds=0.5, rounds=1, stage_questions=8, embedder="bge-small", against=str(here)
+    )
+    assert result["embeddings_from_first_tree"] is True
+    for tree in result["trees"].values():
+        s = tree["summary"]
+        assert s["errors"] == 0
+        for stages in s["stages"].values():
+            assert stages["late_query"] > 0 and stages["late_passages"] > 0 and stages["late_rest"] > 0
+            assert stages["late_computed"] == 0  # every passage's token vectors stored by the dense stage
+            assert stages["per_hit"] < stages["handler"]
+    assert "late (query" in format_reads(result)
+
+
+class _Nested:
+    """Two methods that spend a known CPU on a fake clock: ``inner`` 2, ``outer`` 3 and an ``inner``."""
+
+    def __init__(self) -> None:
+        self.clock = 0.0
+
+    def now(self) -> float:
+        return self.clock
+
+    def inner(self) -> None:
+        self.clock += 2
+
+    def outer(self) -> None:
+        self.clock += 3
+        self.inner()
+
+
+def test_a_timed_call_inside_another_counts_for_its_own_stage_only(monkeypatch):
+    nested, timed = _Nested(), _Timed()
+    monkeypatch.setattr(reads_child, "_cpu", nested.now)
+    timed.wrap(nested, "outer", "outer")
+    timed.wrap(nested, "inner", "inner")
+    nested.outer()
+    nested.inner()
+    assert timed.cpu == {"outer": 3, "inner": 4}
+    timed.undo()
+    assert "outer" not in vars(nested) and "inner" not in vars(nested)  # the class's methods again
 
 
 def test_fresh_questions_do_not_repeat():

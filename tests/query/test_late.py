@@ -6,6 +6,7 @@ Valkey; a model that cannot load leaves the ranking's order and is counted."""
 from __future__ import annotations
 
 import fakeredis
+import numpy as np
 import pytest
 import redis
 from pipeline_support import pipeline_settings, remembered
@@ -196,3 +197,22 @@ def test_a_reranked_search_gives_the_cross_encoder_the_late_interactions_best_an
     assert asked[2] == [c["text"] for c in candidates]  # the late model failed: every candidate
     expected = rerank(QUERY, [dict(c) for c in candidates], 5, counted, 40, CE_WEIGHT)
     assert [(r["id"], r["score"]) for r in whole.results] == [(r["id"], r["score"]) for r in expected]
+
+
+def test_the_late_model_runs_with_the_embedders_threads_and_scores_the_same(tmp_path):
+    from memstream.projections.embedders.onnx import default_threads
+    from memstream.workers.pipeline import Pipeline, PipelineConfig
+
+    log = EventLog(fakeredis.FakeRedis(), "ms", 1)
+    scorers = {}
+    for threads in (1, 0):
+        settings = pipeline_settings(tmp_path / f"home{threads}", stream_prefix="ms", late_rerank="on", embed_threads=threads)
+        pipeline = Pipeline(settings, log, PipelineConfig(embedder="hash", consumer="w1"))
+        try:
+            assert pipeline.late is not None
+            scorers[threads] = pipeline.late.scorer()
+        finally:
+            pipeline.stop()
+    assert scorers[1].threads == 1 and scorers[0].threads == default_threads()
+    one, default = (scorers[t].queries([QUERY, *MEMORIES[:2]]) for t in (1, 0))
+    assert all(np.array_equal(a, b) for a, b in zip(one, default))  # one thread: the same vectors

@@ -18,8 +18,10 @@ split, they order the candidates well (the bench above). Licence: Apache-2.0
 
 A question is ``[CLS] [unused0] tokens [SEP]`` cut to ``QUERY_TOKENS``, without ColBERT's
 ``[MASK]`` padding (which scored no better on dev and doubles a short question's model
-call); a passage is ``[CLS] [unused1] tokens [SEP]`` cut to ``PASSAGE_TOKENS``. A passage's vectors are stored
-as int8 with one scale a token (``pack``/``unpack``): a quarter of float32's bytes, the same
+call) and without its tokens of punctuation alone (``?``, ``,``, ``'``: a tenth of a
+LoCoMo question's tokens, as many questions found on dev, ×0.9 the model call); a passage
+is ``[CLS] [unused1] tokens [SEP]`` cut to ``PASSAGE_TOKENS``, every token kept. A passage's
+vectors are stored as int8 with one scale a token (``pack``/``unpack``): a quarter of float32's bytes, the same
 dev recall. The int8 model quantises its activations with one scale a batch, so a passage's
 vectors move a little with its batch mates (a cosine above 0.98 per token), as the
 cross-encoder's logits do.
@@ -120,11 +122,15 @@ class LateScorer:
             hint=INSTALL_HINT,
             error=LateError,
         )  # the process's tokenizer without padding and truncation (bge-small's and the cross-encoder's too)
+        # the vocabulary's tokens of punctuation alone (no letter or digit): left out of a question
+        self._punctuation = frozenset(
+            i for token, i in self._tokenizer.get_vocab().items() if not any(ch.isalnum() for ch in token)
+        )
 
     def __repr__(self) -> str:
         return f"LateScorer(threads={self.threads})"
 
-    def _ids(self, texts: Sequence[object], mark: int, limit: int) -> list[list[int]]:
+    def _ids(self, texts: Sequence[object], mark: int, limit: int, leave_out: frozenset[int] = frozenset()) -> list[list[int]]:
         items = [] if isinstance(texts, str) else [t for t in texts if isinstance(t, str)]
         if isinstance(texts, str) or len(items) != len(texts):
             raise LateError("texts must be a sequence of strings")
@@ -133,7 +139,8 @@ class LateScorer:
         out = []
         for e in self._tokenizer.encode_batch_fast(items):
             ids = e.ids  # [CLS] ... [SEP]
-            out.append([ids[0], mark, *ids[1:-1][: limit - 3], ids[-1]])
+            body = [i for i in ids[1:-1] if i not in leave_out] if leave_out else ids[1:-1]
+            out.append([ids[0], mark, *body[: limit - 3], ids[-1]])
         return out
 
     def _run(self, rows: list[list[int]]) -> list[np.ndarray]:
@@ -161,8 +168,10 @@ class LateScorer:
         return out
 
     def queries(self, texts: Sequence[str]) -> list[np.ndarray]:
-        """Each question's unit token vectors (at most ``QUERY_TOKENS`` rows)."""
-        return self._run(self._ids(texts, _QUERY_MARK, QUERY_TOKENS))
+        """Each question's unit token vectors (at most ``QUERY_TOKENS`` rows), its tokens of
+        punctuation alone left out (a shorter model call, and on LoCoMo's dev split no
+        question lost: BENCHMARKS.md, "A fresh recall with the default model")."""
+        return self._run(self._ids(texts, _QUERY_MARK, QUERY_TOKENS, self._punctuation))
 
     def passages(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Each passage's unit token vectors (at most ``PASSAGE_TOKENS`` rows)."""
@@ -179,18 +188,20 @@ class LateScorer:
         return out
 
 
-_shared: LateScorer | None = None
+_shared: dict[int, LateScorer] = {}
 _shared_lock = threading.Lock()
 
 
 def shared_late_scorer(threads: int | None = None) -> LateScorer:
-    """The process's one late-interaction model, loaded on the first call and kept;
-    ``LateError`` when it cannot be loaded (the next call tries again)."""
-    global _shared
+    """The process's late-interaction model with ``threads`` intra-op threads (None or 0:
+    ``default_threads()``), loaded on the first call and kept (a process has one setting,
+    ``MEMSTREAM_EMBED_THREADS``, so one model); ``LateError`` when it cannot be loaded (the
+    next call tries again)."""
+    wanted = int(threads) if threads else default_threads()
     with _shared_lock:
-        if _shared is None:
-            _shared = LateScorer(threads=threads)
-        return _shared
+        if wanted not in _shared:
+            _shared[wanted] = LateScorer(threads=wanted)
+        return _shared[wanted]
 
 
 class LatePassages:

@@ -55,6 +55,16 @@ def test_the_answer_scores_above_passages_that_do_not_answer():
     assert LateScorer.maxsim(query, [np.empty((0, DIM), np.float32)]).tolist() == [0.0]
 
 
+def test_a_question_s_punctuation_is_left_out_and_a_passage_s_kept():
+    scorer = shared_late_scorer()
+    bare = scorer.queries(["When did Caroline, the painter, go to the LGBTQ support group"])[0]
+    marked = scorer.queries([QUESTION.replace("Caroline", "Caroline, the painter,")])[0]
+    assert np.array_equal(bare, marked)  # the same ids: the commas and the question mark are not in them
+    assert scorer.queries(["?!..."])[0].shape[0] == 3  # [CLS] [unused0] [SEP]
+    # a passage keeps every token: its vectors are stored as the dense stage made them
+    assert scorer.passages(["Caroline went."])[0].shape[0] == scorer.passages(["Caroline went"])[0].shape[0] + 1
+
+
 def test_bad_input_is_refused_with_a_clear_error():
     scorer = shared_late_scorer()
     with pytest.raises(LateError, match="sequence of strings"):
