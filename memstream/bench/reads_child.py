@@ -201,7 +201,7 @@ class _Child:
         timed.wrap(reads.facts, "facts_of_events", "facts")
         late = getattr(reads, "late", None)  # a tree with the late interaction on
         if late is not None:
-            import memstream.query.ops as ops
+            from memstream.query import ops  # its module: late_order is wrapped where ReadOps reads it
 
             timed.wrap(ops, "late_order", "late_rest")
             timed.wrap(late, "vectors", "late_passages")

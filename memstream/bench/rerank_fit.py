@@ -33,7 +33,7 @@ from memstream.bench.command import BenchError, show
 from memstream.bench.locomo.data import load, unit_text
 from memstream.bench.locomo.scoring import paired, question_key, recall_metrics
 from memstream.core import argtypes
-from memstream.query.rerank import (
+from memstream.query import (
     LATE_CE_WEIGHT,
     LATE_KEEP,
     LEARNED_FEATURES,
@@ -79,7 +79,7 @@ def _session(dia: str) -> str:
 
 def late_of_grid(data: Path, split: str, scored: dict[str, list[list[Any]]]) -> list[Question]:
     """The grid's questions of categories 1-4 with their candidates and each candidate's late score."""
-    from memstream.projections.embedders.late import LateScorer, pack, unpack
+    from memstream.projections import LateScorer
 
     turns, loaded = load(data, split)
     text = {(t["sample_id"], t["dia_id"]): unit_text(t) for t in turns}
@@ -92,7 +92,7 @@ def late_of_grid(data: Path, split: str, scored: dict[str, list[list[Any]]]) -> 
     for start in range(0, len(need), 256):
         keys = need[start : start + 256]
         for key, v in zip(keys, scorer.passages([text[k] for k in keys])):
-            vectors[key] = unpack(pack(v))  # type: ignore[assignment]  # as the dense stage stores them
+            vectors[key] = LateScorer.as_stored(v)  # as the dense stage stores them
     out: list[Question] = []
     for start in range(0, len(questions), 64):
         part = questions[start : start + 64]

@@ -54,7 +54,17 @@ from memstream.query.protocol import (
 if TYPE_CHECKING:
     from memstream.query.ops import ReadOps
     from memstream.query.ranking import Searcher
-    from memstream.query.rerank import FUSIONS, PASSAGE_CHARS, combine
+    from memstream.query.rerank import (
+        FUSIONS,
+        LATE_CE_WEIGHT,
+        LATE_KEEP,
+        LEARNED_FEATURES,
+        LEARNED_WEIGHTS,
+        PASSAGE_CHARS,
+        combine,
+        cut_order,
+        learned_features,
+    )
     from memstream.query.server import QueryServer
     from memstream.query.versions import ActiveVersions, FixedVersions
 
@@ -103,6 +113,12 @@ __all__ = [
     "FUSIONS",
     "PASSAGE_CHARS",
     "combine",
+    "LATE_CE_WEIGHT",
+    "LATE_KEEP",
+    "LEARNED_FEATURES",
+    "LEARNED_WEIGHTS",
+    "cut_order",
+    "learned_features",
 ]
 
 _LAZY = {  # the server side: stores, embedders, ranking
@@ -114,6 +130,12 @@ _LAZY = {  # the server side: stores, embedders, ranking
     "FUSIONS": "memstream.query.rerank",
     "PASSAGE_CHARS": "memstream.query.rerank",
     "combine": "memstream.query.rerank",
+    "LATE_CE_WEIGHT": "memstream.query.rerank",
+    "LATE_KEEP": "memstream.query.rerank",
+    "LEARNED_FEATURES": "memstream.query.rerank",
+    "LEARNED_WEIGHTS": "memstream.query.rerank",
+    "cut_order": "memstream.query.rerank",
+    "learned_features": "memstream.query.rerank",
 }
 
 __getattr__ = lazy_exports(__name__, _LAZY)

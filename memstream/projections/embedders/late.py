@@ -105,6 +105,14 @@ class LateScorer:
 
     name = f"late:{MODEL_ID}:{PASSAGE_TOKENS}"  # what names its stored vectors (the embedding cache)
 
+    @staticmethod
+    def as_stored(tokens: np.ndarray) -> np.ndarray:
+        """A passage's token vectors as a search reads them back once stored (``pack``, then ``unpack``)."""
+        back = unpack(pack(tokens))
+        if back is None:
+            raise LateError(f"token vectors of shape {np.shape(tokens)} cannot be stored")
+        return back
+
     def __init__(self, *, threads: int | None = None) -> None:
         try:
             import tokenizers  # noqa: F401  # here, to say what is missing
