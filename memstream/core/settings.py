@@ -283,6 +283,20 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             ),
         ),
     ] = "auto"
+    recall_candidates: Annotated[
+        int,
+        Meta(
+            ge=0,
+            le=50,
+            description=(
+                "Dense and keyword candidates a recall (the prefetch) takes from each collection, never fewer than "
+                "its k. 0 (the default): the ranking's own, 50, as a search takes. 30 costs x0.75-0.80 of a "
+                "recall's CPU at 10,000 memories and a little of its recall (LoCoMo prefetch all@10 -0.7 points "
+                "on dev, -1.0 on test; BENCHMARKS.md, \"The recall's candidates and the engine's calls\"): a "
+                "fleet's setting where the query processes' CPU is what bends."
+            ),
+        ),
+    ] = 0
     dense_index_from: Annotated[
         int,
         Meta(

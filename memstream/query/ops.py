@@ -87,8 +87,11 @@ class ReadOps:
         hot_days: float = 0.0,
         cross_encoder: Callable[[], CrossEncoder] = shared_cross_encoder,
         late: LatePassages | None = None,
+        recall_candidates: int = 0,
     ) -> None:
         self.store = store
+        # a recall's candidates a side (MEMSTREAM_RECALL_CANDIDATES); 0: the ranking's RECALL_CANDIDATES
+        self.recall_candidates = recall_candidates
         # what reorders a recall's best turns and memories (None: the ranking's order stands)
         self.late = late
         self.late_failures = 0  # recalls (and reranked searches) the late model failed: the ranking's order stands
@@ -222,7 +225,7 @@ class ReadOps:
         hot_since = self._hot_since()
         kinds = SEARCH_COLLECTIONS["all"]
         least = LATE_CANDIDATES if self.late is not None else 0
-        candidates = ranking.RECALL_CANDIDATES  # read at the call: bench locomo's prefetch grid moves it
+        candidates = self.recall_candidates or ranking.RECALL_CANDIDATES  # read at the call: the prefetch grid moves it
         asks = [self._ask(r, kinds, asks_about_history(r.query), hot_since, least, candidates) for r in requests]
         ranked = []
         for items in self.searcher.search_many(asks):

@@ -76,11 +76,11 @@ if TYPE_CHECKING:
 __all__ = ["RECALL_CANDIDATES", "Ask", "Searcher", "asks_about_time", "fact_item"]
 
 CANDIDATES = 50
-# a recall's (the prefetch's) candidates a side, never fewer than its k: on LoCoMo dev 30 against
-# 50 moved the prefetch's any@10 / all@10 by -0.3 / -0.7 points, within the paired sign tests'
-# noise (p 0.65 / 0.14), for x0.79 of a batched recall's CPU at 10k memories (BENCHMARKS.md,
-# "The recall's candidates and the engine's calls"); the search, which the rerank reads, keeps 50
-RECALL_CANDIDATES = 30
+# a recall's (the prefetch's) candidates a side, never fewer than its k, unless MEMSTREAM_RECALL_CANDIDATES
+# says otherwise: 30 against 50 costs x0.79 of a batched recall's CPU at 10k memories, and moved the
+# prefetch's any@10 / all@10 by -0.3 / -0.7 points on LoCoMo dev (sign tests p 0.65 / 0.14) and
+# -0.2 / -1.0 on test (BENCHMARKS.md, "The recall's candidates and the engine's calls"): recall first
+RECALL_CANDIDATES = 50
 DENSE_WEIGHT = 0.4
 NEIGHBOUR_WEIGHT = 0.5
 SECOND_NEIGHBOUR_WEIGHT = 0.35  # two turns away

@@ -340,6 +340,7 @@ class Pipeline:
             versions=self.versions,
             hot_days=self.settings.hot_days,
             late=self.late,
+            recall_candidates=self.settings.recall_candidates,
         )
         return QueryServer(
             client,

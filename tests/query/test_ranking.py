@@ -4,7 +4,7 @@ scope, what other agents have, scores in [0, 1], no zero-score hits, facts as se
 from __future__ import annotations
 
 import pytest
-from pipeline_support import make_pipeline, remembered, turn
+from pipeline_support import make_pipeline, pipeline_settings, remembered, turn
 from query_support import answer
 
 from memstream.cli import output
@@ -140,29 +140,38 @@ def test_each_kind_of_fact_key_reads_as_a_sentence(subject, key, value, sentence
     assert fact_sentence(subject, key, value) == sentence
 
 
-def test_a_recall_takes_fewer_candidates_a_side_than_a_search_and_never_fewer_than_its_k(pipeline, event_log):
+def test_a_recall_takes_the_candidates_its_setting_says_a_side_and_never_fewer_than_its_k(tmp_path, event_log):
     from memstream.query import ranking
+    from memstream.workers.pipeline import Pipeline, PipelineConfig
 
+    settings = pipeline_settings(tmp_path / "few", stream_prefix=event_log.prefix, shards=event_log.shards, recall_candidates=30)
+    few = Pipeline(settings, event_log, PipelineConfig(embedder="hash", consumer="few"))
     event_log.append([remembered(f"The release train number {i} leaves on a Friday") for i in range(60)])
-    pipeline.drain()
-    store = pipeline.searcher.store
     limits: list[tuple[int, ...]] = []
-    inner = store.search_many
 
-    def recorded(collection, searches):
-        limits.append(tuple(s.limit for s in searches))
-        return inner(collection, searches)
+    def asked(pipe, request):
+        pipe.drain()
+        store, inner = pipe.searcher.store, pipe.searcher.store.search_many
 
-    store.search_many = recorded
+        def recorded(collection, searches):
+            limits.append(tuple(s.limit for s in searches))
+            return inner(collection, searches)
+
+        store.search_many = recorded
+        try:
+            return answer(pipe.reads.handlers(), {"tenant": "t1", "agent": "a1", "query": "release train Friday", **request})
+        finally:
+            store.search_many = inner
+
     try:
-        handlers = pipeline.reads.handlers()
-        recalled = answer(handlers, {"op": "recall", "tenant": "t1", "agent": "a1", "query": "release train Friday", "k": 12})
-        assert set(limits.pop()) == {ranking.RECALL_CANDIDATES}  # the memories', dense and keyword
-        assert len(recalled["items"]) == 12
-        wide = answer(handlers, {"op": "recall", "tenant": "t1", "agent": "a1", "query": "release train Friday", "k": 45})
-        assert set(limits.pop()) == {45} and len(wide["items"]) == 45  # a recall's k past its candidates: k a side
-        found = answer(handlers, {"op": "search", "tenant": "t1", "agent": "a1", "query": "release train Friday", "k": 5})
-        assert set(limits.pop()) == {ranking.CANDIDATES} and len(found["results"]) == 5  # a search's as before
+        assert len(asked(few, {"op": "recall", "k": 12})["items"]) == 12
+        assert set(limits.pop()) == {30}  # the memories', dense and keyword
+        assert len(asked(few, {"op": "recall", "k": 45})["items"]) == 45
+        assert set(limits.pop()) == {45}  # a recall's k past its candidates: k a side
+        assert len(asked(few, {"op": "search", "k": 5})["results"]) == 5
+        assert set(limits.pop()) == {ranking.CANDIDATES}  # a search's are not the setting's
+        few.reads.recall_candidates = 0  # unset: the ranking's own
+        assert len(asked(few, {"op": "recall", "k": 12})["items"]) == 12
+        assert set(limits.pop()) == {ranking.RECALL_CANDIDATES} != {30}
     finally:
-        store.search_many = inner
-    assert ranking.RECALL_CANDIDATES < ranking.CANDIDATES
+        few.stop()
