@@ -191,7 +191,8 @@ def learned_features(
     ce_order = np.argsort(-ce, kind="stable")
     ce_place[ce_order] = np.arange(n)
     best = [int(j) for j in ce_order[:SESSION_OF]]
-    same = np.array([sum(1 for j in best if j != i and sessions[j] == s) for i, s in enumerate(sessions)])
+    # a candidate of no session (a memory written outside one) shares none
+    same = np.array([sum(1 for j in best if j != i and s and sessions[j] == s) for i, s in enumerate(sessions)])
     rows = np.column_stack(
         [
             _minmax(f)[top],

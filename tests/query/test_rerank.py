@@ -124,6 +124,9 @@ def test_learned_features_follow_the_cut_and_describe_each_scored_candidate():
     with pytest.raises(ValueError):
         learned_features(fused, late[:4], [1.0], ["s"], [1])
     assert learned_features(fused, late, [], [], [])[1].shape == (0, len(LEARNED_FEATURES))
+    # candidates of no session (memories written outside one) share none, with each other either
+    _, rows = learned_features(fused, late, [2.0, -4.0, 8.0], [None, None, ""], [40, 400, 4])
+    assert list(rows[:, LEARNED_FEATURES.index("same_session")]) == [0.0, 0.0, 0.0]
 
 
 def test_learned_cut_scores_the_late_orders_best_and_orders_them_by_the_weights():
