@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from memstream.projections import LatePassages, LateScorer
-from memstream.query.rerank import LATE_WEIGHT, combine
+from memstream.query.rerank import LATE_WEIGHT, cut_order
 
 __all__ = ["LATE_CANDIDATES", "LATE_WEIGHT", "late_first", "late_order", "late_scores"]
 
@@ -59,8 +59,7 @@ def late_first(
         return list(items)
     if scores is None:
         (scores,) = late_scores([question], [items], passages)
-    final = combine([float(item.get("score") or 0.0) for item in items], scores, weight)
-    return [items[int(i)] for i in np.argsort(-final, kind="stable")]
+    return [items[int(i)] for i in cut_order([float(item.get("score") or 0.0) for item in items], scores, weight)]
 
 
 def late_order(
@@ -83,8 +82,7 @@ def late_order(
         if i not in scored:
             out.append(_cut(items, k, None))
             continue
-        final = combine([float(item.get("score") or 0.0) for item in head], scored[i], weight)
-        out.append(_cut(items, k, [head[int(j)] for j in np.argsort(-final, kind="stable")]))
+        out.append(_cut(items, k, late_first(questions[i], head, passages, weight, scores=scored[i])))
     return out
 
 

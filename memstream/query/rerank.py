@@ -151,19 +151,25 @@ def rerank(
         return results[:k]
     logits = encoder().score(query, [str(item.get("text", ""))[:PASSAGE_CHARS] for item in head])
     final = combine([float(item.get("score") or 0.0) for item in head], logits, weight)
-    order = np.argsort(-final, kind="stable")
+    return (_by_final(head, final) + tail)[:k]
+
+
+def _by_final(items: list[dict[str, Any]], final: np.ndarray) -> list[dict[str, Any]]:
+    """``items`` ordered by their ``final`` scores, best first (ties in their order), each
+    item's ``score`` set to its final score, rounded."""
     out = []
-    for i in order:
-        item = head[int(i)]
+    for i in np.argsort(-final, kind="stable"):
+        item = items[int(i)]
         item["score"] = round(float(final[int(i)]), 6)
         out.append(item)
-    return (out + tail)[:k]
+    return out
 
 
-def cut_order(fused: Sequence[float] | np.ndarray, late: Sequence[float] | np.ndarray) -> np.ndarray:
-    """The late interaction's cut: the candidates' indices by ``combine`` of their fused and
-    late-interaction scores at ``LATE_WEIGHT``, best first (ties in the ranking's order)."""
-    return np.argsort(-combine(fused, late, LATE_WEIGHT), kind="stable")
+def cut_order(fused: Sequence[float] | np.ndarray, late: Sequence[float] | np.ndarray, weight: float = LATE_WEIGHT) -> np.ndarray:
+    """The late interaction's order (the prefetch's, and the rerank's cut): the candidates'
+    indices by ``combine`` of their fused and late-interaction scores at ``weight``, best
+    first (ties in the ranking's order)."""
+    return np.argsort(-combine(fused, late, weight), kind="stable")
 
 
 def learned_features(
@@ -235,9 +241,4 @@ def learned_cut(
         fused, late, logits, [item.get("session") for item in head], [len(str(item.get("text", ""))) for item in head]
     )
     final = rows @ np.asarray(weights, dtype=np.float64)
-    out = []
-    for i in np.argsort(-final, kind="stable"):
-        item = head[int(i)]
-        item["score"] = round(float(final[int(i)]), 6)
-        out.append(item)
-    return (out + [results[int(i)] for i in order[keep:]])[:k]
+    return (_by_final(head, final) + [results[int(i)] for i in order[keep:]])[:k]
