@@ -183,30 +183,24 @@ class ReadOps:
         ``learned_rerank`` off). A late model that fails leaves the cross-encoder all of
         them at ``CE_WEIGHT`` (counted); a cross-encoder that cannot load or score leaves the order it was
         given, and says why."""
-        candidates = request.rerank_candidates
-        if self.late is not None and min(candidates, len(results)) > LATE_KEEP:  # the late interaction's first cut
-            head, tail = results[:candidates], results[candidates:]
+        candidates, k = request.rerank_candidates, request.k
+        head, tail = results[:candidates], results[candidates:]
+        passages, late = self.late, None
+        if passages is not None and len(head) > LATE_KEEP:  # the late interaction's first cut
             try:
-                (late,) = late_scores([request.query], [head], self.late)
+                (late,) = late_scores([request.query], [head], passages)
             except (LateError, sqlite3.Error) as exc:
                 self.late_failures += 1
                 log.warning("search.late_failed", error=str(exc))
-            else:
-                try:
-                    if self.learned_rerank:
-                        return (
-                            (learned_cut(request.query, head, late, request.k, self.cross_encoder) + tail)[: request.k],
-                            True,
-                            None,
-                        )
-                    ordered = late_first(request.query, head, self.late, scores=late) + tail
-                    return rerank(request.query, ordered, request.k, self.cross_encoder, LATE_KEEP, LATE_CE_WEIGHT), True, None
-                except RerankerError as exc:
-                    return results[: request.k], False, str(exc)
         try:
-            return rerank(request.query, results, request.k, self.cross_encoder, candidates, CE_WEIGHT), True, None
+            if passages is None or late is None:
+                return rerank(request.query, results, k, self.cross_encoder, candidates, CE_WEIGHT), True, None
+            if self.learned_rerank:
+                return (learned_cut(request.query, head, late, k, self.cross_encoder) + tail)[:k], True, None
+            ordered = late_first(request.query, head, passages, scores=late) + tail
+            return rerank(request.query, ordered, k, self.cross_encoder, LATE_KEEP, LATE_CE_WEIGHT), True, None
         except RerankerError as exc:
-            return results[: request.k], False, str(exc)
+            return results[:k], False, str(exc)
 
     def _hot_since(self) -> float | None:
         return time.time() - self.hot_days * 86_400 if self.hot_days > 0 else None
