@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--questions", type=argtypes.int_between(1, 2000), default=40, help="questions (default: 40)")
     parser.add_argument("--rounds", type=argtypes.int_between(1, 20), default=3, help="passes over them (default: 3)")
     parser.add_argument(
-        "--threads", type=_counts, default=None, help="onnxruntime intra-op threads, comma-separated (default: the CPUs)"
+        "--threads", type=_counts, default=None, help="batches run side by side, comma-separated (default: the CPUs)"
     )
     parser.add_argument(
         "--max-lengths",

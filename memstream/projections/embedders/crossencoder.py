@@ -29,7 +29,7 @@ from typing import Sequence
 import numpy as np
 
 from memstream.projections.embedders.bge import PACKAGE, package_files
-from memstream.projections.embedders.onnx import bert_model, default_threads
+from memstream.projections.embedders.onnx import bert_model, default_threads, run_batches
 from memstream.projections.embedders.port import EmbedderError
 
 __all__ = ["CrossEncoder", "RerankerError", "MODEL_ID", "MAX_PAIRS", "shared_cross_encoder"]
@@ -70,9 +70,10 @@ class CrossEncoder:
     """ms-marco-MiniLM-L-12-v2, int8, on CPU: a relevance logit per (question, passage)
     pair, higher is more relevant; thread-safe ``score``.
 
-    Options: ``threads`` (onnxruntime intra-op threads; default: the CPUs this process may
-    use, at most 8), ``batch_size`` (pairs per model call), ``max_length`` (tokens of a
-    pair, 8..512), ``model_path``/``model_sha256``/``tokenizer_path``/``tokenizer_sha256``
+    Options: ``threads`` (batches of one call run side by side, each on one onnxruntime
+    thread, ``run_batches``; default: the CPUs this process may use, at most 8),
+    ``batch_size`` (pairs per model call), ``max_length`` (tokens of a pair, 8..512),
+    ``model_path``/``model_sha256``/``tokenizer_path``/``tokenizer_sha256``
     (another export of the same architecture). Raises ``RerankerError`` when the package, a
     file or a checksum is wrong, and for input out of bounds.
     """
@@ -115,7 +116,6 @@ class CrossEncoder:
             Path(tokenizer_path),
             tokenizer_sha256,
             "cross-encoder",
-            self.threads,
             hint=INSTALL_HINT,
             error=RerankerError,
         )  # the process's tokenizer without padding and truncation: pairs are cut here (``pair``)
@@ -148,8 +148,8 @@ class CrossEncoder:
         pairs = [self.pair(question, e.ids) for e in self._tokenizer.encode_batch_fast(texts, add_special_tokens=False)]
         lengths = np.fromiter((len(ids) for ids, _ in pairs), dtype=np.int64, count=n)
         order = np.argsort(lengths, kind="stable")
-        for start in range(0, n, self.batch_size):
-            rows = order[start : start + self.batch_size]
+
+        def run(rows: np.ndarray) -> None:
             width = int(lengths[rows].max())
             ids = np.zeros((len(rows), width), dtype=np.int64)
             types = np.zeros_like(ids)
@@ -166,6 +166,9 @@ class CrossEncoder:
             except Exception as exc:  # onnxruntime's own exception types
                 raise RerankerError(f"the cross-encoder failed on a batch of {len(rows)} pairs: {type(exc).__name__}") from exc
             out[rows] = np.asarray(logits, dtype=np.float32).reshape(len(rows), -1)[:, 0]
+
+        batches = [order[start : start + self.batch_size] for start in range(0, n, self.batch_size)]
+        run_batches(batches, run, self.threads, int(lengths.sum()))
         return out
 
     def pair(self, question: list[int], passage: list[int]) -> tuple[list[int], list[int]]:

@@ -41,7 +41,7 @@ import structlog
 
 from memstream.projections.embedders.bge import package_files
 from memstream.projections.embedders.crossencoder import INSTALL_HINT
-from memstream.projections.embedders.onnx import bert_model, default_threads
+from memstream.projections.embedders.onnx import bert_model, default_threads, run_batches
 from memstream.projections.embedders.port import EmbedderError
 
 if TYPE_CHECKING:
@@ -100,7 +100,8 @@ def unpack(blob: bytes) -> np.ndarray | None:
 class LateScorer:
     """Token vectors of questions and passages, and ``maxsim`` between them; thread-safe.
 
-    ``threads``: onnxruntime intra-op threads (default: the CPUs, at most 8). ``LateError``
+    ``threads``: batches of one call run side by side, each on one onnxruntime thread
+    (``run_batches``; default: the CPUs, at most 8). ``LateError``
     when the package, a file or a checksum is wrong, and for input out of bounds."""
 
     name = f"late:{MODEL_ID}:{PASSAGE_TOKENS}"  # what names its stored vectors (the embedding cache)
@@ -126,7 +127,6 @@ class LateScorer:
             tokenizer_path,
             TOKENIZER_SHA256,
             "late-interaction",
-            self.threads,
             hint=INSTALL_HINT,
             error=LateError,
         )  # the process's tokenizer without padding and truncation (bge-small's and the cross-encoder's too)
@@ -155,8 +155,8 @@ class LateScorer:
         """Unit token vectors of each row of ids (no padding rows), batches sorted by length."""
         out: list[np.ndarray] = [np.empty((0, DIM), np.float32)] * len(rows)
         order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
-        for start in range(0, len(order), BATCH_SIZE):
-            part = order[start : start + BATCH_SIZE]
+
+        def run(part: list[int]) -> None:
             width = max(len(rows[i]) for i in part)
             ids = np.zeros((len(part), width), dtype=np.int64)
             mask = np.zeros_like(ids)
@@ -173,6 +173,9 @@ class LateScorer:
             for r, i in enumerate(part):
                 v = hidden[r, : len(rows[i])]
                 out[i] = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+
+        batches = [order[start : start + BATCH_SIZE] for start in range(0, len(order), BATCH_SIZE)]
+        run_batches(batches, run, self.threads, sum(len(r) for r in rows))
         return out
 
     def queries(self, texts: Sequence[str]) -> list[np.ndarray]:
@@ -201,7 +204,7 @@ _shared_lock = threading.Lock()
 
 
 def shared_late_scorer(threads: int | None = None) -> LateScorer:
-    """The process's late-interaction model with ``threads`` intra-op threads (None or 0:
+    """The process's late-interaction model with ``threads`` batches side by side (None or 0:
     ``default_threads()``), loaded on the first call and kept (a process has one setting,
     ``MEMSTREAM_EMBED_THREADS``, so one model); ``LateError`` when it cannot be loaded (the
     next call tries again)."""

