@@ -21,6 +21,7 @@ import itertools
 import json
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -182,11 +183,32 @@ def cpu_session(model_path: str) -> Any:
 
 
 # Tokens of one model call below which its batches run one after the other on the calling
-# thread: a thread's start (about 0.1 ms) is more than such a call saves by running side by side
-# (a question or a batch of questions; a dense stage's or a rerank's call runs side by side).
+# thread: handing a batch to a helper (about 0.1 ms) is more than such a call saves by running
+# side by side (a question or a batch of questions; a dense stage's or a rerank's call runs side
+# by side).
 PARALLEL_FROM_TOKENS = 512
+# Tokens of one model call past which the heap it freed is given back (about 50 MB after 32
+# texts of 256 tokens); a few ms after a call of this size, which took hundreds, and a question's
+# few tokens never pay for it.
+TRIM_AFTER_TOKENS = 2048
 
 _Batch = TypeVar("_Batch")
+
+# The helpers of the callers of one nice value, per helper count: threads kept for the life of
+# the process (a thread started per call left its arena of the C heap behind every time: +230 MB
+# resident after projecting 4,000 memories), each started by a caller of that nice value, so it
+# has that value (Linux: a thread has its creator's).
+_helpers: dict[tuple[int, int], ThreadPoolExecutor] = {}
+_helpers_lock = threading.Lock()
+
+
+def _helpers_of_caller(n: int) -> ThreadPoolExecutor:
+    nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) if hasattr(os, "getpriority") else 0
+    with _helpers_lock:
+        pool = _helpers.get((nice, n))
+        if pool is None:
+            pool = _helpers[(nice, n)] = ThreadPoolExecutor(n, thread_name_prefix=f"memstream-model-nice{nice}")
+        return pool
 
 
 def run_batches(batches: Sequence[_Batch], run: Callable[[_Batch], None], workers: int, tokens: int) -> None:
@@ -194,11 +216,20 @@ def run_batches(batches: Sequence[_Batch], run: Callable[[_Batch], None], worker
 
     In order on the calling thread when ``workers`` is 1, there is one batch, or the call is
     small (``tokens`` under ``PARALLEL_FROM_TOKENS``). Otherwise on the calling thread and up
-    to ``workers - 1`` threads started here, each taking the next batch, the last first (the
-    callers sort by length: the longest first, so that the threads end together); a thread
-    started here has the calling thread's nice value (Linux), so the dense stage's calls stay
-    below the recalls'. The first exception a batch raises is raised here once every thread
-    has stopped, and no batch starts after it."""
+    to ``workers - 1`` helper threads, each taking the next batch, the last first (the callers
+    sort by length: the longest first, so that the threads end together); the helpers have
+    the calling thread's nice value, so the dense stage's calls stay below the recalls'. The
+    first exception a batch raises is raised here once no batch of the call runs any more,
+    and no batch starts after it. A call of ``TRIM_AFTER_TOKENS`` or more gives the heap it
+    freed back (``release_freed_heap``)."""
+    try:
+        _run_batches(batches, run, workers, tokens)
+    finally:
+        if tokens >= TRIM_AFTER_TOKENS:
+            release_freed_heap()
+
+
+def _run_batches(batches: Sequence[_Batch], run: Callable[[_Batch], None], workers: int, tokens: int) -> None:
     if workers <= 1 or len(batches) < 2 or tokens < PARALLEL_FROM_TOKENS:
         for batch in batches:
             run(batch)
@@ -218,12 +249,13 @@ def run_batches(batches: Sequence[_Batch], run: Callable[[_Batch], None], worker
                 failed.append(exc)
                 return
 
-    helpers = [threading.Thread(target=work, name="memstream-model", daemon=True) for _ in range(min(workers, len(order)) - 1)]
-    for t in helpers:
-        t.start()
+    n = min(workers, len(order)) - 1
+    pool = _helpers_of_caller(n)
+    helping = [pool.submit(work) for _ in range(n)]
     work()
-    for t in helpers:
-        t.join()
+    for f in helping:
+        f.cancel()  # still queued behind another caller's batches: nothing is left for it
+    wait(helping)
     if failed:
         raise failed[0]
 
@@ -385,15 +417,9 @@ class OnnxMiniLMEmbedder:
         def run(rows: np.ndarray) -> None:
             out[rows] = self._run(rows, ids, lengths)
 
-        tokens = int(lengths.sum())
-        run_batches([order[s : s + self.batch_size] for s in range(0, n, self.batch_size)], run, self.threads, tokens)
-        if tokens >= self.TRIM_AFTER_TOKENS:
-            release_freed_heap()  # a few ms after a call of this size, which took hundreds
+        batches = [order[s : s + self.batch_size] for s in range(0, n, self.batch_size)]
+        run_batches(batches, run, self.threads, int(lengths.sum()))
         return out
-
-    # Tokens in one embed call past which the heap it freed is given back (about 50 MB after
-    # 32 texts of 256 tokens); a query's few tokens never pay for it.
-    TRIM_AFTER_TOKENS = 2048
 
     def _run(self, rows: np.ndarray, ids: list[list[int]], lengths: np.ndarray) -> np.ndarray:
         width = int(lengths[rows].max())

@@ -41,21 +41,26 @@ def test_a_large_call_runs_every_batch_once_on_the_caller_and_its_helpers():
     assert threading.get_ident() in ran.values() and len(set(ran.values())) == 2
 
 
-def test_the_first_failure_is_raised_after_every_thread_stopped_and_no_batch_starts_after_it():
+def test_the_first_failure_is_raised_once_no_batch_runs_and_no_batch_starts_after_it():
     started: list[int] = []
+    running = [0]
     lock = threading.Lock()
 
     def run(batch: int) -> None:
         with lock:
             started.append(batch)
-        if batch == 9:  # the last batch, taken first
-            raise ValueError("batch 9")
-        time.sleep(0.01)
+            running[0] += 1
+        try:
+            if batch == 9:  # the last batch, taken first
+                raise ValueError("batch 9")
+            time.sleep(0.01)
+        finally:
+            with lock:
+                running[0] -= 1
 
-    before = threading.active_count()
     with pytest.raises(ValueError, match="batch 9"):
         run_batches(list(range(10)), run, 3, PARALLEL_FROM_TOKENS)
-    assert threading.active_count() == before  # the helpers were joined
+    assert running[0] == 0  # every batch that started had ended
     assert len(started) < 10  # the batches after the failure never started
 
 
