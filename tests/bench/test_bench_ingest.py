@@ -26,6 +26,9 @@ def test_bench_ingest_runs_every_phase_on_a_tiny_workload():
     assert result["hash"]["events"] == 60 and len(result["hash"]["per_run_events_per_s"]) == 2
     assert result["onnx"]["texts_embedded"] == result["onnx"]["turn_points"] > 0 and result["onnx"]["model"] == "onnx-minilm"
     assert result["raw"]["texts"] == result["onnx"]["texts_embedded"]
+    # the dense stage stores the turns' token vectors (late interaction, on with a local model):
+    # the raw phase runs the late-interaction model on the same texts
+    assert 0 < result["raw"]["late_texts"] <= result["onnx"]["turn_points"]
     assert result["per_run_order"] == ["pipeline first", "raw first"]
     assert all(r > 0 for r in result["per_run_ratio"])
     # facts and sessions apart: drained by the child process, every group applied every event
@@ -40,7 +43,7 @@ def test_bench_ingest_runs_every_phase_on_a_tiny_workload():
         assert fresh["inline"] is phase.startswith("freshness_hash"), (phase, fresh)
         assert len(fresh["applied_at_end"]) == 4, (phase, fresh)
     assert set(result["met"]) >= {"ratio", "hash_events_per_s", "freshness_hash_p95"}
-    assert "events/s" in format_ingest(result)
+    assert "events/s" in format_ingest(result) and "the late-interaction model's passages too" in format_ingest(result)
 
 
 @pytest.mark.valkey

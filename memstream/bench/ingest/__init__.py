@@ -7,9 +7,11 @@ One run measures, on this machine and in this process (the bench process IS the 
   Valkey (``ValkeyProcess``, temp dir), then ``Pipeline.drain()`` (turns, memories and
   facts projections, onnx-minilm embedder, a fresh home and so a fresh embedding cache
   per run) timed -> events/s. The texts the turns projection hands to the embedder are
-  recorded per call; a fresh raw embedder then embeds the very same calls (same texts,
-  same batches) -> texts/s. ``ratio`` = raw embed seconds / pipeline seconds (= pipeline
-  texts/s / raw texts/s; 1.0 means the pipeline costs nothing beyond the model).
+  recorded per call, and so are the texts the dense stage hands to the late-interaction
+  model for their token vectors (on with a local model, ``MEMSTREAM_LATE_RERANK``); the raw
+  models then run the very same calls (same texts, same batches: the embedder, then the
+  late-interaction model's passages) -> texts/s. ``ratio`` = raw seconds / pipeline seconds
+  (= pipeline texts/s / raw texts/s; 1.0 means the pipeline costs nothing beyond the models).
   Per-consumer drain seconds and the seconds spent inside ``embed`` show where the rest goes.
 * ``hash``: the same with the hash embedder: the pipeline's own ceiling, events/s.
 * ``hash_apart``: the same, the projections without vectors (facts, sessions) drained in a

@@ -1,5 +1,6 @@
 """The ingest bench's pipeline under test: its drains timed (``drain_run``, the embedder's
-calls recorded) and the raw embedder on the very same calls (``raw_run``)."""
+calls recorded, and the late-interaction model's where the pipeline stores token vectors) and
+the raw models on the very same calls (``raw_run``)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,23 @@ class _Recorder:
         return out
 
 
+class _LateRecorder:
+    """Wraps the late-interaction model the dense stage stores passages' token vectors with:
+    records each ``passages`` call (the texts it was given)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.calls: list[list[str]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def passages(self, texts: Sequence[str]) -> Any:
+        items = list(texts)
+        self.calls.append(items)
+        return self.inner.passages(items)
+
+
 def turns_of(pipeline: Pipeline) -> TurnsProjection:
     from memstream.projections import TurnsProjection
 
@@ -75,10 +93,21 @@ def pipeline_under_test(
     return pipeline, eventlog, recorder
 
 
+def _record_late(pipeline: Pipeline) -> _LateRecorder | None:
+    """The late-interaction model's calls recorded, where the dense stage stores the passages'
+    token vectors (None: it stores none)."""
+    if pipeline.late is None:
+        return None
+    late = _LateRecorder(pipeline.late.scorer())
+    pipeline.late.scorer = lambda: late  # type: ignore[assignment, return-value]  # a recording proxy of the model
+    return late
+
+
 def drain_run(
     root: Path, url: str, prefix: str, embedder: str, pairs: list[tuple[str, str]], profile: bool = False, apart: bool = False
 ) -> dict[str, Any]:
     pipeline, eventlog, recorder = pipeline_under_test(root, url, prefix, embedder, apart)
+    late = _record_late(pipeline)
     child: SidecarDrain | None = None
     try:
         events = turn_events(pairs)
@@ -139,6 +168,7 @@ def drain_run(
             "applied": applied,
         }
         result["_calls"] = recorder.calls
+        result["_late_calls"] = late.calls if late is not None else []
         if profiler is not None:
             result["_profile"] = profiler
         return result
@@ -153,21 +183,33 @@ def warm_texts(pairs: list[tuple[str, str]]) -> list[str]:
     return [f"User: {u}\nAssistant: {a}" for u, a in pairs[:32]]
 
 
-def raw_run(calls: list[list[str]], warm: list[str], model: str = "onnx-minilm") -> dict[str, Any]:
-    from memstream.projections import configured_embedder
+def raw_run(
+    calls: list[list[str]], warm: list[str], model: str = "onnx-minilm", late_calls: Sequence[list[str]] = ()
+) -> dict[str, Any]:
+    """The raw models on the pipeline's calls: the embedder on ``calls`` and, where the pipeline
+    stored passages' token vectors, the late-interaction model on ``late_calls``, each warmed
+    first (untimed), with the threads the pipeline's were given."""
+    from memstream.projections import configured_embedder, shared_late_scorer
 
-    embedder = configured_embedder(Settings.load(), model)
+    settings = Settings.load()
+    embedder = configured_embedder(settings, model)
+    late = shared_late_scorer(settings.embed_threads or None) if late_calls else None
     flat = [t for c in calls for t in c]
     embedder.embed(warm)  # warm-up, untimed, as the pipeline's embedder is warmed
+    if late is not None:
+        late.passages(warm)
     gc.collect()
     started, cpu_started = time.perf_counter(), time.process_time()
     for c in calls:
         embedder.embed(c)
+    for c in late_calls:
+        late.passages(c)  # type: ignore[union-attr]  # set when there are late calls
     seconds = time.perf_counter() - started
     cpu = time.process_time() - cpu_started
     return {
         "texts": len(flat),
         "calls": len(calls),
+        "late_texts": sum(len(c) for c in late_calls),
         "seconds": round(seconds, 4),
         "cpu_seconds": round(cpu, 4),
         "texts_per_s": round(len(flat) / seconds, 1),

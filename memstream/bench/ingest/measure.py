@@ -141,20 +141,22 @@ def ingest(
             texts = sample_texts(pairs, events, "onnx")
             profiler = None
             calls: list[list[str]] | None = None
+            late_calls: list[list[str]] = []
             for r in range(runs):
                 # order alternates (pipeline first, then raw first, ...) so that neither
                 # side always runs second on a warmer or busier machine; the raw run
                 # embeds the calls the pipeline made (the same for every run: same texts,
                 # same batches)
-                raw = raw_run(calls, warm_texts(texts), model) if r % 2 and calls else None
+                raw = raw_run(calls, warm_texts(texts), model, late_calls) if r % 2 and calls else None
                 raw_first = raw is not None
                 home, prefix = fresh("onnx")
                 run = drain_run(home, url, prefix, model, texts, profile=profile and r == runs - 1)
                 calls = run.pop("_calls")
+                late_calls = run.pop("_late_calls")
                 profiler = run.pop("_profile", profiler)
                 oruns.append(run)
                 if raw is None:
-                    raw = raw_run(calls, warm_texts(texts), model)
+                    raw = raw_run(calls, warm_texts(texts), model, late_calls)
                 raw["order"] = "raw first" if raw_first else "pipeline first"
                 raw["ratio"] = round(raw["seconds"] / run["seconds"], 3)
                 raw["cpu_ratio"] = round(raw["cpu_seconds"] / run["cpu_seconds"], 3)
@@ -178,6 +180,7 @@ def ingest(
         result["raw"] = {
             "texts": rruns[0]["texts"],
             "calls": rruns[0]["calls"],
+            "late_texts": rruns[0]["late_texts"],
             "threads": rruns[0]["threads"],
             "batch_size": rruns[0]["batch_size"],
             "texts_per_s": median_of([r["texts_per_s"] for r in rruns]),

@@ -87,8 +87,10 @@ def _format_onnx(result: dict[str, Any]) -> list[str]:
         "  per consumer (s): "
         + ", ".join(f"{g} {s}" for g, s in o["consumer_seconds"].items())
         + f"; inside embed: {o['embed_seconds_in_pipeline']} s",
-        f"raw embedder, same texts and calls: {raw['texts_per_s']} texts/s ({raw['seconds']} s; "
-        f"{raw['threads']} threads, model batch {raw['batch_size']})",
+        f"raw models, same texts and calls: {raw['texts_per_s']} texts/s ({raw['seconds']} s; "
+        f"{raw['threads']} threads, model batch {raw['batch_size']}"
+        + (f"; the late-interaction model's passages too: {raw['late_texts']} texts" if raw.get("late_texts") else "")
+        + ")",
         f"ratio pipeline/raw: {result['ratio']} (runs {result['per_run_ratio']}; target ≥ "
         f"{TARGETS['ratio']}: {ok('ratio')}); by CPU seconds {result.get('cpu_ratio')} "
         f"(pipeline {o.get('cpu_seconds')} s, raw {raw.get('cpu_seconds')} s)",
