@@ -203,7 +203,10 @@ _helpers_lock = threading.Lock()
 
 
 def _helpers_of_caller(n: int) -> ThreadPoolExecutor:
-    nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) if hasattr(os, "getpriority") else 0
+    try:  # a thread's own nice value is Linux's (elsewhere the call fails or names the process)
+        nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    except (AttributeError, OSError):
+        nice = 0
     with _helpers_lock:
         pool = _helpers.get((nice, n))
         if pool is None:

@@ -5,6 +5,7 @@ and the first failure raised."""
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 
@@ -64,7 +65,7 @@ def test_the_first_failure_is_raised_once_no_batch_runs_and_no_batch_starts_afte
     assert len(started) < 10  # the batches after the failure never started
 
 
-@pytest.mark.skipif(not hasattr(os, "setpriority"), reason="per-thread nice values are Linux's")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice values are Linux's")
 def test_a_helper_has_the_nice_value_of_the_thread_that_called():
     seen: dict[int, int] = {}
 
