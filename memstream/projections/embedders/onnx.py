@@ -325,8 +325,8 @@ class OnnxMiniLMEmbedder:
     Options: ``threads`` (batches of one call run side by side, each on one onnxruntime
     thread, ``run_batches``; default ``default_threads()``: the CPUs this process may use, at
     most 8; memstream passes ``MEMSTREAM_EMBED_THREADS``), ``batch_size`` (texts per model run:
-    each is padded to its longest, so a long text costs its batch-mates' padding; 8 costs ×0.58
-    the CPU of 32 on chat turns, BENCHMARKS.md, "The models' batches side by side"),
+    each is padded to its longest, so a long text costs its batch-mates' padding; 8 cost ×0.63
+    the CPU of 32 on LoCoMo's turns, BENCHMARKS.md, "The models' batches side by side"),
     ``max_length`` (tokens; longer texts are truncated), ``sort_by_length`` (False runs
     batches in arrival order, for benchmarks), ``model_path``/``model_sha256``/``model_id``
     to run another export of the same architecture, ``tokenizer_path``/``tokenizer_sha256``.
