@@ -95,7 +95,8 @@ def pipeline_under_test(
 
 def _record_late(pipeline: Pipeline) -> _LateRecorder | None:
     """The late-interaction model's calls recorded, where the dense stage stores the passages'
-    token vectors (None: it stores none)."""
+    token vectors (None: it stores none); the model is loaded here, before the drain's clock
+    starts, as the embedder is."""
     if pipeline.late is None:
         return None
     late = _LateRecorder(pipeline.late.scorer())

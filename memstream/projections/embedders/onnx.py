@@ -183,9 +183,10 @@ def cpu_session(model_path: str) -> Any:
 
 
 # Tokens of one model call below which its batches run one after the other on the calling
-# thread: handing a batch to a helper (about 0.1 ms) is more than such a call saves by running
-# side by side (a question or a batch of questions; a dense stage's or a rerank's call runs side
-# by side).
+# thread: a question's or a batch of questions' call has one or two short batches, so side by side
+# it would save little time and pay the hand-over to a helper (a round trip of about 25 us on an
+# idle machine, more when the cores are busy) on the serving threads' hot path; a dense stage's or
+# a rerank's call runs side by side.
 PARALLEL_FROM_TOKENS = 512
 # Tokens of one model call past which the heap it freed is given back (about 50 MB after 32
 # texts of 256 tokens); a few ms after a call of this size, which took hundreds, and a question's
