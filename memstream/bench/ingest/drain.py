@@ -95,8 +95,8 @@ def pipeline_under_test(
 
 def _record_late(pipeline: Pipeline) -> _LateRecorder | None:
     """The late-interaction model's calls recorded, where the dense stage stores the passages'
-    token vectors (None: it stores none); the model is loaded here, before the drain's clock
-    starts, as the embedder is."""
+    token vectors (None: it stores none); the model is loaded here and warmed by ``drain_run``
+    (``inner``: unrecorded), before the drain's clock starts, as the embedder is."""
     if pipeline.late is None:
         return None
     late = _LateRecorder(pipeline.late.scorer())
@@ -121,6 +121,8 @@ def drain_run(
         # the model's first calls are slow (session and arena warm-up): warm it as the raw run
         # is warmed, through the inner embedder so the cache does not learn these texts
         getattr(pipeline.embedder, "inner", pipeline.embedder).embed(warm_texts(pairs))
+        if late is not None:  # and the late model, as the raw run warms it: the model itself, not the file
+            late.inner.passages(warm_texts(pairs))
         per_consumer: dict[str, float] = {}
         for c in pipeline.consumers:  # time each consumer inside Pipeline.drain()
 
