@@ -118,11 +118,13 @@ def drain_run(
             c.ensure_groups()
         if apart:
             child = SidecarDrain(pipeline.settings, url, apart_groups()[1], log_level="WARNING")
-        # the model's first calls are slow (session and arena warm-up): warm it as the raw run
-        # is warmed, through the inner embedder so the cache does not learn these texts
-        getattr(pipeline.embedder, "inner", pipeline.embedder).embed(warm_texts(pairs))
-        if late is not None:  # and the late model, as the raw run warms it: the model itself, not the file
-            late.inner.passages(warm_texts(pairs))
+        # the models' first calls are slow (session and arena warm-up): warm them as the raw run
+        # warms its own, through the inner embedder and the late model itself, so that neither
+        # the cache nor the recorded calls learn these texts
+        warm = warm_texts(pairs)
+        getattr(pipeline.embedder, "inner", pipeline.embedder).embed(warm)
+        if late is not None:
+            late.inner.passages(warm)
         per_consumer: dict[str, float] = {}
         for c in pipeline.consumers:  # time each consumer inside Pipeline.drain()
 
