@@ -56,80 +56,30 @@ cache answers after the first round (labelled ``questions: cached``). Figures ar
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
-import os
 import random
 import shutil
 import sqlite3
 import statistics
-import subprocess
-import sys
 import tempfile
 from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memstream.bench import reads_child
 from memstream.bench.command import checkout, show
 from memstream.bench.reads_callers import ask_question, caller
-from memstream.bench.reads_child import CHILD, STAGES
+from memstream.bench.reads_child import STAGES
 from memstream.bench.reads_report import format_reads
 from memstream.bench.reads_served import served_figures, served_summary
+from memstream.bench.reads_tree import QueryProcess
 from memstream.bench.stats import latency_summary, machine
 from memstream.bench.workload import append_memories
-from memstream.core import Settings, argtypes, stop_process, stop_processes
+from memstream.core import Settings, argtypes, stop_processes
 from memstream.producers import EventLog, redis_client
 from memstream.service import ValkeyProcess
 
 __all__ = ["add_arguments", "run", "reads_bench", "format_reads"]
-
-
-# -- the query process under test (a child running this file on its tree's path) --------------
-class _Tree:
-    """The parent's handle on one tree's query process."""
-
-    def __init__(self, label: str, path: Path, url: str, prefix: str, home: Path, embedder: str, replica: int = 0) -> None:
-        self.label = label
-        self.prefix = prefix
-        boot = f"import runpy, sys; sys.path.insert(0, sys.argv[1]); runpy.run_path(sys.argv[2], run_name={CHILD!r})"
-        # one BLAS thread: OpenBLAS's idle threads spin, counted as the process's CPU
-        env = {**os.environ, "PYTHONPATH": str(path), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-        env.pop("MEMSTREAM_HOME", None)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", boot, str(path), str(Path(reads_child.__file__).resolve())],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        self.ask({"url": url, "prefix": prefix, "home": str(home), "embedder": embedder, "replica": replica})
-
-    def ask(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps(cmd) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the query process of {self.label} ended (exit {self.proc.wait()})")
-        answer: dict[str, Any] = json.loads(line)
-        if "error" in answer:
-            raise RuntimeError(f"{self.label}: {answer['error']}")
-        return answer
-
-    def close(self) -> dict[str, Any]:
-        try:
-            return self.ask({"cmd": "quit"})
-        except (RuntimeError, OSError, ValueError):
-            return {}
-        finally:
-            stop_process(self.proc, 30, by_stdin=True)
-            self.close_stdout()
-
-    def close_stdout(self) -> None:  # once stopped (``stop_process`` closed its stdin)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
 
 
 # -- the run ------------------------------------------------------------------------------
@@ -146,8 +96,11 @@ def reads_bench(
     stage_questions: int = 200,
     seed: int = 7,
     query_processes: int = 1,
+    late_rerank: str = "",
 ) -> dict[str, Any]:
-    """The figures of one run (JSON-ready): per tree, medians over ``rounds``."""
+    """The figures of one run (JSON-ready): per tree, medians over ``rounds``. ``late_rerank``:
+    every query process's late interaction (``MEMSTREAM_LATE_RERANK``; "": the environment's)."""
+    settings = Settings.load(autostart=False, **({"late_rerank": late_rerank} if late_rerank else {}))
     this = Path(__file__).resolve().parents[2]
     trees = [("this", this)] + ([("against", checkout(against, "memstream/query/server.py"))] if against else [])
     root = Path(tempfile.mkdtemp(prefix="memstream-bench-reads-"))
@@ -165,10 +118,12 @@ def reads_bench(
         "seconds": seconds,
         "rounds": rounds,
         "query_processes": query_processes,
+        "late_rerank": settings.late_rerank,
+        "late_interaction": settings.late_reranks(embedder),
         "trees": {},
     }
-    handles: list[_Tree] = []
-    replicas: list[_Tree] = []  # this tree's read replicas (query_processes - 1)
+    handles: list[QueryProcess] = []
+    replicas: list[QueryProcess] = []  # this tree's read replicas (query_processes - 1)
     spread: list[dict[str, Any]] = []  # per round: this tree's N processes against its one
     client = redis_client(server.url, timeout=30)
     try:
@@ -181,11 +136,16 @@ def reads_bench(
             append_memories(log, "other-tenant", "bench-agent", max(1, memories // 10), rng, 0)
             if handles:  # the same texts: the model's vectors of the first tree's file, not computed again
                 out["embeddings_from_first_tree"] = _seed_embeddings(root / "home-this", root / f"home-{label}")
-            handles.append(_Tree(label, path, server.url, prefix, root / f"home-{label}", embedder))
+            handles.append(
+                QueryProcess(label, path, server.url, prefix, root / f"home-{label}", embedder, 0, settings.late_rerank)
+            )
             out["trees"][label] = {"path": str(path), "rounds": []}
             out["trees"][label].update(handles[-1].ask({"cmd": "load"}))  # projected_s, and indexed_s where built
         home = root / "home-this"  # the replicas' stores beside this tree's (data/qdrant-replica-N)
-        replicas += [_Tree(f"this-r{i}", this, server.url, "bench-this", home, embedder, i) for i in range(1, query_processes)]
+        replicas += [
+            QueryProcess(f"this-r{i}", this, server.url, "bench-this", home, embedder, i, settings.late_rerank)
+            for i in range(1, query_processes)
+        ]
         for h in replicas:  # a replica's projection time is not reported
             h.ask({"cmd": "load"})
         split = [clients // processes + (1 if i < clients % processes else 0) for i in range(processes)]
@@ -261,7 +221,7 @@ def _seed_embeddings(first: Path, home: Path) -> bool:
 
 
 def _throughput(
-    serving: list[_Tree], threads: int, split: list[int], url: str, prefix: str, seconds: float, seed: int, cached: bool
+    serving: list[QueryProcess], threads: int, split: list[int], url: str, prefix: str, seconds: float, seed: int, cached: bool
 ) -> tuple[list[float], int, float, dict[str, Any]]:
     """``sum(split)`` callers asking for ``seconds``: round trips, errors, the servers' CPU
     seconds, and what the servers' threads and the callers spent (``served_figures``)."""
@@ -371,6 +331,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="rounds, the trees alternating; one round measures each tree once (default 3)",
     )
     parser.add_argument(
+        "--late-rerank",
+        choices=("auto", "on", "off"),
+        default="",
+        help="the late interaction of every query process (MEMSTREAM_LATE_RERANK; default: the environment's setting)",
+    )
+    parser.add_argument(
         "--stage-questions",
         type=argtypes.int_between(1, 100_000),
         default=200,
@@ -392,5 +358,6 @@ def run(args: argparse.Namespace) -> int:
         against=args.against,
         stage_questions=args.stage_questions,
         query_processes=args.query_processes,
+        late_rerank=args.late_rerank,
     )
     return show(args, result, format_reads(result))

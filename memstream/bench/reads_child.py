@@ -139,6 +139,7 @@ class _Child:
 
     def load(self) -> dict[str, Any]:
         out = self._project()
+        out["late_interaction"] = getattr(self.pipeline.reads, "late", None) is not None  # this tree's, as it runs
         self._serving_peak()
         return out
 
@@ -170,7 +171,7 @@ class _Child:
         from memstream.query import QueryServer
 
         queries = self.pipeline.queries
-        extra = {k: getattr(queries, k) for k in ("batched",) if hasattr(queries, k)}
+        extra = {k: getattr(queries, k) for k in ("batched", "hurried", "hurry_after_s") if hasattr(queries, k)}
         self.server = QueryServer(self.client, self.settings.stream_prefix, queries.handlers, threads=threads, **extra)
         self.served = _Served(self.server)
         self.server.start()
@@ -180,7 +181,13 @@ class _Child:
     def stop(self) -> dict[str, Any]:
         cpu = _cpu() - self.cpu_at
         self.server.stop()
-        return {"cpu_s": cpu, "answered": self.server.counts.get("answered", 0), **self.served.figures()}
+        counts = self.server.counts
+        return {
+            "cpu_s": cpu,
+            "answered": counts.get("answered", 0),
+            "late_shed": counts.get("late_shed", 0),
+            **self.served.figures(),
+        }
 
     def _instrumented(self) -> _Timed:
         timed = _Timed()
@@ -365,5 +372,5 @@ def _child_main() -> None:  # pragma: no cover - runs in the child process
         out.flush()
 
 
-if __name__ == _CHILD:  # pragma: no cover - the query process of one tree (see bench.reads._Tree)
+if __name__ == _CHILD:  # pragma: no cover - the query process of one tree (see bench.reads_tree.QueryProcess)
     _child_main()

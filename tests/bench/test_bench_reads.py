@@ -17,6 +17,7 @@ def test_the_read_bench_measures_two_trees_by_stage_with_no_errors():
     assert result["questions"] == "fresh"
     assert set(result["trees"]) == {"this", "against"}
     for tree in result["trees"].values():
+        assert tree["late_interaction"] is False  # the hash embedder's read side has none
         s = tree["summary"]
         assert s["errors"] == 0 and s["recalls_per_s"] > 0
         assert 0 < s["round_trip_p50_ms"] <= s["round_trip_p95_ms"]
@@ -50,12 +51,13 @@ def test_the_read_bench_splits_the_late_interaction_of_a_model_recall_and_embeds
     assert result["embeddings_from_first_tree"] is True
     for tree in result["trees"].values():
         s = tree["summary"]
-        assert s["errors"] == 0
+        assert s["errors"] == 0 and tree["late_interaction"] is True
         for stages in s["stages"].values():
             assert stages["late_query"] > 0 and stages["late_passages"] > 0 and stages["late_rest"] > 0
             assert stages["late_computed"] == 0  # every passage's token vectors stored by the dense stage
             assert stages["per_hit"] < stages["handler"]
-    assert "late (query" in format_reads(result)
+    assert result["late_interaction"] is True and result["late_rerank"] == "auto"
+    assert "late (query" in format_reads(result) and "(late interaction on, setting auto)" in format_reads(result)
 
 
 class _Nested:
@@ -98,3 +100,4 @@ def test_the_options_are_the_commands_and_run_takes_them():
     reads.add_arguments(parser)
     args = parser.parse_args(["--memories", "50", "--cached", "--rounds", "1", "--against", "/x"])
     assert (args.memories, args.cached, args.rounds, args.against, args.embedder) == (50, True, 1, "/x", "hash")
+    assert args.late_rerank == "" and parser.parse_args(["--late-rerank", "off"]).late_rerank == "off"

@@ -117,6 +117,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="onnxruntime threads of every service's model (MEMSTREAM_EMBED_THREADS; default 0: the setting's own)",
     )
     parser.add_argument(
+        "--late-rerank",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="the late interaction of every service's prefetch (MEMSTREAM_LATE_RERANK; default auto: the setting's own)",
+    )
+    parser.add_argument(
         "--against",
         metavar="PATH",
         default="",
@@ -136,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
         cached=args.cached,
         against=against,
         embed_threads=args.embed_threads,
+        late_rerank=args.late_rerank,
     )
     return show(args, result, format_fleet(result))
 

@@ -45,6 +45,7 @@ def level(
     cached: bool = False,
     tree: str = "",
     embed_threads: int = 0,
+    late_rerank: str = "auto",
 ) -> dict[str, Any]:
     """One level: a fresh service, ``n`` agents over ``processes`` processes, ``seconds`` of turns;
     the service runs ``tree``'s code (another checkout first on its path; "": this one's)."""
@@ -74,6 +75,7 @@ def level(
             MEMSTREAM_EMBEDDER=embedder,
             MEMSTREAM_METRICS_ADDR="127.0.0.1:0",
             **({"MEMSTREAM_EMBED_THREADS": str(embed_threads)} if embed_threads else {}),
+            **({"MEMSTREAM_LATE_RERANK": late_rerank} if late_rerank != "auto" else {}),
         ),
         root / "service.log",
         on_line=thread_names,

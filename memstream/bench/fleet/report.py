@@ -23,6 +23,7 @@ def format_fleet(r: dict[str, Any]) -> str:
     lines = [
         f"memstream bench fleet — {r['date']}; {r['embedder']} embedder"
         + (f" ({r['embed_threads']} threads)" if r.get("embed_threads") else "")
+        + (f", late interaction {r['late_rerank']}" if r.get("late_rerank", "auto") != "auto" else "")
         + f", questions: {r.get('questions', 'cached')}; "
         f"{r['rate_per_agent']} turns/s per agent, "
         f"{r['seconds']:g} s per level, {r['processes']} agent processes; {r['total_s']} s in all",

@@ -73,13 +73,15 @@ def fleet_bench(
     cached: bool = False,
     against: str = "",
     embed_threads: int = 0,
+    late_rerank: str = "auto",
 ) -> dict[str, Any]:
     """Run every level (see the module doc); JSON-ready results. ``memory_every`` and
     ``search_every``: an agent's turns per memory write and per tool search; ``cached``: the
     agents ask 60 questions over and over instead of a new one every turn; ``against``: another
     checkout whose service runs each level too (the trees alternating which goes first), its
     levels and knee under ``against``; ``embed_threads``: every service's onnxruntime threads
-    (``MEMSTREAM_EMBED_THREADS``; 0: the setting's default)."""
+    (``MEMSTREAM_EMBED_THREADS``; 0: the setting's default); ``late_rerank``: every service's
+    late interaction (``MEMSTREAM_LATE_RERANK``; auto: the setting's default)."""
     started = time.monotonic()
     out: dict[str, Any] = {
         "benchmark": "fleet",
@@ -94,6 +96,7 @@ def fleet_bench(
         "search_every": search_every,
         "questions": "cached" if cached else "fresh",
         "embed_threads": embed_threads,
+        "late_rerank": late_rerank,
         "targets": TARGETS,
         "levels": [],
     }
@@ -121,6 +124,7 @@ def fleet_bench(
                         cached,
                         tree,
                         embed_threads,
+                        late_rerank,
                     )
                 )
     finally:
