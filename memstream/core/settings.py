@@ -284,6 +284,21 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             ),
         ),
     ] = "auto"
+    late_shed_ms: Annotated[
+        int,
+        Meta(
+            ge=0,
+            le=60_000,
+            description=(
+                "When a recall of a query server's take waited longer than this (ms) on the query list, the take's "
+                "recalls are answered without the late interaction (the ranking's order, as with "
+                "`MEMSTREAM_LATE_RERANK=off`): a query process that is behind then spends one model call a recall "
+                "instead of two, and its prefetches keep within their budget. The wait is read from the caller's "
+                "clock, as a request's deadline is. 0: never. Counted as `late_shed` (BENCHMARKS.md, \"The late "
+                'interaction shed when the query process is behind").'
+            ),
+        ),
+    ] = 20
     recall_candidates: Annotated[
         int,
         Meta(

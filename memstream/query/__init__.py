@@ -21,6 +21,7 @@ from memstream.query.client import (
 )
 from memstream.query.protocol import (
     AGREE,
+    LATE_SHED,
     MAX_ENVELOPE_BYTES,
     MAX_QUERY_CHARS,
     OPS,
@@ -80,6 +81,7 @@ __all__ = [
     "MAX_ENVELOPE_BYTES",
     "MAX_QUERY_CHARS",
     "OPS",
+    "LATE_SHED",
     "RERANK_SHED",
     "Envelope",
     "QueryRefused",

@@ -11,6 +11,7 @@ session), ``all`` (every agent of the tenant) or an agent's name.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
 from typing import Any, Callable, Mapping
@@ -211,14 +212,16 @@ class ReadOps:
         ones only when the message asks about the past)."""
         return self.recall_many([request])[0]
 
-    def recall_many(self, requests: list[RecallRequest]) -> list[RecallAnswer]:
+    def recall_many(self, requests: list[RecallRequest], late: bool = True) -> list[RecallAnswer]:
         """What ``recall`` answers to each of ``requests``, in order, with the shared work done
         once (``Searcher.search_many``: one model call, one engine call per collection, one
         facts lookup). A failure (the model, Redis, one search) raises: the server then
-        answers the batch one request at a time, so the failing one fails alone."""
+        answers the batch one request at a time, so the failing one fails alone. ``late``
+        false: without the late interaction (the ranking's order), as ``hurried`` answers."""
         hot_since = self._hot_since()
         kinds = SEARCH_COLLECTIONS["all"]
-        least = LATE_CANDIDATES if self.late is not None else 0
+        passages = self.late if late else None
+        least = LATE_CANDIDATES if passages is not None else 0
         candidates = self.recall_candidates or ranking.RECALL_CANDIDATES  # read at the call: the prefetch grid moves it
         asks = [self._ask(r, kinds, asks_about_history(r.query), hot_since, least, candidates) for r in requests]
         ranked = []
@@ -227,9 +230,9 @@ class ReadOps:
                 raise items
             ranked.append(items)
         ks = [r.k for r in requests]
-        if self.late is not None:
+        if passages is not None:
             try:
-                return [RecallAnswer(items=items) for items in late_order([r.query for r in requests], ranked, ks, self.late)]
+                return [RecallAnswer(items=items) for items in late_order([r.query for r in requests], ranked, ks, passages)]
             except (LateError, sqlite3.Error) as exc:
                 self.late_failures += len(requests)
                 log.warning("recall.late_failed", recalls=len(requests), error=str(exc))
@@ -242,6 +245,11 @@ class ReadOps:
     def batched(self) -> dict[str, BatchHandler]:
         """The ops answered a batch at a time (``QueryServer``'s ``batched``)."""
         return {"recall": self.recall_many}
+
+    def hurried(self) -> dict[str, BatchHandler]:
+        """The ops' handlers for requests that waited too long (``QueryServer``'s ``hurried``):
+        a recall without the late interaction, when it has one."""
+        return {"recall": functools.partial(self.recall_many, late=False)} if self.late is not None else {}
 
     def context(self, request: ContextRequest) -> ContextAnswer | Refusal:
         """The turns around a hit in its session: ``before`` earlier, ``after`` later."""

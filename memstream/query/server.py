@@ -45,6 +45,7 @@ from memstream.query.client import (
     tenant_channel,
 )
 from memstream.query.protocol import (
+    LATE_SHED,
     OP_OF,
     OPS,
     RERANK_SHED,
@@ -105,10 +106,16 @@ class QueryServer:
         threads: int = 2,
         batched: dict[str, BatchHandler] | None = None,
         batch_max: int = BATCH_MAX,
+        hurried: dict[str, BatchHandler] | None = None,
+        hurry_after_s: float = 0.0,
     ) -> None:
+        """``hurried``: per op, the batch handler for a take in which a request waited on the
+        list longer than ``hurry_after_s`` (read from its ``asked_at``; 0: never): the same
+        answers without their optional costly step (recalls without the late interaction),
+        each counted ``late_shed``. The whole take's, since its answers leave together."""
         if not isinstance(handlers, Handlers):  # a table keyed by names read from elsewhere: refused
             raise TypeError(f"handlers must be a Handlers table, got {type(handlers).__name__}")
-        unknown = set(batched or ()) - set(OPS)
+        unknown = (set(batched or ()) | set(hurried or ())) - set(OPS)
         if unknown:
             raise ValueError(f"batch handlers for ops the protocol does not have: {sorted(unknown)}")
         self.client = client
@@ -116,6 +123,8 @@ class QueryServer:
         self.handlers = handlers
         self.batched = {op: fn for op, fn in (batched or {}).items() if handlers.of(op) is not None}
         self.batch_max = max(1, int(batch_max))
+        self.hurry_after_s = max(0.0, float(hurry_after_s))
+        self.hurried = {op: fn for op, fn in (hurried or {}).items() if handlers.of(op) is not None} if self.hurry_after_s else {}
         self.threads = threads
         self.counters_key = keys.query_counters(prefix)
         self.registry = TenantRegistry(client, prefix)
@@ -176,6 +185,8 @@ class QueryServer:
         envelopes: list[Envelope | None] = [None] * len(raws)
         waiting: dict[str, list[tuple[int, Request]]] = {}  # op -> (position, request) to run
         shed: list[int] = []  # reranked searches answered without the rerank (the lane was full)
+        late_by = time.time() - self.hurry_after_s  # asked before this: waited too long
+        behind: set[str] = set()  # ops with a request in the take that waited too long
         for i, raw in enumerate(raws):
             admitted = self._admit(client, channel, tenant, raw)
             if admitted is None:
@@ -191,9 +202,13 @@ class QueryServer:
                 request = msgspec.structs.replace(request, rerank=False)
                 shed.append(i)
             envelopes[i] = env
-            waiting.setdefault(OP_OF[type(request)], []).append((i, request))
+            op = OP_OF[type(request)]
+            if op in self.hurried and 0 < env.asked_at < late_by:
+                behind.add(op)
+            waiting.setdefault(op, []).append((i, request))
+        # the answers of a take leave together: one request that waited too long hurries them all
         for op, group in waiting.items():
-            for i, out in zip((i for i, _ in group), self._run(client, op, [request for _, request in group])):
+            for i, out in zip((i for i, _ in group), self._run(client, op, [r for _, r in group], op in behind)):
                 answers[i] = out
         for i in shed:
             answer = answers[i]
@@ -205,6 +220,8 @@ class QueryServer:
             self._reply_many(client, channel, sent, counted="answered")
         if shed:  # counted with the server's others (P:counters:queries)
             self._count(client, RERANK_SHED, len(shed))
+        if behind:
+            self._count(client, LATE_SHED, sum(len(waiting[op]) for op in behind))
         return answers
 
     def _lane(self) -> None:
@@ -261,13 +278,13 @@ class QueryServer:
             return env, request, Refusal(error="the request has no tenant")
         return env, request, None
 
-    def _run(self, client: redis.Redis, op: str, requests: list[Request]) -> list[Answer]:
+    def _run(self, client: redis.Redis, op: str, requests: list[Request], hurry: bool = False) -> list[Answer]:
         """The answers of ``op``'s handler to ``requests``, in order: through its batch
-        handler when it has one and there are several, else one by one. A batch that
-        fails as a whole is answered again one by one, so a request that breaks a handler
-        fails alone."""
-        batch = self.batched.get(op)
-        if batch is not None and len(requests) > 1:
+        handler when it has one and there are several, else one by one (``hurry``: through
+        its hurried handler, one request or several). A batch that fails as a whole is
+        answered again one by one, so a request that breaks a handler fails alone."""
+        batch = self.hurried.get(op) if hurry else self.batched.get(op)
+        if batch is not None and (hurry or len(requests) > 1):
             handling = time.perf_counter()
             try:
                 outs = list(batch(requests))
@@ -283,15 +300,16 @@ class QueryServer:
                         observe.answered(op, each)
                         answers.append(out)
                     return answers
-        return [self._run_one(client, op, request) for request in requests]
+        return [self._run_one(client, op, request, hurry) for request in requests]
 
-    def _run_one(self, client: redis.Redis, op: str, request: Request) -> Answer:
+    def _run_one(self, client: redis.Redis, op: str, request: Request, hurry: bool = False) -> Answer:
         handler = self.handlers.of(op)
         assert handler is not None  # _admit refused the ops without one
+        hurried = self.hurried.get(op) if hurry else None
         handling = time.perf_counter()
         out: Answer
         try:
-            out = handler(request)
+            out = hurried([request])[0] if hurried is not None else handler(request)
             if not isinstance(out, Answer):
                 out = Refusal(error=f"{op} returned no answer")
         except Exception as exc:

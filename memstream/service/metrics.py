@@ -61,7 +61,7 @@ from memstream import __version__
 from memstream.core import Settings, as_str, count, counts, keys, observe, shown
 from memstream.producers import BUCKETS_NS, EVENT_TYPES, HOOKS, ROW, EventLog, TenantRegistry, parse_entry_id
 from memstream.projections import STATES
-from memstream.query import OPS, RERANK_SHED, operator_channel, tenant_channel
+from memstream.query import LATE_SHED, OPS, RERANK_SHED, operator_channel, tenant_channel
 from memstream.service.dashboard import History, Sampler, dashboard_app
 from memstream.service.fleet import FleetReader
 from memstream.service.http import HttpServer
@@ -363,6 +363,15 @@ FAMILIES: tuple[Family, ...] = (
         "requests",
         "Reranked searches answered without the rerank, in the ranking's order, because the query server's "
         "rerank lane was busy (each also counted in memstream_queries_total as answered)",
+        "redis",
+    ),
+    Family(
+        "memstream_recalls_late_shed_total",
+        "counter",
+        (),
+        "requests",
+        "Recalls answered without the late interaction, in the ranking's order, because they waited on the query "
+        "list longer than MEMSTREAM_LATE_SHED_MS (each also counted in memstream_queries_total as answered)",
         "redis",
     ),
     Family(
@@ -833,6 +842,7 @@ class LogCollector(Collector):
         for outcome in QUERY_OUTCOMES:
             f["memstream_queries_total"].add_metric([outcome], outcomes.get(outcome, 0))
         f["memstream_searches_unreranked_total"].add_metric([], outcomes.get(RERANK_SHED, 0))
+        f["memstream_recalls_late_shed_total"].add_metric([], outcomes.get(LATE_SHED, 0))
         removed, bad_removed = counts(forgotten)
         for place in FORGOTTEN_PLACES:
             f["memstream_forgotten_total"].add_metric([place], removed.get(place, 0))

@@ -348,6 +348,8 @@ class Pipeline:
             replace(self.reads.handlers(), count=self._count),
             threads=self.settings.query_server_threads,
             batched=self.reads.batched(),
+            hurried=self.reads.hurried(),
+            hurry_after_s=self.settings.late_shed_ms / 1000,
         )
 
     SUPERVISE_EVERY = 0.25  # seconds between the supervisor's looks at the threads

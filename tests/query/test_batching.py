@@ -27,9 +27,10 @@ pytestmark = pytest.mark.valkey
 PREFIX = "ms"
 
 
-def _envelope(request: dict, deadline: float | None = None) -> tuple[str, bytes]:
+def _envelope(request: dict, deadline: float | None = None, asked_at: float | None = None) -> tuple[str, bytes]:
     rid = uuid.uuid4().hex
-    return rid, json.dumps({"id": rid, "deadline": deadline or time.time() + 60, "req": request}).encode()
+    env = {"id": rid, "deadline": deadline or time.time() + 60, "req": request}
+    return rid, json.dumps(env if asked_at is None else {**env, "asked_at": asked_at}).encode()
 
 
 def _recall(query: str, **extra) -> dict:
@@ -138,6 +139,64 @@ def test_a_batch_with_a_bad_request_answers_every_other_one(client):
     assert not client.exists(keys.reply(channel, expired[0]))
     counts = {k.decode(): int(v) for k, v in client.hgetall(keys.query_counters(PREFIX)).items()}
     assert counts["failed"] == 1 and counts["expired"] == 1 and counts["refused"] == 2 and counts["unsupported"] == 1
+
+
+def test_a_take_with_a_recall_that_waited_past_the_bound_goes_to_the_hurried_handler(client):
+    """A take in which a recall was asked (its ``asked_at``) longer ago than ``hurry_after_s``
+    is answered by the op's hurried handler (the read side's: without the late interaction),
+    every recall of it, since its answers leave together; each is counted ``late_shed`` and
+    gets its own answer. A take in which none waited, or whose callers send no ``asked_at``,
+    goes to the batch handler as before. A hurried batch that breaks is answered again one by
+    one, through the hurried handler. A bound of 0 hurries nothing."""
+    calls: list[tuple[str, list[str]]] = []
+
+    def handler(name: str):
+        def answer(requests: list[RecallRequest]) -> list[RecallAnswer]:
+            calls.append((name, [r.query for r in requests]))
+            if name == "hurried" and len(requests) > 1 and any(r.query == "boom" for r in requests):
+                raise RuntimeError("one request broke the batch")
+            return [RecallAnswer(items=[{"q": r.query, "by": name}]) for r in requests]
+
+        return answer
+
+    channel = keys.queries(PREFIX)
+    now = time.time()
+
+    def take(*asked: tuple[str, float | None]) -> list[bytes]:
+        return [_envelope(_recall(q), asked_at=at)[1] for q, at in asked]
+
+    single = lambda r: RecallAnswer(items=[{"q": r.query, "by": "single"}])  # noqa: E731
+    hurried = {"recall": handler("hurried")}
+    assert QueryServer(client, PREFIX, Handlers(recall=single), hurried=hurried).hurried == {}  # 0 s: never
+    server = QueryServer(
+        client,
+        PREFIX,
+        Handlers(recall=single),
+        threads=1,
+        batched={"recall": handler("batch")},
+        hurried=hurried,
+        hurry_after_s=1.0,
+    )
+    answers = [
+        server.handle_batch(client, channel, take(("fresh", now), ("no clock", None), ("fresh too", now + 1))),
+        server.handle_batch(client, channel, take(("fresh", now), ("waited", now - 5), ("no clock", None))),
+        server.handle_batch(client, channel, take(("waited alone", now - 5))),
+        server.handle_batch(client, channel, take(("boom", now - 5), ("after boom", now))),
+    ]
+    assert calls == [
+        ("batch", ["fresh", "no clock", "fresh too"]),
+        ("hurried", ["fresh", "waited", "no clock"]),
+        ("hurried", ["waited alone"]),
+        ("hurried", ["boom", "after boom"]),
+        ("hurried", ["boom"]),
+        ("hurried", ["after boom"]),
+    ]
+    by = [[(item["q"], item["by"]) for answer in batch for item in answer.items] for batch in answers]
+    assert by[0] == [("fresh", "batch"), ("no clock", "batch"), ("fresh too", "batch")]
+    assert by[1] == [("fresh", "hurried"), ("waited", "hurried"), ("no clock", "hurried")]
+    assert by[2:] == [[("waited alone", "hurried")], [("boom", "hurried"), ("after boom", "hurried")]]
+    counts = {k.decode(): int(v) for k, v in client.hgetall(keys.query_counters(PREFIX)).items()}
+    assert counts["late_shed"] == 6 and counts["answered"] == 9
 
 
 def _search(query: str, rerank: bool = True) -> dict:

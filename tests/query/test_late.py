@@ -5,15 +5,21 @@ Valkey; a model that cannot load leaves the ranking's order and is counted."""
 
 from __future__ import annotations
 
+import json
+import time
+import uuid
+
 import fakeredis
+import msgspec
 import numpy as np
 import pytest
 import redis
-from pipeline_support import pipeline_settings, remembered
+from pipeline_support import pipeline_settings, remembered, wait_for
 
+from memstream.core import keys
 from memstream.producers import EventLog
 from memstream.projections import LateError, LatePassages, LateScorer, shared_cross_encoder
-from memstream.query import RecallRequest, SearchAnswer, SearchRequest, ask
+from memstream.query import Envelope, RecallRequest, SearchAnswer, SearchRequest, ask
 from memstream.query.late import LATE_CANDIDATES, late_first, late_order, late_scores
 from memstream.query.rerank import CE_WEIGHT, LATE_CE_WEIGHT, LATE_KEEP, learned_cut, rerank
 from memstream.query.server import QueryServer
@@ -79,8 +85,10 @@ def test_recall_reorders_with_the_late_interaction_and_keeps_the_ranking_when_th
         reads = pipeline.reads
         assert isinstance(reads.late, LatePassages)
         late = _recall(reads)
+        (hurried,) = reads.hurried()["recall"]([RecallRequest(tenant="t1", agent="a1", query=QUERY, k=3)])
         passages, reads.late = reads.late, None
         ranking = _recall(reads)
+        assert reads.hurried() == {}  # nothing to leave out without the late interaction
         (candidates,) = reads.recall_many([RecallRequest(tenant="t1", agent="a1", query=QUERY, k=LATE_CANDIDATES)])
         reads.late = LatePassages(None, _broken)
         failed = _recall(reads)
@@ -94,6 +102,7 @@ def test_recall_reorders_with_the_late_interaction_and_keeps_the_ranking_when_th
     assert late != ranking  # the model moved something
     assert ANSWER in late and (ANSWER not in ranking or late.index(ANSWER) <= ranking.index(ANSWER)), (late, ranking)
     assert failed == ranking
+    assert [i["text"] for i in hurried.items] == ranking  # a recall that waited too long: the ranking's order
 
 
 def test_the_setting_turns_it_on_with_a_local_model_and_off_with_hash(tmp_path):
@@ -122,8 +131,25 @@ def test_a_batch_of_recalls_through_the_query_server_on_valkey(tmp_path, valkey_
     try:
         pipeline.drain()
         expected = _recall(pipeline.reads, k=2)
-        server = QueryServer(client, "ms", pipeline.reads.handlers(), threads=1, batched=pipeline.reads.batched()).start()
+        (ranked,) = pipeline.reads.hurried()["recall"]([RecallRequest(tenant="t1", agent="a1", query=QUERY, k=2)])
+        server = QueryServer(
+            client,
+            "ms",
+            pipeline.reads.handlers(),
+            threads=1,
+            batched=pipeline.reads.batched(),
+            hurried=pipeline.reads.hurried(),
+            hurry_after_s=5.0,
+        ).start()
         answers = [ask(client, "ms", RecallRequest(tenant="t1", agent="a1", query=QUERY, k=2), timeout=30) for _ in range(3)]
+        # a recall asked a minute ago (its caller's clock) is answered without the late interaction
+        rid = uuid.uuid4().hex
+        request = RecallRequest(tenant="t1", agent="a1", query=QUERY, k=2)
+        waited = Envelope(id=rid, deadline=time.time() + 60, req=request, asked_at=time.time() - 60)
+        client.rpush(keys.queries("ms"), msgspec.json.encode(waited))
+        got = client.blpop([keys.reply(keys.queries("ms"), rid)], timeout=30)
+        # counted once its answer left
+        wait_for(lambda: int(client.hget(keys.query_counters("ms"), "late_shed") or 0) == 1, what="the shed recall's count")
     finally:
         if server is not None:
             server.stop()
@@ -131,6 +157,8 @@ def test_a_batch_of_recalls_through_the_query_server_on_valkey(tmp_path, valkey_
         client.close()
     for answer in answers:
         assert "error" not in answer and [i["text"] for i in answer["items"]] == expected
+    assert got is not None and [i["text"] for i in json.loads(got[1])["items"]] == [i["text"] for i in ranked.items]
+    assert [i["text"] for i in ranked.items] != expected
 
 
 class _Counted:

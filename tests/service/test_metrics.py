@@ -109,7 +109,7 @@ def test_a_scrape_shows_what_redis_holds_and_what_this_process_applied(served, e
 
 
 def test_the_query_path_shows_its_queue_outcomes_and_handler_seconds(served, event_log):
-    from memstream.query import RERANK_SHED, CountRequest, ask
+    from memstream.query import LATE_SHED, RERANK_SHED, CountRequest, ask
 
     pipeline, metrics = served
     client = event_log.client
@@ -128,6 +128,9 @@ def test_the_query_path_shows_its_queue_outcomes_and_handler_seconds(served, eve
     assert value(text, "memstream_searches_unreranked_total") == 0
     client.hincrby(keys.query_counters(event_log.prefix), RERANK_SHED, 2)  # as the server counts one it sheds
     assert value(scrape(metrics), "memstream_searches_unreranked_total") == 2
+    assert value(text, "memstream_recalls_late_shed_total") == 0
+    client.hincrby(keys.query_counters(event_log.prefix), LATE_SHED, 3)  # as the server counts recalls that waited
+    assert value(scrape(metrics), "memstream_recalls_late_shed_total") == 3
 
 
 @pytest.mark.valkey

@@ -17,8 +17,9 @@ from memstream.bench.locomo.paths import PATHS, rerank_grid, run_path, run_paths
 from memstream.bench.locomo.prefetch_grid import prefetch_grid
 from memstream.bench.locomo.scoring import BM25, paired, question_key, recall_metrics
 from memstream.bench.workload import query_pipeline
-from memstream.core import new_event_id
+from memstream.core import keys, new_event_id
 from memstream.producers import Scope, TurnRecorded
+from memstream.query import LATE_SHED
 from memstream.service import ValkeyProcess
 
 # issue 29's, per path (test split, categories 1-4): a minimum of each recall, a maximum of p95
@@ -143,6 +144,9 @@ def locomo(
 
         out["late_interaction"] = passages is not None
         path_rows, out["paths"] = run_paths(questions, ask_items, dia_of, k, rerank_candidates, chosen, late, learned)
+        # recalls the server answered without the late interaction (they waited past MEMSTREAM_LATE_SHED_MS:
+        # a machine too busy to take a lone request at once); 0 on a machine that is not
+        out["late_shed"] = int(client.hget(keys.query_counters(settings.stream_prefix), LATE_SHED) or 0)
         turns_n = out["index"]["turns"]
         out["index"]["build_s_per_1000_turns"] = round(out["index"]["build_s"] * 1000 / turns_n, 1) if turns_n else None
         # the tool's search path as the headline (what the earlier runs of this bench report)
