@@ -83,11 +83,12 @@ def test_bench_fleet_reports_every_level_and_loses_or_duplicates_no_event():
         assert lv["redis"]["cpu_pct"]["mean"] is not None
         assert set(lv["cpu_pct"]["agent_processes"]) == {"agents-0", "agents-1"}
         assert len(lv["loadavg_at_start"]) == 3
+        assert lv["query_counters"].get("answered", 0) > 0  # the service's own count, shown with its sheds
     assert result["lossless"] is True
     assert result["knee"] in (None, 2, 4)
     assert result["machine"]["cpus"] and len(result["machine"]["loadavg_at_start"]) == 3
     text = format_fleet(result)
-    assert "knee" in text and "lost / duplicated" in text
+    assert "knee" in text and "lost / duplicated" in text and "queries answered / expired; shed: late, rerank" in text
     assert _children_of_this_process() == []
     assert _fleet_dirs() <= before  # its temp dir is gone
 

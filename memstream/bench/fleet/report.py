@@ -112,6 +112,7 @@ def _table(r: dict[str, Any]) -> list[str]:
         (f"{_f(lv['queries_per_s']['asked'])}, {_f(lv['queries_per_s']['answered']['mean'])}" for lv in levels),
     )
     row("query backlog max", (_f(lv["query_backlog_max"]) for lv in levels))
+    row("queries answered / expired; shed: late, rerank", (_shed(lv.get("query_counters") or {}) for lv in levels))
     row("Redis CPU % mean/max", (f"{_f(lv['redis']['cpu_pct']['mean'])}/{_f(lv['redis']['cpu_pct']['max'])}" for lv in levels))
     row("Redis used_memory MB", (_f(lv["redis"]["used_memory_mb_max"]) for lv in levels))
     row(
@@ -151,3 +152,10 @@ def _table(r: dict[str, Any]) -> list[str]:
         f"lossless (every emitted event in the log exactly once, every level): {'yes' if r['lossless'] else 'NO'}",
     ]
     return lines
+
+
+def _shed(counters: dict[str, int]) -> str:
+    """The service's query counters of a level: answered, expired on the list, and answered
+    without the late interaction (the take waited) or without the rerank (the lane was busy)."""
+    c = {k: int(counters.get(k, 0)) for k in ("answered", "expired", "late_shed", "rerank_shed")}
+    return f"{c['answered']:,} / {c['expired']:,}; {c['late_shed']:,}, {c['rerank_shed']:,}"
