@@ -18,7 +18,9 @@ def format_locomo(r: dict[str, Any]) -> str:
         f"{r['index'].get('build_s_per_1000_turns')} s per 1,000 turns)",
     ]
     if r.get("late_shed"):  # the machine was too busy to take a lone recall at once: those lost their reordering
-        lines.append(f"({r['late_shed']} recalls answered without the late interaction: they waited past MEMSTREAM_LATE_SHED_MS)")
+        lines.append(
+            f"({r['late_shed']} recalls answered without the late interaction: their take waited past MEMSTREAM_LATE_SHED_MS)"
+        )
     lines += format_paths(r["paths"])
     lines += [
         "",
