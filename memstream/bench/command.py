@@ -12,9 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from memstream.core import PermanentError
+from memstream.core import LATE_RERANK_MODES, PermanentError
 
-__all__ = ["BenchError", "OK", "needs", "show"]
+__all__ = ["BenchError", "OK", "late_rerank_option", "needs", "show"]
 
 OK = 0
 
@@ -47,3 +47,14 @@ def needs(module: str, bench: str, why: str) -> None:
 
     if importlib.util.find_spec(module) is None:
         raise BenchError(f"bench {bench} needs {module} ({why}), which is not installed: pip install 'memstream[bench]'")
+
+
+def late_rerank_option(parser: argparse.ArgumentParser, default: str, whose: str, default_is: str) -> None:
+    """``--late-rerank``: the late interaction (``MEMSTREAM_LATE_RERANK``) of every process
+    ``whose`` names, one of the setting's values; ``default_is`` says what ``default`` means."""
+    parser.add_argument(
+        "--late-rerank",
+        choices=LATE_RERANK_MODES,
+        default=default,
+        help=f"the late interaction of every {whose} (MEMSTREAM_LATE_RERANK; default: {default_is})",
+    )

@@ -67,7 +67,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from memstream.bench.command import checkout, show
+from memstream.bench.command import checkout, late_rerank_option, show
 from memstream.bench.reads_callers import ask_question, caller
 from memstream.bench.reads_child import STAGES
 from memstream.bench.reads_report import format_reads
@@ -330,12 +330,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=3,
         help="rounds, the trees alternating; one round measures each tree once (default 3)",
     )
-    parser.add_argument(
-        "--late-rerank",
-        choices=("auto", "on", "off"),
-        default="",
-        help="the late interaction of every query process (MEMSTREAM_LATE_RERANK; default: the environment's setting)",
-    )
+    late_rerank_option(parser, "", "query process", "the environment's setting")
     parser.add_argument(
         "--stage-questions",
         type=argtypes.int_between(1, 100_000),

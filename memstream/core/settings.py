@@ -37,9 +37,20 @@ from typing import Annotated, Any, Literal, NamedTuple, get_args, get_origin
 import msgspec
 from msgspec import Meta
 
-__all__ = ["Settings", "OPTIONS", "Option", "OTHER_VARIABLES", "ENV_PREFIX", "config_file_for", "mask_url", "usable_cpus"]
+__all__ = [
+    "Settings",
+    "OPTIONS",
+    "Option",
+    "OTHER_VARIABLES",
+    "ENV_PREFIX",
+    "LATE_RERANK_MODES",
+    "config_file_for",
+    "mask_url",
+    "usable_cpus",
+]
 
 ENV_PREFIX = "MEMSTREAM_"
+LATE_RERANK_MODES = ("auto", "on", "off")  # the values of ``late_rerank``
 _NAME_MAX = 256  # tenant, app, stream prefix, worker index: characters
 # a name: 1 to _NAME_MAX printable characters, not all spaces (printable: checked in validated())
 _Name = Annotated[str, Meta(min_length=1, max_length=_NAME_MAX)]
@@ -274,7 +285,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     late_rerank: Annotated[
         str,
         Meta(
-            pattern=r"^(auto|on|off)$",
+            pattern=f"^({'|'.join(LATE_RERANK_MODES)})$",
             description=(
                 "Late interaction on the prefetch path: the dense stage stores each turn's and memory's token "
                 "vectors (answerai-colbert-small-v1, from the `bge` extra's package), and a recall reorders its best "

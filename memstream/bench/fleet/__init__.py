@@ -71,7 +71,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from memstream.bench.command import checkout, show
+from memstream.bench.command import checkout, late_rerank_option, show
 from memstream.bench.fleet.children import agent_process, service_process
 from memstream.bench.fleet.plan import HOOKS, LEVELS, PROCESSES, RATE, SECONDS, TARGETS
 from memstream.bench.fleet.report import format_fleet
@@ -116,12 +116,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0,
         help="onnxruntime threads of every service's model (MEMSTREAM_EMBED_THREADS; default 0: the setting's own)",
     )
-    parser.add_argument(
-        "--late-rerank",
-        choices=("auto", "on", "off"),
-        default="auto",
-        help="the late interaction of every service's prefetch (MEMSTREAM_LATE_RERANK; default auto: the setting's own)",
-    )
+    late_rerank_option(parser, "auto", "service's prefetch", "auto, the setting's own")
     parser.add_argument(
         "--against",
         metavar="PATH",
