@@ -805,6 +805,7 @@ class _Spec:
         self.bounded: Any = Annotated[(self.base, *bounds)] if bounds else None
         self.range = next(((m.ge, m.le) for m in bounds if m.ge is not None), None)
         self.max_length = next((m.max_length for m in bounds if m.max_length is not None), None)
+        self.pattern = next((m.pattern for m in metas if m.pattern is not None), None)
 
     def shown(self, value: object) -> object:
         """``value`` as a problem message may show it."""
@@ -831,7 +832,11 @@ class _Spec:
         return out
 
     def bounds_problem(self, value: object) -> str | None:
-        """Why ``value`` is outside this field's bounds, or None."""
+        """Why ``value`` is outside this field's bounds (a range, a length, a pattern), or None."""
+        if self.pattern is not None and not (isinstance(value, str) and re.search(self.pattern, value)):
+            choices = re.fullmatch(r"\^\(([\w|-]+)\)\$", self.pattern)
+            wanted = f"one of {', '.join(choices.group(1).split('|'))}" if choices else f"text matching {self.pattern}"
+            return f"{self.attribute} must be {wanted} (got {_brief(value)}); using {self.default!r}"
         if self.max_length is not None:
             if not (isinstance(value, str) and value.strip() and len(value) <= self.max_length and value.isprintable()):
                 return (

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, assume, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from memstream.core.settings import OPTIONS, OTHER_VARIABLES, Settings, mask_url
+from memstream.core.settings import LATE_RERANK_MODES, OPTIONS, OTHER_VARIABLES, Settings, mask_url
 
 ENVS = [env for _, env, _, _ in OPTIONS]
 ENV_TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
@@ -267,6 +267,8 @@ def test_load_never_raises_whatever_the_file_holds(tmp_path, content):
         ("MEMSTREAM_STALL_AFTER_S", "soon", "MEMSTREAM_STALL_AFTER_S='soon' is not a valid float"),
         ("MEMSTREAM_STALL_AFTER_S", "0", "stall_after_s must be between 0.1 and 86400.0"),
         ("MEMSTREAM_WORKER_INDEX", "", "worker_index must be 1 to 256 printable characters"),
+        ("MEMSTREAM_LATE_RERANK", "maybe", "late_rerank must be one of auto, on, off (got 'maybe'); using 'auto'"),
+        ("MEMSTREAM_LATE_RERANK", "ON", "late_rerank must be one of auto, on, off"),
     ],
 )
 def test_invalid_embedder_and_worker_values_are_recorded_problems(monkeypatch, env, value, problem):
@@ -278,6 +280,14 @@ def test_invalid_embedder_and_worker_values_are_recorded_problems(monkeypatch, e
         assert getattr(loaded, attr) == value  # kept as given: connecting fails clearly
     else:
         assert getattr(loaded, attr) == getattr(Settings(), attr)  # the default is used
+
+
+@pytest.mark.parametrize("mode", LATE_RERANK_MODES)
+def test_each_late_rerank_mode_loads_without_a_problem(monkeypatch, mode):
+    monkeypatch.setenv("MEMSTREAM_LATE_RERANK", mode)
+    loaded = Settings.load()
+    assert loaded.late_rerank == mode
+    assert not [p for p in loaded.problems if "late_rerank" in p]
 
 
 def test_every_setting_is_read_from_its_variable(monkeypatch):
