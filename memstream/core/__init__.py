@@ -39,7 +39,7 @@ from memstream.core.runfile import (
     take_ready_fd,
 )
 from memstream.core.sentinel_url import SentinelURL, is_sentinel_url, parse_sentinel_url
-from memstream.core.settings import LATE_RERANK_MODES, OPTIONS, Settings, config_file_for, mask_url, usable_cpus
+from memstream.core.settings import LATE_RERANK_MODES, LOCAL_EMBEDDERS, OPTIONS, Settings, config_file_for, mask_url, usable_cpus
 
 __all__ = [
     "argtypes",
@@ -71,6 +71,7 @@ __all__ = [
     "observe",
     "open_private",
     "LATE_RERANK_MODES",
+    "LOCAL_EMBEDDERS",
     "OPTIONS",
     "parse_sentinel_url",
     "PermanentError",

@@ -44,6 +44,7 @@ __all__ = [
     "OTHER_VARIABLES",
     "ENV_PREFIX",
     "LATE_RERANK_MODES",
+    "LOCAL_EMBEDDERS",
     "config_file_for",
     "mask_url",
     "usable_cpus",
@@ -51,6 +52,8 @@ __all__ = [
 
 ENV_PREFIX = "MEMSTREAM_"
 LATE_RERANK_MODES = ("auto", "on", "off")  # the values of ``late_rerank``
+# the embedders that run a model in-process: ``embed_threads`` applies, ``late_rerank=auto`` is on
+LOCAL_EMBEDDERS = ("bge-small", "colbert-small", "onnx-minilm")
 _NAME_MAX = 256  # tenant, app, stream prefix, worker index: characters
 # a name: 1 to _NAME_MAX printable characters, not all spaces (printable: checked in validated())
 _Name = Annotated[str, Meta(min_length=1, max_length=_NAME_MAX)]
@@ -216,9 +219,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         str,
         Meta(
             description=(
-                "Embedder of new projection versions: `bge-small` (offline), `onnx-minilm` (offline, the default before "
-                "bge-small), `hash` (tests), `openai[:MODEL]`, `ollama[:MODEL]`. A version keeps the embedder it was built "
-                "with: changing this changes no existing version (`memstream replay NAME --embedder SPEC` does)."
+                "Embedder of new projection versions: `bge-small` (offline), `colbert-small` (offline: the late "
+                "interaction's model makes the dense vector too, one model call a turn and a recall instead of two; "
+                'BENCHMARKS.md, "One model for the dense vector and the late interaction"), `onnx-minilm` (offline, '
+                "the default before bge-small), `hash` (tests), `openai[:MODEL]`, `ollama[:MODEL]`. A version keeps "
+                "the embedder it was built with: changing this changes no existing version (`memstream replay NAME "
+                "--embedder SPEC` does)."
             )
         ),
     ] = "bge-small"
@@ -262,8 +268,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             le=1024,
             description=(
                 "Batches of one model call run side by side (each on one onnxruntime thread) by the local embedders "
-                "(`bge-small`, `onnx-minilm`) and the late-interaction model (`MEMSTREAM_LATE_RERANK`), on the query "
-                "side and in the dense stage alike; a question's call runs on the thread that asks. 0: the CPUs this "
+                "(`bge-small`, `colbert-small`, `onnx-minilm`) and the late-interaction model "
+                "(`MEMSTREAM_LATE_RERANK`), on the query side and in the dense stage alike; a question's call runs "
+                "on the thread that asks. 0: the CPUs this "
                 "process may use, at most 8. On a machine busy with other work, 1 leaves the cores to the recalls "
                 '(BENCHMARKS.md, "The models\' batches side by side").'
             ),
@@ -290,8 +297,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
                 "Late interaction on the prefetch path: the dense stage stores each turn's and memory's token "
                 "vectors (answerai-colbert-small-v1, from the `bge` extra's package), and a recall reorders its best "
                 '20 by their match with the question (about 6 ms of CPU a recall; BENCHMARKS.md, "Late interaction '
-                'on the prefetch path"). `auto`: on with a local model embedder (`bge-small`, `onnx-minilm`), off '
-                "with `hash` and remote embedders; `on`; `off`."
+                'on the prefetch path"). `auto`: on with a local model embedder (`bge-small`, `colbert-small`, '
+                "`onnx-minilm`), off with `hash` and remote embedders; `on`; `off`."
             ),
         ),
     ] = "auto"
@@ -707,11 +714,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         return self.query_threads or max(2, min(usable_cpus(), 8))
 
     def late_reranks(self, embedder: str | None = None) -> bool:
-        """``late_rerank``, with ``auto`` on for a local model embedder (``bge-small``,
-        ``onnx-minilm``): ``embedder``, the configured one by default."""
+        """``late_rerank``, with ``auto`` on for a local model embedder (``LOCAL_EMBEDDERS``):
+        ``embedder``, the configured one by default."""
         if self.late_rerank != "auto":
             return self.late_rerank == "on"
-        return (embedder or self.embedder).split(":", 1)[0] in ("bge-small", "onnx-minilm")
+        return (embedder or self.embedder).split(":", 1)[0] in LOCAL_EMBEDDERS
 
     @property
     def projections_apart(self) -> bool:

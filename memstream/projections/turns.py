@@ -25,7 +25,7 @@ import redis
 from memstream.core import as_str, keys
 from memstream.producers import DelegationCompleted, MemoryForgotten, TurnRecorded
 from memstream.projections.base import Delivery
-from memstream.projections.embedders.port import Embedder
+from memstream.projections.embedders.port import Embedder, innermost
 from memstream.projections.stores.port import Filter, Point, VectorStore
 from memstream.projections.vector import VectorProjection, item_payload
 from memstream.text import BoilerplateFilter, chunk, redact
@@ -131,14 +131,19 @@ class TurnsProjection(VectorProjection):
         self.context_turns = int(self.options["context_turns"])
         self.keyword_turns = int(self.options["keyword_context_turns"])
         self.depth = self.context_turns + self.keyword_turns  # earlier turns a unit reads
+        # an embedder whose vectors come from the late interaction's call (colbert-small) embeds
+        # the text a point shows, which the late interaction reads: one model call for both
+        self.dense_shown = bool(getattr(innermost(embedder), "embeds_shown_text", False))
 
     def _unit(self, when: datetime, piece: str, earlier: Sequence[str]) -> tuple[str, str]:
-        """(the unit, the keyword side's text) of a chunk, ``earlier`` the texts of the
-        turns before it, nearest first."""
+        """(the dense side's text, the keyword side's) of a chunk, ``earlier`` the texts of
+        the turns before it, nearest first: the unit, and the unit with the keyword side's
+        earlier turns; the chunk itself on the dense side when the embedder embeds the shown
+        text (``dense_shown``)."""
         quoted = list(earlier[: self.context_turns]) or [""]
         unit = turn_unit(when, piece, quoted[0], *quoted[1:], date=bool(self.options["date"]))
         extra = [t for t in earlier[self.context_turns : self.depth] if t]
-        return unit, unit + "".join(f"\n{t}" for t in extra)
+        return piece if self.dense_shown else unit, unit + "".join(f"\n{t}" for t in extra)
 
     @staticmethod
     def turn_text(boilerplate: BoilerplateFilter, event: TurnRecorded) -> tuple[str, str | None]:

@@ -409,14 +409,14 @@ class Pipeline:
         """What the read side embeds a question with for ``version``: its embedder, keeping a
         question's vector in memory only (``CachedEmbedder.for_queries``), so the cache's file
         holds only what was embedded for an event, which ``memstream forget`` reaches."""
-        from memstream.projections import CachedEmbedder  # the models' modules
 
         spec = version.embedder or self.spec
         with self._embedders_lock:
             found = self._query_embedders.get(spec)
         if found is None:
             embedder = self._load_embedder(spec)
-            view = embedder.for_queries() if isinstance(embedder, CachedEmbedder) else embedder
+            for_queries = getattr(embedder, "for_queries", None)  # a CachedEmbedder's, or a model's own
+            view = for_queries() if callable(for_queries) else embedder
             with self._embedders_lock:
                 found = self._query_embedders.setdefault(spec, view)
         return found

@@ -14,11 +14,11 @@ import msgspec
 import numpy as np
 import pytest
 import redis
-from pipeline_support import pipeline_settings, remembered, wait_for
+from pipeline_support import pipeline_settings, remembered, turn, wait_for
 
-from memstream.core import keys
+from memstream.core import Settings, keys
 from memstream.producers import EventLog
-from memstream.projections import LateError, LatePassages, LateScorer, shared_cross_encoder
+from memstream.projections import Filter, LateError, LatePassages, LateScorer, shared_cross_encoder
 from memstream.query import Envelope, RecallRequest, SearchAnswer, SearchRequest, ask
 from memstream.query.late import LATE_CANDIDATES, late_first, late_order, late_scores
 from memstream.query.rerank import CE_WEIGHT, LATE_CE_WEIGHT, LATE_KEEP, learned_cut, rerank
@@ -242,5 +242,56 @@ def test_the_late_model_runs_with_the_embedders_threads_and_scores_the_same(tmp_
         finally:
             pipeline.stop()
     assert scorers[1].threads == 1 and scorers[0].threads == default_threads()
-    one, default = (scorers[t].queries([QUERY, *MEMORIES[:2]]) for t in (1, 0))
+    # texts neither scorer has made rows for (a scorer keeps its recent rows, made in other batches)
+    fresh = [f"{t} ({uuid.uuid4().hex[:6]})" for t in (QUERY, *MEMORIES[:2])]
+    one, default = (scorers[t].queries(fresh) for t in (1, 0))
     assert all(np.array_equal(a, b) for a, b in zip(one, default))  # one thread: the same vectors
+
+
+@pytest.mark.valkey
+def test_colbert_small_projects_and_recalls_with_one_model_call_a_text_on_valkey(tmp_path, valkey_server, monkeypatch):
+    """``MEMSTREAM_EMBEDDER=colbert-small``: the dense stage's vector and stored token vectors
+    of a memory come from one model call, and so do a recall's question vector and its late
+    interaction; the question is embedded with its own view (not the passage's)."""
+    from memstream.workers.pipeline import Pipeline, PipelineConfig
+
+    runs: list[int] = []
+    run = LateScorer._run
+
+    def counted(self: LateScorer, rows: list[list[int]]) -> list[np.ndarray]:
+        runs.append(len(rows))
+        return run(self, rows)
+
+    monkeypatch.setattr(LateScorer, "_run", counted)
+    client = redis.Redis.from_url(valkey_server.url)
+    client.flushall()
+    log = EventLog(client, "ms", 1)
+    texts = [f"{m} (note {uuid.uuid4().hex[:6]})" for m in MEMORIES]  # never scored before in this process
+    chat = [f"We talked about the {w} plans for the weekend ({uuid.uuid4().hex[:6]})" for w in ("hiking", "baking")]
+    log.append([remembered(t) for t in texts] + [turn(c, "Sounds good.", when=i, index=i) for i, c in enumerate(chat)])
+    settings = Settings.load(home=str(tmp_path / "home"), autostart=False, stream_prefix=log.prefix, embedder="colbert-small")
+    pipeline = Pipeline(settings, log, PipelineConfig(embedder="colbert-small", consumer="w1"))
+    server = None
+    try:
+        pipeline.drain()
+        points, _ = pipeline.store.scroll(pipeline.versions.collection("turns"), Filter(tenant="t1"))
+        shown = [p.payload["text"] for p in points]
+        assert sorted(shown) == sorted(f"User: {c}" for c in chat), shown  # the acknowledgement is boilerplate
+        stored = len(texts) + len(shown)
+        assert pipeline.late is not None and pipeline.late.stats()["warmed"] == stored
+        # each memory and turn ran the model once: its vector and its token vectors (a turn's
+        # dense text is the text it shows, not the unit with its date)
+        assert sum(runs) == stored
+        embedder = pipeline.versions.embedder("memories")
+        assert embedder.name.endswith(":query") and embedder.name.startswith("colbert-small:")
+        server = QueryServer(client, "ms", pipeline.reads.handlers(), threads=1, batched=pipeline.reads.batched()).start()
+        runs.clear()
+        question = f"{QUERY} ({uuid.uuid4().hex[:6]})"
+        answer = ask(client, "ms", RecallRequest(tenant="t1", agent="a1", query=question, k=3), timeout=60)
+        assert "error" not in answer, answer
+        assert texts[2] in [i["text"] for i in answer["items"]], answer["items"]
+        assert runs == [1]  # the question once: its dense vector and its late interaction
+    finally:
+        if server is not None:
+            server.stop()
+        pipeline.stop()

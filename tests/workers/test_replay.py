@@ -215,7 +215,7 @@ def test_a_version_whose_embedder_cannot_be_loaded_fails_with_the_embedder_named
     v2 = catalog.get("turns", 2)
     assert v2.state == "failed"
     assert "embedder 'no-such-model' cannot be loaded in this process" in v2.error
-    assert "choose one of onnx-minilm, bge-small, hash, openai, ollama" in v2.error
+    assert "choose one of onnx-minilm, bge-small, colbert-small, hash, openai[:MODEL], ollama[:MODEL]" in v2.error
     assert "turns.v2" not in pipeline.runs and catalog.active("turns").version == 1
 
 

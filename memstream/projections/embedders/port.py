@@ -21,7 +21,7 @@ from memstream.core import PermanentError, TransientError
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["Embedder", "EmbedderError", "EmbedderUnavailable", "check_dim"]
+__all__ = ["Embedder", "EmbedderError", "EmbedderUnavailable", "check_dim", "innermost"]
 
 
 class EmbedderError(PermanentError):
@@ -83,3 +83,11 @@ def check_dim(embedder: Embedder, expected_dim: int, collection: str) -> None:
         f"gets the new size, readers switch when it has caught up), or configure the embedder that built "
         f"{collection!r}"
     )
+
+
+def innermost(embedder: object) -> object:
+    """The model under ``embedder``'s wrappers: an embedder that wraps another (the cache,
+    the metrics' ``ObservedEmbedder``: ``base.Wrapper``) holds it as ``inner``."""
+    while hasattr(embedder, "inner"):
+        embedder = embedder.inner
+    return embedder

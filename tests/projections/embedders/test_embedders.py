@@ -108,12 +108,12 @@ def test_describe_says_what_the_embedder_would_be_without_making_it():
     openai = describe_embedder(Settings(embedder="openai", embed_url="https://u:pw@llm.example/v1", embed_api_key="sk-secret"))
     assert openai == {"embedder": "openai", "url": "https://u:***@llm.example/v1", "model": "text-embedding-3-small", "dim": 1536}
     assert describe_embedder(Settings(embedder="ollama:mxbai"))["dim"] is None  # learnt from its first answer
-    with pytest.raises(EmbedderError, match="onnx-minilm, bge-small, hash"):
+    with pytest.raises(EmbedderError, match="onnx-minilm, bge-small, colbert-small, hash"):
         describe_embedder(Settings(embedder="word2vec"))
 
 
 def test_unknown_spec_is_refused_with_the_choices():
-    with pytest.raises(EmbedderError, match="onnx-minilm, bge-small, hash, openai"):
+    with pytest.raises(EmbedderError, match=r"onnx-minilm, bge-small, colbert-small, hash, openai\[:MODEL\]"):
         get_embedder("word2vec")
     with pytest.raises(EmbedderError, match="takes no model"):
         get_embedder("hash:big")
