@@ -29,6 +29,7 @@ cross-encoder's logits do.
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import struct
 import threading
@@ -68,6 +69,11 @@ RECENT_BYTES = 16 << 20
 _QUERY_MARK, _PASSAGE_MARK = 1, 2  # [unused0], [unused1] in the BERT vocabulary
 _HEADER = struct.Struct("<I")
 _Kept = TypeVar("_Kept", np.ndarray, bytes)
+
+
+def _size(kept: object) -> int:
+    """The bytes a kept blob or array holds."""
+    return len(kept) if isinstance(kept, bytes) else int(getattr(kept, "nbytes", 0))
 
 
 def _as_rows(rows: np.ndarray) -> np.ndarray:
@@ -145,9 +151,9 @@ class LateScorer:
         self._punctuation = frozenset(
             i for token, i in self._tokenizer.get_vocab().items() if not any(ch.isalnum() for ch in token)
         )
-        # the rows of the ids scored last (a question's and a passage's differ by their mark): a
+        # the rows of the ids scored last, by their digest (a question's and a passage's differ by their mark): a
         # text's dense vector and its token vectors come from one model call (``ColbertSmallEmbedder``)
-        self._recent: OrderedDict[tuple[int, ...], Any] = OrderedDict()
+        self._recent: OrderedDict[bytes, Any] = OrderedDict()
         self._recent_held = 0
         self._recent_lock = threading.Lock()
 
@@ -219,8 +225,10 @@ class LateScorer:
     def _recently(self, ids: list[list[int]], encode: Callable[[np.ndarray], _Kept]) -> list[_Kept]:
         """``encode`` of each row of ids' token vectors: those kept from a recent call, the
         others in one ``_run`` (and kept, the oldest dropped past ``RECENT_BYTES``)."""
-        keys = [tuple(row) for row in ids]
-        found: dict[tuple[int, ...], Any] = {}
+        # by a digest of the ids, not the ids (which spell the text)
+        keys = [hashlib.blake2b(np.asarray(row, dtype=np.int32).tobytes(), digest_size=16).digest() for row in ids]
+        rows_of = dict(zip(keys, ids))
+        found: dict[bytes, Any] = {}
         with self._recent_lock:
             for key in keys:
                 kept = self._recent.get(key)
@@ -229,17 +237,17 @@ class LateScorer:
                     found[key] = kept
         missing = [key for key in dict.fromkeys(keys) if key not in found]
         if missing:
-            fresh = [encode(rows) for rows in self._run([list(key) for key in missing])]
+            fresh = [encode(rows) for rows in self._run([rows_of[key] for key in missing])]
             found.update(zip(missing, fresh))
             with self._recent_lock:
                 for key, kept in zip(missing, fresh):
                     if key in self._recent:
                         continue
                     self._recent[key] = kept
-                    self._recent_held += len(kept) if isinstance(kept, bytes) else kept.nbytes
+                    self._recent_held += _size(kept)
                     while self._recent_held > RECENT_BYTES:
                         _, old = self._recent.popitem(last=False)
-                        self._recent_held -= len(old) if isinstance(old, bytes) else old.nbytes
+                        self._recent_held -= _size(old)
         return [found[key] for key in keys]
 
     @staticmethod
