@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from pipeline_support import (
     at,
@@ -236,6 +237,25 @@ def test_each_version_is_queried_with_the_embedder_it_was_built_with(tmp_path, e
     assert queried.inner is onnx.inner and queried.cache is onnx.cache and queried.persist is False
     assert pipeline.versions.embedder("memories") is pipeline.embedder  # hash: not cached
     hits = pipeline.searcher.search("Which database runs on staging?", tenant="t1", agent="a1", k=2, kinds=("turns", "memories"))
+    assert "Postgres" in hits[0]["text"]
+
+
+def test_a_replay_to_colbert_small_embeds_shown_texts_and_questions_with_the_question_view(tmp_path, event_log):
+    pipeline = make_pipeline(tmp_path / "home", event_log)
+    event_log.append(history())
+    pipeline.drain()
+    colbert = pipeline._load_embedder("colbert-small")
+    replay(pipeline, "turns", embedder="colbert-small", model=colbert.name, dim=colbert.dim)
+    pipeline.drain()
+    catalog = Catalog(event_log.client, event_log.prefix)
+    assert (catalog.active("turns").embedder, catalog.active("turns").model) == ("colbert-small", colbert.name)
+    # a turn's vector is made from the text its point shows (one model call with its token vectors)
+    some = pipeline.store.retrieve("turns_v2", [points(pipeline.store, "turns_v2", "t1")[0].id], with_vectors=True)[0]
+    assert float(np.dot(some.dense, colbert.inner.embed([some.payload["text"]])[0])) > 0.999
+    # questions go through the model's question view, kept out of the cache's file
+    queried = pipeline.versions.embedder("turns")
+    assert queried.name == colbert.name + ":query" and queried.persist is False and queried.cache is colbert.cache
+    hits = pipeline.searcher.search("Which database runs on staging?", tenant="t1", agent="a1", k=2, kinds=("turns",))
     assert "Postgres" in hits[0]["text"]
 
 
