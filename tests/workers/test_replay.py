@@ -220,14 +220,20 @@ def test_a_version_whose_embedder_cannot_be_loaded_fails_with_the_embedder_named
     assert "turns.v2" not in pipeline.runs and catalog.active("turns").version == 1
 
 
-def test_each_version_is_queried_with_the_embedder_it_was_built_with(tmp_path, event_log):
+def _replayed_with(spec: str, tmp_path, event_log):
+    """A pipeline whose turns were projected with hash, then replayed with ``spec``: the
+    pipeline, ``spec``'s embedder and the catalog."""
     pipeline = make_pipeline(tmp_path / "home", event_log)
     event_log.append(history())
     pipeline.drain()
-    onnx = pipeline._load_embedder("onnx-minilm")
-    replay(pipeline, "turns", embedder="onnx-minilm", model=onnx.name, dim=onnx.dim)
+    embedder = pipeline._load_embedder(spec)
+    replay(pipeline, "turns", embedder=spec, model=embedder.name, dim=embedder.dim)
     pipeline.drain()
-    catalog = Catalog(event_log.client, event_log.prefix)
+    return pipeline, embedder, Catalog(event_log.client, event_log.prefix)
+
+
+def test_each_version_is_queried_with_the_embedder_it_was_built_with(tmp_path, event_log):
+    pipeline, onnx, catalog = _replayed_with("onnx-minilm", tmp_path, event_log)
     assert catalog.active("turns").embedder == "onnx-minilm"
     some = points(pipeline.store, "turns_v2", "t1")[0]
     assert len(pipeline.store.retrieve("turns_v2", [some.id], with_vectors=True)[0].dense) == onnx.dim
@@ -241,13 +247,7 @@ def test_each_version_is_queried_with_the_embedder_it_was_built_with(tmp_path, e
 
 
 def test_a_replay_to_colbert_small_embeds_shown_texts_and_questions_with_the_question_view(tmp_path, event_log):
-    pipeline = make_pipeline(tmp_path / "home", event_log)
-    event_log.append(history())
-    pipeline.drain()
-    colbert = pipeline._load_embedder("colbert-small")
-    replay(pipeline, "turns", embedder="colbert-small", model=colbert.name, dim=colbert.dim)
-    pipeline.drain()
-    catalog = Catalog(event_log.client, event_log.prefix)
+    pipeline, colbert, catalog = _replayed_with("colbert-small", tmp_path, event_log)
     assert (catalog.active("turns").embedder, catalog.active("turns").model) == ("colbert-small", colbert.name)
     # a turn's vector is made from the text its point shows (one model call with its token vectors)
     some = pipeline.store.retrieve("turns_v2", [points(pipeline.store, "turns_v2", "t1")[0].id], with_vectors=True)[0]

@@ -114,6 +114,41 @@ def unpack(blob: bytes) -> np.ndarray | None:
     return out
 
 
+class SizedLRU:
+    """Values (bytes or arrays) by key, the least recently used dropped once they hold more
+    than ``limit`` bytes; a value larger than ``limit`` is not kept. Thread-safe."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = int(limit)
+        self.held = 0  # bytes the values hold
+        self._items: OrderedDict[bytes, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, Any]:
+        """The values of ``keys`` held (each now the most recently used)."""
+        found: dict[bytes, Any] = {}
+        with self._lock:
+            for key in keys:
+                value = self._items.get(key)
+                if value is not None:
+                    self._items.move_to_end(key)
+                    found[key] = value
+        return found
+
+    def put_many(self, pairs: Sequence[tuple[bytes, Any]]) -> None:
+        """Keep each (key, value) not held yet, the oldest dropped past ``limit``."""
+        with self._lock:
+            for key, value in pairs:
+                size = _size(value)
+                if key in self._items or size > self.limit:
+                    continue
+                self._items[key] = value
+                self.held += size
+                while self.held > self.limit:
+                    _, old = self._items.popitem(last=False)
+                    self.held -= _size(old)
+
+
 class LateScorer:
     """Token vectors of questions and passages, and ``maxsim`` between them; thread-safe.
 
@@ -153,9 +188,7 @@ class LateScorer:
         )
         # the rows of the ids scored last, by their digest (a question's and a passage's differ by their mark): a
         # text's dense vector and its token vectors come from one model call (``ColbertSmallEmbedder``)
-        self._recent: OrderedDict[bytes, Any] = OrderedDict()
-        self._recent_held = 0
-        self._recent_lock = threading.Lock()
+        self.recent = SizedLRU(RECENT_BYTES)
 
     def __repr__(self) -> str:
         return f"LateScorer(threads={self.threads})"
@@ -228,26 +261,12 @@ class LateScorer:
         # by a digest of the ids, not the ids (which spell the text)
         keys = [hashlib.blake2b(np.asarray(row, dtype=np.int32).tobytes(), digest_size=16).digest() for row in ids]
         rows_of = dict(zip(keys, ids))
-        found: dict[bytes, Any] = {}
-        with self._recent_lock:
-            for key in keys:
-                kept = self._recent.get(key)
-                if kept is not None:
-                    self._recent.move_to_end(key)
-                    found[key] = kept
+        found = self.recent.get_many(keys)
         missing = [key for key in dict.fromkeys(keys) if key not in found]
         if missing:
             fresh = [encode(rows) for rows in self._run([rows_of[key] for key in missing])]
             found.update(zip(missing, fresh))
-            with self._recent_lock:
-                for key, kept in zip(missing, fresh):
-                    if key in self._recent:
-                        continue
-                    self._recent[key] = kept
-                    self._recent_held += _size(kept)
-                    while self._recent_held > RECENT_BYTES:
-                        _, old = self._recent.popitem(last=False)
-                        self._recent_held -= _size(old)
+            self.recent.put_many(list(zip(missing, fresh)))
         return [found[key] for key in keys]
 
     @staticmethod
@@ -296,9 +315,7 @@ class LatePassages:
     ) -> None:
         self.cache = cache
         self.scorer = scorer
-        self.memory_bytes = int(memory_bytes)
-        self._lru: OrderedDict[bytes, bytes] = OrderedDict()
-        self._held = 0
+        self.memory = SizedLRU(memory_bytes)  # the query side's LRU of blobs
         self._lock = threading.Lock()
         self._counts = {"warmed": 0, "stored_hits": 0, "memory_hits": 0, "computed": 0, "errors": 0}
 
@@ -358,13 +375,7 @@ class LatePassages:
         from memstream.projections.embedders.cache import text_key
 
         keys = [text_key(t) for t in texts]
-        found: dict[bytes, bytes] = {}
-        with self._lock:
-            for key in keys:
-                blob = self._lru.get(key)
-                if blob is not None:
-                    self._lru.move_to_end(key)
-                    found[key] = blob
+        found: dict[bytes, bytes] = self.memory.get_many(keys)
         memory = len(found)
         rest = [k for k in dict.fromkeys(keys) if k not in found]
         stored = self._stored(rest)
@@ -374,20 +385,9 @@ class LatePassages:
             first = {k: t for k, t in zip(keys, texts)}
             found.update(zip(missing, self.scorer().passage_blobs([first[k] for k in missing])))
         self._count(memory_hits=memory, stored_hits=len(stored), computed=len(missing))
-        with self._lock:
-            for k in rest:
-                self._remember(k, found[k])
+        self.memory.put_many([(k, found[k]) for k in rest])
         out = []
         for k in keys:
             v = unpack(found[k])
             out.append(v if v is not None else np.empty((0, DIM), np.float32))
         return out
-
-    def _remember(self, key: bytes, blob: bytes) -> None:
-        if key in self._lru or len(blob) > self.memory_bytes:
-            return
-        self._lru[key] = blob
-        self._held += len(blob)
-        while self._held > self.memory_bytes:
-            _, old = self._lru.popitem(last=False)
-            self._held -= len(old)

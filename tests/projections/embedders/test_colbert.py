@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from late_texts import ANSWER, OTHERS, QUESTION
 
 from memstream.core import Settings
 from memstream.projections import (
@@ -21,14 +22,6 @@ from memstream.projections import (
 from memstream.projections.embedders import late
 from memstream.projections.embedders.colbert import ColbertSmallEmbedder
 from memstream.projections.embedders.late import DIM, MAX_CHARS, PASSAGE_TOKENS, QUERY_TOKENS, unpack
-
-QUESTION = "When did Caroline go to the LGBTQ support group?"
-ANSWER = "Caroline: I went to a LGBTQ support group yesterday and it was so powerful."
-OTHERS = (
-    "Melanie: I painted a sunrise over the lake last week.",
-    "The printer on the third floor is out of toner again.",
-    "We had pasta for dinner on Friday.",
-)
 
 
 class Counted(LateScorer):
@@ -116,8 +109,8 @@ def test_the_scorer_keeps_at_most_its_bound_of_recent_rows(monkeypatch, scorer):
     monkeypatch.setattr(late, "RECENT_BYTES", 100_000)
     fresh = Counted()
     ColbertSmallEmbedder(scorer=fresh).embed([f"passage number {i} about the lake" for i in range(40)])
-    assert 0 < fresh._recent_held <= 100_000
-    assert fresh._recent_held == sum(len(b) for b in fresh._recent.values())
+    assert 0 < fresh.recent.held <= fresh.recent.limit == 100_000
+    assert fresh.recent.held == sum(len(b) for b in fresh.recent._items.values())
     fresh.runs.clear()
     fresh.passage_blobs(["passage number 0 about the lake"])  # dropped long ago: run again
     assert fresh.runs == [1]

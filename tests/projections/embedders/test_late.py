@@ -9,17 +9,10 @@ import sqlite3
 
 import numpy as np
 import pytest
+from late_texts import ANSWER, OTHERS, QUESTION
 
 from memstream.projections import EmbeddingCache, LateError, LatePassages, LateScorer, shared_late_scorer, text_key
 from memstream.projections.embedders.late import DIM, PASSAGE_TOKENS, QUERY_TOKENS, pack, unpack
-
-QUESTION = "When did Caroline go to the LGBTQ support group?"
-ANSWER = "Caroline: I went to a LGBTQ support group yesterday and it was so powerful."
-OTHERS = (
-    "Melanie: I painted a sunrise over the lake last week.",
-    "The printer on the third floor is out of toner again.",
-    "We had pasta for dinner on Friday.",
-)
 
 
 def test_pack_keeps_each_token_within_its_int8_step_and_unpack_refuses_other_bytes():
@@ -103,7 +96,7 @@ def test_the_memory_is_bounded_by_bytes_and_a_failing_file_is_counted_not_raised
     cache = EmbeddingCache(tmp_path / "embeddings.sqlite3")
     passages = LatePassages(cache, memory_bytes=len(pack(np.ones((20, DIM), np.float32))))
     passages.vectors([ANSWER, *OTHERS])
-    assert passages._held <= passages.memory_bytes
+    assert passages.memory.held <= passages.memory.limit
     cache.close()  # every later read and write of the file fails
     assert passages.warm([("e1", "a text never seen")]) == 0
     got = passages.vectors(["another text never seen"])
