@@ -51,7 +51,7 @@ class _Recorder:
 
 class _LateRecorder:
     """Wraps the late-interaction model the dense stage stores passages' token vectors with:
-    records each ``passages`` call (the texts it was given)."""
+    records each ``passage_blobs`` call (the texts it was given: ``LatePassages.warm``'s)."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
@@ -60,10 +60,10 @@ class _LateRecorder:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def passages(self, texts: Sequence[str]) -> Any:
+    def passage_blobs(self, texts: Sequence[str]) -> Any:
         items = list(texts)
         self.calls.append(items)
-        return self.inner.passages(items)
+        return self.inner.passage_blobs(items)
 
 
 def turns_of(pipeline: Pipeline) -> TurnsProjection:
