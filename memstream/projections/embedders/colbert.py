@@ -10,7 +10,7 @@ recall one, and the process holds one model instead of two.
 - A passage's vector is the mean of the token vectors the dense stage stores for it
   (``LateScorer.passage_blobs``: ``[CLS] [unused1]`` and its first 61 tokens, int8 as
   stored), so the dense stage's ``LatePassages.warm`` that follows finds them made (the
-  scorer keeps the bytes it made last, ``RECENT_BYTES``).
+  scorer keeps the bytes it made last, ``keep_recent``).
 - A question's vector (``for_queries``) is the mean of its question token vectors
   (``LateScorer.queries``: ``[CLS] [unused0]``, punctuation left out, at most 32 tokens),
   which the late interaction then reads without a second call. A question and a passage of
@@ -41,6 +41,7 @@ from memstream.projections.embedders.late import (
     MODEL_ID,
     PASSAGE_TOKENS,
     QUERY_TOKENS,
+    LateError,
     LateScorer,
     shared_late_scorer,
     unpack,
@@ -62,6 +63,7 @@ class ColbertSmallEmbedder:
 
     def __init__(self, *, threads: int | None = None, scorer: LateScorer | None = None, questions: bool = False) -> None:
         self._scorer = scorer if scorer is not None else shared_late_scorer(threads)
+        self._scorer.keep_recent()  # the token vectors of what it embeds are asked for next
         self.threads = self._scorer.threads
         self.questions = questions
         self.name = f"colbert-small:{MODEL_ID}:{PASSAGE_TOKENS}" + (":query" if questions else "")
@@ -88,5 +90,8 @@ class ColbertSmallEmbedder:
         if self.questions:
             rows = self._scorer.queries(items)
         else:
-            rows = [r for r in map(unpack, self._scorer.passage_blobs(items)) if r is not None]
+            unpacked = [unpack(b) for b in self._scorer.passage_blobs(items)]
+            rows = [r for r in unpacked if r is not None]
+            if len(rows) != len(items):
+                raise LateError("the late-interaction model made token vectors that cannot be read back")
         return l2_normalize(np.stack([r.mean(axis=0) for r in rows]))

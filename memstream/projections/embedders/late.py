@@ -62,9 +62,9 @@ PASSAGE_TOKENS = 64  # a passage's tokens at most: LoCoMo's turns are 40 at p50;
 DIM = 384
 BATCH_SIZE = 16  # passages per model call, sorted by length (each batch padded to its longest)
 MAX_CHARS = 16 * 1024  # of a text (longer text is refused)
-# the rows of the texts scored last kept for one more ask: a recall's question (its dense
-# vector, then its late interaction) and a batch of passages (the dense stage's vectors, then
-# its stored token vectors); 16 MB holds 670 passages of 64 tokens (int8) or 340 questions of 32
+# the rows of the texts scored last kept for one more ask, with colbert-small: a recall's question
+# (its dense vector, then its late interaction) and a batch of passages (the dense stage's vectors,
+# then its stored token vectors); 16 MB holds 670 passages of 64 tokens (int8) or 340 questions of 32
 RECENT_BYTES = 16 << 20
 _QUERY_MARK, _PASSAGE_MARK = 1, 2  # [unused0], [unused1] in the BERT vocabulary
 _HEADER = struct.Struct("<I")
@@ -187,11 +187,17 @@ class LateScorer:
             i for token, i in self._tokenizer.get_vocab().items() if not any(ch.isalnum() for ch in token)
         )
         # the rows of the ids scored last, by their digest (a question's and a passage's differ by their mark): a
-        # text's dense vector and its token vectors come from one model call (``ColbertSmallEmbedder``)
-        self.recent = SizedLRU(RECENT_BYTES)
+        # text's dense vector and its token vectors come from one model call (``ColbertSmallEmbedder``,
+        # which turns it on: ``keep_recent``); none kept otherwise
+        self.recent = SizedLRU(0)
 
     def __repr__(self) -> str:
         return f"LateScorer(threads={self.threads})"
+
+    def keep_recent(self, limit: int | None = None) -> None:
+        """Keep the rows of the last texts scored, up to ``limit`` bytes (None: ``RECENT_BYTES``),
+        for a caller that asks for the same texts again (``ColbertSmallEmbedder``)."""
+        self.recent.limit = RECENT_BYTES if limit is None else int(limit)
 
     def count_tokens(self, text: str) -> int:
         """The tokenizer's tokens in ``text`` with [CLS] and [SEP], before any cut."""
@@ -241,7 +247,7 @@ class LateScorer:
         """Each question's unit token vectors (at most ``QUERY_TOKENS`` rows), its tokens of
         punctuation alone left out (a shorter model call, and on LoCoMo's dev split no
         question lost: BENCHMARKS.md, "A fresh recall with the default model"). A question
-        asked again while the scorer still holds its rows (``RECENT_BYTES``) is not run again
+        asked again while the scorer still holds its rows (``keep_recent``) is not run again
         (read-only arrays)."""
         return self._recently(self._ids(texts, _QUERY_MARK, QUERY_TOKENS, self._punctuation), _as_rows)
 
@@ -251,13 +257,13 @@ class LateScorer:
 
     def passage_blobs(self, texts: Sequence[str]) -> list[bytes]:
         """Each passage's token vectors as stored (``pack``); a passage asked again while the
-        scorer still holds its bytes (``RECENT_BYTES``) is not run again: the dense stage's
+        scorer still holds its bytes (``keep_recent``) is not run again: the dense stage's
         stored vectors of the texts ``ColbertSmallEmbedder`` just embedded."""
         return self._recently(self._ids(texts, _PASSAGE_MARK, PASSAGE_TOKENS), pack)
 
     def _recently(self, ids: list[list[int]], encode: Callable[[np.ndarray], _Kept]) -> list[_Kept]:
         """``encode`` of each row of ids' token vectors: those kept from a recent call, the
-        others in one ``_run`` (and kept, the oldest dropped past ``RECENT_BYTES``)."""
+        others in one ``_run`` (and kept up to ``keep_recent``'s bytes, the oldest dropped; none by default)."""
         # by a digest of the ids, not the ids (which spell the text)
         keys = [hashlib.blake2b(np.asarray(row, dtype=np.int32).tobytes(), digest_size=16).digest() for row in ids]
         rows_of = dict(zip(keys, ids))

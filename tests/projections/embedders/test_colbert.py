@@ -116,6 +116,17 @@ def test_the_scorer_keeps_at_most_its_bound_of_recent_rows(monkeypatch, scorer):
     assert fresh.runs == [1]
 
 
+def test_a_scorer_keeps_no_rows_unless_colbert_small_uses_it():
+    plain = Counted()
+    plain.passage_blobs([ANSWER])
+    plain.queries([QUESTION])
+    assert plain.recent.held == 0 and plain.runs == [1, 1]
+    plain.passage_blobs([ANSWER])  # bge-small's dense stage: each text is scored once anyway
+    assert plain.runs == [1, 1, 1]
+    ColbertSmallEmbedder(scorer=plain)
+    assert plain.recent.limit == late.RECENT_BYTES
+
+
 def test_the_factory_and_the_settings_know_colbert_small():
     assert describe_embedder(Settings(embedder="colbert-small")) == {
         "embedder": "colbert-small",
