@@ -409,7 +409,6 @@ class Pipeline:
         """What the read side embeds a question with for ``version``: its embedder, keeping a
         question's vector in memory only (``CachedEmbedder.for_queries``), so the cache's file
         holds only what was embedded for an event, which ``memstream forget`` reaches."""
-
         spec = version.embedder or self.spec
         with self._embedders_lock:
             found = self._query_embedders.get(spec)

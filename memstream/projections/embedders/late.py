@@ -264,6 +264,8 @@ class LateScorer:
     def _recently(self, ids: list[list[int]], encode: Callable[[np.ndarray], _Kept]) -> list[_Kept]:
         """``encode`` of each row of ids' token vectors: those kept from a recent call, the
         others in one ``_run`` (and kept up to ``keep_recent``'s bytes, the oldest dropped; none by default)."""
+        if not self.recent.limit:  # nothing is kept (no colbert-small): every row runs, as it always has
+            return [encode(rows) for rows in self._run(ids)]
         # by a digest of the ids, not the ids (which spell the text)
         keys = [hashlib.blake2b(np.asarray(row, dtype=np.int32).tobytes(), digest_size=16).digest() for row in ids]
         rows_of = dict(zip(keys, ids))
