@@ -34,7 +34,7 @@ from memstream.bench.locomo.measure import TARGETS, locomo
 from memstream.bench.locomo.paths import PATHS
 from memstream.bench.locomo.report import format_compare, format_locomo
 from memstream.bench.locomo.scoring import BM25, paired, paired_runs
-from memstream.core import argtypes
+from memstream.core import Settings, argtypes
 from memstream.query import most
 
 __all__ = [
@@ -58,7 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """``memstream bench locomo``'s arguments."""
     parser.add_argument("--data", default="", help="the LoCoMo directory (locomo10_turns.jsonl, locomo10_qrels.jsonl): required")
     parser.add_argument("--split", default="dev", choices=["dev", "test", "all"], help="conversations to run (default dev)")
-    parser.add_argument("--embedder", default="onnx-minilm", help="embedder of the benchmark's pipeline (default onnx-minilm)")
+    default = Settings().embedder  # the product's, what a new install embeds with
+    parser.add_argument("--embedder", default=default, help=f"embedder of the benchmark's pipeline (default {default}, the product's)")
     parser.add_argument(
         "--compare",
         default=None,
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         result = locomo(
             args.data,
             split=args.split,
-            embedder=args.embedder or "onnx-minilm",
+            embedder=args.embedder or None,
             compare=compare,
             paths=paths,
             rerank_candidates=args.rerank_candidates,

@@ -17,7 +17,7 @@ from memstream.bench.locomo.paths import PATHS, rerank_grid, run_path, run_paths
 from memstream.bench.locomo.prefetch_grid import prefetch_grid
 from memstream.bench.locomo.scoring import BM25, paired, question_key, recall_metrics
 from memstream.bench.workload import query_pipeline
-from memstream.core import keys, new_event_id
+from memstream.core import Settings, keys, new_event_id
 from memstream.producers import Scope, TurnRecorded
 from memstream.query import LATE_SHED
 from memstream.service import ValkeyProcess
@@ -36,7 +36,7 @@ TARGETS: dict[str, dict[str, float]] = {
 def locomo(
     data: str | Path,
     split: str = "dev",
-    embedder: str = "onnx-minilm",
+    embedder: str | None = None,
     k: int = 10,
     compare: dict[str, Any] | None = None,
     paths: tuple[str, ...] = ("prefetch", "search", "search+rerank"),
@@ -53,13 +53,14 @@ def locomo(
     and paired with prefetch; ``rerank_candidates``: the rerank path's (None: the
     protocol's default); ``grid``: also tune the rerank (``rerank_grid``);
     ``prefetch_points``: also try the prefetch's ranking weights (``prefetch_grid``: needs
-    the prefetch path)."""
+    the prefetch path). ``embedder``: the pipeline's (None: the product's default)."""
     import numpy as np
 
     from memstream.projections import TurnsProjection, configured_embedder
     from memstream.query import Request, ask
     from memstream.workers import Consumer
 
+    embedder = embedder or Settings().embedder
     if compare is not None:
         try:
             TurnsProjection.validate_options(compare)
