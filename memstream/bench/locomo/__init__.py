@@ -59,7 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", default="", help="the LoCoMo directory (locomo10_turns.jsonl, locomo10_qrels.jsonl): required")
     parser.add_argument("--split", default="dev", choices=["dev", "test", "all"], help="conversations to run (default dev)")
     default = Settings().embedder  # the product's, what a new install embeds with
-    parser.add_argument("--embedder", default=default, help=f"embedder of the benchmark's pipeline (default {default}, the product's)")
+    parser.add_argument(
+        "--embedder", default=default, help=f"embedder of the benchmark's pipeline (default {default}, the product's)"
+    )
     parser.add_argument(
         "--compare",
         default=None,
