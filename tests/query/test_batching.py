@@ -6,6 +6,7 @@ would alone. A bad request in a batch gets its error and the others their answer
 from __future__ import annotations
 
 import json
+import os
 import random
 import threading
 import time
@@ -242,6 +243,35 @@ def test_a_reranked_search_goes_to_its_lane_and_the_recalls_taken_with_it_are_an
         server.stop()
     assert done["results"] == [{"q": "rerank me"}] and done["reranked"] is True and "took_ms" in done
     assert int(client.hget(keys.query_counters(PREFIX), "answered")) == 4
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="a thread's own nice value is Linux's")
+def test_the_rerank_lane_runs_below_the_serving_threads_so_a_prefetch_goes_first_where_cores_are_short(client):
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    seen: dict[str, int] = {}
+
+    def nice() -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    def search(request: SearchRequest) -> SearchAnswer:
+        seen[request.query] = nice()
+        return SearchAnswer(results=[], searched=Searched(scope="current", agents=["a1"]), reranked=request.rerank or None)
+
+    def recall(request: RecallRequest) -> RecallAnswer:
+        seen[request.query] = nice()
+        return RecallAnswer(items=[])
+
+    channel = keys.queries(PREFIX)
+    asked = [_envelope(_search("reranked")), _envelope(_search("plain", rerank=False)), _envelope(_recall("prefetch"))]
+    server = QueryServer(client, PREFIX, Handlers(recall=recall, search=search), threads=1).start()
+    try:
+        for _, raw in asked:
+            client.rpush(channel, raw)
+        _answers(client, channel, [rid for rid, _ in asked])
+    finally:
+        server.stop()
+    assert seen == {"reranked": min(19, mine + QueryServer.LANE_NICE), "plain": mine, "prefetch": mine}
+    assert nice() == mine  # the caller's thread unchanged
 
 
 def test_with_the_rerank_lane_full_a_reranked_search_is_answered_at_once_in_the_rankings_order(client):
