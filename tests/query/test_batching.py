@@ -275,7 +275,7 @@ def test_the_rerank_lane_runs_below_the_serving_threads_so_a_prefetch_goes_first
     assert nice() == mine  # the caller's thread unchanged
 
 
-def test_with_the_rerank_lane_full_a_reranked_search_is_answered_at_once_in_the_rankings_order(client):
+def test_with_the_rerank_lane_full_a_reranked_search_is_answered_at_once_without_the_rerank(client):
     search = _SlowSearch()
     channel = keys.queries(PREFIX)
     handlers = Handlers(recall=lambda r: RecallAnswer(items=[]), search=search)

@@ -76,26 +76,31 @@ def _broken() -> LateScorer:
     raise LateError("the late-interaction model is missing")
 
 
-def test_recall_reorders_with_the_late_interaction_and_keeps_the_ranking_when_the_model_fails(tmp_path):
+@pytest.fixture
+def reads(tmp_path):
+    """The read side of a pipeline that projected MEMORIES (hash embedder, the late interaction on)."""
     log = EventLog(fakeredis.FakeRedis(), "ms", 1)
     log.append([remembered(m) for m in MEMORIES])
     pipeline = _pipeline(tmp_path / "home", log)
     try:
         pipeline.drain()
-        reads = pipeline.reads
-        assert isinstance(reads.late, LatePassages)
-        late = _recall(reads)
-        (hurried,) = reads.hurried()["recall"]([RecallRequest(tenant="t1", agent="a1", query=QUERY, k=3)])
-        passages, reads.late = reads.late, None
-        ranking = _recall(reads)
-        assert reads.hurried() == {}  # nothing to leave out without the late interaction
-        (candidates,) = reads.recall_many([RecallRequest(tenant="t1", agent="a1", query=QUERY, k=LATE_CANDIDATES)])
-        reads.late = LatePassages(None, _broken)
-        failed = _recall(reads)
-        assert reads.late_failures == 1
-        reads.late = passages
+        yield pipeline.reads
     finally:
         pipeline.stop()
+
+
+def test_recall_reorders_with_the_late_interaction_and_keeps_the_ranking_when_the_model_fails(reads):
+    assert isinstance(reads.late, LatePassages)
+    late = _recall(reads)
+    (hurried,) = reads.hurried()["recall"]([RecallRequest(tenant="t1", agent="a1", query=QUERY, k=3)])
+    passages, reads.late = reads.late, None
+    ranking = _recall(reads)
+    assert reads.hurried() == {}  # nothing to leave out without the late interaction
+    (candidates,) = reads.recall_many([RecallRequest(tenant="t1", agent="a1", query=QUERY, k=LATE_CANDIDATES)])
+    reads.late = LatePassages(None, _broken)
+    failed = _recall(reads)
+    assert reads.late_failures == 1
+    reads.late = passages
     assert len(late) == len(ranking) == 3
     expected = late_order([QUERY], [candidates.items], [3], passages)[0]
     assert late == [i["text"] for i in expected]
@@ -103,6 +108,33 @@ def test_recall_reorders_with_the_late_interaction_and_keeps_the_ranking_when_th
     assert ANSWER in late and (ANSWER not in ranking or late.index(ANSWER) <= ranking.index(ANSWER)), (late, ranking)
     assert failed == ranking
     assert [i["text"] for i in hurried.items] == ranking  # a recall that waited too long: the ranking's order
+
+
+def test_a_search_without_the_rerank_has_the_prefetchs_late_order_with_each_fact_in_its_place(reads):
+    """What the agent's tool answers when the reranker is busy or not asked (``memstream search
+    --no-rerank``): the turns and memories of the ranking's best LATE_CANDIDATES in the late
+    interaction's order, a fact kept where the ranking put it, cut to k; hurried (the take
+    waited), or with a late model that fails (counted), the ranking's order."""
+    late = _search(reads, k=3).results
+    (hurried,) = reads.hurried()["search"]([SearchRequest(tenant="t1", agent="a1", query=QUERY, kind="memories", k=3)])
+    passages, reads.late = reads.late, None
+    ranking = _search(reads, k=3).results
+    candidates = _search(reads, k=LATE_CANDIDATES).results
+    reads.late = LatePassages(None, _broken)
+    failed = _search(reads, k=3).results
+    assert reads.late_failures == 1
+    reads.late = passages
+    fact = {"id": "f1", "kind": "fact", "text": "Mira's dog is Pepper.", "score": 0.9}
+    mixed = reads._late_first(QUERY, [candidates[0], fact, *candidates[1:]], passages)
+    expected = late_first(QUERY, [dict(c) for c in candidates], passages)[:3]
+    assert [i["text"] for i in late] == [i["text"] for i in expected] and len(late) == 3
+    assert [i["text"] for i in late] != [i["text"] for i in ranking]  # the model moved something
+    texts, ranked = [i["text"] for i in late], [i["text"] for i in ranking]
+    assert ANSWER in texts and (ANSWER not in ranked or texts.index(ANSWER) <= ranked.index(ANSWER)), (texts, ranked)
+    assert [i["text"] for i in hurried.results] == [i["text"] for i in ranking] == [i["text"] for i in failed]
+    assert mixed[1] is fact and [i["text"] for i in mixed[:1] + mixed[2:]] == [
+        i["text"] for i in late_first(QUERY, [dict(c) for c in candidates], passages)
+    ]
 
 
 def test_the_setting_turns_it_on_with_a_local_model_and_off_with_hash(tmp_path):
@@ -197,7 +229,9 @@ def test_a_reranked_search_gives_the_cross_encoder_the_late_interactions_best_an
         reads = pipeline.reads
         counted = _Counted()
         reads.cross_encoder = counted
-        candidates = _search(reads, k=40).results
+        passages, reads.late = reads.late, None
+        candidates = _search(reads, k=40).results  # the ranking's order
+        reads.late = passages
         assert len(candidates) > LATE_KEEP  # (near-repeats of the fillers collapse)
         cut = _search(reads, rerank=True)
         reads.learned_rerank = False
