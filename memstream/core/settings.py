@@ -310,8 +310,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             description=(
                 "When a recall of a query server's take waited longer than this (ms) on the query list, the take's "
                 "recalls are answered without the late interaction (the ranking's order, as with "
-                "`MEMSTREAM_LATE_RERANK=off`): a query process that is behind then spends one model call a recall "
-                "instead of two, and its prefetches keep within their budget. The wait is read from the caller's "
+                "`MEMSTREAM_LATE_RERANK=off`), and so are its searches without the rerank when one of them waited: a "
+                "query process that is behind then spends one model call a recall instead of two, and its "
+                "prefetches keep within their budget. The wait is read from the caller's "
                 "clock, as a request's deadline is. 0: never. Counted as `late_shed` (BENCHMARKS.md, \"The late "
                 'interaction shed when the query process is behind").'
             ),

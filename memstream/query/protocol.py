@@ -117,8 +117,9 @@ def most(op: str, field: str) -> int:
 # The query server's counter (``P:counters:queries``) of reranked searches answered without the
 # rerank because its lane was busy: each is also counted ``answered``.
 RERANK_SHED = "rerank_shed"
-# ... and of recalls answered without the late interaction because a recall of their take waited on
-# the list past the server's ``hurry_after_s`` (``MEMSTREAM_LATE_SHED_MS``): each also ``answered``.
+# ... and of recalls and searches answered without the late interaction because a request of their
+# op in their take waited on the list past the server's ``hurry_after_s`` (``MEMSTREAM_LATE_SHED_MS``):
+# each also ``answered``.
 LATE_SHED = "late_shed"
 
 OP_OF: dict[type, str] = {cls: cls.__struct_config__.tag for cls in get_args(Request)}

@@ -370,9 +370,9 @@ FAMILIES: tuple[Family, ...] = (
         "counter",
         (),
         "requests",
-        "Recalls answered without the late interaction, in the ranking's order, because a recall of their take "
-        "waited on the query list longer than MEMSTREAM_LATE_SHED_MS (each also counted in memstream_queries_total "
-        "as answered)",
+        "Recalls and searches answered without the late interaction, in the ranking's order, because a request "
+        "of their take waited on the query list longer than MEMSTREAM_LATE_SHED_MS (each also counted in "
+        "memstream_queries_total as answered)",
         "redis",
     ),
     Family(
