@@ -11,7 +11,7 @@ from memstream.core import lazy_exports
 from memstream.projections.base import Delivery, Projection, group_name
 from memstream.projections.catalog import STATES, Catalog, CatalogError, Version
 from memstream.projections.counters import Counters
-from memstream.projections.embedders.port import Embedder, EmbedderError, EmbedderUnavailable
+from memstream.projections.embedders.port import Embedder, EmbedderError, EmbedderUnavailable, query_view
 from memstream.projections.facts import FactsProjection
 from memstream.projections.facts_table import Fact, FactsTable, fact_id, fact_ids
 from memstream.projections.memories import MemoriesProjection
@@ -85,6 +85,7 @@ __all__ = [
     "running_versions",
     "physical_name",
     "Embedder",
+    "query_view",
     "CachedEmbedder",
     "CollectionNotFound",
     "configured_embedder",

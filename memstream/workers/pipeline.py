@@ -78,6 +78,7 @@ from memstream.projections import (
     drop_version,
     open_store,
     physical_name,
+    query_view,
     replica_group,
     select,
 )
@@ -414,8 +415,7 @@ class Pipeline:
             found = self._query_embedders.get(spec)
         if found is None:
             embedder = self._load_embedder(spec)
-            for_queries = getattr(embedder, "for_queries", None)  # a CachedEmbedder's, or a model's own
-            view = for_queries() if callable(for_queries) else embedder
+            view = query_view(embedder)  # a CachedEmbedder's, or a model's own
             with self._embedders_lock:
                 found = self._query_embedders.setdefault(spec, view)
         return found

@@ -32,6 +32,7 @@ import numpy as np
 import structlog
 
 from memstream.projections.embedders.base import Wrapper, as_text_list
+from memstream.projections.embedders.port import query_view
 
 if TYPE_CHECKING:
     from memstream.projections.embedders.port import Embedder
@@ -312,8 +313,7 @@ class CachedEmbedder(Wrapper):
         """The same model and cache for a query's text: read from the file and memory, kept in
         memory only (``persist=False``); the model's own view of questions where it has one
         (its ``for_queries``, under its own name)."""
-        for_queries = getattr(self.inner, "for_queries", None)
-        return CachedEmbedder(for_queries() if callable(for_queries) else self.inner, self.cache, persist=False)
+        return CachedEmbedder(query_view(self.inner), self.cache, persist=False)
 
     def note_origins(self, pairs: Sequence[tuple[str, str]]) -> None:
         """Record which event each text was embedded for ((event id, text) pairs), so that

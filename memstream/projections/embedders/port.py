@@ -21,7 +21,7 @@ from memstream.core import PermanentError, TransientError
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["Embedder", "EmbedderError", "EmbedderUnavailable", "check_dim", "innermost"]
+__all__ = ["Embedder", "EmbedderError", "EmbedderUnavailable", "check_dim", "innermost", "query_view"]
 
 
 class EmbedderError(PermanentError):
@@ -91,3 +91,12 @@ def innermost(embedder: object) -> object:
     while hasattr(embedder, "inner"):
         embedder = embedder.inner
     return embedder
+
+
+def query_view(embedder: Embedder) -> Embedder:
+    """What embeds a question for ``embedder``: its ``for_queries()`` where it has one (a
+    ``CachedEmbedder``'s, kept out of the cache's file; a model's own view of questions,
+    ``ColbertSmallEmbedder``'s), else the embedder itself."""
+    for_queries = getattr(embedder, "for_queries", None)
+    view: Embedder = for_queries() if callable(for_queries) else embedder
+    return view
